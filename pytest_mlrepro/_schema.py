@@ -1,0 +1,223 @@
+"""Turn plain YAML values into typed, frozen dataclasses, with errors that name the field.
+
+The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
+``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
+defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
+:class:`Invalid` naming the offending field relative to itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from typing import Any, Literal, Union, get_args, get_origin
+
+from ._yaml import Path, format_path
+from .errors import ManifestError
+
+
+class Invalid(Exception):
+    """A rule failed; ``field`` is relative to the object that raised it (``""`` for itself)."""
+
+    def __init__(self, field: str | int | tuple[str | int, ...], message: str) -> None:
+        if isinstance(field, tuple):
+            self.path: Path = field
+        else:
+            self.path = (field,) if field != "" else ()
+        self.message = message
+        super().__init__(message)
+
+
+class Context:
+    """Where values came from: the file and the line of each path."""
+
+    def __init__(self, file: str, lines: dict[Path, int]) -> None:
+        self.file = file
+        self.lines = lines
+
+    def line(self, path: Path) -> int | None:
+        for cut in range(len(path), -1, -1):
+            if path[:cut] in self.lines:
+                return self.lines[path[:cut]]
+        return None
+
+    def error(self, path: Path, message: str) -> ManifestError:
+        return ManifestError(self.file, self.line(path), format_path(path), message)
+
+
+def suggest(word: str, choices: typing.Iterable[str]) -> str:
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
+
+
+def yaml_key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("key", f.name))
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin is list:
+        return f"a list of {_plural(get_args(tp)[0])}"
+    if origin is tuple:
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"a list of {_plural(args[0])}"
+        return f"a list of {len(args)} {_plural(args[0])}"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp) if a is not type(None))
+    return str(tp)
+
+
+def _plural(tp: Any) -> str:
+    return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(tp, "items")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def convert(tp: Any, value: Any, path: Path, ctx: Context) -> Any:
+    """Convert ``value`` (plain YAML data at ``path``) to type ``tp``, or raise ManifestError."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        arms = get_args(tp)
+        if value is None and type(None) in arms:
+            return None
+        errors: list[ManifestError] = []
+        for arm in arms:
+            if arm is type(None):
+                continue
+            try:
+                return convert(arm, value, path, ctx)
+            except ManifestError as exc:
+                errors.append(exc)
+        # A single non-None arm gives its own, more precise, message.
+        if len(errors) == 1:
+            raise errors[0]
+        raise ctx.error(path, f"expected {_describe(tp)}, got {_shown(value)}")
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ctx.error(path, f"expected true or false, got {_shown(value)}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > 2**53:
+                raise ctx.error(path, f"integer {_shown(value)} is out of range")
+            return value
+        raise ctx.error(path, f"expected an integer, got {_shown(value)}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = float(value) if abs(value) < 1e308 else math.inf
+            if not math.isfinite(number):
+                raise ctx.error(path, f"expected a finite number, got {_shown(value)}")
+            return number
+        raise ctx.error(path, f"expected a number, got {_shown(value)}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ctx.error(path, f"expected a string, got {_shown(value)}")
+    if origin is Literal:
+        choices = get_args(tp)
+        if value in choices and type(value) in {type(c) for c in choices}:
+            return value
+        hint = suggest(value, [str(c) for c in choices]) if isinstance(value, str) else ""
+        listed = ", ".join(repr(c) for c in choices)
+        raise ctx.error(path, f"{_shown(value)} is not one of {listed}{hint}")
+    if origin is list or origin is tuple:
+        if not isinstance(value, list):
+            raise ctx.error(path, f"expected {_describe(tp)}, got {_shown(value)}")
+        args = get_args(tp)
+        if origin is list or (len(args) == 2 and args[1] is Ellipsis):
+            return (list if origin is list else tuple)(
+                convert(args[0], item, (*path, i), ctx) for i, item in enumerate(value)
+            )
+        if len(value) != len(args):
+            raise ctx.error(path, f"expected {_describe(tp)}, got {len(value)} items")
+        return tuple(
+            convert(a, item, (*path, i), ctx) for i, (a, item) in enumerate(zip(args, value))
+        )
+    if origin is dict:
+        key_tp, value_tp = get_args(tp)
+        if not isinstance(value, dict):
+            raise ctx.error(path, f"expected a mapping, got {_shown(value)}")
+        return {
+            convert(key_tp, k, path, ctx): convert(value_tp, v, (*path, k), ctx)
+            for k, v in value.items()
+        }
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return convert_dataclass(tp, value, path, ctx)
+    raise TypeError(f"unsupported schema type {tp!r}")  # a bug in the schema, not in the manifest
+
+
+_hints_cache: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _hints_cache:
+        _hints_cache[cls] = typing.get_type_hints(cls)
+    return _hints_cache[cls]
+
+
+def convert_dataclass(cls: type, value: Any, path: Path, ctx: Context) -> Any:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ctx.error(path, f"expected a mapping, got {_shown(value)}")
+    fields = {
+        yaml_key(f): f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")
+    }
+    for key in value:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ctx.error((*path, key), f"unknown key{suggest(key, fields)}; known keys: {known}")
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, f in fields.items():
+        if key in value:
+            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ctx.error(path, f"missing required key {key!r}")
+    try:
+        obj = cls(**kwargs)
+        check = getattr(obj, "check", None)
+        if check is not None:
+            check()
+    except Invalid as exc:
+        raise ctx.error((*path, *exc.path), exc.message) from None
+    return obj
+
+
+def to_plain(obj: Any) -> Any:
+    """A dataclass tree back to plain data, every default filled in (the normalised form)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            if f.init and not f.metadata.get("internal"):
+                out[yaml_key(f)] = to_plain(getattr(obj, f.name))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    return obj

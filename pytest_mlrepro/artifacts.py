@@ -1,0 +1,116 @@
+"""Model files: find them, build them into the cache when a builder is named, verify their sha256.
+
+Nothing is loaded before its checksum matches the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+from . import registry
+from ._files import file_lock, sha256_file
+from ._yaml import Path as KeyPath
+from .errors import BuildError, IntegrityError, Unavailable
+from .settings import OutsideProject, Settings, resolve_inside
+from .spec import FileRef, Manifest
+
+
+def _package_dir(package: str) -> Path | None:
+    try:
+        found = importlib.util.find_spec(package)  # locates without importing the package's code
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(next(iter(found.submodule_search_locations))).resolve()
+
+
+def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> Path:
+    """The file ``ref`` names, built into the cache if needed, not yet verified."""
+    if ref.package is not None:
+        assert ref.path is not None
+        base = _package_dir(ref.package)
+        if base is None:
+            raise Unavailable(
+                f"{manifest.source}: {'.'.join(map(str, where))}.package: Python "
+                f"package {ref.package!r} is not installed",
+                how=f"install the distribution that provides {ref.package!r}",
+            )
+        path = (base / ref.path).resolve()
+        if not path.is_relative_to(base):
+            raise manifest.error((*where, "path"), f"{ref.path!r} leaves package {ref.package!r}")
+    elif ref.path is not None:
+        try:
+            path = resolve_inside(manifest.path.parent, ref.path, settings)
+        except OutsideProject as exc:
+            raise manifest.error((*where, "path"), str(exc)) from None
+    else:
+        assert ref.cache is not None
+        path = settings.cache_dir / "models" / ref.cache
+        if not path.is_file():
+            _build(manifest, ref, where, path)
+    if not path.is_file():
+        raise manifest.error((*where, "path"), f"file not found: {path}")
+    return path
+
+
+def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> None:
+    if ref.build is None:
+        raise Unavailable(
+            f"{manifest.source}: model file {ref.cache!r} is not in the cache "
+            f"({target.parent}) and the manifest names no builder",
+            how=f"place the file at {target}",
+        )
+    builder = registry.get_artifact_builder(ref.build)
+    if builder is None:
+        known = ", ".join(registry.registered()["artifact_builders"]) or "none"
+        raise manifest.error(
+            (*where, "build"),
+            f"no artifact builder {ref.build!r} is registered "
+            f"(registered: {known}); register one in conftest.py with "
+            f"@pytest_mlrepro.artifact_builder({ref.build!r})",
+        )
+    # xdist workers may all want the same artifact: one builds, the others wait and reuse it.
+    with file_lock(target.with_name(target.name + ".lock")):
+        if target.is_file():
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        try:
+            builder(Path(tmp))
+            if sha256_file(Path(tmp)) != ref.sha256:
+                raise BuildError(
+                    f"{manifest.source}: builder {ref.build!r} produced {ref.cache} with sha256 "
+                    f"{sha256_file(Path(tmp))}, the manifest expects {ref.sha256}: the build is "
+                    "not reproducible with the libraries installed here"
+                )
+            os.replace(tmp, target)
+        except Unavailable:
+            raise
+        except BuildError:
+            raise
+        except Exception as exc:
+            raise BuildError(
+                f"{manifest.source}: builder {ref.build!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def verified(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> Path:
+    """Locate ``ref`` and check its sha256; the only way the runners get a model file."""
+    path = locate(manifest, ref, where, settings)
+    actual = sha256_file(path)
+    if actual != ref.sha256:
+        line = manifest.error((*where, "sha256"), "").format().rstrip(": ")
+        raise IntegrityError(
+            f"{line}: sha256 mismatch for {path}: the manifest expects "
+            f"{ref.sha256}, the file has {actual} (tampered, truncated or "
+            "replaced: refusing to run it)"
+        )
+    return path

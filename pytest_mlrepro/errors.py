@@ -1,0 +1,84 @@
+"""Exceptions raised by pytest-mlrepro.
+
+Every error the tool raises on purpose derives from :class:`MlreproError`; anything else escaping
+the core is a bug in the tool::
+
+    MlreproError
+    ├── ManifestError        a manifest (or a file it names) is invalid: file, line, field path
+    ├── IntegrityError       a model or data file does not match its declared sha256 / size
+    ├── SignatureError       the model's inputs or outputs do not match what the manifest declares
+    ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
+    ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
+    ├── BuildError           a registered builder failed or produced an unexpected artifact
+    └── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
+        ├── FrameworkUnavailable   not installed, or its version is outside the constraint
+        ├── DatasetUnavailable     no mirror, no cache and no way to download
+        └── DeviceUnavailable      the device (cuda) is not usable by this framework here
+"""
+
+from __future__ import annotations
+
+
+class MlreproError(Exception):
+    """Base class of every error pytest-mlrepro raises on purpose."""
+
+
+class ManifestError(MlreproError):
+    """A manifest is invalid. ``str()`` reads ``file:line: field.path: message``."""
+
+    def __init__(self, file: str, line: int | None, field: str, message: str) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.message = message
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
+
+
+class IntegrityError(MlreproError):
+    """A file's content does not match the sha256 the manifest declares."""
+
+
+class SignatureError(MlreproError):
+    """The model's declared inputs (name, dtype, shape, layout) do not match the model."""
+
+
+class SampleError(MlreproError):
+    """A data sample could not be decoded or preprocessed."""
+
+    def __init__(self, sample: str, message: str) -> None:
+        self.sample = sample
+        super().__init__(f"sample {sample!r}: {message}")
+
+
+class GoldenError(MlreproError):
+    """A golden file exists but cannot be read as a golden."""
+
+
+class BuildError(MlreproError):
+    """A registered model or artifact builder failed."""
+
+
+class Unavailable(MlreproError):
+    """Something the item needs is not available on this machine; ``how`` says how to provide it."""
+
+    def __init__(self, message: str, how: str = "") -> None:
+        self.how = how
+        super().__init__(f"{message}. {how}".rstrip() if how else message)
+
+
+class FrameworkUnavailable(Unavailable):
+    """The framework is not installed, or its installed version is outside the constraint."""
+
+
+class DatasetUnavailable(Unavailable):
+    """The data set is neither mirrored, cached nor downloadable here."""
+
+
+class DeviceUnavailable(Unavailable):
+    """The requested device is not usable by this framework on this machine."""

@@ -1,0 +1,117 @@
+"""Run a manifest's model over its data set, preprocessing in threads while the model runs."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .data import ResolvedDataset, Sample, resolve_dataset
+from .errors import SampleError, SignatureError
+from .golden import rounded_scores
+from .metrics import Results, softmax, top_k
+from .pipeline import Pipeline
+from .runners import Runner, load_runner
+from .settings import Settings
+from .spec import Manifest
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    results: Results
+    scores: np.ndarray  # (N, classes): probabilities when postprocess.softmax, else raw outputs
+    runner_info: dict[str, Any]
+    dataset_origin: str
+    seconds: float
+
+
+def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]:
+    for start in range(0, len(samples), size):
+        yield samples[start : start + size]
+
+
+def _prepare(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
+    arrays = []
+    for sample in batch:
+        try:
+            data = sample.path.read_bytes()
+        except OSError as exc:
+            raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
+        arrays.append(pipe(data, sample.id))
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise SampleError(
+            batch[0].id,
+            f"the pipeline produced different shapes in one batch "
+            f"({sorted(shapes)}): add a crop or resize to a fixed size",
+        )
+    return np.stack(arrays)
+
+
+def preprocessed(
+    pipe: Pipeline, samples: Sequence[Sample], batch_size: int, workers: int | None = None
+) -> Iterator[np.ndarray]:
+    """Batches in order, prepared ahead by a thread pool (decoders and numpy release the GIL)."""
+    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+        pending: deque[Future[np.ndarray]] = deque()
+        batches = _batches(samples, batch_size)
+        for batch in batches:
+            pending.append(pool.submit(_prepare, pipe, batch))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> np.ndarray:
+    """Raw model outputs (N, classes) over the whole data set, in sample order."""
+    pipe = manifest.pipeline
+    outputs: list[np.ndarray] = []
+    check = getattr(runner, "check_batch", None)
+    for i, batch in enumerate(preprocessed(pipe, dataset.samples, manifest.runtime.batch_size)):
+        if i == 0 and check is not None:
+            check(batch, manifest.input.layout)
+        out = np.asarray(runner(batch))
+        if out.ndim != 2 or out.shape[0] != batch.shape[0]:
+            raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
+        outputs.append(out.astype(np.float32, copy=False))
+    result = np.concatenate(outputs) if outputs else np.zeros((0, manifest.dataset.classes))
+    if result.shape[1] != manifest.dataset.classes:
+        raise SignatureError(
+            f"the model outputs {result.shape[1]} classes, the data set has "
+            f"{manifest.dataset.classes}"
+        )
+    return result
+
+
+def evaluate(
+    manifest: Manifest, device: str, settings: Settings, dataset: ResolvedDataset | None = None
+) -> Evaluation:
+    """Resolve the data, verify and load the model, run it, and turn outputs into results."""
+    dataset = dataset or resolve_dataset(manifest, settings)
+    runner = load_runner(manifest, device, settings)
+    start = time.perf_counter()
+    raw = run_model(runner, manifest, dataset)
+    seconds = time.perf_counter() - start
+    scores = softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
+    topk = top_k(scores, manifest.postprocess.top_k)
+    results = Results(
+        ids=tuple(s.id for s in dataset.samples),
+        labels=np.asarray([s.label for s in dataset.samples], np.int64),
+        topk=topk,
+        topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
+    )
+    return Evaluation(
+        results=results,
+        scores=scores,
+        runner_info=runner.info,
+        dataset_origin=dataset.origin,
+        seconds=seconds,
+    )

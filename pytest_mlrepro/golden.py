@@ -1,0 +1,155 @@
+"""The golden store: one reviewable JSON file per model, written atomically, never half-written.
+
+Layout of a golden (keys sorted, one sample per line so that a diff shows which samples moved)::
+
+    {
+      "environment": {...},            where it was recorded
+      "format": 1,
+      "manifest": {...},               the manifest as recorded, every default filled in
+      "metrics": {"samples": N, "top1": .., "top5": ..},
+      "name": "...",
+      "samples": [
+        ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
+        ...
+      ]
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._files import atomic_write_bytes
+from .errors import GoldenError
+from .metrics import Results
+from .settings import OutsideProject, Settings, resolve_inside
+from .spec import Manifest
+
+FORMAT = 1
+SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
+
+
+@dataclass(frozen=True)
+class Golden:
+    name: str
+    manifest: dict[str, Any]
+    environment: dict[str, Any]
+    results: Results
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "samples": len(self.results.ids),
+            "top1": round(self.results.top1, 4),
+            "top5": round(self.results.top5, 4),
+        }
+
+
+def golden_path(manifest: Manifest, settings: Settings) -> Path:
+    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``."""
+    if manifest.golden is None:
+        return settings.golden_dir / f"{manifest.name}.json"
+    try:
+        return resolve_inside(settings.root, manifest.golden, settings)
+    except OutsideProject as exc:
+        raise manifest.error(("golden",), str(exc)) from None
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{SCORE_DIGITS}g}")
+
+
+def rounded_scores(scores: np.ndarray) -> np.ndarray:
+    """Scores as the golden keeps them, so that a fresh run and its golden are compared alike."""
+    return np.vectorize(_round, otypes=[np.float64])(scores) if scores.size else scores
+
+
+def dumps(golden: Golden) -> str:
+    head = {
+        "format": FORMAT,
+        "name": golden.name,
+        "manifest": golden.manifest,
+        "environment": golden.environment,
+        "metrics": golden.metrics,
+    }
+    text = json.dumps(head, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    r = golden.results
+    rows = [
+        json.dumps(
+            [sample, int(label), [int(c) for c in classes], [_round(float(s)) for s in scores]],
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        for sample, label, classes, scores in zip(r.ids, r.labels, r.topk, r.topk_scores)
+    ]
+    body = ",\n    ".join(rows)
+    return text[:-2] + f',\n  "samples": [\n    {body}\n  ]\n}}\n'
+
+
+def write(path: Path, golden: Golden) -> None:
+    atomic_write_bytes(path, dumps(golden).encode("utf-8"))
+
+
+def read(path: Path) -> Golden | None:
+    """The golden at ``path``; None if there is none; GoldenError if the file is not a golden."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GoldenError(f"{path}: cannot read the golden: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GoldenError(
+            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record "
+            "it again with --mlrepro-update"
+        ) from None
+    try:
+        return _parse(data)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise GoldenError(
+            f"{path}: not a valid golden ({type(exc).__name__}: {exc}); fix it or "
+            "record it again with --mlrepro-update"
+        ) from None
+
+
+def _parse(data: Any) -> Golden:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f'expected a mapping with "format": {FORMAT}')
+    rows = data["samples"]
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("'samples' must be a non-empty list")
+    ids, labels, classes, scores = [], [], [], []
+    width = None
+    for i, row in enumerate(rows):
+        sample, label, top, score = row
+        if not isinstance(sample, str) or not isinstance(label, int):
+            raise ValueError(f"sample {i}: expected [id, label, [classes], [scores]]")
+        if width is None:
+            width = len(top)
+        if len(top) != width or len(score) != width or width == 0:
+            raise ValueError(f"sample {i} ({sample}): top-k lists of different lengths")
+        ids.append(sample)
+        labels.append(label)
+        classes.append([int(c) for c in top])
+        scores.append([float(s) for s in score])
+    if len(set(ids)) != len(ids):
+        raise ValueError("a sample id appears twice")
+    results = Results(
+        ids=tuple(ids),
+        labels=np.asarray(labels, np.int64),
+        topk=np.asarray(classes, np.int64),
+        topk_scores=np.asarray(scores),
+    )
+    manifest, environment = data["manifest"], data["environment"]
+    if not isinstance(manifest, dict) or not isinstance(environment, dict):
+        raise ValueError("'manifest' and 'environment' must be mappings")
+    return Golden(
+        name=str(data["name"]), manifest=manifest, environment=environment, results=results
+    )

@@ -1,0 +1,186 @@
+"""pytest items: one file per manifest, one accuracy item per device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import golden as golden_store
+from .data import resolve_dataset
+from .errors import GoldenError, ManifestError, MlreproError, Unavailable
+from .evaluate import evaluate
+from .fingerprint import environment
+from .metrics import compare
+from .report import explain
+from .runners import check_framework, cuda_present
+from .settings import Settings
+from .spec import Manifest, load_manifest
+
+settings_key = pytest.StashKey[Settings]()
+PROPERTY_PREFIX = "mlrepro."
+
+
+class MlreproFailure(Exception):
+    """A verdict or an error whose text is the whole story: shown without a traceback."""
+
+
+def _is_strict(config: pytest.Config) -> bool:
+    return bool(config.getoption("mlrepro_strict"))
+
+
+def display_path(config: pytest.Config, path: Path) -> str:
+    try:
+        return path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
+    choice = str(config.getoption("mlrepro_device") or "auto")
+    if choice == "auto":
+        return [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()] or ["cpu"]
+    wanted = [d.strip() for d in choice.split(",") if d.strip()]
+    return [d for d in manifest.runtime.devices if d in wanted]
+
+
+class ManifestFile(pytest.File):
+    def collect(self) -> list[pytest.Item]:
+        shown = display_path(self.config, self.path)
+        try:
+            manifest = load_manifest(self.path, display=shown)
+        except ManifestError as exc:
+            return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
+        devices = devices_for(manifest, self.config)
+        return [
+            AccuracyItem.from_parent(
+                self,
+                name=f"accuracy[{device}]",
+                manifest=manifest,
+                device=device,
+                records=(device == devices[0]),
+            )
+            for device in devices
+        ]
+
+
+class ManifestErrorItem(pytest.Item):
+    """Stands for a manifest that does not load: fails with file:line:field, the rest still run."""
+
+    def __init__(self, *, error: ManifestError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise MlreproFailure(str(self.error))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.error.line or 1) - 1, f"{self.name} (invalid manifest)"
+
+
+class AccuracyItem(pytest.Item):
+    """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
+
+    def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.device = device
+        self.records = records  # only one device's item writes the (device-independent) golden
+
+    def _prop(self, key: str, value: Any) -> None:
+        self.user_properties.append((PROPERTY_PREFIX + key, value))
+
+    def _unavailable(self, exc: Unavailable) -> None:
+        self._prop("verdict", "skipped")
+        if _is_strict(self.config):
+            raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
+        pytest.skip(str(exc))
+
+    def runtest(self) -> None:
+        m, settings = self.manifest, self.config.stash[settings_key]
+        shown = display_path(self.config, self.path)
+        update = bool(self.config.getoption("mlrepro_update"))
+        self._prop("manifest", m.name)
+        self._prop("device", self.device)
+        self._prop("framework", m.framework.name)
+        try:
+            self._prop("framework_version", check_framework(m))
+            dataset = resolve_dataset(m, settings)
+            result = evaluate(m, self.device, settings, dataset)
+        except Unavailable as exc:
+            self._unavailable(exc)
+            return
+        except MlreproError as exc:
+            self._prop("verdict", "error")
+            raise MlreproFailure(str(exc)) from exc
+        now = result.results
+        for key, value in (
+            ("samples", len(now.ids)),
+            ("top1", round(now.top1, 4)),
+            ("top5", round(now.top5, 4)),
+            ("seconds", round(result.seconds, 3)),
+            ("data", result.dataset_origin),
+        ):
+            self._prop(key, value)
+        path = golden_store.golden_path(m, settings)
+        shown_golden = display_path(self.config, path)
+        record_cmd = f"pytest {shown} --mlrepro-update"
+        try:
+            golden = golden_store.read(path)
+        except GoldenError as exc:
+            if not (update and self.records):
+                self._prop("verdict", "error")
+                raise MlreproFailure(
+                    f"{exc}\n(only --mlrepro-update replaces it: {record_cmd})"
+                ) from None
+            golden = None
+        if golden is None:
+            if update and self.records:
+                self._record(path, result, "recorded")
+                return
+            self._prop("verdict", "no golden")
+            raise MlreproFailure(f"no golden at {shown_golden}: record one with\n  {record_cmd}")
+        comparison = compare(golden.results, now, result.scores, m.tolerances)
+        self._prop("agreement", round(comparison.agreement, 6))
+        self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
+        self._prop("golden", shown_golden)
+        if comparison.ok:
+            if update and self.records and golden.manifest != m.normalized():
+                self._record(path, result, "updated (manifest changed)")
+            else:
+                self._prop("verdict", "pass")
+            return
+        if update and self.records:
+            self._record(path, result, "updated")
+            return
+        self._prop("verdict", "drift")
+        classes = dataset.class_names
+        raise MlreproFailure(
+            f"{shown} [{self.device}]: " + explain(comparison, shown_golden, classes, record_cmd)
+        )
+
+    def _record(self, path: Path, result: Any, action: str) -> None:
+        env = environment(result.runner_info)
+        golden_store.write(
+            path,
+            golden_store.Golden(
+                name=self.manifest.name,
+                manifest=self.manifest.normalized(),
+                environment=env,
+                results=result.results,
+            ),
+        )
+        self._prop("verdict", f"golden {action}")
+        self._prop("golden", display_path(self.config, path))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, MlreproFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, f"{self.manifest.name}::{self.name}"

@@ -1,0 +1,536 @@
+"""Preprocessing: one small op per step, applied in exactly the manifest's order.
+
+Every choice that changes pixels is a parameter with a named backend and rule; nothing happens
+implicitly. A pipeline is validated statically before any data flows: each op declares what it
+accepts and produces (channel order, memory layout, dtype), so ``resize`` after ``layout``,
+``normalize`` on raw bytes, or a pipeline that ends in the wrong layout is a manifest error that
+names the step, not a silent accuracy drop.
+
+Images travel as numpy arrays, height × width × channels until a ``layout`` step; the channel order
+(RGB or BGR) is tracked alongside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ._schema import Invalid
+from .errors import SampleError
+
+ChannelOrder = Literal["RGB", "BGR"]
+Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
+DType = Literal["float32", "float16", "uint8", "int8"]
+
+
+@dataclass(frozen=True)
+class State:
+    """What flows between steps, known before any data does."""
+
+    order: str = "RGB"
+    layout: Literal["HWC", "CHW"] = "HWC"
+    dtype: str = "uint8"
+
+
+@dataclass
+class Tensor:
+    array: np.ndarray
+    order: str
+    layout: str = "HWC"
+
+
+class Step:
+    """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
+
+    op: ClassVar[str]
+
+    def check(self) -> None:
+        """Rules between this op's own parameters; raise Invalid(field, message)."""
+
+    def transition(self, state: State) -> State:
+        """The state after this op, or Invalid("", why) if it cannot follow ``state``."""
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+STEPS: dict[str, type[Step]] = {}
+
+
+def register_step(cls: type[Step]) -> type[Step]:
+    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} must be a dataclass")
+    STEPS[cls.op] = cls
+    return cls
+
+
+def _need_hwc(state: State, op: str) -> None:
+    if state.layout != "HWC":
+        raise Invalid(
+            "",
+            f"{op} works on height × width × channels images; it must come before the layout step",
+        )
+
+
+# --- decode -------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Decode(Step):
+    """Bytes → H×W×3 uint8. ``exif_orientation``: apply the EXIF rotation (OpenCV does by default,
+    Pillow and tf.io do not). Grayscale, palette, CMYK and 16-bit images become 3 channels; an
+    alpha channel is dropped."""
+
+    op: ClassVar[str] = "decode"
+    backend: Literal["pil", "opencv"] = "pil"
+    order: ChannelOrder = "RGB"
+    exif_orientation: bool = False
+
+    def transition(self, state: State) -> State:
+        return State(order=self.order, layout="HWC", dtype="uint8")
+
+    def decode(self, data: bytes, sample: str) -> Tensor:
+        if not data:
+            raise SampleError(sample, "the file is empty")
+        array = (
+            _decode_pil(data, self.exif_orientation, sample)
+            if self.backend == "pil"
+            else (_decode_opencv(data, self.exif_orientation, sample))
+        )
+        native = "RGB" if self.backend == "pil" else "BGR"
+        if native != self.order:
+            array = np.ascontiguousarray(array[..., ::-1])
+        return Tensor(array, self.order)
+
+
+def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if exif:
+                im = ImageOps.exif_transpose(im)
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
+                return np.repeat(gray[:, :, None], 3, axis=2)
+            return np.asarray(im.convert("RGB"))
+    except (
+        UnidentifiedImageError,
+        Image.DecompressionBombError,
+        OSError,
+        SyntaxError,
+        ValueError,
+    ) as exc:
+        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+
+
+def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
+    import cv2
+
+    flags = cv2.IMREAD_COLOR if exif else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if array is None:
+        raise SampleError(sample, "OpenCV cannot decode it")
+    return array
+
+
+# --- colour order -------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Color(Step):
+    """Reorder channels to ``order`` (a no-op when they already are)."""
+
+    op: ClassVar[str] = "color"
+    order: ChannelOrder = "RGB"
+
+    def transition(self, state: State) -> State:
+        return dataclasses.replace(state, order=self.order)
+
+    def apply(self, t: Tensor) -> Tensor:
+        if t.order == self.order:
+            return t
+        flipped = t.array[..., ::-1] if t.layout == "HWC" else t.array[::-1]
+        return Tensor(np.ascontiguousarray(flipped), self.order, t.layout)
+
+
+# --- crop ---------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Crop(Step):
+    """Center crop, by ``fraction`` or by ``size`` ([height, width] or one int for a square).
+
+    ``rounding`` names whose arithmetic is used, because they differ by a pixel:
+
+    * ``google``: EfficientNet/Inception eval: a square of ``int(fraction × shorter side)``,
+      offset ``(dim − crop + 1) // 2``.
+    * ``torchvision``: ``CenterCrop(size)``: offset ``round((dim − crop) / 2)`` (banker's rounding),
+      zero padding when the image is smaller than the crop. Takes ``size`` only.
+    * ``tf``: ``tf.image.central_crop(fraction)``: per side, offset ``int((dim − dim × f) / 2)``,
+      crop ``dim − 2 × offset``. Takes ``fraction`` only.
+    """
+
+    op: ClassVar[str] = "crop"
+    fraction: float | None = None
+    size: int | tuple[int, int] | None = None
+    rounding: Literal["google", "torchvision", "tf"] = "google"
+
+    def check(self) -> None:
+        if (self.fraction is None) == (self.size is None):
+            raise Invalid("", "give exactly one of 'fraction' and 'size'")
+        if self.fraction is not None and not 0.0 < self.fraction <= 1.0:
+            raise Invalid("fraction", f"{self.fraction} is not in (0, 1]")
+        if self.size is not None and min(_pair(self.size)) < 1:
+            raise Invalid("size", "sizes must be positive")
+        if self.rounding == "torchvision" and self.fraction is not None:
+            raise Invalid(
+                "rounding",
+                "torchvision's CenterCrop takes a size, not a fraction; "
+                "use rounding 'google' or 'tf' with a fraction",
+            )
+        if self.rounding == "tf" and self.size is not None:
+            raise Invalid(
+                "rounding",
+                "tf.image.central_crop takes a fraction; use 'google' or 'torchvision' with a size",
+            )
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "crop")
+        return state
+
+    def box(self, height: int, width: int) -> tuple[int, int, int, int]:
+        """(top, left, crop height, crop width) for an image of this size; may exceed it."""
+        if self.rounding == "tf":
+            assert self.fraction is not None
+            top = int((height - height * self.fraction) / 2)
+            left = int((width - width * self.fraction) / 2)
+            return top, left, height - 2 * top, width - 2 * left
+        if self.fraction is not None:
+            side = int(self.fraction * min(height, width))
+            ch, cw = side, side
+        else:
+            ch, cw = _pair(self.size)  # type: ignore[arg-type]
+        if self.rounding == "google":
+            return (height - ch + 1) // 2, (width - cw + 1) // 2, ch, cw
+        return int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0)), ch, cw
+
+    def apply(self, t: Tensor) -> Tensor:
+        height, width = t.array.shape[:2]
+        top, left, ch, cw = self.box(height, width)
+        array = t.array
+        if ch > height or cw > width:
+            if self.rounding != "torchvision":
+                raise ValueError(f"crop {ch}×{cw} is larger than the {height}×{width} image")
+            pad_t, pad_l = max(0, (ch - height) // 2), max(0, (cw - width) // 2)
+            pad_b, pad_r = max(0, (ch - height + 1) // 2), max(0, (cw - width + 1) // 2)
+            array = np.pad(array, ((pad_t, pad_b), (pad_l, pad_r), (0, 0)))
+            height, width = array.shape[:2]
+            top, left = int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0))
+        return Tensor(
+            np.ascontiguousarray(array[top : top + ch, left : left + cw]), t.order, t.layout
+        )
+
+
+def _pair(size: int | tuple[int, int]) -> tuple[int, int]:
+    return (size, size) if isinstance(size, int) else (size[0], size[1])
+
+
+# --- resize -------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Resize(Step):
+    """Resize to ``size`` ([height, width], or one int for a square) or so that the shorter side is
+    ``shorter_side`` (aspect kept, the longer side truncated as torchvision does).
+
+    Pillow always antialiases when it shrinks (its filters widen with the scale) and OpenCV never
+    does (``area`` averages instead), so ``antialias`` may only state what the backend does.
+    ``lanczos`` is Lanczos-3 in Pillow and Lanczos-4 in OpenCV; ``box`` is Pillow's, ``area``
+    OpenCV's.
+    """
+
+    op: ClassVar[str] = "resize"
+    size: int | tuple[int, int] | None = None
+    shorter_side: int | None = None
+    method: Method = "bilinear"
+    backend: Literal["pil", "opencv"] = "pil"
+    antialias: bool | None = None
+
+    def check(self) -> None:
+        if (self.size is None) == (self.shorter_side is None):
+            raise Invalid("", "give exactly one of 'size' and 'shorter_side'")
+        if self.size is not None and min(_pair(self.size)) < 1:
+            raise Invalid("size", "sizes must be positive")
+        if self.shorter_side is not None and self.shorter_side < 1:
+            raise Invalid("shorter_side", "must be positive")
+        if self.backend == "pil":
+            if self.method == "area":
+                raise Invalid(
+                    "method", "Pillow has no 'area' filter; its nearest equivalent is 'box'"
+                )
+            if self.antialias is False:
+                raise Invalid(
+                    "antialias",
+                    "Pillow always antialiases when downscaling; use "
+                    "backend 'opencv' for a resize without antialias",
+                )
+        else:
+            if self.method == "box":
+                raise Invalid(
+                    "method", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"
+                )
+            if self.antialias:
+                raise Invalid(
+                    "antialias",
+                    "OpenCV has no antialias switch; method 'area' averages when downscaling",
+                )
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "resize")
+        if state.dtype not in ("uint8", "float32"):
+            raise Invalid(
+                "",
+                f"resize works on uint8 or float32 images, not {state.dtype}: "
+                "resize before the cast",
+            )
+        return state
+
+    def target(self, height: int, width: int) -> tuple[int, int]:
+        if self.size is not None:
+            return _pair(self.size)
+        assert self.shorter_side is not None
+        short = self.shorter_side
+        if height <= width:
+            return short, int(short * width / height)
+        return int(short * height / width), short
+
+    def apply(self, t: Tensor) -> Tensor:
+        height, width = t.array.shape[:2]
+        th, tw = self.target(height, width)
+        if (th, tw) == (height, width):
+            return t
+        if self.backend == "pil":
+            return Tensor(_resize_pil(t.array, th, tw, self.method), t.order, t.layout)
+        import cv2
+
+        interp = {
+            "nearest": cv2.INTER_NEAREST,
+            "bilinear": cv2.INTER_LINEAR,
+            "bicubic": cv2.INTER_CUBIC,
+            "area": cv2.INTER_AREA,
+            "lanczos": cv2.INTER_LANCZOS4,
+        }[self.method]
+        out = cv2.resize(t.array, (tw, th), interpolation=interp)
+        if out.ndim == 2:
+            out = out[:, :, None]
+        return Tensor(out, t.order, t.layout)
+
+
+def _resize_pil(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
+    from PIL import Image
+
+    resample = {
+        "nearest": Image.Resampling.NEAREST,
+        "bilinear": Image.Resampling.BILINEAR,
+        "bicubic": Image.Resampling.BICUBIC,
+        "box": Image.Resampling.BOX,
+        "lanczos": Image.Resampling.LANCZOS,
+    }[method]
+    if array.dtype == np.uint8 and array.shape[2] == 3:
+        return np.asarray(Image.fromarray(array).resize((width, height), resample))
+    planes = [
+        np.asarray(
+            Image.fromarray(np.ascontiguousarray(array[:, :, c], np.float32)).resize(
+                (width, height), resample
+            )
+        )
+        for c in range(array.shape[2])
+    ]
+    return np.stack(planes, axis=2).astype(array.dtype, copy=False)
+
+
+# --- types and values ---------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Cast(Step):
+    """Convert the element type; values are kept (no scaling). To uint8/int8: rounded, clipped."""
+
+    op: ClassVar[str] = "cast"
+    dtype: DType = "float32"
+
+    def transition(self, state: State) -> State:
+        return dataclasses.replace(state, dtype=self.dtype)
+
+    def apply(self, t: Tensor) -> Tensor:
+        target = np.dtype(self.dtype)
+        array = t.array
+        if target.kind in "iu" and array.dtype != target:
+            info = np.iinfo(target)
+            if array.dtype.kind == "f":
+                array = np.rint(array)
+            array = np.clip(array, info.min, info.max)
+        return Tensor(array.astype(target, copy=False), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Scale(Step):
+    """Divide every value by ``divisor`` (``255`` maps bytes to 0..1). Needs float data."""
+
+    op: ClassVar[str] = "scale"
+    divisor: float = 255.0
+
+    def check(self) -> None:
+        if self.divisor == 0:
+            raise Invalid("divisor", "must not be zero")
+
+    def transition(self, state: State) -> State:
+        if not state.dtype.startswith("float"):
+            raise Invalid("", f"scale receives {state.dtype} data; put a cast step before it")
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        return Tensor(t.array / np.asarray(self.divisor, t.array.dtype), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Normalize(Step):
+    """``(x − mean) / std`` per channel, in the value range the data has at this point.
+
+    On uint8 data this is refused unless ``on_uint8`` reproduces a byte-domain pipeline on purpose:
+    ``saturate`` (OpenCV's saturating subtract, then divide) or ``wrap`` (C-style unsigned
+    wrap-around, then divide). The result is float32.
+    """
+
+    op: ClassVar[str] = "normalize"
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    on_uint8: Literal["error", "saturate", "wrap"] = "error"
+
+    def check(self) -> None:
+        for name in ("mean", "std"):
+            if len(getattr(self, name)) not in (1, 3):
+                raise Invalid(name, "give one value, or one per channel (3)")
+        if any(s == 0 for s in self.std):
+            raise Invalid("std", "must not contain zero")
+
+    def transition(self, state: State) -> State:
+        if state.dtype == "uint8" and self.on_uint8 == "error":
+            raise Invalid(
+                "",
+                "normalize receives uint8 data: put 'cast: {dtype: float32}' before "
+                "it (convert, then normalise), or set on_uint8 to reproduce byte-domain "
+                "arithmetic on purpose",
+            )
+        if state.dtype == "int8":
+            raise Invalid("", "normalize cannot work on int8 data")
+        return dataclasses.replace(
+            state, dtype="float32" if state.dtype == "uint8" else state.dtype
+        )
+
+    def apply(self, t: Tensor) -> Tensor:
+        shape = (1, 1, -1) if t.layout == "HWC" else (-1, 1, 1)
+        mean = np.asarray(self.mean, np.float32).reshape(shape)
+        std = np.asarray(self.std, np.float32).reshape(shape)
+        array = t.array
+        if array.dtype == np.uint8:
+            byte_mean = np.rint(mean).astype(np.int16)
+            shifted = array.astype(np.int16) - byte_mean
+            array = np.clip(shifted, 0, 255) if self.on_uint8 == "saturate" else shifted % 256
+            return Tensor((array.astype(np.float32) / std), t.order, t.layout)
+        out = (array - mean.astype(array.dtype)) / std.astype(array.dtype)
+        return Tensor(out, t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Layout(Step):
+    """Per-sample memory layout of the batch: ``NCHW`` (channels first) or ``NHWC``.
+
+    ``method: reshape`` reinterprets the H×W×C buffer as C×H×W without moving data, the bug that
+    MLModelScope lists; it exists so that diagnosis can reproduce it, never use it on purpose.
+    """
+
+    op: ClassVar[str] = "layout"
+    order: Literal["NCHW", "NHWC"] = "NCHW"
+    method: Literal["transpose", "reshape"] = "transpose"
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "layout")
+        return dataclasses.replace(state, layout="CHW" if self.order == "NCHW" else "HWC")
+
+    def apply(self, t: Tensor) -> Tensor:
+        if self.order == "NHWC":
+            return t
+        h, w, c = t.array.shape
+        if self.method == "reshape":
+            return Tensor(np.ascontiguousarray(t.array).reshape(c, h, w), t.order, "CHW")
+        return Tensor(np.ascontiguousarray(t.array.transpose(2, 0, 1)), t.order, "CHW")
+
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+
+class Pipeline:
+    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.steps = list(steps)
+        if not self.steps or not isinstance(self.steps[0], Decode):
+            raise Invalid((0,), "the first preprocessing step must be 'decode'")
+        self.decoder: Decode = self.steps[0]
+        self.final = self.validate()
+
+    def validate(self) -> State:
+        state = State()
+        for index, step in enumerate(self.steps):
+            if index > 0 and isinstance(step, Decode):
+                raise Invalid((index,), "'decode' can only be the first step")
+            try:
+                state = step.transition(state)
+            except Invalid as exc:
+                raise Invalid((index, step.op, *exc.path), exc.message) from None
+        return state
+
+    def __call__(self, data: bytes, sample: str) -> np.ndarray:
+        try:
+            t = self.decoder.decode(data, sample)
+        except SampleError:
+            raise
+        except Exception as exc:  # e.g. cv2.error: still this sample's failure, not the run's
+            raise SampleError(sample, f"decode failed: {exc}") from exc
+        for step in self.steps[1:]:
+            try:
+                t = step.apply(t)
+            except SampleError:
+                raise
+            except Exception as exc:  # a step failing on one sample names that sample
+                raise SampleError(sample, f"{step.op} failed: {exc}") from exc
+        return t.array
+
+    def trace(self, data: bytes, sample: str) -> list[tuple[str, np.ndarray]]:
+        """The output after every step, for diagnosis."""
+        t = self.decoder.decode(data, sample)
+        out = [(self.decoder.op, t.array)]
+        for step in self.steps[1:]:
+            t = step.apply(t)
+            out.append((step.op, t.array))
+        return out

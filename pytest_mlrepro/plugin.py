@@ -1,0 +1,178 @@
+"""pytest glue: options and ini keys, collecting manifests, the session summary and results file.
+
+Importing this module imports no ML framework; the items load one only when they run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .items import PROPERTY_PREFIX, ManifestFile, settings_key
+from .settings import Settings, mirrors_from_env
+
+DEFAULT_PATTERNS = [
+    "manifests/*.yaml",
+    "manifests/*.yml",
+    "*/manifests/*.yaml",
+    "*/manifests/*.yml",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mlrepro", "ML model reproducibility (pytest-mlrepro)")
+    group.addoption(
+        "--mlrepro-update",
+        action="store_true",
+        dest="mlrepro_update",
+        help="record goldens that are missing or that the results no longer match",
+    )
+    group.addoption(
+        "--mlrepro-strict",
+        action="store_true",
+        dest="mlrepro_strict",
+        help="fail, instead of skip, when a framework, data set or device is missing",
+    )
+    group.addoption(
+        "--mlrepro-json",
+        dest="mlrepro_json",
+        metavar="PATH",
+        default=None,
+        help="write a machine-readable results file",
+    )
+    group.addoption(
+        "--mlrepro-device",
+        dest="mlrepro_device",
+        default="auto",
+        metavar="auto|cpu|cuda|cpu,cuda",
+        help="devices to run on (auto: cpu, and cuda when an NVIDIA GPU is present)",
+    )
+    group.addoption(
+        "--mlrepro-no-download",
+        action="store_true",
+        dest="mlrepro_no_download",
+        help="never download data sets, even when a manifest gives a URL",
+    )
+    parser.addini(
+        "mlrepro_data",
+        type="paths",
+        default=[],
+        help="data mirror folders holding one folder per data set (also MLREPRO_DATA)",
+    )
+    parser.addini(
+        "mlrepro_golden_dir", default="golden", help="where goldens live (default golden/)"
+    )
+    parser.addini(
+        "mlrepro_cache",
+        default="",
+        help="cache for built models and downloaded data "
+        "(default: MLREPRO_CACHE or ~/.cache/mlrepro)",
+    )
+    parser.addini(
+        "mlrepro_allowed_roots",
+        type="paths",
+        default=[],
+        help="folders outside the project that manifest paths may point into",
+    )
+    parser.addini(
+        "mlrepro_manifests",
+        type="linelist",
+        default=DEFAULT_PATTERNS,
+        help="glob patterns (relative to rootdir) of the YAML files that are manifests",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cache = str(config.getini("mlrepro_cache") or "")
+    cache_dir = (config.rootpath / cache) if cache else None
+    # The environment variable comes first: CI points it at its own mirror.
+    mirrors = [*mirrors_from_env(), *config.getini("mlrepro_data")]
+    config.stash[settings_key] = Settings.for_project(
+        config.rootpath,
+        golden_dir=str(config.getini("mlrepro_golden_dir")),
+        cache_dir=cache_dir,
+        data_mirrors=mirrors,
+        allowed_roots=config.getini("mlrepro_allowed_roots"),
+        allow_download=not config.getoption("mlrepro_no_download"),
+    )
+
+
+def _is_manifest(config: pytest.Config, file_path: Path) -> bool:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        relative = file_path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        relative = file_path.as_posix()
+    return any(fnmatch.fnmatch(relative, p) for p in config.getini("mlrepro_manifests"))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _is_manifest(parent.config, file_path):
+        return ManifestFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each item's metrics; under xdist this runs on the controller for worker reports."""
+    if report.when != "call" and not (report.skipped and report.when == "setup"):
+        return
+    row = {
+        k[len(PROPERTY_PREFIX) :]: v
+        for k, v in report.user_properties
+        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
+    }
+    if row:
+        row["nodeid"] = report.nodeid
+        row["outcome"] = report.outcome
+        _rows.append(row)
+
+
+_rows: list[dict[str, Any]] = []
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    s = config.stash[settings_key]
+    mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
+    return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _is_worker(config) or not _rows:
+        return
+    from .report import summary_table
+
+    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device"))))
+    terminalreporter.section("mlrepro")
+    for line in summary_table(rows):
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    target = config.getoption("mlrepro_json")
+    if _is_worker(config) or not target:
+        return
+    from .fingerprint import environment
+
+    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device"))))
+    payload = {"format": 1, "environment": environment(), "results": rows}
+    path = Path(target)
+    if not path.is_absolute():
+        path = Path(os.getcwd()) / path
+    from ._files import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _rows.clear()

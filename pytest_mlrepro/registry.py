@@ -1,0 +1,58 @@
+"""Builders registered from Python (``conftest.py`` or a plugin) and named by manifests.
+
+A manifest never carries code; it names one of these:
+
+* a **model builder** returns the model's architecture (e.g. a ``torch.nn.Module``) whose weights
+  the runner then loads from the manifest's ``weights`` file, verified and with
+  ``weights_only=True``;
+* an **artifact builder** writes a model file (e.g. an ONNX export) to the path it is given; the
+  result lands in the cache and must match the manifest's sha256 before anything runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+ModelBuilder = Callable[[], Any]
+ArtifactBuilder = Callable[[Path], None]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_model_builders: dict[str, ModelBuilder] = {}
+_artifact_builders: dict[str, ArtifactBuilder] = {}
+
+
+def model_builder(name: str) -> Callable[[F], F]:
+    """Register ``fn() -> model`` under ``name``, for manifests with ``model.builder: name``."""
+
+    def register(fn: F) -> F:
+        _model_builders[name] = fn
+        return fn
+
+    return register
+
+
+def artifact_builder(name: str) -> Callable[[F], F]:
+    """Register ``fn(target: Path) -> None`` under ``name``, for ``model.file.build: name``."""
+
+    def register(fn: F) -> F:
+        _artifact_builders[name] = fn
+        return fn
+
+    return register
+
+
+def get_model_builder(name: str) -> ModelBuilder | None:
+    return _model_builders.get(name)
+
+
+def get_artifact_builder(name: str) -> ArtifactBuilder | None:
+    return _artifact_builders.get(name)
+
+
+def registered() -> dict[str, list[str]]:
+    return {
+        "model_builders": sorted(_model_builders),
+        "artifact_builders": sorted(_artifact_builders),
+    }

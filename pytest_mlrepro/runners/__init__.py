@@ -1,0 +1,90 @@
+"""One adapter per framework, each imported only when an item runs a model of that framework.
+
+Importing this package imports no framework. Version checks read installed package metadata, and
+the CUDA probe looks for the NVIDIA driver, so collection stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from packaging.version import InvalidVersion, Version
+
+from ..errors import FrameworkUnavailable
+from ..settings import Settings
+from ..spec import Manifest
+
+# The distributions that provide each framework's import name (first found wins).
+DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "onnxruntime": (
+        "onnxruntime",
+        "onnxruntime-gpu",
+        "onnxruntime-openvino",
+        "onnxruntime-directml",
+    ),
+    "torch": ("torch",),
+}
+EXTRAS = {"onnxruntime": "onnx", "torch": "torch"}
+
+
+class Runner(Protocol):
+    """A loaded model on one device. ``info`` records everything that can change its outputs."""
+
+    info: dict[str, Any]
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray: ...
+
+
+def installed_version(framework: str) -> str | None:
+    for dist in DISTRIBUTIONS[framework]:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_framework(manifest: Manifest) -> str:
+    """The installed version of the manifest's framework, or FrameworkUnavailable saying why."""
+    name = manifest.framework.name
+    version = installed_version(name)
+    install = f"pip install 'pytest-mlrepro[{EXTRAS[name]}]'"
+    if version is None:
+        raise FrameworkUnavailable(f"{name} is not installed", how=install)
+    spec = manifest.framework.specifier
+    try:
+        # A local build tag (2.13.0+cpu) still satisfies '>=2.2'.
+        ok = spec.contains(Version(version).public, prereleases=True)
+    except InvalidVersion:
+        ok = False
+    if not ok:
+        raise FrameworkUnavailable(
+            f"{name} {version} is installed; the manifest requires {name}{spec}",
+            how=f"install a matching version: pip install '{name}{spec}'",
+        )
+    return version
+
+
+def cuda_present() -> bool:
+    """Whether an NVIDIA driver is visible: decides if ``cuda`` items are generated at all.
+
+    Whether the framework build can use it is checked when the item runs (a skip if not)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def load_runner(manifest: Manifest, device: str, settings: Settings) -> Runner:
+    """Verify the model files and load the model for ``device`` with the manifest's settings."""
+    if manifest.framework.name == "onnxruntime":
+        from .onnx import OnnxRunner
+
+        return OnnxRunner.load(manifest, device, settings)
+    from .torch import TorchRunner
+
+    return TorchRunner.load(manifest, device, settings)

@@ -1,0 +1,70 @@
+"""Where things live: project root, goldens, cache, data mirrors. Built by the plugin from ini keys
+and options, or directly by library users."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    explicit = os.environ.get("MLREPRO_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mlrepro"
+
+
+def mirrors_from_env() -> tuple[Path, ...]:
+    value = os.environ.get("MLREPRO_DATA", "")
+    return tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p)
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    golden_dir: Path
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    data_mirrors: tuple[Path, ...] = ()
+    allowed_roots: tuple[Path, ...] = ()
+    allow_download: bool = True
+
+    @classmethod
+    def for_project(
+        cls,
+        root: Path,
+        *,
+        golden_dir: str = "golden",
+        cache_dir: Path | None = None,
+        data_mirrors: Sequence[Path] = (),
+        allowed_roots: Sequence[Path] = (),
+        allow_download: bool = True,
+    ) -> Settings:
+        root = root.resolve()
+        return cls(
+            root=root,
+            golden_dir=(root / golden_dir).resolve(),
+            cache_dir=(cache_dir or default_cache_dir()).resolve(),
+            data_mirrors=tuple(p.resolve() for p in data_mirrors),
+            allowed_roots=tuple(p.resolve() for p in allowed_roots),
+            allow_download=allow_download,
+        )
+
+
+class OutsideProject(ValueError):
+    """A manifest path resolves (symlinks followed) outside every allowed root."""
+
+
+def resolve_inside(base: Path, relative: str, settings: Settings) -> Path:
+    """``base / relative`` with symlinks resolved, refused if it leaves the project root and every
+    root in ``mlrepro_allowed_roots``."""
+    candidate = (base / relative).resolve()
+    for root in (settings.root, *settings.allowed_roots):
+        if candidate == root or candidate.is_relative_to(root):
+            return candidate
+    raise OutsideProject(
+        f"{relative!r} resolves to {candidate}, outside the project "
+        f"({settings.root}); allow it with the ini key mlrepro_allowed_roots"
+    )

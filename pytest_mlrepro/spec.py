@@ -1,0 +1,353 @@
+"""The manifest schema: what a model owner declares, loaded with the line of every field.
+
+A manifest never contains code. Model builders, artifact builders and custom preprocessing steps are
+registered in Python (``conftest.py`` or a plugin) and named here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from . import pipeline
+from ._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
+from ._yaml import Path as KeyPath
+from ._yaml import load_yaml
+from .errors import ManifestError
+
+FRAMEWORKS = ("onnxruntime", "torch")
+DEVICES = ("cpu", "cuda")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file and its sha256. Exactly one of:
+
+    * ``path``: relative to the manifest's folder, inside the project;
+    * ``package`` + ``path``: a file shipped inside an installed Python package;
+    * ``cache`` (+ ``build``): a file in the mlrepro cache, made by a registered artifact builder
+      when it is missing.
+    """
+
+    sha256: str
+    path: str | None = None
+    package: str | None = None
+    cache: str | None = None
+    build: str | None = None
+
+    def check(self) -> None:
+        if not _SHA256.fullmatch(self.sha256):
+            raise Invalid("sha256", "expected 64 lowercase hex digits")
+        if (self.path is None) == (self.cache is None):
+            raise Invalid("", "give exactly one of 'path' and 'cache'")
+        if self.package is not None and self.path is None:
+            raise Invalid("package", "'package' needs 'path' (the file inside the package)")
+        if self.build is not None and self.cache is None:
+            raise Invalid("build", "'build' makes a file in the cache: use it with 'cache'")
+        for name in ("path", "cache"):
+            value = getattr(self, name)
+            if value is not None and (value == "" or "\0" in value):
+                raise Invalid(name, "not a usable file name")
+        if self.cache is not None and (
+            "/" in self.cache or "\\" in self.cache or self.cache in (".", "..")
+        ):
+            raise Invalid("cache", "a cache entry is a plain file name")
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: Literal["onnxruntime", "torch"]
+    version: str = ""
+
+    def check(self) -> None:
+        try:
+            SpecifierSet(self.version)
+        except InvalidSpecifier:
+            raise Invalid(
+                "version", f"{self.version!r} is not a PEP 440 version specifier (e.g. '>=1.17,<2')"
+            ) from None
+
+    @property
+    def specifier(self) -> SpecifierSet:
+        return SpecifierSet(self.version)
+
+
+@dataclass(frozen=True)
+class Model:
+    """``onnx``, ``torchscript`` and ``torch_export`` name a ``file``; ``state_dict`` names a
+    ``builder`` registered in Python and a ``weights`` file loaded with ``weights_only=True``."""
+
+    format: Literal["onnx", "torchscript", "torch_export", "state_dict"]
+    file: FileRef | None = None
+    builder: str | None = None
+    weights: FileRef | None = None
+
+    def check(self) -> None:
+        if self.format == "state_dict":
+            if self.builder is None or self.weights is None:
+                raise Invalid("", "format 'state_dict' needs 'builder' and 'weights'")
+            if self.file is not None:
+                raise Invalid("file", "format 'state_dict' takes 'weights', not 'file'")
+        else:
+            if self.file is None:
+                raise Invalid("", f"format {self.format!r} needs 'file'")
+            if self.builder is not None or self.weights is not None:
+                raise Invalid(
+                    "builder" if self.builder else "weights",
+                    f"format {self.format!r} takes only 'file'",
+                )
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    layout: Literal["NCHW", "NHWC"]
+    preprocess: tuple[pipeline.Step, ...] = field(metadata={"steps": True})
+    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+
+@dataclass(frozen=True)
+class Postprocess:
+    """``softmax``: turn the output into probabilities (leave false if the model already does)."""
+
+    softmax: bool = True
+    top_k: int = 5
+    output: str | None = None
+
+    def check(self) -> None:
+        if not 1 <= self.top_k <= 100:
+            raise Invalid("top_k", "must be between 1 and 100")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled image set: a folder with the images and a CSV of labels.
+
+    ``labels`` and ``class_names`` are read from the data folder, or from ``labels_dir`` (relative
+    to the manifest) when the project keeps them next to its manifests. The images are looked up,
+    in order, in the data mirrors (``mlrepro_data`` / ``MLREPRO_DATA``, each holding a
+    folder named ``name``), in the cache, and, if ``url`` is set, downloaded into the cache. Every
+    file is checked against ``checksums`` (``sha256sum`` format, relative to the manifest).
+    """
+
+    name: str
+    checksums: str
+    labels: str = "labels.csv"
+    labels_dir: str | None = None
+    file_column: str = "file"
+    label_column: str = "class_index"
+    classes: int = 1000
+    class_names: str | None = None
+    url: str | None = None
+    limit: int | None = None
+
+    def check(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise Invalid("name", "use letters, digits, '_', '.', '-' (a folder name)")
+        if self.url is not None and not re.match(r"https?://", self.url):
+            raise Invalid("url", "expected an http:// or https:// URL")
+        if self.limit is not None and self.limit < 1:
+            raise Invalid("limit", "must be positive")
+        if self.classes < 1:
+            raise Invalid("classes", "must be positive")
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How far results may move from the golden before the item fails.
+
+    ``top1``/``top5``: accuracy points; ``agreement``: the least fraction of samples whose top-1
+    equals the golden's; ``score``: the largest absolute difference of a golden top-k score.
+    Defaults come from measurement: see the README.
+    """
+
+    top1: float = 0.5
+    top5: float = 0.5
+    agreement: float = 0.99
+    score: float = 1e-3
+
+    def check(self) -> None:
+        for name in ("top1", "top5", "score"):
+            if getattr(self, name) < 0:
+                raise Invalid(name, "must not be negative")
+        if not 0.0 <= self.agreement <= 1.0:
+            raise Invalid("agreement", "is a fraction between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How the model runs. Thread counts of ``None`` leave the framework's default (recorded)."""
+
+    batch_size: int = 32
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    devices: tuple[Literal["cpu", "cuda"], ...] = ("cpu", "cuda")
+
+    def check(self) -> None:
+        if not 1 <= self.batch_size <= 4096:
+            raise Invalid("batch_size", "must be between 1 and 4096")
+        for name in ("intra_op_threads", "inter_op_threads"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= 1024:
+                raise Invalid(name, "must be between 1 and 1024")
+        if not self.devices:
+            raise Invalid("devices", "name at least one device")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: str
+    framework: Framework
+    model: Model
+    inputs: tuple[Input, ...]
+    dataset: Dataset
+    task: Literal["image-classification"] = "image-classification"
+    description: str = ""
+    postprocess: Postprocess = field(default_factory=Postprocess)
+    tolerances: Tolerances = field(default_factory=Tolerances)
+    runtime: Runtime = field(default_factory=Runtime)
+    golden: str | None = None
+    source: str = field(default="", compare=False, metadata={"internal": True})
+    path: Path = field(default=Path("."), compare=False, metadata={"internal": True})
+    lines: dict[KeyPath, int] = field(
+        default_factory=dict, compare=False, repr=False, metadata={"internal": True}
+    )
+
+    def check(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise Invalid("name", "use letters, digits, '_', '.', '-' (it names the golden file)")
+        if self.golden is not None and (not self.golden.endswith(".json") or "\0" in self.golden):
+            raise Invalid("golden", "expected a path ending in .json")
+
+    @property
+    def input(self) -> Input:
+        return self.inputs[0]
+
+    @property
+    def pipeline(self) -> pipeline.Pipeline:
+        return pipeline.Pipeline(self.input.preprocess)
+
+    def error(self, path: KeyPath, message: str) -> ManifestError:
+        """An error about field ``path`` of this manifest, with its file and line."""
+        return Context(self.source, self.lines).error(path, message)
+
+    def normalized(self) -> dict[str, Any]:
+        """Every field with defaults filled in: what a golden records and diagnosis diffs."""
+        data = to_plain(self)
+        data["inputs"] = [
+            {**plain, "preprocess": [{s.op: to_plain(s)} for s in inp.preprocess]}
+            for plain, inp in zip(data["inputs"], self.inputs)
+        ]
+        return data
+
+
+def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
+    steps: list[pipeline.Step] = []
+    for index, item in enumerate(value):
+        where = (*path, index)
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ctx.error(
+                where,
+                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
+            )
+        ((op, params),) = item.items()
+        cls = pipeline.STEPS.get(op)
+        if cls is None:
+            known = ", ".join(sorted(pipeline.STEPS))
+            raise ctx.error(
+                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
+            )
+        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
+    try:
+        pipeline.Pipeline(steps)
+    except Invalid as exc:
+        raise ctx.error((*path, *exc.path), exc.message) from None
+    return tuple(steps)
+
+
+def _convert_input(value: Any, path: KeyPath, ctx: Context) -> Input:
+    if not isinstance(value, dict):
+        raise ctx.error(path, "expected a mapping")
+    rest = {k: v for k, v in value.items() if k != "preprocess"}
+    if "preprocess" not in value:
+        raise ctx.error(path, "missing required key 'preprocess'")
+    steps = _convert_steps(value["preprocess"], (*path, "preprocess"), ctx)
+    shell = convert_dataclass(_InputShell, rest, path, ctx)
+    inp = Input(name=shell.name, layout=shell.layout, dtype=shell.dtype, preprocess=steps)
+    final = pipeline.Pipeline(steps).final
+    want_layout = "CHW" if inp.layout == "NCHW" else "HWC"
+    if final.layout != want_layout or final.dtype != inp.dtype:
+        raise ctx.error(
+            (*path, "preprocess"),
+            f"the steps end with {final.layout} {final.dtype} "
+            f"data but the input is {inp.layout} {inp.dtype}: add a "
+            f"{'layout' if final.layout != want_layout else 'cast'} step",
+        )
+    return inp
+
+
+@dataclass(frozen=True)
+class _InputShell:
+    name: str
+    layout: Literal["NCHW", "NHWC"]
+    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+
+def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
+    """Validate plain manifest data into a :class:`Manifest`, or raise ManifestError."""
+    ctx = Context(file, lines)
+    if not isinstance(data, dict):
+        raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
+    rest = dict(data)
+    raw_inputs = rest.pop("inputs", None)
+    if raw_inputs is None:
+        raise ctx.error((), "missing required key 'inputs'")
+    if not isinstance(raw_inputs, list) or len(raw_inputs) != 1:
+        raise ctx.error(("inputs",), "expected a list with one input (image classification)")
+    inputs = tuple(_convert_input(v, ("inputs", i), ctx) for i, v in enumerate(raw_inputs))
+    rest["inputs"] = []
+    shell = convert_dataclass(Manifest, rest, (), ctx)
+    return dataclasses.replace(shell, inputs=inputs, source=file, path=Path(file), lines=lines)
+
+
+def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
+    """Read and validate one manifest file. ``display`` is the name errors use (default: path)."""
+    path = Path(path)
+    shown = display or str(path)
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(shown, None, "", f"cannot read: {exc.strerror}") from None
+    data, lines = load_yaml(content, shown)
+    manifest = parse_manifest(data, shown, lines)
+    return dataclasses.replace(manifest, path=path)
+
+
+__all__ = [
+    "DEVICES",
+    "FRAMEWORKS",
+    "Dataset",
+    "FileRef",
+    "Framework",
+    "Input",
+    "Manifest",
+    "Model",
+    "Postprocess",
+    "Runtime",
+    "Tolerances",
+    "convert",
+    "load_manifest",
+    "parse_manifest",
+]
