@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +54,28 @@ class ManifestFile(pytest.File):
         except ManifestError as exc:
             return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
         devices = devices_for(manifest, self.config)
-        return [
-            AccuracyItem.from_parent(
-                self,
-                name=f"accuracy[{device}]",
-                manifest=manifest,
-                device=device,
-                records=(device == devices[0]),
-            )
-            for device in devices
-        ]
+        return [item for factory in ITEM_FACTORIES for item in factory(self, manifest, devices)]
+
+
+def accuracy_items(
+    parent: ManifestFile, manifest: Manifest, devices: list[str]
+) -> list[pytest.Item]:
+    """One accuracy item per device; the first device's item is the one that records goldens."""
+    return [
+        AccuracyItem.from_parent(
+            parent,
+            name=f"accuracy[{device}]",
+            manifest=manifest,
+            device=device,
+            records=(device == devices[0]),
+        )
+        for device in devices
+    ]
+
+
+ItemFactory = Callable[[ManifestFile, Manifest, list[str]], list[pytest.Item]]
+# Each capability (accuracy, latency, determinism, ...) adds its items for a manifest here.
+ITEM_FACTORIES: list[ItemFactory] = [accuracy_items]
 
 
 class ManifestErrorItem(pytest.Item):

@@ -1,0 +1,110 @@
+"""The built-in example on the real 1000-image ImageNet sample, through pytester.
+
+Skipped when ../shared/data/imagenet-sample is absent. The pitfall variants point at the unchanged
+example's golden (``golden:``), so each fails exactly as a user's edited manifest would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (DATA / "imagenet-sample" / "labels.csv").is_file(),
+        reason=f"the ImageNet sample is not at {DATA}/imagenet-sample (set MLREPRO_DATA)",
+    ),
+]
+pytest.importorskip("onnxruntime")
+pytest.importorskip("torch")  # the ONNX model is exported from the PyTorch weights
+
+ONNX_MANIFEST = REPO / "manifests" / "efficientnet_lite0_onnx.yaml"
+VARIANTS = {
+    # name: (old text, new text) applied to the ONNX manifest
+    "bgr": ("decode: {backend: pil, order: RGB", "decode: {backend: pil, order: BGR"),
+    "nocrop": ("      - crop: {fraction: 0.875, rounding: google}\n", ""),
+    "interp": ("method: bilinear, backend: pil", "method: bilinear, backend: opencv"),
+}
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(os.environ.get("MLREPRO_CACHE") or tmp_path_factory.mktemp("mlrepro-cache"))
+
+
+def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    (pytester.path / "manifests").mkdir()
+    shutil.copytree(REPO / "manifests" / "datasets", pytester.path / "manifests" / "datasets")
+    shutil.copy(ONNX_MANIFEST, pytester.path / "manifests")
+    shutil.copytree(REPO / "golden", pytester.path / "golden")
+    shutil.copy(REPO / "conftest.py", pytester.path)
+    text = ONNX_MANIFEST.read_text()
+    for name, (old, new) in VARIANTS.items():
+        assert old in text, f"the example manifest no longer contains {old!r}"
+        variant = text.replace(old, new).replace(
+            "name: efficientnet_lite0_onnx",
+            f"name: variant_{name}\ngolden: golden/efficientnet_lite0_onnx.json",
+        )
+        (pytester.path / "manifests" / f"variant_{name}.yaml").write_text(variant)
+    pytester.makeini("[pytest]\n")
+    monkeypatch.setenv("MLREPRO_DATA", str(DATA))
+    monkeypatch.setenv("MLREPRO_CACHE", str(cache))
+
+
+def _section(output: str, name: str) -> str:
+    """The failure text of one variant's item."""
+    match = re.search(
+        rf"_+ variant_{name}::accuracy\[cpu\] _+\n(.*?)(?=\n_{{3,}} |\n={{3,}} )",
+        output,
+        re.S,
+    )
+    assert match, f"no failure section for variant {name}"
+    return match.group(1)
+
+
+def _row(section: str, label: str) -> tuple[float, float]:
+    match = re.search(rf"{re.escape(label)}\s+(\S+)\s+(\S+)", section)
+    assert match, f"no {label!r} row in:\n{section}"
+    return float(match.group(1)), float(match.group(2))
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_pitfall_variants_fail_for_the_right_reason(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, model_cache: Path, xdist: list[str]
+) -> None:
+    _project(pytester, monkeypatch, model_cache)
+    result = pytester.runpytest_subprocess(
+        "manifests/", "--mlrepro-device=cpu", "-p", "no:cacheprovider", *xdist
+    )
+    result.assert_outcomes(passed=1, failed=3)
+    output = result.stdout.str()
+
+    for name in ("bgr", "nocrop"):
+        section = _section(output, name)
+        golden_top1, now_top1 = _row(section, "top-1 %")
+        _, agreement = _row(section, "top-1 agreement")
+        assert now_top1 < golden_top1 - 1.0, section  # a real accuracy drop
+        assert agreement < 0.95, section
+        assert "top-1 accuracy" in section.splitlines()[0]
+        assert "pytest manifests/variant_" in section and "--mlrepro-update" in section
+
+    interp = _section(output, "interp")
+    golden_top1, now_top1 = _row(interp, "top-1 %")
+    _, agreement = _row(interp, "top-1 agreement")
+    lead = interp.splitlines()[0]
+    assert abs(now_top1 - golden_top1) <= 0.5, interp  # accuracy alone would pass ...
+    assert (
+        "top-1 accuracy" not in lead and "per-sample top-1 agreement" in lead
+    )  # ... agreement fails
+    assert 0.9 < agreement < 0.99, interp
+    # Nothing is ever written without --mlrepro-update.
+    assert (pytester.path / "golden" / "efficientnet_lite0_onnx.json").read_bytes() == (
+        REPO / "golden" / "efficientnet_lite0_onnx.json"
+    ).read_bytes()
