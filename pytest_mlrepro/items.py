@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ def display_path(config: pytest.Config, path: Path) -> str:
 def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
     choice = str(config.getoption("mlrepro_device") or "auto")
     if choice == "auto":
-        return [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()] or ["cpu"]
+        present = [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()]
+        # A cuda-only manifest on a machine without a GPU gets its item, which then skips.
+        return present or list(manifest.runtime.devices)
     wanted = [d.strip() for d in choice.split(",") if d.strip()]
     return [d for d in manifest.runtime.devices if d in wanted]
 
@@ -86,6 +89,8 @@ class ManifestErrorItem(pytest.Item):
         self.error = error
 
     def runtest(self) -> None:
+        self.user_properties.append((PROPERTY_PREFIX + "manifest", self.error.file))
+        self.user_properties.append((PROPERTY_PREFIX + "verdict", "invalid manifest"))
         raise MlreproFailure(str(self.error))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -108,9 +113,10 @@ class AccuracyItem(pytest.Item):
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
     def _unavailable(self, exc: Unavailable) -> None:
-        self._prop("verdict", "skipped")
         if _is_strict(self.config):
+            self._prop("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
+        self._prop("verdict", "skipped")
         pytest.skip(str(exc))
 
     def runtest(self) -> None:
@@ -145,6 +151,7 @@ class AccuracyItem(pytest.Item):
         try:
             golden = golden_store.read(path)
         except GoldenError as exc:
+            exc = GoldenError(str(exc).replace(str(path), shown_golden))
             if not (update and self.records):
                 self._prop("verdict", "error")
                 raise MlreproFailure(
@@ -159,7 +166,8 @@ class AccuracyItem(pytest.Item):
             raise MlreproFailure(f"no golden at {shown_golden}: record one with\n  {record_cmd}")
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         self._prop("agreement", round(comparison.agreement, 6))
-        self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
+        if math.isfinite(comparison.max_score_diff):
+            self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self._prop("golden", shown_golden)
         if comparison.ok:
             if update and self.records and golden.manifest != m.normalized():

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .items import PROPERTY_PREFIX, ManifestFile, settings_key
+from .items import PROPERTY_PREFIX, AccuracyItem, ManifestFile, settings_key
 from .settings import Settings, mirrors_from_env
 
 DEFAULT_PATTERNS = [
@@ -118,6 +118,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Point a skip at the manifest, not at the plugin line that raised it."""
+    report = yield
+    if isinstance(item, AccuracyItem) and report.skipped and isinstance(report.longrepr, tuple):
+        report.longrepr = (str(item.path), 1, report.longrepr[2])
+    return report
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Collect each item's metrics; under xdist this runs on the controller for worker reports."""
     if report.when != "call" and not (report.skipped and report.when == "setup"):
@@ -171,7 +180,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         path = Path(os.getcwd()) / path
     from ._files import atomic_write_bytes
 
-    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+    text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

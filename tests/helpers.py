@@ -1,0 +1,229 @@
+"""A tiny, fast, deterministic pytest-mlrepro project for the plugin's integration tests.
+
+The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominated by one channel
+(class 0 red, 1 green, 2 blue) inside a 4-pixel border of the next class's colour, which the
+32 × 32 centre crop removes. The models compute ``10 × per-channel mean`` (values in 0..1) as
+3 logits, so the predicted class is the dominant channel and an RGB/BGR swap swaps classes 0 and 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import textwrap
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+N_PER_CLASS = 8
+N_CLASSES = 3
+N_SAMPLES = N_PER_CLASS * N_CLASSES
+HEIGHT, WIDTH, BORDER = 40, 48, 4
+SCALE = 10.0
+
+PREPROCESS_RGB = "{decode: {backend: pil}}"
+PREPROCESS_BGR = "{decode: {backend: pil, order: BGR}}"
+LOOSE = "tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n"
+# Plugins unrelated to pytest-mlrepro that cost seconds per (worker) process: the hypothesis
+# plugin imports all of hypothesis at start-up.
+QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_images(folder: Path) -> None:
+    """Write the images and ``labels.csv`` into ``folder`` (deterministic)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1234)
+    rows = ["file,class_index"]
+    for index in range(N_SAMPLES):
+        label = index % N_CLASSES
+        image = rng.integers(40, 110, size=(HEIGHT, WIDTH, 3))
+        image[:, :, label] += 60 + 5 * (index // N_CLASSES)  # dominant channel
+        border = (label + 1) % N_CLASSES
+        frame = np.zeros((HEIGHT, WIDTH, 3), np.int64)
+        frame[:, :, border] = 255
+        image[:BORDER], image[-BORDER:] = frame[:BORDER], frame[-BORDER:]
+        image[:, :BORDER], image[:, -BORDER:] = frame[:, :BORDER], frame[:, -BORDER:]
+        name = f"img{index:02d}.png"
+        Image.fromarray(np.clip(image, 0, 255).astype(np.uint8)).save(folder / name)
+        rows.append(f"{name},{label}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+
+
+def checksum_list(folder: Path) -> str:
+    """``sha256sum`` output for every file of ``folder``."""
+    return "".join(f"{sha256(p)}  {p.name}\n" for p in sorted(folder.iterdir()))
+
+
+def make_onnx(path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
+        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
+        helper.make_node("Mul", ["flat", "scale"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="mlrepro-tests"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def make_torchscript(path: Path) -> None:
+    import torch
+
+    class ChannelMeans(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(dim=(2, 3)) * 10.0
+
+    with warnings.catch_warnings():  # torch.jit is deprecated, and still what torchscript is
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(ChannelMeans()).save(str(path))
+
+
+def make_assets(root: Path, *, torchscript: bool = True) -> Path:
+    """Images, labels and the models under ``root`` (once per test session)."""
+    make_images(root / "data" / "tiny")
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    make_onnx(root / "models" / "tiny.onnx")
+    if torchscript:
+        make_torchscript(root / "models" / "tiny.pt")
+    return root
+
+
+def manifest_text(
+    name: str,
+    framework: str = "onnxruntime",
+    *,
+    version: str = "",
+    decode: str = PREPROCESS_RGB,
+    model_path: str | None = None,
+    sha: str | None = None,
+    assets: Path,
+    extra: str = "",
+) -> str:
+    """A manifest for the tiny models (``assets/models`` gives the sha256); ``extra`` is appended
+    (top-level YAML)."""
+    fmt, default = (
+        ("onnx", "tiny.onnx") if framework == "onnxruntime" else ("torchscript", "tiny.pt")
+    )
+    model_path = model_path or f"../models/{default}"
+    if sha is None:
+        sha = sha256(assets / "models" / default)
+    head = textwrap.dedent(f"""\
+        name: {name}
+        version: "1"
+        framework:
+          name: {framework}
+        model:
+          format: {fmt}
+          file:
+            path: {model_path}
+            sha256: {sha}
+        inputs:
+          - name: input
+            layout: NCHW
+            preprocess:
+              - {decode}
+              - {{crop: {{size: [32, 32], rounding: google}}}}
+              - {{resize: {{size: [16, 16], method: bilinear, backend: pil}}}}
+              - {{cast: {{dtype: float32}}}}
+              - {{normalize: {{mean: [0], std: [255]}}}}
+              - {{layout: {{order: NCHW}}}}
+        dataset: {{name: tiny, checksums: tiny.sha256, classes: {N_CLASSES}}}
+        runtime: {{batch_size: 8, devices: [cpu]}}
+        """)
+    if version:
+        head = head.replace(
+            f"  name: {framework}\n", f"  name: {framework}\n  version: {version!r}\n"
+        )
+    return head + textwrap.dedent(extra)
+
+
+def make_project(
+    project: Path,
+    assets: Path,
+    *,
+    manifests: dict[str, str] | None = None,
+    ini_data: str | None = "data",
+) -> Path:
+    """Copy the assets into ``project``, write the checksum list, ``pytest.ini`` and manifests.
+
+    ``manifests`` maps a file name in ``manifests/`` to its text; by default one ONNX and one
+    TorchScript manifest (``tiny_onnx.yaml`` and ``tiny_torch.yaml``). ``ini_data`` is the
+    ``mlrepro_data`` ini value (None: no such key).
+    """
+    shutil.copytree(assets / "data", project / "data", dirs_exist_ok=True)
+    shutil.copytree(assets / "models", project / "models", dirs_exist_ok=True)
+    (project / "manifests").mkdir(exist_ok=True)
+    (project / "manifests" / "tiny.sha256").write_text(checksum_list(project / "data" / "tiny"))
+    ini = ["[pytest]"]
+    if ini_data is not None:
+        ini.append(f"mlrepro_data = {ini_data}")
+    (project / "pytest.ini").write_text("\n".join(ini) + "\n")
+    if manifests is None:
+        manifests = {
+            "tiny_onnx.yaml": manifest_text("tiny_onnx", assets=assets),
+            "tiny_torch.yaml": manifest_text("tiny_torch", "torch", assets=assets),
+        }
+    for file, text in manifests.items():
+        (project / "manifests" / file).write_text(text)
+    return project
+
+
+def line_of(text: str, needle: str) -> int:
+    """The 1-based number of the only line of ``text`` containing ``needle``."""
+    found = [i for i, line in enumerate(text.splitlines(), 1) if needle in line]
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+class Project:
+    """A tiny project in ``pytester.path``; ``run`` runs pytest on it in a subprocess."""
+
+    def __init__(self, pytester: pytest.Pytester, assets: Path, xdist: Sequence[str]) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        self.assets = assets
+        self.xdist = list(xdist)
+
+    def make(
+        self,
+        manifests: dict[str, str] | None = None,
+        *,
+        goldens: Sequence[str] = (),
+        ini_data: str | None = "data",
+    ) -> Project:
+        """Write the project; ``goldens``: names of the session's pre-recorded goldens to copy."""
+        make_project(self.path, self.assets, manifests=manifests, ini_data=ini_data)
+        (self.path / "golden").mkdir(exist_ok=True)
+        for name in goldens:
+            shutil.copy2(self.assets / "golden" / f"{name}.json", self.golden(name))
+        return self
+
+    def manifest(self, name: str, framework: str = "onnxruntime", **kwargs: object) -> str:
+        return manifest_text(name, framework, assets=self.assets, **kwargs)  # type: ignore[arg-type]
+
+    def golden(self, name: str) -> Path:
+        return self.path / "golden" / f"{name}.json"
+
+    def run(self, *args: str) -> pytest.RunResult:
+        return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
