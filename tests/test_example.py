@@ -66,7 +66,8 @@ def _section(output: str, name: str) -> str:
         re.S,
     )
     assert match, f"no failure section for variant {name}"
-    return match.group(1)
+    # Under xdist the section opens with the worker's line ("[gw0] linux -- Python ...").
+    return re.sub(r"\A\[gw\d+\] [^\n]*\n", "", match.group(1))
 
 
 def _row(section: str, label: str) -> tuple[float, float]:
