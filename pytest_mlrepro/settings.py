@@ -47,7 +47,7 @@ class Settings:
             root=root,
             golden_dir=(root / golden_dir).resolve(),
             cache_dir=(cache_dir or default_cache_dir()).resolve(),
-            data_mirrors=tuple(p.resolve() for p in data_mirrors),
+            data_mirrors=tuple(dict.fromkeys(p.resolve() for p in data_mirrors)),
             allowed_roots=tuple(p.resolve() for p in allowed_roots),
             allow_download=allow_download,
         )
