@@ -91,7 +91,10 @@ def _plural(tp: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer with more digits than Python prints (sys.int_info)
+        return f"<{value.bit_length()}-bit integer>" if isinstance(value, int) else "<a value>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -103,6 +106,7 @@ def convert(tp: Any, value: Any, path: Path, ctx: Context) -> Any:
         if value is None and type(None) in arms:
             return None
         errors: list[ManifestError] = []
+        mapping_errors: list[ManifestError] = []
         for arm in arms:
             if arm is type(None):
                 continue
@@ -110,9 +114,14 @@ def convert(tp: Any, value: Any, path: Path, ctx: Context) -> Any:
                 return convert(arm, value, path, ctx)
             except ManifestError as exc:
                 errors.append(exc)
-        # A single non-None arm gives its own, more precise, message.
+                if dataclasses.is_dataclass(arm):
+                    mapping_errors.append(exc)
+        # A single non-None arm gives its own, more precise, message; so does the one mapping
+        # arm (a dataclass) when the value is a mapping.
         if len(errors) == 1:
             raise errors[0]
+        if isinstance(value, dict) and len(mapping_errors) == 1:
+            raise mapping_errors[0]
         raise ctx.error(path, f"expected {_describe(tp)}, got {_shown(value)}")
     if tp is Any:
         return value
@@ -205,7 +214,18 @@ def convert_dataclass(cls: type, value: Any, path: Path, ctx: Context) -> Any:
             check()
     except Invalid as exc:
         raise ctx.error((*path, *exc.path), exc.message) from None
+    except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
+        raise ctx.error(path, broken_rule(cls, exc)) from None
     return obj
+
+
+def broken_rule(cls: type, exc: Exception) -> str:
+    """The message for a validation rule that raised something other than :class:`Invalid`: the
+    manifest is still refused at its line, and the text says whose code to fix."""
+    return (
+        f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
+        f"(its check() should raise pytest_mlrepro._schema.Invalid naming the field)"
+    )
 
 
 def to_plain(obj: Any) -> Any:
@@ -214,7 +234,10 @@ def to_plain(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(obj):
             if f.init and not f.metadata.get("internal"):
-                out[yaml_key(f)] = to_plain(getattr(obj, f.name))
+                value = getattr(obj, f.name)
+                if value is None and f.metadata.get("plain_omit_none"):
+                    continue  # an option that does not apply here (e.g. a backend's own)
+                out[yaml_key(f)] = to_plain(value)
         return out
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]

@@ -1,15 +1,34 @@
 """Safe YAML loading that remembers the line of every value.
 
-Only ``yaml.SafeLoader`` composes the document; values are built here from the node graph so that
-each one can be mapped back to its line, duplicate keys are refused, and alias expansion is bounded
-(an alias bomb costs at most ``MAX_NODES`` node visits, not exponential memory).
+The parser is PyYAML's safe one (libyaml's ``CSafeLoader`` when PyYAML was built with it, else the
+pure-Python ``SafeLoader``); only its events are used. Nodes are composed here, iteratively, and
+values are built from them so that:
+
+* each value can be mapped back to its line;
+* nesting, the number of nodes and alias expansion are bounded (an alias bomb costs at most
+  ``MAX_NODES`` node visits, not exponential memory; a file of ten thousand ``[`` is refused at
+  depth ``MAX_DEPTH`` instead of overflowing the C stack of libyaml's recursive composer);
+* duplicate keys and every tag outside YAML's standard safe ones (``!!python/object``, ``!foo``,
+  ``!!set``, ...) are refused with the file and line;
+* every failure is a :class:`~pytest_mlrepro.errors.ManifestError` naming the file and a line.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .errors import ManifestError
 
@@ -19,18 +38,200 @@ MAX_BYTES = 1_000_000
 MAX_NODES = 50_000
 MAX_DEPTH = 50
 
+# libyaml parses about fifteen times faster than the pure-Python parser; both give the same events.
+PARSER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-class _Walker:
-    def __init__(self, file: str, loader: yaml.SafeLoader) -> None:
+_STANDARD = "tag:yaml.org,2002:"
+_MAP, _SEQ, _MERGE = _STANDARD + "map", _STANDARD + "seq", _STANDARD + "merge"
+# Scalar tags whose (safe) constructors may run: plain data only.
+_SCALAR_TAGS = frozenset(
+    _STANDARD + name for name in ("str", "int", "float", "bool", "null", "timestamp", "binary")
+)
+
+
+def _shown_tag(tag: str) -> str:
+    return "!!" + tag[len(_STANDARD) :] if tag.startswith(_STANDARD) else tag
+
+
+def _tag_refused(tag: str) -> str:
+    return (
+        f"the tag {_shown_tag(tag)!r} is not allowed: a manifest is plain data (mappings, lists, "
+        "strings, numbers, booleans, null) and nothing in it is ever constructed or executed"
+    )
+
+
+_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+class _Lines:
+    """YAML lines to the lines an editor, ``grep -n`` or a diff shows.
+
+    YAML 1.1 also breaks lines at CR, NEL, U+2028 and U+2029; people count newlines."""
+
+    def __init__(self, text: str) -> None:
+        self.table = [1]
+        editor = 1
+        for match in _BREAK.finditer(text):
+            editor += "\n" in match.group()
+            self.table.append(editor)
+
+    def __call__(self, mark: Any) -> int:
+        return self.table[min(max(mark.line, 0), len(self.table) - 1)]
+
+
+class _Composer:
+    """Events to a node graph, like ``yaml.composer.Composer`` but iterative and bounded."""
+
+    def __init__(self, file: str, loader: Any, line: _Lines) -> None:
         self.file = file
         self.loader = loader
+        self.line = line
+        self.anchors: dict[str, Node] = {}
+        self.nodes = 0
+
+    def fail(self, mark: Any, path: Path, message: str) -> ManifestError:
+        return ManifestError(self.file, self.line(mark), format_path(path), message)
+
+    def single_document(self) -> Node | None:
+        loader = self.loader
+        loader.get_event()  # stream start
+        if loader.check_event(StreamEndEvent):
+            return None
+        loader.get_event()  # document start
+        root = self._compose()
+        loader.get_event()  # document end
+        if not loader.check_event(StreamEndEvent):
+            event = loader.get_event()
+            raise self.fail(
+                event.start_mark,
+                (),
+                "expected a single document, found another one "
+                f"(the first starts on line {self.line(root.start_mark)})",
+            )
+        loader.get_event()  # stream end
+        return root
+
+    def _compose(self) -> Node:
+        loader = self.loader
+        # Open collections: [node, path of the node, key node waiting for its value or None].
+        stack: list[list[Any]] = []
+        while True:
+            if stack and loader.check_event(SequenceEndEvent, MappingEndEvent):
+                end = loader.get_event()
+                node = stack.pop()[0]
+                node.end_mark = end.end_mark
+                if not stack:
+                    return node  # type: ignore[no-any-return]
+                continue
+            path = self._child_path(stack)
+            event = loader.get_event()
+            if isinstance(event, AliasEvent):
+                if event.anchor not in self.anchors:
+                    raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
+                node = self.anchors[event.anchor]
+            else:
+                node = self._node(event, path)
+                if len(path) > MAX_DEPTH:
+                    raise self.fail(
+                        event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels"
+                    )
+                self.nodes += 1
+                if self.nodes > MAX_NODES:
+                    raise self.fail(
+                        event.start_mark, path, f"the document has more than {MAX_NODES} values"
+                    )
+                if event.anchor is not None:
+                    if event.anchor in self.anchors:
+                        first = self.line(self.anchors[event.anchor].start_mark)
+                        raise self.fail(
+                            event.start_mark,
+                            path,
+                            f"anchor &{event.anchor} is defined twice (first on line {first})",
+                        )
+                    self.anchors[event.anchor] = node
+            if stack:
+                frame = stack[-1]
+                parent = frame[0]
+                if isinstance(parent, SequenceNode):
+                    parent.value.append(node)
+                elif frame[2] is None:
+                    frame[2] = node
+                else:
+                    parent.value.append((frame[2], node))
+                    frame[2] = None
+            if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
+                stack.append([node, path, None])
+            elif not stack:
+                return node
+
+    @staticmethod
+    def _child_path(stack: list[list[Any]]) -> Path:
+        """Where the next node goes, for messages: keys as written, list positions."""
+        if not stack:
+            return ()
+        node, path, key = stack[-1]
+        if isinstance(node, SequenceNode):
+            return (*path, len(node.value))
+        if key is None:
+            return path  # the next node is a key: errors point at the mapping
+        return (*path, key.value if isinstance(key, ScalarNode) else "?")
+
+    def _node(self, event: Any, path: Path) -> Node:
+        tag = event.tag
+        if isinstance(event, ScalarEvent):
+            if tag is None or tag == "!":
+                tag = self.loader.resolve(ScalarNode, event.value, event.implicit)
+            return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+        kind: type[Node] = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(kind, None, event.implicit)
+        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+
+
+class _Walker:
+    def __init__(self, file: str, loader: Any, line: _Lines) -> None:
+        self.file = file
+        self.loader = loader
+        self.line = line
         self.lines: dict[Path, int] = {}
         self.visited = 0
+        self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
+        self.sizes: dict[int, int] = {}  # node id → values it expands to
 
-    def fail(self, node: yaml.Node, path: Path, message: str) -> ManifestError:
-        return ManifestError(self.file, node.start_mark.line + 1, format_path(path), message)
+    def fail(self, node: Node, path: Path, message: str) -> ManifestError:
+        return ManifestError(self.file, self.line(node.start_mark), format_path(path), message)
 
-    def build(self, node: yaml.Node, path: Path) -> Any:
+    def measure(self, node: Node, path: Path, active: set[int]) -> int:
+        """How many values ``node`` expands to, aliases followed, counted once per node: an
+        alias bomb is refused before any of it is built, at the smallest value that expands to
+        more than ``MAX_NODES``; a value that contains an alias of itself is refused too."""
+        key = id(node)
+        if key in self.sizes:
+            return self.sizes[key]
+        if key in active:
+            raise self.fail(node, path, "an alias refers to a value that contains it (a cycle)")
+        if len(path) > MAX_DEPTH:
+            raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
+        total = 1
+        if isinstance(node, (MappingNode, SequenceNode)):
+            active.add(key)
+            if isinstance(node, SequenceNode):
+                for index, item in enumerate(node.value):
+                    total += self.measure(item, (*path, index), active)
+            else:
+                for key_node, value_node in node.value:
+                    name = key_node.value if isinstance(key_node, ScalarNode) else "?"
+                    total += self.measure(key_node, path, active)
+                    total += self.measure(value_node, (*path, name), active)
+            active.discard(key)
+        if total > MAX_NODES:
+            raise self.fail(
+                node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
+            )
+        self.sizes[key] = total
+        return total
+
+    def build(self, node: Node, path: Path) -> Any:
         self.visited += 1
         if self.visited > MAX_NODES:
             raise self.fail(
@@ -38,32 +239,80 @@ class _Walker:
             )
         if len(path) > MAX_DEPTH:
             raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
-        self.lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            own = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
-            self.loader.flatten_mapping(node)  # resolves YAML merge keys ("<<")
-            merged = len(node.value) - own  # merged pairs come first; explicit keys override them
-            result: dict[str, Any] = {}
-            explicit: set[str] = set()
-            for position, (key_node, value_node) in enumerate(node.value):
-                if not isinstance(key_node, yaml.ScalarNode):
-                    raise self.fail(key_node, path, "mapping keys must be plain strings")
-                key = self.loader.construct_object(key_node)
-                if not isinstance(key, str):
-                    raise self.fail(key_node, path, f"mapping key {key!r} is not a string")
-                if position >= merged:
-                    if key in explicit:
-                        raise self.fail(key_node, (*path, key), "duplicate key")
-                    explicit.add(key)
-                self.lines[(*path, key)] = key_node.start_mark.line + 1
-                result[key] = self.build(value_node, (*path, key))
-            return result
-        if isinstance(node, yaml.SequenceNode):
+        self.lines.setdefault(path, self.line(node.start_mark))
+        if isinstance(node, MappingNode):
+            if node.tag != _MAP:
+                raise self.fail(node, path, _tag_refused(node.tag))
+            return self._mapping(node, path)
+        if isinstance(node, SequenceNode):
+            if node.tag != _SEQ:
+                raise self.fail(node, path, _tag_refused(node.tag))
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self._scalar(node, path)
+
+    def _scalar(self, node: Node, path: Path) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            raise self.fail(node, path, _tag_refused(node.tag))
         try:
             return self.loader.construct_object(node)
-        except (yaml.YAMLError, ValueError, OverflowError) as exc:
-            raise self.fail(node, path, f"cannot read value: {exc}") from None
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
+            problem = getattr(exc, "problem", None) or exc
+            raise self.fail(node, path, f"cannot read value: {problem}") from None
+
+    def _mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
+        """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
+        explicit keys override merged ones, and of several merged mappings the first wins."""
+        merged: dict[str, Any] = {}
+        explicit: dict[str, Any] = {}
+        seen_merge = False
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE and isinstance(key_node, ScalarNode):
+                if seen_merge:
+                    raise self.fail(key_node, path, "duplicate merge key '<<'")
+                seen_merge = True
+                self.merging.add(id(node))
+                try:
+                    merged = self._merge_sources(value_node, path)
+                finally:
+                    self.merging.discard(id(node))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                raise self.fail(key_node, path, "mapping keys must be plain strings")
+            key = self._scalar(key_node, path)
+            if not isinstance(key, str):
+                raise self.fail(key_node, path, f"mapping key {_shown_key(key)} is not a string")
+            if key in explicit:
+                first = self.lines.get((*path, key))
+                where = f" (first on line {first})" if first is not None else ""
+                raise self.fail(key_node, (*path, key), f"duplicate key{where}")
+            self.lines[(*path, key)] = self.line(key_node.start_mark)
+            explicit[key] = self.build(value_node, (*path, key))
+        return {**merged, **explicit}
+
+    def _merge_sources(self, value: Node, path: Path) -> dict[str, Any]:
+        sources = value.value if isinstance(value, SequenceNode) else [value]
+        if not all(isinstance(s, MappingNode) for s in sources):
+            raise self.fail(value, path, "'<<' merges a mapping or a list of mappings")
+        if any(id(s) in self.merging for s in sources):
+            raise self.fail(value, path, "'<<' merges a mapping into itself")
+        merged: dict[str, Any] = {}
+        for source in reversed(sources):  # the first mapping listed wins
+            merged.update(self.build(source, path))
+        return merged
+
+
+def _shown_key(key: Any) -> str:
+    try:
+        text = repr(key)
+    except ValueError:  # an integer too long to print in decimal
+        return "(a very long number)"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _line_at(text: str, position: int, in_bytes: bool) -> int:
+    if in_bytes:
+        return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
+    return text[:position].count("\n") + 1
 
 
 def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
@@ -76,31 +325,48 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
         except UnicodeDecodeError as exc:
             line = content[: exc.start].count(b"\n") + 1
             raise ManifestError(file, line, "", f"not UTF-8 text (byte {exc.start})") from None
-    loader = yaml.SafeLoader(content)
+    loader: Any = None
+    line = _Lines(content)
     try:
-        node = loader.get_single_node()
+        loader = PARSER(content)  # the pure-Python reader checks every character here
+        node = _Composer(file, loader, line).single_document()
         if node is None:
             raise ManifestError(file, 1, "", "the file is empty")
-        walker = _Walker(file, loader)
+        walker = _Walker(file, loader, line)
+        walker.measure(node, (), set())
         return walker.build(node, ()), walker.lines
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        raise ManifestError(file, line, "", f"invalid YAML: {exc.problem or exc}") from None
+        at = line(mark) if mark is not None else 1
+        raise ManifestError(file, at, "", f"invalid YAML: {exc.problem or exc}") from None
+    except yaml.reader.ReaderError as exc:
+        # libyaml counts UTF-8 bytes, the pure-Python reader characters.
+        at = _line_at(content, exc.position, in_bytes=PARSER is not yaml.SafeLoader)
+        raise ManifestError(
+            file, at, "", f"invalid YAML: {exc.reason} (character {exc.character!r})"
+        ) from None
     except yaml.YAMLError as exc:
-        raise ManifestError(file, None, "", f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise ManifestError(file, None, "", "nested too deeply") from None
+        raise ManifestError(file, 1, "", f"invalid YAML: {exc}") from None
+    except RecursionError:  # not expected (nothing recurses deeper than MAX_DEPTH): a safety net
+        raise ManifestError(file, 1, "", "nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def format_path(path: Path) -> str:
-    """``("inputs", 0, "preprocess", 3)`` → ``inputs[0].preprocess[3]``."""
+    """``("inputs", 0, "preprocess", 3)`` → ``inputs[0].preprocess[3]``. A key that is not a
+    plain word (empty, spaces, dots, control or invisible characters) is shown quoted,
+    ``runtime['batch size']``, so that the message says exactly which key it is."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(part):
+            out += f"[{part!r}]"
         else:
             out += f".{part}" if out else part
     return out

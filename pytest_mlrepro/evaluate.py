@@ -7,12 +7,13 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from .data import ResolvedDataset, Sample, resolve_dataset
+from .determinism import seed_everything
 from .errors import SampleError, SignatureError
 from .golden import rounded_scores
 from .metrics import Results, softmax, top_k
@@ -29,6 +30,10 @@ class Evaluation:
     runner_info: dict[str, Any]
     dataset_origin: str
     seconds: float
+    # The loaded model and the samples it ran on, kept so that diagnosis can re-run a probe
+    # subset under preprocessing variants without reloading or re-verifying the model.
+    runner: Runner | None = field(default=None, repr=False, compare=False)
+    samples: tuple[Sample, ...] = field(default=(), repr=False, compare=False)
 
 
 def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]:
@@ -96,6 +101,7 @@ def evaluate(
 ) -> Evaluation:
     """Resolve the data, verify and load the model, run it, and turn outputs into results."""
     dataset = dataset or resolve_dataset(manifest, settings)
+    seed_everything(manifest.runtime.seed)
     runner = load_runner(manifest, device, settings)
     start = time.perf_counter()
     raw = run_model(runner, manifest, dataset)
@@ -114,4 +120,34 @@ def evaluate(
         runner_info=runner.info,
         dataset_origin=dataset.origin,
         seconds=seconds,
+        runner=runner,
+        samples=dataset.samples,
     )
+
+
+def postprocessed(manifest: Manifest, raw: np.ndarray) -> np.ndarray:
+    """The scores a manifest's results are made of: probabilities when ``postprocess.softmax``,
+    else the raw outputs (float64)."""
+    return softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
+
+
+def results_of(manifest: Manifest, samples: Sequence[Sample], scores: np.ndarray) -> Results:
+    """Per-sample results (top-k classes and their rounded scores) as goldens keep them."""
+    topk = top_k(scores, manifest.postprocess.top_k)
+    return Results(
+        ids=tuple(s.id for s in samples),
+        labels=np.asarray([s.label for s in samples], np.int64),
+        topk=topk,
+        topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
+    )
+
+
+def evaluate_subset(
+    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, samples: Sequence[Sample]
+) -> tuple[Results, np.ndarray]:
+    """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``pitfalls.py``) over
+    ``samples`` of ``dataset`` on an already-loaded ``runner``: no reload, no re-verification.
+    Returns the results and the score matrix, as :func:`evaluate` computes them."""
+    raw = run_model(runner, manifest, replace(dataset, samples=tuple(samples)))
+    scores = postprocessed(manifest, raw)
+    return results_of(manifest, samples, scores), scores

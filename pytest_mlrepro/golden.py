@@ -8,6 +8,7 @@ Layout of a golden (keys sorted, one sample per line so that a diff shows which 
       "manifest": {...},               the manifest as recorded, every default filled in
       "metrics": {"samples": N, "top1": .., "top5": ..},
       "name": "...",
+      "probes": {...},                 optional: per-step fingerprints of a few probe samples
       "samples": [
         ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
         ...
@@ -24,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ._files import atomic_write_bytes
-from .errors import GoldenError
+from ._files import atomic_write_bytes, remove_stale_temp_files
+from .errors import GoldenError, ManifestError
 from .metrics import Results
 from .settings import OutsideProject, Settings, resolve_inside
-from .spec import Manifest
+from .spec import Manifest, parse_manifest
 
 FORMAT = 1
 SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
@@ -40,6 +41,9 @@ class Golden:
     manifest: dict[str, Any]
     environment: dict[str, Any]
     results: Results
+    # Per-step fingerprints of a few probe samples, for diagnosis (probes.py); None in goldens
+    # recorded before they existed, which still load.
+    probes: dict[str, Any] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -88,11 +92,46 @@ def dumps(golden: Golden) -> str:
         for sample, label, classes, scores in zip(r.ids, r.labels, r.topk, r.topk_scores)
     ]
     body = ",\n    ".join(rows)
-    return text[:-2] + f',\n  "samples": [\n    {body}\n  ]\n}}\n'
+    probes = "" if golden.probes is None else f',\n  "probes": {_dump_probes(golden.probes)}'
+    return text[:-2] + probes + f',\n  "samples": [\n    {body}\n  ]\n}}\n'
+
+
+def _dump_probes(probes: dict[str, Any]) -> str:
+    """The probes block: keys sorted, one fingerprint (probe × step) per line."""
+    parts = []
+    for key in sorted(probes):
+        value = probes[key]
+        if key == "fingerprints" and isinstance(value, list):
+            lines = ",\n      ".join(
+                json.dumps(row, sort_keys=True, ensure_ascii=False, allow_nan=False)
+                for row in value
+            )
+            rendered = f"[\n      {lines}\n    ]" if value else "[]"
+        else:
+            rendered = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        parts.append(f"    {json.dumps(key)}: {rendered}")
+    return "{\n" + ",\n".join(parts) + "\n  }"
 
 
 def write(path: Path, golden: Golden) -> None:
+    """Replace the golden at ``path`` atomically (readers see the old file or the new one), first
+    removing temporary files that killed writers left beside it."""
+    remove_stale_temp_files(path)
     atomic_write_bytes(path, dumps(golden).encode("utf-8"))
+
+
+def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
+    """Whether the manifest a golden recorded is ``manifest`` as it is now. Keys the recording
+    lacks (options added to pytest-mlrepro since) count as their defaults, so that a new option
+    does not rewrite every golden; a recording that no longer validates is not current."""
+    now = manifest.normalized()
+    if recorded == now:
+        return True
+    try:
+        then = parse_manifest(recorded, "(recorded manifest)", {})
+    except ManifestError:
+        return False
+    return then.normalized() == now
 
 
 def read(path: Path) -> Golden | None:
@@ -150,6 +189,13 @@ def _parse(data: Any) -> Golden:
     manifest, environment = data["manifest"], data["environment"]
     if not isinstance(manifest, dict) or not isinstance(environment, dict):
         raise ValueError("'manifest' and 'environment' must be mappings")
+    probes = data.get("probes")
+    if probes is not None and not isinstance(probes, dict):
+        raise ValueError("'probes' must be a mapping")
     return Golden(
-        name=str(data["name"]), manifest=manifest, environment=environment, results=results
+        name=str(data["name"]),
+        manifest=manifest,
+        environment=environment,
+        results=results,
+        probes=probes,
     )

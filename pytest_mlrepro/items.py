@@ -11,6 +11,7 @@ import pytest
 
 from . import golden as golden_store
 from .data import resolve_dataset
+from .determinism import controls_in_force
 from .errors import GoldenError, ManifestError, MlreproError, Unavailable
 from .evaluate import evaluate
 from .fingerprint import environment
@@ -30,6 +31,33 @@ class MlreproFailure(Exception):
 
 def _is_strict(config: pytest.Config) -> bool:
     return bool(config.getoption("mlrepro_strict"))
+
+
+def _count(config: pytest.Config, option: str | None, ini: str) -> int:
+    """A non-negative count from an option, else from its ini key (a bad value is a usage error)."""
+    value = config.getoption(option) if option else None
+    if value is None:
+        value = config.getini(ini)
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise pytest.UsageError(f"{ini}: expected a whole number, got {value!r}") from None
+    if count < 0:
+        raise pytest.UsageError(f"{ini}: must not be negative, got {count}")
+    return count
+
+
+def diagnosis_probes(config: pytest.Config) -> int | None:
+    """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
+    enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
+    if config.getoption("mlrepro_no_diagnose") or not enabled:
+        return None
+    return _count(config, "mlrepro_probes", "mlrepro_probes")
+
+
+def step_probes(config: pytest.Config) -> int:
+    """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
+    return _count(config, None, "mlrepro_step_probes")
 
 
 def display_path(config: pytest.Config, path: Path) -> str:
@@ -120,6 +148,37 @@ class AccuracyItem(pytest.Item):
         pytest.skip(str(exc))
 
     def runtest(self) -> None:
+        self._evaluation: tuple[Any, Any] | None = None  # (Evaluation, dataset) once it ran
+        self._run_against_golden()
+        if self.manifest.reference is not None and self._evaluation is not None:
+            self._check_reference(*self._evaluation)
+
+    def _check_reference(self, result: Any, dataset: Any) -> None:
+        """The cross-runtime check (reference.py): this run against the reference's golden."""
+        from .reference import ReferenceGoldenMissing, check_reference
+
+        shown = display_path(self.config, self.path)
+        try:
+            check = check_reference(
+                self.manifest, self.config.stash[settings_key], result.results, result.scores
+            )
+        except ReferenceGoldenMissing as exc:
+            if self.config.getoption("mlrepro_update"):  # recording both: no failure for order
+                self._prop("reference_verdict", f"not checked: {exc}")
+                return
+            self._prop("verdict", "error")
+            raise MlreproFailure(f"{shown}: {exc}") from None
+        except MlreproError as exc:
+            self._prop("verdict", "error")
+            raise MlreproFailure(str(exc)) from exc
+        for key, value in check.properties():
+            self._prop(key, value)
+        self._prop("reference_verdict", "agree" if check.ok else "disagree")
+        if not check.ok:
+            self._prop("verdict", "reference disagreement")
+            raise MlreproFailure(f"{shown} [{self.device}]: " + check.explain(dataset.class_names))
+
+    def _run_against_golden(self) -> None:
         m, settings = self.manifest, self.config.stash[settings_key]
         shown = display_path(self.config, self.path)
         update = bool(self.config.getoption("mlrepro_update"))
@@ -136,12 +195,14 @@ class AccuracyItem(pytest.Item):
         except MlreproError as exc:
             self._prop("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
+        self._evaluation = (result, dataset)
         now = result.results
         for key, value in (
             ("samples", len(now.ids)),
             ("top1", round(now.top1, 4)),
             ("top5", round(now.top5, 4)),
-            ("seconds", round(result.seconds, 3)),
+            ("timing.seconds", round(result.seconds, 3)),
+            ("controls", controls_in_force(m, result.runner_info)),
             ("data", result.dataset_origin),
         ):
             self._prop(key, value)
@@ -170,8 +231,10 @@ class AccuracyItem(pytest.Item):
             self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self._prop("golden", shown_golden)
         if comparison.ok:
-            if update and self.records and golden.manifest != m.normalized():
+            if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
                 self._record(path, result, "updated (manifest changed)")
+            elif update and self.records and not self._probes_up_to_date(golden, result):
+                self._record(path, result, "updated (step probes added)")
             else:
                 self._prop("verdict", "pass")
             return
@@ -181,8 +244,39 @@ class AccuracyItem(pytest.Item):
         self._prop("verdict", "drift")
         classes = dataset.class_names
         raise MlreproFailure(
-            f"{shown} [{self.device}]: " + explain(comparison, shown_golden, classes, record_cmd)
+            f"{shown} [{self.device}]: "
+            + explain(comparison, shown_golden, classes, record_cmd)
+            + self._diagnosis(golden, comparison, result)
         )
+
+    def _diagnosis(self, golden: Any, comparison: Any, result: Any) -> str:
+        """The drift's likely cause (diagnose.py), appended to the failure; "" when turned off."""
+        probes = diagnosis_probes(self.config)
+        if probes is None:
+            return ""
+        from .diagnose import explain as explain_drift
+
+        text, cause = explain_drift(self.manifest, golden, comparison, result, probes=probes)
+        self._prop("diagnosis", cause)
+        return "\n\n" + text
+
+    def _step_probes(self, result: Any) -> dict[str, Any] | None:
+        """Per-step fingerprints for the golden; None if they cannot be made (never costs the
+        golden itself)."""
+        from . import probes
+
+        try:
+            return probes.record(
+                self.manifest.input.preprocess, result.samples, step_probes(self.config)
+            )
+        except (MlreproError, OSError):
+            return None
+
+    def _probes_up_to_date(self, golden: Any, result: Any) -> bool:
+        from . import probes
+
+        n = step_probes(self.config)
+        return probes.up_to_date(golden.probes, self.manifest.input.preprocess, result.samples, n)
 
     def _record(self, path: Path, result: Any, action: str) -> None:
         env = environment(result.runner_info)
@@ -193,6 +287,7 @@ class AccuracyItem(pytest.Item):
                 manifest=self.manifest.normalized(),
                 environment=env,
                 results=result.results,
+                probes=self._step_probes(result),
             ),
         )
         self._prop("verdict", f"golden {action}")

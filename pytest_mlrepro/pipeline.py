@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from ._schema import Invalid
-from .errors import SampleError
+from .errors import SampleError, Unavailable
 
 ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
@@ -90,12 +90,39 @@ def _need_hwc(state: State, op: str) -> None:
 class Decode(Step):
     """Bytes → H×W×3 uint8. ``exif_orientation``: apply the EXIF rotation (OpenCV does by default,
     Pillow and tf.io do not). Grayscale, palette, CMYK and 16-bit images become 3 channels; an
-    alpha channel is dropped."""
+    alpha channel is dropped.
+
+    ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats: ``tf.io.decode_image``).
+    Its ``dct_method`` changes pixels: ``INTEGER_FAST`` (TensorFlow's default, filled in when
+    the manifest leaves it out) or ``INTEGER_ACCURATE`` (what Pillow's libjpeg-turbo does).
+    """
 
     op: ClassVar[str] = "decode"
-    backend: Literal["pil", "opencv"] = "pil"
+    backend: Literal["pil", "opencv", "tf"] = "pil"
     order: ChannelOrder = "RGB"
     exif_orientation: bool = False
+    # Only the tf backend has a choice; left out of the normalised form when None.
+    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
+        default=None, metadata={"plain_omit_none": True}
+    )
+
+    def __post_init__(self) -> None:
+        if self.backend == "tf" and self.dct_method is None:
+            object.__setattr__(self, "dct_method", "INTEGER_FAST")  # recorded as it ran
+
+    def check(self) -> None:
+        if self.backend != "tf" and self.dct_method is not None:
+            raise Invalid(
+                "dct_method",
+                f"only backend 'tf' has a dct_method; {self.backend!r} decodes with the "
+                "accurate integer DCT",
+            )
+        if self.backend == "tf" and self.exif_orientation:
+            raise Invalid(
+                "exif_orientation",
+                "tf.io.decode_jpeg ignores EXIF orientation; use backend 'pil' or 'opencv' "
+                "to apply it",
+            )
 
     def transition(self, state: State) -> State:
         return State(order=self.order, layout="HWC", dtype="uint8")
@@ -103,12 +130,17 @@ class Decode(Step):
     def decode(self, data: bytes, sample: str) -> Tensor:
         if not data:
             raise SampleError(sample, "the file is empty")
-        array = (
-            _decode_pil(data, self.exif_orientation, sample)
-            if self.backend == "pil"
-            else (_decode_opencv(data, self.exif_orientation, sample))
-        )
-        native = "RGB" if self.backend == "pil" else "BGR"
+        if self.backend == "tf":
+            from ._tf_ops import decode_tf
+
+            array = decode_tf(data, self.dct_method or "INTEGER_FAST", sample)
+        else:
+            array = (
+                _decode_pil(data, self.exif_orientation, sample)
+                if self.backend == "pil"
+                else (_decode_opencv(data, self.exif_orientation, sample))
+            )
+        native = "BGR" if self.backend == "opencv" else "RGB"
         if native != self.order:
             array = np.ascontiguousarray(array[..., ::-1])
         return Tensor(array, self.order)
@@ -262,14 +294,22 @@ class Resize(Step):
     does (``area`` averages instead), so ``antialias`` may only state what the backend does.
     ``lanczos`` is Lanczos-3 in Pillow and Lanczos-4 in OpenCV; ``box`` is Pillow's, ``area``
     OpenCV's.
+
+    ``backend: tf`` is ``tf.image.resize``: it computes in float32 and returns float32 (uint8
+    input included; ``nearest`` keeps the dtype), ``lanczos`` is its ``lanczos3``, and
+    ``antialias`` is its switch (TensorFlow's default, false, filled in when left out).
     """
 
     op: ClassVar[str] = "resize"
     size: int | tuple[int, int] | None = None
     shorter_side: int | None = None
     method: Method = "bilinear"
-    backend: Literal["pil", "opencv"] = "pil"
+    backend: Literal["pil", "opencv", "tf"] = "pil"
     antialias: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend == "tf" and self.antialias is None:
+            object.__setattr__(self, "antialias", False)  # recorded as it ran
 
     def check(self) -> None:
         if (self.size is None) == (self.shorter_side is None):
@@ -288,6 +328,12 @@ class Resize(Step):
                     "antialias",
                     "Pillow always antialiases when downscaling; use "
                     "backend 'opencv' for a resize without antialias",
+                )
+        elif self.backend == "tf":
+            if self.method == "box":
+                raise Invalid(
+                    "method",
+                    "tf.image.resize has no 'box' method; its nearest equivalent is 'area'",
                 )
         else:
             if self.method == "box":
@@ -308,6 +354,8 @@ class Resize(Step):
                 f"resize works on uint8 or float32 images, not {state.dtype}: "
                 "resize before the cast",
             )
+        if self.backend == "tf" and self.method != "nearest":
+            return dataclasses.replace(state, dtype="float32")
         return state
 
     def target(self, height: int, width: int) -> tuple[int, int]:
@@ -322,6 +370,12 @@ class Resize(Step):
     def apply(self, t: Tensor) -> Tensor:
         height, width = t.array.shape[:2]
         th, tw = self.target(height, width)
+        if self.backend == "tf":
+            from ._tf_ops import resize_tf
+
+            # Even at the same size: tf.image.resize still returns float32, as TF pipelines see.
+            out = resize_tf(t.array, th, tw, self.method, bool(self.antialias))
+            return Tensor(out, t.order, t.layout)
         if (th, tw) == (height, width):
             return t
         if self.backend == "pil":
@@ -508,19 +562,25 @@ class Pipeline:
                 state = step.transition(state)
             except Invalid as exc:
                 raise Invalid((index, step.op, *exc.path), exc.message) from None
+            except Exception as exc:  # a registered step's rule that failed to say Invalid
+                raise Invalid(
+                    (index, step.op),
+                    f"{type(step).__name__}.transition() failed with {type(exc).__name__}: "
+                    f"{exc} (it should raise pytest_mlrepro._schema.Invalid naming the problem)",
+                ) from None
         return state
 
     def __call__(self, data: bytes, sample: str) -> np.ndarray:
         try:
             t = self.decoder.decode(data, sample)
-        except SampleError:
+        except (SampleError, Unavailable):  # a missing backend library skips, it is no bad sample
             raise
         except Exception as exc:  # e.g. cv2.error: still this sample's failure, not the run's
             raise SampleError(sample, f"decode failed: {exc}") from exc
         for step in self.steps[1:]:
             try:
                 t = step.apply(t)
-            except SampleError:
+            except (SampleError, Unavailable):
                 raise
             except Exception as exc:  # a step failing on one sample names that sample
                 raise SampleError(sample, f"{step.op} failed: {exc}") from exc

@@ -16,6 +16,13 @@ import pytest
 from .items import PROPERTY_PREFIX, AccuracyItem, ManifestFile, settings_key
 from .settings import Settings, mirrors_from_env
 
+# Latency items, their options and hooks (registered with this plugin, off with it).
+pytest_plugins = [
+    "pytest_mlrepro.latency_plugin",
+    "pytest_mlrepro.hardening_plugin",
+    "pytest_mlrepro.reference_plugin",
+]
+
 DEFAULT_PATTERNS = [
     "manifests/*.yaml",
     "manifests/*.yml",
@@ -57,6 +64,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         dest="mlrepro_no_download",
         help="never download data sets, even when a manifest gives a URL",
+    )
+    group.addoption(
+        "--mlrepro-no-diagnose",
+        action="store_true",
+        dest="mlrepro_no_diagnose",
+        help="on a drift, do not diagnose its likely cause (counterfactual probes)",
+    )
+    group.addoption(
+        "--mlrepro-probes",
+        dest="mlrepro_probes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples re-run per pitfall when diagnosing a drift (default: ini mlrepro_probes, "
+        "64; 0: no counterfactuals)",
+    )
+    parser.addini(
+        "mlrepro_diagnose",
+        default="true",
+        help="diagnose the likely cause of a drift (true/false; default true)",
+    )
+    parser.addini(
+        "mlrepro_probes",
+        default="64",
+        help="samples re-run per pitfall when diagnosing a drift (default 64)",
+    )
+    parser.addini(
+        "mlrepro_step_probes",
+        default="8",
+        help="samples whose per-step fingerprints a recorded golden keeps (default 8; 0: none)",
     )
     parser.addini(
         "mlrepro_data",
@@ -137,6 +174,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
     }
     if row:
+        # Measured durations ("timing.<what>") go under one key, apart from results that repeat.
+        timing = {k[len("timing.") :]: row.pop(k) for k in list(row) if k.startswith("timing.")}
+        if timing:
+            row["timing"] = timing
         row["nodeid"] = report.nodeid
         row["outcome"] = report.outcome
         _rows.append(row)
@@ -161,6 +202,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from .report import summary_table
 
     rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device"))))
+    rows = [r for r in rows if r.get("kind") != "latency"]  # latency_plugin has its own table
+    if not rows:
+        return
     terminalreporter.section("mlrepro")
     for line in summary_table(rows):
         terminalreporter.write_line(line)
@@ -173,7 +217,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from .fingerprint import environment
 
-    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device"))))
+    # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
+    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
     payload = {"format": 1, "environment": environment(), "results": rows}
     path = Path(target)
     if not path.is_absolute():

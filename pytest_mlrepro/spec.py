@@ -19,8 +19,11 @@ from ._schema import Context, Invalid, convert, convert_dataclass, suggest, to_p
 from ._yaml import Path as KeyPath
 from ._yaml import load_yaml
 from .errors import ManifestError
+from .timing import STATISTICS
 
-FRAMEWORKS = ("onnxruntime", "torch")
+FRAMEWORKS = ("onnxruntime", "torch", "tensorflow", "tflite")
+# The model formats each TensorFlow runtime reads (ONNX Runtime reads onnx, torch the rest).
+TF_FORMATS = {"tensorflow": ("saved_model", "keras", "frozen_graph"), "tflite": ("tflite",)}
 DEVICES = ("cpu", "cuda")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -63,7 +66,7 @@ class FileRef:
 
 @dataclass(frozen=True)
 class Framework:
-    name: Literal["onnxruntime", "torch"]
+    name: Literal["onnxruntime", "torch", "tensorflow", "tflite"]
     version: str = ""
 
     def check(self) -> None:
@@ -82,14 +85,25 @@ class Framework:
 @dataclass(frozen=True)
 class Model:
     """``onnx``, ``torchscript`` and ``torch_export`` name a ``file``; ``state_dict`` names a
-    ``builder`` registered in Python and a ``weights`` file loaded with ``weights_only=True``."""
+    ``builder`` registered in Python and a ``weights`` file loaded with ``weights_only=True``.
 
-    format: Literal["onnx", "torchscript", "torch_export", "state_dict"]
+    TensorFlow: ``saved_model`` (a tar of the SavedModel folder, checksummed as one file),
+    ``keras`` (a ``.keras`` file), ``frozen_graph`` (a TF1 ``GraphDef`` ``.pb``); ``tflite``. A
+    SavedModel's ``signature`` defaults to ``serving_default``.
+    """
+
+    format: Literal[
+        "onnx", "torchscript", "torch_export", "state_dict", "saved_model", "keras", "tflite",
+        "frozen_graph",
+    ]  # fmt: skip
     file: FileRef | None = None
     builder: str | None = None
     weights: FileRef | None = None
+    signature: str | None = field(default=None, metadata={"plain_omit_none": True})
 
     def check(self) -> None:
+        if self.signature is not None and self.format != "saved_model":
+            raise Invalid("signature", "only a 'saved_model' has signatures")
         if self.format == "state_dict":
             if self.builder is None or self.weights is None:
                 raise Invalid("", "format 'state_dict' needs 'builder' and 'weights'")
@@ -183,12 +197,24 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class Runtime:
-    """How the model runs. Thread counts of ``None`` leave the framework's default (recorded)."""
+    """How the model runs. Thread counts of ``None`` leave the framework's default (recorded).
+
+    ``graph_optimization``: ONNX Runtime's graph optimisation level (``None``: its default, all).
+    ``seed``: seeds Python's ``random``, NumPy and the framework before the model loads.
+    ``deterministic_ops``: ask for deterministic kernels: ``torch.use_deterministic_algorithms``
+    (and cuDNN's deterministic mode), ONNX Runtime's ``use_deterministic_compute``, TensorFlow's
+    ``TF_DETERMINISTIC_OPS``. ``timeout_s``: stop an item that runs longer (default: the ini key
+    ``mlrepro_timeout``); it changes no result, so goldens do not record it.
+    """
 
     batch_size: int = 32
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
     devices: tuple[Literal["cpu", "cuda"], ...] = ("cpu", "cuda")
+    graph_optimization: Literal["disabled", "basic", "extended", "all"] | None = None
+    seed: int | None = None
+    deterministic_ops: bool = False
+    timeout_s: float | None = None
 
     def check(self) -> None:
         if not 1 <= self.batch_size <= 4096:
@@ -199,6 +225,111 @@ class Runtime:
                 raise Invalid(name, "must be between 1 and 1024")
         if not self.devices:
             raise Invalid("devices", "name at least one device")
+        if self.seed is not None and not 0 <= self.seed < 2**32:
+            raise Invalid("seed", "must be between 0 and 2**32 - 1")
+        if self.timeout_s is not None and not 0 < self.timeout_s <= 86400:
+            raise Invalid("timeout_s", "seconds above 0 and at most 86400 (a day)")
+
+
+@dataclass(frozen=True)
+class Determinism:
+    """A ``determinism[<device>]`` item: the evaluation runs ``runs`` times, each with the model
+    loaded afresh, and every score must equal the first run's (``tolerance`` 0) or differ by at
+    most ``tolerance``. Opt-in (the block, or ``--mlrepro-determinism``): it costs ``runs`` full
+    evaluations. The controls (seed, threads, graph optimisation, deterministic ops) are
+    ``runtime``'s, shared with the accuracy item.
+    """
+
+    runs: int = 2
+    tolerance: float = 0.0
+
+    def check(self) -> None:
+        if not 2 <= self.runs <= 10:
+            raise Invalid("runs", "must be between 2 and 10")
+        if self.tolerance < 0:
+            raise Invalid("tolerance", "must not be negative")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency items: one per device and batch size, each timing the declared measurements.
+
+    ``model``: the framework call on a prepared input (device synchronised); ``end_to_end``: one
+    request of ``batch`` encoded images through decode, preprocessing, the model and top-k.
+    ``tolerance`` maps a statistic (min, p50, p90, p99, mean) to the largest ratio now/golden
+    that passes. Times in seconds; see the README for the methodology.
+    """
+
+    batch_sizes: tuple[int, ...] = (1,)
+    measure: tuple[Literal["model", "end_to_end"], ...] = ("model", "end_to_end")
+    tolerance: dict[str, float] = field(default_factory=lambda: {"p50": 1.25})
+    min_rounds: int = 20
+    min_time: float = 1.0
+    max_time: float = 10.0
+    warmup_rounds: int = 5
+    warmup_time: float = 0.2
+    attempts: int = 3
+
+    def check(self) -> None:
+        if not self.batch_sizes:
+            raise Invalid("batch_sizes", "name at least one batch size")
+        for i, size in enumerate(self.batch_sizes):
+            if not 1 <= size <= 4096:
+                raise Invalid(("batch_sizes", i), "must be between 1 and 4096")
+            if size in self.batch_sizes[:i]:
+                raise Invalid(("batch_sizes", i), f"batch size {size} is listed twice")
+        if not self.measure or len(set(self.measure)) != len(self.measure):
+            raise Invalid("measure", "list model and/or end_to_end, each once")
+        if not self.tolerance:
+            raise Invalid("tolerance", "give at least one statistic, e.g. {p50: 1.25}")
+        for name, ratio in self.tolerance.items():
+            if name not in STATISTICS:
+                raise Invalid(
+                    ("tolerance", name),
+                    f"unknown statistic{suggest(name, STATISTICS)}; known: {', '.join(STATISTICS)}",
+                )
+            if not 1.0 < ratio <= 100.0:
+                raise Invalid(
+                    ("tolerance", name),
+                    "a ratio now/golden above 1 (1.25: up to 25% slower passes)",
+                )
+        if not 3 <= self.min_rounds <= 1_000_000:
+            raise Invalid("min_rounds", "must be between 3 and 1000000")
+        if self.min_time < 0 or self.warmup_time < 0 or self.warmup_rounds < 0:
+            raise Invalid("", "min_time, warmup_time and warmup_rounds must not be negative")
+        if not 0 < self.max_time <= 3600:
+            raise Invalid("max_time", "must be above 0 and at most 3600 (seconds)")
+        if self.max_time < self.min_time:
+            raise Invalid("max_time", f"must be at least min_time ({self.min_time:g})")
+        if not 1 <= self.attempts <= 10:
+            raise Invalid("attempts", "must be between 1 and 10")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The same model in another runtime, whose golden this manifest's results must agree with.
+
+    ``manifest``: the reference manifest's name (looked up in this manifest's folder) or its
+    path relative to this manifest (ending in ``.yaml``/``.yml``). Per sample, over the samples
+    both have: ``agreement`` is the least fraction whose top-1 equals the reference's; ``score``
+    the largest absolute difference of a score of the reference's top-k classes (probabilities
+    when both apply softmax, else logits); ``top1`` the least ratio of this top-1 accuracy to the
+    reference's (MLPerf's "99% of FP32" is 0.99).
+    """
+
+    manifest: str
+    agreement: float = 0.99
+    score: float = 1e-3
+    top1: float = 0.99
+
+    def check(self) -> None:
+        if not self.manifest or "\0" in self.manifest:
+            raise Invalid("manifest", "name a manifest or a .yaml path")
+        for name in ("agreement", "top1"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise Invalid(name, "is a fraction between 0 and 1")
+        if self.score < 0:
+            raise Invalid("score", "must not be negative")
 
 
 @dataclass(frozen=True)
@@ -214,6 +345,9 @@ class Manifest:
     postprocess: Postprocess = field(default_factory=Postprocess)
     tolerances: Tolerances = field(default_factory=Tolerances)
     runtime: Runtime = field(default_factory=Runtime)
+    latency: Latency | None = None
+    determinism: Determinism | None = None
+    reference: str | Reference | None = None
     golden: str | None = None
     source: str = field(default="", compare=False, metadata={"internal": True})
     path: Path = field(default=Path("."), compare=False, metadata={"internal": True})
@@ -226,10 +360,35 @@ class Manifest:
             raise Invalid("name", "use letters, digits, '_', '.', '-' (it names the golden file)")
         if self.golden is not None and (not self.golden.endswith(".json") or "\0" in self.golden):
             raise Invalid("golden", "expected a path ending in .json")
+        if self.runtime.graph_optimization is not None and self.framework.name != "onnxruntime":
+            raise Invalid(
+                ("runtime", "graph_optimization"),
+                f"an ONNX Runtime setting; framework {self.framework.name!r} has none",
+            )
+        tf_formats = TF_FORMATS.get(self.framework.name)
+        is_tf_format = any(self.model.format in f for f in TF_FORMATS.values())
+        if (tf_formats or is_tf_format) and self.model.format not in (tf_formats or ()):
+            readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+            raise Invalid(
+                ("model", "format"),
+                f"framework {self.framework.name!r} does not read format {self.model.format!r}"
+                + (f" (framework {readers[0]!r} does)" if readers else ""),
+            )
+        if isinstance(self.reference, str) and (not self.reference or "\0" in self.reference):
+            raise Invalid("reference", "name a manifest or a .yaml path")
+        if self.reference_spec is not None and self.reference_spec.manifest == self.name:
+            raise Invalid("reference", "a manifest cannot be its own reference")
 
     @property
     def input(self) -> Input:
         return self.inputs[0]
+
+    @property
+    def reference_spec(self) -> Reference | None:
+        """``reference`` as a :class:`Reference` (a plain string names the manifest)."""
+        if isinstance(self.reference, str):
+            return Reference(manifest=self.reference)
+        return self.reference
 
     @property
     def pipeline(self) -> pipeline.Pipeline:
@@ -242,6 +401,10 @@ class Manifest:
     def normalized(self) -> dict[str, Any]:
         """Every field with defaults filled in: what a golden records and diagnosis diffs."""
         data = to_plain(self)
+        data.pop("latency", None)  # how latency is measured changes no result
+        data.pop("determinism", None)  # nor whether runs are compared with each other
+        data.pop("reference", None)  # nor which other runtime's results they are checked against
+        data["runtime"].pop("timeout_s", None)  # nor how long an item may take
         data["inputs"] = [
             {**plain, "preprocess": [{s.op: to_plain(s)} for s in inp.preprocess]}
             for plain, inp in zip(data["inputs"], self.inputs)
@@ -338,13 +501,17 @@ def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
 __all__ = [
     "DEVICES",
     "FRAMEWORKS",
+    "TF_FORMATS",
     "Dataset",
+    "Determinism",
     "FileRef",
     "Framework",
     "Input",
+    "Latency",
     "Manifest",
     "Model",
     "Postprocess",
+    "Reference",
     "Runtime",
     "Tolerances",
     "convert",

@@ -227,3 +227,150 @@ class Project:
 
     def run(self, *args: str) -> pytest.RunResult:
         return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
+
+
+# --- added for the hardening tests (test_integrity.py, test_missing_pieces.py, ...) ----------
+
+
+def make_onnx_with_input(path: Path, shape: Sequence[int | str], name: str = "input") -> None:
+    """The tiny model (10 × channel means) with an input of ``shape`` (NCHW, dims int or
+    symbolic), e.g. a fixed size ``["batch", 3, 32, 32]``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMean", [name], ["means"], axes=[2, 3], keepdims=1),
+        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
+        helper.make_node("Mul", ["flat", "scale"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_shaped",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="mlrepro-tests"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+# A conftest.py for pytester projects: model builders whose modules compute the tiny model's
+# 10 × channel means (no parameters: their state_dict is empty), each with one behaviour.
+BUILDERS_CONFTEST = """\
+import os
+import time
+
+import pytest_mlrepro
+
+
+def _module(behaviour):
+    import torch
+
+    class Means(torch.nn.Module):
+        def forward(self, x):
+            behaviour()
+            return x.mean(dim=(2, 3)) * 10.0
+
+    return Means()
+
+
+def _nothing():
+    pass
+
+
+def _sleeps():
+    time.sleep(3600)
+
+
+def _spins():
+    while True:
+        pass
+
+
+def _refuses_to_stop():
+    while True:
+        try:
+            time.sleep(3600)
+        except BaseException:
+            pass
+
+
+def _raises():
+    raise ValueError("the model broke on this batch")
+
+
+def _exits():
+    os._exit(3)
+
+
+def _segfaults():
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+for _name, _behaviour in [
+    ("means", _nothing),
+    ("sleeps", _sleeps),
+    ("spins", _spins),
+    ("refuses_to_stop", _refuses_to_stop),
+    ("raises", _raises),
+    ("exits", _exits),
+    ("segfaults", _segfaults),
+]:
+    pytest_mlrepro.model_builder(_name)(lambda b=_behaviour: _module(b))
+
+
+@pytest_mlrepro.model_builder("noisy")
+def _noisy_builder():
+    import torch
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            out = x.mean(dim=(2, 3)) * 10.0
+            return out + torch.rand_like(out) * 1e-4
+
+    return Noisy()
+
+
+@pytest_mlrepro.model_builder("builder_sleeps")
+def _builder_sleeps():
+    time.sleep(3600)
+"""
+
+
+def make_empty_weights(path: Path) -> str:
+    """A ``torch.save`` of an empty state_dict (the builders' modules have no parameters);
+    returns its sha256."""
+    import torch
+
+    torch.save({}, str(path))
+    return sha256(path)
+
+
+def state_dict_manifest(
+    name: str, builder: str, weights: str, sha: str, *, assets: Path, extra: str = ""
+) -> str:
+    """A manifest for a registered builder (BUILDERS_CONFTEST) and a weights file, relative to
+    the manifest's folder."""
+    text = manifest_text(name, "torch", assets=assets, extra=extra)
+    start = text.index("model:\n")
+    end = text.index("inputs:\n")
+    model = textwrap.dedent(f"""\
+        model:
+          format: state_dict
+          builder: {builder}
+          weights:
+            path: {weights}
+            sha256: {sha}
+        """)
+    return text[:start] + model + text[end:]
+
+
+def run_patiently(project: Project, *args: str, timeout: float = 600) -> pytest.RunResult:
+    """``project.run`` with a longer limit, for runs of many torch items on a busy machine."""
+    return project.pytester.runpytest_subprocess(*QUIET, *project.xdist, *args, timeout=timeout)

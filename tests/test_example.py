@@ -1,7 +1,7 @@
 """The built-in example on the real 1000-image ImageNet sample, through pytester.
 
-Skipped when ../shared/data/imagenet-sample is absent. The pitfall variants point at the unchanged
-example's golden (``golden:``), so each fails exactly as a user's edited manifest would.
+Skipped when ../shared/data/imagenet-sample is absent. Each pitfall variant compares with a copy of
+the unchanged example's golden, so it fails exactly as a user's edited manifest would.
 """
 
 from __future__ import annotations
@@ -50,7 +50,13 @@ def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: 
         assert old in text, f"the example manifest no longer contains {old!r}"
         variant = text.replace(old, new).replace(
             "name: efficientnet_lite0_onnx",
-            f"name: variant_{name}\ngolden: golden/efficientnet_lite0_onnx.json",
+            f"name: variant_{name}",
+        )
+        # Each variant compares with a copy of the example's golden (two manifests may not share
+        # one golden file: their recordings would overwrite each other).
+        shutil.copy(
+            pytester.path / "golden" / "efficientnet_lite0_onnx.json",
+            pytester.path / "golden" / f"variant_{name}.json",
         )
         (pytester.path / "manifests" / f"variant_{name}.yaml").write_text(variant)
     pytester.makeini("[pytest]\n")
@@ -82,7 +88,7 @@ def test_pitfall_variants_fail_for_the_right_reason(
 ) -> None:
     _project(pytester, monkeypatch, model_cache)
     result = pytester.runpytest_subprocess(
-        "manifests/", "--mlrepro-device=cpu", "-p", "no:cacheprovider", *xdist
+        "manifests/", "-k", "accuracy", "--mlrepro-device=cpu", "-p", "no:cacheprovider", *xdist
     )
     result.assert_outcomes(passed=1, failed=3)
     output = result.stdout.str()
@@ -95,6 +101,14 @@ def test_pitfall_variants_fail_for_the_right_reason(
         assert agreement < 0.95, section
         assert "top-1 accuracy" in section.splitlines()[0]
         assert "pytest manifests/variant_" in section and "--mlrepro-update" in section
+    # The diagnosis names the cause first.
+    leads = {
+        "bgr": "Likely cause: colour order — the manifest changed decode.order from 'RGB' to 'BGR'",
+        "nocrop": "Likely cause: crop — the manifest removed the step crop",
+        "interp": "Likely cause: resize — the manifest changed resize.backend from 'pil' to",
+    }
+    for name, lead in leads.items():
+        assert lead in " ".join(_section(output, name).split()), _section(output, name)
 
     interp = _section(output, "interp")
     golden_top1, now_top1 = _row(interp, "top-1 %")
@@ -106,6 +120,7 @@ def test_pitfall_variants_fail_for_the_right_reason(
     )  # ... agreement fails
     assert 0.9 < agreement < 0.99, interp
     # Nothing is ever written without --mlrepro-update.
-    assert (pytester.path / "golden" / "efficientnet_lite0_onnx.json").read_bytes() == (
-        REPO / "golden" / "efficientnet_lite0_onnx.json"
-    ).read_bytes()
+    for name in ("efficientnet_lite0_onnx", *(f"variant_{v}" for v in VARIANTS)):
+        assert (pytester.path / "golden" / f"{name}.json").read_bytes() == (
+            REPO / "golden" / "efficientnet_lite0_onnx.json"
+        ).read_bytes()

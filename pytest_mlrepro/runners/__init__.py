@@ -28,8 +28,11 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
         "onnxruntime-directml",
     ),
     "torch": ("torch",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel"),
+    # TFLite runs on LiteRT's interpreter (tf.lite.Interpreter is deprecated): see tensorflow.py
+    "tflite": ("ai-edge-litert", "ai-edge-litert-nightly"),
 }
-EXTRAS = {"onnxruntime": "onnx", "torch": "torch"}
+EXTRAS = {"onnxruntime": "onnx", "torch": "torch", "tensorflow": "tf", "tflite": "tf"}
 
 
 class Runner(Protocol):
@@ -67,6 +70,12 @@ def check_framework(manifest: Manifest) -> str:
             f"{name} {version} is installed; the manifest requires {name}{spec}",
             how=f"install a matching version: pip install '{name}{spec}'",
         )
+    uses_tf = any(getattr(s, "backend", None) == "tf" for s in manifest.input.preprocess)
+    if uses_tf and installed_version("tensorflow") is None:
+        raise FrameworkUnavailable(
+            "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
+            how="pip install 'pytest-mlrepro[tf]'",
+        )
     return version
 
 
@@ -85,6 +94,20 @@ def load_runner(manifest: Manifest, device: str, settings: Settings) -> Runner:
         from .onnx import OnnxRunner
 
         return OnnxRunner.load(manifest, device, settings)
+    if manifest.framework.name in ("tensorflow", "tflite"):
+        name = manifest.framework.name
+        try:
+            from .tensorflow import TensorFlowRunner, TFLiteRunner, import_framework
+
+            import_framework(name)
+        except ImportError as exc:
+            raise FrameworkUnavailable(
+                f"{name} is installed but cannot be imported: {exc}",
+                how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
+            ) from None
+        if manifest.framework.name == "tflite":
+            return TFLiteRunner.load(manifest, device, settings)
+        return TensorFlowRunner.load(manifest, device, settings)
     from .torch import TorchRunner
 
     return TorchRunner.load(manifest, device, settings)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
+import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +17,7 @@ from ..artifacts import verified
 from ..errors import BuildError, DeviceUnavailable, IntegrityError, SignatureError
 from ..settings import Settings
 from ..spec import Manifest
+from .torch_archive import vet_export_archive, weights_only_refusal
 
 _TORCH_TYPES = {
     "float32": torch.float32,
@@ -23,13 +27,43 @@ _TORCH_TYPES = {
 }
 
 
+def _set_determinism(seed: int | None, deterministic: bool) -> None:
+    """The manifest's runtime.seed and deterministic_ops, set every load: the manifest, not an
+    earlier manifest in the same process, decides."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    if deterministic:
+        # cuBLAS needs a fixed workspace for deterministic results (read when CUDA initialises).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+    if deterministic:
+        torch.backends.cudnn.benchmark = False
+
+
+# torch's own intra-op thread count, before any manifest changed it: a manifest that leaves
+# runtime.intra_op_threads unset gets this, not what an earlier manifest in the process set.
+_DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
+
+
 def _set_threads(intra: int | None, inter: int | None) -> None:
-    if intra:
-        torch.set_num_threads(intra)
+    torch.set_num_threads(intra or _DEFAULT_INTRA_OP_THREADS)
     if inter and torch.get_num_interop_threads() != inter:
         # Only settable before the first parallel work; the recorded value tells what held.
         with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(inter)
+
+
+def _load_archive(manifest: Manifest, path: Any, kind: str, load: Callable[..., Any]) -> Any:
+    """``load(path)``, with a file that is not a ``kind`` archive reported as such."""
+    try:
+        return load(str(path), map_location="cpu") if kind == "TorchScript" else load(str(path))
+    except (RuntimeError, ValueError, OSError, zipfile.BadZipFile) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IntegrityError(
+            f"{manifest.source}: {path} is not a {kind} archive that this torch "
+            f"{torch.__version__} can load ({first}); check model.format"
+        ) from None
 
 
 class TorchRunner:
@@ -50,6 +84,7 @@ class TorchRunner:
         target = torch.device(device)
         runtime = manifest.runtime
         _set_threads(runtime.intra_op_threads, runtime.inter_op_threads)
+        _set_determinism(runtime.seed, runtime.deterministic_ops)
         model = manifest.model
         if model.format == "state_dict":
             module = cls._from_builder(manifest, settings)
@@ -57,9 +92,10 @@ class TorchRunner:
             assert model.file is not None
             path = verified(manifest, model.file, ("model", "file"), settings)
             if model.format == "torchscript":
-                module = torch.jit.load(str(path), map_location="cpu")
+                module = _load_archive(manifest, path, "TorchScript", torch.jit.load)
             else:
-                module = torch.export.load(str(path)).module()
+                vet_export_archive(path, manifest.source)  # torch.export.load may unpickle code
+                module = _load_archive(manifest, path, "torch.export", torch.export.load).module()
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
         module = module.to(target)
@@ -71,6 +107,8 @@ class TorchRunner:
             "intra_op_threads": torch.get_num_threads(),
             "inter_op_threads": torch.get_num_interop_threads(),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "seed": runtime.seed,
         }
         if device == "cuda":
             info["gpu"] = torch.cuda.get_device_name(0)
@@ -98,7 +136,12 @@ class TorchRunner:
             raise IntegrityError(
                 f"{manifest.source}: refusing {path}: it is not a plain tensor file and loading "
                 f"it would need to run code from the file (weights_only=True refused it): "
-                f"{str(exc).splitlines()[0]}"
+                f"{weights_only_refusal(exc)}"
+            ) from None
+        except (RuntimeError, EOFError, OSError, ValueError) as exc:
+            raise IntegrityError(
+                f"{manifest.source}: cannot read {path} as a torch.save file: "
+                f"{weights_only_refusal(exc)}"
             ) from None
         if not isinstance(state, dict):
             raise BuildError(
@@ -136,3 +179,21 @@ class TorchRunner:
             if isinstance(out, (tuple, list)):
                 out = out[0]
             return out.float().cpu().numpy()
+
+    def synchronize(self) -> None:
+        """Wait for the GPU work queued so far (CUDA calls return before the kernels finish)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def model_call(self, batch: np.ndarray) -> Callable[[], object]:
+        """The module call alone on ``batch``, already a tensor on the device, for latency
+        measurement; the call waits for the device, and leaves the output where it is."""
+        tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
+        module, sync = self.module, self.synchronize
+
+        def call() -> None:
+            with torch.inference_mode():
+                module(tensor)
+            sync()
+
+        return call

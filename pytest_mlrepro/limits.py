@@ -1,0 +1,106 @@
+"""Per-item time limits: a model that hangs is stopped and fails its item, not the session.
+
+Two levels, as pytest-timeout has them:
+
+* **soft**: at the limit, ``SIGALRM`` raises :class:`ItemTimeout` in the main thread, where the
+  item runs. It interrupts Python code (a builder or a ``forward`` that loops or sleeps) and
+  blocking waits; the item fails with a message and the next items run in the same process.
+  An import in progress is never interrupted (a half-imported module would break every later
+  item of the process): the exception waits until the import is done.
+* **hard**: code that never returns to the interpreter (a C extension stuck in a loop) or that
+  swallows the soft exception is still running half the limit (at least ``HARD_KILL_GRACE_S``
+  seconds) later: a watchdog thread prints every thread's stack to stderr and ends the process
+  with ``os._exit``. Under pytest-xdist that is one worker: xdist fails the item and starts a
+  new worker. Without xdist it ends the session, which is still better than a CI job that
+  never finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+HARD_KILL_GRACE_S = 10.0
+"""The least time after the soft limit before the watchdog ends the process."""
+HARD_KILL_EXIT_CODE = 70
+IMPORT_RETRY_S = 0.05
+"""When the soft limit falls inside an import, it is tried again this much later."""
+
+
+class ItemTimeout(BaseException):
+    """The item ran past its time limit.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that the ``except Exception`` of a model
+    builder, a runner or a preprocessing step cannot swallow it and carry on."""
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether the interrupted code is inside an import (importlib's own frames are on the
+    stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _hard_kill(seconds: float, what: str, report_fd: int) -> None:
+    message = (
+        f"\npytest-mlrepro: {what} is still running {seconds:g} s after its time limit "
+        "and did not stop when interrupted: ending this process (stacks follow)\n"
+    )
+    with contextlib.suppress(Exception):
+        os.write(report_fd, message.encode())
+        faulthandler.dump_traceback(file=report_fd, all_threads=True)
+    os._exit(HARD_KILL_EXIT_CODE)
+
+
+@contextlib.contextmanager
+def time_limit(
+    seconds: float | None, what: str, grace: float | None = None, report_fd: int = 2
+) -> Iterator[None]:
+    """Run the body with a soft limit of ``seconds`` (``ItemTimeout``) and a hard one of
+    ``seconds + grace`` (the process ends, after writing why and every thread's stack to
+    ``report_fd``); ``grace`` defaults to half the limit, at least ``HARD_KILL_GRACE_S``, time
+    for a long native call or an import to return. ``None`` or 0: no limit."""
+    if not seconds or seconds <= 0:
+        yield
+        return
+    if grace is None:
+        grace = max(HARD_KILL_GRACE_S, seconds / 2)
+    soft = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if _importing(frame):
+            # An import cut short leaves a half-initialised module behind for every later item
+            # of the process: let the import finish, and stop the item right after it.
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)
+            return
+        raise ItemTimeout(f"{what} did not finish within its time limit of {seconds:g} s: stopped")
+
+    watchdog = threading.Timer(
+        seconds + grace if soft else seconds,
+        _hard_kill,
+        args=(grace if soft else 0.0, what, report_fd),
+    )
+    watchdog.daemon = True
+    previous = None
+    if soft:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+        if soft:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+__all__ = ["HARD_KILL_GRACE_S", "ItemTimeout", "time_limit"]

@@ -1,0 +1,58 @@
+"""pytest glue for cross-framework agreement: a terminal section listing, for every item checked
+against a ``reference``, its agreement and largest score difference (pass or fail alike).
+
+Registered by ``plugin.py``; the check itself runs in the accuracy item (``reference.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+_PREFIX = "mlrepro."
+_rows: list[dict[str, Any]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the reference properties of each item (on the controller under xdist)."""
+    if report.when != "call":
+        return
+    props = {
+        k[len(_PREFIX) :]: v
+        for k, v in report.user_properties
+        if isinstance(k, str) and k.startswith(_PREFIX)
+    }
+    if "reference_verdict" in props:
+        _rows.append({**props, "outcome": report.outcome})
+
+
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per item: manifest [device] vs reference, agreement, max score difference."""
+    lines = []
+    for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
+        head = f"{r.get('manifest')} [{r.get('device')}] vs {r.get('reference', '?')}"
+        if "reference_agreement" not in r:
+            lines.append(f"{head}: {r.get('reference_verdict')}")
+            continue
+        diff = r.get("reference_max_score_diff")
+        lines.append(
+            f"{head}: top-1 agreement {r['reference_agreement']:.4f} "
+            f"over {r.get('reference_samples')} samples, max |Δ "
+            f"{r.get('reference_score_space', 'score')}| "
+            f"{'-' if diff is None else f'{diff:.3g}'}, top-1 ratio "
+            f"{r.get('reference_top1_ratio', float('nan')):.4f}: {r.get('reference_verdict')}"
+        )
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not _rows:
+        return
+    terminalreporter.section("mlrepro reference agreement")
+    for line in summary_lines(_rows):
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _rows.clear()

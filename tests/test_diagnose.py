@@ -1,0 +1,569 @@
+"""Drift diagnosis: every known pitfall, as a manifest edit and as a model-side change with the
+manifest's preprocessing untouched, must be named first by the report.
+
+The scenarios run in-process on the tiny project of ``diag_helpers.py`` (block images, linear
+ONNX classifiers): a golden is recorded with one manifest and model, then the manifest or the
+model changes, the evaluation drifts, and :func:`diagnose` must name the cause. The plugin-level
+tests at the end check, through pytester (serial and ``-n 2``), that the diagnosis appears in a
+failure and only there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import diag_helpers as H
+import numpy as np
+import pytest
+from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
+
+from pytest_mlrepro import golden as golden_store
+from pytest_mlrepro import pipeline, pitfalls, probes
+from pytest_mlrepro.diagnose import Diagnosis, diagnose, manifest_diff, probe_order
+from pytest_mlrepro.evaluate import Evaluation, evaluate
+from pytest_mlrepro.fingerprint import environment
+from pytest_mlrepro.metrics import Comparison, compare
+from pytest_mlrepro.settings import Settings
+from pytest_mlrepro.spec import load_manifest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+B = H.BASE_STEPS
+DECODE_BGR = "decode: {backend: pil, order: BGR, exif_orientation: false}"
+DECODE_OPENCV = "decode: {backend: opencv, order: RGB, exif_orientation: false}"
+DECODE_EXIF = "decode: {backend: pil, order: RGB, exif_orientation: true}"
+RESIZE_NEAREST = "resize: {size: [12, 12], method: nearest, backend: pil}"
+RESIZE_OPENCV = "resize: {size: [12, 12], method: bilinear, backend: opencv}"
+LAYOUT_RESHAPE = "layout: {order: NCHW, method: reshape}"
+CAST = "cast: {dtype: float32}"
+SCALE = "scale: {divisor: 255}"
+IMAGENET = "normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}"
+NORM_127 = "normalize: {mean: [127, 127, 127], std: [128, 128, 128]}"
+IMAGENET_MEAN = np.array(pitfalls.IMAGENET_MEAN)
+IMAGENET_STD = np.array(pitfalls.IMAGENET_STD)
+
+
+def values(*middle: str) -> list[str]:
+    """The base pipeline with its cast + normalize replaced by ``middle``."""
+    return [*B[:3], *middle, B[5]]
+
+
+# --- the in-process lab ---------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    diagnosis: Diagnosis
+    comparison: Comparison
+    evaluation: Evaluation
+
+
+class Lab:
+    """The tiny project: data sets, models and manifests under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "models").mkdir(parents=True)
+        (root / "manifests").mkdir()
+        for kind, name in (
+            ("png", "blocks"),
+            ("smooth", "smooth"),
+            ("exif", "exif"),
+            ("cmyk", "cmyk"),
+        ):
+            H.make_data(root / "data" / name, kind)
+            (root / "manifests" / f"{name}.sha256").write_text(H.checksums(root / "data" / name))
+        self.settings = Settings.for_project(root, data_mirrors=[root / "data"])
+        self.count = 0
+
+    def model(
+        self,
+        smooth: bool = False,
+        adapter: Callable[[np.ndarray], np.ndarray] | None = None,
+        pre: str | None = None,
+        seed: int = 3,
+    ) -> tuple[str, str]:
+        """(file name, sha256) of a classifier, optionally behind an input adapter."""
+        w, b = H.classifier(seed=seed, smooth=smooth)
+        if adapter is not None:
+            w, b = H.fold(w, b, adapter)
+        self.count += 1
+        name = f"m{self.count}.onnx"
+        return name, H.write_onnx(self.root / "models" / name, w, b, pre=pre)
+
+    def manifest(self, text: str) -> Any:
+        self.count += 1
+        path = self.root / "manifests" / f"m{self.count}.yaml"
+        path.write_text(text)
+        return load_manifest(path)
+
+    def record(self, text: str, n: int = 8) -> golden_store.Golden:
+        """A golden as ``--mlrepro-update`` records it (results, manifest, environment,
+        step probes), through a write and a read of the golden file."""
+        m = self.manifest(text)
+        ev = evaluate(m, "cpu", self.settings)
+        golden = golden_store.Golden(
+            m.name,
+            m.normalized(),
+            environment(ev.runner_info),
+            ev.results,
+            probes.record(m.input.preprocess, ev.samples, n),
+        )
+        path = self.root / "golden.json"
+        golden_store.write(path, golden)
+        read = golden_store.read(path)
+        assert read is not None
+        return read
+
+    def check(self, golden: golden_store.Golden, text: str, n: int = 24) -> Run:
+        m = self.manifest(text)
+        ev = evaluate(m, "cpu", self.settings)
+        comparison = compare(golden.results, ev.results, ev.scores, m.tolerances)
+        assert not comparison.ok, "the scenario must drift"
+        return Run(diagnose(m, golden, comparison, ev, probes=n), comparison, ev)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    return Lab(tmp_path_factory.mktemp("diag-lab"))
+
+
+def lead_of(run: Run) -> str:
+    return run.diagnosis.lead
+
+
+def assert_readable(text: str) -> None:
+    long = [line for line in text.splitlines() if len(line) > 100]
+    assert not long, long
+
+
+# --- manifest edits -------------------------------------------------------------------------
+
+# name: (data set, golden steps, edited steps, expected category, words the lead must contain)
+MANIFEST_EDITS: dict[str, tuple[str, list[str], list[str], str, tuple[str, ...]]] = {
+    "colour order": (
+        "blocks", B, H.replace_step(B, 0, DECODE_BGR), pitfalls.COLOUR,
+        ("decode.order from 'RGB' to 'BGR'", "with RGB instead of BGR"),
+    ),
+    "crop off": (
+        "blocks", B, [B[0], *B[2:]], pitfalls.CROP,
+        ("removed the step crop", "put back"),
+    ),
+    "crop fraction": (
+        "blocks", B, H.replace_step(B, 1, "crop: {fraction: 1.0, rounding: google}"),
+        pitfalls.CROP, ("crop.fraction from 0.75 to 1",),
+    ),
+    "interpolation": (
+        "blocks", B, H.replace_step(B, 2, RESIZE_NEAREST), pitfalls.RESIZE,
+        ("resize.method from 'bilinear' to 'nearest'", "Pillow bilinear instead of Pillow nearest"),
+    ),
+    "antialias and backend": (
+        "blocks", B, H.replace_step(B, 2, RESIZE_OPENCV), pitfalls.RESIZE,
+        ("resize.backend from 'pil' to 'opencv'", "Pillow bilinear instead of OpenCV INTER_LINEAR"),
+    ),
+    "decoder": (
+        "cmyk", B, H.replace_step(B, 0, DECODE_OPENCV), pitfalls.DECODER,
+        ("decode.backend from 'pil' to 'opencv'", "the Pillow decoder instead of OpenCV"),
+    ),
+    "EXIF orientation": (
+        "exif", B, H.replace_step(B, 0, DECODE_EXIF), pitfalls.EXIF,
+        ("decode.exif_orientation from False to True", "the EXIF orientation ignored"),
+    ),
+    "layout": (
+        "blocks", B, H.replace_step(B, 5, LAYOUT_RESHAPE), pitfalls.LAYOUT,
+        ("layout.method from 'transpose' to 'reshape'", "a transpose to NCHW instead of a reshape"),
+    ),
+    "normalisation order (saturate)": (
+        "blocks", B, values(NORM_127[:-1] + ", on_uint8: saturate}", CAST), pitfalls.NORM_ORDER,
+        ("moved the normalize step", "normalised in float after the cast"),
+    ),
+    "normalisation order (wrap)": (
+        "blocks", B, values(NORM_127[:-1] + ", on_uint8: wrap}", CAST), pitfalls.NORM_ORDER,
+        ("normalize.on_uint8 from 'error' to 'wrap'", "normalised in float after the cast"),
+    ),
+    "ImageNet mean/std": (
+        "blocks", B, values(CAST, SCALE, IMAGENET), pitfalls.MEAN_STD,
+        ("normalize.mean from [127, 127, 127] to [0.485, 0.456, 0.406]",),
+    ),
+    "x/255 only": (
+        "blocks", B, values(CAST, SCALE), pitfalls.MEAN_STD, ("added the step scale",),
+    ),
+    "mean/std units (a /255 added)": (
+        "blocks", B, values(CAST, SCALE, NORM_127), pitfalls.MEAN_STD,
+        ("added the step scale", "the /255 dropped"),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MANIFEST_EDITS))
+def test_a_manifest_edit_is_named_first(lab: Lab, name: str) -> None:
+    dataset, before, after, category, words = MANIFEST_EDITS[name]
+    model, sha = lab.model()
+    golden = lab.record(H.manifest_text("edit", model, sha, before, dataset))
+    run = lab.check(golden, H.manifest_text("edit", model, sha, after, dataset))
+    d = run.diagnosis
+    assert d.cause == category, d.render()
+    assert d.lead.startswith(f"Likely cause: {category} — the manifest "), d.lead
+    for word in words:
+        assert word in d.lead, d.render()
+    # The flip that undoes the edit reproduces the golden on every probe, scores included.
+    assert f"{d.probes}/{d.probes} probe predictions match the golden and their scores" in d.lead
+    assert d.probes == min(24, H.N_SAMPLES)
+    text = d.render()
+    assert_readable(text)
+    assert text.splitlines()[1].startswith("  Likely cause:")
+
+
+# --- model-side changes, the manifest's preprocessing untouched -----------------------------
+
+OPENCV_BASE = H.replace_step(B, 2, RESIZE_OPENCV)
+
+
+@dataclass
+class ModelSide:
+    """The golden's model (``golden_*``) and the re-exported one (``now_*``): the re-export
+    expects the pitfall's preprocessing; the manifest's steps stay ``steps``."""
+
+    category: str
+    words: tuple[str, ...]  # each must be in the lead ("a | b": one of them)
+    dataset: str = "blocks"
+    steps: tuple[str, ...] = tuple(B)
+    smooth: bool = False
+    golden_pre: str | None = None
+    now_adapter: Callable[[np.ndarray], np.ndarray] | None = None
+    exact: bool = True  # the re-export undoes the pitfall exactly (else: approximately)
+
+
+MODEL_SIDE: dict[str, ModelSide] = {
+    "colour order": ModelSide(
+        pitfalls.COLOUR, ("BGR instead of RGB",), now_adapter=H.flip_channels
+    ),
+    "crop off": ModelSide(
+        pitfalls.CROP, ("no crop",), "smooth", smooth=True, exact=False,
+        now_adapter=H.crop_resample(1.5, 15 / 5.5, 9, 36 / 5.5),
+    ),
+    "crop fraction": ModelSide(
+        pitfalls.CROP, ("crop fraction 1.0 instead of 0.75",), "smooth", smooth=True, exact=False,
+        now_adapter=H.crop_resample(1.5, 1.5, 9, 9),
+    ),
+    "interpolation": ModelSide(
+        pitfalls.RESIZE, ("Pillow nearest instead of Pillow bilinear",), exact=False,
+        now_adapter=H.block_blur,
+    ),
+    "antialias and backend": ModelSide(
+        # When TensorFlow is loaded, its antialiased bilinear (no uint8 rounding) fits better.
+        pitfalls.RESIZE, (
+            "Pillow bilinear instead of OpenCV INTER_LINEAR"
+            " | TensorFlow bilinear with antialias instead of OpenCV INTER_LINEAR",
+        ),
+        steps=tuple(OPENCV_BASE), exact=False, now_adapter=H.block_unblur,
+    ),
+    "EXIF orientation": ModelSide(
+        pitfalls.EXIF, ("the EXIF orientation applied",), "exif", exact=False,
+        now_adapter=H.rotate_back,
+    ),
+    "layout": ModelSide(
+        pitfalls.LAYOUT, ("the NHWC buffer reshaped as NCHW instead of transposed",),
+        now_adapter=H.unreshape,
+    ),
+    "normalisation order (saturate)": ModelSide(
+        pitfalls.NORM_ORDER, ("normalised in uint8 before the cast (saturate)",), golden_pre="relu",
+    ),
+    "normalisation order (wrap)": ModelSide(
+        pitfalls.NORM_ORDER, ("normalised in uint8 before the cast (wrap)",), golden_pre="wrap",
+    ),
+    "ImageNet mean/std": ModelSide(
+        pitfalls.MEAN_STD, ("ImageNet mean/std",),
+        now_adapter=H.affine(IMAGENET_STD * 255 / 128, (IMAGENET_MEAN * 255 - 127) / 128),
+    ),
+    "x/255 only": ModelSide(
+        pitfalls.MEAN_STD, ("x/255 only instead of (x − 127) / 128",),
+        now_adapter=H.affine([255 / 128] * 3, [-127 / 128] * 3),
+    ),
+    "mean/std units (a /255 added)": ModelSide(
+        pitfalls.MEAN_STD, ("(x/255 − 127) / 128 (a /255 added",),
+        now_adapter=H.affine([255.0] * 3, [(127 * 255 - 127) / 128] * 3),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MODEL_SIDE))
+def test_a_model_side_change_is_named_first(lab: Lab, name: str) -> None:
+    case = MODEL_SIDE[name]
+    golden_model, golden_sha = lab.model(case.smooth, pre=case.golden_pre)
+    now_model, now_sha = lab.model(case.smooth, adapter=case.now_adapter)
+    golden = lab.record(H.manifest_text("side", golden_model, golden_sha, case.steps, case.dataset))
+    run = lab.check(golden, H.manifest_text("side", now_model, now_sha, case.steps, case.dataset))
+    d = run.diagnosis
+    assert d.cause == case.category, d.render()
+    # Preprocessing is untouched: the manifest diff names the model only ...
+    assert f"the model changed (model.file.sha256: {golden_sha[:12]}… → {now_sha[:12]}…)" in d.lead
+    assert "preprocess" not in "\n".join(d.sections[0][1])
+    # ... and the step fingerprints say every step's output is as recorded.
+    assert "every step's output is identical to the golden's on 8 probes" in d.render()
+    for word in case.words:  # "a | b": either
+        assert any(choice in d.lead for choice in word.split(" | ")), d.render()
+    assert f"{d.probes}/{d.probes} probe predictions match the golden" in d.lead
+    if case.exact:
+        assert "their scores are within tolerance" in d.lead
+    assert_readable(d.render())
+
+
+def test_a_decoder_change_in_the_environment_is_named_with_the_library(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Manifest and model untouched; the golden was recorded where "Pillow" decoded CMYK JPEGs
+    like OpenCV does (simulated: another decoder build behind the same manifest)."""
+    model, sha = lab.model()
+    text = H.manifest_text("env", model, sha, B, "cmyk")
+    with monkeypatch.context() as patch:
+        real_opencv = pipeline._decode_opencv
+        patch.setattr(
+            pipeline,
+            "_decode_pil",
+            lambda data, exif, sample: real_opencv(data, exif, sample)[..., ::-1],
+        )
+        golden = lab.record(text)
+    env = dict(golden.environment, libjpeg="8.0", pillow="12.1.0")
+    golden = golden_store.Golden(golden.name, golden.manifest, env, golden.results, golden.probes)
+    run = lab.check(golden, text)
+    d = run.diagnosis
+    assert d.cause == pitfalls.DECODER, d.render()
+    assert "with the OpenCV decoder instead of Pillow" in d.lead
+    assert "(the environment changed: libjpeg '8.0' →" in d.lead
+    text_out = d.render()
+    assert (
+        "with the golden's own recorded pipeline, this machine's decode output differs" in text_out
+    )
+    assert "pillow: '12.1.0' →" in text_out
+    assert_readable(text_out)
+
+
+@pytest.mark.skipif(
+    "dct_method" not in {f.name for f in pipeline.Decode.__dataclass_fields__.values()},
+    reason="the TensorFlow decoder (dct_method) is not in this pipeline",
+)
+def test_the_tf_decoders_dct_method_is_a_decoder_pitfall(lab: Lab) -> None:
+    pytest.importorskip("tensorflow")
+    model, sha = lab.model()
+    accurate = (
+        "decode: {backend: tf, order: RGB, exif_orientation: false, dct_method: INTEGER_ACCURATE}"
+    )
+    fast = accurate.replace("INTEGER_ACCURATE", "INTEGER_FAST")
+    golden = lab.record(H.manifest_text("dct", model, sha, H.replace_step(B, 0, accurate), "cmyk"))
+    run = lab.check(golden, H.manifest_text("dct", model, sha, H.replace_step(B, 0, fast), "cmyk"))
+    assert run.diagnosis.cause == pitfalls.DECODER, run.diagnosis.render()
+    assert "dct_method" in run.diagnosis.lead
+
+
+# --- what is not a pitfall ------------------------------------------------------------------
+
+
+def test_another_model_is_blamed_on_the_model_when_no_flip_brings_it_back(lab: Lab) -> None:
+    model, sha = lab.model()
+    other, other_sha = lab.model(seed=11)
+    golden = lab.record(H.manifest_text("other", model, sha))
+    d = lab.check(golden, H.manifest_text("other", other, other_sha)).diagnosis
+    assert d.cause == "model", d.render()
+    assert d.lead.startswith("Likely cause: the model — preprocessing is identical"), d.lead
+    assert "no known pitfall brings the predictions back" in d.lead
+    assert not [line for line in d.render().splitlines() if line.startswith("    ✓")]
+
+
+def test_a_golden_without_probes_still_gets_a_diagnosis(lab: Lab) -> None:
+    model, sha = lab.model()
+    golden = lab.record(H.manifest_text("old", model, sha), n=0)
+    assert golden.probes is None
+    d = lab.check(
+        golden, H.manifest_text("old", model, sha, H.replace_step(B, 0, DECODE_BGR))
+    ).diagnosis
+    assert d.cause == pitfalls.COLOUR
+    assert "the golden keeps no step fingerprints (re-record it with --mlrepro-update" in d.render()
+
+
+def test_counterfactuals_can_be_turned_off(lab: Lab) -> None:
+    model, sha = lab.model()
+    golden = lab.record(H.manifest_text("noflips", model, sha))
+    m = lab.manifest(H.manifest_text("noflips", model, sha, H.replace_step(B, 2, RESIZE_NEAREST)))
+    ev = evaluate(m, "cpu", lab.settings)
+    c = compare(golden.results, ev.results, ev.scores, m.tolerances)
+    d = diagnose(m, golden, c, ev, probes=0)
+    assert d.counterfactuals == 0
+    assert "counterfactual probes are turned off" in d.render()
+    # Without flips the manifest diff and the step fingerprints still name the edit.
+    assert d.cause == pitfalls.RESIZE, d.render()
+    assert "resize: mean |Δ|" in d.render()
+
+
+def test_manifest_diff_sees_moves_and_ignores_what_cannot_move_outputs() -> None:
+    base = {
+        "name": "x",
+        "runtime": {"batch_size": 32, "intra_op_threads": None},
+        "inputs": [
+            {
+                "preprocess": [
+                    {"decode": {"order": "RGB"}},
+                    {"cast": {}},
+                    {"normalize": {"on_uint8": "error"}},
+                ]
+            }
+        ],
+    }
+    edited = json.loads(json.dumps(base))
+    edited["runtime"] = {"batch_size": 1, "intra_op_threads": 2}
+    edited["inputs"][0]["preprocess"] = [
+        {"decode": {"order": "BGR"}},
+        {"normalize": {"on_uint8": "saturate"}},
+        {"cast": {}},
+    ]
+    changes = {c.path: c for c in manifest_diff(base, edited)}
+    assert changes["runtime.batch_size"].area == "neutral"
+    assert changes["runtime.intra_op_threads"].area == "neutral"
+    assert changes["inputs[0].preprocess[0].decode.order"].category == pitfalls.COLOUR
+    assert changes["inputs[0].preprocess[1].normalize.on_uint8"].category == pitfalls.NORM_ORDER
+    moved = [c for c in changes.values() if c.moved]
+    assert {c.moved for c in moved} == {"normalize", "cast"}
+    assert all(c.category == pitfalls.NORM_ORDER for c in moved)
+
+
+def test_probes_are_stable_and_mix_changed_and_unchanged_samples() -> None:
+    ids = [f"img{i:03d}.png" for i in range(200)]
+    changed = ids[::7]
+    order = probe_order(ids, 16, changed)
+    assert len(order) == 16 and len(set(order)) == 16
+    assert order == probe_order(list(reversed(ids)), 16, changed)  # independent of data order
+    assert [i in changed for i in order[:8]] == [True, False] * 4  # any prefix holds both kinds
+    assert probes.select(ids, 8) == probes.select(ids[::-1], 8)
+    assert probes.select(ids, 0) == []
+
+
+# --- through pytest: the failure carries the diagnosis, and only a failure ------------------
+
+
+def _failure_section(output: str) -> str:
+    match = re.search(
+        r"_{3,} tiny_onnx::accuracy\[cpu\] _{3,}\n(.*?)(?=\n_{3,} |\n={3,} )", output, re.S
+    )
+    assert match, output
+    return match.group(1)
+
+
+def test_a_drift_failure_carries_the_diagnosis(project: Project) -> None:
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    golden = json.loads(project.golden("tiny_onnx").read_text())
+    assert golden["probes"]["steps"] == ["decode", "crop", "resize", "cast", "normalize", "layout"]
+    path = project.path / "manifests" / "tiny_onnx.yaml"
+    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
+    result = project.run("--mlrepro-json", "out.json")
+    result.assert_outcomes(failed=1)
+    section = _failure_section(result.stdout.str())
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("diagnosis ("))
+    assert lines[start + 1].startswith(
+        "  Likely cause: colour order — the manifest changed decode.order"
+    )
+    flat = " ".join(section.split())
+    assert "with RGB instead of BGR, 24/24 probe predictions match the golden" in flat
+    assert "manifest diff against the manifest the golden was recorded with:" in flat
+    assert "decode: mean |Δ|" in flat  # the first step whose output changed
+    # The verdict comes first, untouched; the diagnosis follows it.
+    verdict = next(
+        i for i, line in enumerate(lines) if line.startswith("manifests/tiny_onnx.yaml [cpu]:")
+    )
+    assert "results drifted from the golden" in lines[verdict] and verdict < start
+    assert all(len(line) <= 100 for line in lines[start:]), section
+    rows = json.loads((project.path / "out.json").read_text())["results"]
+    assert [r["diagnosis"] for r in rows] == ["colour order"]
+
+
+def test_diagnosis_can_be_turned_off(project: Project) -> None:
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    path = project.path / "manifests" / "tiny_onnx.yaml"
+    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
+    off = project.run("--mlrepro-no-diagnose")
+    off.assert_outcomes(failed=1)
+    assert "results drifted from the golden" in off.stdout.str()
+    assert "Likely cause" not in off.stdout.str()
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nmlrepro_data = data\nmlrepro_diagnose = false\n"
+    )
+    ini_off = project.run()
+    ini_off.assert_outcomes(failed=1)
+    assert "Likely cause" not in ini_off.stdout.str()
+    (project.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\nmlrepro_probes = 0\n")
+    no_flips = project.run()
+    no_flips.assert_outcomes(failed=1)
+    flat = " ".join(no_flips.stdout.str().split())
+    assert "counterfactual probes are turned off" in flat
+    assert "Likely cause: the manifest's preprocessing edits (colour order)" in flat
+
+
+def _reordered(text: str) -> str:
+    """The same manifest with its last keys moved first and comments added."""
+    head, dataset = text.split("dataset:", 1)
+    return "# the same manifest, reordered\ndataset:" + dataset + "# the model\n" + head
+
+
+BENIGN = {
+    "key order and comments": _reordered,
+    "thread count": lambda text: text.replace(
+        "runtime: {batch_size: 8, devices: [cpu]}",
+        "runtime: {batch_size: 8, devices: [cpu], intra_op_threads: 1, inter_op_threads: 1}",
+    ),
+    "batch size": lambda text: text.replace("batch_size: 8", "batch_size: 3"),
+}
+
+
+def test_benign_changes_pass_without_a_diagnosis(project: Project) -> None:
+    text = project.manifest("tiny_onnx")
+    project.make({"tiny_onnx.yaml": text}, goldens=["tiny_onnx"])
+    path = project.path / "manifests" / "tiny_onnx.yaml"
+    before = project.golden("tiny_onnx").read_bytes()
+    for name, change in BENIGN.items():
+        changed = change(text)
+        assert changed != text, name
+        path.write_text(changed)
+        result = project.run()
+        result.assert_outcomes(passed=1)
+        out = result.stdout.str()
+        assert "diagnosis (" not in out and "Likely cause" not in out, (name, out)
+    rerun = project.run()  # and re-running
+    rerun.assert_outcomes(passed=1)
+    assert "Likely cause" not in rerun.stdout.str()
+    assert project.golden("tiny_onnx").read_bytes() == before
+
+
+def test_update_adds_step_probes_to_an_old_golden_once(serial_project: Project) -> None:
+    project = serial_project
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    path = project.golden("tiny_onnx")
+    data = json.loads(path.read_text())
+    old = golden_store.Golden(
+        data["name"],
+        data["manifest"],
+        data["environment"],
+        golden_store.read(path).results,  # type: ignore[union-attr]
+    )
+    golden_store.write(path, old)  # as recorded before step probes existed
+    assert "probes" not in json.loads(path.read_text())
+    passed = project.run()
+    passed.assert_outcomes(passed=1)  # an old golden is still a valid golden
+    assert path.read_bytes() == golden_store.dumps(old).encode()
+    updated = project.run("--mlrepro-update")
+    updated.stdout.fnmatch_lines(["tiny_onnx *golden updated (step probes added)"])
+    probes_now = json.loads(path.read_text())["probes"]
+    assert len(probes_now["samples"]) == 8 and len(probes_now["fingerprints"]) == 8 * 6
+    again = project.run("--mlrepro-update")
+    again.stdout.fnmatch_lines(["tiny_onnx *pass"])
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nmlrepro_data = data\nmlrepro_step_probes = 3\n"
+    )
+    fewer = project.run("--mlrepro-update")
+    fewer.stdout.fnmatch_lines(["tiny_onnx *golden updated (step probes added)"])
+    assert len(json.loads(path.read_text())["probes"]["samples"]) == 3

@@ -1,0 +1,256 @@
+"""Missing pieces and misbehaving models, through the plugin.
+
+* A framework that is not installed (a real environment without torch: a virtual environment
+  that links every package of this one but torch), a version constraint unmet, a data set
+  absent, a device absent: each skips with a reason that says how to fix it, and fails under
+  ``--mlrepro-strict``.
+* A model that hangs (a builder or a forward that sleeps, a busy loop) is stopped by the per-item
+  time limit (``runtime.timeout_s``, else the ini key ``mlrepro_timeout``) and fails that item;
+  the others pass. One that will not stop (it swallows the interruption) is killed with its
+  xdist worker after the grace period, and still only its item fails.
+* A model that raises fails its item; one that ends its process (``os._exit``) or segfaults
+  takes down only its xdist worker, and only its item fails.
+"""
+
+from __future__ import annotations
+
+import site
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from helpers import (
+    BUILDERS_CONFTEST,
+    QUIET,
+    Project,
+    make_empty_weights,
+    run_patiently,
+    state_dict_manifest,
+)
+
+from pytest_mlrepro.limits import HARD_KILL_GRACE_S
+from pytest_mlrepro.runners import cuda_present
+
+STRICT = "(a failure because of --mlrepro-strict)"
+
+
+def environment_without(folder: Path, *hidden: str) -> Path:
+    """A virtual environment holding (as symlinks) every installed distribution but ``hidden``
+    (import names, their metadata included); returns its python."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    target = folder / "lib" / version / "site-packages"
+    for source in map(Path, site.getsitepackages()):
+        for entry in source.iterdir():
+            name = entry.name.split("-")[0].split(".")[0].lower()
+            if name not in hidden and not (target / entry.name).exists():
+                (target / entry.name).symlink_to(entry)
+    return folder / "bin" / "python"
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_framework_that_is_not_installed_skips_with_how_to_install_it(
+    serial_project: Project, tmp_path_factory: pytest.TempPathFactory, xdist: list[str]
+) -> None:
+    project = serial_project
+    python = environment_without(tmp_path_factory.mktemp("venv"), "torch", "torchgen", "functorch")
+    probe = project.pytester.run(str(python), "-c", "import torch")
+    assert probe.ret != 0  # really not installed there
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_torch.yaml": project.manifest("tiny_torch", "torch"),
+        },
+        goldens=["tiny_onnx"],
+    )
+
+    def run(*args: str) -> pytest.RunResult:
+        return project.pytester.run(str(python), "-m", "pytest", *QUIET, *xdist, *args, timeout=180)
+
+    skipped = run("-rs")
+    skipped.assert_outcomes(passed=1, skipped=1)
+    skipped.stdout.fnmatch_lines(
+        [
+            "SKIPPED * *tiny_torch.yaml:*: torch is not installed. "
+            "pip install 'pytest-mlrepro[[]torch[]]'"
+        ]
+    )
+    strict = run("--mlrepro-strict")
+    strict.assert_outcomes(passed=1, failed=1)
+    strict.stdout.fnmatch_lines(
+        [f"torch is not installed. pip install 'pytest-mlrepro[[]torch[]]' {STRICT}"]
+    )
+
+
+def test_version_data_and_device_absent_skip_with_how_and_fail_when_strict(
+    project: Project,
+) -> None:
+    if cuda_present():
+        pytest.skip("this machine has a GPU: the cuda items would run")
+    runtime = "runtime: {batch_size: 8, devices: [cpu]}"
+    both = "runtime: {batch_size: 8, devices: [cpu, cuda]}"
+    project.make(
+        {
+            "old.yaml": project.manifest("tiny_old", version="<0.1"),
+            "absent.yaml": project.manifest("tiny_absent").replace(
+                "{name: tiny,", "{name: absent,"
+            ),
+            "gpu_onnx.yaml": project.manifest("tiny_onnx").replace(runtime, both),
+            "gpu_torch.yaml": project.manifest("tiny_torch", "torch").replace(runtime, both),
+        },
+        goldens=["tiny_onnx"],
+    )
+    (project.path / "golden" / "tiny_torch.json").write_bytes(
+        project.golden("tiny_onnx").read_bytes().replace(b'"tiny_onnx"', b'"tiny_torch"')
+    )
+    device = ["--mlrepro-device", "cpu,cuda"]
+    skipped = run_patiently(project, "-rs", *device)
+    # old, absent: cpu skipped; gpu_*: cpu passes (tiny_torch's golden is tiny_onnx's results),
+    # cuda skipped.
+    skipped.assert_outcomes(passed=2, skipped=4)
+    for line in (
+        "SKIPPED * *old.yaml:*: onnxruntime * is installed; the manifest requires "
+        "onnxruntime<0.1. install a matching version: pip install 'onnxruntime<0.1'",
+        "SKIPPED * *absent.yaml:*: data set 'absent' is not available here; searched: "
+        "*Set MLREPRO_DATA (or the ini key mlrepro_data) to a folder that contains 'absent/'*",
+        "SKIPPED * *gpu_onnx.yaml:*: this onnxruntime build has no "
+        "CUDAExecutionProvider. pip install onnxruntime-gpu (instead of onnxruntime)",
+        "SKIPPED * *gpu_torch.yaml:*: this torch build has no CUDA support. install a "
+        "CUDA build of torch and check nvidia-smi",
+    ):
+        skipped.stdout.fnmatch_lines([line])
+
+    strict = run_patiently(project, "--mlrepro-strict", *device)
+    strict.assert_outcomes(passed=2, failed=4)
+    for words in (
+        "onnxruntime<0.1",
+        "data set 'absent' is not available",
+        "no CUDAExecutionProvider",
+        "no CUDA support",
+    ):
+        strict.stdout.fnmatch_lines([f"*{words}*{STRICT}"])
+
+
+# --- models that hang or crash ------------------------------------------------------------------
+
+
+# Appended to the builders' conftest: torch imported and one model loaded and run before any
+# item, so that the time limits measure the models, not torch's first (lazy) imports.
+WARM_UP = """
+
+def _warm_up():
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({}, buffer)
+    buffer.seek(0)
+    model = _module(_nothing)
+    model.load_state_dict(torch.load(buffer, weights_only=True))
+    torch.use_deterministic_algorithms(False)
+    with torch.inference_mode():
+        model(torch.zeros(1, 3, 4, 4))
+
+
+_warm_up()
+"""
+
+
+def _builder_project(
+    project: Project, behaviours: dict[str, str], extra: str = "", conftest_prefix: str = ""
+) -> None:
+    models = project.path / "models"
+    models.mkdir()
+    sha = make_empty_weights(models / "empty.pt")
+    manifests = {
+        f"{name}.yaml": state_dict_manifest(
+            name, builder, "../models/empty.pt", sha, assets=project.assets, extra=extra
+        )
+        for name, builder in behaviours.items()
+    }
+    project.make(
+        {**manifests, "tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    # torch is imported before any item runs, so the time limits measure the models alone.
+    (project.path / "conftest.py").write_text(conftest_prefix + BUILDERS_CONFTEST + WARM_UP)
+
+
+def test_a_hanging_model_is_stopped_by_the_time_limit_and_fails_only_its_item(
+    project: Project,
+) -> None:
+    _builder_project(
+        project,
+        {"hang_forward": "sleeps", "hang_loop": "spins", "hang_builder": "builder_sleeps"},
+    )
+    runtime = "runtime: {batch_size: 8, devices: [cpu]}"
+    for name in ("hang_forward", "hang_loop", "hang_builder"):
+        path = project.path / "manifests" / f"{name}.yaml"
+        path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 2}"))
+    # A manifest without runtime.timeout_s gets the ini default.
+    (project.path / "manifests" / "ini_limit.yaml").write_text(
+        (project.path / "manifests" / "hang_forward.yaml")
+        .read_text()
+        .replace("name: hang_forward", "name: ini_limit")
+        .replace(", timeout_s: 2}", "}")
+    )
+    ini = project.path / "pytest.ini"
+    ini.write_text(ini.read_text() + "mlrepro_timeout = 3\n")
+    good = project.path / "manifests" / "tiny_onnx.yaml"  # a manifest's own limit wins
+    good.write_text(good.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 600}"))
+
+    result = run_patiently(project, "--mlrepro-update")
+    result.assert_outcomes(passed=1, failed=4)
+    for name, seconds, source in (
+        ("hang_forward", 2, "runtime.timeout_s"),
+        ("hang_loop", 2, "runtime.timeout_s"),
+        ("hang_builder", 2, "runtime.timeout_s"),
+        ("ini_limit", 3, "ini mlrepro_timeout"),
+    ):
+        result.stdout.fnmatch_lines(
+            [
+                f"manifests/{name}.yaml::accuracy[[]cpu[]] did not finish within its time limit "
+                f"of {seconds} s: stopped (the limit comes from {source})"
+            ]
+        )
+    result.stdout.fnmatch_lines(["tiny_onnx *cpu *onnxruntime *24 *pass"])
+
+
+def test_a_model_that_will_not_stop_is_killed_with_its_worker_only(project: Project) -> None:
+    if not project.xdist:
+        pytest.skip("without xdist, the hard limit ends the whole session (see the README)")
+    # SIGALRM blocked: the soft limit never gets through, as in C code that never returns to
+    # the interpreter; only the watchdog can end it.
+    blocked = "import signal\n\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+    _builder_project(project, {"stubborn": "sleeps"}, conftest_prefix=blocked)
+    path = project.path / "manifests" / "stubborn.yaml"
+    runtime = "runtime: {batch_size: 8, devices: [cpu]}"
+    path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 1}"))
+    result = run_patiently(project, "--mlrepro-update")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running 'manifests/stubborn.yaml*"])
+    text = "\n".join(result.outlines + result.errlines)
+    assert f"still running {HARD_KILL_GRACE_S:g} s after its time limit" in text
+
+
+def test_a_model_that_raises_fails_only_its_item(project: Project) -> None:
+    _builder_project(project, {"broken": "raises", "fine": "means"})
+    result = run_patiently(project, "--mlrepro-update")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*ValueError: the model broke on this batch"])
+    result.stdout.fnmatch_lines(["FAILED manifests/broken.yaml::accuracy[[]cpu[]]*"])
+    result.stdout.fnmatch_lines(["fine *cpu *torch *24 *golden recorded"])
+
+
+@pytest.mark.parametrize("behaviour", ["exits", "segfaults"])
+def test_a_model_that_kills_its_process_fails_only_its_item_under_xdist(
+    serial_project: Project, behaviour: str
+) -> None:
+    project = serial_project
+    _builder_project(project, {"crash": behaviour, "fine": "means"})
+    result = run_patiently(project, "-n", "2", "--mlrepro-update")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running 'manifests/crash.yaml*"])
+    assert (project.path / "golden" / "fine.json").exists()
+    assert not (project.path / "golden" / "crash.json").exists()

@@ -1,0 +1,402 @@
+"""The pitfalls as pure transformations of a manifest, the runner that shares their work, the
+sensitivity table, and the ``mlrepro`` command that prints it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import diag_helpers as H
+import numpy as np
+import pytest
+
+from pytest_mlrepro import pitfalls
+from pytest_mlrepro.counterfactual import score_pipelines
+from pytest_mlrepro.data import resolve_dataset
+from pytest_mlrepro.evaluate import evaluate_subset
+from pytest_mlrepro.pipeline import Color, Crop, Decode, Layout, Normalize, Pipeline, Resize, Scale
+from pytest_mlrepro.runners import load_runner
+from pytest_mlrepro.sensitivity import save, sensitivity, table_path
+from pytest_mlrepro.settings import Settings
+from pytest_mlrepro.spec import load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "manifests" / "efficientnet_lite0_onnx.yaml"
+
+
+def steps_manifest(tmp_path: Path, steps: list[str], layout: str = "NCHW", dtype: str = "float32"):
+    """A manifest (never run) with these preprocessing steps."""
+    text = H.manifest_text("x", "m.onnx", "a" * 64, steps).replace(
+        "    layout: NCHW\n", f"    layout: {layout}\n    dtype: {dtype}\n"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return load_manifest(path)
+
+
+def keys(manifest) -> list[str]:
+    return [v.key for v in pitfalls.variants(manifest)]
+
+
+# --- variants -------------------------------------------------------------------------------
+
+
+def test_every_category_is_flipped_on_the_example_and_each_variant_is_valid() -> None:
+    manifest = load_manifest(EXAMPLE)
+    before = manifest.normalized()
+    found = pitfalls.variants(manifest)
+    assert {v.pitfall for v in found} == set(pitfalls.CATEGORIES)
+    assert len({v.key for v in found}) == len(found)
+    assert len({v.steps for v in found}) == len(found)  # no two variants are the same pipeline
+    original = tuple(manifest.input.preprocess)
+    for v in found:
+        assert v.steps != original
+        assert pitfalls.valid_steps(v.steps, manifest.input), v.key
+        changed = v.apply(manifest)
+        assert changed.input.preprocess == v.steps
+        assert changed.model == manifest.model and changed.dataset == manifest.dataset
+        Pipeline(changed.input.preprocess)  # validates
+    assert manifest.normalized() == before  # pure: the manifest itself is untouched
+    assert {
+        "colour:BGR", "crop:none", "crop:1.0", "resize:pil-nearest", "resize:opencv-bilinear",
+        "decode:opencv", "exif:on", "layout:reshape", "normalize:uint8-saturate",
+        "normalize:uint8-wrap", "normalize:imagenet", "normalize:x255",
+    } <= {v.key for v in found}  # fmt: skip
+
+
+def test_one_flip_changes_one_thing(tmp_path: Path) -> None:
+    m = steps_manifest(tmp_path, H.BASE_STEPS)
+    by_key = {v.key: v for v in pitfalls.variants(m)}
+    base = m.input.preprocess
+    bgr = by_key["colour:BGR"].steps
+    assert bgr[0] == dataclasses.replace(base[0], order="BGR") and bgr[1:] == base[1:]
+    assert by_key["crop:none"].steps == (base[0], *base[2:])
+    assert by_key["crop:1.0"].steps[1] == Crop(fraction=1.0, rounding="google")
+    reshape = by_key["layout:reshape"].steps
+    assert reshape[-1] == Layout(order="NCHW", method="reshape") and reshape[:-1] == base[:-1]
+    saturate = by_key["normalize:uint8-saturate"].steps
+    assert [s.op for s in saturate] == ["decode", "crop", "resize", "normalize", "cast", "layout"]
+    assert saturate[3] == Normalize(mean=(127.0,) * 3, std=(128.0,) * 3, on_uint8="saturate")
+    imagenet = by_key["normalize:imagenet"].steps
+    assert imagenet[4] == Scale(divisor=255.0)
+    assert imagenet[5] == Normalize(mean=pitfalls.IMAGENET_MEAN, std=pitfalls.IMAGENET_STD)
+    assert by_key["resize:opencv-bilinear"].steps[2] == Resize(size=(12, 12), backend="opencv")
+    assert (
+        "OpenCV INTER_LINEAR instead of Pillow bilinear"
+        in by_key["resize:opencv-bilinear"].description
+    )
+
+
+def test_colour_flips_the_last_colour_step_when_there_is_one(tmp_path: Path) -> None:
+    m = steps_manifest(tmp_path, [H.BASE_STEPS[0], "color: {order: BGR}", *H.BASE_STEPS[1:]])
+    (bgr,) = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.COLOUR]
+    assert bgr.description == "RGB instead of BGR"
+    assert bgr.steps[0] == m.input.preprocess[0] and bgr.steps[1] == Color(order="RGB")
+
+
+def test_a_pipeline_without_crop_gets_the_usual_crop_added(tmp_path: Path) -> None:
+    m = steps_manifest(tmp_path, [H.BASE_STEPS[0], *H.BASE_STEPS[2:]])
+    (added,) = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.CROP]
+    assert added.key == "crop:add-0.875" and added.steps[1] == Crop(fraction=0.875)
+    sized = steps_manifest(tmp_path, H.replace_step(H.BASE_STEPS, 1, "crop: {size: [30, 30]}"))
+    assert [k for k in keys(sized) if k.startswith("crop")] == ["crop:none"]
+
+
+def test_resize_flips_respect_what_each_backend_can_do(tmp_path: Path) -> None:
+    m = steps_manifest(
+        tmp_path,
+        H.replace_step(H.BASE_STEPS, 2, "resize: {size: [12, 12], method: area, backend: opencv}"),
+    )
+    resizes = [v.steps[2] for v in pitfalls.variants(m) if v.pitfall == pitfalls.RESIZE]
+    assert Resize(size=(12, 12), method="box", backend="pil") in resizes  # area ↔ box
+    for r in resizes:
+        r.check()  # never Pillow 'area', OpenCV 'box', or an antialias the backend lacks
+        assert isinstance(r, Resize)
+
+
+def test_nhwc_and_uint8_models_get_only_the_flips_they_can_take(tmp_path: Path) -> None:
+    nhwc = steps_manifest(
+        tmp_path, H.replace_step(H.BASE_STEPS, 5, "layout: {order: NHWC}"), layout="NHWC"
+    )
+    assert not [k for k in keys(nhwc) if k.startswith("layout")]
+    uint8 = steps_manifest(
+        tmp_path,
+        [*H.BASE_STEPS[:3], "cast: {dtype: uint8}", "layout: {order: NCHW}"],
+        dtype="uint8",
+    )
+    assert not [k for k in keys(uint8) if k.startswith("normalize")]
+
+
+def test_normalisation_variants_follow_what_is_declared(tmp_path: Path) -> None:
+    head, tail = H.BASE_STEPS[:3], H.BASE_STEPS[5:]
+    tf_mode = steps_manifest(
+        tmp_path, [*head, "cast: {}", "normalize: {mean: [127.5], std: [127.5]}", *tail]
+    )
+    assert "normalize:tf" not in keys(tf_mode)  # equivalent to what is declared
+    x255 = steps_manifest(tmp_path, [*head, "cast: {}", "scale: {divisor: 255}", *tail])
+    found = keys(x255)
+    assert "normalize:x255" not in found and "normalize:imagenet" in found
+    assert not [k for k in found if "uint8" in k or "units" in k]  # nothing to reorder or rescale
+    torch_style = steps_manifest(
+        tmp_path,
+        [*head, "cast: {}", "scale: {divisor: 255}",
+         "normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}", *tail],
+    )  # fmt: skip
+    by_key = {v.key: v for v in pitfalls.variants(torch_style)}
+    assert "normalize:imagenet" not in by_key
+    dropped = by_key["normalize:units-no-255"]
+    assert [s.op for s in dropped.steps][3:5] == ["cast", "normalize"]
+    assert dropped.steps[4] == Normalize(mean=pitfalls.IMAGENET_MEAN, std=pitfalls.IMAGENET_STD)
+    bytes_first = steps_manifest(
+        tmp_path,
+        [*head, "normalize: {mean: [127], std: [128], on_uint8: wrap}", "cast: {}", *tail],
+    )
+    by_key = {v.key: v for v in pitfalls.variants(bytes_first)}
+    assert {"normalize:float", "normalize:uint8-saturate"} <= set(by_key)
+    assert "normalize:uint8-wrap" not in by_key
+    assert [s.op for s in by_key["normalize:float"].steps][3:5] == ["cast", "normalize"]
+
+
+def test_decoder_flips_cover_every_backend_and_dct_method() -> None:
+    m = load_manifest(EXAMPLE)
+    decoders = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.DECODER]
+    backends = pitfalls._choices(Decode, "backend")
+    assert {v.steps[0].backend for v in decoders} == set(backends) - {"pil"}
+    if "dct_method" in {f.name for f in dataclasses.fields(Decode)}:  # the TensorFlow decoder
+        assert any("dct" in v.key or "INTEGER" in v.description for v in decoders)
+
+
+def test_step_descriptions_read_like_the_manifest() -> None:
+    assert pitfalls.describe_step(Crop(fraction=0.875)) == "crop: {fraction: 0.875}"
+    assert pitfalls.describe_step(Decode(order="BGR")) == "decode: {order: BGR}"
+
+
+# --- running variants on one loaded model ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("onnxruntime")
+    root = tmp_path_factory.mktemp("pitfalls")
+    H.make_data(root / "data" / "blocks")
+    (root / "manifests").mkdir()
+    (root / "models").mkdir()
+    (root / "manifests" / "blocks.sha256").write_text(H.checksums(root / "data" / "blocks"))
+    w, b = H.classifier()
+    sha = H.write_onnx(root / "models" / "m.onnx", w, b)
+    (root / "manifests" / "m.yaml").write_text(H.manifest_text("blocks_model", "m.onnx", sha))
+    manifest = load_manifest(root / "manifests" / "m.yaml")
+    settings = Settings.for_project(root, data_mirrors=[root / "data"])
+    dataset = resolve_dataset(manifest, settings)
+    runner = load_runner(manifest, "cpu", settings)
+    return root, manifest, settings, dataset, runner
+
+
+class Counting:
+    """A runner that counts the samples it is asked to run."""
+
+    def __init__(self, runner) -> None:
+        self.runner, self.samples, self.info = runner, 0, runner.info
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None:
+        self.runner.check_batch(batch, layout)
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        self.samples += len(batch)
+        return self.runner(batch)
+
+
+def test_shared_work_gives_what_each_variant_gives_on_its_own(tiny) -> None:
+    _, manifest, _, dataset, runner = tiny
+    found = pitfalls.variants(manifest)
+    samples = dataset.samples[:10]
+    counting = Counting(runner)
+    outcomes = score_pipelines(counting, manifest, samples, [v.steps for v in found], chunk=4)
+    for v, outcome in zip(found, outcomes):
+        assert outcome.error is None, (v.key, outcome.error)
+        _, alone = evaluate_subset(runner, v.apply(manifest), dataset, samples)
+        np.testing.assert_allclose(outcome.scores, alone, rtol=0, atol=1e-7, err_msg=v.key)
+    # The OpenCV and Pillow decoders agree on PNG: that batch is not run again.
+    assert counting.samples < len(found) * len(samples)
+
+
+def test_a_variant_that_cannot_run_fails_alone(tiny) -> None:
+    _, manifest, _, dataset, runner = tiny
+    base = tuple(manifest.input.preprocess)
+    too_big = (base[0], Crop(size=(400, 400)), *base[1:])  # larger than the images
+    wrong_size = (*base[:2], Resize(size=(10, 10)), *base[3:])  # the model takes 12 × 12
+    outcomes = score_pipelines(runner, manifest, dataset.samples[:4], [too_big, base, wrong_size])
+    assert outcomes[0].scores is None and "crop" in (outcomes[0].error or "")
+    assert outcomes[1].error is None and outcomes[1].scores is not None
+    assert outcomes[2].scores is None and "model" in (outcomes[2].error or "")
+
+
+def test_the_sensitivity_table(tiny, tmp_path: Path) -> None:
+    _, manifest, _, dataset, runner = tiny
+    table = sensitivity(manifest, runner, dataset.samples, dataset="blocks")
+    assert table.declared.agreement == 1.0
+    rows = {r.key: r for r in table.rows}
+    assert set(rows) == {v.key for v in pitfalls.variants(manifest)}
+    assert rows["colour:BGR"].agreement is not None and rows["colour:BGR"].agreement < 0.9
+    assert rows["decode:opencv"].agreement == 1.0  # PNG decodes alike
+    text = table.render()
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert "BGR instead of RGB" in text and f"on all {len(dataset.samples)} samples" in text
+    path = table_path(tmp_path / "golden" / "blocks_model.json")
+    assert path == tmp_path / "golden" / "pitfalls" / "blocks_model.json"
+    save(path, table)
+    saved = json.loads(path.read_text())
+    assert saved["samples"] == len(dataset.samples)
+    assert {r["key"]: r["agreement"] for r in saved["rows"]}["colour:BGR"] == round(
+        rows["colour:BGR"].agreement, 6
+    )
+    only = sensitivity(
+        manifest, runner, dataset.samples[:5], only=["colour order", "layout:reshape"]
+    )
+    assert [r.key for r in only.rows] == ["colour:BGR", "layout:reshape"]
+
+
+# --- the mlrepro command --------------------------------------------------------------------
+
+CONFTEST = """\
+import shutil
+from pathlib import Path
+
+import pytest_mlrepro
+
+MODEL = Path(__file__).parent / "source" / "m.onnx"
+
+
+@pytest_mlrepro.artifact_builder("blocks_model")
+def build(target: Path) -> None:
+    shutil.copyfile(MODEL, target)
+"""
+
+
+@pytest.fixture
+def cli_project(tmp_path: Path) -> Path:
+    """A project whose model is made by an artifact builder registered in its conftest.py."""
+    H.make_data(tmp_path / "data" / "blocks")
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "source").mkdir()
+    (tmp_path / "manifests" / "blocks.sha256").write_text(H.checksums(tmp_path / "data" / "blocks"))
+    w, b = H.classifier()
+    sha = H.write_onnx(tmp_path / "source" / "m.onnx", w, b)
+    text = H.manifest_text("blocks_model", "m.onnx", sha).replace(
+        f"file: {{path: ../models/m.onnx, sha256: {sha}}}",
+        f"file: {{cache: blocks.onnx, build: blocks_model, sha256: {sha}}}",
+    )
+    (tmp_path / "manifests" / "blocks.yaml").write_text(text)
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\nmlrepro_cache = .cache\n")
+    return tmp_path
+
+
+def mlrepro(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_mlrepro.cli", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+
+
+def test_the_command_prints_and_saves_the_table(cli_project: Path) -> None:
+    done = mlrepro(cli_project, "pitfalls", "manifests/blocks.yaml", "--limit", "12", "--save")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "pitfall sensitivity of blocks_model (onnxruntime" in out
+    assert "on the first 12 samples of blocks" in out
+    assert "the declared pipeline" in out and "100.0%" in out
+    for category in pitfalls.CATEGORIES:
+        assert f"{category}:" in out
+    assert all(len(line) <= 100 for line in out.splitlines()), out
+    assert out.rstrip().endswith("saved golden/pitfalls/blocks_model.json")
+    saved = json.loads((cli_project / "golden" / "pitfalls" / "blocks_model.json").read_text())
+    assert saved["limit"] == 12 and saved["samples"] == 12
+    assert saved["environment"]["runtime"]["framework"] == "onnxruntime"
+
+
+def test_the_command_registers_builders_only_from_conftest(cli_project: Path) -> None:
+    bare = mlrepro(
+        cli_project, "pitfalls", "manifests/blocks.yaml", "--limit", "4", "--no-conftest"
+    )
+    assert bare.returncode == 2  # the manifest names a builder nobody registered
+    assert "no artifact builder 'blocks_model' is registered" in bare.stderr
+    (cli_project / "conftest.py").rename(cli_project / "builders.py")
+    explicit = mlrepro(
+        cli_project, "pitfalls", "manifests/blocks.yaml", "--limit", "4", "--only", "colour order",
+        "--conftest", "builders.py",
+    )  # fmt: skip
+    assert explicit.returncode == 0, explicit.stderr
+    assert "BGR instead of RGB" in explicit.stdout and "layout:" not in explicit.stdout
+
+
+def test_the_command_reports_usage_and_manifest_errors(cli_project: Path) -> None:
+    missing = mlrepro(cli_project, "pitfalls", "manifests/nope.yaml")
+    assert missing.returncode == 2 and "no such manifest" in missing.stderr
+    (cli_project / "manifests" / "bad.yaml").write_text("name: bad\nversion: 1\n")
+    bad = mlrepro(cli_project, "pitfalls", "manifests/bad.yaml")
+    assert bad.returncode == 2 and "manifests/bad.yaml" in bad.stderr
+
+
+def test_the_diagnose_command(cli_project: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    recorded = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--mlrepro-update",
+         "manifests/blocks.yaml"],
+        cwd=cli_project, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")},
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout
+    same = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
+    assert same.returncode == 0 and "matches its golden" in same.stdout
+    path = cli_project / "manifests" / "blocks.yaml"
+    path.write_text(
+        path.read_text().replace("method: bilinear, backend: pil", "method: nearest, backend: pil")
+    )
+    drift = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml", "--probes", "12")
+    assert drift.returncode == 1, drift.stderr
+    flat = " ".join(drift.stdout.split())
+    assert (
+        "Likely cause: resize — the manifest changed resize.method from 'bilinear' to 'nearest'"
+        in flat
+    )
+
+
+def test_the_command_imports_no_pytest() -> None:
+    code = "import sys, pytest_mlrepro.cli; print('pytest' in sys.modules, 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_the_command_reads_the_project_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_mlrepro import cli
+
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""\
+            [tool.pytest.ini_options]
+            mlrepro_data = "../shared/data"
+            mlrepro_golden_dir = "goldens"
+            """)
+    )
+    (tmp_path / "sub" / "manifests").mkdir(parents=True)
+    (tmp_path / "conftest.py").write_text("")
+    (tmp_path / "sub" / "conftest.py").write_text("")
+    root, ini = cli.find_root(tmp_path / "sub" / "manifests")
+    assert root == tmp_path.resolve() and ini["mlrepro_golden_dir"] == "goldens"
+    monkeypatch.setenv("MLREPRO_DATA", str(tmp_path / "first"))
+    settings = cli.project_settings(root, ini)
+    assert settings.golden_dir == (tmp_path / "goldens").resolve()
+    assert settings.data_mirrors == (
+        (tmp_path / "first").resolve(),
+        (tmp_path.parent / "shared" / "data").resolve(),
+    )
+    files = cli.conftest_files(root, tmp_path / "sub" / "manifests" / "m.yaml")
+    assert files == [root / "conftest.py", root / "sub" / "conftest.py"]

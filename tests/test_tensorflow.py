@@ -1,0 +1,430 @@
+"""TensorFlow and TFLite runners on tiny models (tf_helpers.py): every format gives the numbers the
+model computes, signatures and layouts are checked before the model runs, quantised TFLite inputs
+and outputs are converted with the model's scale and zero point, and the plugin runs TF manifests
+(and skips them, with the reason, where TensorFlow is missing)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import N_SAMPLES, Project, sha256
+from tf_helpers import TF_FILES, tf_manifest_text
+
+tf = pytest.importorskip("tensorflow")
+pytest.importorskip("ai_edge_litert")
+
+from pytest_mlrepro.errors import (  # noqa: E402
+    DeviceUnavailable,
+    IntegrityError,
+    SignatureError,
+)
+from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
+from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
+    check_batch_shape,
+    dequantize,
+    quantize,
+)
+from pytest_mlrepro.settings import Settings  # noqa: E402
+from pytest_mlrepro.spec import load_manifest  # noqa: E402
+
+FORMATS = ["keras", "saved_model", "frozen_graph", "tflite"]
+
+
+@pytest.fixture(scope="session")
+def tf_assets(mlrepro_assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin tests' assets (images, tiny ONNX model, its goldens) plus the tiny TF models,
+    made in a subprocess (TensorFlow's thread pools stay unset in this process)."""
+    root = tmp_path_factory.mktemp("mlrepro-tf-assets")
+    shutil.copytree(mlrepro_assets, root, dirs_exist_ok=True)
+    helper = Path(__file__).with_name("tf_helpers.py")
+    done = subprocess.run(
+        [sys.executable, str(helper), str(root / "models")],
+        capture_output=True,
+        text=True,
+        cwd=helper.parent,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def manifest_at(tmp_path: Path, assets: Path, text: str) -> object:
+    """Write ``text`` as a manifest of a project in ``tmp_path`` with the tiny models."""
+    shutil.copytree(assets / "models", tmp_path / "models", dirs_exist_ok=True)
+    (tmp_path / "manifests").mkdir(exist_ok=True)
+    path = tmp_path / "manifests" / "m.yaml"
+    path.write_text(text)
+    return load_manifest(path)
+
+
+def settings_for(tmp_path: Path) -> Settings:
+    return Settings.for_project(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def images(n: int = 4, size: int = 16) -> np.ndarray:
+    return np.random.default_rng(7).uniform(0, 1, (n, size, size, 3)).astype(np.float32)
+
+
+def expected(batch: np.ndarray) -> np.ndarray:
+    return batch.mean(axis=(1, 2)) * 10.0
+
+
+# --- runners ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Path) -> None:
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", fmt, assets=tf_assets))
+    check_framework(manifest)
+    runner = load_runner(manifest, "cpu", settings_for(tmp_path))
+    batch = images()
+    runner.check_batch(batch, "NHWC")
+    out = runner(batch)
+    assert out.shape == (4, 3)
+    np.testing.assert_allclose(out, expected(batch), rtol=1e-5, atol=1e-5)
+    info = runner.info
+    assert info["framework"] == ("tflite" if fmt == "tflite" else "tensorflow")
+    assert info["device"] == "cpu" and info["input"] in ("input", "input:0")
+    assert "intra_op_threads" in info and "inter_op_threads" in info
+    # A batch of another size reuses the loaded model (TFLite resizes its input tensor).
+    np.testing.assert_allclose(runner(batch[:3]), expected(batch[:3]), rtol=1e-5, atol=1e-5)
+
+
+def test_tflite_int8_quantises_the_input_and_dequantises_the_output(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    manifest = manifest_at(
+        tmp_path, tf_assets, tf_manifest_text("m", "tflite_int8", assets=tf_assets)
+    )
+    runner = load_runner(manifest, "cpu", settings_for(tmp_path))
+    quant = runner.info["input_quantization"]
+    out_quant = runner.info["output_quantization"]
+    assert runner.info["input_dtype"] == "int8" and quant["scale"] > 0
+    batch = images(8)
+    out = runner(batch)
+    assert out.dtype == np.float32
+    # Within the quantisation steps of the input (mean of 768 values) and of the output.
+    np.testing.assert_allclose(out, expected(batch), atol=3 * out_quant["scale"] + quant["scale"])
+    assert np.array_equal(out.argmax(1), expected(batch).argmax(1))
+
+
+def test_int8_pipeline_feeds_a_quantised_model_directly(tmp_path: Path, tf_assets: Path) -> None:
+    """A manifest whose pipeline already produces int8 data bypasses the runner's quantisation."""
+    text = tf_manifest_text(
+        "m",
+        "tflite_int8",
+        assets=tf_assets,
+        preprocess=(
+            "{crop: {size: [32, 32], rounding: google}}",
+            "{resize: {size: [16, 16], method: bilinear, backend: pil}}",
+            "{cast: {dtype: int8}}",
+            "{layout: {order: NHWC}}",
+        ),
+    ).replace("layout: NHWC\n", "layout: NHWC\n    dtype: int8\n", 1)
+    manifest = manifest_at(tmp_path, tf_assets, text)
+    runner = load_runner(manifest, "cpu", settings_for(tmp_path))
+    assert "input_quantization" not in runner.info
+    raw = np.full((2, 16, 16, 3), 5, np.int8)
+    assert runner(raw).shape == (2, 3)
+
+
+def test_quantize_rounds_half_away_from_zero_and_clamps() -> None:
+    values = np.array([-1.5, -0.5, 0.5, 1.5, 2.49, 1000.0, -1000.0], np.float32)
+    q = quantize(values, 1.0, 0, np.dtype(np.int8))
+    assert q.tolist() == [-2, -1, 1, 2, 2, 127, -128]
+    assert quantize(np.array([0.0], np.float32), 0.5, -3, np.dtype(np.int8)).tolist() == [-3]
+    assert dequantize(np.array([-3, 1], np.int8), 0.5, -3).tolist() == [0.0, 2.0]
+
+
+def test_nhwc_model_with_an_nchw_manifest_fails_before_running(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    nchw = (*tf_manifest_text("m", "keras", assets=tf_assets).splitlines(keepends=True),)
+    text = (
+        "".join(nchw)
+        .replace("layout: NHWC", "layout: NCHW")
+        .replace("{layout: {order: NHWC}}", "{layout: {order: NCHW}}")
+    )
+    manifest = manifest_at(tmp_path, tf_assets, text)
+    with pytest.raises(SignatureError) as info:
+        load_runner(manifest, "cpu", settings_for(tmp_path))
+    message = str(info.value)
+    assert "is NHWC [?, 16, 16, 3]" in message and "declares NCHW" in message
+    assert "layout mismatch" in message and "'layout: {order: NHWC}'" in message
+
+
+def test_batch_shape_check_names_a_layout_mismatch() -> None:
+    with pytest.raises(SignatureError, match=r"layout mismatch: the model is NHWC, the pipeline"):
+        check_batch_shape("input", [None, 16, 16, 3], np.zeros((2, 3, 16, 16)), "NCHW")
+    with pytest.raises(SignatureError, match="size mismatch"):
+        check_batch_shape("input", [None, 16, 16, 3], np.zeros((2, 20, 20, 3)), "NHWC")
+    with pytest.raises(SignatureError, match="rank 4"):
+        check_batch_shape("input", [None, 16, 16, 3], np.zeros((2, 16, 16)), "NHWC")
+    check_batch_shape("input", [None, None, None, 3], np.zeros((2, 9, 7, 3)), "NHWC")
+
+
+def test_saved_model_signature_and_names_come_from_the_manifest(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    settings = settings_for(tmp_path)
+    wrong_signature = tf_manifest_text(
+        "m", "saved_model", assets=tf_assets, model_extra="  signature: predict\n"
+    )
+    with pytest.raises(SignatureError, match=r"signatures \['serving_default'\].*'predict'"):
+        load_runner(manifest_at(tmp_path, tf_assets, wrong_signature), "cpu", settings)
+    wrong_output = tf_manifest_text(
+        "m", "saved_model", assets=tf_assets, extra="postprocess: {output: probs}\n"
+    )
+    with pytest.raises(SignatureError, match=r"outputs are \['logits'\].*'probs'"):
+        load_runner(manifest_at(tmp_path, tf_assets, wrong_output), "cpu", settings)
+    wrong_input = tf_manifest_text("m", "saved_model", assets=tf_assets).replace(
+        "- name: input", "- name: images"
+    )
+    with pytest.raises(SignatureError, match=r"inputs \['input'\].*'images'"):
+        load_runner(manifest_at(tmp_path, tf_assets, wrong_input), "cpu", settings)
+
+
+def test_a_saved_model_archive_leaving_its_folder_is_refused(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tar:
+        data = b"x"
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "models").mkdir()
+    shutil.copy(evil, tmp_path / "models" / TF_FILES["saved_model"])
+    text = tf_manifest_text("m", "saved_model", assets=tf_assets).replace(
+        sha256(tf_assets / "models" / TF_FILES["saved_model"]), sha256(evil)
+    )
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "manifests" / "m.yaml").write_text(text)
+    manifest = load_manifest(tmp_path / "manifests" / "m.yaml")
+    with pytest.raises(IntegrityError, match=r"refusing member '\.\./outside\.txt'"):
+        load_runner(manifest, "cpu", settings_for(tmp_path))
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_keras_file_with_python_code_is_refused(tmp_path: Path, tf_assets: Path) -> None:
+    """safe_mode: a Lambda layer would deserialise Python bytecode; Keras refuses to load it."""
+    import keras
+
+    from pytest_mlrepro.zoo.efficientnet_lite0_tf import canonical_keras_zip
+
+    inputs = keras.Input(shape=(16, 16, 3), name="input")
+    model = keras.Model(inputs, keras.layers.Lambda(lambda x: x[:, 0, 0, :])(inputs))
+    model.save(tmp_path / "lambda.keras")
+    (tmp_path / "models").mkdir()
+    target = tmp_path / "models" / TF_FILES["keras"]
+    target.write_bytes(canonical_keras_zip((tmp_path / "lambda.keras").read_bytes()))
+    text = tf_manifest_text("m", "keras", assets=tf_assets).replace(
+        sha256(tf_assets / "models" / TF_FILES["keras"]), sha256(target)
+    )
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "manifests" / "m.yaml").write_text(text)
+    with pytest.raises(SignatureError, match="Keras cannot load"):
+        load_runner(load_manifest(tmp_path / "manifests" / "m.yaml"), "cpu", settings_for(tmp_path))
+
+
+def test_frozen_graph_threads_are_per_session_and_recorded(tmp_path: Path, tf_assets: Path) -> None:
+    text = tf_manifest_text("m", "frozen_graph", assets=tf_assets).replace(
+        "runtime: {batch_size: 8, devices: [cpu]}",
+        "runtime: {batch_size: 8, devices: [cpu], intra_op_threads: 1, inter_op_threads: 1}",
+    )
+    runner = load_runner(manifest_at(tmp_path, tf_assets, text), "cpu", settings_for(tmp_path))
+    assert runner.info["session_intra_op_threads"] == 1
+    assert runner.info["session_inter_op_threads"] == 1
+    # No output named: the graph's only sink (the Identity a tf.function ends with).
+    assert runner.info["output"] == "Identity:0"
+    named = text + "postprocess: {output: logits}\n"
+    runner = load_runner(manifest_at(tmp_path, tf_assets, named), "cpu", settings_for(tmp_path))
+    assert runner.info["output"] == "logits:0"
+    batch = images()
+    np.testing.assert_allclose(runner(batch), expected(batch), rtol=1e-5, atol=1e-5)
+
+
+def test_tflite_threads_are_recorded(tmp_path: Path, tf_assets: Path) -> None:
+    text = tf_manifest_text("m", "tflite", assets=tf_assets).replace(
+        "devices: [cpu]}", "devices: [cpu], intra_op_threads: 1}"
+    )
+    runner = load_runner(manifest_at(tmp_path, tf_assets, text), "cpu", settings_for(tmp_path))
+    assert runner.info["intra_op_threads"] == 1
+    assert runner.info["interpreter"] == "ai_edge_litert.interpreter.Interpreter"
+
+
+@pytest.mark.parametrize("fmt", ["keras", "tflite"])
+def test_cuda_without_a_usable_gpu_is_unavailable(
+    fmt: str, tmp_path: Path, tf_assets: Path
+) -> None:
+    if fmt == "keras" and tf.config.list_physical_devices("GPU"):
+        pytest.skip("TensorFlow sees a GPU here")
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", fmt, assets=tf_assets))
+    with pytest.raises(DeviceUnavailable):
+        load_runner(manifest, "cuda", settings_for(tmp_path))
+
+
+def test_a_tampered_model_file_is_refused_before_loading(tmp_path: Path, tf_assets: Path) -> None:
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "tflite", assets=tf_assets))
+    target = tmp_path / "models" / TF_FILES["tflite"]
+    target.write_bytes(target.read_bytes() + b"\0")
+    with pytest.raises(IntegrityError, match="sha256 mismatch"):
+        load_runner(manifest, "cpu", settings_for(tmp_path))
+
+
+def test_framework_and_format_must_match(tmp_path: Path, tf_assets: Path) -> None:
+    from pytest_mlrepro.errors import ManifestError
+
+    text = tf_manifest_text("m", "keras", assets=tf_assets).replace(
+        "name: tensorflow", "name: tflite"
+    )
+    with pytest.raises(ManifestError, match=r"model\.format: framework 'tflite' does not read"):
+        manifest_at(tmp_path, tf_assets, text)
+
+
+# --- the plugin ---------------------------------------------------------------------------------
+
+
+def tf_project(project: Project, tf_assets: Path, manifests: dict[str, str]) -> Project:
+    project.assets = tf_assets
+    return project.make(manifests, goldens=["tiny_onnx"])
+
+
+def test_tf_manifests_record_and_pass_like_any_other(project: Project, tf_assets: Path) -> None:
+    manifests = {
+        "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+        "tiny_keras.yaml": tf_manifest_text(
+            "tiny_keras",
+            "keras",
+            assets=tf_assets,
+            extra="reference: {manifest: tiny_onnx, agreement: 1.0, score: 0.00001}\n",
+        ),
+        "tiny_tflite.yaml": tf_manifest_text("tiny_tflite", "tflite", assets=tf_assets),
+    }
+    tf_project(project, tf_assets, manifests)
+    recorded = project.run("--mlrepro-update")
+    recorded.assert_outcomes(passed=3)
+    recorded.stdout.fnmatch_lines(
+        [
+            f"tiny_keras *cpu *tensorflow *{N_SAMPLES} *100.00*golden recorded",
+            f"tiny_tflite *cpu *tflite *{N_SAMPLES} *100.00*golden recorded",
+        ]
+    )
+    checked = project.run()
+    checked.assert_outcomes(passed=3)
+    # The NHWC Keras model agrees with the NCHW ONNX model, sample by sample.
+    checked.stdout.fnmatch_lines(
+        ["tiny_keras [[]cpu] vs tiny_onnx: top-1 agreement 1.0000 over 24 samples*: agree"]
+    )
+
+
+def test_nhwc_model_fed_an_nchw_pipeline_fails_with_the_reason(
+    serial_project: Project, tf_assets: Path
+) -> None:
+    text = tf_manifest_text("tiny_keras", "keras", assets=tf_assets)
+    text = text.replace("layout: NHWC", "layout: NCHW").replace(
+        "{layout: {order: NHWC}}", "{layout: {order: NCHW}}"
+    )
+    tf_project(serial_project, tf_assets, {"tiny_keras.yaml": text})
+    result = serial_project.run("--mlrepro-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the model input 'input' is NHWC*declares NCHW*layout mismatch*"])
+    assert not serial_project.golden("tiny_keras").exists()  # nothing recorded from a bad run
+
+
+_HIDE_TENSORFLOW = '''
+"""Simulates an install without TensorFlow or LiteRT: their imports fail, their metadata is gone."""
+import importlib.abc
+import importlib.metadata
+import sys
+
+HIDDEN = ("tensorflow", "keras", "ai_edge_litert", "tf_keras")
+DISTS = {"tensorflow", "tensorflow-cpu", "ai-edge-litert", "keras"}
+
+
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Hide())
+_version = importlib.metadata.version
+
+
+def version(name):
+    if name.lower() in DISTS:
+        raise importlib.metadata.PackageNotFoundError(name)
+    return _version(name)
+
+
+importlib.metadata.version = version
+'''
+
+
+def test_without_tensorflow_other_manifests_run_and_tf_items_skip(
+    project: Project, tf_assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests = {
+        "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+        "tiny_keras.yaml": tf_manifest_text("tiny_keras", "keras", assets=tf_assets),
+        "tiny_tflite.yaml": tf_manifest_text("tiny_tflite", "tflite", assets=tf_assets),
+        "tiny_tfdecode.yaml": project.manifest(
+            "tiny_tfdecode", decode="{decode: {backend: tf, dct_method: INTEGER_ACCURATE}}"
+        ),
+    }
+    tf_project(project, tf_assets, manifests)
+    hide = project.path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(_HIDE_TENSORFLOW)
+    monkeypatch.setenv("PYTHONPATH", str(hide))
+    result = project.run("-rs", "--mlrepro-json", "out.json")
+    result.assert_outcomes(passed=1, skipped=3)
+    for reason in (  # one call each: under xdist the skips are reported in any order
+        "*tensorflow is not installed. pip install 'pytest-mlrepro[[]tf]'*",
+        "*tflite is not installed. pip install 'pytest-mlrepro[[]tf]'*",
+        "*a preprocessing step uses backend 'tf' and TensorFlow is not installed*",
+    ):
+        result.stdout.fnmatch_lines([reason])
+    result.stdout.fnmatch_lines(["tiny_onnx *cpu *onnxruntime *24 *100.00*pass"])
+    # --mlrepro-strict turns the skips into failures, the ONNX item still passes.
+    strict = project.run("--mlrepro-strict")
+    strict.assert_outcomes(passed=1, failed=3)
+
+
+def test_hiding_tensorflow_really_hides_it(tmp_path: Path) -> None:
+    """The simulation above is real: in that environment TensorFlow cannot be imported."""
+    (tmp_path / "sitecustomize.py").write_text(_HIDE_TENSORFLOW)
+    done = subprocess.run(
+        [sys.executable, "-c", "import tensorflow"],
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0 and "No module named 'tensorflow'" in done.stderr
+
+
+def test_installed_but_not_importable_skips_with_the_reason(
+    serial_project: Project, tf_assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Metadata says installed, the import fails (a broken install): a skip naming the error."""
+    manifests = {"tiny_keras.yaml": tf_manifest_text("tiny_keras", "keras", assets=tf_assets)}
+    tf_project(serial_project, tf_assets, manifests)
+    hide = serial_project.path / "hide"
+    hide.mkdir()
+    imports_only = _HIDE_TENSORFLOW.split("_version = ")[0]
+    (hide / "sitecustomize.py").write_text(imports_only)
+    monkeypatch.setenv("PYTHONPATH", str(hide))
+    result = serial_project.run("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*tensorflow is installed but cannot be imported*"])
