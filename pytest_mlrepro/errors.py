@@ -9,6 +9,7 @@ the core is a bug in the tool::
     ├── SignatureError       the model's inputs or outputs do not match what the manifest declares
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
+    │   └── ReferenceGoldenMissing  (reference.py) the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
     └── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
         ├── FrameworkUnavailable   not installed, or its version is outside the constraint
@@ -57,7 +58,8 @@ class SampleError(MlreproError):
 
 
 class GoldenError(MlreproError):
-    """A golden file exists but cannot be read as a golden."""
+    """A golden file exists but cannot be read as a golden (or, for the subclass
+    ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet)."""
 
 
 class BuildError(MlreproError):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import golden as golden_store
-from .errors import ManifestError
+from .errors import GoldenError, ManifestError
 from .metrics import Comparison, Results, accuracy, compare
 from .settings import OutsideProject, Settings, resolve_inside
 from .spec import Manifest, Reference, Tolerances, load_manifest
@@ -31,7 +31,7 @@ from .spec import Manifest, Reference, Tolerances, load_manifest
 _MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
-class ReferenceGoldenMissing(Exception):
+class ReferenceGoldenMissing(GoldenError):
     """The reference manifest has no golden yet (the check cannot run)."""
 
 
