@@ -20,7 +20,7 @@ from typing import Any
 from .fingerprint import cpu_model, usable_cpu_count
 from .timing import Stats
 
-FORMAT_VERSION = "5.2.3"
+FORMAT_VERSION = "5.3.1"
 """The pytest-benchmark version whose layout this mirrors (its readers check nothing else)."""
 
 MAX_DATA = 100_000

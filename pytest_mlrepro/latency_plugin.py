@@ -376,6 +376,10 @@ class LatencyItem(pytest.Item):
                         "max_time": block.max_time,
                         "min_time": block.min_time,
                         "warmup": block.warmup_rounds > 0 or block.warmup_time > 0,
+                        # pytest-benchmark 5.3's rounds-until-precise mode; not ours: the
+                        # stopping rule is min_rounds + min_time (README, "Latency").
+                        "precision": None,
+                        "confidence": None,
                     },
                     extra_info={
                         "manifest": self.manifest.name,
