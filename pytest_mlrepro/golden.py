@@ -134,21 +134,29 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
     return then.normalized() == now
 
 
-def read(path: Path) -> Golden | None:
-    """The golden at ``path``; None if there is none; GoldenError if the file is not a golden."""
+def read_json(path: Path, what: str = "golden") -> Any:
+    """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
+    syntax error) if it cannot be read or parsed. Shared by every kind of golden file."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise GoldenError(f"{path}: cannot read the golden: {exc}") from None
+        raise GoldenError(f"{path}: cannot read the {what}: {exc}") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise GoldenError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record "
             "it again with --mlrepro-update"
         ) from None
+
+
+def read(path: Path) -> Golden | None:
+    """The golden at ``path``; None if there is none; GoldenError if the file is not a golden."""
+    data = read_json(path)
+    if data is None:
+        return None
     try:
         return _parse(data)
     except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -31,6 +31,7 @@ from ._files import atomic_write_bytes, file_lock
 from .data import ResolvedDataset
 from .errors import GoldenError, SampleError
 from .fingerprint import HardwareKey, environment, hardware_key
+from .golden import read_json
 from .metrics import softmax, top_k
 from .runners import Runner, load_runner
 from .settings import Settings
@@ -271,19 +272,9 @@ def _distribution(raw: Mapping[str, Any], where: str) -> Distribution:
 def read_golden(path: Path) -> dict[str, Any] | None:
     """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
     is not a latency golden."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_json(path, "latency golden")
+    if data is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GoldenError(f"{path}: cannot read the latency golden: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GoldenError(
-            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record it again with "
-            "--mlrepro-update"
-        ) from None
     try:
         if (
             not isinstance(data, dict)
