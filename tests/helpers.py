@@ -9,6 +9,7 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import textwrap
 import warnings
@@ -17,6 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The real data set the slow tests read: outside the repository, never copied into it.
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data")
+needs_imagenet_sample = pytest.mark.skipif(
+    not (DATA / "imagenet-sample" / "labels.csv").is_file(),
+    reason=f"the ImageNet sample is not at {DATA}/imagenet-sample (set MLREPRO_DATA)",
+)
 
 N_PER_CLASS = 8
 N_CLASSES = 3

@@ -14,16 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import DATA, REPO, needs_imagenet_sample
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (DATA / "imagenet-sample" / "labels.csv").is_file(),
-        reason=f"the ImageNet sample is not at {DATA}/imagenet-sample (set MLREPRO_DATA)",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_imagenet_sample]
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torch")  # the ONNX model is exported from the PyTorch weights

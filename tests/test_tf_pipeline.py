@@ -6,11 +6,11 @@ crop step's ``rounding: tf`` arithmetic against tf.image.central_crop."""
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,10 +24,9 @@ from pytest_mlrepro.errors import ManifestError  # noqa: E402
 from pytest_mlrepro.pipeline import Crop, Decode, Pipeline, Resize, Tensor  # noqa: E402
 from pytest_mlrepro.spec import parse_manifest  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data") / "imagenet-sample"
-JPEGS = sorted(DATA.glob("*.JPEG"))[:40] if DATA.is_dir() else []
-needs_jpegs = pytest.mark.skipif(not JPEGS, reason=f"no ImageNet sample JPEGs at {DATA}")
+SAMPLE = DATA / "imagenet-sample"
+JPEGS = sorted(SAMPLE.glob("*.JPEG"))[:40] if SAMPLE.is_dir() else []
+needs_jpegs = pytest.mark.skipif(not JPEGS, reason=f"no ImageNet sample JPEGs at {SAMPLE}")
 
 
 def decoded(step: Decode, path: Path) -> np.ndarray:
@@ -52,7 +51,7 @@ def test_integer_accurate_is_bit_identical_to_pillow_and_integer_fast_is_not() -
 
 @needs_jpegs
 def test_tf_decode_of_a_grayscale_jpeg_gives_three_equal_channels() -> None:
-    gray = next(p for p in sorted(DATA.glob("*.JPEG")) if Image.open(p).mode == "L")
+    gray = next(p for p in sorted(SAMPLE.glob("*.JPEG")) if Image.open(p).mode == "L")
     array = decoded(Decode(backend="tf", dct_method="INTEGER_ACCURATE"), gray)
     assert array.ndim == 3 and array.shape[2] == 3
     assert np.array_equal(array, decoded(Decode(backend="pil"), gray))
