@@ -18,7 +18,7 @@ import pytest
 
 from . import golden as golden_store
 from . import golden_audit
-from .errors import ManifestError, MlreproError, Unavailable
+from .errors import ManifestError
 from .items import (
     ITEM_FACTORIES,
     AccuracyItem,
@@ -113,12 +113,9 @@ class DeterminismItem(AccuracyItem):
         return self.spec.runs
 
     def runtest(self) -> None:
-        from .data import resolve_dataset
         from .determinism import compare_runs, controls_in_force, explain
-        from .evaluate import evaluate
-        from .runners import check_framework
 
-        m, settings, spec = self.manifest, self.config.stash[settings_key], self.spec
+        m, spec = self.manifest, self.spec
         shown = display_path(self.config, self.path)
         for key, value in (
             ("kind", "determinism"),
@@ -127,16 +124,7 @@ class DeterminismItem(AccuracyItem):
             ("framework", m.framework.name),
         ):
             self._prop(key, value)
-        try:
-            self._prop("framework_version", check_framework(m))
-            dataset = resolve_dataset(m, settings)
-            runs = [evaluate(m, self.device, settings, dataset) for _ in range(spec.runs)]
-        except Unavailable as exc:
-            self._unavailable(exc)
-            return
-        except MlreproError as exc:
-            self._prop("verdict", "error")
-            raise MlreproFailure(str(exc)) from exc
+        runs, _ = self._evaluate(spec.runs)
         first = runs[0]
         comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)
         controls = controls_in_force(m, first.runner_info)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -140,12 +140,27 @@ class AccuracyItem(pytest.Item):
     def _prop(self, key: str, value: Any) -> None:
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
-    def _unavailable(self, exc: Unavailable) -> None:
+    def _unavailable(self, exc: Unavailable) -> NoReturn:
         if _is_strict(self.config):
             self._prop("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
         self._prop("verdict", "skipped")
         pytest.skip(str(exc))
+
+    def _evaluate(self, runs: int = 1) -> tuple[list[Any], Any]:
+        """The manifest evaluated ``runs`` times (model loaded afresh each time) and its data set.
+        An absent piece skips the item (fails it under --mlrepro-strict); any other error of the
+        tool fails it with its message."""
+        m, settings = self.manifest, self.config.stash[settings_key]
+        try:
+            self._prop("framework_version", check_framework(m))
+            dataset = resolve_dataset(m, settings)
+            return [evaluate(m, self.device, settings, dataset) for _ in range(runs)], dataset
+        except Unavailable as exc:
+            self._unavailable(exc)
+        except MlreproError as exc:
+            self._prop("verdict", "error")
+            raise MlreproFailure(str(exc)) from exc
 
     def runtest(self) -> None:
         self._evaluation: tuple[Any, Any] | None = None  # (Evaluation, dataset) once it ran
@@ -185,16 +200,7 @@ class AccuracyItem(pytest.Item):
         self._prop("manifest", m.name)
         self._prop("device", self.device)
         self._prop("framework", m.framework.name)
-        try:
-            self._prop("framework_version", check_framework(m))
-            dataset = resolve_dataset(m, settings)
-            result = evaluate(m, self.device, settings, dataset)
-        except Unavailable as exc:
-            self._unavailable(exc)
-            return
-        except MlreproError as exc:
-            self._prop("verdict", "error")
-            raise MlreproFailure(str(exc)) from exc
+        (result,), dataset = self._evaluate()
         self._evaluation = (result, dataset)
         now = result.results
         for key, value in (

@@ -73,27 +73,8 @@ def checksum_list(folder: Path) -> str:
 
 
 def make_onnx(path: Path) -> None:
-    import onnx
-    from onnx import TensorProto, helper
-
-    nodes = [
-        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
-        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
-        helper.make_node("Mul", ["flat", "scale"], ["logits"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, "h", "w"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
-        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE])],
-    )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="mlrepro-tests"
-    )
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    """The tiny model: logits = 10 × the channel means of an NCHW image of any size."""
+    make_onnx_with_input(path, ["batch", 3, "h", "w"], graph_name="tiny")
 
 
 def make_torchscript(path: Path) -> None:
@@ -241,7 +222,9 @@ class Project:
 # --- added for the hardening tests (test_integrity.py, test_missing_pieces.py, ...) ----------
 
 
-def make_onnx_with_input(path: Path, shape: Sequence[int | str], name: str = "input") -> None:
+def make_onnx_with_input(
+    path: Path, shape: Sequence[int | str], name: str = "input", graph_name: str = "tiny_shaped"
+) -> None:
     """The tiny model (10 × channel means) with an input of ``shape`` (NCHW, dims int or
     symbolic), e.g. a fixed size ``["batch", 3, 32, 32]``."""
     import onnx
@@ -254,7 +237,7 @@ def make_onnx_with_input(path: Path, shape: Sequence[int | str], name: str = "in
     ]
     graph = helper.make_graph(
         nodes,
-        "tiny_shaped",
+        graph_name,
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
         initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE])],
