@@ -282,3 +282,33 @@ def test_the_exif_figures_in_the_docs_are_the_sample_data() -> None:
     rotated = [tag for tag in counts if tag not in (None, 0, 1)]
     assert rotated == [6] and counts[6] == 1  # what the prose then describes, by name
     assert "`n02951585_can_opener.JPEG` has orientation 6" in " ".join(text.split())
+
+
+@needs_imagenet_sample
+def test_the_data_figures_in_the_example_page_are_the_sample_data() -> None:
+    """docs/example.md gives the image count, classes, colour modes and small images, with the
+    command's output; measure them the way the command does."""
+    import csv
+
+    from PIL import Image
+
+    text = (DOCS / "example.md").read_text(encoding="utf-8")
+    match = re.search(r"^# (\d+) (\d+) (\{.*\}) (\d+)$", text, re.M)
+    assert match, "docs/example.md no longer shows the measured data figures"
+    folder = DATA / "imagenet-sample"
+    files = sorted(folder.glob("*.JPEG"))
+    with (folder / "labels.csv").open(newline="") as handle:
+        classes = {row["class_index"] for row in csv.DictReader(handle)}
+    modes: collections.Counter[str] = collections.Counter()
+    small = 0
+    for path in files:
+        with Image.open(path) as image:
+            modes[image.mode] += 1
+            small += min(image.size) < 224
+    assert int(match.group(1)) == len(files)
+    assert int(match.group(2)) == len(classes)
+    assert yaml.safe_load(match.group(3)) == dict(modes)
+    assert int(match.group(4)) == small
+    prose = " ".join(text.split())
+    assert f"Of the {len(files)} JPEGs, {modes['RGB']} are RGB and {modes['L']} grayscale" in prose
+    assert f"{small} have a shorter side under 224 pixels" in prose
