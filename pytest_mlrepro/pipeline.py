@@ -136,18 +136,17 @@ class Decode(Step):
             raise SampleError(sample, "the file is empty")
         # Every backend reads the header first: the pixel limit and the sample depth are checked
         # there, before anything is allocated for the pixels, the same way for all three.
-        header = _open_checked(data, sample, self.backend)
-        if self.backend == "pil":
-            with header:
-                array = _decode_pil(header, self.exif_orientation, sample)
-        else:
-            header.close()
-            if self.backend == "tf":
-                from ._tf_ops import decode_tf
+        _open_checked(data, sample, self.backend).close()
+        if self.backend == "tf":
+            from ._tf_ops import decode_tf
 
-                array = decode_tf(data, self.dct_method or "INTEGER_FAST", sample)
-            else:
-                array = _decode_opencv(data, self.exif_orientation, sample)
+            array = decode_tf(data, self.dct_method or "INTEGER_FAST", sample)
+        else:
+            array = (
+                _decode_pil(data, self.exif_orientation, sample)
+                if self.backend == "pil"
+                else (_decode_opencv(data, self.exif_orientation, sample))
+            )
         native = "BGR" if self.backend == "opencv" else "RGB"
         if native != self.order:
             array = np.ascontiguousarray(array[..., ::-1])
@@ -261,17 +260,19 @@ def _ints(value: object) -> list[int]:
     return []
 
 
-def _decode_pil(im: PIL.Image.Image, exif: bool, sample: str) -> np.ndarray:
-    from PIL import Image, ImageOps
+def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        if exif:
-            im = ImageOps.exif_transpose(im)
-        if im.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit samples (checked): high byte
-            gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
-            return np.repeat(gray[:, :, None], 3, axis=2)
-        return np.asarray(im.convert("RGB"))
+        with Image.open(io.BytesIO(data)) as im:
+            if exif:
+                im = ImageOps.exif_transpose(im)
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit samples (checked): high byte
+                gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
+                return np.repeat(gray[:, :, None], 3, axis=2)
+            return np.asarray(im.convert("RGB"))
     except (
+        UnidentifiedImageError,
         Image.DecompressionBombError,
         OSError,
         SyntaxError,
