@@ -6,6 +6,7 @@ Nothing is loaded before its checksum matches the manifest.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import os
 import tempfile
@@ -20,8 +21,21 @@ from .spec import FileRef, Manifest
 
 
 def _package_dir(package: str) -> Path | None:
+    """The folder of the installed package ``package`` (dotted names allowed), found without
+    running any of its code: ``importlib.util.find_spec('a.b')`` would import (execute) ``a``,
+    so only the top-level name goes through the import system's finders and each further part
+    is looked up in its parent's folders by ``PathFinder``, which reads the file system only."""
+    parts = package.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
     try:
-        found = importlib.util.find_spec(package)  # locates without importing the package's code
+        found = importlib.util.find_spec(parts[0])  # a top-level spec: nothing is executed
+        for part in parts[1:]:
+            if found is None or found.submodule_search_locations is None:
+                return None
+            found = importlib.machinery.PathFinder.find_spec(
+                part, list(found.submodule_search_locations)
+            )
     except (ImportError, ValueError):
         return None
     if found is None or not found.submodule_search_locations:

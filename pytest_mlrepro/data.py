@@ -47,6 +47,7 @@ DOWNLOAD_WORKERS = 8
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
 _CHUNK = 1 << 20
 _WNID = re.compile(r"n\d{8}")
+_LABEL = re.compile(r"[0-9]+")
 _CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
 _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
 
@@ -391,16 +392,22 @@ class _Resolver:
                         f"{where}{sample_id!r} is listed again (first on line {seen[sample_id]})",
                     )
                 seen[sample_id] = line
-                try:
-                    label = int(value.strip(), 10)
-                except ValueError:
-                    raise self._error(
-                        field, f"{where}the label {value!r} of {sample_id!r} is not an integer"
-                    ) from None
-                if not 0 <= label < ds.classes:
+                # int() also takes '١' (an Arabic-Indic digit), '0_1' and '+1': a label is
+                # plain ASCII digits, so that every reader of the file sees the same number.
+                digits = value.strip(" \t")
+                if not _LABEL.fullmatch(digits):
                     raise self._error(
                         field,
-                        f"{where}the label {label} of {sample_id!r} is "
+                        f"{where}the label {value!r} of {sample_id!r} is not an integer "
+                        "written in plain decimal ASCII digits (0-9)",
+                    )
+                # Python refuses int() of over 4300 digits: a longer label is out of range.
+                label = int(digits) if len(digits) <= 40 else ds.classes
+                if not 0 <= label < ds.classes:
+                    shown = label if len(digits) <= 40 else digits[:40] + "…"
+                    raise self._error(
+                        field,
+                        f"{where}the label {shown} of {sample_id!r} is "
                         f"outside [0, {ds.classes}) (the manifest declares "
                         f"classes: {ds.classes})",
                     )

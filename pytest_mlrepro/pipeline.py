@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from ._schema import Invalid
 from .errors import SampleError, Unavailable
+
+if TYPE_CHECKING:
+    import PIL.Image
 
 ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
@@ -130,6 +134,9 @@ class Decode(Step):
     def decode(self, data: bytes, sample: str) -> Tensor:
         if not data:
             raise SampleError(sample, "the file is empty")
+        # Every backend reads the header first: the pixel limit and the sample depth are checked
+        # there, before anything is allocated for the pixels, the same way for all three.
+        _open_checked(data, sample, self.backend).close()
         if self.backend == "tf":
             from ._tf_ops import decode_tf
 
@@ -146,6 +153,113 @@ class Decode(Step):
         return Tensor(array, self.order)
 
 
+MAX_IMAGE_PIXELS = 89_478_485
+"""The most pixels (width × height) an image may declare in its header; larger ones are refused
+before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
+(a quarter GiB as 24-bit RGB): a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded."""
+
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def _open_checked(data: bytes, sample: str, backend: str) -> PIL.Image.Image:
+    """The image opened lazily by Pillow (its header only, no pixels decoded), after checking
+    its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
+        size = _declared_size(data)
+        if size is not None:
+            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
+        else:
+            found = _BOMB_PIXELS.search(str(exc))
+            what = f"{found.group(1) if found else 'too many'} pixels"
+        raise SampleError(sample, _too_many(what)) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        if backend == "pil":
+            raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
+        library = "OpenCV" if backend == "opencv" else "tf.io"
+        raise SampleError(
+            sample,
+            f"{library} cannot decode it: its size cannot be read from its header ({exc}), and "
+            "the pixel limit is checked before decoding",
+        ) from None
+    width, height = image.size
+    if width * height > MAX_IMAGE_PIXELS:
+        image.close()
+        raise SampleError(sample, _too_many(f"{width}×{height} = {width * height} pixels"))
+    wide = _wide_samples(image)
+    if wide is not None:
+        image.close()
+        raise SampleError(
+            sample,
+            f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and 16-bit "
+            "unsigned integer images are decoded (16-bit ones by their high byte, on every "
+            "backend); wider samples would wrap around or be clipped, so convert the file to "
+            "8 or 16 bits with the range you mean",
+        )
+    return image
+
+
+def _declared_size(data: bytes) -> tuple[int, int] | None:
+    """The (width, height) in the header, read by the Pillow plugin that recognises it without
+    ``Image.open``'s own decompression-bomb check (which raises before telling the size)."""
+    from PIL import Image
+
+    prefix = data[:16]
+    for name in list(Image.ID):
+        factory, accept = Image.OPEN[name]
+        if accept is not None and accept(prefix) is not True:
+            continue
+        try:
+            with factory(io.BytesIO(data), "") as image:  # the header only
+                return image.size
+        except Exception:  # not this format after all: the next plugin may know it
+            continue
+    return None
+
+
+def _too_many(what: str) -> str:
+    return (
+        f"its header declares {what}, more than the limit of {MAX_IMAGE_PIXELS} pixels "
+        "(pytest_mlrepro.pipeline.MAX_IMAGE_PIXELS): refused before decoding (a decompression "
+        "bomb, or an image far larger than a classifier's input)"
+    )
+
+
+def _wide_samples(image: PIL.Image.Image) -> str | None:
+    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
+    every backend reduces to 8 bits by the high byte), else None. Read from the header."""
+    mode = image.mode
+    if mode == "F" or mode.startswith("F;"):
+        return "floating-point"
+    if mode.startswith("I;16"):
+        return "16-bit signed integer" if mode.endswith("S") else None
+    if mode == "I" or mode.startswith("I;32"):
+        # Pillow's mode "I" (int32) holds 16-bit PGM files as well as 32-bit TIFF ones.
+        bits, signed = 32, True
+        if image.format == "PPM":
+            bits, signed = 16, False  # maxval is at most 65535
+        elif image.format == "TIFF":
+            tags = getattr(image, "tag_v2", {})
+            bits = max(_ints(tags.get(258)) or [32])  # BitsPerSample
+            signed = any(kind != 1 for kind in _ints(tags.get(339)) or [1])  # SampleFormat
+        if bits > 16 or signed:
+            return f"{bits}-bit {'signed ' if signed else ''}integer"
+    return None
+
+
+def _ints(value: object) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [int(v) for v in value if isinstance(v, int)]
+    return []
+
+
 def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -153,7 +267,7 @@ def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
         with Image.open(io.BytesIO(data)) as im:
             if exif:
                 im = ImageOps.exif_transpose(im)
-            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit samples (checked): high byte
                 gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
                 return np.repeat(gray[:, :, None], 3, axis=2)
             return np.asarray(im.convert("RGB"))
@@ -170,10 +284,13 @@ def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
 def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
     import cv2
 
+    # IMREAD_COLOR reduces 16-bit samples to 8 bits by their high byte, as the other backends do.
     flags = cv2.IMREAD_COLOR if exif else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
     array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if array is None:
         raise SampleError(sample, "OpenCV cannot decode it")
+    if array.dtype != np.uint8:  # not expected after the header check: never wrapped silently
+        raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8-bit samples")
     return array
 
 
@@ -263,6 +380,11 @@ class Crop(Step):
     def apply(self, t: Tensor) -> Tensor:
         height, width = t.array.shape[:2]
         top, left, ch, cw = self.box(height, width)
+        if ch < 1 or cw < 1:  # an empty crop would go on as an all-black image
+            raise ValueError(
+                f"the crop of this {height}×{width} image is {ch}×{cw} pixels, empty: the "
+                f"image is too small for fraction {self.fraction}"
+            )
         array = t.array
         if ch > height or cw > width:
             if self.rounding != "torchvision":
@@ -577,13 +699,19 @@ class Pipeline:
             raise
         except Exception as exc:  # e.g. cv2.error: still this sample's failure, not the run's
             raise SampleError(sample, f"decode failed: {exc}") from exc
-        for step in self.steps[1:]:
+        for index, step in enumerate(self.steps[1:], 1):
             try:
                 t = step.apply(t)
             except (SampleError, Unavailable):
                 raise
             except Exception as exc:  # a step failing on one sample names that sample
                 raise SampleError(sample, f"{step.op} failed: {exc}") from exc
+            if t.array.size == 0:  # no pixels left: never passed on as a (black) image
+                raise SampleError(
+                    sample,
+                    f"{step.op} (preprocessing step {index}) produced an empty "
+                    f"{'×'.join(map(str, t.array.shape))} image",
+                )
         return t.array
 
     def trace(self, data: bytes, sample: str) -> list[tuple[str, np.ndarray]]:

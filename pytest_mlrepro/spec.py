@@ -17,7 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from . import pipeline
 from ._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
 from ._yaml import Path as KeyPath
-from ._yaml import load_yaml
+from ._yaml import load_yaml, read_limited
 from .errors import ManifestError
 from .timing import STATISTICS
 
@@ -489,10 +489,7 @@ def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
     """Read and validate one manifest file. ``display`` is the name errors use (default: path)."""
     path = Path(path)
     shown = display or str(path)
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(shown, None, "", f"cannot read: {exc.strerror}") from None
+    content = read_limited(path, shown)  # the size limit is checked before the file is read
     data, lines = load_yaml(content, shown)
     manifest = parse_manifest(data, shown, lines)
     return dataclasses.replace(manifest, path=path)
