@@ -522,6 +522,15 @@ def diagnose(
             f"with the golden's own recorded pipeline, this machine's {e.op} output differs "
             f"from the golden's: {e.text}"
         )
+    if data is not None and golden.probes is not None:
+        # A probe whose file changed differs from its fingerprints because of the data.
+        listed = golden.probes.get("samples")
+        moved = [i for i in listed if i in data.ids] if isinstance(listed, list) else []
+        if moved:
+            step_lines.append(
+                f"{len(moved)} of these probes' data changed since the golden "
+                f"({', '.join(moved[:3])}): their steps differ because their files did"
+            )
     later = [
         s.op
         for s in steps_report.steps

@@ -356,11 +356,10 @@ class AccuracyItem(pytest.Item):
                 verb = "recorded" if action == "recorded" else "updated"
                 self._prop("verdict", f"reference disagreement (golden not {verb})")
                 raise MlreproFailure(
-                    f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb}: the results "
-                    f"disagree with the manifest's reference, so {shown_golden} is left as it "
-                    "was. If the new results are right and the reference is not, record them "
-                    f"anyway with\n  pytest {shown} --mlrepro-update "
-                    "--mlrepro-update-despite-reference"
+                    f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} "
+                    "is left as it was):\n  the results disagree with the manifest's reference. "
+                    "If they are right and the reference is not,\n  record them anyway with\n"
+                    f"    pytest {shown} --mlrepro-update --mlrepro-update-despite-reference"
                 )
             action += " despite reference disagreement"
         env = environment(result.runner_info)
