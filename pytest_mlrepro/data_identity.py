@@ -95,7 +95,7 @@ def data_change(golden: Golden, now: Results, now_files: Mapping[str, str]) -> D
         samples=len(shared),
         files=[]
         if files is None
-        else [s for s in shared if s in now_files and files.get(s) != now_files[s]],
+        else [s for s in shared if s in now_files and s in files and files[s] != now_files[s]],
         labels=[
             LabelChange(s, recorded[s], current[s]) for s in shared if recorded[s] != current[s]
         ],
