@@ -215,11 +215,11 @@ class AccuracyItem(pytest.Item):
         verdict. A golden written despite a disagreement keeps its "golden ..." verdict."""
         if ref is None or (ref.agrees is not False and not ref.error):
             return
+        if self._written is not None:  # the verdict stays "golden ...": it was written
+            raise MlreproFailure(f"{self._written}\n{ref.text}")
         if ref.error:
             self._prop("verdict", "error")
             raise MlreproFailure(ref.text)
-        if self._written is not None:
-            raise MlreproFailure(f"{self._written}\n{ref.text}")
         self._prop("verdict", "reference disagreement")
         raise MlreproFailure(ref.text)
 

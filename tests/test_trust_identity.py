@@ -171,6 +171,23 @@ def test_an_update_despite_the_reference_is_recorded_and_reported_as_written(
     assert verdicts(again)["tiny_edit"] == "reference disagreement"
 
 
+def test_a_golden_written_beside_a_broken_reference_is_reported_as_written(tiny: Tiny) -> None:
+    tiny.manifest("tiny_onnx")
+    tiny.manifest("tiny_edit", extra=REFERENCE)
+    tiny.run("--mlrepro-update", "-k", "tiny_onnx").assert_outcomes(passed=1)
+    tiny.golden("tiny_onnx").write_text("{")  # the reference's golden no longer parses
+    result = tiny.run("--mlrepro-update", "-k", "tiny_edit")
+    result.assert_outcomes(failed=1)  # the reference could not be checked: a failure
+    assert tiny.golden("tiny_edit").exists()
+    result.stdout.fnmatch_lines(
+        [
+            "manifests/tiny_edit.yaml [[]cpu]: golden recorded: golden/tiny_edit.json",
+            "*tiny_onnx.json:1: not valid JSON*",
+        ]
+    )
+    assert verdicts(result)["tiny_edit"] == "golden recorded"
+
+
 def test_the_opt_in_only_goes_with_an_update(tiny: Tiny) -> None:
     tiny.manifest("tiny_onnx")
     result = tiny.run("--mlrepro-update-despite-reference")
