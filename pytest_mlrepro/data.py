@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
 
@@ -73,6 +73,9 @@ class ResolvedDataset:
     samples: tuple[Sample, ...]
     class_names: tuple[str, ...] | None
     origin: str
+    # {sample id: sha256} of the samples, as the checksum list gives it (every file was verified
+    # against it): the identity of the data that a golden records (``data_identity.py``).
+    checksums: dict[str, str] = field(default_factory=dict)
 
 
 def read_checksums(path: Path) -> dict[str, str]:
@@ -273,7 +276,11 @@ class _Resolver:
             for sample_id, label in contents.samples
         )
         return ResolvedDataset(
-            root=folder, samples=samples, class_names=contents.class_names, origin=origin
+            root=folder,
+            samples=samples,
+            class_names=contents.class_names,
+            origin=origin,
+            checksums={sample.id: self.checksums[sample.id] for sample in samples},
         )
 
     def _unavailable(self, searched: Sequence[str]) -> DatasetUnavailable:

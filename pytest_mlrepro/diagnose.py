@@ -1,6 +1,8 @@
 """From a drift to its likely cause: which pitfall, step or environment change moved the results.
 
-Runs only when an item fails against its golden. Four sources of evidence, most telling first:
+Runs only when an item fails against its golden. A change of the data itself (a file whose
+sha256 or label differs from the golden's, ``data_identity.py``) is named before anything else;
+then four sources of evidence, most telling first:
 
 1. **counterfactual probes**: re-run a probe subset (64 samples by default, half of them samples
    whose prediction changed) with one known pitfall flipped at a time (``pitfalls.py``), and with
@@ -12,6 +14,9 @@ Runs only when an item fails against its golden. Four sources of evidence, most 
    preprocessing step whose output differs, and by how much; and whether this machine reproduces
    the golden's fingerprints with the recorded pipeline (if not, the environment changed them);
 4. the **environment diff** (framework and library versions, libjpeg, threads, device).
+
+When every sample's ranking is the golden's and only the scores moved, the lead says so (the
+score transform changed: a softmax applied twice, a temperature) rather than naming no cause.
 
 The result is a lead sentence (the most likely cause) followed by the evidence, readable at 100
 columns. Nothing here raises on odd input: a diagnosis that cannot be made says why.
@@ -32,9 +37,10 @@ from . import pitfalls
 from . import probes as probe_store
 from ._schema import Context, convert_dataclass
 from .counterfactual import score_pipelines
-from .data import Sample
+from .data import ResolvedDataset, Sample
+from .data_identity import DataChange
 from .errors import ManifestError
-from .evaluate import Evaluation, results_of
+from .evaluate import Evaluation, results_of, run_model
 from .fingerprint import environment
 from .golden import Golden
 from .metrics import Comparison, Results, compare
@@ -439,10 +445,12 @@ def diagnose(
     evaluation: Evaluation,
     *,
     probes: int = probe_store.PROBES,
+    data: DataChange | None = None,
 ) -> Diagnosis:
     """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring).
 
     ``probes`` is the number of samples re-run per counterfactual (0: no counterfactuals).
+    ``data``: what changed in the data since the golden (None: not known).
     The model in ``evaluation.runner`` is reused; nothing is reloaded or re-verified.
     """
     start = time.perf_counter()
@@ -488,7 +496,12 @@ def diagnose(
     env_now = environment(evaluation.runner_info)
     env_changes = _env_diff(golden.environment, env_now)
 
-    lead, cause = _lead(changes, steps_report, tried, baseline, env_changes, tol.score)
+    transform = _score_transform(manifest, golden, comparison, evaluation, changes)
+    lead, cause = _lead(changes, steps_report, tried, baseline, env_changes, tol.score, transform)
+    if data is not None and data.changed:
+        lead, cause = _data_lead(data, comparison, lead), "data"
+    if data is not None:
+        sections.append(("the data against the golden's:", _data_lines(data)))
 
     # Evidence.
     shown_changes = [c for c in changes if c.area != "neutral"]
@@ -509,6 +522,15 @@ def diagnose(
             f"with the golden's own recorded pipeline, this machine's {e.op} output differs "
             f"from the golden's: {e.text}"
         )
+    if data is not None and golden.probes is not None:
+        # A probe whose file changed differs from its fingerprints because of the data.
+        listed = golden.probes.get("samples")
+        moved = [i for i in listed if i in data.ids] if isinstance(listed, list) else []
+        if moved:
+            step_lines.append(
+                f"{len(moved)} of these probes' data changed since the golden "
+                f"({', '.join(moved[:3])}): their steps differ because their files did"
+            )
     later = [
         s.op
         for s in steps_report.steps
@@ -681,6 +703,7 @@ def _lead(
     baseline: Counterfactual | None,
     env_changes: list[tuple[str, Any, Any]],
     score_tol: float,
+    transform: str | None = None,
 ) -> tuple[str, str]:
     model_changes = [c for c in changes if c.area == "model"]
     pre_changes = [c for c in changes if c.area == "preprocess"]
@@ -736,6 +759,10 @@ def _lead(
             category,
         )
     env_step = steps_report.environment_step
+    if transform is not None and env_step is None and steps_report.first is None:
+        # Same pixels (or none recorded), same ranking everywhere: the scores were transformed.
+        how = f"{model_text}, and {transform}" if model_text else transform
+        return f"Likely cause: the score transform — {how}.", "score transform"
     if env_step is not None and not pre_changes:
         env = _relevant_env(env_changes, steps_report) or env_changes[:3]
         changed = f", and {_env_text(env)}" if env else ""
@@ -787,6 +814,95 @@ def _lead(
     )
 
 
+def _data_lead(data: DataChange, comparison: Comparison, other: str) -> str:
+    """The lead when the data changed: what changed, then whether it covers the drift."""
+    lead = "Likely cause: the data — " + "; ".join(data.parts())
+    moved = [c.id for c in comparison.changed]
+    elsewhere = [i for i in moved if i not in data.ids]
+    rest = other.removeprefix("Likely cause")
+    if moved and not elsewhere:
+        return lead + f"; every sample whose prediction changed ({len(moved)}) is among them."
+    if elsewhere:
+        return (
+            lead + f". But {len(elsewhere)} of the {len(moved)} samples whose prediction changed "
+            f"have the golden's data, so something else changed too — likely cause{rest}"
+        )
+    if data.labels and not data.files and not data.added:
+        return lead + "; every prediction is the golden's: the accuracy moved with the labels."
+    worst = comparison.max_score_diff_id
+    if worst and worst not in data.ids and "score" in comparison.failures:
+        return (
+            lead + f". But the largest score difference is on {worst}, whose data is the "
+            f"golden's, so something else changed too — likely cause{rest}"
+        )
+    return lead + "."
+
+
+def _data_lines(data: DataChange) -> list[str]:
+    lines = data.parts()
+    if not data.files_known:
+        lines.append(
+            "the golden records no checksum of its files (recorded before pytest-mlrepro kept "
+            "them; --mlrepro-update adds them): only labels and the sample set are compared"
+        )
+    elif not data.changed:
+        lines.append(f"unchanged: the {data.samples} files (sha256) and their labels")
+    return lines
+
+
+def _score_transform(
+    manifest: Manifest,
+    golden: Golden,
+    comparison: Comparison,
+    evaluation: Evaluation,
+    changes: list[Change],
+) -> str | None:
+    """When every shared sample ranks its classes as the golden did (its recorded top-k, in
+    order) and only the scores moved: the sentence that says so and why; else None."""
+    g, now = golden.results, evaluation.results
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(g.ids) if sample in index]
+    if not shared or comparison.changed or "score" not in comparison.failures:
+        return None
+    k = min(g.topk.shape[1], now.topk.shape[1])
+    rows = np.asarray([index[g.ids[i]] for i in shared], np.int64)
+    if not np.array_equal(g.topk[shared, :k], now.topk[rows, :k]):
+        return None
+    lead = (
+        f"the ranking is identical to the golden's on every sample (top-{k} classes in the "
+        f"same order on all {len(shared)}), only the scores moved (max diff "
+        f"{_num(comparison.max_score_diff)} on {comparison.max_score_diff_id})"
+    )
+    post = [c for c in changes if c.path.startswith("postprocess")]
+    if post:
+        return f"{lead}: the manifest {' and '.join(c.brief() for c in post)}"
+    if manifest.postprocess.softmax and _outputs_are_probabilities(manifest, evaluation):
+        return (
+            f"{lead}: the model's own outputs are already probabilities (non-negative, summing "
+            "to 1: it applies its own softmax) and the manifest applies postprocess.softmax on "
+            "top (set postprocess.softmax: false, or export the model without its softmax)"
+        )
+    return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
+
+
+def _outputs_are_probabilities(manifest: Manifest, evaluation: Evaluation, n: int = 8) -> bool:
+    """Whether the model's raw outputs (before the manifest's softmax) on a few samples are
+    already probability vectors. Re-runs them on the loaded model; False if it cannot."""
+    if evaluation.runner is None or not evaluation.samples:
+        return False
+    subset = ResolvedDataset(
+        root=evaluation.samples[0].path.parent,
+        samples=tuple(evaluation.samples[:n]),
+        class_names=None,
+        origin="diagnosis probes",
+    )
+    try:
+        raw = run_model(evaluation.runner, manifest, subset).astype(np.float64)
+    except Exception:  # a diagnosis never raises: without the outputs, make no claim
+        return False
+    return bool(np.all(raw >= -1e-6) and np.allclose(raw.sum(axis=1), 1.0, atol=1e-4))
+
+
 def _and(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -811,11 +927,12 @@ def explain(
     evaluation: Evaluation,
     *,
     probes: int = probe_store.PROBES,
+    data: DataChange | None = None,
 ) -> tuple[str, str]:
     """(text, cause) of :func:`diagnose`; never raises: a diagnosis that fails says so and the
     verdict it would have explained stands on its own."""
     try:
-        d = diagnose(manifest, golden, comparison, evaluation, probes=probes)
+        d = diagnose(manifest, golden, comparison, evaluation, probes=probes, data=data)
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
     return d.render(), d.cause

@@ -3,6 +3,8 @@
 Layout of a golden (keys sorted, one sample per line so that a diff shows which samples moved)::
 
     {
+      "data": {"<sample id>": "<sha256>", ...}, optional: the data it was measured on, one file
+                                       a line (the labels are in "samples")
       "environment": {...},            where it was recorded
       "format": 1,
       "manifest": {...},               the manifest as recorded, every default filled in
@@ -19,6 +21,7 @@ Layout of a golden (keys sorted, one sample per line so that a diff shows which 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,9 @@ class Golden:
     # Per-step fingerprints of a few probe samples, for diagnosis (probes.py); None in goldens
     # recorded before they existed, which still load.
     probes: dict[str, Any] | None = None
+    # {sample id: sha256} of the files the results were measured on (with the labels in
+    # ``results``, the identity of the data); None in goldens recorded before it existed.
+    data: dict[str, str] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -81,6 +87,8 @@ def dumps(golden: Golden) -> str:
         "environment": golden.environment,
         "metrics": golden.metrics,
     }
+    if golden.data is not None:
+        head["data"] = golden.data  # a flat mapping: one file a line, sorted
     text = json.dumps(head, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     r = golden.results
     rows = [
@@ -206,4 +214,21 @@ def _parse(data: Any) -> Golden:
         environment=environment,
         results=results,
         probes=probes,
+        data=_parse_data(data.get("data")),
     )
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _parse_data(block: Any) -> dict[str, str] | None:
+    """The optional ``data`` block: a sha256 (lowercase hex) per file. A sample without one (or
+    a file without its sample) is only not compared (``data_identity.py``)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise ValueError("'data' must be a mapping of sample id to sha256")
+    for sample, digest in block.items():
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise ValueError(f"data: {sample!r}: expected a sha256 (64 hex digits), got {digest!r}")
+    return dict(block)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -11,6 +12,7 @@ import pytest
 
 from . import golden as golden_store
 from .data import resolve_dataset
+from .data_identity import DataChange, data_change
 from .determinism import controls_in_force
 from .errors import GoldenError, ManifestError, MlreproError, Unavailable
 from .evaluate import evaluate
@@ -27,6 +29,20 @@ PROPERTY_PREFIX = "mlrepro."
 
 class MlreproFailure(Exception):
     """A verdict or an error whose text is the whole story: shown without a traceback."""
+
+
+def _is_update(config: pytest.Config) -> bool:
+    return bool(config.getoption("mlrepro_update"))
+
+
+@dataclass(frozen=True)
+class ReferenceOutcome:
+    """What the reference check of one run found: ``agrees`` None when it could not run;
+    ``text`` the failure (or why it could not run); ``error``: a failure in its own right."""
+
+    agrees: bool | None
+    text: str
+    error: bool = False
 
 
 def _is_strict(config: pytest.Config) -> bool:
@@ -136,6 +152,9 @@ class AccuracyItem(pytest.Item):
         self.manifest = manifest
         self.device = device
         self.records = records  # only one device's item writes the (device-independent) golden
+        self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
+        self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
+        self._written: str | None = None  # what _record wrote, in words, once it did
 
     def _prop(self, key: str, value: Any) -> None:
         self.user_properties.append((PROPERTY_PREFIX + key, value))
@@ -163,13 +182,14 @@ class AccuracyItem(pytest.Item):
             raise MlreproFailure(str(exc)) from exc
 
     def runtest(self) -> None:
-        self._evaluation: tuple[Any, Any] | None = None  # (Evaluation, dataset) once it ran
         self._run_against_golden()
-        if self.manifest.reference is not None and self._evaluation is not None:
-            self._check_reference(*self._evaluation)
 
-    def _check_reference(self, result: Any, dataset: Any) -> None:
-        """The cross-runtime check (reference.py): this run against the reference's golden."""
+    def _check_reference(self, result: Any) -> ReferenceOutcome | None:
+        """The cross-runtime check (reference.py): this run against the reference's golden.
+        Never raises: the caller decides what its outcome does to the verdict (a drift still
+        shows it, an update is refused on a disagreement). None when no reference is declared."""
+        if self.manifest.reference is None:
+            return None
         from .reference import ReferenceGoldenMissing, check_reference
 
         shown = display_path(self.config, self.path)
@@ -178,30 +198,51 @@ class AccuracyItem(pytest.Item):
                 self.manifest, self.config.stash[settings_key], result.results, result.scores
             )
         except ReferenceGoldenMissing as exc:
-            if self.config.getoption("mlrepro_update"):  # recording both: no failure for order
-                self._prop("reference_verdict", f"not checked: {exc}")
-                return
-            self._prop("verdict", "error")
-            raise MlreproFailure(f"{shown}: {exc}") from None
+            self._prop("reference_verdict", f"not checked: {exc}")
+            # Recording both in one run: the reference's golden may come after this item.
+            return ReferenceOutcome(None, f"{shown}: {exc}", error=not _is_update(self.config))
         except MlreproError as exc:
-            self._prop("verdict", "error")
-            raise MlreproFailure(str(exc)) from exc
+            self._prop("reference_verdict", "error")
+            return ReferenceOutcome(None, str(exc), error=True)
         for key, value in check.properties():
             self._prop(key, value)
         self._prop("reference_verdict", "agree" if check.ok else "disagree")
-        if not check.ok:
-            self._prop("verdict", "reference disagreement")
-            raise MlreproFailure(f"{shown} [{self.device}]: " + check.explain(dataset.class_names))
+        text = "" if check.ok else f"{shown} [{self.device}]: " + check.explain(self.classes)
+        return ReferenceOutcome(check.ok, text)
+
+    def _finish_reference(self, ref: ReferenceOutcome | None) -> None:
+        """After the golden comparison passed (or the golden was written): the reference's
+        verdict. A golden written despite a disagreement keeps its "golden ..." verdict."""
+        if ref is None or (ref.agrees is not False and not ref.error):
+            return
+        if self._written is not None:  # the verdict stays "golden ...": it was written
+            raise MlreproFailure(f"{self._written}\n{ref.text}")
+        if ref.error:
+            self._prop("verdict", "error")
+            raise MlreproFailure(ref.text)
+        self._prop("verdict", "reference disagreement")
+        raise MlreproFailure(ref.text)
+
+    def _fail(self, verdict: str, text: str, ref: ReferenceOutcome | None) -> NoReturn:
+        """Fail with ``text``, followed by the reference check's outcome when there is one."""
+        self._prop("verdict", verdict)
+        if ref is not None and ref.text:
+            text += "\n\nreference check:\n" + ref.text
+        elif ref is not None and ref.agrees:
+            text += "\n\nreference check: agrees with its reference"
+        raise MlreproFailure(text)
 
     def _run_against_golden(self) -> None:
         m, settings = self.manifest, self.config.stash[settings_key]
         shown = display_path(self.config, self.path)
-        update = bool(self.config.getoption("mlrepro_update"))
+        update = _is_update(self.config)
+        self._written = None
         self._prop("manifest", m.name)
         self._prop("device", self.device)
         self._prop("framework", m.framework.name)
         (result,), dataset = self._evaluate()
-        self._evaluation = (result, dataset)
+        self.classes = dataset.class_names
+        self._data_files = dataset.checksums
         now = result.results
         for key, value in (
             ("samples", len(now.ids)),
@@ -212,6 +253,8 @@ class AccuracyItem(pytest.Item):
             ("data", result.dataset_origin),
         ):
             self._prop(key, value)
+        # Before any golden is written: an update that contradicts the reference is refused.
+        ref = self._check_reference(result)
         path = golden_store.golden_path(m, settings)
         shown_golden = display_path(self.config, path)
         record_cmd = f"pytest {shown} --mlrepro-update"
@@ -220,49 +263,68 @@ class AccuracyItem(pytest.Item):
         except GoldenError as exc:
             exc = GoldenError(str(exc).replace(str(path), shown_golden))
             if not (update and self.records):
-                self._prop("verdict", "error")
-                raise MlreproFailure(
-                    f"{exc}\n(only --mlrepro-update replaces it: {record_cmd})"
-                ) from None
+                self._fail(
+                    "error", f"{exc}\n(only --mlrepro-update replaces it: {record_cmd})", ref
+                )
             golden = None
         if golden is None:
             if update and self.records:
-                self._record(path, result, "recorded")
+                self._record(path, result, "recorded", ref)
+                self._finish_reference(ref)
                 return
-            self._prop("verdict", "no golden")
-            raise MlreproFailure(f"no golden at {shown_golden}: record one with\n  {record_cmd}")
+            self._fail(
+                "no golden", f"no golden at {shown_golden}: record one with\n  {record_cmd}", ref
+            )
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         self._prop("agreement", round(comparison.agreement, 6))
         if math.isfinite(comparison.max_score_diff):
             self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self._prop("golden", shown_golden)
+        change = data_change(golden, now, self._data_files)
+        if change.changed:
+            self._prop("data_changed", change.summary())
         if comparison.ok:
             if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
-                self._record(path, result, "updated (manifest changed)")
+                self._record(path, result, "updated (manifest changed)", ref)
             elif update and self.records and not self._probes_up_to_date(golden, result):
-                self._record(path, result, "updated (step probes added)")
+                self._record(path, result, "updated (step probes added)", ref)
+            elif update and self.records and (change.changed or golden.data != self._data_files):
+                # Results within tolerance on other data (or a golden that predates the data
+                # block): the golden records the data it now stands for.
+                what = "data identity added" if golden.data is None else "data changed"
+                self._record(path, result, f"updated ({what})", ref)
             else:
                 self._prop("verdict", "pass")
+            self._finish_reference(ref)
             return
         if update and self.records:
-            self._record(path, result, "updated")
+            self._record(path, result, "updated", ref)
+            self._finish_reference(ref)
             return
-        self._prop("verdict", "drift")
-        classes = dataset.class_names
-        raise MlreproFailure(
+        self._fail(
+            "drift",
             f"{shown} [{self.device}]: "
-            + explain(comparison, shown_golden, classes, record_cmd)
-            + self._diagnosis(golden, comparison, result)
+            + explain(
+                comparison,
+                shown_golden,
+                self.classes,
+                record_cmd,
+                data=change.summary() if change.changed else "",
+            )
+            + self._diagnosis(golden, comparison, result, change),
+            ref,
         )
 
-    def _diagnosis(self, golden: Any, comparison: Any, result: Any) -> str:
+    def _diagnosis(self, golden: Any, comparison: Any, result: Any, change: DataChange) -> str:
         """The drift's likely cause (diagnose.py), appended to the failure; "" when turned off."""
         probes = diagnosis_probes(self.config)
         if probes is None:
             return ""
         from .diagnose import explain as explain_drift
 
-        text, cause = explain_drift(self.manifest, golden, comparison, result, probes=probes)
+        text, cause = explain_drift(
+            self.manifest, golden, comparison, result, probes=probes, data=change
+        )
         self._prop("diagnosis", cause)
         return "\n\n" + text
 
@@ -284,7 +346,23 @@ class AccuracyItem(pytest.Item):
         n = step_probes(self.config)
         return probes.up_to_date(golden.probes, self.manifest.input.preprocess, result.samples, n)
 
-    def _record(self, path: Path, result: Any, action: str) -> None:
+    def _record(
+        self, path: Path, result: Any, action: str, ref: ReferenceOutcome | None = None
+    ) -> None:
+        """Write the golden, and say so in the verdict. Results that contradict the manifest's
+        own reference are not written unless --mlrepro-update-despite-reference asks for it."""
+        shown, shown_golden = display_path(self.config, self.path), display_path(self.config, path)
+        if ref is not None and ref.agrees is False:
+            if not self.config.getoption("mlrepro_update_despite_reference", False):
+                verb = "recorded" if action == "recorded" else "updated"
+                self._prop("verdict", f"reference disagreement (golden not {verb})")
+                raise MlreproFailure(
+                    f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} "
+                    "is left as it was):\n  the results disagree with the manifest's reference. "
+                    "If they are right and the reference is not,\n  record them anyway with\n"
+                    f"    pytest {shown} --mlrepro-update --mlrepro-update-despite-reference"
+                )
+            action += " despite reference disagreement"
         env = environment(result.runner_info)
         golden_store.write(
             path,
@@ -294,10 +372,12 @@ class AccuracyItem(pytest.Item):
                 environment=env,
                 results=result.results,
                 probes=self._step_probes(result),
+                data=dict(sorted(self._data_files.items())),
             ),
         )
+        self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
         self._prop("verdict", f"golden {action}")
-        self._prop("golden", display_path(self.config, path))
+        self._prop("golden", shown_golden)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):

@@ -14,6 +14,26 @@ _PREFIX = "mlrepro."
 _rows: list[dict[str, Any]] = []
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("mlrepro").addoption(
+        "--mlrepro-update-despite-reference",
+        action="store_true",
+        dest="mlrepro_update_despite_reference",
+        help="with --mlrepro-update, record goldens even when the results disagree with the "
+        "manifest's reference (by default they are not recorded: the reference says the two "
+        "must agree); the item still fails on the disagreement",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("mlrepro_update_despite_reference") and not config.getoption(
+        "mlrepro_update"
+    ):
+        raise pytest.UsageError(
+            "--mlrepro-update-despite-reference only applies with --mlrepro-update"
+        )
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Keep the reference properties of each item (on the controller under xdist)."""
     if report.when != "call":

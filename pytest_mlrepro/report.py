@@ -23,13 +23,22 @@ def _name(classes: Sequence[str] | None, index: int) -> str:
 
 
 def explain(
-    c: Comparison, golden: str, classes: Sequence[str] | None, update: str, examples: int = 5
+    c: Comparison,
+    golden: str,
+    classes: Sequence[str] | None,
+    update: str,
+    examples: int = 5,
+    data: str = "",
 ) -> str:
-    """Golden vs now side by side, the failed levels, a few changed samples, how to re-record."""
+    """Golden vs now side by side, the failed levels, a few changed samples, how to re-record.
+    ``data``: what changed in the data since the golden (``data_identity.py``), said first."""
     tol = c.tolerances
     failed = c.failures
     lead = ", ".join(_LEVEL_NAMES[f] for f in failed)
-    lines = [f"results drifted from the golden ({lead} outside tolerance)", ""]
+    lines = [f"results drifted from the golden ({lead} outside tolerance)"]
+    if data:
+        lines.append(f"  {data}")
+    lines.append("")
     rows = [
         ("", "golden", "now", "change", "tolerance"),
         (
