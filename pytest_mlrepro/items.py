@@ -12,7 +12,7 @@ import pytest
 from . import golden as golden_store
 from .data import resolve_dataset
 from .determinism import controls_in_force
-from .errors import GoldenError, ManifestError, MlreproError, Unavailable
+from .errors import GoldenError, ManifestError, MlreproError, OutputError, Unavailable
 from .evaluate import evaluate
 from .fingerprint import environment
 from .metrics import compare
@@ -82,6 +82,8 @@ class ManifestFile(pytest.File):
         shown = display_path(self.config, self.path)
         try:
             manifest = load_manifest(self.path, display=shown)
+            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
+            golden_store.golden_path(manifest, self.config.stash[settings_key])
         except ManifestError as exc:
             return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
         devices = devices_for(manifest, self.config)
@@ -193,6 +195,42 @@ class AccuracyItem(pytest.Item):
             self._prop("verdict", "reference disagreement")
             raise MlreproFailure(f"{shown} [{self.device}]: " + check.explain(dataset.class_names))
 
+    def _read_golden(self, path: Path, record_cmd: str) -> golden_store.Golden | None:
+        """The golden at ``path``, validated and checked to be this manifest's, before anything
+        runs. An invalid one fails the item (an update run replaces it: None); one recorded from
+        another manifest that still claims it fails the item in every run."""
+        m, settings = self.manifest, self.config.stash[settings_key]
+        update = bool(self.config.getoption("mlrepro_update")) and self.records
+        shown = display_path(self.config, self.path)
+        shown_golden = display_path(self.config, path)
+        try:
+            golden = golden_store.read(path, settings.golden_dir)
+            if golden is not None:
+                golden_store.check_owner(golden, path, m, (str(path), shown))
+        except golden_store.GoldenNotAFile as exc:
+            self._prop("verdict", "error")
+            raise MlreproFailure(str(exc).replace(str(path), shown_golden)) from None
+        except GoldenError as exc:
+            if not update:
+                self._prop("verdict", "error")
+                raise MlreproFailure(
+                    f"{str(exc).replace(str(path), shown_golden)}\n"
+                    f"(only --mlrepro-update replaces it: {record_cmd})"
+                ) from None
+            return None
+        if golden is None:
+            return None
+        other = golden_store.claimed_by_another(golden, path, m, settings)
+        if other is not None:
+            self._prop("verdict", "golden claimed")
+            raise MlreproFailure(
+                f"{shown}: its golden {shown_golden} was recorded from {other}, which still "
+                f"claims it: two manifests named {m.name!r} cannot share one golden file (each "
+                "--mlrepro-update would overwrite the other's results); give one of them "
+                "another 'name' or a 'golden:' path. Nothing was run or written."
+            )
+        return golden
+
     def _run_against_golden(self) -> None:
         m, settings = self.manifest, self.config.stash[settings_key]
         shown = display_path(self.config, self.path)
@@ -200,6 +238,10 @@ class AccuracyItem(pytest.Item):
         self._prop("manifest", m.name)
         self._prop("device", self.device)
         self._prop("framework", m.framework.name)
+        path = golden_store.golden_path(m, settings)
+        shown_golden = display_path(self.config, path)
+        record_cmd = f"pytest {shown} --mlrepro-update"
+        golden = self._read_golden(path, record_cmd)
         (result,), dataset = self._evaluate()
         self._evaluation = (result, dataset)
         now = result.results
@@ -212,35 +254,40 @@ class AccuracyItem(pytest.Item):
             ("data", result.dataset_origin),
         ):
             self._prop(key, value)
-        path = golden_store.golden_path(m, settings)
-        shown_golden = display_path(self.config, path)
-        record_cmd = f"pytest {shown} --mlrepro-update"
-        try:
-            golden = golden_store.read(path)
-        except GoldenError as exc:
-            exc = GoldenError(str(exc).replace(str(path), shown_golden))
-            if not (update and self.records):
-                self._prop("verdict", "error")
-                raise MlreproFailure(
-                    f"{exc}\n(only --mlrepro-update replaces it: {record_cmd})"
-                ) from None
-            golden = None
         if golden is None:
             if update and self.records:
                 self._record(path, result, "recorded")
                 return
             self._prop("verdict", "no golden")
             raise MlreproFailure(f"no golden at {shown_golden}: record one with\n  {record_cmd}")
+        recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
+        classes_now = int(result.scores.shape[1])
+        if recorded_classes != classes_now:
+            # Nothing to compare sample by sample: the class indices mean other classes.
+            self._prop("golden", shown_golden)
+            if update and self.records:
+                self._record(path, result, "updated (number of classes changed)")
+                return
+            self._prop("verdict", "drift")
+            raise MlreproFailure(
+                f"{shown} [{self.device}]: the golden {shown_golden} was recorded with "
+                f"{recorded_classes} classes, the model now has {classes_now}: its results "
+                "cannot be compared. If the change is intended, record a new golden:\n"
+                f"  {record_cmd}"
+            )
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         self._prop("agreement", round(comparison.agreement, 6))
         if math.isfinite(comparison.max_score_diff):
             self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self._prop("golden", shown_golden)
         if comparison.ok:
+            current_file = golden_store.manifest_file_of(self.path, settings)
             if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
                 self._record(path, result, "updated (manifest changed)")
             elif update and self.records and not self._probes_up_to_date(golden, result):
                 self._record(path, result, "updated (step probes added)")
+            elif update and self.records and golden.manifest_file != current_file:
+                self._record(path, result, "updated (manifest file recorded)")
             else:
                 self._prop("verdict", "pass")
             return
@@ -285,17 +332,22 @@ class AccuracyItem(pytest.Item):
         return probes.up_to_date(golden.probes, self.manifest.input.preprocess, result.samples, n)
 
     def _record(self, path: Path, result: Any, action: str) -> None:
+        settings = self.config.stash[settings_key]
         env = environment(result.runner_info)
-        golden_store.write(
-            path,
-            golden_store.Golden(
-                name=self.manifest.name,
-                manifest=self.manifest.normalized(),
-                environment=env,
-                results=result.results,
-                probes=self._step_probes(result),
-            ),
+        golden = golden_store.Golden(
+            name=self.manifest.name,
+            manifest=self.manifest.normalized(),
+            environment=env,
+            results=result.results,
+            probes=self._step_probes(result),
+            manifest_file=golden_store.manifest_file_of(self.path, settings),
         )
+        try:
+            golden_store.write(path, golden, settings.golden_dir)
+        except OutputError as exc:
+            self._prop("verdict", "error")
+            shown = display_path(self.config, path)
+            raise MlreproFailure(str(exc).replace(str(path), shown)) from None
         self._prop("verdict", f"golden {action}")
         self._prop("golden", display_path(self.config, path))
 
