@@ -99,11 +99,15 @@ def read_regular_bytes(path: Path, inside: Path | None = None) -> bytes | None:
         if exc.errno == errno.EISDIR:
             raise NotARegularFile(f"{path} is a folder") from None
         raise
-    with os.fdopen(fd, "rb") as fh:
+    try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotARegularFile(f"{path} is {_kind(mode)}")
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
         return fh.read()
 
 

@@ -240,7 +240,7 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     try:
         return validate(data)
     except InvalidField as exc:
-        line = _line_of(path, exc.field)
+        line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
         raise GoldenError(
             f"{where}: {render_field(exc.field)}: {exc.message}; fix it or record it again "
@@ -431,9 +431,10 @@ def validate(data: Any) -> Golden:
     )
 
 
-def _line_of(path: Path, field: Field) -> int | None:
-    """The line of ``field`` in the golden at ``path``, for the layout :func:`dumps` writes (one
-    sample per line, top-level keys at two spaces); None where the file is laid out otherwise."""
+def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
+    """The line of ``field`` in the golden at ``path`` (parsed: ``data``), for the layout
+    :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
+    is laid out otherwise."""
     try:
         lines = (read_regular_bytes(path) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -446,9 +447,15 @@ def _line_of(path: Path, field: Field) -> int | None:
         return None
     if key == "samples" and len(field) > 1 and isinstance(field[1], int):
         n = start + 1 + field[1]
-        if n < len(lines) and lines[n].lstrip().startswith("["):
-            return n + 1
-        return None
+        if n >= len(lines) or not isinstance(data, dict):
+            return None
+        try:  # the line must hold exactly that sample (dumps compares NaN alike)
+            same = json.dumps(json.loads(lines[n].strip().rstrip(","))) == json.dumps(
+                data["samples"][field[1]]
+            )
+        except (ValueError, LookupError, TypeError):
+            return None
+        return n + 1 if same else None
     if len(field) > 1 and isinstance(field[1], str):
         for n in range(start + 1, len(lines)):
             if lines[n].startswith(f'    "{field[1]}":'):
@@ -468,7 +475,7 @@ def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[
         line = _line_of(path, ("name",))
         where = f"{shown[0]}:{line}" if line else shown[0]
         raise GoldenError(
-            f"{where}: name: the golden is {golden.name!r}'s, not {manifest.name!r}'s "
+            f"{where}: name: the golden belongs to {golden.name!r}, not to {manifest.name!r} "
             f"({shown[1]}); fix it or record it again with --mlrepro-update"
         )
 
