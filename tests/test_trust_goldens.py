@@ -429,7 +429,6 @@ def test_a_golden_too_large_to_write_is_one_clear_failure_and_the_old_golden_sta
         text=True,
         timeout=300,
         preexec_fn=_limit_file_size(len(before) // 2),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     output = done.stdout + done.stderr
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, output
