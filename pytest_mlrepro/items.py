@@ -196,8 +196,7 @@ class AccuracyItem(pytest.Item):
             raise MlreproFailure(f"{shown} [{self.device}]: " + check.explain(dataset.class_names))
 
     def _read_golden(self, path: Path, record_cmd: str) -> golden_store.Golden | None:
-        """The golden at ``path``, validated and checked to be this manifest's, before anything
-        runs. An invalid one fails the item (an update run replaces it: None); one recorded from
+        """The golden at ``path``, validated and checked to be this manifest's. An invalid one fails the item (an update run replaces it: None); one recorded from
         another manifest that still claims it fails the item in every run."""
         m, settings = self.manifest, self.config.stash[settings_key]
         update = bool(self.config.getoption("mlrepro_update")) and self.records
@@ -227,7 +226,7 @@ class AccuracyItem(pytest.Item):
                 f"{shown}: its golden {shown_golden} was recorded from {other}, which still "
                 f"claims it: two manifests named {m.name!r} cannot share one golden file (each "
                 "--mlrepro-update would overwrite the other's results); give one of them "
-                "another 'name' or a 'golden:' path. Nothing was run or written."
+                "another 'name' or a 'golden:' path. Nothing was written."
             )
         return golden
 
@@ -238,10 +237,6 @@ class AccuracyItem(pytest.Item):
         self._prop("manifest", m.name)
         self._prop("device", self.device)
         self._prop("framework", m.framework.name)
-        path = golden_store.golden_path(m, settings)
-        shown_golden = display_path(self.config, path)
-        record_cmd = f"pytest {shown} --mlrepro-update"
-        golden = self._read_golden(path, record_cmd)
         (result,), dataset = self._evaluate()
         self._evaluation = (result, dataset)
         now = result.results
@@ -254,6 +249,10 @@ class AccuracyItem(pytest.Item):
             ("data", result.dataset_origin),
         ):
             self._prop(key, value)
+        path = golden_store.golden_path(m, settings)
+        shown_golden = display_path(self.config, path)
+        record_cmd = f"pytest {shown} --mlrepro-update"
+        golden = self._read_golden(path, record_cmd)
         if golden is None:
             if update and self.records:
                 self._record(path, result, "recorded")

@@ -297,7 +297,7 @@ def test_a_manifest_with_the_same_name_cannot_take_over_a_golden_in_a_later_run(
             [
                 "manifests/second.yaml: its golden golden/tiny_twin.json was recorded from "
                 "manifests/first.yaml, which still claims it: two manifests named 'tiny_twin' "
-                "cannot share one golden file*Nothing was run or written."
+                "cannot share one golden file*Nothing was written."
             ]
         )
         assert project.golden("tiny_twin").read_bytes() == before
