@@ -440,3 +440,29 @@ def test_a_golden_too_large_to_write_is_one_clear_failure_and_the_old_golden_sta
     assert "Traceback" not in output, output
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["tiny_onnx.json"]  # no temp file
+
+
+def test_a_results_file_that_cannot_be_written_at_the_end_is_said_and_fails_the_run(
+    serial_project: Project,
+) -> None:
+    """The folder was writable at the start; the write itself fails (file too large): one clear
+    line, and the exit status says the run did not succeed although every item passed."""
+    project = serial_project
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *QUIET, "--mlrepro-json", "results.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_file_size(256),  # far below any results file
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "1 passed" in output, output
+    assert (
+        f"mlrepro: {project.path}/results.json: cannot write the results file (--mlrepro-json): "
+        "the file is larger than this process may write"
+    ) in output, output
+    assert "Traceback" not in output, output
+    assert not (project.path / "results.json").exists()
