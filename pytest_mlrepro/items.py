@@ -196,8 +196,9 @@ class AccuracyItem(pytest.Item):
             raise MlreproFailure(f"{shown} [{self.device}]: " + check.explain(dataset.class_names))
 
     def _read_golden(self, path: Path, record_cmd: str) -> golden_store.Golden | None:
-        """The golden at ``path``, validated and checked to be this manifest's. An invalid one fails the item (an update run replaces it: None); one recorded from
-        another manifest that still claims it fails the item in every run."""
+        """The golden at ``path``, validated and checked to be this manifest's. An invalid one
+        fails the item (an update run replaces it: None); one recorded from another manifest
+        that still claims it fails the item in every run."""
         m, settings = self.manifest, self.config.stash[settings_key]
         update = bool(self.config.getoption("mlrepro_update")) and self.records
         shown = display_path(self.config, self.path)
