@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import glob
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from .errors import OutputError
 
 
 def sha256_file(path: Path) -> str:
@@ -44,25 +48,147 @@ def _temp_pattern(path: Path) -> str:
     return f".{glob.escape(path.name)}.*.tmp"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+class NotARegularFile(OSError):
+    """A path that must be a plain file (or absent) is a symlink, a folder, a FIFO, a device..."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def check_real_folders(path: Path, inside: Path | None) -> None:
+    """Every folder between ``inside`` and ``path`` (exclusive) that exists is a real folder, not
+    a symlink (which could lead anywhere) nor a file. NotARegularFile names the first that is not.
+    Nothing is checked when ``inside`` is None or ``path`` is not below it."""
+    if inside is None or not path.is_relative_to(inside):
+        return
+    current = inside
+    for part in path.relative_to(inside).parts[:-1]:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
+            raise NotARegularFile(f"{current} is {_kind(mode)}, not a folder")
+
+
+def read_regular_bytes(path: Path, inside: Path | None = None) -> bytes | None:
+    """The bytes of the regular file at ``path``; None if there is no file. A symlink is not
+    followed, and a FIFO, folder or device is refused without blocking on it
+    (NotARegularFile); other OSErrors pass through. ``inside``: see :func:`check_real_folders`."""
+    check_real_folders(path, inside)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
+            raise NotARegularFile(f"{path} is a symbolic link") from None
+        if exc.errno == errno.EISDIR:
+            raise NotARegularFile(f"{path} is a folder") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(f"{path} is {_kind(mode)}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (os.umask can only set
+    it, and setting it briefly races with other threads creating files)."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as fh,
+    ):
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What to do about a write that failed, by errno: the message says what is wrong and the fix.
+_WRITE_FIXES = {
+    errno.ENOSPC: "the disk is full: free some space and run again",
+    errno.EDQUOT: "the disk quota is exhausted: free some space and run again",
+    errno.EFBIG: "the file is larger than this process may write (the file size limit, "
+    "`ulimit -f`, or the file system's largest file): raise the limit and run again",
+    errno.EROFS: "the file system is read-only: write to a writable checkout",
+    errno.EACCES: "permission denied: make the folder writable for this user",
+    errno.EPERM: "permission denied: make the folder writable for this user",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: move it away or choose "
+    "another path",
+    errno.EEXIST: "a part of the path exists and is not a folder: move it away or choose "
+    "another path",
+}
+
+
+def write_error(path: Path, exc: OSError, what: str) -> OutputError:
+    """The clear error for ``exc`` raised while writing ``what`` at ``path``."""
+    fix = _WRITE_FIXES.get(exc.errno or 0, f"{exc.strerror or exc}: fix that and run again")
+    return OutputError(f"{path}: cannot write the {what}: {fix}; nothing was changed there")
+
+
+def atomic_write_bytes(
+    path: Path, data: bytes, *, what: str = "file", inside: Path | None = None
+) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part.
 
     The data goes to a temporary file beside ``path`` (``.<name>.<random>.tmp``), is synced, and
     is renamed over ``path``. The writer holds an exclusive lock on the temporary file until the
     rename, so that :func:`stale_temp_files` can tell a killed writer's leftover from a live one.
+    The file gets the mode an editor would give it (0666 less the umask), not the temporary
+    file's 0600. ``path`` must be a regular file or absent: a symlink, folder or FIFO there is
+    refused, as is a symlinked folder between ``inside`` and ``path``. Any failure raises
+    OutputError (naming the file, what is wrong and the fix) and leaves the old file intact.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        check_real_folders(path, inside)
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise NotARegularFile(f"{path} is {_kind(mode)}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except NotARegularFile as exc:
+        raise OutputError(
+            f"{exc}: refusing to replace it with the {what} (a {what} must be a regular "
+            "file); remove it and run again"
+        ) from None
+    except OSError as exc:
+        raise write_error(path, exc, what) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise write_error(path, exc, what) from None
         raise
     with contextlib.suppress(OSError):
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -70,6 +196,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """Raise OutputError unless a file can be created in ``folder`` (or, if it does not exist
+    yet, in its nearest existing ancestor, where it will be created). Tries for real, with a
+    temporary file removed at once: permission bits say nothing for root, nor for read-only
+    mounts."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():  # a dangling symlink: mkdir would fail on it
+            break
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(probe))
+        fd, tmp = tempfile.mkstemp(prefix=".mlrepro-probe.", suffix=".tmp", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise write_error(folder, exc, what) from None
 
 
 def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path]:

@@ -215,8 +215,9 @@ def _pitfalls(args: argparse.Namespace) -> int:
     )
     print(table.render())
     if args.save:
-        path = sensitivity.table_path(golden_store.golden_path(manifest, settings))
-        sensitivity.save(path, table)
+        golden = golden_store.golden_path(manifest, settings)
+        path = sensitivity.table_path(golden, settings.golden_dir)
+        sensitivity.save(path, table, settings.golden_dir)
         try:
             shown = path.relative_to(Path.cwd())
         except ValueError:

@@ -11,6 +11,7 @@ the core is a bug in the tool::
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
     │   └── ReferenceGoldenMissing  (reference.py) the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
+    ├── OutputError          a file the tool writes (golden, results file) cannot be written
     └── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
         ├── FrameworkUnavailable   not installed, or its version is outside the constraint
         ├── DatasetUnavailable     no mirror, no cache and no way to download
@@ -60,6 +61,11 @@ class SampleError(MlreproError):
 class GoldenError(MlreproError):
     """A golden file exists but cannot be read as a golden (or, for the subclass
     ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet)."""
+
+
+class OutputError(MlreproError):
+    """A file the tool writes (a golden, a results file) cannot be written: the message names the
+    file, what is wrong and the fix; the previous file, if any, is left intact."""
 
 
 class BuildError(MlreproError):

@@ -14,7 +14,7 @@ from . import golden as golden_store
 from .data import resolve_dataset
 from .data_identity import DataChange, data_change
 from .determinism import controls_in_force
-from .errors import GoldenError, ManifestError, MlreproError, Unavailable
+from .errors import GoldenError, ManifestError, MlreproError, OutputError, Unavailable
 from .evaluate import evaluate
 from .fingerprint import environment
 from .metrics import compare
@@ -98,6 +98,8 @@ class ManifestFile(pytest.File):
         shown = display_path(self.config, self.path)
         try:
             manifest = load_manifest(self.path, display=shown)
+            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
+            golden_store.golden_path(manifest, self.config.stash[settings_key])
         except ManifestError as exc:
             return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
         devices = devices_for(manifest, self.config)
@@ -232,6 +234,45 @@ class AccuracyItem(pytest.Item):
             text += "\n\nreference check: agrees with its reference"
         raise MlreproFailure(text)
 
+    def _read_golden(
+        self, path: Path, record_cmd: str, ref: ReferenceOutcome | None
+    ) -> golden_store.Golden | None:
+        """The golden at ``path``, validated and checked to be this manifest's. An invalid one
+        fails the item (an update run replaces it: None); one recorded from another manifest
+        that still claims it fails the item in every run."""
+        m, settings = self.manifest, self.config.stash[settings_key]
+        update = bool(self.config.getoption("mlrepro_update")) and self.records
+        shown = display_path(self.config, self.path)
+        shown_golden = display_path(self.config, path)
+        try:
+            golden = golden_store.read(path, settings.golden_dir)
+            if golden is not None:
+                golden_store.check_owner(golden, path, m, (str(path), shown))
+        except golden_store.GoldenNotAFile as exc:
+            self._fail("error", str(exc).replace(str(path), shown_golden), ref)
+        except GoldenError as exc:
+            if not update:
+                self._fail(
+                    "error",
+                    f"{str(exc).replace(str(path), shown_golden)}\n"
+                    f"(only --mlrepro-update replaces it: {record_cmd})",
+                    ref,
+                )
+            return None
+        if golden is None:
+            return None
+        other = golden_store.claimed_by_another(golden, path, m, settings)
+        if other is not None:
+            self._fail(
+                "golden claimed",
+                f"{shown}: its golden {shown_golden} was recorded from {other}, which still "
+                f"claims it: two manifests named {m.name!r} cannot share one golden file (each "
+                "--mlrepro-update would overwrite the other's results); give one of them "
+                "another 'name' or a 'golden:' path. Nothing was written.",
+                ref,
+            )
+        return golden
+
     def _run_against_golden(self) -> None:
         m, settings = self.manifest, self.config.stash[settings_key]
         shown = display_path(self.config, self.path)
@@ -258,15 +299,7 @@ class AccuracyItem(pytest.Item):
         path = golden_store.golden_path(m, settings)
         shown_golden = display_path(self.config, path)
         record_cmd = f"pytest {shown} --mlrepro-update"
-        try:
-            golden = golden_store.read(path)
-        except GoldenError as exc:
-            exc = GoldenError(str(exc).replace(str(path), shown_golden))
-            if not (update and self.records):
-                self._fail(
-                    "error", f"{exc}\n(only --mlrepro-update replaces it: {record_cmd})", ref
-                )
-            golden = None
+        golden = self._read_golden(path, record_cmd, ref)
         if golden is None:
             if update and self.records:
                 self._record(path, result, "recorded", ref)
@@ -274,6 +307,23 @@ class AccuracyItem(pytest.Item):
                 return
             self._fail(
                 "no golden", f"no golden at {shown_golden}: record one with\n  {record_cmd}", ref
+            )
+        recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
+        classes_now = int(result.scores.shape[1])
+        if recorded_classes != classes_now:
+            # Nothing to compare sample by sample: the class indices mean other classes.
+            self._prop("golden", shown_golden)
+            if update and self.records:
+                self._record(path, result, "updated (number of classes changed)", ref)
+                self._finish_reference(ref)
+                return
+            self._fail(
+                "drift",
+                f"{shown} [{self.device}]: the golden {shown_golden} was recorded with "
+                f"{recorded_classes} classes, the model now has {classes_now}: its results "
+                "cannot be compared. If the change is intended, record a new golden:\n"
+                f"  {record_cmd}",
+                ref,
             )
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         self._prop("agreement", round(comparison.agreement, 6))
@@ -284,6 +334,7 @@ class AccuracyItem(pytest.Item):
         if change.changed:
             self._prop("data_changed", change.summary())
         if comparison.ok:
+            current_file = golden_store.manifest_file_of(self.path, settings)
             if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
                 self._record(path, result, "updated (manifest changed)", ref)
             elif update and self.records and not self._probes_up_to_date(golden, result):
@@ -293,6 +344,8 @@ class AccuracyItem(pytest.Item):
                 # block): the golden records the data it now stands for.
                 what = "data identity added" if golden.data is None else "data changed"
                 self._record(path, result, f"updated ({what})", ref)
+            elif update and self.records and golden.manifest_file != current_file:
+                self._record(path, result, "updated (manifest file recorded)", ref)
             else:
                 self._prop("verdict", "pass")
             self._finish_reference(ref)
@@ -364,17 +417,21 @@ class AccuracyItem(pytest.Item):
                 )
             action += " despite reference disagreement"
         env = environment(result.runner_info)
-        golden_store.write(
-            path,
-            golden_store.Golden(
-                name=self.manifest.name,
-                manifest=self.manifest.normalized(),
-                environment=env,
-                results=result.results,
-                probes=self._step_probes(result),
-                data=dict(sorted(self._data_files.items())),
-            ),
+        settings = self.config.stash[settings_key]
+        golden = golden_store.Golden(
+            name=self.manifest.name,
+            manifest=self.manifest.normalized(),
+            environment=env,
+            results=result.results,
+            probes=self._step_probes(result),
+            data=dict(sorted(self._data_files.items())),
+            manifest_file=golden_store.manifest_file_of(self.path, settings),
         )
+        try:
+            golden_store.write(path, golden, settings.golden_dir)
+        except OutputError as exc:
+            self._prop("verdict", "error")
+            raise MlreproFailure(str(exc).replace(str(path), shown_golden)) from None
         self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
         self._prop("verdict", f"golden {action}")
         self._prop("golden", shown_golden)

@@ -461,7 +461,9 @@ def record(
             environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
         )
         data["batches"][str(batch)] = entry
-        atomic_write_bytes(path, dumps(data).encode("utf-8"))
+        atomic_write_bytes(
+            path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
+        )
     return path
 
 

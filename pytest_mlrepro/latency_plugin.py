@@ -31,7 +31,7 @@ from . import latency as lat
 from ._files import atomic_write_bytes
 from .benchjson import benchmark_entry
 from .data import resolve_dataset
-from .errors import GoldenError, MlreproError, Unavailable
+from .errors import GoldenError, MlreproError, OutputError, Unavailable
 from .items import (
     ITEM_FACTORIES,
     PROPERTY_PREFIX,
@@ -118,6 +118,15 @@ def max_contention(config: pytest.Config) -> float:
 def pytest_configure(config: pytest.Config) -> None:
     parse_threads(config.getoption("mlrepro_threads"))  # bad values stop the run at once
     max_contention(config)
+    target = config.getoption("mlrepro_benchmark_json")
+    if target and not hasattr(config, "workerinput"):  # writable? asked before anything runs
+        from ._files import check_writable_folder
+
+        folder = Path(os.path.abspath(target)).parent
+        try:
+            check_writable_folder(folder, "benchmark file (--mlrepro-benchmark-json)")
+        except OutputError as exc:
+            raise pytest.UsageError(f"{exc}. Nothing was run.") from None
     config.stash[_lock_key] = None
 
 
@@ -317,7 +326,11 @@ class LatencyItem(pytest.Item):
     ) -> None:
         assert m.latency is not None
         entry = lat.entry_for(attempt, settings_now, m.latency, self.batch)
-        path = lat.record(settings, m, key, self.batch, entry, settings_now)
+        try:
+            path = lat.record(settings, m, key, self.batch, entry, settings_now)
+        except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
+            self._set_verdict("error")
+            raise MlreproFailure(str(exc)) from None
         self._prop("golden", display_path(self.config, path))
         self._set_verdict(action)
 
@@ -598,7 +611,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = Path(target)
     if not path.is_absolute():
         path = Path(os.getcwd()) / path
-    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    try:
+        atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
+    except OutputError as exc:
+        from .plugin import report_output_error
+
+        report_output_error(session, str(exc))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -137,6 +137,39 @@ def pytest_configure(config: pytest.Config) -> None:
         allowed_roots=config.getini("mlrepro_allowed_roots"),
         allow_download=not config.getoption("mlrepro_no_download"),
     )
+    check_outputs(config)
+
+
+def results_path(config: pytest.Config) -> Path | None:
+    """The --mlrepro-json target (relative to the working directory), None without one."""
+    target = config.getoption("mlrepro_json")
+    if not target:
+        return None
+    path = Path(target)
+    return path if path.is_absolute() else Path(os.getcwd()) / path
+
+
+def check_outputs(config: pytest.Config) -> None:
+    """A usage error, before any model runs, for an output that could not be written at the end:
+    the --mlrepro-json target's folder, and the golden directory when --mlrepro-update asks to
+    write goldens. (Writing there for real, as the run would: permission bits say nothing for
+    root, nor for a read-only mount.)"""
+    from ._files import check_writable_folder
+    from .errors import OutputError
+
+    if _is_worker(config):
+        return  # the controller checked before starting the workers
+    checks: list[tuple[Path, str]] = []
+    target = results_path(config)
+    if target is not None:
+        checks.append((target.parent, "results file (--mlrepro-json)"))
+    if config.getoption("mlrepro_update"):
+        checks.append((config.stash[settings_key].golden_dir, "goldens (--mlrepro-update)"))
+    for folder, what in checks:
+        try:
+            check_writable_folder(folder, what)
+        except OutputError as exc:
+            raise pytest.UsageError(f"{exc}. Nothing was run.") from None
 
 
 def _is_manifest(config: pytest.Config, file_path: Path) -> bool:
@@ -212,21 +245,36 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    target = config.getoption("mlrepro_json")
-    if _is_worker(config) or not target:
+    path = results_path(config)
+    if _is_worker(config) or path is None:
         return
+    from .errors import OutputError
     from .fingerprint import environment
 
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
     rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
     payload = {"format": 1, "environment": environment(), "results": rows}
-    path = Path(target)
-    if not path.is_absolute():
-        path = Path(os.getcwd()) / path
     from ._files import atomic_write_bytes
 
     text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
+    try:
+        atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
+    except OutputError as exc:
+        report_output_error(session, str(exc))
+
+
+def report_output_error(session: pytest.Session, message: str) -> None:
+    """An output that could not be written at the end of the run: said in red, and the run's exit
+    status is non-zero (a run whose results were lost did not succeed)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"mlrepro: {message}", red=True, bold=True)
+    else:
+        import sys
+
+        print(f"mlrepro: {message}", file=sys.stderr)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

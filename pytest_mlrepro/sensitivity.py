@@ -131,17 +131,22 @@ class Table:
         }
 
 
-def table_path(golden: Path) -> Path:
-    """Where the table of the golden at ``golden`` is kept: ``pitfalls/<golden's name>`` in its
-    folder (``golden/pitfalls/<name>.json``; a folder of its own, like ``golden/latency/``, so
-    that no tool mistakes it for an accuracy golden)."""
+def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
+    """Where the table of the golden at ``golden`` is kept: in the pitfalls namespace,
+    ``<golden dir>/pitfalls/<the golden's path in the golden dir>``
+    (``golden/pitfalls/<name>.json``;
+    a folder of its own, like ``golden/latency/``, so that no tool mistakes it for an accuracy
+    golden). Without ``golden_dir``: ``pitfalls/<golden's name>`` in the golden's folder."""
+    if golden_dir is not None and golden.is_relative_to(golden_dir):
+        return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
     return golden.parent / "pitfalls" / golden.name
 
 
-def save(path: Path, table: Table) -> None:
-    """Write the table (reviewable JSON, keys sorted), atomically."""
+def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
+    """Write the table (reviewable JSON, keys sorted), atomically; OutputError if it cannot be
+    written (see ``_files.atomic_write_bytes``)."""
     text = json.dumps(table.as_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), what="pitfall table", inside=golden_dir)
 
 
 def sensitivity(

@@ -226,14 +226,20 @@ def _breakages(text: str) -> dict[str, tuple[str, str]]:
     row = data["samples"][0]
     return {
         "tiny_truncated": (text[: len(text) // 2], "not valid JSON"),
-        "tiny_format": (edited(lambda d: d.update(format=99)), 'expected a mapping with "format"'),
-        "tiny_nosamples": (edited(lambda d: d.update(samples=[])), "'samples' must be a non-empty"),
+        "tiny_format": (edited(lambda d: d.update(format=99)), "format: expected 1, got 99"),
+        "tiny_nosamples": (
+            edited(lambda d: d.update(samples=[])),
+            "samples: expected a non-empty list",
+        ),
         "tiny_score": (
             edited(lambda d: d["samples"][0].__setitem__(3, ["high"] * len(row[3]))),
-            "ValueError",
+            'samples[[]0[]][[]3[]][[]0[]]: expected a number, got "high" (a string)',
         ),
-        "tiny_row": (edited(lambda d: d["samples"][0].pop()), "not a valid golden"),
-        "tiny_nomanifest": (edited(lambda d: d.pop("manifest")), "KeyError"),
+        "tiny_row": (
+            edited(lambda d: d["samples"][0].pop()),
+            "samples[[]0[]]: expected [[]id, label, [[]classes[]], [[]scores[]][]]",
+        ),
+        "tiny_nomanifest": (edited(lambda d: d.pop("manifest")), "manifest: expected a mapping"),
         "tiny_notutf8": ("\udcff", "cannot read the golden"),
     }
 

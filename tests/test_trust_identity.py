@@ -314,7 +314,7 @@ def test_a_malformed_data_block_is_refused(tiny: Tiny) -> None:
     result = tiny.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*golden/tiny_onnx.json: not a valid golden (*'img00.png': expected a sha256*"]
+        ["*golden/tiny_onnx.json:*: data.img00.png: expected a sha256 (64 hex digits)*"]
     )
 
 
