@@ -12,7 +12,7 @@ import pytest
 from . import golden as golden_store
 from .data import resolve_dataset
 from .determinism import controls_in_force
-from .errors import GoldenError, ManifestError, MlreproError, Unavailable
+from .errors import GoldenError, ManifestError, MlreproError, NonFiniteOutputs, Unavailable
 from .evaluate import evaluate
 from .fingerprint import environment
 from .metrics import compare
@@ -158,6 +158,12 @@ class AccuracyItem(pytest.Item):
             return [evaluate(m, self.device, settings, dataset) for _ in range(runs)], dataset
         except Unavailable as exc:
             self._unavailable(exc)
+        except NonFiniteOutputs as exc:
+            # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
+            self._prop("verdict", "non-finite outputs")
+            self._prop("diagnosis", "the model produced non-finite outputs")
+            self._prop("nonfinite_samples", len(exc.ids))
+            raise MlreproFailure(f"[{self.device}] {exc}") from None
         except MlreproError as exc:
             self._prop("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
