@@ -82,7 +82,11 @@ def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> n
     check = getattr(runner, "check_batch", None)
     for i, batch in enumerate(preprocessed(pipe, dataset.samples, manifest.runtime.batch_size)):
         if i == 0 and check is not None:
-            check(batch, manifest.input.layout)
+            try:
+                check(batch, manifest.input.layout)
+            except SignatureError as exc:  # name the manifest line the mismatch comes from
+                where = ("inputs", 0, "preprocess")
+                raise SignatureError(manifest.error(where, str(exc)).format()) from None
         out = np.asarray(runner(batch))
         if out.ndim != 2 or out.shape[0] != batch.shape[0]:
             raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +37,6 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 
 # pytest_mlrepro is imported inside the tests: on the code before these changes, each plugin test
 # then fails on its own assertions, not on this module's imports.
@@ -188,5 +186,196 @@ def test_no_ranking_or_comparison_takes_a_nan() -> None:
         compare(good, good, scores, Tolerances())
     nan_golden = Results(good.ids, good.labels, good.topk, np.array([[0.7, 0.2], [math.nan, 0.5]]))
     finite = np.array([[0.1, 0.7, 0.2], [0.0, 0.5, 0.5]])
-    with pytest.raises(GoldenError, match="not finite .* 1 samples: b"):
+    with pytest.raises(GoldenError, match=r"not finite .* 1 samples: b"):
         compare(nan_golden, good, finite, Tolerances())
+
+
+# --- 7. every file the runtime reads for a model is pinned ---------------------------------
+
+
+def write_external(folder: Path, location: str = "tiny.onnx.data") -> str:
+    """The tiny model as ``tiny_ext.onnx`` with its one weight (the scale) in the external data
+    file ``location`` (relative to ``folder``). Returns the ``.onnx`` file's sha256."""
+    model = means_graph()
+    # Only raw_data tensors go to external data.
+    scale = numpy_helper.from_array(np.array(SCALE, np.float32), "scale")
+    model.graph.initializer[0].CopyFrom(scale)
+    path = folder / "tiny_ext.onnx"
+    onnx.save(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=location,
+        size_threshold=0,
+    )
+    return sha256(path)
+
+
+def external_manifest(project: Project, sha: str, pins: dict[str, str] | None) -> str:
+    text = project.manifest("tiny_onnx", model_path="../models/tiny_ext.onnx", sha=sha)
+    if pins is not None:
+        lines = "".join(f"    {loc}: {pin}\n" for loc, pin in pins.items())
+        text = text.replace("inputs:\n", "  external_data:\n" + lines + "inputs:\n", 1)
+    return text
+
+
+def test_external_data_is_pinned_and_checked(serial_project: Project) -> None:
+    serial_project.make({}, goldens=["tiny_onnx"])
+    models, manifest = serial_project.path / "models", serial_project.path / "manifests"
+    sha = write_external(models)
+    weights = models / "tiny.onnx.data"
+    golden = serial_project.golden("tiny_onnx").read_text()
+
+    # Not pinned: refused, in a plain and in an update run, with the entry to add.
+    (manifest / "tiny_onnx.yaml").write_text(external_manifest(serial_project, sha, None))
+    for args in ([], ["--mlrepro-update"]):
+        result = run(serial_project, "-q", *args)
+        result.assert_outcomes(failed=1)
+        text = result.stdout.str()
+        assert "external data files that the manifest does not pin: tiny.onnx.data" in text
+        assert f"tiny.onnx.data: {sha256(weights)}" in text
+
+    # Pinned: runs, and matches the golden of the same model in one file.
+    text = external_manifest(serial_project, sha, {"tiny.onnx.data": sha256(weights)})
+    (manifest / "tiny_onnx.yaml").write_text(text)
+    run(serial_project, "-q").assert_outcomes(passed=1)
+
+    # The weights edited (the .onnx unchanged): an integrity error, never a drift, and an
+    # update run cannot absorb it.
+    weights.write_bytes(np.array(SCALE * 1.01, np.float32).tobytes())
+    assert sha256(models / "tiny_ext.onnx") == sha
+    for args in ([], ["--mlrepro-update"]):
+        result = run(serial_project, "-q", *args)
+        result.assert_outcomes(failed=1)
+        out = result.stdout.str()
+        where = f"manifests/tiny_onnx.yaml:{line_of(text, 'tiny.onnx.data:')}"
+        assert f"{where}: model.external_data['tiny.onnx.data']: sha256 mismatch" in out
+        assert "drift" not in out
+        assert serial_project.golden("tiny_onnx").read_text() == golden
+
+
+def test_external_data_outside_the_model_folder_is_refused(serial_project: Project) -> None:
+    serial_project.make({})
+    models = serial_project.path / "models"
+    write_external(models)
+    # onnx.save refuses to write such a location: edit the saved model's protobuf instead.
+    model = onnx.load(str(models / "tiny_ext.onnx"), load_external_data=False)
+    (entry,) = [e for e in model.graph.initializer[0].external_data if e.key == "location"]
+    entry.value = "../outside.data"
+    (models / "tiny_ext.onnx").write_bytes(model.SerializeToString())
+    sha = sha256(models / "tiny_ext.onnx")
+    outside = serial_project.path / "outside.data"
+    (models / "tiny.onnx.data").rename(outside)
+    text = external_manifest(serial_project, sha, {"../outside.data": sha256(outside)})
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    result = run(serial_project, "-q", "--mlrepro-update")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "reads external data from '../outside.data', outside the model's folder" in out
+    assert not serial_project.golden("tiny_onnx").exists()
+
+
+# --- 8. errors, not tracebacks ---------------------------------------------------------------
+
+
+def test_a_file_that_is_not_an_onnx_model(serial_project: Project) -> None:
+    serial_project.make({})
+    bad = serial_project.path / "models" / "bad.onnx"
+    for content in (
+        b"this is not an ONNX model\n",
+        (serial_project.path / "models" / "tiny.onnx").read_bytes()[:-40],
+    ):
+        bad.write_bytes(content)
+        text = serial_project.manifest(
+            "tiny_onnx", model_path="../models/bad.onnx", sha=sha256(bad)
+        )
+        (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+        result = run(serial_project, "-q")
+        result.assert_outcomes(failed=1)
+        out = result.stdout.str()
+        where = f"manifests/tiny_onnx.yaml:{line_of(text, 'path: ../models/bad.onnx') - 1}"
+        assert f"{where}: model.file: " in out
+        assert f"{bad} is not a" in out and "ONNX model" in out
+        assert "Traceback" not in out and "onnxruntime_pybind11_state" not in out
+
+
+def test_a_torch_weights_file_that_is_not_one(serial_project: Project) -> None:
+    from helpers import BUILDERS_CONFTEST, state_dict_manifest
+
+    serial_project.make({})
+    (serial_project.path / "conftest.py").write_text(BUILDERS_CONFTEST)
+    bad = serial_project.path / "models" / "bad.pt"
+    bad.write_bytes(b"this is not a torch file at all\n" * 4)
+    text = state_dict_manifest(
+        "bad_weights", "means", "../models/bad.pt", sha256(bad), assets=serial_project.assets
+    )
+    (serial_project.path / "manifests" / "bad.yaml").write_text(text)
+    result = run_patiently(serial_project, "-q")  # torch: in a child process
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"{bad} is not a torch.save file" in out
+    assert "Traceback" not in out and "IndexError: pop from empty list" not in out.splitlines()
+
+
+@pytest.mark.parametrize("batch_size", [8, 5, 24])
+def test_a_fixed_batch_model_runs_at_its_batch(serial_project: Project, batch_size: int) -> None:
+    """Batch 5 fixed in the model: any runtime.batch_size, and the short last batch (24 = 4 × 5
+    + 4), give the golden's results."""
+    serial_project.make({}, goldens=["tiny_onnx"])
+    path = serial_project.path / "models" / "fixed.onnx"
+    make_onnx_with_input(path, [5, 3, "h", "w"])
+    text = serial_project.manifest("tiny_onnx", model_path="../models/fixed.onnx", sha=sha256(path))
+    text = text.replace("batch_size: 8", f"batch_size: {batch_size}")
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    result = run(serial_project, "-q")
+    result.assert_outcomes(passed=1)
+
+
+def write_with_background(path: Path) -> str:
+    """The tiny model with a first "background" class: 4 outputs for 3 labelled classes."""
+    model = means_graph(
+        [helper.make_node("Concat", ["background", "scaled"], ["logits"], axis=1)],
+        [numpy_helper.from_array(np.zeros((1, 1), np.float32), "background")],
+        classes=4,
+        batch=1,
+    )
+    return _save(model, path)
+
+
+def test_class_count_refused_before_any_image(serial_project: Project) -> None:
+    serial_project.make({})
+    path = serial_project.path / "models" / "background.onnx"
+    sha = write_with_background(path)
+    text = serial_project.manifest("tiny_onnx", model_path="../models/background.onnx", sha=sha)
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    # Every image unreadable: the refusal must come before any is decoded.
+    for image in (serial_project.path / "data" / "tiny").glob("*.png"):
+        image.write_bytes(b"")
+    (serial_project.path / "manifests" / "tiny.sha256").write_text(
+        "".join(
+            f"{sha256(p)}  {p.name}\n"
+            for p in sorted((serial_project.path / "data" / "tiny").iterdir())
+        )
+    )
+    result = run(serial_project, "-q")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    where = f"manifests/tiny_onnx.yaml:{line_of(text, 'dataset:')}"
+    assert f"{where}: dataset.classes: the model's output 'logits' is [1, 4]: 4 classes" in out
+    assert "declares 3" in out and "decode" not in out
+
+
+def test_input_size_refused_with_the_step_that_sets_it(serial_project: Project) -> None:
+    """A model taking 20 × 20 after a resize to 16 × 16 (the crop before it): the resize line."""
+    serial_project.make({})
+    path = serial_project.path / "models" / "sized.onnx"
+    make_onnx_with_input(path, ["batch", 3, 20, 20])
+    text = serial_project.manifest("tiny_onnx", model_path="../models/sized.onnx", sha=sha256(path))
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    result = run(serial_project, "-q")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    where = f"manifests/tiny_onnx.yaml:{line_of(text, '{resize:')}"
+    assert f"{where}: inputs[0].preprocess[2].resize.size: the preprocessing makes 16×16" in out
+    assert "it takes 20×20" in out
