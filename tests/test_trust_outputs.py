@@ -276,6 +276,46 @@ def test_external_data_outside_the_model_folder_is_refused(serial_project: Proje
     assert not serial_project.golden("tiny_onnx").exists()
 
 
+def test_external_locations_are_found_wherever_a_tensor_can_be(tmp_path: Path) -> None:
+    """The minimal protobuf reader finds what onnx's own walk finds: initializers of the graph
+    and of an If branch, each in its own file; and refuses bytes that are not ONNX."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    from pytest_mlrepro.onnx_files import NotOnnx, external_locations
+
+    def init(name: str) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.full(64, 1.5, np.float32), name)
+
+    def out(name: str) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [64])
+
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["inner"], ["a"])], "then", [], [out("a")], [init("inner")]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["outer"], ["b"])], "else", [], [out("b")]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+        "branches",
+        [helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [out("y")],
+        [init("outer")],
+    )
+    path = tmp_path / "branches.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=False,
+              size_threshold=0)  # fmt: skip
+    stored = onnx.load(str(path), load_external_data=False)
+    theirs = {
+        e.value for t in _get_all_tensors(stored) for e in t.external_data if e.key == "location"
+    }
+    assert external_locations(path.read_bytes()) == theirs == {"inner", "outer"}
+    for junk in (b"", b"not an onnx model", path.read_bytes()[:-7]):
+        with pytest.raises(NotOnnx):
+            external_locations(junk)
+
+
 # --- 8. errors, not tracebacks ---------------------------------------------------------------
 
 

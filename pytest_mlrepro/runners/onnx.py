@@ -132,7 +132,7 @@ class OnnxRunner:
             )
         # The class count the model declares, checked before any image is decoded.
         out_shape = outputs[wanted].shape
-        classes = out_shape[-1] if out_shape else None
+        classes = out_shape[1] if len(out_shape) == 2 else None  # (batch, classes)
         if isinstance(classes, int) and classes != manifest.dataset.classes:
             shown = "[" + ", ".join(str(d) for d in out_shape) + "]"
             raise SignatureError(
