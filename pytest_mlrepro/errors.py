@@ -66,11 +66,13 @@ class NonFiniteOutputs(MlreproError):
         self.ids = list(ids)
         self.total = total
         shown = ", ".join(self.ids[: self.SHOWN]) + (", ..." if len(self.ids) > self.SHOWN else "")
-        super().__init__(
-            f"{where}{': ' if where else ''}the model produced non-finite outputs (NaN or ±Inf) "
-            f"for {len(self.ids)} of {total} samples: {shown}. Nothing was compared or "
-            "recorded: fix the model (or its input: check the preprocessing's value range)"
+        # ``message`` without ``where`` (the manifest), for callers that name it their own way.
+        self.message = (
+            f"the model produced non-finite outputs (NaN or ±Inf) for {len(self.ids)} of "
+            f"{total} samples: {shown}. Nothing was compared or recorded: fix the model (or "
+            "its input: check the preprocessing's value range)"
         )
+        super().__init__(f"{where}: {self.message}" if where else self.message)
 
 
 class SampleError(MlreproError):

@@ -163,7 +163,8 @@ class AccuracyItem(pytest.Item):
             self._prop("verdict", "non-finite outputs")
             self._prop("diagnosis", "the model produced non-finite outputs")
             self._prop("nonfinite_samples", len(exc.ids))
-            raise MlreproFailure(f"[{self.device}] {exc}") from None
+            shown = display_path(self.config, self.path)
+            raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
         except MlreproError as exc:
             self._prop("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
