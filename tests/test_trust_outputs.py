@@ -354,7 +354,8 @@ def test_a_torch_weights_file_that_is_not_one(serial_project: Project) -> None:
     result = run_patiently(serial_project, "-q")  # torch: in a child process
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert f"{bad} is not a torch.save file" in out
+    where = f"manifests/bad.yaml:{line_of(text, 'weights:')}: model.weights: "
+    assert f"{where}{bad} is not a torch.save file" in out
     assert "Traceback" not in out and "IndexError: pop from empty list" not in out.splitlines()
 
 

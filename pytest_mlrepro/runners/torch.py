@@ -60,8 +60,11 @@ def _load_archive(manifest: Manifest, path: Any, kind: str, load: Callable[..., 
     except Exception as exc:  # whatever a damaged archive makes the parser raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidModel(
-            f"{manifest.source}: {path} is not a {kind} archive that this torch "
-            f"{torch.__version__} can load ({first}); check model.format"
+            manifest.error(
+                ("model", "file"),
+                f"{path} is not a {kind} archive that this torch {torch.__version__} can load "
+                f"({first}); check model.format",
+            ).format()
         ) from None
 
 
@@ -139,10 +142,12 @@ class TorchRunner:
             ) from None
         except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
             raise InvalidModel(
-                f"{manifest.source}: {path} is not a torch.save file that torch "
-                f"{torch.__version__} can read ({type(exc).__name__}: "
-                f"{weights_only_refusal(exc)}); model.weights must name a state_dict saved "
-                "with torch.save"
+                manifest.error(
+                    ("model", "weights"),
+                    f"{path} is not a torch.save file that torch {torch.__version__} can read "
+                    f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
+                    "name a state_dict saved with torch.save",
+                ).format()
             ) from None
         if not isinstance(state, dict):
             raise BuildError(
