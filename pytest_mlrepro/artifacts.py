@@ -15,7 +15,8 @@ from pathlib import Path
 from . import registry
 from ._files import file_lock, sha256_file
 from ._yaml import Path as KeyPath
-from .errors import BuildError, IntegrityError, Unavailable
+from .errors import BuildError, IntegrityError, InvalidModel, Unavailable
+from .onnx_files import NotOnnx, external_locations
 from .settings import OutsideProject, Settings, resolve_inside
 from .spec import FileRef, Manifest
 
@@ -128,3 +129,71 @@ def verified(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Setting
             "replaced: refusing to run it)"
         )
     return path
+
+
+def check_external_data(manifest: Manifest, model_path: Path) -> None:
+    """Verify every external data file the (already verified) ONNX model at ``model_path`` makes
+    ONNX Runtime read against ``model.external_data``: each pinned by its sha256, inside the
+    model's folder. The model's own sha256 pins the set of locations; a file the manifest does
+    not pin, or one whose content changed, is an integrity error (no update can absorb it)."""
+    try:
+        locations = external_locations(model_path.read_bytes())
+    except NotOnnx as exc:
+        raise InvalidModel(
+            manifest.error(
+                ("model", "file"),
+                f"{model_path} is not a valid ONNX model (its protobuf does not parse: {exc}); "
+                "check model.format, and re-export the model if the file is damaged",
+            ).format()
+        ) from None
+    declared = manifest.model.external_data or {}
+    folder = model_path.parent.resolve()
+    where = ("model", "external_data")
+    for location in sorted(locations):
+        target = (folder / location).resolve()
+        if Path(location).is_absolute() or not target.is_relative_to(folder):
+            raise IntegrityError(
+                manifest.error(
+                    ("model", "file"),
+                    f"{model_path} reads external data from {location!r}, outside the model's "
+                    f"folder {folder}: refusing to load it",
+                ).format()
+            )
+    unpinned = sorted(locations - declared.keys())
+    if unpinned:
+        lines = "\n".join(
+            f"    {loc}: {_sha_or_missing(model_path.parent / loc)}" for loc in unpinned
+        )
+        raise IntegrityError(
+            manifest.error(
+                ("model", "file"),
+                f"{model_path} keeps its weights in external data files that the manifest does "
+                f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
+                f"mean) under model:\n  external_data:\n{lines}",
+            ).format()
+        )
+    for location in sorted(declared.keys() - locations):
+        shown = ", ".join(sorted(locations)) or "none"
+        raise manifest.error(
+            (*where, location), f"the model reads no such external data file (it reads: {shown})"
+        )
+    for location in sorted(locations):
+        path = model_path.parent / location
+        if not path.is_file():
+            raise IntegrityError(
+                manifest.error((*where, location), f"external data file not found: {path}").format()
+            )
+        actual = sha256_file(path)
+        if actual != declared[location]:
+            raise IntegrityError(
+                manifest.error(
+                    (*where, location),
+                    f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
+                    f"file has {actual} (the model's weights were changed, truncated or "
+                    "replaced: refusing to run it)",
+                ).format()
+            )
+
+
+def _sha_or_missing(path: Path) -> str:
+    return sha256_file(path) if path.is_file() else "(file not found)"

@@ -24,6 +24,7 @@ import numpy as np
 from .data import Sample
 from .errors import SampleError, SignatureError
 from .evaluate import postprocessed
+from .metrics import nonfinite_rows
 from .pipeline import Decode, Step, Tensor
 from .runners import Runner
 from .spec import Manifest
@@ -181,6 +182,13 @@ class _Walker:
         outputs = np.concatenate(raw)
         if outputs.ndim != 2 or outputs.shape[0] != len(batch):
             raise _Failed(f"the model's output has shape {outputs.shape}")
+        bad = nonfinite_rows(outputs)
+        if len(bad):  # no ranking is made of NaN/Inf: this variant has no result
+            shown = ", ".join(samples[i].id for i in bad[:3])
+            raise _Failed(
+                f"the model produced non-finite outputs for {len(bad)} of {len(batch)} "
+                f"samples ({shown})"
+            )
         scores = postprocessed(self.manifest, outputs)
         self.memo[digest] = scores
         return scores

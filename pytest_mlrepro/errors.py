@@ -7,6 +7,8 @@ the core is a bug in the tool::
     ├── ManifestError        a manifest (or a file it names) is invalid: file, line, field path
     ├── IntegrityError       a model or data file does not match its declared sha256 / size
     ├── SignatureError       the model's inputs or outputs do not match what the manifest declares
+    ├── InvalidModel         a model file is not a valid model of its format (names the file)
+    ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
     │   └── ReferenceGoldenMissing  (reference.py) the reference manifest has no golden yet
@@ -19,6 +21,8 @@ the core is a bug in the tool::
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class MlreproError(Exception):
@@ -48,6 +52,28 @@ class IntegrityError(MlreproError):
 
 class SignatureError(MlreproError):
     """The model's declared inputs (name, dtype, shape, layout) do not match the model."""
+
+
+class InvalidModel(MlreproError):
+    """A model file (its sha256 matches) is not a valid model of the declared format."""
+
+
+class NonFiniteOutputs(MlreproError):
+    """The model produced NaN or ±Inf outputs: no ranking, metric or golden can be made of them."""
+
+    SHOWN = 5  # sample ids named in the message
+
+    def __init__(self, ids: Sequence[str], total: int, where: str = "") -> None:
+        self.ids = list(ids)
+        self.total = total
+        shown = ", ".join(self.ids[: self.SHOWN]) + (", ..." if len(self.ids) > self.SHOWN else "")
+        # ``message`` without ``where`` (the manifest), for callers that name it their own way.
+        self.message = (
+            f"the model produced non-finite outputs (NaN or ±Inf) for {len(self.ids)} of "
+            f"{total} samples: {shown}. Nothing was compared or recorded: fix the model (or "
+            "its input: check the preprocessing's value range)"
+        )
+        super().__init__(f"{where}: {self.message}" if where else self.message)
 
 
 class SampleError(MlreproError):

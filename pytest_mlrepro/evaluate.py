@@ -14,9 +14,9 @@ import numpy as np
 
 from .data import ResolvedDataset, Sample, resolve_dataset
 from .determinism import seed_everything
-from .errors import SampleError, SignatureError
+from .errors import NonFiniteOutputs, SampleError, SignatureError
 from .golden import rounded_scores
-from .metrics import Results, softmax, top_k
+from .metrics import Results, nonfinite_rows, softmax, top_k
 from .pipeline import Pipeline
 from .runners import Runner, load_runner
 from .settings import Settings
@@ -82,16 +82,28 @@ def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> n
     check = getattr(runner, "check_batch", None)
     for i, batch in enumerate(preprocessed(pipe, dataset.samples, manifest.runtime.batch_size)):
         if i == 0 and check is not None:
-            check(batch, manifest.input.layout)
+            try:
+                check(batch, manifest.input.layout)
+            except SignatureError as exc:  # name the manifest line the mismatch comes from
+                where = ("inputs", 0, "preprocess")
+                raise SignatureError(manifest.error(where, str(exc)).format()) from None
         out = np.asarray(runner(batch))
         if out.ndim != 2 or out.shape[0] != batch.shape[0]:
             raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
         outputs.append(out.astype(np.float32, copy=False))
     result = np.concatenate(outputs) if outputs else np.zeros((0, manifest.dataset.classes))
     if result.shape[1] != manifest.dataset.classes:
-        raise SignatureError(
-            f"the model outputs {result.shape[1]} classes, the data set has "
-            f"{manifest.dataset.classes}"
+        raise manifest.error(
+            ("dataset", "classes"),
+            f"the model outputs {result.shape[1]} classes, the manifest declares "
+            f"{manifest.dataset.classes}",
+        )
+    # The one place outputs come out of the model: NaN/Inf stop here, before any ranking,
+    # comparison or golden is made of them (every caller of run_model gets this error).
+    bad = nonfinite_rows(result)
+    if len(bad):
+        raise NonFiniteOutputs(
+            [dataset.samples[i].id for i in bad], len(result), where=manifest.source
         )
     return result
 

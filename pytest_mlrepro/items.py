@@ -14,7 +14,14 @@ from . import golden as golden_store
 from .data import resolve_dataset
 from .data_identity import DataChange, data_change
 from .determinism import controls_in_force
-from .errors import GoldenError, ManifestError, MlreproError, OutputError, Unavailable
+from .errors import (
+    GoldenError,
+    ManifestError,
+    MlreproError,
+    NonFiniteOutputs,
+    OutputError,
+    Unavailable,
+)
 from .evaluate import evaluate
 from .fingerprint import environment
 from .metrics import compare
@@ -179,6 +186,13 @@ class AccuracyItem(pytest.Item):
             return [evaluate(m, self.device, settings, dataset) for _ in range(runs)], dataset
         except Unavailable as exc:
             self._unavailable(exc)
+        except NonFiniteOutputs as exc:
+            # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
+            self._prop("verdict", "non-finite outputs")
+            self._prop("diagnosis", "the model produced non-finite outputs")
+            self._prop("nonfinite_samples", len(exc.ids))
+            shown = display_path(self.config, self.path)
+            raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
         except MlreproError as exc:
             self._prop("verdict", "error")
             raise MlreproFailure(str(exc)) from exc

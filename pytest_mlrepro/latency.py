@@ -32,7 +32,7 @@ from .data import ResolvedDataset
 from .errors import GoldenError, SampleError
 from .fingerprint import HardwareKey, environment, hardware_key
 from .golden import read_json
-from .metrics import softmax, top_k
+from .metrics import require_finite, softmax, top_k
 from .runners import Runner, load_runner
 from .settings import Settings
 from .spec import Latency, Manifest
@@ -137,7 +137,9 @@ def prepare(
     check = getattr(runner, "check_batch", None)
     if check is not None:
         check(prepared_input, manifest.input.layout)
-    runner(prepared_input)  # fails early, with the runner's message, on a signature mismatch
+    # Fails early, with the runner's message, on a signature mismatch; and on NaN/Inf outputs,
+    # which the end-to-end measurement's top-k would otherwise rank (it refuses them mid-timing).
+    require_finite(np.asarray(runner(prepared_input)), [sample for sample, _ in request])
     calls: dict[str, Callable[[], object]] = {}
     if "model" in measurements:
         model_call = getattr(runner, "model_call", None)

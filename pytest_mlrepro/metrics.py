@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import GoldenError, NonFiniteOutputs
 from .spec import Tolerances
 
 
+def nonfinite_rows(scores: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``scores`` holding a NaN or ±Inf (empty when all are finite)."""
+    return np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
+
+
+def require_finite(scores: np.ndarray, ids: Sequence[str] | None = None) -> None:
+    """Refuse a score matrix with NaN or ±Inf: every ranking or distance of one is meaningless
+    (a NaN row's top-k is silently "some class", a NaN distance is never above a tolerance).
+    ``ids`` name the rows (else "row i")."""
+    bad = nonfinite_rows(scores)
+    if len(bad):
+        names = [ids[i] if ids is not None else f"row {i}" for i in bad]
+        raise NonFiniteOutputs(names, len(scores))
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
+    require_finite(logits)
     shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
     exp = np.exp(shifted)
     return exp / exp.sum(axis=1, keepdims=True)
@@ -17,6 +35,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` highest scores per row, best first; ties go to the lower index."""
+    require_finite(scores)
     k = min(k, scores.shape[1])
     return np.argsort(-scores, axis=1, kind="stable")[:, :k]
 
@@ -96,7 +115,17 @@ class Comparison:
 
 
 def compare(golden: Results, now: Results, now_scores: np.ndarray, tol: Tolerances) -> Comparison:
-    """Compare a run (with its full score matrix) against the golden's per-sample top-k."""
+    """Compare a run (with its full score matrix) against the golden's per-sample top-k.
+
+    Non-finite scores are refused on either side: NaN compares as "within tolerance"."""
+    require_finite(now_scores, now.ids if len(now.ids) == len(now_scores) else None)
+    require_finite(now.topk_scores, now.ids if len(now.ids) == len(now.topk_scores) else None)
+    bad = nonfinite_rows(golden.topk_scores)
+    if len(bad):
+        shown = ", ".join(golden.ids[i] for i in bad[:5])
+        raise GoldenError(
+            f"the golden's scores are not finite (NaN or ±Inf) for {len(bad)} samples: {shown}"
+        )
     index = {sample: i for i, sample in enumerate(now.ids)}
     shared = [i for i, sample in enumerate(golden.ids) if sample in index]
     missing = [golden.ids[i] for i in range(len(golden.ids)) if golden.ids[i] not in index]

@@ -24,6 +24,7 @@ import numpy as np
 from ._files import atomic_write_bytes
 from .counterfactual import score_pipelines
 from .data import Sample
+from .errors import MlreproError
 from .fingerprint import environment
 from .metrics import accuracy, top_k
 from .pitfalls import Variant, variants
@@ -170,7 +171,8 @@ def sensitivity(
     labels = np.asarray([s.label for s in samples], np.int64)
     declared_outcome = outcomes[0]
     if declared_outcome.scores is None:
-        raise RuntimeError(f"the declared pipeline does not run: {declared_outcome.error}")
+        # e.g. the model produces non-finite outputs: an error for the user, not a traceback
+        raise MlreproError(f"the declared pipeline does not run: {declared_outcome.error}")
     declared_top = top_k(declared_outcome.scores, 5)
 
     def row(

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import pipeline
+
 CHANNELS = (1, 3, 4)
+# Steps that keep an image's height and width (every other step may change them).
+_SIZE_KEEPING = (pipeline.Color, pipeline.Cast, pipeline.Scale, pipeline.Normalize, pipeline.Layout)
 
 
 def _fixed(dim: object) -> int | None:
@@ -40,4 +44,37 @@ def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> st
     return None
 
 
-__all__ = ["layout_mismatch"]
+def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
+    """(height, width, index of the step that sets it) of every image the preprocessing makes,
+    when the steps fix it whatever the decoded size (a crop or resize to a ``size``), else
+    None."""
+    fixed: tuple[int, int, int] | None = None
+    for index, step in enumerate(steps):
+        if isinstance(step, (pipeline.Crop, pipeline.Resize)) and step.size is not None:
+            size = step.size
+            height, width = (size, size) if isinstance(size, int) else (size[0], size[1])
+            fixed = (height, width, index)
+        elif index > 0 and not isinstance(step, _SIZE_KEEPING):
+            fixed = None  # a fraction crop, a shorter-side resize or a registered step
+    return fixed
+
+
+def size_mismatch(
+    shape: Sequence[object], layout: str, input_name: str, height: int, width: int
+) -> str | None:
+    """Why a rank-4 model input of ``shape`` cannot take ``height`` × ``width`` images in
+    ``layout``, or None when it can (or when its spatial dimensions are symbolic)."""
+    if len(shape) != 4:
+        return None
+    dims = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
+    want = tuple(_fixed(d) for d in dims)
+    if (want[0] is None or want[0] == height) and (want[1] is None or want[1] == width):
+        return None
+    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    return (
+        f"the preprocessing makes {height}×{width} images, the model's input {input_name!r} is "
+        f"{shown} ({layout}): it takes {dims[0]}×{dims[1]}; change this size to the model's"
+    )
+
+
+__all__ = ["layout_mismatch", "pipeline_size", "size_mismatch"]

@@ -90,6 +90,10 @@ class Model:
     TensorFlow: ``saved_model`` (a tar of the SavedModel folder, checksummed as one file),
     ``keras`` (a ``.keras`` file), ``frozen_graph`` (a TF1 ``GraphDef`` ``.pb``); ``tflite``. A
     SavedModel's ``signature`` defaults to ``serving_default``.
+
+    An ONNX model saved with external data names each of its data files in ``external_data``
+    (``{location: sha256}``, the location as the model records it, relative to its folder): they
+    are checked with the model, before it loads.
     """
 
     format: Literal[
@@ -100,10 +104,18 @@ class Model:
     builder: str | None = None
     weights: FileRef | None = None
     signature: str | None = field(default=None, metadata={"plain_omit_none": True})
+    # ONNX external data: {location as the model names it: sha256}, every file pinned.
+    external_data: dict[str, str] | None = field(default=None, metadata={"plain_omit_none": True})
 
     def check(self) -> None:
         if self.signature is not None and self.format != "saved_model":
             raise Invalid("signature", "only a 'saved_model' has signatures")
+        if self.external_data is not None:
+            if self.format != "onnx":
+                raise Invalid("external_data", "only an 'onnx' model has external data files")
+            for location, sha in self.external_data.items():
+                if not _SHA256.fullmatch(sha):
+                    raise Invalid(("external_data", location), "expected 64 lowercase hex digits")
         if self.format == "state_dict":
             if self.builder is None or self.weights is None:
                 raise Invalid("", "format 'state_dict' needs 'builder' and 'weights'")

@@ -194,10 +194,14 @@ def test_attacks_and_mismatches_fail_their_item_and_run_nothing(
             "first (NCHW), but the manifest declares NHWC*"
         ],
         "input_size.yaml::accuracy[[]cpu[]]": [
-            "the model input 'input' expects [[]'batch', 3, 32, 32[]], the pipeline produces "
-            "[[]8, 3, 16, 16[]] (NCHW): a layout or size mismatch"
+            "manifests/input_size.yaml:*: inputs[[]0[]].preprocess[[]2[]].resize.size: the "
+            "preprocessing makes 16×16 images, the model's input 'input' is [[]batch, 3, 32, 32[]]"
+            " (NCHW): it takes 32×32*"
         ],
-        "classes.yaml::accuracy[[]cpu[]]": ["the model outputs 3 classes, the data set has 4"],
+        "classes.yaml::accuracy[[]cpu[]]": [
+            "manifests/classes.yaml:*: dataset.classes: the model's output 'logits' is "
+            "[[]batch, 3[]]: 3 classes, the manifest declares 4*"
+        ],
         "class_names.yaml::accuracy[[]cpu[]]": [
             "manifests/class_names.yaml:*: dataset.class_names: *names.txt has 2 classes, the "
             "manifest declares 3"

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ..artifacts import verified
-from ..errors import DeviceUnavailable, SignatureError
+from ..artifacts import check_external_data, verified
+from ..errors import DeviceUnavailable, InvalidModel, SignatureError
 from ..settings import Settings
-from ..signature import layout_mismatch
+from ..signature import layout_mismatch, pipeline_size, size_mismatch
 from ..spec import Manifest
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
@@ -41,6 +41,13 @@ class OnnxRunner:
         self.output_name = output_name
         self.info = info
         self.expected_shape = session.get_inputs()[0].shape
+        for i in session.get_inputs():
+            if i.name == input_name:
+                self.expected_shape = i.shape
+        # A model exported with a fixed batch dimension takes exactly that many samples a call.
+        first = self.expected_shape[0] if self.expected_shape else None
+        fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
+        self.fixed_batch: int | None = first if fixed else None
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> OnnxRunner:
@@ -68,7 +75,19 @@ class OnnxRunner:
             ]
         else:
             providers = ["CPUExecutionProvider"]
-        session = ort.InferenceSession(str(path), options, providers=providers)
+        check_external_data(manifest, path)  # every file ORT reads for the model is pinned
+        try:
+            session = ort.InferenceSession(str(path), options, providers=providers)
+        except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InvalidModel(
+                manifest.error(
+                    ("model", "file"),
+                    f"{path} is not a model that onnxruntime {ort.__version__} can load "
+                    f"({type(exc).__name__}: {first}); check that it is an ONNX model "
+                    "(model.format) and re-export it if it is damaged",
+                ).format()
+            ) from None
         if device == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
             # ONNX Runtime falls back to the CPU silently when the CUDA libraries do not load.
             raise DeviceUnavailable(
@@ -94,12 +113,35 @@ class OnnxRunner:
         wrong_layout = layout_mismatch(inputs[declared.name].shape, declared.layout, declared.name)
         if wrong_layout is not None:
             raise SignatureError(manifest.error(("inputs", 0, "layout"), wrong_layout).format())
-        outputs = [o.name for o in session.get_outputs()]
-        wanted = manifest.postprocess.output or outputs[0]
+        fixed = pipeline_size(declared.preprocess)
+        if fixed is not None:
+            height, width, step = fixed
+            wrong_size = size_mismatch(
+                inputs[declared.name].shape, declared.layout, declared.name, height, width
+            )
+            if wrong_size is not None:
+                op = declared.preprocess[step].op
+                where = ("inputs", 0, "preprocess", step, op, "size")
+                raise SignatureError(manifest.error(where, wrong_size).format())
+        outputs = {o.name: o for o in session.get_outputs()}
+        wanted = manifest.postprocess.output or next(iter(outputs))
         if wanted not in outputs:
             raise SignatureError(
-                f"{manifest.source}: the model's outputs are {outputs}, "
+                f"{manifest.source}: the model's outputs are {list(outputs)}, "
                 f"postprocess.output names {wanted!r}"
+            )
+        # The class count the model declares, checked before any image is decoded.
+        out_shape = outputs[wanted].shape
+        classes = out_shape[1] if len(out_shape) == 2 else None  # (batch, classes)
+        if isinstance(classes, int) and classes != manifest.dataset.classes:
+            shown = "[" + ", ".join(str(d) for d in out_shape) + "]"
+            raise SignatureError(
+                manifest.error(
+                    ("dataset", "classes"),
+                    f"the model's output {wanted!r} is {shown}: {classes} classes, the manifest "
+                    f"declares {manifest.dataset.classes} (a model with a background class has "
+                    "one more than its labels): use a model, or labels, with the same classes",
+                ).format()
             )
         runner = cls(session, declared.name, wanted, {})
         runner.info = {
@@ -114,6 +156,8 @@ class OnnxRunner:
             "seed": runtime.seed,
             "input_shape": [d if isinstance(d, int) else str(d) for d in runner.expected_shape],
         }
+        if runner.fixed_batch is not None and runner.fixed_batch != runtime.batch_size:
+            runner.info["model_batch"] = runner.fixed_batch  # batches are split and padded
         return runner
 
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
@@ -131,7 +175,20 @@ class OnnxRunner:
                 )
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        return self.session.run([self.output_name], {self.input_name: batch})[0]
+        size = self.fixed_batch
+        if size is None or len(batch) == size:
+            return self.session.run([self.output_name], {self.input_name: batch})[0]
+        # A fixed batch dimension: run at the model's batch, the last chunk padded with zeros
+        # (their outputs are dropped), so that any runtime.batch_size and a short last batch work.
+        outputs = []
+        for start in range(0, len(batch), size):
+            chunk = batch[start : start + size]
+            if len(chunk) < size:
+                padding = np.zeros((size - len(chunk), *chunk.shape[1:]), chunk.dtype)
+                chunk = np.concatenate([chunk, padding])
+            out = self.session.run([self.output_name], {self.input_name: chunk})[0]
+            outputs.append(out[: min(size, len(batch) - start)])
+        return np.concatenate(outputs)
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``session.run`` returns when the outputs are computed (and, on
@@ -144,6 +201,9 @@ class OnnxRunner:
         input copied to the GPU once and the output left there, so that the timed call is the
         model and not the host-device copies (``run_with_iobinding`` returns when the GPU work
         is done)."""
+        if self.fixed_batch is not None and len(batch) != self.fixed_batch:
+            # The model runs at its own batch size: what is timed is the split, padded run.
+            return functools.partial(self, batch)
         if self.info.get("device") == "cuda":
             binding = self.session.io_binding()
             on_gpu = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(batch), "cuda", 0)

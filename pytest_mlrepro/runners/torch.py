@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ import torch
 
 from .. import registry
 from ..artifacts import verified
-from ..errors import BuildError, DeviceUnavailable, IntegrityError, SignatureError
+from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel, SignatureError
 from ..settings import Settings
 from ..spec import Manifest
 from .torch_archive import vet_export_archive, weights_only_refusal
@@ -58,11 +57,14 @@ def _load_archive(manifest: Manifest, path: Any, kind: str, load: Callable[..., 
     """``load(path)``, with a file that is not a ``kind`` archive reported as such."""
     try:
         return load(str(path), map_location="cpu") if kind == "TorchScript" else load(str(path))
-    except (RuntimeError, ValueError, OSError, zipfile.BadZipFile) as exc:
+    except Exception as exc:  # whatever a damaged archive makes the parser raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise IntegrityError(
-            f"{manifest.source}: {path} is not a {kind} archive that this torch "
-            f"{torch.__version__} can load ({first}); check model.format"
+        raise InvalidModel(
+            manifest.error(
+                ("model", "file"),
+                f"{path} is not a {kind} archive that this torch {torch.__version__} can load "
+                f"({first}); check model.format",
+            ).format()
         ) from None
 
 
@@ -138,10 +140,14 @@ class TorchRunner:
                 f"it would need to run code from the file (weights_only=True refused it): "
                 f"{weights_only_refusal(exc)}"
             ) from None
-        except (RuntimeError, EOFError, OSError, ValueError) as exc:
-            raise IntegrityError(
-                f"{manifest.source}: cannot read {path} as a torch.save file: "
-                f"{weights_only_refusal(exc)}"
+        except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
+            raise InvalidModel(
+                manifest.error(
+                    ("model", "weights"),
+                    f"{path} is not a torch.save file that torch {torch.__version__} can read "
+                    f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
+                    "name a state_dict saved with torch.save",
+                ).format()
             ) from None
         if not isinstance(state, dict):
             raise BuildError(
