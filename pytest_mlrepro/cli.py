@@ -228,7 +228,7 @@ def _pitfalls(args: argparse.Namespace) -> int:
 def _diagnose(args: argparse.Namespace) -> int:
     from . import golden as golden_store
     from .diagnose import diagnose
-    from .evaluate import evaluate
+    from .evaluation import evaluate
     from .metrics import compare
     from .report import explain
     from .runners import check_framework

@@ -34,7 +34,7 @@ from ._schema import Context, convert_dataclass
 from .counterfactual import score_pipelines
 from .data import Sample
 from .errors import ManifestError
-from .evaluate import Evaluation, results_of
+from .evaluation import Evaluation, results_of
 from .fingerprint import environment
 from .golden import Golden
 from .metrics import Comparison, Results, compare

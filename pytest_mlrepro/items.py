@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 
@@ -13,13 +13,13 @@ from . import golden as golden_store
 from .data import resolve_dataset
 from .determinism import controls_in_force
 from .errors import GoldenError, ManifestError, MlreproError, Unavailable
-from .evaluate import evaluate
+from .evaluation import evaluate
 from .fingerprint import environment
 from .metrics import compare
 from .report import explain
 from .runners import check_framework, cuda_present
 from .settings import Settings
-from .spec import Manifest, load_manifest
+from .spec import DEVICES, FRAMEWORKS, Manifest, load_manifest
 
 settings_key = pytest.StashKey[Settings]()
 PROPERTY_PREFIX = "mlrepro."
@@ -77,15 +77,58 @@ def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
     return [d for d in manifest.runtime.devices if d in wanted]
 
 
+# --- markers: ``-m mlrepro_latency``, ``-m "mlrepro_torch and mlrepro_cpu"``, ``-m "not mlrepro"`` -
+MARKER = "mlrepro"
+KINDS = ("accuracy", "latency", "determinism")
+
+
+def register_markers(config: pytest.Config) -> None:
+    """Register every marker the items carry, so that ``--strict-markers`` accepts them."""
+    config.addinivalue_line("markers", f"{MARKER}: every item of pytest-mlrepro")
+    for kind in KINDS:
+        config.addinivalue_line("markers", f"{MARKER}_{kind}: pytest-mlrepro {kind} items")
+    for framework in FRAMEWORKS:
+        config.addinivalue_line(
+            "markers", f"{MARKER}_{framework}: pytest-mlrepro items of {framework} manifests"
+        )
+    for device in DEVICES:
+        config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
+
+
+def markers_for(item: pytest.Item, manifest: Manifest | None) -> list[str]:
+    """``mlrepro`` on every item; its kind, framework and device where it has them."""
+    names = [MARKER]
+    kind = getattr(item, "kind", None)
+    if kind in KINDS:
+        names.append(f"{MARKER}_{kind}")
+    if manifest is not None:
+        names.append(f"{MARKER}_{manifest.framework.name}")
+    device = getattr(item, "device", None)
+    if device in DEVICES:
+        names.append(f"{MARKER}_{device}")
+    return names
+
+
+def is_mlrepro_item(item: pytest.Item) -> bool:
+    return isinstance(item.parent, ManifestFile)
+
+
 class ManifestFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
+        manifest, items = self._load()
+        for item in items:  # the one place items get their markers, whichever factory made them
+            for name in markers_for(item, manifest):
+                item.add_marker(name)
+        return items
+
+    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
         shown = display_path(self.config, self.path)
         try:
             manifest = load_manifest(self.path, display=shown)
         except ManifestError as exc:
-            return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
+            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
         devices = devices_for(manifest, self.config)
-        return [item for factory in ITEM_FACTORIES for item in factory(self, manifest, devices)]
+        return manifest, [item for f in ITEM_FACTORIES for item in f(self, manifest, devices)]
 
 
 def accuracy_items(
@@ -130,6 +173,8 @@ class ManifestErrorItem(pytest.Item):
 
 class AccuracyItem(pytest.Item):
     """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
+
+    kind: ClassVar[str] = "accuracy"
 
     def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)

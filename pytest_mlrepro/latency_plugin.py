@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -149,6 +149,8 @@ ITEM_FACTORIES.append(latency_items)
 class LatencyItem(pytest.Item):
     """Times the model (and one end-to-end request) at one batch size on one device, and compares
     the distribution with this machine's golden."""
+
+    kind: ClassVar[str] = "latency"
 
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)

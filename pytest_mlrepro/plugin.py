@@ -5,7 +5,6 @@ Importing this module imports no ML framework; the items load one only when they
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from pathlib import Path
@@ -13,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from .items import PROPERTY_PREFIX, AccuracyItem, ManifestFile, settings_key
+from .items import (
+    PROPERTY_PREFIX,
+    AccuracyItem,
+    ManifestFile,
+    is_mlrepro_item,
+    register_markers,
+    settings_key,
+)
+from .recognize import is_manifest
 from .settings import Settings, mirrors_from_env
 
 # Latency items, their options and hooks (registered with this plugin, off with it).
@@ -125,6 +132,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)
     cache = str(config.getini("mlrepro_cache") or "")
     cache_dir = (config.rootpath / cache) if cache else None
     # The environment variable comes first: CI points it at its own mirror.
@@ -140,13 +148,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _is_manifest(config: pytest.Config, file_path: Path) -> bool:
-    if file_path.suffix not in (".yaml", ".yml"):
-        return False
-    try:
-        relative = file_path.relative_to(config.rootpath).as_posix()
-    except ValueError:
-        relative = file_path.as_posix()
-    return any(fnmatch.fnmatch(relative, p) for p in config.getini("mlrepro_manifests"))
+    return is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests"))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -190,7 +192,12 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """Where goldens, data and cache are, after "collected N items", when manifests were
+    collected (a run without them shows nothing of the plugin). Under xdist the controller
+    collects nothing, so the line is not shown there."""
+    if not any(is_mlrepro_item(item) for item in items):
+        return None
     s = config.stash[settings_key]
     mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
     return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"

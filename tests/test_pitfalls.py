@@ -18,7 +18,7 @@ import pytest
 from pytest_mlrepro import pitfalls
 from pytest_mlrepro.counterfactual import score_pipelines
 from pytest_mlrepro.data import resolve_dataset
-from pytest_mlrepro.evaluate import evaluate_subset
+from pytest_mlrepro.evaluation import evaluate_subset
 from pytest_mlrepro.pipeline import Color, Crop, Decode, Layout, Normalize, Pipeline, Resize, Scale
 from pytest_mlrepro.runners import load_runner
 from pytest_mlrepro.sensitivity import save, sensitivity, table_path
