@@ -18,6 +18,7 @@ with an export, so ``from pytest_mlrepro import evaluate`` is always the functio
 
 from __future__ import annotations
 
+from ._schema import Invalid
 from .errors import (
     BuildError,
     DatasetUnavailable,
@@ -31,7 +32,6 @@ from .errors import (
     SignatureError,
     Unavailable,
 )
-from ._schema import Invalid
 from .evaluation import Evaluation, evaluate
 from .metrics import Results
 from .pipeline import State, Step, Tensor, register_step

@@ -77,7 +77,7 @@ def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
     return [d for d in manifest.runtime.devices if d in wanted]
 
 
-# --- markers: ``-m mlrepro_latency``, ``-m "mlrepro_torch and mlrepro_cpu"``, ``-m "not mlrepro"`` -
+# Markers: -m mlrepro_latency, -m "mlrepro_torch and mlrepro_cpu", -m "not mlrepro".
 MARKER = "mlrepro"
 KINDS = ("accuracy", "latency", "determinism")
 
