@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import hashlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+
+from .errors import MlreproError
+
+try:  # POSIX only: importing the plugin must still work elsewhere (it loads in every pytest run)
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None  # type: ignore[assignment]
+
+POSIX_ONLY = (
+    "pytest-mlrepro runs on POSIX systems only (Linux, macOS): its caches, goldens and xdist "
+    "locks need fcntl file locks, which this platform ({platform}) lacks"
+)
+
+
+def fcntl_module() -> ModuleType:
+    """``fcntl``, or a clear error where the platform has none (the package is POSIX-only)."""
+    if _fcntl is None:
+        raise MlreproError(POSIX_ONLY.format(platform=sys.platform))
+    return _fcntl
 
 
 def sha256_file(path: Path) -> str:
@@ -26,6 +46,7 @@ def sha256_file(path: Path) -> str:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock between processes (pytest-xdist workers) on ``path``."""
+    fcntl = fcntl_module()
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -51,6 +72,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     is renamed over ``path``. The writer holds an exclusive lock on the temporary file until the
     rename, so that :func:`stale_temp_files` can tell a killed writer's leftover from a live one.
     """
+    fcntl = fcntl_module()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -77,6 +99,9 @@ def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path
     ``older_than`` seconds and locked by no process (a live writer holds its lock)."""
     import time
 
+    if _fcntl is None:  # no locks to tell a live writer from a dead one: claim none stale
+        return []
+    fcntl = _fcntl
     stale = []
     now = time.time()
     for candidate in sorted(path.parent.glob(_temp_pattern(path))):

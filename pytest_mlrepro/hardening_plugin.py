@@ -53,6 +53,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="add a determinism item for every manifest (runs its evaluation twice), not only "
         "for manifests with a determinism: block",
     )
+    group.addoption(
+        "--mlrepro-timeout",
+        dest="mlrepro_timeout",
+        metavar="SECONDS",
+        default=None,
+        help="seconds an accuracy or determinism item may run (overrides the ini key "
+        "mlrepro_timeout; a manifest's runtime.timeout_s still comes first)",
+    )
     parser.addini(
         "mlrepro_timeout",
         default="0",
@@ -62,7 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    value = str(config.getini("mlrepro_timeout")).strip() or "0"
+    given = config.getoption("mlrepro_timeout")
+    value = str(config.getini("mlrepro_timeout") if given is None else given).strip() or "0"
     try:
         seconds = float(value)
     except ValueError:
@@ -181,7 +190,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if not seconds:
         return (yield)
     manifest: Manifest = item.manifest  # type: ignore[attr-defined]
-    source = "runtime.timeout_s" if manifest.runtime.timeout_s else "ini mlrepro_timeout"
+    if manifest.runtime.timeout_s:
+        source = "runtime.timeout_s"
+    elif item.config.getoption("mlrepro_timeout") is not None:
+        source = "--mlrepro-timeout"
+    else:
+        source = "ini mlrepro_timeout"
     try:
         where = f"{display_path(item.config, item.path)}::{item.name}"
         with time_limit(seconds, where, report_fd=_TERMINAL_STDERR):

@@ -47,17 +47,22 @@ def _count(config: pytest.Config, option: str | None, ini: str) -> int:
     return count
 
 
+def probe_count(config: pytest.Config) -> int:
+    """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
+    return _count(config, "mlrepro_probes", "mlrepro_probes")
+
+
 def diagnosis_probes(config: pytest.Config) -> int | None:
     """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
     enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
     if config.getoption("mlrepro_no_diagnose") or not enabled:
         return None
-    return _count(config, "mlrepro_probes", "mlrepro_probes")
+    return probe_count(config)
 
 
 def step_probes(config: pytest.Config) -> int:
     """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return _count(config, None, "mlrepro_step_probes")
+    return _count(config, "mlrepro_step_probes", "mlrepro_step_probes")
 
 
 def display_path(config: pytest.Config, path: Path) -> str:

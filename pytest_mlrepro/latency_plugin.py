@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ from typing import Any, ClassVar
 import pytest
 
 from . import latency as lat
-from ._files import atomic_write_bytes
+from ._files import atomic_write_bytes, fcntl_module
 from .benchjson import benchmark_entry
 from .data import resolve_dataset
 from .errors import GoldenError, MlreproError, Unavailable
@@ -73,6 +72,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write latency results in pytest-benchmark's JSON format",
     )
+    group.addoption(
+        "--mlrepro-latency-max-contention",
+        dest="mlrepro_latency_max_contention",
+        metavar="SHARE",
+        default=None,
+        help="overrides the ini key mlrepro_latency_max_contention",
+    )
     parser.addini(
         "mlrepro_latency_max_contention",
         default=str(DEFAULT_MAX_CONTENTION),
@@ -103,7 +109,9 @@ def parse_threads(value: str | None) -> tuple[int | None, int | None]:
 
 
 def max_contention(config: pytest.Config) -> float:
-    raw = str(config.getini("mlrepro_latency_max_contention")).strip()
+    given = config.getoption("mlrepro_latency_max_contention")
+    ini = config.getini("mlrepro_latency_max_contention")
+    raw = str(ini if given is None else given).strip()
     try:
         value = float(raw)
     except ValueError:
@@ -458,6 +466,7 @@ class SessionLock:
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
+        fcntl = fcntl_module()
         with open(self.turnstile, "a+b") as gate:
             fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
             fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
@@ -470,6 +479,7 @@ class SessionLock:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        fcntl = fcntl_module()
         with open(self.turnstile, "a+b") as gate, open(self.main, "a+b") as fh:
             fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
             try:

@@ -87,6 +87,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="samples re-run per pitfall when diagnosing a drift (default: ini mlrepro_probes, "
         "64; 0: no counterfactuals)",
     )
+    # Command-line twins of the ini keys (dest: the key's name; see option_or_ini).
+    group.addoption(
+        "--mlrepro-golden-dir",
+        dest="mlrepro_golden_dir",
+        metavar="DIR",
+        default=None,
+        help="where goldens live (overrides the ini key mlrepro_golden_dir)",
+    )
+    group.addoption(
+        "--mlrepro-data",
+        dest="mlrepro_data",
+        action="append",
+        metavar="DIR",
+        default=None,
+        help="a data mirror folder, searched before those of the ini key mlrepro_data "
+        "(repeatable)",
+    )
+    group.addoption(
+        "--mlrepro-cache",
+        dest="mlrepro_cache",
+        metavar="DIR",
+        default=None,
+        help="cache for built models and downloaded data (overrides the ini key mlrepro_cache)",
+    )
+    group.addoption(
+        "--mlrepro-allowed-root",
+        dest="mlrepro_allowed_roots",
+        action="append",
+        metavar="DIR",
+        default=None,
+        help="a folder outside the project that manifest paths may point into, besides those "
+        "of the ini key mlrepro_allowed_roots (repeatable)",
+    )
+    group.addoption(
+        "--mlrepro-step-probes",
+        dest="mlrepro_step_probes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
+        "key mlrepro_step_probes)",
+    )
     parser.addini(
         "mlrepro_diagnose",
         default="true",
@@ -133,16 +175,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
-    cache = str(config.getini("mlrepro_cache") or "")
-    cache_dir = (config.rootpath / cache) if cache else None
+    config.stash[settings_key] = settings_from(config)
+
+
+def _given_paths(config: pytest.Config, name: str) -> list[Path]:
+    """Paths of a repeatable command-line option, relative to the folder pytest was run from."""
+    return [config.invocation_params.dir / p for p in config.getoption(name) or []]
+
+
+def settings_from(config: pytest.Config) -> Settings:
+    """The project's settings from ini keys, their command-line twins and the environment: the
+    one place they are read (the ``mlrepro`` command gets them from here too)."""
+    golden = config.getoption("mlrepro_golden_dir")
+    cache = config.getoption("mlrepro_cache")
+    ini_cache = str(config.getini("mlrepro_cache") or "")
+    if cache:
+        cache_dir: Path | None = config.invocation_params.dir / cache
+    else:
+        cache_dir = (config.rootpath / ini_cache) if ini_cache else None
     # The environment variable comes first: CI points it at its own mirror.
-    mirrors = [*mirrors_from_env(), *config.getini("mlrepro_data")]
-    config.stash[settings_key] = Settings.for_project(
+    mirrors = [
+        *mirrors_from_env(),
+        *_given_paths(config, "mlrepro_data"),
+        *config.getini("mlrepro_data"),
+    ]
+    return Settings.for_project(
         config.rootpath,
-        golden_dir=str(config.getini("mlrepro_golden_dir")),
+        golden_dir=str(config.invocation_params.dir / golden)
+        if golden
+        else str(config.getini("mlrepro_golden_dir")),
         cache_dir=cache_dir,
         data_mirrors=mirrors,
-        allowed_roots=config.getini("mlrepro_allowed_roots"),
+        allowed_roots=[
+            *_given_paths(config, "mlrepro_allowed_roots"),
+            *config.getini("mlrepro_allowed_roots"),
+        ],
         allow_download=not config.getoption("mlrepro_no_download"),
     )
 
