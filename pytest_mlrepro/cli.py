@@ -221,9 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("manifest", metavar="MANIFEST", help="the manifest (YAML)")
         sub.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
         sub.add_argument("--limit", type=int, metavar="N", help="the first N samples only")
-        sub.add_argument(
-            "--root", metavar="DIR", help="the project root (pytest's --rootdir)"
-        )
+        sub.add_argument("--root", metavar="DIR", help="the project root (pytest's --rootdir)")
         sub.add_argument(
             "--conftest",
             action="append",

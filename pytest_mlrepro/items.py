@@ -16,6 +16,7 @@ from .errors import GoldenError, ManifestError, MlreproError, Unavailable
 from .evaluation import evaluate
 from .fingerprint import environment
 from .metrics import compare
+from .progress import TerminalProgress
 from .report import explain
 from .runners import check_framework, cuda_present
 from .settings import Settings
@@ -205,7 +206,9 @@ class AccuracyItem(pytest.Item):
         try:
             self._prop("framework_version", check_framework(m))
             dataset = resolve_dataset(m, settings)
-            return [evaluate(m, self.device, settings, dataset) for _ in range(runs)], dataset
+            with TerminalProgress(self.config, len(dataset.samples)) as progress:
+                done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
+            return done, dataset
         except Unavailable as exc:
             self._unavailable(exc)
         except MlreproError as exc:

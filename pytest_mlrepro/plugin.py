@@ -101,8 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         metavar="DIR",
         default=None,
-        help="a data mirror folder, searched before those of the ini key mlrepro_data "
-        "(repeatable)",
+        help="a data mirror folder, searched before those of the ini key mlrepro_data (repeatable)",
     )
     group.addoption(
         "--mlrepro-cache",
