@@ -55,9 +55,12 @@ class _Command:
     def pytest_cmdline_main(self, config: pytest.Config) -> int:
         # Configured as a run would be (every plugin's pytest_configure: our settings, the
         # conftests' registrations), but no session: nothing is collected or run.
-        config._do_configure()
         try:
+            config._do_configure()
             return _guarded(self.handler, self.args, config)
+        except pytest.UsageError as exc:  # a bad ini value, refused by pytest_configure
+            print(f"mlrepro: {exc}", file=sys.stderr)
+            return USAGE_ERROR
         finally:
             config._ensure_unconfigure()
 
@@ -269,9 +272,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command's own arguments, and the rest (pytest's)."""
+    return _parser().parse_known_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
-    args, passed = _parser().parse_known_args(argv)
+    args, passed = parse_args(argv)
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)
@@ -284,4 +292,4 @@ if __name__ == "__main__":  # python -m pytest_mlrepro.cli
     raise SystemExit(main())
 
 
-__all__ = ["main", "pytest_args"]
+__all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]
