@@ -87,7 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="samples re-run per pitfall when diagnosing a drift (default: ini mlrepro_probes, "
         "64; 0: no counterfactuals)",
     )
-    # Command-line twins of the ini keys (dest: the key's name; see option_or_ini).
+    # Command-line twins of the ini keys (dest: the key's name). A path given on the command
+    # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
     group.addoption(
         "--mlrepro-golden-dir",
         dest="mlrepro_golden_dir",
@@ -185,26 +186,20 @@ def _given_paths(config: pytest.Config, name: str) -> list[Path]:
 def settings_from(config: pytest.Config) -> Settings:
     """The project's settings from ini keys, their command-line twins and the environment: the
     one place they are read (the ``mlrepro`` command gets them from here too)."""
+    here, root = config.invocation_params.dir, config.rootpath
     golden = config.getoption("mlrepro_golden_dir")
     cache = config.getoption("mlrepro_cache")
     ini_cache = str(config.getini("mlrepro_cache") or "")
-    if cache:
-        cache_dir: Path | None = config.invocation_params.dir / cache
-    else:
-        cache_dir = (config.rootpath / ini_cache) if ini_cache else None
-    # The environment variable comes first: CI points it at its own mirror.
-    mirrors = [
-        *mirrors_from_env(),
-        *_given_paths(config, "mlrepro_data"),
-        *config.getini("mlrepro_data"),
-    ]
     return Settings.for_project(
-        config.rootpath,
-        golden_dir=str(config.invocation_params.dir / golden)
-        if golden
-        else str(config.getini("mlrepro_golden_dir")),
-        cache_dir=cache_dir,
-        data_mirrors=mirrors,
+        root,
+        golden_dir=str(here / golden) if golden else str(config.getini("mlrepro_golden_dir")),
+        cache_dir=here / cache if cache else (root / ini_cache if ini_cache else None),
+        # The environment variable comes first: CI points it at its own mirror.
+        data_mirrors=[
+            *mirrors_from_env(),
+            *_given_paths(config, "mlrepro_data"),
+            *config.getini("mlrepro_data"),
+        ],
         allowed_roots=[
             *_given_paths(config, "mlrepro_allowed_roots"),
             *config.getini("mlrepro_allowed_roots"),
@@ -213,12 +208,9 @@ def settings_from(config: pytest.Config) -> Settings:
     )
 
 
-def _is_manifest(config: pytest.Config, file_path: Path) -> bool:
-    return is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests"))
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if _is_manifest(parent.config, file_path):
+    config = parent.config
+    if is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests")):
         return ManifestFile.from_parent(parent, path=file_path)
     return None
 
