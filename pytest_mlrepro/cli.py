@@ -53,22 +53,23 @@ class _Command:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int:
-        # Configured as a run would be (every plugin's pytest_configure: our settings, the
-        # conftests' registrations), but no session: nothing is collected or run.
         try:
-            config._do_configure()
-            return _guarded(self.handler, self.args, config)
-        except pytest.UsageError as exc:  # a bad ini value, refused by pytest_configure
-            print(f"mlrepro: {exc}", file=sys.stderr)
-            return USAGE_ERROR
+            return _guarded(lambda: self._run(config))
         finally:
             config._ensure_unconfigure()
 
+    def _run(self, config: pytest.Config) -> int:
+        # Configured as a run would be (every plugin's pytest_configure: our settings, the
+        # conftests' registrations; a bad ini value refused), but no session: nothing is
+        # collected or run.
+        config._do_configure()
+        return self.handler(self.args, config)
 
-def _guarded(handler: Handler, args: argparse.Namespace, config: pytest.Config) -> int:
-    """The handler's exit status; errors printed as one line, as the command's own."""
+
+def _guarded(command: Callable[[], int]) -> int:
+    """The command's exit status; its errors printed as one line."""
     try:
-        return handler(args, config)
+        return command()
     except (UsageError, pytest.UsageError, ManifestError) as exc:
         print(f"mlrepro: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -82,7 +83,7 @@ def _guarded(handler: Handler, args: argparse.Namespace, config: pytest.Config) 
 def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
     """The pytest command line that gives this command its configuration: the command's own
     options translated to their pytest twins, then what it did not know, then the manifest."""
-    out = ["-p", "no:cacheprovider"]
+    out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
     if args.root:
         out += ["--rootdir", args.root]
     if args.no_conftest:
