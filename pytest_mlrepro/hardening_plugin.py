@@ -26,6 +26,7 @@ from .items import (
     ManifestFile,
     MlreproFailure,
     display_path,
+    option_or_ini,
     settings_key,
 )
 from .limits import ItemTimeout, time_limit
@@ -70,8 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    given = config.getoption("mlrepro_timeout")
-    value = str(config.getini("mlrepro_timeout") if given is None else given).strip() or "0"
+    value = str(option_or_ini(config, "mlrepro_timeout")).strip() or "0"
     try:
         seconds = float(value)
     except ValueError:

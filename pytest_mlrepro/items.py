@@ -34,23 +34,27 @@ def _is_strict(config: pytest.Config) -> bool:
     return bool(config.getoption("mlrepro_strict"))
 
 
-def _count(config: pytest.Config, option: str | None, ini: str) -> int:
+def option_or_ini(config: pytest.Config, name: str) -> object:
+    """A setting from its command-line twin (dest ``name``) when given, else its ini key."""
+    given = config.getoption(name, default=None)
+    return config.getini(name) if given is None else given
+
+
+def _count(config: pytest.Config, name: str) -> int:
     """A non-negative count from an option, else from its ini key (a bad value is a usage error)."""
-    value = config.getoption(option) if option else None
-    if value is None:
-        value = config.getini(ini)
+    value = option_or_ini(config, name)
     try:
         count = int(str(value).strip())
     except ValueError:
-        raise pytest.UsageError(f"{ini}: expected a whole number, got {value!r}") from None
+        raise pytest.UsageError(f"{name}: expected a whole number, got {value!r}") from None
     if count < 0:
-        raise pytest.UsageError(f"{ini}: must not be negative, got {count}")
+        raise pytest.UsageError(f"{name}: must not be negative, got {count}")
     return count
 
 
 def probe_count(config: pytest.Config) -> int:
     """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
-    return _count(config, "mlrepro_probes", "mlrepro_probes")
+    return _count(config, "mlrepro_probes")
 
 
 def diagnosis_probes(config: pytest.Config) -> int | None:
@@ -63,7 +67,7 @@ def diagnosis_probes(config: pytest.Config) -> int | None:
 
 def step_probes(config: pytest.Config) -> int:
     """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return _count(config, "mlrepro_step_probes", "mlrepro_step_probes")
+    return _count(config, "mlrepro_step_probes")
 
 
 def display_path(config: pytest.Config, path: Path) -> str:

@@ -38,6 +38,7 @@ from .items import (
     MlreproFailure,
     _is_strict,
     display_path,
+    option_or_ini,
     settings_key,
 )
 from .runners import check_framework
@@ -109,9 +110,7 @@ def parse_threads(value: str | None) -> tuple[int | None, int | None]:
 
 
 def max_contention(config: pytest.Config) -> float:
-    given = config.getoption("mlrepro_latency_max_contention")
-    ini = config.getini("mlrepro_latency_max_contention")
-    raw = str(ini if given is None else given).strip()
+    raw = str(option_or_ini(config, "mlrepro_latency_max_contention")).strip()
     try:
         value = float(raw)
     except ValueError:
