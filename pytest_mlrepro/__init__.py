@@ -6,10 +6,19 @@ The core is usable without pytest::
 
     manifest = load_manifest("manifests/efficientnet_lite0_onnx.yaml")
     result = evaluate(manifest, "cpu", Settings.for_project(Path(".")))
+
+A custom preprocessing step is a frozen dataclass subclass of :class:`Step` registered with
+:func:`register_step`; its ``transition`` maps a :class:`State` to the next one, its ``apply``
+maps a :class:`Tensor`, and it refuses bad parameters or an impossible order with
+:class:`Invalid` (reported as a manifest error with the step's file, line and field).
+
+Everything public is exported here; submodules are implementation (none of them shares a name
+with an export, so ``from pytest_mlrepro import evaluate`` is always the function).
 """
 
 from __future__ import annotations
 
+from ._schema import Invalid
 from .errors import (
     BuildError,
     DatasetUnavailable,
@@ -25,7 +34,9 @@ from .errors import (
     SignatureError,
     Unavailable,
 )
-from .pipeline import Step, register_step
+from .evaluation import Evaluation, evaluate
+from .metrics import Results
+from .pipeline import State, Step, Tensor, register_step
 from .registry import artifact_builder, model_builder
 from .settings import Settings
 from .spec import Manifest, load_manifest
@@ -33,29 +44,27 @@ from .spec import Manifest, load_manifest
 __version__ = "0.1.0"
 
 
-def evaluate(manifest: Manifest, device: str, settings: Settings):  # type: ignore[no-untyped-def]
-    """Run ``manifest`` on ``device``: see :func:`pytest_mlrepro.evaluate.evaluate`."""
-    from .evaluate import evaluate as _evaluate
-
-    return _evaluate(manifest, device, settings)
-
-
 __all__ = [
     "BuildError",
     "DatasetUnavailable",
     "DeviceUnavailable",
+    "Evaluation",
     "FrameworkUnavailable",
     "GoldenError",
     "IntegrityError",
+    "Invalid",
     "InvalidModel",
     "Manifest",
     "ManifestError",
     "MlreproError",
     "NonFiniteOutputs",
+    "Results",
     "SampleError",
     "Settings",
     "SignatureError",
+    "State",
     "Step",
+    "Tensor",
     "Unavailable",
     "artifact_builder",
     "evaluate",

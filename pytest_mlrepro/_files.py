@@ -4,16 +4,35 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import glob
 import hashlib
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
-from .errors import OutputError
+from .errors import MlreproError, OutputError
+
+try:  # POSIX only: importing the plugin must still work elsewhere (it loads in every pytest run)
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows
+    _fcntl = None  # type: ignore[assignment]
+
+POSIX_ONLY = (
+    "pytest-mlrepro runs on POSIX systems only (Linux, macOS): its caches, goldens and xdist "
+    "locks need fcntl file locks, which this platform ({platform}) lacks"
+)
+
+
+def fcntl_module() -> ModuleType:
+    """``fcntl``, or a clear error where the platform has none (the package is POSIX-only)."""
+    if _fcntl is None:
+        raise MlreproError(POSIX_ONLY.format(platform=sys.platform))
+    return _fcntl
+
 
 
 def sha256_file(path: Path) -> str:
@@ -30,6 +49,7 @@ def sha256_file(path: Path) -> str:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock between processes (pytest-xdist workers) on ``path``."""
+    fcntl = fcntl_module()
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -161,6 +181,7 @@ def atomic_write_bytes(
     refused, as is a symlinked folder between ``inside`` and ``path``. Any failure raises
     OutputError (naming the file, what is wrong and the fix) and leaves the old file intact.
     """
+    fcntl = fcntl_module()
     try:
         check_real_folders(path, inside)
         with contextlib.suppress(FileNotFoundError):
@@ -223,6 +244,9 @@ def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path
     ``older_than`` seconds and locked by no process (a live writer holds its lock)."""
     import time
 
+    if _fcntl is None:  # no locks to tell a live writer from a dead one: claim none stale
+        return []
+    fcntl = _fcntl
     stale = []
     now = time.time()
     for candidate in sorted(path.parent.glob(_temp_pattern(path))):

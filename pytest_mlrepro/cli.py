@@ -1,163 +1,122 @@
-"""``mlrepro``: the command-line front door (no pytest needed).
+"""``mlrepro``: the command-line front door to what the pytest items do.
 
-    mlrepro pitfalls MANIFEST [--limit N] [--device cpu] [--only KEY] [--save]
+    mlrepro pitfalls MANIFEST [--limit N] [--device cpu] [--only KEY] [--save] [PYTEST OPTIONS]
         the pitfall sensitivity table: accuracy and agreement under each known pitfall
-    mlrepro diagnose MANIFEST [--device cpu] [--probes N]
+    mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
         run the manifest, compare with its golden, and on a drift print its likely cause
 
-Settings come from the project's pytest configuration (``pytest.ini``, ``pyproject.toml``'s
-``[tool.pytest.ini_options]``, ``tox.ini``, ``setup.cfg``: the ``mlrepro_*`` keys) and the
-``MLREPRO_DATA`` / ``MLREPRO_CACHE`` environment variables, as under pytest. The project root is
-the folder of the first of those files above the manifest (``--root`` overrides).
-
-Model and artifact builders are registered by the project's own ``conftest.py`` files: like
-pytest, the command imports ``conftest.py`` from the project root and from every folder between it
-and the manifest (your code, run as pytest would run it). ``--conftest PATH`` imports other files
-instead; ``--no-conftest`` imports none.
+The command is pytest's own configuration with a different action: it starts pytest on the
+manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
+sees exactly what ``pytest MANIFEST`` sees: the ini file pytest finds (``pytest.ini``,
+``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``, ``-o key=value``,
+``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the root down to the
+manifest's folder (which register model and artifact builders) and their ``pytest_plugins``.
+Options the command does not know are passed to pytest.
 """
 
 from __future__ import annotations
 
 import argparse
-import configparser
-import importlib.util
-import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+import pytest
 
 from .errors import ManifestError, MlreproError
-from .settings import Settings, mirrors_from_env
 
-_INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+if TYPE_CHECKING:
+    from .settings import Settings
+    from .spec import Manifest
+
+USAGE_ERROR = 2
 
 
 class UsageError(Exception):
     """A command-line mistake: printed, exit status 2."""
 
 
-# --- the project: root, ini keys, conftest.py -------------------------------------------------
+# --- the project, as pytest configures it -----------------------------------------------------
 
 
-def _ini_section(path: Path) -> dict[str, Any] | None:
-    """The pytest section of an ini file, or None when it has none."""
-    if path.name == "pyproject.toml":
+Handler = Callable[[argparse.Namespace, pytest.Config], int]
+
+
+class _Command:
+    """A pytest plugin that runs one command in place of the test session."""
+
+    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
+        self.handler = handler
+        self.args = args
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> int:
         try:
-            import tomllib  # type: ignore[import-not-found,unused-ignore]
-        except ModuleNotFoundError:  # Python 3.10
-            try:
-                import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-            except ModuleNotFoundError:
-                return None
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        section = data.get("tool", {}).get("pytest", {}).get("ini_options")
-        return dict(section) if isinstance(section, dict) else None
-    parser = configparser.ConfigParser(interpolation=None)
+            return _guarded(lambda: self._run(config))
+        finally:
+            config._ensure_unconfigure()
+
+    def _run(self, config: pytest.Config) -> int:
+        # Configured as a run would be (every plugin's pytest_configure: our settings, the
+        # conftests' registrations; a bad ini value refused), but no session: nothing is
+        # collected or run.
+        config._do_configure()
+        return self.handler(self.args, config)
+
+
+def _guarded(command: Callable[[], int]) -> int:
+    """The command's exit status; its errors printed as one line."""
     try:
-        parser.read(path, encoding="utf-8")
-    except (OSError, configparser.Error):
-        return None
-    name = {"setup.cfg": "tool:pytest"}.get(path.name, "pytest")
-    if not parser.has_section(name):
-        return {} if path.name in ("pytest.ini", ".pytest.ini") else None
-    return dict(parser.items(name))
+        return command()
+    except (UsageError, pytest.UsageError, ManifestError) as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except MlreproError as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
-def find_root(start: Path) -> tuple[Path, dict[str, Any]]:
-    """(project root, its pytest ini keys): the first folder above ``start`` with a pytest
-    configuration, else the first with a ``pyproject.toml`` or ``setup.py``, else ``start``."""
-    start = start.resolve()
-    folders = [start, *start.parents]
-    for folder in folders:
-        for name in _INI_FILES:
-            path = folder / name
-            if path.is_file():
-                section = _ini_section(path)
-                if section is not None:
-                    return folder, section
-    for folder in folders:
-        if (folder / "pyproject.toml").is_file() or (folder / "setup.py").is_file():
-            return folder, {}
-    return start, {}
+def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
+    """The pytest command line that gives this command its configuration: the command's own
+    options translated to their pytest twins, then what it did not know, then the manifest."""
+    out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
+    if args.root:
+        out += ["--rootdir", args.root]
+    if args.no_conftest:
+        out.append("--noconftest")
+    if args.no_download:
+        out.append("--mlrepro-no-download")
+    for file in args.conftest or []:
+        # Another file registers the builders: loaded as a plugin module (``-p``), by pytest.
+        path = Path(file).resolve()
+        if not path.is_file():
+            raise UsageError(f"--conftest {file}: no such file")
+        sys.path.insert(0, str(path.parent))
+        out += ["--noconftest", "-p", path.stem]
+    if getattr(args, "probes", None) is not None:
+        out += ["--mlrepro-probes", str(args.probes)]
+    return [*out, *passed, args.manifest]
 
 
-def _paths(value: Any, base: Path) -> list[Path]:
-    items = value if isinstance(value, list) else shlex.split(str(value or ""))
-    return [(base / str(item)).resolve() for item in items]
+def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
+    """Start pytest on the manifest with :class:`_Command` in place of its session."""
+    if not Path(args.manifest).is_file():
+        raise UsageError(f"{args.manifest}: no such manifest")
+    status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
+    # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
+    return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
 
 
-def project_settings(root: Path, ini: dict[str, Any], *, allow_download: bool = True) -> Settings:
-    """The same settings the plugin builds from these ini keys and the environment."""
-    cache = str(ini.get("mlrepro_cache") or "")
-    return Settings.for_project(
-        root,
-        golden_dir=str(ini.get("mlrepro_golden_dir") or "golden"),
-        cache_dir=(root / cache) if cache else None,
-        data_mirrors=[*mirrors_from_env(), *_paths(ini.get("mlrepro_data"), root)],
-        allowed_roots=_paths(ini.get("mlrepro_allowed_roots"), root),
-        allow_download=allow_download,
-    )
-
-
-def conftest_files(root: Path, manifest: Path) -> list[Path]:
-    """``conftest.py`` of the root and of every folder down to the manifest's, outermost first."""
-    folder = manifest.resolve().parent
-    chain = [folder, *folder.parents]
-    # A manifest outside the root gets the root's conftest.py only.
-    chain = chain[: chain.index(root) + 1] if root in chain else [root]
-    return [f / "conftest.py" for f in reversed(chain) if (f / "conftest.py").is_file()]
-
-
-def load_conftest(path: Path, index: int = 0) -> None:
-    """Import a ``conftest.py`` (user code: it registers builders), as pytest would: with its
-    folder on ``sys.path``."""
-    path = path.resolve()
-    folder = str(path.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    name = f"_mlrepro_conftest_{index}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-
-
-def _prepare(args: argparse.Namespace) -> tuple[Any, Settings, Path]:
+def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
+    """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
+    from .items import settings_key
     from .spec import load_manifest
 
     manifest_path = Path(args.manifest)
-    if not manifest_path.is_file():
-        raise UsageError(f"{manifest_path}: no such manifest")
-    if args.root:
-        root = Path(args.root).resolve()
-        ini = next(
-            (
-                s
-                for n in _INI_FILES
-                if (root / n).is_file() and (s := _ini_section(root / n)) is not None
-            ),
-            {},
-        )
-    else:
-        root, ini = find_root(manifest_path.parent)
-    settings = project_settings(root, ini, allow_download=not args.no_download)
-    if args.conftest:
-        files = [Path(p) for p in args.conftest]
-    elif args.no_conftest:
-        files = []
-    else:
-        files = conftest_files(root, manifest_path)
-    for index, file in enumerate(files):
-        if not file.is_file():
-            raise UsageError(f"--conftest {file}: no such file")
-        load_conftest(file, index)
     try:
         shown = manifest_path.resolve().relative_to(Path.cwd()).as_posix()
     except ValueError:
@@ -171,7 +130,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Settings, Path]:
         manifest = dataclasses.replace(
             manifest, dataset=dataclasses.replace(manifest.dataset, limit=args.limit)
         )
-    return manifest, settings, root
+    return manifest, config.stash[settings_key]
 
 
 class _Progress:
@@ -193,13 +152,13 @@ class _Progress:
 # --- commands ---------------------------------------------------------------------------------
 
 
-def _pitfalls(args: argparse.Namespace) -> int:
+def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
     from . import golden as golden_store
     from . import sensitivity
     from .data import resolve_dataset
     from .runners import check_framework, load_runner
 
-    manifest, settings, _ = _prepare(args)
+    manifest, settings = _prepare(args, config)
     check_framework(manifest)
     dataset = resolve_dataset(manifest, settings)
     runner = load_runner(manifest, args.device, settings)
@@ -226,15 +185,16 @@ def _pitfalls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _diagnose(args: argparse.Namespace) -> int:
+def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from . import golden as golden_store
     from .diagnose import diagnose
-    from .evaluate import evaluate
+    from .evaluation import evaluate
+    from .items import probe_count
     from .metrics import compare
     from .report import explain
     from .runners import check_framework
 
-    manifest, settings, _ = _prepare(args)
+    manifest, settings = _prepare(args, config)
     check_framework(manifest)
     path = golden_store.golden_path(manifest, settings)
     golden = golden_store.read(path)
@@ -250,7 +210,7 @@ def _diagnose(args: argparse.Namespace) -> int:
         + explain(comparison, str(path), None, "pytest --mlrepro-update")
     )
     print()
-    print(diagnose(manifest, golden, comparison, result, probes=args.probes).render())
+    print(diagnose(manifest, golden, comparison, result, probes=probe_count(config)).render())
     return 1
 
 
@@ -266,17 +226,15 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("manifest", metavar="MANIFEST", help="the manifest (YAML)")
         sub.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
         sub.add_argument("--limit", type=int, metavar="N", help="the first N samples only")
-        sub.add_argument(
-            "--root", metavar="DIR", help="the project root (default: found above the manifest)"
-        )
+        sub.add_argument("--root", metavar="DIR", help="the project root (pytest's --rootdir)")
         sub.add_argument(
             "--conftest",
             action="append",
             metavar="PATH",
-            help="import this file to register builders (repeatable; default: the project's "
-            "conftest.py files)",
+            help="register builders from this file instead of the conftest.py files "
+            "(repeatable; loaded by pytest as a plugin)",
         )
-        sub.add_argument("--no-conftest", action="store_true", help="import no conftest.py")
+        sub.add_argument("--no-conftest", action="store_true", help="pytest's --noconftest")
         sub.add_argument("--no-download", action="store_true", help="never download data sets")
 
     pitfalls = commands.add_parser(
@@ -308,34 +266,32 @@ def _parser() -> argparse.ArgumentParser:
     diagnose.add_argument(
         "--probes",
         type=int,
-        default=64,
+        default=None,
         metavar="N",
-        help="samples per counterfactual (default 64)",
+        help="samples per counterfactual (pytest's --mlrepro-probes; default: the ini key "
+        "mlrepro_probes, 64)",
     )
     return parser
 
 
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command's own arguments, and the rest (pytest's)."""
+    return _parser().parse_known_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
-    args = _parser().parse_args(argv)
-    handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
+    args, passed = parse_args(argv)
+    handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
-        return handler(args)
+        return run(handler, args, passed)
     except UsageError as exc:
         print(f"mlrepro: {exc}", file=sys.stderr)
-        return 2
-    except ManifestError as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
-        return 2
-    except MlreproError as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+        return USAGE_ERROR
 
 
 if __name__ == "__main__":  # python -m pytest_mlrepro.cli
     raise SystemExit(main())
 
 
-__all__ = ["conftest_files", "find_root", "load_conftest", "main", "project_settings"]
+__all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]

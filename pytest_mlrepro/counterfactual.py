@@ -23,7 +23,7 @@ import numpy as np
 
 from .data import Sample
 from .errors import SampleError, SignatureError
-from .evaluate import postprocessed
+from .evaluation import postprocessed
 from .metrics import nonfinite_rows
 from .pipeline import Decode, Step, Tensor
 from .runners import Runner

@@ -40,7 +40,7 @@ from .counterfactual import score_pipelines
 from .data import ResolvedDataset, Sample
 from .data_identity import DataChange
 from .errors import ManifestError
-from .evaluate import Evaluation, results_of, run_model
+from .evaluation import Evaluation, results_of, run_model
 from .fingerprint import environment
 from .golden import Golden
 from .metrics import Comparison, Results, compare

@@ -12,7 +12,7 @@ import fnmatch
 import os
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -26,9 +26,11 @@ from .items import (
     ManifestFile,
     MlreproFailure,
     display_path,
+    option_or_ini,
     settings_key,
 )
 from .limits import ItemTimeout, time_limit
+from .recognize import is_manifest
 from .spec import Determinism, Manifest
 
 # The terminal's stderr, kept before pytest captures file descriptor 2: a process ended by the
@@ -52,6 +54,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="add a determinism item for every manifest (runs its evaluation twice), not only "
         "for manifests with a determinism: block",
     )
+    group.addoption(
+        "--mlrepro-timeout",
+        dest="mlrepro_timeout",
+        metavar="SECONDS",
+        default=None,
+        help="seconds an accuracy or determinism item may run (overrides the ini key "
+        "mlrepro_timeout; a manifest's runtime.timeout_s still comes first)",
+    )
     parser.addini(
         "mlrepro_timeout",
         default="0",
@@ -61,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    value = str(config.getini("mlrepro_timeout")).strip() or "0"
+    value = str(option_or_ini(config, "mlrepro_timeout")).strip() or "0"
     try:
         seconds = float(value)
     except ValueError:
@@ -103,6 +113,8 @@ def determinism_items(
 class DeterminismItem(AccuracyItem):
     """Runs the evaluation ``determinism.runs`` times (the model loaded afresh each time) and
     requires every score to repeat exactly, or within ``determinism.tolerance``."""
+
+    kind: ClassVar[str] = "determinism"
 
     @property
     def spec(self) -> Determinism:
@@ -178,7 +190,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if not seconds:
         return (yield)
     manifest: Manifest = item.manifest  # type: ignore[attr-defined]
-    source = "runtime.timeout_s" if manifest.runtime.timeout_s else "ini mlrepro_timeout"
+    if manifest.runtime.timeout_s:
+        source = "runtime.timeout_s"
+    elif item.config.getoption("mlrepro_timeout") is not None:
+        source = "--mlrepro-timeout"
+    else:
+        source = "ini mlrepro_timeout"
     try:
         where = f"{display_path(item.config, item.path)}::{item.name}"
         with time_limit(seconds, where, report_fd=_TERMINAL_STDERR):
@@ -241,13 +258,17 @@ def pytest_collection_modifyitems(
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every file the ini key mlrepro_manifests names, outside pytest's norecursedirs."""
+    """Every manifest (recognize.py's rule) the ini key mlrepro_manifests names, outside
+    pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
+    patterns = config.getini("mlrepro_manifests")
     found: set[Path] = set()
-    for pattern in config.getini("mlrepro_manifests"):
+    for pattern in patterns:
         for path in config.rootpath.glob(str(pattern)):
             parts = path.relative_to(config.rootpath).parts[:-1]
-            if path.is_file() and not any(fnmatch.fnmatch(part, s) for part in parts for s in skip):
+            if any(fnmatch.fnmatch(part, s) for part in parts for s in skip):
+                continue
+            if path.is_file() and is_manifest(path, config.rootpath, patterns):
                 found.add(path.resolve())
     return found
 
@@ -289,12 +310,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """List goldens that no manifest uses, when every manifest was collected (not with -k, -m,
-    node ids or a subset of the manifests); under xdist on the controller only."""
+    """List goldens that no manifest uses, when manifests were collected, all of them (not with
+    -k, -m, node ids or a subset of the manifests); under xdist on the controller only."""
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
     reports = config.stash[_audit_key].from_workers
-    if not reports or not all(r["complete"] for r in reports):
+    collected = any(r["names"] or r["broken"] for r in reports)  # no manifest: not in use here
+    if not collected or not all(r["complete"] for r in reports):
         return
     settings = config.stash[settings_key]
     broken = sorted({b for r in reports for b in r["broken"]})

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 
@@ -22,13 +22,14 @@ from .errors import (
     OutputError,
     Unavailable,
 )
-from .evaluate import evaluate
+from .evaluation import evaluate
 from .fingerprint import environment
 from .metrics import compare
+from .progress import TerminalProgress
 from .report import explain
 from .runners import check_framework, cuda_present
 from .settings import Settings
-from .spec import Manifest, load_manifest
+from .spec import DEVICES, FRAMEWORKS, Manifest, load_manifest
 
 settings_key = pytest.StashKey[Settings]()
 PROPERTY_PREFIX = "mlrepro."
@@ -56,18 +57,27 @@ def _is_strict(config: pytest.Config) -> bool:
     return bool(config.getoption("mlrepro_strict"))
 
 
-def _count(config: pytest.Config, option: str | None, ini: str) -> int:
+def option_or_ini(config: pytest.Config, name: str) -> object:
+    """A setting from its command-line twin (dest ``name``) when given, else its ini key."""
+    given = config.getoption(name, default=None)
+    return config.getini(name) if given is None else given
+
+
+def _count(config: pytest.Config, name: str) -> int:
     """A non-negative count from an option, else from its ini key (a bad value is a usage error)."""
-    value = config.getoption(option) if option else None
-    if value is None:
-        value = config.getini(ini)
+    value = option_or_ini(config, name)
     try:
         count = int(str(value).strip())
     except ValueError:
-        raise pytest.UsageError(f"{ini}: expected a whole number, got {value!r}") from None
+        raise pytest.UsageError(f"{name}: expected a whole number, got {value!r}") from None
     if count < 0:
-        raise pytest.UsageError(f"{ini}: must not be negative, got {count}")
+        raise pytest.UsageError(f"{name}: must not be negative, got {count}")
     return count
+
+
+def probe_count(config: pytest.Config) -> int:
+    """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
+    return _count(config, "mlrepro_probes")
 
 
 def diagnosis_probes(config: pytest.Config) -> int | None:
@@ -75,12 +85,12 @@ def diagnosis_probes(config: pytest.Config) -> int | None:
     enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
     if config.getoption("mlrepro_no_diagnose") or not enabled:
         return None
-    return _count(config, "mlrepro_probes", "mlrepro_probes")
+    return probe_count(config)
 
 
 def step_probes(config: pytest.Config) -> int:
     """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return _count(config, None, "mlrepro_step_probes")
+    return _count(config, "mlrepro_step_probes")
 
 
 def display_path(config: pytest.Config, path: Path) -> str:
@@ -100,17 +110,60 @@ def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
     return [d for d in manifest.runtime.devices if d in wanted]
 
 
+# Markers: -m mlrepro_latency, -m "mlrepro_torch and mlrepro_cpu", -m "not mlrepro".
+MARKER = "mlrepro"
+KINDS = ("accuracy", "latency", "determinism")
+
+
+def register_markers(config: pytest.Config) -> None:
+    """Register every marker the items carry, so that ``--strict-markers`` accepts them."""
+    config.addinivalue_line("markers", f"{MARKER}: every item of pytest-mlrepro")
+    for kind in KINDS:
+        config.addinivalue_line("markers", f"{MARKER}_{kind}: pytest-mlrepro {kind} items")
+    for framework in FRAMEWORKS:
+        config.addinivalue_line(
+            "markers", f"{MARKER}_{framework}: pytest-mlrepro items of {framework} manifests"
+        )
+    for device in DEVICES:
+        config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
+
+
+def markers_for(item: pytest.Item, manifest: Manifest | None) -> list[str]:
+    """``mlrepro`` on every item; its kind, framework and device where it has them."""
+    names = [MARKER]
+    kind = getattr(item, "kind", None)
+    if kind in KINDS:
+        names.append(f"{MARKER}_{kind}")
+    if manifest is not None:
+        names.append(f"{MARKER}_{manifest.framework.name}")
+    device = getattr(item, "device", None)
+    if device in DEVICES:
+        names.append(f"{MARKER}_{device}")
+    return names
+
+
+def is_mlrepro_item(item: pytest.Item) -> bool:
+    return isinstance(item.parent, ManifestFile)
+
+
 class ManifestFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
+        manifest, items = self._load()
+        for item in items:  # the one place items get their markers, whichever factory made them
+            for name in markers_for(item, manifest):
+                item.add_marker(name)
+        return items
+
+    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
         shown = display_path(self.config, self.path)
         try:
             manifest = load_manifest(self.path, display=shown)
             # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
             golden_store.golden_path(manifest, self.config.stash[settings_key])
         except ManifestError as exc:
-            return [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
+            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
         devices = devices_for(manifest, self.config)
-        return [item for factory in ITEM_FACTORIES for item in factory(self, manifest, devices)]
+        return manifest, [item for f in ITEM_FACTORIES for item in f(self, manifest, devices)]
 
 
 def accuracy_items(
@@ -156,6 +209,8 @@ class ManifestErrorItem(pytest.Item):
 class AccuracyItem(pytest.Item):
     """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
 
+    kind: ClassVar[str] = "accuracy"
+
     def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
@@ -183,7 +238,9 @@ class AccuracyItem(pytest.Item):
         try:
             self._prop("framework_version", check_framework(m))
             dataset = resolve_dataset(m, settings)
-            return [evaluate(m, self.device, settings, dataset) for _ in range(runs)], dataset
+            with TerminalProgress(self.config, len(dataset.samples)) as progress:
+                done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
+            return done, dataset
         except Unavailable as exc:
             self._unavailable(exc)
         except NonFiniteOutputs as exc:

@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from . import latency as lat
-from ._files import atomic_write_bytes
+from ._files import atomic_write_bytes, fcntl_module
 from .benchjson import benchmark_entry
 from .data import resolve_dataset
 from .errors import GoldenError, MlreproError, OutputError, Unavailable
@@ -39,6 +38,7 @@ from .items import (
     MlreproFailure,
     _is_strict,
     display_path,
+    option_or_ini,
     settings_key,
 )
 from .runners import check_framework
@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write latency results in pytest-benchmark's JSON format",
     )
+    group.addoption(
+        "--mlrepro-latency-max-contention",
+        dest="mlrepro_latency_max_contention",
+        metavar="SHARE",
+        default=None,
+        help="overrides the ini key mlrepro_latency_max_contention",
+    )
     parser.addini(
         "mlrepro_latency_max_contention",
         default=str(DEFAULT_MAX_CONTENTION),
@@ -103,7 +110,7 @@ def parse_threads(value: str | None) -> tuple[int | None, int | None]:
 
 
 def max_contention(config: pytest.Config) -> float:
-    raw = str(config.getini("mlrepro_latency_max_contention")).strip()
+    raw = str(option_or_ini(config, "mlrepro_latency_max_contention")).strip()
     try:
         value = float(raw)
     except ValueError:
@@ -158,6 +165,8 @@ ITEM_FACTORIES.append(latency_items)
 class LatencyItem(pytest.Item):
     """Times the model (and one end-to-end request) at one batch size on one device, and compares
     the distribution with this machine's golden."""
+
+    kind: ClassVar[str] = "latency"
 
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -469,6 +478,7 @@ class SessionLock:
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
+        fcntl = fcntl_module()
         with open(self.turnstile, "a+b") as gate:
             fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
             fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
@@ -481,6 +491,7 @@ class SessionLock:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        fcntl = fcntl_module()
         with open(self.turnstile, "a+b") as gate, open(self.main, "a+b") as fh:
             fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
             try:

@@ -3,7 +3,8 @@
 Two levels, as pytest-timeout has them:
 
 * **soft**: at the limit, ``SIGALRM`` raises :class:`ItemTimeout` in the main thread, where the
-  item runs. It interrupts Python code (a builder or a ``forward`` that loops or sleeps) and
+  item runs. It shares the process's one timer with pytest-timeout's, whose limit keeps working.
+  It interrupts Python code (a builder or a ``forward`` that loops or sleeps) and
   blocking waits; the item fails with a message and the next items run in the same process.
   An import in progress is never interrupted (a half-imported module would break every later
   item of the process): the exception waits until the import is done.
@@ -22,8 +23,13 @@ import faulthandler
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType
+
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+"""What ``signal.signal`` returns: a function, ``SIG_DFL``/``SIG_IGN``, or None (not set from
+Python)."""
 
 HARD_KILL_GRACE_S = 10.0
 """The least time after the soft limit before the watchdog ends the process."""
@@ -74,8 +80,74 @@ def time_limit(
     if grace is None:
         grace = max(HARD_KILL_GRACE_S, seconds / 2)
     soft = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    watchdog = threading.Timer(
+        seconds + grace if soft else seconds,
+        _hard_kill,
+        args=(grace if soft else 0.0, what, report_fd),
+    )
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if soft:
+            with _soft_limit(seconds, what):
+                yield
+        else:
+            yield
+    finally:
+        watchdog.cancel()
+
+
+class _OuterTimer:
+    """A ``SIGALRM`` timer someone else (pytest-timeout's signal method) had armed when ours
+    started: its handler, and when it is due, so that it still fires on time."""
+
+    def __init__(self, handler: SignalHandler, remaining: float, interval: float) -> None:
+        self.handler = handler
+        self.deadline = time.monotonic() + remaining if remaining > 0 else None
+        self.interval = interval
+
+    def due(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def fire(self, signum: int, frame: FrameType | None) -> None:
+        """Run its handler now (it usually raises, ending the item as its owner wants)."""
+        self.deadline = None
+        if callable(self.handler):
+            self.handler(signum, frame)
+        elif self.handler == signal.SIG_DFL:  # what the signal would have done: end the process
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGALRM)
+
+    def restore(self) -> None:
+        """Its handler back, and its timer re-armed with the time it has left."""
+        signal.signal(signal.SIGALRM, self.handler if self.handler is not None else signal.SIG_DFL)
+        if self.deadline is not None:
+            left = max(self.deadline - time.monotonic(), 1e-6)  # overdue: fire at once
+            signal.setitimer(signal.ITIMER_REAL, left, self.interval)
+
+
+def _arm(*deadlines: float | None) -> None:
+    """The process's one ``ITIMER_REAL`` set to the nearest of ``deadlines`` (monotonic)."""
+    pending = [d for d in deadlines if d is not None]
+    if pending:
+        signal.setitimer(signal.ITIMER_REAL, max(min(pending) - time.monotonic(), 1e-6))
+
+
+@contextlib.contextmanager
+def _soft_limit(seconds: float, what: str) -> Iterator[None]:
+    """``ItemTimeout`` after ``seconds``, sharing ``ITIMER_REAL`` with a timer already armed
+    (pytest-timeout): the nearer deadline arms it, each deadline runs its own handler, and the
+    other timer gets its handler and its remaining time back afterwards."""
+    ours = time.monotonic() + seconds
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if outer.due():
+            _arm(ours)
+            outer.fire(signum, frame)
+            return
+        if time.monotonic() < ours:  # woken early (an outer deadline that moved): wait on
+            _arm(ours, outer.deadline)
+            return
         if _importing(frame):
             # An import cut short leaves a half-initialised module behind for every later item
             # of the process: let the import finish, and stop the item right after it.
@@ -83,24 +155,15 @@ def time_limit(
             return
         raise ItemTimeout(f"{what} did not finish within its time limit of {seconds:g} s: stopped")
 
-    watchdog = threading.Timer(
-        seconds + grace if soft else seconds,
-        _hard_kill,
-        args=(grace if soft else 0.0, what, report_fd),
-    )
-    watchdog.daemon = True
-    previous = None
-    if soft:
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-    watchdog.start()
+    handler = signal.signal(signal.SIGALRM, on_alarm)
+    remaining, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    outer = _OuterTimer(handler, remaining, interval)
+    _arm(ours, outer.deadline)
     try:
         yield
     finally:
-        watchdog.cancel()
-        if soft:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        outer.restore()
 
 
 __all__ = ["HARD_KILL_GRACE_S", "ItemTimeout", "time_limit"]

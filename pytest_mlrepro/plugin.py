@@ -5,7 +5,6 @@ Importing this module imports no ML framework; the items load one only when they
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from pathlib import Path
@@ -13,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from .items import PROPERTY_PREFIX, AccuracyItem, ManifestFile, settings_key
+from .items import (
+    PROPERTY_PREFIX,
+    AccuracyItem,
+    ManifestFile,
+    is_mlrepro_item,
+    register_markers,
+    settings_key,
+)
+from .recognize import is_manifest
 from .settings import Settings, mirrors_from_env
 
 # Latency items, their options and hooks (registered with this plugin, off with it).
@@ -80,6 +87,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="samples re-run per pitfall when diagnosing a drift (default: ini mlrepro_probes, "
         "64; 0: no counterfactuals)",
     )
+    # Command-line twins of the ini keys (dest: the key's name). A path given on the command
+    # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
+    group.addoption(
+        "--mlrepro-golden-dir",
+        dest="mlrepro_golden_dir",
+        metavar="DIR",
+        default=None,
+        help="where goldens live (overrides the ini key mlrepro_golden_dir)",
+    )
+    group.addoption(
+        "--mlrepro-data",
+        dest="mlrepro_data",
+        action="append",
+        metavar="DIR",
+        default=None,
+        help="a data mirror folder, searched before those of the ini key mlrepro_data (repeatable)",
+    )
+    group.addoption(
+        "--mlrepro-cache",
+        dest="mlrepro_cache",
+        metavar="DIR",
+        default=None,
+        help="cache for built models and downloaded data (overrides the ini key mlrepro_cache)",
+    )
+    group.addoption(
+        "--mlrepro-allowed-root",
+        dest="mlrepro_allowed_roots",
+        action="append",
+        metavar="DIR",
+        default=None,
+        help="a folder outside the project that manifest paths may point into, besides those "
+        "of the ini key mlrepro_allowed_roots (repeatable)",
+    )
+    group.addoption(
+        "--mlrepro-step-probes",
+        dest="mlrepro_step_probes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
+        "key mlrepro_step_probes)",
+    )
     parser.addini(
         "mlrepro_diagnose",
         default="true",
@@ -125,16 +174,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    cache = str(config.getini("mlrepro_cache") or "")
-    cache_dir = (config.rootpath / cache) if cache else None
-    # The environment variable comes first: CI points it at its own mirror.
-    mirrors = [*mirrors_from_env(), *config.getini("mlrepro_data")]
-    config.stash[settings_key] = Settings.for_project(
-        config.rootpath,
-        golden_dir=str(config.getini("mlrepro_golden_dir")),
-        cache_dir=cache_dir,
-        data_mirrors=mirrors,
-        allowed_roots=config.getini("mlrepro_allowed_roots"),
+    register_markers(config)
+    config.stash[settings_key] = settings_from(config)
+
+
+def _given_paths(config: pytest.Config, name: str) -> list[Path]:
+    """Paths of a repeatable command-line option, relative to the folder pytest was run from."""
+    return [config.invocation_params.dir / p for p in config.getoption(name) or []]
+
+
+def settings_from(config: pytest.Config) -> Settings:
+    """The project's settings from ini keys, their command-line twins and the environment: the
+    one place they are read (the ``mlrepro`` command gets them from here too)."""
+    here, root = config.invocation_params.dir, config.rootpath
+    golden = config.getoption("mlrepro_golden_dir")
+    cache = config.getoption("mlrepro_cache")
+    ini_cache = str(config.getini("mlrepro_cache") or "")
+    return Settings.for_project(
+        root,
+        golden_dir=str(here / golden) if golden else str(config.getini("mlrepro_golden_dir")),
+        cache_dir=here / cache if cache else (root / ini_cache if ini_cache else None),
+        # The environment variable comes first: CI points it at its own mirror.
+        data_mirrors=[
+            *mirrors_from_env(),
+            *_given_paths(config, "mlrepro_data"),
+            *config.getini("mlrepro_data"),
+        ],
+        allowed_roots=[
+            *_given_paths(config, "mlrepro_allowed_roots"),
+            *config.getini("mlrepro_allowed_roots"),
+        ],
         allow_download=not config.getoption("mlrepro_no_download"),
     )
     check_outputs(config)
@@ -172,18 +241,9 @@ def check_outputs(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{exc}. Nothing was run.") from None
 
 
-def _is_manifest(config: pytest.Config, file_path: Path) -> bool:
-    if file_path.suffix not in (".yaml", ".yml"):
-        return False
-    try:
-        relative = file_path.relative_to(config.rootpath).as_posix()
-    except ValueError:
-        relative = file_path.as_posix()
-    return any(fnmatch.fnmatch(relative, p) for p in config.getini("mlrepro_manifests"))
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if _is_manifest(parent.config, file_path):
+    config = parent.config
+    if is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests")):
         return ManifestFile.from_parent(parent, path=file_path)
     return None
 
@@ -223,7 +283,12 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """Where goldens, data and cache are, after "collected N items", when manifests were
+    collected (a run without them shows nothing of the plugin). Under xdist the controller
+    collects nothing, so the line is not shown there."""
+    if not any(is_mlrepro_item(item) for item in items):
+        return None
     s = config.stash[settings_key]
     mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
     return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"

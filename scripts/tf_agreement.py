@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 import conftest  # noqa: E402, F401  (registers the example's builders)
 from pytest_mlrepro.data import resolve_dataset  # noqa: E402
-from pytest_mlrepro.evaluate import run_model  # noqa: E402
+from pytest_mlrepro.evaluation import run_model  # noqa: E402
 from pytest_mlrepro.pipeline import Decode  # noqa: E402
 from pytest_mlrepro.runners import load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings  # noqa: E402

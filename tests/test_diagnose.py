@@ -25,7 +25,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro import golden as golden_store
 from pytest_mlrepro import pipeline, pitfalls, probes
 from pytest_mlrepro.diagnose import Diagnosis, diagnose, manifest_diff, probe_order
-from pytest_mlrepro.evaluate import Evaluation, evaluate
+from pytest_mlrepro.evaluation import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
 from pytest_mlrepro.metrics import Comparison, compare
 from pytest_mlrepro.settings import Settings

@@ -310,7 +310,7 @@ def test_unused_goldens_are_listed_once_and_only_when_every_manifest_ran(
     assert retired.exists()  # listed, never deleted
 
     # A manifest that fails to load may be the one that uses the "unused" golden: said so.
-    (project.path / "manifests" / "broken.yaml").write_text("name: [\n")
+    (project.path / "manifests" / "broken.yaml").write_text("framework: onnxruntime\nmodel: [\n")
     broken = project.run()
     broken.assert_outcomes(passed=2, failed=1)
     broken.stdout.fnmatch_lines(

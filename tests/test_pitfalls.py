@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import diag_helpers as H
@@ -18,7 +17,7 @@ import pytest
 from pytest_mlrepro import pitfalls
 from pytest_mlrepro.counterfactual import score_pipelines
 from pytest_mlrepro.data import resolve_dataset
-from pytest_mlrepro.evaluate import evaluate_subset
+from pytest_mlrepro.evaluation import evaluate_subset
 from pytest_mlrepro.pipeline import Color, Crop, Decode, Layout, Normalize, Pipeline, Resize, Scale
 from pytest_mlrepro.runners import load_runner
 from pytest_mlrepro.sensitivity import save, sensitivity, table_path
@@ -368,35 +367,12 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     )
 
 
-def test_the_command_imports_no_pytest() -> None:
-    code = "import sys, pytest_mlrepro.cli; print('pytest' in sys.modules, 'torch' in sys.modules)"
+def test_the_command_imports_no_framework() -> None:
+    """The command is pytest's configuration with another action: it imports pytest, but no
+    framework until a manifest needs one."""
+    code = (
+        "import sys, pytest_mlrepro.cli; "
+        "print('torch' in sys.modules, 'onnxruntime' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stderr
-
-
-def test_the_command_reads_the_project_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_mlrepro import cli
-
-    (tmp_path / "pyproject.toml").write_text(
-        textwrap.dedent("""\
-            [tool.pytest.ini_options]
-            mlrepro_data = "../shared/data"
-            mlrepro_golden_dir = "goldens"
-            """)
-    )
-    (tmp_path / "sub" / "manifests").mkdir(parents=True)
-    (tmp_path / "conftest.py").write_text("")
-    (tmp_path / "sub" / "conftest.py").write_text("")
-    root, ini = cli.find_root(tmp_path / "sub" / "manifests")
-    assert root == tmp_path.resolve() and ini["mlrepro_golden_dir"] == "goldens"
-    monkeypatch.setenv("MLREPRO_DATA", str(tmp_path / "first"))
-    settings = cli.project_settings(root, ini)
-    assert settings.golden_dir == (tmp_path / "goldens").resolve()
-    assert settings.data_mirrors == (
-        (tmp_path / "first").resolve(),
-        (tmp_path.parent / "shared" / "data").resolve(),
-    )
-    files = cli.conftest_files(root, tmp_path / "sub" / "manifests" / "m.yaml")
-    assert files == [root / "conftest.py", root / "sub" / "conftest.py"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -75,10 +75,17 @@ def preprocessed(
             yield pending.popleft().result()
 
 
-def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> np.ndarray:
+Progress = Callable[[int], None]
+"""Told the number of samples done after each batch (a terminal display, see progress.py)."""
+
+
+def run_model(
+    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, progress: Progress | None = None
+) -> np.ndarray:
     """Raw model outputs (N, classes) over the whole data set, in sample order."""
     pipe = manifest.pipeline
     outputs: list[np.ndarray] = []
+    done = 0
     check = getattr(runner, "check_batch", None)
     for i, batch in enumerate(preprocessed(pipe, dataset.samples, manifest.runtime.batch_size)):
         if i == 0 and check is not None:
@@ -91,6 +98,9 @@ def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> n
         if out.ndim != 2 or out.shape[0] != batch.shape[0]:
             raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
         outputs.append(out.astype(np.float32, copy=False))
+        done += batch.shape[0]
+        if progress is not None:
+            progress(done)
     result = np.concatenate(outputs) if outputs else np.zeros((0, manifest.dataset.classes))
     if result.shape[1] != manifest.dataset.classes:
         raise manifest.error(
@@ -109,14 +119,19 @@ def run_model(runner: Runner, manifest: Manifest, dataset: ResolvedDataset) -> n
 
 
 def evaluate(
-    manifest: Manifest, device: str, settings: Settings, dataset: ResolvedDataset | None = None
+    manifest: Manifest,
+    device: str,
+    settings: Settings,
+    dataset: ResolvedDataset | None = None,
+    progress: Progress | None = None,
 ) -> Evaluation:
-    """Resolve the data, verify and load the model, run it, and turn outputs into results."""
+    """Resolve the data, verify and load the model, run it, and turn outputs into results;
+    ``progress`` is told the samples done after each batch."""
     dataset = dataset or resolve_dataset(manifest, settings)
     seed_everything(manifest.runtime.seed)
     runner = load_runner(manifest, device, settings)
     start = time.perf_counter()
-    raw = run_model(runner, manifest, dataset)
+    raw = run_model(runner, manifest, dataset, progress)
     seconds = time.perf_counter() - start
     scores = softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
     topk = top_k(scores, manifest.postprocess.top_k)
