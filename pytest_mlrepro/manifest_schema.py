@@ -60,6 +60,8 @@ RULES: dict[str, dict[str, JsonSchema]] = {
         },
     },
     "Model": {
+        # ONNX external data: {location as the model records it: sha256}.
+        "external_data": {"additionalProperties": _SHA256},
         "": {
             "if": {"properties": {"format": {"const": "state_dict"}}, "required": ["format"]},
             "then": {"required": ["builder", "weights"], "not": {"required": ["file"]}},
