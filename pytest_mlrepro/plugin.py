@@ -176,6 +176,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     config.stash[settings_key] = settings_from(config)
+    check_outputs(config)
 
 
 def _given_paths(config: pytest.Config, name: str) -> list[Path]:
@@ -206,7 +207,6 @@ def settings_from(config: pytest.Config) -> Settings:
         ],
         allow_download=not config.getoption("mlrepro_no_download"),
     )
-    check_outputs(config)
 
 
 def results_path(config: pytest.Config) -> Path | None:
