@@ -22,7 +22,7 @@ import math
 import typing
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from ._schema import Invalid
 from .pipeline import (
@@ -134,7 +134,7 @@ def describe_step(step: Step) -> str:
     """A step in manifest syntax, defaults left out: ``crop: {fraction: 0.875}``."""
     defaults = type(step)() if _constructible(type(step)) else None
     params = []
-    for f in dataclasses.fields(step):  # type: ignore[arg-type]
+    for f in dataclasses.fields(step):
         value = getattr(step, f.name)
         if defaults is not None and getattr(defaults, f.name) == value and f.name != "order":
             continue
@@ -183,13 +183,13 @@ def _choices(cls: type, name: str) -> tuple[Any, ...]:
 
 
 def _has(step: Step, name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(step))  # type: ignore[arg-type]
+    return any(f.name == name for f in dataclasses.fields(step))
 
 
 def _try(step: Step, **changes: Any) -> Step | None:
     """``step`` with ``changes``, or None when the result breaks the step's own rules."""
     try:
-        new = dataclasses.replace(step, **changes)  # type: ignore[type-var]
+        new = dataclasses.replace(step, **changes)
         new.check()
     except (Invalid, TypeError, ValueError):
         return None
@@ -226,7 +226,7 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, (Color, Decode)):
         return
     final = Pipeline(steps).final.order
-    flipped = "BGR" if step.order == "RGB" else "RGB"
+    flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
     new_final = "BGR" if final == "RGB" else "RGB"
     yield Variant(
         f"colour:{new_final}",
@@ -333,7 +333,7 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     has_dct = _has(step, "dct_method")
     dct_values = [d for d in _choices(type(step), "dct_method") if d is not None] if has_dct else []
     if getattr(step, "dct_method", None):
-        current += f" ({step.dct_method})"  # type: ignore[attr-defined]
+        current += f" ({step.dct_method})"
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
             continue
@@ -408,7 +408,9 @@ def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
         assert isinstance(step, Layout)
         if step.order != "NCHW":
             continue  # NHWC keeps the buffer as it is: there is nothing to reshape
-        other = "reshape" if step.method == "transpose" else "transpose"
+        other: Literal["transpose", "reshape"] = (
+            "reshape" if step.method == "transpose" else "transpose"
+        )
         desc = (
             "the NHWC buffer reshaped as NCHW instead of transposed"
             if other == "reshape"
