@@ -18,7 +18,7 @@ import difflib
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -79,9 +79,25 @@ def digest(array: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
-def fingerprint(array: np.ndarray, layout: str = "HWC") -> dict[str, Any]:
+class _Identity(TypedDict):
+    dtype: str
+    shape: list[int]
+    sha256: str
+
+
+class Fingerprint(_Identity, total=False):
+    """One step's output for one probe, as a golden keeps it (JSON). The statistics are there
+    only for an output with channels (an image-like array); ``thumb`` is one grid per channel."""
+
+    mean: list[float]
+    std: list[float]
+    detail: list[float]
+    thumb: list[list[float]]
+
+
+def fingerprint(array: np.ndarray, layout: str = "HWC") -> Fingerprint:
     """Shape, dtype, exact hash, per-channel mean/std/detail and a thumbnail of one output."""
-    fp: dict[str, Any] = {
+    fp: Fingerprint = {
         "dtype": str(array.dtype),
         "shape": [int(d) for d in array.shape],
         "sha256": digest(array),
@@ -222,7 +238,9 @@ def _num(value: float) -> str:
     return f"{value:.3g}"
 
 
-def describe_difference(golden: list[dict[str, Any]], now: list[dict[str, Any]]) -> tuple[int, str]:
+def describe_difference(
+    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> tuple[int, str]:
     """(probes that differ, words) for the fingerprints of one step on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
