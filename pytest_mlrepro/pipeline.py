@@ -377,7 +377,8 @@ class Crop(Step):
             side = int(self.fraction * min(height, width))
             ch, cw = side, side
         else:
-            ch, cw = _pair(self.size)  # type: ignore[arg-type]
+            assert self.size is not None  # check(): exactly one of fraction and size
+            ch, cw = _pair(self.size)
         if self.rounding == "google":
             return (height - ch + 1) // 2, (width - cw + 1) // 2, ch, cw
         return int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0)), ch, cw
