@@ -306,6 +306,7 @@ class TensorFlowRunner:
                 return scores
 
         # The loaded object and its files live as long as the runner's call does.
+        # (The ignores on keep_alive: mypy has no attributes on a function object.)
         call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
         weakref.finalize(call, folder.cleanup)
         return (
