@@ -1,4 +1,4 @@
-"""Run a manifest's model over its data set, preprocessing in threads while the model runs."""
+"""Run a manifest's model over its data set, preprocessing in threads (see ``preprocessed``)."""
 
 from __future__ import annotations
 
@@ -43,14 +43,15 @@ def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]
         yield samples[start : start + size]
 
 
-def _prepare(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
-    arrays = []
-    for sample in batch:
-        try:
-            data = sample.path.read_bytes()
-        except OSError as exc:
-            raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
-        arrays.append(pipe(data, sample.id))
+def _load(pipe: Pipeline, sample: Sample) -> np.ndarray:
+    try:
+        data = sample.path.read_bytes()
+    except OSError as exc:
+        raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
+    return pipe(data, sample.id)
+
+
+def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise SampleError(
@@ -61,10 +62,43 @@ def _prepare(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
     return np.stack(arrays)
 
 
+def _prepare(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
+    return _stack(batch, [_load(pipe, sample) for sample in batch])
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity, e.g. under taskset or a container)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 def preprocessed(
-    pipe: Pipeline, samples: Sequence[Sample], batch_size: int, workers: int | None = None
+    pipe: Pipeline,
+    samples: Sequence[Sample],
+    batch_size: int,
+    workers: int | None = None,
+    *,
+    overlap: bool = True,
 ) -> Iterator[np.ndarray]:
-    """Batches in order, prepared ahead by a thread pool (decoders and numpy release the GIL)."""
+    """Batches in order, prepared by a thread pool (decoders and numpy release the GIL).
+
+    ``overlap``: prepared ahead while the consumer (the model) runs, for a model on an
+    accelerator, which leaves the CPUs to preprocessing. Without it, for a model on the CPU:
+    each batch is prepared by every worker at once while the consumer waits, and then the
+    consumer has the CPUs to itself. A CPU runtime's intra-op threads (ONNX Runtime, torch,
+    TensorFlow, TFLite) use every core and spin-wait between parallel sections; preprocessing
+    threads running beside them oversubscribe the cores, and a descheduled intra-op thread stalls
+    its whole parallel section. Measured on 2 cores (docs/measurements.md,
+    benchmarks/evaluation_throughput.py): the overlap took longer than the two stages one after
+    the other."""
+    if not overlap:
+        workers = workers or usable_cores()
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+            for batch in _batches(samples, batch_size):
+                # Per sample, not per batch: the workers share each batch to its last image.
+                yield _stack(batch, list(pool.map(lambda s: _load(pipe, s), batch)))
+        return
     workers = workers or max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
         pending: deque[Future[np.ndarray]] = deque()
@@ -75,6 +109,12 @@ def preprocessed(
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def overlaps(runner: Runner) -> bool:
+    """Whether preprocessing runs beside ``runner``'s model (see :func:`preprocessed`): only
+    when the model computes on an accelerator, not on the CPU cores preprocessing needs."""
+    return str(runner.info.get("device", "cpu")) != "cpu"
 
 
 Progress = Callable[[int], None]
@@ -89,7 +129,10 @@ def run_model(
     outputs: list[np.ndarray] = []
     done = 0
     check = getattr(runner, "check_batch", None)
-    for i, batch in enumerate(preprocessed(pipe, dataset.samples, manifest.runtime.batch_size)):
+    batches = preprocessed(
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
+    )
+    for i, batch in enumerate(batches):
         if i == 0 and check is not None:
             try:
                 check(batch, manifest.input.layout)

@@ -1,7 +1,14 @@
-"""Fixtures for the plugin's integration tests (tests/test_plugin.py): a tiny synthetic project.
+"""The test suite's tiers and shared fixtures.
 
-Images and models are made once per session; each test gets its own copy in ``pytester.path`` and
-runs pytest on it in a subprocess, once without and once with pytest-xdist (``-n 2``).
+Tiers: ``python -m pytest tests`` runs the fast tier (everything not marked ``slow``);
+``python -m pytest tests -m "slow or hypothesis" --hypothesis-profile deep`` runs the slow tier
+(real models over the 1000-image sample, the stress and kill tests, the ``-n 2`` runs of tests
+whose subject is not xdist) and the Hypothesis tests at depth. An explicit ``-m`` replaces the
+default ``not slow``.
+
+Fixtures: a tiny synthetic project (tests/integration/). Images and models are made once per
+session; each test gets its own copy in ``pytester.path`` and runs pytest on it serially (in
+process, see ``helpers.Project.run``) and with pytest-xdist (``-n 2``, in a subprocess).
 """
 
 from __future__ import annotations
@@ -13,6 +20,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The shared helpers (helpers.py, diag_helpers.py, tf_helpers.py) live here, beside the tier
+# folders: importable as top-level modules from every tier, however pytest was started.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from helpers import (
     LOOSE,
     QUIET,
@@ -22,6 +35,35 @@ from helpers import (
     make_torchscript,
     manifest_text,
 )
+
+# Hypothesis profiles. ``ci`` (the default) runs every property test with its usual number of
+# examples (``helpers.examples`` scales explicit counts); ``deep`` runs five times as many, for the
+# slow tier. Chosen with ``--hypothesis-profile NAME`` or MLREPRO_HYPOTHESIS_PROFILE.
+settings.register_profile("ci", max_examples=100)
+settings.register_profile("deep", max_examples=500)
+settings.load_profile(os.environ.get("MLREPRO_HYPOTHESIS_PROFILE", "ci"))
+
+XDIST = ["-n", "2"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "about_xdist: the test's subject is pytest-xdist: its -n 2 run stays in the fast tier",
+    )
+    if not config.option.markexpr:  # the fast tier unless a marker expression was given
+        config.option.markexpr = "not slow"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``-n 2`` variant of a test runs in the slow tier, unless the test is about xdist:
+    its serial variant covers the same behaviour, and each xdist run costs seconds of start-up."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.get_closest_marker("about_xdist") is not None:
+            continue
+        if any(callspec.params.get(name) == XDIST for name in ("project", "xdist")):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +110,7 @@ def _mlrepro_env(monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester) -> 
     monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
 
 
-@pytest.fixture(params=[[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.fixture(params=[[], XDIST], ids=["serial", "xdist"])
 def project(
     request: pytest.FixtureRequest,
     pytester: pytest.Pytester,

@@ -9,7 +9,10 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
+import pkgutil
+import re
 import shutil
 import textwrap
 import warnings
@@ -39,6 +42,15 @@ LOOSE = "tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n"
 # Plugins unrelated to pytest-mlrepro that cost seconds per (worker) process: the hypothesis
 # plugin imports all of hypothesis at start-up.
 QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+
+
+def examples(ci: int) -> int:
+    """A Hypothesis example count: ``ci`` under the ``ci`` profile (tests/conftest.py), scaled
+    by the active profile's ``max_examples`` (``deep``: five times as many). An explicit count in
+    ``@settings`` would otherwise override the profile."""
+    from hypothesis import settings
+
+    return max(1, round(ci * settings.default.max_examples / 100))
 
 
 def sha256(path: Path) -> str:
@@ -215,8 +227,34 @@ class Project:
     def golden(self, name: str) -> Path:
         return self.path / "golden" / f"{name}.json"
 
-    def run(self, *args: str) -> pytest.RunResult:
-        return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
+    def run(self, *args: str, subprocess: bool = False) -> pytest.RunResult:
+        """Serial runs in this process (no interpreter start-up: a second or two each); runs
+        with xdist, of TensorFlow manifests, or asked for (``subprocess=True``: signals, time
+        limits, what a fresh process imports) in a subprocess."""
+        if self.xdist or subprocess or not in_process_safe(self.path):
+            return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
+        return self.pytester.runpytest(*QUIET, *args)
+
+
+OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(torch|tensorflow|tflite|litert)", re.IGNORECASE)
+
+
+def in_process_safe(project: Path) -> bool:
+    """Whether ``project``'s manifests can run inside the test process: ONNX Runtime ones only.
+    pytester drops the modules a run imported; torch and TensorFlow import submodules lazily
+    and register native state once per process (a second import fails), so they run in a
+    subprocess. Imports the package and ONNX Runtime first, so that they outlive each run."""
+    texts = [p.read_text(errors="replace") for p in project.rglob("*.yaml")]
+    if any(OTHER_FRAMEWORK.search(text) for text in texts):
+        return False
+    import onnxruntime  # noqa: F401
+
+    import pytest_mlrepro.runners.onnx
+
+    for module in pkgutil.iter_modules(pytest_mlrepro.__path__, "pytest_mlrepro."):
+        if module.name not in ("pytest_mlrepro._tf_ops", "pytest_mlrepro.zoo"):
+            importlib.import_module(module.name)
+    return True
 
 
 # --- added for the hardening tests (test_integrity.py, test_missing_pieces.py, ...) ----------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DATA
+from helpers import DATA, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -196,7 +196,7 @@ def test_backends_mix_per_step() -> None:
 # --- crop ---------------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     height=st.integers(1, 400),
     width=st.integers(1, 400),

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ from pytest_mlrepro import _yaml, pipeline
 from pytest_mlrepro.errors import ManifestError
 from pytest_mlrepro.spec import Manifest, load_manifest, parse_manifest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHOWN = "manifests/fuzzed.yaml"  # the name errors must start with
 MARKER = "mlrepro-fuzz-was-executed"  # a file that unsafe YAML would create, were it executed
 
@@ -44,6 +45,8 @@ FUZZ = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# Example counts: ``examples(n)`` is n under the fast tier's ``ci`` profile (5,250 inputs in all,
+# half of what every run fuzzed before the tiers) and 5n under the slow tier's ``deep`` profile.
 PER_INPUT_LIMIT_S = 10.0  # a hang detector: the slowest input takes about a second
 RSS_GROWTH_LIMIT_MB = 300  # for the whole run; one expanded alias bomb would take gigabytes
 
@@ -505,25 +508,25 @@ def _run(folder: Path, raw: bytes) -> None:
         Tally.failed += 1
 
 
-@settings(FUZZ, max_examples=6000)
+@settings(FUZZ, max_examples=examples(3000))
 @given(raw=mutated_text())
 def test_mutated_manifests_load_or_fail_clearly(workdir: Path, raw: bytes) -> None:
     _run(workdir, raw)
 
 
-@settings(FUZZ, max_examples=600)
+@settings(FUZZ, max_examples=examples(300))
 @given(raw=yaml_documents)
 def test_random_yaml_documents_load_or_fail_clearly(workdir: Path, raw: bytes) -> None:
     _run(workdir, raw)
 
 
-@settings(FUZZ, max_examples=1400)
+@settings(FUZZ, max_examples=examples(700))
 @given(raw=token_soup)
 def test_yaml_token_soup_fails_clearly(workdir: Path, raw: bytes) -> None:
     _run(workdir, raw)
 
 
-@settings(FUZZ, max_examples=1500)
+@settings(FUZZ, max_examples=examples(750))
 @given(raw=st.binary(max_size=512))
 def test_random_bytes_fail_clearly(workdir: Path, raw: bytes) -> None:
     _run(workdir, raw)
@@ -535,7 +538,7 @@ def test_mutated_manifests_with_the_pure_python_parser(
     """The same property where PyYAML has no libyaml (the pure-Python parser)."""
     monkeypatch.setattr(_yaml, "PARSER", yaml.SafeLoader)
 
-    @settings(FUZZ, max_examples=1000)
+    @settings(FUZZ, max_examples=examples(500))
     @given(raw=mutated_text())
     def fuzz(raw: bytes) -> None:
         _run(workdir, raw)
@@ -546,11 +549,11 @@ def test_mutated_manifests_with_the_pure_python_parser(
 def test_fuzzing_reached_both_outcomes() -> None:
     """Runs after the fuzz tests (file order): a generator that only ever produced errors (or
     only valid manifests) would test little."""
-    if Tally.loaded + Tally.failed < 10_000:
+    if Tally.loaded + Tally.failed < examples(5000):
         pytest.skip("run with the fuzz tests above")
     print(f"fuzzed {Tally.loaded + Tally.failed}: {Tally.loaded} loaded, {Tally.failed} refused")
     assert Tally.loaded >= 100, (Tally.loaded, Tally.failed)
-    assert Tally.failed >= 5000, (Tally.loaded, Tally.failed)
+    assert Tally.failed >= examples(2500), (Tally.loaded, Tally.failed)
 
 
 def test_fuzzing_stays_within_bounded_memory(rss_at_start: float) -> None:

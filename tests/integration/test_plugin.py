@@ -47,6 +47,7 @@ def to_bgr(project: Project, file: str) -> None:
 # --- recording, passing, results out ---------------------------------------------------------
 
 
+@pytest.mark.about_xdist  # the results file and goldens come from the workers' reports
 def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) -> None:
     project.make()
     onnx, torch = project.golden("tiny_onnx"), project.golden("tiny_torch")
@@ -366,7 +367,7 @@ def test_an_onnx_only_run_imports_no_torch_and_finds_data_through_MLREPRO_DATA(
         "    with open('modules.json', 'w') as fh:\n"
         "        json.dump({m: m in sys.modules for m in ('torch', 'onnxruntime')}, fh)\n"
     )
-    result = project.run()
+    result = project.run(subprocess=True)  # what a fresh process imports
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [

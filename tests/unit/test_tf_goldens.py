@@ -24,7 +24,7 @@ from pytest_mlrepro.zoo.efficientnet_lite0_tf import (
     tf_same_padding,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FLOAT_PORTS = [
     "efficientnet_lite0_keras",
     "efficientnet_lite0_saved_model",

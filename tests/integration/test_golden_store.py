@@ -51,6 +51,7 @@ def assert_whole(path: Path, name: str) -> golden_store.Golden:
 WORKERS, ROUNDS, MANIFESTS = 4, 20, 8
 
 
+@pytest.mark.slow  # a stress test: 80 worker processes, a minute or more
 def test_four_workers_rewriting_goldens_twenty_times_lose_nothing(serial_project: Project) -> None:
     """Every round changes every manifest's description (a rewrite, "manifest changed") and flips
     the colour order of some (a rewrite with different results), then records with ``-n 4``."""
@@ -79,6 +80,7 @@ def test_four_workers_rewriting_goldens_twenty_times_lose_nothing(serial_project
 # --- two manifests, one golden -----------------------------------------------------------------
 
 
+@pytest.mark.about_xdist  # two workers must not both write the shared golden
 def test_manifests_sharing_a_golden_are_refused_before_anything_is_written(
     project: Project,
 ) -> None:
@@ -275,6 +277,7 @@ def test_goldens_broken_by_hand_are_reported_and_only_update_replaces_them(
 UNUSED_HEADER = "1 golden(s) that no manifest uses (delete them if that is intended):"
 
 
+@pytest.mark.about_xdist  # listed once, by the controller, not by each worker
 def test_unused_goldens_are_listed_once_and_only_when_every_manifest_ran(
     project: Project,
 ) -> None:

@@ -217,6 +217,8 @@ def test_a_hanging_model_is_stopped_by_the_time_limit_and_fails_only_its_item(
     result.stdout.fnmatch_lines(["tiny_onnx *cpu *onnxruntime *24 *pass"])
 
 
+@pytest.mark.about_xdist
+@pytest.mark.slow  # waits out a hard time limit and a worker's restart
 def test_a_model_that_will_not_stop_is_killed_with_its_worker_only(project: Project) -> None:
     if not project.xdist:
         pytest.skip("without xdist, the hard limit ends the whole session (see the README)")
@@ -243,6 +245,7 @@ def test_a_model_that_raises_fails_only_its_item(project: Project) -> None:
     result.stdout.fnmatch_lines(["fine *cpu *torch *24 *golden recorded"])
 
 
+@pytest.mark.slow  # each variant waits for a worker to die and be replaced
 @pytest.mark.parametrize("behaviour", ["exits", "segfaults"])
 def test_a_model_that_kills_its_process_fails_only_its_item_under_xdist(
     serial_project: Project, behaviour: str

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -32,7 +33,7 @@ from pytest_mlrepro.errors import DatasetUnavailable, IntegrityError, ManifestEr
 from pytest_mlrepro.settings import Settings
 from pytest_mlrepro.spec import Manifest, parse_manifest
 
-REAL_DATA = Path(__file__).resolve().parents[2] / "shared/data/imagenet-sample"
+REAL_DATA = Path(__file__).resolve().parents[3] / "shared/data/imagenet-sample"
 
 # id -> label; sorted ids: "a.png" < "b c.png" < "d'e.jpg" < "f.png"
 IMAGES = {"d'e.jpg": 2, "a.png": 0, "f.png": 1, "b c.png": 1}
@@ -264,7 +265,7 @@ _NAMES = st.text(
 ).filter(lambda n: not n.startswith("./"))
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     entries=st.dictionaries(_NAMES, st.binary(min_size=32, max_size=32), max_size=8),
     binary=st.booleans(),

@@ -422,7 +422,7 @@ def test_commit_info_reads_git_without_writing_and_says_unversioned_elsewhere(
 ) -> None:
     from pytest_mlrepro.benchjson import commit_info
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         pytest.skip("not a git checkout")
     info = commit_info(root)
@@ -723,6 +723,7 @@ def cpu_hogs() -> Iterator[None]:
             proc.wait()
 
 
+@pytest.mark.slow  # loads every core for its whole length: a minute or more
 def test_a_busy_machine_records_nothing_and_a_slowdown_there_is_contended_not_failed(
     serial_project: Project, sleepy_weights: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

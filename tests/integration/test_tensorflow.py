@@ -43,7 +43,7 @@ def tf_assets(mlrepro_assets: Path, tmp_path_factory: pytest.TempPathFactory) ->
     made in a subprocess (TensorFlow's thread pools stay unset in this process)."""
     root = tmp_path_factory.mktemp("mlrepro-tf-assets")
     shutil.copytree(mlrepro_assets, root, dirs_exist_ok=True)
-    helper = Path(__file__).with_name("tf_helpers.py")
+    helper = Path(__file__).parents[1] / "tf_helpers.py"
     done = subprocess.run(
         [sys.executable, str(helper), str(root / "models")],
         capture_output=True,

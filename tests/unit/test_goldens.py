@@ -9,7 +9,7 @@ import numpy as np
 from pytest_mlrepro import golden as golden_store
 from pytest_mlrepro.spec import load_manifest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_pytorch_and_onnx_goldens_agree_per_sample() -> None:

@@ -24,7 +24,7 @@ from pytest_mlrepro.sensitivity import save, sensitivity, table_path
 from pytest_mlrepro.settings import Settings
 from pytest_mlrepro.spec import load_manifest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "manifests" / "efficientnet_lite0_onnx.yaml"
 
 

@@ -33,7 +33,7 @@ from pytest_mlrepro.errors import ManifestError, SampleError
 from pytest_mlrepro.pipeline import MAX_IMAGE_PIXELS, Crop, Decode, Pipeline, Resize
 from pytest_mlrepro.spec import load_manifest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ["pil", "opencv"]
 
 
@@ -215,7 +215,7 @@ def test_a_huge_manifest_fails_alone_without_being_read(serial_project: Project)
         out.write(b"framework: onnxruntime\nmodel: {format: onnx}\n")
         out.truncate(3 << 30)
     (project.path / "conftest.py").write_text(MEMORY_LIMIT_CONFTEST)
-    result = project.run()
+    result = project.run(subprocess=True)  # the conftest limits its process's memory
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [

@@ -14,6 +14,7 @@ import zlib
 import cv2
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -35,7 +36,7 @@ from pytest_mlrepro.pipeline import (
     Tensor,
 )
 
-HYPOTHESIS = settings(max_examples=200, deadline=None)
+HYPOTHESIS = settings(max_examples=examples(200), deadline=None)
 
 # --- helpers ------------------------------------------------------------------------------------
 

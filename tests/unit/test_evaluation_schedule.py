@@ -1,0 +1,101 @@
+"""When preprocessing runs relative to the model (evaluation.preprocessed, issue 11 item 5).
+
+On the CPU the model's runtime uses every core: preprocessing beside it oversubscribes them, so
+each batch is prepared first, by every worker, and the model then runs alone. On an accelerator
+the two overlap. Real images, a real ONNX model on ONNX Runtime; the clock records who ran when.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from helpers import make_images, make_onnx
+
+from pytest_mlrepro.data import Sample
+from pytest_mlrepro.evaluation import overlaps, preprocessed
+from pytest_mlrepro.runners.onnx import OnnxRunner
+
+Interval = tuple[float, float]
+
+
+class Recorded:
+    """A preprocessing step (decode, centre 32 × 32, NCHW float) that records when it ran and
+    on how many threads at once."""
+
+    def __init__(self) -> None:
+        self.intervals: list[Interval] = []
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_at_once = 0
+
+    def __call__(self, data: bytes, sample_id: str) -> np.ndarray:
+        import io
+
+        from PIL import Image
+
+        start = time.perf_counter()
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.float32)
+        time.sleep(0.004)  # long enough for another thread to start meanwhile
+        with self.lock:
+            self.running -= 1
+            self.intervals.append((start, time.perf_counter()))
+        return image[4:36, 8:40].transpose(2, 0, 1) / 255.0
+
+
+def samples_in(folder: Path) -> list[Sample]:
+    make_images(folder)
+    with (folder / "labels.csv").open() as fh:
+        return [
+            Sample(row["file"], folder / row["file"], int(row["class_index"]))
+            for row in csv.DictReader(fh)
+        ]
+
+
+def cpu_runner(path: Path) -> OnnxRunner:
+    import onnxruntime as ort
+
+    make_onnx(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return OnnxRunner(session, "input", "logits", {"device": "cpu"})
+
+
+def run(runner: OnnxRunner, samples: list[Sample], overlap: bool) -> tuple[Recorded, list]:
+    pipe = Recorded()
+    model: list[Interval] = []
+    for batch in preprocessed(pipe, samples, 4, workers=2, overlap=overlap):  # type: ignore[arg-type]
+        start = time.perf_counter()
+        out = runner(batch)
+        time.sleep(0.03)  # a slower model: room for preprocessing to run beside it
+        model.append((start, time.perf_counter()))
+        assert out.shape == (len(batch), 3)
+    return pipe, model
+
+
+def intersecting(a: list[Interval], b: list[Interval]) -> int:
+    return sum(1 for s, e in a for s2, e2 in b if s < e2 and s2 < e)
+
+
+def test_on_the_cpu_no_image_is_preprocessed_while_the_model_runs(tmp_path: Path) -> None:
+    samples = samples_in(tmp_path / "data")
+    runner = cpu_runner(tmp_path / "tiny.onnx")
+    assert not overlaps(runner)
+    pipe, model = run(runner, samples, overlap=overlaps(runner))
+    assert len(pipe.intervals) == len(samples) and len(model) == len(samples) // 4
+    assert intersecting(pipe.intervals, model) == 0
+    assert pipe.most_at_once == 2  # each batch is shared by every worker
+
+
+def test_on_an_accelerator_preprocessing_runs_beside_the_model(tmp_path: Path) -> None:
+    samples = samples_in(tmp_path / "data")
+    runner = cpu_runner(tmp_path / "tiny.onnx")
+    runner.info["device"] = "cuda"  # what overlaps() reads: where the model computes
+    assert overlaps(runner)
+    pipe, model = run(runner, samples, overlap=overlaps(runner))
+    assert intersecting(pipe.intervals, model) > 0
