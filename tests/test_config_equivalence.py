@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlrepro import Settings, cli
-from pytest_mlrepro.items import probe_count, settings_key, step_probes
+from pytest_mlrepro import Settings
+from pytest_mlrepro.cli import _main as cli
+from pytest_mlrepro.plugin._items import probe_count, settings_key, step_probes
 
 MANIFEST = "manifests/m.yaml"
 PYTEST_9 = int(pytest.__version__.split(".")[0]) >= 9

@@ -22,14 +22,16 @@ import numpy as np
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
-from pytest_mlrepro import golden as golden_store
-from pytest_mlrepro import pipeline, pitfalls, probes
-from pytest_mlrepro.diagnose import Diagnosis, diagnose, manifest_diff, probe_order
-from pytest_mlrepro.evaluation import Evaluation, evaluate
+from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
+from pytest_mlrepro.diagnosis import _step_fingerprints as probes
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, manifest_diff, probe_order
+from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
-from pytest_mlrepro.metrics import Comparison, compare
+from pytest_mlrepro.goldens import _store as golden_store
+from pytest_mlrepro.goldens._metrics import Comparison, compare
+from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline import _steps as pipeline
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import load_manifest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")

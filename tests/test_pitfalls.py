@@ -14,15 +14,24 @@ import diag_helpers as H
 import numpy as np
 import pytest
 
-from pytest_mlrepro import pitfalls
-from pytest_mlrepro.counterfactual import score_pipelines
-from pytest_mlrepro.data import resolve_dataset
-from pytest_mlrepro.evaluation import evaluate_subset
-from pytest_mlrepro.pipeline import Color, Crop, Decode, Layout, Normalize, Pipeline, Resize, Scale
+from pytest_mlrepro.data._datasets import resolve_dataset
+from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
+from pytest_mlrepro.diagnosis._counterfactual import score_pipelines
+from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
+from pytest_mlrepro.evaluation._evaluate import evaluate_subset
+from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline._steps import (
+    Color,
+    Crop,
+    Decode,
+    Layout,
+    Normalize,
+    Pipeline,
+    Resize,
+    Scale,
+)
 from pytest_mlrepro.runners import load_runner
-from pytest_mlrepro.sensitivity import save, sensitivity, table_path
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "manifests" / "efficientnet_lite0_onnx.yaml"
@@ -299,7 +308,7 @@ def cli_project(tmp_path: Path) -> Path:
 def mlrepro(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
     return subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.cli", *args],
+        [sys.executable, "-m", "pytest_mlrepro.cli._main", *args],
         cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
 
@@ -371,7 +380,7 @@ def test_the_command_imports_no_framework() -> None:
     """The command is pytest's configuration with another action: it imports pytest, but no
     framework until a manifest needs one."""
     code = (
-        "import sys, pytest_mlrepro.cli; "
+        "import sys, pytest_mlrepro.cli._main; "
         "print('torch' in sys.modules, 'onnxruntime' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

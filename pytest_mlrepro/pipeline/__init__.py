@@ -1,0 +1,37 @@
+"""Preprocessing: one small op per step, with explicit backends."""
+
+from __future__ import annotations
+
+from ._steps import (
+    STEPS,
+    Cast,
+    Color,
+    Crop,
+    Decode,
+    Layout,
+    Normalize,
+    Pipeline,
+    Resize,
+    Scale,
+    State,
+    Step,
+    Tensor,
+    register_step,
+)
+
+__all__ = [
+    "STEPS",
+    "Cast",
+    "Color",
+    "Crop",
+    "Decode",
+    "Layout",
+    "Normalize",
+    "Pipeline",
+    "Resize",
+    "Scale",
+    "State",
+    "Step",
+    "Tensor",
+    "register_step",
+]
