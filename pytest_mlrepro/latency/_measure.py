@@ -1,6 +1,6 @@
 """Latency of a manifest's model: what is timed, the per-hardware golden store, and the verdict.
 
-No pytest here (the items in ``latency_plugin.py`` are thin). One measurement *attempt* times, in
+No pytest here (the items in ``plugin/_latency.py`` are thin). One measurement *attempt* times, in
 this order: the reference workload, each declared measurement, the reference workload again, with
 ``/proc/stat`` read around it all (how much of the CPUs other processes took meanwhile). An
 attempt is judged against a baseline golden (:func:`assess`); a regression must hold in every

@@ -5,29 +5,30 @@ Importing this module imports no ML framework; the items load one only when they
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ..manifest import is_manifest
+from ..manifest import Manifest, is_manifest
 from ..settings import Settings, mirrors_from_env
 from ._items import (
-    PROPERTY_PREFIX,
-    AccuracyItem,
     ManifestFile,
+    accuracy_items,
     is_mlrepro_item,
     probe_count,  # noqa: F401  (for the cli, which reads the same options)
     register_markers,
     settings_key,
 )
+from ._results import results_path
+from ._session import report_output_error, session_of  # noqa: F401  (report_output_error: public)
 
 # Latency items, their options and hooks (registered with this plugin, off with it).
 pytest_plugins = [
     "pytest_mlrepro.plugin._latency",
-    "pytest_mlrepro.plugin._hardening",
+    "pytest_mlrepro.plugin._determinism",
+    "pytest_mlrepro.plugin._time_limit",
+    "pytest_mlrepro.plugin._golden_audit",
     "pytest_mlrepro.plugin._reference",
 ]
 
@@ -174,7 +175,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import _hookspecs
+
+    pluginmanager.add_hookspecs(_hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    session_of(config)  # the session object: state and reports, registered as a plugin
     register_markers(config)
     config.stash[settings_key] = settings_from(config)
 
@@ -210,15 +218,6 @@ def settings_from(config: pytest.Config) -> Settings:
     check_outputs(config)
 
 
-def results_path(config: pytest.Config) -> Path | None:
-    """The --mlrepro-json target (relative to the working directory), None without one."""
-    target = config.getoption("mlrepro_json")
-    if not target:
-        return None
-    path = Path(target)
-    return path if path.is_absolute() else Path(os.getcwd()) / path
-
-
 def check_outputs(config: pytest.Config) -> None:
     """A usage error, before any model runs, for an output that could not be written at the end:
     the --mlrepro-json target's folder, and the golden directory when --mlrepro-update asks to
@@ -242,6 +241,13 @@ def check_outputs(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{exc}. Nothing was run.") from None
 
 
+def pytest_mlrepro_make_items(
+    parent: ManifestFile, manifest: Manifest, devices: list[str]
+) -> list[pytest.Item]:
+    """The accuracy items: one per device."""
+    return accuracy_items(parent, manifest, devices)
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     config = parent.config
     if is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests")):
@@ -250,34 +256,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Point a skip at the manifest, not at the plugin line that raised it."""
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Point a skip at the manifest, not at the plugin line that raised it (the one mechanism for
+    every item of the plugin)."""
     report = yield
-    if isinstance(item, AccuracyItem) and report.skipped and isinstance(report.longrepr, tuple):
+    if is_mlrepro_item(item) and report.skipped and isinstance(report.longrepr, tuple):
         report.longrepr = (str(item.path), 1, report.longrepr[2])
     return report
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect each item's metrics; under xdist this runs on the controller for worker reports."""
-    if report.when != "call" and not (report.skipped and report.when == "setup"):
-        return
-    row = {
-        k[len(PROPERTY_PREFIX) :]: v
-        for k, v in report.user_properties
-        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
-    }
-    if row:
-        # Measured durations ("timing.<what>") go under one key, apart from results that repeat.
-        timing = {k[len("timing.") :]: row.pop(k) for k in list(row) if k.startswith("timing.")}
-        if timing:
-            row["timing"] = timing
-        row["nodeid"] = report.nodeid
-        row["outcome"] = report.outcome
-        _rows.append(row)
-
-
-_rows: list[dict[str, Any]] = []
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -293,55 +280,3 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     s = config.stash[settings_key]
     mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
     return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if _is_worker(config) or not _rows:
-        return
-    from ..report import summary_table
-
-    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device"))))
-    rows = [r for r in rows if r.get("kind") != "latency"]  # latency_plugin has its own table
-    if not rows:
-        return
-    terminalreporter.section("mlrepro")
-    for line in summary_table(rows):
-        terminalreporter.write_line(line)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    path = results_path(config)
-    if _is_worker(config) or path is None:
-        return
-    from ..errors import OutputError
-    from ..fingerprint import environment
-
-    # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
-    rows = sorted(_rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
-    payload = {"format": 1, "environment": environment(), "results": rows}
-    from .._files import atomic_write_bytes
-
-    text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
-    try:
-        atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
-    except OutputError as exc:
-        report_output_error(session, str(exc))
-
-
-def report_output_error(session: pytest.Session, message: str) -> None:
-    """An output that could not be written at the end of the run: said in red, and the run's exit
-    status is non-zero (a run whose results were lost did not succeed)."""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"mlrepro: {message}", red=True, bold=True)
-    else:
-        import sys
-
-        print(f"mlrepro: {message}", file=sys.stderr)
-    if session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _rows.clear()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -28,9 +27,9 @@ from ..report import explain
 from ..runners import check_framework, cuda_present
 from ..settings import Settings
 from ._progress import TerminalProgress
+from ._session import PROPERTY_PREFIX, session_of
 
 settings_key = pytest.StashKey[Settings]()
-PROPERTY_PREFIX = "mlrepro."
 
 
 class MlreproFailure(Exception):
@@ -51,7 +50,8 @@ class ReferenceOutcome:
     error: bool = False
 
 
-def _is_strict(config: pytest.Config) -> bool:
+def is_strict(config: pytest.Config) -> bool:
+    """Whether a missing framework, data set or device fails an item (--mlrepro-strict)."""
     return bool(config.getoption("mlrepro_strict"))
 
 
@@ -154,14 +154,27 @@ class ManifestFile(pytest.File):
 
     def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
         shown = display_path(self.config, self.path)
+        settings = self.config.stash[settings_key]
         try:
             manifest = load_manifest(self.path, display=shown)
             # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
-            golden_store.golden_path(manifest, self.config.stash[settings_key])
+            golden = golden_store.golden_path(manifest, settings)
         except ManifestError as exc:
             return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
+        # The golden store's audit: this manifest's golden is in use, whatever items it gets.
+        session_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
         devices = devices_for(manifest, self.config)
-        return manifest, [item for f in ITEM_FACTORIES for item in f(self, manifest, devices)]
+        made = self.config.hook.pytest_mlrepro_make_items(
+            parent=self, manifest=manifest, devices=devices
+        )
+        items = [item for items in made for item in items]
+        return manifest, sorted(items, key=_kind_order)
+
+
+def _kind_order(item: pytest.Item) -> int:
+    """Items by kind: accuracy, latency, determinism, then the kinds of other plugins."""
+    kind = getattr(item, "kind", None)
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
 
 
 def accuracy_items(
@@ -178,11 +191,6 @@ def accuracy_items(
         )
         for device in devices
     ]
-
-
-ItemFactory = Callable[[ManifestFile, Manifest, list[str]], list[pytest.Item]]
-# Each capability (accuracy, latency, determinism, ...) adds its items for a manifest here.
-ITEM_FACTORIES: list[ItemFactory] = [accuracy_items]
 
 
 class ManifestErrorItem(pytest.Item):
@@ -218,14 +226,21 @@ class AccuracyItem(pytest.Item):
         self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self._written: str | None = None  # what _record wrote, in words, once it did
 
-    def _prop(self, key: str, value: Any) -> None:
+    def add_property(self, key: str, value: Any) -> None:
+        """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
+        and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
+    @property
+    def timeout_factor(self) -> int:
+        """How many evaluations the item makes (its time limit is per evaluation)."""
+        return 1
+
     def _unavailable(self, exc: Unavailable) -> NoReturn:
-        if _is_strict(self.config):
-            self._prop("verdict", "unavailable (strict)")
+        if is_strict(self.config):
+            self.add_property("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
-        self._prop("verdict", "skipped")
+        self.add_property("verdict", "skipped")
         pytest.skip(str(exc))
 
     def _evaluate(self, runs: int = 1) -> tuple[list[Any], Any]:
@@ -234,7 +249,7 @@ class AccuracyItem(pytest.Item):
         tool fails it with its message."""
         m, settings = self.manifest, self.config.stash[settings_key]
         try:
-            self._prop("framework_version", check_framework(m))
+            self.add_property("framework_version", check_framework(m))
             dataset = resolve_dataset(m, settings)
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
@@ -243,13 +258,13 @@ class AccuracyItem(pytest.Item):
             self._unavailable(exc)
         except NonFiniteOutputs as exc:
             # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
-            self._prop("verdict", "non-finite outputs")
-            self._prop("diagnosis", "the model produced non-finite outputs")
-            self._prop("nonfinite_samples", len(exc.ids))
+            self.add_property("verdict", "non-finite outputs")
+            self.add_property("diagnosis", "the model produced non-finite outputs")
+            self.add_property("nonfinite_samples", len(exc.ids))
             shown = display_path(self.config, self.path)
             raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
         except MlreproError as exc:
-            self._prop("verdict", "error")
+            self.add_property("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
 
     def runtest(self) -> None:
@@ -269,15 +284,15 @@ class AccuracyItem(pytest.Item):
                 self.manifest, self.config.stash[settings_key], result.results, result.scores
             )
         except ReferenceGoldenMissing as exc:
-            self._prop("reference_verdict", f"not checked: {exc}")
+            self.add_property("reference_verdict", f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
             return ReferenceOutcome(None, f"{shown}: {exc}", error=not _is_update(self.config))
         except MlreproError as exc:
-            self._prop("reference_verdict", "error")
+            self.add_property("reference_verdict", "error")
             return ReferenceOutcome(None, str(exc), error=True)
         for key, value in check.properties():
-            self._prop(key, value)
-        self._prop("reference_verdict", "agree" if check.ok else "disagree")
+            self.add_property(key, value)
+        self.add_property("reference_verdict", "agree" if check.ok else "disagree")
         text = "" if check.ok else f"{shown} [{self.device}]: " + check.explain(self.classes)
         return ReferenceOutcome(check.ok, text)
 
@@ -289,14 +304,14 @@ class AccuracyItem(pytest.Item):
         if self._written is not None:  # the verdict stays "golden ...": it was written
             raise MlreproFailure(f"{self._written}\n{ref.text}")
         if ref.error:
-            self._prop("verdict", "error")
+            self.add_property("verdict", "error")
             raise MlreproFailure(ref.text)
-        self._prop("verdict", "reference disagreement")
+        self.add_property("verdict", "reference disagreement")
         raise MlreproFailure(ref.text)
 
     def _fail(self, verdict: str, text: str, ref: ReferenceOutcome | None) -> NoReturn:
         """Fail with ``text``, followed by the reference check's outcome when there is one."""
-        self._prop("verdict", verdict)
+        self.add_property("verdict", verdict)
         if ref is not None and ref.text:
             text += "\n\nreference check:\n" + ref.text
         elif ref is not None and ref.agrees:
@@ -347,9 +362,9 @@ class AccuracyItem(pytest.Item):
         shown = display_path(self.config, self.path)
         update = _is_update(self.config)
         self._written = None
-        self._prop("manifest", m.name)
-        self._prop("device", self.device)
-        self._prop("framework", m.framework.name)
+        self.add_property("manifest", m.name)
+        self.add_property("device", self.device)
+        self.add_property("framework", m.framework.name)
         (result,), dataset = self._evaluate()
         self.classes = dataset.class_names
         self._data_files = dataset.checksums
@@ -362,7 +377,7 @@ class AccuracyItem(pytest.Item):
             ("controls", controls_in_force(m, result.runner_info)),
             ("data", result.dataset_origin),
         ):
-            self._prop(key, value)
+            self.add_property(key, value)
         # Before any golden is written: an update that contradicts the reference is refused.
         ref = self._check_reference(result)
         path = golden_store.golden_path(m, settings)
@@ -381,7 +396,7 @@ class AccuracyItem(pytest.Item):
         classes_now = int(result.scores.shape[1])
         if recorded_classes != classes_now:
             # Nothing to compare sample by sample: the class indices mean other classes.
-            self._prop("golden", shown_golden)
+            self.add_property("golden", shown_golden)
             if update and self.records:
                 self._record(path, result, "updated (number of classes changed)", ref)
                 self._finish_reference(ref)
@@ -395,13 +410,13 @@ class AccuracyItem(pytest.Item):
                 ref,
             )
         comparison = compare(golden.results, now, result.scores, m.tolerances)
-        self._prop("agreement", round(comparison.agreement, 6))
+        self.add_property("agreement", round(comparison.agreement, 6))
         if math.isfinite(comparison.max_score_diff):
-            self._prop("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
-        self._prop("golden", shown_golden)
+            self.add_property("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
+        self.add_property("golden", shown_golden)
         change = data_change(golden, now, self._data_files)
         if change.changed:
-            self._prop("data_changed", change.summary())
+            self.add_property("data_changed", change.summary())
         if comparison.ok:
             current_file = golden_store.manifest_file_of(self.path, settings)
             if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
@@ -416,7 +431,7 @@ class AccuracyItem(pytest.Item):
             elif update and self.records and golden.manifest_file != current_file:
                 self._record(path, result, "updated (manifest file recorded)", ref)
             else:
-                self._prop("verdict", "pass")
+                self.add_property("verdict", "pass")
             self._finish_reference(ref)
             return
         if update and self.records:
@@ -447,7 +462,7 @@ class AccuracyItem(pytest.Item):
         text, cause = explain_drift(
             self.manifest, golden, comparison, result, probes=probes, data=change
         )
-        self._prop("diagnosis", cause)
+        self.add_property("diagnosis", cause)
         return "\n\n" + text
 
     def _step_probes(self, result: Any) -> dict[str, Any] | None:
@@ -478,7 +493,7 @@ class AccuracyItem(pytest.Item):
         if ref is not None and ref.agrees is False:
             if not self.config.getoption("mlrepro_update_despite_reference", False):
                 verb = "recorded" if action == "recorded" else "updated"
-                self._prop("verdict", f"reference disagreement (golden not {verb})")
+                self.add_property("verdict", f"reference disagreement (golden not {verb})")
                 raise MlreproFailure(
                     f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} "
                     "is left as it was):\n  the results disagree with the manifest's reference. "
@@ -500,11 +515,11 @@ class AccuracyItem(pytest.Item):
         try:
             golden_store.write(path, golden, settings.golden_dir)
         except OutputError as exc:
-            self._prop("verdict", "error")
+            self.add_property("verdict", "error")
             raise MlreproFailure(str(exc).replace(str(path), shown_golden)) from None
         self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
-        self._prop("verdict", f"golden {action}")
-        self._prop("golden", shown_golden)
+        self.add_property("verdict", f"golden {action}")
+        self.add_property("golden", shown_golden)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,22 +35,20 @@ from ..latency import benchmark_entry, summarize
 from ..manifest import Manifest
 from ..runners import check_framework
 from ._items import (
-    ITEM_FACTORIES,
-    PROPERTY_PREFIX,
     ManifestFile,
     MlreproFailure,
-    _is_strict,
     display_path,
+    is_strict,
     option_or_ini,
     settings_key,
 )
+from ._session import PROPERTY_PREFIX, report_output_error
 
 XDIST_GROUP = "mlrepro-latency"
 DEFAULT_MAX_CONTENTION = 0.25
 
 _lock_key = pytest.StashKey["SessionLock | None"]()
 _lock_dir_key = pytest.StashKey[Path]()
-_rows: list[dict[str, Any]] = []
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -140,7 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # --- items ------------------------------------------------------------------------------------
 
 
-def latency_items(
+def pytest_mlrepro_make_items(
     parent: ManifestFile, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
     """One latency item per device and declared batch size, for manifests with ``latency:``."""
@@ -159,8 +157,6 @@ def latency_items(
     ]
 
 
-ITEM_FACTORIES.append(latency_items)
-
 
 class LatencyItem(pytest.Item):
     """Times the model (and one end-to-end request) at one batch size on one device, and compares
@@ -176,7 +172,7 @@ class LatencyItem(pytest.Item):
         self.report_data: dict[str, Any] | None = None
         self.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
 
-    def _prop(self, key: str, value: Any) -> None:
+    def add_property(self, key: str, value: Any) -> None:
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
     def _update_cmd(self) -> str:
@@ -186,9 +182,9 @@ class LatencyItem(pytest.Item):
         return f"pytest '{target}' --mlrepro-update{extra}"
 
     def _skip_or_fail(self, message: str, verdict: str, strict_fails: bool = True) -> None:
-        self._prop("verdict", verdict)
+        self.add_property("verdict", verdict)
         self.report_data = {**(self.report_data or self._row_base()), "verdict": verdict}
-        if strict_fails and _is_strict(self.config):
+        if strict_fails and is_strict(self.config):
             raise MlreproFailure(f"{message}\n(a failure because of --mlrepro-strict)")
         _skip(message)
 
@@ -204,26 +200,26 @@ class LatencyItem(pytest.Item):
         m = lat.with_threads(self.manifest, intra, inter)
         update = bool(config.getoption("mlrepro_update"))
         limit = max_contention(config)
-        self._prop("kind", "latency")
-        self._prop("manifest", m.name)
-        self._prop("device", self.device)
-        self._prop("batch", self.batch)
-        self._prop("framework", m.framework.name)
-        self._prop("intra_op_threads", m.runtime.intra_op_threads or "default")
-        self._prop("inter_op_threads", m.runtime.inter_op_threads or "default")
+        self.add_property("kind", "latency")
+        self.add_property("manifest", m.name)
+        self.add_property("device", self.device)
+        self.add_property("batch", self.batch)
+        self.add_property("framework", m.framework.name)
+        self.add_property("intra_op_threads", m.runtime.intra_op_threads or "default")
+        self.add_property("inter_op_threads", m.runtime.inter_op_threads or "default")
         try:
             version = check_framework(m)
         except Unavailable as exc:
             self._skip_or_fail(str(exc), "skipped")
             return
-        self._prop("framework_version", version)
+        self.add_property("framework_version", version)
         key = lat.key_for(m, self.device, version)
-        self._prop("hardware_key", key.slug)
+        self.add_property("hardware_key", key.slug)
         try:
             baseline = lat.find_baseline(settings, m, key, self.batch)
         except GoldenError as exc:
             if not update:
-                self._prop("verdict", "error")
+                self.add_property("verdict", "error")
                 raise MlreproFailure(
                     f"{exc}\n(only --mlrepro-update replaces it: {self._update_cmd()})"
                 ) from None
@@ -247,12 +243,12 @@ class LatencyItem(pytest.Item):
             self._skip_or_fail(str(exc), "skipped")
             return
         except MlreproError as exc:
-            self._prop("verdict", "error")
+            self.add_property("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
         settings_now = lat.settings_of(prepared.runner_info)
         for name in ("graph_optimization_level", "providers"):
             if name in prepared.runner_info:
-                self._prop(name, prepared.runner_info[name])
+                self.add_property(name, prepared.runner_info[name])
         rule = lat.stop_rule(block)
         attempts: list[lat.Attempt] = []
         assessments: list[lat.Assessment] = []
@@ -269,8 +265,9 @@ class LatencyItem(pytest.Item):
                 if assessment.verdict in ("pass", "faster"):
                     break
         del prepared  # the model's memory goes before the verdict is written
-        self._prop("attempts", len(attempts))
-        self._prop("window", [round(attempts[0].started, 3), round(attempts[-1].finished, 3)])
+        self.add_property("attempts", len(attempts))
+        window = [round(attempts[0].started, 3), round(attempts[-1].finished, 3)]
+        self.add_property("window", window)
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
             chosen = next((a for a in attempts if _quiet(a, limit)), None)
             self._report(chosen or attempts[-1], None, key, settings_now)
@@ -283,9 +280,9 @@ class LatencyItem(pytest.Item):
         self._report(final.attempt, final, key, settings_now, baseline)
         changes = lat.changed_settings(baseline, key, settings_now)
         golden_shown = display_path(config, baseline.path)
-        self._prop("golden", golden_shown)
+        self.add_property("golden", golden_shown)
         if changes:
-            self._prop("changed", {k: [v[0], v[1]] for k, v in changes.items()})
+            self.add_property("changed", {k: [v[0], v[1]] for k, v in changes.items()})
         if update:
             stale = (
                 not baseline.exact
@@ -320,7 +317,7 @@ class LatencyItem(pytest.Item):
         raise MlreproFailure(shown + text)
 
     def _set_verdict(self, verdict: str) -> None:
-        self._prop("verdict", verdict)
+        self.add_property("verdict", verdict)
         if self.report_data is not None:
             self.report_data["verdict"] = verdict
 
@@ -340,7 +337,7 @@ class LatencyItem(pytest.Item):
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
             self._set_verdict("error")
             raise MlreproFailure(str(exc)) from None
-        self._prop("golden", display_path(self.config, path))
+        self.add_property("golden", display_path(self.config, path))
         self._set_verdict(action)
 
     def _report(
@@ -356,7 +353,7 @@ class LatencyItem(pytest.Item):
         assert self.manifest.latency is not None
         block = self.manifest.latency
         if attempt.contention is not None:
-            self._prop("contention", round(attempt.contention, 3))
+            self.add_property("contention", round(attempt.contention, 3))
         measurements: dict[str, Any] = {}
         benchmarks = []
         judged = assessment.judgements if assessment is not None else {}
@@ -364,13 +361,14 @@ class LatencyItem(pytest.Item):
             stats = summarize(measured.seconds)
             row: dict[str, Any] = {"p50_ms": lat.ms(stats.p50), "rounds": stats.rounds}
             for prop in ("min", "p50", "p90", "p99", "mean", "stddev", "iqr"):
-                self._prop(f"{name}.{prop}_ms", lat.ms(getattr(stats, prop)))
-            self._prop(f"{name}.rounds", stats.rounds)
+                self.add_property(f"{name}.{prop}_ms", lat.ms(getattr(stats, prop)))
+            self.add_property(f"{name}.rounds", stats.rounds)
             for j in judged.get(name, ()):
-                self._prop(f"{name}.golden_{j.statistic}_ms", lat.ms(j.golden))
-                self._prop(f"{name}.{j.statistic}_ratio", round(j.ratio.value, 4))
+                self.add_property(f"{name}.golden_{j.statistic}_ms", lat.ms(j.golden))
+                self.add_property(f"{name}.{j.statistic}_ratio", round(j.ratio.value, 4))
                 if j.normalised is not None:
-                    self._prop(f"{name}.{j.statistic}_normalised", round(j.normalised.value, 4))
+                    normalised = round(j.normalised.value, 4)
+                    self.add_property(f"{name}.{j.statistic}_normalised", normalised)
                 row.setdefault("judgements", []).append(
                     {
                         "statistic": j.statistic,
@@ -447,8 +445,8 @@ def _plain(data: Any) -> Any:
 
 
 def _skip(message: str) -> None:
-    """Skip, reported at the manifest (not at this module's line)."""
-    raise pytest.skip.Exception(message, _use_item_location=True)
+    """Skip (reported at the manifest by the plugin's pytest_runtest_makereport)."""
+    pytest.skip(message)
 
 
 def _quiet(attempt: lat.Attempt, limit: float) -> bool:
@@ -525,31 +523,35 @@ def pytest_collection_modifyitems(
         config.stash[_lock_key] = SessionLock(Path(path))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     lock = item.config.stash.get(_lock_key, None)
     if lock is None or isinstance(item, LatencyItem):
-        yield
-        return
+        return (yield)
     with lock.shared():
-        yield
+        return (yield)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     if isinstance(item, LatencyItem) and call.when == "call" and item.report_data is not None:
-        outcome.get_result().mlrepro_latency = item.report_data  # type: ignore[attr-defined]
+        report.mlrepro_latency = item.report_data  # type: ignore[attr-defined]
+    return report
 
 
 # --- results out ------------------------------------------------------------------------------
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect latency results; under xdist this runs on the controller for worker reports."""
+def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
+    """A latency item's results from its report (sent by an xdist worker with it); None for
+    other reports."""
     data = getattr(report, "mlrepro_latency", None)
     if report.when == "call" and isinstance(data, dict):
-        _rows.append({**data, "nodeid": report.nodeid, "outcome": report.outcome})
+        return {**data, "nodeid": report.nodeid, "outcome": report.outcome}
+    return None
 
 
 def latency_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -597,22 +599,15 @@ def _x(value: Any) -> str:
     return f"×{value:.2f}" if isinstance(value, (int, float)) else "-"
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") or not _rows:
-        return
-    terminalreporter.section("mlrepro latency")
-    for line in latency_table(_rows):
-        terminalreporter.write_line(line)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:
+    """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
     config = session.config
     target = config.getoption("mlrepro_benchmark_json")
-    if hasattr(config, "workerinput") or not target:
+    if not target:
         return
     from ..latency import document
 
-    rows = sorted(_rows, key=lambda r: str(r["nodeid"]))
+    rows = sorted(rows, key=lambda r: str(r["nodeid"]))
     benchmarks = [b for r in rows for b in r.get("benchmarks", [])]
     keys: list[dict[str, Any]] = []
     for r in rows:
@@ -626,13 +621,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
     except OutputError as exc:
-        from . import report_output_error
-
         report_output_error(session, str(exc))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _rows.clear()
     lock_dir = config.stash.get(_lock_dir_key, None)
     if lock_dir is not None:
         shutil.rmtree(lock_dir, ignore_errors=True)

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-_PREFIX = "mlrepro."
-_rows: list[dict[str, Any]] = []
+from ._session import PROPERTY_PREFIX
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,17 +33,19 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Keep the reference properties of each item (on the controller under xdist)."""
+def reference_row(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The reference properties of an item checked against a reference; None for other reports
+    and items."""
     if report.when != "call":
-        return
+        return None
     props = {
-        k[len(_PREFIX) :]: v
+        k[len(PROPERTY_PREFIX) :]: v
         for k, v in report.user_properties
-        if isinstance(k, str) and k.startswith(_PREFIX)
+        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
     }
     if "reference_verdict" in props:
-        _rows.append({**props, "outcome": report.outcome})
+        return {**props, "outcome": report.outcome}
+    return None
 
 
 def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -64,15 +65,3 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
             f"{r.get('reference_top1_ratio', float('nan')):.4f}: {r.get('reference_verdict')}"
         )
     return lines
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") or not _rows:
-        return
-    terminalreporter.section("mlrepro reference agreement")
-    for line in summary_lines(_rows):
-        terminalreporter.write_line(line)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _rows.clear()
