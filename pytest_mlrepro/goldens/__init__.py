@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused_goldens
 from ._data_identity import DataChange, data_change
+from ._decisions import AccuracyDecision, accuracy_decision
 from ._metrics import (
     Comparison,
     Results,
@@ -31,6 +32,7 @@ from ._store import (
 )
 
 __all__ = [
+    "AccuracyDecision",
     "Comparison",
     "DataChange",
     "Golden",
@@ -38,6 +40,7 @@ __all__ = [
     "ReferenceGoldenMissing",
     "Results",
     "accuracy",
+    "accuracy_decision",
     "check_owner",
     "check_reference",
     "claimed_by_another",

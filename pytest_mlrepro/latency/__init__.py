@@ -4,6 +4,7 @@ pytest-benchmark's JSON format."""
 from __future__ import annotations
 
 from ._benchjson import benchmark_entry, document
+from ._decisions import LatencyDecision, latency_decision, latency_golden_stale
 from ._measure import (
     Assessment,
     Attempt,
@@ -32,6 +33,7 @@ __all__ = [
     "Assessment",
     "Attempt",
     "Baseline",
+    "LatencyDecision",
     "ReferenceWorkload",
     "assess",
     "benchmark_entry",
@@ -44,6 +46,8 @@ __all__ = [
     "fmt_ms",
     "golden_file",
     "key_for",
+    "latency_decision",
+    "latency_golden_stale",
     "measure_attempt",
     "ms",
     "prepare",

@@ -21,7 +21,7 @@ from ..errors import (
 )
 from ..evaluation import controls_in_force, evaluate
 from ..fingerprint import environment
-from ..goldens import DataChange, compare, data_change
+from ..goldens import DataChange, accuracy_decision, compare, data_change
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
 from ..report import explain
 from ..runners import check_framework, cuda_present
@@ -384,9 +384,11 @@ class AccuracyItem(pytest.Item):
         shown_golden = display_path(self.config, path)
         record_cmd = f"pytest {shown} --mlrepro-update"
         golden = self._read_golden(path, record_cmd, ref)
+        writes = update and self.records
         if golden is None:
-            if update and self.records:
-                self._record(path, result, "recorded", ref)
+            decision = accuracy_decision(writes=writes, has_golden=False)
+            if decision.action == "record":
+                self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
             self._fail(
@@ -397,8 +399,9 @@ class AccuracyItem(pytest.Item):
         if recorded_classes != classes_now:
             # Nothing to compare sample by sample: the class indices mean other classes.
             self.add_property("golden", shown_golden)
-            if update and self.records:
-                self._record(path, result, "updated (number of classes changed)", ref)
+            decision = accuracy_decision(writes=writes, has_golden=True, classes_match=False)
+            if decision.action == "record":
+                self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
             self._fail(
@@ -417,25 +420,28 @@ class AccuracyItem(pytest.Item):
         change = data_change(golden, now, self._data_files)
         if change.changed:
             self.add_property("data_changed", change.summary())
-        if comparison.ok:
-            current_file = golden_store.manifest_file_of(self.path, settings)
-            if update and self.records and not golden_store.manifest_is_current(golden.manifest, m):
-                self._record(path, result, "updated (manifest changed)", ref)
-            elif update and self.records and not self._probes_up_to_date(golden, result):
-                self._record(path, result, "updated (step probes added)", ref)
-            elif update and self.records and (change.changed or golden.data != self._data_files):
-                # Results within tolerance on other data (or a golden that predates the data
-                # block): the golden records the data it now stands for.
-                what = "data identity added" if golden.data is None else "data changed"
-                self._record(path, result, f"updated ({what})", ref)
-            elif update and self.records and golden.manifest_file != current_file:
-                self._record(path, result, "updated (manifest file recorded)", ref)
-            else:
-                self.add_property("verdict", "pass")
+        # What is out of date is asked only where the decision can depend on it (the step
+        # fingerprints cost a pass of the probe samples through the pipeline).
+        asks = writes and comparison.ok
+        manifest_current = not asks or golden_store.manifest_is_current(golden.manifest, m)
+        decision = accuracy_decision(
+            writes=writes,
+            has_golden=True,
+            within_tolerance=comparison.ok,
+            manifest_current=manifest_current,
+            probes_current=not (asks and manifest_current)
+            or self._probes_up_to_date(golden, result),
+            data_current=not change.changed and golden.data == self._data_files,
+            data_identity_recorded=golden.data is not None,
+            manifest_file_current=not comparison.ok
+            or golden.manifest_file == golden_store.manifest_file_of(self.path, settings),
+        )
+        if decision.action == "record":
+            self._record(path, result, decision.reason, ref)
             self._finish_reference(ref)
             return
-        if update and self.records:
-            self._record(path, result, "updated", ref)
+        if decision.action == "pass":
+            self.add_property("verdict", "pass")
             self._finish_reference(ref)
             return
         self._fail(

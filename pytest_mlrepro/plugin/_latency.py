@@ -283,34 +283,38 @@ class LatencyItem(pytest.Item):
         self.add_property("golden", golden_shown)
         if changes:
             self.add_property("changed", {k: [v[0], v[1]] for k, v in changes.items()})
-        if update:
-            stale = (
-                not baseline.exact
-                or final.verdict in ("regression", "faster")
-                or bool(final.missing)
-                or bool(changes)
-                or baseline.entry.get("latency") != _plain(dataclasses.asdict(block))
-            )
-            if stale and _quiet(final.attempt, limit):
-                action = "golden recorded" if not baseline.exact else "golden updated"
-                self._record(settings, m, key, final.attempt, settings_now, action)
-                return
-            if stale:
-                self._skip_or_fail(_busy(attempts, limit, "not recorded"), "not recorded", False)
-                return
-        note = "" if baseline.exact else f" (vs {baseline.slug})"
-        if len(assessments) > 1:
-            note += f" (attempt {len(assessments)} of {block.attempts})"
-        if final.missing:
-            note += f" (not in the golden: {', '.join(final.missing)})"
-        if final.verdict in ("pass", "faster"):
-            self._set_verdict(final.verdict + note)
+        stale = lat.latency_golden_stale(
+            exact=baseline.exact,
+            verdict=final.verdict,
+            missing=final.missing,
+            settings_changed=bool(changes),
+            block_changed=baseline.entry.get("latency") != _plain(dataclasses.asdict(block)),
+        )
+        decision = lat.latency_decision(
+            update=update,
+            stale=stale,
+            quiet=_quiet(final.attempt, limit),
+            exact=baseline.exact,
+            verdict=final.verdict,
+            baseline_slug=baseline.slug,
+            missing=final.missing,
+            assessments=len(assessments),
+            attempts=block.attempts,
+        )
+        if decision.action == "record":
+            self._record(settings, m, key, final.attempt, settings_now, decision.text)
+            return
+        if decision.action == "not recorded":
+            self._skip_or_fail(_busy(attempts, limit, "not recorded"), "not recorded", False)
+            return
+        if decision.action == "pass":
+            self._set_verdict(decision.text)
             return
         text = lat.explain(
             final, baseline, changes, len(assessments), golden_shown, self._update_cmd(), limit
         )
         shown = f"{display_path(config, self.path)} [{self.device}, batch {self.batch}]: "
-        if final.verdict == "contended":
+        if decision.action == "contended":
             self._set_verdict("contended")
             _skip(text)  # reported at the manifest already
         self._set_verdict("regression")
