@@ -498,7 +498,9 @@ def test_diagnosis_can_be_turned_off(project: Project) -> None:
     ini_off = project.run()
     ini_off.assert_outcomes(failed=1)
     assert "Likely cause" not in ini_off.stdout.str()
-    (project.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\nmlrepro_probes = 0\n")
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nmlrepro_data = data\nmlrepro_counterfactual_samples = 0\n"
+    )
     no_flips = project.run()
     no_flips.assert_outcomes(failed=1)
     flat = " ".join(no_flips.stdout.str().split())
@@ -564,7 +566,7 @@ def test_update_adds_step_probes_to_an_old_golden_once(serial_project: Project) 
     again = project.run("--mlrepro-update")
     again.stdout.fnmatch_lines(["tiny_onnx *pass"])
     (project.path / "pytest.ini").write_text(
-        "[pytest]\nmlrepro_data = data\nmlrepro_step_probes = 3\n"
+        "[pytest]\nmlrepro_data = data\nmlrepro_fingerprint_samples = 3\n"
     )
     fewer = project.run("--mlrepro-update")
     fewer.stdout.fnmatch_lines(["tiny_onnx *golden updated (step probes added)"])

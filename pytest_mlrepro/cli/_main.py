@@ -98,7 +98,7 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
         sys.path.insert(0, str(path.parent))
         out += ["--noconftest", "-p", path.stem]
     if getattr(args, "probes", None) is not None:
-        out += ["--mlrepro-probes", str(args.probes)]
+        out += ["--mlrepro-counterfactual-samples", str(args.probes)]
     return [*out, *passed, args.manifest]
 
 
@@ -190,7 +190,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
-    from ..plugin import probe_count
+    from ..plugin import counterfactual_samples
     from ..report import explain
     from ..runners import check_framework
 
@@ -210,7 +210,8 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
         + explain(comparison, str(path), None, "pytest --mlrepro-update")
     )
     print()
-    print(diagnose(manifest, golden, comparison, result, probes=probe_count(config)).render())
+    samples = counterfactual_samples(config)
+    print(diagnose(manifest, golden, comparison, result, probes=samples).render())
     return 1
 
 
@@ -268,8 +269,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="samples per counterfactual (pytest's --mlrepro-probes; default: the ini key "
-        "mlrepro_probes, 64)",
+        help="samples per counterfactual (pytest's --mlrepro-counterfactual-samples; default: "
+        "the ini key mlrepro_counterfactual_samples, 64)",
     )
     return parser
 

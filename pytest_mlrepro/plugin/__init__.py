@@ -15,8 +15,8 @@ from ..settings import Settings, mirrors_from_env
 from ._items import (
     ManifestFile,
     accuracy_items,
+    counterfactual_samples,  # noqa: F401  (for the cli, which reads the same options)
     is_mlrepro_item,
-    probe_count,  # noqa: F401  (for the cli, which reads the same options)
     register_markers,
     settings_key,
 )
@@ -81,13 +81,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="on a drift, do not diagnose its likely cause (counterfactual probes)",
     )
     group.addoption(
-        "--mlrepro-probes",
-        dest="mlrepro_probes",
+        "--mlrepro-counterfactual-samples",
+        dest="mlrepro_counterfactual_samples",
         type=int,
         default=None,
         metavar="N",
-        help="samples re-run per pitfall when diagnosing a drift (default: ini mlrepro_probes, "
-        "64; 0: no counterfactuals)",
+        help="samples re-run per pitfall when diagnosing a drift (default: ini "
+        "mlrepro_counterfactual_samples, 64; 0: no counterfactuals)",
     )
     # Command-line twins of the ini keys (dest: the key's name). A path given on the command
     # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
@@ -123,13 +123,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "of the ini key mlrepro_allowed_roots (repeatable)",
     )
     group.addoption(
-        "--mlrepro-step-probes",
-        dest="mlrepro_step_probes",
+        "--mlrepro-fingerprint-samples",
+        dest="mlrepro_fingerprint_samples",
         type=int,
         default=None,
         metavar="N",
         help="samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
-        "key mlrepro_step_probes)",
+        "key mlrepro_fingerprint_samples)",
     )
     parser.addini(
         "mlrepro_diagnose",
@@ -137,12 +137,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="diagnose the likely cause of a drift (true/false; default true)",
     )
     parser.addini(
-        "mlrepro_probes",
+        "mlrepro_counterfactual_samples",
         default="64",
         help="samples re-run per pitfall when diagnosing a drift (default 64)",
     )
     parser.addini(
-        "mlrepro_step_probes",
+        "mlrepro_fingerprint_samples",
         default="8",
         help="samples whose per-step fingerprints a recorded golden keeps (default 8; 0: none)",
     )

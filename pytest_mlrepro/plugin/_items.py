@@ -73,9 +73,9 @@ def _count(config: pytest.Config, name: str) -> int:
     return count
 
 
-def probe_count(config: pytest.Config) -> int:
+def counterfactual_samples(config: pytest.Config) -> int:
     """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
-    return _count(config, "mlrepro_probes")
+    return _count(config, "mlrepro_counterfactual_samples")
 
 
 def diagnosis_probes(config: pytest.Config) -> int | None:
@@ -83,12 +83,12 @@ def diagnosis_probes(config: pytest.Config) -> int | None:
     enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
     if config.getoption("mlrepro_no_diagnose") or not enabled:
         return None
-    return probe_count(config)
+    return counterfactual_samples(config)
 
 
-def step_probes(config: pytest.Config) -> int:
+def fingerprint_samples(config: pytest.Config) -> int:
     """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return _count(config, "mlrepro_step_probes")
+    return _count(config, "mlrepro_fingerprint_samples")
 
 
 def display_path(config: pytest.Config, path: Path) -> str:
@@ -478,7 +478,7 @@ class AccuracyItem(pytest.Item):
 
         try:
             return record_step_fingerprints(
-                self.manifest.input.preprocess, result.samples, step_probes(self.config)
+                self.manifest.input.preprocess, result.samples, fingerprint_samples(self.config)
             )
         except (MlreproError, OSError):
             return None
@@ -486,7 +486,7 @@ class AccuracyItem(pytest.Item):
     def _probes_up_to_date(self, golden: Any, result: Any) -> bool:
         from ..diagnosis import step_fingerprints_up_to_date
 
-        n = step_probes(self.config)
+        n = fingerprint_samples(self.config)
         steps = self.manifest.input.preprocess
         return step_fingerprints_up_to_date(golden.probes, steps, result.samples, n)
 
