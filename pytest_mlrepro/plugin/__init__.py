@@ -15,10 +15,14 @@ from ..settings import Settings, mirrors_from_env
 from ._items import (
     ManifestFile,
     accuracy_items,
-    counterfactual_samples,  # noqa: F401  (for the cli, which reads the same options)
     is_mlrepro_item,
     register_markers,
-    settings_key,
+)
+from ._items import (
+    counterfactual_samples as counterfactual_samples,  # for the cli (the same options)
+)
+from ._items import (
+    settings_key as settings_key,  # for the cli (the same settings)
 )
 from ._results import results_path
 from ._session import report_output_error, session_of  # noqa: F401  (report_output_error: public)

@@ -66,7 +66,7 @@ class DeterminismItem(AccuracyItem):
         first = runs[0]
         comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)
         controls = controls_in_force(m, first.runner_info)
-        for key, value in (
+        facts: tuple[tuple[str, object], ...] = (
             ("samples", comparison.samples),
             ("top1", round(first.results.top1, 4)),
             ("top5", round(first.results.top5, 4)),
@@ -75,8 +75,9 @@ class DeterminismItem(AccuracyItem):
             ("max_score_diff", float(f"{comparison.max_abs_diff:.3g}")),
             ("controls", controls),
             ("timing.seconds", [round(r.seconds, 3) for r in runs]),
-        ):
-            self.add_property(key, value)
+        )
+        for name, fact in facts:
+            self.add_property(name, fact)
         if comparison.ok:
             verdict = "identical runs" if comparison.identical else "within tolerance"
             self.add_property("verdict", verdict)

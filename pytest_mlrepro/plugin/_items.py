@@ -101,7 +101,7 @@ def display_path(config: pytest.Config, path: Path) -> str:
 def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
     choice = str(config.getoption("mlrepro_device") or "auto")
     if choice == "auto":
-        present = [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()]
+        present: list[str] = [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()]
         # A cuda-only manifest on a machine without a GPU gets its item, which then skips.
         return present or list(manifest.runtime.devices)
     wanted = [d.strip() for d in choice.split(",") if d.strip()]

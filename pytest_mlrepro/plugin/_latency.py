@@ -528,7 +528,9 @@ def pytest_collection_modifyitems(
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     lock = item.config.stash.get(_lock_key, None)
     if lock is None or isinstance(item, LatencyItem):
         return (yield)

@@ -45,7 +45,7 @@ class TerminalProgress:
         if config.pluginmanager.has_plugin("dsession"):  # the xdist controller
             return None
         # The stream pytest's terminal writer writes to (it has no public name for it).
-        return config.get_terminal_writer()._file  # type: ignore[no-any-return]
+        return config.get_terminal_writer()._file
 
     def __enter__(self) -> TerminalProgress:
         return self

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from _pytest.capture import CaptureManager
     from _pytest.terminal import TerminalReporter
 
 PROPERTY_PREFIX = "mlrepro."
@@ -67,16 +68,17 @@ class MlreproSession:
         the duplication, so that a process ended by the hard limit says why on the terminal, not
         into a capture buffer that dies with it."""
         if self._terminal_stderr is None:
-            capture = self.config.pluginmanager.get_plugin("capturemanager")
-            suspend = capture is not None and capture.is_globally_capturing()
-            if suspend:
+            capture: CaptureManager | None = self.config.pluginmanager.get_plugin("capturemanager")
+            if capture is not None and not capture.is_globally_capturing():
+                capture = None
+            if capture is not None:
                 capture.suspend_global_capture(in_=False)
             try:
                 self._terminal_stderr = os.dup(2)
             except OSError:  # no stderr at all: the message goes wherever fd 2 goes then
                 self._terminal_stderr = 2
             finally:
-                if suspend:
+                if capture is not None:
                     capture.resume_global_capture()
         return self._terminal_stderr
 
@@ -134,9 +136,9 @@ class MlreproSession:
         write_results_file(session, self.results)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._terminal_stderr not in (None, 2):
+        if self._terminal_stderr is not None and self._terminal_stderr != 2:
             with contextlib.suppress(OSError):
-                os.close(self._terminal_stderr)  # type: ignore[arg-type]
+                os.close(self._terminal_stderr)
         self._terminal_stderr = None
 
 
