@@ -1,4 +1,7 @@
-"""pytest glue: options and ini keys, collecting manifests, the session summary and results file.
+"""The pytest plugin (the ``pytest11`` entry point): options and ini keys, markers, collecting
+manifests, the accuracy items' hook implementation, and the registration of the rest of the glue
+(the modules in ``pytest_plugins``, the ``pytest_mlrepro_make_items`` hook spec, the session
+object that owns the run's state and reports).
 
 Importing this module imports no ML framework; the items load one only when they run.
 """
@@ -25,7 +28,7 @@ from ._items import (
     settings_key as settings_key,  # for the cli (the same settings)
 )
 from ._results import results_path
-from ._session import report_output_error, session_of  # noqa: F401  (report_output_error: public)
+from ._session import session_of
 
 # Latency items, their options and hooks (registered with this plugin, off with it).
 pytest_plugins = [
