@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pluggy
 import pytest
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
     from ._items import ManifestFile
 
-_hookspec = pluggy.HookspecMarker("pytest")
 
-
-@_hookspec
+@pytest.hookspec
 def pytest_mlrepro_make_items(
     parent: ManifestFile, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
