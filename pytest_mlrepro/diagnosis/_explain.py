@@ -29,7 +29,7 @@ import textwrap
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -81,8 +81,8 @@ class Change:
     """One difference between the recorded manifest and this one."""
 
     path: str
-    old: Any
-    new: Any
+    old: object  # a manifest value (plain data), or _ABSENT
+    new: object
     area: str  # preprocess | model | runtime | neutral | other
     category: str | None = None  # the pitfall category of a preprocessing change
     moved: str | None = None  # the op of a step that moved (old and new are positions)
@@ -116,10 +116,10 @@ class _Absent:
         return "(absent)"
 
 
-_ABSENT: Any = _Absent()
+_ABSENT: Final = _Absent()
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, dict) and len(value) == 1:
         ((op, params),) = value.items()
         if isinstance(params, dict):
@@ -154,7 +154,7 @@ def manifest_diff(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[C
     return changes
 
 
-def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
+def _diff(old: object, new: object, path: str, out: list[Change]) -> None:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
             sub = f"{path}.{key}" if path else str(key)
@@ -180,7 +180,7 @@ def _diff(old: Any, new: Any, path: str, out: list[Change]) -> None:
         out.append(Change(path, old, new, _area(path)))
 
 
-def _op_of(step: Any) -> str:
+def _op_of(step: object) -> str:
     return next(iter(step)) if isinstance(step, dict) and len(step) == 1 else "?"
 
 

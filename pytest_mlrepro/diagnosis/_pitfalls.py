@@ -22,7 +22,7 @@ import math
 import typing
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from .._schema import Invalid
 from ..manifest import Input, Manifest
@@ -31,6 +31,7 @@ from ..pipeline import (
     Color,
     Crop,
     Decode,
+    DType,
     Layout,
     Normalize,
     Pipeline,
@@ -127,14 +128,15 @@ def variants(manifest: Manifest, backends: Collection[str] | None = None) -> lis
 
 def backends_of(steps: Sequence[Step]) -> set[str]:
     """The libraries a pipeline's steps run on (``pil``, ``opencv``, ``tf``)."""
-    return {str(s.backend) for s in steps if isinstance(getattr(s, "backend", None), str)}  # type: ignore[attr-defined]
+    backends = (getattr(s, "backend", None) for s in steps)
+    return {b for b in backends if isinstance(b, str)}
 
 
 def describe_step(step: Step) -> str:
     """A step in manifest syntax, defaults left out: ``crop: {fraction: 0.875}``."""
     defaults = type(step)() if _constructible(type(step)) else None
     params = []
-    for f in dataclasses.fields(step):  # type: ignore[arg-type]
+    for f in dataclasses.fields(step):
         value = getattr(step, f.name)
         if defaults is not None and getattr(defaults, f.name) == value and f.name != "order":
             continue
@@ -183,13 +185,16 @@ def _choices(cls: type, name: str) -> tuple[Any, ...]:
 
 
 def _has(step: Step, name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(step))  # type: ignore[arg-type]
+    return any(f.name == name for f in dataclasses.fields(step))
 
 
-def _try(step: Step, **changes: Any) -> Step | None:
+_S = TypeVar("_S", bound=Step)
+
+
+def _try(step: _S, **changes: Any) -> _S | None:
     """``step`` with ``changes``, or None when the result breaks the step's own rules."""
     try:
-        new = dataclasses.replace(step, **changes)  # type: ignore[type-var]
+        new = dataclasses.replace(step, **changes)
         new.check()
     except (Invalid, TypeError, ValueError):
         return None
@@ -226,7 +231,7 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, (Color, Decode)):
         return
     final = Pipeline(steps).final.order
-    flipped = "BGR" if step.order == "RGB" else "RGB"
+    flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
     new_final = "BGR" if final == "RGB" else "RGB"
     yield Variant(
         f"colour:{new_final}",
@@ -287,7 +292,7 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
             if method != step.method and method in _choices(Resize, "method"):
                 new = _try(step, method=method)
                 if new is not None:
-                    candidates.append(new)  # type: ignore[arg-type]
+                    candidates.append(new)
         # Another library with the same method (Pillow antialiases when shrinking, OpenCV never:
         # this is the antialias pitfall as well as the backend one).
         mapped = {"box": "area", "area": "box"}.get(step.method, step.method)
@@ -303,15 +308,15 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
                     for value in (True, False)
                 ]
                 made = [r for r in switch if r is not None] if None not in switch else [default]
-                made = [r for i, r in enumerate(made) if r is not None and r not in made[:i]]
-                candidates += made  # type: ignore[arg-type]
-                if made:
+                unique = [r for i, r in enumerate(made) if r is not None and r not in made[:i]]
+                candidates += unique
+                if unique:
                     break
         # An explicit antialias switch, where the backend has one (tf.image.resize).
         if step.antialias is not None:
             new = _try(step, antialias=not step.antialias)
             if new is not None:
-                candidates.append(new)  # type: ignore[arg-type]
+                candidates.append(new)
         for new in candidates:
             yield Variant(
                 f"{where}:{new.backend}-{new.method}"
@@ -333,12 +338,12 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     has_dct = _has(step, "dct_method")
     dct_values = [d for d in _choices(type(step), "dct_method") if d is not None] if has_dct else []
     if getattr(step, "dct_method", None):
-        current += f" ({step.dct_method})"  # type: ignore[attr-defined]
+        current += f" ({step.dct_method})"
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
             continue
         name = _BACKEND_NAMES.get(backend, backend)
-        made: list[Step] = []
+        made: list[Decode] = []
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
         for dct in [None, *dct_values] if has_dct else [None]:
             changes: dict[str, Any] = {"backend": backend}
@@ -408,7 +413,9 @@ def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
         assert isinstance(step, Layout)
         if step.order != "NCHW":
             continue  # NHWC keeps the buffer as it is: there is nothing to reshape
-        other = "reshape" if step.method == "transpose" else "transpose"
+        other: Literal["transpose", "reshape"] = (
+            "reshape" if step.method == "transpose" else "transpose"
+        )
         desc = (
             "the NHWC buffer reshaped as NCHW instead of transposed"
             if other == "reshape"
@@ -432,7 +439,7 @@ class _ValueStage:
 
     start: int
     end: int
-    dtype: str  # the float type of the cast
+    dtype: DType  # the float type of the cast
     mean: tuple[float, ...]  # in byte units
     std: tuple[float, ...]
     byte_domain: str | None  # 'saturate' | 'wrap' when normalised on uint8 before the cast
@@ -460,9 +467,11 @@ def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
     if isinstance(first, Normalize):
         if first.on_uint8 == "error":
             return None
-        end, dtype = start + 1, "float32"
-        if end < len(steps) and isinstance(steps[end], Cast):
-            dtype = steps[end].dtype  # type: ignore[attr-defined]
+        end = start + 1
+        dtype: DType = "float32"
+        after = steps[end] if end < len(steps) else None
+        if isinstance(after, Cast):
+            dtype = after.dtype
             end += 1
         if not dtype.startswith("float"):
             return None
@@ -473,8 +482,11 @@ def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
     divisor, index = 1.0, start + 1
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
-    while index < len(steps) and isinstance(steps[index], Scale):
-        divisor *= steps[index].divisor  # type: ignore[attr-defined]
+    while index < len(steps):
+        scale = steps[index]
+        if not isinstance(scale, Scale):
+            break
+        divisor *= scale.divisor
         index += 1
     if index < len(steps) and isinstance(steps[index], Normalize):
         norm = steps[index]
@@ -532,7 +544,7 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if stage is None:
         return
     head, tail = steps[: stage.start], steps[stage.end :]
-    cast = Cast(dtype=stage.dtype)  # type: ignore[arg-type]
+    cast = Cast(dtype=stage.dtype)
     current = _affine(stage.mean, stage.std)
     declared = _describe_stage(stage)
     has_mean = any(m != 0 for m in stage.mean)

@@ -18,7 +18,7 @@ import difflib
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -79,9 +79,25 @@ def digest(array: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
-def fingerprint(array: np.ndarray, layout: str = "HWC") -> dict[str, Any]:
+class _Identity(TypedDict):
+    dtype: str
+    shape: list[int]
+    sha256: str
+
+
+class Fingerprint(_Identity, total=False):
+    """One step's output for one probe, as a golden keeps it (JSON). The statistics are there
+    only for an output with channels (an image-like array); ``thumb`` is one grid per channel."""
+
+    mean: list[float]
+    std: list[float]
+    detail: list[float]
+    thumb: list[list[float]]
+
+
+def fingerprint(array: np.ndarray, layout: str = "HWC") -> Fingerprint:
     """Shape, dtype, exact hash, per-channel mean/std/detail and a thumbnail of one output."""
-    fp: dict[str, Any] = {
+    fp: Fingerprint = {
         "dtype": str(array.dtype),
         "shape": [int(d) for d in array.shape],
         "sha256": digest(array),
@@ -121,7 +137,9 @@ def trace(steps: Sequence[Step], sample: Sample) -> list[np.ndarray]:
     return [array for _, array in Pipeline(steps).trace(sample.path.read_bytes(), sample.id)]
 
 
-def record(steps: Sequence[Step], samples: Sequence[Sample], n: int = STEP_PROBES) -> dict | None:
+def record(
+    steps: Sequence[Step], samples: Sequence[Sample], n: int = STEP_PROBES
+) -> dict[str, Any] | None:
     """What a golden keeps: the step probes' ids and their per-step fingerprints."""
     if n <= 0 or not samples:
         return None
@@ -220,7 +238,9 @@ def _num(value: float) -> str:
     return f"{value:.3g}"
 
 
-def describe_difference(golden: list[dict], now: list[dict]) -> tuple[int, str]:
+def describe_difference(
+    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> tuple[int, str]:
     """(probes that differ, words) for the fingerprints of one step on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
@@ -263,8 +283,8 @@ def _shape(shape: Any) -> str:
     return "×".join(str(d) for d in shape) if isinstance(shape, list) else str(shape)
 
 
-def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict]:
-    rows: dict[tuple[str, int], dict] = {}
+def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
     for row in probes.get("fingerprints", []):
         if isinstance(row, list) and len(row) == 4 and isinstance(row[3], dict):
             rows[(str(row[0]), int(row[1]))] = row[3]
@@ -363,7 +383,7 @@ def compare_steps(
 
 def _with_recorded(
     report: StepReport,
-    rows: dict[tuple[str, int], dict],
+    rows: dict[tuple[str, int], dict[str, Any]],
     ids: list[str],
     by_id: dict[str, Sample],
     now_arrays: dict[str, list[np.ndarray]],

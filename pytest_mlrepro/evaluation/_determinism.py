@@ -107,8 +107,8 @@ def compare_runs(
         samples=first.shape[0],
         max_abs_diff=max_diff,
         worst_sample=ids[worst] if max_diff > 0 or differs.any() else "",
-        differing_samples=[ids[i] for i in np.flatnonzero(differs)],
-        top1_changed=[ids[i] for i in np.flatnonzero(top1_changed)],
+        differing_samples=[ids[int(i)] for i in np.flatnonzero(differs)],
+        top1_changed=[ids[int(i)] for i in np.flatnonzero(top1_changed)],
         tolerance=tolerance,
     )
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..data import ResolvedDataset, Sample, resolve_dataset
 from ..errors import NonFiniteOutputs, SampleError, SignatureError
-from ..goldens import Results, nonfinite_rows, rounded_scores, softmax, top_k
+from ..goldens import Results, Scores, nonfinite_rows, rounded_scores, softmax, top_k
 from ..manifest import Manifest
 from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
@@ -25,7 +26,8 @@ from ._determinism import seed_everything
 @dataclass(frozen=True)
 class Evaluation:
     results: Results
-    scores: np.ndarray  # (N, classes): probabilities when postprocess.softmax, else raw outputs
+    # (N, classes): probabilities when postprocess.softmax, else raw outputs, as float64
+    scores: npt.NDArray[np.float64]
     runner_info: dict[str, Any]
     dataset_origin: str
     seconds: float
@@ -151,13 +153,13 @@ def evaluate(
     )
 
 
-def postprocessed(manifest: Manifest, raw: np.ndarray) -> np.ndarray:
+def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:
     """The scores a manifest's results are made of: probabilities when ``postprocess.softmax``,
     else the raw outputs (float64)."""
     return softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
 
 
-def results_of(manifest: Manifest, samples: Sequence[Sample], scores: np.ndarray) -> Results:
+def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) -> Results:
     """Per-sample results (top-k classes and their rounded scores) as goldens keep them."""
     topk = top_k(scores, manifest.postprocess.top_k)
     return Results(
@@ -170,7 +172,7 @@ def results_of(manifest: Manifest, samples: Sequence[Sample], scores: np.ndarray
 
 def evaluate_subset(
     runner: Runner, manifest: Manifest, dataset: ResolvedDataset, samples: Sequence[Sample]
-) -> tuple[Results, np.ndarray]:
+) -> tuple[Results, npt.NDArray[np.float64]]:
     """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``pitfalls.py``) over
     ``samples`` of ``dataset`` on an already-loaded ``runner``: no reload, no re-verification.
     Returns the results and the score matrix, as :func:`evaluate` computes them."""

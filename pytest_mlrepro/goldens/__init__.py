@@ -9,6 +9,7 @@ from ._decisions import AccuracyDecision, accuracy_decision
 from ._metrics import (
     Comparison,
     Results,
+    Scores,
     accuracy,
     compare,
     nonfinite_rows,
@@ -39,6 +40,7 @@ __all__ = [
     "GoldenNotAFile",
     "ReferenceGoldenMissing",
     "Results",
+    "Scores",
     "accuracy",
     "accuracy_decision",
     "check_owner",

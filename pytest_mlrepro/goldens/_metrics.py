@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import GoldenError, NonFiniteOutputs
 from ..manifest import Tolerances
 
+# A score matrix (N, classes): logits or probabilities, float32 from a model, float64 in goldens.
+Scores = npt.NDArray[np.floating[Any]]
+# Class indices or labels: (N,) or (N, k) integers.
+Indices = npt.NDArray[np.integer[Any]]
 
-def nonfinite_rows(scores: np.ndarray) -> np.ndarray:
+
+def nonfinite_rows(scores: Scores) -> npt.NDArray[np.intp]:
     """Indices of the rows of ``scores`` holding a NaN or ±Inf (empty when all are finite)."""
     return np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
 
 
-def require_finite(scores: np.ndarray, ids: Sequence[str] | None = None) -> None:
+def require_finite(scores: Scores, ids: Sequence[str] | None = None) -> None:
     """Refuse a score matrix with NaN or ±Inf: every ranking or distance of one is meaningless
     (a NaN row's top-k is silently "some class", a NaN distance is never above a tolerance).
     ``ids`` name the rows (else "row i")."""
@@ -26,21 +33,22 @@ def require_finite(scores: np.ndarray, ids: Sequence[str] | None = None) -> None
         raise NonFiniteOutputs(names, len(scores))
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
+def softmax(logits: Scores) -> npt.NDArray[np.float64]:
     require_finite(logits)
     shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
     exp = np.exp(shifted)
-    return exp / exp.sum(axis=1, keepdims=True)
+    probabilities: npt.NDArray[np.float64] = exp / exp.sum(axis=1, keepdims=True)
+    return probabilities
 
 
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+def top_k(scores: Scores, k: int) -> npt.NDArray[np.intp]:
     """Indices of the ``k`` highest scores per row, best first; ties go to the lower index."""
     require_finite(scores)
     k = min(k, scores.shape[1])
     return np.argsort(-scores, axis=1, kind="stable")[:, :k]
 
 
-def accuracy(topk: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+def accuracy(topk: Indices, labels: Indices) -> tuple[float, float]:
     """(top-1, top-5) accuracy in percent."""
     if len(labels) == 0:
         return 0.0, 0.0
@@ -54,9 +62,9 @@ class Results:
     """Per-sample results in a form shared by fresh runs and goldens."""
 
     ids: tuple[str, ...]
-    labels: np.ndarray  # (N,) int
-    topk: np.ndarray  # (N, k) int
-    topk_scores: np.ndarray  # (N, k) float
+    labels: Indices  # (N,)
+    topk: Indices  # (N, k)
+    topk_scores: Scores  # (N, k)
 
     @property
     def top1(self) -> float:
@@ -114,7 +122,7 @@ class Comparison:
         return not self.failures
 
 
-def compare(golden: Results, now: Results, now_scores: np.ndarray, tol: Tolerances) -> Comparison:
+def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) -> Comparison:
     """Compare a run (with its full score matrix) against the golden's per-sample top-k.
 
     Non-finite scores are refused on either side: NaN compares as "within tolerance"."""

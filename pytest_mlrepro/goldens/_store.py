@@ -40,7 +40,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -293,12 +293,12 @@ def _describe(value: Any) -> str:
     return f"{shown} ({kind})" if len(shown) <= 40 else kind
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     """A JSON integer: ``True`` is a bool and ``1.0`` a float, not integers."""
     return type(value) is int
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return type(value) in (int, float)
 
 
@@ -420,7 +420,8 @@ def _check_metrics(data: dict[str, Any], results: Results) -> None:
     for key, want in expected.items():
         got = metrics.get(key)
         ok = _is_int(got) if key == "samples" else _is_number(got)
-        if not ok or not math.isfinite(got) or abs(got - want) > 1e-9:
+        # _is_number(got) again narrows its type for the checker (an int is a number too).
+        if not ok or not _is_number(got) or not math.isfinite(got) or abs(got - want) > 1e-9:
             raise InvalidField(
                 ("metrics", key),
                 f"{_describe(got)} contradicts the stored samples, which give {want}",

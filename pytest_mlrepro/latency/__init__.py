@@ -26,10 +26,9 @@ from ._measure import (
     stop_rule,
     with_threads,
 )
-from ._timing import STATISTICS, ReferenceWorkload, summarize
+from ._timing import ReferenceWorkload, summarize
 
 __all__ = [
-    "STATISTICS",
     "Assessment",
     "Attempt",
     "Baseline",

@@ -415,7 +415,7 @@ class Manifest:
 
     def normalized(self) -> dict[str, Any]:
         """Every field with defaults filled in: what a golden records and diagnosis diffs."""
-        data = to_plain(self)
+        data: dict[str, Any] = to_plain(self)
         data.pop("latency", None)  # how latency is measured changes no result
         data.pop("determinism", None)  # nor whether runs are compared with each other
         data.pop("reference", None)  # nor which other runtime's results they are checked against

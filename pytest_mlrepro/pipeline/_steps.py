@@ -52,6 +52,10 @@ class Step:
     """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
 
     op: ClassVar[str]
+    if TYPE_CHECKING:
+        # Every concrete step is a dataclass (register_step refuses others): declared so that
+        # dataclasses.fields() and the schema's converter accept a Step.
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def check(self) -> None:
         """Rules between this op's own parameters; raise Invalid(field, message)."""
@@ -64,7 +68,7 @@ class Step:
         raise NotImplementedError
 
     def params(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 STEPS: dict[str, type[Step]] = {}
@@ -216,7 +220,8 @@ def _declared_size(data: bytes) -> tuple[int, int] | None:
             continue
         try:
             with factory(io.BytesIO(data), "") as image:  # the header only
-                return image.size
+                size: tuple[int, int] = image.size
+                return size
         except Exception:  # not this format after all: the next plugin may know it
             continue
     return None
@@ -372,7 +377,8 @@ class Crop(Step):
             side = int(self.fraction * min(height, width))
             ch, cw = side, side
         else:
-            ch, cw = _pair(self.size)  # type: ignore[arg-type]
+            assert self.size is not None  # check(): exactly one of fraction and size
+            ch, cw = _pair(self.size)
         if self.rounding == "google":
             return (height - ch + 1) // 2, (width - cw + 1) // 2, ch, cw
         return int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0)), ch, cw

@@ -192,6 +192,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session_of(config)  # the session object: state and reports, registered as a plugin
     register_markers(config)
     config.stash[settings_key] = settings_from(config)
+    check_outputs(config)
 
 
 def _given_paths(config: pytest.Config, name: str) -> list[Path]:
@@ -222,7 +223,6 @@ def settings_from(config: pytest.Config) -> Settings:
         ],
         allow_download=not config.getoption("mlrepro_no_download"),
     )
-    check_outputs(config)
 
 
 def check_outputs(config: pytest.Config) -> None:

@@ -177,7 +177,8 @@ class OnnxRunner:
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         size = self.fixed_batch
         if size is None or len(batch) == size:
-            return self.session.run([self.output_name], {self.input_name: batch})[0]
+            scores: np.ndarray = self.session.run([self.output_name], {self.input_name: batch})[0]
+            return scores
         # A fixed batch dimension: run at the model's batch, the last chunk padded with zeros
         # (their outputs are dropped), so that any runtime.batch_size and a short last batch work.
         outputs = []

@@ -83,7 +83,8 @@ def check_batch_shape(name: str, expected: Shape, batch: np.ndarray, layout: str
         return
     hint = "a size mismatch (check the crop and resize steps)"
     if sorted(d for d in expected[1:] if d is not None) == sorted(got[1:]):
-        model_layout = {True: "NHWC", False: "NCHW"}.get(_channels_last(expected))  # type: ignore[call-overload]
+        channels_last = _channels_last(expected)
+        model_layout = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
         hint = (
             f"a layout mismatch: the model is {model_layout}, the pipeline {layout}"
             if model_layout
@@ -208,8 +209,11 @@ def _safe_extract(archive: Path, target: Path) -> None:
                     f"{archive}: refusing member {member.name!r}: a SavedModel archive holds "
                     "only plain files and folders inside it"
                 )
-        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        tar.extractall(target, members=members, **kwargs)  # members checked above
+        # members checked above; the "data" filter too where this Python has it
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(target, members=members, filter="data")
+        else:
+            tar.extractall(target, members=members)
     if not (target / "saved_model.pb").is_file():
         raise IntegrityError(f"{archive}: no saved_model.pb at the top of the archive")
 
@@ -298,9 +302,11 @@ class TensorFlowRunner:
 
         def call(batch: np.ndarray) -> np.ndarray:
             with tf.device(tf_device):
-                return signature(**{declared: tf.constant(batch)})[output].numpy()
+                scores: np.ndarray = signature(**{declared: tf.constant(batch)})[output].numpy()
+                return scores
 
         # The loaded object and its files live as long as the runner's call does.
+        # (The ignores on keep_alive: mypy has no attributes on a function object.)
         call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
         weakref.finalize(call, folder.cleanup)
         return (
@@ -343,14 +349,16 @@ class TensorFlowRunner:
         shape = _dims(tensor.shape)
         spec = tf.TensorSpec([None, *shape[1:]], _tf_dtype_name(tensor.dtype))
 
-        @tf.function(input_signature=[spec], reduce_retracing=True)
+        # tensorflow has no type stubs: its decorator is untyped (the ignore), its tensors Any.
+        @tf.function(input_signature=[spec], reduce_retracing=True)  # type: ignore[untyped-decorator]
         def forward(images: Any) -> Any:
             out = model(images, training=False)
             return out[position] if isinstance(out, (list, tuple)) else out
 
         def call(batch: np.ndarray) -> np.ndarray:
             with tf.device(tf_device):
-                return forward(tf.constant(batch)).numpy()
+                scores: np.ndarray = forward(tf.constant(batch)).numpy()
+                return scores
 
         call.keep_alive = model  # type: ignore[attr-defined]
         return (
@@ -403,7 +411,8 @@ class TensorFlowRunner:
         session = v1.Session(graph=graph, config=config)
 
         def call(batch: np.ndarray) -> np.ndarray:
-            return session.run(output_tensor, {input_tensor: batch})
+            scores: np.ndarray = session.run(output_tensor, {input_tensor: batch})
+            return scores
 
         weakref.finalize(call, session.close)
         shape = _dims(input_tensor.shape.as_list()) if input_tensor.shape.rank is not None else []
@@ -478,12 +487,16 @@ def quantize(values: np.ndarray, scale: float, zero_point: int, dtype: np.dtype)
     scaled = values.astype(np.float32) / np.float32(scale)
     rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
     info = np.iinfo(dtype)
-    return np.clip(rounded + zero_point, info.min, info.max).astype(dtype)
+    quantized: np.ndarray = np.clip(rounded + zero_point, info.min, info.max).astype(dtype)
+    return quantized
 
 
 def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     """int8/uint8 → float32: ``(q − zero_point) × scale``."""
-    return ((values.astype(np.int32) - zero_point) * np.float32(scale)).astype(np.float32)
+    floats: np.ndarray = ((values.astype(np.int32) - zero_point) * np.float32(scale)).astype(
+        np.float32
+    )
+    return floats
 
 
 class TFLiteRunner:
@@ -625,7 +638,8 @@ class TFLiteRunner:
         """``invoke`` alone on ``batch`` (set once), for latency measurement."""
         self._resize(tuple(batch.shape))
         self.interpreter.set_tensor(self.input_index, self._prepare(batch))
-        return self.interpreter.invoke
+        invoke: Callable[[], object] = self.interpreter.invoke
+        return invoke
 
 
 def _signature_names(interpreter: Any) -> dict[str, Any]:

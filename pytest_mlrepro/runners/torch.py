@@ -184,7 +184,8 @@ class TorchRunner:
                 ) from None
             if isinstance(out, (tuple, list)):
                 out = out[0]
-            return out.float().cpu().numpy()
+            scores: np.ndarray = out.float().cpu().numpy()
+            return scores
 
     def synchronize(self) -> None:
         """Wait for the GPU work queued so far (CUDA calls return before the kernels finish)."""
