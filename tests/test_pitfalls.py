@@ -308,7 +308,7 @@ def cli_project(tmp_path: Path) -> Path:
 def mlrepro(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
     return subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.cli._main", *args],
+        [sys.executable, "-m", "pytest_mlrepro.cli", *args],
         cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
 
@@ -380,7 +380,7 @@ def test_the_command_imports_no_framework() -> None:
     """The command is pytest's configuration with another action: it imports pytest, but no
     framework until a manifest needs one."""
     code = (
-        "import sys, pytest_mlrepro.cli._main; "
+        "import sys, pytest_mlrepro.cli; "
         "print('torch' in sys.modules, 'onnxruntime' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -291,8 +291,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
 
 
-if __name__ == "__main__":  # python -m pytest_mlrepro.cli._main
-    raise SystemExit(main())
-
-
 __all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]
