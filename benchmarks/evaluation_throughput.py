@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import conftest  # noqa: E402, F401  (registers the example's model builders)
-from pytest_mlrepro import golden as golden_store  # noqa: E402
+from pytest_mlrepro import goldens as golden_store  # noqa: E402
 from pytest_mlrepro.data import ResolvedDataset, resolve_dataset  # noqa: E402
-from pytest_mlrepro.diagnose import diagnose  # noqa: E402
-from pytest_mlrepro.evaluation import _prepare, evaluate  # noqa: E402
-from pytest_mlrepro.metrics import compare  # noqa: E402
+from pytest_mlrepro.diagnosis import diagnose  # noqa: E402
+from pytest_mlrepro.evaluation._evaluate import _prepare, evaluate  # noqa: E402
+from pytest_mlrepro.goldens import compare  # noqa: E402
+from pytest_mlrepro.manifest import Manifest, load_manifest  # noqa: E402
 from pytest_mlrepro.runners import Runner, load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings, mirrors_from_env  # noqa: E402
-from pytest_mlrepro.spec import Manifest, load_manifest  # noqa: E402
 
 
 def batches_of(manifest: Manifest, dataset: ResolvedDataset) -> list[np.ndarray]:

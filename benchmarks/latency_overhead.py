@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import conftest  # noqa: E402, F401  (registers the example's model builders)
-from pytest_mlrepro import latency, timing  # noqa: E402
-from pytest_mlrepro.data import resolve_dataset  # noqa: E402
+from pytest_mlrepro.data._datasets import resolve_dataset  # noqa: E402
+from pytest_mlrepro.latency import _measure as latency  # noqa: E402
+from pytest_mlrepro.latency import _timing as timing  # noqa: E402
+from pytest_mlrepro.manifest._spec import load_manifest  # noqa: E402
 from pytest_mlrepro.settings import Settings, mirrors_from_env  # noqa: E402
-from pytest_mlrepro.spec import load_manifest  # noqa: E402
 
 WARMUP = 3
 

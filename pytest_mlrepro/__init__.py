@@ -35,11 +35,11 @@ from .errors import (
     Unavailable,
 )
 from .evaluation import Evaluation, evaluate
-from .metrics import Results
+from .goldens import Results
+from .manifest import Manifest, load_manifest
 from .pipeline import State, Step, Tensor, register_step
 from .registry import artifact_builder, model_builder
 from .settings import Settings
-from .spec import Manifest, load_manifest
 
 __version__ = "0.1.0"
 

@@ -28,12 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import conftest  # noqa: E402, F401  (registers the example's builders)
-from pytest_mlrepro.data import resolve_dataset  # noqa: E402
-from pytest_mlrepro.evaluation import run_model  # noqa: E402
-from pytest_mlrepro.pipeline import Decode  # noqa: E402
+from pytest_mlrepro.data._datasets import resolve_dataset  # noqa: E402
+from pytest_mlrepro.evaluation._evaluate import run_model  # noqa: E402
+from pytest_mlrepro.manifest._spec import Manifest, load_manifest  # noqa: E402
+from pytest_mlrepro.pipeline._steps import Decode  # noqa: E402
 from pytest_mlrepro.runners import load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings  # noqa: E402
-from pytest_mlrepro.spec import Manifest, load_manifest  # noqa: E402
 
 RUNTIMES = [
     "efficientnet_lite0_torch",

@@ -54,7 +54,7 @@ def make_tf_models(folder: Path) -> None:
         convert_variables_to_constants_v2,
     )
 
-    from pytest_mlrepro.zoo.efficientnet_lite0_tf import canonical_keras_zip, canonical_tar
+    from examples.efficientnet_lite0_tf import canonical_keras_zip, canonical_tar
 
     folder.mkdir(parents=True, exist_ok=True)
     model = keras_model()

@@ -16,8 +16,8 @@ import numpy as np
 from packaging.version import InvalidVersion, Version
 
 from ..errors import FrameworkUnavailable
+from ..manifest import Manifest
 from ..settings import Settings
-from ..spec import Manifest
 
 # The distributions that provide each framework's import name (first found wins).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {

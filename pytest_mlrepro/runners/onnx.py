@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ..artifacts import check_external_data, verified
 from ..errors import DeviceUnavailable, InvalidModel, SignatureError
+from ..manifest import Manifest
 from ..settings import Settings
-from ..signature import layout_mismatch, pipeline_size, size_mismatch
-from ..spec import Manifest
+from ._artifacts import check_external_data, verified
+from ._signature import layout_mismatch, pipeline_size, size_mismatch
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import verified
 from ..errors import DeviceUnavailable, IntegrityError, SignatureError
+from ..manifest import Manifest
 from ..settings import Settings
-from ..spec import Manifest
+from ._artifacts import verified
 
 DEFAULT_SIGNATURE = "serving_default"
 Shape = list[int | None]

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 
 from .. import registry
-from ..artifacts import verified
 from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel, SignatureError
+from ..manifest import Manifest
 from ..settings import Settings
-from ..spec import Manifest
+from ._artifacts import verified
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 _TORCH_TYPES = {

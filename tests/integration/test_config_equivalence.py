@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlrepro import Settings, cli
-from pytest_mlrepro.items import probe_count, settings_key, step_probes
+from pytest_mlrepro import Settings
+from pytest_mlrepro.cli import _main as cli
+from pytest_mlrepro.plugin._items import counterfactual_samples, fingerprint_samples, settings_key
 
 MANIFEST = "manifests/m.yaml"
 PYTEST_9 = int(pytest.__version__.split(".")[0]) >= 9
@@ -25,16 +26,16 @@ INI_KEYS = """\
 mlrepro_golden_dir = goldens_x
 mlrepro_data = mirror
 mlrepro_cache = .cache_x
-mlrepro_probes = 7
-mlrepro_step_probes = 3
+mlrepro_counterfactual_samples = 7
+mlrepro_fingerprint_samples = 3
 mlrepro_timeout = 5
 """
 TOML_KEYS = """\
 mlrepro_golden_dir = "goldens_x"
 mlrepro_data = ["mirror"]
 mlrepro_cache = ".cache_x"
-mlrepro_probes = "7"
-mlrepro_step_probes = "3"
+mlrepro_counterfactual_samples = "7"
+mlrepro_fingerprint_samples = "3"
 mlrepro_timeout = "5"
 """
 TOML_INI_OPTIONS = TOML_KEYS.replace('["mirror"]', '"mirror"')
@@ -69,8 +70,8 @@ CASES = {
         args=("-o", "mlrepro_golden_dir=goldens_x"),
     ),
     "PYTEST_ADDOPTS": Case(
-        {"pytest.ini": "[pytest]\n" + INI_KEYS.replace("mlrepro_probes = 7", "")},
-        env={"PYTEST_ADDOPTS": "--mlrepro-probes 7"},
+        {"pytest.ini": "[pytest]\n" + INI_KEYS.replace("mlrepro_counterfactual_samples = 7", "")},
+        env={"PYTEST_ADDOPTS": "--mlrepro-counterfactual-samples 7"},
     ),
     "addopts": Case(
         {"pytest.ini": "[pytest]\naddopts = --mlrepro-timeout 5\n" + INI_KEYS.replace("5", "9")}
@@ -94,8 +95,8 @@ def snapshot(config: pytest.Config) -> dict[str, object]:
     """What the plugin works with, from one configuration."""
     return {
         "settings": config.stash[settings_key],
-        "probes": probe_count(config),
-        "step": step_probes(config),
+        "probes": counterfactual_samples(config),
+        "step": fingerprint_samples(config),
         "timeout": config.getoption("mlrepro_timeout") or config.getini("mlrepro_timeout"),
         "plugins": sorted(
             Path(file).relative_to(config.rootpath).as_posix()

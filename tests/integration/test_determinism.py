@@ -24,8 +24,8 @@ from helpers import (
     state_dict_manifest,
 )
 
-from pytest_mlrepro.determinism import compare_runs, controls_in_force, seed_everything
-from pytest_mlrepro.spec import parse_manifest
+from pytest_mlrepro.evaluation._determinism import compare_runs, controls_in_force, seed_everything
+from pytest_mlrepro.manifest._spec import parse_manifest
 
 IDS = ("a.png", "b.png", "c.png")
 

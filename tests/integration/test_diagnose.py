@@ -22,14 +22,16 @@ import numpy as np
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
-from pytest_mlrepro import golden as golden_store
-from pytest_mlrepro import pipeline, pitfalls, probes
-from pytest_mlrepro.diagnose import Diagnosis, diagnose, manifest_diff, probe_order
-from pytest_mlrepro.evaluation import Evaluation, evaluate
+from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
+from pytest_mlrepro.diagnosis import _step_fingerprints as probes
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, manifest_diff, probe_order
+from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
-from pytest_mlrepro.metrics import Comparison, compare
+from pytest_mlrepro.goldens import _store as golden_store
+from pytest_mlrepro.goldens._metrics import Comparison, compare
+from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline import _steps as pipeline
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import load_manifest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -496,7 +498,9 @@ def test_diagnosis_can_be_turned_off(project: Project) -> None:
     ini_off = project.run()
     ini_off.assert_outcomes(failed=1)
     assert "Likely cause" not in ini_off.stdout.str()
-    (project.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\nmlrepro_probes = 0\n")
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nmlrepro_data = data\nmlrepro_counterfactual_samples = 0\n"
+    )
     no_flips = project.run()
     no_flips.assert_outcomes(failed=1)
     flat = " ".join(no_flips.stdout.str().split())
@@ -562,7 +566,7 @@ def test_update_adds_step_probes_to_an_old_golden_once(serial_project: Project) 
     again = project.run("--mlrepro-update")
     again.stdout.fnmatch_lines(["tiny_onnx *pass"])
     (project.path / "pytest.ini").write_text(
-        "[pytest]\nmlrepro_data = data\nmlrepro_step_probes = 3\n"
+        "[pytest]\nmlrepro_data = data\nmlrepro_fingerprint_samples = 3\n"
     )
     fewer = project.run("--mlrepro-update")
     fewer.stdout.fnmatch_lines(["tiny_onnx *golden updated (step probes added)"])

@@ -22,10 +22,11 @@ import pytest
 import yaml
 from helpers import DATA, REPO, checksum_list, make_images, make_onnx, needs_imagenet_sample
 
-from pytest_mlrepro import pipeline, spec
 from pytest_mlrepro._schema import yaml_key
 from pytest_mlrepro._yaml import load_yaml
-from pytest_mlrepro.spec import parse_manifest
+from pytest_mlrepro.manifest import _spec as spec
+from pytest_mlrepro.manifest._spec import parse_manifest
+from pytest_mlrepro.pipeline import _steps as pipeline
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"

@@ -26,7 +26,7 @@ import pytest
 from helpers import N_SAMPLES, PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 from pytest_mlrepro import _files
-from pytest_mlrepro import golden as golden_store
+from pytest_mlrepro.goldens import _store as golden_store
 
 OLD = time.time() - 3600  # an mtime far past _files.STALE_AFTER_S
 
@@ -119,7 +119,7 @@ def test_manifests_sharing_a_golden_are_refused_before_anything_is_written(
 KILLED_WRITER = textwrap.dedent("""\
     import dataclasses, os, sys, time
     from pathlib import Path
-    from pytest_mlrepro import golden
+    from pytest_mlrepro.goldens import _store as golden
 
     path, ready, point = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     old = golden.read(path)

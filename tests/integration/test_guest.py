@@ -34,7 +34,7 @@ from helpers import (
     state_dict_manifest,
 )
 
-from pytest_mlrepro import limits
+from pytest_mlrepro.plugin import _limits as limits
 
 KUBERNETES = {
     "deployment.yaml": """\
@@ -295,7 +295,7 @@ def test_a_custom_step_needs_only_public_names(pytester: pytest.Pytester) -> Non
         test_step="""
         import pytest
         from pytest_mlrepro import ManifestError
-        from pytest_mlrepro.spec import parse_manifest
+        from pytest_mlrepro.manifest._spec import parse_manifest
 
         def test_refused():
             data = {"inputs": [{"name": "x", "layout": "NCHW", "preprocess": [

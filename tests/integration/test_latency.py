@@ -24,15 +24,16 @@ import numpy as np
 import pytest
 from helpers import Project, manifest_text, sha256
 
-from pytest_mlrepro import benchjson, fingerprint
-from pytest_mlrepro import latency as lat
+from pytest_mlrepro import fingerprint
 from pytest_mlrepro._yaml import load_yaml
 from pytest_mlrepro.errors import GoldenError, ManifestError
 from pytest_mlrepro.fingerprint import hardware_key
+from pytest_mlrepro.latency import _benchjson as benchjson
+from pytest_mlrepro.latency import _measure as lat
+from pytest_mlrepro.latency._timing import Measurement
+from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
 from pytest_mlrepro.runners import installed_version
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import Manifest, parse_manifest
-from pytest_mlrepro.timing import Measurement
 
 # --- the hardware key -------------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ def test_graph_optimization_reaches_onnx_runtime_and_is_onnx_only(
     text = manifest_text("t", model_path="tiny.onnx", assets=mlrepro_assets)
     text = text.replace("runtime: {", "runtime: {graph_optimization: disabled, ")
     (tmp_path / "t.yaml").write_text(text)
-    from pytest_mlrepro.spec import load_manifest
+    from pytest_mlrepro.manifest._spec import load_manifest
 
     m = load_manifest(tmp_path / "t.yaml")
     runner = OnnxRunner.load(m, "cpu", Settings.for_project(tmp_path, cache_dir=tmp_path / "c"))
@@ -420,7 +421,7 @@ def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
 def test_commit_info_reads_git_without_writing_and_says_unversioned_elsewhere(
     tmp_path: Path,
 ) -> None:
-    from pytest_mlrepro.benchjson import commit_info
+    from pytest_mlrepro.latency._benchjson import commit_info
 
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():

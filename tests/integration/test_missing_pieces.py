@@ -29,7 +29,7 @@ from helpers import (
     state_dict_manifest,
 )
 
-from pytest_mlrepro.limits import HARD_KILL_GRACE_S
+from pytest_mlrepro.plugin._limits import HARD_KILL_GRACE_S
 from pytest_mlrepro.runners import cuda_present
 
 STRICT = "(a failure because of --mlrepro-strict)"

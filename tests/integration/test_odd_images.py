@@ -22,7 +22,7 @@ from helpers import HEIGHT, WIDTH, Project, checksum_list, manifest_text
 from PIL import Image
 
 from pytest_mlrepro.errors import SampleError
-from pytest_mlrepro.pipeline import Decode
+from pytest_mlrepro.pipeline._steps import Decode
 
 BACKENDS = ["pil", "opencv"]
 

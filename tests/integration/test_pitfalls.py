@@ -14,15 +14,24 @@ import diag_helpers as H
 import numpy as np
 import pytest
 
-from pytest_mlrepro import pitfalls
-from pytest_mlrepro.counterfactual import score_pipelines
-from pytest_mlrepro.data import resolve_dataset
-from pytest_mlrepro.evaluation import evaluate_subset
-from pytest_mlrepro.pipeline import Color, Crop, Decode, Layout, Normalize, Pipeline, Resize, Scale
+from pytest_mlrepro.data._datasets import resolve_dataset
+from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
+from pytest_mlrepro.diagnosis._counterfactual import score_pipelines
+from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
+from pytest_mlrepro.evaluation._evaluate import evaluate_subset
+from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline._steps import (
+    Color,
+    Crop,
+    Decode,
+    Layout,
+    Normalize,
+    Pipeline,
+    Resize,
+    Scale,
+)
 from pytest_mlrepro.runners import load_runner
-from pytest_mlrepro.sensitivity import save, sensitivity, table_path
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "manifests" / "efficientnet_lite0_onnx.yaml"

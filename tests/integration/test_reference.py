@@ -12,16 +12,16 @@ import pytest
 from helpers import LOOSE, PREPROCESS_BGR, Project, line_of
 
 from pytest_mlrepro.errors import ManifestError
-from pytest_mlrepro.metrics import Results
-from pytest_mlrepro.reference import (
+from pytest_mlrepro.goldens._metrics import Results
+from pytest_mlrepro.goldens._reference import (
     ReferenceCheck,
     ReferenceGoldenMissing,
     check_reference,
     compare_to_reference,
     resolve_reference,
 )
+from pytest_mlrepro.manifest._spec import Reference, load_manifest
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import Reference, load_manifest
 
 
 def results(ids: list[str], labels: list[int], scores: np.ndarray, k: int = 2) -> Results:

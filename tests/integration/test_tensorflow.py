@@ -25,6 +25,7 @@ from pytest_mlrepro.errors import (  # noqa: E402
     IntegrityError,
     SignatureError,
 )
+from pytest_mlrepro.manifest._spec import load_manifest  # noqa: E402
 from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
 from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
     check_batch_shape,
@@ -32,7 +33,6 @@ from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
     quantize,
 )
 from pytest_mlrepro.settings import Settings  # noqa: E402
-from pytest_mlrepro.spec import load_manifest  # noqa: E402
 
 FORMATS = ["keras", "saved_model", "frozen_graph", "tflite"]
 
@@ -218,7 +218,7 @@ def test_keras_file_with_python_code_is_refused(tmp_path: Path, tf_assets: Path)
     """safe_mode: a Lambda layer would deserialise Python bytecode; Keras refuses to load it."""
     import keras
 
-    from pytest_mlrepro.zoo.efficientnet_lite0_tf import canonical_keras_zip
+    from examples.efficientnet_lite0_tf import canonical_keras_zip
 
     inputs = keras.Input(shape=(16, 16, 3), name="input")
     model = keras.Model(inputs, keras.layers.Lambda(lambda x: x[:, 0, 0, :])(inputs))

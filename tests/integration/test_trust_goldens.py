@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from helpers import PREPROCESS_BGR, QUIET, SCALE, Project, line_of, sha256
 
-from pytest_mlrepro import golden as golden_store
+from pytest_mlrepro.goldens import _store as golden_store
 
 Row = list[object]
 

@@ -30,8 +30,8 @@ from PIL import Image
 from test_odd_images import odd_manifest, write_dataset
 
 from pytest_mlrepro.errors import ManifestError, SampleError
-from pytest_mlrepro.pipeline import MAX_IMAGE_PIXELS, Crop, Decode, Pipeline, Resize
-from pytest_mlrepro.spec import load_manifest
+from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline._steps import MAX_IMAGE_PIXELS, Crop, Decode, Pipeline, Resize
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ["pil", "opencv"]
@@ -95,7 +95,7 @@ def test_every_backend_refuses_a_pixel_bomb_before_allocating_it(tmp_path: Path)
         import resource, sys
         import cv2, numpy, PIL.Image
         from pytest_mlrepro.errors import ManifestError, SampleError
-        from pytest_mlrepro.pipeline import Decode
+        from pytest_mlrepro.pipeline._steps import Decode
         data = open(sys.argv[1], "rb").read()
         size = [l for l in open("/proc/self/status") if l.startswith("VmSize:")][0]
         allowance = int(size.split()[1]) * 1024 + (512 << 20)

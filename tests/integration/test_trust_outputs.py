@@ -101,7 +101,7 @@ def write_nonfinite(path: Path, value: float, above: float) -> str:
 
 def red_logits(project: Project, manifest: str) -> dict[str, float]:
     """Each sample's red logit under the tiny model, through the manifest's own pipeline."""
-    from pytest_mlrepro.spec import load_manifest
+    from pytest_mlrepro.manifest._spec import load_manifest
 
     m = load_manifest(project.path / "manifests" / manifest)
     folder = project.path / "data" / "tiny"
@@ -168,8 +168,8 @@ def test_nonfinite_outputs_fail_and_record_nothing(
 
 def test_no_ranking_or_comparison_takes_a_nan() -> None:
     from pytest_mlrepro.errors import GoldenError, NonFiniteOutputs
-    from pytest_mlrepro.metrics import Results, compare, softmax, top_k
-    from pytest_mlrepro.spec import Tolerances
+    from pytest_mlrepro.goldens._metrics import Results, compare, softmax, top_k
+    from pytest_mlrepro.manifest._spec import Tolerances
 
     scores = np.array([[0.1, 0.7, 0.2], [math.nan, 0.5, 0.5]])
     with pytest.raises(NonFiniteOutputs, match="1 of 2 samples: row 1"):
@@ -281,7 +281,7 @@ def test_external_locations_are_found_wherever_a_tensor_can_be(tmp_path: Path) -
     and of an If branch, each in its own file; and refuses bytes that are not ONNX."""
     from onnx.external_data_helper import _get_all_tensors
 
-    from pytest_mlrepro.onnx_files import NotOnnx, external_locations
+    from pytest_mlrepro.runners._onnx_files import NotOnnx, external_locations
 
     def init(name: str) -> onnx.TensorProto:
         return numpy_helper.from_array(np.full(64, 1.5, np.float32), name)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from pytest_mlrepro.data import (
+from pytest_mlrepro.data._datasets import (
     ResolvedDataset,
     Sample,
     read_checksums,
@@ -30,8 +30,8 @@ from pytest_mlrepro.data import (
     sha256_file,
 )
 from pytest_mlrepro.errors import DatasetUnavailable, IntegrityError, ManifestError
+from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
 from pytest_mlrepro.settings import Settings
-from pytest_mlrepro.spec import Manifest, parse_manifest
 
 REAL_DATA = Path(__file__).resolve().parents[3] / "shared/data/imagenet-sample"
 

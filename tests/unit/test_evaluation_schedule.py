@@ -16,7 +16,7 @@ import numpy as np
 from helpers import make_images, make_onnx
 
 from pytest_mlrepro.data import Sample
-from pytest_mlrepro.evaluation import overlaps, preprocessed
+from pytest_mlrepro.evaluation._evaluate import overlaps, preprocessed
 from pytest_mlrepro.runners.onnx import OnnxRunner
 
 Interval = tuple[float, float]

@@ -31,9 +31,10 @@ from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_mlrepro import _yaml, pipeline
+from pytest_mlrepro import _yaml
 from pytest_mlrepro.errors import ManifestError
-from pytest_mlrepro.spec import Manifest, load_manifest, parse_manifest
+from pytest_mlrepro.manifest._spec import Manifest, load_manifest, parse_manifest
+from pytest_mlrepro.pipeline import _steps as pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 SHOWN = "manifests/fuzzed.yaml"  # the name errors must start with

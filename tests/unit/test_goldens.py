@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_mlrepro import golden as golden_store
-from pytest_mlrepro.spec import load_manifest
+from pytest_mlrepro.goldens import _store as golden_store
+from pytest_mlrepro.manifest._spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlrepro import _files, golden_audit
+from pytest_mlrepro import _files
 from pytest_mlrepro.errors import IntegrityError
-from pytest_mlrepro.limits import ItemTimeout, time_limit
-from pytest_mlrepro.signature import layout_mismatch
+from pytest_mlrepro.goldens import _audit as golden_audit
+from pytest_mlrepro.plugin._limits import ItemTimeout, time_limit
+from pytest_mlrepro.runners._signature import layout_mismatch
 
 # --- the golden store's audit --------------------------------------------------------------------
 

@@ -23,16 +23,17 @@ import yaml
 from diag_helpers import manifest_text as diag_manifest_text
 from helpers import LOOSE, REPO, manifest_text, state_dict_manifest
 
-from pytest_mlrepro import pipeline, spec
 from pytest_mlrepro._schema import yaml_key
 from pytest_mlrepro._yaml import load_yaml
 from pytest_mlrepro.errors import ManifestError
-from pytest_mlrepro.manifest_schema import (
+from pytest_mlrepro.manifest import _spec as spec
+from pytest_mlrepro.manifest.json_schema import (
     SCHEMA_FILE,
     builtin_steps,
     manifest_json_schema,
     render,
 )
+from pytest_mlrepro.pipeline import _steps as pipeline
 
 SHA = "ab" * 32
 EXAMPLES = sorted((REPO / "manifests").glob("*.yaml"))
@@ -148,9 +149,11 @@ def _validator() -> jsonschema.Draft7Validator:
 
 
 def test_the_published_schema_is_the_generated_one() -> None:
-    """Regenerate with `python -m pytest_mlrepro.manifest_schema` after changing the schema code."""
+    """Regenerate with `python -m pytest_mlrepro.manifest.json_schema` after changing the schema
+    code."""
     assert SCHEMA_FILE.read_text(encoding="utf-8") == render(manifest_json_schema()), (
-        "pytest_mlrepro/manifest.schema.json is stale: run python -m pytest_mlrepro.manifest_schema"
+        "pytest_mlrepro/manifest.schema.json is stale: run "
+        "python -m pytest_mlrepro.manifest.json_schema"
     )
 
 
@@ -304,7 +307,7 @@ def test_every_key_the_code_accepts_is_in_the_schema() -> None:
 
 
 def test_a_project_writes_a_schema_with_its_custom_steps(tmp_path: Path) -> None:
-    """`python -m pytest_mlrepro.manifest_schema --import MODULE` adds the steps MODULE
+    """`python -m pytest_mlrepro.manifest.json_schema --import MODULE` adds the steps MODULE
     registers, and the schema then accepts a manifest that uses one."""
     (tmp_path / "my_steps.py").write_text(
         "from dataclasses import dataclass\n"
@@ -318,7 +321,7 @@ def test_a_project_writes_a_schema_with_its_custom_steps(tmp_path: Path) -> None
     )
     out = tmp_path / "schema.json"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.manifest_schema", "--import", "my_steps",
+        [sys.executable, "-m", "pytest_mlrepro.manifest.json_schema", "--import", "my_steps",
          "--out", str(out)],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

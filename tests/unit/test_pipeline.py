@@ -21,7 +21,7 @@ from PIL import Image
 
 from pytest_mlrepro._schema import Invalid
 from pytest_mlrepro.errors import SampleError
-from pytest_mlrepro.pipeline import (
+from pytest_mlrepro.pipeline._steps import (
     STEPS,
     Cast,
     Color,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlrepro import pipeline
 from pytest_mlrepro._yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_yaml
 from pytest_mlrepro.errors import ManifestError
-from pytest_mlrepro.spec import Manifest, load_manifest, parse_manifest
+from pytest_mlrepro.manifest._spec import Manifest, load_manifest, parse_manifest
+from pytest_mlrepro.pipeline import _steps as pipeline
 
 SHA = "0123456789abcdef" * 4
 

@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_mlrepro import golden as golden_store
-from pytest_mlrepro.reference import compare_to_reference
-from pytest_mlrepro.spec import load_manifest
-from pytest_mlrepro.zoo.efficientnet_lite0_tf import (
+from examples.efficientnet_lite0_tf import (
     block_plan,
     canonical_keras_zip,
     canonical_tar,
     static_same_padding,
     tf_same_padding,
 )
+from pytest_mlrepro.goldens import _store as golden_store
+from pytest_mlrepro.goldens._reference import compare_to_reference
+from pytest_mlrepro.manifest._spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 FLOAT_PORTS = [

@@ -21,8 +21,8 @@ from PIL import Image  # noqa: E402
 
 from pytest_mlrepro._schema import to_plain  # noqa: E402
 from pytest_mlrepro.errors import ManifestError  # noqa: E402
-from pytest_mlrepro.pipeline import Crop, Decode, Pipeline, Resize, Tensor  # noqa: E402
-from pytest_mlrepro.spec import parse_manifest  # noqa: E402
+from pytest_mlrepro.manifest._spec import parse_manifest  # noqa: E402
+from pytest_mlrepro.pipeline._steps import Crop, Decode, Pipeline, Resize, Tensor  # noqa: E402
 
 SAMPLE = DATA / "imagenet-sample"
 JPEGS = sorted(SAMPLE.glob("*.JPEG"))[:40] if SAMPLE.is_dir() else []
@@ -172,7 +172,7 @@ def test_tf_resize_returns_float32_as_tensorflow_does() -> None:
 
 def test_backends_mix_per_step() -> None:
     """tf decode, tf crop arithmetic, Pillow resize, then tf resize, in one pipeline."""
-    from pytest_mlrepro.pipeline import Layout, Normalize
+    from pytest_mlrepro.pipeline._steps import Layout, Normalize
 
     image = np.random.default_rng(5).integers(0, 256, (50, 70, 3), dtype=np.uint8)
     buffer = io.BytesIO()

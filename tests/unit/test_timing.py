@@ -12,8 +12,8 @@ import statistics
 import numpy as np
 import pytest
 
-from pytest_mlrepro import timing
-from pytest_mlrepro.timing import (
+from pytest_mlrepro.latency import _timing as timing
+from pytest_mlrepro.latency._timing import (
     CpuTimes,
     ReferenceWorkload,
     StopRule,

@@ -1,0 +1,294 @@
+"""``mlrepro``: the command-line front door to what the pytest items do.
+
+    mlrepro pitfalls MANIFEST [--limit N] [--device cpu] [--only KEY] [--save] [PYTEST OPTIONS]
+        the pitfall sensitivity table: accuracy and agreement under each known pitfall
+    mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
+        run the manifest, compare with its golden, and on a drift print its likely cause
+
+The command is pytest's own configuration with a different action: it starts pytest on the
+manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
+sees exactly what ``pytest MANIFEST`` sees: the ini file pytest finds (``pytest.ini``,
+``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``, ``-o key=value``,
+``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the root down to the
+manifest's folder (which register model and artifact builders) and their ``pytest_plugins``.
+Options the command does not know are passed to pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..errors import ManifestError, MlreproError
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
+    from ..settings import Settings
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed, exit status 2."""
+
+
+# --- the project, as pytest configures it -----------------------------------------------------
+
+
+Handler = Callable[[argparse.Namespace, pytest.Config], int]
+
+
+class _Command:
+    """A pytest plugin that runs one command in place of the test session."""
+
+    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
+        self.handler = handler
+        self.args = args
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> int:
+        try:
+            return _guarded(lambda: self._run(config))
+        finally:
+            config._ensure_unconfigure()
+
+    def _run(self, config: pytest.Config) -> int:
+        # Configured as a run would be (every plugin's pytest_configure: our settings, the
+        # conftests' registrations; a bad ini value refused), but no session: nothing is
+        # collected or run.
+        config._do_configure()
+        return self.handler(self.args, config)
+
+
+def _guarded(command: Callable[[], int]) -> int:
+    """The command's exit status; its errors printed as one line."""
+    try:
+        return command()
+    except (UsageError, pytest.UsageError, ManifestError) as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except MlreproError as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
+    """The pytest command line that gives this command its configuration: the command's own
+    options translated to their pytest twins, then what it did not know, then the manifest."""
+    out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
+    if args.root:
+        out += ["--rootdir", args.root]
+    if args.no_conftest:
+        out.append("--noconftest")
+    if args.no_download:
+        out.append("--mlrepro-no-download")
+    for file in args.conftest or []:
+        # Another file registers the builders: loaded as a plugin module (``-p``), by pytest.
+        path = Path(file).resolve()
+        if not path.is_file():
+            raise UsageError(f"--conftest {file}: no such file")
+        sys.path.insert(0, str(path.parent))
+        out += ["--noconftest", "-p", path.stem]
+    if getattr(args, "probes", None) is not None:
+        out += ["--mlrepro-counterfactual-samples", str(args.probes)]
+    return [*out, *passed, args.manifest]
+
+
+def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
+    """Start pytest on the manifest with :class:`_Command` in place of its session."""
+    if not Path(args.manifest).is_file():
+        raise UsageError(f"{args.manifest}: no such manifest")
+    status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
+    # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
+    return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
+
+
+def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
+    """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
+    from ..manifest import load_manifest
+    from ..plugin import settings_key
+
+    manifest_path = Path(args.manifest)
+    try:
+        shown = manifest_path.resolve().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        shown = str(manifest_path)
+    manifest = load_manifest(manifest_path, display=shown)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise UsageError("--limit must be at least 1")
+        import dataclasses
+
+        manifest = dataclasses.replace(
+            manifest, dataset=dataclasses.replace(manifest.dataset, limit=args.limit)
+        )
+    return manifest, config.stash[settings_key]
+
+
+class _Progress:
+    """``  320/1000 samples`` on stderr, at most every few seconds, when it is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.last = time.monotonic()
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if self.enabled and (now - self.last > 2 or done == self.total):
+            self.last = now
+            end = "\n" if done == self.total else "\r"
+            print(f"  {done}/{self.total} samples", end=end, file=sys.stderr, flush=True)
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
+    from .. import goldens as golden_store
+    from ..data import resolve_dataset
+    from ..diagnosis import save_sensitivity, sensitivity, sensitivity_table_path
+    from ..runners import check_framework, load_runner
+
+    manifest, settings = _prepare(args, config)
+    check_framework(manifest)
+    dataset = resolve_dataset(manifest, settings)
+    runner = load_runner(manifest, args.device, settings)
+    table = sensitivity(
+        manifest,
+        runner,
+        dataset.samples,
+        device=args.device,
+        dataset=manifest.dataset.name,
+        limit=manifest.dataset.limit,
+        only=args.only or (),
+        progress=_Progress(len(dataset.samples)),
+    )
+    print(table.render())
+    if args.save:
+        golden = golden_store.golden_path(manifest, settings)
+        path = sensitivity_table_path(golden, settings.golden_dir)
+        save_sensitivity(path, table, settings.golden_dir)
+        try:
+            shown = path.relative_to(Path.cwd())
+        except ValueError:
+            shown = path
+        print(f"\nsaved {shown}")
+    return 0
+
+
+def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
+    from .. import goldens as golden_store
+    from ..diagnosis import diagnose
+    from ..evaluation import evaluate
+    from ..goldens import compare
+    from ..plugin import counterfactual_samples
+    from ..report import explain
+    from ..runners import check_framework
+
+    manifest, settings = _prepare(args, config)
+    check_framework(manifest)
+    path = golden_store.golden_path(manifest, settings)
+    golden = golden_store.read(path)
+    if golden is None:
+        raise UsageError(f"no golden at {path}: record one with pytest --mlrepro-update")
+    result = evaluate(manifest, args.device, settings)
+    comparison = compare(golden.results, result.results, result.scores, manifest.tolerances)
+    if comparison.ok:
+        print(f"{manifest.name} [{args.device}]: matches its golden ({path})")
+        return 0
+    print(
+        f"{manifest.name} [{args.device}]: "
+        + explain(comparison, str(path), None, "pytest --mlrepro-update")
+    )
+    print()
+    samples = counterfactual_samples(config)
+    print(diagnose(manifest, golden, comparison, result, probes=samples).render())
+    return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlrepro",
+        description="pytest-mlrepro from the command line: pitfall sensitivity tables and drift "
+        "diagnosis for a manifest.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("manifest", metavar="MANIFEST", help="the manifest (YAML)")
+        sub.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+        sub.add_argument("--limit", type=int, metavar="N", help="the first N samples only")
+        sub.add_argument("--root", metavar="DIR", help="the project root (pytest's --rootdir)")
+        sub.add_argument(
+            "--conftest",
+            action="append",
+            metavar="PATH",
+            help="register builders from this file instead of the conftest.py files "
+            "(repeatable; loaded by pytest as a plugin)",
+        )
+        sub.add_argument("--no-conftest", action="store_true", help="pytest's --noconftest")
+        sub.add_argument("--no-download", action="store_true", help="never download data sets")
+
+    pitfalls = commands.add_parser(
+        "pitfalls",
+        help="accuracy and agreement under each known preprocessing pitfall",
+        description="The pitfall sensitivity table (MLModelScope's Table 1 for this model): "
+        "each known pitfall flipped on its own, over the data set or its first N samples.",
+    )
+    common(pitfalls)
+    pitfalls.add_argument(
+        "--only",
+        action="append",
+        metavar="KEY",
+        help="a variant key (colour:BGR, crop:none, ...) or a category ('colour order'); "
+        "repeatable",
+    )
+    pitfalls.add_argument(
+        "--save",
+        action="store_true",
+        help="store the table with the goldens (golden/pitfalls/<name>.json)",
+    )
+    diagnose = commands.add_parser(
+        "diagnose",
+        help="compare with the golden and explain a drift",
+        description="Run the manifest, compare it with its golden, and on a drift print the "
+        "diagnosis the pytest item would show.",
+    )
+    common(diagnose)
+    diagnose.add_argument(
+        "--probes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples per counterfactual (pytest's --mlrepro-counterfactual-samples; default: "
+        "the ini key mlrepro_counterfactual_samples, 64)",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command's own arguments, and the rest (pytest's)."""
+    return _parser().parse_known_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
+    args, passed = parse_args(argv)
+    handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
+    try:
+        return run(handler, args, passed)
+    except UsageError as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+__all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]

@@ -1,0 +1,596 @@
+"""Labelled image data sets: find them, verify every file, read the labels.
+
+A data set (:class:`~pytest_mlrepro.manifest.Dataset`) is a folder named after it holding the
+images, a labels CSV and optionally a class-names file. :func:`resolve_dataset` looks for it, in
+order, in each data mirror (``<mirror>/<name>``) and in the cache
+(``<cache>/datasets/<name>``); failing both, and when the manifest gives a ``url`` and
+downloads are allowed, it downloads the missing files into the cache. Every file is checked
+against the manifest's checksum list (``sha256sum`` format) before it is used, whatever its origin.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import http.client
+import io
+import os
+import re
+import tempfile
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path, PureWindowsPath
+from typing import TYPE_CHECKING
+
+from .._files import file_lock, sha256_file
+from ..errors import DatasetUnavailable, IntegrityError, ManifestError
+from ..settings import OutsideProject, Settings, resolve_inside
+
+try:  # POSIX; elsewhere concurrent resolvers may download the same file twice (still atomic).
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    # The ignore: mypy types the name as the module; None stands for its absence here.
+    fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from .._yaml import Path as KeyPath
+    from ..manifest import Dataset, Manifest
+
+DOWNLOAD_TIMEOUT = 30.0
+"""Seconds a download may wait for the server (connect, or between two reads)."""
+DOWNLOAD_WORKERS = 8
+"""Files downloaded at once."""
+_HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
+_CHUNK = 1 << 20
+_WNID = re.compile(r"n\d{8}")
+_LABEL = re.compile(r"[0-9]+")
+_CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
+_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One labelled image. ``id`` is its file name relative to the data set folder, as written in
+    the labels CSV; ``path`` is where it is, already verified against its sha256."""
+
+    id: str
+    path: Path
+    label: int
+
+
+@dataclass(frozen=True)
+class ResolvedDataset:
+    """A data set found and verified: its folder, its samples sorted by id (the first ``limit``
+    when the manifest sets one), its class names (when the manifest names a class-names file) and
+    where it came from, in words (``"mirror /data/imagenet-sample"``, ``"cache /c/…"``,
+    ``"downloaded from https://… into /c/…"``)."""
+
+    root: Path
+    samples: tuple[Sample, ...]
+    class_names: tuple[str, ...] | None
+    origin: str
+    # {sample id: sha256} of the samples, as the checksum list gives it (every file was verified
+    # against it): the identity of the data that a golden records (``data_identity.py``).
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+def read_checksums(path: Path) -> dict[str, str]:
+    """Read a ``sha256sum`` list: ``<64 hex digits>  <name>`` (text mode) or ``<hex> *<name>``
+    (binary mode) per line; returns ``{name: lowercase hex digest}``.
+
+    Names are taken verbatim to the end of the line (spaces and quotes included; a leading ``./``
+    is dropped); lines that ``sha256sum`` escapes (starting with ``\\``) are unescaped. Blank lines
+    and lines starting with ``#`` are ignored. A malformed line, or a name listed twice with two
+    digests, raises :class:`ValueError` naming the file and the line number.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    result: dict[str, str] = {}
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw[:-1] if raw.endswith("\r") else raw
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        line = line.lstrip(" \t")
+        escaped = line.startswith("\\")
+        match = _CHECKSUM_LINE.fullmatch(line[1:] if escaped else line)
+        if match is None:
+            shown = line if len(line) <= 100 else line[:100] + "…"
+            raise ValueError(
+                f"{path}, line {number}: expected '<64 hex digits>  <file name>' "
+                f"(sha256sum format), got {shown!r}"
+            )
+        digest, name = match.group(1).lower(), match.group(2)
+        if escaped:
+            name = _unescape(name, path, number)
+        while name.startswith("./"):
+            name = name[2:]
+        if not name:
+            raise ValueError(f"{path}, line {number}: the file name is empty")
+        if result.get(name, digest) != digest:
+            raise ValueError(
+                f"{path}, line {number}: {name!r} is listed twice with different digests"
+            )
+        result[name] = digest
+    return result
+
+
+def _unescape(name: str, path: Path, number: int) -> str:
+    out: list[str] = []
+    chars = iter(name)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        following = next(chars, "")
+        if following not in _ESCAPES:
+            raise ValueError(f"{path}, line {number}: unknown escape '\\{following}' in the name")
+        out.append(_ESCAPES[following])
+    return "".join(out)
+
+
+def resolve_dataset(manifest: Manifest, settings: Settings) -> ResolvedDataset:
+    """Find the manifest's data set, verify the files it uses and read its labels.
+
+    Looks in ``<mirror>/<name>`` for each of ``settings.data_mirrors``, then in
+    ``<cache_dir>/datasets/<name>``, and uses the first folder holding the labels, the class
+    names and every selected image. Failing that, downloads the missing files into the cache when
+    the manifest has a ``url`` and ``settings.allow_download`` is set.
+
+    Raises :class:`~pytest_mlrepro.errors.ManifestError` for a bad checksum list, labels or class
+    names; :class:`~pytest_mlrepro.errors.IntegrityError` when a file does not match its sha256;
+    :class:`~pytest_mlrepro.errors.DatasetUnavailable` (whose ``how`` says how to provide the
+    data) when it is nowhere to be found or cannot be downloaded.
+    """
+    return _Resolver(manifest, settings).resolve()
+
+
+@dataclass(frozen=True)
+class _Contents:
+    """What the labels and class-names files say."""
+
+    samples: tuple[tuple[str, int], ...]  # (id, label), sorted by id, limited
+    class_names: tuple[str, ...] | None
+
+
+class _Stopped(Exception):
+    """A download abandoned because another one failed."""
+
+
+class _Resolver:
+    def __init__(self, manifest: Manifest, settings: Settings) -> None:
+        self.manifest = manifest
+        self.settings = settings
+        self.ds: Dataset = manifest.dataset
+        self.checksum_path, self.checksums = self._load_checksums()
+        self._check_relative(("dataset", "labels"), self.ds.labels)
+        self.meta = [self.ds.labels]
+        if self.ds.class_names is not None:
+            self._check_relative(("dataset", "class_names"), self.ds.class_names)
+            self.meta.append(self.ds.class_names)
+        for name in self.meta:
+            if name not in self.checksums:
+                raise self._error(
+                    ("dataset", "checksums"),
+                    f"{self.checksum_path} has no line "
+                    f"for {name!r}: every file of the data set needs its sha256",
+                )
+        self.cache = settings.cache_dir / "datasets" / self.ds.name
+        # Labels kept by the project next to its manifests: verified once, never downloaded.
+        self.meta_dir: Path | None = None
+        if self.ds.labels_dir is not None:
+            try:
+                self.meta_dir = resolve_inside(manifest.path.parent, self.ds.labels_dir, settings)
+            except OutsideProject as exc:
+                raise self._error(("dataset", "labels_dir"), str(exc)) from None
+            for name in self.meta:
+                if not (self.meta_dir / name).is_file():
+                    raise self._error(
+                        ("dataset", "labels_dir"), f"{self.meta_dir / name} does not exist"
+                    )
+            self._verify("project", self.meta_dir, self.meta)
+        self.meta_in_data = [] if self.meta_dir is not None else list(self.meta)
+
+    # -- the checksum list and the files it covers ---------------------------------------------
+
+    def _error(self, field: KeyPath, message: str) -> ManifestError:
+        return self.manifest.error(field, message)
+
+    def _load_checksums(self) -> tuple[Path, dict[str, str]]:
+        field = ("dataset", "checksums")
+        try:
+            path = resolve_inside(self.manifest.path.parent, self.ds.checksums, self.settings)
+        except OutsideProject as exc:
+            raise self._error(field, f"checksum list refused: {exc}") from None
+        except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, NUL bytes
+            raise self._error(field, f"checksum list {self.ds.checksums!r}: {exc}") from None
+        try:
+            checksums = read_checksums(path)
+        except FileNotFoundError:
+            raise self._error(
+                field,
+                f"checksum list {path} does not exist (the path is "
+                "relative to the manifest's folder)",
+            ) from None
+        except OSError as exc:
+            raise self._error(
+                field, f"cannot read the checksum list {path}: {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:
+            raise self._error(field, str(exc)) from None
+        return path, checksums
+
+    def _check_relative(self, field: KeyPath, name: str, where: str = "") -> None:
+        if (
+            not name
+            or "\0" in name
+            or "\\" in name
+            or name.startswith("/")
+            or PureWindowsPath(name).drive
+            or ".." in name.split("/")
+        ):
+            raise self._error(
+                field, f"{where}{name!r} is not a plain relative path inside the data set folder"
+            )
+
+    # -- the search -----------------------------------------------------------------------------
+
+    def resolve(self) -> ResolvedDataset:
+        searched: list[str] = []
+        candidates = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
+        candidates.append(("cache", self.cache))
+        for kind, folder in candidates:
+            found = self._try_folder(kind, folder)
+            if isinstance(found, ResolvedDataset):
+                return found
+            searched.append(f"{folder} ({found})")
+        if self.ds.url is not None and self.settings.allow_download:
+            return self._download(self.ds.url)
+        raise self._unavailable(searched)
+
+    def _try_folder(self, kind: str, folder: Path) -> ResolvedDataset | str:
+        """The data set from ``folder`` if it holds every file needed, else why not."""
+        if not folder.is_dir():
+            return "no such folder"
+        for name in self.meta_in_data:
+            if not (folder / name).is_file():
+                return f"no {name}"
+        self._verify(kind, folder, self.meta_in_data)
+        contents = self._read(self.meta_dir or folder)
+        wanted = [sample_id for sample_id, _ in contents.samples]
+        missing = [name for name in wanted if not (folder / name).is_file()]
+        if missing:
+            return f"{len(missing)} of the {len(wanted)} images are missing, e.g. {missing[0]!r}"
+        self._verify(kind, folder, wanted)
+        return self._result(folder, contents, f"{kind} {folder}")
+
+    def _result(self, folder: Path, contents: _Contents, origin: str) -> ResolvedDataset:
+        samples = tuple(
+            Sample(id=sample_id, path=folder / sample_id, label=label)
+            for sample_id, label in contents.samples
+        )
+        return ResolvedDataset(
+            root=folder,
+            samples=samples,
+            class_names=contents.class_names,
+            origin=origin,
+            checksums={sample.id: self.checksums[sample.id] for sample in samples},
+        )
+
+    def _unavailable(self, searched: Sequence[str]) -> DatasetUnavailable:
+        name = self.ds.name
+        message = f"data set {name!r} is not available here; searched: " + "; ".join(searched)
+        if not self.settings.data_mirrors:
+            message += " (no data mirror is configured)"
+        how = (
+            f"Set MLREPRO_DATA (or the ini key mlrepro_data) to a folder that contains "
+            f"'{name}/' with {self.ds.labels}"
+            + (f", {self.ds.class_names}" if self.ds.class_names else "")
+            + f" and the images listed in {self.checksum_path}"
+        )
+        if self.ds.url is not None:
+            how += (
+                f"; or, on a machine with internet access, allow downloads (they are off "
+                f"here) to fetch it from {self.ds.url} into {self.cache}"
+            )
+        else:
+            how += " (the manifest gives no 'url' to download it from)"
+        return DatasetUnavailable(message, how=how)
+
+    # -- verification ---------------------------------------------------------------------------
+
+    def _verify(self, kind: str, folder: Path, names: Sequence[str]) -> None:
+        """Check every file against its sha256, hashing in threads; raise on the first mismatch
+        (in name order)."""
+        if not names:
+            return
+        paths = [folder / name for name in names]
+        try:
+            if len(paths) == 1:
+                digests = [sha256_file(paths[0])]
+            else:
+                with ThreadPoolExecutor(min(_HASH_WORKERS, len(paths))) as pool:
+                    digests = list(pool.map(sha256_file, paths))
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot read {exc.filename or folder}: {exc.strerror or exc}",
+                how=f"check that the files under {folder} are readable",
+            ) from None
+        bad = sorted(
+            (name, self.checksums[name], actual)
+            for name, actual in zip(names, digests, strict=True)
+            if actual != self.checksums[name]
+        )
+        if bad:
+            name, expected, actual = bad[0]
+            more = f" ({len(bad) - 1} more files differ)" if len(bad) > 1 else ""
+            fix = (
+                "delete it to download it again"
+                if kind == "cache"
+                else "replace it with the copy the checksum list describes"
+            )
+            raise IntegrityError(
+                f"{name!r} in the data set folder {folder} ({kind}) does not match "
+                f"{self.checksum_path}: expected sha256 {expected}, got {actual}{more}; {fix}"
+            )
+
+    # -- labels and class names -----------------------------------------------------------------
+
+    def _read(self, folder: Path) -> _Contents:
+        samples = self._read_labels(folder / self.ds.labels)
+        if self.ds.limit is not None:
+            samples = samples[: self.ds.limit]
+        names = None
+        if self.ds.class_names is not None:
+            names = self._read_class_names(folder / self.ds.class_names)
+        return _Contents(samples=tuple(samples), class_names=names)
+
+    def _read_text(self, field: KeyPath, path: Path) -> str:
+        try:
+            return path.read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise self._error(
+                field, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+
+    def _read_labels(self, path: Path) -> list[tuple[str, int]]:
+        ds = self.ds
+        field = ("dataset", "labels")
+        reader = csv.DictReader(io.StringIO(self._read_text(field, path), newline=""))
+        try:
+            columns = reader.fieldnames
+        except csv.Error as exc:
+            raise self._error(field, f"{path}: not a valid CSV file ({exc})") from None
+        if not columns:
+            raise self._error(
+                field,
+                f"{path} is empty: expected a header line with the "
+                f"columns {ds.file_column!r} and {ds.label_column!r}",
+            )
+        for key, column in (("file_column", ds.file_column), ("label_column", ds.label_column)):
+            if column not in columns:
+                raise self._error(
+                    ("dataset", key),
+                    f"{path} has no column {column!r}; its "
+                    f"columns are {', '.join(map(repr, columns))}",
+                )
+        seen: dict[str, int] = {}
+        samples: list[tuple[str, int]] = []
+        uncovered: list[str] = []
+        try:
+            for row in reader:
+                line = reader.line_num
+                where = f"{path}:{line}: "
+                sample_id, value = row.get(ds.file_column), row.get(ds.label_column)
+                if sample_id is None or value is None:
+                    raise self._error(field, f"{where}the row has fewer fields than the header")
+                if not sample_id:
+                    raise self._error(field, f"{where}the {ds.file_column!r} field is empty")
+                self._check_relative(field, sample_id, where)
+                if sample_id in seen:
+                    raise self._error(
+                        field,
+                        f"{where}{sample_id!r} is listed again (first on line {seen[sample_id]})",
+                    )
+                seen[sample_id] = line
+                # int() also takes '١' (an Arabic-Indic digit), '0_1' and '+1': a label is
+                # plain ASCII digits, so that every reader of the file sees the same number.
+                digits = value.strip(" \t")
+                if not _LABEL.fullmatch(digits):
+                    raise self._error(
+                        field,
+                        f"{where}the label {value!r} of {sample_id!r} is not an integer "
+                        "written in plain decimal ASCII digits (0-9)",
+                    )
+                # Python refuses int() of over 4300 digits: a longer label is out of range.
+                label = int(digits) if len(digits) <= 40 else ds.classes
+                if not 0 <= label < ds.classes:
+                    shown = label if len(digits) <= 40 else digits[:40] + "…"
+                    raise self._error(
+                        field,
+                        f"{where}the label {shown} of {sample_id!r} is "
+                        f"outside [0, {ds.classes}) (the manifest declares "
+                        f"classes: {ds.classes})",
+                    )
+                if sample_id not in self.checksums:
+                    uncovered.append(sample_id)
+                samples.append((sample_id, label))
+        except csv.Error as exc:
+            raise self._error(field, f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+        if not samples:
+            raise self._error(field, f"{path} lists no samples")
+        if uncovered:
+            shown = ", ".join(map(repr, uncovered[:3])) + (", …" if len(uncovered) > 3 else "")
+            raise self._error(
+                ("dataset", "checksums"),
+                f"{self.checksum_path} has no line for "
+                f"{len(uncovered)} file(s) named in {path}: {shown}",
+            )
+        samples.sort()
+        return samples
+
+    def _read_class_names(self, path: Path) -> tuple[str, ...]:
+        field = ("dataset", "class_names")
+        names: list[str] = []
+        for line in self._read_text(field, path).splitlines():
+            text = line.strip()
+            if not text:
+                continue
+            parts = text.split(maxsplit=1)
+            if len(parts) == 2 and _WNID.fullmatch(parts[0]):
+                text = parts[1].strip()
+            names.append(text)
+        if len(names) != self.ds.classes:
+            raise self._error(
+                field, f"{path} has {len(names)} classes, the manifest declares {self.ds.classes}"
+            )
+        return tuple(names)
+
+    # -- download -------------------------------------------------------------------------------
+
+    def _download(self, url: str) -> ResolvedDataset:
+        base = url.rstrip("/")
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot create the cache folder {self.cache}: {exc.strerror or exc}",
+                how="set MLREPRO_CACHE to a writable folder",
+            ) from None
+        with _locked(self.cache.parent / f"{self.ds.name}.lock"):
+            # Another process may have fetched some or all of it while we waited for the lock.
+            fetched: list[str] = []
+            have = [name for name in self.meta_in_data if (self.cache / name).is_file()]
+            self._verify("cache", self.cache, have)
+            need = [name for name in self.meta_in_data if name not in have]
+            self._fetch_all(base, need)
+            fetched += need
+            contents = self._read(self.meta_dir or self.cache)
+            wanted = [sample_id for sample_id, _ in contents.samples]
+            have = [name for name in wanted if (self.cache / name).is_file()]
+            self._verify("cache", self.cache, have)
+            need = [name for name in wanted if not (self.cache / name).is_file()]
+            self._fetch_all(base, need)
+            fetched += need
+        origin = f"downloaded from {base} into {self.cache}" if fetched else f"cache {self.cache}"
+        return self._result(self.cache, contents, origin)
+
+    def _fetch_all(self, base: str, names: Sequence[str]) -> None:
+        """Download ``names`` in parallel; on the first failure stop the others and raise it."""
+        if not names:
+            return
+        stop = threading.Event()
+        with ThreadPoolExecutor(min(DOWNLOAD_WORKERS, len(names))) as pool:
+            futures: dict[Future[None], str] = {
+                pool.submit(self._fetch, base, name, stop): name for name in names
+            }
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            if any(future.exception() is not None for future in done):
+                stop.set()
+                for future in futures:
+                    future.cancel()
+        failures = sorted(
+            (futures[future], error)
+            for future in futures
+            if not future.cancelled()
+            and (error := future.exception()) is not None
+            and not isinstance(error, _Stopped)
+        )
+        if failures:
+            raise failures[0][1]
+
+    def _fetch(self, base: str, name: str, stop: threading.Event) -> None:
+        """Download one file into a temporary file beside its final place, check its sha256, then
+        move it into place atomically: a failed download never leaves a file under the name."""
+        if stop.is_set():
+            raise _Stopped
+        url = f"{base}/{urllib.parse.quote(name)}"
+        dest = self.cache / name
+        expected = self.checksums[name]
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            handle, temp_name = tempfile.mkstemp(
+                dir=dest.parent, prefix=f".{dest.name}.", suffix=".part"
+            )
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot write into the cache {dest.parent}: {exc.strerror or exc}",
+                how="set MLREPRO_CACHE to a writable folder",
+            ) from None
+        temp = Path(temp_name)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                actual = self._stream(url, out, stop)
+                out.flush()
+                os.fsync(out.fileno())
+            if actual != expected:
+                raise IntegrityError(
+                    f"{name!r} downloaded from {url} does not match "
+                    f"{self.checksum_path}: expected sha256 {expected}, got "
+                    f"{actual}; nothing was kept in {self.cache}"
+                )
+            os.replace(temp, dest)
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot write {dest}: {exc.strerror or exc}",
+                how="free some space or set MLREPRO_CACHE to another folder",
+            ) from None
+        finally:
+            with suppress(FileNotFoundError):
+                temp.unlink()
+
+    def _stream(self, url: str, out: io.BufferedWriter, stop: threading.Event) -> str:
+        """Copy ``url``'s body into ``out``; its sha256. Network failures → DatasetUnavailable."""
+        digest = hashlib.sha256()
+        request = urllib.request.Request(url, headers={"User-Agent": "pytest-mlrepro"})
+        try:
+            with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response:
+                while chunk := response.read(_CHUNK):
+                    if stop.is_set():
+                        raise _Stopped
+                    digest.update(chunk)
+                    try:
+                        out.write(chunk)
+                    except OSError as exc:
+                        raise _WriteFailed(exc) from None
+        except _WriteFailed as failed:
+            raise failed.error from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise DatasetUnavailable(
+                f"cannot download data set {self.ds.name!r} file {url}: {exc}",
+                how=(
+                    f"check the network and the manifest's url; or set MLREPRO_DATA (or the "
+                    f"ini key mlrepro_data) to a folder that contains '{self.ds.name}/'"
+                ),
+            ) from None
+        return digest.hexdigest()
+
+
+class _WriteFailed(Exception):
+    """A local write failed while streaming (kept apart from network errors)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        with file_lock(path):
+            yield
+    except OSError as exc:
+        raise DatasetUnavailable(
+            f"cannot lock {path}: {exc.strerror or exc}",
+            how="set MLREPRO_CACHE to a writable folder",
+        ) from None
+
+
+__all__ = ["ResolvedDataset", "Sample", "read_checksums", "resolve_dataset", "sha256_file"]

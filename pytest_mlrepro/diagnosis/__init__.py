@@ -1,0 +1,31 @@
+"""Why a result drifted: step fingerprints, the pitfall catalogue, counterfactual probes, the
+explanation and the sensitivity table."""
+
+from __future__ import annotations
+
+from ._explain import diagnose, explain
+from ._sensitivity import (
+    save as save_sensitivity,
+)
+from ._sensitivity import (
+    sensitivity,
+)
+from ._sensitivity import (
+    table_path as sensitivity_table_path,
+)
+from ._step_fingerprints import (
+    record as record_step_fingerprints,
+)
+from ._step_fingerprints import (
+    up_to_date as step_fingerprints_up_to_date,
+)
+
+__all__ = [
+    "diagnose",
+    "explain",
+    "record_step_fingerprints",
+    "save_sensitivity",
+    "sensitivity",
+    "sensitivity_table_path",
+    "step_fingerprints_up_to_date",
+]

@@ -1,0 +1,671 @@
+"""The known preprocessing pitfalls, as pure transformations of a manifest's preprocessing.
+
+Each :class:`Variant` is the manifest's own pipeline with exactly one pitfall flipped (colour
+order, crop on/off or fraction, interpolation/antialias/backend, decoder backend and DCT method,
+EXIF orientation, layout transpose vs reshape, normalisation order, mean/std scale). Variants are
+built with :func:`dataclasses.replace` on the frozen step objects, validated like a manifest's own
+pipeline (static checks, and the final layout and dtype must still be what the model takes), and
+deduplicated: a flip that the pipeline cannot express, or that changes nothing, is not listed.
+
+Nothing here runs a model. Diagnosis (``diagnose.py``) re-runs a probe subset under each variant;
+the sensitivity table (``sensitivity.py``) runs them over a data set.
+
+The pitfalls come from the MLModelScope papers (Table 1: colour order, cropping, resize, decoding,
+normalisation order, layout) and from public incident reports (torchvision's antialias change,
+Keras ``preprocess_input`` modes, ImageNet mean/std on models trained with other constants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from .._schema import Invalid
+from ..manifest import Input, Manifest
+from ..pipeline import (
+    Cast,
+    Color,
+    Crop,
+    Decode,
+    DType,
+    Layout,
+    Normalize,
+    Pipeline,
+    Resize,
+    Scale,
+    State,
+    Step,
+)
+
+# Categories, in the order a report lists them.
+COLOUR = "colour order"
+CROP = "crop"
+RESIZE = "resize"
+DECODER = "decoder"
+EXIF = "EXIF orientation"
+LAYOUT = "layout"
+NORM_ORDER = "normalisation order"
+MEAN_STD = "mean/std scale"
+CATEGORIES = (COLOUR, CROP, RESIZE, DECODER, EXIF, LAYOUT, NORM_ORDER, MEAN_STD)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+_BACKEND_NAMES = {"pil": "Pillow", "opencv": "OpenCV", "tf": "TensorFlow"}
+_OPENCV_METHODS = {
+    "nearest": "INTER_NEAREST",
+    "bilinear": "INTER_LINEAR",
+    "bicubic": "INTER_CUBIC",
+    "area": "INTER_AREA",
+    "lanczos": "INTER_LANCZOS4",
+}
+# The interpolation methods tried on every backend: what real pipelines mix up.
+_METHODS = ("nearest", "bilinear", "bicubic", "area", "box")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The manifest's pipeline with one pitfall flipped.
+
+    ``key`` is a stable identifier (``colour:BGR``, ``crop:none``, ``resize[2]:pil-nearest``),
+    ``pitfall`` one of :data:`CATEGORIES`, ``description`` a phrase that reads after "with"
+    (``"BGR instead of RGB"``), ``steps`` the complete pipeline.
+    """
+
+    key: str
+    pitfall: str
+    description: str
+    steps: tuple[Step, ...]
+
+    def apply(self, manifest: Manifest) -> Manifest:
+        """``manifest`` with this variant's preprocessing (everything else unchanged)."""
+        return with_steps(manifest, self.steps)
+
+
+def with_steps(manifest: Manifest, steps: Sequence[Step]) -> Manifest:
+    """``manifest`` whose (only) input has ``steps`` as its preprocessing."""
+    first = dataclasses.replace(manifest.input, preprocess=tuple(steps))
+    return dataclasses.replace(manifest, inputs=(first, *manifest.inputs[1:]))
+
+
+def valid_steps(steps: Sequence[Step], inp: Input) -> bool:
+    """Whether ``steps`` pass every static check a manifest's pipeline must pass, and end in the
+    layout and dtype that ``inp`` declares (what the model takes)."""
+    try:
+        for step in steps:
+            step.check()
+        final = Pipeline(steps).final
+    except Invalid:
+        return False
+    want = "CHW" if inp.layout == "NCHW" else "HWC"
+    return final.layout == want and final.dtype == inp.dtype
+
+
+def variants(manifest: Manifest, backends: Collection[str] | None = None) -> list[Variant]:
+    """Every single-pitfall variant of ``manifest``'s preprocessing that is valid and differs
+    from it, in category order; two flips that give the same pipeline are listed once.
+
+    Flips to a backend whose library is not installed are left out; ``backends`` narrows them
+    further (e.g. diagnosis leaves out TensorFlow, whose import costs seconds, unless the
+    pipeline already uses it)."""
+    steps = tuple(manifest.input.preprocess)
+    seen = {steps}
+    out: list[Variant] = []
+    for generate in _GENERATORS:
+        for variant in generate(steps):
+            if variant.steps in seen or not valid_steps(variant.steps, manifest.input):
+                continue
+            if backends is not None and not backends_of(variant.steps) <= set(backends):
+                continue
+            seen.add(variant.steps)
+            out.append(variant)
+    return out
+
+
+def backends_of(steps: Sequence[Step]) -> set[str]:
+    """The libraries a pipeline's steps run on (``pil``, ``opencv``, ``tf``)."""
+    backends = (getattr(s, "backend", None) for s in steps)
+    return {b for b in backends if isinstance(b, str)}
+
+
+def describe_step(step: Step) -> str:
+    """A step in manifest syntax, defaults left out: ``crop: {fraction: 0.875}``."""
+    defaults = type(step)() if _constructible(type(step)) else None
+    params = []
+    for f in dataclasses.fields(step):
+        value = getattr(step, f.name)
+        if defaults is not None and getattr(defaults, f.name) == value and f.name != "order":
+            continue
+        params.append(f"{f.name}: {_plain(value)}")
+    return f"{step.op}: {{{', '.join(params)}}}"
+
+
+def _constructible(cls: type) -> bool:
+    try:
+        cls()
+    except Exception:
+        return False
+    return True
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_plain(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _replace(steps: tuple[Step, ...], index: int, *new: Step) -> tuple[Step, ...]:
+    return (*steps[:index], *new, *steps[index + 1 :])
+
+
+def _choices(cls: type, name: str) -> tuple[Any, ...]:
+    """The values a ``Literal`` field of a step class allows (empty if it is not one)."""
+    hint = typing.get_type_hints(cls).get(name)
+    if hint is None:
+        return ()
+    if get_origin(hint) is typing.Literal:
+        return get_args(hint)
+    for arm in get_args(hint):  # Optional[Literal[...]]
+        if get_origin(arm) is typing.Literal:
+            return get_args(arm)
+    return ()
+
+
+def _has(step: Step, name: str) -> bool:
+    return any(f.name == name for f in dataclasses.fields(step))
+
+
+_S = TypeVar("_S", bound=Step)
+
+
+def _try(step: _S, **changes: Any) -> _S | None:
+    """``step`` with ``changes``, or None when the result breaks the step's own rules."""
+    try:
+        new = dataclasses.replace(step, **changes)
+        new.check()
+    except (Invalid, TypeError, ValueError):
+        return None
+    return new
+
+
+def _indices(steps: Sequence[Step], cls: type) -> list[int]:
+    return [i for i, s in enumerate(steps) if isinstance(s, cls)]
+
+
+def _where(steps: Sequence[Step], index: int, kind: str) -> str:
+    """``resize`` or ``resize[3]`` when a pipeline has several steps of a kind."""
+    same = [i for i, s in enumerate(steps) if s.op == steps[index].op]
+    return kind if len(same) == 1 else f"{kind}[{index}]"
+
+
+def _resize_name(step: Resize) -> str:
+    backend = _BACKEND_NAMES.get(step.backend, step.backend)
+    if step.backend == "opencv":
+        return f"{backend} {_OPENCV_METHODS.get(step.method, step.method)}"
+    name = f"{backend} {step.method}"
+    if step.antialias is not None and step.backend not in ("pil", "opencv"):
+        name += " with antialias" if step.antialias else " without antialias"
+    return name
+
+
+# --- colour order ---------------------------------------------------------------------------
+
+
+def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    colours = _indices(steps, Color)
+    index = colours[-1] if colours else 0
+    step = steps[index]
+    if not isinstance(step, (Color, Decode)):
+        return
+    final = Pipeline(steps).final.order
+    flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
+    new_final = "BGR" if final == "RGB" else "RGB"
+    yield Variant(
+        f"colour:{new_final}",
+        COLOUR,
+        f"{new_final} instead of {final}",
+        _replace(steps, index, dataclasses.replace(step, order=flipped)),
+    )
+
+
+# --- crop -----------------------------------------------------------------------------------
+
+
+def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    crops = _indices(steps, Crop)
+    if not crops:
+        # The crop that ImageNet evaluation recipes use, right after decoding.
+        added = Crop(fraction=0.875, rounding="google")
+        yield Variant(
+            "crop:add-0.875",
+            CROP,
+            "a center crop of 0.875 added after decode",
+            (steps[0], added, *steps[1:]),
+        )
+        return
+    for index in crops:
+        step = steps[index]
+        assert isinstance(step, Crop)
+        where = _where(steps, index, "crop")
+        yield Variant(
+            f"{where}:none", CROP, "no crop (the crop step removed)", _replace(steps, index)
+        )
+        if step.fraction is None:
+            continue
+        for fraction in (1.0, 0.875):
+            if math.isclose(fraction, step.fraction):
+                continue
+            new = _try(step, fraction=fraction)
+            if new is not None:
+                yield Variant(
+                    f"{where}:{fraction}",
+                    CROP,
+                    f"crop fraction {fraction} instead of {step.fraction}",
+                    _replace(steps, index, new),
+                )
+
+
+# --- resize ---------------------------------------------------------------------------------
+
+
+def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    for index in _indices(steps, Resize):
+        step = steps[index]
+        assert isinstance(step, Resize)
+        where = _where(steps, index, "resize")
+        candidates: list[Resize] = []
+        # Interpolation method on the same backend.
+        for method in _METHODS:
+            if method != step.method and method in _choices(Resize, "method"):
+                new = _try(step, method=method)
+                if new is not None:
+                    candidates.append(new)
+        # Another library with the same method (Pillow antialiases when shrinking, OpenCV never:
+        # this is the antialias pitfall as well as the backend one).
+        mapped = {"box": "area", "area": "box"}.get(step.method, step.method)
+        for backend in _choices(Resize, "backend"):
+            if backend == step.backend or not _available(backend):
+                continue
+            for method in dict.fromkeys((step.method, mapped)):
+                # The backend's default; and with and without antialias where the backend has
+                # a real switch (both values accepted: tf.image.resize).
+                default = _try(step, backend=backend, method=method, antialias=None)
+                switch = [
+                    _try(step, backend=backend, method=method, antialias=value)
+                    for value in (True, False)
+                ]
+                made = [r for r in switch if r is not None] if None not in switch else [default]
+                unique = [r for i, r in enumerate(made) if r is not None and r not in made[:i]]
+                candidates += unique
+                if unique:
+                    break
+        # An explicit antialias switch, where the backend has one (tf.image.resize).
+        if step.antialias is not None:
+            new = _try(step, antialias=not step.antialias)
+            if new is not None:
+                candidates.append(new)
+        for new in candidates:
+            yield Variant(
+                f"{where}:{new.backend}-{new.method}"
+                + ("" if new.antialias is None else f"-aa{int(new.antialias)}"),
+                RESIZE,
+                f"{_resize_name(new)} instead of {_resize_name(step)}",
+                _replace(steps, index, new),
+            )
+
+
+# --- decoder and EXIF -----------------------------------------------------------------------
+
+
+def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    step = steps[0]
+    if not isinstance(step, Decode):
+        return
+    current = _BACKEND_NAMES.get(step.backend, step.backend)
+    has_dct = _has(step, "dct_method")
+    dct_values = [d for d in _choices(type(step), "dct_method") if d is not None] if has_dct else []
+    if getattr(step, "dct_method", None):
+        current += f" ({step.dct_method})"
+    for backend in _choices(type(step), "backend"):
+        if backend == step.backend or not _available(backend):
+            continue
+        name = _BACKEND_NAMES.get(backend, backend)
+        made: list[Decode] = []
+        # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
+        for dct in [None, *dct_values] if has_dct else [None]:
+            changes: dict[str, Any] = {"backend": backend}
+            if has_dct:
+                changes["dct_method"] = dct
+            new = _try(step, **changes)
+            if new is not None and new not in made:
+                made.append(new)
+        for new in made:
+            dct = getattr(new, "dct_method", None)
+            yield Variant(
+                f"decode:{backend}" + (f"-{dct}" if dct else ""),
+                DECODER,
+                f"the {name} decoder" + (f" ({dct})" if dct else "") + f" instead of {current}",
+                _replace(steps, 0, new),
+            )
+    current_dct = getattr(step, "dct_method", None)
+    if current_dct is not None:
+        for dct in dct_values:
+            if dct == current_dct:
+                continue
+            new = _try(step, dct_method=dct)
+            if new is not None:
+                yield Variant(
+                    f"decode:dct-{dct}",
+                    DECODER,
+                    f"DCT method {dct} instead of {current_dct}",
+                    _replace(steps, 0, new),
+                )
+
+
+_MODULES = {"opencv": "cv2", "tf": "tensorflow"}
+
+
+def _available(backend: str) -> bool:
+    """Whether a backend's library is installed: a flip that cannot run here is not offered."""
+    module = _MODULES.get(backend)
+    if module is None:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    step = steps[0]
+    if not isinstance(step, Decode):
+        return
+    new = _try(step, exif_orientation=not step.exif_orientation)
+    if new is not None:
+        yield Variant(
+            f"exif:{'on' if not step.exif_orientation else 'off'}",
+            EXIF,
+            "the EXIF orientation applied"
+            if not step.exif_orientation
+            else "the EXIF orientation ignored",
+            _replace(steps, 0, new),
+        )
+
+
+# --- layout ---------------------------------------------------------------------------------
+
+
+def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    for index in _indices(steps, Layout):
+        step = steps[index]
+        assert isinstance(step, Layout)
+        if step.order != "NCHW":
+            continue  # NHWC keeps the buffer as it is: there is nothing to reshape
+        other: Literal["transpose", "reshape"] = (
+            "reshape" if step.method == "transpose" else "transpose"
+        )
+        desc = (
+            "the NHWC buffer reshaped as NCHW instead of transposed"
+            if other == "reshape"
+            else "a transpose to NCHW instead of a reshape"
+        )
+        yield Variant(
+            f"layout:{other}",
+            LAYOUT,
+            desc,
+            _replace(steps, index, dataclasses.replace(step, method=other)),
+        )
+
+
+# --- normalisation: order and mean/std scale ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ValueStage:
+    """``steps[start:end]`` turn bytes ``u`` into ``(u − mean) / std`` (per channel, in byte
+    units): a cast to float, scales, an optional normalize, or a normalize on uint8 data."""
+
+    start: int
+    end: int
+    dtype: DType  # the float type of the cast
+    mean: tuple[float, ...]  # in byte units
+    std: tuple[float, ...]
+    byte_domain: str | None  # 'saturate' | 'wrap' when normalised on uint8 before the cast
+    divisor: float = 1.0  # the scale steps' product: the declared constants are mean/divisor
+
+
+def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
+    state_dtypes = []
+    state = State()
+    for step in steps:
+        state_dtypes.append(state.dtype)
+        state = step.transition(state)
+    # The first step that leaves uint8 starts the value stage.
+    start = next(
+        (
+            i
+            for i, s in enumerate(steps)
+            if state_dtypes[i] == "uint8" and isinstance(s, (Cast, Normalize))
+        ),
+        None,
+    )
+    if start is None:
+        return None
+    first = steps[start]
+    if isinstance(first, Normalize):
+        if first.on_uint8 == "error":
+            return None
+        end = start + 1
+        dtype: DType = "float32"
+        after = steps[end] if end < len(steps) else None
+        if isinstance(after, Cast):
+            dtype = after.dtype
+            end += 1
+        if not dtype.startswith("float"):
+            return None
+        return _ValueStage(start, end, dtype, first.mean, first.std, first.on_uint8, 1.0)
+    assert isinstance(first, Cast)
+    if not first.dtype.startswith("float"):
+        return None
+    divisor, index = 1.0, start + 1
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    while index < len(steps):
+        scale = steps[index]
+        if not isinstance(scale, Scale):
+            break
+        divisor *= scale.divisor
+        index += 1
+    if index < len(steps) and isinstance(steps[index], Normalize):
+        norm = steps[index]
+        assert isinstance(norm, Normalize)
+        mean = tuple(m * divisor for m in norm.mean)
+        std = tuple(s * divisor for s in norm.std)
+        index += 1
+    else:
+        std = (divisor,)
+    return _ValueStage(start, index, first.dtype, mean, std, None, divisor)
+
+
+def _affine(mean: Sequence[float], std: Sequence[float]) -> tuple[tuple[float, ...], ...]:
+    """(scale, offset) per channel of ``(u − mean) / std`` on bytes ``u``, for comparisons."""
+    mean3 = tuple(mean) * 3 if len(mean) == 1 else tuple(mean)
+    std3 = tuple(std) * 3 if len(std) == 1 else tuple(std)
+    return tuple((1.0 / s, -m / s) for m, s in zip(mean3, std3))
+
+
+def _same_affine(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...]) -> bool:
+    return all(
+        math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9)
+        for pa, pb in zip(a, b)
+        for x, y in zip(pa, pb)
+    )
+
+
+def _fmt_affine(mean: Sequence[float], std: Sequence[float], divisor: float = 1.0) -> str:
+    """``(x − 127) / 128`` or ``(x/255 − [0.485, ...]) / [0.229, ...]``."""
+
+    def nums(values: Sequence[float]) -> str:
+        shown = [f"{v / divisor:.4g}" for v in values]
+        if len(set(shown)) == 1:
+            return shown[0]
+        return "[" + ", ".join(shown) + "]"
+
+    x = "x" if divisor == 1.0 else f"x/{divisor:g}"
+    if all(m == 0 for m in mean):
+        if all(s == divisor for s in std):
+            return x
+        return f"{x} / {nums(std)}"
+    return f"({x} − {nums(mean)}) / {nums(std)}"
+
+
+def _describe_stage(stage: _ValueStage) -> str:
+    if stage.byte_domain:
+        return f"{_fmt_affine(stage.mean, stage.std)} on uint8 ({stage.byte_domain})"
+    if all(m == 0 for m in stage.mean) and len(set(stage.std)) == 1:
+        return "x (0..255)" if stage.std[0] == 1 else f"x/{stage.std[0]:g}"
+    return _fmt_affine(stage.mean, stage.std, stage.divisor)
+
+
+def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    stage = _value_stage(steps)
+    if stage is None:
+        return
+    head, tail = steps[: stage.start], steps[stage.end :]
+    cast = Cast(dtype=stage.dtype)
+    current = _affine(stage.mean, stage.std)
+    declared = _describe_stage(stage)
+    has_mean = any(m != 0 for m in stage.mean)
+
+    def variant(key: str, pitfall: str, desc: str, middle: Sequence[Step]) -> Variant:
+        return Variant(key, pitfall, desc, (*head, *middle, *tail))
+
+    # Normalisation order: in bytes before the cast (OpenCV's saturating subtract, or C's
+    # unsigned wrap-around), or in float after it.
+    if has_mean:
+        for mode in ("saturate", "wrap"):
+            if stage.byte_domain == mode:
+                continue
+            yield variant(
+                f"normalize:uint8-{mode}",
+                NORM_ORDER,
+                f"normalised in uint8 before the cast ({mode}) instead of "
+                + ("in float" if stage.byte_domain is None else f"({stage.byte_domain})"),
+                [Normalize(mean=stage.mean, std=stage.std, on_uint8=mode), cast],
+            )
+        if stage.byte_domain is not None:
+            yield variant(
+                "normalize:float",
+                NORM_ORDER,
+                f"normalised in float after the cast instead of in uint8 ({stage.byte_domain})",
+                [cast, Normalize(mean=stage.mean, std=stage.std)],
+            )
+    # Mean/std scale: other conventions in place of the declared one, each skipped when it is
+    # the declared one.
+    conventions: list[tuple[str, str, tuple[float, ...], tuple[float, ...], list[Step]]] = [
+        (
+            "normalize:imagenet",
+            "ImageNet mean/std (x/255 − mean) / std",
+            tuple(m * 255 for m in IMAGENET_MEAN),
+            tuple(s * 255 for s in IMAGENET_STD),
+            [cast, Scale(divisor=255.0), Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD)],
+        ),
+        ("normalize:x255", "x/255 only", (0.0,), (255.0,), [cast, Scale(divisor=255.0)]),
+        (
+            "normalize:tf",
+            "(x − 127.5) / 127.5 (Keras 'tf' mode)",
+            (127.5,),
+            (127.5,),
+            [cast, Normalize(mean=(127.5,), std=(127.5,))],
+        ),
+    ]
+    if has_mean and stage.byte_domain is None:
+        # The declared constants in the wrong units: a /255 dropped (0..1 constants on 0..255
+        # data) or added (0..255 constants on 0..1 data).
+        declared_mean = tuple(m / stage.divisor for m in stage.mean)
+        declared_std = tuple(s / stage.divisor for s in stage.std)
+        if stage.divisor == 255.0:
+            conventions.append(
+                (
+                    "normalize:units-no-255",
+                    f"{_fmt_affine(declared_mean, declared_std)} (the /255 dropped: the "
+                    "mean/std applied to 0..255 data)",
+                    declared_mean,
+                    declared_std,
+                    [cast, Normalize(mean=declared_mean, std=declared_std)],
+                )
+            )
+        elif stage.divisor == 1.0:
+            big_mean = tuple(m * 255 for m in stage.mean)
+            big_std = tuple(s * 255 for s in stage.std)
+            conventions.append(
+                (
+                    "normalize:units-extra-255",
+                    f"{_fmt_affine(big_mean, big_std, 255.0)} (a /255 added: the mean/std "
+                    "applied to 0..1 data)",
+                    big_mean,
+                    big_std,
+                    [cast, Scale(divisor=255.0), Normalize(mean=stage.mean, std=stage.std)],
+                )
+            )
+    for key, desc, mean, std, middle in conventions:
+        if _same_affine(_affine(mean, std), current) and stage.byte_domain is None:
+            continue
+        yield variant(key, MEAN_STD, f"{desc} instead of {declared}", middle)
+
+
+_GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (
+    _colour,
+    _crop,
+    _resize,
+    _decoder,
+    _exif,
+    _layout,
+    _normalisation,
+)
+
+
+def category_of_change(op: str, field: str | None) -> str | None:
+    """The pitfall category a manifest edit of ``op``'s ``field`` (None: the whole step) is."""
+    if op == "color" or (op == "decode" and field == "order"):
+        return COLOUR
+    if op == "decode" and field == "exif_orientation":
+        return EXIF
+    if op == "decode":
+        return DECODER
+    if op == "crop":
+        return CROP
+    if op == "resize":
+        return RESIZE
+    if op == "layout":
+        return LAYOUT
+    if op == "normalize" and field == "on_uint8":
+        return NORM_ORDER
+    if op in ("cast", "scale", "normalize"):
+        return MEAN_STD
+    return None
+
+
+__all__ = [
+    "CATEGORIES",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "Variant",
+    "category_of_change",
+    "describe_step",
+    "valid_steps",
+    "variants",
+    "with_steps",
+]

@@ -1,0 +1,206 @@
+"""The pitfall sensitivity table of a manifest: MLModelScope's Table 1 for this model.
+
+Runs the data set (or its first ``limit`` samples) through the declared pipeline and through each
+single-pitfall variant of ``pitfalls.py`` on one loaded model, and reports top-1 and top-5
+accuracy under each pitfall and the *agreement*: the share of samples whose top-1 class equals
+the declared pipeline's. Agreement is what shows a pitfall that barely moves the accuracy.
+
+Stored with the goldens (``golden/pitfalls/<name>.json``) so that reviewers see how fragile the
+model is; ``mlrepro pitfalls MANIFEST --save`` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._files import atomic_write_bytes
+from ..data import Sample
+from ..errors import MlreproError
+from ..fingerprint import environment
+from ..goldens import accuracy, top_k
+from ..manifest import Manifest
+from ..runners import Runner
+from ._counterfactual import score_pipelines
+from ._pitfalls import Variant, variants
+
+FORMAT = 1
+
+
+@dataclass
+class Row:
+    key: str
+    pitfall: str
+    description: str
+    top1: float | None = None
+    top5: float | None = None
+    agreement: float | None = None  # fraction of samples whose top-1 is the declared pipeline's
+    error: str | None = None
+
+
+@dataclass
+class Table:
+    name: str
+    framework: str
+    device: str
+    dataset: str
+    samples: int
+    limit: int | None
+    declared: Row
+    rows: list[Row] = field(default_factory=list)
+    seconds: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def subset(self) -> str:
+        return f"the first {self.samples}" if self.limit else f"all {self.samples}"
+
+    def render(self, width: int = 100) -> str:
+        """The table as text, within ``width`` columns."""
+        title = (
+            f"pitfall sensitivity of {self.name} ({self.framework}, {self.device}) on "
+            f"{self.subset()} samples of {self.dataset} ({self.seconds:.0f} s); agreement: the "
+            "share of samples whose top-1 class is the declared pipeline's"
+        )
+        head = [*textwrap.wrap(title, width), ""]
+        numbers = 33  # "  top-1     Δ  top-5  agreement"
+        label = width - numbers - 2
+        lines = [f"{'with':<{label}}  {'top-1':>6} {'Δ top-1':>7} {'top-5':>6} {'agreement':>9}"]
+
+        def row(text: str, r: Row) -> None:
+            wrapped = textwrap.wrap(text, label, subsequent_indent="    ") or [""]
+            if r.error:
+                lines.extend(wrapped)
+                lines.extend(
+                    textwrap.wrap(
+                        f"cannot run: {r.error}",
+                        width - 4,
+                        initial_indent="    ",
+                        subsequent_indent="    ",
+                    )
+                )
+                return
+            assert r.top1 is not None and r.top5 is not None and r.agreement is not None
+            assert self.declared.top1 is not None
+            delta = r.top1 - self.declared.top1
+            shown_delta = "" if r is self.declared else f"{delta:+.2f}"
+            for extra in wrapped[:-1]:
+                lines.append(extra)
+            lines.append(
+                f"{wrapped[-1]:<{label}}  {r.top1:6.2f} {shown_delta:>7} {r.top5:6.2f} "
+                f"{r.agreement * 100:8.1f}%"
+            )
+
+        row("the declared pipeline", self.declared)
+        current = ""
+        for r in self.rows:
+            if r.pitfall != current:
+                current = r.pitfall
+                lines.append(f"{current}:")
+            row(f"  {r.description}", r)
+        return "\n".join(head + lines)
+
+    def as_json(self) -> dict[str, Any]:
+        def plain(r: Row) -> dict[str, Any]:
+            return {
+                "key": r.key,
+                "pitfall": r.pitfall,
+                "description": r.description,
+                "top1": None if r.top1 is None else round(r.top1, 4),
+                "top5": None if r.top5 is None else round(r.top5, 4),
+                "agreement": None if r.agreement is None else round(r.agreement, 6),
+                "error": r.error,
+            }
+
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "framework": self.framework,
+            "device": self.device,
+            "dataset": self.dataset,
+            "samples": self.samples,
+            "limit": self.limit,
+            "declared": plain(self.declared),
+            "rows": [plain(r) for r in self.rows],
+            "environment": self.environment,
+        }
+
+
+def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
+    """Where the table of the golden at ``golden`` is kept: in the pitfalls namespace,
+    ``<golden dir>/pitfalls/<the golden's path in the golden dir>``
+    (``golden/pitfalls/<name>.json``;
+    a folder of its own, like ``golden/latency/``, so that no tool mistakes it for an accuracy
+    golden). Without ``golden_dir``: ``pitfalls/<golden's name>`` in the golden's folder."""
+    if golden_dir is not None and golden.is_relative_to(golden_dir):
+        return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
+    return golden.parent / "pitfalls" / golden.name
+
+
+def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
+    """Write the table (reviewable JSON, keys sorted), atomically; OutputError if it cannot be
+    written (see ``_files.atomic_write_bytes``)."""
+    text = json.dumps(table.as_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"), what="pitfall table", inside=golden_dir)
+
+
+def sensitivity(
+    manifest: Manifest,
+    runner: Runner,
+    samples: Sequence[Sample],
+    *,
+    device: str = "cpu",
+    dataset: str = "",
+    limit: int | None = None,
+    only: Sequence[str] = (),
+    progress: Callable[[int], None] | None = None,
+) -> Table:
+    """Accuracy and agreement under each pitfall (``only``: keys or categories to keep)."""
+    start = time.perf_counter()
+    chosen: list[Variant] = [
+        v for v in variants(manifest) if not only or v.key in only or v.pitfall in only
+    ]
+    pipelines = [tuple(manifest.input.preprocess), *(v.steps for v in chosen)]
+    outcomes = score_pipelines(runner, manifest, samples, pipelines, progress=progress)
+    labels = np.asarray([s.label for s in samples], np.int64)
+    declared_outcome = outcomes[0]
+    if declared_outcome.scores is None:
+        # e.g. the model produces non-finite outputs: an error for the user, not a traceback
+        raise MlreproError(f"the declared pipeline does not run: {declared_outcome.error}")
+    declared_top = top_k(declared_outcome.scores, 5)
+
+    def row(
+        key: str, pitfall: str, description: str, scores: np.ndarray | None, error: str | None
+    ) -> Row:
+        if scores is None:
+            return Row(key, pitfall, description, error=error or "no scores")
+        topk = top_k(scores, 5)
+        top1, top5 = accuracy(topk, labels)
+        agreement = float(np.mean(topk[:, 0] == declared_top[:, 0])) if len(labels) else 0.0
+        return Row(key, pitfall, description, top1, top5, agreement)
+
+    declared = row("declared", "", "the declared pipeline", declared_outcome.scores, None)
+    rows = [
+        row(v.key, v.pitfall, v.description, o.scores, o.error)
+        for v, o in zip(chosen, outcomes[1:])
+    ]
+    info = getattr(runner, "info", {}) or {}
+    framework = f"{manifest.framework.name} {info.get('framework_version', '')}".strip()
+    return Table(
+        name=manifest.name,
+        framework=framework,
+        device=device,
+        dataset=dataset or manifest.dataset.name,
+        samples=len(samples),
+        limit=limit,
+        declared=declared,
+        rows=rows,
+        seconds=time.perf_counter() - start,
+        environment=environment(info),
+    )

@@ -1,0 +1,449 @@
+"""Probe samples and per-step fingerprints: what a golden keeps so that a drift can be explained.
+
+A golden keeps, for a few *step probes* (8 by default), a fingerprint of the output of every
+preprocessing step: shape, dtype, a hash of the exact bytes, per-channel mean, standard
+deviation and detail (mean absolute difference between neighbouring pixels, which moves with
+interpolation and antialiasing), and a 4 × 4 thumbnail of block means per channel (which moves
+with crops, flips and rotations). One line per probe and step in the golden file: compact and
+reviewable. On a failure, the fresh pipeline's fingerprints are compared with these to name the
+first step whose output changed, and by how much.
+
+Probes are chosen by the sha256 of the sample id, so the choice does not depend on the order of
+the data set, the machine or the run, and the same ids come back when the golden is re-recorded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+import numpy as np
+
+from ..data import Sample
+from ..pipeline import Pipeline, State, Step
+
+FORMAT = 1
+STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
+PROBES = 64  # samples re-run per counterfactual on a failure
+THUMB = 4  # thumbnail grid (THUMB × THUMB block means per channel)
+
+
+def select(ids: Sequence[str], n: int, prefer: Collection[str] = ()) -> list[str]:
+    """``n`` of ``ids``, chosen by the sha256 of each id (stable everywhere).
+
+    Up to half of them come from ``prefer`` (e.g. the samples whose prediction changed, which
+    are the ones a counterfactual has to bring back), the rest from the others.
+    """
+    if n <= 0:
+        return []
+
+    def ranked(pool: Sequence[str]) -> list[str]:
+        return sorted(pool, key=lambda i: hashlib.sha256(i.encode("utf-8")).hexdigest())
+
+    wanted = set(prefer)
+    preferred = ranked([i for i in ids if i in wanted])[: n // 2]
+    taken = set(preferred)
+    rest = ranked([i for i in ids if i not in taken])
+    return preferred + rest[: n - len(preferred)]
+
+
+def states(steps: Sequence[Step]) -> list[State]:
+    """The state (channel order, layout, dtype) after each step."""
+    out, state = [], State()
+    for step in steps:
+        state = step.transition(state)
+        out.append(state)
+    return out
+
+
+def _sig(value: float, digits: int) -> float:
+    return float(f"{value:.{digits}g}") if np.isfinite(value) else 0.0
+
+
+def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
+    """An H × W × C view of a step output, or None when it is not an image."""
+    if array.ndim == 2:
+        return array[:, :, None]
+    if array.ndim != 3:
+        return None
+    return array.transpose(1, 2, 0) if layout == "CHW" else array
+
+
+def digest(array: np.ndarray) -> str:
+    """16 hex digits of the sha256 of the exact bytes, shape and dtype."""
+    h = hashlib.sha256(f"{array.shape}|{array.dtype.str}|".encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()[:16]
+
+
+class _Identity(TypedDict):
+    dtype: str
+    shape: list[int]
+    sha256: str
+
+
+class Fingerprint(_Identity, total=False):
+    """One step's output for one probe, as a golden keeps it (JSON). The statistics are there
+    only for an output with channels (an image-like array); ``thumb`` is one grid per channel."""
+
+    mean: list[float]
+    std: list[float]
+    detail: list[float]
+    thumb: list[list[float]]
+
+
+def fingerprint(array: np.ndarray, layout: str = "HWC") -> Fingerprint:
+    """Shape, dtype, exact hash, per-channel mean/std/detail and a thumbnail of one output."""
+    fp: Fingerprint = {
+        "dtype": str(array.dtype),
+        "shape": [int(d) for d in array.shape],
+        "sha256": digest(array),
+    }
+    image = channels_last(array, layout)
+    if image is None or image.size == 0:
+        return fp
+    # One contiguous float32 plane per channel: reductions over planes are fast; sums in float64.
+    planes = np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32)
+    flat = planes.reshape(planes.shape[0], -1)
+    mean = flat.mean(axis=1, dtype=np.float64)
+    fp["mean"] = [_sig(v, 6) for v in mean]
+    fp["std"] = [_sig(v, 6) for v in flat.std(axis=1, dtype=np.float64)]
+    detail = np.zeros(planes.shape[0])
+    if planes.shape[2] > 1:
+        detail += np.abs(np.diff(planes, axis=2)).mean(axis=(1, 2), dtype=np.float64)
+    if planes.shape[1] > 1:
+        detail += np.abs(np.diff(planes, axis=1)).mean(axis=(1, 2), dtype=np.float64)
+    fp["detail"] = [_sig(v, 6) for v in detail / 2]
+    fp["thumb"] = [[_sig(v, 4) for v in thumbnail(plane)] for plane in planes]
+    return fp
+
+
+def thumbnail(plane: np.ndarray, grid: int = THUMB) -> list[float]:
+    """Block means of one H × W channel on a ``grid`` × ``grid`` grid, row by row."""
+    rows = np.array_split(np.arange(plane.shape[0]), min(grid, plane.shape[0]))
+    cols = np.array_split(np.arange(plane.shape[1]), min(grid, plane.shape[1]))
+    return [
+        float(plane[r[0] : r[-1] + 1, c[0] : c[-1] + 1].mean(dtype=np.float64))
+        for r in rows
+        for c in cols
+    ]
+
+
+def trace(steps: Sequence[Step], sample: Sample) -> list[np.ndarray]:
+    """The output of every step for one sample (SampleError names it when a step fails)."""
+    return [array for _, array in Pipeline(steps).trace(sample.path.read_bytes(), sample.id)]
+
+
+def record(
+    steps: Sequence[Step], samples: Sequence[Sample], n: int = STEP_PROBES
+) -> dict[str, Any] | None:
+    """What a golden keeps: the step probes' ids and their per-step fingerprints."""
+    if n <= 0 or not samples:
+        return None
+    by_id = {s.id: s for s in samples}
+    ids = select([s.id for s in samples], n)
+    layouts = [s.layout for s in states(steps)]
+    rows: list[list[Any]] = []
+    for sample_id in ids:
+        for index, array in enumerate(trace(steps, by_id[sample_id])):
+            rows.append([sample_id, index, steps[index].op, fingerprint(array, layouts[index])])
+    return {
+        "format": FORMAT,
+        "samples": ids,
+        "steps": [s.op for s in steps],
+        "fingerprints": rows,
+    }
+
+
+def up_to_date(probes: Any, steps: Sequence[Step], samples: Sequence[Sample], n: int) -> bool:
+    """Whether a golden's probes were made for these steps and this choice of probe samples
+    (``--mlrepro-update`` re-records a golden whose probes are missing or outdated)."""
+    if n <= 0:
+        return True
+    if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
+        return False
+    ids = select([s.id for s in samples], n)
+    return probes.get("samples") == ids and probes.get("steps") == [s.op for s in steps]
+
+
+# --- comparing ------------------------------------------------------------------------------
+
+
+@dataclass
+class StepDiff:
+    """One step, now against the golden, over the step probes."""
+
+    op: str
+    now_index: int | None  # None: the step is gone
+    golden_index: int | None  # None: a new step
+    compared: int = 0
+    differing: int = 0
+    text: str = ""  # how it differs, in words
+
+    @property
+    def status(self) -> str:
+        if self.now_index is None:
+            return "removed"
+        if self.golden_index is None:
+            return "added"
+        if self.compared == 0:
+            return "unknown"
+        return "differs" if self.differing else "identical"
+
+
+@dataclass
+class StepReport:
+    """Which preprocessing step's output first differs from the golden's, and by how much."""
+
+    probes: int
+    steps: list[StepDiff] = field(default_factory=list)
+    note: str = ""  # why there is nothing to compare, when there is not
+    # With the recorded manifest run here: the first step whose output differs from the golden's
+    # although its parameters did not change (the environment changed it), if any.
+    environment_step: StepDiff | None = None
+
+    @property
+    def first(self) -> StepDiff | None:
+        return next((s for s in self.steps if s.status in ("differs", "added", "removed")), None)
+
+    def summary(self) -> str:
+        """``resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical``."""
+        if self.note:
+            return self.note
+        first = self.first
+        if first is None:
+            return f"every step's output is identical to the golden's on {self.probes} probes"
+        before = [s.op for s in self.steps[: self.steps.index(first)] if s.status == "identical"]
+        same = ""
+        if before:
+            names = before[0] if len(before) == 1 else ", ".join(before[:-1]) + " and " + before[-1]
+            same = f"; {names} identical"
+        text = f"{first.op}: {first.text}"
+        if first.status == "removed":
+            after = next((s for s in self.steps if s.status in ("differs", "added")), None)
+            if after is not None:
+                text += f"; then {after.op}: {after.text}"
+        return text + same
+
+
+def _unit(dtype: str) -> str:
+    """The unit differences of this dtype are shown in: bytes read best as x/255."""
+    return "/255" if dtype == "uint8" else ""
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def describe_difference(
+    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> tuple[int, str]:
+    """(probes that differ, words) for the fingerprints of one step on the same probes."""
+    differing = [
+        i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
+    ]
+    count = len(golden)
+    if not differing:
+        return 0, f"identical on {count}/{count} probes"
+    g0, n0 = golden[differing[0]], now[differing[0]]
+    where = f"on {len(differing)}/{count} probes"
+    if g0.get("shape") != n0.get("shape"):
+        return len(differing), (
+            f"shape {_shape(g0.get('shape'))} → {_shape(n0.get('shape'))} {where}"
+        )
+    if g0.get("dtype") != n0.get("dtype"):
+        return len(differing), f"dtype {g0.get('dtype')} → {n0.get('dtype')} {where}"
+    unit = _unit(str(n0.get("dtype")))
+    thumbs, means, details = [], [], []
+    for i in differing:
+        g, n = golden[i], now[i]
+        try:
+            thumbs.append(np.abs(np.asarray(g["thumb"]) - np.asarray(n["thumb"])).mean())
+            means.append(np.asarray(n["mean"]) - np.asarray(g["mean"]))
+            details.append((np.asarray(g["detail"]).mean(), np.asarray(n["detail"]).mean()))
+        except (KeyError, ValueError, TypeError):
+            continue
+    if not thumbs:
+        return len(differing), f"differs {where}"
+    parts = [f"thumbnail mean |Δ| {_num(float(np.mean(thumbs)))}{unit}"]
+    shift = np.mean(means, axis=0)
+    if np.abs(shift).max() > 0:
+        parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
+    g_detail = float(np.mean([d[0] for d in details]))
+    n_detail = float(np.mean([d[1] for d in details]))
+    if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
+        parts.append(f"detail {_num(g_detail)} → {_num(n_detail)} ({n_detail / g_detail - 1:+.0%})")
+    return len(differing), f"{', '.join(parts)} {where}"
+
+
+def _shape(shape: Any) -> str:
+    return "×".join(str(d) for d in shape) if isinstance(shape, list) else str(shape)
+
+
+def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in probes.get("fingerprints", []):
+        if isinstance(row, list) and len(row) == 4 and isinstance(row[3], dict):
+            rows[(str(row[0]), int(row[1]))] = row[3]
+    return rows
+
+
+def _align(
+    golden_ops: Sequence[str], now_ops: Sequence[str]
+) -> list[tuple[int | None, int | None]]:
+    """(now index, golden index) pairs in pipeline order; None where a step is only on one side."""
+    pairs: list[tuple[int | None, int | None]] = []
+    matcher = difflib.SequenceMatcher(a=list(golden_ops), b=list(now_ops), autojunk=False)
+    for tag, g1, g2, n1, n2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += [(n1 + k, g1 + k) for k in range(g2 - g1)]
+            continue
+        # A replaced run: pair steps of the same op in order, the rest are added/removed.
+        gs, ns = list(range(g1, g2)), list(range(n1, n2))
+        for n in ns:
+            match = next((g for g in gs if golden_ops[g] == now_ops[n]), None)
+            if match is not None:
+                gs.remove(match)
+            pairs.append((n, match))
+        pairs += [(None, g) for g in gs]
+    # A step that moved (normalize before the cast instead of after it) reads as removed here
+    # and added there: pair the two.
+    for i, (now, golden) in enumerate(pairs):
+        if now is not None or golden is None:
+            continue
+        j = next(
+            (
+                k
+                for k, (n, g) in enumerate(pairs)
+                if g is None and n is not None and now_ops[n] == golden_ops[golden]
+            ),
+            None,
+        )
+        if j is not None:
+            pairs[j] = (pairs[j][0], golden)
+            pairs[i] = (None, None)
+    return [p for p in pairs if p != (None, None)]
+
+
+def compare_steps(
+    probes: Any,
+    steps: Sequence[Step],
+    samples: Sequence[Sample],
+    recorded_steps: Sequence[Step] | None = None,
+) -> StepReport:
+    """Compare the fingerprints of ``steps`` on the golden's step probes with the golden's.
+
+    ``recorded_steps`` (the golden's recorded preprocessing, when it can be rebuilt) adds two
+    things: whether this machine reproduces the golden's fingerprints with the recorded
+    pipeline (if not, the environment changed a step's output), and the exact size of the
+    difference at the first differing step (full arrays, not thumbnails).
+    """
+    if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
+        return StepReport(
+            0,
+            note="the golden keeps no step fingerprints (re-record it with "
+            "--mlrepro-update to add them)",
+        )
+    golden_ops = [str(op) for op in probes.get("steps", [])]
+    by_id = {s.id: s for s in samples}
+    ids = [i for i in probes.get("samples", []) if i in by_id]
+    if not ids:
+        return StepReport(0, note="none of the golden's step probes is in this run's data set")
+    rows = _golden_rows(probes)
+    layouts = [s.layout for s in states(steps)]
+    now_arrays = {i: trace(steps, by_id[i]) for i in ids}
+    now_fps = {i: [fingerprint(a, layouts[k]) for k, a in enumerate(now_arrays[i])] for i in ids}
+    report = StepReport(len(ids))
+    for now_index, golden_index in _align(golden_ops, [s.op for s in steps]):
+        op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
+        diff = StepDiff(op, now_index, golden_index)
+        if now_index is not None and golden_index is not None:
+            pairs = [
+                (rows[(i, golden_index)], now_fps[i][now_index])
+                for i in ids
+                if (i, golden_index) in rows
+            ]
+            if pairs:
+                diff.compared = len(pairs)
+                diff.differing, diff.text = describe_difference(
+                    [p[0] for p in pairs], [p[1] for p in pairs]
+                )
+        elif now_index is None:
+            diff.text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
+        else:
+            diff.text = "step added (not in the golden's pipeline)"
+        report.steps.append(diff)
+    if recorded_steps is not None:
+        _with_recorded(report, rows, ids, by_id, now_arrays, recorded_steps, golden_ops)
+    return report
+
+
+def _with_recorded(
+    report: StepReport,
+    rows: dict[tuple[str, int], dict[str, Any]],
+    ids: list[str],
+    by_id: dict[str, Sample],
+    now_arrays: dict[str, list[np.ndarray]],
+    recorded_steps: Sequence[Step],
+    golden_ops: list[str],
+) -> None:
+    """Refine ``report`` with the recorded pipeline run on this machine."""
+    if [s.op for s in recorded_steps] != golden_ops:
+        return
+    layouts = [s.layout for s in states(recorded_steps)]
+    try:
+        here = {i: trace(recorded_steps, by_id[i]) for i in ids}
+    except Exception:  # the recorded pipeline no longer runs here: nothing to refine
+        return
+    # 1. Does this machine reproduce the golden with the golden's own pipeline?
+    for index in range(len(recorded_steps)):
+        golden_fps = [rows[(i, index)] for i in ids if (i, index) in rows]
+        local = [fingerprint(here[i][index], layouts[index]) for i in ids if (i, index) in rows]
+        if not golden_fps:
+            continue
+        differing, text = describe_difference(golden_fps, local)
+        if differing:
+            report.environment_step = StepDiff(
+                golden_ops[index], index, index, len(golden_fps), differing, text
+            )
+            break
+    if report.environment_step is not None:
+        return
+    # 2. The golden is reproduced here: measure the first difference on the full arrays.
+    first = next((s for s in report.steps if s.status in ("differs", "added")), None)
+    if first is None or first.now_index is None:
+        return
+    golden_index = first.golden_index
+    if golden_index is None:
+        # An added step: compare its output with the recorded output of the step before it.
+        previous = [
+            s for s in report.steps[: report.steps.index(first)] if s.golden_index is not None
+        ]
+        if not previous:
+            return
+        golden_index = previous[-1].golden_index
+    assert golden_index is not None
+    deltas, maxima, changed, counted = [], [], 0, 0
+    dtype = ""
+    for i in ids:
+        a = here[i][golden_index]
+        b = now_arrays[i][first.now_index]
+        if a.shape != b.shape:
+            return
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        deltas.append(diff.mean())
+        maxima.append(diff.max())
+        changed += int(np.count_nonzero(diff))
+        counted += diff.size
+        dtype = str(b.dtype)
+    unit = _unit(dtype)
+    differing = sum(1 for d in maxima if d > 0)
+    if not differing:
+        return
+    first.text = (
+        f"mean |Δ| {_num(float(np.mean(deltas)))}{unit} (max {_num(float(np.max(maxima)))}, "
+        f"{changed / counted:.0%} of values) on {differing}/{len(ids)} probes"
+    )

@@ -1,0 +1,17 @@
+"""Run a manifest's model over its data (sharded or whole), and the determinism controls."""
+
+from __future__ import annotations
+
+from ._determinism import compare_runs, controls_in_force, explain
+from ._evaluate import Evaluation, evaluate, postprocessed, results_of, run_model
+
+__all__ = [
+    "Evaluation",
+    "compare_runs",
+    "controls_in_force",
+    "evaluate",
+    "explain",
+    "postprocessed",
+    "results_of",
+    "run_model",
+]

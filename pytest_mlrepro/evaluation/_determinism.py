@@ -1,0 +1,133 @@
+"""Determinism: the controls a manifest sets, and the comparison of repeated runs.
+
+A manifest's ``runtime`` sets the controls the frameworks offer (seed, intra/inter-op threads,
+ONNX Runtime's graph optimisation level, deterministic kernels); :func:`seed_everything` applies
+the seed to what is not framework-specific, each runner applies the rest and records it in its
+``info``. :func:`controls_in_force` is what the results record. :func:`compare_runs` compares the
+score matrices of repeated evaluations, sample by sample.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..manifest import Manifest
+
+# Runner ``info`` keys that are determinism controls (the rest describes the machine or model).
+CONTROL_KEYS = (
+    "intra_op_threads",
+    "inter_op_threads",
+    "graph_optimization_level",
+    "deterministic_algorithms",
+    "deterministic_compute",
+    "cudnn_deterministic",
+    "cudnn_benchmark",
+    "tf_deterministic_ops",
+    "seed",
+)
+
+
+def seed_everything(seed: int | None) -> None:
+    """Seed Python's ``random`` and NumPy's global generator, and the frameworks already
+    imported (a runner seeds its own framework again when it loads). ``None``: leave them."""
+    if seed is None:
+        return
+    random.seed(seed)
+    np.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "random"):
+        tf.random.set_seed(seed)
+
+
+def controls_in_force(manifest: Manifest, runner_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The determinism controls that held for a run: what the runner recorded, plus the seed."""
+    controls = {key: runner_info[key] for key in CONTROL_KEYS if key in runner_info}
+    controls.setdefault("seed", manifest.runtime.seed)
+    controls["deterministic_ops"] = manifest.runtime.deterministic_ops
+    return controls
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """How repeated runs of the same evaluation differ."""
+
+    runs: int
+    samples: int
+    max_abs_diff: float  # over every score of every sample, against the first run
+    worst_sample: str  # the sample with the largest difference ("" when identical)
+    differing_samples: list[str]  # samples with any score different from the first run's
+    top1_changed: list[str]  # samples whose top-1 class differs between runs
+    tolerance: float
+
+    @property
+    def identical(self) -> bool:
+        return not self.differing_samples
+
+    @property
+    def ok(self) -> bool:
+        return self.max_abs_diff <= self.tolerance and (self.tolerance > 0 or self.identical)
+
+    @property
+    def top1_agreement(self) -> float:
+        return 1.0 - len(self.top1_changed) / self.samples if self.samples else 1.0
+
+
+def compare_runs(
+    ids: Sequence[str], scores: Sequence[np.ndarray], tolerance: float = 0.0
+) -> RunComparison:
+    """Compare the (samples × classes) score matrices of repeated runs with the first one."""
+    first = np.asarray(scores[0], dtype=np.float64)
+    worst_by_sample = np.zeros(first.shape[0])
+    differs = np.zeros(first.shape[0], dtype=bool)
+    top1_changed = np.zeros(first.shape[0], dtype=bool)
+    for other in scores[1:]:
+        other = np.asarray(other, dtype=np.float64)
+        if other.shape != first.shape:
+            raise ValueError(f"runs produced different shapes: {first.shape} and {other.shape}")
+        same = (first == other) | (np.isnan(first) & np.isnan(other))
+        differs |= ~same.all(axis=1)
+        diff = np.where(same, 0.0, np.abs(first - other))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        if diff.size:
+            worst_by_sample = np.maximum(worst_by_sample, diff.max(axis=1))
+            top1_changed |= first.argmax(axis=1) != other.argmax(axis=1)
+    worst = int(worst_by_sample.argmax()) if worst_by_sample.size else 0
+    max_diff = float(worst_by_sample[worst]) if worst_by_sample.size else 0.0
+    return RunComparison(
+        runs=len(scores),
+        samples=first.shape[0],
+        max_abs_diff=max_diff,
+        worst_sample=ids[worst] if max_diff > 0 or differs.any() else "",
+        differing_samples=[ids[int(i)] for i in np.flatnonzero(differs)],
+        top1_changed=[ids[int(i)] for i in np.flatnonzero(top1_changed)],
+        tolerance=tolerance,
+    )
+
+
+def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
+    """Why a determinism item failed, and which controls to set."""
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(controls.items()))
+    lines = [
+        f"{c.runs} runs of the same evaluation differ: largest score difference "
+        f"{c.max_abs_diff:.3g} (sample {c.worst_sample}), tolerance {c.tolerance:g}",
+        f"  {len(c.differing_samples)}/{c.samples} samples differ, "
+        f"{len(c.top1_changed)} changed their top-1 class"
+        + (f" (e.g. {', '.join(c.top1_changed[:3])})" if c.top1_changed else ""),
+        f"  controls in force: {shown}",
+        "  to make runs repeatable set, under runtime:, intra_op_threads: 1, seed, "
+        "deterministic_ops: true (and graph_optimization for ONNX Runtime); or declare the "
+        "variation you accept as determinism.tolerance",
+    ]
+    return "\n".join(lines)
+
+
+__all__ = ["RunComparison", "compare_runs", "controls_in_force", "explain", "seed_everything"]

@@ -1,0 +1,66 @@
+"""The golden store (namespaces, strict validation, atomic writes), the comparison with a golden,
+reference goldens, the data identity a golden records and the store's audit."""
+
+from __future__ import annotations
+
+from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused_goldens
+from ._data_identity import DataChange, data_change
+from ._decisions import AccuracyDecision, accuracy_decision
+from ._metrics import (
+    Comparison,
+    Results,
+    Scores,
+    accuracy,
+    compare,
+    nonfinite_rows,
+    require_finite,
+    softmax,
+    top_k,
+)
+from ._reference import ReferenceGoldenMissing, check_reference
+from ._store import (
+    Golden,
+    GoldenNotAFile,
+    check_owner,
+    claimed_by_another,
+    golden_path,
+    manifest_file_of,
+    manifest_is_current,
+    read,
+    read_json,
+    rounded_scores,
+    write,
+)
+
+__all__ = [
+    "AccuracyDecision",
+    "Comparison",
+    "DataChange",
+    "Golden",
+    "GoldenNotAFile",
+    "ReferenceGoldenMissing",
+    "Results",
+    "Scores",
+    "accuracy",
+    "accuracy_decision",
+    "check_owner",
+    "check_reference",
+    "claimed_by_another",
+    "compare",
+    "conflict_message",
+    "data_change",
+    "golden_conflicts",
+    "golden_path",
+    "manifest_file_of",
+    "manifest_is_current",
+    "nonfinite_rows",
+    "read",
+    "read_json",
+    "require_finite",
+    "rounded_scores",
+    "softmax",
+    "stale_temp_files",
+    "top_k",
+    "unused_goldens",
+    "write",
+]

@@ -1,0 +1,79 @@
+"""Checks over the golden store as a whole: paths claimed twice, goldens nothing uses, leftovers.
+
+* Two manifests that resolve to the same golden file would overwrite and compare against each
+  other's results: :func:`golden_conflicts` finds them so that both are refused before anything
+  runs.
+* A golden no manifest uses any more (the manifest was renamed or deleted) is dead weight that
+  reviewers still read: :func:`unused_goldens` lists them, like syrupy's unused snapshots. The
+  caller decides when the list is meaningful (only when every manifest was collected).
+* A writer killed between creating its temporary file and renaming it leaves
+  ``.<name>.<random>.tmp`` behind: :func:`stale_temp_files` finds those no live writer holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._files import STALE_AFTER_S
+from .._files import stale_temp_files as _stale_for
+
+
+def golden_conflicts(claims: Iterable[tuple[str, Path]]) -> dict[Path, list[str]]:
+    """``claims``: (manifest, golden path) pairs. Returns each golden path claimed by more than
+    one manifest, with the manifests (sorted)."""
+    owners: dict[Path, set[str]] = {}
+    for manifest, path in claims:
+        owners.setdefault(path, set()).add(manifest)
+    return {path: sorted(names) for path, names in owners.items() if len(names) > 1}
+
+
+def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
+    """The failure of one of the manifests that share a golden file."""
+    listed = ", ".join(others)
+    return (
+        f"{manifest}: its golden {path} is also the golden of {listed}: two manifests "
+        "cannot share one golden file (each run would compare against, and --mlrepro-update "
+        "overwrite, the other's results); give each manifest its own 'name' or 'golden' path. "
+        "Nothing was run or written."
+    )
+
+
+def unused_goldens(
+    golden_dir: Path, used: Iterable[Path], latency_names: Iterable[str] = ()
+) -> list[Path]:
+    """Accuracy goldens (``<golden dir>/*.json``) not in ``used``, and latency golden folders
+    (``<golden dir>/latency/<name>/``) of names not in ``latency_names``. Hidden files (such as
+    temporary files of interrupted writes) are never goldens."""
+    if not golden_dir.is_dir():
+        return []
+    wanted = {p.resolve() for p in used}
+    unused = [
+        p
+        for p in sorted(golden_dir.glob("*.json"))
+        if not p.name.startswith(".") and p.is_file() and p.resolve() not in wanted
+    ]
+    latency = golden_dir / "latency"
+    if latency.is_dir():
+        names = set(latency_names)
+        unused += [
+            p
+            for p in sorted(latency.iterdir())
+            if p.is_dir() and not p.name.startswith(".") and p.name not in names
+        ]
+    return unused
+
+
+def stale_temp_files(golden_dir: Path, older_than: float = STALE_AFTER_S) -> list[Path]:
+    """Temporary files in ``golden_dir`` that killed writers left (no live writer holds them)."""
+    if not golden_dir.is_dir():
+        return []
+    targets = {
+        golden_dir / p.name[1:].rsplit(".", 2)[0]
+        for p in golden_dir.glob(".*.tmp")
+        if p.name.count(".") >= 3
+    }
+    return sorted({s for target in targets for s in _stale_for(target, older_than)})
+
+
+__all__ = ["conflict_message", "golden_conflicts", "stale_temp_files", "unused_goldens"]

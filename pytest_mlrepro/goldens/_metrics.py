@@ -1,0 +1,181 @@
+"""Accuracy, per-sample agreement and score distance between a run and its golden."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import GoldenError, NonFiniteOutputs
+from ..manifest import Tolerances
+
+# A score matrix (N, classes): logits or probabilities, float32 from a model, float64 in goldens.
+Scores = npt.NDArray[np.floating[Any]]
+# Class indices or labels: (N,) or (N, k) integers.
+Indices = npt.NDArray[np.integer[Any]]
+
+
+def nonfinite_rows(scores: Scores) -> npt.NDArray[np.intp]:
+    """Indices of the rows of ``scores`` holding a NaN or ±Inf (empty when all are finite)."""
+    return np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
+
+
+def require_finite(scores: Scores, ids: Sequence[str] | None = None) -> None:
+    """Refuse a score matrix with NaN or ±Inf: every ranking or distance of one is meaningless
+    (a NaN row's top-k is silently "some class", a NaN distance is never above a tolerance).
+    ``ids`` name the rows (else "row i")."""
+    bad = nonfinite_rows(scores)
+    if len(bad):
+        names = [ids[i] if ids is not None else f"row {i}" for i in bad]
+        raise NonFiniteOutputs(names, len(scores))
+
+
+def softmax(logits: Scores) -> npt.NDArray[np.float64]:
+    require_finite(logits)
+    shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    probabilities: npt.NDArray[np.float64] = exp / exp.sum(axis=1, keepdims=True)
+    return probabilities
+
+
+def top_k(scores: Scores, k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` highest scores per row, best first; ties go to the lower index."""
+    require_finite(scores)
+    k = min(k, scores.shape[1])
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+
+
+def accuracy(topk: Indices, labels: Indices) -> tuple[float, float]:
+    """(top-1, top-5) accuracy in percent."""
+    if len(labels) == 0:
+        return 0.0, 0.0
+    top1 = float(np.mean(topk[:, 0] == labels) * 100.0)
+    top5 = float(np.mean(np.any(topk[:, :5] == labels[:, None], axis=1)) * 100.0)
+    return top1, top5
+
+
+@dataclass(frozen=True)
+class Results:
+    """Per-sample results in a form shared by fresh runs and goldens."""
+
+    ids: tuple[str, ...]
+    labels: Indices  # (N,)
+    topk: Indices  # (N, k)
+    topk_scores: Scores  # (N, k)
+
+    @property
+    def top1(self) -> float:
+        return accuracy(self.topk, self.labels)[0]
+
+    @property
+    def top5(self) -> float:
+        return accuracy(self.topk, self.labels)[1]
+
+
+@dataclass(frozen=True)
+class Changed:
+    id: str
+    label: int
+    golden: int
+    golden_score: float
+    now: int
+    now_score: float
+
+
+@dataclass
+class Comparison:
+    golden_top1: float
+    now_top1: float
+    golden_top5: float
+    now_top5: float
+    agreement: float
+    samples: int
+    changed: list[Changed]
+    max_score_diff: float
+    max_score_diff_id: str
+    tolerances: Tolerances
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[str]:
+        """The levels that are outside tolerance, in the order a reader should look at them."""
+        tol = self.tolerances
+        out = []
+        if self.missing or self.extra:
+            out.append("samples")
+        if abs(self.now_top1 - self.golden_top1) > tol.top1 + 1e-9:
+            out.append("top1")
+        if abs(self.now_top5 - self.golden_top5) > tol.top5 + 1e-9:
+            out.append("top5")
+        if self.agreement < tol.agreement - 1e-12:
+            out.append("agreement")
+        if self.max_score_diff > tol.score:
+            out.append("score")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) -> Comparison:
+    """Compare a run (with its full score matrix) against the golden's per-sample top-k.
+
+    Non-finite scores are refused on either side: NaN compares as "within tolerance"."""
+    require_finite(now_scores, now.ids if len(now.ids) == len(now_scores) else None)
+    require_finite(now.topk_scores, now.ids if len(now.ids) == len(now.topk_scores) else None)
+    bad = nonfinite_rows(golden.topk_scores)
+    if len(bad):
+        shown = ", ".join(golden.ids[i] for i in bad[:5])
+        raise GoldenError(
+            f"the golden's scores are not finite (NaN or ±Inf) for {len(bad)} samples: {shown}"
+        )
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(golden.ids) if sample in index]
+    missing = [golden.ids[i] for i in range(len(golden.ids)) if golden.ids[i] not in index]
+    golden_set = set(golden.ids)
+    extra = [sample for sample in now.ids if sample not in golden_set]
+    g = np.asarray(shared, dtype=np.int64)
+    n = np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
+    g_top1 = golden.topk[g, 0] if len(g) else np.zeros(0, np.int64)
+    n_top1 = now.topk[n, 0] if len(n) else np.zeros(0, np.int64)
+    same = g_top1 == n_top1
+    agreement = float(same.mean()) if len(same) else 0.0
+    if len(g):
+        # Scores of the golden's top-k classes, now, against what the golden recorded for them.
+        now_at_golden = np.take_along_axis(now_scores[n], golden.topk[g], axis=1)
+        diffs = np.abs(now_at_golden - golden.topk_scores[g]).max(axis=1)
+        worst = int(diffs.argmax())
+        max_diff, max_id = float(diffs[worst]), golden.ids[int(g[worst])]
+    else:
+        max_diff, max_id = float("inf"), ""
+    changed = [
+        Changed(
+            id=golden.ids[int(gi)],
+            label=int(golden.labels[gi]),
+            golden=int(golden.topk[gi, 0]),
+            golden_score=float(golden.topk_scores[gi, 0]),
+            now=int(now.topk[ni, 0]),
+            now_score=float(now.topk_scores[ni, 0]),
+        )
+        for gi, ni, ok in zip(g, n, same)
+        if not ok
+    ]
+    return Comparison(
+        golden_top1=golden.top1,
+        now_top1=now.top1,
+        golden_top5=golden.top5,
+        now_top5=now.top5,
+        agreement=agreement,
+        samples=len(shared),
+        changed=changed,
+        max_score_diff=max_diff,
+        max_score_diff_id=max_id,
+        tolerances=tol,
+        missing=missing,
+        extra=extra,
+    )

@@ -1,0 +1,298 @@
+"""Cross-framework agreement: a manifest that names a ``reference`` (the same model in another
+runtime) is checked, per sample, against the reference manifest's golden.
+
+Three levels, each with its tolerance in the manifest's ``reference:`` block
+(:class:`~pytest_mlrepro.manifest._spec.Reference`):
+
+* **top-1 agreement**: the fraction of shared samples whose top-1 class equals the reference's;
+* **output distance**: the largest absolute difference, over shared samples, of the scores of the
+  reference's top-k classes (probabilities when both manifests apply softmax, else logits);
+* **accuracy ratio**: top-1 accuracy over the shared samples relative to the reference's, as
+  MLPerf states quantised results ("99% of the FP32 reference").
+
+No pytest here; ``items.py`` calls :func:`check_reference` after an accuracy run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GoldenError, ManifestError
+from ..manifest import Manifest, Reference, Tolerances, load_manifest
+from ..settings import OutsideProject, Settings, resolve_inside
+from . import _store as golden_store
+from ._metrics import Comparison, Results, accuracy, compare
+
+_MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+class ReferenceGoldenMissing(GoldenError):
+    """The reference manifest has no golden yet (the check cannot run)."""
+
+
+def _shown(path: Path, settings: Settings) -> str:
+    try:
+        return path.relative_to(settings.root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def resolve_reference(manifest: Manifest, settings: Settings) -> Manifest:
+    """The manifest that ``manifest.reference`` names: a path (relative to the manifest, ending in
+    .yaml/.yml) or a manifest name in the same folder. Errors name the ``reference`` line."""
+    spec = manifest.reference_spec
+    assert spec is not None
+    where: tuple[str, ...] = ("reference",) if isinstance(manifest.reference, str) else (
+        "reference",
+        "manifest",
+    )  # fmt: skip
+    folder = manifest.path.parent
+    value = spec.manifest
+    if value.endswith(_MANIFEST_SUFFIXES) or "/" in value:
+        try:
+            path = resolve_inside(folder, value, settings)
+        except OutsideProject as exc:
+            raise manifest.error(where, str(exc)) from None
+        if not path.is_file():
+            raise manifest.error(where, f"reference manifest not found: {path}")
+        reference = load_manifest(path, display=_shown(path, settings))
+    else:
+        reference = _find_by_name(manifest, folder, value, where, settings)
+    _check_comparable(manifest, reference, where)
+    return reference
+
+
+def _find_by_name(
+    manifest: Manifest, folder: Path, name: str, where: tuple[str, ...], settings: Settings
+) -> Manifest:
+    # The usual layout first (<name>.yaml), then every manifest of the folder.
+    candidates = [folder / f"{name}{suffix}" for suffix in _MANIFEST_SUFFIXES]
+    candidates += sorted(p for s in _MANIFEST_SUFFIXES for p in folder.glob(f"*{s}"))
+    seen: set[Path] = set()
+    names: list[str] = []
+    for path in candidates:
+        if path in seen or not path.is_file() or path.resolve() == manifest.path.resolve():
+            continue
+        seen.add(path)
+        try:
+            found = load_manifest(path, display=_shown(path, settings))
+        except ManifestError:
+            if path.stem == name:
+                raise
+            continue  # another manifest's own error is its own item's business
+        if found.name == name:
+            return found
+        names.append(found.name)
+    known = ", ".join(sorted(names)) or "none"
+    raise manifest.error(
+        where,
+        f"no manifest named {name!r} in {_shown(folder, settings)}/ (manifests there: {known})",
+    )
+
+
+def _check_comparable(manifest: Manifest, reference: Manifest, where: tuple[str, ...]) -> None:
+    if reference.name == manifest.name:
+        raise manifest.error(where, "a manifest cannot be its own reference")
+    if reference.dataset.name != manifest.dataset.name:
+        raise manifest.error(
+            where,
+            f"the reference {reference.name!r} evaluates data set {reference.dataset.name!r}, "
+            f"this manifest {manifest.dataset.name!r}: per-sample results cannot be compared",
+        )
+    if reference.dataset.classes != manifest.dataset.classes:
+        raise manifest.error(
+            where,
+            f"the reference has {reference.dataset.classes} classes, this manifest "
+            f"{manifest.dataset.classes}",
+        )
+    if reference.postprocess.softmax != manifest.postprocess.softmax:
+        raise manifest.error(
+            where,
+            f"postprocess.softmax is {manifest.postprocess.softmax} here and "
+            f"{reference.postprocess.softmax} in the reference: probabilities cannot be "
+            "compared with logits",
+        )
+
+
+@dataclass(frozen=True)
+class ReferenceCheck:
+    """This run against the reference's golden."""
+
+    name: str
+    golden: str  # the reference golden, as shown
+    comparison: Comparison  # metrics.compare(reference golden, this run)
+    reference_top1: float  # over the shared samples, in percent
+    now_top1: float
+    score_space: str  # "probability" or "logit"
+    tolerances: Reference
+
+    @property
+    def agreement(self) -> float:
+        return self.comparison.agreement
+
+    @property
+    def max_score_diff(self) -> float:
+        return self.comparison.max_score_diff
+
+    @property
+    def top1_ratio(self) -> float:
+        if self.reference_top1 == 0:
+            return 1.0 if self.now_top1 == 0 else float("inf")
+        return self.now_top1 / self.reference_top1
+
+    @property
+    def failures(self) -> list[str]:
+        """The levels outside tolerance: ``samples``, ``agreement``, ``score``, ``top1``."""
+        tol = self.tolerances
+        if self.comparison.samples == 0:
+            return ["samples"]
+        out = []
+        if self.agreement < tol.agreement - 1e-12:
+            out.append("agreement")
+        if self.max_score_diff > tol.score:
+            out.append("score")
+        if self.top1_ratio < tol.top1 - 1e-12:
+            out.append("top1")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def properties(self) -> list[tuple[str, Any]]:
+        """What the item records (JUnit properties, results JSON, summary)."""
+        props: list[tuple[str, Any]] = [
+            ("reference", self.name),
+            ("reference_samples", self.comparison.samples),
+            ("reference_agreement", round(self.agreement, 6)),
+            ("reference_top1_ratio", round(self.top1_ratio, 6)),
+            ("reference_score_space", self.score_space),
+        ]
+        if np.isfinite(self.max_score_diff):
+            props.append(("reference_max_score_diff", float(f"{self.max_score_diff:.3g}")))
+        return props
+
+    def summary(self) -> str:
+        """One line: the agreement and the largest score difference."""
+        c = self.comparison
+        return (
+            f"vs {self.name}: top-1 agreement {self.agreement:.4f} "
+            f"({len(c.changed)}/{c.samples} differ), max |Δ {self.score_space}| "
+            f"{self.max_score_diff:.3g}, top-1 {self.now_top1:.2f}% = "
+            f"{self.top1_ratio:.4f} × reference {self.reference_top1:.2f}%"
+        )
+
+    def explain(self, classes: Sequence[str] | None = None, examples: int = 5) -> str:
+        """The failure text: reference vs now, which levels fail, a few disagreeing samples."""
+        tol, c = self.tolerances, self.comparison
+        names = {"samples": "shared samples", "agreement": "top-1 agreement",
+                 "score": "score distance", "top1": "accuracy ratio"}  # fmt: skip
+        failed = self.failures
+        lines = [
+            f"disagrees with its reference {self.name!r} ({self.golden}): "
+            + ", ".join(names[f] for f in failed)
+            + " outside tolerance",
+            "",
+        ]
+        if "samples" in failed:
+            lines.append("  no sample of this run is in the reference's golden")
+            return "\n".join(lines)
+        rows = [
+            ("", "reference", "now", "", "tolerance", "top1"),
+            (
+                "top-1 %",
+                f"{self.reference_top1:.2f}",
+                f"{self.now_top1:.2f}",
+                f"ratio {self.top1_ratio:.4f}",
+                f"≥{tol.top1:g} × reference",
+                "top1",
+            ),
+            (
+                "top-1 agreement",
+                "1.0000",
+                f"{self.agreement:.4f}",
+                f"{len(c.changed)}/{c.samples} differ",
+                f"≥{tol.agreement:g}",
+                "agreement",
+            ),
+            (
+                f"max |Δ {self.score_space}|",
+                "0",
+                f"{self.max_score_diff:.3g}",
+                c.max_score_diff_id or "-",
+                f"≤{tol.score:g}",
+                "score",
+            ),
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        for i, row in enumerate(rows):
+            mark = "  ✗" if i and row[5] in failed else ""
+            lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + mark)
+        if c.extra:
+            lines.append(f"  ({len(c.extra)} samples of this run are not in the reference)")
+        if c.changed:
+            lines += ["", f"  {len(c.changed)} samples predict another top-1 class, e.g.:"]
+            for ch in c.changed[:examples]:
+                lines.append(
+                    f"    {ch.id}: reference {_label(classes, ch.golden)} ({ch.golden_score:.3g})"
+                    f" → {_label(classes, ch.now)} ({ch.now_score:.3g})"
+                )
+        return "\n".join(lines)
+
+
+def _label(classes: Sequence[str] | None, index: int) -> str:
+    if classes and 0 <= index < len(classes):
+        return f"{index} {classes[index]}"
+    return str(index)
+
+
+def compare_to_reference(
+    reference: Results, now: Results, now_scores: np.ndarray
+) -> tuple[Comparison, float, float]:
+    """(comparison, reference top-1 %, this top-1 %) over the samples both have."""
+    loose = Tolerances(top1=100.0, top5=100.0, agreement=0.0, score=float("inf"))
+    comparison = compare(reference, now, now_scores, loose)
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(reference.ids) if sample in index]
+    if not shared:
+        return comparison, 0.0, 0.0
+    ref_rows = np.asarray(shared, np.int64)
+    now_rows = np.asarray([index[reference.ids[i]] for i in shared], np.int64)
+    ref_top1 = accuracy(reference.topk[ref_rows], reference.labels[ref_rows])[0]
+    now_top1 = accuracy(now.topk[now_rows], now.labels[now_rows])[0]
+    return comparison, ref_top1, now_top1
+
+
+def check_reference(
+    manifest: Manifest, settings: Settings, now: Results, now_scores: np.ndarray
+) -> ReferenceCheck:
+    """Resolve the reference manifest, read its golden, compare this run with it.
+
+    ManifestError for a reference that cannot be found or compared; GoldenError for an invalid
+    reference golden; :class:`ReferenceGoldenMissing` when it has none yet."""
+    spec = manifest.reference_spec
+    assert spec is not None
+    reference = resolve_reference(manifest, settings)
+    path = golden_store.golden_path(reference, settings)
+    recorded = golden_store.read(path)
+    shown = _shown(path, settings)
+    if recorded is None:
+        raise ReferenceGoldenMissing(
+            f"the reference {reference.name!r} has no golden at {shown}: record it first with "
+            f"pytest {_shown(reference.path, settings)} --mlrepro-update"
+        )
+    comparison, ref_top1, now_top1 = compare_to_reference(recorded.results, now, now_scores)
+    return ReferenceCheck(
+        name=reference.name,
+        golden=shown,
+        comparison=comparison,
+        reference_top1=ref_top1,
+        now_top1=now_top1,
+        score_space="probability" if manifest.postprocess.softmax else "logit",
+        tolerances=spec,
+    )

@@ -1,0 +1,540 @@
+"""The golden store: one reviewable JSON file per model, written atomically, never half-written.
+
+Layout of a golden (keys sorted, one sample per line so that a diff shows which samples moved)::
+
+    {
+      "data": {"<sample id>": "<sha256>", ...}, optional: the data it was measured on, one file
+                                       a line (the labels are in "samples")
+      "environment": {...},            where it was recorded
+      "format": 1,
+      "manifest": {...},               the manifest as recorded, every default filled in
+      "manifest_file": "manifests/x.yaml",  the manifest file it was recorded from (project-
+                                       relative); absent in goldens recorded before it existed
+      "metrics": {"samples": N, "top1": .., "top5": ..},
+      "name": "...",
+      "probes": {...},                 optional: per-step fingerprints of a few probe samples
+      "samples": [
+        ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
+        ...
+      ]
+    }
+
+Reading a golden validates it strictly (:func:`validate`): its schema and types (``True`` is not
+an integer, ``1.0`` is not a class index), class indices in range, finite scores, and stored
+metrics that equal what the stored samples give. Keys this version does not know are ignored, so
+that goldens written by a newer version (or with optional blocks) still load.
+
+Namespaces under the golden directory: accuracy goldens are ``<golden dir>/**/*.json`` outside
+the two reserved folders ``latency/`` (latency goldens, per manifest name and hardware) and
+``pitfalls/`` (sensitivity tables); a manifest's ``golden:`` may only name a file of the
+accuracy namespace (:func:`golden_path`). Every golden file is read and written through
+:func:`read_json` / :mod:`._files`, which refuse symlinks, FIFOs and folders.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import numpy as np
+
+from .._files import (
+    NotARegularFile,
+    atomic_write_bytes,
+    read_regular_bytes,
+    remove_stale_temp_files,
+)
+from ..errors import GoldenError, ManifestError
+from ..manifest import Manifest, parse_manifest
+from ..settings import Settings
+from ._metrics import Results, accuracy
+
+FORMAT = 1
+SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
+
+
+@dataclass(frozen=True)
+class Golden:
+    name: str
+    manifest: dict[str, Any]
+    environment: dict[str, Any]
+    results: Results
+    # Per-step fingerprints of a few probe samples, for diagnosis (probes.py); None in goldens
+    # recorded before they existed, which still load.
+    probes: dict[str, Any] | None = None
+    # {sample id: sha256} of the files the results were measured on (with the labels in
+    # ``results``, the identity of the data); None in goldens recorded before it existed.
+    data: dict[str, str] | None = None
+    # The manifest file it was recorded from, relative to the project root (posix); None in
+    # goldens recorded before it was kept, which still load and get it on their next update.
+    manifest_file: str | None = None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "samples": len(self.results.ids),
+            "top1": round(self.results.top1, 4),
+            "top5": round(self.results.top5, 4),
+        }
+
+
+# Folders of the golden directory that belong to other kinds of golden: never accuracy goldens.
+RESERVED = ("latency", "pitfalls")
+
+
+def golden_path(manifest: Manifest, settings: Settings) -> Path:
+    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``.
+
+    ``golden:`` must name a ``.json`` file in the accuracy namespace: inside the golden
+    directory, outside its reserved folders (``latency/``, ``pitfalls/``), no hidden component
+    (temporary files are hidden). Anything else is an invalid manifest: the update would
+    otherwise overwrite another kind of golden or any project file."""
+    if manifest.golden is None:
+        return settings.golden_dir / f"{manifest.name}.json"
+    lexical = Path(os.path.normpath(settings.root / manifest.golden))
+    # The folder is resolved (a symlinked golden directory is fine); the file itself is not: a
+    # symlink there is refused when the golden is read or written.
+    candidate = lexical.parent.resolve() / lexical.name
+    gdir = settings.golden_dir
+    if not candidate.is_relative_to(gdir) or candidate == gdir:
+        raise manifest.error(
+            ("golden",),
+            f"{manifest.golden!r} is outside the golden directory "
+            f"({_shown_dir(gdir, settings.root)}/): accuracy goldens live there; name a .json "
+            "file inside it (or leave 'golden' out)",
+        )
+    parts = candidate.relative_to(gdir).parts
+    if len(parts) > 1 and parts[0] in RESERVED:
+        raise manifest.error(
+            ("golden",),
+            f"{manifest.golden!r} is in {_shown_dir(gdir, settings.root)}/{parts[0]}/, "
+            f"reserved for {parts[0]} goldens; name a .json file outside "
+            f"{' and '.join(f'{r}/' for r in RESERVED)}",
+        )
+    if any(part.startswith(".") for part in parts):
+        raise manifest.error(("golden",), f"{manifest.golden!r}: no hidden file or folder")
+    return candidate
+
+
+def _shown_dir(folder: Path, root: Path) -> str:
+    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
+
+
+def manifest_file_of(manifest_path: Path, settings: Settings) -> str:
+    """What a golden records as its manifest file: the path relative to the project root."""
+    path = Path(os.path.abspath(manifest_path))
+    inside = path.is_relative_to(settings.root)
+    return path.relative_to(settings.root).as_posix() if inside else str(path)
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{SCORE_DIGITS}g}")
+
+
+def rounded_scores(scores: np.ndarray) -> np.ndarray:
+    """Scores as the golden keeps them, so that a fresh run and its golden are compared alike."""
+    return np.vectorize(_round, otypes=[np.float64])(scores) if scores.size else scores
+
+
+def dumps(golden: Golden) -> str:
+    head = {
+        "format": FORMAT,
+        "name": golden.name,
+        "manifest": golden.manifest,
+        "environment": golden.environment,
+        "metrics": golden.metrics,
+    }
+    if golden.data is not None:
+        head["data"] = golden.data  # a flat mapping: one file a line, sorted
+    if golden.manifest_file is not None:
+        head["manifest_file"] = golden.manifest_file
+    text = json.dumps(head, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    r = golden.results
+    rows = [
+        json.dumps(
+            [sample, int(label), [int(c) for c in classes], [_round(float(s)) for s in scores]],
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        for sample, label, classes, scores in zip(r.ids, r.labels, r.topk, r.topk_scores)
+    ]
+    body = ",\n    ".join(rows)
+    probes = "" if golden.probes is None else f',\n  "probes": {_dump_probes(golden.probes)}'
+    return text[:-2] + probes + f',\n  "samples": [\n    {body}\n  ]\n}}\n'
+
+
+def _dump_probes(probes: dict[str, Any]) -> str:
+    """The probes block: keys sorted, one fingerprint (probe × step) per line."""
+    parts = []
+    for key in sorted(probes):
+        value = probes[key]
+        if key == "fingerprints" and isinstance(value, list):
+            lines = ",\n      ".join(
+                json.dumps(row, sort_keys=True, ensure_ascii=False, allow_nan=False)
+                for row in value
+            )
+            rendered = f"[\n      {lines}\n    ]" if value else "[]"
+        else:
+            rendered = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        parts.append(f"    {json.dumps(key)}: {rendered}")
+    return "{\n" + ",\n".join(parts) + "\n  }"
+
+
+def write(path: Path, golden: Golden, golden_dir: Path | None = None) -> None:
+    """Replace the golden at ``path`` atomically (readers see the old file or the new one), first
+    removing temporary files that killed writers left beside it. OutputError (old golden intact)
+    if it cannot be written, or if ``path`` is a symlink, folder or FIFO, or a folder between
+    ``golden_dir`` and it is a symlink."""
+    if path.parent.is_dir() and not path.parent.is_symlink():
+        remove_stale_temp_files(path)
+    atomic_write_bytes(path, dumps(golden).encode("utf-8"), what="golden", inside=golden_dir)
+
+
+def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
+    """Whether the manifest a golden recorded is ``manifest`` as it is now. Keys the recording
+    lacks (options added to pytest-mlrepro since) count as their defaults, so that a new option
+    does not rewrite every golden; a recording that no longer validates is not current."""
+    now = manifest.normalized()
+    if recorded == now:
+        return True
+    try:
+        then = parse_manifest(recorded, "(recorded manifest)", {})
+    except ManifestError:
+        return False
+    return then.normalized() == now
+
+
+class GoldenNotAFile(GoldenError):
+    """The golden path is a symlink, FIFO, folder or device (or below a symlinked folder): not
+    read, and not replaced by an update either (the user removes it)."""
+
+
+def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
+    """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
+    syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
+    folder between ``golden_dir`` and it is a symlink). Shared by every kind of golden file."""
+    try:
+        raw = read_regular_bytes(path, golden_dir)
+    except NotARegularFile as exc:
+        raise GoldenNotAFile(
+            f"{exc}: a {what} must be a regular file (a symlink could lead anywhere, a FIFO "
+            "would block the run); replace it with the file itself, or remove it and record "
+            "it again with --mlrepro-update"
+        ) from None
+    except OSError as exc:
+        raise GoldenError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    if raw is None:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GoldenError(f"{path}: cannot read the {what}: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GoldenError(
+            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record "
+            "it again with --mlrepro-update"
+        ) from None
+
+
+def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
+    """The golden at ``path``, validated (:func:`validate`); None if there is none; GoldenError
+    naming the file, the line where it can and the field if the file is not a valid golden."""
+    data = read_json(path, golden_dir=golden_dir)
+    if data is None:
+        return None
+    try:
+        return validate(data)
+    except InvalidField as exc:
+        line = _line_of(path, exc.field, data)
+        where = f"{path}:{line}" if line else str(path)
+        raise GoldenError(
+            f"{where}: {render_field(exc.field)}: {exc.message}; fix it or record it again "
+            "with --mlrepro-update"
+        ) from None
+
+
+# --- strict validation ---------------------------------------------------------------------------
+# Each part of a golden is checked by its own function, so that a new optional block (e.g. the
+# data identity) adds one function and one line in validate().
+
+Field = tuple[str | int, ...]
+
+
+class InvalidField(ValueError):
+    """A field of a golden document is invalid: ``field`` is its path (keys and indices)."""
+
+    def __init__(self, field: Field, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def render_field(field: Field) -> str:
+    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``."""
+    text = ""
+    for part in field:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(document)"
+
+
+def _describe(value: Any) -> str:
+    kind = {bool: "a boolean", str: "a string", float: "a float", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+    shown = json.dumps(value) if isinstance(value, (bool, str, type(None))) else repr(value)
+    return f"{shown} ({kind})" if len(shown) <= 40 else kind
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """A JSON integer: ``True`` is a bool and ``1.0`` a float, not integers."""
+    return type(value) is int
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return type(value) in (int, float)
+
+
+def _mapping(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise InvalidField((key,), f"expected a mapping, got {_describe(value)}")
+    return value
+
+
+def _check_head(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise InvalidField((), f"expected a mapping, got {type(data).__name__}")
+    if not (_is_int(data.get("format")) and data["format"] == FORMAT):
+        raise InvalidField(("format",), f"expected {FORMAT}, got {_describe(data.get('format'))}")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise InvalidField(
+            ("name",), f"expected the manifest's name, got {_describe(data.get('name'))}"
+        )
+    if "manifest_file" in data and (
+        not isinstance(data["manifest_file"], str) or not data["manifest_file"]
+    ):
+        raise InvalidField(
+            ("manifest_file",), f"expected a path, got {_describe(data['manifest_file'])}"
+        )
+    if data.get("probes") is not None:
+        _mapping(data, "probes")
+    _mapping(data, "environment")
+
+
+def recorded_classes(data: dict[str, Any]) -> int:
+    """The number of classes of the recorded manifest (``manifest.dataset.classes``)."""
+    manifest = _mapping(data, "manifest")
+    dataset = manifest.get("dataset")
+    if not isinstance(dataset, dict):
+        raise InvalidField(("manifest", "dataset"), f"expected a mapping, got {_describe(dataset)}")
+    classes = dataset.get("classes")
+    if not _is_int(classes) or classes < 1:
+        raise InvalidField(
+            ("manifest", "dataset", "classes"),
+            f"expected a positive integer, got {_describe(classes)}",
+        )
+    return int(classes)
+
+
+def _check_samples(data: dict[str, Any], classes: int) -> Results:
+    """Each row is ``[id, label, [classes], [scores]]``: a non-empty unique string id, integer
+    label and classes in ``0..classes-1``, distinct classes, as many finite scores as classes,
+    best first."""
+    rows = data.get("samples")
+    if not isinstance(rows, list) or not rows:
+        raise InvalidField(("samples",), "expected a non-empty list of samples")
+    ids: list[str] = []
+    labels: list[int] = []
+    tops: list[list[int]] = []
+    scores: list[list[float]] = []
+    seen: set[str] = set()
+    width: int | None = None
+    for i, row in enumerate(rows):
+        where: Field = ("samples", i)
+        if not isinstance(row, list) or len(row) != 4:
+            raise InvalidField(where, "expected [id, label, [classes], [scores]]")
+        sample, label, top, score = row
+        if not isinstance(sample, str) or not sample:
+            raise InvalidField((*where, 0), f"expected a sample id, got {_describe(sample)}")
+        if sample in seen:
+            raise InvalidField((*where, 0), f"sample id {sample!r} appears twice")
+        seen.add(sample)
+        _check_class(label, (*where, 1), classes, "label")
+        if not isinstance(top, list) or not top:
+            raise InvalidField((*where, 2), "expected a non-empty list of class indices")
+        if not isinstance(score, list) or len(score) != len(top):
+            raise InvalidField((*where, 3), f"expected a list of {len(top)} scores, one per class")
+        if width is None:
+            width = len(top)
+        elif len(top) != width:
+            raise InvalidField((*where, 2), f"{len(top)} classes, the first sample has {width}")
+        for j, c in enumerate(top):
+            _check_class(c, (*where, 2, j), classes, "class index")
+        if len(set(top)) != len(top):
+            raise InvalidField((*where, 2), "a class appears twice in the top-k")
+        for j, s in enumerate(score):
+            if not _is_number(s):
+                raise InvalidField((*where, 3, j), f"expected a number, got {_describe(s)}")
+            if not math.isfinite(s):
+                raise InvalidField((*where, 3, j), f"a score must be finite, got {s}")
+            if j and s > score[j - 1]:
+                raise InvalidField(
+                    (*where, 3, j), f"scores must be best first: {s} after {score[j - 1]}"
+                )
+        ids.append(sample)
+        labels.append(label)
+        tops.append(top)
+        scores.append([float(s) for s in score])
+    return Results(
+        ids=tuple(ids),
+        labels=np.asarray(labels, np.int64),
+        topk=np.asarray(tops, np.int64),
+        topk_scores=np.asarray(scores, np.float64),
+    )
+
+
+def _check_class(value: Any, where: Field, classes: int, what: str) -> None:
+    if not _is_int(value):
+        raise InvalidField(where, f"a {what} must be an integer, got {_describe(value)}")
+    if not 0 <= value < classes:
+        raise InvalidField(
+            where,
+            f"{what} {value} is out of range: the recorded manifest has {classes} classes "
+            f"(0..{classes - 1})",
+        )
+
+
+def _check_metrics(data: dict[str, Any], results: Results) -> None:
+    """The stored aggregates are what the stored samples give (as :attr:`Golden.metrics`)."""
+    metrics = _mapping(data, "metrics")
+    top1, top5 = accuracy(results.topk, results.labels)
+    expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
+    for key, want in expected.items():
+        got = metrics.get(key)
+        ok = _is_int(got) if key == "samples" else _is_number(got)
+        # _is_number(got) again narrows its type for the checker (an int is a number too).
+        if not ok or not _is_number(got) or not math.isfinite(got) or abs(got - want) > 1e-9:
+            raise InvalidField(
+                ("metrics", key),
+                f"{_describe(got)} contradicts the stored samples, which give {want}",
+            )
+
+
+def validate(data: Any) -> Golden:
+    """A golden document (parsed JSON) as a :class:`Golden`, or InvalidField naming the first
+    field that is wrong."""
+    _check_head(data)
+    classes = recorded_classes(data)
+    results = _check_samples(data, classes)
+    _check_metrics(data, results)
+    return Golden(
+        name=data["name"],
+        manifest=data["manifest"],
+        environment=data["environment"],
+        results=results,
+        probes=data.get("probes"),
+        data=_check_data(data.get("data")),
+        manifest_file=data.get("manifest_file"),
+    )
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_data(block: Any) -> dict[str, str] | None:
+    """The optional ``data`` block: a sha256 (lowercase hex) per file. A sample without one (or
+    a file without its sample) is only not compared (``data_identity.py``)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise InvalidField(
+            ("data",), f"expected a mapping of sample id to sha256, got {_describe(block)}"
+        )
+    for sample, digest in block.items():
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise InvalidField(
+                ("data", sample), f"expected a sha256 (64 hex digits), got {_describe(digest)}"
+            )
+    return dict(block)
+
+
+def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
+    """The line of ``field`` in the golden at ``path`` (parsed: ``data``), for the layout
+    :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
+    is laid out otherwise."""
+    try:
+        lines = (read_regular_bytes(path) or b"").decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not field:
+        return None
+    key = field[0]
+    start = next((n for n, line in enumerate(lines) if line.startswith(f'  "{key}":')), None)
+    if start is None:
+        return None
+    if key == "samples" and len(field) > 1 and isinstance(field[1], int):
+        n = start + 1 + field[1]
+        if n >= len(lines) or not isinstance(data, dict):
+            return None
+        try:  # the line must hold exactly that sample (dumps compares NaN alike)
+            same = json.dumps(json.loads(lines[n].strip().rstrip(","))) == json.dumps(
+                data["samples"][field[1]]
+            )
+        except (ValueError, LookupError, TypeError):
+            return None
+        return n + 1 if same else None
+    if len(field) > 1 and isinstance(field[1], str):
+        for n in range(start + 1, len(lines)):
+            if lines[n].startswith(f'    "{field[1]}":'):
+                return n + 1
+            if lines[n].startswith("  ") and not lines[n].startswith("   "):
+                break
+    return start + 1
+
+
+# --- ownership -----------------------------------------------------------------------------------
+
+
+def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[str]) -> None:
+    """The golden belongs to ``manifest``: same name. ``shown`` = (golden, manifest) as shown.
+    GoldenError otherwise (an update may replace it: the name is the golden's content)."""
+    if golden.name != manifest.name:
+        line = _line_of(path, ("name",))
+        where = f"{shown[0]}:{line}" if line else shown[0]
+        raise GoldenError(
+            f"{where}: name: the golden belongs to {golden.name!r}, not to {manifest.name!r} "
+            f"({shown[1]}); fix it or record it again with --mlrepro-update"
+        )
+
+
+def claimed_by_another(
+    golden: Golden, path: Path, manifest: Manifest, settings: Settings
+) -> str | None:
+    """The manifest file (as recorded) that this golden was recorded from, when that is another
+    manifest that exists and still claims ``path``; None when it is ours, unrecorded, or the
+    other file is gone or claims another golden (the manifest was moved or renamed)."""
+    from ..manifest import load_manifest
+
+    recorded = golden.manifest_file
+    if recorded is None or recorded == manifest_file_of(manifest.path, settings):
+        return None
+    other = settings.root / recorded
+    if not other.is_file():
+        return None
+    if other.resolve() == Path(os.path.abspath(manifest.path)).resolve():
+        return None
+    try:
+        loaded = load_manifest(other, display=recorded)
+        if golden_path(loaded, settings) != path:
+            return None
+    except ManifestError:
+        pass  # a broken manifest may still be the owner: refuse rather than overwrite
+    return recorded

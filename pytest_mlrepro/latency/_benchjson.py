@@ -1,0 +1,160 @@
+"""Latency results in pytest-benchmark's JSON format, so that ``pytest-benchmark compare`` and CI
+dashboards that read it can read ours (the layout of pytest-benchmark 5.x ``--benchmark-json``).
+
+Times are in seconds, as pytest-benchmark writes them. Differences, on purpose: ``stats`` come from
+:func:`~pytest_mlrepro.latency.summarize` (numpy's quantiles; ``hd15iqr`` is the highest sample
+inside the upper Tukey fence), ``data`` is left out above :data:`MAX_DATA` rounds, and every
+benchmark's ``extra_info`` holds our hardware key, thread settings and verdict.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..fingerprint import cpu_model, usable_cpu_count
+from ._timing import Stats
+
+FORMAT_VERSION = "5.3.1"
+"""The pytest-benchmark version whose layout this mirrors (its readers check nothing else)."""
+
+MAX_DATA = 100_000
+
+
+def stats_entry(stats: Stats, iterations: int = 1) -> dict[str, Any]:
+    """pytest-benchmark's ``stats`` mapping from our statistics (seconds)."""
+    return {
+        "min": stats.min,
+        "max": stats.max,
+        "mean": stats.mean,
+        "stddev": stats.stddev,
+        "rounds": stats.rounds,
+        "median": stats.p50,
+        "iqr": stats.iqr,
+        "q1": stats.q1,
+        "q3": stats.q3,
+        "iqr_outliers": stats.iqr_outliers,
+        "stddev_outliers": stats.stddev_outliers,
+        "outliers": f"{stats.stddev_outliers};{stats.iqr_outliers}",
+        "ld15iqr": stats.ld15iqr,
+        "hd15iqr": stats.hd15iqr,
+        "ops": stats.rounds / stats.total if stats.total else 0.0,
+        "total": stats.total,
+        "iterations": iterations,
+    }
+
+
+def benchmark_entry(
+    *,
+    name: str,
+    fullname: str,
+    group: str | None,
+    params: Mapping[str, Any] | None,
+    stats: Stats,
+    options: Mapping[str, Any],
+    extra_info: Mapping[str, Any],
+    data: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    """One element of ``benchmarks``."""
+    entry_stats = stats_entry(stats)
+    if data is not None and len(data) <= MAX_DATA:
+        entry_stats["data"] = [float(v) for v in data]
+    return {
+        "group": group,
+        "name": name,
+        "fullname": fullname,
+        "params": dict(params) if params is not None else None,
+        "param": "-".join(str(v) for v in params.values()) if params else None,
+        "extra_info": dict(extra_info),
+        "options": dict(options),
+        "stats": entry_stats,
+    }
+
+
+def machine_info(hardware_keys: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """pytest-benchmark's ``machine_info`` (without py-cpuinfo: the CPU comes from
+    ``/proc/cpuinfo``), plus ``mlrepro_hardware_keys``: the keys latency goldens are kept by."""
+    uname = platform.uname()
+    return {
+        "node": uname.node,
+        "processor": uname.processor,
+        "machine": uname.machine,
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(),
+        "python_build": list(platform.python_build()),
+        "release": uname.release,
+        "system": uname.system,
+        "cpu": {
+            "brand_raw": cpu_model(),
+            "arch_string_raw": uname.machine,
+            "count": os.cpu_count(),
+            "usable": usable_cpu_count(),
+        },
+        "mlrepro_hardware_keys": [dict(k) for k in hardware_keys],
+    }
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+            # Read-only: never take the index lock (a concurrent git command must not fail).
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def commit_info(root: Path) -> dict[str, Any]:
+    """pytest-benchmark's ``commit_info`` from git (read-only commands), or ``unversioned``."""
+    commit = _git(root, "rev-parse", "HEAD")
+    if not commit:
+        return {
+            "id": "unversioned",
+            "time": None,
+            "author_time": None,
+            "dirty": False,
+            "project": root.name,
+            "branch": "(unknown)",
+        }
+    times = [*(_git(root, "log", "-1", "--format=%cI%n%aI") or "").splitlines(), "", ""]
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD") or "(unknown)"
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "id": commit,
+        "time": times[0] or None,
+        "author_time": times[1] or None,
+        "dirty": bool(status),
+        "project": root.name,
+        "branch": "(detached head)" if branch == "HEAD" else branch,
+    }
+
+
+def document(
+    benchmarks: Sequence[Mapping[str, Any]],
+    *,
+    root: Path,
+    hardware_keys: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The whole file: ``machine_info``, ``commit_info``, ``benchmarks``, ``datetime``,
+    ``version``."""
+    return {
+        "machine_info": machine_info(hardware_keys),
+        "commit_info": commit_info(root),
+        "benchmarks": [dict(b) for b in benchmarks],
+        "datetime": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "version": FORMAT_VERSION,
+    }

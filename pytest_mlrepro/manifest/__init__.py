@@ -1,0 +1,38 @@
+"""The manifest: its schema (loaded with the line of every field), recognition of manifest files,
+and the JSON Schema export."""
+
+from __future__ import annotations
+
+from ._recognize import is_manifest
+from ._spec import (
+    DEVICES,
+    FRAMEWORKS,
+    STATISTICS,
+    Dataset,
+    Determinism,
+    FileRef,
+    Input,
+    Latency,
+    Manifest,
+    Reference,
+    Tolerances,
+    load_manifest,
+    parse_manifest,
+)
+
+__all__ = [
+    "DEVICES",
+    "FRAMEWORKS",
+    "STATISTICS",
+    "Dataset",
+    "Determinism",
+    "FileRef",
+    "Input",
+    "Latency",
+    "Manifest",
+    "Reference",
+    "Tolerances",
+    "is_manifest",
+    "load_manifest",
+    "parse_manifest",
+]

@@ -1,0 +1,532 @@
+"""The manifest schema: what a model owner declares, loaded with the line of every field.
+
+A manifest never contains code. Model builders, artifact builders and custom preprocessing steps are
+registered in Python (``conftest.py`` or a plugin) and named here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from .. import pipeline
+from .._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
+from .._yaml import Path as KeyPath
+from .._yaml import load_yaml, read_limited
+from ..errors import ManifestError
+
+FRAMEWORKS = ("onnxruntime", "torch", "tensorflow", "tflite")
+# The model formats each TensorFlow runtime reads (ONNX Runtime reads onnx, torch the rest).
+TF_FORMATS = {"tensorflow": ("saved_model", "keras", "frozen_graph"), "tflite": ("tflite",)}
+DEVICES = ("cpu", "cuda")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+STATISTICS = ("min", "p50", "p90", "p99", "mean")
+"""The latency statistics a tolerance may name (defined here, below the latency layer that
+computes them, so that the manifest layer imports nothing above it)."""
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file and its sha256. Exactly one of:
+
+    * ``path``: relative to the manifest's folder, inside the project;
+    * ``package`` + ``path``: a file shipped inside an installed Python package;
+    * ``cache`` (+ ``build``): a file in the mlrepro cache, made by a registered artifact builder
+      when it is missing.
+    """
+
+    sha256: str
+    path: str | None = None
+    package: str | None = None
+    cache: str | None = None
+    build: str | None = None
+
+    def check(self) -> None:
+        if not _SHA256.fullmatch(self.sha256):
+            raise Invalid("sha256", "expected 64 lowercase hex digits")
+        if (self.path is None) == (self.cache is None):
+            raise Invalid("", "give exactly one of 'path' and 'cache'")
+        if self.package is not None and self.path is None:
+            raise Invalid("package", "'package' needs 'path' (the file inside the package)")
+        if self.build is not None and self.cache is None:
+            raise Invalid("build", "'build' makes a file in the cache: use it with 'cache'")
+        for name in ("path", "cache"):
+            value = getattr(self, name)
+            if value is not None and (value == "" or "\0" in value):
+                raise Invalid(name, "not a usable file name")
+        if self.cache is not None and (
+            "/" in self.cache or "\\" in self.cache or self.cache in (".", "..")
+        ):
+            raise Invalid("cache", "a cache entry is a plain file name")
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: Literal["onnxruntime", "torch", "tensorflow", "tflite"]
+    version: str = ""
+
+    def check(self) -> None:
+        try:
+            SpecifierSet(self.version)
+        except InvalidSpecifier:
+            raise Invalid(
+                "version", f"{self.version!r} is not a PEP 440 version specifier (e.g. '>=1.17,<2')"
+            ) from None
+
+    @property
+    def specifier(self) -> SpecifierSet:
+        return SpecifierSet(self.version)
+
+
+@dataclass(frozen=True)
+class Model:
+    """``onnx``, ``torchscript`` and ``torch_export`` name a ``file``; ``state_dict`` names a
+    ``builder`` registered in Python and a ``weights`` file loaded with ``weights_only=True``.
+
+    TensorFlow: ``saved_model`` (a tar of the SavedModel folder, checksummed as one file),
+    ``keras`` (a ``.keras`` file), ``frozen_graph`` (a TF1 ``GraphDef`` ``.pb``); ``tflite``. A
+    SavedModel's ``signature`` defaults to ``serving_default``.
+
+    An ONNX model saved with external data names each of its data files in ``external_data``
+    (``{location: sha256}``, the location as the model records it, relative to its folder): they
+    are checked with the model, before it loads.
+    """
+
+    format: Literal[
+        "onnx", "torchscript", "torch_export", "state_dict", "saved_model", "keras", "tflite",
+        "frozen_graph",
+    ]  # fmt: skip
+    file: FileRef | None = None
+    builder: str | None = None
+    weights: FileRef | None = None
+    signature: str | None = field(default=None, metadata={"plain_omit_none": True})
+    # ONNX external data: {location as the model names it: sha256}, every file pinned.
+    external_data: dict[str, str] | None = field(default=None, metadata={"plain_omit_none": True})
+
+    def check(self) -> None:
+        if self.signature is not None and self.format != "saved_model":
+            raise Invalid("signature", "only a 'saved_model' has signatures")
+        if self.external_data is not None:
+            if self.format != "onnx":
+                raise Invalid("external_data", "only an 'onnx' model has external data files")
+            for location, sha in self.external_data.items():
+                if not _SHA256.fullmatch(sha):
+                    raise Invalid(("external_data", location), "expected 64 lowercase hex digits")
+        if self.format == "state_dict":
+            if self.builder is None or self.weights is None:
+                raise Invalid("", "format 'state_dict' needs 'builder' and 'weights'")
+            if self.file is not None:
+                raise Invalid("file", "format 'state_dict' takes 'weights', not 'file'")
+        else:
+            if self.file is None:
+                raise Invalid("", f"format {self.format!r} needs 'file'")
+            if self.builder is not None or self.weights is not None:
+                raise Invalid(
+                    "builder" if self.builder else "weights",
+                    f"format {self.format!r} takes only 'file'",
+                )
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    layout: Literal["NCHW", "NHWC"]
+    preprocess: tuple[pipeline.Step, ...] = field(metadata={"steps": True})
+    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+
+@dataclass(frozen=True)
+class Postprocess:
+    """``softmax``: turn the output into probabilities (leave false if the model already does)."""
+
+    softmax: bool = True
+    top_k: int = 5
+    output: str | None = None
+
+    def check(self) -> None:
+        if not 1 <= self.top_k <= 100:
+            raise Invalid("top_k", "must be between 1 and 100")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled image set: a folder with the images and a CSV of labels.
+
+    ``labels`` and ``class_names`` are read from the data folder, or from ``labels_dir`` (relative
+    to the manifest) when the project keeps them next to its manifests. The images are looked up,
+    in order, in the data mirrors (``mlrepro_data`` / ``MLREPRO_DATA``, each holding a
+    folder named ``name``), in the cache, and, if ``url`` is set, downloaded into the cache. Every
+    file is checked against ``checksums`` (``sha256sum`` format, relative to the manifest).
+    """
+
+    name: str
+    checksums: str
+    labels: str = "labels.csv"
+    labels_dir: str | None = None
+    file_column: str = "file"
+    label_column: str = "class_index"
+    classes: int = 1000
+    class_names: str | None = None
+    url: str | None = None
+    limit: int | None = None
+
+    def check(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise Invalid("name", "use letters, digits, '_', '.', '-' (a folder name)")
+        if self.url is not None and not re.match(r"https?://", self.url):
+            raise Invalid("url", "expected an http:// or https:// URL")
+        if self.limit is not None and self.limit < 1:
+            raise Invalid("limit", "must be positive")
+        if self.classes < 1:
+            raise Invalid("classes", "must be positive")
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How far results may move from the golden before the item fails.
+
+    ``top1``/``top5``: accuracy points; ``agreement``: the least fraction of samples whose top-1
+    equals the golden's; ``score``: the largest absolute difference of a golden top-k score.
+    Defaults come from measurement: see the README.
+    """
+
+    top1: float = 0.5
+    top5: float = 0.5
+    agreement: float = 0.99
+    score: float = 1e-3
+
+    def check(self) -> None:
+        for name in ("top1", "top5", "score"):
+            if getattr(self, name) < 0:
+                raise Invalid(name, "must not be negative")
+        if not 0.0 <= self.agreement <= 1.0:
+            raise Invalid("agreement", "is a fraction between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How the model runs. Thread counts of ``None`` leave the framework's default (recorded).
+
+    ``graph_optimization``: ONNX Runtime's graph optimisation level (``None``: its default, all).
+    ``seed``: seeds Python's ``random``, NumPy and the framework before the model loads.
+    ``deterministic_ops``: ask for deterministic kernels: ``torch.use_deterministic_algorithms``
+    (and cuDNN's deterministic mode), ONNX Runtime's ``use_deterministic_compute``, TensorFlow's
+    ``TF_DETERMINISTIC_OPS``. ``timeout_s``: stop an item that runs longer (default: the ini key
+    ``mlrepro_timeout``); it changes no result, so goldens do not record it.
+    """
+
+    batch_size: int = 32
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    devices: tuple[Literal["cpu", "cuda"], ...] = ("cpu", "cuda")
+    graph_optimization: Literal["disabled", "basic", "extended", "all"] | None = None
+    seed: int | None = None
+    deterministic_ops: bool = False
+    timeout_s: float | None = None
+
+    def check(self) -> None:
+        if not 1 <= self.batch_size <= 4096:
+            raise Invalid("batch_size", "must be between 1 and 4096")
+        for name in ("intra_op_threads", "inter_op_threads"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= 1024:
+                raise Invalid(name, "must be between 1 and 1024")
+        if not self.devices:
+            raise Invalid("devices", "name at least one device")
+        if self.seed is not None and not 0 <= self.seed < 2**32:
+            raise Invalid("seed", "must be between 0 and 2**32 - 1")
+        if self.timeout_s is not None and not 0 < self.timeout_s <= 86400:
+            raise Invalid("timeout_s", "seconds above 0 and at most 86400 (a day)")
+
+
+@dataclass(frozen=True)
+class Determinism:
+    """A ``determinism[<device>]`` item: the evaluation runs ``runs`` times, each with the model
+    loaded afresh, and every score must equal the first run's (``tolerance`` 0) or differ by at
+    most ``tolerance``. Opt-in (the block, or ``--mlrepro-determinism``): it costs ``runs`` full
+    evaluations. The controls (seed, threads, graph optimisation, deterministic ops) are
+    ``runtime``'s, shared with the accuracy item.
+    """
+
+    runs: int = 2
+    tolerance: float = 0.0
+
+    def check(self) -> None:
+        if not 2 <= self.runs <= 10:
+            raise Invalid("runs", "must be between 2 and 10")
+        if self.tolerance < 0:
+            raise Invalid("tolerance", "must not be negative")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency items: one per device and batch size, each timing the declared measurements.
+
+    ``model``: the framework call on a prepared input (device synchronised); ``end_to_end``: one
+    request of ``batch`` encoded images through decode, preprocessing, the model and top-k.
+    ``tolerance`` maps a statistic (min, p50, p90, p99, mean) to the largest ratio now/golden
+    that passes. Times in seconds; see the README for the methodology.
+    """
+
+    batch_sizes: tuple[int, ...] = (1,)
+    measure: tuple[Literal["model", "end_to_end"], ...] = ("model", "end_to_end")
+    tolerance: dict[str, float] = field(default_factory=lambda: {"p50": 1.25})
+    min_rounds: int = 20
+    min_time: float = 1.0
+    max_time: float = 10.0
+    warmup_rounds: int = 5
+    warmup_time: float = 0.2
+    attempts: int = 3
+
+    def check(self) -> None:
+        if not self.batch_sizes:
+            raise Invalid("batch_sizes", "name at least one batch size")
+        for i, size in enumerate(self.batch_sizes):
+            if not 1 <= size <= 4096:
+                raise Invalid(("batch_sizes", i), "must be between 1 and 4096")
+            if size in self.batch_sizes[:i]:
+                raise Invalid(("batch_sizes", i), f"batch size {size} is listed twice")
+        if not self.measure or len(set(self.measure)) != len(self.measure):
+            raise Invalid("measure", "list model and/or end_to_end, each once")
+        if not self.tolerance:
+            raise Invalid("tolerance", "give at least one statistic, e.g. {p50: 1.25}")
+        for name, ratio in self.tolerance.items():
+            if name not in STATISTICS:
+                raise Invalid(
+                    ("tolerance", name),
+                    f"unknown statistic{suggest(name, STATISTICS)}; known: {', '.join(STATISTICS)}",
+                )
+            if not 1.0 < ratio <= 100.0:
+                raise Invalid(
+                    ("tolerance", name),
+                    "a ratio now/golden above 1 (1.25: up to 25% slower passes)",
+                )
+        if not 3 <= self.min_rounds <= 1_000_000:
+            raise Invalid("min_rounds", "must be between 3 and 1000000")
+        if self.min_time < 0 or self.warmup_time < 0 or self.warmup_rounds < 0:
+            raise Invalid("", "min_time, warmup_time and warmup_rounds must not be negative")
+        if not 0 < self.max_time <= 3600:
+            raise Invalid("max_time", "must be above 0 and at most 3600 (seconds)")
+        if self.max_time < self.min_time:
+            raise Invalid("max_time", f"must be at least min_time ({self.min_time:g})")
+        if not 1 <= self.attempts <= 10:
+            raise Invalid("attempts", "must be between 1 and 10")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The same model in another runtime, whose golden this manifest's results must agree with.
+
+    ``manifest``: the reference manifest's name (looked up in this manifest's folder) or its
+    path relative to this manifest (ending in ``.yaml``/``.yml``). Per sample, over the samples
+    both have: ``agreement`` is the least fraction whose top-1 equals the reference's; ``score``
+    the largest absolute difference of a score of the reference's top-k classes (probabilities
+    when both apply softmax, else logits); ``top1`` the least ratio of this top-1 accuracy to the
+    reference's (MLPerf's "99% of FP32" is 0.99).
+    """
+
+    manifest: str
+    agreement: float = 0.99
+    score: float = 1e-3
+    top1: float = 0.99
+
+    def check(self) -> None:
+        if not self.manifest or "\0" in self.manifest:
+            raise Invalid("manifest", "name a manifest or a .yaml path")
+        for name in ("agreement", "top1"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise Invalid(name, "is a fraction between 0 and 1")
+        if self.score < 0:
+            raise Invalid("score", "must not be negative")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: str
+    framework: Framework
+    model: Model
+    inputs: tuple[Input, ...]
+    dataset: Dataset
+    task: Literal["image-classification"] = "image-classification"
+    description: str = ""
+    postprocess: Postprocess = field(default_factory=Postprocess)
+    tolerances: Tolerances = field(default_factory=Tolerances)
+    runtime: Runtime = field(default_factory=Runtime)
+    latency: Latency | None = None
+    determinism: Determinism | None = None
+    reference: str | Reference | None = None
+    golden: str | None = None
+    source: str = field(default="", compare=False, metadata={"internal": True})
+    path: Path = field(default=Path("."), compare=False, metadata={"internal": True})
+    lines: dict[KeyPath, int] = field(
+        default_factory=dict, compare=False, repr=False, metadata={"internal": True}
+    )
+
+    def check(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise Invalid("name", "use letters, digits, '_', '.', '-' (it names the golden file)")
+        if self.golden is not None and (not self.golden.endswith(".json") or "\0" in self.golden):
+            raise Invalid("golden", "expected a path ending in .json")
+        if self.runtime.graph_optimization is not None and self.framework.name != "onnxruntime":
+            raise Invalid(
+                ("runtime", "graph_optimization"),
+                f"an ONNX Runtime setting; framework {self.framework.name!r} has none",
+            )
+        tf_formats = TF_FORMATS.get(self.framework.name)
+        is_tf_format = any(self.model.format in f for f in TF_FORMATS.values())
+        if (tf_formats or is_tf_format) and self.model.format not in (tf_formats or ()):
+            readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+            raise Invalid(
+                ("model", "format"),
+                f"framework {self.framework.name!r} does not read format {self.model.format!r}"
+                + (f" (framework {readers[0]!r} does)" if readers else ""),
+            )
+        if isinstance(self.reference, str) and (not self.reference or "\0" in self.reference):
+            raise Invalid("reference", "name a manifest or a .yaml path")
+        if self.reference_spec is not None and self.reference_spec.manifest == self.name:
+            raise Invalid("reference", "a manifest cannot be its own reference")
+
+    @property
+    def input(self) -> Input:
+        return self.inputs[0]
+
+    @property
+    def reference_spec(self) -> Reference | None:
+        """``reference`` as a :class:`Reference` (a plain string names the manifest)."""
+        if isinstance(self.reference, str):
+            return Reference(manifest=self.reference)
+        return self.reference
+
+    @property
+    def pipeline(self) -> pipeline.Pipeline:
+        return pipeline.Pipeline(self.input.preprocess)
+
+    def error(self, path: KeyPath, message: str) -> ManifestError:
+        """An error about field ``path`` of this manifest, with its file and line."""
+        return Context(self.source, self.lines).error(path, message)
+
+    def normalized(self) -> dict[str, Any]:
+        """Every field with defaults filled in: what a golden records and diagnosis diffs."""
+        data: dict[str, Any] = to_plain(self)
+        data.pop("latency", None)  # how latency is measured changes no result
+        data.pop("determinism", None)  # nor whether runs are compared with each other
+        data.pop("reference", None)  # nor which other runtime's results they are checked against
+        data["runtime"].pop("timeout_s", None)  # nor how long an item may take
+        data["inputs"] = [
+            {**plain, "preprocess": [{s.op: to_plain(s)} for s in inp.preprocess]}
+            for plain, inp in zip(data["inputs"], self.inputs)
+        ]
+        return data
+
+
+def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
+    steps: list[pipeline.Step] = []
+    for index, item in enumerate(value):
+        where = (*path, index)
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ctx.error(
+                where,
+                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
+            )
+        ((op, params),) = item.items()
+        cls = pipeline.STEPS.get(op)
+        if cls is None:
+            known = ", ".join(sorted(pipeline.STEPS))
+            raise ctx.error(
+                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
+            )
+        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
+    try:
+        pipeline.Pipeline(steps)
+    except Invalid as exc:
+        raise ctx.error((*path, *exc.path), exc.message) from None
+    return tuple(steps)
+
+
+def _convert_input(value: Any, path: KeyPath, ctx: Context) -> Input:
+    if not isinstance(value, dict):
+        raise ctx.error(path, "expected a mapping")
+    rest = {k: v for k, v in value.items() if k != "preprocess"}
+    if "preprocess" not in value:
+        raise ctx.error(path, "missing required key 'preprocess'")
+    steps = _convert_steps(value["preprocess"], (*path, "preprocess"), ctx)
+    shell = convert_dataclass(_InputShell, rest, path, ctx)
+    inp = Input(name=shell.name, layout=shell.layout, dtype=shell.dtype, preprocess=steps)
+    final = pipeline.Pipeline(steps).final
+    want_layout = "CHW" if inp.layout == "NCHW" else "HWC"
+    if final.layout != want_layout or final.dtype != inp.dtype:
+        raise ctx.error(
+            (*path, "preprocess"),
+            f"the steps end with {final.layout} {final.dtype} "
+            f"data but the input is {inp.layout} {inp.dtype}: add a "
+            f"{'layout' if final.layout != want_layout else 'cast'} step",
+        )
+    return inp
+
+
+@dataclass(frozen=True)
+class _InputShell:
+    name: str
+    layout: Literal["NCHW", "NHWC"]
+    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+
+def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
+    """Validate plain manifest data into a :class:`Manifest`, or raise ManifestError."""
+    ctx = Context(file, lines)
+    if not isinstance(data, dict):
+        raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
+    rest = dict(data)
+    raw_inputs = rest.pop("inputs", None)
+    if raw_inputs is None:
+        raise ctx.error((), "missing required key 'inputs'")
+    if not isinstance(raw_inputs, list) or len(raw_inputs) != 1:
+        raise ctx.error(("inputs",), "expected a list with one input (image classification)")
+    inputs = tuple(_convert_input(v, ("inputs", i), ctx) for i, v in enumerate(raw_inputs))
+    rest["inputs"] = []
+    shell = convert_dataclass(Manifest, rest, (), ctx)
+    return dataclasses.replace(shell, inputs=inputs, source=file, path=Path(file), lines=lines)
+
+
+def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
+    """Read and validate one manifest file. ``display`` is the name errors use (default: path)."""
+    path = Path(path)
+    shown = display or str(path)
+    content = read_limited(path, shown)  # the size limit is checked before the file is read
+    data, lines = load_yaml(content, shown)
+    manifest = parse_manifest(data, shown, lines)
+    return dataclasses.replace(manifest, path=path)
+
+
+__all__ = [
+    "DEVICES",
+    "FRAMEWORKS",
+    "TF_FORMATS",
+    "Dataset",
+    "Determinism",
+    "FileRef",
+    "Framework",
+    "Input",
+    "Latency",
+    "Manifest",
+    "Model",
+    "Postprocess",
+    "Reference",
+    "Runtime",
+    "Tolerances",
+    "convert",
+    "load_manifest",
+    "parse_manifest",
+]

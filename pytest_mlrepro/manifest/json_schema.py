@@ -1,0 +1,291 @@
+"""The manifest's JSON Schema, generated from the schema code, for editors that validate YAML.
+
+The manifest schema is declared as data: the dataclasses of :mod:`pytest_mlrepro.manifest._spec`
+and the registered preprocessing steps of :mod:`pytest_mlrepro.pipeline._steps` (field types,
+defaults, required keys). This module walks them and writes JSON Schema (draft-07, what the YAML
+language server of VS Code reads), so the published file cannot drift from the code:
+``tests/test_manifest_schema.py`` checks that the committed ``manifest.schema.json`` equals a
+fresh generation.
+
+Rules that span fields live in ``check()`` methods, as code; the ones an editor can check are
+restated in :data:`RULES` (a test checks each against the code with manifests both reject). The
+JSON Schema is a typing aid: ``pytest`` remains the judge (it also checks files, checksums and the
+pipeline's order).
+
+Regenerate after a schema change::
+
+    python -m pytest_mlrepro.manifest.json_schema     # rewrites pytest_mlrepro/manifest.schema.json
+
+A project with custom steps (``register_step``) writes its own, with its steps in it::
+
+    python -m pytest_mlrepro.manifest.json_schema --import my_steps --out manifest.schema.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import inspect
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+from .. import pipeline
+from .._schema import to_plain, yaml_key
+from . import _spec as spec
+
+SCHEMA_FILE = Path(__file__).parent.parent / "manifest.schema.json"
+DRAFT = "http://json-schema.org/draft-07/schema#"
+
+JsonSchema = dict[str, Any]
+
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"}
+_FRACTION = {"minimum": 0, "maximum": 1}
+_NON_NEGATIVE = {"minimum": 0}
+
+# The rules of the ``check()`` methods that JSON Schema can state, per class and key (merged into
+# the generated property), or per class under "" (merged into the class's object schema).
+RULES: dict[str, dict[str, JsonSchema]] = {
+    "Manifest": {"name": _NAME, "inputs": {"minItems": 1, "maxItems": 1}},
+    "FileRef": {
+        "sha256": _SHA256,
+        "": {
+            "oneOf": [{"required": ["path"]}, {"required": ["cache"]}],
+            "dependencies": {"package": ["path"], "build": ["cache"]},
+        },
+    },
+    "Model": {
+        # ONNX external data: {location as the model records it: sha256}.
+        "external_data": {"additionalProperties": _SHA256},
+        "": {
+            "if": {"properties": {"format": {"const": "state_dict"}}, "required": ["format"]},
+            "then": {"required": ["builder", "weights"], "not": {"required": ["file"]}},
+            "else": {
+                "required": ["file"],
+                "not": {"anyOf": [{"required": ["builder"]}, {"required": ["weights"]}]},
+            },
+        }
+    },
+    "Dataset": {
+        "name": _NAME,
+        "url": {"pattern": "^https?://"},
+        "limit": {"minimum": 1},
+        "classes": {"minimum": 1},
+    },
+    "Postprocess": {"top_k": {"minimum": 1, "maximum": 100}},
+    "Tolerances": {
+        "top1": _NON_NEGATIVE,
+        "top5": _NON_NEGATIVE,
+        "score": _NON_NEGATIVE,
+        "agreement": _FRACTION,
+    },
+    "Runtime": {
+        "batch_size": {"minimum": 1, "maximum": 4096},
+        "intra_op_threads": {"minimum": 1, "maximum": 1024},
+        "inter_op_threads": {"minimum": 1, "maximum": 1024},
+        "devices": {"minItems": 1},
+        "seed": {"minimum": 0, "maximum": 2**32 - 1},
+        "timeout_s": {"exclusiveMinimum": 0, "maximum": 86400},
+    },
+    "Determinism": {"runs": {"minimum": 2, "maximum": 10}, "tolerance": _NON_NEGATIVE},
+    "Latency": {
+        "batch_sizes": {"minItems": 1, "uniqueItems": True},
+        "measure": {"minItems": 1, "uniqueItems": True},
+        "tolerance": {
+            "minProperties": 1,
+            "propertyNames": {"enum": list(spec.STATISTICS)},
+            "additionalProperties": {"exclusiveMinimum": 1, "maximum": 100},
+        },
+        "min_rounds": {"minimum": 3, "maximum": 1_000_000},
+        "min_time": _NON_NEGATIVE,
+        "warmup_time": _NON_NEGATIVE,
+        "warmup_rounds": _NON_NEGATIVE,
+        "max_time": {"exclusiveMinimum": 0, "maximum": 3600},
+        "attempts": {"minimum": 1, "maximum": 10},
+    },
+    "Reference": {"agreement": _FRACTION, "top1": _FRACTION, "score": _NON_NEGATIVE},
+    "Crop": {
+        "fraction": {"exclusiveMinimum": 0, "maximum": 1},
+        "": {"oneOf": [{"required": ["fraction"]}, {"required": ["size"]}]},
+    },
+    "Resize": {"": {"oneOf": [{"required": ["size"]}, {"required": ["shorter_side"]}]}},
+    "Normalize": {"mean": {"minItems": 1}, "std": {"minItems": 1}},
+}
+
+
+class _Builder:
+    """Turns dataclasses into schemas, each class once under ``definitions``."""
+
+    def __init__(self, steps: Mapping[str, type[pipeline.Step]]) -> None:
+        self.steps = steps
+        self.definitions: dict[str, JsonSchema] = {}
+
+    def of_type(self, tp: Any) -> JsonSchema:
+        origin = get_origin(tp)
+        if origin in (Union, types.UnionType):
+            arms = [self.of_type(a) for a in get_args(tp)]
+            return arms[0] if len(arms) == 1 else {"anyOf": arms}
+        if tp is type(None):
+            return {"type": "null"}
+        if tp is Any:
+            return {}
+        if tp is bool:
+            return {"type": "boolean"}
+        if tp is int:
+            return {"type": "integer"}
+        if tp is float:
+            return {"type": "number"}
+        if tp is str:
+            return {"type": "string"}
+        if origin is Literal:
+            return {"enum": list(get_args(tp))}
+        if origin is list or origin is tuple:
+            args = get_args(tp)
+            if origin is list or (len(args) == 2 and args[1] is Ellipsis):
+                return {"type": "array", "items": self.of_type(args[0])}
+            return {
+                "type": "array",
+                "items": [self.of_type(a) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
+        if origin is dict:
+            return {"type": "object", "additionalProperties": self.of_type(get_args(tp)[1])}
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            return {"$ref": f"#/definitions/{self.define(tp)}"}
+        raise TypeError(f"no JSON Schema for the schema type {tp!r}")
+
+    def define(self, cls: type) -> str:
+        name = cls.__name__
+        if name not in self.definitions:
+            self.definitions[name] = {}  # placeholder: a class may refer to itself
+            self.definitions[name] = self.object_schema(cls)
+        return name
+
+    def object_schema(self, cls: type, *, nullable: bool = True) -> JsonSchema:
+        hints = typing.get_type_hints(cls)
+        rules = RULES.get(cls.__name__, {})
+        properties: dict[str, JsonSchema] = {}
+        required: list[str] = []
+        for f in dataclasses.fields(cls):
+            if not f.init or f.metadata.get("internal"):
+                continue
+            key = yaml_key(f)
+            prop = self.steps_schema() if f.metadata.get("steps") else self.of_type(hints[f.name])
+            prop = {**prop, **rules.get(key, {})}
+            if f.default is not dataclasses.MISSING:
+                prop["default"] = to_plain(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                prop["default"] = to_plain(f.default_factory())
+            else:
+                required.append(key)
+            properties[key] = prop
+        unknown = set(rules) - set(properties) - {""}
+        if unknown:
+            raise TypeError(f"RULES name keys {sorted(unknown)} that {cls.__name__} does not have")
+        schema: JsonSchema = {
+            # A mapping value may be left empty (``postprocess:``): it reads as all defaults.
+            "type": ["object", "null"] if nullable else "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        doc = cls.__dict__.get("__doc__")  # its own, not one inherited from Step
+        # dataclasses make up a docstring (the signature) for a class that has none.
+        if doc and not doc.startswith(f"{cls.__name__}("):
+            schema["description"] = inspect.cleandoc(doc)
+        if required:
+            schema["required"] = required
+        return {**schema, **rules.get("", {})}
+
+    def steps_schema(self) -> JsonSchema:
+        ops = sorted(self.steps)
+        step = {
+            "anyOf": [
+                # ``- layout`` is shorthand for ``- layout: {}``.
+                {"enum": ops},
+                {
+                    "type": "object",
+                    "description": "one preprocessing step: the op name and its parameters",
+                    "minProperties": 1,
+                    "maxProperties": 1,
+                    "properties": {
+                        op: {"$ref": f"#/definitions/{self.define(self.steps[op])}"} for op in ops
+                    },
+                    "additionalProperties": False,
+                },
+            ]
+        }
+        return {
+            "type": "array",
+            "description": "preprocessing steps, executed in exactly this order; the first is "
+            "'decode'",
+            "minItems": 1,
+            "items": step,
+        }
+
+
+def builtin_steps() -> dict[str, type[pipeline.Step]]:
+    """The preprocessing steps pytest-mlrepro itself defines (not a project's custom ones)."""
+    own = pipeline.__name__ + "."
+    return {op: cls for op, cls in pipeline.STEPS.items() if cls.__module__.startswith(own)}
+
+
+def manifest_json_schema(steps: Mapping[str, type[pipeline.Step]] | None = None) -> JsonSchema:
+    """The JSON Schema (draft-07) of a manifest, with the given preprocessing steps (default: the
+    built-in ones, what the published file holds)."""
+    builder = _Builder(builtin_steps() if steps is None else steps)
+    root = builder.object_schema(spec.Manifest, nullable=False)
+    return {
+        "$schema": DRAFT,
+        "title": "pytest-mlrepro manifest",
+        **root,
+        "definitions": dict(sorted(builder.definitions.items())),
+    }
+
+
+def render(schema: JsonSchema) -> str:
+    """Stable text: sorted keys, two-space indent, a final newline (reviewable diffs)."""
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_mlrepro.manifest.json_schema",
+        description="Write the JSON Schema of pytest-mlrepro manifests.",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=SCHEMA_FILE,
+        help=f"file to write (default {SCHEMA_FILE}); '-' prints it",
+    )
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, so that the custom steps it registers are in the schema",
+    )
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path.cwd()))
+    for module in args.modules:
+        importlib.import_module(module)
+    # Every step registered now: the built-in ones and those the imported modules added.
+    text = render(manifest_json_schema(pipeline.STEPS))
+    if str(args.out) == "-":
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

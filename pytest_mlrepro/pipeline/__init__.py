@@ -1,0 +1,39 @@
+"""Preprocessing: one small op per step, with explicit backends."""
+
+from __future__ import annotations
+
+from ._steps import (
+    STEPS,
+    Cast,
+    Color,
+    Crop,
+    Decode,
+    DType,
+    Layout,
+    Normalize,
+    Pipeline,
+    Resize,
+    Scale,
+    State,
+    Step,
+    Tensor,
+    register_step,
+)
+
+__all__ = [
+    "STEPS",
+    "Cast",
+    "Color",
+    "Crop",
+    "DType",
+    "Decode",
+    "Layout",
+    "Normalize",
+    "Pipeline",
+    "Resize",
+    "Scale",
+    "State",
+    "Step",
+    "Tensor",
+    "register_step",
+]

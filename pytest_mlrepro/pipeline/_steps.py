@@ -1,0 +1,730 @@
+"""Preprocessing: one small op per step, applied in exactly the manifest's order.
+
+Every choice that changes pixels is a parameter with a named backend and rule; nothing happens
+implicitly. A pipeline is validated statically before any data flows: each op declares what it
+accepts and produces (channel order, memory layout, dtype), so ``resize`` after ``layout``,
+``normalize`` on raw bytes, or a pipeline that ends in the wrong layout is a manifest error that
+names the step, not a silent accuracy drop.
+
+Images travel as numpy arrays, height × width × channels until a ``layout`` step; the channel order
+(RGB or BGR) is tracked alongside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+
+from .._schema import Invalid
+from ..errors import SampleError, Unavailable
+
+if TYPE_CHECKING:
+    import PIL.Image
+
+ChannelOrder = Literal["RGB", "BGR"]
+Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
+DType = Literal["float32", "float16", "uint8", "int8"]
+
+
+@dataclass(frozen=True)
+class State:
+    """What flows between steps, known before any data does."""
+
+    order: str = "RGB"
+    layout: Literal["HWC", "CHW"] = "HWC"
+    dtype: str = "uint8"
+
+
+@dataclass
+class Tensor:
+    array: np.ndarray
+    order: str
+    layout: str = "HWC"
+
+
+class Step:
+    """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
+
+    op: ClassVar[str]
+    if TYPE_CHECKING:
+        # Every concrete step is a dataclass (register_step refuses others): declared so that
+        # dataclasses.fields() and the schema's converter accept a Step.
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    def check(self) -> None:
+        """Rules between this op's own parameters; raise Invalid(field, message)."""
+
+    def transition(self, state: State) -> State:
+        """The state after this op, or Invalid("", why) if it cannot follow ``state``."""
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+STEPS: dict[str, type[Step]] = {}
+
+
+def register_step(cls: type[Step]) -> type[Step]:
+    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} must be a dataclass")
+    STEPS[cls.op] = cls
+    return cls
+
+
+def _need_hwc(state: State, op: str) -> None:
+    if state.layout != "HWC":
+        raise Invalid(
+            "",
+            f"{op} works on height × width × channels images; it must come before the layout step",
+        )
+
+
+# --- decode -------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Decode(Step):
+    """Bytes → H×W×3 uint8. ``exif_orientation``: apply the EXIF rotation (OpenCV does by default,
+    Pillow and tf.io do not). Grayscale, palette, CMYK and 16-bit images become 3 channels; an
+    alpha channel is dropped.
+
+    ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats: ``tf.io.decode_image``).
+    Its ``dct_method`` changes pixels: ``INTEGER_FAST`` (TensorFlow's default, filled in when
+    the manifest leaves it out) or ``INTEGER_ACCURATE`` (what Pillow's libjpeg-turbo does).
+    """
+
+    op: ClassVar[str] = "decode"
+    backend: Literal["pil", "opencv", "tf"] = "pil"
+    order: ChannelOrder = "RGB"
+    exif_orientation: bool = False
+    # Only the tf backend has a choice; left out of the normalised form when None.
+    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
+        default=None, metadata={"plain_omit_none": True}
+    )
+
+    def __post_init__(self) -> None:
+        if self.backend == "tf" and self.dct_method is None:
+            object.__setattr__(self, "dct_method", "INTEGER_FAST")  # recorded as it ran
+
+    def check(self) -> None:
+        if self.backend != "tf" and self.dct_method is not None:
+            raise Invalid(
+                "dct_method",
+                f"only backend 'tf' has a dct_method; {self.backend!r} decodes with the "
+                "accurate integer DCT",
+            )
+        if self.backend == "tf" and self.exif_orientation:
+            raise Invalid(
+                "exif_orientation",
+                "tf.io.decode_jpeg ignores EXIF orientation; use backend 'pil' or 'opencv' "
+                "to apply it",
+            )
+
+    def transition(self, state: State) -> State:
+        return State(order=self.order, layout="HWC", dtype="uint8")
+
+    def decode(self, data: bytes, sample: str) -> Tensor:
+        if not data:
+            raise SampleError(sample, "the file is empty")
+        # Every backend reads the header first: the pixel limit and the sample depth are checked
+        # there, before anything is allocated for the pixels, the same way for all three.
+        _open_checked(data, sample, self.backend).close()
+        if self.backend == "tf":
+            from ._tf_ops import decode_tf
+
+            array = decode_tf(data, self.dct_method or "INTEGER_FAST", sample)
+        else:
+            array = (
+                _decode_pil(data, self.exif_orientation, sample)
+                if self.backend == "pil"
+                else (_decode_opencv(data, self.exif_orientation, sample))
+            )
+        native = "BGR" if self.backend == "opencv" else "RGB"
+        if native != self.order:
+            array = np.ascontiguousarray(array[..., ::-1])
+        return Tensor(array, self.order)
+
+
+MAX_IMAGE_PIXELS = 89_478_485
+"""The most pixels (width × height) an image may declare in its header; larger ones are refused
+before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
+(a quarter GiB as 24-bit RGB): a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded."""
+
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def _open_checked(data: bytes, sample: str, backend: str) -> PIL.Image.Image:
+    """The image opened lazily by Pillow (its header only, no pixels decoded), after checking
+    its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
+        size = _declared_size(data)
+        if size is not None:
+            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
+        else:
+            found = _BOMB_PIXELS.search(str(exc))
+            what = f"{found.group(1) if found else 'too many'} pixels"
+        raise SampleError(sample, _too_many(what)) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        if backend == "pil":
+            raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
+        library = "OpenCV" if backend == "opencv" else "tf.io"
+        raise SampleError(
+            sample,
+            f"{library} cannot decode it: its size cannot be read from its header ({exc}), and "
+            "the pixel limit is checked before decoding",
+        ) from None
+    width, height = image.size
+    if width * height > MAX_IMAGE_PIXELS:
+        image.close()
+        raise SampleError(sample, _too_many(f"{width}×{height} = {width * height} pixels"))
+    wide = _wide_samples(image)
+    if wide is not None:
+        image.close()
+        raise SampleError(
+            sample,
+            f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and 16-bit "
+            "unsigned integer images are decoded (16-bit ones by their high byte, on every "
+            "backend); wider samples would wrap around or be clipped, so convert the file to "
+            "8 or 16 bits with the range you mean",
+        )
+    return image
+
+
+def _declared_size(data: bytes) -> tuple[int, int] | None:
+    """The (width, height) in the header, read by the Pillow plugin that recognises it without
+    ``Image.open``'s own decompression-bomb check (which raises before telling the size)."""
+    from PIL import Image
+
+    prefix = data[:16]
+    for name in list(Image.ID):
+        factory, accept = Image.OPEN[name]
+        if accept is not None and accept(prefix) is not True:
+            continue
+        try:
+            with factory(io.BytesIO(data), "") as image:  # the header only
+                size: tuple[int, int] = image.size
+                return size
+        except Exception:  # not this format after all: the next plugin may know it
+            continue
+    return None
+
+
+def _too_many(what: str) -> str:
+    return (
+        f"its header declares {what}, more than the limit of {MAX_IMAGE_PIXELS} pixels "
+        "(pytest_mlrepro.pipeline._steps.MAX_IMAGE_PIXELS): refused before decoding (a "
+        "decompression bomb, or an image far larger than a classifier's input)"
+    )
+
+
+def _wide_samples(image: PIL.Image.Image) -> str | None:
+    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
+    every backend reduces to 8 bits by the high byte), else None. Read from the header."""
+    mode = image.mode
+    if mode == "F" or mode.startswith("F;"):
+        return "floating-point"
+    if mode.startswith("I;16"):
+        return "16-bit signed integer" if mode.endswith("S") else None
+    if mode == "I" or mode.startswith("I;32"):
+        # Pillow's mode "I" (int32) holds 16-bit PGM files as well as 32-bit TIFF ones.
+        bits, signed = 32, True
+        if image.format == "PPM":
+            bits, signed = 16, False  # maxval is at most 65535
+        elif image.format == "TIFF":
+            tags = getattr(image, "tag_v2", {})
+            bits = max(_ints(tags.get(258)) or [32])  # BitsPerSample
+            signed = any(kind != 1 for kind in _ints(tags.get(339)) or [1])  # SampleFormat
+        if bits > 16 or signed:
+            return f"{bits}-bit {'signed ' if signed else ''}integer"
+    return None
+
+
+def _ints(value: object) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [int(v) for v in value if isinstance(v, int)]
+    return []
+
+
+def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if exif:
+                im = ImageOps.exif_transpose(im)
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit samples (checked): high byte
+                gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
+                return np.repeat(gray[:, :, None], 3, axis=2)
+            return np.asarray(im.convert("RGB"))
+    except (
+        UnidentifiedImageError,
+        Image.DecompressionBombError,
+        OSError,
+        SyntaxError,
+        ValueError,
+    ) as exc:
+        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+
+
+def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
+    import cv2
+
+    # IMREAD_COLOR reduces 16-bit samples to 8 bits by their high byte, as the other backends do.
+    flags = cv2.IMREAD_COLOR if exif else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if array is None:
+        raise SampleError(sample, "OpenCV cannot decode it")
+    if array.dtype != np.uint8:  # not expected after the header check: never wrapped silently
+        raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8-bit samples")
+    return array
+
+
+# --- colour order -------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Color(Step):
+    """Reorder channels to ``order`` (a no-op when they already are)."""
+
+    op: ClassVar[str] = "color"
+    order: ChannelOrder = "RGB"
+
+    def transition(self, state: State) -> State:
+        return dataclasses.replace(state, order=self.order)
+
+    def apply(self, t: Tensor) -> Tensor:
+        if t.order == self.order:
+            return t
+        flipped = t.array[..., ::-1] if t.layout == "HWC" else t.array[::-1]
+        return Tensor(np.ascontiguousarray(flipped), self.order, t.layout)
+
+
+# --- crop ---------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Crop(Step):
+    """Center crop, by ``fraction`` or by ``size`` ([height, width] or one int for a square).
+
+    ``rounding`` names whose arithmetic is used, because they differ by a pixel:
+
+    * ``google``: EfficientNet/Inception eval: a square of ``int(fraction × shorter side)``,
+      offset ``(dim − crop + 1) // 2``.
+    * ``torchvision``: ``CenterCrop(size)``: offset ``round((dim − crop) / 2)`` (banker's rounding),
+      zero padding when the image is smaller than the crop. Takes ``size`` only.
+    * ``tf``: ``tf.image.central_crop(fraction)``: per side, offset ``int((dim − dim × f) / 2)``,
+      crop ``dim − 2 × offset``. Takes ``fraction`` only.
+    """
+
+    op: ClassVar[str] = "crop"
+    fraction: float | None = None
+    size: int | tuple[int, int] | None = None
+    rounding: Literal["google", "torchvision", "tf"] = "google"
+
+    def check(self) -> None:
+        if (self.fraction is None) == (self.size is None):
+            raise Invalid("", "give exactly one of 'fraction' and 'size'")
+        if self.fraction is not None and not 0.0 < self.fraction <= 1.0:
+            raise Invalid("fraction", f"{self.fraction} is not in (0, 1]")
+        if self.size is not None and min(_pair(self.size)) < 1:
+            raise Invalid("size", "sizes must be positive")
+        if self.rounding == "torchvision" and self.fraction is not None:
+            raise Invalid(
+                "rounding",
+                "torchvision's CenterCrop takes a size, not a fraction; "
+                "use rounding 'google' or 'tf' with a fraction",
+            )
+        if self.rounding == "tf" and self.size is not None:
+            raise Invalid(
+                "rounding",
+                "tf.image.central_crop takes a fraction; use 'google' or 'torchvision' with a size",
+            )
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "crop")
+        return state
+
+    def box(self, height: int, width: int) -> tuple[int, int, int, int]:
+        """(top, left, crop height, crop width) for an image of this size; may exceed it."""
+        if self.rounding == "tf":
+            assert self.fraction is not None
+            top = int((height - height * self.fraction) / 2)
+            left = int((width - width * self.fraction) / 2)
+            return top, left, height - 2 * top, width - 2 * left
+        if self.fraction is not None:
+            side = int(self.fraction * min(height, width))
+            ch, cw = side, side
+        else:
+            assert self.size is not None  # check(): exactly one of fraction and size
+            ch, cw = _pair(self.size)
+        if self.rounding == "google":
+            return (height - ch + 1) // 2, (width - cw + 1) // 2, ch, cw
+        return int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0)), ch, cw
+
+    def apply(self, t: Tensor) -> Tensor:
+        height, width = t.array.shape[:2]
+        top, left, ch, cw = self.box(height, width)
+        if ch < 1 or cw < 1:  # an empty crop would go on as an all-black image
+            raise ValueError(
+                f"the crop of this {height}×{width} image is {ch}×{cw} pixels, empty: the "
+                f"image is too small for fraction {self.fraction}"
+            )
+        array = t.array
+        if ch > height or cw > width:
+            if self.rounding != "torchvision":
+                raise ValueError(f"crop {ch}×{cw} is larger than the {height}×{width} image")
+            pad_t, pad_l = max(0, (ch - height) // 2), max(0, (cw - width) // 2)
+            pad_b, pad_r = max(0, (ch - height + 1) // 2), max(0, (cw - width + 1) // 2)
+            array = np.pad(array, ((pad_t, pad_b), (pad_l, pad_r), (0, 0)))
+            height, width = array.shape[:2]
+            top, left = int(round((height - ch) / 2.0)), int(round((width - cw) / 2.0))
+        return Tensor(
+            np.ascontiguousarray(array[top : top + ch, left : left + cw]), t.order, t.layout
+        )
+
+
+def _pair(size: int | tuple[int, int]) -> tuple[int, int]:
+    return (size, size) if isinstance(size, int) else (size[0], size[1])
+
+
+# --- resize -------------------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Resize(Step):
+    """Resize to ``size`` ([height, width], or one int for a square) or so that the shorter side is
+    ``shorter_side`` (aspect kept, the longer side truncated as torchvision does).
+
+    Pillow always antialiases when it shrinks (its filters widen with the scale) and OpenCV never
+    does (``area`` averages instead), so ``antialias`` may only state what the backend does.
+    ``lanczos`` is Lanczos-3 in Pillow and Lanczos-4 in OpenCV; ``box`` is Pillow's, ``area``
+    OpenCV's.
+
+    ``backend: tf`` is ``tf.image.resize``: it computes in float32 and returns float32 (uint8
+    input included; ``nearest`` keeps the dtype), ``lanczos`` is its ``lanczos3``, and
+    ``antialias`` is its switch (TensorFlow's default, false, filled in when left out).
+    """
+
+    op: ClassVar[str] = "resize"
+    size: int | tuple[int, int] | None = None
+    shorter_side: int | None = None
+    method: Method = "bilinear"
+    backend: Literal["pil", "opencv", "tf"] = "pil"
+    antialias: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend == "tf" and self.antialias is None:
+            object.__setattr__(self, "antialias", False)  # recorded as it ran
+
+    def check(self) -> None:
+        if (self.size is None) == (self.shorter_side is None):
+            raise Invalid("", "give exactly one of 'size' and 'shorter_side'")
+        if self.size is not None and min(_pair(self.size)) < 1:
+            raise Invalid("size", "sizes must be positive")
+        if self.shorter_side is not None and self.shorter_side < 1:
+            raise Invalid("shorter_side", "must be positive")
+        if self.backend == "pil":
+            if self.method == "area":
+                raise Invalid(
+                    "method", "Pillow has no 'area' filter; its nearest equivalent is 'box'"
+                )
+            if self.antialias is False:
+                raise Invalid(
+                    "antialias",
+                    "Pillow always antialiases when downscaling; use "
+                    "backend 'opencv' for a resize without antialias",
+                )
+        elif self.backend == "tf":
+            if self.method == "box":
+                raise Invalid(
+                    "method",
+                    "tf.image.resize has no 'box' method; its nearest equivalent is 'area'",
+                )
+        else:
+            if self.method == "box":
+                raise Invalid(
+                    "method", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"
+                )
+            if self.antialias:
+                raise Invalid(
+                    "antialias",
+                    "OpenCV has no antialias switch; method 'area' averages when downscaling",
+                )
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "resize")
+        if state.dtype not in ("uint8", "float32"):
+            raise Invalid(
+                "",
+                f"resize works on uint8 or float32 images, not {state.dtype}: "
+                "resize before the cast",
+            )
+        if self.backend == "tf" and self.method != "nearest":
+            return dataclasses.replace(state, dtype="float32")
+        return state
+
+    def target(self, height: int, width: int) -> tuple[int, int]:
+        if self.size is not None:
+            return _pair(self.size)
+        assert self.shorter_side is not None
+        short = self.shorter_side
+        if height <= width:
+            return short, int(short * width / height)
+        return int(short * height / width), short
+
+    def apply(self, t: Tensor) -> Tensor:
+        height, width = t.array.shape[:2]
+        th, tw = self.target(height, width)
+        if self.backend == "tf":
+            from ._tf_ops import resize_tf
+
+            # Even at the same size: tf.image.resize still returns float32, as TF pipelines see.
+            out = resize_tf(t.array, th, tw, self.method, bool(self.antialias))
+            return Tensor(out, t.order, t.layout)
+        if (th, tw) == (height, width):
+            return t
+        if self.backend == "pil":
+            return Tensor(_resize_pil(t.array, th, tw, self.method), t.order, t.layout)
+        import cv2
+
+        interp = {
+            "nearest": cv2.INTER_NEAREST,
+            "bilinear": cv2.INTER_LINEAR,
+            "bicubic": cv2.INTER_CUBIC,
+            "area": cv2.INTER_AREA,
+            "lanczos": cv2.INTER_LANCZOS4,
+        }[self.method]
+        out = cv2.resize(t.array, (tw, th), interpolation=interp)
+        if out.ndim == 2:
+            out = out[:, :, None]
+        return Tensor(out, t.order, t.layout)
+
+
+def _resize_pil(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
+    from PIL import Image
+
+    resample = {
+        "nearest": Image.Resampling.NEAREST,
+        "bilinear": Image.Resampling.BILINEAR,
+        "bicubic": Image.Resampling.BICUBIC,
+        "box": Image.Resampling.BOX,
+        "lanczos": Image.Resampling.LANCZOS,
+    }[method]
+    if array.dtype == np.uint8 and array.shape[2] == 3:
+        return np.asarray(Image.fromarray(array).resize((width, height), resample))
+    planes = [
+        np.asarray(
+            Image.fromarray(np.ascontiguousarray(array[:, :, c], np.float32)).resize(
+                (width, height), resample
+            )
+        )
+        for c in range(array.shape[2])
+    ]
+    return np.stack(planes, axis=2).astype(array.dtype, copy=False)
+
+
+# --- types and values ---------------------------------------------------------------------------
+
+
+@register_step
+@dataclass(frozen=True)
+class Cast(Step):
+    """Convert the element type; values are kept (no scaling). To uint8/int8: rounded, clipped."""
+
+    op: ClassVar[str] = "cast"
+    dtype: DType = "float32"
+
+    def transition(self, state: State) -> State:
+        return dataclasses.replace(state, dtype=self.dtype)
+
+    def apply(self, t: Tensor) -> Tensor:
+        target = np.dtype(self.dtype)
+        array = t.array
+        if target.kind in "iu" and array.dtype != target:
+            info = np.iinfo(target)
+            if array.dtype.kind == "f":
+                array = np.rint(array)
+            array = np.clip(array, info.min, info.max)
+        return Tensor(array.astype(target, copy=False), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Scale(Step):
+    """Divide every value by ``divisor`` (``255`` maps bytes to 0..1). Needs float data."""
+
+    op: ClassVar[str] = "scale"
+    divisor: float = 255.0
+
+    def check(self) -> None:
+        if self.divisor == 0:
+            raise Invalid("divisor", "must not be zero")
+
+    def transition(self, state: State) -> State:
+        if not state.dtype.startswith("float"):
+            raise Invalid("", f"scale receives {state.dtype} data; put a cast step before it")
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        return Tensor(t.array / np.asarray(self.divisor, t.array.dtype), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Normalize(Step):
+    """``(x − mean) / std`` per channel, in the value range the data has at this point.
+
+    On uint8 data this is refused unless ``on_uint8`` reproduces a byte-domain pipeline on purpose:
+    ``saturate`` (OpenCV's saturating subtract, then divide) or ``wrap`` (C-style unsigned
+    wrap-around, then divide). The result is float32.
+    """
+
+    op: ClassVar[str] = "normalize"
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    on_uint8: Literal["error", "saturate", "wrap"] = "error"
+
+    def check(self) -> None:
+        for name in ("mean", "std"):
+            if len(getattr(self, name)) not in (1, 3):
+                raise Invalid(name, "give one value, or one per channel (3)")
+        if any(s == 0 for s in self.std):
+            raise Invalid("std", "must not contain zero")
+
+    def transition(self, state: State) -> State:
+        if state.dtype == "uint8" and self.on_uint8 == "error":
+            raise Invalid(
+                "",
+                "normalize receives uint8 data: put 'cast: {dtype: float32}' before "
+                "it (convert, then normalise), or set on_uint8 to reproduce byte-domain "
+                "arithmetic on purpose",
+            )
+        if state.dtype == "int8":
+            raise Invalid("", "normalize cannot work on int8 data")
+        return dataclasses.replace(
+            state, dtype="float32" if state.dtype == "uint8" else state.dtype
+        )
+
+    def apply(self, t: Tensor) -> Tensor:
+        shape = (1, 1, -1) if t.layout == "HWC" else (-1, 1, 1)
+        mean = np.asarray(self.mean, np.float32).reshape(shape)
+        std = np.asarray(self.std, np.float32).reshape(shape)
+        array = t.array
+        if array.dtype == np.uint8:
+            byte_mean = np.rint(mean).astype(np.int16)
+            shifted = array.astype(np.int16) - byte_mean
+            array = np.clip(shifted, 0, 255) if self.on_uint8 == "saturate" else shifted % 256
+            return Tensor((array.astype(np.float32) / std), t.order, t.layout)
+        out = (array - mean.astype(array.dtype)) / std.astype(array.dtype)
+        return Tensor(out, t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Layout(Step):
+    """Per-sample memory layout of the batch: ``NCHW`` (channels first) or ``NHWC``.
+
+    ``method: reshape`` reinterprets the H×W×C buffer as C×H×W without moving data, the bug that
+    MLModelScope lists; it exists so that diagnosis can reproduce it, never use it on purpose.
+    """
+
+    op: ClassVar[str] = "layout"
+    order: Literal["NCHW", "NHWC"] = "NCHW"
+    method: Literal["transpose", "reshape"] = "transpose"
+
+    def transition(self, state: State) -> State:
+        _need_hwc(state, "layout")
+        return dataclasses.replace(state, layout="CHW" if self.order == "NCHW" else "HWC")
+
+    def apply(self, t: Tensor) -> Tensor:
+        if self.order == "NHWC":
+            return t
+        h, w, c = t.array.shape
+        if self.method == "reshape":
+            return Tensor(np.ascontiguousarray(t.array).reshape(c, h, w), t.order, "CHW")
+        return Tensor(np.ascontiguousarray(t.array.transpose(2, 0, 1)), t.order, "CHW")
+
+
+# --- the pipeline -------------------------------------------------------------------------------
+
+
+class Pipeline:
+    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.steps = list(steps)
+        if not self.steps or not isinstance(self.steps[0], Decode):
+            raise Invalid((0,), "the first preprocessing step must be 'decode'")
+        self.decoder: Decode = self.steps[0]
+        self.final = self.validate()
+
+    def validate(self) -> State:
+        state = State()
+        for index, step in enumerate(self.steps):
+            if index > 0 and isinstance(step, Decode):
+                raise Invalid((index,), "'decode' can only be the first step")
+            try:
+                state = step.transition(state)
+            except Invalid as exc:
+                raise Invalid((index, step.op, *exc.path), exc.message) from None
+            except Exception as exc:  # a registered step's rule that failed to say Invalid
+                raise Invalid(
+                    (index, step.op),
+                    f"{type(step).__name__}.transition() failed with {type(exc).__name__}: "
+                    f"{exc} (it should raise pytest_mlrepro._schema.Invalid naming the problem)",
+                ) from None
+        return state
+
+    def __call__(self, data: bytes, sample: str) -> np.ndarray:
+        try:
+            t = self.decoder.decode(data, sample)
+        except (SampleError, Unavailable):  # a missing backend library skips, it is no bad sample
+            raise
+        except Exception as exc:  # e.g. cv2.error: still this sample's failure, not the run's
+            raise SampleError(sample, f"decode failed: {exc}") from exc
+        for index, step in enumerate(self.steps[1:], 1):
+            try:
+                t = step.apply(t)
+            except (SampleError, Unavailable):
+                raise
+            except Exception as exc:  # a step failing on one sample names that sample
+                raise SampleError(sample, f"{step.op} failed: {exc}") from exc
+            if t.array.size == 0:  # no pixels left: never passed on as a (black) image
+                raise SampleError(
+                    sample,
+                    f"{step.op} (preprocessing step {index}) produced an empty "
+                    f"{'×'.join(map(str, t.array.shape))} image",
+                )
+        return t.array
+
+    def trace(self, data: bytes, sample: str) -> list[tuple[str, np.ndarray]]:
+        """The output after every step, for diagnosis."""
+        t = self.decoder.decode(data, sample)
+        out = [(self.decoder.op, t.array)]
+        for step in self.steps[1:]:
+            t = step.apply(t)
+            out.append((step.op, t.array))
+        return out

@@ -1,0 +1,73 @@
+"""The TensorFlow preprocessing backend: ``tf.io.decode_jpeg``/``decode_image`` and
+``tf.image.resize``, on numpy arrays in and out.
+
+Imported only when a manifest's step names ``backend: tf``; TensorFlow itself is imported on the
+first call. TensorFlow's eager ops are thread-safe, so the evaluation's preprocessing threads call
+them directly.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..errors import SampleError, Unavailable
+
+# The pipeline's method names → tf.image.ResizeMethod values.
+TF_RESIZE_METHODS = {
+    "nearest": "nearest",
+    "bilinear": "bilinear",
+    "bicubic": "bicubic",
+    "area": "area",
+    "lanczos": "lanczos3",
+}
+_JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+@functools.cache
+def tensorflow() -> Any:
+    """The ``tensorflow`` module, or Unavailable saying how to install it."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise Unavailable(
+            "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
+            how="pip install 'pytest-mlrepro[tf]'",
+        ) from None
+    return tf
+
+
+def decode_tf(data: bytes, dct_method: str, sample: str) -> np.ndarray:
+    """H×W×3 uint8 RGB. JPEG through ``tf.io.decode_jpeg(channels=3, dct_method=...)``; other
+    formats through ``tf.io.decode_image(channels=3)`` (the DCT method only exists for JPEG)."""
+    tf = tensorflow()
+    try:
+        if data[:3] == _JPEG_MAGIC:
+            image = tf.io.decode_jpeg(data, channels=3, dct_method=dct_method)
+        else:
+            image = tf.io.decode_image(data, channels=3, expand_animations=False)
+            if image.dtype != tf.uint8:  # 16-bit PNG: keep the high byte, as the pil backend does
+                image = tf.cast(tf.bitwise.right_shift(image, 8), tf.uint8)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as exc:
+        first = str(exc.message if hasattr(exc, "message") else exc).splitlines()[0]
+        raise SampleError(sample, f"tf.io cannot decode it: {first}") from None
+    return np.asarray(image.numpy())
+
+
+def resize_tf(
+    array: np.ndarray, height: int, width: int, method: str, antialias: bool
+) -> np.ndarray:
+    """``tf.image.resize`` of an H×W×C image: float32 out (``nearest`` keeps the dtype)."""
+    tf = tensorflow()
+    out = tf.image.resize(
+        array, [height, width], method=TF_RESIZE_METHODS[method], antialias=antialias
+    )
+    return np.asarray(out.numpy())
+
+
+def central_crop_tf(array: np.ndarray, fraction: float) -> np.ndarray:
+    """``tf.image.central_crop``: the reference that the crop step's ``rounding: tf`` equals."""
+    tf = tensorflow()
+    return np.asarray(tf.image.central_crop(array, fraction).numpy())

@@ -1,0 +1,89 @@
+"""pytest glue for determinism items: the evaluation run several times, every score required to
+repeat (the logic lives in :mod:`pytest_mlrepro.evaluation`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from ..manifest import Determinism, Manifest
+from ._items import AccuracyItem, ManifestFile, MlreproFailure, display_path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("mlrepro").addoption(
+        "--mlrepro-determinism",
+        action="store_true",
+        dest="mlrepro_determinism",
+        help="add a determinism item for every manifest (runs its evaluation twice), not only "
+        "for manifests with a determinism: block",
+    )
+
+
+def pytest_mlrepro_make_items(
+    parent: ManifestFile, manifest: Manifest, devices: list[str]
+) -> list[pytest.Item]:
+    """One determinism item per device, for manifests with a ``determinism:`` block, or for all
+    with ``--mlrepro-determinism``."""
+    if manifest.determinism is None and not parent.config.getoption("mlrepro_determinism"):
+        return []
+    return [
+        DeterminismItem.from_parent(
+            parent, name=f"determinism[{device}]", manifest=manifest, device=device, records=False
+        )
+        for device in devices
+    ]
+
+
+class DeterminismItem(AccuracyItem):
+    """Runs the evaluation ``determinism.runs`` times (the model loaded afresh each time) and
+    requires every score to repeat exactly, or within ``determinism.tolerance``."""
+
+    kind: ClassVar[str] = "determinism"
+
+    @property
+    def spec(self) -> Determinism:
+        return self.manifest.determinism or Determinism()
+
+    @property
+    def timeout_factor(self) -> int:
+        return self.spec.runs
+
+    def runtest(self) -> None:
+        from ..evaluation import compare_runs, controls_in_force, explain
+
+        m, spec = self.manifest, self.spec
+        shown = display_path(self.config, self.path)
+        for key, value in (
+            ("kind", "determinism"),
+            ("manifest", m.name),
+            ("device", self.device),
+            ("framework", m.framework.name),
+        ):
+            self.add_property(key, value)
+        runs, _ = self._evaluate(spec.runs)
+        first = runs[0]
+        comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)
+        controls = controls_in_force(m, first.runner_info)
+        facts: tuple[tuple[str, object], ...] = (
+            ("samples", comparison.samples),
+            ("top1", round(first.results.top1, 4)),
+            ("top5", round(first.results.top5, 4)),
+            ("runs", spec.runs),
+            ("agreement", round(comparison.top1_agreement, 6)),
+            ("max_score_diff", float(f"{comparison.max_abs_diff:.3g}")),
+            ("controls", controls),
+            ("timing.seconds", [round(r.seconds, 3) for r in runs]),
+        )
+        for name, fact in facts:
+            self.add_property(name, fact)
+        if comparison.ok:
+            verdict = "identical runs" if comparison.identical else "within tolerance"
+            self.add_property("verdict", verdict)
+            return
+        self.add_property("verdict", "nondeterministic")
+        raise MlreproFailure(f"{shown} [{self.device}]: " + explain(comparison, controls))
+
+
+

@@ -1,0 +1,136 @@
+"""Text for people: failure explanations and the session summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..goldens import Comparison
+
+_LEVEL_NAMES = {
+    "samples": "sample set",
+    "top1": "top-1 accuracy",
+    "top5": "top-5 accuracy",
+    "agreement": "per-sample top-1 agreement",
+    "score": "per-sample score distance",
+}
+
+
+def _name(classes: Sequence[str] | None, index: int) -> str:
+    if classes and 0 <= index < len(classes):
+        return f"{index} {classes[index]}"
+    return str(index)
+
+
+def explain(
+    c: Comparison,
+    golden: str,
+    classes: Sequence[str] | None,
+    update: str,
+    examples: int = 5,
+    data: str = "",
+) -> str:
+    """Golden vs now side by side, the failed levels, a few changed samples, how to re-record.
+    ``data``: what changed in the data since the golden (``data_identity.py``), said first."""
+    tol = c.tolerances
+    failed = c.failures
+    lead = ", ".join(_LEVEL_NAMES[f] for f in failed)
+    lines = [f"results drifted from the golden ({lead} outside tolerance)"]
+    if data:
+        lines.append(f"  {data}")
+    lines.append("")
+    rows = [
+        ("", "golden", "now", "change", "tolerance"),
+        (
+            "top-1 %",
+            f"{c.golden_top1:.2f}",
+            f"{c.now_top1:.2f}",
+            f"{c.now_top1 - c.golden_top1:+.2f}",
+            f"±{tol.top1:g}",
+        ),
+        (
+            "top-5 %",
+            f"{c.golden_top5:.2f}",
+            f"{c.now_top5:.2f}",
+            f"{c.now_top5 - c.golden_top5:+.2f}",
+            f"±{tol.top5:g}",
+        ),
+        (
+            "top-1 agreement",
+            "1.0000",
+            f"{c.agreement:.4f}",
+            f"{len(c.changed)}/{c.samples} changed",
+            f"≥{tol.agreement:g}",
+        ),
+        (
+            "max score diff",
+            "0",
+            f"{c.max_score_diff:.3g}",
+            c.max_score_diff_id or "-",
+            f"≤{tol.score:g}",
+        ),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for i, row in enumerate(rows):
+        mark = ""
+        if i > 0:
+            key = ["top1", "top5", "agreement", "score"][i - 1]
+            mark = "  ✗" if key in failed else ""
+        lines.append(
+            "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() + mark
+        )
+    if c.missing or c.extra:
+        lines.append("")
+        lines.append(
+            f"  samples: {len(c.missing)} in the golden but not in this run, "
+            f"{len(c.extra)} new in this run (e.g. {(c.missing + c.extra)[:3]})"
+        )
+    if c.changed:
+        lines.append("")
+        lines.append(f"  {len(c.changed)} samples changed their top-1 prediction, e.g.:")
+        for ch in c.changed[:examples]:
+            label_mark = "✓" if ch.now == ch.label else ("was ✓" if ch.golden == ch.label else "")
+            lines.append(
+                f"    {ch.id}: {_name(classes, ch.golden)} ({ch.golden_score:.3f}) → "
+                f"{_name(classes, ch.now)} ({ch.now_score:.3f})  {label_mark}".rstrip()
+            )
+    lines += [
+        "",
+        f"  golden: {golden}",
+        "  if the change is intended, record a new golden:",
+        f"    {update}",
+    ]
+    return "\n".join(lines)
+
+
+def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    header = (
+        "manifest",
+        "device",
+        "framework",
+        "samples",
+        "top-1",
+        "top-5",
+        "agreement",
+        "verdict",
+    )
+    table = [header]
+    for r in rows:
+        table.append(
+            (
+                str(r.get("manifest", "")),
+                str(r.get("device", "")),
+                str(r.get("framework", "")),
+                str(r.get("samples", "")),
+                _fmt(r.get("top1")),
+                _fmt(r.get("top5")),
+                _fmt(r.get("agreement"), 4),
+                str(r.get("verdict", "")),
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"

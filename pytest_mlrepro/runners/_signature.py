@@ -1,0 +1,80 @@
+"""Model input signatures against what a manifest declares, before any data flows.
+
+A model's declared input shape tells its layout when its channel axis is fixed: an ONNX model
+whose input is ``[batch, 3, h, w]`` takes channels first. Feeding it NHWC data (``[batch, h, w,
+3]``) "works" when ``h`` and ``w`` are symbolic and gives near-zero accuracy (or fails with an
+obscure shape error deep in the graph); this check says what is wrong instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import pipeline
+
+CHANNELS = (1, 3, 4)
+# Steps that keep an image's height and width (every other step may change them).
+_SIZE_KEEPING = (pipeline.Color, pipeline.Cast, pipeline.Scale, pipeline.Normalize, pipeline.Layout)
+
+
+def _fixed(dim: object) -> int | None:
+    return dim if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 else None
+
+
+def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> str | None:
+    """Why a rank-4 model input of ``shape`` cannot take ``layout`` data, or None when it can
+    (or when the shape does not tell: both channel axes symbolic, or both fixed to the same
+    size)."""
+    if len(shape) != 4:
+        return None
+    first, last = _fixed(shape[1]), _fixed(shape[3])
+    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    if layout == "NHWC" and first in CHANNELS and last != first:
+        return (
+            f"the model's input {input_name!r} is {shown}: channels first (NCHW), but the "
+            "manifest declares NHWC; set layout: NCHW and end the preprocessing with "
+            "'layout: {order: NCHW}'"
+        )
+    if layout == "NCHW" and last in CHANNELS and first != last:
+        return (
+            f"the model's input {input_name!r} is {shown}: channels last (NHWC), but the "
+            "manifest declares NCHW; set layout: NHWC and end the preprocessing with "
+            "'layout: {order: NHWC}'"
+        )
+    return None
+
+
+def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
+    """(height, width, index of the step that sets it) of every image the preprocessing makes,
+    when the steps fix it whatever the decoded size (a crop or resize to a ``size``), else
+    None."""
+    fixed: tuple[int, int, int] | None = None
+    for index, step in enumerate(steps):
+        if isinstance(step, (pipeline.Crop, pipeline.Resize)) and step.size is not None:
+            size = step.size
+            height, width = (size, size) if isinstance(size, int) else (size[0], size[1])
+            fixed = (height, width, index)
+        elif index > 0 and not isinstance(step, _SIZE_KEEPING):
+            fixed = None  # a fraction crop, a shorter-side resize or a registered step
+    return fixed
+
+
+def size_mismatch(
+    shape: Sequence[object], layout: str, input_name: str, height: int, width: int
+) -> str | None:
+    """Why a rank-4 model input of ``shape`` cannot take ``height`` × ``width`` images in
+    ``layout``, or None when it can (or when its spatial dimensions are symbolic)."""
+    if len(shape) != 4:
+        return None
+    dims = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
+    want = tuple(_fixed(d) for d in dims)
+    if (want[0] is None or want[0] == height) and (want[1] is None or want[1] == width):
+        return None
+    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    return (
+        f"the preprocessing makes {height}×{width} images, the model's input {input_name!r} is "
+        f"{shown} ({layout}): it takes {dims[0]}×{dims[1]}; change this size to the model's"
+    )
+
+
+__all__ = ["layout_mismatch", "pipeline_size", "size_mismatch"]
