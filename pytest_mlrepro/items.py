@@ -352,6 +352,20 @@ class AccuracyItem(pytest.Item):
         self._prop("manifest", m.name)
         self._prop("device", self.device)
         self._prop("framework", m.framework.name)
+        path = golden_store.golden_path(m, settings)
+        if not (update and self.records) and not path.exists() and not path.is_symlink():
+            # Nothing to compare with: said before the model runs over the whole data set (the
+            # data is still found and verified, runs=0). A golden that exists but is broken
+            # still gets an evaluation, so that its failure shows this run's numbers.
+            _, dataset = self._evaluate(runs=0)
+            self._prop("samples", len(dataset.samples))
+            record_cmd = f"pytest {shown} --mlrepro-update"
+            self._fail(
+                "no golden",
+                f"no golden at {display_path(self.config, path)}: record one with\n"
+                f"  {record_cmd}\n(the model was not run: there is nothing to compare with)",
+                None,
+            )
         (result,), dataset = self._evaluate()
         self.classes = dataset.class_names
         self._data_files = dataset.checksums
