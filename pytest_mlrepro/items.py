@@ -27,7 +27,7 @@ from .fingerprint import environment
 from .metrics import compare
 from .progress import TerminalProgress
 from .report import explain
-from .runners import check_framework, cuda_present
+from .runners import check_framework, cuda_present, load_runner
 from .settings import Settings
 from .spec import DEVICES, FRAMEWORKS, Manifest, load_manifest
 
@@ -238,6 +238,9 @@ class AccuracyItem(pytest.Item):
         try:
             self._prop("framework_version", check_framework(m))
             dataset = resolve_dataset(m, settings)
+            if runs == 0:  # the model verified and loaded (its errors first), nothing run
+                load_runner(m, self.device, settings)
+                return [], dataset
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
             return done, dataset
@@ -355,8 +358,9 @@ class AccuracyItem(pytest.Item):
         path = golden_store.golden_path(m, settings)
         if not (update and self.records) and not path.exists() and not path.is_symlink():
             # Nothing to compare with: said before the model runs over the whole data set (the
-            # data is still found and verified, runs=0). A golden that exists but is broken
-            # still gets an evaluation, so that its failure shows this run's numbers.
+            # data and the model are still found, verified and loaded: runs=0). A golden that
+            # exists but is broken still gets an evaluation, so that its failure shows this
+            # run's numbers.
             _, dataset = self._evaluate(runs=0)
             self._prop("samples", len(dataset.samples))
             record_cmd = f"pytest {shown} --mlrepro-update"
