@@ -104,37 +104,45 @@ class Discovery:
 
     def render(self) -> str:
         best = self.best
-        low_best, high_best = best.interval
         lines = [
-            f"recipe discovery: {self.evaluated} candidates, {self.seconds:.1f} s; "
-            f"top-1 on the subset (95% Wilson interval):",
+            f"recipe discovery: {self.evaluated} candidates, {self.seconds:.1f} s; top-1 on the "
+            "subset (95% Wilson interval), each compared with the best on the same samples:",
         ]
+        ties = 0
         for rank, scored in enumerate(self.ranking, 1):
             low, high = scored.interval
-            same = (
-                rank > 1
-                and np.array_equal(scored.predictions, best.predictions[: scored.n])
-                and scored.n == best.n
-            )
-            apart = rank > 1 and scored.n == best.n and high < low_best
-            mark = " " if rank == 1 else ("=" if same else ("<" if apart else "≈"))
+            mark = " " if rank == 1 else versus(best, scored)
+            ties += mark in ("=", "≈") and scored.n == best.n
             lines.append(
                 f" {mark}{rank:3d}. {100 * scored.top1:6.2f}%  [{100 * low:5.1f}, "
                 f"{100 * high:5.1f}]  n={scored.n:<5d} {scored.candidate.label}"
             )
         lines.append(
-            "  (= same predictions as the best; ≈ cannot be told apart from it on this many "
-            "samples; < worse)"
+            "  (=: the same predictions as the best; ≈: cannot be told apart from it on these "
+            "samples (paired McNemar test, 95%); <: worse; n: the samples it was scored on)"
         )
-        ties = [s for s in self.ranking[1:] if s.n == best.n and s.interval[1] >= low_best]
         if ties:
             lines.append(
-                f"  {len(ties)} candidate(s) cannot be told apart from the best on {best.n} "
-                "samples: take more (--samples N) if their recipes differ in a way that matters"
+                f"  {ties} candidate(s) cannot be told apart from the best on {best.n} samples: "
+                "take more (--samples N) if their recipes differ in a way that matters"
             )
         lines.extend(self.notes)
-        del high_best
         return "\n".join(lines)
+
+
+def versus(best: Scored, other: Scored) -> str:
+    """``=`` same predictions as ``best`` on ``other``'s samples, ``<`` worse by a paired
+    (McNemar) test at 95 %, ``≈`` cannot be told apart."""
+    n = other.n
+    if np.array_equal(best.predictions[:n], other.predictions):
+        return "="
+    best_right, other_right = best.correct[:n], other.correct
+    only_best = int(np.sum(best_right & ~other_right))
+    only_other = int(np.sum(other_right & ~best_right))
+    if only_best + only_other == 0:
+        return "≈"
+    z = (only_best - only_other) / math.sqrt(only_best + only_other)
+    return "<" if z > Z95 else ("≈" if z > -Z95 else ">")
 
 
 class _Images:
@@ -210,7 +218,7 @@ class Search:
         return scored
 
     def best(self, candidates: Sequence[Candidate], count: int, keep: int) -> list[Scored]:
-        scored = [self.score(c, count) for c in candidates]
+        scored = [self.score(c, count) for c in dict.fromkeys(candidates)]
         return sorted(scored, key=lambda s: -s.top1)[:keep]
 
 
@@ -228,48 +236,49 @@ def discover(
     start = time.perf_counter()
     search = Search(run, samples, height, width, layout, dtype, batch_size)
     total = len(samples)
-    coarse, middle = min(total, 100), min(total, 200)
+    coarse, middle = min(total, 50), min(total, 150)
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
-    # 1. colour order × values, one geometry.
+    # 1. colour order × values, one geometry: the conventions differ by many points here.
     first = search.best(
         [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES],
         coarse,
-        keep=3,
+        keep=2,
     )
-    # 2. geometry × resize method for the best three.
+    top = first[0].candidate
+    # 2. geometry × resize method for the best colour order and values.
     geometries = [
         Geometry("resize", method="bilinear"),
         Geometry("resize", method="bicubic"),
-        Geometry("resize", method="nearest"),
         Geometry("crop_then_resize", 0.875, "bilinear"),
         Geometry("crop_then_resize", 0.875, "bicubic"),
         Geometry("resize_then_crop", 0.875, "bilinear"),
         Geometry("resize_then_crop", 0.875, "bicubic"),
     ]
-    second = search.best(
-        [Candidate(s.candidate.order, g, s.candidate.values) for s in first for g in geometries],
-        middle,
-        keep=4,
-    )
+    second = search.best([Candidate(top.order, g, top.values) for g in geometries], middle, 2)
     # 3. the crop fraction around the best geometry.
-    top = second[0].candidate
-    if top.geometry.kind != "resize":
-        fractions = [0.8, 0.85, 0.875, 0.9, 0.95] + (
-            [1.0] if top.geometry.kind != "resize_then_crop" else []
-        )
-        third = [
+    best = second[0].candidate
+    if best.geometry.kind != "resize":
+        fractions = [0.8, 0.9, 0.95]
+        if best.geometry.kind == "crop_then_resize":
+            fractions.append(1.0)
+        tried = [
             Candidate(
-                top.order,
-                Geometry(top.geometry.kind, f, top.geometry.method, top.geometry.rounding),
-                top.values,
+                best.order,
+                Geometry(best.geometry.kind, f, best.geometry.method, best.geometry.rounding),
+                best.values,
             )
             for f in fractions
         ]
-        second = search.best([*(s.candidate for s in second), *third], middle, keep=4)
-    # 4. the finalists on the whole subset.
-    final = search.best([s.candidate for s in second], total, keep=4)
+        second = search.best([*(s.candidate for s in second), *tried], middle, keep=2)
+    # 4. the finalists on the whole subset, with stage 1's runner-up in the best geometry.
+    runner_up = first[1].candidate if len(first) > 1 else None
+    finalists = [s.candidate for s in second]
+    if runner_up is not None:
+        finalists.append(Candidate(runner_up.order, second[0].candidate.geometry, runner_up.values))
+    final = search.best(list(dict.fromkeys(finalists)), total, keep=len(finalists))
+    chosen = {f.candidate for f in final}
     rest = sorted(
-        (s for s in search.scored.values() if s.candidate not in {f.candidate for f in final}),
+        (s for s in search.scored.values() if s.candidate not in chosen),
         key=lambda s: (-s.n, -s.top1),
     )
     return Discovery(

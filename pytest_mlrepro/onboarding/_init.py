@@ -248,7 +248,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--size", type=int, metavar="S", help="input resolution, if the model does not fix it"
     )
     sub.add_argument("--labels", metavar="FILE", help="the labels CSV inside DIR")
-    sub.add_argument("--samples", type=int, default=500, help="discovery subset size (500)")
+    sub.add_argument("--samples", type=int, default=300, help="discovery subset size (300)")
     sub.add_argument("--force", action="store_true", help="overwrite an existing manifest")
     sub.add_argument("--root", metavar="DIR", help="the project root (pytest's --rootdir)")
 
