@@ -19,6 +19,7 @@ from helpers import (
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.data import read_checksums
 from pytest_mlrepro.onboarding._init import checksum_line
+from pytest_mlrepro.onboarding.export import export_onnx
 from pytest_mlrepro.spec import load_manifest
 
 
@@ -37,6 +38,9 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
         warnings.simplefilter("ignore")
         program = torch.export.export(Means(), (torch.zeros(2, 3, 16, 16),))
         torch.export.save(program, str(root / "models" / "tiny.pt2"))
+    # The reusable ONNX export, twice (torch.onnx is imported here for the same reason).
+    for copy in ("a", "b"):
+        export_onnx(Means(), root / f"exported_{copy}.onnx", size=16)
     return root
 
 
@@ -241,3 +245,21 @@ def test_init_reads_a_keras_model(
     manifest = load_manifest(project.path / "manifests" / "k.yaml")
     assert (manifest.framework.name, manifest.input.layout) == ("tensorflow", "NHWC")
     assert manifest.dataset.classes == 3
+
+
+def test_the_onnx_export_is_byte_reproducible_and_onboards(
+    project: pytest.Pytester, assets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = assets / "exported_a.onnx", assets / "exported_b.onnx"
+    assert first.read_bytes() == second.read_bytes()
+    shutil.copy(first, project.path / "models" / "exported.onnx")
+    status = init(
+        "models/exported.onnx", "--data", "data/tiny", "--preset", "inception",
+        "-o", "manifests/exported.yaml",
+    )  # fmt: skip
+    assert status == 0, capsys.readouterr()
+    manifest = load_manifest(project.path / "manifests" / "exported.yaml")
+    assert manifest.input.preprocess[2].size == (16, 16)  # type: ignore[attr-defined]
+    project.runpytest(*QUIET, "manifests/exported.yaml", "--mlrepro-update").assert_outcomes(
+        passed=1
+    )
