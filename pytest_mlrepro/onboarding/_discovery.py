@@ -244,18 +244,43 @@ def discover(
         coarse,
         keep=2,
     )
+    runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
-    # 2. geometry × resize method for the best colour order and values.
-    geometries = [
-        Geometry("resize", method="bilinear"),
-        Geometry("resize", method="bicubic"),
-        Geometry("crop_then_resize", 0.875, "bilinear"),
-        Geometry("crop_then_resize", 0.875, "bicubic"),
-        Geometry("resize_then_crop", 0.875, "bilinear"),
-        Geometry("resize_then_crop", 0.875, "bicubic"),
-    ]
-    second = search.best([Candidate(top.order, g, top.values) for g in geometries], middle, 2)
-    # 3. the crop fraction around the best geometry.
+    # 2-4, repeated (at most twice) when the finalists show that step 1, on few images, picked
+    # the wrong colour order or values: the geometry is then searched again for the winner.
+    for _ in range(2):
+        final = _refine(search, top, runner_up, middle, total)
+        winner = final[0].candidate
+        if (winner.order, winner.values) == (top.order, top.values):
+            break
+        runner_up = top
+        top = winner
+    # Every candidate scored on the whole subset first (the best of all rounds), then the rest.
+    ranking = sorted(search.scored.values(), key=lambda s: (s.n < total, -s.top1, -s.n))
+    return Discovery(
+        ranking=ranking,
+        seconds=time.perf_counter() - start,
+        evaluated=len(search.scored),
+    )
+
+
+GEOMETRIES = (
+    Geometry("resize", method="bilinear"),
+    Geometry("resize", method="bicubic"),
+    Geometry("crop_then_resize", 0.875, "bilinear"),
+    Geometry("crop_then_resize", 0.875, "bicubic"),
+    Geometry("resize_then_crop", 0.875, "bilinear"),
+    Geometry("resize_then_crop", 0.875, "bicubic"),
+)
+
+
+def _refine(
+    search: Search, top: Candidate, runner_up: Candidate | None, middle: int, total: int
+) -> list[Scored]:
+    """Steps 2-4 for ``top``'s colour order and values: the geometry and resize method, the
+    crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
+    whole subset, best first."""
+    second = search.best([Candidate(top.order, g, top.values) for g in GEOMETRIES], middle, 2)
     best = second[0].candidate
     if best.geometry.kind != "resize":
         fractions = [0.8, 0.9, 0.95]
@@ -270,22 +295,10 @@ def discover(
             for f in fractions
         ]
         second = search.best([*(s.candidate for s in second), *tried], middle, keep=2)
-    # 4. the finalists on the whole subset, with stage 1's runner-up in the best geometry.
-    runner_up = first[1].candidate if len(first) > 1 else None
     finalists = [s.candidate for s in second]
     if runner_up is not None:
         finalists.append(Candidate(runner_up.order, second[0].candidate.geometry, runner_up.values))
-    final = search.best(list(dict.fromkeys(finalists)), total, keep=len(finalists))
-    chosen = {f.candidate for f in final}
-    rest = sorted(
-        (s for s in search.scored.values() if s.candidate not in chosen),
-        key=lambda s: (-s.n, -s.top1),
-    )
-    return Discovery(
-        ranking=[*final, *rest],
-        seconds=time.perf_counter() - start,
-        evaluated=len(search.scored),
-    )
+    return search.best(list(dict.fromkeys(finalists)), total, keep=len(finalists))
 
 
 def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
