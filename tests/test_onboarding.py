@@ -3,7 +3,10 @@ that says so before it runs the model (issue 14): the owner's loop on tiny model
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -230,20 +233,59 @@ def test_a_run_without_golden_says_so_before_running_the_model(
     result.stdout.fnmatch_lines(["*weights *cpu *torch *24 *no golden*"])
 
 
-def test_init_reads_a_keras_model(
-    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+@pytest.fixture(scope="module")
+def tf_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TensorFlow formats of tests/tf_helpers.py, made in a subprocess (as test_tensorflow.py
+    does)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed")
+    folder = tmp_path_factory.mktemp("onboard-tf")
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "from tf_helpers import make_tf_models; make_tf_models(Path(sys.argv[2]))"
+    )
+    tests = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code, tests, str(folder)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"TensorFlow cannot make the models here: {done.stderr[-500:]}")
+    # Imported once, before any test's pytester: pytester unloads the modules a test imported,
+    # and TensorFlow cannot be imported a second time into one process.
+    importlib.import_module("tensorflow")
+    importlib.import_module("keras")
+    if importlib.util.find_spec("ai_edge_litert") is not None:
+        importlib.import_module("ai_edge_litert.interpreter")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("file", "fmt", "framework"),
+    [
+        ("tiny.keras", "keras", "tensorflow"),
+        ("tiny_saved_model.tar", "saved_model", "tensorflow"),
+        ("tiny.tflite", "tflite", "tflite"),
+        ("tiny_int8.tflite", "tflite", "tflite"),
+    ],
+)
+def test_init_reads_the_tensorflow_formats(
+    project: pytest.Pytester,
+    tf_models: Path,
+    file: str,
+    fmt: str,
+    framework: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    keras = pytest.importorskip("keras")
-    inputs = keras.Input((16, 16, 3), name="image")
-    outputs = keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(inputs))
-    keras.Model(inputs, outputs).save(str(project.path / "models" / "tiny.keras"))
+    shutil.copy(tf_models / file, project.path / "models" / file)
     status = init(
-        "models/tiny.keras", "--data", "data/tiny", "--preset", "keras-tf",
-        "-o", "manifests/k.yaml",
-    )  # fmt: skip
+        f"models/{file}", "--data", "data/tiny", "--preset", "keras-tf", "-o", "manifests/tf.yaml"
+    )
     assert status == 0, capsys.readouterr()
-    manifest = load_manifest(project.path / "manifests" / "k.yaml")
-    assert (manifest.framework.name, manifest.input.layout) == ("tensorflow", "NHWC")
+    manifest = load_manifest(project.path / "manifests" / "tf.yaml")
+    assert (manifest.model.format, manifest.framework.name) == (fmt, framework)
+    assert (manifest.input.name, manifest.input.layout) == ("input", "NHWC")
+    assert manifest.input.dtype == "float32"  # a quantised TFLite input takes float32 data
+    assert manifest.input.preprocess[1].size == (16, 16)  # type: ignore[attr-defined]
     assert manifest.dataset.classes == 3
 
 

@@ -198,14 +198,23 @@ def _read_keras(info: ModelInfo) -> None:
 
 
 def _read_tflite(info: ModelInfo) -> None:
-    from ..runners.tensorflow import _interpreter_class
+    from ..runners.tensorflow import _interpreter_class, _signature_names
 
     interpreter_class, _ = _interpreter_class()
     interpreter = interpreter_class(model_path=str(info.path))
     detail = interpreter.get_input_details()[0]
     output = interpreter.get_output_details()[0]
-    info.input_name = str(detail["name"])
+    # The serving signature's name (``input``) when there is one, as the runner accepts it.
+    info.input_name = str(_signature_names(interpreter).get("input") or detail["name"])
     info.dtype = str(detail["dtype"].__name__)
+    scale = float(detail.get("quantization", (0.0, 0))[0])
+    if info.dtype in ("int8", "uint8") and scale != 0.0:
+        # A quantised input: the runner quantises float32 data with the model's own scale.
+        info.notes.append(
+            f"the input is {info.dtype}, quantised (scale {scale:g}): the manifest feeds "
+            "float32 values, which the TFLite runner quantises as the model says"
+        )
+        info.dtype = "float32"
     _set_shape(info, [int(d) for d in detail["shape"]], [int(d) for d in output["shape"]])
     # A fixed batch of 1 is what the runner resizes; a dim of -1 in shape_signature is free.
     info.shape = (None, *info.shape[1:])
