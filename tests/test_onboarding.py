@@ -305,3 +305,30 @@ def test_the_onnx_export_is_byte_reproducible_and_onboards(
     project.runpytest(*QUIET, "manifests/exported.yaml", "--mlrepro-update").assert_outcomes(
         passed=1
     )
+
+
+def test_init_pins_onnx_external_data(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(project.path / "models" / "tiny.onnx"))
+    (scale,) = model.graph.initializer  # as raw bytes, which onnx saves as external data
+    scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale), scale.name))
+    onnx.save(
+        model,
+        str(project.path / "models" / "split.onnx"),
+        save_as_external_data=True,
+        location="split.weights",
+        size_threshold=0,
+    )
+    status = init(
+        "models/split.onnx", "--data", "data/tiny", "--preset", "torchvision", "--size", "16",
+        "-o", "manifests/split.yaml",
+    )  # fmt: skip
+    assert status == 0, capsys.readouterr()
+    manifest = load_manifest(project.path / "manifests" / "split.yaml")
+    weights = project.path / "models" / "split.weights"
+    assert manifest.model.external_data == {"split.weights": sha256(weights)}
+    project.runpytest(*QUIET, "manifests/split.yaml", "--mlrepro-update").assert_outcomes(passed=1)
