@@ -279,6 +279,12 @@ def init(args: argparse.Namespace, passed: list[str]) -> int:
     if args.size:
         height = width = args.size
     notes: list[str] = []
+    if not model.path.resolve().is_relative_to(Path.cwd().resolve()):
+        # A test run refuses model files outside the project (allowed roots aside).
+        notes.append(
+            f"{model.path} is outside this project: copy it in, or build it into the cache "
+            "(docs/onboarding.md, 'Exporting a PyTorch model reproducibly')"
+        )
     if model.resolution is None:
         notes.append(f"input resolution {height}×{width}: the model does not fix it"
                      + ("" if args.size else " (assumed; --size S sets it)"))  # fmt: skip
