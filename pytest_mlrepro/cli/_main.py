@@ -4,6 +4,8 @@
         the pitfall sensitivity table: accuracy and agreement under each known pitfall
     mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
         run the manifest, compare with its golden, and on a drift print its likely cause
+    mlrepro init MODEL --data DIR (--preset NAME | --discover) [-o MANIFEST]
+        write a manifest and the data's checksum list for a model (cli/_init.py)
 
 The command is pytest's own configuration with a different action: it starts pytest on the
 manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
@@ -272,6 +274,9 @@ def _parser() -> argparse.ArgumentParser:
         help="samples per counterfactual (pytest's --mlrepro-counterfactual-samples; default: "
         "the ini key mlrepro_counterfactual_samples, 64)",
     )
+    from ._init import add_parser as add_init
+
+    add_init(commands)
     return parser
 
 
@@ -283,6 +288,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
     args, passed = parse_args(argv)
+    if args.command == "init":  # writes the manifest that the other commands start from
+        from ._init import init
+
+        return _guarded(lambda: init(args, passed))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

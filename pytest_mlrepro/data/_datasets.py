@@ -170,8 +170,10 @@ class _Resolver:
         self.settings = settings
         self.ds: Dataset = manifest.dataset
         self.checksum_path, self.checksums = self._load_checksums()
-        self._check_relative(("dataset", "labels"), self.ds.labels)
-        self.meta = [self.ds.labels]
+        self.meta: list[str] = []
+        if self.ds.labels_from == "file":
+            self._check_relative(("dataset", "labels"), self.ds.labels)
+            self.meta.append(self.ds.labels)
         if self.ds.class_names is not None:
             self._check_relative(("dataset", "class_names"), self.ds.class_names)
             self.meta.append(self.ds.class_names)
@@ -264,6 +266,8 @@ class _Resolver:
                 return f"no {name}"
         self._verify(kind, folder, self.meta_in_data)
         contents = self._read(self.meta_dir or folder)
+        if self.ds.labels_from == "folders":
+            self._check_class_folders(folder, contents)
         wanted = [sample_id for sample_id, _ in contents.samples]
         missing = [name for name in wanted if not (folder / name).is_file()]
         if missing:
@@ -344,6 +348,8 @@ class _Resolver:
     # -- labels and class names -----------------------------------------------------------------
 
     def _read(self, folder: Path) -> _Contents:
+        if self.ds.labels_from == "folders":
+            return self._read_folders(folder)
         samples = self._read_labels(folder / self.ds.labels)
         if self.ds.limit is not None:
             samples = samples[: self.ds.limit]
@@ -351,6 +357,62 @@ class _Resolver:
         if self.ds.class_names is not None:
             names = self._read_class_names(folder / self.ds.class_names)
         return _Contents(samples=tuple(samples), class_names=names)
+
+    def _class_folders(self) -> list[str]:
+        """The class folders the checksum list names (``<class>/<file>`` entries), sorted by
+        name as torchvision's ``ImageFolder`` sorts them."""
+        return sorted({name.split("/")[0] for name in self.checksums if name.count("/") == 1})
+
+    def _read_folders(self, folder: Path) -> _Contents:
+        """One folder per class: the samples and labels come from the checksum list, which
+        pins every image (a file it does not list is never read)."""
+        classes = self._class_folders()
+        where = f"{self.checksum_path}: "
+        if not classes:
+            raise self._error(
+                ("dataset", "checksums"),
+                f"{where}names no '<class folder>/<image>' files, but the manifest says "
+                "'labels_from: folders'",
+            )
+        if len(classes) != self.ds.classes:
+            raise self._error(
+                ("dataset", "classes"),
+                f"{where}names {len(classes)} class folders ({classes[0]!r} … "
+                f"{classes[-1]!r}), the manifest declares classes: {self.ds.classes}",
+            )
+        index = {name: i for i, name in enumerate(classes)}
+        samples = sorted(
+            (name, index[name.split("/")[0]])
+            for name in self.checksums
+            if name.count("/") == 1 and name not in self.meta
+        )
+        for sample_id, _ in samples:
+            self._check_relative(("dataset", "checksums"), sample_id, where)
+        if self.ds.limit is not None:
+            samples = samples[: self.ds.limit]
+        names: tuple[str, ...] = tuple(classes)
+        if self.ds.class_names is not None:
+            names = self._read_class_names(folder / self.ds.class_names)
+        return _Contents(samples=tuple(samples), class_names=names)
+
+    def _check_class_folders(self, folder: Path, contents: _Contents) -> None:
+        """A class folder on disk that the checksum list does not name would shift every later
+        class index for a reader that lists the folders (``ImageFolder``): refused."""
+        listed = set(self._class_folders())
+        try:
+            present = {p.name for p in folder.iterdir() if p.is_dir()}
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot list {folder}: {exc.strerror or exc}",
+                how=f"check that {folder} is readable",
+            ) from None
+        extra = sorted(present - listed)
+        if extra:
+            raise IntegrityError(
+                f"the data set folder {folder} has class folders that {self.checksum_path} does "
+                f"not list: {', '.join(map(repr, extra[:5]))}; with one folder per class they "
+                "would renumber the classes: remove them or list their images"
+            )
 
     def _read_text(self, field: KeyPath, path: Path) -> str:
         try:

@@ -164,10 +164,16 @@ class Dataset:
     in order, in the data mirrors (``mlrepro_data`` / ``MLREPRO_DATA``, each holding a
     folder named ``name``), in the cache, and, if ``url`` is set, downloaded into the cache. Every
     file is checked against ``checksums`` (``sha256sum`` format, relative to the manifest).
+
+    ``labels_from: folders`` reads the labels from the layout most image sets ship in, one
+    folder per class (torchvision's ``ImageFolder``): the samples are the ``<class>/<file>``
+    entries of the checksum list, and a class's index is its folder's position among the class
+    folders sorted by name (``labels`` is then not used).
     """
 
     name: str
     checksums: str
+    labels_from: Literal["file", "folders"] = "file"
     labels: str = "labels.csv"
     labels_dir: str | None = None
     file_column: str = "file"

@@ -24,7 +24,7 @@ from ..fingerprint import environment
 from ..goldens import DataChange, accuracy_decision, compare, data_change
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
 from ..report import explain
-from ..runners import check_framework, cuda_present
+from ..runners import check_framework, cuda_present, load_runner
 from ..settings import Settings
 from ._progress import TerminalProgress
 from ._session import PROPERTY_PREFIX, session_of
@@ -251,6 +251,9 @@ class AccuracyItem(pytest.Item):
         try:
             self.add_property("framework_version", check_framework(m))
             dataset = resolve_dataset(m, settings)
+            if runs == 0:  # the model verified and loaded (its errors first), nothing run
+                load_runner(m, self.device, settings)
+                return [], dataset
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
             return done, dataset
@@ -365,6 +368,21 @@ class AccuracyItem(pytest.Item):
         self.add_property("manifest", m.name)
         self.add_property("device", self.device)
         self.add_property("framework", m.framework.name)
+        path = golden_store.golden_path(m, settings)
+        if not (update and self.records) and not path.exists() and not path.is_symlink():
+            # Nothing to compare with: said before the model runs over the whole data set (the
+            # data and the model are still found, verified and loaded: runs=0). A golden that
+            # exists but is broken still gets an evaluation, so that its failure shows this
+            # run's numbers.
+            _, dataset = self._evaluate(runs=0)
+            self.add_property("samples", len(dataset.samples))
+            record_cmd = f"pytest {shown} --mlrepro-update"
+            self._fail(
+                "no golden",
+                f"no golden at {display_path(self.config, path)}: record one with\n"
+                f"  {record_cmd}\n(the model was not run: there is nothing to compare with)",
+                None,
+            )
         (result,), dataset = self._evaluate()
         self.classes = dataset.class_names
         self._data_files = dataset.checksums

