@@ -13,6 +13,7 @@ process, see ``helpers.Project.run``) and with pytest-xdist (``-n 2``, in a subp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -35,6 +36,14 @@ from helpers import (
     make_torchscript,
     manifest_text,
 )
+
+# Extension modules that cannot be imported twice in one process (onnx's nanobind enums abort the
+# interpreter on a second registration). pytester's in-process runs drop every module a run
+# imported; imported here first, these stay loaded across runs.
+for _native in ("onnx", "onnxruntime"):
+    # An environment without them: the tests that need them skip.
+    with contextlib.suppress(ImportError):
+        __import__(_native)
 
 # Hypothesis profiles. ``ci`` (the default) runs every property test with its usual number of
 # examples (``helpers.examples`` scales explicit counts); ``deep`` runs five times as many, for the

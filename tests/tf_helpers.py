@@ -153,4 +153,6 @@ def tf_manifest_text(
 
 
 if __name__ == "__main__":
+    # Run as a script: the example builders (examples/, at the repository root) are importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     make_tf_models(Path(sys.argv[1]))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,7 +80,7 @@ def preprocessed(
     workers: int | None = None,
     *,
     overlap: bool = True,
-) -> Iterator[np.ndarray]:
+) -> Generator[np.ndarray, None, None]:
     """Batches in order, prepared by a thread pool (decoders and numpy release the GIL).
 
     ``overlap``: prepared ahead while the consumer (the model) runs, for a model on an
@@ -120,17 +121,13 @@ Progress = Callable[[int], None]
 """Told the number of samples done after each batch (a terminal display, see progress.py)."""
 
 
-def run_model(
-    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, progress: Progress | None = None
-) -> np.ndarray:
-    """Raw model outputs (N, classes) over the whole data set, in sample order."""
-    pipe = manifest.pipeline
+def _run_batches(
+    runner: Runner, manifest: Manifest, batches: Iterator[np.ndarray], progress: Progress | None
+) -> list[np.ndarray]:
+    """The model's raw outputs, batch by batch."""
     outputs: list[np.ndarray] = []
     done = 0
     check = getattr(runner, "check_batch", None)
-    batches = preprocessed(
-        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
-    )
     for i, batch in enumerate(batches):
         if i == 0 and check is not None:
             try:
@@ -145,6 +142,22 @@ def run_model(
         done += batch.shape[0]
         if progress is not None:
             progress(done)
+    return outputs
+
+
+def run_model(
+    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, progress: Progress | None = None
+) -> np.ndarray:
+    """Raw model outputs (N, classes) over the whole data set, in sample order."""
+    pipe = manifest.pipeline
+    batches = preprocessed(
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
+    )
+    # Closed here when the model raises (a time limit's interruption included), so that the
+    # thread pool shuts down in this thread, not whenever the garbage collector finalises the
+    # generator: finalised inside another thread's start-up, it joined threads there and hung.
+    with contextlib.closing(batches):
+        outputs = _run_batches(runner, manifest, batches, progress)
     result = np.concatenate(outputs) if outputs else np.zeros((0, manifest.dataset.classes))
     if result.shape[1] != manifest.dataset.classes:
         raise manifest.error(
