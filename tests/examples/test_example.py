@@ -38,6 +38,7 @@ def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: 
     shutil.copy(ONNX_MANIFEST, pytester.path / "manifests")
     shutil.copytree(REPO / "golden", pytester.path / "golden")
     shutil.copy(REPO / "conftest.py", pytester.path)
+    shutil.copytree(REPO / "examples", pytester.path / "examples")  # its builders
     text = ONNX_MANIFEST.read_text()
     for name, (old, new) in VARIANTS.items():
         assert old in text, f"the example manifest no longer contains {old!r}"

@@ -42,6 +42,7 @@ def test_dct_method_changes_per_sample_results_and_fails_the_other_golden(
     (pytester.path / "manifests").mkdir()
     shutil.copytree(REPO / "manifests" / "datasets", pytester.path / "manifests" / "datasets")
     shutil.copy(REPO / "conftest.py", pytester.path)
+    shutil.copytree(REPO / "examples", pytester.path / "examples")  # its builders
     manifests = pytester.path / "manifests"
     (manifests / "accurate.yaml").write_text(variant("INTEGER_ACCURATE", "tf_accurate"))
     (manifests / "fast.yaml").write_text(variant("INTEGER_FAST", "tf_fast"))
