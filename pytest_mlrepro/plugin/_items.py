@@ -212,24 +212,40 @@ class ManifestErrorItem(pytest.Item):
         return self.path, (self.error.line or 1) - 1, f"{self.name} (invalid manifest)"
 
 
-class AccuracyItem(pytest.Item):
-    """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
+class ManifestItem(pytest.Item):
+    """What every item of a manifest shares: its manifest and device, its properties, and a
+    failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
 
-    kind: ClassVar[str] = "accuracy"
-
-    def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
+    def __init__(self, *, manifest: Manifest, device: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manifest = manifest
         self.device = device
-        self.records = records  # only one device's item writes the (device-independent) golden
-        self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
-        self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
-        self._written: str | None = None  # what _record wrote, in words, once it did
 
     def add_property(self, key: str, value: Any) -> None:
         """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
         and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, MlreproFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, f"{self.manifest.name}::{self.name}"
+
+
+class AccuracyItem(ManifestItem):
+    """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
+
+    kind: ClassVar[str] = "accuracy"
+
+    def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
+        super().__init__(manifest=manifest, device=device, **kwargs)
+        self.records = records  # only one device's item writes the (device-independent) golden
+        self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
+        self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
+        self._written: str | None = None  # what _record wrote, in words, once it did
 
     @property
     def timeout_factor(self) -> int:
@@ -544,11 +560,3 @@ class AccuracyItem(pytest.Item):
         self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
         self.add_property("verdict", f"golden {action}")
         self.add_property("golden", shown_golden)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, MlreproFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, 0, f"{self.manifest.name}::{self.name}"

@@ -36,13 +36,14 @@ from ..manifest import Manifest
 from ..runners import check_framework
 from ._items import (
     ManifestFile,
+    ManifestItem,
     MlreproFailure,
     display_path,
     is_strict,
     option_or_ini,
     settings_key,
 )
-from ._session import PROPERTY_PREFIX, report_output_error
+from ._session import report_output_error
 
 XDIST_GROUP = "mlrepro-latency"
 DEFAULT_MAX_CONTENTION = 0.25
@@ -157,23 +158,17 @@ def pytest_mlrepro_make_items(
     ]
 
 
-
-class LatencyItem(pytest.Item):
+class LatencyItem(ManifestItem):
     """Times the model (and one end-to-end request) at one batch size on one device, and compares
     the distribution with this machine's golden."""
 
     kind: ClassVar[str] = "latency"
 
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.manifest = manifest
-        self.device = device
+        super().__init__(manifest=manifest, device=device, **kwargs)
         self.batch = batch
         self.report_data: dict[str, Any] | None = None
         self.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
-
-    def add_property(self, key: str, value: Any) -> None:
-        self.user_properties.append((PROPERTY_PREFIX + key, value))
 
     def _update_cmd(self) -> str:
         threads = self.config.getoption("mlrepro_threads")
@@ -433,14 +428,6 @@ class LatencyItem(pytest.Item):
             return
         with lock.exclusive():
             yield
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, MlreproFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, 0, f"{self.manifest.name}::{self.name}"
 
 
 def _plain(data: Any) -> Any:
