@@ -89,12 +89,21 @@ def cuda_present() -> bool:
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
 
 
-def load_runner(manifest: Manifest, device: str, settings: Settings) -> Runner:
-    """Verify the model files and load the model for ``device`` with the manifest's settings."""
+def load_runner(
+    manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
+) -> Runner:
+    """Verify the model files and load the model for ``device`` with the manifest's settings.
+
+    ``shares_cpu``: the model takes turns on the CPU cores with preprocessing (an evaluation on
+    the CPU, see ``evaluation.preprocessed``), so its idle threads must sleep, not spin. Only ONNX
+    Runtime needs telling: measured per thread (docs/measurements.md), its intra-op worker spun
+    through every preprocessing phase (+1.3 s of CPU in a 7.7 s evaluation of the example), while
+    torch (OpenMP), TensorFlow and TFLite threads used no more CPU alternating than the model
+    alone. A latency measurement keeps each runtime's default."""
     if manifest.framework.name == "onnxruntime":
         from .onnx import OnnxRunner
 
-        return OnnxRunner.load(manifest, device, settings)
+        return OnnxRunner.load(manifest, device, settings, shares_cpu=shares_cpu)
     if manifest.framework.name in ("tensorflow", "tflite"):
         name = manifest.framework.name
         try:

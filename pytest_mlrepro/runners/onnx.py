@@ -50,7 +50,9 @@ class OnnxRunner:
         self.fixed_batch: int | None = first if fixed else None
 
     @classmethod
-    def load(cls, manifest: Manifest, device: str, settings: Settings) -> OnnxRunner:
+    def load(
+        cls, manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
+    ) -> OnnxRunner:
         assert manifest.model.file is not None
         path = verified(manifest, manifest.model.file, ("model", "file"), settings)
         runtime = manifest.runtime
@@ -61,6 +63,11 @@ class OnnxRunner:
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, graph_level)
         options.log_severity_level = 3
         options.use_deterministic_compute = runtime.deterministic_ops
+        if shares_cpu:
+            # Between runs ORT's pool threads spin waiting for work by default: on cores that
+            # preprocessing needs next, that is time taken from it (see load_runner).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         if runtime.seed is not None:
             ort.set_seed(runtime.seed)  # random ops (RandomNormal, Dropout in training mode)
         if device == "cuda":
