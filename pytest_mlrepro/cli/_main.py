@@ -157,13 +157,20 @@ class _Progress:
 def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
     from .. import goldens as golden_store
     from ..data import resolve_dataset
-    from ..diagnosis import save_sensitivity, sensitivity, sensitivity_table_path
+    from ..diagnosis import (
+        backends_in_play,
+        left_out_backends,
+        save_sensitivity,
+        sensitivity,
+        sensitivity_table_path,
+    )
     from ..runners import check_framework, load_runner
 
     manifest, settings = _prepare(args, config)
     check_framework(manifest)
     dataset = resolve_dataset(manifest, settings)
     runner = load_runner(manifest, args.device, settings)
+    backends = backends_in_play(manifest) | set(args.backend or ())
     table = sensitivity(
         manifest,
         runner,
@@ -173,8 +180,18 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         limit=manifest.dataset.limit,
         only=args.only or (),
         progress=_Progress(len(dataset.samples)),
+        backends=backends,
     )
     print(table.render())
+    left_out = left_out_backends(backends)
+    if left_out:
+        # Said, never silent: a flip to a library the model and pipeline do not use would cost
+        # its import (TensorFlow: seconds and log noise) in every run of the command.
+        print(
+            f"\nleft out: flips to {', '.join(left_out.values())} (neither this model nor its "
+            "pipeline uses it);\n  include them with "
+            + " ".join(f"--backend {key}" for key in left_out)
+        )
     if args.save:
         golden = golden_store.golden_path(manifest, settings)
         path = sensitivity_table_path(golden, settings.golden_dir)
@@ -253,6 +270,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="a variant key (colour:BGR, crop:none, ...) or a category ('colour order'); "
         "repeatable",
+    )
+    pitfalls.add_argument(
+        "--backend",
+        action="append",
+        choices=("pil", "opencv", "tf"),
+        help="also flip decoders and resizes to this library (repeatable; by default only to "
+        "Pillow, OpenCV and the libraries the model and pipeline already use)",
     )
     pitfalls.add_argument(
         "--save",

@@ -4,6 +4,7 @@ explanation and the sensitivity table."""
 from __future__ import annotations
 
 from ._explain import diagnose, explain
+from ._pitfalls import backends_in_play, left_out_backends
 from ._sensitivity import (
     save as save_sensitivity,
 )
@@ -21,8 +22,10 @@ from ._step_fingerprints import (
 )
 
 __all__ = [
+    "backends_in_play",
     "diagnose",
     "explain",
+    "left_out_backends",
     "record_step_fingerprints",
     "save_sensitivity",
     "sensitivity",

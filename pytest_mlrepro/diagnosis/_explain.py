@@ -339,10 +339,9 @@ def _candidates(
         for c in _revert_candidates(now, recorded, changes):
             if pitfalls.valid_steps(c.steps, manifest.input) and c.steps not in found:
                 found[c.steps] = c
-    # Backends already in play, plus the light ones: TensorFlow's import alone costs seconds, so
-    # its flips are tried only when the pipeline (now or as recorded) uses it. Never decided by
-    # what the process happens to have imported: the same drift gets the same diagnosis.
-    backends = {"pil", "opencv"} | pitfalls.backends_of(now) | pitfalls.backends_of(recorded or ())
+    # Never decided by what the process happens to have imported: the same drift gets the same
+    # diagnosis.
+    backends = pitfalls.backends_in_play(manifest, recorded or ())
     for v in pitfalls.variants(manifest, backends):
         existing = found.get(v.steps)
         if existing is not None:

@@ -126,6 +126,30 @@ def variants(manifest: Manifest, backends: Collection[str] | None = None) -> lis
     return out
 
 
+LIGHT_BACKENDS = frozenset({"pil", "opencv"})
+"""Backends whose import costs little: their flips are always tried. TensorFlow's import alone
+costs seconds (and its log noise): its flips are tried only where TensorFlow is in play."""
+
+
+def backends_in_play(manifest: Manifest, *more: Sequence[Step]) -> set[str]:
+    """The backends whose flips are worth their import for ``manifest``: the light ones, those its
+    pipeline (and ``more`` pipelines, e.g. the golden's) already uses, and TensorFlow when the
+    model runs on it. A tool that needs one framework imports only that one."""
+    backends = set(LIGHT_BACKENDS) | backends_of(manifest.input.preprocess)
+    for steps in more:
+        backends |= backends_of(steps)
+    if manifest.framework.name == "tensorflow":
+        backends.add("tf")
+    return backends
+
+
+def left_out_backends(backends: Collection[str]) -> dict[str, str]:
+    """Installed backends whose flips ``backends`` leaves out: ``{key: readable name}``."""
+    return {
+        b: _BACKEND_NAMES.get(b, b) for b in sorted(_MODULES) if b not in backends and _available(b)
+    }
+
+
 def backends_of(steps: Sequence[Step]) -> set[str]:
     """The libraries a pipeline's steps run on (``pil``, ``opencv``, ``tf``)."""
     backends = (getattr(s, "backend", None) for s in steps)

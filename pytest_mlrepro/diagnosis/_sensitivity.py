@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,11 +160,13 @@ def sensitivity(
     limit: int | None = None,
     only: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
+    backends: Collection[str] | None = None,
 ) -> Table:
-    """Accuracy and agreement under each pitfall (``only``: keys or categories to keep)."""
+    """Accuracy and agreement under each pitfall (``only``: keys or categories to keep;
+    ``backends``: the libraries flips may switch to, None: every installed one)."""
     start = time.perf_counter()
     chosen: list[Variant] = [
-        v for v in variants(manifest) if not only or v.key in only or v.pitfall in only
+        v for v in variants(manifest, backends) if not only or v.key in only or v.pitfall in only
     ]
     pipelines = [tuple(manifest.input.preprocess), *(v.steps for v in chosen)]
     outcomes = score_pipelines(runner, manifest, samples, pipelines, progress=progress)

@@ -376,6 +376,42 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     )
 
 
+def test_the_command_imports_only_the_framework_the_manifest_needs(cli_project: Path) -> None:
+    """An ONNX manifest's table needs ONNX Runtime: TensorFlow's decoder and resize flips (an
+    import of seconds, with its log noise) are left out, and the output says so and how to
+    include them."""
+    pytest.importorskip("tensorflow")
+    code = (
+        "import sys\n"
+        "from pytest_mlrepro.cli import main\n"
+        "status = main(sys.argv[1:])\n"
+        "print('imported tensorflow:', 'tensorflow' in sys.modules)\n"
+        "raise SystemExit(status)\n"
+    )
+    args = ["pitfalls", "manifests/blocks.yaml", "--limit", "6"]
+    env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
+
+    def run(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args, *more],
+            cwd=cli_project, capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+
+    plain = run()
+    assert plain.returncode == 0, plain.stderr
+    assert "imported tensorflow: False" in plain.stdout
+    assert "TensorFlow" not in plain.stdout.split("left out:")[0]
+    assert "left out: flips to TensorFlow" in plain.stdout
+    assert "include them with --backend tf" in plain.stdout
+    assert all(len(line) <= 100 for line in plain.stdout.splitlines()), plain.stdout
+
+    asked = run("--backend", "tf")
+    assert asked.returncode == 0, asked.stderr
+    assert "imported tensorflow: True" in asked.stdout
+    assert "decode:tf" in asked.stdout or "TensorFlow" in asked.stdout
+    assert "left out:" not in asked.stdout
+
+
 def test_the_command_imports_no_framework() -> None:
     """The command is pytest's configuration with another action: it imports pytest, but no
     framework until a manifest needs one."""
