@@ -374,6 +374,9 @@ def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
         check=True,
         capture_output=True,
         timeout=120,
+        # Not an xdist worker's environment: pytest-benchmark disables itself under xdist and
+        # reads that from these variables, which a test running on a worker would pass on.
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
     )
     theirs = json.loads((theirs_dir / "theirs.json").read_text())
     missing = keys_of(theirs) - keys_of(ours) - {"benchmarks.[].stats.data"}
