@@ -3,6 +3,7 @@ explanation and the sensitivity table."""
 
 from __future__ import annotations
 
+from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
 from ._sensitivity import (
     save as save_sensitivity,
@@ -21,8 +22,11 @@ from ._step_fingerprints import (
 )
 
 __all__ = [
+    "FirstStepOutputs",
+    "ProbeOutputs",
     "diagnose",
     "explain",
+    "first_step_outputs",
     "record_step_fingerprints",
     "save_sensitivity",
     "sensitivity",

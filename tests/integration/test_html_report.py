@@ -1,0 +1,263 @@
+"""The HTML report (``--mlrepro-html``): one self-contained page with the session's matrix, its
+charts and, for a drifted item, the preprocessing pictures of the first differing step; opened
+in a real headless browser (Debian's ``chromium``) where one is installed."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
+
+from pytest_mlrepro.plugin._html import COLUMNS
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _report_libraries_loaded() -> None:
+    """Render one small page before any in-process run: pytester drops the modules a run
+    imported, and matplotlib, imported afresh in a later run, mixes its classes with those of
+    the first import (as onnx would: tests/conftest.py). Loaded here, they outlive the runs."""
+    from pytest_mlrepro.report import html as report
+
+    view = report.ReportView(
+        title="warm-up",
+        matrix=report.Matrix(("manifest",), ()),
+        accuracy=(report.AccuracyPoint("m", "host", "cpu", 50.0, 90.0, 50.0, 90.0),),
+        latency=(report.LatencySeries("m", (1.0, 2.0, 3.0), golden_p50_ms=2.0),),
+        sensitivity=(
+            report.SensitivityTable(
+                "m", "x", 1, 50.0, (report.SensitivityBar("p", "d", 1.0, 0.5),)
+            ),
+        ),
+        cross_machine=report.CrossMachine((report.MachineAgreement("m", "a", "b", 0.9),)),
+    )
+    report.render_html(view)
+
+
+PNG = re.compile(r'<img class="drift-image (drift-\w+)" src="data:image/png;base64,([^"]+)"')
+
+
+def _drifted_project(project: Project) -> Project:
+    """tiny_onnx drifts (its decode now gives BGR: red and blue swap), tiny_loose passes."""
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": project.manifest(
+                "tiny_loose",
+                extra="tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n",
+            ),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    path = project.path / "manifests" / "tiny_onnx.yaml"
+    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
+    return project
+
+
+def _matrix_rows(page: str) -> dict[str, str]:
+    rows = re.findall(r'(<tr class="matrix-row[^"]*" data-manifest="([^"]+)".*?</tr>)', page, re.S)
+    return {name: row for row, name in rows}
+
+
+def _decode(data: str) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))))
+
+
+def _assert_self_contained(page: str) -> None:
+    """Nothing on the page is fetched from anywhere: no URL in a src or href, no @import, no
+    url() but data: ones."""
+    assert not re.search(r'(?:src|href)\s*=\s*["\']?\s*(?:https?:)?//', page, re.I), "remote link"
+    assert "@import" not in page
+    assert all(u.startswith("data:") for u in re.findall(r"url\(([^)]*)\)", page))
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert srcs and all(s.startswith("data:image/") for s in srcs), srcs[:3]
+
+
+@pytest.mark.about_xdist  # the pictures travel with an xdist worker's report
+def test_a_drifted_manifest_gets_its_preprocessing_pictures(project: Project) -> None:
+    _drifted_project(project)
+    result = project.run("--mlrepro-html", "out/report.html")
+    result.assert_outcomes(passed=1, failed=1)
+    page = (project.path / "out" / "report.html").read_text(encoding="utf-8")
+    _assert_self_contained(page)
+
+    rows = _matrix_rows(page)
+    assert set(rows) == {"tiny_onnx", "tiny_loose"}
+    assert 'class="matrix-row row-fail"' in rows["tiny_onnx"]
+    cells = dict(zip(COLUMNS, re.findall(r"<td([^>]*)>(.*?)</td>", rows["tiny_onnx"], re.S)))
+    # The levels outside tolerance are marked (top-1, agreement, score), top-5 is not: the
+    # swap moves classes 0 and 2 within the top 3 of 3 classes.
+    failed = {name for name, (attrs, _) in cells.items() if "cell-fail" in attrs}
+    assert failed == {"top-1 %", "agreement", "max score diff", "verdict"}, cells
+    assert "drift" in cells["verdict"][1] and cells["top-1 %"][1] == "33.33"
+    assert 'class="matrix-row row-pass"' in rows["tiny_loose"] and ">pass<" in rows["tiny_loose"]
+    assert "cell-fail" not in rows["tiny_loose"]
+    assert "onnxruntime" in rows["tiny_onnx"] and "cpu" in rows["tiny_onnx"]
+
+    # The drifted item's pictures: the first differing step (the decode that now gives BGR),
+    # three probe samples, each with the golden's output, the current one and the difference.
+    block = re.search(
+        r'<div class="drift" id="(drift-\d+)" data-manifest="tiny_onnx"'
+        r'.*?(?=<div class="drift" |</section>)',
+        page,
+        re.S,
+    )
+    assert block is not None, "no pictures for the drifted manifest"
+    assert f'href="#{block.group(1)}"' in rows["tiny_onnx"]  # its verdict links to them
+    text = block.group(0)
+    assert '<span class="step first-step">decode</span>' in text
+    assert "colour order" in text  # the diagnosis' cause
+    probes = [
+        tuple(part.split('">', 1)) for part in text.split('<div class="probe" data-sample="')[1:]
+    ]
+    assert len(probes) == 3, text[:2000]
+    for sample, body in probes:
+        kinds = [k for k, _ in PNG.findall(body)]
+        assert kinds == ["drift-golden", "drift-now", "drift-diff"], (sample, kinds)
+        golden, now, diff = (_decode(d) for _, d in PNG.findall(body))
+        # The pictures are the decoded image as RGB and as BGR: the same pixels, red and
+        # blue swapped; the difference is bright where red and blue differ.
+        assert golden.shape == now.shape == (40, 48, 3)
+        assert np.array_equal(golden[:, :, ::-1], now)
+        assert not np.array_equal(golden, now)
+        assert diff.shape[:2] == (40, 48) and diff.max() == 255
+        peak = float(np.abs(golden.astype(int) - now.astype(int)).max())
+        shown = re.search(r"max \|Δ\| = ([0-9.e+]+)", html.unescape(body))
+        assert shown is not None and float(shown.group(1)) == peak
+    # No picture on the passing manifest.
+    assert 'data-manifest="tiny_loose" data-device' not in page.split('id="drift"', 1)[1]
+
+
+def test_the_report_costs_a_passing_item_nothing(project: Project) -> None:
+    """Without a drift there are no pictures (nothing re-run), and the page still has the
+    matrix and the accuracy chart."""
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    result = project.run("--mlrepro-html", "report.html")
+    result.assert_outcomes(passed=1)
+    page = (project.path / "report.html").read_text(encoding="utf-8")
+    assert set(_matrix_rows(page)) == {"tiny_onnx"}
+    assert 'id="drift"' not in page and "drift-image" not in page
+    assert 'alt="accuracy chart"' in page
+
+
+def test_the_ini_key_and_an_unwritable_target(project: Project) -> None:
+    _drifted_project(project)
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nmlrepro_data = data\nmlrepro_html = reports/session.html\n"
+    )
+    result = project.run()
+    result.assert_outcomes(passed=1, failed=1)
+    page = (project.path / "reports" / "session.html").read_text(encoding="utf-8")
+    assert set(_matrix_rows(page)) == {"tiny_onnx", "tiny_loose"}
+    (project.path / "blocked").write_text("a file, not a folder")
+    refused = project.run("--mlrepro-html", "blocked/report.html")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "HTML report (--mlrepro-html)" in refused.stderr.str()
+    assert "Traceback" not in refused.stderr.str() + refused.stdout.str()
+
+
+def test_without_the_report_libraries_the_option_is_a_usage_error(serial_project: Project) -> None:
+    """jinja2 or matplotlib missing: a usage error naming the extra, never a traceback."""
+    serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    blocker = serial_project.path / "blocker"
+    blocker.mkdir()
+    # A module finder that refuses jinja2, first on sys.path of the subprocess.
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'jinja2':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Block())\n"
+    )
+    env = os.environ.get("PYTHONPATH", "")
+    serial_project.pytester._monkeypatch.setenv(  # type: ignore[attr-defined]
+        "PYTHONPATH", os.pathsep.join([str(blocker), env]) if env else str(blocker)
+    )
+    result = serial_project.run("--mlrepro-html", "report.html", subprocess=True)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--mlrepro-html needs jinja2" in err and "pip install 'pytest-mlrepro[report]'" in err
+    assert "Traceback" not in err + result.stdout.str()
+    assert not (serial_project.path / "report.html").exists()
+
+
+# --- a real browser -----------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-extensions",
+]
+
+
+def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHROMIUM), *BROWSER, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(cwd)},  # its profile and crash files stay in tmp
+    )
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (.ci/run installs it)")
+def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_path: Path) -> None:
+    _drifted_project(serial_project)
+    result = serial_project.run("--mlrepro-html", "report.html")
+    result.assert_outcomes(passed=1, failed=1)
+    page = serial_project.path / "report.html"
+    url = page.resolve().as_uri()
+
+    dumped = _chromium("--dump-dom", "--virtual-time-budget=5000", url, cwd=tmp_path)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    # The page's own script ran to its end (the load event) and recorded no error: no uncaught
+    # exception, no console.error, no image that failed to load or decode.
+    head = re.search(r"<html[^>]*>", dom)
+    assert head is not None, dom[:500]
+    attributes = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', head.group(0)))
+    assert attributes.get("data-ready") == "yes", head.group(0)
+    assert attributes.get("data-errors") == "0", re.search(
+        r'id="mlrepro-errors".*?</pre>', dom, re.S
+    )
+    assert attributes.get("data-broken-images") == "0", head.group(0)
+    assert int(attributes["data-images"]) >= 3 * 3 + 1  # nine drift pictures and a chart
+    assert set(_matrix_rows(dom)) == {"tiny_onnx", "tiny_loose"}
+    assert len(re.findall(r'class="drift-image drift-diff"', dom)) == 3
+    assert '<span class="step first-step">decode</span>' in dom
+
+    shot = tmp_path / "report.png"
+    taken = _chromium("--screenshot=" + str(shot), "--window-size=1280,2000", url, cwd=tmp_path)
+    assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
+    from PIL import Image
+
+    with Image.open(shot) as picture:
+        assert picture.size == (1280, 2000)
+        # Not a blank page: the header band and the coloured matrix marks are there.
+        assert len(picture.convert("RGB").getcolors(1 << 20) or []) > 50
+    target = os.environ.get("MLREPRO_REPORT_SCREENSHOT")  # keep it, for a person to look at
+    if target:
+        shutil.copyfile(shot, target)
