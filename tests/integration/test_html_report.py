@@ -7,10 +7,12 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +65,32 @@ def _drifted_project(project: Project) -> Project:
     )
     path = project.path / "manifests" / "tiny_onnx.yaml"
     path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
+    return project
+
+
+LATENCY = (
+    "latency: {batch_sizes: [1], min_rounds: 5, min_time: 0.05, max_time: 2,"
+    " warmup_rounds: 2, warmup_time: 0, attempts: 2, tolerance: {p50: 4.0}}\n"
+)
+
+
+def _full_project(project: Project) -> Project:
+    """The drifted project, with a latency golden for tiny_loose and its pitfall table."""
+    _drifted_project(project)
+    path = project.path / "manifests" / "tiny_loose.yaml"
+    path.write_text(path.read_text() + LATENCY)
+    with open(project.path / "pytest.ini", "a") as fh:
+        fh.write("mlrepro_latency_max_contention = 1\n")  # no verdict is asserted on
+    project.run("--mlrepro-update", "-k", "latency").assert_outcomes(passed=1)
+    env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
+    command = ["pitfalls", "manifests/tiny_loose.yaml", "--save"]
+    command += ["--only", "colour order", "--only", "resize"]
+    saved = subprocess.run(
+        [sys.executable, "-m", "pytest_mlrepro.cli", *command],
+        cwd=project.path, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    assert (project.path / "golden" / "pitfalls" / "tiny_loose.json").is_file()
     return project
 
 
@@ -199,6 +227,125 @@ def test_without_the_report_libraries_the_option_is_a_usage_error(serial_project
     assert not (serial_project.path / "report.html").exists()
 
 
+def test_latency_distributions_and_the_pitfall_table_are_charted(serial_project: Project) -> None:
+    project = _full_project(serial_project)
+    project.run("--mlrepro-html", "report.html")
+    page = (project.path / "report.html").read_text(encoding="utf-8")
+    _assert_self_contained(page)
+    rows = _matrix_rows(page)
+    cells = dict(zip(COLUMNS, re.findall(r"<td[^>]*>(.*?)</td>", rows["tiny_loose"], re.S)))
+    assert cells["latency p50"].endswith(" ms") and cells["×golden"].startswith("×")
+    assert "latency:" in cells["verdict"]
+    assert cells["latency p50"] == "-" or float(cells["latency p50"].split()[0]) > 0
+    assert _matrix_rows(page)["tiny_onnx"].count("<td") == len(COLUMNS)
+    # The latency chart, and its numbers: both measurements of the one latency item.
+    assert 'alt="latency distributions"' in page
+    series = re.findall(r'<tr class="row-\w+" data-series="([^"]+)">(.*?)</tr>', page, re.S)
+    assert [name for name, _ in series] == [
+        "tiny_loose cpu b1 model",
+        "tiny_loose cpu b1 end_to_end",
+    ]
+    for _, body in series:
+        numbers = re.findall(r'<td class="num">([^<]*)</td>', body)
+        assert int(numbers[0]) >= 5 and float(numbers[4]) > 0  # rounds; the golden's p50
+    # The pitfall table as a chart, read from where `mlrepro pitfalls --save` put it.
+    assert 'alt="pitfall sensitivity of tiny_loose"' in page
+    assert "from golden/pitfalls/tiny_loose.json" in page
+    table = page.split('<details class="chart-data" data-manifest="tiny_loose">', 1)[1]
+    table = table.split("</details>", 1)[0]
+    pitfalls = re.findall(r'<tr data-pitfall="([^"]+)">', table)
+    assert "colour order" in pitfalls and "resize" in pitfalls
+    # Swapping red and blue moves every red and blue sample: agreement 1/3 on this data set.
+    bgr = re.search(
+        r'data-pitfall="colour order"><td>[^<]*</td><td>([^<]*)</td>.*?([0-9.]+)%', table, re.S
+    )
+    assert bgr is not None and float(bgr.group(2)) < 50.0, table[:1500]
+
+
+@pytest.mark.parametrize(
+    ("edit", "step", "shape", "kind"),
+    [
+        ((PREPROCESS_RGB, PREPROCESS_BGR), "decode", (40, 48, 3), "uint8"),
+        (
+            ("method: bilinear, backend: pil", "method: nearest, backend: pil"),
+            "resize",
+            (16, 16, 3),
+            "uint8",
+        ),
+        (
+            ("{normalize: {mean: [0], std: [255]}}", "{normalize: {mean: [0], std: [64]}}"),
+            "normalize",
+            (16, 16, 3),
+            "float32",
+        ),
+    ],
+    ids=["colour order", "resize method", "normalisation"],
+)
+def test_the_pictures_are_of_the_first_differing_step(
+    serial_project: Project, edit: tuple[str, str], step: str, shape: tuple[int, ...], kind: str
+) -> None:
+    serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    path = serial_project.path / "manifests" / "tiny_onnx.yaml"
+    assert edit[0] in path.read_text()
+    path.write_text(path.read_text().replace(*edit))
+    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(failed=1)
+    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
+    assert f'<span class="step first-step">{step}</span>' in page
+    assert f"; {kind}</p>" in page  # the outputs' type is said
+    pictures = PNG.findall(page)
+    assert [k for k, _ in pictures] == ["drift-golden", "drift-now", "drift-diff"] * 3
+    for k, data in pictures:
+        image = _decode(data)
+        assert image.shape[:2] == shape[:2], (k, image.shape)
+    ranges = re.findall(
+        r"values ([-0-9.e+]+) … ([-0-9.e+]+) shown black … white", html.unescape(page)
+    )
+    assert len(ranges) == 3
+    if kind == "uint8":
+        assert set(ranges) == {("0", "255")}
+    else:  # floats: the two outputs' common range, std 64 giving values up to 255/64
+        assert all(0 <= float(lo) < float(hi) <= 255 / 64 + 1e-6 for lo, hi in ranges)
+        assert any(float(hi) > 1.5 for _, hi in ranges)
+
+
+def test_a_removed_step_is_shown_beside_the_step_before_it(serial_project: Project) -> None:
+    serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    path = serial_project.path / "manifests" / "tiny_onnx.yaml"
+    text, removed = re.subn(r"(?m)^ *- \{crop: .*\n", "", path.read_text())
+    assert removed == 1
+    path.write_text(text)
+    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(failed=1)
+    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="step first-step">crop</span>' in page
+    assert "crop is gone from the current pipeline" in page
+    # The golden's crop output (32 × 32) beside the current decode output (40 × 48): no
+    # difference picture between outputs of different shapes.
+    pictures = [(k, _decode(d).shape[:2]) for k, d in PNG.findall(page)]
+    assert pictures == [("drift-golden", (32, 32)), ("drift-now", (40, 48))] * 3
+    assert page.count("the outputs differ in shape: no difference image") == 3
+
+
+def test_a_golden_without_step_fingerprints_still_gets_its_pictures(
+    serial_project: Project,
+) -> None:
+    """A golden recorded before it kept step fingerprints: the two pipelines' outputs are
+    compared here to find the first differing step."""
+    _drifted_project(serial_project)
+    golden = serial_project.golden("tiny_onnx")
+    data = json.loads(golden.read_text())
+    del data["probes"]
+    golden.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(passed=1, failed=1)
+    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="step first-step">decode</span>' in page
+    assert "differs on 3/3 probes" in page
+    assert [k for k, _ in PNG.findall(page)] == ["drift-golden", "drift-now", "drift-diff"] * 3
+
+
 # --- a real browser -----------------------------------------------------------------------------
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -225,9 +372,8 @@ def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (.ci/run installs it)")
 def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_path: Path) -> None:
-    _drifted_project(serial_project)
-    result = serial_project.run("--mlrepro-html", "report.html")
-    result.assert_outcomes(passed=1, failed=1)
+    _full_project(serial_project)  # a drift, a latency chart, a pitfall chart
+    serial_project.run("--mlrepro-html", "report.html")
     page = serial_project.path / "report.html"
     url = page.resolve().as_uri()
 
@@ -244,7 +390,8 @@ def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_pat
         r'id="mlrepro-errors".*?</pre>', dom, re.S
     )
     assert attributes.get("data-broken-images") == "0", head.group(0)
-    assert int(attributes["data-images"]) >= 3 * 3 + 1  # nine drift pictures and a chart
+    # Nine drift pictures, the accuracy, latency and pitfall charts, all decoded.
+    assert int(attributes["data-images"]) == 3 * 3 + 3
     assert set(_matrix_rows(dom)) == {"tiny_onnx", "tiny_loose"}
     assert len(re.findall(r'class="drift-image drift-diff"', dom)) == 3
     assert '<span class="step first-step">decode</span>' in dom

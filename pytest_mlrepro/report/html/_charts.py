@@ -21,6 +21,7 @@ from ._model import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+WIDTH = 11.0  # inches at 100 dpi: the page's width at 1280 pixels
 PASS, FAIL, GOLDEN, MUTED = "#2e7d32", "#c62828", "#9e9e9e", "#607d8b"
 TOP1, TOP5 = "#1565c0", "#64b5f6"
 
@@ -58,7 +59,7 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     points = [p for p in points if p.top1 is not None or p.top5 is not None]
     if not points:
         return None
-    figure = _figure(9.0, _height(len(points) * 2, 0.22, 1.6))
+    figure = _figure(WIDTH, _height(len(points) * 2, 0.22, 1.6))
     axes = figure.add_subplot()
     labels = [_label(p.manifest, p.machine, p.device) for p in points]
     y = list(range(len(points)))
@@ -104,7 +105,7 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
     series = [s for s in series if s.rounds_ms]
     if not series:
         return None
-    figure = _figure(9.0, _height(len(series), 0.45, 1.5))
+    figure = _figure(WIDTH, _height(len(series), 0.45, 1.5))
     axes = figure.add_subplot()
     data = [list(s.rounds_ms) for s in series]
     boxes = axes.boxplot(
@@ -163,7 +164,7 @@ def sensitivity_chart(table: SensitivityTable) -> str:
         table.bars,
         key=lambda b: (b.agreement is None, b.agreement if b.agreement is not None else 0.0),
     )
-    figure = _figure(9.0, _height(len(bars), 0.3, 1.6))
+    figure = _figure(WIDTH, _height(len(bars), 0.3, 1.6))
     left, right = figure.subplots(1, 2, sharey=True, width_ratios=[1, 1])
     y = list(range(len(bars)))
     labels = [_label(b.pitfall, b.description) for b in bars]
@@ -184,10 +185,12 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     left.invert_yaxis()
     left.set_xlim(0, 105)
     right.set_xlim(0, 115)
-    left.set_xlabel(f"top-1 (%); dashed: declared pipeline {table.declared_top1:.2f}")
-    right.set_xlabel("agreement with the declared pipeline's top-1 (%)")
+    left.set_xlabel("top-1 (%)")
+    right.set_xlabel("agreement with the declared top-1 (%)")
     figure.suptitle(
-        f"Pitfall sensitivity of {table.manifest} ({table.samples} samples)", fontsize=10
+        f"Pitfall sensitivity of {table.manifest} ({table.samples} samples; dashed: the declared "
+        f"pipeline's top-1, {table.declared_top1:.2f}%)",
+        fontsize=10,
     )
     for axes in (left, right):
         axes.grid(axis="x", alpha=0.3)
@@ -199,7 +202,7 @@ def agreement_chart(cross: CrossMachine) -> str | None:
     pairs = list(cross.pairs)
     if not pairs:
         return None
-    figure = _figure(9.0, _height(len(pairs), 0.32, 1.4))
+    figure = _figure(WIDTH, _height(len(pairs), 0.32, 1.4))
     axes = figure.add_subplot()
     y = list(range(len(pairs)))
     values = [100.0 * p.top1_agreement for p in pairs]

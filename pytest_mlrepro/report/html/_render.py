@@ -59,7 +59,7 @@ def render_html(view: ReportView) -> str:
         lstrip_blocks=True,
     )
     template = environment.get_template("report.html.j2")
-    return template.render(view=view, charts=charts(view), fmt=_fmt)
+    return template.render(view=view, charts=charts(view), fmt=_fmt, median=_median)
 
 
 def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:
@@ -70,6 +70,12 @@ def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:
 
     text = render_html(view)
     atomic_write_bytes(path, text.encode("utf-8"), what=what)
+
+
+def _median(values: tuple[float, ...]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None
 
 
 def _fmt(value: float | None, spec: str = ".2f", none: str = "-") -> str:
