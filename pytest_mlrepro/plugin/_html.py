@@ -15,6 +15,7 @@ import math
 import os
 import platform
 from collections.abc import Generator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,22 +38,6 @@ if TYPE_CHECKING:
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
 _drift_key = pytest.StashKey[dict[str, Any]]()
-
-COLUMNS = (
-    "manifest",
-    "machine",
-    "device",
-    "framework",
-    "version",
-    "samples",
-    "top-1 %",
-    "top-5 %",
-    "agreement",
-    "max score diff",
-    "latency p50",
-    "×golden",
-    "verdict",
-)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:
         require_libraries("--mlrepro-html")
-        check_writable_folder(target.parent, "HTML report (--mlrepro-html)")
+        check_writable_folder(target.parent, "report file (--mlrepro-html)")
     except (ReportUnavailable, OutputError) as exc:
         raise pytest.UsageError(f"{exc}. Nothing was run.") from None
 
@@ -203,7 +188,7 @@ def write_html_report(session: pytest.Session, state: MlreproSession) -> None:
 
     try:
         view = session_view(session.config, state)
-        write_html(path, view, what="HTML report (--mlrepro-html)")
+        write_html(path, view, what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
 
@@ -220,21 +205,38 @@ def _status(outcome: object) -> Status:
     return statuses.get(str(outcome), "")
 
 
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _num(value: object, spec: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-"
     return format(value, spec) if math.isfinite(value) else str(value)
 
 
-def _latency_cells(rows: list[Row]) -> tuple[Any, Any, str]:
-    """(p50 cell, ratio cell, verdict text) of a manifest × device's latency items: the
-    smallest batch's model measurement (the others in the hover text)."""
-    from ..report.html import Cell
+@dataclass(frozen=True)
+class _Latency:
+    """What the matrix shows of a manifest × device's latency items."""
 
+    p50_ms: float | None = None
+    ratio: float | None = None
+    failed: bool = False
+    note: str = ""  # hover text: every measurement, which ratio decided
+    verdicts: str = ""
+
+
+def _latency(rows: list[Row]) -> _Latency:
+    """The smallest batch's model measurement (the others in the hover text)."""
     if not rows:
-        return Cell("-"), Cell("-"), ""
+        return _Latency()
     rows = sorted(rows, key=lambda r: int(r.get("batch", 0)))
-    hover, first = [], None
+    hover: list[str] = []
+    first: tuple[Row, dict[str, Any], dict[str, Any]] | None = None
     for r in rows:
         for name, m in (r.get("measurements") or {}).items():
             judgement = (m.get("judgements") or [{}])[0]
@@ -245,25 +247,19 @@ def _latency_cells(rows: list[Row]) -> tuple[Any, Any, str]:
             if first is None and name == "model":
                 first = (r, m, judgement)
     if first is None:
-        r = rows[0]
-        measured = r.get("measurements") or {}
-        name = next(iter(measured), None)
-        m = measured.get(name, {}) if name else {}
-        first = (r, m, (m.get("judgements") or [{}])[0])
+        measured: dict[str, dict[str, Any]] = rows[0].get("measurements") or {}
+        only: dict[str, Any] = next(iter(measured.values()), {})
+        first = (rows[0], only, (only.get("judgements") or [{}])[0])
     r, m, judgement = first
-    status = _status(r.get("outcome"))
-    p50 = Cell(
-        f"{_num(m.get('p50_ms'), '.3g')} ms", "fail" if status == "fail" else "", "; ".join(hover)
+    p50, ratio = m.get("p50_ms"), judgement.get("ratio")
+    decided = str(r.get("decided_by") or "")  # format 2: the sentence that says which ratio
+    return _Latency(
+        p50_ms=float(p50) if isinstance(p50, (int, float)) else None,
+        ratio=float(ratio) if isinstance(ratio, (int, float)) else None,
+        failed=any(_status(x.get("outcome")) == "fail" for x in rows),
+        note="; ".join([decided, *hover] if decided else hover),
+        verdicts=", ".join(sorted({str(x["verdict"]) for x in rows if x.get("verdict")})),
     )
-    ratio = judgement.get("ratio")
-    decided = r.get("decided_by") or ""
-    ratio_cell = Cell(
-        f"×{ratio:.2f}" if isinstance(ratio, (int, float)) else "-",
-        "fail" if status == "fail" else "",
-        str(decided) or "; ".join(hover),
-    )
-    verdicts = sorted({str(x.get("verdict", "")) for x in rows if x.get("verdict")})
-    return p50, ratio_cell, ", ".join(verdicts)
 
 
 def _golden_metrics(config: pytest.Config, row: Row) -> tuple[float | None, float | None]:
@@ -365,12 +361,12 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
 
     from ..fingerprint import environment
     from ..report.html import (
+        MATRIX_COLUMNS,
         AccuracyPoint,
-        Cell,
         LatencySeries,
         Matrix,
-        MatrixRow,
         ReportView,
+        matrix_row,
     )
 
     machine = machine_name(config)
@@ -412,37 +408,33 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
             kind = r.get("kind")
             text = str(r.get("verdict", r.get("outcome", "")))
             verdicts.append(text if kind in (None, "accuracy") else f"{kind}: {text}")
-        p50, ratio, latency_verdict = _latency_cells(latency)
-        if latency_verdict:
-            verdicts.append(f"latency: {latency_verdict}")
+        timing = _latency(latency)
+        if timing.verdicts:
+            verdicts.append(f"latency: {timing.verdicts}")
         accuracy_status = _status(main.get("outcome")) if main in rows else ""
-        failures = set(drift_failures.get(key, ()))
-        metric: dict[str, Status] = {
-            level: "fail" if level in failures else ""
-            for level in ("top1", "top5", "agreement", "score")
-        }
-
-        cells = (
-            Cell(manifest),
-            Cell(machine),
-            Cell(device),
-            Cell(str(main.get("framework", "-"))),
-            Cell(str(main.get("framework_version", "-"))),
-            Cell(_num(main.get("samples"), "d") if main in rows else "-"),
-            Cell(_num(main.get("top1"), ".2f"), metric["top1"]),
-            Cell(_num(main.get("top5"), ".2f"), metric["top5"]),
-            Cell(_num(main.get("agreement"), ".4f"), metric["agreement"]),
-            Cell(_num(main.get("max_score_diff"), ".3g"), metric["score"]),
-            p50,
-            ratio,
-            Cell(
-                "; ".join(v for v in verdicts if v) or "-",
-                row_status,
-                str(main.get("diagnosis", "")),
-            ),
+        matrix_rows.append(
+            matrix_row(
+                manifest=manifest,
+                machine=machine,
+                device=device,
+                status=row_status,
+                verdict="; ".join(v for v in verdicts if v),
+                framework=str(main.get("framework") or ""),
+                version=str(main.get("framework_version") or ""),
+                samples=_int(main.get("samples")) if main in rows else None,
+                top1=_float(main.get("top1")),
+                top5=_float(main.get("top5")),
+                agreement=_float(main.get("agreement")),
+                max_score_diff=_float(main.get("max_score_diff")),
+                failed_levels=drift_failures.get(key, ()),
+                latency_p50_ms=timing.p50_ms,
+                latency_ratio=timing.ratio,
+                latency_failed=timing.failed,
+                latency_note=timing.note,
+                verdict_note=str(main.get("diagnosis") or ""),
+                anchor=drift[key].anchor if key in drift else "",
+            )
         )
-        anchor = drift[key].anchor if key in drift else ""
-        matrix_rows.append(MatrixRow(manifest, machine, device, cells, row_status, anchor))
         if main in rows and isinstance(main.get("top1"), (int, float)):
             golden_top1, golden_top5 = _golden_metrics(config, main)
             points.append(
@@ -505,7 +497,7 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
         title="pytest-mlrepro report",
         subtitle=f"{config.rootpath} · {machine} · {total} items",
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        matrix=Matrix(COLUMNS, tuple(matrix_rows)),
+        matrix=Matrix(MATRIX_COLUMNS, tuple(matrix_rows)),
         accuracy=tuple(points),
         latency=tuple(series),
         sensitivity=tuple(sensitivity),

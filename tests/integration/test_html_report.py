@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
-from pytest_mlrepro.plugin._html import COLUMNS
+from pytest_mlrepro.report.html import MATRIX_COLUMNS as COLUMNS
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("jinja2")
@@ -195,8 +195,24 @@ def test_the_ini_key_and_an_unwritable_target(project: Project) -> None:
     (project.path / "blocked").write_text("a file, not a folder")
     refused = project.run("--mlrepro-html", "blocked/report.html")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    assert "HTML report (--mlrepro-html)" in refused.stderr.str()
+    assert "report file (--mlrepro-html)" in refused.stderr.str()
     assert "Traceback" not in refused.stderr.str() + refused.stdout.str()
+
+
+def test_a_report_that_cannot_be_written_at_the_end_fails_the_run(
+    serial_project: Project,
+) -> None:
+    """The folder is writable (checked before the run), the target itself is a folder: the
+    run says so in red and its exit status is non-zero, as for --mlrepro-json."""
+    serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    (serial_project.path / "report.html").mkdir()
+    result = serial_project.run("--mlrepro-html", "report.html")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["mlrepro: *report.html is a folder*report file (--mlrepro-html)*"])
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_without_the_report_libraries_the_option_is_a_usage_error(serial_project: Project) -> None:

@@ -185,3 +185,38 @@ def test_without_the_libraries_the_error_names_the_extra(monkeypatch: pytest.Mon
         "the HTML report needs mlrepro_no_such_library, which is not installed: "
         "pip install 'pytest-mlrepro[report]'"
     )
+
+
+def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
+    row = report.matrix_row(
+        manifest="m",
+        machine="ci-a",
+        device="cuda",
+        status="fail",
+        verdict="drift; latency: regression",
+        framework="onnxruntime",
+        version="1.20.0",
+        samples=1000,
+        top1=74.9,
+        top5=92.0,
+        agreement=0.97,
+        max_score_diff=0.0123,
+        failed_levels=("top1", "agreement"),
+        latency_p50_ms=12.345,
+        latency_ratio=1.94,
+        latency_failed=True,
+        latency_note="p50 ×1.94 the golden's (normalised ×1.02: the machine was slower)",
+        anchor="drift-1",
+    )
+    cells = dict(zip(report.MATRIX_COLUMNS, row.cells))
+    assert [c.text for c in row.cells] == [
+        "m", "ci-a", "cuda", "onnxruntime", "1.20.0", "1000", "74.90", "92.00", "0.9700",
+        "0.0123", "12.3 ms", "×1.94", "drift; latency: regression",
+    ]  # fmt: skip
+    marked = {name for name, cell in cells.items() if cell.status == "fail"}
+    assert marked == {"top-1 %", "agreement", "latency p50", "×golden", "verdict"}
+    assert cells["×golden"].title.startswith("p50 ×1.94")
+    empty = report.matrix_row(manifest="m", machine="a", device="cpu", status="skip", verdict="")
+    assert [c.text for c in empty.cells][3:] == ["-"] * 10
+    page = report.render_html(_view(matrix=report.Matrix(report.MATRIX_COLUMNS, (row,))))
+    assert '<a href="#drift-1">drift; latency: regression</a>' in page

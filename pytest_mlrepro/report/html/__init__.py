@@ -9,6 +9,7 @@ model, each from what it has.
 from __future__ import annotations
 
 from ._images import channels_last, drift_image, from_plain, plain
+from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
     Cell,
@@ -35,6 +36,7 @@ from ._render import (
 
 __all__ = [
     "EXTRA",
+    "MATRIX_COLUMNS",
     "AccuracyPoint",
     "Cell",
     "CrossMachine",
@@ -52,6 +54,7 @@ __all__ = [
     "channels_last",
     "drift_image",
     "from_plain",
+    "matrix_row",
     "missing_libraries",
     "plain",
     "render_html",
