@@ -387,6 +387,20 @@ def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _open(url: str, tmp_path: Path) -> tuple[str, dict[str, str], list[str]]:
+    """(the DOM after the load event, the data- attributes of <html>, the console's lines)."""
+    dumped = _chromium(
+        "--dump-dom", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0", url,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    head = re.search(r"<html[^>]*>", dumped.stdout)
+    assert head is not None, dumped.stdout[:500]
+    attributes = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', head.group(0)))
+    console = [line for line in dumped.stderr.splitlines() if ":CONSOLE" in line]
+    return dumped.stdout, attributes, console
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (.ci/run installs it)")
 def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_path: Path) -> None:
     _full_project(serial_project)  # a drift, a latency chart, a pitfall chart
@@ -394,24 +408,35 @@ def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_pat
     page = serial_project.path / "report.html"
     url = page.resolve().as_uri()
 
-    dumped = _chromium("--dump-dom", "--virtual-time-budget=5000", url, cwd=tmp_path)
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    dom = dumped.stdout
-    # The page's own script ran to its end (the load event) and recorded no error: no uncaught
-    # exception, no console.error, no image that failed to load or decode.
-    head = re.search(r"<html[^>]*>", dom)
-    assert head is not None, dom[:500]
-    attributes = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', head.group(0)))
-    assert attributes.get("data-ready") == "yes", head.group(0)
+    dom, attributes, console = _open(url, tmp_path)
+    # Nothing on the console (chromium logs every console message to stderr), and the page's
+    # own script ran to its end (the load event) and recorded no error: no uncaught exception,
+    # no console.error, no image that failed to load or decode.
+    assert console == []
+    assert attributes.get("data-ready") == "yes", attributes
     assert attributes.get("data-errors") == "0", re.search(
         r'id="mlrepro-errors".*?</pre>', dom, re.S
     )
-    assert attributes.get("data-broken-images") == "0", head.group(0)
+    assert attributes.get("data-broken-images") == "0", attributes
     # Nine drift pictures, the accuracy, latency and pitfall charts, all decoded.
     assert int(attributes["data-images"]) == 3 * 3 + 3
     assert set(_matrix_rows(dom)) == {"tiny_onnx", "tiny_loose"}
     assert len(re.findall(r'class="drift-image drift-diff"', dom)) == 3
     assert '<span class="step first-step">decode</span>' in dom
+
+    # The checks can fail: the same page with an error and a broken picture is caught.
+    broken = tmp_path / "broken.html"
+    broken.write_text(
+        page.read_text(encoding="utf-8").replace(
+            "</body>",
+            '<img src="data:image/png;base64,AAAA" alt="bad">'
+            '<script>console.error("on purpose")</script></body>',
+        ),
+        encoding="utf-8",
+    )
+    _, bad, bad_console = _open(broken.as_uri(), tmp_path)
+    assert bad["data-errors"] != "0" and bad["data-broken-images"] == "1"
+    assert any("on purpose" in line for line in bad_console)
 
     shot = tmp_path / "report.png"
     taken = _chromium("--screenshot=" + str(shot), "--window-size=1280,2000", url, cwd=tmp_path)
