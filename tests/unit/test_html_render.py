@@ -220,3 +220,20 @@ def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
     assert [c.text for c in empty.cells][3:] == ["-"] * 10
     page = report.render_html(_view(matrix=report.Matrix(report.MATRIX_COLUMNS, (row,))))
     assert '<a href="#drift-1">drift; latency: regression</a>' in page
+
+
+def test_a_large_output_is_shown_reduced_and_a_single_differing_pixel_stays_visible() -> None:
+    golden = np.full((1000, 700, 3), 100, np.uint8)
+    now = golden.copy()
+    now[501, 2, 1] = 101  # one value, off by one
+    image = report.drift_image("photo", golden, now, "HWC", "HWC")
+    assert image.reduced == 3 and image.max_abs_diff == 1.0
+    assert image.golden_shape == (1000, 700, 3)  # the output's own shape is said
+    diff = _png(image.diff_png)
+    assert _png(image.golden_png).shape == (334, 234, 3) and diff.shape == (334, 234, 3)
+    assert tuple(diff[167, 0]) == (255, 255, 255) and int(diff.sum()) == 3 * 255
+    assert report.from_plain(report.plain(image)) == image
+    page = report.render_html(
+        _view(drift=(report.DriftSet("m", "a", "cpu", "decode", probes=(image,)),))
+    )
+    assert "shown at 1/3 size" in page

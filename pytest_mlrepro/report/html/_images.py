@@ -12,6 +12,29 @@ import numpy as np
 
 from ._model import DriftImage
 
+MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
+
+
+def reduction(height: int, width: int, max_side: int = MAX_SIDE) -> int:
+    """The integer factor that brings the longer side to at most ``max_side`` (1: as it is)."""
+    return max(1, -(-max(height, width) // max_side))
+
+
+def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
+    """An H × W × C image reduced ``factor`` times on both sides: the mean of each block (a
+    picture), or its maximum (a difference, so that a single differing pixel stays visible).
+    Edges are padded by repetition to whole blocks."""
+    if factor == 1:
+        return image
+    h, w = image.shape[:2]
+    pad = ((0, -h % factor), (0, -w % factor), (0, 0))
+    padded = np.pad(image, pad, mode="edge")
+    blocks = padded.reshape(
+        padded.shape[0] // factor, factor, padded.shape[1] // factor, factor, image.shape[2]
+    )
+    reduced: np.ndarray = blocks.max(axis=(1, 3)) if how == "max" else blocks.mean(axis=(1, 3))
+    return reduced
+
 
 def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
     """An H × W × C float64 view of a step output (a leading batch dimension of 1 dropped), or
@@ -87,8 +110,9 @@ def drift_image(
         shapes = " and ".join(str(tuple(a.shape)) for a in shown)
         return DriftImage(sample, note=f"outputs of shape {shapes} are not images")
     lo, hi = value_range(*shown)
-    golden_png = "" if g is None else to_png(_shown_channels(g), lo, hi)
-    now_png = "" if n is None else to_png(_shown_channels(n), lo, hi)
+    factor = max(reduction(*a.shape[:2]) for a in (g, n) if a is not None)
+    golden_png = "" if g is None else to_png(reduce(_shown_channels(g), factor, "mean"), lo, hi)
+    now_png = "" if n is None else to_png(reduce(_shown_channels(n), factor, "mean"), lo, hi)
     base = DriftImage(
         sample,
         golden_png=golden_png,
@@ -96,6 +120,7 @@ def drift_image(
         golden_shape=() if golden is None else tuple(int(d) for d in golden.shape),
         now_shape=() if now is None else tuple(int(d) for d in now.shape),
         value_range=(lo, hi),
+        reduced=factor,
     )
     if g is None or n is None:
         return base
@@ -114,7 +139,7 @@ def drift_image(
     return DriftImage(
         **{
             **base.__dict__,
-            "diff_png": to_png(heat(diff, gain), 0.0, 255.0),
+            "diff_png": to_png(reduce(heat(diff, gain), factor, "max"), 0.0, 255.0),
             "max_abs_diff": peak,
             "changed_fraction": float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
             "amplification": gain,
@@ -154,4 +179,5 @@ def from_plain(data: dict[str, object]) -> DriftImage:
         changed_fraction=number(data.get("changed_fraction")),
         amplification=number(data.get("amplification")),
         note=str(data.get("note") or ""),
+        reduced=factor if isinstance(factor := data.get("reduced"), int) else 1,
     )

@@ -130,6 +130,7 @@ class DriftImage:
     changed_fraction: float | None = None  # of the values
     amplification: float | None = None  # the difference image is |Δ| × this (clipped)
     note: str = ""
+    reduced: int = 1  # the pictures are 1/reduced of the output's size (block mean; |Δ|: max)
 
 
 @dataclass(frozen=True)
