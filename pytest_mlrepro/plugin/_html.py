@@ -191,6 +191,10 @@ def write_html_report(session: pytest.Session, state: MlreproSession) -> None:
         write_html(path, view, what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
+    except Exception as exc:  # a report that cannot be made is said, not a traceback at exit
+        report_output_error(
+            session, f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
+        )
 
 
 def machine_name(config: pytest.Config) -> str:
