@@ -209,6 +209,11 @@ def _status(outcome: object) -> Status:
     return statuses.get(str(outcome), "")
 
 
+def _key(row: Row) -> tuple[str, str]:
+    """(manifest, device) of a row ("-" for a manifest that did not load: no device)."""
+    return str(row.get("manifest") or "-"), str(row.get("device") or "-")
+
+
 def _float(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -378,10 +383,10 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
     accuracy_rows = [r for r in state.results if r.get("kind") != "latency"]
     latency_by_key: dict[tuple[str, str], list[Row]] = {}
     for r in state.latency:
-        latency_by_key.setdefault((str(r.get("manifest")), str(r.get("device"))), []).append(r)
+        latency_by_key.setdefault(_key(r), []).append(r)
     by_key: dict[tuple[str, str], list[Row]] = {}
     for r in accuracy_rows:
-        by_key.setdefault((str(r.get("manifest")), str(r.get("device"))), []).append(r)
+        by_key.setdefault(_key(r), []).append(r)
     drift = _drift_sets(state.drift, machine)
     drift_failures = {
         (str(d["manifest"]), str(d["device"])): [str(f) for f in d.get("failures") or []]

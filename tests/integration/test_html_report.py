@@ -173,12 +173,21 @@ def test_a_drifted_manifest_gets_its_preprocessing_pictures(project: Project) ->
 
 def test_the_report_costs_a_passing_item_nothing(project: Project) -> None:
     """Without a drift there are no pictures (nothing re-run), and the page still has the
-    matrix and the accuracy chart."""
-    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")}, goldens=["tiny_onnx"])
+    matrix (a manifest that does not load is a failed row) and the accuracy chart."""
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "broken.yaml": project.manifest("broken").replace("classes: 3", "classes: three"),
+        },
+        goldens=["tiny_onnx"],
+    )
     result = project.run("--mlrepro-html", "report.html")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1, failed=1)
     page = (project.path / "report.html").read_text(encoding="utf-8")
-    assert set(_matrix_rows(page)) == {"tiny_onnx"}
+    rows = _matrix_rows(page)
+    assert set(rows) == {"tiny_onnx", "manifests/broken.yaml"}
+    assert 'class="matrix-row row-fail"' in rows["manifests/broken.yaml"]
+    assert ">invalid manifest</td>" in rows["manifests/broken.yaml"]
     assert 'id="drift"' not in page and "drift-image" not in page
     assert 'alt="accuracy chart"' in page
 
