@@ -3,6 +3,7 @@ explanation and the sensitivity table."""
 
 from __future__ import annotations
 
+from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
 from ._pitfalls import backends_in_play, left_out_backends
 from ._sensitivity import (
@@ -22,9 +23,12 @@ from ._step_fingerprints import (
 )
 
 __all__ = [
+    "FirstStepOutputs",
+    "ProbeOutputs",
     "backends_in_play",
     "diagnose",
     "explain",
+    "first_step_outputs",
     "left_out_backends",
     "record_step_fingerprints",
     "save_sensitivity",

@@ -37,6 +37,7 @@ pytest_plugins = [
     "pytest_mlrepro.plugin._time_limit",
     "pytest_mlrepro.plugin._golden_audit",
     "pytest_mlrepro.plugin._reference",
+    "pytest_mlrepro.plugin._html",
 ]
 
 DEFAULT_PATTERNS = [

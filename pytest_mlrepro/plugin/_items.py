@@ -478,6 +478,9 @@ class AccuracyItem(ManifestItem):
             self.add_property("verdict", "pass")
             self._finish_reference(ref)
             return
+        from ._html import collect_drift  # the HTML report's pictures (only when one is asked)
+
+        collect_drift(self, golden, comparison, result)
         self._fail(
             "drift",
             f"{shown} [{self.device}]: "

@@ -49,6 +49,8 @@ class MlreproSession:
         """One row per latency item: what the latency table and the benchmark file show."""
         self.reference: list[Row] = []
         """One row per item checked against a reference manifest."""
+        self.drift: list[Row] = []
+        """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
         self.audit = GoldenAudit()
         self.default_timeout = 0.0
         """Seconds an item may run when its manifest sets no limit (0: none)."""
@@ -86,6 +88,7 @@ class MlreproSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each item's results; under xdist this runs on the controller for worker reports."""
+        from ._html import drift_row
         from ._latency import latency_row
         from ._reference import reference_row
         from ._results import results_row
@@ -94,6 +97,7 @@ class MlreproSession:
             (self.results, results_row(report)),
             (self.latency, latency_row(report)),
             (self.reference, reference_row(report)),
+            (self.drift, drift_row(report)),
         ):
             if row is not None:
                 rows.append(row)
@@ -124,8 +128,10 @@ class MlreproSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
-        files: the benchmark file and the results file (on the controller only)."""
+        files: the benchmark file, the results file and the HTML report (on the controller
+        only)."""
         from ._golden_audit import share_audit
+        from ._html import write_html_report
         from ._latency import write_benchmark_file
         from ._results import write_results_file
 
@@ -134,6 +140,7 @@ class MlreproSession:
             return
         write_benchmark_file(session, self.latency)
         write_results_file(session, self.results)
+        write_html_report(session, self)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._terminal_stderr is not None and self._terminal_stderr != 2:

@@ -1,0 +1,196 @@
+"""The pictures of a drift: the golden pipeline's and the current pipeline's output of the first
+preprocessing step that differs, for a few probe samples.
+
+The golden keeps the manifest it was recorded with, so its preprocessing can be rebuilt
+(:func:`~._explain.recorded_steps`) and re-run here, step by step (:func:`~._step_fingerprints.
+trace`). Which step differs first is the step fingerprints' answer (:func:`~._step_fingerprints.
+compare_steps`, the same one the diagnosis text gives); for a golden recorded before it kept step
+fingerprints, the two pipelines' outputs on the probe samples are compared here instead, aligned
+by op the same way.
+
+Only a drifted item asks for this (and only when an HTML report is written): the arrays are
+returned as they are, and the report decides how to show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data import Sample
+from ..goldens import Golden
+from ..manifest import Manifest
+from ..pipeline import Step
+from . import _step_fingerprints as probe_store
+from ._explain import recorded_steps
+
+SHOWN = 3  # probe samples whose outputs are shown
+
+
+@dataclass(frozen=True)
+class ProbeOutputs:
+    """One probe sample's output of the first differing step, through each pipeline (None where
+    that pipeline has no such output)."""
+
+    sample: str
+    golden: np.ndarray | None
+    now: np.ndarray | None
+
+
+@dataclass
+class FirstStepOutputs:
+    """The first differing step and its outputs on a few probe samples.
+
+    ``step`` is "" when no step differs (or none could be compared); ``note`` says why, or adds
+    what the pictures cannot show (an environment that changes the golden's own pipeline)."""
+
+    step: str = ""
+    status: str = ""  # differs | added | removed
+    description: str = ""  # how it differs, in words (the step fingerprints' text)
+    golden_index: int | None = None  # the step's position in the golden's pipeline
+    now_index: int | None = None  # and in the current one
+    golden_layout: str = "HWC"
+    now_layout: str = "HWC"
+    golden_order: str = "RGB"  # the channel order of the shown outputs
+    now_order: str = "RGB"
+    probes: list[ProbeOutputs] = field(default_factory=list)
+    note: str = ""
+
+
+def first_step_outputs(
+    manifest: Manifest,
+    golden: Golden,
+    samples: Sequence[Sample],
+    prefer: Collection[str] = (),
+    shown: int = SHOWN,
+) -> FirstStepOutputs:
+    """The outputs of the first preprocessing step whose output differs from the golden
+    pipeline's, for ``shown`` probe samples (half of them, where possible, from ``prefer``: the
+    samples whose prediction changed). Never raises for a pipeline that cannot run: the
+    ``note`` says so."""
+    recorded = recorded_steps(golden.manifest)
+    if recorded is None:
+        return FirstStepOutputs(
+            note="the golden's recorded preprocessing cannot be rebuilt here (a step it names "
+            "is not registered in this run)"
+        )
+    steps = tuple(manifest.input.preprocess)
+    by_id = {s.id: s for s in samples}
+    try:
+        if isinstance(golden.probes, dict) and golden.probes.get("format") == probe_store.FORMAT:
+            report = probe_store.compare_steps(golden.probes, steps, samples, recorded)
+            first = report.first
+            if report.note:
+                return FirstStepOutputs(note=report.note)
+            ids = [i for i in golden.probes.get("samples", []) if i in by_id]
+            if first is None:
+                return FirstStepOutputs(note=report.summary())
+            environment = report.environment_step
+        else:
+            ids = [s.id for s in samples]
+            first, environment = _first_by_arrays(recorded, steps, by_id, ids, prefer, shown), None
+            if first is None:
+                return FirstStepOutputs(
+                    note="every step's output is identical to the golden pipeline's on the "
+                    "probe samples"
+                )
+        chosen = probe_store.select(ids, shown, prefer)
+        golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
+        golden_index, now_index = _shown_indices(first, recorded, steps)
+        out = FirstStepOutputs(
+            step=first.op,
+            status=first.status,
+            description=first.text,
+            golden_index=golden_index,
+            now_index=now_index,
+        )
+        if golden_index is not None:
+            out.golden_layout = golden_states[golden_index].layout
+            out.golden_order = golden_states[golden_index].order
+        if now_index is not None:
+            out.now_layout = now_states[now_index].layout
+            out.now_order = now_states[now_index].order
+        for sample_id in chosen:
+            sample = by_id[sample_id]
+            golden_trace = probe_store.trace(recorded, sample)
+            now_trace = probe_store.trace(steps, sample)
+            out.probes.append(
+                ProbeOutputs(
+                    sample_id,
+                    None if golden_index is None else golden_trace[golden_index],
+                    None if now_index is None else now_trace[now_index],
+                )
+            )
+    except Exception as exc:  # a probe that no longer decodes, say: the report says so
+        return FirstStepOutputs(note=f"the probe samples could not be traced: {exc}")
+    if environment is not None:
+        out.note = (
+            f"with the golden's own recorded pipeline, this machine's {environment.op} output "
+            f"differs from the golden's ({environment.text}): the golden pipeline's pictures "
+            "are made here, so they show this machine's outputs, not the recorded ones"
+        )
+    elif first.status == "added":
+        out.note = f"{first.op} is a step the golden's pipeline does not have: its output is "
+        out.note += "shown beside the golden pipeline's output of the step before it"
+    elif first.status == "removed":
+        out.note = f"{first.op} is gone from the current pipeline: the golden pipeline's output "
+        out.note += "of it is shown beside the current pipeline's output of the step before it"
+    return out
+
+
+def _shown_indices(
+    first: probe_store.StepDiff, recorded: Sequence[Step], steps: Sequence[Step]
+) -> tuple[int | None, int | None]:
+    """(golden index, now index) of the outputs to show: the step on both sides; for a step on
+    one side only, the other side's output of the step before it."""
+    golden_index, now_index = first.golden_index, first.now_index
+    pairs = probe_store._align([s.op for s in recorded], [s.op for s in steps])
+    if golden_index is None and now_index is not None:
+        before = [g for n, g in pairs if n is not None and n < now_index and g is not None]
+        golden_index = before[-1] if before else None
+    elif now_index is None and golden_index is not None:
+        before = [n for n, g in pairs if g is not None and g < golden_index and n is not None]
+        now_index = before[-1] if before else None
+    return golden_index, now_index
+
+
+def _first_by_arrays(
+    recorded: Sequence[Step],
+    steps: Sequence[Step],
+    by_id: dict[str, Sample],
+    ids: Sequence[str],
+    prefer: Collection[str],
+    shown: int,
+) -> probe_store.StepDiff | None:
+    """The first differing step found from the outputs themselves (a golden without step
+    fingerprints): both pipelines run here on the shown probe samples."""
+    chosen = probe_store.select(ids, shown, prefer)
+    golden_traces = [probe_store.trace(recorded, by_id[i]) for i in chosen]
+    now_traces = [probe_store.trace(steps, by_id[i]) for i in chosen]
+    for now_index, golden_index in probe_store._align(
+        [s.op for s in recorded], [s.op for s in steps]
+    ):
+        op = steps[now_index].op if now_index is not None else recorded[golden_index or 0].op
+        diff = probe_store.StepDiff(op, now_index, golden_index)
+        if now_index is None:
+            diff.text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
+            return diff
+        if golden_index is None:
+            diff.text = "step added (not in the golden's pipeline)"
+            return diff
+        differing = [
+            i
+            for i, (g, n) in enumerate(zip(golden_traces, now_traces))
+            if probe_store.digest(g[golden_index]) != probe_store.digest(n[now_index])
+        ]
+        diff.compared = len(chosen)
+        diff.differing = len(differing)
+        if differing:
+            diff.text = f"differs on {len(differing)}/{len(chosen)} probes"
+            return diff
+    return None
+
+
+__all__ = ["FirstStepOutputs", "ProbeOutputs", "first_step_outputs"]

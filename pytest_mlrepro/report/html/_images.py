@@ -1,0 +1,183 @@
+"""Tensors as pictures: a preprocessing step's output shown as an image, and the difference of
+two outputs, amplified. numpy and Pillow only (the package's own dependencies), so that a drifted
+item can make its pictures where it runs, and send a few small PNGs, not the arrays.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+
+from ._model import DriftImage
+
+MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
+
+
+def reduction(height: int, width: int, max_side: int = MAX_SIDE) -> int:
+    """The integer factor that brings the longer side to at most ``max_side`` (1: as it is)."""
+    return max(1, -(-max(height, width) // max_side))
+
+
+def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
+    """An H × W × C image reduced ``factor`` times on both sides: the mean of each block (a
+    picture), or its maximum (a difference, so that a single differing pixel stays visible).
+    Edges are padded by repetition to whole blocks."""
+    if factor == 1:
+        return image
+    h, w = image.shape[:2]
+    pad = ((0, -h % factor), (0, -w % factor), (0, 0))
+    padded = np.pad(image, pad, mode="edge")
+    blocks = padded.reshape(
+        padded.shape[0] // factor, factor, padded.shape[1] // factor, factor, image.shape[2]
+    )
+    reduced: np.ndarray = blocks.max(axis=(1, 3)) if how == "max" else blocks.mean(axis=(1, 3))
+    return reduced
+
+
+def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
+    """An H × W × C float64 view of a step output (a leading batch dimension of 1 dropped), or
+    None when it is not an image."""
+    if array.ndim == 4 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim == 2:
+        return array[:, :, None].astype(np.float64)
+    if array.ndim != 3:
+        return None
+    out = array.transpose(1, 2, 0) if layout.upper().endswith("CHW") else array
+    return np.asarray(out, dtype=np.float64)
+
+
+def _shown_channels(image: np.ndarray) -> np.ndarray:
+    """The channels a picture can show: 3 as they are (in the output's own order), 1 as grey;
+    of any other count, the first (grey) or the first three."""
+    channels = image.shape[2]
+    if channels in (1, 3):
+        return image
+    return image[:, :, :3] if channels > 3 else image[:, :, :1]
+
+
+def value_range(*arrays: np.ndarray) -> tuple[float, float]:
+    """The values mapped to black..white: 0..255 for bytes, else the finite min..max of all the
+    arrays together (so that two outputs of one step are shown on the same scale)."""
+    if arrays and all(a.dtype == np.uint8 for a in arrays):
+        return 0.0, 255.0
+    finite = [a[np.isfinite(a)] for a in arrays if a.size]
+    values = np.concatenate([f.ravel().astype(np.float64) for f in finite]) if finite else None
+    if values is None or values.size == 0:
+        return 0.0, 1.0
+    return float(values.min()), float(values.max())
+
+
+def to_png(image: np.ndarray, lo: float, hi: float) -> str:
+    """An H × W × (1|3) image, ``lo``..``hi`` mapped to 0..255, as base64 PNG."""
+    from PIL import Image
+
+    span = hi - lo
+    scaled = (image - lo) / span * 255.0 if span > 0 else np.full_like(image, 127.0)
+    pixels = np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255).round().astype(np.uint8)
+    if pixels.shape[2] == 1:
+        picture = Image.fromarray(pixels[:, :, 0], mode="L")
+    else:
+        picture = Image.fromarray(pixels, mode="RGB")
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG", optimize=True)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def heat(diff: np.ndarray, gain: float) -> np.ndarray:
+    """A single-channel |Δ| as a black → red → yellow → white heat map (H × W × 3, 0..255)."""
+    t = np.clip(diff * gain / 255.0, 0.0, 1.0)
+    red = np.clip(t * 3.0, 0, 1)
+    green = np.clip(t * 3.0 - 1.0, 0, 1)
+    blue = np.clip(t * 3.0 - 2.0, 0, 1)
+    return np.stack([red, green, blue], axis=2) * 255.0
+
+
+def drift_image(
+    sample: str,
+    golden: np.ndarray | None,
+    now: np.ndarray | None,
+    golden_layout: str,
+    now_layout: str,
+) -> DriftImage:
+    """The three pictures of one probe sample (golden, now, amplified |Δ|) and their numbers."""
+    g = None if golden is None else channels_last(golden, golden_layout)
+    n = None if now is None else channels_last(now, now_layout)
+    shown = [a for a in (golden, now) if a is not None]
+    if (golden is not None and g is None) or (now is not None and n is None):
+        shapes = " and ".join(str(tuple(a.shape)) for a in shown)
+        return DriftImage(sample, note=f"outputs of shape {shapes} are not images")
+    lo, hi = value_range(*shown)
+    factor = max(reduction(*a.shape[:2]) for a in (g, n) if a is not None)
+    golden_png = "" if g is None else to_png(reduce(_shown_channels(g), factor, "mean"), lo, hi)
+    now_png = "" if n is None else to_png(reduce(_shown_channels(n), factor, "mean"), lo, hi)
+    base = DriftImage(
+        sample,
+        golden_png=golden_png,
+        now_png=now_png,
+        golden_shape=() if golden is None else tuple(int(d) for d in golden.shape),
+        now_shape=() if now is None else tuple(int(d) for d in now.shape),
+        value_range=(lo, hi),
+        reduced=factor,
+    )
+    if g is None or n is None:
+        return base
+    if g.shape != n.shape:
+        return DriftImage(
+            **{**base.__dict__, "note": "the outputs differ in shape: no difference image"}
+        )
+    diff = np.abs(g - n).max(axis=2)  # the largest difference over the channels, per pixel
+    finite = np.isfinite(diff)
+    note = "" if finite.all() else "non-finite values (shown black) in an output"
+    diff = np.where(finite, diff, 0.0)
+    peak = float(diff.max()) if diff.size else 0.0
+    # The largest difference is shown white-hot whatever its size: a 1/255 rounding difference
+    # is as visible as a channel swap; the number beside the picture gives the size.
+    gain = 255.0 / peak if peak > 0 else 1.0
+    return DriftImage(
+        **{
+            **base.__dict__,
+            "diff_png": to_png(reduce(heat(diff, gain), factor, "max"), 0.0, 255.0),
+            "max_abs_diff": peak,
+            "changed_fraction": float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
+            "amplification": gain,
+            "note": note,
+        }
+    )
+
+
+def plain(image: DriftImage) -> dict[str, object]:
+    """A :class:`DriftImage` as JSON-able data (what an xdist worker sends with its report)."""
+    data = dict(image.__dict__)
+    data["golden_shape"] = list(image.golden_shape)
+    data["now_shape"] = list(image.now_shape)
+    data["value_range"] = None if image.value_range is None else list(image.value_range)
+    return data
+
+
+def from_plain(data: dict[str, object]) -> DriftImage:
+    """The reverse of :func:`plain`."""
+
+    def shape(value: object) -> tuple[int, ...]:
+        return tuple(int(d) for d in value) if isinstance(value, list) else ()
+
+    def number(value: object) -> float | None:
+        return float(value) if isinstance(value, (int, float)) else None
+
+    span = data.get("value_range")
+    return DriftImage(
+        sample=str(data.get("sample", "")),
+        golden_png=str(data.get("golden_png") or ""),
+        now_png=str(data.get("now_png") or ""),
+        diff_png=str(data.get("diff_png") or ""),
+        golden_shape=shape(data.get("golden_shape")),
+        now_shape=shape(data.get("now_shape")),
+        value_range=(float(span[0]), float(span[1])) if isinstance(span, list) else None,
+        max_abs_diff=number(data.get("max_abs_diff")),
+        changed_fraction=number(data.get("changed_fraction")),
+        amplification=number(data.get("amplification")),
+        note=str(data.get("note") or ""),
+        reduced=factor if isinstance(factor := data.get("reduced"), int) else 1,
+    )

@@ -1,0 +1,83 @@
+"""A :class:`~._model.ReportView` rendered as one self-contained HTML page: a Jinja2 template
+(autoescaped) and the charts of ``_charts.py``, every image inline. The page loads nothing:
+no script, style sheet, font or image from anywhere else, so it works opened from a CI artifact.
+
+jinja2 and matplotlib are the ``report`` extra: imported here only when a report is made, and
+missing ones are an :class:`ReportUnavailable` naming the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from ...errors import MlreproError
+from ._model import ReportView
+
+EXTRA = "pip install 'pytest-mlrepro[report]'"
+LIBRARIES = ("jinja2", "matplotlib")
+
+
+class ReportUnavailable(MlreproError):
+    """The HTML report's libraries are not installed."""
+
+
+def missing_libraries() -> list[str]:
+    """The report's libraries that cannot be imported (none: a report can be made). Imported,
+    not only looked for: a broken install is as missing as an absent one."""
+    missing = []
+    for name in LIBRARIES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+def require_libraries(what: str = "the HTML report") -> None:
+    """ReportUnavailable, naming the missing libraries and the extra, unless both are there."""
+    missing = missing_libraries()
+    if missing:
+        raise ReportUnavailable(
+            f"{what} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+            f"not installed: {EXTRA}"
+        )
+
+
+def render_html(view: ReportView) -> str:
+    """The page (a str) for ``view``; ReportUnavailable without the report's libraries."""
+    require_libraries()
+    import jinja2
+
+    from ._charts import charts
+
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_mlrepro.report.html", "templates"),
+        autoescape=True,  # every text of the view model is data (names, paths, messages)
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    template = environment.get_template("report.html.j2")
+    return template.render(view=view, charts=charts(view), fmt=_fmt, median=_median)
+
+
+def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:
+    """Render ``view`` and write it to ``path`` atomically (the old file stays whole until the
+    new one is complete). ReportUnavailable without the libraries; OutputError when the file
+    cannot be written."""
+    from ..._files import atomic_write_bytes
+
+    text = render_html(view)
+    atomic_write_bytes(path, text.encode("utf-8"), what=what)
+
+
+def _median(values: tuple[float, ...]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None, spec: str = ".2f", none: str = "-") -> str:
+    """A number for a cell of the page ("-" for none)."""
+    return none if value is None else format(value, spec)

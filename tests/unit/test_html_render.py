@@ -1,0 +1,239 @@
+"""The HTML report's core without pytest: the view model rendered (escaping, every section,
+determinism), tensors as pictures, and the usage error without the report's libraries."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import numpy as np
+import pytest
+
+from pytest_mlrepro.report import html as report
+from pytest_mlrepro.report.html import _render
+
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+
+def _png(data: str) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))))
+
+
+def _view(**changes: object) -> report.ReportView:
+    """A merged matrix's view: two machines, one flagged."""
+    columns = ("manifest", "machine", "device", "top-1 %", "verdict")
+    rows = (
+        report.MatrixRow(
+            "resnet",
+            "ci-a",
+            "cpu",
+            (
+                report.Cell("resnet"),
+                report.Cell("ci-a"),
+                report.Cell("cpu"),
+                report.Cell("76.10"),
+                report.Cell("pass", "pass"),
+            ),
+            "pass",
+        ),
+        report.MatrixRow(
+            "resnet",
+            "ci-b",
+            "cuda",
+            (
+                report.Cell("resnet"),
+                report.Cell("ci-b"),
+                report.Cell("cuda"),
+                report.Cell("74.90", "fail", "outside ±0.5"),
+                report.Cell("drift", "fail"),
+            ),
+            "fail",
+        ),
+    )
+    values: dict[str, object] = {
+        "title": "nightly matrix",
+        "matrix": report.Matrix(columns, rows),
+        "cross_machine": report.CrossMachine(
+            pairs=(
+                report.MachineAgreement("resnet", "ci-a", "ci-b", 0.97, 0.02, 1000, True),
+                report.MachineAgreement("resnet", "ci-a", "ci-c", 1.0, 1e-6, 1000, False),
+            ),
+            flagged=(("resnet", ("ci-b",)),),
+        ),
+        "accuracy": (
+            report.AccuracyPoint("resnet", "ci-a", "cpu", 76.1, 93.0, 76.1, 93.0, 1.0),
+            report.AccuracyPoint("resnet", "ci-b", "cuda", 74.9, 92.0, 76.1, 93.0, 0.97, True),
+        ),
+        "notes": ("2 results files merged",),
+        "summary": {"pass": 1, "fail": 1},
+    }
+    values.update(changes)
+    return report.ReportView(**values)  # type: ignore[arg-type]
+
+
+def test_a_merged_matrix_renders_with_its_cross_machine_agreement() -> None:
+    page = report.render_html(_view())
+    assert page.startswith("<!DOCTYPE html>")
+    rows = re.findall(r'<tr class="matrix-row row-(\w+)" data-manifest="resnet" '
+                      r'data-machine="([^"]+)" data-device="(\w+)"', page)  # fmt: skip
+    assert rows == [("pass", "ci-a", "cpu"), ("fail", "ci-b", "cuda")]
+    assert '<td class="cell-fail num" title="outside ±0.5">74.90</td>' in page
+    assert 'id="cross-machine"' in page and 'alt="cross-machine agreement chart"' in page
+    assert re.search(r'<li class="flagged"><strong>resnet</strong>: ci-b disagrees', page)
+    pairs = re.findall(r'<tr class="row-(\w+)"><td>resnet</td><td>ci-a</td><td>(ci-\w)</td>', page)
+    assert pairs == [("fail", "ci-b"), ("pass", "ci-c")]
+    assert "2 results files merged" in page
+    # The sections without data are left out, not shown empty.
+    for absent in ('id="latency"', 'id="sensitivity"', 'id="drift"', 'id="environment"'):
+        assert absent not in page
+
+
+def test_the_page_is_the_same_for_the_same_view() -> None:
+    """Charts carry no date and a fixed hash salt: a report can be diffed and cached."""
+    assert report.render_html(_view()) == report.render_html(_view())
+
+
+def test_every_text_of_the_view_is_escaped() -> None:
+    hostile = '<script>alert("x")</script>'
+    row = report.MatrixRow(
+        hostile, "m", "cpu", (report.Cell(hostile, "fail", hostile),), "fail", 'x" onclick="y'
+    )
+    view = _view(
+        title=hostile,
+        matrix=report.Matrix((hostile,), (row,)),
+        notes=(hostile,),
+        cross_machine=None,
+        accuracy=(),
+    )
+    page = report.render_html(view)
+    assert hostile not in page and 'x" onclick' not in page
+    assert page.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") >= 5
+
+
+def test_charts_of_every_kind_are_inline_svg() -> None:
+    view = _view(
+        latency=(report.LatencySeries("m cpu b1 model", (1.0, 1.2, 1.1), golden_p50_ms=1.0),),
+        sensitivity=(
+            report.SensitivityTable(
+                "m",
+                "golden/pitfalls/m.json",
+                10,
+                80.0,
+                (
+                    report.SensitivityBar("colour order", "BGR instead of RGB", 40.0, 0.5),
+                    report.SensitivityBar("crop", "no crop", None, None, "shape mismatch"),
+                ),
+            ),
+        ),
+    )
+    page = report.render_html(view)
+    charts = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)" alt="([^"]+)"', page)
+    assert [alt for _, alt in charts] == [
+        "accuracy chart",
+        "cross-machine agreement chart",
+        "latency distributions",
+        "pitfall sensitivity of m",
+    ]
+    for data, _ in charts:
+        svg = base64.b64decode(data).decode()
+        assert "<svg" in svg and "<path" in svg
+        assert not re.search(r'(?:href|src)="https?:', svg)  # the namespace URIs only
+    assert "cannot run: shape mismatch" in page
+
+
+def test_an_output_is_shown_in_its_own_channel_order_on_one_scale() -> None:
+    hwc = np.zeros((4, 6, 3), np.float32)
+    hwc[:, :, 0] = 2.0  # red
+    chw = hwc[:, :, ::-1].transpose(2, 0, 1).copy()  # the same picture, BGR, channels first
+    chw[0, 0, 0] = -1.0  # one value outside the golden's range
+    image = report.drift_image("s", hwc, chw, "HWC", "CHW")
+    assert image.value_range == (-1.0, 2.0) and image.max_abs_diff == 3.0
+    assert image.golden_shape == (4, 6, 3) and image.now_shape == (3, 4, 6)
+    golden, now, diff = _png(image.golden_png), _png(image.now_png), _png(image.diff_png)
+    assert golden.shape == now.shape == (4, 6, 3) and diff.shape == (4, 6, 3)
+    assert tuple(golden[1, 1]) == (255, 85, 85)  # red 2.0 → white end, zeros → 1/3 grey
+    assert tuple(now[1, 1]) == (85, 85, 255)  # blue first: the channel order as it is
+    assert tuple(diff[0, 0]) == (255, 255, 255)  # the largest difference is white
+    assert image.changed_fraction == pytest.approx(2 / 3)  # red and blue differ, green not
+    assert report.from_plain(report.plain(image)) == image
+
+
+def test_outputs_that_cannot_be_compared_say_why() -> None:
+    a = np.zeros((8, 8, 3), np.uint8)
+    shapes = report.drift_image("s", a, np.zeros((4, 4, 3), np.uint8), "HWC", "HWC")
+    assert shapes.golden_png and shapes.now_png and not shapes.diff_png
+    assert "differ in shape" in shapes.note
+    flat = report.drift_image("s", np.zeros(10), np.ones(10), "HWC", "HWC")
+    assert not flat.golden_png and "not images" in flat.note
+    nan = np.zeros((2, 2, 1), np.float32)
+    nan[0, 0, 0] = np.nan
+    odd = report.drift_image("s", np.ones((2, 2, 1), np.float32), nan, "HWC", "HWC")
+    assert "non-finite" in odd.note and odd.max_abs_diff == 1.0
+    same = report.drift_image("s", a, a, "HWC", "HWC")
+    assert same.max_abs_diff == 0.0 and _png(same.diff_png).max() == 0
+
+
+def test_without_the_libraries_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_render, "LIBRARIES", ("jinja2", "mlrepro_no_such_library"))
+    with pytest.raises(report.ReportUnavailable) as info:
+        report.render_html(_view())
+    assert str(info.value) == (
+        "the HTML report needs mlrepro_no_such_library, which is not installed: "
+        "pip install 'pytest-mlrepro[report]'"
+    )
+
+
+def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
+    row = report.matrix_row(
+        manifest="m",
+        machine="ci-a",
+        device="cuda",
+        status="fail",
+        verdict="drift; latency: regression",
+        framework="onnxruntime",
+        version="1.20.0",
+        samples=1000,
+        top1=74.9,
+        top5=92.0,
+        agreement=0.97,
+        max_score_diff=0.0123,
+        failed_levels=("top1", "agreement"),
+        latency_p50_ms=12.345,
+        latency_ratio=1.94,
+        latency_failed=True,
+        latency_note="p50 ×1.94 the golden's (normalised ×1.02: the machine was slower)",
+        anchor="drift-1",
+    )
+    cells = dict(zip(report.MATRIX_COLUMNS, row.cells))
+    assert [c.text for c in row.cells] == [
+        "m", "ci-a", "cuda", "onnxruntime", "1.20.0", "1000", "74.90", "92.00", "0.9700",
+        "0.0123", "12.3 ms", "×1.94", "drift; latency: regression",
+    ]  # fmt: skip
+    marked = {name for name, cell in cells.items() if cell.status == "fail"}
+    assert marked == {"top-1 %", "agreement", "latency p50", "×golden", "verdict"}
+    assert cells["×golden"].title.startswith("p50 ×1.94")
+    empty = report.matrix_row(manifest="m", machine="a", device="cpu", status="skip", verdict="")
+    assert [c.text for c in empty.cells][3:] == ["-"] * 10
+    page = report.render_html(_view(matrix=report.Matrix(report.MATRIX_COLUMNS, (row,))))
+    assert '<a href="#drift-1">drift; latency: regression</a>' in page
+
+
+def test_a_large_output_is_shown_reduced_and_a_single_differing_pixel_stays_visible() -> None:
+    golden = np.full((1000, 700, 3), 100, np.uint8)
+    now = golden.copy()
+    now[501, 2, 1] = 101  # one value, off by one
+    image = report.drift_image("photo", golden, now, "HWC", "HWC")
+    assert image.reduced == 3 and image.max_abs_diff == 1.0
+    assert image.golden_shape == (1000, 700, 3)  # the output's own shape is said
+    diff = _png(image.diff_png)
+    assert _png(image.golden_png).shape == (334, 234, 3) and diff.shape == (334, 234, 3)
+    assert tuple(diff[167, 0]) == (255, 255, 255) and int(diff.sum()) == 3 * 255
+    assert report.from_plain(report.plain(image)) == image
+    page = report.render_html(
+        _view(drift=(report.DriftSet("m", "a", "cpu", "decode", probes=(image,)),))
+    )
+    assert "shown at 1/3 size" in page
