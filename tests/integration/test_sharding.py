@@ -127,8 +127,16 @@ def test_a_bad_shard_is_a_usage_error(sharded: Project, value: str) -> None:
 # --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------
 
 
-def _split_run(project: Project, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
-    result = project.run("--mlrepro-shards=2", "--mlrepro-json", "split.json", *args)
+def _split_run(
+    project: Project, *args: str, ini: bool = False
+) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """A run with 2 shard items per accuracy item (``--mlrepro-shards 2``, or with ``ini`` the
+    ini key ``mlrepro_shards = 2``)."""
+    if ini:
+        with (project.path / "pytest.ini").open("a") as ini_file:
+            ini_file.write("mlrepro_shards = 2\n")
+    split = () if ini else ("--mlrepro-shards=2",)
+    result = project.run(*split, "--mlrepro-json", "split.json", *args)
     rows = _rows(project, "split.json")
     # The results file holds the whole item's row only (its shard items' parts are in it).
     assert list(rows) == [WHOLE]
@@ -137,7 +145,7 @@ def _split_run(project: Project, *args: str) -> tuple[pytest.RunResult, dict[str
 
 def test_split_items_pass_as_the_unsharded_item(sharded: Project) -> None:
     whole = sharded.run("--mlrepro-json", "whole.json")
-    result, merged = _split_run(sharded, "-v", "--junitxml=junit.xml")
+    result, merged = _split_run(sharded, "-v", "--junitxml=junit.xml", ini=True)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -197,6 +205,33 @@ def test_a_shard_item_missing_leaves_the_whole_item_without_a_verdict(sharded: P
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert merged["verdict"] == "shards incomplete"
     result.stdout.fnmatch_lines(["*no verdict*missing shard 2/2*"])
+
+
+def test_shard_items_that_all_skip_skip_the_whole_item(sharded: Project) -> None:
+    shutil.rmtree(sharded.path / "data")
+    result, merged = _split_run(sharded, "-rs")
+    result.assert_outcomes(skipped=3)
+    assert merged["outcome"] == "skipped"
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*manifests/tiny_onnx.yaml*data set 'tiny' is not available*"]
+    )
+
+
+def test_the_machine_and_the_shard_from_ini_keys(sharded: Project) -> None:
+    with (sharded.path / "pytest.ini").open("a") as ini:
+        ini.write("mlrepro_machine = lab-3\nmlrepro_shard = 2/2\n")
+    result = sharded.run("--mlrepro-json", "out.json")
+    assert result.ret == 0, result.stdout.str()
+    document = json.loads((sharded.path / "out.json").read_text())
+    assert document["machine"]["name"] == "lab-3"
+    assert document["shard"] == {"index": 2, "count": 2}
+    (row,) = _rows(sharded, "out.json").values()
+    assert row["verdict"] == "shard 2/2 compared (verdict at the merge)"
+    # The command line wins over the ini key.
+    sharded.run("--mlrepro-json", "out.json", "--mlrepro-machine=ci-b", "--mlrepro-shard=1/3")
+    document = json.loads((sharded.path / "out.json").read_text())
+    assert document["machine"]["name"] == "ci-b"
+    assert document["shard"] == {"index": 1, "count": 3}
 
 
 def test_an_update_run_does_not_split_items(sharded: Project) -> None:

@@ -113,6 +113,7 @@ def test_every_sample_is_in_exactly_one_shard(ids: list[str], count: int) -> Non
 def _row(index: int, count: int, part: Part, **extra: Any) -> dict[str, Any]:
     return {
         "nodeid": "manifests/m.yaml::accuracy[cpu]",
+        "kind": "accuracy",
         "outcome": "passed",
         "manifest": "m",
         "device": "cpu",
@@ -171,6 +172,12 @@ def test_merge_shards_refuses_shards_of_different_manifests(shard_rows: Any) -> 
     rows = [dict(r) for r in shard_rows[0]]
     rows[1]["manifest_digest"] = "1" * 64
     with pytest.raises(ShardMergeError, match="differ in 'manifest_digest'"):
+        merge_shards(rows)
+
+
+def test_merge_shards_refuses_rows_that_are_not_accuracy_rows(shard_rows: Any) -> None:
+    rows = [{**r, "kind": "determinism"} for r in shard_rows[0]]
+    with pytest.raises(ShardMergeError, match="only accuracy rows are merged, not determinism"):
         merge_shards(rows)
 
 
