@@ -124,6 +124,35 @@ def test_a_bad_shard_is_a_usage_error(sharded: Project, value: str) -> None:
     result.stderr.fnmatch_lines(["*--mlrepro-shard*expected*"])
 
 
+def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) -> None:
+    """Accuracy, latency and determinism rows, a skipped item and an invalid manifest: the
+    written file validates against the schema and reads back."""
+    extra = (
+        "latency: {batch_sizes: [1], min_rounds: 3, min_time: 0.01, max_time: 1,"
+        " warmup_rounds: 1, warmup_time: 0, attempts: 1}\n"
+        "determinism: {runs: 2}\n"
+    )
+    serial_project.make(
+        {
+            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx", extra=extra),
+            "broken.yaml": "name: broken\nframework: {name: onnxruntime}\nmodel: 3\n",
+        },
+        goldens=["tiny_onnx"],
+    )
+    serial_project.run("--mlrepro-json", "out.json", "--mlrepro-machine", "ci-a")
+    document = json.loads((serial_project.path / "out.json").read_text())
+    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(document)
+    loaded = load_results(serial_project.path / "out.json")
+    kinds = {row.get("kind") or row["verdict"] for row in loaded.rows}
+    assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.rows
+    latency = next(row for row in loaded.rows if row.get("kind") == "latency")
+    assert isinstance(latency["hardware_key"], dict) and latency["hardware_slug"]
+    accuracy = next(row for row in loaded.rows if row.get("kind") == "accuracy")
+    # A golden was compared: its samples are in the row; the determinism item compared none.
+    assert accuracy["per_sample"]["golden"]["ids"] == accuracy["per_sample"]["now"]["ids"]
+    assert all("per_sample" not in row for row in loaded.rows if row.get("kind") != "accuracy")
+
+
 # --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------
 
 
