@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._session import Row, report_output_error
+from ._shards import machine_name
 
 if TYPE_CHECKING:
     from ..report.html import (
@@ -195,13 +195,6 @@ def write_html_report(session: pytest.Session, state: MlreproSession) -> None:
         report_output_error(
             session, f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
         )
-
-
-def machine_name(config: pytest.Config) -> str:
-    """The machine the rows are from: --mlrepro-machine where the plugin has it, else the
-    host name."""
-    given = config.getoption("mlrepro_machine", default=None)
-    return str(given) if given else platform.node()
 
 
 def _status(outcome: object) -> Status:
@@ -378,7 +371,7 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
         matrix_row,
     )
 
-    machine = machine_name(config)
+    machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
     accuracy_rows = [r for r in state.results if r.get("kind") != "latency"]
     latency_by_key: dict[tuple[str, str], list[Row]] = {}
