@@ -57,14 +57,14 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_images(folder: Path) -> None:
-    """Write the images and ``labels.csv`` into ``folder`` (deterministic)."""
+def make_images(folder: Path, count: int = N_SAMPLES) -> None:
+    """Write ``count`` images and ``labels.csv`` into ``folder`` (deterministic)."""
     from PIL import Image
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(1234)
     rows = ["file,class_index"]
-    for index in range(N_SAMPLES):
+    for index in range(count):
         label = index % N_CLASSES
         image = rng.integers(40, 110, size=(HEIGHT, WIDTH, 3))
         image[:, :, label] += 60 + 5 * (index // N_CLASSES)  # dominant channel

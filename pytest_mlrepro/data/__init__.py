@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from ._datasets import ResolvedDataset, Sample, resolve_dataset
+from ._shards import Shard, shard_of
 
 __all__ = [
     "ResolvedDataset",
     "Sample",
+    "Shard",
     "resolve_dataset",
+    "shard_of",
 ]

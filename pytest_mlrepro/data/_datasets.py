@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from .._files import file_lock, sha256_file
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
 from ..settings import OutsideProject, Settings, resolve_inside
+from ._shards import Shard
 
 try:  # POSIX; elsewhere concurrent resolvers may download the same file twice (still atomic).
     import fcntl
@@ -136,7 +137,9 @@ def _unescape(name: str, path: Path, number: int) -> str:
     return "".join(out)
 
 
-def resolve_dataset(manifest: Manifest, settings: Settings) -> ResolvedDataset:
+def resolve_dataset(
+    manifest: Manifest, settings: Settings, shard: Shard | None = None
+) -> ResolvedDataset:
     """Find the manifest's data set, verify the files it uses and read its labels.
 
     Looks in ``<mirror>/<name>`` for each of ``settings.data_mirrors``, then in
@@ -148,8 +151,11 @@ def resolve_dataset(manifest: Manifest, settings: Settings) -> ResolvedDataset:
     names; :class:`~pytest_mlrepro.errors.IntegrityError` when a file does not match its sha256;
     :class:`~pytest_mlrepro.errors.DatasetUnavailable` (whose ``how`` says how to provide the
     data) when it is nowhere to be found or cannot be downloaded.
+
+    ``shard``: only the samples of that shard (``shards.py``; after the manifest's ``limit``)
+    are selected, so only their files are looked for, verified (and downloaded).
     """
-    return _Resolver(manifest, settings).resolve()
+    return _Resolver(manifest, settings, shard).resolve()
 
 
 @dataclass(frozen=True)
@@ -165,9 +171,10 @@ class _Stopped(Exception):
 
 
 class _Resolver:
-    def __init__(self, manifest: Manifest, settings: Settings) -> None:
+    def __init__(self, manifest: Manifest, settings: Settings, shard: Shard | None = None) -> None:
         self.manifest = manifest
         self.settings = settings
+        self.shard = shard
         self.ds: Dataset = manifest.dataset
         self.checksum_path, self.checksums = self._load_checksums()
         self.meta: list[str] = []
@@ -348,6 +355,15 @@ class _Resolver:
     # -- labels and class names -----------------------------------------------------------------
 
     def _read(self, folder: Path) -> _Contents:
+        """The samples (those of the shard, when there is one) and the class names."""
+        contents = self._read_all(folder)
+        if self.shard is None:
+            return contents
+        shard = self.shard
+        kept = tuple(sample for sample in contents.samples if shard.holds(sample[0]))
+        return _Contents(samples=kept, class_names=contents.class_names)
+
+    def _read_all(self, folder: Path) -> _Contents:
         if self.ds.labels_from == "folders":
             return self._read_folders(folder)
         samples = self._read_labels(folder / self.ds.labels)

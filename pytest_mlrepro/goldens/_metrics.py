@@ -134,8 +134,36 @@ def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) 
         raise GoldenError(
             f"the golden's scores are not finite (NaN or ±Inf) for {len(bad)} samples: {shown}"
         )
+    diffs = score_diffs(golden, now, now_scores)
+    return comparison_of(golden, now, [diffs[s] for s in golden.ids if s in diffs], tol)
+
+
+def score_diffs(golden: Results, now: Results, now_scores: Scores) -> dict[str, float]:
+    """For each sample in both: the largest difference between its score now at the golden's
+    top-k classes and the score the golden recorded for them (what :func:`compare` takes the
+    maximum of), by sample id: what a shard of the run keeps so that the merge of all shards
+    can rebuild the comparison (``pytest_mlrepro.results.combine``)."""
     index = {sample: i for i, sample in enumerate(now.ids)}
     shared = [i for i, sample in enumerate(golden.ids) if sample in index]
+    if not shared:
+        return {}
+    g = np.asarray(shared, dtype=np.int64)
+    n = np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
+    now_at_golden = np.take_along_axis(now_scores[n], golden.topk[g], axis=1)
+    diffs = np.abs(now_at_golden - golden.topk_scores[g]).max(axis=1)
+    return {golden.ids[i]: float(d) for i, d in zip(shared, diffs)}
+
+
+def comparison_of(
+    golden: Results, now: Results, diffs: Sequence[float], tol: Tolerances
+) -> Comparison:
+    """The comparison of ``now`` with ``golden``, given the score difference of each sample in
+    both (in the golden's order): the one place a :class:`Comparison` is made, for a whole run
+    (:func:`compare`) and for the merge of its shards (``results.combine``)."""
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(golden.ids) if sample in index]
+    if len(diffs) != len(shared):
+        raise ValueError(f"{len(diffs)} score differences for {len(shared)} shared samples")
     missing = [golden.ids[i] for i in range(len(golden.ids)) if golden.ids[i] not in index]
     golden_set = set(golden.ids)
     extra = [sample for sample in now.ids if sample not in golden_set]
@@ -146,10 +174,7 @@ def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) 
     same = g_top1 == n_top1
     agreement = float(same.mean()) if len(same) else 0.0
     if len(g):
-        # Scores of the golden's top-k classes, now, against what the golden recorded for them.
-        now_at_golden = np.take_along_axis(now_scores[n], golden.topk[g], axis=1)
-        diffs = np.abs(now_at_golden - golden.topk_scores[g]).max(axis=1)
-        worst = int(diffs.argmax())
+        worst = int(np.asarray(diffs, dtype=np.float64).argmax())
         max_diff, max_id = float(diffs[worst]), golden.ids[int(g[worst])]
     else:
         max_diff, max_id = float("inf"), ""

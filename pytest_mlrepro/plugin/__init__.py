@@ -29,6 +29,7 @@ from ._items import (
 )
 from ._results import results_path
 from ._session import session_of
+from ._shards import PER_SAMPLE_ATTR, SPLIT_ATTR, check_shard_options
 
 # Latency items, their options and hooks (registered with this plugin, off with it).
 pytest_plugins = [
@@ -138,6 +139,46 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
         "key mlrepro_fingerprint_samples)",
     )
+    group.addoption(
+        "--mlrepro-machine",
+        dest="mlrepro_machine",
+        metavar="NAME",
+        default=None,
+        help="this machine's name in the results file (overrides the ini key mlrepro_machine; "
+        "default: the host name)",
+    )
+    group.addoption(
+        "--mlrepro-shard",
+        dest="mlrepro_shard",
+        metavar="I/N",
+        default=None,
+        help="evaluate shard I of N of every data set (a deterministic 1/N of its samples); "
+        "`mlrepro merge` of the N results files gives the verdict (overrides the ini key "
+        "mlrepro_shard)",
+    )
+    group.addoption(
+        "--mlrepro-shards",
+        dest="mlrepro_shards",
+        metavar="K",
+        default=None,
+        help="split each accuracy item into K shard items (spread over pytest-xdist workers) "
+        "whose results are merged into one verdict (overrides the ini key mlrepro_shards)",
+    )
+    parser.addini(
+        "mlrepro_machine",
+        default="",
+        help="this machine's name in the results file (default: the host name)",
+    )
+    parser.addini(
+        "mlrepro_shard",
+        default="",
+        help="evaluate shard I/N of every data set (default: all of it)",
+    )
+    parser.addini(
+        "mlrepro_shards",
+        default="1",
+        help="split each accuracy item into K shard items merged into one verdict (default 1)",
+    )
     parser.addini(
         "mlrepro_diagnose",
         default="true",
@@ -192,6 +233,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session_of(config)  # the session object: state and reports, registered as a plugin
     register_markers(config)
     config.stash[settings_key] = settings_from(config)
+    check_shard_options(config)
     check_outputs(config)
 
 
@@ -267,10 +309,18 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Point a skip at the manifest, not at the plugin line that raised it (the one mechanism for
-    every item of the plugin)."""
+    every item of the plugin); give an accuracy item's report its per-sample results and, for a
+    shard item, the whole item it is a part of (report attributes travel with the report from an
+    xdist worker to the controller)."""
     report = yield
     if is_mlrepro_item(item) and report.skipped and isinstance(report.longrepr, tuple):
         report.longrepr = (str(item.path), 1, report.longrepr[2])
+    per_sample = getattr(item, "per_sample", None)
+    if per_sample is not None and report.when == "call":
+        setattr(report, PER_SAMPLE_ATTR, per_sample)
+    split = getattr(item, "split", None)
+    if split is not None:
+        setattr(report, SPLIT_ATTR, split)
     return report
 
 

@@ -62,6 +62,7 @@ class DeterminismItem(AccuracyItem):
             ("framework", m.framework.name),
         ):
             self.add_property(key, value)
+        self.add_manifest_identity()
         runs, _ = self._evaluate(spec.runs)
         first = runs[0]
         comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)
@@ -84,6 +85,3 @@ class DeterminismItem(AccuracyItem):
             return
         self.add_property("verdict", "nondeterministic")
         raise MlreproFailure(f"{shown} [{self.device}]: " + explain(comparison, controls))
-
-
-

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
 import pytest
 
 from .. import goldens as golden_store
-from ..data import resolve_dataset
+from ..data import Shard, resolve_dataset
 from ..errors import (
     GoldenError,
     ManifestError,
@@ -21,13 +21,15 @@ from ..errors import (
 )
 from ..evaluation import controls_in_force, evaluate
 from ..fingerprint import environment
-from ..goldens import DataChange, accuracy_decision, compare, data_change
+from ..goldens import DataChange, accuracy_decision, compare, data_change, score_diffs
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
 from ..report import explain
+from ..results import Part, shard_results, shard_verdict
 from ..runners import check_framework, cuda_present, load_runner
 from ..settings import Settings
 from ._progress import TerminalProgress
 from ._session import PROPERTY_PREFIX, session_of
+from ._shards import item_shards, run_shard, shard_item_name
 
 settings_key = pytest.StashKey[Settings]()
 
@@ -180,7 +182,24 @@ def _kind_order(item: pytest.Item) -> int:
 def accuracy_items(
     parent: ManifestFile, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One accuracy item per device; the first device's item is the one that records goldens."""
+    """One accuracy item per device; the first device's item is the one that records goldens.
+    With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
+    device's verdict by the session (``_shards.py``)."""
+    count = item_shards(parent.config)
+    if count > 1:
+        return [
+            AccuracyItem.from_parent(
+                parent,
+                name=shard_item_name(device, index, count),
+                manifest=manifest,
+                device=device,
+                records=False,
+                shard=Shard(index, count),
+                split_of=f"{parent.nodeid}::accuracy[{device}]",
+            )
+            for device in devices
+            for index in range(1, count + 1)
+        ]
     return [
         AccuracyItem.from_parent(
             parent,
@@ -226,6 +245,16 @@ class ManifestItem(pytest.Item):
         and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
+    def add_manifest_identity(self) -> None:
+        """The manifest's file (relative to the rootdir) and the sha256 of its normalised
+        content: rows of the same pipeline are recognisable across machines (results files)."""
+        import hashlib
+        import json
+
+        normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
+        self.add_property("manifest_file", display_path(self.config, self.path))
+        self.add_property("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest())
+
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
@@ -240,9 +269,22 @@ class AccuracyItem(ManifestItem):
 
     kind: ClassVar[str] = "accuracy"
 
-    def __init__(self, *, manifest: Manifest, device: str, records: bool, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        manifest: Manifest,
+        device: str,
+        records: bool,
+        shard: Shard | None = None,
+        split_of: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(manifest=manifest, device=device, **kwargs)
         self.records = records  # only one device's item writes the (device-independent) golden
+        # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
+        self.shard = shard if shard is not None else run_shard(self.config)
+        self.split_of = split_of  # a shard item's whole item (its node id)
+        self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
         self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self._written: str | None = None  # what _record wrote, in words, once it did
@@ -251,6 +293,46 @@ class AccuracyItem(ManifestItem):
     def timeout_factor(self) -> int:
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
+
+    @property
+    def split(self) -> dict[str, Any] | None:
+        """For a shard item: the whole item it is a part of (``_shards.Split``), else None."""
+        if self.split_of is None or self.shard is None:
+            return None
+        return {
+            "nodeid": self.split_of,
+            "index": self.shard.index,
+            "count": self.shard.count,
+            "manifest_file": display_path(self.config, self.path),
+            "classes": None if self.classes is None else list(self.classes),
+        }
+
+    def _identify(self) -> None:
+        """What a results file needs to tell this evaluation from others: the manifest's file
+        and digest, the tolerances and the shard (the hardware key: :meth:`_hardware`)."""
+        self.add_manifest_identity()
+        tol = self.manifest.tolerances
+        self.add_property(
+            "tolerances",
+            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
+        )
+        if self.shard is not None:
+            self.add_property("shard", self.shard.as_json())
+
+    def _hardware(self, framework_version: str) -> None:
+        """The hardware key of this evaluation (its fields, and the slug that names it)."""
+        from ..fingerprint import hardware_key
+
+        m = self.manifest
+        key = hardware_key(
+            self.device,
+            m.framework.name,
+            framework_version,
+            m.runtime.intra_op_threads,
+            m.runtime.inter_op_threads,
+        )
+        self.add_property("hardware_key", key.fields)
+        self.add_property("hardware_slug", key.slug)
 
     def _unavailable(self, exc: Unavailable) -> NoReturn:
         if is_strict(self.config):
@@ -265,8 +347,10 @@ class AccuracyItem(ManifestItem):
         tool fails it with its message."""
         m, settings = self.manifest, self.config.stash[settings_key]
         try:
-            self.add_property("framework_version", check_framework(m))
-            dataset = resolve_dataset(m, settings)
+            version = check_framework(m)
+            self.add_property("framework_version", version)
+            self._hardware(version)
+            dataset = resolve_dataset(m, settings, self.shard)
             if runs == 0:  # the model verified and loaded (its errors first), nothing run
                 load_runner(m, self.device, settings)
                 return [], dataset
@@ -384,6 +468,7 @@ class AccuracyItem(ManifestItem):
         self.add_property("manifest", m.name)
         self.add_property("device", self.device)
         self.add_property("framework", m.framework.name)
+        self._identify()
         path = golden_store.golden_path(m, settings)
         if not (update and self.records) and not path.exists() and not path.is_symlink():
             # Nothing to compare with: said before the model runs over the whole data set (the
@@ -412,8 +497,15 @@ class AccuracyItem(ManifestItem):
             ("data", result.dataset_origin),
         ):
             self.add_property(key, value)
+        self.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
         # Before any golden is written: an update that contradicts the reference is refused.
-        ref = self._check_reference(result)
+        if self.shard is None:
+            ref = self._check_reference(result)
+        else:
+            # A reference check decides with tolerances over the whole data set: not a shard's.
+            ref = None
+            if m.reference is not None:
+                self.add_property("reference_verdict", f"not checked in shard {self.shard}")
         path = golden_store.golden_path(m, settings)
         shown_golden = display_path(self.config, path)
         record_cmd = f"pytest {shown} --mlrepro-update"
@@ -446,7 +538,11 @@ class AccuracyItem(ManifestItem):
                 f"  {record_cmd}",
                 ref,
             )
+        if self.shard is not None:  # the golden's samples of this shard, by the same rule
+            golden = replace(golden, results=shard_results(golden.results, self.shard))
         comparison = compare(golden.results, now, result.scores, m.tolerances)
+        diffs = score_diffs(golden.results, now, result.scores)
+        self.per_sample = Part(now, golden.results, diffs).to_json()
         self.add_property("agreement", round(comparison.agreement, 6))
         if math.isfinite(comparison.max_score_diff):
             self.add_property("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
@@ -454,6 +550,11 @@ class AccuracyItem(ManifestItem):
         change = data_change(golden, now, self._data_files)
         if change.changed:
             self.add_property("data_changed", change.summary())
+        if self.shard is not None:
+            # A part: it failed above for its own errors; the tolerance verdict belongs to the
+            # merge of all shards (mlrepro merge, or the session for a split item).
+            self.add_property("verdict", shard_verdict(self.shard))
+            return
         # What is out of date is asked only where the decision can depend on it (the step
         # fingerprints cost a pass of the probe samples through the pipeline).
         asks = writes and comparison.ok

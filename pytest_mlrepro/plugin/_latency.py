@@ -205,6 +205,7 @@ class LatencyItem(ManifestItem):
         self.add_property("device", self.device)
         self.add_property("batch", self.batch)
         self.add_property("framework", m.framework.name)
+        self.add_manifest_identity()
         self.add_property("intra_op_threads", m.runtime.intra_op_threads or "default")
         self.add_property("inter_op_threads", m.runtime.inter_op_threads or "default")
         try:
@@ -214,7 +215,8 @@ class LatencyItem(ManifestItem):
             return
         self.add_property("framework_version", version)
         key = lat.key_for(m, self.device, version)
-        self.add_property("hardware_key", key.slug)
+        self.add_property("hardware_key", key.fields)
+        self.add_property("hardware_slug", key.slug)
         try:
             baseline = lat.find_baseline(settings, m, key, self.batch)
         except GoldenError as exc:

@@ -21,10 +21,15 @@ def results_path(config: pytest.Config) -> Path | None:
     return path if path.is_absolute() else Path(os.getcwd()) / path
 
 
-def results_row(report: pytest.TestReport) -> Row | None:
+def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | None:
     """An item's metrics from its report (the call, or a skip at setup); None for other
-    reports and for items of other plugins."""
+    reports and for items of other plugins, and for the shard items of a split item (unless
+    ``keep_split``): the whole item's merged report stands for them."""
+    from ._shards import PER_SAMPLE_ATTR, SPLIT_ATTR
+
     if report.when != "call" and not (report.skipped and report.when == "setup"):
+        return None
+    if not keep_split and getattr(report, SPLIT_ATTR, None) is not None:
         return None
     row = {
         k[len(PROPERTY_PREFIX) :]: v
@@ -37,6 +42,9 @@ def results_row(report: pytest.TestReport) -> Row | None:
     timing = {k[len("timing.") :]: row.pop(k) for k in list(row) if k.startswith("timing.")}
     if timing:
         row["timing"] = timing
+    per_sample = getattr(report, PER_SAMPLE_ATTR, None)
+    if per_sample is not None:
+        row["per_sample"] = per_sample
     row["nodeid"] = report.nodeid
     row["outcome"] = report.outcome
     return row
@@ -53,17 +61,25 @@ def summary_section(rows: list[Row]) -> list[str]:
 
 
 def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
-    """The results file, when --mlrepro-json asks for one."""
+    """The results file (format 2, docs/results.md), when --mlrepro-json asks for one."""
     path = results_path(session.config)
     if path is None:
         return
     from .._files import atomic_write_bytes
     from ..errors import OutputError
     from ..fingerprint import environment
+    from ..results import FORMAT
+    from ._shards import machine_name, run_shard
 
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
     rows = sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
-    payload = {"format": 1, "environment": environment(), "results": rows}
+    shard = run_shard(session.config)
+    payload = {
+        "format": FORMAT,
+        "machine": {"name": machine_name(session.config), "environment": environment()},
+        "shard": None if shard is None else shard.as_json(),
+        "results": rows,
+    }
     text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
     try:
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")

@@ -50,6 +50,9 @@ class MlreproSession:
         self.reference: list[Row] = []
         """One row per item checked against a reference manifest."""
         self.audit = GoldenAudit()
+        self.shards: Any = None
+        """The shard items' reports until their whole item's verdict (``_shards.Gathering``),
+        on the controller (or the one process) of a run with ``mlrepro_shards``."""
         self.default_timeout = 0.0
         """Seconds an item may run when its manifest sets no limit (0: none)."""
         self._terminal_stderr: int | None = None
@@ -97,6 +100,45 @@ class MlreproSession:
         ):
             if row is not None:
                 rows.append(row)
+        self._gather_shard(report)
+
+    def _gather_shard(self, report: pytest.TestReport) -> None:
+        """A shard item's report: kept; once every shard of its whole item is in, the whole
+        item's merged report is sent to every reporter (on the controller, or the one process:
+        an xdist worker runs only some of the shards)."""
+        from ._shards import SPLIT_ATTR, Gathering, emit, merged_report
+
+        if self.is_worker or getattr(report, SPLIT_ATTR, None) is None:
+            return
+        if self.shards is None:
+            self.shards = Gathering()
+        complete = self.shards.add(report)
+        if complete is not None:
+            emit(self.config, merged_report(self.shards, complete))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Count each split item's whole item as an item of the run: its merged report is one
+        more result (the terminal's progress counts against the collected items, a number
+        pytest sets after the collection hooks)."""
+        if self.is_worker:
+            return
+        wholes = {getattr(item, "split_of", None) for item in session.items}
+        wholes.discard(None)
+        session.testscollected += len(wholes)
+
+    def _finish_shards(self, session: pytest.Session) -> None:
+        """Whole items some of whose shard items never reported (deselected, stopped early,
+        crashed): each fails, naming the missing shards (no verdict without all of them)."""
+        from ._shards import emit, merged_report
+
+        if self.is_worker or self.shards is None:
+            return
+        pending = self.shards.pending()
+        for nodeid in pending:
+            emit(self.config, merged_report(self.shards, nodeid))
+        if pending and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(
         self, terminalreporter: TerminalReporter, exitstatus: int, config: pytest.Config
@@ -108,12 +150,13 @@ class MlreproSession:
         from ._latency import latency_table
         from ._reference import summary_lines
         from ._results import summary_section
+        from ._shards import summary_lines as shard_lines
 
         sections: list[tuple[str, list[str]]] = [
             ("mlrepro reference agreement", summary_lines(self.reference)),
             ("mlrepro goldens", audit_section(config, self.audit)),
             ("mlrepro latency", latency_table(self.latency) if self.latency else []),
-            ("mlrepro", summary_section(self.results)),
+            ("mlrepro", summary_section(self.results) + shard_lines(config)),
         ]
         for title, lines in sections:
             if lines:
@@ -132,6 +175,7 @@ class MlreproSession:
         share_audit(session, self.audit)
         if self.is_worker:
             return
+        self._finish_shards(session)
         write_benchmark_file(session, self.latency)
         write_results_file(session, self.results)
 

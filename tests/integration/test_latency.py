@@ -550,7 +550,8 @@ def test_no_golden_for_this_machine_skips_with_the_command_that_records_one(
         )
     rows = results(project)
     assert rows["manifests/tiny_onnx.yaml::latency[cpu-b1]"]["verdict"] == "no golden"
-    assert rows["manifests/tiny_onnx.yaml::latency[cpu-b1]"]["hardware_key"] == key.slug
+    assert rows["manifests/tiny_onnx.yaml::latency[cpu-b1]"]["hardware_slug"] == key.slug
+    assert rows["manifests/tiny_onnx.yaml::latency[cpu-b1]"]["hardware_key"] == key.fields
     assert not (project.path / "golden" / "latency").exists()
     strict = project.run("--mlrepro-strict", "-k", "latency")
     strict.assert_outcomes(failed=2)

@@ -86,7 +86,7 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
         ]
     )
     results = json.loads((project.path / "out.json").read_text())
-    assert results["format"] == 1 and results["environment"]["python"]
+    assert results["format"] == 2 and results["machine"]["environment"]["python"]
     rows = {row["manifest"]: row for row in results["results"]}
     assert len(results["results"]) == 2 and set(rows) == {"tiny_onnx", "tiny_torch"}
     for name, framework in (("tiny_onnx", "onnxruntime"), ("tiny_torch", "torch")):

@@ -1,0 +1,54 @@
+"""Shards of a data set: a deterministic 1/N of its samples, chosen by a hash of each sample id.
+
+A sample belongs to the same shard on every machine and in every run, whatever else is in the
+data set (the rule depends on the id alone), so the N shards of a data set are disjoint and
+together hold every sample; a golden's samples are partitioned by the same rule, which is what
+makes the merge of N shard results exactly the unsharded result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+def shard_of(sample_id: str, count: int) -> int:
+    """The shard (1-based) of ``sample_id`` among ``count`` shards."""
+    digest = hashlib.sha256(sample_id.encode()).hexdigest()[:16]
+    return int(digest, 16) % count + 1
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 1 <= self.index <= self.count:
+            raise ValueError(
+                f"shard {self.index}/{self.count}: expected I/N with N >= 1 and 1 <= I <= N"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"I/N"`` (e.g. ``"1/4"``); ValueError with a message that says what is expected."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if match is None:
+            raise ValueError(f"expected I/N (e.g. 1/4), got {text!r}")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def holds(self, sample_id: str) -> bool:
+        return shard_of(sample_id, self.count) == self.index
+
+    def as_json(self) -> dict[str, Any]:
+        return {"index": self.index, "count": self.count}
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+__all__ = ["Shard", "shard_of"]

@@ -1,0 +1,62 @@
+"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the
+merge of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result.
+
+The public core ``mlrepro merge`` builds on (no pytest): :func:`load_results` reads a file with
+errors that name the file and the JSON path of a bad field; :func:`combine` and
+:func:`merge_shards` put shards back together, exactly.
+"""
+
+from __future__ import annotations
+
+from ..data import Shard, shard_of
+from ._format import (
+    FORMAT,
+    FORMATS,
+    SCHEMA_FILE,
+    Part,
+    ResultsFile,
+    ResultsFileError,
+    json_path,
+    load_results,
+    results_from_json,
+    results_to_json,
+    validate_results,
+)
+from ._merge import (
+    SHARD_SUFFIX,
+    ShardMergeError,
+    check_shards,
+    combine,
+    merge_shards,
+    merged_part,
+    metrics,
+    shard_results,
+    shard_verdict,
+    unsharded_nodeid,
+)
+
+__all__ = [
+    "FORMAT",
+    "FORMATS",
+    "SCHEMA_FILE",
+    "SHARD_SUFFIX",
+    "Part",
+    "ResultsFile",
+    "ResultsFileError",
+    "Shard",
+    "ShardMergeError",
+    "check_shards",
+    "combine",
+    "json_path",
+    "load_results",
+    "merge_shards",
+    "merged_part",
+    "metrics",
+    "results_from_json",
+    "results_to_json",
+    "shard_of",
+    "shard_results",
+    "shard_verdict",
+    "unsharded_nodeid",
+    "validate_results",
+]

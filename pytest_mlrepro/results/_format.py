@@ -1,0 +1,356 @@
+"""The results file (``--mlrepro-json``, format 2): reading it back, validated field by field.
+
+The file's shape is published as JSON Schema (``pytest_mlrepro/results.schema.json``, docs/
+results.md); this module checks the same rules (and those a schema cannot state: the per-sample
+lists of one result have one entry per sample) without a JSON Schema library, so that ``mlrepro
+merge`` refuses a truncated, hand-edited or foreign file with the file and the JSON path of the
+bad field instead of a ``KeyError`` deep inside a merge.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data import Shard
+from ..errors import MlreproError
+from ..goldens import Results
+
+FORMAT = 2
+"""The format this version writes."""
+FORMATS = (2,)
+"""The formats this version reads (format 1 rows carry no per-sample results: nothing to merge)."""
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "results.schema.json"
+"""The JSON Schema of the results file, shipped with the package."""
+
+OUTCOMES = ("passed", "failed", "skipped")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class ResultsFileError(MlreproError):
+    """A results file that cannot be read or is not a valid results file: the message names the
+    file and the JSON path of the bad field (``$.results[3].per_sample.now.ids``)."""
+
+
+def json_path(parts: tuple[str | int, ...]) -> str:
+    """``$.results[3].per_sample`` from ``("results", 3, "per_sample")``."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+class _Invalid(Exception):
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (a results file holds finite numbers)")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _object(value: Any, path: tuple[str | int, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(path, f"expected an object, got {_type_name(value)}")
+    return value
+
+
+def _required(obj: Mapping[str, Any], key: str, path: tuple[str | int, ...]) -> Any:
+    if key not in obj:
+        raise _Invalid(path, f"missing the required field {key!r}")
+    return obj[key]
+
+
+def _str(value: Any, path: tuple[str | int, ...]) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(path, f"expected a string, got {_type_name(value)}")
+    return value
+
+
+def _int(value: Any, path: tuple[str | int, ...], minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(path, f"expected a whole number, got {_type_name(value)}")
+    if minimum is not None and value < minimum:
+        raise _Invalid(path, f"expected at least {minimum}, got {value}")
+    return value
+
+
+def _number(value: Any, path: tuple[str | int, ...]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(path, f"expected a number, got {_type_name(value)}")
+    if not math.isfinite(value):
+        raise _Invalid(path, f"expected a finite number, got {value}")
+    return float(value)
+
+
+def _list(value: Any, path: tuple[str | int, ...]) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Invalid(path, f"expected a list, got {_type_name(value)}")
+    return value
+
+
+def _shard(value: Any, path: tuple[str | int, ...]) -> Shard:
+    obj = _object(value, path)
+    index = _int(_required(obj, "index", path), (*path, "index"), 1)
+    count = _int(_required(obj, "count", path), (*path, "count"), 1)
+    if index > count:
+        raise _Invalid((*path, "index"), f"shard {index} of {count}: expected 1 <= index <= count")
+    return Shard(index, count)
+
+
+def results_from_json(value: Any, path: tuple[str | int, ...] = ()) -> Results:
+    """Per-sample results (``{"ids", "labels", "topk", "topk_scores"}``), validated."""
+    obj = _object(value, path)
+    ids = [
+        _str(v, (*path, "ids", i))
+        for i, v in enumerate(_list(_required(obj, "ids", path), (*path, "ids")))
+    ]
+    seen: set[str] = set()
+    for i, sample in enumerate(ids):
+        if sample in seen:
+            raise _Invalid((*path, "ids", i), f"the sample id {sample!r} is listed twice")
+        seen.add(sample)
+    labels = [
+        _int(v, (*path, "labels", i), 0)
+        for i, v in enumerate(_list(_required(obj, "labels", path), (*path, "labels")))
+    ]
+    topk_rows = _list(_required(obj, "topk", path), (*path, "topk"))
+    score_rows = _list(_required(obj, "topk_scores", path), (*path, "topk_scores"))
+    for name, seq in (("labels", labels), ("topk", topk_rows), ("topk_scores", score_rows)):
+        if len(seq) != len(ids):
+            raise _Invalid((*path, name), f"{len(seq)} entries for {len(ids)} sample ids")
+    topk = [
+        [_int(c, (*path, "topk", i, j), 0) for j, c in enumerate(_list(row, (*path, "topk", i)))]
+        for i, row in enumerate(topk_rows)
+    ]
+    scores = [
+        [
+            _number(c, (*path, "topk_scores", i, j))
+            for j, c in enumerate(_list(row, (*path, "topk_scores", i)))
+        ]
+        for i, row in enumerate(score_rows)
+    ]
+    width = len(topk[0]) if topk else 0
+    for i, (classes, values) in enumerate(zip(topk, scores)):
+        if len(classes) != width or not classes:
+            raise _Invalid(
+                (*path, "topk", i), f"expected {width or 'at least 1'} classes, got {len(classes)}"
+            )
+        if len(values) != width:
+            raise _Invalid((*path, "topk_scores", i), f"expected {width} scores, got {len(values)}")
+    return Results(
+        ids=tuple(ids),
+        labels=np.asarray(labels, np.int64),
+        topk=np.asarray(topk, np.int64).reshape(len(ids), width),
+        topk_scores=np.asarray(scores, np.float64).reshape(len(ids), width),
+    )
+
+
+def results_to_json(results: Results) -> dict[str, Any]:
+    """Plain lists (what JSON, xdist and a results file carry) of ``results``."""
+    return {
+        "ids": list(results.ids),
+        "labels": [int(v) for v in results.labels],
+        "topk": [[int(c) for c in row] for row in results.topk],
+        "topk_scores": [[float(v) for v in row] for row in results.topk_scores],
+    }
+
+
+@dataclass(frozen=True)
+class Part:
+    """The per-sample results of one evaluation (a whole run or one shard of it): this run's
+    results, the golden's results for the same samples (None: nothing was compared) and, for
+    each sample in both, the score difference :func:`goldens.compare` takes the maximum of."""
+
+    now: Results
+    golden: Results | None
+    score_diff: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": results_to_json(self.now),
+            "golden": None if self.golden is None else results_to_json(self.golden),
+            "score_diff": dict(self.score_diff),
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "per_sample") -> Part:
+        """A part from its JSON (a results file's ``per_sample``); ResultsFileError naming the
+        JSON path below ``where`` of a bad field."""
+        try:
+            return _part(value, ())
+        except _Invalid as exc:
+            raise ResultsFileError(f"{where}: {json_path(exc.path)}: {exc.message}") from None
+
+
+def _part(value: Any, path: tuple[str | int, ...]) -> Part:
+    obj = _object(value, path)
+    now = results_from_json(_required(obj, "now", path), (*path, "now"))
+    golden_json = _required(obj, "golden", path)
+    golden = None if golden_json is None else results_from_json(golden_json, (*path, "golden"))
+    diffs_json = _object(_required(obj, "score_diff", path), (*path, "score_diff"))
+    diffs = {k: _number(v, (*path, "score_diff", k)) for k, v in diffs_json.items()}
+    shared = set() if golden is None else set(now.ids) & set(golden.ids)
+    if set(diffs) != shared:
+        odd = sorted(set(diffs) ^ shared)
+        raise _Invalid(
+            (*path, "score_diff"),
+            f"expected one entry per sample in both 'now' and 'golden' ({len(shared)}), "
+            f"got {len(diffs)} (e.g. {odd[0]!r} differs)",
+        )
+    if any(d < 0 for d in diffs.values()):
+        raise _Invalid((*path, "score_diff"), "a score difference is negative")
+    return Part(now=now, golden=golden, score_diff=diffs)
+
+
+def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
+    row = dict(_object(value, path))
+    _str(_required(row, "nodeid", path), (*path, "nodeid"))
+    outcome = _str(_required(row, "outcome", path), (*path, "outcome"))
+    if outcome not in OUTCOMES:
+        raise _Invalid(
+            (*path, "outcome"), f"expected one of {', '.join(OUTCOMES)}, got {outcome!r}"
+        )
+    for key in (
+        "manifest",
+        "device",
+        "framework",
+        "verdict",
+        "manifest_file",
+        "hardware_slug",
+        "kind",
+    ):
+        if key in row:
+            _str(row[key], (*path, key))
+    if "manifest_digest" in row:
+        digest = _str(row["manifest_digest"], (*path, "manifest_digest"))
+        if not _HEX64.fullmatch(digest):
+            raise _Invalid(
+                (*path, "manifest_digest"), "expected a sha256 in 64 lower-case hex digits"
+            )
+    if "hardware_key" in row:
+        _object(row["hardware_key"], (*path, "hardware_key"))
+    if "samples" in row:
+        _int(row["samples"], (*path, "samples"), 0)
+    for key in ("top1", "top5", "agreement", "max_score_diff"):
+        if key in row:
+            _number(row[key], (*path, key))
+    if "tolerances" in row:
+        tol = _object(row["tolerances"], (*path, "tolerances"))
+        for key in ("top1", "top5", "agreement", "score"):
+            _number(_required(tol, key, (*path, "tolerances")), (*path, "tolerances", key))
+    if "shard" in row:
+        _shard(row["shard"], (*path, "shard"))
+    if "per_sample" in row:
+        _part(row["per_sample"], (*path, "per_sample"))
+    return row
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """A results file, read and validated: its rows stay the plain JSON objects of the file."""
+
+    path: Path
+    format: int
+    machine: str
+    environment: dict[str, Any]
+    shard: Shard | None
+    rows: list[dict[str, Any]]
+
+
+def validate_results(document: Any, source: str = "results") -> ResultsFile:
+    """Check a parsed results file; ResultsFileError naming ``source`` and the JSON path of the
+    first bad field."""
+    try:
+        obj = _object(document, ())
+        fmt = _required(obj, "format", ())
+        if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt not in FORMATS:
+            understood = ", ".join(str(f) for f in FORMATS)
+            raise _Invalid(
+                ("format",),
+                f"format {fmt!r} is not one this version of pytest-mlrepro reads "
+                f"(it reads format {understood}; rewrite the file with this version's "
+                "pytest --mlrepro-json)",
+            )
+        machine = _object(_required(obj, "machine", ()), ("machine",))
+        name = _str(_required(machine, "name", ("machine",)), ("machine", "name"))
+        if not name:
+            raise _Invalid(("machine", "name"), "the machine's name is empty")
+        env = _object(_required(machine, "environment", ("machine",)), ("machine", "environment"))
+        shard_json = _required(obj, "shard", ())
+        shard = None if shard_json is None else _shard(shard_json, ("shard",))
+        rows = [
+            _row(row, ("results", i))
+            for i, row in enumerate(_list(_required(obj, "results", ()), ("results",)))
+        ]
+    except _Invalid as exc:
+        raise ResultsFileError(
+            f"{source}: {json_path(exc.path)}: {exc.message} (not a valid results file)"
+        ) from None
+    return ResultsFile(
+        path=Path(source), format=fmt, machine=name, environment=dict(env), shard=shard, rows=rows
+    )
+
+
+def load_results(path: Path | str) -> ResultsFile:
+    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsFileError(
+            f"{path}: cannot read the results file: {exc.strerror or exc}"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(
+            f"{path}: not a results file (not UTF-8 text: {exc.reason})"
+        ) from None
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        where = (
+            f" (line {exc.lineno}, column {exc.colno})"
+            if isinstance(exc, json.JSONDecodeError)
+            else ""
+        )
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ResultsFileError(
+            f"{path}: not a results file: invalid JSON{where}: {message}"
+        ) from None
+    loaded = validate_results(document, str(path))
+    return ResultsFile(
+        path=path,
+        format=loaded.format,
+        machine=loaded.machine,
+        environment=loaded.environment,
+        shard=loaded.shard,
+        rows=loaded.rows,
+    )

@@ -1,0 +1,220 @@
+"""Sharding through pytest: ``--mlrepro-shard I/N`` runs whose results merge into exactly the
+unsharded run's (``results.merge_shards``), and ``mlrepro_shards = K``, which splits each accuracy
+item into K shard items and gives one merged verdict for the whole item (serial and ``-n 2``).
+
+The project: the tiny ONNX model over 40 images (tests/helpers.py), its golden recorded by the
+plugin at the start of each test; a drift is the manifest's decoder switched to BGR (classes 0
+and 2 swap, class 1 stays: a partial agreement).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_mlrepro.results import SCHEMA_FILE, load_results, merge_shards
+from tests.conftest import XDIST
+from tests.helpers import PREPROCESS_BGR, Project, checksum_list, make_images
+
+N_IMAGES = 40
+MANIFEST = "manifests/tiny_onnx.yaml"
+WHOLE = f"{MANIFEST}::accuracy[cpu]"
+METRICS = ("samples", "top1", "top5", "agreement", "max_score_diff", "verdict", "outcome")
+
+
+def _project(project: Project) -> Project:
+    """The tiny ONNX manifest over 40 images, with its golden recorded by the plugin."""
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")})
+    data = project.path / "data" / "tiny"
+    shutil.rmtree(data)
+    make_images(data, N_IMAGES)
+    (project.path / "manifests" / "tiny.sha256").write_text(checksum_list(data))
+    recorded = project.run("--mlrepro-update")
+    assert recorded.ret == 0, recorded.stdout.str()
+    return project
+
+
+@pytest.fixture
+def sharded(serial_project: Project) -> Project:
+    return _project(serial_project)
+
+
+def _drift(project: Project) -> None:
+    """Results that drift: the decoder now gives BGR (classes 0 and 2 swap)."""
+    project.path.joinpath(MANIFEST).write_text(project.manifest("tiny_onnx", decode=PREPROCESS_BGR))
+
+
+def _rows(project: Project, name: str) -> dict[str, dict[str, Any]]:
+    """The accuracy rows of a results file, validated (load_results and the JSON Schema)."""
+    path = project.path / name
+    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(
+        json.loads(path.read_text())
+    )
+    return {row["nodeid"]: row for row in load_results(path).rows if "accuracy[" in row["nodeid"]}
+
+
+def _shard_runs(project: Project, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The unsharded run's row and the rows of shards 1/2 and 2/2 (each run alone)."""
+    whole = project.run("--mlrepro-json", "whole.json", *args)
+    parts = []
+    for index in (1, 2):
+        run = project.run(f"--mlrepro-shard={index}/2", "--mlrepro-json", f"s{index}.json", *args)
+        # A shard passes on its own: its tolerance verdict is the merge's.
+        assert run.ret == 0, run.stdout.str()
+        run.stdout.fnmatch_lines(["*this run is shard*", "*mlrepro merge*"])
+        (row,) = _rows(project, f"s{index}.json").values()
+        assert row["verdict"] == f"shard {index}/2 compared (verdict at the merge)"
+        assert row["shard"] == {"index": index, "count": 2}
+        parts.append(row)
+    document = json.loads((project.path / "s1.json").read_text())
+    assert document["shard"] == {"index": 1, "count": 2}
+    assert document["format"] == 2
+    assert whole.ret in (0, 1)
+    return _rows(project, "whole.json")[WHOLE], parts
+
+
+def _same_evaluation(merged: dict[str, Any], whole: dict[str, Any]) -> None:
+    assert {k: merged.get(k) for k in METRICS} == {k: whole.get(k) for k in METRICS}
+    assert merged["per_sample"] == whole["per_sample"]
+
+
+def test_shard_runs_merge_into_the_unsharded_run(sharded: Project) -> None:
+    whole, parts = _shard_runs(sharded)
+    assert whole["verdict"] == "pass"
+    assert whole["samples"] == N_IMAGES
+    # Each shard evaluated a part, the parts are disjoint and together the data set.
+    ids = [set(p["per_sample"]["now"]["ids"]) for p in parts]
+    assert all(0 < len(s) < N_IMAGES for s in ids)
+    assert not ids[0] & ids[1]
+    assert ids[0] | ids[1] == set(whole["per_sample"]["now"]["ids"])
+    # The golden's samples partitioned the same way.
+    assert [set(p["per_sample"]["golden"]["ids"]) for p in parts] == ids
+    _same_evaluation(merge_shards(parts), whole)
+    # What identifies the evaluation is the same in every part.
+    for key in ("manifest_file", "manifest_digest", "hardware_slug", "tolerances"):
+        assert parts[0][key] == parts[1][key] == whole[key]
+
+
+def test_drifted_shard_runs_merge_into_the_unsharded_drift(sharded: Project) -> None:
+    _drift(sharded)
+    whole, parts = _shard_runs(sharded, "--mlrepro-no-diagnose")
+    assert whole["verdict"] == "drift"
+    assert 0 < whole["agreement"] < 1
+    merged = merge_shards(parts)
+    assert merged["verdict"] == "drift" and merged["outcome"] == "failed"
+    _same_evaluation(merged, whole)
+
+
+def test_an_update_of_one_shard_is_a_usage_error(sharded: Project) -> None:
+    result = sharded.run("--mlrepro-shard=1/2", "--mlrepro-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mlrepro-update*shard 1/2*needs every sample*"])
+
+
+@pytest.mark.parametrize("value", ["3/2", "0/2", "half", "1/0"])
+def test_a_bad_shard_is_a_usage_error(sharded: Project, value: str) -> None:
+    result = sharded.run(f"--mlrepro-shard={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mlrepro-shard*expected*"])
+
+
+# --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------
+
+
+def _split_run(project: Project, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    result = project.run("--mlrepro-shards=2", "--mlrepro-json", "split.json", *args)
+    rows = _rows(project, "split.json")
+    # The results file holds the whole item's row only (its shard items' parts are in it).
+    assert list(rows) == [WHOLE]
+    return result, rows[WHOLE]
+
+
+def test_split_items_pass_as_the_unsharded_item(sharded: Project) -> None:
+    whole = sharded.run("--mlrepro-json", "whole.json")
+    result, merged = _split_run(sharded, "-v", "--junitxml=junit.xml")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*accuracy?cpu??shard1of2? PASSED*",
+            "*accuracy?cpu??shard2of2? PASSED*",
+            "*tiny_onnx.yaml::accuracy?cpu? PASSED*",
+        ]
+    )
+    result.assert_outcomes(passed=3)
+    _same_evaluation(merged, _rows(sharded, "whole.json")[WHOLE])
+    assert whole.ret == 0
+    cases = ET.parse(sharded.path / "junit.xml").getroot().iter("testcase")
+    assert sorted(case.get("name") for case in cases) == [
+        "accuracy[cpu]",
+        "accuracy[cpu][shard1of2]",
+        "accuracy[cpu][shard2of2]",
+    ]
+
+
+def test_split_items_drift_as_the_unsharded_item(sharded: Project) -> None:
+    _drift(sharded)
+    sharded.run("--mlrepro-json", "whole.json", "--mlrepro-no-diagnose")
+    result, merged = _split_run(sharded, "--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # The shard items compared their parts; the whole item fails with the drift explained.
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*tiny_onnx.yaml [[]cpu[]]: results drifted from the golden*",
+            "*top-1 agreement*",
+            "*merged from its 2 shard items*",
+            "*mlrepro diagnose manifests/tiny_onnx.yaml*",
+            "FAILED manifests/tiny_onnx.yaml::accuracy[[]cpu[]]*",
+        ]
+    )
+    _same_evaluation(merged, _rows(sharded, "whole.json")[WHOLE])
+    failed = [
+        case.get("name")
+        for case in ET.parse(sharded.path / "junit.xml").getroot().iter("testcase")
+        if case.find("failure") is not None
+    ]
+    assert failed == ["accuracy[cpu]"]
+
+
+def test_a_shard_item_that_fails_fails_the_whole_item_naming_it(sharded: Project) -> None:
+    sharded.golden("tiny_onnx").unlink()
+    result, merged = _split_run(sharded)
+    result.assert_outcomes(failed=3)
+    assert merged["verdict"] == "no golden"
+    result.stdout.fnmatch_lines(
+        ["*2 of its 2 shard items failed*", "*shard 1/2: no golden*", "*shard 2/2: no golden*"]
+    )
+
+
+def test_a_shard_item_missing_leaves_the_whole_item_without_a_verdict(sharded: Project) -> None:
+    result, merged = _split_run(sharded, "-k", "shard1of2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert merged["verdict"] == "shards incomplete"
+    result.stdout.fnmatch_lines(["*no verdict*missing shard 2/2*"])
+
+
+def test_an_update_run_does_not_split_items(sharded: Project) -> None:
+    result = sharded.run("--mlrepro-shards=2", "--mlrepro-update", "-v")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*tiny_onnx.yaml::accuracy?cpu? PASSED*"])
+    assert "shard1of2" not in result.stdout.str()
+
+
+@pytest.mark.about_xdist
+@pytest.mark.parametrize("drifted", [False, True], ids=["pass", "drift"])
+def test_split_items_under_xdist_give_the_serial_verdict(sharded: Project, drifted: bool) -> None:
+    if drifted:
+        _drift(sharded)
+    serial, serial_row = _split_run(sharded, "--mlrepro-no-diagnose")
+    Path(sharded.path / "split.json").rename(sharded.path / "serial.json")
+    sharded.xdist = XDIST
+    result, row = _split_run(sharded, "--mlrepro-no-diagnose", "-p", "xdist")
+    assert result.ret == serial.ret == (1 if drifted else 0), result.stdout.str()
+    result.assert_outcomes(passed=2 + (not drifted), failed=int(drifted))
+    _same_evaluation(row, serial_row)
