@@ -10,7 +10,8 @@ sample.
   identified by ``manifest_digest``: a cell whose digest differs from the manifest's most common
   one runs another pipeline (a changed decoder, a resize setting...) and is flagged as such in
   its cell and in the agreement (``same_pipeline`` false per pair): compared, because finding
-  where two machines' pipelines part is the point, but never silently as the same pipeline.
+  where two machines' pipelines part is the point, but never silently as the same pipeline. (On
+  a tie, the first cell in the order of machine names holds the reference digest.)
 * Cross-machine agreement, per manifest over its cells that carry per-sample results: per pair,
   the share of the samples both evaluated whose top-1 class is the same, and the largest score
   difference: over those samples, ``max |score_a(c) - score_b(c)|`` over the classes ``c`` both
@@ -202,7 +203,8 @@ _CellKey = tuple[str, str | None, str, str, str | None]
 
 
 def _majority_digests(cells: Iterable[tuple[_CellKey, Any]]) -> dict[str, str | None]:
-    """Per manifest name, its most common digest (over cells; ties: the first in sort order)."""
+    """Per manifest name, its most common digest (over cells; ties: the digest of the first cell
+    in the order of machine names, devices and framework versions)."""
     counts: dict[str, Counter[str | None]] = {}
     for key, _ in cells:
         counts.setdefault(key[0], Counter())[key[1]] += 1
@@ -236,7 +238,8 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             entry["latency"].append(_latency_result(row))
         else:
             entry["rows"].append(row)
-    ordered = sorted(per_cell.items(), key=lambda kv: _sortable(kv[0]))
+    # By manifest, then machine, device, framework version, and the digest last.
+    ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
     majority = _majority_digests(ordered)
     cells: list[Cell] = []
     per_sample: list[tuple[Cell, Part]] = []

@@ -220,7 +220,7 @@ def markdown(matrix: Matrix) -> str:
                 f"re-record on that machine: `{r.stale_golden.command}`"
             )
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 CSV_COLUMNS = (
