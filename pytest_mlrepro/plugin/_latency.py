@@ -307,14 +307,14 @@ class LatencyItem(ManifestItem):
             assessments=len(assessments),
             attempts=block.attempts,
         )
+        # A golden being re-recorded now is stale no more.
+        flag = None if decision.action == "record" else lat.stale_golden(ratio, self._update_cmd())
+        self.add_property("stale_golden", flag)
+        assert self.report_data is not None  # set by _report
+        self.report_data["stale_golden"] = flag
         if decision.action == "record":
             self._record(settings, m, key, final.attempt, settings_now, decision.text)
             return
-        flag = lat.stale_golden(ratio, self._update_cmd())
-        if flag is not None:
-            self.add_property("stale_golden", flag)
-            assert self.report_data is not None  # set by _report
-            self.report_data["stale_golden"] = flag
         if decision.action == "not recorded":
             self._skip_or_fail(_busy(attempts, limit, "not recorded"), "not recorded", False)
             return
@@ -359,6 +359,8 @@ class LatencyItem(ManifestItem):
             "ratio_to_golden": None if ratio is None else round(ratio, 4),
             "decided_by": decided,
         }
+        if assessment is None:  # recording: nothing to be stale
+            fields["stale_golden"] = None
         for field, value in fields.items():
             self.add_property(field, value)
         assert self.report_data is not None  # set by _report
