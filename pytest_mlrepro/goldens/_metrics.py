@@ -20,6 +20,8 @@ Indices = npt.NDArray[np.integer[Any]]
 
 def nonfinite_rows(scores: Scores) -> npt.NDArray[np.intp]:
     """Indices of the rows of ``scores`` holding a NaN or ±Inf (empty when all are finite)."""
+    if len(scores) == 0:  # no rows (a shard of a small data set may hold no sample)
+        return np.zeros(0, np.intp)
     return np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
 
 

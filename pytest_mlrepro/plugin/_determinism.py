@@ -63,6 +63,8 @@ class DeterminismItem(AccuracyItem):
         ):
             self.add_property(key, value)
         self.add_manifest_identity()
+        if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
+            self.add_property("shard", self.shard.as_json())
         runs, _ = self._evaluate(spec.runs)
         first = runs[0]
         comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)

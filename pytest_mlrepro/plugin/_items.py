@@ -465,6 +465,7 @@ class AccuracyItem(ManifestItem):
         shown = display_path(self.config, self.path)
         update = _is_update(self.config)
         self._written = None
+        self.add_property("kind", "accuracy")
         self.add_property("manifest", m.name)
         self.add_property("device", self.device)
         self.add_property("framework", m.framework.name)

@@ -156,7 +156,10 @@ class MlreproSession:
             ("mlrepro reference agreement", summary_lines(self.reference)),
             ("mlrepro goldens", audit_section(config, self.audit)),
             ("mlrepro latency", latency_table(self.latency) if self.latency else []),
-            ("mlrepro", summary_section(self.results) + shard_lines(config)),
+            (
+                "mlrepro",
+                summary_section(self.results) + (shard_lines(config) if self.results else []),
+            ),
         ]
         for title, lines in sections:
             if lines:

@@ -142,6 +142,12 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
         raise ShardMergeError("no shard rows to merge")
     shards = [(_shard_of_row(row), row) for row in rows]
     what = f"{rows[0].get('manifest')} [{rows[0].get('device')}]"
+    kinds = sorted({str(row.get("kind", "accuracy")) for row in rows} - {"accuracy"})
+    if kinds:
+        raise ShardMergeError(
+            f"{what}: only accuracy rows are merged, not {', '.join(kinds)} rows (each of those "
+            "is a verdict of its own)"
+        )
     for key in ("manifest", "manifest_digest", "device", "kind"):
         values = sorted({str(row.get(key)) for row in rows})
         if len(values) > 1:

@@ -124,11 +124,48 @@ def test_a_bad_shard_is_a_usage_error(sharded: Project, value: str) -> None:
     result.stderr.fnmatch_lines(["*--mlrepro-shard*expected*"])
 
 
+def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) -> None:
+    """Accuracy, latency and determinism rows, a skipped item and an invalid manifest: the
+    written file validates against the schema and reads back."""
+    extra = (
+        "latency: {batch_sizes: [1], min_rounds: 3, min_time: 0.01, max_time: 1,"
+        " warmup_rounds: 1, warmup_time: 0, attempts: 1}\n"
+        "determinism: {runs: 2}\n"
+    )
+    serial_project.make(
+        {
+            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx", extra=extra),
+            "broken.yaml": "name: broken\nframework: {name: onnxruntime}\nmodel: 3\n",
+        },
+        goldens=["tiny_onnx"],
+    )
+    serial_project.run("--mlrepro-json", "out.json", "--mlrepro-machine", "ci-a")
+    document = json.loads((serial_project.path / "out.json").read_text())
+    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(document)
+    loaded = load_results(serial_project.path / "out.json")
+    kinds = {row.get("kind") or row["verdict"] for row in loaded.rows}
+    assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.rows
+    latency = next(row for row in loaded.rows if row.get("kind") == "latency")
+    assert isinstance(latency["hardware_key"], dict) and latency["hardware_slug"]
+    accuracy = next(row for row in loaded.rows if row.get("kind") == "accuracy")
+    # A golden was compared: its samples are in the row; the determinism item compared none.
+    assert accuracy["per_sample"]["golden"]["ids"] == accuracy["per_sample"]["now"]["ids"]
+    assert all("per_sample" not in row for row in loaded.rows if row.get("kind") != "accuracy")
+
+
 # --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------
 
 
-def _split_run(project: Project, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
-    result = project.run("--mlrepro-shards=2", "--mlrepro-json", "split.json", *args)
+def _split_run(
+    project: Project, *args: str, ini: bool = False
+) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """A run with 2 shard items per accuracy item (``--mlrepro-shards 2``, or with ``ini`` the
+    ini key ``mlrepro_shards = 2``)."""
+    if ini:
+        with (project.path / "pytest.ini").open("a") as ini_file:
+            ini_file.write("mlrepro_shards = 2\n")
+    split = () if ini else ("--mlrepro-shards=2",)
+    result = project.run(*split, "--mlrepro-json", "split.json", *args)
     rows = _rows(project, "split.json")
     # The results file holds the whole item's row only (its shard items' parts are in it).
     assert list(rows) == [WHOLE]
@@ -137,7 +174,7 @@ def _split_run(project: Project, *args: str) -> tuple[pytest.RunResult, dict[str
 
 def test_split_items_pass_as_the_unsharded_item(sharded: Project) -> None:
     whole = sharded.run("--mlrepro-json", "whole.json")
-    result, merged = _split_run(sharded, "-v", "--junitxml=junit.xml")
+    result, merged = _split_run(sharded, "-v", "--junitxml=junit.xml", ini=True)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -197,6 +234,33 @@ def test_a_shard_item_missing_leaves_the_whole_item_without_a_verdict(sharded: P
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert merged["verdict"] == "shards incomplete"
     result.stdout.fnmatch_lines(["*no verdict*missing shard 2/2*"])
+
+
+def test_shard_items_that_all_skip_skip_the_whole_item(sharded: Project) -> None:
+    shutil.rmtree(sharded.path / "data")
+    result, merged = _split_run(sharded, "-rs")
+    result.assert_outcomes(skipped=3)
+    assert merged["outcome"] == "skipped"
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*manifests/tiny_onnx.yaml*data set 'tiny' is not available*"]
+    )
+
+
+def test_the_machine_and_the_shard_from_ini_keys(sharded: Project) -> None:
+    with (sharded.path / "pytest.ini").open("a") as ini:
+        ini.write("mlrepro_machine = lab-3\nmlrepro_shard = 2/2\n")
+    result = sharded.run("--mlrepro-json", "out.json")
+    assert result.ret == 0, result.stdout.str()
+    document = json.loads((sharded.path / "out.json").read_text())
+    assert document["machine"]["name"] == "lab-3"
+    assert document["shard"] == {"index": 2, "count": 2}
+    (row,) = _rows(sharded, "out.json").values()
+    assert row["verdict"] == "shard 2/2 compared (verdict at the merge)"
+    # The command line wins over the ini key.
+    sharded.run("--mlrepro-json", "out.json", "--mlrepro-machine=ci-b", "--mlrepro-shard=1/3")
+    document = json.loads((sharded.path / "out.json").read_text())
+    assert document["machine"]["name"] == "ci-b"
+    assert document["shard"] == {"index": 1, "count": 3}
 
 
 def test_an_update_run_does_not_split_items(sharded: Project) -> None:

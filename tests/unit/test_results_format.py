@@ -1,0 +1,214 @@
+"""The results file's format 2 read back (pytest_mlrepro.results.load_results) against its
+published JSON Schema (pytest_mlrepro/results.schema.json): a valid file is accepted by both, a
+tampered one refused with the file and the JSON path of the bad field. (Files written by pytest
+are validated against both in tests/integration/test_sharding.py.)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+
+from pytest_mlrepro.goldens import Results
+from pytest_mlrepro.results import (
+    FORMAT,
+    SCHEMA_FILE,
+    Part,
+    ResultsFileError,
+    json_path,
+    load_results,
+)
+
+
+def _document() -> dict[str, Any]:
+    now = Results(
+        ids=("a.png", "b.png", "c.png"),
+        labels=np.asarray([0, 1, 2], np.int64),
+        topk=np.asarray([[0, 1], [1, 0], [0, 2]], np.int64),
+        topk_scores=np.asarray([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4]]),
+    )
+    golden = Results(
+        ids=("a.png", "b.png", "c.png"),
+        labels=now.labels,
+        topk=np.asarray([[0, 1], [1, 0], [2, 0]], np.int64),
+        topk_scores=np.asarray([[0.9, 0.1], [0.8, 0.2], [0.5, 0.4]]),
+    )
+    part = Part(now, golden, {"a.png": 0.0, "b.png": 0.0, "c.png": 0.1})
+    row = {
+        "nodeid": "manifests/m.yaml::accuracy[cpu]",
+        "outcome": "failed",
+        "manifest": "m",
+        "manifest_file": "manifests/m.yaml",
+        "manifest_digest": "ab" * 32,
+        "device": "cpu",
+        "framework": "onnxruntime",
+        "framework_version": "1.20.0",
+        "hardware_key": {"device": "cpu", "cpu": "x"},
+        "hardware_slug": "cpu-x-1cpu-onnxruntime-1.20.0-threads-default-12345678",
+        "samples": 3,
+        "top1": 66.6667,
+        "top5": 100.0,
+        "agreement": 0.666667,
+        "max_score_diff": 0.1,
+        "verdict": "drift",
+        "tolerances": {"top1": 0.5, "top5": 0.5, "agreement": 0.99, "score": 0.001},
+        "per_sample": part.to_json(),
+    }
+    skipped = {"nodeid": "manifests/t.yaml::accuracy[cpu]", "outcome": "skipped"}
+    return {
+        "format": FORMAT,
+        "machine": {"name": "ci-1", "environment": {"python": "3.11"}},
+        "shard": None,
+        "results": [row, skipped],
+    }
+
+
+def _write(tmp_path: Path, document: Any) -> Path:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _schema_accepts(document: Any) -> bool:
+    validator = jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text()))
+    return validator.is_valid(document)
+
+
+def test_the_schema_is_valid_json_schema_for_the_format_written() -> None:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    assert schema["properties"]["format"] == {"const": FORMAT}
+
+
+def test_a_valid_file_is_read(tmp_path: Path) -> None:
+    document = _document()
+    assert _schema_accepts(document)
+    loaded = load_results(_write(tmp_path, document))
+    assert loaded.format == FORMAT and loaded.machine == "ci-1" and loaded.shard is None
+    assert loaded.rows == document["results"]
+    part = Part.from_json(loaded.rows[0]["per_sample"])
+    assert part.golden is not None and part.golden.ids == ("a.png", "b.png", "c.png")
+
+
+def _set(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    def tamper(document: dict[str, Any]) -> None:
+        target: Any = document
+        for part in path[:-1]:
+            target = target[part]
+        if value is _DELETE:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+
+    return tamper
+
+
+_DELETE = object()
+ROW = ("results", 0)
+NOW = (*ROW, "per_sample", "now")
+
+# (what is tampered with, the JSON path the error names, its message, whether the JSON Schema
+# states the rule too; the lengths of per-sample lists and the score_diff keys it cannot)
+TAMPERED = [
+    (("machine", "name"), _DELETE, "$.machine", "missing the required field 'name'", True),
+    (("machine", "name"), 7, "$.machine.name", "expected a string, got a number", True),
+    (("shard",), {"index": 3, "count": 2}, "$.shard.index", "shard 3 of 2", False),
+    ((*ROW, "outcome"), "exploded", "$.results[0].outcome", "expected one of passed", True),
+    ((*ROW, "top1"), "high", "$.results[0].top1", "expected a number, got a string", True),
+    ((*ROW, "manifest_digest"), "abc", "$.results[0].manifest_digest", "sha256", True),
+    ((*ROW, "tolerances", "score"), _DELETE, "$.results[0].tolerances", "'score'", True),
+    ((*NOW, "topk", 1, 0), "1", "$.results[0].per_sample.now.topk[1][0]", "whole number", True),
+    ((*NOW, "ids", 2), "a.png", "$.results[0].per_sample.now.ids[2]", "listed twice", True),
+    ((*NOW, "labels"), [0, 1], "$.results[0].per_sample.now.labels", "2 entries for 3", False),
+    (
+        (*NOW, "topk_scores", 0),
+        [0.9],
+        "$.results[0].per_sample.now.topk_scores[0]",
+        "expected 2 scores, got 1",
+        False,
+    ),
+    (
+        (*ROW, "per_sample", "score_diff", "c.png"),
+        _DELETE,
+        "$.results[0].per_sample.score_diff",
+        "one entry per sample in both",
+        False,
+    ),
+    ((*ROW, "per_sample", "golden"), _DELETE, "$.results[0].per_sample", "'golden'", True),
+    (("results",), {}, "$.results", "expected a list, got an object", True),
+]
+
+
+@pytest.mark.parametrize(("where", "value", "path", "message", "in_schema"), TAMPERED)
+def test_a_tampered_file_is_refused_naming_the_field(
+    tmp_path: Path,
+    where: tuple[str | int, ...],
+    value: Any,
+    path: str,
+    message: str,
+    in_schema: bool,
+) -> None:
+    document = copy.deepcopy(_document())
+    _set(where, value)(document)
+    file = _write(tmp_path, document)
+    with pytest.raises(ResultsFileError) as refused:
+        load_results(file)
+    text = str(refused.value)
+    assert text.startswith(f"{file}: {path}: "), text
+    assert message in text
+    if in_schema:
+        assert not _schema_accepts(document)
+
+
+@pytest.mark.parametrize("version", [1, 3, "2"])
+def test_an_unknown_format_says_which_formats_are_read(tmp_path: Path, version: Any) -> None:
+    document = _document()
+    document["format"] = version
+    assert not _schema_accepts(document)
+    with pytest.raises(ResultsFileError, match=r"\$\.format: format .* reads format 2"):
+        load_results(_write(tmp_path, document))
+
+
+def test_non_finite_numbers_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(
+        json.dumps(_document()).replace('"max_score_diff": 0.1', '"max_score_diff": NaN')
+    )
+    with pytest.raises(ResultsFileError, match=r"invalid JSON.*NaN is not a number JSON allows"):
+        load_results(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"format": 2, "machine": ', "invalid JSON (line 1, column 26)"),
+        (b"\xff\xfe", "not UTF-8 text"),
+        (b"[]", "$: expected an object, got a list"),
+    ],
+)
+def test_what_is_not_a_results_file_is_refused(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "results.json"
+    path.write_bytes(content)
+    with pytest.raises(ResultsFileError) as refused:
+        load_results(path)
+    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ResultsFileError, match=r"absent\.json: cannot read the results file"):
+        load_results(tmp_path / "absent.json")
+
+
+def test_json_paths_quote_keys_that_are_not_names() -> None:
+    assert json_path(("results", 3, "per_sample", "score_diff", "cat 1.png")) == (
+        '$.results[3].per_sample.score_diff["cat 1.png"]'
+    )
