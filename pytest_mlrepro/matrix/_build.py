@@ -101,15 +101,26 @@ def _str(row: Mapping[str, Any], key: str) -> str | None:
 _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
-def _row_key(machine: str, row: Mapping[str, Any]) -> _Key:
+def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
+    """The item a row is a result of. Accuracy rows of shards share their item's key (they are
+    merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
+    its shard (``<nodeid> (shard 1/2)``)."""
+    kind = str(row.get("kind", "accuracy"))
+    nodeid = unsharded_nodeid(str(row.get("nodeid", "")))
+    if kind != "accuracy":
+        shard = row.get("shard")
+        if isinstance(shard, Mapping):
+            nodeid += f" (shard {shard.get('index')}/{shard.get('count')})"
+        elif file.shard is not None:
+            nodeid += f" (shard {file.shard})"
     return (
-        machine,
+        file.machine,
         str(row["manifest"]),
         _str(row, "manifest_digest"),
         str(row.get("device", "")),
         _str(row, "framework_version"),
-        str(row.get("kind", "accuracy")),
-        unsharded_nodeid(str(row.get("nodeid", ""))),
+        kind,
+        nodeid,
     )
 
 
@@ -119,7 +130,7 @@ def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, dict[st
         for row in file.rows:
             if not isinstance(row.get("manifest"), str):
                 continue  # not a manifest's item (nothing of a matrix)
-            groups.setdefault(_row_key(file.machine, row), []).append((str(file.path), row))
+            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     return groups
 
 
@@ -127,7 +138,7 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
     """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
     given twice) is a failed row naming why."""
     rows = [row for _, row in members]
-    sharded = [row for row in rows if row.get("shard") is not None]
+    sharded = [row for row in rows if row.get("shard") is not None and key[5] == "accuracy"]
     if not sharded:
         if len(rows) > 1:
             files = ", ".join(sorted({path for path, _ in members}))
@@ -154,13 +165,13 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
         }
 
 
-def _result(row: Mapping[str, Any]) -> Result:
+def _result(row: Mapping[str, Any], nodeid: str) -> Result:
     verdict = str(row.get("verdict", ""))
     outcome = str(row.get("outcome", ""))
     status, reason = status_of(verdict, outcome)
     return Result(
         kind=str(row.get("kind", "accuracy")),
-        nodeid=str(row.get("nodeid", "")),
+        nodeid=nodeid,
         verdict=verdict,
         outcome=outcome,
         status=status,
@@ -174,7 +185,7 @@ def _result(row: Mapping[str, Any]) -> Result:
     )
 
 
-def _latency_result(row: Mapping[str, Any]) -> LatencyResult:
+def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
     verdict = str(row.get("verdict", ""))
     outcome = str(row.get("outcome", ""))
     status, reason = status_of(verdict, outcome)
@@ -183,7 +194,7 @@ def _latency_result(row: Mapping[str, Any]) -> LatencyResult:
     if isinstance(flag, Mapping) and isinstance(flag.get("ratio"), (int, float)):
         stale = StaleGolden(ratio=float(flag["ratio"]), command=str(flag.get("command", "")))
     return LatencyResult(
-        nodeid=str(row.get("nodeid", "")),
+        nodeid=nodeid,
         batch=_int(row, "batch"),
         verdict=verdict,
         outcome=outcome,
@@ -235,9 +246,9 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         entry["framework"] = entry["framework"] or _str(row, "framework")
         entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
         if kind == "latency":
-            entry["latency"].append(_latency_result(row))
+            entry["latency"].append(_latency_result(row, key[6]))
         else:
-            entry["rows"].append(row)
+            entry["rows"].append((row, key[6]))
     # By manifest, then machine, device, framework version, and the digest last.
     ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
     majority = _majority_digests(ordered)
@@ -260,12 +271,12 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             framework_version=version,
             hardware_slug=entry["slug"],
             sources=tuple(sorted(entry["sources"])),
-            results=tuple(_result(row) for row in entry["rows"]),
+            results=tuple(_result(row, nodeid) for row, nodeid in entry["rows"]),
             latency=tuple(sorted(entry["latency"], key=lambda r: (r.batch or 0, r.nodeid))),
             other_pipeline=other,
         )
         cells.append(cell)
-        for row in entry["rows"]:
+        for row, _ in entry["rows"]:
             if row.get("kind", "accuracy") == "accuracy" and isinstance(
                 row.get("per_sample"), Mapping
             ):

@@ -68,6 +68,11 @@ class LatencyResult:
     stale_golden: StaleGolden | None
 
 
+def _shard_note(nodeid: str) -> str:
+    """`` (shard 1/2)`` for the result of one shard run's own item, else nothing."""
+    return nodeid[nodeid.rindex(" (shard ") :] if " (shard " in nodeid else ""
+
+
 @dataclass(frozen=True)
 class Cell:
     """One manifest on one machine, device and framework version: every result of it."""
@@ -99,9 +104,13 @@ class Cell:
     @property
     def problems(self) -> tuple[str, ...]:
         """``accuracy: drift``, ``latency b1: regression``... for each result that did not pass."""
-        out = [f"{r.kind}: {r.reason}" for r in self.results if r.status != "pass"]
+        out = [
+            f"{r.kind}{_shard_note(r.nodeid)}: {r.reason}"
+            for r in self.results
+            if r.status != "pass"
+        ]
         out += [
-            f"latency b{r.batch}: {r.reason}" if r.batch is not None else f"latency: {r.reason}"
+            f"latency{'' if r.batch is None else f' b{r.batch}'}{_shard_note(r.nodeid)}: {r.reason}"
             for r in self.latency
             if r.status != "pass"
         ]
