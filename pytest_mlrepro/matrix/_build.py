@@ -98,6 +98,16 @@ def _str(row: Mapping[str, Any], key: str) -> str | None:
 
 # --- rows to results ---------------------------------------------------------------------------
 
+
+def _kind(row: Mapping[str, Any]) -> str:
+    """The row's ``kind``; without one (a manifest that did not load), ``item``, or
+    ``accuracy`` when it carries per-sample results."""
+    kind = row.get("kind")
+    if isinstance(kind, str):
+        return kind
+    return "accuracy" if "per_sample" in row else "item"
+
+
 _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
@@ -105,7 +115,7 @@ def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
     """The item a row is a result of. Accuracy rows of shards share their item's key (they are
     merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
     its shard (``<nodeid> (shard 1/2)``)."""
-    kind = str(row.get("kind", "accuracy"))
+    kind = _kind(row)
     nodeid = unsharded_nodeid(str(row.get("nodeid", "")))
     if kind != "accuracy":
         shard = row.get("shard")
@@ -115,7 +125,9 @@ def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
             nodeid += f" (shard {file.shard})"
     return (
         file.machine,
-        str(row["manifest"]),
+        # A row without a manifest name (none of this plugin's items write one) still counts:
+        # under its node id, so that a failure is never dropped from the gate.
+        str(row.get("manifest") or row.get("nodeid")),
         _str(row, "manifest_digest"),
         str(row.get("device", "")),
         _str(row, "framework_version"),
@@ -128,8 +140,6 @@ def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, dict[st
     groups: dict[_Key, list[tuple[str, dict[str, Any]]]] = {}
     for file in files:
         for row in file.rows:
-            if not isinstance(row.get("manifest"), str):
-                continue  # not a manifest's item (nothing of a matrix)
             groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     return groups
 
@@ -170,7 +180,7 @@ def _result(row: Mapping[str, Any], nodeid: str) -> Result:
     outcome = str(row.get("outcome", ""))
     status, reason = status_of(verdict, outcome)
     return Result(
-        kind=str(row.get("kind", "accuracy")),
+        kind=_kind(row),
         nodeid=nodeid,
         verdict=verdict,
         outcome=outcome,
@@ -277,9 +287,7 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         )
         cells.append(cell)
         for row, _ in entry["rows"]:
-            if row.get("kind", "accuracy") == "accuracy" and isinstance(
-                row.get("per_sample"), Mapping
-            ):
+            if _kind(row) == "accuracy" and isinstance(row.get("per_sample"), Mapping):
                 part = Part.from_json(row["per_sample"], f"{machine}: {row.get('nodeid')}")
                 per_sample.append((cell, part))
                 break

@@ -8,9 +8,11 @@ import json
 import shlex
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from pytest_mlrepro.cli import main
+from pytest_mlrepro.results import SCHEMA_FILE
 from tests.helpers import Project
 from tests.integration.test_latency import golden_files, results, sleepy_project
 from tests.integration.test_latency import sleepy_weights as sleepy_weights  # the fixture
@@ -38,6 +40,8 @@ def test_a_golden_recorded_slow_is_flagged_stale_until_re_recorded(
     fast = project.run("-k", "latency", "--mlrepro-json", "out.json", "--mlrepro-machine", "m1")
     fast.assert_outcomes(passed=1)
     row = results(project)[ITEM]
+    document = json.loads((project.path / "out.json").read_text())
+    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(document)
     assert row["ratio_to_golden"] < 0.5
     assert row["ratio_to_golden"] == pytest.approx(row["p50_ms"] / row["golden_p50_ms"], rel=1e-3)
     assert row["stale_golden"] == {"ratio": row["ratio_to_golden"], "command": COMMAND}

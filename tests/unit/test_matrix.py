@@ -295,3 +295,20 @@ def test_pair_agreement_and_majority_definitions() -> None:
     assert pair_agreement({"x": (0, {0: 1.0})}, {"x": (1, {1: 1.0})}) == (1, 0, None)
     assert majority_top1([1, 1, 2]) == 1
     assert majority_top1([1, 2]) is None and majority_top1([]) is None
+
+
+def test_an_invalid_manifest_or_a_row_without_a_manifest_fails_the_gate() -> None:
+    bad = {
+        "nodeid": "manifests/bad.yaml::bad.yaml",
+        "outcome": "failed",
+        "manifest": "manifests/bad.yaml",
+        "verdict": "invalid manifest",
+    }
+    nameless = {"nodeid": "manifests/odd.yaml::thing", "outcome": "failed"}
+    matrix = build_matrix([results_file("alpha", [accuracy_row(GOLDEN), bad, nameless])])
+    failed = {c.manifest: c.verdict for c in matrix.failed}
+    assert failed == {
+        "manifests/bad.yaml": "item: invalid manifest",
+        "manifests/odd.yaml::thing": "item: failed",
+    }
+    assert not matrix.ok
