@@ -173,3 +173,38 @@ def test_an_invalid_or_unreadable_results_file_exits_2_naming_the_file_and_field
     # One machine name given twice for the same item: two files claim to be one machine.
     status, _, err = merge(machines, capsys, "alpha.json", "alpha.json")
     assert status == 2 and "machine 'alpha' has this result twice" in err
+
+
+def test_the_shards_of_one_machine_merge_into_its_cell(
+    serial_project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Machine alpha ran its data set in two shards (two files), beta whole: alpha's cell is the
+    whole evaluation, and the two machines agree on every sample."""
+    project = serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    for index in (1, 2):
+        shard = project.run(
+            f"--mlrepro-shard={index}/2",
+            "--mlrepro-json",
+            f"alpha-{index}.json",
+            "--mlrepro-machine",
+            "alpha",
+        )
+        assert shard.ret == 0, shard.stdout.str()
+    run_machine(project, "beta").assert_outcomes(passed=1)
+    status, out, err = merge(
+        project, capsys, "alpha-1.json", "alpha-2.json", "beta.json", "--csv", "m.csv"
+    )
+    assert status == 0, err + out
+    rows = list(csv.DictReader((project.path / "m.csv").open()))
+    results = {r["machine"]: r for r in rows if r["row"] == "result"}
+    whole = accuracy_row(project.path / "beta.json")
+    for key in ("samples", "top1", "top5", "agreement"):
+        assert float(results["alpha"][key]) == float(results["beta"][key]) == whole[key]
+    assert results["alpha"]["status"] == "pass"
+    (pair,) = [r for r in rows if r["row"] == "agreement"]
+    assert int(pair["samples"]) == whole["samples"] and float(pair["agreement"]) == 1.0
+    # One shard alone is not the whole: the cell fails, naming the missing shard.
+    status, out, _ = merge(project, capsys, "alpha-1.json", "beta.json")
+    assert status == 1 and "missing shard 2/2" in out
