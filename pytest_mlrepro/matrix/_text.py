@@ -141,6 +141,11 @@ def markdown(matrix: Matrix) -> str:
         head = "**FAILED**: no result was compared"
     if skipped:
         head += f" ({len(skipped)} not compared)"
+    flagged = [f"{label} on {a.manifest}" for a in matrix.agreement for label in a.flagged]
+    if flagged:
+        # Not a failure of its own (each cell's verdict is its comparison with its golden), but
+        # the line people read first must not hide it.
+        head += "; disagrees with the other machines: " + ", ".join(flagged)
     lines = [
         "# mlrepro matrix",
         "",

@@ -199,7 +199,10 @@ def test_the_machine_that_departs_from_the_majority_is_flagged_and_the_golden_br
     assert cells["beta"].status == "fail" and cells["beta"].verdict == "accuracy: drift"
     assert not matrix.ok and matrix.failed == (cells["beta"],)
     text = markdown(matrix)
-    assert "**FAILED**: 1 of 2 cells failed" in text
+    assert (
+        "**FAILED**: 1 of 2 cells failed; disagrees with the other machines: beta [cpu] on tiny"
+        in text
+    )
     assert (
         "**beta [cpu]** disagrees with the per-sample majority on 2 of 6 samples (e.g. s1, s4)"
         in text
