@@ -350,7 +350,7 @@ class LatencyItem(ManifestItem):
                 golden = recorded.get("p50")
                 ratio = now / golden if golden > 0 else None
         if assessment is None:
-            decided = "not compared: no latency golden for this machine and settings (recorded)"
+            decided = "not compared: no latency golden for this machine and settings yet"
         else:
             decided = lat.decided_by(assessment, limit)
         fields: dict[str, Any] = {

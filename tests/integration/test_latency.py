@@ -580,7 +580,8 @@ def test_no_golden_for_this_machine_skips_with_the_command_that_records_one(
     again.stdout.fnmatch_lines(
         [
             "=* mlrepro latency =*",
-            "manifest *device *batch *measure *golden *now *×golden *×norm *rounds *verdict *decided by",
+            "manifest *device *batch *measure *golden *now *×golden *×norm *rounds *verdict "
+            "*decided by",
             "tiny_onnx *cpu *1 *model *ms p50 *ms *×* *×* *pass*",
         ]
     )
