@@ -184,6 +184,12 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
                 str(row.get("golden", "the golden")),
                 split.classes,
                 f"pytest {split.manifest_file} --mlrepro-update",
+                # What changed in the data since the golden, as each shard found it in its part.
+                data="; ".join(
+                    f"shard {r['shard']['index']}/{r['shard']['count']}: {r['data_changed']}"
+                    for r in rows
+                    if r.get("data_changed")
+                ),
             )
             + f"\n\n(merged from its {split.count} shard items, which do not diagnose a drift: "
             f"for its likely cause run\n  mlrepro diagnose {split.manifest_file})"

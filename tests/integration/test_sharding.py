@@ -219,6 +219,19 @@ def test_split_items_drift_as_the_unsharded_item(sharded: Project) -> None:
     assert failed == ["accuracy[cpu]"]
 
 
+def test_the_merged_drift_says_what_changed_in_the_data(sharded: Project) -> None:
+    data = sharded.path / "data" / "tiny"
+    labels = (data / "labels.csv").read_text()
+    assert "\nimg01.png,1\n" in labels
+    (data / "labels.csv").write_text(labels.replace("\nimg01.png,1\n", "\nimg01.png,2\n"))
+    (sharded.path / "manifests" / "tiny.sha256").write_text(checksum_list(data))
+    result, merged = _split_run(sharded)
+    assert merged["verdict"] == "drift"
+    result.stdout.fnmatch_lines(
+        ["*shard ?/2: the data changed since the golden was recorded: the label of 1 sample*"]
+    )
+
+
 def test_a_shard_item_that_fails_fails_the_whole_item_naming_it(sharded: Project) -> None:
     sharded.golden("tiny_onnx").unlink()
     result, merged = _split_run(sharded)
