@@ -6,6 +6,8 @@
         run the manifest, compare with its golden, and on a drift print its likely cause
     mlrepro init MODEL --data DIR (--preset NAME | --discover) [-o MANIFEST]
         write a manifest and the data's checksum list for a model (cli/_init.py)
+    mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
+        the matrix of several machines' results files, a CI gate (cli/_merge.py)
 
 The command is pytest's own configuration with a different action: it starts pytest on the
 manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
@@ -238,7 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlrepro",
         description="pytest-mlrepro from the command line: pitfall sensitivity tables and drift "
-        "diagnosis for a manifest.",
+        "diagnosis for a manifest, manifests for a model, and the matrix of several machines' "
+        "results.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -301,6 +304,9 @@ def _parser() -> argparse.ArgumentParser:
     from ._init import add_parser as add_init
 
     add_init(commands)
+    from ._merge import add_parser as add_merge
+
+    add_merge(commands)
     return parser
 
 
@@ -316,6 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._init import init
 
         return _guarded(lambda: init(args, passed))
+    if args.command == "merge":  # reads results files only: no pytest session
+        from ._merge import merge
+
+        if passed:
+            print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
+            return USAGE_ERROR
+        return _guarded(lambda: merge(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

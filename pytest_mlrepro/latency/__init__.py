@@ -4,7 +4,16 @@ pytest-benchmark's JSON format."""
 from __future__ import annotations
 
 from ._benchjson import benchmark_entry, document
-from ._decisions import LatencyDecision, latency_decision, latency_golden_stale
+from ._decisions import (
+    STALE_RATIO,
+    LatencyDecision,
+    RatioFacts,
+    golden_outpaced,
+    latency_decided_by,
+    latency_decision,
+    latency_golden_stale,
+    stale_golden,
+)
 from ._measure import (
     Assessment,
     Attempt,
@@ -12,6 +21,7 @@ from ._measure import (
     assess,
     changed_settings,
     conclude,
+    decided_by,
     entry_for,
     explain,
     find_baseline,
@@ -21,6 +31,8 @@ from ._measure import (
     measure_attempt,
     ms,
     prepare,
+    primary_measurement,
+    ratio_facts,
     record,
     settings_of,
     stop_rule,
@@ -29,29 +41,37 @@ from ._measure import (
 from ._timing import ReferenceWorkload, summarize
 
 __all__ = [
+    "STALE_RATIO",
     "Assessment",
     "Attempt",
     "Baseline",
     "LatencyDecision",
+    "RatioFacts",
     "ReferenceWorkload",
     "assess",
     "benchmark_entry",
     "changed_settings",
     "conclude",
+    "decided_by",
     "document",
     "entry_for",
     "explain",
     "find_baseline",
     "fmt_ms",
     "golden_file",
+    "golden_outpaced",
     "key_for",
+    "latency_decided_by",
     "latency_decision",
     "latency_golden_stale",
     "measure_attempt",
     "ms",
     "prepare",
+    "primary_measurement",
+    "ratio_facts",
     "record",
     "settings_of",
+    "stale_golden",
     "stop_rule",
     "summarize",
     "with_threads",

@@ -18,6 +18,7 @@ def latency_golden_stale(
     missing: Sequence[str],
     settings_changed: bool,
     block_changed: bool,
+    outpaced: bool = False,
 ) -> bool:
     """Whether ``--mlrepro-update`` should rewrite this machine's latency golden.
 
@@ -26,6 +27,8 @@ def latency_golden_stale(
     :param missing: measurements the golden lacks.
     :param settings_changed: whether settings differ from the baseline's (threads, version...).
     :param block_changed: whether the manifest's ``latency:`` block differs from the recorded one.
+    :param outpaced: :func:`golden_outpaced`: the machine beats the golden by a wide margin (a
+        golden recorded on a busy machine), whatever the verdict.
     """
     return (
         not exact
@@ -33,6 +36,7 @@ def latency_golden_stale(
         or bool(missing)
         or settings_changed
         or block_changed
+        or outpaced
     )
 
 
@@ -84,3 +88,147 @@ def latency_decision(
     if verdict == "contended":
         return LatencyDecision("contended", "contended")
     return LatencyDecision("regression", "regression")
+
+
+STALE_RATIO = 0.5
+"""A latency golden the machine now beats by more than this (now / golden p50 below it) is stale:
+it was most likely recorded on a busy machine, and a tolerance measured against it would let a
+real slowdown pass (against a golden twice too slow, even ×2 pass). Flagged, with the command that
+re-records it; ``--mlrepro-update`` rewrites such a golden."""
+
+
+def golden_outpaced(ratio_to_golden: float | None) -> bool:
+    """Whether ``now / golden`` (the p50 ratio) is below :data:`STALE_RATIO`."""
+    return ratio_to_golden is not None and ratio_to_golden < STALE_RATIO
+
+
+@dataclass(frozen=True)
+class RatioFacts:
+    """One judged statistic of one measurement, as the verdict saw it (see ``timing.judge``):
+    the absolute ratio now / golden and the ratio normalised by the reference workload, each
+    with its one-sided bootstrap bounds, and the judgement's outcome."""
+
+    measurement: str
+    statistic: str
+    tolerance: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    normalised: float | None
+    normalised_low: float | None
+    normalised_high: float | None
+    outcome: str  # pass, regression, faster
+
+
+def _x(value: float) -> str:
+    return f"×{value:.2f}"
+
+
+def latency_decided_by(
+    *,
+    verdict: str,
+    facts: Sequence[RatioFacts],
+    reference_comparable: bool,
+    contention: float | None,
+    idle_contention: float,
+    max_contention: float,
+) -> str:
+    """In words, which ratio decided a latency verdict (``pass``, ``faster``, ``regression``,
+    ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not misread as a
+    missed regression.
+
+    The rules it explains are those of ``_measure.assess`` and ``_timing.judge``: a regression
+    needs the absolute ratio and the normalised one (divided by how much slower the reference
+    workload runs now) both confidently above the tolerance; on an idle machine (other processes
+    used at most ``idle_contention`` of the CPUs), or when the golden's reference workload is not
+    today's, the absolute ratio alone decides; on a busy machine (more than ``max_contention``) a
+    slowdown is ``contended``, not judged. ``faster`` needs the deciding ratios confidently below
+    1 / tolerance.
+
+    :param facts: every judgement of the concluding attempt (none: nothing was compared).
+    """
+    if not facts:
+        return "not compared: no measurement of the golden to compare with"
+    idle = contention is not None and contention <= idle_contention
+    absolute_only = idle or not reference_comparable
+    why_absolute = (
+        "the machine was idle, so the reference workload may not excuse a slowdown"
+        if idle
+        else "the golden's reference workload differs from today's"
+    )
+
+    def views(f: RatioFacts) -> str:
+        shown = f"absolute {_x(f.ratio)}"
+        if f.normalised is not None:
+            shown += f", normalised {_x(f.normalised)}"
+        return f"{f.measurement} {f.statistic}: {shown}"
+
+    # The judgement that came closest to failing (or that failed): the largest lower bound of
+    # the ratios that decide.
+    def pressure(f: RatioFacts) -> float:
+        lows = [f.ratio_low]
+        if not absolute_only and f.normalised_low is not None:
+            lows.append(f.normalised_low)
+        return min(lows)
+
+    if verdict == "contended":
+        slower = max(facts, key=lambda f: f.ratio_low)
+        busy = "unknown" if contention is None else f"{contention:.0%}"
+        return (
+            f"not judged: {views(slower)} above ≤×{slower.tolerance:g} while other processes used "
+            f"{busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be trusted"
+        )
+    if verdict == "regression":
+        failed = [f for f in facts if f.outcome == "regression"] or list(facts)
+        worst = max(failed, key=pressure)
+        if absolute_only or worst.normalised is None:
+            return (
+                f"absolute ratio: {views(worst)} confidently above ≤×{worst.tolerance:g} "
+                f"({why_absolute if absolute_only else 'no reference workload'}: the absolute "
+                "ratio alone decides)"
+            )
+        return (
+            f"both ratios: {views(worst)}, each confidently above ≤×{worst.tolerance:g} (a "
+            "slower machine would raise the absolute ratio only)"
+        )
+    if verdict == "faster":
+        slowest = max(facts, key=lambda f: f.ratio_high)
+        which = "absolute ratio" if absolute_only or slowest.normalised is None else "both ratios"
+        return (
+            f"{which}: {views(slowest)} confidently below ×{1 / slowest.tolerance:.2f} "
+            f"(1 / tolerance {slowest.tolerance:g}) for every measurement"
+        )
+    # pass: name the judgement closest to failing and why it did not.
+    closest = max(facts, key=pressure)
+    tol = f"≤×{closest.tolerance:g}"
+    if absolute_only or closest.normalised is None:
+        reason = why_absolute if absolute_only else "no reference workload"
+        return (
+            f"absolute ratio: {views(closest)} within {tol} ({reason}: the absolute ratio "
+            "alone decides)"
+        )
+    absolute_over = closest.ratio_low > closest.tolerance
+    normalised_over = (
+        closest.normalised_low is not None and closest.normalised_low > closest.tolerance
+    )
+    if normalised_over and not absolute_over:
+        return (
+            f"absolute ratio: {views(closest)}; the absolute ratio is within {tol}, and a "
+            "regression needs both ratios above it (the normalised one alone is high when the "
+            "reference workload ran faster now than at recording)"
+        )
+    if absolute_over and not normalised_over:
+        return (
+            f"normalised ratio: {views(closest)}; the machine itself runs the reference "
+            f"workload slower now, and the normalised ratio is within {tol} (a regression needs "
+            "both ratios above it)"
+        )
+    return f"both ratios within {tol}: {views(closest)}"
+
+
+def stale_golden(ratio_to_golden: float | None, command: str) -> dict[str, object] | None:
+    """The ``stale_golden`` field of a latency result: ``{"ratio", "command"}`` when the machine
+    beats its golden by more than :data:`STALE_RATIO` allows, else None."""
+    if ratio_to_golden is None or not golden_outpaced(ratio_to_golden):
+        return None
+    return {"ratio": round(ratio_to_golden, 4), "command": command}

@@ -35,6 +35,7 @@ from ..goldens import read_json, require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
 from ..runners import Runner, load_runner
 from ..settings import Settings
+from ._decisions import RatioFacts, latency_decided_by
 from ._timing import (
     Judgement,
     Measurement,
@@ -583,6 +584,46 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
     regressions = [a for a in assessments if a.verdict == "regression"]
     pool = regressions or list(assessments)
     return min(pool, key=_worst_ratio)
+
+
+def ratio_facts(assessment: Assessment) -> list[RatioFacts]:
+    """The judgements of ``assessment`` as the plain facts :func:`latency_decided_by` reads."""
+    return [
+        RatioFacts(
+            measurement=name,
+            statistic=j.statistic,
+            tolerance=j.tolerance,
+            ratio=j.ratio.value,
+            ratio_low=j.ratio.low,
+            ratio_high=j.ratio.high,
+            normalised=None if j.normalised is None else j.normalised.value,
+            normalised_low=None if j.normalised is None else j.normalised.low,
+            normalised_high=None if j.normalised is None else j.normalised.high,
+            outcome=j.outcome,
+        )
+        for name, js in assessment.judgements.items()
+        for j in js
+    ]
+
+
+def decided_by(assessment: Assessment, max_contention: float) -> str:
+    """Which ratio decided ``assessment``'s verdict, in words (:func:`latency_decided_by`)."""
+    return latency_decided_by(
+        verdict=assessment.verdict,
+        facts=ratio_facts(assessment),
+        reference_comparable=assessment.normalised,
+        contention=assessment.attempt.contention,
+        idle_contention=IDLE_CONTENTION,
+        max_contention=max_contention,
+    )
+
+
+def primary_measurement(names: Sequence[str]) -> str | None:
+    """The measurement a result's single ``p50_ms`` stands for: ``model`` when it was timed
+    (the model's own latency, which a hardware matrix compares), else the first."""
+    if "model" in names:
+        return "model"
+    return next(iter(names), None)
 
 
 def _worst_ratio(a: Assessment) -> float:

@@ -176,9 +176,14 @@ class LatencyItem(ManifestItem):
         target = f"{display_path(self.config, self.path)}::{self.name}"
         return f"pytest '{target}' --mlrepro-update{extra}"
 
-    def _skip_or_fail(self, message: str, verdict: str, strict_fails: bool = True) -> None:
+    def _skip_or_fail(
+        self, message: str, verdict: str, strict_fails: bool = True, decided_by: str | None = None
+    ) -> None:
         self.add_property("verdict", verdict)
         self.report_data = {**(self.report_data or self._row_base()), "verdict": verdict}
+        if decided_by is not None:
+            self.add_property("decided_by", decided_by)
+            self.report_data["decided_by"] = decided_by
         if strict_fails and is_strict(self.config):
             raise MlreproFailure(f"{message}\n(a failure because of --mlrepro-strict)")
         _skip(message)
@@ -231,6 +236,7 @@ class LatencyItem(ManifestItem):
                 f"{display_path(config, lat.golden_file(settings, m, key))}; record one with\n"
                 f"  {self._update_cmd()}",
                 "no golden",
+                decided_by="not compared: no latency golden for this machine and settings",
             )
             return
         try:
@@ -268,6 +274,7 @@ class LatencyItem(ManifestItem):
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
             chosen = next((a for a in attempts if _quiet(a, limit)), None)
             self._report(chosen or attempts[-1], None, key, settings_now)
+            self._summary(chosen or attempts[-1], None, None, limit)
             if chosen is None:
                 self._skip_or_fail(_busy(attempts, limit, "not recorded"), "not recorded", False)
                 return
@@ -275,6 +282,7 @@ class LatencyItem(ManifestItem):
             return
         final = lat.conclude(assessments)
         self._report(final.attempt, final, key, settings_now, baseline)
+        ratio = self._summary(final.attempt, final, baseline, limit)
         changes = lat.changed_settings(baseline, key, settings_now)
         golden_shown = display_path(config, baseline.path)
         self.add_property("golden", golden_shown)
@@ -286,6 +294,7 @@ class LatencyItem(ManifestItem):
             missing=final.missing,
             settings_changed=bool(changes),
             block_changed=baseline.entry.get("latency") != _plain(dataclasses.asdict(block)),
+            outpaced=lat.golden_outpaced(ratio),
         )
         decision = lat.latency_decision(
             update=update,
@@ -298,6 +307,11 @@ class LatencyItem(ManifestItem):
             assessments=len(assessments),
             attempts=block.attempts,
         )
+        # A golden being re-recorded now is stale no more.
+        flag = None if decision.action == "record" else lat.stale_golden(ratio, self._update_cmd())
+        self.add_property("stale_golden", flag)
+        assert self.report_data is not None  # set by _report
+        self.report_data["stale_golden"] = flag
         if decision.action == "record":
             self._record(settings, m, key, final.attempt, settings_now, decision.text)
             return
@@ -316,6 +330,42 @@ class LatencyItem(ManifestItem):
             _skip(text)  # reported at the manifest already
         self._set_verdict("regression")
         raise MlreproFailure(shown + text)
+
+    def _summary(
+        self,
+        attempt: lat.Attempt,
+        assessment: lat.Assessment | None,
+        baseline: lat.Baseline | None,
+        limit: float,
+    ) -> float | None:
+        """The one-line latency of the result (``p50_ms`` of the primary measurement, its
+        golden's and their ratio) and, in words, what decided the verdict: properties (so, the
+        results file) and the terminal table's data. Returns the ratio to the golden."""
+        name = lat.primary_measurement(list(attempt.measurements))
+        now = golden = ratio = None
+        if name is not None:
+            now = summarize(attempt.measurements[name].seconds).p50
+            recorded = None if baseline is None else baseline.measurements.get(name)
+            if recorded is not None:
+                golden = recorded.get("p50")
+                ratio = now / golden if golden > 0 else None
+        if assessment is None:
+            decided = "not compared: no latency golden for this machine and settings yet"
+        else:
+            decided = lat.decided_by(assessment, limit)
+        fields: dict[str, Any] = {
+            "p50_ms": None if now is None else lat.ms(now),
+            "golden_p50_ms": None if golden is None else lat.ms(golden),
+            "ratio_to_golden": None if ratio is None else round(ratio, 4),
+            "decided_by": decided,
+        }
+        if assessment is None:  # recording: nothing to be stale
+            fields["stale_golden"] = None
+        for field, value in fields.items():
+            self.add_property(field, value)
+        assert self.report_data is not None  # set by _report
+        self.report_data.update(fields)
+        return ratio
 
     def _set_verdict(self, verdict: str) -> None:
         self.add_property("verdict", verdict)
@@ -550,7 +600,9 @@ def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
 
 
 def latency_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The terminal table: one line per item and measurement."""
+    """The terminal table: one line per item and measurement, the item's verdict and, in words,
+    which ratio decided it (on the item's first line); then the stale goldens with the command
+    that re-records each."""
     header = (
         "manifest",
         "device",
@@ -562,11 +614,23 @@ def latency_table(rows: list[dict[str, Any]]) -> list[str]:
         "×norm",
         "rounds",
         "verdict",
+        "decided by",
     )
     table = [header]
+    stale: list[str] = []
     for r in sorted(rows, key=lambda r: (str(r["manifest"]), str(r["device"]), int(r["batch"]))):
         measured = r.get("measurements") or {"-": {}}
-        for name, m in measured.items():
+        flag = r.get("stale_golden")
+        verdict = str(r.get("verdict", ""))
+        if isinstance(flag, dict):
+            verdict += " (stale golden)"
+            stale += [
+                f"stale latency golden: {r['manifest']} [{r['device']}, batch {r['batch']}] runs "
+                f"at ×{flag['ratio']:.2f} of its golden's p50 (below ×{lat.STALE_RATIO:g}: "
+                "recorded on a busy machine? against it a real slowdown would pass); re-record:",
+                f"  {flag['command']}",
+            ]
+        for index, (name, m) in enumerate(measured.items()):
             j = (m.get("judgements") or [{}])[0]
             table.append(
                 (
@@ -579,11 +643,13 @@ def latency_table(rows: list[dict[str, Any]]) -> list[str]:
                     _x(j.get("ratio")),
                     _x(j.get("normalised")),
                     str(m.get("rounds", "-")),
-                    str(r.get("verdict", "")),
+                    verdict if index == 0 else "",
+                    str(r.get("decided_by") or "") if index == 0 else "",
                 )
             )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    return lines + (["", *stale] if stale else [])
 
 
 def _ms(value: Any) -> str:

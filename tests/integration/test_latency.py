@@ -570,7 +570,10 @@ def test_no_golden_for_this_machine_skips_with_the_command_that_records_one(
     recorded = project.run("manifests/tiny_onnx.yaml::latency[cpu-b1]", "--mlrepro-update")
     recorded.assert_outcomes(passed=1)
     recorded.stdout.fnmatch_lines(
-        ["tiny_onnx *cpu *1 *model *- *ms *- *- *[0-9]* *golden recorded"]
+        [
+            "tiny_onnx *cpu *1 *model *- *ms *- *- *[0-9]* *golden recorded "
+            "*not compared: no latency golden*"
+        ]
     )
     (path,) = golden_files(project, "tiny_onnx")
     assert path.name == f"{key.slug}.json"
@@ -580,7 +583,8 @@ def test_no_golden_for_this_machine_skips_with_the_command_that_records_one(
     again.stdout.fnmatch_lines(
         [
             "=* mlrepro latency =*",
-            "manifest *device *batch *measure *golden *now *×golden *×norm *rounds *verdict",
+            "manifest *device *batch *measure *golden *now *×golden *×norm *rounds *verdict "
+            "*decided by",
             "tiny_onnx *cpu *1 *model *ms p50 *ms *×* *×* *pass*",
         ]
     )
@@ -676,7 +680,7 @@ def test_unchanged_passes_and_a_slowdown_is_a_regression_with_golden_now_and_set
     # Accepting it records the new key's golden; the first stays as it was.
     accept = project.run("-k", "latency", "--mlrepro-threads", "1", "--mlrepro-update")
     accept.assert_outcomes(passed=1)
-    accept.stdout.fnmatch_lines(["sleepy *cpu *1 *model *ms p50 *ms *×* *golden recorded"])
+    accept.stdout.fnmatch_lines(["sleepy *cpu *1 *model *ms p50 *ms *×* *golden recorded *ratio*"])
     assert len(golden_files(project, "sleepy")) == 2 and golden.read_bytes() == state
 
 

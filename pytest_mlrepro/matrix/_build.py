@@ -1,0 +1,427 @@
+"""One matrix from N results files (``pytest --mlrepro-json``, format 2): the results of each
+manifest on each machine, device and framework version, and how the machines agree sample by
+sample.
+
+* Rows are grouped by machine, manifest (name and digest), device, framework version, kind and
+  item; the shard rows of one item (``--mlrepro-shard I/N``, possibly from N files) are first
+  merged into the unsharded row (:func:`pytest_mlrepro.results.merge_shards`, exact). The same
+  unsharded item twice from one machine name is an error: two files claim to be one machine.
+* "The same manifest" across machines is the same manifest *name*. Its normalised content is
+  identified by ``manifest_digest``: a cell whose digest differs from the manifest's most common
+  one runs another pipeline (a changed decoder, a resize setting...) and is flagged as such in
+  its cell and in the agreement (``same_pipeline`` false per pair): compared, because finding
+  where two machines' pipelines part is the point, but never silently as the same pipeline. (On
+  a tie, the first cell in the order of machine names holds the reference digest.)
+* Cross-machine agreement, per manifest over its cells that carry per-sample results: per pair,
+  the share of the samples both evaluated whose top-1 class is the same, and the largest score
+  difference: over those samples, ``max |score_a(c) - score_b(c)|`` over the classes ``c`` both
+  list in their top-k (scores as the results file keeps them: after the manifest's softmax, if
+  any). Each participant is also held against the per-sample majority: for each sample, the
+  top-1 named by more than half of the voters, where the voters are the participants that
+  evaluated it and the golden (one vote, when the participants' goldens agree on the sample's
+  top-1), so that with two machines the golden breaks the tie. A participant whose top-1 differs
+  from a sample's majority is flagged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import MlreproError
+from ..results import Part, ResultsFile, ShardMergeError, merge_shards, unsharded_nodeid
+from ._model import (
+    Cell,
+    Dissent,
+    LatencyResult,
+    ManifestAgreement,
+    Matrix,
+    PairAgreement,
+    Result,
+    Source,
+    StaleGolden,
+    Status,
+)
+
+PASSING = ("pass", "faster", "identical runs", "within tolerance")
+"""Verdicts that passed a comparison (latency verdicts may carry notes: ``pass (vs <key>)``)."""
+NOT_COMPARED = ("skipped", "contended")
+"""Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
+busy to judge a latency): listed, not failed."""
+EXAMPLES = 5
+"""Sample ids named per flagged participant."""
+
+
+class MatrixError(MlreproError):
+    """Results files that do not make one matrix (the same item twice from one machine)."""
+
+
+def status_of(verdict: str, outcome: str) -> tuple[Status, str]:
+    """A result's standing for the gate, and the reason when it is not a pass.
+
+    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
+      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
+      to compare with, latency items included), ``golden recorded``/``golden updated`` (a run
+      that writes goldens compared nothing: record them outside the nightly matrix), ``not
+      recorded``, and any verdict this version does not know (never a pass by default).
+    * ``not compared``: skipped items whose verdict is ``skipped`` or ``contended``.
+    * ``pass``: a passed item whose verdict is ``pass``, ``faster``, ``identical runs`` or
+      ``within tolerance`` (with or without notes in parentheses).
+    """
+    head = verdict.split(" (", 1)[0].strip()
+    if outcome == "failed":
+        return "fail", verdict or "failed"
+    if outcome == "passed" and head in PASSING:
+        return "pass", ""
+    if outcome == "skipped" and head in NOT_COMPARED:
+        return "not compared", verdict
+    if head.startswith("golden "):
+        return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
+    return "fail", verdict or f"no verdict ({outcome})"
+
+
+def _float(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(row: Mapping[str, Any], key: str) -> int | None:
+    value = row.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(row: Mapping[str, Any], key: str) -> str | None:
+    value = row.get(key)
+    return value if isinstance(value, str) else None
+
+
+# --- rows to results ---------------------------------------------------------------------------
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    """The row's ``kind``; without one (a manifest that did not load), ``item``, or
+    ``accuracy`` when it carries per-sample results."""
+    kind = row.get("kind")
+    if isinstance(kind, str):
+        return kind
+    return "accuracy" if "per_sample" in row else "item"
+
+
+_Key = tuple[str, str, str | None, str, str | None, str, str]
+
+
+def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
+    """The item a row is a result of. Accuracy rows of shards share their item's key (they are
+    merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
+    its shard (``<nodeid> (shard 1/2)``)."""
+    kind = _kind(row)
+    nodeid = unsharded_nodeid(str(row.get("nodeid", "")))
+    if kind != "accuracy":
+        shard = row.get("shard")
+        if isinstance(shard, Mapping):
+            nodeid += f" (shard {shard.get('index')}/{shard.get('count')})"
+        elif file.shard is not None:
+            nodeid += f" (shard {file.shard})"
+    return (
+        file.machine,
+        # A row without a manifest name (none of this plugin's items write one) still counts:
+        # under its node id, so that a failure is never dropped from the gate.
+        str(row.get("manifest") or row.get("nodeid")),
+        _str(row, "manifest_digest"),
+        str(row.get("device", "")),
+        _str(row, "framework_version"),
+        kind,
+        nodeid,
+    )
+
+
+def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, dict[str, Any]]]]:
+    groups: dict[_Key, list[tuple[str, dict[str, Any]]]] = {}
+    for file in files:
+        for row in file.rows:
+            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
+    return groups
+
+
+def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
+    given twice) is a failed row naming why."""
+    rows = [row for _, row in members]
+    sharded = [row for row in rows if row.get("shard") is not None and key[5] == "accuracy"]
+    if not sharded:
+        if len(rows) > 1:
+            files = ", ".join(sorted({path for path, _ in members}))
+            raise MatrixError(
+                f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has this result twice (in "
+                f"{files}): give each machine its own name (--mlrepro-machine NAME)"
+            )
+        return rows[0]
+    if len(sharded) != len(rows):
+        files = ", ".join(sorted({path for path, _ in members}))
+        raise MatrixError(
+            f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has both a whole run and shards "
+            f"of this item (in {files}): merge one or the other"
+        )
+    try:
+        return merge_shards(rows)
+    except ShardMergeError as exc:
+        first = rows[0]
+        return {
+            **{k: first[k] for k in ("manifest", "device", "kind", "framework") if k in first},
+            "nodeid": key[6],
+            "outcome": "failed",
+            "verdict": f"shards do not merge: {exc}",
+        }
+
+
+def _result(row: Mapping[str, Any], nodeid: str) -> Result:
+    verdict = str(row.get("verdict", ""))
+    outcome = str(row.get("outcome", ""))
+    status, reason = status_of(verdict, outcome)
+    return Result(
+        kind=_kind(row),
+        nodeid=nodeid,
+        verdict=verdict,
+        outcome=outcome,
+        status=status,
+        reason=reason,
+        samples=_int(row, "samples"),
+        top1=_float(row, "top1"),
+        top5=_float(row, "top5"),
+        agreement=_float(row, "agreement"),
+        max_score_diff=_float(row, "max_score_diff"),
+        shards=_int(row, "shards"),
+    )
+
+
+def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
+    verdict = str(row.get("verdict", ""))
+    outcome = str(row.get("outcome", ""))
+    status, reason = status_of(verdict, outcome)
+    flag = row.get("stale_golden")
+    stale = None
+    if isinstance(flag, Mapping) and isinstance(flag.get("ratio"), (int, float)):
+        stale = StaleGolden(ratio=float(flag["ratio"]), command=str(flag.get("command", "")))
+    return LatencyResult(
+        nodeid=nodeid,
+        batch=_int(row, "batch"),
+        verdict=verdict,
+        outcome=outcome,
+        status=status,
+        reason=reason,
+        p50_ms=_float(row, "p50_ms"),
+        golden_p50_ms=_float(row, "golden_p50_ms"),
+        ratio_to_golden=_float(row, "ratio_to_golden"),
+        decided_by=_str(row, "decided_by"),
+        stale_golden=stale,
+    )
+
+
+# --- cells -------------------------------------------------------------------------------------
+
+_CellKey = tuple[str, str | None, str, str, str | None]
+
+
+def _majority_digests(cells: Iterable[tuple[_CellKey, Any]]) -> dict[str, str | None]:
+    """Per manifest name, its most common digest (over cells; ties: the digest of the first cell
+    in the order of machine names, devices and framework versions)."""
+    counts: dict[str, Counter[str | None]] = {}
+    for key, _ in cells:
+        counts.setdefault(key[0], Counter())[key[1]] += 1
+    return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
+
+
+def _short(digest: str | None) -> str:
+    return "none" if digest is None else digest[:12]
+
+
+def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
+    """The matrix of ``files`` (loaded with :func:`pytest_mlrepro.results.load_results`).
+    MatrixError when two files claim the same item of one machine."""
+    sources = tuple(
+        Source(path=str(f.path), machine=f.machine, shard=None if f.shard is None else str(f.shard))
+        for f in files
+    )
+    per_cell: dict[_CellKey, dict[str, Any]] = {}
+    for key, members in sorted(_grouped(files).items(), key=lambda kv: _sortable(kv[0])):
+        row = _merged(key, members)
+        machine, manifest, digest, device, version, kind, _ = key
+        cell_key: _CellKey = (manifest, digest, machine, device, version)
+        entry = per_cell.setdefault(
+            cell_key,
+            {"rows": [], "latency": [], "sources": set(), "framework": None, "slug": None},
+        )
+        entry["sources"].update(path for path, _ in members)
+        entry["framework"] = entry["framework"] or _str(row, "framework")
+        entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
+        if kind == "latency":
+            entry["latency"].append(_latency_result(row, key[6]))
+        else:
+            entry["rows"].append((row, key[6]))
+    # By manifest, then machine, device, framework version, and the digest last.
+    ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
+    majority = _majority_digests(ordered)
+    cells: list[Cell] = []
+    per_sample: list[tuple[Cell, Part]] = []
+    for (manifest, digest, machine, device, version), entry in ordered:
+        other = None
+        common = majority[manifest]
+        if digest != common:
+            other = (
+                f"another pipeline: manifest digest {_short(digest)}, the others' "
+                f"{_short(common)} (the manifest {manifest!r} differs on this machine)"
+            )
+        cell = Cell(
+            manifest=manifest,
+            manifest_digest=digest,
+            machine=machine,
+            device=device,
+            framework=entry["framework"],
+            framework_version=version,
+            hardware_slug=entry["slug"],
+            sources=tuple(sorted(entry["sources"])),
+            results=tuple(_result(row, nodeid) for row, nodeid in entry["rows"]),
+            latency=tuple(sorted(entry["latency"], key=lambda r: (r.batch or 0, r.nodeid))),
+            other_pipeline=other,
+        )
+        cells.append(cell)
+        for row, _ in entry["rows"]:
+            if _kind(row) == "accuracy" and isinstance(row.get("per_sample"), Mapping):
+                part = Part.from_json(row["per_sample"], f"{machine}: {row.get('nodeid')}")
+                per_sample.append((cell, part))
+                break
+    return Matrix(sources=sources, cells=tuple(cells), agreement=tuple(_agreement(per_sample)))
+
+
+def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple("" if part is None else str(part) for part in key)
+
+
+# --- cross-machine agreement -------------------------------------------------------------------
+
+
+def _labels(cells: Sequence[Cell]) -> list[str]:
+    """``machine [device]``, made unique with the framework version, then the digest."""
+    labels = [c.label for c in cells]
+    richer: list[Callable[[Cell], str]] = [
+        lambda c: f"{c.machine} [{c.device}, {c.framework or ''} {c.framework_version or ''}]",
+        lambda c: f"{c.machine} [{c.device}, {c.framework_version}, {_short(c.manifest_digest)}]",
+    ]
+    for extra in richer:
+        counts = Counter(labels)
+        labels = [extra(c) if counts[label] > 1 else label for c, label in zip(cells, labels)]
+    return labels
+
+
+_Sample = tuple[int, dict[int, float]]  # top-1 class, score of each top-k class
+
+
+def _samples(part: Part) -> dict[str, _Sample]:
+    now = part.now
+    return {
+        sample: (
+            int(now.topk[i][0]),
+            {int(c): float(s) for c, s in zip(now.topk[i], now.topk_scores[i])},
+        )
+        for i, sample in enumerate(now.ids)
+    }
+
+
+def _golden_top1(part: Part) -> dict[str, int]:
+    golden = part.golden
+    if golden is None:
+        return {}
+    return {sample: int(golden.topk[i][0]) for i, sample in enumerate(golden.ids)}
+
+
+def pair_agreement(
+    first: Mapping[str, _Sample], second: Mapping[str, _Sample]
+) -> tuple[int, int, float | None]:
+    """(samples in both, samples whose top-1 agrees, largest score difference over the classes
+    both list in a sample's top-k, or None when no sample has such a class)."""
+    shared = sorted(set(first) & set(second))
+    agree = sum(first[s][0] == second[s][0] for s in shared)
+    largest: float | None = None
+    for sample in shared:
+        a, b = first[sample][1], second[sample][1]
+        for c in set(a) & set(b):
+            diff = abs(a[c] - b[c])
+            largest = diff if largest is None else max(largest, diff)
+    return len(shared), agree, largest
+
+
+def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreement]:
+    by_manifest: dict[str, list[tuple[Cell, Part]]] = {}
+    for cell, part in per_sample:
+        by_manifest.setdefault(cell.manifest, []).append((cell, part))
+    out = []
+    for manifest, members in by_manifest.items():
+        if len(members) < 2:
+            continue
+        cells = [c for c, _ in members]
+        labels = _labels(cells)
+        samples = [_samples(p) for _, p in members]
+        goldens = [_golden_top1(p) for _, p in members]
+        pairs = []
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                shared, agree, largest = pair_agreement(samples[i], samples[j])
+                pairs.append(
+                    PairAgreement(
+                        first=labels[i],
+                        second=labels[j],
+                        shared=shared,
+                        agree=agree,
+                        max_score_diff=largest,
+                        same_pipeline=cells[i].manifest_digest == cells[j].manifest_digest,
+                    )
+                )
+        out.append(
+            ManifestAgreement(
+                manifest=manifest,
+                participants=tuple(labels),
+                digests=tuple((label, c.manifest_digest) for label, c in zip(labels, cells)),
+                pairs=tuple(pairs),
+                dissent=tuple(_dissent(labels, samples, goldens)),
+            )
+        )
+    return out
+
+
+def majority_top1(votes: Sequence[int]) -> int | None:
+    """The class more than half of ``votes`` name, None without one."""
+    if not votes:
+        return None
+    value, count = Counter(votes).most_common(1)[0]
+    return value if count * 2 > len(votes) else None
+
+
+def _dissent(
+    labels: Sequence[str],
+    samples: Sequence[Mapping[str, _Sample]],
+    goldens: Sequence[Mapping[str, int]],
+) -> list[Dissent]:
+    disagree = [0] * len(labels)
+    judged = [0] * len(labels)
+    examples: list[list[str]] = [[] for _ in labels]
+    every = sorted(set().union(*(set(s) for s in samples)))
+    for sample in every:
+        present = [i for i, s in enumerate(samples) if sample in s]
+        votes = [samples[i][sample][0] for i in present]
+        golden = {g[sample] for g in goldens if sample in g}
+        if len(golden) == 1:  # the golden votes once, when the goldens agree on the sample
+            votes.append(golden.pop())
+        winner = majority_top1(votes)
+        if winner is None:
+            continue
+        for i in present:
+            judged[i] += 1
+            if samples[i][sample][0] != winner:
+                disagree[i] += 1
+                if len(examples[i]) < EXAMPLES:
+                    examples[i].append(sample)
+    return [
+        Dissent(participant=label, disagree=d, judged=n, examples=tuple(e))
+        for label, d, n, e in zip(labels, disagree, judged, examples)
+    ]

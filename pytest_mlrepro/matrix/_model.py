@@ -1,0 +1,210 @@
+"""The merged matrix as plain typed data: what ``mlrepro merge`` renders (Markdown, CSV here; the
+HTML report takes the same objects). Built by :func:`pytest_mlrepro.matrix.build_matrix`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Status = Literal["pass", "fail", "not compared"]
+"""A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
+(skipped: a framework or device this machine lacks, a latency too busy to judge) is listed but
+does not fail the gate on its own (see :func:`pytest_mlrepro.matrix.status_of`)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One results file: its path as given, the machine that wrote it and its shard (``"1/2"``)."""
+
+    path: str
+    machine: str
+    shard: str | None
+
+
+@dataclass(frozen=True)
+class StaleGolden:
+    """A latency golden the machine beats by a wide margin: now / golden p50 and the command that
+    re-records it."""
+
+    ratio: float
+    command: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """One item's result in a cell (an accuracy, determinism or other item; latency: see
+    :class:`LatencyResult`)."""
+
+    kind: str
+    nodeid: str
+    verdict: str
+    outcome: str
+    status: Status
+    reason: str  # why it failed or was not compared; "" for a pass
+    samples: int | None = None
+    top1: float | None = None  # percent, as the results file keeps it
+    top5: float | None = None  # percent
+    agreement: float | None = (
+        None  # with the golden: the share (0..1) of samples whose top-1 agrees
+    )
+    max_score_diff: float | None = None  # with the golden
+    shards: int | None = None  # merged from this many shard results
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    """One latency item's result (one batch size)."""
+
+    nodeid: str
+    batch: int | None
+    verdict: str
+    outcome: str
+    status: Status
+    reason: str
+    p50_ms: float | None
+    golden_p50_ms: float | None
+    ratio_to_golden: float | None
+    decided_by: str | None
+    stale_golden: StaleGolden | None
+
+
+def _shard_note(nodeid: str) -> str:
+    """`` (shard 1/2)`` for the result of one shard run's own item, else nothing."""
+    return nodeid[nodeid.rindex(" (shard ") :] if " (shard " in nodeid else ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One manifest on one machine, device and framework version: every result of it."""
+
+    manifest: str
+    manifest_digest: str | None
+    machine: str
+    device: str
+    framework: str | None
+    framework_version: str | None
+    hardware_slug: str | None
+    sources: tuple[str, ...]
+    results: tuple[Result, ...]
+    latency: tuple[LatencyResult, ...]
+    other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
+
+    @property
+    def accuracy(self) -> Result | None:
+        return next((r for r in self.results if r.kind == "accuracy"), None)
+
+    @property
+    def status(self) -> Status:
+        """The worst of its results: fail, then not compared, then pass."""
+        statuses = [r.status for r in self.results] + [r.status for r in self.latency]
+        if "fail" in statuses:
+            return "fail"
+        return "not compared" if "not compared" in statuses else "pass"
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """``accuracy: drift``, ``latency b1: regression``... for each result that did not pass."""
+        out = [
+            f"{r.kind}{_shard_note(r.nodeid)}: {r.reason}"
+            for r in self.results
+            if r.status != "pass"
+        ]
+        out += [
+            f"latency{'' if r.batch is None else f' b{r.batch}'}{_shard_note(r.nodeid)}: {r.reason}"
+            for r in self.latency
+            if r.status != "pass"
+        ]
+        return tuple(out)
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, or the problems joined."""
+        return "; ".join(self.problems) if self.problems else "pass"
+
+    @property
+    def label(self) -> str:
+        return f"{self.machine} [{self.device}]"
+
+
+@dataclass(frozen=True)
+class PairAgreement:
+    """Two participants' top-1 compared over the samples both evaluated.
+
+    ``max_score_diff``: over those samples, the largest ``|score_a - score_b|`` of a class that
+    both list in their top-k (None when no sample has a class in both lists)."""
+
+    first: str
+    second: str
+    shared: int
+    agree: int
+    max_score_diff: float | None
+    same_pipeline: bool
+
+    @property
+    def fraction(self) -> float | None:
+        return self.agree / self.shared if self.shared else None
+
+
+@dataclass(frozen=True)
+class Dissent:
+    """A participant's top-1 against the per-sample majority: ``disagree`` of ``judged`` samples
+    (those with a strict majority), the first few sample ids."""
+
+    participant: str
+    disagree: int
+    judged: int
+    examples: tuple[str, ...]
+
+    @property
+    def flagged(self) -> bool:
+        return self.disagree > 0
+
+
+@dataclass(frozen=True)
+class ManifestAgreement:
+    """Cross-machine agreement of one manifest (by name): every participant (a cell with
+    per-sample results), each pair, and each participant against the per-sample majority."""
+
+    manifest: str
+    participants: tuple[str, ...]
+    digests: tuple[tuple[str, str | None], ...]  # (participant, manifest_digest)
+    pairs: tuple[PairAgreement, ...]
+    dissent: tuple[Dissent, ...]
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        return tuple(d.participant for d in self.dissent if d.flagged)
+
+    @property
+    def pipelines_differ(self) -> bool:
+        return len({digest for _, digest in self.digests}) > 1
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The merged matrix: its sources, one cell per manifest × machine × device × framework
+    version, and the cross-machine agreement per manifest."""
+
+    sources: tuple[Source, ...]
+    cells: tuple[Cell, ...]
+    agreement: tuple[ManifestAgreement, ...]
+
+    @property
+    def failed(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.status == "fail")
+
+    @property
+    def not_compared(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.status == "not compared")
+
+    @property
+    def ok(self) -> bool:
+        """The gate: no cell failed, and at least one result was compared and passed (a matrix
+        of skips proves nothing)."""
+        statuses = [r.status for c in self.cells for r in c.results]
+        statuses += [r.status for c in self.cells for r in c.latency]
+        return not self.failed and "pass" in statuses
+
+    @property
+    def stale_goldens(self) -> tuple[tuple[Cell, LatencyResult], ...]:
+        return tuple((c, r) for c in self.cells for r in c.latency if r.stale_golden is not None)

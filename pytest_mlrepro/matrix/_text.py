@@ -1,0 +1,333 @@
+"""The matrix as text: Markdown (what ``mlrepro merge`` prints, and a CI job summary shows) and
+CSV (one line per result, then one per pair of the cross-machine agreement)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from ._model import Cell, LatencyResult, ManifestAgreement, Matrix
+
+STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _pct(value: float | None) -> str:
+    """A fraction (0..1) as a percentage."""
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _points(value: float | None) -> str:
+    """An accuracy the results file keeps in percent (top-1, top-5)."""
+    return "-" if value is None else f"{value:.2f}%"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"×{value:.2f}"
+
+
+def _cell_text(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _latency_summary(results: Sequence[LatencyResult]) -> tuple[str, str]:
+    p50 = "; ".join(
+        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "") + _ms(r.p50_ms)
+        for r in results
+    )
+    ratio = "; ".join(
+        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "")
+        + _ratio(r.ratio_to_golden)
+        + (" (stale golden)" if r.stale_golden is not None else "")
+        for r in results
+    )
+    return p50 or "-", ratio or "-"
+
+
+def _pipeline(cell: Cell) -> str:
+    digest = "-" if cell.manifest_digest is None else cell.manifest_digest[:12]
+    return digest + (" (differs)" if cell.other_pipeline else "")
+
+
+def _results_rows(cells: Sequence[Cell]) -> list[list[str]]:
+    rows = []
+    for c in cells:
+        acc = c.accuracy
+        p50, ratio = _latency_summary(c.latency)
+        rows.append(
+            [
+                c.manifest,
+                _pipeline(c),
+                c.machine,
+                c.device,
+                f"{c.framework or '-'} {c.framework_version or ''}".strip(),
+                _points(None if acc is None else acc.top1),
+                _points(None if acc is None else acc.top5),
+                _pct(None if acc is None else acc.agreement),
+                p50,
+                ratio,
+                STATUS_MARK[c.status] + ("" if c.status == "pass" else f": {c.verdict}"),
+            ]
+        )
+    return rows
+
+
+def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
+    lines = [f"### {agreement.manifest}", ""]
+    if agreement.pipelines_differ:
+        shown = ", ".join(
+            f"{label}: {'-' if d is None else d[:12]}" for label, d in agreement.digests
+        )
+        lines += [
+            "The pipelines differ (manifest digests " + shown + "): pairs of different "
+            "pipelines are marked; their disagreement is the pipelines', not only the machines'.",
+            "",
+        ]
+    rows = [
+        [
+            p.first,
+            p.second,
+            str(p.shared),
+            "-" if p.fraction is None else f"{p.fraction:.2%} ({p.agree}/{p.shared})",
+            _num(p.max_score_diff, 3),
+            "yes" if p.same_pipeline else "**no**",
+        ]
+        for p in agreement.pairs
+    ]
+    lines += _table(
+        ["machine", "machine", "samples", "top-1 agrees", "largest score diff", "same pipeline"],
+        rows,
+    )
+    lines.append("")
+    for d in agreement.dissent:
+        if d.flagged:
+            lines.append(
+                f"- **{d.participant}** disagrees with the per-sample majority on {d.disagree} of "
+                f"{d.judged} samples (e.g. {', '.join(d.examples)})"
+            )
+    if not agreement.flagged:
+        lines.append("- every machine agrees with the per-sample majority")
+    lines.append("")
+    return lines
+
+
+def markdown(matrix: Matrix) -> str:
+    """The whole matrix as Markdown: the verdict line, the results, latency, cross-machine
+    agreement, what failed and the stale latency goldens."""
+    machines = sorted({s.machine for s in matrix.sources})
+    failed, skipped = matrix.failed, matrix.not_compared
+    if matrix.ok:
+        head = f"**PASSED**: {len(matrix.cells)} cells, none failed"
+    elif failed:
+        head = f"**FAILED**: {len(failed)} of {len(matrix.cells)} cells failed"
+    else:
+        head = "**FAILED**: no result was compared"
+    if skipped:
+        head += f" ({len(skipped)} not compared)"
+    flagged = [f"{label} on {a.manifest}" for a in matrix.agreement for label in a.flagged]
+    if flagged:
+        # Not a failure of its own (each cell's verdict is its comparison with its golden), but
+        # the line people read first must not hide it.
+        head += "; disagrees with the other machines: " + ", ".join(flagged)
+    lines = [
+        "# mlrepro matrix",
+        "",
+        head,
+        "",
+        f"{len(matrix.sources)} results files, {len(machines)} machines: {', '.join(machines)}",
+        "",
+        "## Results",
+        "",
+    ]
+    lines += _table(
+        [
+            "manifest",
+            "pipeline",
+            "machine",
+            "device",
+            "framework",
+            "top-1",
+            "top-5",
+            "agrees with golden",
+            "latency p50",
+            "×golden",
+            "verdict",
+        ],
+        _results_rows(matrix.cells),
+    )
+    lines.append("")
+    latency = [(c, r) for c in matrix.cells for r in c.latency]
+    if latency:
+        lines += ["## Latency", ""]
+        lines += _table(
+            [
+                "manifest",
+                "machine",
+                "device",
+                "batch",
+                "p50",
+                "golden p50",
+                "×golden",
+                "verdict",
+                "decided by",
+            ],
+            [
+                [
+                    c.manifest,
+                    c.machine,
+                    c.device,
+                    "-" if r.batch is None else str(r.batch),
+                    _ms(r.p50_ms),
+                    _ms(r.golden_p50_ms),
+                    _ratio(r.ratio_to_golden),
+                    r.verdict + (" (stale golden)" if r.stale_golden else ""),
+                    r.decided_by or "-",
+                ]
+                for c, r in latency
+            ],
+        )
+        lines.append("")
+    if matrix.agreement:
+        lines += ["## Cross-machine agreement", ""]
+        for agreement in matrix.agreement:
+            lines += _agreement_lines(agreement)
+    others = [c for c in matrix.cells if c.other_pipeline]
+    if failed or others or skipped:
+        lines += ["## Problems", ""]
+        lines += [f"- {c.manifest} on {c.label}: failed: {c.verdict}" for c in failed]
+        lines += [f"- {c.manifest} on {c.label}: not compared: {c.verdict}" for c in skipped]
+        lines += [f"- {c.manifest} on {c.label}: {c.other_pipeline}" for c in others]
+        lines.append("")
+    if matrix.stale_goldens:
+        lines += ["## Stale latency goldens", ""]
+        for c, r in matrix.stale_goldens:
+            assert r.stale_golden is not None
+            lines.append(
+                f"- {c.manifest} on {c.label}, batch {r.batch}: now ×{r.stale_golden.ratio:.2f} "
+                "of its golden (recorded on a busy machine? against it a real slowdown passes); "
+                f"re-record on that machine: `{r.stale_golden.command}`"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+CSV_COLUMNS = (
+    "row",
+    "manifest",
+    "manifest_digest",
+    "machine",
+    "device",
+    "framework",
+    "framework_version",
+    "hardware_slug",
+    "kind",
+    "batch",
+    "samples",
+    "top1",
+    "top5",
+    "agreement",
+    "max_score_diff",
+    "p50_ms",
+    "golden_p50_ms",
+    "ratio_to_golden",
+    "verdict",
+    "status",
+    "decided_by",
+    "stale_golden_command",
+    "other_pipeline",
+    "other_machine",
+    "same_pipeline",
+    "flagged",
+)
+"""``row`` is ``result`` (one per item of a cell) or ``agreement`` (one per pair: ``machine``
+and ``other_machine``, the shared ``samples``, ``agreement`` the share whose top-1 agrees,
+``max_score_diff``; ``flagged`` names those of the two that disagree with the majority)."""
+
+
+def csv_text(matrix: Matrix) -> str:
+    """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+
+    def plain(value: object) -> object:
+        return "" if value is None else value
+
+    for c in matrix.cells:
+        base = {
+            "manifest": c.manifest,
+            "manifest_digest": plain(c.manifest_digest),
+            "machine": c.machine,
+            "device": c.device,
+            "framework": plain(c.framework),
+            "framework_version": plain(c.framework_version),
+            "hardware_slug": plain(c.hardware_slug),
+            "other_pipeline": plain(c.other_pipeline),
+        }
+        for r in c.results:
+            writer.writerow(
+                {
+                    **base,
+                    "row": "result",
+                    "kind": r.kind,
+                    "samples": plain(r.samples),
+                    "top1": plain(r.top1),
+                    "top5": plain(r.top5),
+                    "agreement": plain(r.agreement),
+                    "max_score_diff": plain(r.max_score_diff),
+                    "verdict": r.verdict,
+                    "status": r.status,
+                }
+            )
+        for lr in c.latency:
+            writer.writerow(
+                {
+                    **base,
+                    "row": "result",
+                    "kind": "latency",
+                    "batch": plain(lr.batch),
+                    "p50_ms": plain(lr.p50_ms),
+                    "golden_p50_ms": plain(lr.golden_p50_ms),
+                    "ratio_to_golden": plain(lr.ratio_to_golden),
+                    "verdict": lr.verdict,
+                    "status": lr.status,
+                    "decided_by": plain(lr.decided_by),
+                    "stale_golden_command": ""
+                    if lr.stale_golden is None
+                    else lr.stale_golden.command,
+                }
+            )
+    for agreement in matrix.agreement:
+        flagged = set(agreement.flagged)
+        for p in agreement.pairs:
+            writer.writerow(
+                {
+                    "row": "agreement",
+                    "manifest": agreement.manifest,
+                    "machine": p.first,
+                    "other_machine": p.second,
+                    "samples": p.shared,
+                    "agreement": plain(p.fraction),
+                    "max_score_diff": plain(p.max_score_diff),
+                    "same_pipeline": p.same_pipeline,
+                    "flagged": " ".join(x for x in (p.first, p.second) if x in flagged),
+                }
+            )
+    return out.getvalue()
