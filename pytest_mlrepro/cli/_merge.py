@@ -46,17 +46,6 @@ def add_parser(commands: Any) -> None:
     )
 
 
-def _html(matrix: Any, path: Path) -> None:
-    """The HTML report of the matrix: rendered by the report extra."""
-    from ..errors import MlreproError
-
-    raise MlreproError(
-        f"--html {path}: the HTML matrix needs the report extra's renderer "
-        "(pip install 'pytest-mlrepro[report]'), which this installation does not have; "
-        "use --markdown or --csv"
-    )
-
-
 def merge(args: argparse.Namespace) -> int:
     """Run ``mlrepro merge``; returns its exit status."""
     from .._files import atomic_write_bytes
@@ -65,11 +54,20 @@ def merge(args: argparse.Namespace) -> int:
     from ..results import load_results
 
     try:
+        if args.html:  # first: the one output that can be unavailable, said before any work
+            from ..report.html import require_libraries
+
+            require_libraries("mlrepro merge --html")
         files = [load_results(Path(path)) for path in args.results]
         matrix = build_matrix(files)
         text = markdown(matrix)
-        if args.html:  # first: it is the one that can be unavailable
-            _html(matrix, Path(args.html))
+        if args.html:
+            from ..matrix import report_view
+            from ..report.html import write_html
+
+            write_html(
+                Path(args.html), report_view(matrix), what="HTML matrix (mlrepro merge --html)"
+            )
         outputs = [
             (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
             (args.csv, csv_text(matrix), "CSV matrix (mlrepro merge --csv)"),
@@ -77,7 +75,8 @@ def merge(args: argparse.Namespace) -> int:
         for target, content, what in outputs:
             if target:
                 atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
-    except MlreproError as exc:  # ResultsFileError, MatrixError, OutputError
+    # ResultsFileError, MatrixError, OutputError, ReportUnavailable
+    except MlreproError as exc:
         print(f"mlrepro merge: {exc}", file=sys.stderr)
         return USAGE_ERROR
     print(text.splitlines()[2] if args.quiet else text, end="" if not args.quiet else "\n")

@@ -14,6 +14,7 @@ from ._build import (
     pair_agreement,
     status_of,
 )
+from ._html import report_view
 from ._model import (
     Cell,
     Dissent,
@@ -48,5 +49,6 @@ __all__ = [
     "majority_top1",
     "markdown",
     "pair_agreement",
+    "report_view",
     "status_of",
 ]

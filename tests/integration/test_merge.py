@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,42 @@ def test_the_shards_of_one_machine_merge_into_its_cell(
     # One shard alone is not the whole: the cell fails, naming the missing shard.
     status, out, _ = merge(project, capsys, "alpha-1.json", "beta.json")
     assert status == 1 and "missing shard 2/2" in out
+
+
+def test_the_merged_matrix_as_an_html_report(
+    machines: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mlrepro merge --html``: the same page as a session's report, filled from the files:
+    every cell, the failed one marked, the cross-machine agreement with the flagged machine."""
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    status, _, err = merge(
+        machines, capsys, "alpha.json", "beta.json", "gamma.json", "--html", "m.html"
+    )
+    assert status == 1, err
+    page = (machines.path / "m.html").read_text()
+    assert not re.search(r"""(src|href)=["']https?://""", page)  # self-contained
+    shared, agree, _ = independent_agreement(
+        machines.path / "alpha.json", machines.path / "beta.json"
+    )
+    rows = re.findall(r"<tr class=\"(row-\w+)\"[^>]*>\s*<td>tiny_onnx</td>\s*<td>(\w+)</td>", page)
+    assert sorted(rows) == [("row-fail", "beta"), ("row-pass", "alpha"), ("row-pass", "gamma")]
+    assert "<strong>tiny_onnx</strong>: beta [cpu] disagrees with the majority" in page
+    percent = f"{agree / shared * 100:.2f}%"
+    assert (
+        f'<td>alpha [cpu]</td><td>beta [cpu]</td><td class="num">{shared}</td>'
+        f'<td class="num cell-fail">{percent}</td>'
+    ) in page
+    assert "different pipelines" in page
+
+
+def test_merge_html_without_the_report_libraries_says_which_extra(
+    machines: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # an import of it fails, as uninstalled
+    status, out, err = merge(machines, capsys, "alpha.json", "--html", "m.html")
+    assert status == 2 and out == ""
+    assert "mlrepro merge --html needs jinja2" in err and "pytest-mlrepro[report]" in err
+    assert not (machines.path / "m.html").exists()
