@@ -1,6 +1,7 @@
 """The test suite's tiers and shared fixtures.
 
-Tiers: ``python -m pytest tests`` runs the fast tier (everything not marked ``slow``);
+Tiers: ``python -m pytest tests -n auto`` runs the fast tier (everything not marked ``slow``; the
+tests are independent of one another and of the worker they run on, so xdist spreads them);
 ``python -m pytest tests -m "slow or hypothesis" --hypothesis-profile deep`` runs the slow tier
 (real models over the 1000-image sample, the stress and kill tests, the ``-n 2`` runs of tests
 whose subject is not xdist) and the Hypothesis tests at depth. An explicit ``-m`` replaces the
