@@ -193,11 +193,22 @@ def latency_decided_by(
         )
     if verdict == "faster":
         slowest = max(facts, key=lambda f: f.ratio_high)
-        which = "absolute ratio" if absolute_only or slowest.normalised is None else "both ratios"
-        return (
-            f"{which}: {views(slowest)} confidently below ×{1 / slowest.tolerance:.2f} "
-            f"(1 / tolerance {slowest.tolerance:g}) for every measurement"
+        below = (
+            f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
         )
+        if absolute_only or slowest.normalised is None:
+            # The normalised ratio is named apart: it did not decide, and beside "below" it would
+            # read as if it were below too.
+            unused = (
+                ""
+                if slowest.normalised is None
+                else f"; normalised {_x(slowest.normalised)} not used: {why_absolute}"
+            )
+            return (
+                f"absolute ratio: {slowest.measurement} {slowest.statistic}: absolute "
+                f"{_x(slowest.ratio)} {below} for every measurement{unused}"
+            )
+        return f"both ratios: {views(slowest)} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
     tol = f"≤×{closest.tolerance:g}"

@@ -108,3 +108,18 @@ def test_an_outpaced_golden_is_rewritten_by_update_whatever_the_verdict(verdict:
     common = dict(exact=True, verdict=verdict, missing=(), settings_changed=False)
     assert latency_golden_stale(**common, block_changed=False, outpaced=True)
     assert latency_golden_stale(**common, block_changed=False) == (verdict == "faster")
+
+
+def test_faster_by_the_absolute_ratio_alone_names_the_normalised_one_apart() -> None:
+    """Seen on the example: `faster` with absolute ×0.64 and normalised ×1.61, the golden's
+    reference workload not today's. The normalised ratio did not decide; beside "below" it must
+    not read as if it were below too."""
+    text = decided("faster", facts(0.64, 1.61, "faster"), comparable=False)
+    assert text.startswith(
+        "absolute ratio: model p50: absolute ×0.64 confidently below ×0.80 (1 / tolerance 1.25)"
+    )
+    assert text.endswith(
+        "; normalised ×1.61 not used: the golden's reference workload differs from today's"
+    )
+    idle = decided("faster", facts(0.64, 1.61, "faster"), contention=0.0)
+    assert "normalised ×1.61 not used: the machine was idle" in idle
