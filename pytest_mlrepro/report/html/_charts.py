@@ -49,6 +49,12 @@ def _height(rows: int, per_row: float = 0.32, base: float = 1.3) -> float:
     return min(40.0, base + per_row * max(1, rows))
 
 
+def _short(verdict: str) -> str:
+    """A verdict without its parenthesised detail (``faster (vs <hardware key>)``): an axis label
+    has room for the word; the matrix has the rest."""
+    return verdict.split(" (", 1)[0]
+
+
 def _label(*parts: str) -> str:
     return " · ".join(p for p in parts if p)
 
@@ -132,7 +138,8 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
         )
         axes.legend(fontsize=7, loc="lower right")
     labels = [
-        f"{_label(s.label, s.machine)}  ({s.verdict})" if s.verdict else s.label for s in series
+        f"{_label(s.label, s.machine)}  ({_short(s.verdict)})" if s.verdict else s.label
+        for s in series
     ]
     axes.set_yticks(range(1, len(series) + 1), labels, fontsize=8)
     for tick, s in zip(axes.get_yticklabels(), series):
