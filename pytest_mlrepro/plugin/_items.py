@@ -28,7 +28,7 @@ from ..results import Part, shard_results, shard_verdict
 from ..runners import check_framework, cuda_present, load_runner
 from ..settings import Settings
 from ._progress import TerminalProgress
-from ._session import PROPERTY_PREFIX, session_of
+from ._session import PROPERTY_PREFIX, option_or_ini, session_of
 from ._shards import item_shards, run_shard, shard_item_name
 
 settings_key = pytest.StashKey[Settings]()
@@ -55,12 +55,6 @@ class ReferenceOutcome:
 def is_strict(config: pytest.Config) -> bool:
     """Whether a missing framework, data set or device fails an item (--mlrepro-strict)."""
     return bool(config.getoption("mlrepro_strict"))
-
-
-def option_or_ini(config: pytest.Config, name: str) -> object:
-    """A setting from its command-line twin (dest ``name``) when given, else its ini key."""
-    given = config.getoption(name, default=None)
-    return config.getini(name) if given is None else given
 
 
 def _count(config: pytest.Config, name: str) -> int:

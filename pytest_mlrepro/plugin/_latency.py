@@ -40,10 +40,9 @@ from ._items import (
     MlreproFailure,
     display_path,
     is_strict,
-    option_or_ini,
     settings_key,
 )
-from ._session import report_output_error
+from ._session import option_or_ini, report_output_error
 
 XDIST_GROUP = "mlrepro-latency"
 DEFAULT_MAX_CONTENTION = 0.25

@@ -196,6 +196,12 @@ class MlreproSession:
         self._terminal_stderr = None
 
 
+def option_or_ini(config: pytest.Config, name: str) -> object:
+    """A setting from its command-line twin (dest ``name``) when given, else its ini key."""
+    given = config.getoption(name, default=None)
+    return config.getini(name) if given is None else given
+
+
 _session_key = pytest.StashKey[MlreproSession]()
 
 

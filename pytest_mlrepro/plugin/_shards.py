@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..data import Shard
-from ._session import PROPERTY_PREFIX, Row
+from ._session import PROPERTY_PREFIX, Row, option_or_ini
 
 SPLIT_ATTR = "mlrepro_split"
 """A shard item's report attribute: which whole item it is a part of (see :class:`Split`)."""
@@ -28,8 +28,7 @@ JUnit file of a 50,000-image data set should not."""
 
 
 def _setting(config: pytest.Config, name: str) -> str:
-    given = config.getoption(name, default=None)
-    return str(config.getini(name) if given is None else given).strip()
+    return str(option_or_ini(config, name)).strip()
 
 
 def run_shard(config: pytest.Config) -> Shard | None:

@@ -8,9 +8,9 @@ from collections.abc import Generator
 
 import pytest
 
-from ._items import AccuracyItem, MlreproFailure, display_path, option_or_ini
+from ._items import AccuracyItem, MlreproFailure, display_path
 from ._limits import ItemTimeout, time_limit
-from ._session import session_of
+from ._session import option_or_ini, session_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
