@@ -53,10 +53,13 @@ def _weights_path() -> Path:
     return path
 
 
-@artifact_builder("efficientnet_lite0_onnx")
+@artifact_builder("efficientnet_lite0_onnx", uses=("torch", "onnx", "protobuf"))
 def export_onnx(target: Path) -> None:
-    """Export to ONNX with TorchScript tracing (``dynamo=False``): byte-identical on every run
-    with the same torch version, so the manifest can pin the file's sha256."""
+    """Export to ONNX with TorchScript tracing (``dynamo=False``). Byte-identical from run to run
+    on one machine, but not from one machine to the next with the same packages: on an Intel
+    Xeon it wrote other bytes than on an AMD EPYC (torch 2.13.0, onnx 1.23.2 on both). So the
+    example's manifest pins the fixed bytes in ``../shared/data/models/`` (a model mirror), and
+    this builder is the documented way to make such a file."""
     try:
         import torch
     except ImportError:

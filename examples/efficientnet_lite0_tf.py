@@ -68,7 +68,8 @@ OUTPUT_NAME = "logits"
 SIGNATURE = "serving_default"
 
 # Calibration images for the int8 model: photographs shipped inside scikit-image's wheel
-# (skimage/data), pinned by sha256 so that the int8 file is reproducible. Not ImageNet's
+# (skimage/data), pinned by sha256 so that the int8 build is repeatable on one machine (on another
+# CPU the converter may still write other bytes: the example pins fixed bytes). Not ImageNet's
 # evaluation images: calibrating on the evaluation set would flatter the int8 figures.
 CALIBRATION_IMAGES = {
     "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
@@ -264,7 +265,7 @@ def _require_tensorflow() -> None:
         ) from None
 
 
-# --- canonical, byte-reproducible files -----------------------------------------------------
+# --- canonical files: byte-identical from run to run on one machine ----------------------------
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _FIXED_DATE = "1980-01-01@00:00:00"
@@ -535,25 +536,33 @@ def build_in_subprocess(kind: str, target: Path) -> None:
         raise BuildError(f"building the {kind} model failed (exit {done.returncode}):\n{tail}")
 
 
-@artifact_builder("efficientnet_lite0_keras")
+@artifact_builder("efficientnet_lite0_keras", uses=("tensorflow-cpu", "keras", "h5py", "numpy"))
 def build_keras_file(target: Path) -> None:
     """Registered builder: the ported model as a ``.keras`` file."""
     build_in_subprocess("keras", target)
 
 
-@artifact_builder("efficientnet_lite0_saved_model")
+@artifact_builder(
+    "efficientnet_lite0_saved_model", uses=("tensorflow-cpu", "keras", "protobuf", "numpy")
+)
 def build_saved_model_file(target: Path) -> None:
     """Registered builder: the ported model as a SavedModel tar."""
     build_in_subprocess("saved_model", target)
 
 
-@artifact_builder("efficientnet_lite0_tflite_float32")
+@artifact_builder(
+    "efficientnet_lite0_tflite_float32",
+    uses=("tensorflow-cpu", "ai-edge-litert", "flatbuffers", "numpy"),
+)
 def build_tflite_float32(target: Path) -> None:
     """Registered builder: TFLite float32."""
     build_in_subprocess("tflite_float32", target)
 
 
-@artifact_builder("efficientnet_lite0_tflite_int8")
+@artifact_builder(
+    "efficientnet_lite0_tflite_int8",
+    uses=("tensorflow-cpu", "ai-edge-litert", "flatbuffers", "numpy", "scikit-image"),
+)
 def build_tflite_int8(target: Path) -> None:
     """Registered builder: TFLite int8, calibrated on scikit-image's photographs."""
     build_in_subprocess("tflite_int8", target)

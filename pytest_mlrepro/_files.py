@@ -147,6 +147,12 @@ def _umask() -> int:
     return mask
 
 
+def default_file_mode() -> int:
+    """The mode an editor gives a new file: 0666 less the umask (``mkstemp`` makes 0600, which
+    a cache shared by a CI group, or a golden reviewed by another user, could not be read by)."""
+    return 0o666 & ~_umask()
+
+
 # What to do about a write that failed, by errno: the message says what is wrong and the fix.
 _WRITE_FIXES = {
     errno.ENOSPC: "the disk is full: free some space and run again",
@@ -201,7 +207,7 @@ def atomic_write_bytes(
     try:
         with os.fdopen(fd, "wb") as fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            os.fchmod(fh.fileno(), default_file_mode())
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

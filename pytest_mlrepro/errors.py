@@ -13,6 +13,7 @@ the core is a bug in the tool::
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
     │   └── ReferenceGoldenMissing  (reference.py) the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
+    │   └── BuildMismatch    its bytes are not the pinned ones (names this machine and packages)
     ├── OutputError          a file the tool writes (golden, results file) cannot be written
     └── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
         ├── FrameworkUnavailable   not installed, or its version is outside the constraint
@@ -96,6 +97,28 @@ class OutputError(MlreproError):
 
 class BuildError(MlreproError):
     """A registered model or artifact builder failed."""
+
+
+class BuildMismatch(BuildError):
+    """A registered artifact builder wrote other bytes than the manifest pins. Carries what is
+    known about the build (this machine, the packages it used) so that a layer that can read the
+    golden adds where the pinned bytes' golden was recorded."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        produced: str,
+        expected: str,
+        machine: dict[str, object],
+        packages: dict[str, str],
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.produced = produced
+        self.expected = expected
+        self.machine = machine
+        self.packages = packages
 
 
 class Unavailable(MlreproError):

@@ -11,7 +11,7 @@ A manifest never carries code; it names one of these:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _model_builders: dict[str, ModelBuilder] = {}
 _artifact_builders: dict[str, ArtifactBuilder] = {}
+# The distributions whose versions shape each artifact builder's bytes (named when a build does
+# not reproduce its pin).
+_artifact_uses: dict[str, tuple[str, ...]] = {}
 
 
 def model_builder(name: str) -> Callable[[F], F]:
@@ -33,11 +36,16 @@ def model_builder(name: str) -> Callable[[F], F]:
     return register
 
 
-def artifact_builder(name: str) -> Callable[[F], F]:
-    """Register ``fn(target: Path) -> None`` under ``name``, for ``model.file.build: name``."""
+def artifact_builder(name: str, *, uses: Sequence[str] = ()) -> Callable[[F], F]:
+    """Register ``fn(target: Path) -> None`` under ``name``, for ``model.file.build: name``.
+
+    ``uses``: the distributions (PyPI names) the build's bytes depend on, e.g.
+    ``("torch", "onnx", "protobuf")``; a build that does not reproduce its pin names their
+    versions (left out: every numeric package installed)."""
 
     def register(fn: F) -> F:
         _artifact_builders[name] = fn
+        _artifact_uses[name] = tuple(uses)
         return fn
 
     return register
@@ -49,6 +57,10 @@ def get_model_builder(name: str) -> ModelBuilder | None:
 
 def get_artifact_builder(name: str) -> ArtifactBuilder | None:
     return _artifact_builders.get(name)
+
+
+def artifact_builder_uses(name: str) -> tuple[str, ...]:
+    return _artifact_uses.get(name, ())
 
 
 def registered() -> dict[str, list[str]]:

@@ -11,22 +11,19 @@ against the manifest's checksum list (``sha256sum`` format) before it is used, w
 from __future__ import annotations
 
 import csv
-import hashlib
-import http.client
 import io
 import os
 import re
-import tempfile
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
 
+from .._download import DigestMismatch, SourceUnreadable, Stopped, fetch_verified
 from .._files import file_lock, sha256_file
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
 from ..settings import OutsideProject, Settings, resolve_inside
@@ -42,12 +39,9 @@ if TYPE_CHECKING:
     from .._yaml import Path as KeyPath
     from ..manifest import Dataset, Manifest
 
-DOWNLOAD_TIMEOUT = 30.0
-"""Seconds a download may wait for the server (connect, or between two reads)."""
 DOWNLOAD_WORKERS = 8
 """Files downloaded at once."""
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
-_CHUNK = 1 << 20
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
 _CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
@@ -164,10 +158,6 @@ class _Contents:
 
     samples: tuple[tuple[str, int], ...]  # (id, label), sorted by id, limited
     class_names: tuple[str, ...] | None
-
-
-class _Stopped(Exception):
-    """A download abandoned because another one failed."""
 
 
 class _Resolver:
@@ -579,68 +569,28 @@ class _Resolver:
             for future in futures
             if not future.cancelled()
             and (error := future.exception()) is not None
-            and not isinstance(error, _Stopped)
+            and not isinstance(error, Stopped)
         )
         if failures:
             raise failures[0][1]
 
     def _fetch(self, base: str, name: str, stop: threading.Event) -> None:
-        """Download one file into a temporary file beside its final place, check its sha256, then
-        move it into place atomically: a failed download never leaves a file under the name."""
+        """Download one file into the cache (``_download.fetch_verified``: checked against its
+        sha256 and moved into place atomically; a failed download leaves nothing under the
+        name)."""
         if stop.is_set():
-            raise _Stopped
+            raise Stopped
         url = f"{base}/{urllib.parse.quote(name)}"
         dest = self.cache / name
-        expected = self.checksums[name]
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp_name = tempfile.mkstemp(
-                dir=dest.parent, prefix=f".{dest.name}.", suffix=".part"
-            )
-        except OSError as exc:
-            raise DatasetUnavailable(
-                f"cannot write into the cache {dest.parent}: {exc.strerror or exc}",
-                how="set MLREPRO_CACHE to a writable folder",
+            fetch_verified(url, dest, self.checksums[name], stop=stop)
+        except DigestMismatch as exc:
+            raise IntegrityError(
+                f"{name!r} downloaded from {url} does not match "
+                f"{self.checksum_path}: expected sha256 {self.checksums[name]}, got "
+                f"{exc.actual}; nothing was kept in {self.cache}"
             ) from None
-        temp = Path(temp_name)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                actual = self._stream(url, out, stop)
-                out.flush()
-                os.fsync(out.fileno())
-            if actual != expected:
-                raise IntegrityError(
-                    f"{name!r} downloaded from {url} does not match "
-                    f"{self.checksum_path}: expected sha256 {expected}, got "
-                    f"{actual}; nothing was kept in {self.cache}"
-                )
-            os.replace(temp, dest)
-        except OSError as exc:
-            raise DatasetUnavailable(
-                f"cannot write {dest}: {exc.strerror or exc}",
-                how="free some space or set MLREPRO_CACHE to another folder",
-            ) from None
-        finally:
-            with suppress(FileNotFoundError):
-                temp.unlink()
-
-    def _stream(self, url: str, out: io.BufferedWriter, stop: threading.Event) -> str:
-        """Copy ``url``'s body into ``out``; its sha256. Network failures → DatasetUnavailable."""
-        digest = hashlib.sha256()
-        request = urllib.request.Request(url, headers={"User-Agent": "pytest-mlrepro"})
-        try:
-            with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response:
-                while chunk := response.read(_CHUNK):
-                    if stop.is_set():
-                        raise _Stopped
-                    digest.update(chunk)
-                    try:
-                        out.write(chunk)
-                    except OSError as exc:
-                        raise _WriteFailed(exc) from None
-        except _WriteFailed as failed:
-            raise failed.error from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except SourceUnreadable as exc:
             raise DatasetUnavailable(
                 f"cannot download data set {self.ds.name!r} file {url}: {exc}",
                 how=(
@@ -648,15 +598,11 @@ class _Resolver:
                     f"ini key mlrepro_data) to a folder that contains '{self.ds.name}/'"
                 ),
             ) from None
-        return digest.hexdigest()
-
-
-class _WriteFailed(Exception):
-    """A local write failed while streaming (kept apart from network errors)."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot write {dest}: {exc.strerror or exc}",
+                how="free some space or set MLREPRO_CACHE to another folder",
+            ) from None
 
 
 @contextmanager

@@ -3,6 +3,7 @@ explanation and the sensitivity table."""
 
 from __future__ import annotations
 
+from ._build_mismatch import explain_build_mismatch
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
 from ._pitfalls import backends_in_play, left_out_backends
@@ -27,6 +28,7 @@ __all__ = [
     "ProbeOutputs",
     "backends_in_play",
     "diagnose",
+    "explain_build_mismatch",
     "explain",
     "first_step_outputs",
     "left_out_backends",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,8 +39,11 @@ class FileRef:
 
     * ``path``: relative to the manifest's folder, inside the project;
     * ``package`` + ``path``: a file shipped inside an installed Python package;
-    * ``cache`` (+ ``build``): a file in the mlrepro cache, made by a registered artifact builder
-      when it is missing.
+    * ``cache`` (+ ``url`` and/or ``build``): a file in the mlrepro cache. When it is missing it
+      is copied from a model mirror (``<mirror>/models/<cache>``, the data mirrors' ``models``
+      folder), else fetched from ``url`` (``http``, ``https``, or ``file`` inside the project or
+      an allowed root), else made by the registered artifact builder ``build``. Fixed bytes
+      (mirror, url) come first: a build may write other bytes on another machine.
     """
 
     sha256: str
@@ -47,6 +51,7 @@ class FileRef:
     package: str | None = None
     cache: str | None = None
     build: str | None = None
+    url: str | None = None
 
     def check(self) -> None:
         if not _SHA256.fullmatch(self.sha256):
@@ -57,6 +62,10 @@ class FileRef:
             raise Invalid("package", "'package' needs 'path' (the file inside the package)")
         if self.build is not None and self.cache is None:
             raise Invalid("build", "'build' makes a file in the cache: use it with 'cache'")
+        if self.url is not None:
+            if self.cache is None:
+                raise Invalid("url", "'url' fetches a file into the cache: use it with 'cache'")
+            _check_file_url(self.url)
         for name in ("path", "cache"):
             value = getattr(self, name)
             if value is not None and (value == "" or "\0" in value):
@@ -65,6 +74,25 @@ class FileRef:
             "/" in self.cache or "\\" in self.cache or self.cache in (".", "..")
         ):
             raise Invalid("cache", "a cache entry is a plain file name")
+
+
+def _check_file_url(url: str) -> None:
+    """A model file's ``url``: http, https or file, with a host for the first two (``file``
+    URLs are confined to the project when the file is fetched, not here: that needs the
+    settings)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (parses the port: 'http://h:x/' raises ValueError here)
+    except ValueError as exc:
+        raise Invalid("url", f"{url!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https", "file"):
+        raise Invalid("url", "expected an http://, https:// or file:// URL")
+    if parts.scheme != "file" and not parts.hostname:
+        raise Invalid("url", f"{url!r} names no host")
+    if parts.scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path):
+        raise Invalid("url", "a file:// URL names an absolute local path: file:///folder/file")
+    if not parts.path or parts.path.endswith("/"):
+        raise Invalid("url", "the URL must name the file itself, not a folder")
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,10 @@ RULES: dict[str, dict[str, JsonSchema]] = {
     "Manifest": {"name": _NAME, "inputs": {"minItems": 1, "maxItems": 1}},
     "FileRef": {
         "sha256": _SHA256,
+        "url": {"pattern": "^(https?|file)://"},
         "": {
             "oneOf": [{"required": ["path"]}, {"required": ["cache"]}],
-            "dependencies": {"package": ["path"], "build": ["cache"]},
+            "dependencies": {"package": ["path"], "build": ["cache"], "url": ["cache"]},
         },
     },
     "Model": {

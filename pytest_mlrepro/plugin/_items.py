@@ -12,6 +12,7 @@ import pytest
 from .. import goldens as golden_store
 from ..data import Shard, resolve_dataset
 from ..errors import (
+    BuildMismatch,
     GoldenError,
     ManifestError,
     MlreproError,
@@ -360,9 +361,25 @@ class AccuracyItem(ManifestItem):
             self.add_property("nonfinite_samples", len(exc.ids))
             shown = display_path(self.config, self.path)
             raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
+        except BuildMismatch as exc:
+            self.add_property("verdict", "error")
+            raise MlreproFailure(self._explain_build(exc)) from exc
         except MlreproError as exc:
             self.add_property("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
+
+    def _explain_build(self, exc: BuildMismatch) -> str:
+        """The build's mismatch, compared with the machine the golden was recorded on."""
+        from ..diagnosis import explain_build_mismatch
+
+        settings = self.config.stash[settings_key]
+        path = golden_store.golden_path(self.manifest, settings)
+        try:
+            golden = golden_store.read(path, settings.golden_dir)
+        except (GoldenError, OSError):
+            golden = None
+        env = golden.environment if golden is not None else None
+        return explain_build_mismatch(exc, env, display_path(self.config, path))
 
     def runtest(self) -> None:
         self._run_against_golden()

@@ -1,4 +1,5 @@
-"""Model files: find them, build them into the cache when a builder is named, verify their sha256.
+"""Model files: find them, put them into the cache (from a model mirror, a URL, or a registered
+builder), verify their sha256.
 
 Nothing is loaded before its checksum matches the manifest.
 """
@@ -6,16 +7,35 @@ Nothing is loaded before its checksum matches the manifest.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import importlib.machinery
+import importlib.metadata
 import importlib.util
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .. import registry
-from .._files import file_lock, sha256_file
+from .._download import DigestMismatch, SourceUnreadable, fetch_verified, file_url, local_path
+from .._files import (
+    atomic_write_bytes,
+    default_file_mode,
+    file_lock,
+    read_regular_bytes,
+    sha256_file,
+)
 from .._yaml import Path as KeyPath
-from ..errors import BuildError, IntegrityError, InvalidModel, Unavailable
+from ..errors import (
+    BuildError,
+    BuildMismatch,
+    IntegrityError,
+    InvalidModel,
+    MlreproError,
+    Unavailable,
+)
+from ..fingerprint import cpu_identity, numeric_packages
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
@@ -45,7 +65,7 @@ def _package_dir(package: str) -> Path | None:
 
 
 def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> Path:
-    """The file ``ref`` names, built into the cache if needed, not yet verified."""
+    """The file ``ref`` names, put into the cache if needed, not yet verified."""
     if ref.package is not None:
         assert ref.path is not None
         base = _package_dir(ref.package)
@@ -65,21 +85,155 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
             raise manifest.error((*where, "path"), str(exc)) from None
     else:
         assert ref.cache is not None
-        path = settings.cache_dir / "models" / ref.cache
+        path = cache_path(ref.cache, settings)
         if not path.is_file():
-            _build(manifest, ref, where, path)
+            _provide(manifest, ref, where, path, settings)
     if not path.is_file():
         raise manifest.error((*where, "path"), f"file not found: {path}")
     return path
 
 
-def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> None:
-    if ref.build is None:
+def cache_path(name: str, settings: Settings) -> Path:
+    """Where the cache keeps the model file ``name`` (a plain file name)."""
+    return settings.cache_dir / "models" / name
+
+
+def mirror_paths(name: str, settings: Settings) -> list[Path]:
+    """Where the model mirrors may hold the model file ``name``: ``<mirror>/models/<name>`` for
+    each data mirror (``mlrepro_data`` / ``MLREPRO_DATA``), in order."""
+    return [mirror / "models" / name for mirror in settings.data_mirrors]
+
+
+def _origin_path(target: Path) -> Path:
+    return target.with_name(target.name + ".origin.json")
+
+
+def _provide(
+    manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, settings: Settings
+) -> None:
+    """Put the pinned file into the cache, fixed bytes first: a model mirror's copy, else
+    ``url``, else the registered builder. Every source is checked against the pin before the
+    file takes its name in the cache; the cache records where it came from."""
+    assert ref.cache is not None
+    mirrored = [p for p in mirror_paths(ref.cache, settings) if p.is_file()]
+    url = _confined_url(manifest, ref, where, settings) if ref.url is not None else None
+    if url is not None and not url.startswith("file:") and not settings.allow_download:
+        raise Unavailable(
+            f"{manifest.source}: model file {ref.cache!r} is not in the cache ({target.parent}) "
+            f"and downloads are turned off (--mlrepro-no-download)",
+            how=f"run once without --mlrepro-no-download to fetch it from {ref.url}, or place "
+            f"it at {target}",
+        )
+    if not mirrored and url is None and ref.build is None:
+        searched = ", ".join(str(p) for p in mirror_paths(ref.cache, settings)) or "none set"
         raise Unavailable(
             f"{manifest.source}: model file {ref.cache!r} is not in the cache "
-            f"({target.parent}) and the manifest names no builder",
-            how=f"place the file at {target}",
+            f"({target.parent}) nor in a model mirror ({searched}), and the manifest names "
+            "neither a 'url' to fetch it from nor a builder",
+            how=f"place the file at {target}, or set MLREPRO_DATA to a folder whose models/ "
+            "holds it",
         )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Unavailable(
+            f"cannot create the cache folder {target.parent}: {exc.strerror or exc}",
+            how="set MLREPRO_CACHE to a writable folder",
+        ) from None
+    # xdist workers may all want the same file: one provides it, the others wait and reuse it.
+    with file_lock(target.with_name(target.name + ".lock")):
+        if target.is_file():
+            return
+        if mirrored:
+            _fetch(manifest, ref, (*where, "sha256"), target, file_url(mirrored[0]), "mirror")
+        elif url is not None:
+            _fetch(manifest, ref, (*where, "url"), target, url, "url")
+        else:
+            _build(manifest, ref, where, target)
+
+
+def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> str:
+    """``ref.url``; a ``file://`` URL must name a file inside the project, an allowed root or a
+    data mirror (a manifest does not make the tool read just any file on the machine)."""
+    assert ref.url is not None
+    path = local_path(ref.url)
+    if path is None:
+        return ref.url
+    resolved = path.resolve()
+    if not any(
+        resolved.is_relative_to(root)
+        for root in (settings.root, *settings.allowed_roots, *settings.data_mirrors)
+    ):
+        raise manifest.error(
+            (*where, "url"),
+            f"{ref.url!r} resolves to {resolved}, outside the project ({settings.root}), the "
+            "data mirrors and every allowed root; allow it with the ini key "
+            "mlrepro_allowed_roots",
+        )
+    return file_url(resolved)
+
+
+def _fetch(
+    manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, url: str, kind: str
+) -> None:
+    """Copy the fixed bytes at ``url`` into the cache if they are the pinned ones."""
+    shown = str(local_path(url) or url)
+    try:
+        fetch_verified(url, target, ref.sha256)
+    except DigestMismatch as exc:
+        raise IntegrityError(
+            manifest.error(
+                where,
+                f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
+                f"it (another version of the model, or a damaged copy); nothing was put in "
+                f"the cache ({target.parent})",
+            ).format()
+        ) from None
+    except SourceUnreadable as exc:
+        raise Unavailable(
+            f"{manifest.source}: cannot fetch model file {ref.cache!r} from {shown}: {exc}",
+            how="check the network and model.file.url, or place the file at "
+            f"{target} (or in models/ of a data mirror, MLREPRO_DATA)",
+        ) from None
+    except OSError as exc:
+        raise Unavailable(
+            f"cannot write {target}: {exc.strerror or exc}",
+            how="free some space or set MLREPRO_CACHE to another folder",
+        ) from None
+    _record_origin(target, ref.sha256, manifest, {"source": kind, "from": shown})
+
+
+def _record_origin(target: Path, sha256: str, manifest: Manifest, how: dict[str, Any]) -> None:
+    """Write where the cached file came from beside it: a later mismatch then says whether the
+    file is another build or fetch (a shared cache, another manifest version) or unexplained."""
+    record = {
+        "file": target.name,
+        "sha256": sha256,
+        **how,
+        "manifest": manifest.source,
+        "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": cpu_identity(),
+    }
+    # The record only explains; a cache it cannot be written to still serves the model file.
+    with contextlib.suppress(MlreproError):
+        atomic_write_bytes(
+            _origin_path(target),
+            (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
+            what="cache origin record",
+        )
+
+
+def _read_origin(target: Path) -> dict[str, Any] | None:
+    try:
+        data = read_regular_bytes(_origin_path(target))
+        record = json.loads(data) if data is not None and len(data) < 65536 else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> None:
+    assert ref.build is not None
     builder = registry.get_artifact_builder(ref.build)
     if builder is None:
         known = ", ".join(registry.registered()["artifact_builders"]) or "none"
@@ -89,32 +243,83 @@ def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> No
             f"(registered: {known}); register one in conftest.py with "
             f"@pytest_mlrepro.artifact_builder({ref.build!r})",
         )
-    # xdist workers may all want the same artifact: one builds, the others wait and reuse it.
-    with file_lock(target.with_name(target.name + ".lock")):
-        if target.is_file():
-            return
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-        try:
-            builder(Path(tmp))
-            if sha256_file(Path(tmp)) != ref.sha256:
-                raise BuildError(
-                    f"{manifest.source}: builder {ref.build!r} produced {ref.cache} with sha256 "
-                    f"{sha256_file(Path(tmp))}, the manifest expects {ref.sha256}: the build is "
-                    "not reproducible with the libraries installed here"
-                )
-            os.replace(tmp, target)
-        except Unavailable:
-            raise
-        except BuildError:
-            raise
-        except Exception as exc:
-            raise BuildError(
-                f"{manifest.source}: builder {ref.build!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        builder(Path(tmp))
+        produced = sha256_file(Path(tmp))
+        if produced != ref.sha256:
+            raise _mismatch(manifest, ref, where, produced)
+        os.chmod(tmp, default_file_mode())  # mkstemp's 0600: a shared cache could not read it
+        os.replace(tmp, target)
+    except Unavailable:
+        raise
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(
+            f"{manifest.source}: builder {ref.build!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _record_origin(
+        target,
+        ref.sha256,
+        manifest,
+        {"source": "build", "from": ref.build, "packages": _build_packages(ref.build)},
+    )
+
+
+def _build_packages(builder: str) -> dict[str, str]:
+    """The versions of the packages ``builder`` declares it uses (all numeric ones if none)."""
+    installed = numeric_packages()
+    uses = registry.artifact_builder_uses(builder)
+    if not uses:
+        return dict(installed)
+    return {name: installed.get(name) or _installed_version(name) for name in uses}
+
+
+def _installed_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe_machine(machine: dict[str, Any]) -> str:
+    """``AMD EPYC (AuthenticAMD; avx avx2 f16c fma)``: a CPU and the flags recorded for it."""
+    flags = machine.get("cpu_flags")
+    parts = [str(machine.get("cpu_vendor") or "vendor not recorded")]
+    parts.append(" ".join(map(str, flags)) if isinstance(flags, list) else "flags not recorded")
+    return f"{machine.get('cpu') or 'unknown CPU'} ({'; '.join(parts)})"
+
+
+def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -> BuildMismatch:
+    assert ref.build is not None and ref.cache is not None
+    machine = cpu_identity()
+    packages = _build_packages(ref.build)
+    used = ", ".join(f"{name} {version}" for name, version in sorted(packages.items()))
+    head = manifest.error(
+        (*where, "build"),
+        f"builder {ref.build!r} wrote {ref.cache} with sha256 {produced}, the manifest pins "
+        f"{ref.sha256}: this build does not reproduce the pinned bytes here",
+    ).format()
+    message = (
+        f"{head}\n"
+        f"  this machine: {describe_machine(machine)}\n"
+        f"  the build used: {used or 'no package recorded'}\n"
+        "  Exporters and converters can write other bytes on another CPU with the very same "
+        "packages (the example's ONNX and TFLite files do, built on AMD and on Intel).\n"
+        "  Two ways forward:\n"
+        f"    - fetch the pinned bytes: give model.file.url, or put the file at "
+        f"<mirror>/models/{ref.cache} (MLREPRO_DATA or the ini key mlrepro_data);\n"
+        f"    - or pin this build: set model.file.sha256 to {produced} and record the goldens "
+        f"again with it (pytest {manifest.source} --mlrepro-update)"
+    )
+    return BuildMismatch(
+        message, produced=produced, expected=ref.sha256, machine=machine, packages=packages
+    )
 
 
 def verified(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> Path:
@@ -123,12 +328,42 @@ def verified(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Setting
     actual = sha256_file(path)
     if actual != ref.sha256:
         line = manifest.error((*where, "sha256"), "").format().rstrip(": ")
+        origin = _read_origin(path) if ref.cache is not None else None
+        if origin is not None and origin.get("sha256") == actual:
+            # Not tampering: the cache holds another pinned version of the same file name.
+            raise IntegrityError(
+                f"{line}: the cached {path} is not the pinned file: the manifest pins "
+                f"{ref.sha256}, the cache holds {actual}, which "
+                f"{_origin_words(origin)}. Another manifest version (or another job sharing "
+                f"this cache) left it there; remove it to have the pinned file provided: "
+                f"rm {path}"
+            )
+        if ref.cache is not None:
+            raise IntegrityError(
+                f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}, the "
+                f"file has {actual}, and the cache has no record of writing it (tampered, "
+                "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to "
+                f"run it; remove it to have the pinned file provided: rm {path}"
+            )
         raise IntegrityError(
             f"{line}: sha256 mismatch for {path}: the manifest expects "
             f"{ref.sha256}, the file has {actual} (tampered, truncated or "
             "replaced: refusing to run it)"
         )
     return path
+
+
+def _origin_words(origin: dict[str, Any]) -> str:
+    """``was built by builder 'x' for manifests/m.yaml on 2026-11-24T… on AMD EPYC (…)``."""
+    source = origin.get("source")
+    how = {
+        "build": f"was built by builder {origin.get('from')!r}",
+        "mirror": f"was copied from the model mirror {origin.get('from')}",
+        "url": f"was fetched from {origin.get('from')}",
+    }.get(str(source), "was written by pytest-mlrepro")
+    machine = origin.get("machine")
+    on = f" on {describe_machine(machine)}" if isinstance(machine, dict) else ""
+    return f"{how} for {origin.get('manifest')} at {origin.get('written')}{on}"
 
 
 def check_external_data(manifest: Manifest, model_path: Path) -> None:

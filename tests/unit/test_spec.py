@@ -159,6 +159,7 @@ def test_normalized_fills_defaults(tmp_path: Path) -> None:
         "package": None,
         "cache": None,
         "build": None,
+        "url": None,
     }
     assert data["model"]["builder"] is None and data["model"]["weights"] is None
     (inp,) = data["inputs"]
