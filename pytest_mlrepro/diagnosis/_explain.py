@@ -436,7 +436,7 @@ def _env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str,
     a, b = flat(old), flat({k: v for k, v in new.items() if k not in unrecorded})
     changes = [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     # numeric_packages.numpy repeats the top-level numpy: one line is enough.
-    said = {(k, x, y) for k, x, y in changes if "." not in k}
+    said = [(k, x, y) for k, x, y in changes if "." not in k]  # values may be lists: no set
     return [
         (k, x, y)
         for k, x, y in changes
