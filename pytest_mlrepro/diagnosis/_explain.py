@@ -13,7 +13,8 @@ then four sources of evidence, most telling first:
 3. the **per-step fingerprints** of the golden's step probes (``probes.py``): the first
    preprocessing step whose output differs, and by how much; and whether this machine reproduces
    the golden's fingerprints with the recorded pipeline (if not, the environment changed them);
-4. the **environment diff** (framework and library versions, libjpeg, threads, device).
+4. the **environment diff** (framework and library versions, libjpeg, threads, device, the CPU
+   and its ISA flags, the numeric packages and settings).
 
 When every sample's ranking is the golden's and only the scores moved, the lead says so (the
 score transform changed: a softmax applied twice, a temperature) rather than naming no cause.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,20 @@ def test_a_recorded_golden_and_the_results_file_hold_the_cpu_and_numeric_environ
         assert env["numeric_packages"]["numpy"] == importlib.metadata.version("numpy")
         assert env["numeric_settings"]["OMP_NUM_THREADS"] == "1"
         assert env["cpu"] == fingerprint.cpu_model()  # the keys it always had stay
+
+
+def test_the_session_report_shows_the_isa_flags_and_packages_readably(
+    serial_project: Project,
+) -> None:
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    project = _tiny(serial_project)
+    project.run("--mlrepro-html", "report.html").assert_outcomes(passed=1)
+    page = (project.path / "report.html").read_text()
+    flags = " ".join(fingerprint.cpu_identity()["cpu_flags"]) or "none"
+    assert f"<dt>cpu_flags</dt><dd>{flags}</dd>" in page
+    onnxruntime = importlib.metadata.version("onnxruntime")
+    assert re.search(rf"<dt>numeric_packages</dt><dd>[^<]*onnxruntime {onnxruntime}", page)
 
 
 def test_the_committed_goldens_without_the_new_fields_still_load() -> None:
