@@ -24,6 +24,180 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# --- what explains a cross-machine difference: ISA, numeric packages, numeric settings ---------
+
+# x86 flags (``/proc/cpuinfo`` "flags") that choose the kernels a framework or BLAS runs: FMA and
+# the vector width change the order and rounding of sums, F16C/BF16/VNNI/AMX the precision of
+# reduced-precision paths. Any flag of the AVX-512 and AMX families counts too.
+_X86_FLAGS = frozenset({"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni"})
+_X86_FAMILIES = ("avx512", "amx_")
+# Arm "Features": NEON (asimd on 64-bit, neon on 32-bit), its half-precision, dot-product and
+# int8/bf16 matrix extensions, and the SVE and SME families. (Families are matched within their
+# own architecture: "smep" is an x86 flag, not SME.)
+_ARM_FLAGS = frozenset(
+    {"neon", "vfpv4", "asimd", "asimdhp", "asimddp", "asimdfhm", "fphp", "bf16", "i8mm"}
+)
+_ARM_FAMILIES = ("sve", "sme")
+
+# "CPU implementer" of Arm /proc/cpuinfo, which has no vendor_id line.
+_ARM_IMPLEMENTERS = {
+    "0x41": "ARM",
+    "0x42": "Broadcom",
+    "0x43": "Cavium",
+    "0x48": "HiSilicon",
+    "0x4e": "NVIDIA",
+    "0x51": "Qualcomm",
+    "0x61": "Apple",
+    "0xc0": "Ampere",
+}
+
+
+def _mattering(line_key: str, flags: list[str]) -> list[str]:
+    """The flags of a "flags" (x86) or "Features" (Arm) line that matter, sorted."""
+    exact, families = (
+        (_X86_FLAGS, _X86_FAMILIES) if line_key == "flags" else (_ARM_FLAGS, _ARM_FAMILIES)
+    )
+    return sorted({f for f in flags if f in exact or f.startswith(families)})
+
+
+def parse_cpuinfo(text: str) -> dict[str, Any]:
+    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm).
+
+    Only the first processor's lines count: every core of one machine reports the same ISA.
+    ``cpu_vendor`` and ``cpu`` are None where the text has no such line (Arm has no model name)."""
+    vendor: str | None = None
+    model: str | None = None
+    flags: list[str] | None = None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "vendor_id" and vendor is None:
+            vendor = value
+        elif key == "CPU implementer" and vendor is None:
+            vendor = _ARM_IMPLEMENTERS.get(value.lower(), f"implementer {value}")
+        elif key == "model name" and model is None:
+            model = value
+        elif key in ("flags", "Features") and flags is None:
+            flags = _mattering(key, value.split())
+    return {
+        "cpu_vendor": vendor,
+        "cpu": model,
+        "cpu_flags": flags or [],
+    }
+
+
+def _read_cpuinfo() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+@cache
+def cpu_identity() -> dict[str, Any]:
+    """``cpu_vendor``, ``cpu`` (as :func:`cpu_model`) and ``cpu_flags`` (sorted, the ISA flags that
+    matter and are present). Without ``/proc/cpuinfo`` (macOS, Windows) the vendor is what
+    ``platform.processor()`` names and the flags are not known: an empty list."""
+    text = _read_cpuinfo()
+    parsed = parse_cpuinfo(text) if text is not None else {"cpu_vendor": None, "cpu_flags": []}
+    vendor = parsed["cpu_vendor"]
+    if vendor is None:
+        processor = platform.processor()
+        # Windows names it inside ("Intel64 Family 6 Model 85 Stepping 7, GenuineIntel").
+        vendor = next(
+            (v for v in ("GenuineIntel", "AuthenticAMD") if v in processor), processor or None
+        )
+    return {"cpu_vendor": vendor, "cpu": cpu_model(), "cpu_flags": parsed["cpu_flags"]}
+
+
+# Distributions whose version can change a model's outputs: the frameworks and runtimes, the
+# model formats' parsers (onnx, protobuf, flatbuffers) and numpy.
+NUMERIC_PACKAGES = (
+    "numpy",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "protobuf",
+    "flatbuffers",
+    "torch",
+    "tensorflow",
+    "tensorflow-cpu",
+    "ai-edge-litert",
+    "tflite-runtime",
+)
+
+
+def _numpy_blas() -> str | None:
+    """The BLAS numpy was built against (``scipy-openblas 0.3.27``), from numpy's own build
+    config; None where this numpy cannot say (before 1.26)."""
+    import numpy as np
+
+    try:
+        config = np.show_config(mode="dicts")
+    except TypeError:  # numpy < 1.26: show_config() takes no mode
+        return None
+    blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
+    if not isinstance(blas, dict) or not blas.get("name"):
+        return None
+    return f"{blas['name']} {blas.get('version') or ''}".strip()
+
+
+@cache
+def numeric_packages() -> dict[str, str | None]:
+    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` (those not installed
+    are left out), and ``numpy-blas``: the BLAS numpy uses. Read from package metadata: no
+    framework is imported."""
+    found: dict[str, str | None] = {}
+    for dist in NUMERIC_PACKAGES:
+        version = _version(dist)
+        if version is not None:
+            found[dist] = version
+    blas = _numpy_blas()
+    if blas is not None:
+        found["numpy-blas"] = blas
+    return found
+
+
+# Environment variables that change numerics: which ISA oneDNN, ATen, MKL and OpenBLAS may use, and
+# whether TensorFlow uses oneDNN at all; then the thread counts, which change how sums are split.
+NUMERIC_SETTINGS = (
+    "TF_ENABLE_ONEDNN_OPTS",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "ONEDNN_DEFAULT_FPMATH_MODE",
+    "ATEN_CPU_CAPABILITY",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+    "OPENBLAS_CORETYPE",
+    "NPY_DISABLE_CPU_FEATURES",
+    "TF_XLA_FLAGS",
+    "XLA_FLAGS",
+)
+THREAD_SETTINGS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
+
+
+def numeric_settings() -> dict[str, str]:
+    """The :data:`NUMERIC_SETTINGS` and :data:`THREAD_SETTINGS` that are set, name -> value (read
+    each time: a test may set them)."""
+    return {
+        name: os.environ[name]
+        for name in (*NUMERIC_SETTINGS, *THREAD_SETTINGS)
+        if name in os.environ
+    }
+
+
 def _version(*dists: str) -> str | None:
     for dist in dists:
         try:
@@ -56,6 +230,11 @@ def environment(runner_info: dict[str, Any] | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         **libraries(),
     }
+    identity = cpu_identity()
+    env["cpu_vendor"] = identity["cpu_vendor"]
+    env["cpu_flags"] = list(identity["cpu_flags"])
+    env["numeric_packages"] = dict(numeric_packages())
+    env["numeric_settings"] = numeric_settings()
     if runner_info:
         env["runtime"] = dict(runner_info)
     return env

@@ -13,7 +13,8 @@ then four sources of evidence, most telling first:
 3. the **per-step fingerprints** of the golden's step probes (``probes.py``): the first
    preprocessing step whose output differs, and by how much; and whether this machine reproduces
    the golden's fingerprints with the recorded pipeline (if not, the environment changed them);
-4. the **environment diff** (framework and library versions, libjpeg, threads, device).
+4. the **environment diff** (framework and library versions, libjpeg, threads, device, the CPU
+   and its ISA flags, the numeric packages and settings).
 
 When every sample's ranking is the golden's and only the scores moved, the lead says so (the
 score transform changed: a softmax applied twice, a temperature) rather than naming no cause.
@@ -416,6 +417,11 @@ class Diagnosis:
         return "\n".join(lines)
 
 
+# Environment fields that goldens recorded before fingerprint.py kept them lack: such a golden
+# says nothing about them, which is not a change.
+_LATER_ENV_FIELDS = ("cpu_vendor", "cpu_flags", "numeric_packages", "numeric_settings")
+
+
 def _env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     def flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -427,12 +433,48 @@ def _env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str,
                 out[key] = v
         return out
 
-    a, b = flat(old), flat(new)
-    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    unrecorded = [f for f in _LATER_ENV_FIELDS if f not in old]
+    a, b = flat(old), flat({k: v for k, v in new.items() if k not in unrecorded})
+    changes = [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    # numeric_packages.numpy repeats the top-level numpy: one line is enough.
+    said = [(k, x, y) for k, x, y in changes if "." not in k]  # values may be lists: no set
+    return [
+        (k, x, y)
+        for k, x, y in changes
+        if not (k.startswith("numeric_packages.") and (k.split(".", 1)[1], x, y) in said)
+    ]
+
+
+def _env_change(key: str, old: Any, new: Any) -> str:
+    """How one environment field changed, readably: ISA flags as ``+avx512f -amx_tile``, a
+    package or setting that one side lacks as not installed or unset, else ``old → new``."""
+    if key == "cpu_flags" and isinstance(old, list) and isinstance(new, list):
+        added = [f"+{f}" for f in new if f not in old]
+        removed = [f"-{f}" for f in old if f not in new]
+        return " ".join(added + removed)
+    absent = {"numeric_packages": "(not installed)", "numeric_settings": "(unset)"}.get(
+        key.split(".", 1)[0]
+    )
+    if absent is not None:
+        return f"{absent if old is None else _show(old)} → {absent if new is None else _show(new)}"
+    return f"{_show(old)} → {_show(new)}"
 
 
 def _env_text(items: Sequence[tuple[str, Any, Any]]) -> str:
-    return "; ".join(f"{k} {_show(a)} → {_show(b)}" for k, a, b in items)
+    return "; ".join(f"{k} {_env_change(k, a, b)}" for k, a, b in items)
+
+
+def _model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The environment changes that act on the model run: the runtime's, then the CPU's ISA, the
+    numeric packages and settings."""
+    runtime = [e for e in env_changes if e[0].startswith("runtime.")]
+    numeric = [
+        e
+        for e in env_changes
+        if e[0] in ("cpu_vendor", "cpu_flags")
+        or e[0].startswith(("numeric_packages.", "numeric_settings."))
+    ]
+    return runtime + numeric
 
 
 def diagnose(
@@ -579,10 +621,15 @@ def diagnose(
     else:
         sections.append(("counterfactual probes:", [cf_note or "none could run"]))
 
-    env_lines = [f"{k}: {_show(a)} → {_show(b)}" for k, a, b in env_changes[:12]]
+    env_lines = [f"{k}: {_env_change(k, a, b)}" for k, a, b in env_changes[:12]] or ["none"]
     if len(env_changes) > 12:
         env_lines.append(f"… {len(env_changes) - 12} more")
-    sections.append(("environment diff against the golden's:", env_lines or ["none"]))
+    if "cpu_flags" not in golden.environment:
+        env_lines.append(
+            "the golden records no CPU flags, numeric packages or settings (recorded before "
+            "pytest-mlrepro kept them; the golden's next recording adds them)"
+        )
+    sections.append(("environment diff against the golden's:", env_lines))
     return Diagnosis(
         lead=lead,
         cause=cause,
@@ -776,7 +823,7 @@ def _lead(
                 f"probe, {model_text}, and no known pitfall brings the predictions back.",
                 "model",
             )
-        runtime = [e for e in env_changes if e[0].startswith("runtime.")] or env_changes[:3]
+        runtime = _model_run_env(env_changes)[:4] or env_changes[:3]
         where = f": {_env_text(runtime)}" if runtime else ""
         return (
             "Likely cause: the model runtime — preprocessing is identical to the golden's on "

@@ -35,6 +35,7 @@ from ._model import (
     Cell,
     Dissent,
     LatencyResult,
+    MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
@@ -291,7 +292,34 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
                 part = Part.from_json(row["per_sample"], f"{machine}: {row.get('nodeid')}")
                 per_sample.append((cell, part))
                 break
-    return Matrix(sources=sources, cells=tuple(cells), agreement=tuple(_agreement(per_sample)))
+    return Matrix(
+        sources=sources,
+        cells=tuple(cells),
+        agreement=tuple(_agreement(per_sample)),
+        machines=_machines(files),
+    )
+
+
+def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
+    """Each machine's environment, by name; the first file of a machine speaks for its shards."""
+    first: dict[str, Mapping[str, Any]] = {}
+    for f in files:
+        first.setdefault(f.machine, f.environment)
+    out = []
+    for name in sorted(first):
+        env = first[name]
+        flags, packages = env.get("cpu_flags"), env.get("numeric_packages")
+        out.append(
+            MachineEnvironment(
+                machine=name,
+                cpu=_str(env, "cpu"),
+                cpu_vendor=_str(env, "cpu_vendor"),
+                cpu_flags=None if flags is None else tuple(flags),
+                numeric_packages=None if packages is None else dict(packages),
+                numeric_settings=dict(env.get("numeric_settings") or {}),
+            )
+        )
+    return tuple(out)
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:

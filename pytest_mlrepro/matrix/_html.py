@@ -19,6 +19,7 @@ from ..report.html import (
 )
 from ..report.html import Matrix as MatrixTable
 from ._model import Cell, Matrix
+from ._text import machine_columns, machine_notes
 
 _STATUS: dict[str, Status] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
 
@@ -115,6 +116,26 @@ def report_view(matrix: Matrix, title: str = "pytest-mlrepro matrix") -> ReportV
         notes=tuple(notes),
         environment=tuple(
             (s.path, f"{s.machine}{f' shard {s.shard}' if s.shard else ''}") for s in matrix.sources
-        ),
+        )
+        + _machine_rows(matrix),
         summary=summary,
     )
+
+
+def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
+    """One environment row per machine that records its CPU flags or numeric packages: CPU, ISA
+    flags, the numeric packages that differ between machines and its settings; then the notes."""
+    rows = []
+    for m in matrix.machines:
+        if m.cpu_flags is None and m.numeric_packages is None:
+            continue
+        cpu, flags, packages, settings = machine_columns(matrix, m)
+        parts = [cpu, f"ISA flags: {flags}"]
+        if packages != "-":
+            parts.append(f"numeric packages that differ: {packages}")
+        if settings != "-":
+            parts.append(f"numeric settings: {settings}")
+        rows.append((m.machine, " · ".join(parts)))
+    if rows:
+        rows += [("machines", note) for note in machine_notes(matrix)]
+    return tuple(rows)

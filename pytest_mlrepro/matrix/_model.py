@@ -181,13 +181,55 @@ class ManifestAgreement:
 
 
 @dataclass(frozen=True)
+class MachineEnvironment:
+    """What a machine's results file records of what explains a cross-machine difference: its CPU,
+    the ISA flags that matter, the packages and environment variables that shape numerics.
+
+    ``cpu_flags`` and ``numeric_packages`` are None where the file does not record them (written
+    before they were kept)."""
+
+    machine: str
+    cpu: str | None
+    cpu_vendor: str | None
+    cpu_flags: tuple[str, ...] | None
+    numeric_packages: dict[str, str] | None
+    numeric_settings: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Matrix:
     """The merged matrix: its sources, one cell per manifest × machine × device × framework
-    version, and the cross-machine agreement per manifest."""
+    version, the cross-machine agreement per manifest, and each machine's environment (by name)."""
 
     sources: tuple[Source, ...]
     cells: tuple[Cell, ...]
     agreement: tuple[ManifestAgreement, ...]
+    machines: tuple[MachineEnvironment, ...] = ()
+
+    @property
+    def flags_not_everywhere(self) -> dict[str, tuple[str, ...]]:
+        """``{flag: machines that have it}`` for the ISA flags that some machines recording their
+        flags have and others do not."""
+        recorded = [m for m in self.machines if m.cpu_flags is not None]
+        every = {f for m in recorded for f in m.cpu_flags or ()}
+        out = {
+            flag: tuple(m.machine for m in recorded if flag in (m.cpu_flags or ()))
+            for flag in sorted(every)
+        }
+        return {f: names for f, names in out.items() if len(names) < len(recorded)}
+
+    @property
+    def package_versions(self) -> dict[str, dict[str, str | None]]:
+        """``{package: {machine: version, None where not installed}}`` over the machines that
+        record their numeric packages."""
+        recorded = [m for m in self.machines if m.numeric_packages is not None]
+        names = sorted({p for m in recorded for p in m.numeric_packages or {}})
+        return {p: {m.machine: (m.numeric_packages or {}).get(p) for m in recorded} for p in names}
+
+    @property
+    def differing_packages(self) -> tuple[str, ...]:
+        """The numeric packages whose version (or presence) is not the same on every machine."""
+        return tuple(p for p, v in self.package_versions.items() if len(set(v.values())) > 1)
 
     @property
     def failed(self) -> tuple[Cell, ...]:

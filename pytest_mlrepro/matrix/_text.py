@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from ._model import Cell, LatencyResult, ManifestAgreement, Matrix
+from ._model import Cell, LatencyResult, MachineEnvironment, ManifestAgreement, Matrix
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
@@ -128,9 +128,71 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
     return lines
 
 
+def machine_columns(matrix: Matrix, m: MachineEnvironment) -> tuple[str, str, str, str]:
+    """A machine's CPU (with its vendor), ISA flags, the numeric packages whose versions differ
+    between the machines, and its numeric settings, as text ("not recorded" where its results
+    file does not say)."""
+    cpu = m.cpu or "-"
+    if m.cpu_vendor and m.cpu_vendor not in cpu:
+        cpu += f" ({m.cpu_vendor})"
+    flags = "not recorded" if m.cpu_flags is None else " ".join(m.cpu_flags) or "none known"
+    if m.numeric_packages is None:
+        packages = "not recorded"
+    else:
+        packages = (
+            ", ".join(
+                f"{p} {m.numeric_packages.get(p) or 'not installed'}"
+                for p in matrix.differing_packages
+            )
+            or "-"
+        )
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(m.numeric_settings.items())) or "-"
+    return cpu, flags, packages, settings
+
+
+def machine_notes(matrix: Matrix) -> list[str]:
+    """Where the machines differ in ISA flags, and the numeric packages that are the same on
+    every machine (so that the table names only the differences)."""
+    notes = []
+    partial = matrix.flags_not_everywhere
+    if partial:
+        notes.append(
+            "ISA flags not on every machine: "
+            + ", ".join(f"{flag} ({', '.join(names)})" for flag, names in partial.items())
+        )
+    same = [
+        f"{p} {next(iter(v.values()))}"
+        for p, v in matrix.package_versions.items()
+        if p not in matrix.differing_packages
+    ]
+    if same:
+        notes.append("numeric packages the same on every machine: " + ", ".join(same))
+    return notes
+
+
+def _machine_lines(matrix: Matrix) -> list[str]:
+    """The machines table, when any results file records its CPU flags or numeric packages."""
+    recorded = [
+        m for m in matrix.machines if m.cpu_flags is not None or m.numeric_packages is not None
+    ]
+    if not recorded:
+        return []
+    lines = ["## Machines", ""]
+    lines += _table(
+        ["machine", "CPU", "ISA flags", "numeric packages that differ", "numeric settings"],
+        [[m.machine, *machine_columns(matrix, m)] for m in matrix.machines],
+    )
+    lines.append("")
+    lines += [f"- {note}" for note in machine_notes(matrix)]
+    if matrix.machines:
+        lines.append("")
+    return lines
+
+
 def markdown(matrix: Matrix) -> str:
     """The whole matrix as Markdown: the verdict line, the results, latency, cross-machine
-    agreement, what failed and the stale latency goldens."""
+    agreement, the machines (CPU, ISA flags, numeric packages), what failed and the stale latency
+    goldens."""
     machines = sorted({s.machine for s in matrix.sources})
     failed, skipped = matrix.failed, matrix.not_compared
     if matrix.ok:
@@ -208,6 +270,7 @@ def markdown(matrix: Matrix) -> str:
         lines += ["## Cross-machine agreement", ""]
         for agreement in matrix.agreement:
             lines += _agreement_lines(agreement)
+    lines += _machine_lines(matrix)
     others = [c for c in matrix.cells if c.other_pipeline]
     if failed or others or skipped:
         lines += ["## Problems", ""]

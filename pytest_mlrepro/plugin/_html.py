@@ -491,9 +491,7 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
     if not matrix_rows:
         notes.append("no manifest item ran in this session")
     env = environment()
-    env_rows = tuple(
-        (k, json.dumps(v) if not isinstance(v, str) else v) for k, v in sorted(env.items())
-    )
+    env_rows = tuple((k, _env_value(v)) for k, v in sorted(env.items()))
     total = len(state.results) + len(state.latency)
     return ReportView(
         title="pytest-mlrepro report",
@@ -508,3 +506,15 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
         environment=env_rows,
         summary={k: counts[k] for k in ("fail", "pass", "skip") if k in counts},
     )
+
+
+def _env_value(value: Any) -> str:
+    """An environment value as the report shows it: ISA flags space-separated, packages and
+    settings as ``name value`` pairs, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return " ".join(value) or "none"
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+    return json.dumps(value)

@@ -274,6 +274,24 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     return row
 
 
+def _environment(value: Any) -> Mapping[str, Any]:
+    """The machine's environment: any object, whose CPU identity and numeric fields (read by
+    ``mlrepro merge``) have their types where present; older files lack them."""
+    path: tuple[str | int, ...] = ("machine", "environment")
+    env = _object(value, path)
+    vendor = env.get("cpu_vendor")
+    if vendor is not None:
+        _str(vendor, (*path, "cpu_vendor"))
+    if "cpu_flags" in env:
+        for i, flag in enumerate(_list(env["cpu_flags"], (*path, "cpu_flags"))):
+            _str(flag, (*path, "cpu_flags", i))
+    for name in ("numeric_packages", "numeric_settings"):
+        if name in env:
+            for key, text in _object(env[name], (*path, name)).items():
+                _str(text, (*path, name, key))
+    return env
+
+
 @dataclass(frozen=True)
 class ResultsFile:
     """A results file, read and validated: its rows stay the plain JSON objects of the file."""
@@ -304,7 +322,7 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         name = _str(_required(machine, "name", ("machine",)), ("machine", "name"))
         if not name:
             raise _Invalid(("machine", "name"), "the machine's name is empty")
-        env = _object(_required(machine, "environment", ("machine",)), ("machine", "environment"))
+        env = _environment(_required(machine, "environment", ("machine",)))
         shard_json = _required(obj, "shard", ())
         shard = None if shard_json is None else _shard(shard_json, ("shard",))
         rows = [

@@ -8,6 +8,7 @@ The agreement is checked against what the test computes itself from the two JSON
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import os
@@ -248,3 +249,46 @@ def test_merge_html_without_the_report_libraries_says_which_extra(
     assert status == 2 and out == ""
     assert "mlrepro merge --html needs jinja2" in err and "pytest-mlrepro[report]" in err
     assert not (machines.path / "m.html").exists()
+
+
+def test_the_machines_cpu_isa_flags_and_differing_packages_are_shown(
+    serial_project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two machines whose results files record other ISA flags and another onnxruntime: the
+    matrix's machines table names each CPU and its flags, and what differs between them. (One
+    machine runs here: the other's CPU and packages are written into its file.)"""
+    project = serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    run_machine(project, "alpha").assert_outcomes(passed=1)
+    run_machine(project, "intel").assert_outcomes(passed=1)
+    alpha = json.loads((project.path / "alpha.json").read_text())["machine"]["environment"]
+    path = project.path / "intel.json"
+    document = json.loads(path.read_text())
+    env = document["machine"]["environment"]
+    env["cpu"], env["cpu_vendor"] = "Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel"
+    env["cpu_flags"] = sorted({*alpha["cpu_flags"], "avx512f", "avx512_vnni", "amx_tile"})
+    env["numeric_packages"] = {**alpha["numeric_packages"], "onnxruntime": "0.0.1"}
+    path.write_text(json.dumps(document))
+
+    status, out, err = merge(project, capsys, "alpha.json", "intel.json")
+    assert status == 0, err
+    table = out[out.index("## Machines") :]
+    flags = " ".join(env["cpu_flags"])
+    assert f"| intel | Intel(R) Xeon(R) Platinum 8480+ (GenuineIntel) | {flags} |" in table
+    assert f"| alpha | {alpha['cpu']}" in table and " ".join(alpha["cpu_flags"]) in table
+    assert "| onnxruntime 0.0.1 |" in table
+    assert f"| onnxruntime {alpha['numeric_packages']['onnxruntime']} |" in table
+    assert (
+        "- ISA flags not on every machine: amx_tile (intel), avx512_vnni (intel), "
+        "avx512f (intel)" in table
+    )
+    assert f"numpy {alpha['numeric_packages']['numpy']}" in table  # the same on both
+    if importlib.util.find_spec("jinja2") and importlib.util.find_spec("matplotlib"):
+        status, _, err = merge(project, capsys, "alpha.json", "intel.json", "--html", "m.html")
+        assert status == 0, err
+        page = (project.path / "m.html").read_text()
+        assert (
+            "<dt>intel</dt><dd>Intel(R) Xeon(R) Platinum 8480+ (GenuineIntel) · ISA flags: " in page
+        )
+        assert "numeric packages that differ: onnxruntime 0.0.1" in page

@@ -17,6 +17,7 @@ from pytest_mlrepro.matrix import (
     majority_top1,
     markdown,
     pair_agreement,
+    report_view,
     status_of,
 )
 from pytest_mlrepro.results import ResultsFile, shard_of, validate_results
@@ -122,11 +123,14 @@ def latency_row(
 
 
 def results_file(
-    machine: str, rows: list[dict[str, Any]], shard: dict[str, int] | None = None
+    machine: str,
+    rows: list[dict[str, Any]],
+    shard: dict[str, int] | None = None,
+    environment: dict[str, Any] | None = None,
 ) -> ResultsFile:
     document = {
         "format": 2,
-        "machine": {"name": machine, "environment": {"python": "3.12"}},
+        "machine": {"name": machine, "environment": environment or {"python": "3.12"}},
         "shard": shard,
         "results": rows,
     }
@@ -315,3 +319,55 @@ def test_an_invalid_manifest_or_a_row_without_a_manifest_fails_the_gate() -> Non
         "manifests/odd.yaml::thing": "item: failed",
     }
     assert not matrix.ok
+
+
+def _environment(cpu: str, vendor: str, flags: list[str], onnxruntime: str) -> dict[str, Any]:
+    return {
+        "python": "3.12",
+        "cpu": cpu,
+        "cpu_vendor": vendor,
+        "cpu_flags": flags,
+        "numeric_packages": {"numpy": "2.1.0", "onnxruntime": onnxruntime},
+        "numeric_settings": {"OMP_NUM_THREADS": "4"} if vendor == "GenuineIntel" else {},
+    }
+
+
+def test_the_machines_table_shows_each_cpu_its_isa_flags_and_the_packages_that_differ() -> None:
+    amd = _environment("AMD EPYC 7763", "AuthenticAMD", ["avx", "avx2", "fma"], "1.20.0")
+    intel = _environment(
+        "Intel Xeon 8480+",
+        "GenuineIntel",
+        ["avx", "avx2", "avx512_vnni", "avx512f", "fma"],
+        "1.21.0",
+    )
+    matrix = build_matrix(
+        [
+            results_file("amd", [accuracy_row(GOLDEN)], environment=amd),
+            results_file("intel", [accuracy_row(GOLDEN)], environment=intel),
+            results_file("old", [accuracy_row(GOLDEN)]),  # written before the fields existed
+        ]
+    )
+    assert matrix.flags_not_everywhere == {"avx512_vnni": ("intel",), "avx512f": ("intel",)}
+    assert matrix.differing_packages == ("onnxruntime",)
+    text = markdown(matrix)
+    table = text[text.index("## Machines") :]
+    assert "| amd | AMD EPYC 7763 (AuthenticAMD) | avx avx2 fma | onnxruntime 1.20.0 | - |" in table
+    assert (
+        "| intel | Intel Xeon 8480+ (GenuineIntel) | avx avx2 avx512_vnni avx512f fma "
+        "| onnxruntime 1.21.0 | OMP_NUM_THREADS=4 |" in table
+    )
+    assert "| old | - | not recorded | not recorded | - |" in table
+    assert "- ISA flags not on every machine: avx512_vnni (intel), avx512f (intel)" in table
+    assert "- numeric packages the same on every machine: numpy 2.1.0" in table
+    rows = dict(report_view(matrix).environment)
+    assert rows["intel"] == (
+        "Intel Xeon 8480+ (GenuineIntel) · ISA flags: avx avx2 avx512_vnni avx512f fma · numeric "
+        "packages that differ: onnxruntime 1.21.0 · numeric settings: OMP_NUM_THREADS=4"
+    )
+    assert "old" not in rows
+
+
+def test_results_files_without_the_cpu_fields_show_no_machines_table() -> None:
+    matrix = build_matrix([results_file("alpha", [accuracy_row(GOLDEN)])])
+    assert "## Machines" not in markdown(matrix)
+    assert [m.cpu_flags for m in matrix.machines] == [None]

@@ -97,6 +97,20 @@ def test_a_valid_file_is_read(tmp_path: Path) -> None:
     assert part.golden is not None and part.golden.ids == ("a.png", "b.png", "c.png")
 
 
+def test_the_cpu_and_numeric_environment_is_read_as_written(tmp_path: Path) -> None:
+    document = _document()
+    env = {
+        "python": "3.11",
+        "cpu_vendor": "GenuineIntel",
+        "cpu_flags": ["avx2", "avx512f"],
+        "numeric_packages": {"numpy": "2.1.0", "numpy-blas": "scipy-openblas 0.3.27"},
+        "numeric_settings": {"OMP_NUM_THREADS": "1"},
+    }
+    document["machine"]["environment"] = env
+    assert _schema_accepts(document)
+    assert load_results(_write(tmp_path, document)).environment == env
+
+
 def _set(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]], None]:
     def tamper(document: dict[str, Any]) -> None:
         target: Any = document
@@ -143,6 +157,20 @@ TAMPERED = [
     ),
     ((*ROW, "per_sample", "golden"), _DELETE, "$.results[0].per_sample", "'golden'", True),
     (("results",), {}, "$.results", "expected a list, got an object", True),
+    (
+        ("machine", "environment", "cpu_flags"),
+        "avx2 fma",
+        "$.machine.environment.cpu_flags",
+        "expected a list, got a string",
+        True,
+    ),
+    (
+        ("machine", "environment", "numeric_packages"),
+        {"onnxruntime": 1.2},
+        "$.machine.environment.numeric_packages.onnxruntime",
+        "expected a string, got a number",
+        True,
+    ),
 ]
 
 
