@@ -25,9 +25,17 @@ import pytest
 # The real data set the slow tests read: outside the repository, never copied into it.
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data")
+# The example's fixed model files (a model mirror: the ONNX and TFLite builds differ by CPU).
+EXAMPLE_MODELS = (
+    "efficientnet_lite0-opset17.onnx",
+    "efficientnet_lite0-float32.tflite",
+    "efficientnet_lite0-int8.tflite",
+)
 needs_imagenet_sample = pytest.mark.skipif(
-    not (DATA / "imagenet-sample" / "labels.csv").is_file(),
-    reason=f"the ImageNet sample is not at {DATA}/imagenet-sample (set MLREPRO_DATA)",
+    not (DATA / "imagenet-sample" / "labels.csv").is_file()
+    or not all((DATA / "models" / name).is_file() for name in EXAMPLE_MODELS),
+    reason=f"the ImageNet sample and the example's model files are not at {DATA}/imagenet-sample "
+    f"and {DATA}/models (set MLREPRO_DATA)",
 )
 
 N_PER_CLASS = 8

@@ -1,5 +1,5 @@
-"""A PyTorch model as a byte-reproducible ONNX file built into the mlrepro cache, so that the
-model file need not be committed: the manifest pins the sha256 of the file that the registered
+"""A PyTorch model as an ONNX file built into the mlrepro cache, repeatably, so that the model
+file need not be committed: the manifest pins the sha256 of the file that the registered
 builder makes (``model.file: {cache: NAME.onnx, build: NAME, sha256: ...}``).
 
 Generalises what ``examples/efficientnet_lite0.py`` does for the example's Lite0. In a conftest.py::
@@ -15,10 +15,15 @@ Generalises what ``examples/efficientnet_lite0.py`` does for the example's Lite0
 
     onnx_artifact("efficientnet_lite1_onnx", make_lite1, size=240)
 
-The file is byte-identical on every run with the same torch version: the TorchScript-based
-exporter (``dynamo=False``) traces an ``eval()`` module on a zero input of fixed shape, with fixed
-input/output names, a fixed opset and only the batch dimension left free. A new torch version
-may write other bytes (the manifest's sha256 then says so, and the file is exported again).
+The file is byte-identical from run to run on one machine with the same torch version: the
+TorchScript-based exporter (``dynamo=False``) traces an ``eval()`` module on a zero input of fixed
+shape, with fixed input/output names, a fixed opset and only the batch dimension left free. It is
+not byte-identical from one machine to the next: the example's Lite0 export wrote other bytes on
+an Intel Xeon than on an AMD EPYC with the very same torch, onnx and protobuf. Where the same
+file must run on every machine, keep the exported bytes where the team keeps models and fetch
+them (``model.file.url``, or a model mirror: docs/manifest.md, "Model files"); the builder is
+then the documented way to make the file. A build that differs from the pin fails naming this
+machine and the packages it used against the golden's.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def export_onnx(
     input_name: str = "input",
     output_name: str = "logits",
 ) -> None:
-    """Write ``module`` (a ``torch.nn.Module``) to ``target`` as ONNX, reproducibly."""
+    """Write ``module`` (a ``torch.nn.Module``) to ``target`` as ONNX, repeatably on one machine."""
     try:
         import torch
     except ImportError:

@@ -276,7 +276,7 @@ def _build_packages(builder: str) -> dict[str, str]:
     installed = numeric_packages()
     uses = registry.artifact_builder_uses(builder)
     if not uses:
-        return dict(installed)
+        return {name: version for name, version in installed.items() if version is not None}
     return {name: installed.get(name) or _installed_version(name) for name in uses}
 
 
