@@ -11,6 +11,7 @@ against the manifest's checksum list (``sha256sum`` format) before it is used, w
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import re
@@ -51,11 +52,27 @@ _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
 @dataclass(frozen=True)
 class Sample:
     """One labelled image. ``id`` is its file name relative to the data set folder, as written in
-    the labels CSV; ``path`` is where it is, already verified against its sha256."""
+    the labels CSV; ``path`` is where it is, already verified against ``sha256`` (the checksum
+    list's); :meth:`read` checks every later read again."""
 
     id: str
     path: Path
     label: int
+    sha256: str = ""
+
+    def read(self) -> bytes:
+        """The file's bytes, hashed in the same read that returns them: the bytes checked are the
+        bytes decoded. A file replaced after the data set was verified (a shared mirror being
+        updated, a concurrent job) is refused here rather than decoded unverified. OSError
+        passes through for the caller to name the sample."""
+        data = self.path.read_bytes()
+        if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256:
+            raise IntegrityError(
+                f"{self.path} changed after it was verified: its sha256 is now "
+                f"{hashlib.sha256(data).hexdigest()}, the checksum list pins {self.sha256}; "
+                "refusing to use it (was the data set being replaced while this ran?)"
+            )
+        return data
 
 
 @dataclass(frozen=True)
@@ -274,7 +291,12 @@ class _Resolver:
 
     def _result(self, folder: Path, contents: _Contents, origin: str) -> ResolvedDataset:
         samples = tuple(
-            Sample(id=sample_id, path=folder / sample_id, label=label)
+            Sample(
+                id=sample_id,
+                path=folder / sample_id,
+                label=label,
+                sha256=self.checksums[sample_id],
+            )
             for sample_id, label in contents.samples
         )
         return ResolvedDataset(

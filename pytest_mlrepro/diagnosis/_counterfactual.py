@@ -216,7 +216,7 @@ def _key(step: Step) -> object:
 
 def _read(sample: Sample) -> bytes:
     try:
-        return sample.path.read_bytes()
+        return sample.read()
     except OSError as exc:
         raise _Failed(f"{sample.id}: cannot read {sample.path}: {exc.strerror}") from None
 

@@ -134,7 +134,7 @@ def thumbnail(plane: np.ndarray, grid: int = THUMB) -> list[float]:
 
 def trace(steps: Sequence[Step], sample: Sample) -> list[np.ndarray]:
     """The output of every step for one sample (SampleError names it when a step fails)."""
-    return [array for _, array in Pipeline(steps).trace(sample.path.read_bytes(), sample.id)]
+    return [array for _, array in Pipeline(steps).trace(sample.read(), sample.id)]
 
 
 def record(

@@ -45,7 +45,7 @@ def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]
 
 def _load(pipe: Pipeline, sample: Sample) -> np.ndarray:
     try:
-        data = sample.path.read_bytes()
+        data = sample.read()
     except OSError as exc:
         raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
     return pipe(data, sample.id)

@@ -151,7 +151,7 @@ class _Images:
     def __init__(self, samples: Sequence[Sample], height: int, width: int) -> None:
         self.height, self.width = height, width
         decoder = pipeline.Decode(backend="pil", order="RGB", exif_orientation=False)
-        self.decoded = [decoder.decode(s.path.read_bytes(), s.id) for s in samples]
+        self.decoded = [decoder.decode(s.read(), s.id) for s in samples]
         self.cache: dict[Geometry, list[np.ndarray]] = {}
 
     def geometry(self, geometry: Geometry, count: int) -> list[np.ndarray]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -322,35 +325,72 @@ def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -
     )
 
 
-def verified(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> Path:
-    """Locate ``ref`` and check its sha256; the only way the runners get a model file."""
+@dataclass(frozen=True)
+class VerifiedFile:
+    """A model file whose bytes matched the pin: ``path`` is where it was found (for messages),
+    ``local`` the private copy made while it was hashed: what the runner loads."""
+
+    path: Path
+    local: Path
+
+
+def _copy_hashing(source: Path, target: Path) -> str:
+    """Copy ``source`` to ``target`` (created 0600 in a private folder) in one read; its sha256."""
+    digest = hashlib.sha256()
+    view = memoryview(bytearray(1 << 20))
+    with open(source, "rb", buffering=0) as src, open(target, "xb") as dst:
+        while size := src.readinto(view):
+            digest.update(view[:size])
+            dst.write(view[:size])
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def verified(
+    manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings
+) -> Iterator[VerifiedFile]:
+    """Locate ``ref`` and yield it verified; the only way the runners get a model file.
+
+    Hash what you load: the file is copied into a private temporary folder in the same read
+    that hashes it, and the runner loads the copy. A file replaced between a check and a later
+    read (a shared mirror being updated, a concurrent job writing the cache) can then never be
+    what runs under a verified name. The folder is removed when the block ends: load the model
+    inside it (every runtime here has read, or mapped, the file by then)."""
     path = locate(manifest, ref, where, settings)
-    actual = sha256_file(path)
-    if actual != ref.sha256:
-        line = manifest.error((*where, "sha256"), "").format().rstrip(": ")
-        origin = _read_origin(path) if ref.cache is not None else None
-        if origin is not None and origin.get("sha256") == actual:
-            # Not tampering: the cache holds another pinned version of the same file name.
-            raise IntegrityError(
-                f"{line}: the cached {path} is not the pinned file: the manifest pins "
-                f"{ref.sha256}, the cache holds {actual}, which "
-                f"{_origin_words(origin)}. Another manifest version (or another job sharing "
-                f"this cache) left it there; remove it to have the pinned file provided: "
-                f"rm {path}"
-            )
-        if ref.cache is not None:
-            raise IntegrityError(
-                f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}, the "
-                f"file has {actual}, and the cache has no record of writing it (tampered, "
-                "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to "
-                f"run it; remove it to have the pinned file provided: rm {path}"
-            )
-        raise IntegrityError(
-            f"{line}: sha256 mismatch for {path}: the manifest expects "
-            f"{ref.sha256}, the file has {actual} (tampered, truncated or "
-            "replaced: refusing to run it)"
+    with tempfile.TemporaryDirectory(prefix="mlrepro-model-") as private:
+        local = Path(private) / path.name
+        actual = _copy_hashing(path, local)
+        if actual != ref.sha256:
+            raise _integrity_error(manifest, ref, where, path, actual)
+        yield VerifiedFile(path, local)
+
+
+def _integrity_error(
+    manifest: Manifest, ref: FileRef, where: KeyPath, path: Path, actual: str
+) -> IntegrityError:
+    line = manifest.error((*where, "sha256"), "").format().rstrip(": ")
+    origin = _read_origin(path) if ref.cache is not None else None
+    if origin is not None and origin.get("sha256") == actual:
+        # Not tampering: the cache holds another pinned version of the same file name.
+        return IntegrityError(
+            f"{line}: the cached {path} is not the pinned file: the manifest pins "
+            f"{ref.sha256}, the cache holds {actual}, which "
+            f"{_origin_words(origin)}. Another manifest version (or another job sharing "
+            f"this cache) left it there; remove it to have the pinned file provided: "
+            f"rm {path}"
         )
-    return path
+    if ref.cache is not None:
+        return IntegrityError(
+            f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}, the "
+            f"file has {actual}, and the cache has no record of writing it (tampered, "
+            "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to "
+            f"run it; remove it to have the pinned file provided: rm {path}"
+        )
+    return IntegrityError(
+        f"{line}: sha256 mismatch for {path}: the manifest expects "
+        f"{ref.sha256}, the file has {actual} (tampered, truncated or "
+        "replaced: refusing to run it)"
+    )
 
 
 def _origin_words(origin: dict[str, Any]) -> str:
@@ -366,13 +406,16 @@ def _origin_words(origin: dict[str, Any]) -> str:
     return f"{how} for {origin.get('manifest')} at {origin.get('written')}{on}"
 
 
-def check_external_data(manifest: Manifest, model_path: Path) -> None:
-    """Verify every external data file the (already verified) ONNX model at ``model_path`` makes
-    ONNX Runtime read against ``model.external_data``: each pinned by its sha256, inside the
-    model's folder. The model's own sha256 pins the set of locations; a file the manifest does
-    not pin, or one whose content changed, is an integrity error (no update can absorb it)."""
+def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
+    """Verify every external data file the (already verified) ONNX model makes ONNX Runtime
+    read against ``model.external_data``: each pinned by its sha256, inside the model's folder,
+    and copied beside the private copy in the read that hashes it (ONNX Runtime reads the copies:
+    the bytes verified are the bytes loaded). The model's own sha256 pins the set of locations; a
+    file the manifest does not pin, or one whose content changed, is an integrity error (no
+    update can absorb it)."""
+    model_path = model.path
     try:
-        locations = external_locations(model_path.read_bytes())
+        locations = external_locations(model.local.read_bytes())
     except NotOnnx as exc:
         raise InvalidModel(
             manifest.error(
@@ -418,7 +461,9 @@ def check_external_data(manifest: Manifest, model_path: Path) -> None:
             raise IntegrityError(
                 manifest.error((*where, location), f"external data file not found: {path}").format()
             )
-        actual = sha256_file(path)
+        copy = model.local.parent / location
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        actual = _copy_hashing(path, copy)
         if actual != declared[location]:
             raise IntegrityError(
                 manifest.error(

@@ -12,7 +12,7 @@ import onnxruntime as ort
 from ..errors import DeviceUnavailable, InvalidModel, SignatureError
 from ..manifest import Manifest
 from ..settings import Settings
-from ._artifacts import check_external_data, verified
+from ._artifacts import VerifiedFile, check_external_data, verified
 from ._signature import layout_mismatch, pipeline_size, size_mismatch
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
@@ -30,6 +30,24 @@ _ORT_TYPES = {
     "tensor(uint8)": "uint8",
     "tensor(int8)": "int8",
 }
+
+
+def _session(
+    manifest: Manifest, model: VerifiedFile, options: Any, providers: list[Any]
+) -> Any:
+    """An inference session on the verified copy; a file ORT cannot load is named as such."""
+    try:
+        return ort.InferenceSession(str(model.local), options, providers=providers)
+    except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidModel(
+            manifest.error(
+                ("model", "file"),
+                f"{model.path} is not a model that onnxruntime {ort.__version__} can load "
+                f"({type(exc).__name__}: {first}); check that it is an ONNX model "
+                "(model.format) and re-export it if it is damaged",
+            ).format()
+        ) from None
 
 
 class OnnxRunner:
@@ -54,7 +72,6 @@ class OnnxRunner:
         cls, manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
     ) -> OnnxRunner:
         assert manifest.model.file is not None
-        path = verified(manifest, manifest.model.file, ("model", "file"), settings)
         runtime = manifest.runtime
         options = ort.SessionOptions()
         options.intra_op_num_threads = runtime.intra_op_threads or 0
@@ -82,19 +99,9 @@ class OnnxRunner:
             ]
         else:
             providers = ["CPUExecutionProvider"]
-        check_external_data(manifest, path)  # every file ORT reads for the model is pinned
-        try:
-            session = ort.InferenceSession(str(path), options, providers=providers)
-        except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InvalidModel(
-                manifest.error(
-                    ("model", "file"),
-                    f"{path} is not a model that onnxruntime {ort.__version__} can load "
-                    f"({type(exc).__name__}: {first}); check that it is an ONNX model "
-                    "(model.format) and re-export it if it is damaged",
-                ).format()
-            ) from None
+        with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
+            check_external_data(manifest, model)  # every file ORT reads for the model is pinned
+            session = _session(manifest, model, options, providers)
         if device == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
             # ONNX Runtime falls back to the CPU silently when the CUDA libraries do not load.
             raise DeviceUnavailable(

@@ -240,14 +240,17 @@ class TensorFlowRunner:
         tf_device, device_info = _tf_device(tf, device)
         model = manifest.model
         assert model.file is not None
-        path = verified(manifest, model.file, ("model", "file"), settings)
         loader = {
             "saved_model": cls._saved_model,
             "keras": cls._keras,
             "frozen_graph": cls._frozen_graph,
         }[model.format]
-        with tf.device(tf_device):
-            call, name, shape, dtype, output, extra = loader(tf, manifest, path, tf_device)
+        # The loaders read the verified copy (its file name is the original's, for messages).
+        with (
+            verified(manifest, model.file, ("model", "file"), settings) as file,
+            tf.device(tf_device),
+        ):
+            call, name, shape, dtype, output, extra = loader(tf, manifest, file.local, tf_device)
         check_declared_input(manifest, name, shape, dtype)
         info = {
             "framework": "tensorflow",
@@ -530,10 +533,12 @@ class TFLiteRunner:
             )
         interpreter_class, version = _interpreter_class()
         assert manifest.model.file is not None
-        path = verified(manifest, manifest.model.file, ("model", "file"), settings)
         threads = manifest.runtime.intra_op_threads
         try:
-            interpreter = interpreter_class(model_path=str(path), num_threads=threads)
+            with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
+                path = file.path
+                # The interpreter maps the verified copy; the mapping outlives its removal.
+                interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
         except ValueError as exc:
             raise SignatureError(
                 f"{manifest.source}: LiteRT cannot load {path.name}: {exc}"

@@ -15,7 +15,7 @@ from .. import registry
 from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel, SignatureError
 from ..manifest import Manifest
 from ..settings import Settings
-from ._artifacts import verified
+from ._artifacts import VerifiedFile, verified
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 _TORCH_TYPES = {
@@ -53,10 +53,14 @@ def _set_threads(intra: int | None, inter: int | None) -> None:
             torch.set_num_interop_threads(inter)
 
 
-def _load_archive(manifest: Manifest, path: Any, kind: str, load: Callable[..., Any]) -> Any:
-    """``load(path)``, with a file that is not a ``kind`` archive reported as such."""
+def _load_archive(
+    manifest: Manifest, file: VerifiedFile, kind: str, load: Callable[..., Any]
+) -> Any:
+    """``load`` of the verified copy, with a file that is not a ``kind`` archive reported as
+    such (under the name it was found by)."""
+    path, local = file.path, str(file.local)
     try:
-        return load(str(path), map_location="cpu") if kind == "TorchScript" else load(str(path))
+        return load(local, map_location="cpu") if kind == "TorchScript" else load(local)
     except Exception as exc:  # whatever a damaged archive makes the parser raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidModel(
@@ -64,6 +68,29 @@ def _load_archive(manifest: Manifest, path: Any, kind: str, load: Callable[..., 
                 ("model", "file"),
                 f"{path} is not a {kind} archive that this torch {torch.__version__} can load "
                 f"({first}); check model.format",
+            ).format()
+        ) from None
+
+
+def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
+    """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
+    would need to run code is refused, any other parse failure named."""
+    path = file.path
+    try:
+        return torch.load(str(file.local), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise IntegrityError(
+            f"{manifest.source}: refusing {path}: it is not a plain tensor file and loading "
+            f"it would need to run code from the file (weights_only=True refused it): "
+            f"{weights_only_refusal(exc)}"
+        ) from None
+    except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
+        raise InvalidModel(
+            manifest.error(
+                ("model", "weights"),
+                f"{path} is not a torch.save file that torch {torch.__version__} can read "
+                f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
+                "name a state_dict saved with torch.save",
             ).format()
         ) from None
 
@@ -92,12 +119,14 @@ class TorchRunner:
             module = cls._from_builder(manifest, settings)
         else:
             assert model.file is not None
-            path = verified(manifest, model.file, ("model", "file"), settings)
-            if model.format == "torchscript":
-                module = _load_archive(manifest, path, "TorchScript", torch.jit.load)
-            else:
-                vet_export_archive(path, manifest.source)  # torch.export.load may unpickle code
-                module = _load_archive(manifest, path, "torch.export", torch.export.load).module()
+            with verified(manifest, model.file, ("model", "file"), settings) as file:
+                if model.format == "torchscript":
+                    module = _load_archive(manifest, file, "TorchScript", torch.jit.load)
+                else:
+                    # torch.export.load may unpickle code: the archive is vetted first.
+                    vet_export_archive(file.local, manifest.source, shown=file.path)
+                    archive = _load_archive(manifest, file, "torch.export", torch.export.load)
+                    module = archive.module()
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
         module = module.to(target)
@@ -131,24 +160,9 @@ class TorchRunner:
                 f"registered (registered: {known}); register one in conftest.py "
                 f"with @pytest_mlrepro.model_builder({model.builder!r})",
             )
-        path = verified(manifest, model.weights, ("model", "weights"), settings)
-        try:
-            state = torch.load(str(path), map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as exc:
-            raise IntegrityError(
-                f"{manifest.source}: refusing {path}: it is not a plain tensor file and loading "
-                f"it would need to run code from the file (weights_only=True refused it): "
-                f"{weights_only_refusal(exc)}"
-            ) from None
-        except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
-            raise InvalidModel(
-                manifest.error(
-                    ("model", "weights"),
-                    f"{path} is not a torch.save file that torch {torch.__version__} can read "
-                    f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
-                    "name a state_dict saved with torch.save",
-                ).format()
-            ) from None
+        with verified(manifest, model.weights, ("model", "weights"), settings) as file:
+            state = _load_state(manifest, file)
+        path = file.path
         if not isinstance(state, dict):
             raise BuildError(
                 f"{manifest.source}: {path} holds a {type(state).__name__}, not a state_dict"

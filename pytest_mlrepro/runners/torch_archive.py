@@ -49,20 +49,22 @@ def _loads_safely(data: bytes) -> str | None:
     return None
 
 
-def vet_export_archive(path: Path, source: str) -> None:
+def vet_export_archive(path: Path, source: str, shown: Path | None = None) -> None:
     """Raise :class:`IntegrityError` unless ``path`` is a .pt2 archive whose every pickled part
-    loads with ``weights_only=True`` (and which holds no opaque or custom-class objects)."""
+    loads with ``weights_only=True`` (and which holds no opaque or custom-class objects).
+    ``shown``: the name messages give the file (the runners vet a verified private copy)."""
+    shown = shown or path
     try:
         from torch.export.pt2_archive import constants as pt2
     except ImportError:
         raise _refuse(
-            source, path, f"torch {torch.__version__} has no .pt2 archive format to check"
+            source, shown, f"torch {torch.__version__} has no .pt2 archive format to check"
         ) from None
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise IntegrityError(
-            f"{source}: {path} is not a torch.export archive (.pt2, a zip file): {exc}"
+            f"{source}: {shown} is not a torch.export archive (.pt2, a zip file): {exc}"
         ) from None
     with archive:
         names = archive.namelist()
@@ -76,7 +78,7 @@ def vet_export_archive(path: Path, source: str) -> None:
         if archive_format is None or archive_format.decode(errors="replace").strip() != (
             pt2.ARCHIVE_FORMAT_VALUE
         ):
-            raise _refuse(source, path, "it is not a .pt2 archive written by torch.export.save")
+            raise _refuse(source, shown, "it is not a .pt2 archive written by torch.export.save")
         prefix, suffix = pt2.MODELS_FILENAME_FORMAT.split("{}")
         models = [
             n[len(prefix) : -len(suffix)]
@@ -99,14 +101,14 @@ def vet_export_archive(path: Path, source: str) -> None:
                 try:
                     entries = json.loads(config)["config"]
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise _refuse(source, path, f"{config_name} is not readable ({exc})") from None
+                    raise _refuse(source, shown, f"{config_name} is not readable ({exc})") from None
                 for fqn, meta in entries.items():
                     name = str(meta.get("path_name", ""))
                     if name.startswith(
                         (pt2.CUSTOM_OBJ_FILENAME_PREFIX, pt2.OPAQUE_OBJ_FILENAME_PREFIX)
                     ):
                         raise _refuse(
-                            source, path, f"{kind} {fqn!r} is a pickled Python or custom object"
+                            source, shown, f"{kind} {fqn!r} is a pickled Python or custom object"
                         )
                     if meta.get("use_pickle"):
                         blobs[f"{kind} {fqn!r}"] = directory + name
@@ -116,7 +118,7 @@ def vet_export_archive(path: Path, source: str) -> None:
                 if why is not None:
                     raise _refuse(
                         source,
-                        path,
+                        shown,
                         f"its {what} ({name}) does not load with weights_only=True ({why})",
                     )
 
