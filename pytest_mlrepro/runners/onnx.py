@@ -14,6 +14,7 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import check_external_data, verified
 from ._signature import layout_mismatch, pipeline_size, size_mismatch
+from ._vetting import vet_model_file
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
@@ -55,6 +56,7 @@ class OnnxRunner:
     ) -> OnnxRunner:
         assert manifest.model.file is not None
         path = verified(manifest, manifest.model.file, ("model", "file"), settings)
+        vet_model_file(path, "onnx", manifest.source)  # its size, before anything reads it
         runtime = manifest.runtime
         options = ort.SessionOptions()
         options.intra_op_num_threads = runtime.intra_op_threads or 0

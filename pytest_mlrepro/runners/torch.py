@@ -16,7 +16,8 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import verified
-from .torch_archive import vet_export_archive, weights_only_refusal
+from ._vetting import vet_model_file
+from .torch_archive import weights_only_refusal
 
 _TORCH_TYPES = {
     "float32": torch.float32,
@@ -96,7 +97,8 @@ class TorchRunner:
             if model.format == "torchscript":
                 module = _load_archive(manifest, path, "TorchScript", torch.jit.load)
             else:
-                vet_export_archive(path, manifest.source)  # torch.export.load may unpickle code
+                # torch.export.load may unpickle code: the vetting init's reading shares.
+                vet_model_file(path, model.format, manifest.source)
                 module = _load_archive(manifest, path, "torch.export", torch.export.load).module()
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
