@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -186,12 +187,32 @@ class Dataset:
     def check(self) -> None:
         if not _NAME.fullmatch(self.name):
             raise Invalid("name", "use letters, digits, '_', '.', '-' (a folder name)")
-        if self.url is not None and not re.match(r"https?://", self.url):
-            raise Invalid("url", "expected an http:// or https:// URL")
+        if self.url is not None:
+            problem = url_problem(self.url)
+            if problem is not None:
+                raise Invalid("url", problem)
         if self.limit is not None and self.limit < 1:
             raise Invalid("limit", "must be positive")
         if self.classes < 1:
             raise Invalid("classes", "must be positive")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is no http(s) URL the downloader can open, or None: checked when the manifest
+    loads, so that a malformed one (``http://[::1/``, a port of ``99999``) is reported on its
+    line instead of as a raw ``ValueError`` from urllib when the download starts."""
+    if not re.match(r"https?://", url):
+        return "expected an http:// or https:// URL"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "a URL has no spaces or control characters (write a space as %20)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (parsing the port is what raises for a bad one)
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    if not parts.hostname:
+        return "expected an http:// or https:// URL with a host name"
+    return None
 
 
 @dataclass(frozen=True)
