@@ -43,6 +43,7 @@ from pathlib import Path
 
 from .._yaml import MAX_BYTES, decode, load_yaml, read_limited
 from ..errors import ManifestError
+from ._spec import FRAMEWORKS
 
 PEEK_BYTES = 64 * 1024
 """How much of an unparseable candidate the text fallback reads (top-level keys come early)."""
@@ -64,7 +65,6 @@ MANIFEST_KEYS = frozenset(
 )
 """Top-level keys of the manifest schema that generic YAML does not use (not ``name``,
 ``version`` or ``description``)."""
-FRAMEWORK_NAMES = frozenset({"onnxruntime", "torch", "tensorflow", "tflite"})
 SECTIONS = ("model", "inputs", "dataset", "framework")
 
 # A mapping key at column 0 (plain or quoted), followed by a colon.
@@ -100,7 +100,7 @@ def _dataset_shape(value: object) -> bool:
 
 
 def _framework_shape(value: object) -> bool:
-    return isinstance(value, Mapping) and value.get("name") in FRAMEWORK_NAMES
+    return isinstance(value, Mapping) and value.get("name") in FRAMEWORKS
 
 
 SHAPES = {
