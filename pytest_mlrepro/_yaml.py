@@ -426,8 +426,13 @@ def decode(content: bytes, file: str) -> str:
         return content.decode(encoding)
     except UnicodeDecodeError as exc:
         if encoding != "utf-8-sig":
+            # A YAML file is UTF-8 unless a byte order mark says otherwise.
             raise ManifestError(
-                file, 1, "", f"not {encoding.upper()} text (byte {exc.start})"
+                file,
+                1,
+                "",
+                f"not UTF-8 text, nor the {encoding.upper()} its byte order mark announces "
+                f"(byte {exc.start})",
             ) from None
         bad = content[: exc.start].count(b"\n") + 1
         raise ManifestError(file, bad, "", f"not UTF-8 text (byte {exc.start})") from None
