@@ -15,6 +15,7 @@ values are built from them so that:
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import stat
@@ -407,16 +408,42 @@ def _too_large(size: str) -> str:
     )
 
 
+# YAML streams may be UTF-8, UTF-16 or UTF-32; the two wider ones start with a byte order mark.
+# UTF-32 first: its little-endian mark begins with UTF-16's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode(content: bytes, file: str) -> str:
+    """The text of a YAML file: UTF-8 (a byte order mark allowed), or UTF-16/UTF-32 when it
+    starts with their byte order mark, as the YAML specification allows."""
+    encoding = next((name for bom, name in _BOMS if content.startswith(bom)), "utf-8-sig")
+    try:
+        return content.decode(encoding)
+    except UnicodeDecodeError as exc:
+        if encoding != "utf-8-sig":
+            # A YAML file is UTF-8 unless a byte order mark says otherwise.
+            raise ManifestError(
+                file,
+                1,
+                "",
+                f"not UTF-8 text, nor the {encoding.upper()} its byte order mark announces "
+                f"(byte {exc.start})",
+            ) from None
+        bad = content[: exc.start].count(b"\n") + 1
+        raise ManifestError(file, bad, "", f"not UTF-8 text (byte {exc.start})") from None
+
+
 def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
     """Parse one YAML document safely; return its value and the line of every path in it."""
     if isinstance(content, bytes):
         if len(content) > MAX_BYTES:
             raise ManifestError(file, None, "", _too_large(f"{len(content)} bytes"))
-        try:
-            text = content.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad = content[: exc.start].count(b"\n") + 1
-            raise ManifestError(file, bad, "", f"not UTF-8 text (byte {exc.start})") from None
+        text = decode(content, file)
     else:
         text = content
     loader: _EventSource | None = None

@@ -57,13 +57,24 @@ class OutsideProject(ValueError):
     """A manifest path resolves (symlinks followed) outside every allowed root."""
 
 
+def resolve_within(base: Path, relative: str, roots: Sequence[Path]) -> Path | None:
+    """``base / relative`` with symlinks resolved, or None when it lies outside every one of
+    ``roots`` (resolved folders): the one confinement rule for every path a manifest, a model
+    or a data set names (an absolute ``relative`` replaces ``base``, and is checked the same)."""
+    candidate = (base / relative).resolve()
+    for root in roots:
+        if candidate == root or candidate.is_relative_to(root):
+            return candidate
+    return None
+
+
 def resolve_inside(base: Path, relative: str, settings: Settings) -> Path:
     """``base / relative`` with symlinks resolved, refused if it leaves the project root and every
     root in ``mlrepro_allowed_roots``."""
+    inside = resolve_within(base, relative, (settings.root, *settings.allowed_roots))
+    if inside is not None:
+        return inside
     candidate = (base / relative).resolve()
-    for root in (settings.root, *settings.allowed_roots):
-        if candidate == root or candidate.is_relative_to(root):
-            return candidate
     raise OutsideProject(
         f"{relative!r} resolves to {candidate}, outside the project "
         f"({settings.root}); allow it with the ini key mlrepro_allowed_roots"

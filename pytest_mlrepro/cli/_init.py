@@ -18,6 +18,8 @@ import pytest
 from .._files import sha256_file
 from ..errors import MlreproError
 from ..onboarding import PRESETS, ModelInfo, StepText, preset_steps, read_model
+from ..pipeline import MAX_IMAGE_PIXELS
+from ..settings import resolve_within
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 CLASS_NAME_FILES = ("synset.txt", "synsets.txt", "class_names.txt", "classes.txt")
@@ -58,7 +60,7 @@ def read_data(folder: Path, labels: str | None = None) -> DataInfo:
     if not csvs:
         csvs = sorted(p.name for p in folder.glob("*.csv"))[:1]
     if csvs:
-        return _read_labels_file(folder, csvs[0], class_names)
+        return _confined(_read_labels_file(folder, csvs[0], class_names))
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     images = [
         f"{c}/{p.name}"
@@ -71,10 +73,27 @@ def read_data(folder: Path, labels: str | None = None) -> DataInfo:
             f"--data {folder}: found neither a labels CSV (file,class_index) nor class folders "
             "with images (one folder per class)"
         )
-    return DataInfo(folder, "folders", images, class_names=class_names, classes=len(classes))
+    return _confined(
+        DataInfo(folder, "folders", images, class_names=class_names, classes=len(classes))
+    )
+
+
+def _confined(data: DataInfo) -> DataInfo:
+    """``data``, once every file it names resolves (symlinks followed) inside its folder: the
+    rule a test run applies (``settings.resolve_within``), applied before anything is hashed."""
+    folder = data.folder.resolve()
+    for name in data.files:
+        if resolve_within(folder, name, [folder]) is None:
+            raise InitError(
+                f"--data {data.folder}: {name!r} resolves to {(folder / name).resolve()}, outside "
+                "the data folder: refusing to read it (a test run refuses it too)"
+            )
+    return data
 
 
 def _read_labels_file(folder: Path, name: str, class_names: str | None) -> DataInfo:
+    if resolve_within(folder.resolve(), name, [folder.resolve()]) is None:
+        raise InitError(f"--labels {name}: not a file inside the data folder {folder}")
     path = folder / name
     with path.open(newline="", encoding="utf-8-sig") as stream:
         rows = list(csv.DictReader(stream))
@@ -95,6 +114,7 @@ def _read_labels_file(folder: Path, name: str, class_names: str | None) -> DataI
             f"{columns} (expected e.g. 'file' and 'class_index')"
         )
     images = [str(r[file_column]) for r in rows]
+    _confined(DataInfo(folder, "file", images))  # before any image is looked at
     missing = [i for i in images if not (folder / i).is_file()]
     if missing:
         raise InitError(f"{path} names {len(missing)} missing images, e.g. {missing[0]!r}")
@@ -252,8 +272,36 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sub.add_argument("--root", metavar="DIR", help="the project root (pytest's --rootdir)")
 
 
+MAX_DISCOVERY_BYTES = 2 * 1024**3
+"""The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
+W × 3 bytes): above it, init asks for fewer samples instead of failing with a MemoryError."""
+
+
+def _check_resolution(height: int, width: int, args: argparse.Namespace) -> None:
+    """Refuse an input resolution that init could not even allocate, before writing anything."""
+    if height * width > MAX_IMAGE_PIXELS:
+        # The same bound as an image a test run decodes: a larger tensor is no photo.
+        raise InitError(
+            f"the input resolution {height}×{width} is more than {MAX_IMAGE_PIXELS} pixels (the "
+            "most an image may have): give the model's real input size with --size S"
+        )
+    if args.discover and args.samples * height * width * 3 > MAX_DISCOVERY_BYTES:
+        most = max(1, MAX_DISCOVERY_BYTES // (height * width * 3))
+        raise InitError(
+            f"--discover on {args.samples} images of {height}×{width} would need more than "
+            f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"
+        )
+
+
+def _staged(final: Path) -> Path:
+    """A temporary name beside ``final`` (same folder: the manifest's relative paths hold, and
+    the move into place is atomic), hidden and unique to this process."""
+    return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
+
+
 def init(args: argparse.Namespace, passed: list[str]) -> int:
-    from ._main import UsageError, run
+    from ..manifest import load_manifest
+    from ._main import UsageError
 
     if (args.preset is None) == (not args.discover):
         raise UsageError(
@@ -271,12 +319,11 @@ def init(args: argparse.Namespace, passed: list[str]) -> int:
     if out.exists() and not args.force:
         raise UsageError(f"init: {out} exists (--force overwrites it)")
     checksums = out.parent / "datasets" / f"{data.folder.name}.sha256"
-    count = write_checksums(data, checksums)
-    print(f"wrote {checksums} ({count} files: the images and the labels)")
     size = args.size or (model.resolution[0] if model.resolution else None)
     height, width = model.resolution or (size or 224, size or 224)
     if args.size:
         height = width = args.size
+    _check_resolution(height, width, args)
     notes: list[str] = []
     if not model.path.resolve().is_relative_to(Path.cwd().resolve()):
         # A test run refuses model files outside the project (allowed roots aside).
@@ -295,20 +342,47 @@ def init(args: argparse.Namespace, passed: list[str]) -> int:
     )
     recipe = Recipe(preset_steps(preset, height, width, model.layout, model.dtype), origin)
     classes = model.classes or data.classes
-    state = _State(model, data, checksums, out, recipe, height, width, classes, name)
-    state.write()
-    if model.classes is None or args.discover:
-        args.manifest = str(out)
-        args.no_conftest, args.no_download, args.conftest = False, False, None
-        status = run(state.probe_and_discover, args, passed)
+    # Both files are written under temporary names and moved into place only when everything
+    # succeeded: a failed init (a refused file, a model that does not run, Ctrl-C) leaves no
+    # half-made manifest or checksum list behind, and an existing one as it was.
+    staged_checksums, staged_out = _staged(checksums), _staged(out)
+    made = [p for p in (checksums.parent, out.parent) if not p.exists()]
+    state = _State(
+        model, data, staged_checksums, staged_out, out, recipe, height, width, classes, name
+    )
+    try:
+        status = _write_staged(state, args, passed)
         if status != 0:
             return status
-    from ..manifest import load_manifest
-
-    load_manifest(out)  # what was written loads: the same checks a test run makes
+        state.checksums = checksums  # the final text names the final checksum list
+        state.write()
+        load_manifest(staged_out)  # what was written loads: the same checks a test run makes
+        os.replace(staged_checksums, checksums)
+        os.replace(staged_out, out)
+    finally:
+        for path in (staged_checksums, staged_out):
+            path.unlink(missing_ok=True)
+        for folder in made:  # folders init made, left empty by a failure
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+    print(f"wrote {checksums} ({state.count} files: the images and the labels)")
     for note in [*notes, *data.notes, *model.notes]:
         print(f"note: {note}")
     print(f"wrote {out}; next: pytest {out} --mlrepro-update, then commit both files")
+    return 0
+
+
+def _write_staged(state: _State, args: argparse.Namespace, passed: list[str]) -> int:
+    """The staged checksum list and manifest, the model probed and the recipe discovered with
+    them when needed; the exit status (0: ready to move into place)."""
+    from ._main import run
+
+    state.count = write_checksums(state.data, state.checksums)
+    state.write()
+    if state.model.classes is None or args.discover:
+        args.manifest = str(state.out)
+        args.no_conftest, args.no_download, args.conftest = False, False, None
+        return run(state.probe_and_discover, args, passed)
     return 0
 
 
@@ -317,17 +391,19 @@ class _State:
     model: ModelInfo
     data: DataInfo
     checksums: Path
-    out: Path
+    out: Path  # where the manifest is written: a staged name until init succeeds
+    final: Path  # where it will be (its first lines name it)
     recipe: Recipe
     height: int
     width: int
     classes: int
     name: str
+    count: int = 0  # files in the checksum list
 
     def write(self) -> None:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(render_manifest(
-            self.name, self.model, self.data, self.checksums, self.out, self.recipe,
+            self.name, self.model, self.data, self.checksums, self.final, self.recipe,
             self.height, self.width, self.classes,
         ), encoding="utf-8")  # fmt: skip
 

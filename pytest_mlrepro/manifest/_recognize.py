@@ -1,28 +1,54 @@
 """Which YAML files are mlrepro manifests: the one rule, shared by collection and the golden audit.
 
 The plugin loads in every pytest run of an environment it is installed in, so a ``manifests/``
-folder of Kubernetes, Helm or CI YAML must stay someone else's. A file is a manifest when
+folder of Kubernetes, Hydra, DVC, MLflow or Kubeflow YAML must stay someone else's. A file is a
+manifest when
 
-1. its path matches a pattern of the ini key ``mlrepro_manifests`` (``manifests/*.yaml`` ...), and
-2. its top level (the first ``PEEK_BYTES``) has at least ``MIN_KEYS`` of the keys that only a
-   manifest has (``MANIFEST_KEYS``: ``framework``, ``model``, ``inputs``, ``dataset``, ...).
+1. its path matches a pattern of the ini key ``mlrepro_manifests`` (``manifests/*.yaml`` ...),
+2. it is a regular file of at most ``MAX_BYTES`` (the manifest loader's own limit: a larger file
+   could never load as a manifest), and
+3. its content has a manifest's *shape*: parsed as YAML (safely: the bounded parser of
+   ``_yaml.py``, plain data only, nothing constructed or run), its top level is a mapping in which
+   at least ``MIN_SHAPES`` of these sections look as only a manifest's do (``SHAPES``):
 
-The peek reads keys at column 0 as text: no YAML is parsed, nothing is executed, and a manifest
-with a syntax error or a misspelt key is still claimed (then reported with its file, line and
-field); a real manifest has at least four of these keys, so two misspellings still leave it
-claimed. Kubernetes YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) has none of them.
+   * ``model``: a mapping with ``format`` and ``file`` or ``weights``;
+   * ``inputs``: a list whose first item is a mapping with ``preprocess``;
+   * ``dataset``: a mapping with ``checksums``;
+   * ``framework``: a mapping whose ``name`` is one of the frameworks the plugin runs.
+
+The shape is read from the parsed value, so the YAML style does not matter: block or flow style,
+JSON, a long leading comment, UTF-8 with a byte order mark, UTF-16 or UTF-32. A real manifest has
+all four, so one or two misspelt or damaged sections still leave it claimed (and then reported
+with file, line and field). A Hydra or DVC config with ``model:`` and ``dataset:`` sections has
+neither ``model.format`` with a file nor ``dataset.checksums``; Kubernetes, Hugging Face cards,
+MLflow ``MLmodel`` and Kubeflow files have none of these sections.
+
+A file that does not parse as one YAML document (a syntax error, a tag that would construct an
+object, several documents) has no shape to read: it is claimed when its top level, read as text,
+has at least ``MIN_KEYS`` of the manifest's section keys at column 0 (``MANIFEST_KEYS``), so that
+a manifest with a syntax error is reported instead of silently never run.
+
+Cost: the recogniser sees every ``.yaml``/``.yml`` file the patterns name in projects that may
+not use the plugin. Before any parse, the decoded text must contain at least ``MIN_SHAPES`` of
+the section names as words (``model``, ``inputs``, ``dataset``, ``framework``): a manifest
+always does, whatever its style, and most foreign YAML is then left after a substring search.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .._yaml import MAX_BYTES, decode, load_yaml, read_limited
+from ..errors import ManifestError
+from ._spec import FRAMEWORKS
+
 PEEK_BYTES = 64 * 1024
-"""How much of a candidate file the peek reads (a manifest's top-level keys come early)."""
+"""How much of an unparseable candidate the text fallback reads (top-level keys come early)."""
 MIN_KEYS = 2
+MIN_SHAPES = 2
 MANIFEST_KEYS = frozenset(
     {
         "framework",
@@ -39,6 +65,7 @@ MANIFEST_KEYS = frozenset(
 )
 """Top-level keys of the manifest schema that generic YAML does not use (not ``name``,
 ``version`` or ``description``)."""
+SECTIONS = ("model", "inputs", "dataset", "framework")
 
 # A mapping key at column 0 (plain or quoted), followed by a colon.
 _TOP_KEY = re.compile(rb"""^["']?([A-Za-z_][A-Za-z0-9_-]*)["']?[ \t]*:""", re.MULTILINE)
@@ -51,6 +78,60 @@ def top_level_keys(head: bytes) -> set[str]:
 
 def has_manifest_keys(head: bytes) -> bool:
     return len(top_level_keys(head) & MANIFEST_KEYS) >= MIN_KEYS
+
+
+def _model_shape(value: object) -> bool:
+    return (
+        isinstance(value, Mapping) and "format" in value and ("file" in value or "weights" in value)
+    )
+
+
+def _inputs_shape(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and isinstance(value[0], Mapping)
+        and "preprocess" in value[0]
+    )
+
+
+def _dataset_shape(value: object) -> bool:
+    return isinstance(value, Mapping) and "checksums" in value
+
+
+def _framework_shape(value: object) -> bool:
+    return isinstance(value, Mapping) and value.get("name") in FRAMEWORKS
+
+
+SHAPES = {
+    "model": _model_shape,
+    "inputs": _inputs_shape,
+    "dataset": _dataset_shape,
+    "framework": _framework_shape,
+}
+
+
+def has_manifest_shape(data: object) -> bool:
+    """Whether the parsed YAML value ``data`` has at least ``MIN_SHAPES`` manifest sections."""
+    if not isinstance(data, Mapping):
+        return False
+    return sum(1 for key, shaped in SHAPES.items() if shaped(data.get(key))) >= MIN_SHAPES
+
+
+def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
+    """The content rule (module docstring, points 3 and the fallback) on a file's bytes."""
+    try:
+        text = decode(content, file)
+    except ManifestError:
+        return has_manifest_keys(content[:PEEK_BYTES])
+    # The cheap pre-filter: every manifest names at least MIN_SHAPES sections as words.
+    if sum(1 for section in SECTIONS if section in text) < MIN_SHAPES:
+        return False
+    try:
+        data, _ = load_yaml(text, file)
+    except ManifestError:
+        return has_manifest_keys(text[:PEEK_BYTES].encode("utf-8", "replace"))
+    return has_manifest_shape(data)
 
 
 def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
@@ -66,16 +147,26 @@ def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
-    """The rule (module docstring): named by the patterns, and its top level looks like a
-    manifest. An unreadable file is not claimed (pytest reports nothing for it either)."""
+    """The rule (module docstring). A file that cannot be read, is not a regular file (a FIFO
+    would block the run) or is over ``MAX_BYTES`` is not claimed (pytest reports nothing for it
+    either); the size is checked before anything is read."""
     if not matches_patterns(path, root, patterns):
         return False
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(PEEK_BYTES)
-    except OSError:
+        content = read_limited(path, str(path))
+    except ManifestError:
         return False
-    return has_manifest_keys(head)
+    return looks_like_manifest(content, str(path))
 
 
-__all__ = ["MANIFEST_KEYS", "MIN_KEYS", "PEEK_BYTES", "is_manifest", "top_level_keys"]
+__all__ = [
+    "MANIFEST_KEYS",
+    "MAX_BYTES",
+    "MIN_KEYS",
+    "MIN_SHAPES",
+    "PEEK_BYTES",
+    "has_manifest_shape",
+    "is_manifest",
+    "looks_like_manifest",
+    "top_level_keys",
+]

@@ -77,21 +77,21 @@ class FileRef:
 
 
 def _check_file_url(url: str) -> None:
-    """A model file's ``url``: http, https or file, with a host for the first two (``file``
+    """A model file's ``url``: http or https (the data sets' rule, :func:`url_problem`), or a
+    ``file://`` URL of an absolute local path; either names the file, not a folder. ``file``
     URLs are confined to the project when the file is fetched, not here: that needs the
-    settings)."""
-    try:
+    settings."""
+    if url.startswith("file:"):
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018  (parses the port: 'http://h:x/' raises ValueError here)
-    except ValueError as exc:
-        raise Invalid("url", f"{url!r} is not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https", "file"):
-        raise Invalid("url", "expected an http://, https:// or file:// URL")
-    if parts.scheme != "file" and not parts.hostname:
-        raise Invalid("url", f"{url!r} names no host")
-    if parts.scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path):
-        raise Invalid("url", "a file:// URL names an absolute local path: file:///folder/file")
-    if not parts.path or parts.path.endswith("/"):
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise Invalid("url", "a file:// URL names an absolute local path: file:///folder/m")
+    else:
+        problem = url_problem(url)
+        if problem == "expected an http:// or https:// URL":
+            problem = "expected an http://, https:// or file:// URL"
+        if problem is not None:
+            raise Invalid("url", problem)
+    if urllib.parse.urlsplit(url).path.endswith("/"):
         raise Invalid("url", "the URL must name the file itself, not a folder")
 
 
@@ -214,12 +214,32 @@ class Dataset:
     def check(self) -> None:
         if not _NAME.fullmatch(self.name):
             raise Invalid("name", "use letters, digits, '_', '.', '-' (a folder name)")
-        if self.url is not None and not re.match(r"https?://", self.url):
-            raise Invalid("url", "expected an http:// or https:// URL")
+        if self.url is not None:
+            problem = url_problem(self.url)
+            if problem is not None:
+                raise Invalid("url", problem)
         if self.limit is not None and self.limit < 1:
             raise Invalid("limit", "must be positive")
         if self.classes < 1:
             raise Invalid("classes", "must be positive")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is no http(s) URL the downloader can open, or None: checked when the manifest
+    loads, so that a malformed one (``http://[::1/``, a port of ``99999``) is reported on its
+    line instead of as a raw ``ValueError`` from urllib when the download starts."""
+    if not re.match(r"https?://", url):
+        return "expected an http:// or https:// URL"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "a URL has no spaces or control characters (write a space as %20)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (parsing the port is what raises for a bad one)
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    if not parts.hostname:
+        return "expected an http:// or https:// URL with a host name"
+    return None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
+from ..runners import read_onnx, vet_model_file
 
 FRAMEWORK_OF = {
     "onnx": "onnxruntime",
@@ -107,6 +108,10 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
             f"{path} is a state_dict (weights only): name the registered model builder "
             "that makes the module with --builder NAME"
         )
+    if path.is_file():
+        # The checks a test run makes before a framework opens the file (size, a .pt2's
+        # pickles), made before a byte is hashed or parsed: init runs on downloaded models.
+        vet_model_file(path, fmt, "mlrepro init")
     info = ModelInfo(path=path, format=fmt, sha256=sha256_file(path), builder=builder)
     reader = {
         "onnx": _read_onnx,
@@ -118,7 +123,7 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
     if reader is not None:
         try:
             reader(info)
-        except ModelReadError:
+        except MlreproError:  # ours, already saying what is wrong (a refusal included)
             raise
         except Exception as exc:  # a framework's own error: this file is not what it claims
             raise ModelReadError(
@@ -135,9 +140,7 @@ def _set_shape(info: ModelInfo, shape: Sequence[object], out: Sequence[object]) 
 def _read_onnx(info: ModelInfo) -> None:
     import onnx
 
-    from ..runners import external_locations
-
-    data = info.path.read_bytes()
+    data, external = read_onnx(info.path, "mlrepro init")  # size checked, locations confined
     model = onnx.load_model_from_string(data)
     graph = model.graph
     initializers = {t.name for t in graph.initializer}
@@ -155,8 +158,7 @@ def _read_onnx(info: ModelInfo) -> None:
         [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim],
         [d.dim_value if d.HasField("dim_value") else None for d in out],
     )
-    for location in sorted(external_locations(data)):
-        file = info.path.parent / location
+    for location, file in external.items():
         if not file.is_file():
             raise ModelReadError(f"{info.path}: its external data file {file} does not exist")
         info.external_data[location] = sha256_file(file)

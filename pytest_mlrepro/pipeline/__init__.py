@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._steps import (
+    MAX_IMAGE_PIXELS,
     STEPS,
     Cast,
     Color,
@@ -21,6 +22,7 @@ from ._steps import (
 )
 
 __all__ = [
+    "MAX_IMAGE_PIXELS",
     "STEPS",
     "Cast",
     "Color",

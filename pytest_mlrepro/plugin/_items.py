@@ -646,6 +646,15 @@ class AccuracyItem(ManifestItem):
         """Write the golden, and say so in the verdict. Results that contradict the manifest's
         own reference are not written unless --mlrepro-update-despite-reference asks for it."""
         shown, shown_golden = display_path(self.config, self.path), display_path(self.config, path)
+        if ref is not None and ref.error:
+            # The reference is refused (outside the project, not found, not comparable): the
+            # manifest is wrong, and nothing it produced is recorded, as for a refused model.
+            verb = "recorded" if action == "recorded" else "updated"
+            self.add_property("verdict", "error")
+            raise MlreproFailure(
+                f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} is "
+                "left as it was): the manifest's reference must be usable first"
+            )
         if ref is not None and ref.agrees is False:
             if not self.config.getoption("mlrepro_update_despite_reference", False):
                 verb = "recorded" if action == "recorded" else "updated"

@@ -19,6 +19,8 @@ from ..errors import FrameworkUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
 from ._onnx_files import external_locations as external_locations
+from ._vetting import read_onnx as read_onnx
+from ._vetting import vet_model_file as vet_model_file
 
 # The distributions that provide each framework's import name (first found wins).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {

@@ -42,6 +42,7 @@ from ..fingerprint import cpu_identity, numeric_packages
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
+from ._vetting import check_size
 
 
 def _package_dir(package: str) -> Path | None:
@@ -357,6 +358,8 @@ def verified(
     what runs under a verified name. The folder is removed when the block ends: load the model
     inside it (every runtime here has read, or mapped, the file by then)."""
     path = locate(manifest, ref, where, settings)
+    if where == ("model", "file"):
+        check_size(path, manifest.model.format, manifest.source)  # before a byte is read
     with tempfile.TemporaryDirectory(prefix="mlrepro-model-") as private:
         local = Path(private) / path.name
         actual = _copy_hashing(path, local)

@@ -193,9 +193,9 @@ def test_a_file_url_outside_the_project_is_refused_with_its_line(
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        ("http://[::1/x.onnx", "is not a valid URL"),
+        ("http://[::1/x.onnx", "not a valid URL"),
         ("ftp://example.org/x.onnx", "expected an http://, https:// or file:// URL"),
-        ("https:///x.onnx", "names no host"),
+        ("https:///x.onnx", "with a host name"),
         ("https://example.org/models/", "must name the file itself"),
     ],
 )

@@ -135,7 +135,10 @@ def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) 
     serial_project.make(
         {
             "tiny_onnx.yaml": serial_project.manifest("tiny_onnx", extra=extra),
-            "broken.yaml": "name: broken\nframework: {name: onnxruntime}\nmodel: 3\n",
+            # Invalid (no inputs, a file that is a number), but shaped as a manifest: claimed.
+            "broken.yaml": (
+                "name: broken\nframework: {name: onnxruntime}\nmodel: {format: onnx, file: 3}\n"
+            ),
         },
         goldens=["tiny_onnx"],
     )

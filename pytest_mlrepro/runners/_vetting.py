@@ -1,0 +1,80 @@
+"""The checks a model file passes before any framework opens it: one place, shared by the
+runners (a test run) and by ``mlrepro init`` (reading a model the user may just have downloaded).
+
+* Size first, from the file system, before a byte is read: a single ONNX file over protobuf's
+  2 GiB message limit cannot be a model (larger models keep their weights in external data).
+* ``torch.export`` archives (.pt2): every pickled part must load with ``weights_only=True``
+  (``torch_archive.vet_export_archive``), since ``torch.export.load`` would otherwise unpickle
+  code. A state_dict is only ever loaded with ``weights_only=True`` (``runners/torch.py``).
+* ONNX external data: every location the model names must resolve (symlinks followed) inside the
+  model's folder (``settings.resolve_within``, the rule every other path follows).
+
+Importing this module imports no framework: torch is imported only to vet a .pt2 archive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import IntegrityError, InvalidModel
+from ..settings import resolve_within
+from ._onnx_files import NotOnnx, external_locations
+
+MAX_ONNX_BYTES = 2**31 - 1
+"""protobuf refuses a message over 2 GiB, so no single ONNX file can be larger."""
+
+
+def check_size(path: Path, fmt: str, source: str) -> None:
+    """Refuse a file that cannot be a model of format ``fmt`` by its size alone, unread."""
+    if fmt != "onnx":
+        return  # torch, Keras and TFLite files are read lazily (zip members, mmap)
+    size = path.stat().st_size
+    if size > MAX_ONNX_BYTES:
+        raise InvalidModel(
+            f"{source}: {path} is {size} bytes, more than an ONNX file can be (protobuf's 2 GiB "
+            "limit): not read. A model this large keeps its weights in external data files"
+        )
+
+
+def vet_model_file(path: Path, fmt: str, source: str) -> None:
+    """Every check that runs before a framework opens the model file at ``path``."""
+    check_size(path, fmt, source)
+    if fmt == "torch_export":
+        from .torch_archive import vet_export_archive  # imports torch
+
+        vet_export_archive(path, source)
+
+
+def read_onnx(path: Path, source: str) -> tuple[bytes, dict[str, Path]]:
+    """The bytes of the ONNX model at ``path`` (size checked first) and its external data files,
+    each location confined to the model's folder; nothing is parsed by onnx yet."""
+    check_size(path, "onnx", source)
+    data = path.read_bytes()
+    try:
+        locations = external_locations(data)
+    except NotOnnx as exc:
+        raise InvalidModel(
+            f"{source}: {path} is not a valid ONNX model (its protobuf does not parse: {exc})"
+        ) from None
+    return data, external_data_files(path, locations, source)
+
+
+def external_data_files(path: Path, locations: set[str], source: str) -> dict[str, Path]:
+    """Each external data ``location`` of the model at ``path`` and the file it names, refused
+    unless it resolves inside the model's folder."""
+    folder = path.parent.resolve()
+    files: dict[str, Path] = {}
+    for location in sorted(locations):
+        inside = (
+            None if Path(location).is_absolute() else resolve_within(folder, location, [folder])
+        )
+        if inside is None:
+            raise IntegrityError(
+                f"{source}: {path} reads external data from {location!r}, outside the model's "
+                f"folder {folder}: refusing to read it"
+            )
+        files[location] = inside
+    return files
+
+
+__all__ = ["MAX_ONNX_BYTES", "check_size", "external_data_files", "read_onnx", "vet_model_file"]
