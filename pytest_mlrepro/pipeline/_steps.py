@@ -289,11 +289,17 @@ def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
 def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
     import cv2
 
-    # IMREAD_COLOR reduces 16-bit samples to 8 bits by their high byte, as the other backends do.
-    flags = cv2.IMREAD_COLOR if exif else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    # IMREAD_ANYDEPTH keeps 16-bit samples, reduced to 8 bits by their high byte here: OpenCV's
+    # own reduction (IMREAD_COLOR alone) rounds 16-bit RGB TIFFs through libtiff's RGBA reader,
+    # one level off the high byte that Pillow, tf.io and OpenCV's PNG path keep.
+    flags = cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH
+    if not exif:
+        flags |= cv2.IMREAD_IGNORE_ORIENTATION
     array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if array is None:
         raise SampleError(sample, "OpenCV cannot decode it")
+    if array.dtype == np.uint16:
+        array = (array >> 8).astype(np.uint8)
     if array.dtype != np.uint8:  # not expected after the header check: never wrapped silently
         raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8-bit samples")
     return array

@@ -1004,3 +1004,18 @@ def test_pipeline_bgr_opencv_recipe_by_hand() -> None:
     image = image[top : top + 224, left : left + 224].astype(np.float32)
     image = image - np.array([103.94, 116.78, 123.68], np.float32)
     np.testing.assert_array_equal(out, image.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("fmt", [".tiff", ".png"])
+@pytest.mark.parametrize("backend", ["pil", "opencv"])
+def test_16_bit_rgb_keeps_the_high_byte_on_every_backend(backend: str, fmt: str) -> None:
+    """OpenCV's own 16→8 reduction of an RGB TIFF (libtiff's RGBA reader) rounds: 0x01FF came
+    out 2, 0xFF00 came out 254. Every backend keeps the high byte, whatever the container."""
+    import cv2
+
+    deep = np.random.default_rng(14).integers(0, 65536, (21, 34, 3)).astype(np.uint16)
+    deep[0, :4, 0] = [0x01FF, 0xFF00, 0x00FF, 0x7F80]  # the values a rounding gets wrong
+    ok, encoded = cv2.imencode(fmt, deep[..., ::-1])  # OpenCV writes BGR
+    assert ok
+    out = Decode(backend=backend).decode(encoded.tobytes(), f"deep{fmt}").array
+    np.testing.assert_array_equal(out, (deep >> 8).astype(np.uint8))
