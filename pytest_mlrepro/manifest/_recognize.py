@@ -5,8 +5,7 @@ folder of Kubernetes, Hydra, DVC, MLflow or Kubeflow YAML must stay someone else
 manifest when
 
 1. its path matches a pattern of the ini key ``mlrepro_manifests`` (``manifests/*.yaml`` ...),
-2. it is a regular file of at most ``MAX_BYTES`` (the manifest loader's own limit: a larger file
-   could never load as a manifest), and
+2. it is a regular file of at most ``MAX_BYTES`` (the manifest loader's own limit), and
 3. its content has a manifest's *shape*: parsed as YAML (safely: the bounded parser of
    ``_yaml.py``, plain data only, nothing constructed or run), its top level is a mapping in which
    at least ``MIN_SHAPES`` of these sections look as only a manifest's do (``SHAPES``):
@@ -23,6 +22,10 @@ with file, line and field). A Hydra or DVC config with ``model:`` and ``dataset:
 neither ``model.format`` with a file nor ``dataset.checksums``; Kubernetes, Hugging Face cards,
 MLflow ``MLmodel`` and Kubeflow files have none of these sections.
 
+A regular file over ``MAX_BYTES`` is claimed when its first ``PEEK_BYTES`` have the
+manifest's section keys at column 0: loading refuses it by its size, so a manifest never goes
+silently unrun for being too large.
+
 A file that does not parse as one YAML document (a syntax error, a tag that would construct an
 object, several documents) has no shape to read: it is claimed when its top level, read as text,
 has at least ``MIN_KEYS`` of the manifest's section keys at column 0 (``MANIFEST_KEYS``), so that
@@ -37,7 +40,9 @@ always does, whatever its style, and most foreign YAML is then left after a subs
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -155,8 +160,23 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     try:
         content = read_limited(path, str(path))
     except ManifestError:
-        return False
+        return _oversized_manifest(path)
     return looks_like_manifest(content, str(path))
+
+
+def _oversized_manifest(path: Path) -> bool:
+    """A regular file too large to load whose head has a manifest's top-level keys is claimed:
+    loading then refuses it with its size and the limit, instead of the manifest silently never
+    running. A FIFO, device or unreadable file is not claimed (and not read)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size <= MAX_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(PEEK_BYTES)
+    except OSError:
+        return False
+    return has_manifest_keys(head)
 
 
 __all__ = [

@@ -51,6 +51,10 @@ class ReferenceOutcome:
     agrees: bool | None
     text: str
     error: bool = False
+    # The manifest's ``reference:`` itself is invalid (outside the project, no such manifest):
+    # the manifest is wrong, so nothing it produced is recorded. A reference that is valid but
+    # cannot be checked now (its golden is broken) is an ``error`` that records all the same.
+    refused: bool = False
 
 
 def is_strict(config: pytest.Config) -> bool:
@@ -401,6 +405,9 @@ class AccuracyItem(ManifestItem):
             self.add_property("reference_verdict", f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
             return ReferenceOutcome(None, f"{shown}: {exc}", error=not _is_update(self.config))
+        except ManifestError as exc:
+            self.add_property("reference_verdict", "error")
+            return ReferenceOutcome(None, str(exc), error=True, refused=True)
         except MlreproError as exc:
             self.add_property("reference_verdict", "error")
             return ReferenceOutcome(None, str(exc), error=True)
@@ -646,9 +653,9 @@ class AccuracyItem(ManifestItem):
         """Write the golden, and say so in the verdict. Results that contradict the manifest's
         own reference are not written unless --mlrepro-update-despite-reference asks for it."""
         shown, shown_golden = display_path(self.config, self.path), display_path(self.config, path)
-        if ref is not None and ref.error:
-            # The reference is refused (outside the project, not found, not comparable): the
-            # manifest is wrong, and nothing it produced is recorded, as for a refused model.
+        if ref is not None and ref.refused:
+            # The reference is refused (outside the project, not found): the manifest is
+            # wrong, and nothing it produced is recorded, as for a refused model.
             verb = "recorded" if action == "recorded" else "updated"
             self.add_property("verdict", "error")
             raise MlreproFailure(

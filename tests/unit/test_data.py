@@ -305,7 +305,12 @@ def test_mirror_hit(tiny: Tiny) -> None:
     assert found.root == tiny.folder.resolve()
     assert found.origin == f"mirror {tiny.folder.resolve()}"
     assert found.samples == tuple(
-        Sample(id=name, path=tiny.folder.resolve() / name, label=IMAGES[name])
+        Sample(
+            id=name,
+            path=tiny.folder.resolve() / name,
+            label=IMAGES[name],
+            sha256=sha256_file(tiny.folder / name),
+        )
         for name in SORTED_IDS
     )
     assert found.class_names == ("tabby cat", "dog", "bird")

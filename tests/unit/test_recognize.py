@@ -164,7 +164,7 @@ def test_a_damaged_manifest_is_still_claimed(tmp_path: Path) -> None:
         assert is_manifest(folder / name, tmp_path, PATTERNS), name
 
 
-def test_a_fifo_or_an_oversized_file_is_not_read(tmp_path: Path) -> None:
+def test_a_fifo_is_not_read_and_an_oversized_file_only_by_its_head(tmp_path: Path) -> None:
     folder = tmp_path / "manifests"
     folder.mkdir()
     os.mkfifo(folder / "fifo.yaml")  # opening it to read would block the whole run
@@ -172,3 +172,9 @@ def test_a_fifo_or_an_oversized_file_is_not_read(tmp_path: Path) -> None:
     with open(folder / "huge.yaml", "wb") as huge:
         huge.truncate(2 * 1024**3)  # sparse: costs no disk, and no memory if never read
     assert not is_manifest(folder / "huge.yaml", tmp_path, PATTERNS)
+    # One that starts like a manifest is claimed, so that loading refuses it by its size
+    # rather than the manifest silently never running.
+    with open(folder / "big.yaml", "wb") as big:
+        big.write(b"framework: {name: onnxruntime}\nmodel: {format: onnx, file: m.onnx}\n")
+        big.truncate(2 * 1024**3)
+    assert is_manifest(folder / "big.yaml", tmp_path, PATTERNS)
