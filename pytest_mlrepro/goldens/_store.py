@@ -449,6 +449,9 @@ def _check_metrics(data: dict[str, Any], results: Results) -> None:
     expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
     for key, want in expected.items():
         got = metrics.get(key)
+        if isinstance(got, float) and not math.isfinite(got):
+            # Said as what it is: a NaN "contradicts" nothing (it compares unequal to all).
+            raise InvalidField(("metrics", key), _not_finite(got))
         ok = _is_int(got) if key == "samples" else _is_number(got)
         # _is_number(got) again narrows its type for the checker (an int is a number too).
         if not ok or not _is_number(got) or not math.isfinite(got) or abs(got - want) > 1e-9:
@@ -461,11 +464,11 @@ def _check_metrics(data: dict[str, Any], results: Results) -> None:
 def validate(data: Any) -> Golden:
     """A golden document (parsed JSON) as a :class:`Golden`, or InvalidField naming the first
     field that is wrong."""
-    _check_finite(data)
     _check_head(data)
     classes = recorded_classes(data)
     results = _check_samples(data, classes)
     _check_metrics(data, results)
+    _check_finite(data)  # the blocks with no check of their own (environment, manifest, probes)
     return Golden(
         name=data["name"],
         manifest=data["manifest"],
@@ -480,6 +483,13 @@ def validate(data: Any) -> Golden:
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+def _not_finite(value: float) -> str:
+    return (
+        f"{value} is not a finite number: a golden holds only finite numbers (the file was "
+        "edited or tampered with)"
+    )
+
+
 def _check_finite(data: Any) -> None:
     """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
     ``Infinity``, which this store never writes: one in a golden (``metrics.top1: NaN``) was put
@@ -488,11 +498,7 @@ def _check_finite(data: Any) -> None:
     while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
         field, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidField(
-                field,
-                f"{value} is not a finite number: a golden holds only finite numbers "
-                "(the file was edited or tampered with)",
-            )
+            raise InvalidField(field, _not_finite(value))
         if isinstance(value, dict):
             stack.extend(((*field, str(k)), v) for k, v in value.items())
         elif isinstance(value, list):
