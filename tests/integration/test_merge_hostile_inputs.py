@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import examples
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_mlrepro.results import FORMAT
@@ -256,16 +256,28 @@ def test_a_machine_name_that_is_tex_or_html_is_shown_as_text_in_the_html_matrix(
 
 # --- any input: a property test ------------------------------------------------------------------
 
+DEEP = "<nested {}>"
+"""A placeholder for a list nested N deep, spliced into the file's text (json.dumps itself would
+recurse past Python's limit)."""
+
+
+def _deep(text: str) -> str:
+    for depth in (3, 65, 5000):
+        text = text.replace(json.dumps(DEEP.format(depth)), "[" * depth + "]" * depth)
+    return text
+
+
 HOSTILE_VALUES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(10**40), max_value=10**40),
-    st.sampled_from([10**9, 2**63, -1, 0, 1, 1e308, -1e308, 0.5]),
+    st.sampled_from([10**9, 2**63, 2**64, 10**30, -(10**30), -1, 0, 1, 1e308, -1e308, 0.5]),
     st.text(max_size=20),
     st.sampled_from(["$\\foo{$", "<script>", "", "\x00", "../../x", "NaN"]),
     st.lists(st.integers(min_value=-5, max_value=5), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
-    st.builds(lambda depth: json.loads("[" * depth + "]" * depth), st.integers(1, 200)),
+    # Nesting below the limit, just past it, and past Python's recursion limit.
+    st.sampled_from([DEEP.format(depth) for depth in (3, 65, 5000)]),
 )
 
 
@@ -283,6 +295,12 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        value = value[key]
+    return value
+
+
 def _mutate(value: dict[str, Any], seed: int, replacements: list[Any]) -> dict[str, Any]:
     """``value`` with one field replaced, deleted or duplicated per replacement (chosen by
     ``seed``)."""
@@ -292,7 +310,9 @@ def _mutate(value: dict[str, Any], seed: int, replacements: list[Any]) -> dict[s
         paths = _paths(mutated)
         if not paths:
             break
-        path = rng.choice(paths)
+        # Mostly a leaf (a number, a string): where the range checks are.
+        leaves = [p for p in paths if not isinstance(_at(mutated, p), (dict, list))]
+        path = rng.choice(leaves if leaves and rng.random() < 0.7 else paths)
         parent: Any = mutated
         for key in path[:-1]:
             parent = parent[key]
@@ -319,6 +339,11 @@ BASES = [
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+# Mutations that crashed the merge before: a class index of 10**30 (OverflowError), a list
+# nested 5,000 deep (RecursionError), a machine named like TeX under --html (mathtext).
+@example(base=0, seed=149, replacements=[10**30], truncate=None, html_report=False)
+@example(base=1, seed=0, replacements=[DEEP.format(5000)], truncate=None, html_report=False)
+@example(base=1, seed=15, replacements=["$\\foo{$"], truncate=None, html_report=True)
 @given(
     base=st.sampled_from(range(len(BASES))),
     seed=st.integers(0, 2**32 - 1),
@@ -336,7 +361,9 @@ def test_any_mutated_results_file_gets_exit_0_1_or_2_and_never_a_traceback(
 ) -> None:
     files = []
     for number, value in enumerate(BASES[base]):
-        text = json.dumps(_mutate(value, seed + number, replacements) if number == 0 else value)
+        text = _deep(
+            json.dumps(_mutate(value, seed + number, replacements) if number == 0 else value)
+        )
         path = tmp_path / f"r{number}.json"
         path.write_text(text[:truncate] if truncate is not None else text)
         files.append(path)
