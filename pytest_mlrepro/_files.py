@@ -6,6 +6,7 @@ import contextlib
 import errno
 import glob
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -13,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .errors import MlreproError, OutputError
 
@@ -73,6 +75,21 @@ class NotARegularFile(OSError):
     """A path that must be a plain file (or absent) is a symlink, a folder, a FIFO, a device..."""
 
 
+class FileTooLarge(OSError):
+    """A file larger than the limit its reader sets: refused before (or while) it is read.
+    ``size`` says how large, in words (``"3221225472 bytes"``)."""
+
+    def __init__(self, path: Path, size: str, limit: int) -> None:
+        super().__init__(
+            f"{path} is {size}, larger than the limit of {limit} bytes: refused without reading it"
+        )
+        self.size = size
+
+
+class TooDeep(ValueError):
+    """A JSON document nested deeper than its reader allows."""
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "a symbolic link"
@@ -104,32 +121,98 @@ def check_real_folders(path: Path, inside: Path | None) -> None:
             raise NotARegularFile(f"{current} is {_kind(mode)}, not a folder")
 
 
-def read_regular_bytes(path: Path, inside: Path | None = None) -> bytes | None:
-    """The bytes of the regular file at ``path``; None if there is no file. A symlink is not
-    followed, and a FIFO, folder or device is refused without blocking on it
-    (NotARegularFile); other OSErrors pass through. ``inside``: see :func:`check_real_folders`."""
+MIB = 1 << 20
+
+
+def read_bounded(
+    path: Path,
+    limit: int,
+    *,
+    inside: Path | None = None,
+    follow_symlinks: bool = False,
+) -> bytes | None:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them; None if there is no
+    file. The one reader of the files other people or jobs hand to the tool (goldens, results
+    files, manifests, labels and checksum lists), so that none of them can cost more than
+    ``limit`` bytes of memory or block the run:
+
+    * a FIFO, folder, socket or device is refused without blocking on it (NotARegularFile): a
+      link to ``/dev/zero`` is a device once opened;
+    * a symlink is refused (NotARegularFile) unless ``follow_symlinks``;
+    * a file larger than ``limit`` is refused before anything is read, and the read stops past
+      ``limit`` when the file grows meanwhile (FileTooLarge);
+    * ``inside``: see :func:`check_real_folders`.
+
+    Other OSErrors pass through."""
     check_real_folders(path, inside)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
+        if exc.errno == errno.ELOOP and not follow_symlinks:  # O_NOFOLLOW on a symlink
             raise NotARegularFile(f"{path} is a symbolic link") from None
         if exc.errno == errno.EISDIR:
             raise NotARegularFile(f"{path} is a folder") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(f"{path} is {_kind(mode)}")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(f"{path} is {_kind(info.st_mode)}")
+        if info.st_size > limit:
+            raise FileTooLarge(path, f"{info.st_size} bytes", limit)
         os.set_blocking(fd, True)
-    except BaseException:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 16 * MIB))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise FileTooLarge(path, "more than that (it grew while read)", limit)
+        return b"".join(chunks)
+    finally:
         os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+
+
+def read_regular_bytes(path: Path, inside: Path | None = None, *, limit: int) -> bytes | None:
+    """:func:`read_bounded` of a file that must not be a symlink (a golden)."""
+    return read_bounded(path, limit, inside=inside)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (the file holds finite numbers)")
+
+
+def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
+    """The JSON document in ``raw`` (UTF-8), nested at most ``max_depth`` levels; with
+    ``allow_nan`` false, ``NaN`` and ``Infinity`` (which Python's parser accepts) are refused.
+
+    ValueError (json.JSONDecodeError with its line for a syntax error, UnicodeDecodeError for
+    bytes that are not UTF-8, TooDeep for the nesting) for anything else: Python's parser
+    recurses, and a document of 100,000 ``[`` raises RecursionError inside it, which is turned
+    into TooDeep here; a number too long to convert raises ValueError there too."""
+    text = raw.decode("utf-8")
+    try:
+        document = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
+    except RecursionError:
+        raise TooDeep(f"nested deeper than {max_depth} levels") from None
+    # An iterative walk: the depth check itself must not recurse.
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > max_depth:
+                raise TooDeep(f"nested deeper than {max_depth} levels")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return document
 
 
 def _umask() -> int:

@@ -16,9 +16,7 @@ values are built from them so that:
 from __future__ import annotations
 
 import codecs
-import os
 import re
-import stat
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -366,42 +364,7 @@ def _line_at(text: str, position: int, in_bytes: bool) -> int:
     return text[:position].count("\n") + 1
 
 
-def read_limited(path: str | os.PathLike[str], file: str) -> bytes:
-    """The bytes of the YAML file at ``path`` (``file`` is how errors name it): its size is
-    checked before anything is read, and the read stops past ``MAX_BYTES`` (a file that grows
-    meanwhile), so that a huge file costs no memory and fails only its own manifest. A FIFO, a
-    device or a folder is refused without reading (a FIFO would block the whole run)."""
-    try:
-        # O_NONBLOCK: opening a FIFO that no one writes would otherwise wait forever.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ManifestError(file, None, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ManifestError(
-                file, None, "", "not a regular file (a FIFO, a device or a folder): not read"
-            )
-        if info.st_size > MAX_BYTES:
-            raise ManifestError(file, None, "", _too_large(f"{info.st_size} bytes"))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_BYTES:
-            raise ManifestError(file, None, "", _too_large("more than that (it grew while read)"))
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ManifestError(file, None, "", f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-
-
-def _too_large(size: str) -> str:
+def too_large(size: str) -> str:
     return (
         f"the file is {size}, larger than the limit of {MAX_BYTES} bytes for a manifest "
         "(pytest_mlrepro._yaml.MAX_BYTES): refused without reading it"
@@ -442,7 +405,7 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
     """Parse one YAML document safely; return its value and the line of every path in it."""
     if isinstance(content, bytes):
         if len(content) > MAX_BYTES:
-            raise ManifestError(file, None, "", _too_large(f"{len(content)} bytes"))
+            raise ManifestError(file, None, "", too_large(f"{len(content)} bytes"))
         text = decode(content, file)
     else:
         text = content

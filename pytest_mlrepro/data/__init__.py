@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ._datasets import ResolvedDataset, Sample, resolve_dataset
-from ._shards import Shard, shard_of
+from ._shards import MAX_SHARDS, Shard, shard_of
 
 __all__ = [
+    "MAX_SHARDS",
     "ResolvedDataset",
     "Sample",
     "Shard",

@@ -25,7 +25,7 @@ from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
 
 from .._download import DigestMismatch, SourceUnreadable, Stopped, fetch_verified
-from .._files import file_lock, sha256_file
+from .._files import MIB, file_lock, read_bounded, sha256_file
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._shards import Shard
@@ -89,6 +89,34 @@ class ResolvedDataset:
     # {sample id: sha256} of the samples, as the checksum list gives it (every file was verified
     # against it): the identity of the data that a golden records (``data_identity.py``).
     checksums: dict[str, str] = field(default_factory=dict)
+    # The sha256 of the whole checksum list as parsed (every file of the data set with its
+    # sha256, labels files included; all samples, not only a shard's): the data set's version,
+    # the same for every shard of one version. "" when not known.
+    identity: str = ""
+
+
+MAX_LIST_BYTES = 256 * MIB
+"""The largest checksum list, labels file or class-names file read (ImageNet's 1.28 million
+training images take about 100 MiB of sha256sum lines): a larger one is refused unread."""
+
+
+def checksums_identity(checksums: dict[str, str]) -> str:
+    """The sha256 of a checksum list's entries, sorted: the same for the same files whatever
+    the list's order, comments or line endings."""
+    digest = hashlib.sha256()
+    for name in sorted(checksums):
+        digest.update(f"{checksums[name]}  {name}\n".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _read_list(path: Path) -> bytes:
+    """A checksum list, labels or class-names file through the one bounded reader: a FIFO, a
+    device (a link to ``/dev/zero``) or a file over ``MAX_LIST_BYTES`` is refused (OSError)
+    without being read or blocking; FileNotFoundError when there is none."""
+    raw = read_bounded(path, MAX_LIST_BYTES, follow_symlinks=True)
+    if raw is None:
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    return raw
 
 
 def read_checksums(path: Path) -> dict[str, str]:
@@ -101,7 +129,7 @@ def read_checksums(path: Path) -> dict[str, str]:
     digests, raises :class:`ValueError` naming the file and the line number.
     """
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = _read_list(path).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     result: dict[str, str] = {}
@@ -305,6 +333,7 @@ class _Resolver:
             class_names=contents.class_names,
             origin=origin,
             checksums={sample.id: self.checksums[sample.id] for sample in samples},
+            identity=checksums_identity(self.checksums),
         )
 
     def _unavailable(self, searched: Sequence[str]) -> DatasetUnavailable:
@@ -444,7 +473,9 @@ class _Resolver:
 
     def _read_text(self, field: KeyPath, path: Path) -> str:
         try:
-            return path.read_bytes().decode("utf-8-sig")
+            return _read_list(path).decode("utf-8-sig")
+        except OSError as exc:
+            raise self._error(field, f"cannot read {path}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             raise self._error(
                 field, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"

@@ -13,6 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+MAX_SHARDS = 10_000
+"""The most shards a data set is split into. More shards than samples is allowed (some shards
+are empty), but a count like 10**9 is a typo or an attack: refused where it is parsed, so that
+nothing (an item per shard, a list of the missing shards) is ever built for each of them."""
+
 
 def shard_of(sample_id: str, count: int) -> int:
     """The shard (1-based) of ``sample_id`` among ``count`` shards."""
@@ -31,6 +36,10 @@ class Shard:
         if self.count < 1 or not 1 <= self.index <= self.count:
             raise ValueError(
                 f"shard {self.index}/{self.count}: expected I/N with N >= 1 and 1 <= I <= N"
+            )
+        if self.count > MAX_SHARDS:
+            raise ValueError(
+                f"shard {self.index}/{self.count}: at most {MAX_SHARDS} shards (N <= {MAX_SHARDS})"
             )
 
     @classmethod
@@ -51,4 +60,4 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-__all__ = ["Shard", "shard_of"]
+__all__ = ["MAX_SHARDS", "Shard", "shard_of"]

@@ -33,6 +33,8 @@ accuracy namespace (:func:`golden_path`). Every golden file is read and written 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -45,8 +47,12 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from .._files import (
+    MIB,
+    FileTooLarge,
     NotARegularFile,
+    TooDeep,
     atomic_write_bytes,
+    parse_json,
     read_regular_bytes,
     remove_stale_temp_files,
 )
@@ -56,6 +62,11 @@ from ..settings import Settings
 from ._metrics import Results, accuracy
 
 FORMAT = 1
+MAX_BYTES = 256 * MIB
+"""The largest golden file read (ImageNet's 50,000 validation images take about 8 MiB): a larger
+one is refused before it is read."""
+MAX_DEPTH = 64
+"""The deepest nesting of a golden file (those this version writes nest fewer than 20 levels)."""
 SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
 
 
@@ -74,6 +85,9 @@ class Golden:
     # The manifest file it was recorded from, relative to the project root (posix); None in
     # goldens recorded before it was kept, which still load and get it on their next update.
     manifest_file: str | None = None
+    # The sha256 of the golden file as read (None: not read from a file): the golden's identity
+    # in a results row, which the shard merge compares (two recordings never merge).
+    digest: str | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -218,40 +232,56 @@ class GoldenNotAFile(GoldenError):
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
     """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
     syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
-    folder between ``golden_dir`` and it is a symlink). Shared by every kind of golden file."""
+    folder between ``golden_dir`` and it is a symlink), larger than ``MAX_BYTES`` or nested
+    deeper than ``MAX_DEPTH``. Shared by every kind of golden file."""
+    found = _read_document(path, what, golden_dir)
+    return None if found is None else found[0]
+
+
+def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
+    """:func:`read_json`'s document and the sha256 of the file's bytes."""
     try:
-        raw = read_regular_bytes(path, golden_dir)
+        raw = read_regular_bytes(path, golden_dir, limit=MAX_BYTES)
     except NotARegularFile as exc:
         raise GoldenNotAFile(
             f"{exc}: a {what} must be a regular file (a symlink could lead anywhere, a FIFO "
             "would block the run); replace it with the file itself, or remove it and record "
             "it again with --mlrepro-update"
         ) from None
+    except FileTooLarge as exc:
+        raise GoldenError(
+            f"{exc} (the limit for a {what}); remove it and record it again with "
+            "--mlrepro-update"
+        ) from None
     except OSError as exc:
         raise GoldenError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
     if raw is None:
         return None
     try:
-        text = raw.decode("utf-8")
+        return parse_json(raw, MAX_DEPTH), hashlib.sha256(raw).hexdigest()
     except UnicodeDecodeError as exc:
         raise GoldenError(f"{path}: cannot read the {what}: {exc}") from None
-    try:
-        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise GoldenError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record "
             "it again with --mlrepro-update"
+        ) from None
+    except (TooDeep, ValueError) as exc:
+        raise GoldenError(
+            f"{path}: not a valid {what} ({exc}); fix it or record it again with "
+            "--mlrepro-update"
         ) from None
 
 
 def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     """The golden at ``path``, validated (:func:`validate`); None if there is none; GoldenError
     naming the file, the line where it can and the field if the file is not a valid golden."""
-    data = read_json(path, golden_dir=golden_dir)
-    if data is None:
+    found = _read_document(path, "golden", golden_dir)
+    if found is None:
         return None
+    data, digest = found
     try:
-        return validate(data)
+        return dataclasses.replace(validate(data), digest=digest)
     except InvalidField as exc:
         line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
@@ -419,6 +449,9 @@ def _check_metrics(data: dict[str, Any], results: Results) -> None:
     expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
     for key, want in expected.items():
         got = metrics.get(key)
+        if isinstance(got, float) and not math.isfinite(got):
+            # Said as what it is: a NaN "contradicts" nothing (it compares unequal to all).
+            raise InvalidField(("metrics", key), _not_finite(got))
         ok = _is_int(got) if key == "samples" else _is_number(got)
         # _is_number(got) again narrows its type for the checker (an int is a number too).
         if not ok or not _is_number(got) or not math.isfinite(got) or abs(got - want) > 1e-9:
@@ -435,6 +468,7 @@ def validate(data: Any) -> Golden:
     classes = recorded_classes(data)
     results = _check_samples(data, classes)
     _check_metrics(data, results)
+    _check_finite(data)  # the blocks with no check of their own (environment, manifest, probes)
     return Golden(
         name=data["name"],
         manifest=data["manifest"],
@@ -447,6 +481,28 @@ def validate(data: Any) -> Golden:
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _not_finite(value: float) -> str:
+    return (
+        f"{value} is not a finite number: a golden holds only finite numbers (the file was "
+        "edited or tampered with)"
+    )
+
+
+def _check_finite(data: Any) -> None:
+    """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
+    ``Infinity``, which this store never writes: one in a golden (``metrics.top1: NaN``) was put
+    there by hand, and a NaN compares unequal to everything, so that no later check may see it."""
+    stack: list[tuple[Field, Any]] = [((), data)]
+    while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
+        field, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidField(field, _not_finite(value))
+        if isinstance(value, dict):
+            stack.extend(((*field, str(k)), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*field, i), v) for i, v in enumerate(value))
 
 
 def _check_data(block: Any) -> dict[str, str] | None:
@@ -471,7 +527,7 @@ def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
     :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
     is laid out otherwise."""
     try:
-        lines = (read_regular_bytes(path) or b"").decode("utf-8").splitlines()
+        lines = (read_regular_bytes(path, limit=MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     if not field:
@@ -488,7 +544,7 @@ def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
             same = json.dumps(json.loads(lines[n].strip().rstrip(","))) == json.dumps(
                 data["samples"][field[1]]
             )
-        except (ValueError, LookupError, TypeError):
+        except (ValueError, LookupError, TypeError, RecursionError):
             return None
         return n + 1 if same else None
     if len(field) > 1 and isinstance(field[1], str):

@@ -46,7 +46,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .._yaml import MAX_BYTES, decode, load_yaml, read_limited
+from .._files import FileTooLarge, read_bounded
+from .._yaml import MAX_BYTES, decode, load_yaml
 from ..errors import ManifestError
 from ._spec import FRAMEWORKS
 
@@ -158,9 +159,13 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     if not matches_patterns(path, root, patterns):
         return False
     try:
-        content = read_limited(path, str(path))
-    except ManifestError:
+        content = read_bounded(path, MAX_BYTES, follow_symlinks=True)
+    except FileTooLarge:
         return _oversized_manifest(path)
+    except OSError:  # not a regular file (a FIFO would block the run), or unreadable
+        return False
+    if content is None:
+        return False
     return looks_like_manifest(content, str(path))
 
 
@@ -169,8 +174,7 @@ def _oversized_manifest(path: Path) -> bool:
     loading then refuses it with its size and the limit, instead of the manifest silently never
     running. A FIFO, device or unreadable file is not claimed (and not read)."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size <= MAX_BYTES:
+        if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         with open(path, "rb") as fh:
             head = fh.read(PEEK_BYTES)

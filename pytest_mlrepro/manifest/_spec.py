@@ -16,9 +16,10 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
+from .._files import FileTooLarge, NotARegularFile, read_bounded
 from .._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
+from .._yaml import MAX_BYTES, load_yaml, too_large
 from .._yaml import Path as KeyPath
-from .._yaml import load_yaml, read_limited
 from ..errors import ManifestError
 
 FRAMEWORKS = ("onnxruntime", "torch", "tensorflow", "tflite")
@@ -554,11 +555,30 @@ def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
     return dataclasses.replace(shell, inputs=inputs, source=file, path=Path(file), lines=lines)
 
 
+def _read_manifest(path: Path, shown: str) -> bytes:
+    """The bytes of the manifest file, read by the one bounded reader: its size is checked
+    before anything is read (a huge file costs no memory and fails only its own manifest), and
+    a FIFO, a device or a folder is refused without reading (a FIFO would block the run)."""
+    try:
+        content = read_bounded(path, MAX_BYTES, follow_symlinks=True)
+    except NotARegularFile:
+        raise ManifestError(
+            shown, None, "", "not a regular file (a FIFO, a device or a folder): not read"
+        ) from None
+    except FileTooLarge as exc:
+        raise ManifestError(shown, None, "", too_large(exc.size)) from None
+    except OSError as exc:
+        raise ManifestError(shown, None, "", f"cannot read: {exc.strerror or exc}") from None
+    if content is None:
+        raise ManifestError(shown, None, "", "cannot read: No such file or directory")
+    return content
+
+
 def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
     """Read and validate one manifest file. ``display`` is the name errors use (default: path)."""
     path = Path(path)
     shown = display or str(path)
-    content = read_limited(path, shown)  # the size limit is checked before the file is read
+    content = _read_manifest(path, shown)
     data, lines = load_yaml(content, shown)
     manifest = parse_manifest(data, shown, lines)
     return dataclasses.replace(manifest, path=path)

@@ -8,6 +8,7 @@ Importing this module imports no ML framework; the items load one only when they
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 
@@ -247,12 +248,11 @@ def settings_from(config: pytest.Config) -> Settings:
     """The project's settings from ini keys, their command-line twins and the environment: the
     one place they are read (the ``mlrepro`` command gets them from here too)."""
     here, root = config.invocation_params.dir, config.rootpath
-    golden = config.getoption("mlrepro_golden_dir")
     cache = config.getoption("mlrepro_cache")
     ini_cache = str(config.getini("mlrepro_cache") or "")
     return Settings.for_project(
         root,
-        golden_dir=str(here / golden) if golden else str(config.getini("mlrepro_golden_dir")),
+        golden_dir=str(_golden_dir_given(config)),
         cache_dir=here / cache if cache else (root / ini_cache if ini_cache else None),
         # The environment variable comes first: CI points it at its own mirror.
         data_mirrors=[
@@ -265,6 +265,36 @@ def settings_from(config: pytest.Config) -> Settings:
             *config.getini("mlrepro_allowed_roots"),
         ],
         allow_download=not config.getoption("mlrepro_no_download"),
+    )
+
+
+def _golden_dir_given(config: pytest.Config) -> Path:
+    """The golden directory as given (``--mlrepro-golden-dir``, from where pytest was run; else
+    the ini key, from the root), symlinks not resolved."""
+    golden = config.getoption("mlrepro_golden_dir")
+    if golden:
+        return config.invocation_params.dir / str(golden)
+    return config.rootpath / str(config.getini("mlrepro_golden_dir"))
+
+
+def check_golden_dir(config: pytest.Config) -> None:
+    """A usage error when the golden directory is inside the project as given but a symlink
+    (it, or a folder above it) takes it outside the project and every allowed root: an update
+    would write goldens into whatever folder the link names. A directory given outside the
+    project on purpose (an absolute --mlrepro-golden-dir) is the user's choice."""
+    settings = config.stash[settings_key]
+    given = Path(os.path.normpath(_golden_dir_given(config).absolute()))
+    resolved = settings.golden_dir
+    roots = (settings.root, *settings.allowed_roots)
+    if not given.is_relative_to(config.rootpath) or any(
+        resolved.is_relative_to(root) for root in roots
+    ):
+        return
+    raise pytest.UsageError(
+        f"the golden directory {given} leads (through a symbolic link) to {resolved}, outside "
+        f"the project ({settings.root}): --mlrepro-update would write goldens there. Make it a "
+        "real folder inside the project, or allow the target with the ini key "
+        "mlrepro_allowed_roots. Nothing was run."
     )
 
 
@@ -283,6 +313,7 @@ def check_outputs(config: pytest.Config) -> None:
     if target is not None:
         checks.append((target.parent, "results file (--mlrepro-json)"))
     if config.getoption("mlrepro_update"):
+        check_golden_dir(config)
         checks.append((config.stash[settings_key].golden_dir, "goldens (--mlrepro-update)"))
     for folder, what in checks:
         try:

@@ -288,7 +288,9 @@ def _sensitivity(
     config: pytest.Config, rows: list[Row], notes: list[str]
 ) -> list[SensitivityTable]:
     """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/)."""
+    from .. import goldens as golden_store
     from ..diagnosis import sensitivity_table_path
+    from ..errors import MlreproError
     from ..report.html import SensitivityBar, SensitivityTable
     from ._items import display_path, settings_key
 
@@ -305,7 +307,10 @@ def _sensitivity(
             continue
         where = display_path(config, path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            # A golden of its own kind: read by the golden store's bounded reader.
+            data = golden_store.read_json(path, "pitfall table", golden_dir)
+            if data is None:
+                continue
             declared = data["declared"]
             bars = tuple(
                 SensitivityBar(
@@ -326,7 +331,7 @@ def _sensitivity(
                     bars=bars,
                 )
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (MlreproError, OSError, ValueError, KeyError, TypeError) as exc:
             notes.append(f"the pitfall table {where} could not be read ({exc}); not shown")
     return tables
 

@@ -516,6 +516,8 @@ class AccuracyItem(ManifestItem):
             ("data", result.dataset_origin),
         ):
             self.add_property(key, value)
+        if dataset.identity:  # the data set's version: shards merge only within one
+            self.add_property("data_identity", dataset.identity)
         self.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
         # Before any golden is written: an update that contradicts the reference is refused.
         if self.shard is None:
@@ -529,6 +531,9 @@ class AccuracyItem(ManifestItem):
         shown_golden = display_path(self.config, path)
         record_cmd = f"pytest {shown} --mlrepro-update"
         golden = self._read_golden(path, record_cmd, ref)
+        if golden is not None and golden.digest is not None:
+            # The golden's version: shards compared with two recordings never merge.
+            self.add_property("golden_digest", golden.digest)
         writes = update and self.records
         if golden is None:
             decision = accuracy_decision(writes=writes, has_golden=False)

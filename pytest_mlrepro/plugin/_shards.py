@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ..data import Shard
+from ..data import MAX_SHARDS, Shard
 from ._session import PROPERTY_PREFIX, Row, option_or_ini
 
 SPLIT_ATTR = "mlrepro_split"
@@ -55,6 +55,11 @@ def item_shards(config: pytest.Config) -> int:
         raise pytest.UsageError(f"mlrepro_shards: expected a whole number, got {text!r}") from None
     if count < 1:
         raise pytest.UsageError(f"mlrepro_shards: must be at least 1, got {count}")
+    if count > MAX_SHARDS:
+        # Checked before any item is made: each shard is an item per device.
+        raise pytest.UsageError(
+            f"mlrepro_shards: at most {MAX_SHARDS} shard items per accuracy item, got {count}"
+        )
     if config.getoption("mlrepro_update") or run_shard(config) is not None:
         return 1
     return count

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..data import Shard
+from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
+from ..data import MAX_SHARDS, Shard
 from ..errors import MlreproError
 from ..goldens import Results
 
@@ -30,7 +31,22 @@ FORMATS = (2,)
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "results.schema.json"
 """The JSON Schema of the results file, shipped with the package."""
 
+MAX_BYTES = 256 * MIB
+"""The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
+per-sample results. A larger file is refused unread (``mlrepro merge`` exits 2)."""
+MAX_DEPTH = 64
+"""The deepest nesting of a results file (those this version writes nest fewer than 10 levels)."""
+
+MAX_CLASS = (1 << 31) - 1
+"""The largest class index (and label) read: a model's classes are counted in int32 anywhere.
+Validated where it is parsed, so that a class index of 10**30 is a field error, not an
+``OverflowError`` in the array that holds it."""
+MAX_WHOLE = (1 << 53) - 1
+"""The largest other whole number read (a count): exact as a JSON number anywhere."""
+
 OUTCOMES = ("passed", "failed", "skipped")
+IDENTITIES = ("manifest_digest", "data_identity", "golden_digest")
+"""Row fields that identify what a result was measured with (sha256, hex)."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -57,10 +73,6 @@ class _Invalid(Exception):
         super().__init__(message)
         self.path = path
         self.message = message
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows (a results file holds finite numbers)")
 
 
 def _type_name(value: Any) -> str:
@@ -95,12 +107,25 @@ def _str(value: Any, path: tuple[str | int, ...]) -> str:
     return value
 
 
-def _int(value: Any, path: tuple[str | int, ...], minimum: int | None = None) -> int:
+def _int(
+    value: Any,
+    path: tuple[str | int, ...],
+    minimum: int | None = None,
+    maximum: int = MAX_WHOLE,
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Invalid(path, f"expected a whole number, got {_type_name(value)}")
     if minimum is not None and value < minimum:
-        raise _Invalid(path, f"expected at least {minimum}, got {value}")
+        raise _Invalid(path, f"expected at least {minimum}, got {_shown_int(value)}")
+    if value > maximum:
+        raise _Invalid(path, f"expected at most {maximum}, got {_shown_int(value)}")
     return value
+
+
+def _shown_int(value: int) -> str:
+    """A whole number for a message: a 4,000-digit one is not quoted whole."""
+    text = str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+    return text
 
 
 def _number(value: Any, path: tuple[str | int, ...]) -> float:
@@ -120,7 +145,7 @@ def _list(value: Any, path: tuple[str | int, ...]) -> list[Any]:
 def _shard(value: Any, path: tuple[str | int, ...]) -> Shard:
     obj = _object(value, path)
     index = _int(_required(obj, "index", path), (*path, "index"), 1)
-    count = _int(_required(obj, "count", path), (*path, "count"), 1)
+    count = _int(_required(obj, "count", path), (*path, "count"), 1, MAX_SHARDS)
     if index > count:
         raise _Invalid((*path, "index"), f"shard {index} of {count}: expected 1 <= index <= count")
     return Shard(index, count)
@@ -139,7 +164,7 @@ def results_from_json(value: Any, path: tuple[str | int, ...] = ()) -> Results:
             raise _Invalid((*path, "ids", i), f"the sample id {sample!r} is listed twice")
         seen.add(sample)
     labels = [
-        _int(v, (*path, "labels", i), 0)
+        _int(v, (*path, "labels", i), 0, MAX_CLASS)
         for i, v in enumerate(_list(_required(obj, "labels", path), (*path, "labels")))
     ]
     topk_rows = _list(_required(obj, "topk", path), (*path, "topk"))
@@ -148,7 +173,10 @@ def results_from_json(value: Any, path: tuple[str | int, ...] = ()) -> Results:
         if len(seq) != len(ids):
             raise _Invalid((*path, name), f"{len(seq)} entries for {len(ids)} sample ids")
     topk = [
-        [_int(c, (*path, "topk", i, j), 0) for j, c in enumerate(_list(row, (*path, "topk", i)))]
+        [
+            _int(c, (*path, "topk", i, j), 0, MAX_CLASS)
+            for j, c in enumerate(_list(row, (*path, "topk", i)))
+        ]
         for i, row in enumerate(topk_rows)
     ]
     scores = [
@@ -250,12 +278,13 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     ):
         if key in row:
             _str(row[key], (*path, key))
-    if "manifest_digest" in row:
-        digest = _str(row["manifest_digest"], (*path, "manifest_digest"))
-        if not _HEX64.fullmatch(digest):
-            raise _Invalid(
-                (*path, "manifest_digest"), "expected a sha256 in 64 lower-case hex digits"
-            )
+    # The identities of what a row was measured with: the manifest, the data set (its whole
+    # checksum list) and the golden file. Shards merge only when all three agree.
+    for key in IDENTITIES:
+        if key in row:
+            digest = _str(row[key], (*path, key))
+            if not _HEX64.fullmatch(digest):
+                raise _Invalid((*path, key), "expected a sha256 in 64 lower-case hex digits")
     if "hardware_key" in row:
         _object(row["hardware_key"], (*path, "hardware_key"))
     if "samples" in row:
@@ -339,20 +368,31 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
 
 
 def load_results(path: Path | str) -> ResultsFile:
-    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote)."""
+    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote).
+
+    These files are other jobs' artifacts: the one bounded reader refuses a FIFO or a device
+    (a link to ``/dev/zero``) without blocking, and a file over ``MAX_BYTES`` unread; the parse
+    refuses nesting deeper than ``MAX_DEPTH``. Every failure is a ResultsFileError naming the
+    file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_bounded(path, MAX_BYTES, follow_symlinks=True)
+    except FileTooLarge as exc:
+        raise ResultsFileError(f"{path}: not read: {exc}") from None
     except OSError as exc:
         raise ResultsFileError(
             f"{path}: cannot read the results file: {exc.strerror or exc}"
         ) from None
+    if raw is None:
+        raise ResultsFileError(f"{path}: cannot read the results file: No such file or directory")
+    try:
+        document = parse_json(raw, MAX_DEPTH, allow_nan=False)
     except UnicodeDecodeError as exc:
         raise ResultsFileError(
             f"{path}: not a results file (not UTF-8 text: {exc.reason})"
         ) from None
-    try:
-        document = json.loads(text, parse_constant=_refuse_constant)
+    except TooDeep as exc:
+        raise ResultsFileError(f"{path}: not a results file: {exc}") from None
     except ValueError as exc:
         where = (
             f" (line {exc.lineno}, column {exc.colno})"
@@ -362,6 +402,10 @@ def load_results(path: Path | str) -> ResultsFile:
         message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ResultsFileError(
             f"{path}: not a results file: invalid JSON{where}: {message}"
+        ) from None
+    except MemoryError:
+        raise ResultsFileError(
+            f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"
         ) from None
     loaded = validate_results(document, str(path))
     return ResultsFile(

@@ -11,10 +11,11 @@ makes (``goldens.accuracy_decision``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._format import Part, ResultsFileError
 
+EXAMPLES = 5
+"""Shards or versions named in one message; the rest are counted."""
 SHARD_SUFFIX = re.compile(r"\[shard(\d+)of(\d+)\]$")
 """The suffix of a shard item's node id (``accuracy[cpu][shard1of2]``)."""
 
@@ -155,6 +158,19 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
                 f"{what}: the shard rows differ in {key!r} ({', '.join(values)}): they are not "
                 "shards of one evaluation"
             )
+    for key, thing in (("data_identity", "data set"), ("golden_digest", "golden")):
+        # Shards of two data versions (or compared with two recordings of the golden) would
+        # merge into a verdict about no data set at all. A row without the field (a shard that
+        # failed before it read the data or the golden, a file of an older version) has no
+        # identity to contradict the others'.
+        values = sorted({str(row[key]) for row in rows if key in row})
+        if len(values) > 1:
+            listed = ", ".join(f"{value[:12]}" for value in values[:EXAMPLES])
+            raise ShardMergeError(
+                f"{what}: the shards were measured on different versions of the {thing} "
+                f"({key}: {listed}): a merge needs every shard of one {thing}; run them again "
+                "from one checkout of the data and goldens"
+            )
     counts = sorted({shard.count for shard, _ in shards})
     if len(counts) > 1:
         raise ShardMergeError(
@@ -164,18 +180,32 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
     count = counts[0]
     seen = Counter(shard.index for shard, _ in shards)
     twice = sorted(index for index, n in seen.items() if n > 1)
-    missing = [index for index in range(1, count + 1) if index not in seen]
     problems = []
-    if missing:
-        problems.append("missing shard " + ", ".join(f"{i}/{count}" for i in missing))
+    if len(seen) < count:
+        # Named up to EXAMPLES, counted beyond: the list of every missing shard of a large N
+        # is never built (the count is bounded, data.MAX_SHARDS, but the message need not be).
+        missing = list(itertools.islice(_absent(seen, count), EXAMPLES))
+        more = count - len(seen) - len(missing)
+        problems.append(
+            "missing shard "
+            + ", ".join(f"{i}/{count}" for i in missing)
+            + (f" and {more} more" if more else "")
+        )
     if twice:
-        problems.append("shard " + ", ".join(f"{i}/{count}" for i in twice) + " given twice")
+        shown = ", ".join(f"{i}/{count}" for i in twice[:EXAMPLES])
+        more = len(twice) - EXAMPLES
+        problems.append(f"shard {shown}{f' and {more} more' if more > 0 else ''} given twice")
     if problems:
         raise ShardMergeError(
             f"{what}: cannot merge: {'; '.join(problems)} (a merge needs each of the {count} "
             f"shards once: pytest --mlrepro-shard I/{count} for I = 1..{count})"
         )
     return sorted(shards, key=lambda pair: pair[0].index)
+
+
+def _absent(seen: Mapping[int, int], count: int) -> Iterator[int]:
+    """The shard indices 1..count not in ``seen``, lazily."""
+    return (index for index in range(1, count + 1) if index not in seen)
 
 
 def _compared(row: Mapping[str, Any]) -> bool:
@@ -195,6 +225,8 @@ COMMON = (
     "framework_version",
     "manifest_file",
     "manifest_digest",
+    "data_identity",
+    "golden_digest",
     "hardware_key",
     "hardware_slug",
     "tolerances",

@@ -26,7 +26,7 @@ from .._files import (
     atomic_write_bytes,
     default_file_mode,
     file_lock,
-    read_regular_bytes,
+    read_bounded,
     sha256_file,
 )
 from .._yaml import Path as KeyPath
@@ -229,8 +229,8 @@ def _record_origin(target: Path, sha256: str, manifest: Manifest, how: dict[str,
 
 def _read_origin(target: Path) -> dict[str, Any] | None:
     try:
-        data = read_regular_bytes(_origin_path(target))
-        record = json.loads(data) if data is not None and len(data) < 65536 else None
+        data = read_bounded(_origin_path(target), 65536)
+        record = json.loads(data) if data is not None else None
     except (OSError, ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None

@@ -6,10 +6,11 @@ one SVG never clash with another's). Text is drawn as paths: the page needs no f
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ._model import (
     AccuracyPoint,
@@ -24,6 +25,29 @@ if TYPE_CHECKING:
 WIDTH = 11.0  # inches at 100 dpi: the page's width at 1280 pixels
 PASS, FAIL, GOLDEN, MUTED = "#2e7d32", "#c62828", "#9e9e9e", "#607d8b"
 TOP1, TOP5 = "#1565c0", "#64b5f6"
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _plain_text(chart: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Build and save the chart with matplotlib's mathtext and usetex off: every text artist
+    (tick labels, titles, legends, annotations) reads these settings when it is made or drawn.
+
+    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
+    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
+    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
+    LaTeX would run on it."""
+
+    @functools.wraps(chart)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+            return chart(*args, **kwargs)
+
+    return wrapper
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -59,6 +83,7 @@ def _label(*parts: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
+@_plain_text
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     """Top-1 and top-5 per manifest × machine × device, now (solid) and the golden's (grey
     outline); a failed row's label in red."""
@@ -105,6 +130,7 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     return _data_uri(figure)
 
 
+@_plain_text
 def latency_chart(series: Sequence[LatencySeries]) -> str | None:
     """The distribution of every latency measurement's rounds (box plot, milliseconds), with the
     golden's p50 as a diamond; a failed one in red."""
@@ -164,6 +190,7 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
+@_plain_text
 def sensitivity_chart(table: SensitivityTable) -> str:
     """Top-1 and agreement with the declared pipeline under each pitfall, worst agreement
     first; variants that cannot run are listed with "cannot run"."""
@@ -204,6 +231,7 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     return _data_uri(figure)
 
 
+@_plain_text
 def agreement_chart(cross: CrossMachine) -> str | None:
     """Cross-machine top-1 agreement per manifest and pair of machines; a flagged pair red."""
     pairs = list(cross.pairs)
