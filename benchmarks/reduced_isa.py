@@ -107,7 +107,7 @@ def main() -> int:
                 f"{manifest:32} {name:32} "
                 f"{top1 if top1 is not None else '-':>6} "
                 f"{f'{agreement:.4f}' if agreement is not None else '-':>9} "
-                f"{f'{diff:.2g}' if diff is not None else '-':>9}  {row.get('verdict')}{ratio}"
+                f"{f'{diff:.2g}' if diff is not None else '-':>9}  {row.get('verdict') or row.get('outcome')}{ratio}"
             )
     return 0
 

@@ -412,3 +412,16 @@ def state_dict_manifest(
 def run_patiently(project: Project, *args: str, timeout: float = 600) -> pytest.RunResult:
     """``project.run`` with a longer limit, for runs of many torch items on a busy machine."""
     return project.pytester.runpytest_subprocess(*QUIET, *project.xdist, *args, timeout=timeout)
+
+
+def recorded_project_of(project: Project, images: int) -> Project:
+    """The tiny ONNX manifest over ``images`` images, with its golden recorded by the plugin
+    (the sharding tests need more samples than the default 24)."""
+    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")})
+    data = project.path / "data" / "tiny"
+    shutil.rmtree(data)
+    make_images(data, images)
+    (project.path / "manifests" / "tiny.sha256").write_text(checksum_list(data))
+    recorded = project.run("--mlrepro-update")
+    assert recorded.ret == 0, recorded.stdout.str()
+    return project

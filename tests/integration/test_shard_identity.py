@@ -15,21 +15,14 @@ import pytest
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.results import load_results
-from tests.helpers import Project, checksum_list, make_images
+from tests.helpers import Project, checksum_list, recorded_project_of
 
 N_IMAGES = 40
 
 
 @pytest.fixture
 def sharded(serial_project: Project) -> Project:
-    project = serial_project.make({"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")})
-    data = project.path / "data" / "tiny"
-    shutil.rmtree(data)
-    make_images(data, N_IMAGES)
-    (project.path / "manifests" / "tiny.sha256").write_text(checksum_list(data))
-    recorded = project.run("--mlrepro-update")
-    assert recorded.ret == 0, recorded.stdout.str()
-    return project
+    return recorded_project_of(serial_project, N_IMAGES)
 
 
 def shard_run(project: Project, index: int) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_mlrepro.results import SCHEMA_FILE, load_results, merge_shards
 from tests.conftest import XDIST
-from tests.helpers import PREPROCESS_BGR, Project, checksum_list, make_images
+from tests.helpers import PREPROCESS_BGR, Project, checksum_list, recorded_project_of
 
 N_IMAGES = 40
 MANIFEST = "manifests/tiny_onnx.yaml"
@@ -30,14 +30,7 @@ METRICS = ("samples", "top1", "top5", "agreement", "max_score_diff", "verdict", 
 
 def _project(project: Project) -> Project:
     """The tiny ONNX manifest over 40 images, with its golden recorded by the plugin."""
-    project.make({"tiny_onnx.yaml": project.manifest("tiny_onnx")})
-    data = project.path / "data" / "tiny"
-    shutil.rmtree(data)
-    make_images(data, N_IMAGES)
-    (project.path / "manifests" / "tiny.sha256").write_text(checksum_list(data))
-    recorded = project.run("--mlrepro-update")
-    assert recorded.ret == 0, recorded.stdout.str()
-    return project
+    return recorded_project_of(project, N_IMAGES)
 
 
 @pytest.fixture
