@@ -582,6 +582,7 @@ class AccuracyItem(ManifestItem):
             data_identity_recorded=golden.data is not None,
             manifest_file_current=not comparison.ok
             or golden.manifest_file == golden_store.manifest_file_of(self.path, settings),
+            data_changed=change.changed,
         )
         if decision.action == "record":
             self._record(path, result, decision.reason, ref)
@@ -594,6 +595,19 @@ class AccuracyItem(ManifestItem):
         from ._html import collect_drift  # the HTML report's pictures (only when one is asked)
 
         collect_drift(self, golden, comparison, result)
+        if comparison.ok:
+            # Within every tolerance, but on other data: named as a data change, with the
+            # samples concerned, never as a drift of the results.
+            self._fail(
+                "data changed",
+                f"{shown} [{self.device}]: {change.summary()}.\n"
+                f"  The results are within tolerance (top-1 {comparison.golden_top1:.2f} % → "
+                f"{comparison.now_top1:.2f} %), but a golden measured on other data is not a "
+                "comparison of the same thing.\n"
+                f"If the change is intended, record a new golden:\n  {record_cmd}"
+                + self._diagnosis(golden, comparison, result, change),
+                ref,
+            )
         self._fail(
             "drift",
             f"{shown} [{self.device}]: "

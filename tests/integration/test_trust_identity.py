@@ -289,6 +289,52 @@ def test_swapped_labels_are_named_as_a_data_change(tiny: Tiny) -> None:
     )
 
 
+def test_one_label_changed_within_tolerance_fails_as_a_data_change(tiny: Tiny) -> None:
+    """Issue 20: one label changed (the checksum list updated) moves the accuracy inside every
+    tolerance; a golden measured on other data is not a comparison of the same thing, so the
+    item fails, named as a data change with the sample concerned, as an added sample does.
+    --mlrepro-update re-records it."""
+    tiny.manifest("tiny_onnx", extra=LOOSE)
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    labels = tiny.data() / "labels.csv"
+    labels.write_text(labels.read_text().replace("img05.png,2", "img05.png,0"))
+    tiny.rewrite_checksums()
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    assert verdicts(result)["tiny_onnx"] == "data changed"
+    result.stdout.fnmatch_lines(
+        [
+            "*manifests/tiny_onnx.yaml [[]cpu]: the data changed since the golden was recorded: "
+            "the label of 1 sample of 24 changed (img05.png 2 → 0).",
+            "  The results are within tolerance (top-1 *), but a golden measured on other data "
+            "is not a comparison of the same thing.",
+        ]
+    )
+    assert lead_of(result).startswith("Likely cause: the data — the label of 1 sample of 24")
+    updated = tiny.run("--mlrepro-update")
+    assert verdicts(updated)["tiny_onnx"] == "golden updated (data changed)"
+    assert verdicts(tiny.run())["tiny_onnx"] == "pass"
+
+
+def test_a_replaced_file_within_tolerance_fails_as_a_data_change(tiny: Tiny) -> None:
+    tiny.manifest("tiny_onnx", extra=LOOSE)
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    from PIL import Image
+
+    path = tiny.data() / "img03.png"
+    pixels = np.asarray(Image.open(path).convert("RGB")).copy()
+    pixels[0, 0] ^= 1  # one pixel: no prediction moves
+    Image.fromarray(pixels).save(path)
+    tiny.rewrite_checksums()
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    assert verdicts(result)["tiny_onnx"] == "data changed"
+    result.stdout.fnmatch_lines(
+        ["*the data changed since the golden was recorded: 1 file of 24 has other content "
+         "(sha256) than the golden's (img03.png).*"]
+    )  # fmt: skip
+
+
 def test_an_old_golden_without_the_data_block_passes_and_an_update_adds_it(tiny: Tiny) -> None:
     tiny.manifest("tiny_onnx")
     tiny.run("--mlrepro-update").assert_outcomes(passed=1)
