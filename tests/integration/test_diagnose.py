@@ -445,6 +445,153 @@ def test_probes_are_stable_and_mix_changed_and_unchanged_samples() -> None:
     assert probes.select(ids, 0) == []
 
 
+# --- issue 20: causes inside the model, or in the data ----------------------------------------
+
+
+def _copy_data(lab: Lab, name: str) -> Path:
+    """A copy of the ``blocks`` data set as ``name`` (its own checksum list), to be edited."""
+    import shutil
+
+    folder = lab.root / "data" / name
+    shutil.copytree(lab.root / "data" / "blocks", folder)
+    _accept(lab, name)
+    return folder
+
+
+def _accept(lab: Lab, name: str) -> None:
+    """The checksum list made anew: the owner accepts the edited data."""
+    (lab.root / "manifests" / f"{name}.sha256").write_text(H.checksums(lab.root / "data" / name))
+
+
+def _with_data(golden: golden_store.Golden, folder: Path) -> golden_store.Golden:
+    """The golden with the sha256 of the files it was measured on, as a plugin run records."""
+    files = {p.name: H.sha256(p) for p in folder.iterdir() if p.suffix in (".png", ".jpg")}
+    return golden_store.Golden(
+        golden.name, golden.manifest, golden.environment, golden.results, golden.probes, files
+    )
+
+
+def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> Diagnosis:
+    """Diagnose the run of ``text`` with the data change the plugin would pass."""
+    from pytest_mlrepro.goldens import data_change
+
+    m = lab.manifest(text)
+    ev = evaluate(m, "cpu", lab.settings)
+    c = compare(golden.results, ev.results, ev.scores, m.tolerances)
+    now = {p.name: H.sha256(p) for p in folder.iterdir()}
+    change = data_change(golden, ev.results, now)
+    assert change.changed
+    return diagnose(m, golden, c, ev, probes=24, data=change)
+
+
+def test_a_model_with_the_normalisation_built_in_is_found_by_dropping_the_manifest_step(
+    lab: Lab,
+) -> None:
+    """The new model normalises its input itself, so the manifest's normalize runs twice:
+    dropping the manifest's step brings every probe back, and leads."""
+    model, sha = lab.model()
+    built_in, built_in_sha = lab.model(adapter=H.affine([1 / 128] * 3, [-127 / 128] * 3))
+    golden = lab.record(H.manifest_text("twice", model, sha))
+    d = lab.check(golden, H.manifest_text("twice", built_in, built_in_sha)).diagnosis
+    assert d.cause == pitfalls.MEAN_STD, d.render()
+    assert d.lead.startswith(f"Likely cause: {pitfalls.MEAN_STD} — the model changed"), d.lead
+    assert "with the manifest's normalize: {mean: [127, 127, 127], std: [128, 128, 128]}" in d.lead
+    assert "dropped (the new model does it itself), 24/24 probe predictions match" in d.lead
+    assert_readable(d.render())
+
+
+def test_exchanged_classes_are_named_as_the_permutation(lab: Lab) -> None:
+    model, sha = lab.model()
+    w, b = H.classifier()
+    w[:, [2, 5]], b[[2, 5]] = w[:, [5, 2]], b[[5, 2]]
+    swapped = lab.root / "models" / "swapped.onnx"
+    swapped_sha = H.write_onnx(swapped, w, b)
+    golden = lab.record(H.manifest_text("swap", model, sha))
+    d = lab.check(golden, H.manifest_text("swap", "swapped.onnx", swapped_sha)).diagnosis
+    assert d.cause == "class permutation", d.render()
+    assert d.lead.startswith("Likely cause: the model's output classes — the model changed"), d.lead
+    assert "its output classes are permuted (2 ↔ 5): on all 24 samples" in d.lead
+
+
+def test_the_score_transform_leads_when_the_model_file_changed_with_the_same_outputs(
+    lab: Lab,
+) -> None:
+    """Softmax turned off and the model rebuilt elsewhere (another file, identical outputs):
+    the score transform is the cause, the model file comes second."""
+    import onnx
+
+    model, sha = lab.model()
+    rebuilt = onnx.load(str(lab.root / "models" / model))
+    rebuilt.doc_string = "rebuilt on another CPU"
+    onnx.save(rebuilt, str(lab.root / "models" / "rebuilt.onnx"))
+    rebuilt_sha = H.sha256(lab.root / "models" / "rebuilt.onnx")
+    golden = lab.record(H.manifest_text("soft", model, sha))
+    d = lab.check(
+        golden,
+        H.manifest_text("soft", "rebuilt.onnx", rebuilt_sha, extra="postprocess: {softmax: false}"),
+    ).diagnosis
+    assert d.cause == "score transform", d.render()
+    assert d.lead.startswith("Likely cause: the score transform — the ranking is identical"), d.lead
+    assert "the model changed (model.file.sha256" in d.lead
+    assert "too, with the same ranking." in d.lead
+
+
+def test_the_header_counts_the_probes_every_line_counts(lab: Lab) -> None:
+    model, sha = lab.model()
+    other, other_sha = lab.model(seed=11)
+    golden = lab.record(H.manifest_text("count", model, sha))
+    text = lab.check(golden, H.manifest_text("count", other, other_sha)).diagnosis.render()
+    first = next(line for line in text.splitlines() if "as the manifest is now:" in line)
+    assert "/24 match" in first
+    assert text.splitlines()[0].startswith("diagnosis (") and " on 24 probe samples, 8 first, " in (
+        text.splitlines()[0]
+    )
+
+
+def test_a_label_change_names_the_data_and_ticks_no_flip_that_changes_nothing(lab: Lab) -> None:
+    """One label changed: every prediction is the golden's, so every flip that changes nothing
+    on the probes matches them all; none of them is marked as reproducing the golden."""
+    folder = _copy_data(lab, "relabel")
+    model, sha = lab.model()
+    golden = _with_data(lab.record(H.manifest_text("lbl", model, sha, dataset="relabel")), folder)
+    labels = folder / "labels.csv"
+    labels.write_text(labels.read_text().replace("img05.png,5", "img05.png,6"))
+    _accept(lab, "relabel")
+    d = _check_data(lab, golden, H.manifest_text("lbl", model, sha, dataset="relabel"), folder)
+    assert d.cause == "data"
+    assert d.lead.startswith("Likely cause: the data — the label of 1 sample of 24 changed "
+                             "(img05.png 5 → 6)"), d.lead  # fmt: skip
+    text = d.render()
+    flat = " ".join(text.split())
+    assert "with the EXIF orientation applied: 24/24 match (max score diff" in flat
+    assert "the same outputs as the manifest as it is)" in flat  # the no-op flips, named so
+    assert not [line for line in text.splitlines() if line.strip().startswith("✓")], text
+
+
+def test_photos_replaced_by_rotated_copies_lead_with_the_exif_orientation(lab: Lab) -> None:
+    """Half the photos replaced by copies stored rotated with EXIF orientation 6: the data
+    changed, and applying the EXIF orientation brings every probe back: that leads."""
+    from PIL import Image
+
+    folder = _copy_data(lab, "rotated")
+    model, sha = lab.model()
+    golden = _with_data(lab.record(H.manifest_text("rot", model, sha, dataset="rotated")), folder)
+    for index in range(0, H.N_SAMPLES, 2):
+        path = folder / f"img{index:02d}.png"
+        image = Image.open(path)
+        exif = Image.Exif()
+        exif[0x0112] = 6  # a viewer turns it 90° clockwise: stored 90° counter-clockwise
+        image.transpose(Image.Transpose.ROTATE_90).save(path, exif=exif.tobytes())
+    _accept(lab, "rotated")
+    d = _check_data(lab, golden, H.manifest_text("rot", model, sha, dataset="rotated"), folder)
+    assert d.cause == "data", d.render()
+    assert d.lead.startswith(
+        f"Likely cause: {pitfalls.EXIF}, in the changed data — 12 files of 24 have other content"
+    ), d.lead
+    assert "with the EXIF orientation applied" in d.lead and "24/24 probe predictions" in d.lead
+    assert_readable(d.render())
+
+
 # --- through pytest: the failure carries the diagnosis, and only a failure ------------------
 
 
