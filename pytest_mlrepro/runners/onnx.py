@@ -115,14 +115,20 @@ class OnnxRunner:
         declared = manifest.input
         if declared.name not in inputs:
             raise SignatureError(
-                f"{manifest.source}: the model's inputs are {sorted(inputs)}, "
-                f"the manifest names {declared.name!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the model's inputs are {sorted(inputs)}, the manifest names "
+                    f"{declared.name!r}",
+                ).format()
             )
         model_type = _ORT_TYPES.get(inputs[declared.name].type, inputs[declared.name].type)
         if model_type != declared.dtype:
             raise SignatureError(
-                f"{manifest.source}: model input {declared.name!r} is "
-                f"{model_type}, the manifest declares {declared.dtype}"
+                manifest.error(
+                    ("inputs", 0, "dtype"),
+                    f"model input {declared.name!r} is {model_type}, the manifest declares "
+                    f"{declared.dtype}",
+                ).format()
             )
         wrong_layout = layout_mismatch(inputs[declared.name].shape, declared.layout, declared.name)
         if wrong_layout is not None:
@@ -141,8 +147,11 @@ class OnnxRunner:
         wanted = manifest.postprocess.output or next(iter(outputs))
         if wanted not in outputs:
             raise SignatureError(
-                f"{manifest.source}: the model's outputs are {list(outputs)}, "
-                f"postprocess.output names {wanted!r}"
+                manifest.error(
+                    ("postprocess", "output"),
+                    f"the model's outputs are {list(outputs)}, postprocess.output names "
+                    f"{wanted!r}",
+                ).format()
             )
         # The class count the model declares, checked before any image is decoded.
         out_shape = outputs[wanted].shape

@@ -59,15 +59,19 @@ def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str
     if channels_last is not None and (declared.layout == "NHWC") != channels_last:
         model_layout = "NHWC" if channels_last else "NCHW"
         raise SignatureError(
-            f"{manifest.source}: the model input {name!r} is {model_layout} "
-            f"{_shape_text(shape)}, the manifest declares {declared.layout}: a layout mismatch; "
-            f"end the preprocessing with 'layout: {{order: {model_layout}}}' and declare "
-            f"'layout: {model_layout}'"
+            manifest.error(
+                ("inputs", 0, "layout"),
+                f"the model input {name!r} is {model_layout} {_shape_text(shape)}, the manifest "
+                f"declares {declared.layout}: a layout mismatch; end the preprocessing with "
+                f"'layout: {{order: {model_layout}}}' and declare 'layout: {model_layout}'",
+            ).format()
         )
     if declared.dtype != dtype:
         raise SignatureError(
-            f"{manifest.source}: model input {name!r} is {dtype}, the manifest declares "
-            f"{declared.dtype}"
+            manifest.error(
+                ("inputs", 0, "dtype"),
+                f"model input {name!r} is {dtype}, the manifest declares {declared.dtype}",
+            ).format()
         )
 
 
@@ -102,13 +106,18 @@ def _choose_output(manifest: Manifest, outputs: Sequence[str], what: str) -> str
         if len(outputs) == 1:
             return outputs[0]
         raise SignatureError(
-            f"{manifest.source}: the {what} has outputs {list(outputs)}: name the one that holds "
-            "the class scores with postprocess.output"
+            manifest.error(
+                ("postprocess", "output"),
+                f"the {what} has outputs {list(outputs)}: name the one that holds the class "
+                "scores with postprocess.output",
+            ).format()
         )
     if wanted not in outputs:
         raise SignatureError(
-            f"{manifest.source}: the {what}'s outputs are {list(outputs)}, postprocess.output "
-            f"names {wanted!r}"
+            manifest.error(
+                ("postprocess", "output"),
+                f"the {what}'s outputs are {list(outputs)}, postprocess.output names {wanted!r}",
+            ).format()
         )
     return wanted
 
@@ -283,16 +292,22 @@ class TensorFlowRunner:
         signatures = dict(loaded.signatures)
         if name not in signatures:
             raise SignatureError(
-                f"{manifest.source}: the SavedModel has signatures {sorted(signatures)}, the "
-                f"manifest asks for {name!r} (model.signature)"
+                manifest.error(
+                    ("model", "signature"),
+                    f"the SavedModel has signatures {sorted(signatures)}, the manifest asks for "
+                    f"{name!r} (model.signature)",
+                ).format()
             )
         signature = signatures[name]
         _, specs = signature.structured_input_signature
         declared = manifest.input.name
         if declared not in specs:
             raise SignatureError(
-                f"{manifest.source}: signature {name!r} has inputs {sorted(specs)}, the "
-                f"manifest names {declared!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"signature {name!r} has inputs {sorted(specs)}, the manifest names "
+                    f"{declared!r}",
+                ).format()
             )
         if len(specs) != 1:
             raise SignatureError(
