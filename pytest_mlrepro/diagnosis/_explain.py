@@ -42,6 +42,7 @@ from ..fingerprint import environment
 from ..goldens import Comparison, DataChange, Golden, Results, compare
 from ..manifest import Manifest, parse_manifest
 from ..pipeline import STEPS, Step
+from . import _layer_fingerprints as layer_store
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
@@ -334,6 +335,9 @@ def _revert_candidates(
     return out
 
 
+# Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
+_MODEL_CAUSES = ("model", "runtime", "unknown")
+
 # Manifest steps a re-exported model may have taken inside its graph (then the step runs twice):
 # what each one's removal is filed under.
 _IN_GRAPH = {"normalize": pitfalls.MEAN_STD, "scale": pitfalls.MEAN_STD, "resize": pitfalls.RESIZE}
@@ -428,6 +432,7 @@ class Diagnosis:
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
+    layers: layer_store.LayerReport | None = None  # the model compared layer by layer
 
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
@@ -566,6 +571,15 @@ def diagnose(
         ids = probe_order(shared, probes, changed)
         tried, baseline = _run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
 
+    # Layer fingerprints: with the same pixels going in, where the model's computation changed.
+    layer_report = None
+    if steps_report.first is None and evaluation.runner is not None:
+        block = golden.probes.get("layers") if isinstance(golden.probes, Mapping) else None
+        try:
+            layer_report = layer_store.compare(block, evaluation.runner, manifest, samples)
+        except Exception as exc:  # report, do not hide the rest
+            layer_report = layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
+
     env_now = environment(evaluation.runner_info)
     env_changes = _env_diff(golden.environment, env_now)
 
@@ -574,6 +588,8 @@ def diagnose(
     lead, cause = _lead(
         changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation
     )
+    if layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
+        lead = lead.removesuffix(".") + "; " + layer_report.lead() + "."
     if data is not None and data.changed:
         restoring = _restoring(tried, baseline, tol.score)
         flip = restoring[0] if restoring and not restoring[0].reverts else None
@@ -624,6 +640,16 @@ def diagnose(
             step_lines,
         )
     )
+
+    if layer_report is not None:
+        sections.append(
+            (
+                f"the model, layer by layer, on the golden's {layer_report.probes} layer probes:"
+                if layer_report.probes
+                else "the model, layer by layer:",
+                layer_report.lines(),
+            )
+        )
 
     if tried and baseline is not None:
         ranked = sorted(tried, key=Counterfactual.key)
@@ -681,6 +707,7 @@ def diagnose(
         screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
         counterfactuals=len(tried),
         seconds=time.perf_counter() - start,
+        layers=layer_report,
     )
 
 

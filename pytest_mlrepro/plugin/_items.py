@@ -638,14 +638,23 @@ class AccuracyItem(ManifestItem):
     def _step_probes(self, result: Any) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the
         golden itself)."""
-        from ..diagnosis import record_step_fingerprints
+        from ..diagnosis import record_layer_fingerprints, record_step_fingerprints
 
         try:
-            return record_step_fingerprints(
+            probes = record_step_fingerprints(
                 self.manifest.input.preprocess, result.samples, fingerprint_samples(self.config)
             )
         except (MlreproError, OSError):
             return None
+        if probes is not None and result.runner is not None:
+            # The model-side twin: every layer's output on the first probes (optional: a model
+            # whose layers cannot be traced records none).
+            layers = record_layer_fingerprints(
+                result.runner, self.manifest, result.samples, probes.get("samples", [])
+            )
+            if layers is not None:
+                probes["layers"] = layers
+        return probes
 
     def _probes_up_to_date(self, golden: Any, result: Any) -> bool:
         from ..diagnosis import step_fingerprints_up_to_date

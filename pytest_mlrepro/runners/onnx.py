@@ -66,6 +66,8 @@ class OnnxRunner:
         first = self.expected_shape[0] if self.expected_shape else None
         fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
         self.fixed_batch: int | None = first if fixed else None
+        self.model_bytes: bytes | None = None  # the verified model, for layer_outputs
+        self.options: Any = None
 
     @classmethod
     def load(
@@ -102,6 +104,9 @@ class OnnxRunner:
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
             session = _session(manifest, model, options, providers)
+            # The verified bytes, for layer fingerprints (a second session that keeps every node
+            # output): read from the copy the session loaded, never from the file again.
+            model_bytes = model.local.read_bytes()
         if device == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
             # ONNX Runtime falls back to the CPU silently when the CUDA libraries do not load.
             raise DeviceUnavailable(
@@ -167,6 +172,8 @@ class OnnxRunner:
                 ).format()
             )
         runner = cls(session, declared.name, wanted, {})
+        runner.model_bytes = model_bytes
+        runner.options = options
         runner.info = {
             "framework": "onnxruntime",
             "framework_version": ort.__version__,
@@ -213,6 +220,33 @@ class OnnxRunner:
             out = self.session.run([self.output_name], {self.input_name: chunk})[0]
             outputs.append(out[: min(size, len(batch) - start)])
         return np.concatenate(outputs)
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+        """Every node output on ``batch``, in the graph's (topological) order, as (output name,
+        op type, value): the model run once more with each node output made a graph output, on
+        an in-memory copy of the verified model. Needs the ``onnx`` package; models whose
+        weights live in external files are not traced (their copy would need those files)."""
+        import onnx
+
+        if self.model_bytes is None or self.fixed_batch not in (None, len(batch)):
+            return []
+        model = onnx.load_from_string(self.model_bytes)
+        graph = model.graph
+        wanted: list[tuple[str, str]] = []
+        outputs = {o.name for o in graph.output}
+        for node in graph.node:
+            for name in node.output:
+                if not name:
+                    continue
+                wanted.append((name, node.op_type))
+                if name not in outputs:
+                    graph.output.append(onnx.ValueInfoProto(name=name))
+                    outputs.add(name)
+        session = ort.InferenceSession(
+            model.SerializeToString(), self.options, providers=["CPUExecutionProvider"]
+        )
+        values = session.run([name for name, _ in wanted], {self.input_name: batch})
+        return [(name, op, np.asarray(v)) for (name, op), v in zip(wanted, values)]
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``session.run`` returns when the outputs are computed (and, on

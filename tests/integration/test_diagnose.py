@@ -24,6 +24,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
+from pytest_mlrepro.diagnosis import record_layer_fingerprints
 from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, manifest_diff, probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
@@ -107,15 +108,16 @@ class Lab:
 
     def record(self, text: str, n: int = 8) -> golden_store.Golden:
         """A golden as ``--mlrepro-update`` records it (results, manifest, environment,
-        step probes), through a write and a read of the golden file."""
+        step probes and layer fingerprints), through a write and a read of the golden file."""
         m = self.manifest(text)
         ev = evaluate(m, "cpu", self.settings)
+        step_probes = probes.record(m.input.preprocess, ev.samples, n)
+        if step_probes is not None:
+            layers = record_layer_fingerprints(ev.runner, m, ev.samples, step_probes["samples"])
+            if layers is not None:
+                step_probes["layers"] = layers
         golden = golden_store.Golden(
-            m.name,
-            m.normalized(),
-            environment(ev.runner_info),
-            ev.results,
-            probes.record(m.input.preprocess, ev.samples, n),
+            m.name, m.normalized(), environment(ev.runner_info), ev.results, step_probes
         )
         path = self.root / "golden.json"
         golden_store.write(path, golden)
@@ -590,6 +592,88 @@ def test_photos_replaced_by_rotated_copies_lead_with_the_exif_orientation(lab: L
     ), d.lead
     assert "with the EXIF orientation applied" in d.lead and "24/24 probe predictions" in d.lead
     assert_readable(d.render())
+
+
+def _conv_net(path: Path, scale_middle: float = 1.0, prefix: str = "") -> str:
+    """A small real convolutional ONNX model on the (3, 12, 12) input: three Conv + Relu, a
+    global average pool and a linear head; ``scale_middle`` perturbs the middle Conv's weights;
+    ``prefix`` renames every node and tensor (a re-export). Returns its sha256."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w1 = rng.normal(0, 0.3, (8, 3, 3, 3))
+    w2 = rng.normal(0, 0.2, (8, 8, 3, 3))
+    w2[0] *= scale_middle  # one output channel of the middle Conv
+    w3 = rng.normal(0, 0.2, (8, 8, 3, 3))
+    head = rng.normal(0, 1.0, (8, H.CLASSES))
+    p = prefix
+    inits = [
+        numpy_helper.from_array(a.astype(np.float32), p + n)
+        for a, n in ((w1, "w1"), (w2, "w2"), (w3, "w3"), (head, "head"))
+    ]
+    nodes = []
+    source = "input"
+    for i in (1, 2, 3):
+        nodes.append(
+            helper.make_node(
+                "Conv", [source, f"{p}w{i}"], [f"{p}conv{i}"], name=f"{p}conv{i}", pads=[1] * 4
+            )
+        )
+        nodes.append(helper.make_node("Relu", [f"{p}conv{i}"], [f"{p}relu{i}"], name=f"{p}relu{i}"))
+        source = f"{p}relu{i}"
+    nodes += [
+        helper.make_node("GlobalAveragePool", [source], [f"{p}pool"], name=f"{p}pool"),
+        helper.make_node("Flatten", [f"{p}pool"], [f"{p}flat"], name=f"{p}flat"),
+        helper.make_node("MatMul", [f"{p}flat", f"{p}head"], ["logits"], name=f"{p}head"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "convnet",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, H.SIDE, H.SIDE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return H.sha256(path)
+
+
+def test_a_perturbed_middle_conv_is_named_by_the_layer_fingerprints(lab: Lab) -> None:
+    """A real ONNX model whose middle Conv's weights were perturbed: preprocessing is identical,
+    no flip brings it back, and the layer fingerprints name that node as the first whose output
+    differs, with how much, and that the difference carries to the last layer."""
+    sha = _conv_net(lab.root / "models" / "convnet.onnx")
+    perturbed_sha = _conv_net(lab.root / "models" / "convnet_perturbed.onnx", scale_middle=-3.0)
+    golden = lab.record(H.manifest_text("conv", "convnet.onnx", sha))
+    assert golden.probes is not None
+    layers = golden.probes["layers"]
+    assert [row[:2] for row in layers["rows"]][:3] == [
+        ["conv1", "Conv"], ["relu1", "Relu"], ["conv2", "Conv"]
+    ]  # fmt: skip
+    d = lab.check(golden, H.manifest_text("conv", "convnet_perturbed.onnx", perturbed_sha))
+    lead = d.diagnosis.lead
+    assert d.diagnosis.cause == "model", d.diagnosis.render()
+    assert "the first layer whose output differs is Conv 'conv2' (layer 3 of 9: max |x|" in lead
+    assert "at the last layer (logits)" in lead
+    text = " ".join(d.diagnosis.render().split())
+    section = "the model, layer by layer, on the golden's 2 layer probes: 9 layers aligned by name"
+    assert section in text
+    assert "the 2 layers before it are as the golden's" in text
+    assert_readable(d.diagnosis.render())
+
+
+def test_renamed_layers_are_aligned_by_position_and_shape(lab: Lab) -> None:
+    sha = _conv_net(lab.root / "models" / "convnet_a.onnx")
+    renamed_sha = _conv_net(
+        lab.root / "models" / "convnet_b.onnx", scale_middle=-3.0, prefix="export/"
+    )
+    golden = lab.record(H.manifest_text("rename", "convnet_a.onnx", sha))
+    d = lab.check(golden, H.manifest_text("rename", "convnet_b.onnx", renamed_sha)).diagnosis
+    assert "is Conv 'export/conv2' (layer 3 of 9" in d.lead, d.render()
+    assert "aligned by position and shape (the names differ)" in d.render()
 
 
 # --- through pytest: the failure carries the diagnosis, and only a failure ------------------
