@@ -676,6 +676,59 @@ def test_renamed_layers_are_aligned_by_position_and_shape(lab: Lab) -> None:
     assert "aligned by position and shape (the names differ)" in d.render()
 
 
+def _torch_convnet() -> Any:
+    import torch
+
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, H.CLASSES),
+    )
+
+
+def test_a_changed_torch_layer_is_named_by_the_layer_fingerprints(lab: Lab) -> None:
+    """The same with PyTorch (a state_dict and its builder): forward hooks on every leaf module;
+    the second Conv2d's weights changed, and the diagnosis names that module."""
+    torch = pytest.importorskip("torch")
+    import pytest_mlrepro
+
+    pytest_mlrepro.model_builder("diag_convnet")(_torch_convnet)
+    torch.manual_seed(0)
+    state = _torch_convnet().state_dict()
+    state["0.weight"] = torch.randn(8, 3, 3, 3) * 0.3
+    state["2.weight"] = torch.randn(8, 8, 3, 3) * 0.2
+    state["6.weight"] = torch.randn(H.CLASSES, 32) * 3.0
+    for key in ("0.bias", "2.bias", "6.bias"):  # no bias: every class is earned by the input
+        state[key] = torch.zeros_like(state[key])
+    torch.save(state, lab.root / "models" / "convnet.pt")
+    changed = {k: v.clone() for k, v in state.items()}
+    changed["2.weight"][:4] *= -3.0  # half the output channels of the second Conv2d
+    torch.save(changed, lab.root / "models" / "convnet_changed.pt")
+
+    def text(weights: str) -> str:
+        onnx_text = H.manifest_text("torchconv", "x.onnx", "0" * 64)
+        model = (
+            "model:\n  format: state_dict\n  builder: diag_convnet\n"
+            f"  weights: {{path: ../models/{weights}, "
+            f"sha256: {H.sha256(lab.root / 'models' / weights)}}}\n"
+        )
+        onnx_text = re.sub(r"model:\n(?:  .*\n)+", model, onnx_text, count=1)
+        return onnx_text.replace("framework: {name: onnxruntime}", "framework: {name: torch}")
+
+    golden = lab.record(text("convnet.pt"))
+    assert golden.probes is not None
+    assert [row[:2] for row in golden.probes["layers"]["rows"]][:3] == [
+        ["0", "Conv2d"], ["1", "ReLU"], ["2", "Conv2d"]
+    ]  # fmt: skip
+    d = lab.check(golden, text("convnet_changed.pt")).diagnosis
+    assert d.cause == "model", d.render()
+    assert "the first layer whose output differs is Conv2d '2' (layer 3 of 7:" in d.lead
+
+
 # --- through pytest: the failure carries the diagnosis, and only a failure ------------------
 
 
