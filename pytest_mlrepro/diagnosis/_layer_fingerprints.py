@@ -36,7 +36,7 @@ TOLERANCE = 1e-3
 
 
 def _stat(value: float) -> float:
-    return float(f"{value:.6g}")
+    return float(f"{value:.5g}")
 
 
 def fingerprint(array: np.ndarray) -> list[Any]:
@@ -47,7 +47,7 @@ def fingerprint(array: np.ndarray) -> list[Any]:
     mean = float(finite.mean()) if finite.size else 0.0
     std = float(finite.std()) if finite.size else 0.0
     peak = float(np.abs(finite).max()) if finite.size else 0.0
-    digest = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:12]
+    digest = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:8]
     return [list(values.shape), str(values.dtype), _stat(mean), _stat(std), _stat(peak), digest]
 
 

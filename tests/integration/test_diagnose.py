@@ -657,7 +657,7 @@ def test_a_perturbed_middle_conv_is_named_by_the_layer_fingerprints(lab: Lab) ->
     lead = d.diagnosis.lead
     assert d.diagnosis.cause == "model", d.diagnosis.render()
     assert "the first layer whose output differs is Conv 'conv2' (layer 3 of 9: max |x|" in lead
-    assert "at the last layer (logits)" in lead
+    assert "at the last layer (head)" in lead
     text = " ".join(d.diagnosis.render().split())
     section = "the model, layer by layer, on the golden's 2 layer probes: 9 layers aligned by name"
     assert section in text

@@ -335,6 +335,60 @@ def test_a_replaced_file_within_tolerance_fails_as_a_data_change(tiny: Tiny) -> 
     )  # fmt: skip
 
 
+def with_max(source: Path, target: Path) -> str:
+    """The tiny model with its first layer changed (channel maxima instead of means)."""
+    import onnx
+
+    model = onnx.load(str(source))
+    for node in model.graph.node:
+        if node.op_type == "ReduceMean":
+            node.op_type = "ReduceMax"
+    onnx.checker.check_model(model)
+    onnx.save(model, str(target))
+    return sha256(target)
+
+
+def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(tiny: Tiny) -> None:
+    """Issue 20: a recorded golden keeps layer fingerprints; when the model changed, the failure
+    and ``mlrepro diagnose`` name the first layer whose output differs."""
+    import os
+    import subprocess
+    import sys
+
+    tiny.manifest("tiny_onnx")
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    layers = tiny.golden_json("tiny_onnx")["probes"]["layers"]
+    assert [row[:2] for row in layers["rows"]] == [
+        ["means", "ReduceMean"], ["flat", "Flatten"], ["logits", "Mul"]
+    ]  # fmt: skip
+    # Reviewable: one layer a line.
+    assert '        ["means", "ReduceMean", [2, 3, 1, 1], "float32",' in tiny.golden(
+        "tiny_onnx"
+    ).read_text()
+    sha = with_max(tiny.path / "models" / "tiny.onnx", tiny.path / "models" / "tiny_max.onnx")
+    tiny.manifest("tiny_onnx", model_path="../models/tiny_max.onnx", sha=sha)
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "  the model, layer by layer, on the golden's 2 layer probes:",
+            "    3 layers aligned by name",
+            "    the first layer whose output differs is ReduceMax 'means' (layer 1 of 3:*",
+        ]
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("MLREPRO_DATA", None)
+    env.pop("MLREPRO_CACHE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_mlrepro.cli", "diagnose", "manifests/tiny_onnx.yaml"],
+        cwd=tiny.path, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the first layer whose output differs is ReduceMax 'means'" in " ".join(
+        done.stdout.split()
+    )
+
+
 def test_an_old_golden_without_the_data_block_passes_and_an_update_adds_it(tiny: Tiny) -> None:
     tiny.manifest("tiny_onnx")
     tiny.run("--mlrepro-update").assert_outcomes(passed=1)
