@@ -588,7 +588,17 @@ def diagnose(
     lead, cause = _lead(
         changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation
     )
-    if layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
+    if layer_report is not None and layer_report.precision and cause in _MODEL_CAUSES:
+        # The model's precision changed: the most specific cause the layers support.
+        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
+        where = f" ({layer_report.lead()})" if layer_report.first is not None else ""
+        lead = (
+            f"Likely cause: the model's precision — {layer_report.precision}"
+            + (f" (the model changed: {model_text})" if model_text else "")
+            + f"{where}."
+        )
+        cause = "precision"
+    elif layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
         lead = lead.removesuffix(".") + "; " + layer_report.lead() + "."
     if data is not None and data.changed:
         restoring = _restoring(tried, baseline, tol.score)

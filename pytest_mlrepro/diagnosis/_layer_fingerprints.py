@@ -129,6 +129,7 @@ class LayerReport:
     diffs: list[LayerDiff] = field(default_factory=list)
     first: LayerDiff | None = None
     note: str = ""
+    precision: str = ""  # how the model's precision changed, when it did (see _precision)
 
     def lead(self) -> str:
         """The clause a lead sentence adds: where the model's outputs first differ."""
@@ -152,9 +153,10 @@ class LayerReport:
         return f", and the difference {verb} to {_rel(last.delta)} at the last layer ({last.name})"
 
     def lines(self) -> list[str]:
+        extra = [f"precision: {self.precision}"] if self.precision else []
         if self.note:
-            return [self.note]
-        out = [f"{self.layers} layers aligned {self.alignment}"]
+            return [self.note, *extra]
+        out = [f"{self.layers} layers aligned {self.alignment}", *extra]
         if self.first is None:
             out.append(
                 f"every layer's output is within {TOLERANCE:g} of the golden's (relative to its "
@@ -189,6 +191,44 @@ def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[in
     )
 
 
+# Ops that quantise or compute on quantised tensors (ONNX names; TFLite's are the same words).
+_QUANT_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "QLinearAdd",
+        "ConvInteger",
+        "MatMulInteger",
+        "QUANTIZE",
+        "DEQUANTIZE",
+    }
+)
+_LOW_PRECISION = ("float16", "bfloat16", "int8", "uint8")
+
+
+def _precision(golden: list[list[Any]], now: list[list[Any]]) -> str:
+    """How the model's precision changed between the two traces: quantise/dequantise ops
+    added, or layer outputs in a lower-precision dtype; "" when neither."""
+    parts = []
+    g_ops = [str(r[1]) for r in golden if str(r[1]) in _QUANT_OPS]
+    n_ops = [str(r[1]) for r in now if str(r[1]) in _QUANT_OPS]
+    if len(n_ops) > len(g_ops):
+        kinds = ", ".join(sorted(set(n_ops)))
+        parts.append(
+            f"the new model has {len(n_ops)} quantisation ops ({kinds}) where the golden's had "
+            f"{len(g_ops)}"
+        )
+    for dtype in _LOW_PRECISION:
+        g = sum(1 for r in golden if r[3] == dtype)
+        n = sum(1 for r in now if r[3] == dtype)
+        if n > g:
+            parts.append(f"{n} layer outputs are {dtype} where the golden's had {g}")
+    return "; ".join(parts)
+
+
 def compare(
     block: Any, runner: Any, manifest: Manifest, samples: Sequence[Sample]
 ) -> LayerReport | None:
@@ -209,6 +249,7 @@ def compare(
         return LayerReport(note="this model's layers cannot be traced with this runner")
     pairs, how = _align(golden, now)
     report = LayerReport(probes=len(chosen), layers=len(now), alignment=how)
+    report.precision = _precision(golden, now)
     if not pairs:
         report.note = how
         return report

@@ -594,7 +594,9 @@ def test_photos_replaced_by_rotated_copies_lead_with_the_exif_orientation(lab: L
     assert_readable(d.render())
 
 
-def _conv_net(path: Path, scale_middle: float = 1.0, prefix: str = "") -> str:
+def _conv_net(
+    path: Path, scale_middle: float = 1.0, prefix: str = "", qdq: float | None = None
+) -> str:
     """A small real convolutional ONNX model on the (3, 12, 12) input: three Conv + Relu, a
     global average pool and a linear head; ``scale_middle`` perturbs the middle Conv's weights;
     ``prefix`` renames every node and tensor (a re-export). Returns its sha256."""
@@ -622,6 +624,18 @@ def _conv_net(path: Path, scale_middle: float = 1.0, prefix: str = "") -> str:
         )
         nodes.append(helper.make_node("Relu", [f"{p}conv{i}"], [f"{p}relu{i}"], name=f"{p}relu{i}"))
         source = f"{p}relu{i}"
+        if i == 1 and qdq is not None:  # the activations quantised to uint8 with scale ``qdq``
+            inits += [
+                numpy_helper.from_array(np.array(qdq, np.float32), "qscale"),
+                numpy_helper.from_array(np.array(0, np.uint8), "qzero"),
+            ]
+            nodes += [
+                helper.make_node("QuantizeLinear", [source, "qscale", "qzero"], ["q1"], name="q1"),
+                helper.make_node(
+                    "DequantizeLinear", ["q1", "qscale", "qzero"], ["dq1"], name="dq1"
+                ),
+            ]
+            source = "dq1"
     nodes += [
         helper.make_node("GlobalAveragePool", [source], [f"{p}pool"], name=f"{p}pool"),
         helper.make_node("Flatten", [f"{p}pool"], [f"{p}flat"], name=f"{p}flat"),
@@ -663,6 +677,22 @@ def test_a_perturbed_middle_conv_is_named_by_the_layer_fingerprints(lab: Lab) ->
     assert section in text
     assert "the 2 layers before it are as the golden's" in text
     assert_readable(d.diagnosis.render())
+
+
+def test_a_quantised_model_is_named_as_a_precision_change(lab: Lab) -> None:
+    """The same model with its activations quantised (QuantizeLinear + DequantizeLinear after
+    the first Relu): the precision change leads, with where the outputs first differ."""
+    sha = _conv_net(lab.root / "models" / "convnet_float.onnx")
+    q_sha = _conv_net(lab.root / "models" / "convnet_qdq.onnx", qdq=0.25)
+    golden = lab.record(H.manifest_text("qdq", "convnet_float.onnx", sha))
+    d = lab.check(golden, H.manifest_text("qdq", "convnet_qdq.onnx", q_sha)).diagnosis
+    assert d.cause == "precision", d.render()
+    assert d.lead.startswith(
+        "Likely cause: the model's precision — the new model has 2 quantisation ops "
+        "(DequantizeLinear, QuantizeLinear) where the golden's had 0; 1 layer outputs are uint8 "
+        "where the golden's had 0 (the model changed: model.file.sha256:"
+    ), d.lead
+    assert "the first layer whose output differs is Conv 'conv2'" in d.lead
 
 
 def test_renamed_layers_are_aligned_by_position_and_shape(lab: Lab) -> None:
