@@ -628,10 +628,13 @@ class AccuracyItem(ManifestItem):
         if probes is None:
             return ""
         from ..diagnosis import explain as explain_drift
+        from ._html import keep_layers
 
+        layers: list[tuple[int, str, float]] = []
         text, cause = explain_drift(
-            self.manifest, golden, comparison, result, probes=probes, data=change
+            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers
         )
+        keep_layers(self, layers)
         self.add_property("diagnosis", cause)
         return "\n\n" + text
 

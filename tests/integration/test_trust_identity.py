@@ -367,8 +367,11 @@ def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(tiny: Tiny) -> 
     ).read_text()
     sha = with_max(tiny.path / "models" / "tiny.onnx", tiny.path / "models" / "tiny_max.onnx")
     tiny.manifest("tiny_onnx", model_path="../models/tiny_max.onnx", sha=sha)
-    result = tiny.run()
+    result = tiny.run("--mlrepro-html", "report.html")
     result.assert_outcomes(failed=1)
+    # The HTML report shows it as a chart of the difference by layer depth.
+    page = (tiny.path / "report.html").read_text()
+    assert 'alt="difference from the golden by layer depth"' in page
     result.stdout.fnmatch_lines(
         [
             "  the model, layer by layer, on the golden's 2 layer probes:",
