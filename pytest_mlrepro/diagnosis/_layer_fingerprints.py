@@ -39,8 +39,9 @@ def _stat(value: float) -> float:
     return float(f"{value:.5g}")
 
 
-def fingerprint(array: np.ndarray) -> list[Any]:
-    """``[shape, dtype, mean, std, max |x|, hash]`` of one layer's output on the probes."""
+def fingerprint(array: np.ndarray, dtype: str | None = None) -> list[Any]:
+    """``[shape, dtype, mean, std, max |x|, hash]`` of one layer's output on the probes;
+    ``dtype``: the dtype the model stores it in, when the values were dequantised."""
     values = np.asarray(array)
     as_float = values.astype(np.float64, copy=False)
     finite = as_float[np.isfinite(as_float)] if as_float.size else as_float
@@ -48,7 +49,8 @@ def fingerprint(array: np.ndarray) -> list[Any]:
     std = float(finite.std()) if finite.size else 0.0
     peak = float(np.abs(finite).max()) if finite.size else 0.0
     digest = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:8]
-    return [list(values.shape), str(values.dtype), _stat(mean), _stat(std), _stat(peak), digest]
+    stored = dtype or str(values.dtype)
+    return [list(values.shape), stored, _stat(mean), _stat(std), _stat(peak), digest]
 
 
 def _batch(manifest: Manifest, samples: Sequence[Sample]) -> np.ndarray:
@@ -68,7 +70,8 @@ def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[li
         return None
     if not outputs:
         return None
-    return [[str(name), str(op), *fingerprint(array)] for name, op, array in outputs]
+    # (name, op, value) or (name, op, value, stored dtype) when the runner dequantised it.
+    return [[str(o[0]), str(o[1]), *fingerprint(o[2], *o[3:])] for o in outputs]
 
 
 def record(

@@ -538,6 +538,7 @@ class TFLiteRunner:
         self.output_dtype = np.dtype(out["dtype"])
         self.output_quant = out["quantization"]
         self._shape: tuple[int, ...] | None = None
+        self.model_content: bytes | None = None  # the verified model, for layer_outputs
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TFLiteRunner:
@@ -554,6 +555,9 @@ class TFLiteRunner:
                 path = file.path
                 # The interpreter maps the verified copy; the mapping outlives its removal.
                 interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
+                # The verified bytes, for layer fingerprints (a second interpreter that keeps
+                # every intermediate tensor): read from the copy the interpreter mapped.
+                model_content = file.local.read_bytes()
         except ValueError as exc:
             raise SignatureError(
                 f"{manifest.source}: LiteRT cannot load {path.name}: {exc}"
@@ -622,11 +626,47 @@ class TFLiteRunner:
                 "scale": float(out_scale),
                 "zero_point": int(out_zero),
             }
-        return cls(interpreter, info, quantized_input)
+        runner = cls(interpreter, info, quantized_input)
+        runner.model_content = model_content
+        return runner
 
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
         """The batch's shape against the model's input signature, before the model runs."""
         check_batch_shape(self.input_name, self.input_shape, batch, layout)
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray, str]]:
+        """Every op's output on ``batch``, in the interpreter's execution order, as (tensor
+        name, op name, value, stored dtype): a second interpreter on the verified bytes that
+        preserves every intermediate tensor. Quantised tensors are dequantised with their own
+        scale and zero point (so that an int8 model compares with its float32 golden), and
+        keep their stored dtype."""
+        if self.model_content is None:
+            return []
+        interpreter_class, _ = _interpreter_class()
+        traced = interpreter_class(
+            model_content=self.model_content, experimental_preserve_all_tensors=True
+        )
+        details = traced.get_input_details()[0]
+        traced.resize_tensor_input(details["index"], list(batch.shape), strict=True)
+        traced.allocate_tensors()
+        traced.set_tensor(details["index"], self._prepare(batch))
+        traced.invoke()
+        tensors = {t["index"]: t for t in traced.get_tensor_details()}
+        found = []
+        for op in traced._get_ops_details():  # the only API that lists ops with their outputs
+            if op["op_name"] == "DELEGATE":
+                continue  # a delegate's node repeats the outputs of the ops it took over
+            for index in op["outputs"]:
+                if index < 0 or index not in tensors:
+                    continue
+                detail = tensors[index]
+                value = np.asarray(traced.get_tensor(index))
+                stored = value.dtype.name
+                scale, zero_point = detail["quantization"]
+                if value.dtype.kind in "iu" and scale:
+                    value = dequantize(value, scale, zero_point)
+                found.append((str(detail["name"]), str(op["op_name"]), value, stored))
+        return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:
         if self.quantized_input:
