@@ -358,8 +358,11 @@ class TensorFlowRunner:
         name = tensor.name
         if manifest.input.name != name:
             raise SignatureError(
-                f"{manifest.source}: the Keras model's input is {name!r}, the manifest names "
-                f"{manifest.input.name!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the Keras model's input is {name!r}, the manifest names "
+                    f"{manifest.input.name!r}",
+                ).format()
             )
         output_names = list(getattr(model, "output_names", None) or [])
         output = _choose_output(manifest, output_names or ["output_0"], "Keras model")
@@ -377,6 +380,8 @@ class TensorFlowRunner:
             with tf.device(tf_device):
                 scores: np.ndarray = forward(tf.constant(batch)).numpy()
                 return scores
+
+        call.keras_model = model  # type: ignore[attr-defined]  # for layer_outputs
 
         call.keep_alive = model  # type: ignore[attr-defined]
         return (
@@ -454,6 +459,28 @@ class TensorFlowRunner:
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         return np.asarray(self._call(batch))
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+        """Every layer's output on ``batch`` for a Keras model, in the model's layer order, as
+        (layer name, layer class, value): a second model over the loaded one whose outputs are
+        all its layers'. SavedModels and frozen graphs give none (no layers to name)."""
+        import keras
+
+        model = getattr(self._call, "keras_model", None)
+        if model is None:
+            return []
+        layers = [
+            layer
+            for layer in model.layers
+            if not isinstance(layer, keras.layers.InputLayer) and len(layer._inbound_nodes) == 1
+        ]
+        tapped = keras.Model(model.inputs, [layer.output for layer in layers])
+        values = tapped(batch, training=False)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        return [
+            (layer.name, type(layer).__name__, np.asarray(value))
+            for layer, value in zip(layers, values)
+        ]
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``.numpy()`` returns when the device work is done."""
@@ -576,8 +603,11 @@ class TFLiteRunner:
         declared = manifest.input.name
         if declared not in names:
             raise SignatureError(
-                f"{manifest.source}: the TFLite model's input is {' or '.join(map(repr, names))},"
-                f" the manifest names {declared!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the TFLite model's input is {' or '.join(map(repr, names))}, the manifest "
+                    f"names {declared!r}",
+                ).format()
             )
         tensor_outputs = {d["name"]: d["name"] for d in outputs}
         choices = signature_names.get("outputs") or tensor_outputs  # name → tensor name

@@ -462,3 +462,27 @@ def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     assert [row[1] for row in block["rows"]] == ["MEAN", "FULLY_CONNECTED"]
     assert report.first is not None and report.first.op == "MEAN", text
     assert "(layer 1 of 2: float32 → int8, max |x|" in text
+
+
+def test_a_keras_model_records_its_layers(tmp_path: Path, tf_assets: Path) -> None:
+    """Keras: every layer's output, in the model's order, through a second model over the
+    loaded one; a renamed input is refused at its manifest line."""
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.diagnosis import _layer_fingerprints as layers
+
+    settings = Settings.for_project(
+        tmp_path, cache_dir=tmp_path / "cache", data_mirrors=[tf_assets / "data"]
+    )
+    text = tf_manifest_text("m", "keras", assets=tf_assets)
+    manifest = manifest_at(tmp_path, tf_assets, text)
+    (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
+    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
+    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
+    rows = layers.trace(runner, manifest, samples[:2])  # type: ignore[arg-type]
+    assert rows is not None
+    assert [row[:3] for row in rows] == [
+        ["mean", "GlobalAveragePooling2D", [2, 3]], ["logits", "Dense", [2, 3]]
+    ]  # fmt: skip
+    renamed = manifest_at(tmp_path, tf_assets, text.replace("- name: input", "- name: images"))
+    with pytest.raises(SignatureError, match=r"m\.yaml:\d+: inputs\[0\]\.name: the Keras model"):
+        load_runner(renamed, "cpu", settings)  # type: ignore[arg-type]
