@@ -679,6 +679,20 @@ def test_a_perturbed_middle_conv_is_named_by_the_layer_fingerprints(lab: Lab) ->
     assert_readable(d.diagnosis.render())
 
 
+def test_layers_that_do_not_align_are_said_so(lab: Lab) -> None:
+    """Another architecture altogether: neither names nor positions and shapes match."""
+    sha = _conv_net(lab.root / "models" / "convnet_arch.onnx")
+    other, other_sha = lab.model(seed=11)
+    golden = lab.record(H.manifest_text("arch", "convnet_arch.onnx", sha))
+    d = lab.check(golden, H.manifest_text("arch", other, other_sha)).diagnosis
+    assert "the first layer whose output differs" not in d.lead
+    text = " ".join(d.render().split())
+    assert (
+        "the model, layer by layer, on the golden's 2 layer probes: no alignment holds: the "
+        "golden's model has 9 layers, this one 3, and their names and shapes do not match in order"
+    ) in text
+
+
 def test_a_quantised_model_is_named_as_a_precision_change(lab: Lab) -> None:
     """The same model with its activations quantised (QuantizeLinear + DequantizeLinear after
     the first Relu): the precision change leads, with where the outputs first differ."""

@@ -247,7 +247,13 @@ def layer_chart(drift: DriftSet) -> str | None:
     axes.set_yscale("log")
     first = next(((d, name) for d, name, v in drift.layers if v > drift.layer_tolerance), None)
     if first is not None:
-        axes.annotate(f"first: {first[1]}", (first[0], values[depth.index(first[0])]), fontsize=7)
+        axes.annotate(
+            f"first: {first[1]}",
+            (first[0], values[depth.index(first[0])]),
+            xytext=(6, -12),
+            textcoords="offset points",
+            fontsize=7,
+        )
     axes.set_xlabel("layer depth (the model's order)")
     axes.set_ylabel("difference / golden std")
     axes.set_title(
