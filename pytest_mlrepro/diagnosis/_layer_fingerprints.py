@@ -70,8 +70,15 @@ def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[li
         return None
     if not outputs:
         return None
-    # (name, op, value) or (name, op, value, stored dtype) when the runner dequantised it.
-    return [[str(o[0]), str(o[1]), *fingerprint(o[2], *o[3:])] for o in outputs]
+    # (name, op, value[, stored dtype[, quantisation scale]]): the dtype when the runner
+    # dequantised the value, the scale when the tensor is quantised (kept as a ninth field).
+    rows = []
+    for o in outputs:
+        row = [str(o[0]), str(o[1]), *fingerprint(o[2], o[3] if len(o) > 3 else None)]
+        if len(o) > 4 and o[4] is not None:
+            row.append(_stat(float(o[4])))
+        rows.append(row)
+    return rows
 
 
 def record(
@@ -229,6 +236,15 @@ def _precision(golden: list[list[Any]], now: list[list[Any]]) -> str:
         n = sum(1 for r in now if r[3] == dtype)
         if n > g:
             parts.append(f"{n} layer outputs are {dtype} where the golden's had {g}")
+    # The same quantised tensor (by name) with another scale.
+    scales = {str(r[0]): r[8] for r in golden if len(r) > 8}
+    moved = [
+        f"{r[0]} {scales[str(r[0])]:g} → {r[8]:g}"
+        for r in now
+        if len(r) > 8 and str(r[0]) in scales and scales[str(r[0])] != r[8]
+    ]
+    if moved:
+        parts.append(f"the quantisation scale changed: {', '.join(moved[:3])}")
     return "; ".join(parts)
 
 

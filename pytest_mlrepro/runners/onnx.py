@@ -221,7 +221,9 @@ class OnnxRunner:
             outputs.append(out[: min(size, len(batch) - start)])
         return np.concatenate(outputs)
 
-    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+    def layer_outputs(
+        self, batch: np.ndarray
+    ) -> list[tuple[str, str, np.ndarray, str | None, float | None]]:
         """Every node output on ``batch``, in the graph's (topological) order, as (output name,
         op type, value): the model run once more with each node output made a graph output, on
         an in-memory copy of the verified model. Needs the ``onnx`` package; models whose
@@ -230,12 +232,15 @@ class OnnxRunner:
 
         if self.model_bytes is None or self.fixed_batch not in (None, len(batch)):
             return []
+        from onnx import numpy_helper
+
         model = onnx.load_from_string(self.model_bytes)
         graph = model.graph
+        constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
         # Only what the input flows into: constants and the weights' own arithmetic say nothing
         # about this input (and would only grow the golden).
         fed = {self.input_name}
-        wanted: list[tuple[str, str, str]] = []  # (tensor, shown name, op)
+        wanted: list[tuple[str, str, str, float | None]] = []  # (tensor, shown name, op, scale)
         outputs = {o.name for o in graph.output}
         for node in graph.node:
             if not any(name in fed for name in node.input):
@@ -246,17 +251,24 @@ class OnnxRunner:
                     continue
                 fed.add(name)
                 shown = node.name if single and node.name else name
-                wanted.append((name, shown, node.op_type))
+                # A quantised tensor's scale (QuantizeLinear's second input, when a scalar
+                # constant): a changed scale is a precision change of its own.
+                scale = None
+                if node.op_type == "QuantizeLinear" and len(node.input) > 1:
+                    value = constants.get(node.input[1])
+                    if value is not None and value.size == 1:
+                        scale = float(value.reshape(()))
+                wanted.append((name, shown, node.op_type, scale))
                 if name not in outputs:
                     graph.output.append(onnx.ValueInfoProto(name=name))
                     outputs.add(name)
         session = ort.InferenceSession(
             model.SerializeToString(), self.options, providers=["CPUExecutionProvider"]
         )
-        values = session.run([name for name, _, _ in wanted], {self.input_name: batch})
+        values = session.run([name for name, _, _, _ in wanted], {self.input_name: batch})
         return [
-            (shown, op, np.asarray(v))
-            for (_, shown, op), v in zip(wanted, values)
+            (shown, op, np.asarray(v), None, scale)
+            for (_, shown, op, scale), v in zip(wanted, values)
             # Shape arithmetic (int64 and int32 sizes) is not a layer's output.
             if np.asarray(v).dtype not in (np.int64, np.int32)
         ]

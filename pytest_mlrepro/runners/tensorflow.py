@@ -664,7 +664,9 @@ class TFLiteRunner:
         """The batch's shape against the model's input signature, before the model runs."""
         check_batch_shape(self.input_name, self.input_shape, batch, layout)
 
-    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray, str]]:
+    def layer_outputs(
+        self, batch: np.ndarray
+    ) -> list[tuple[str, str, np.ndarray, str, float | None]]:
         """Every op's output on ``batch``, in the interpreter's execution order, as (tensor
         name, op name, value, stored dtype): a second interpreter on the verified bytes that
         preserves every intermediate tensor. Quantised tensors are dequantised with their own
@@ -693,9 +695,18 @@ class TFLiteRunner:
                 value = np.asarray(traced.get_tensor(index))
                 stored = value.dtype.name
                 scale, zero_point = detail["quantization"]
-                if value.dtype.kind in "iu" and scale:
+                quantised = value.dtype.kind in "iu" and bool(scale)
+                if quantised:
                     value = dequantize(value, scale, zero_point)
-                found.append((str(detail["name"]), str(op["op_name"]), value, stored))
+                found.append(
+                    (
+                        str(detail["name"]),
+                        str(op["op_name"]),
+                        value,
+                        stored,
+                        float(scale) if quantised else None,
+                    )
+                )
         return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:

@@ -709,6 +709,20 @@ def test_a_quantised_model_is_named_as_a_precision_change(lab: Lab) -> None:
     assert "the first layer whose output differs is Conv 'conv2'" in d.lead
 
 
+def test_a_changed_quantisation_scale_is_named(lab: Lab) -> None:
+    sha = _conv_net(lab.root / "models" / "convnet_q25.onnx", qdq=0.25)
+    coarse_sha = _conv_net(lab.root / "models" / "convnet_q50.onnx", qdq=0.5)
+    golden = lab.record(H.manifest_text("qscale", "convnet_q25.onnx", sha))
+    assert golden.probes is not None
+    quantise = next(r for r in golden.probes["layers"]["rows"] if r[1] == "QuantizeLinear")
+    assert quantise[8] == 0.25  # the scale, kept as the row's ninth field
+    d = lab.check(golden, H.manifest_text("qscale", "convnet_q50.onnx", coarse_sha)).diagnosis
+    assert d.cause == "precision", d.render()
+    assert d.lead.startswith(
+        "Likely cause: the model's precision — the quantisation scale changed: q1 0.25 → 0.5"
+    ), d.lead
+
+
 def test_renamed_layers_are_aligned_by_position_and_shape(lab: Lab) -> None:
     sha = _conv_net(lab.root / "models" / "convnet_a.onnx")
     renamed_sha = _conv_net(
