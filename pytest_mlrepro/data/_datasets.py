@@ -120,19 +120,26 @@ def _read_list(path: Path) -> bytes:
 
 
 def read_checksums(path: Path) -> dict[str, str]:
+    """``{name: digest}`` of a checksum list (see :func:`read_checksum_lines`)."""
+    return read_checksum_lines(path)[0]
+
+
+def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
     """Read a ``sha256sum`` list: ``<64 hex digits>  <name>`` (text mode) or ``<hex> *<name>``
     (binary mode) per line; returns ``{name: lowercase hex digest}``.
 
     Names are taken verbatim to the end of the line (spaces and quotes included; a leading ``./``
     is dropped); lines that ``sha256sum`` escapes (starting with ``\\``) are unescaped. Blank lines
     and lines starting with ``#`` are ignored. A malformed line, or a name listed twice with two
-    digests, raises :class:`ValueError` naming the file and the line number.
+    digests, raises :class:`ValueError` naming the file and the line number. The second dict
+    gives each name's line, so that a file that does not match names the line that pins it.
     """
     try:
         text = _read_list(path).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     result: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for number, raw in enumerate(text.split("\n"), 1):
         line = raw[:-1] if raw.endswith("\r") else raw
         stripped = line.strip()
@@ -159,7 +166,8 @@ def read_checksums(path: Path) -> dict[str, str]:
                 f"{path}, line {number}: {name!r} is listed twice with different digests"
             )
         result[name] = digest
-    return result
+        lines.setdefault(name, number)
+    return result, lines
 
 
 def _unescape(name: str, path: Path, number: int) -> str:
@@ -211,6 +219,7 @@ class _Resolver:
         self.settings = settings
         self.shard = shard
         self.ds: Dataset = manifest.dataset
+        self.checksum_lines: dict[str, int] = {}
         self.checksum_path, self.checksums = self._load_checksums()
         self.meta: list[str] = []
         if self.ds.labels_from == "file":
@@ -247,6 +256,11 @@ class _Resolver:
     def _error(self, field: KeyPath, message: str) -> ManifestError:
         return self.manifest.error(field, message)
 
+    def _pinned_at(self, name: str) -> str:
+        """``list:line: name``: where the checksum list pins ``name`` (file:line:field)."""
+        line = self.checksum_lines.get(name)
+        return f"{self.checksum_path}:{line}: {name}" if line else str(self.checksum_path)
+
     def _load_checksums(self) -> tuple[Path, dict[str, str]]:
         field = ("dataset", "checksums")
         try:
@@ -256,7 +270,7 @@ class _Resolver:
         except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, NUL bytes
             raise self._error(field, f"checksum list {self.ds.checksums!r}: {exc}") from None
         try:
-            checksums = read_checksums(path)
+            checksums, self.checksum_lines = read_checksum_lines(path)
         except FileNotFoundError:
             raise self._error(
                 field,
@@ -390,7 +404,7 @@ class _Resolver:
             )
             raise IntegrityError(
                 f"{name!r} in the data set folder {folder} ({kind}) does not match "
-                f"{self.checksum_path}: expected sha256 {expected}, got {actual}{more}; {fix}"
+                f"{self._pinned_at(name)}: expected sha256 {expected}, got {actual}{more}; {fix}"
             )
 
     # -- labels and class names -----------------------------------------------------------------
@@ -640,7 +654,7 @@ class _Resolver:
         except DigestMismatch as exc:
             raise IntegrityError(
                 f"{name!r} downloaded from {url} does not match "
-                f"{self.checksum_path}: expected sha256 {self.checksums[name]}, got "
+                f"{self._pinned_at(name)}: expected sha256 {self.checksums[name]}, got "
                 f"{exc.actual}; nothing was kept in {self.cache}"
             ) from None
         except SourceUnreadable as exc:
@@ -670,4 +684,11 @@ def _locked(path: Path) -> Iterator[None]:
         ) from None
 
 
-__all__ = ["ResolvedDataset", "Sample", "read_checksums", "resolve_dataset", "sha256_file"]
+__all__ = [
+    "ResolvedDataset",
+    "Sample",
+    "read_checksum_lines",
+    "read_checksums",
+    "resolve_dataset",
+    "sha256_file",
+]

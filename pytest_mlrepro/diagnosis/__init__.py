@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._build_mismatch import explain_build_mismatch
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
+from ._layer_fingerprints import record as record_layer_fingerprints
 from ._pitfalls import backends_in_play, left_out_backends
 from ._sensitivity import (
     save as save_sensitivity,
@@ -32,6 +33,7 @@ __all__ = [
     "explain_build_mismatch",
     "first_step_outputs",
     "left_out_backends",
+    "record_layer_fingerprints",
     "record_step_fingerprints",
     "save_sensitivity",
     "sensitivity",

@@ -42,6 +42,7 @@ from ..fingerprint import environment
 from ..goldens import Comparison, DataChange, Golden, Results, compare
 from ..manifest import Manifest, parse_manifest
 from ..pipeline import STEPS, Step
+from . import _layer_fingerprints as layer_store
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
@@ -272,6 +273,9 @@ class Counterfactual:
     max_diff: float = math.inf
     error: str | None = None
     order: int = 0
+    # Its outputs on the screening probes are those of the manifest as it is: the flip changes
+    # nothing there, so it proves nothing, whatever it matches.
+    noop: bool = False
 
     @property
     def fraction(self) -> float:
@@ -331,8 +335,38 @@ def _revert_candidates(
     return out
 
 
+# Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
+_MODEL_CAUSES = ("model", "runtime", "unknown")
+
+# Manifest steps a re-exported model may have taken inside its graph (then the step runs twice):
+# what each one's removal is filed under.
+_IN_GRAPH = {"normalize": pitfalls.MEAN_STD, "scale": pitfalls.MEAN_STD, "resize": pitfalls.RESIZE}
+
+
+def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
+    """When the model changed: each manifest step that a model can do itself, dropped on its
+    own (a model with the normalisation built in gets it twice from the manifest)."""
+    now = tuple(manifest.input.preprocess)
+    out = []
+    for index, step in enumerate(now):
+        category = _IN_GRAPH.get(step.op)
+        if category is None:
+            continue
+        steps = (*now[:index], *now[index + 1 :])
+        if pitfalls.valid_steps(steps, manifest.input):
+            label = (
+                f"the manifest's {pitfalls.describe_step(step)} dropped (the new model does "
+                "it itself)"
+            )
+            out.append(Counterfactual(label, steps, category))
+    return out
+
+
 def _candidates(
-    manifest: Manifest, recorded: tuple[Step, ...] | None, changes: list[Change]
+    manifest: Manifest,
+    recorded: tuple[Step, ...] | None,
+    changes: list[Change],
+    model_changed: bool = False,
 ) -> list[Counterfactual]:
     now = tuple(manifest.input.preprocess)
     found: dict[tuple[Step, ...], Counterfactual] = {}
@@ -340,6 +374,9 @@ def _candidates(
         for c in _revert_candidates(now, recorded, changes):
             if pitfalls.valid_steps(c.steps, manifest.input) and c.steps not in found:
                 found[c.steps] = c
+    if model_changed:
+        for c in _in_graph_candidates(manifest):
+            found.setdefault(c.steps, c)
     # Never decided by what the process happens to have imported: the same drift gets the same
     # diagnosis.
     backends = pitfalls.backends_in_play(manifest, recorded or ())
@@ -391,15 +428,17 @@ class Diagnosis:
     lead: str
     cause: str  # a pitfall category, "environment", "model", "runtime" or "unknown"
     sections: list[tuple[str, list[str]]] = field(default_factory=list)
-    probes: int = 0
+    probes: int = 0  # the probe samples (every flip that brings the screened ones back runs on all)
     counterfactuals: int = 0
     seconds: float = 0.0
+    screen: int = 0  # the probes every flip runs on first
+    layers: layer_store.LayerReport | None = None  # the model compared layer by layer
 
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
         head = (
-            f"diagnosis ({self.counterfactuals} counterfactuals on up to {self.probes} probe "
-            f"samples, {self.seconds:.1f} s)"
+            f"diagnosis ({self.counterfactuals} counterfactuals on {self.probes} probe samples, "
+            f"{self.screen} first, {self.seconds:.1f} s)"
         )
         lines = [head]
         lines += textwrap.wrap(self.lead, width - 2, initial_indent="  ", subsequent_indent="  ")
@@ -532,13 +571,39 @@ def diagnose(
         ids = probe_order(shared, probes, changed)
         tried, baseline = _run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
 
+    # Layer fingerprints: with the same pixels going in, where the model's computation changed.
+    layer_report = None
+    if steps_report.first is None and evaluation.runner is not None:
+        block = golden.probes.get("layers") if isinstance(golden.probes, Mapping) else None
+        try:
+            layer_report = layer_store.compare(block, evaluation.runner, manifest, samples)
+        except Exception as exc:  # report, do not hide the rest
+            layer_report = layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
+
     env_now = environment(evaluation.runner_info)
     env_changes = _env_diff(golden.environment, env_now)
 
     transform = _score_transform(manifest, golden, comparison, evaluation, changes)
-    lead, cause = _lead(changes, steps_report, tried, baseline, env_changes, tol.score, transform)
+    permutation = _class_permutation(golden.results, evaluation, tol.score)
+    lead, cause = _lead(
+        changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation
+    )
+    if layer_report is not None and layer_report.precision and cause in _MODEL_CAUSES:
+        # The model's precision changed: the most specific cause the layers support.
+        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
+        where = f" ({layer_report.lead()})" if layer_report.first is not None else ""
+        lead = (
+            f"Likely cause: the model's precision — {layer_report.precision}"
+            + (f" (the model changed: {model_text})" if model_text else "")
+            + f"{where}."
+        )
+        cause = "precision"
+    elif layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
+        lead = lead.removesuffix(".") + "; " + layer_report.lead() + "."
     if data is not None and data.changed:
-        lead, cause = _data_lead(data, comparison, lead), "data"
+        restoring = _restoring(tried, baseline, tol.score)
+        flip = restoring[0] if restoring and not restoring[0].reverts else None
+        lead, cause = _data_lead(data, comparison, lead, flip), "data"
     if data is not None:
         sections.append(("the data against the golden's:", _data_lines(data)))
 
@@ -586,6 +651,16 @@ def diagnose(
         )
     )
 
+    if layer_report is not None:
+        sections.append(
+            (
+                f"the model, layer by layer, on the golden's {layer_report.probes} layer probes:"
+                if layer_report.probes
+                else "the model, layer by layer:",
+                layer_report.lines(),
+            )
+        )
+
     if tried and baseline is not None:
         ranked = sorted(tried, key=Counterfactual.key)
         lines = [
@@ -595,11 +670,14 @@ def diagnose(
         for c in ranked[:SHOWN]:
             if c.error:
                 continue
-            mark = "✓ " if _reproduces(c, tol.score) else ""
+            # ✓ only for a flip that changed the probes' outputs and brought them back: a no-op
+            # matches whatever the manifest as it is matches, and proves nothing.
+            mark = "✓ " if _restores(c, baseline, tol.score) else ""
             reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
+            noop = ", the same outputs as the manifest as it is" if c.noop else ""
             lines.append(
                 f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
-                f" (max score diff {_num(c.max_diff)})"
+                f" (max score diff {_num(c.max_diff)}{noop})"
             )
         failed = [c for c in tried if c.error]
         rest = len([c for c in ranked if not c.error]) - min(SHOWN, len(ranked))
@@ -614,7 +692,8 @@ def diagnose(
         sections.append(
             (
                 "counterfactual probes (the probe samples re-run with one pitfall flipped, or one "
-                "manifest edit undone, at a time; ✓ = reproduces the golden):",
+                f"manifest edit undone, at a time, each on {min(SCREEN, baseline.probes)} probes "
+                f"first; ✓ = changes the outputs and brings them back to the golden):",
                 lines,
             )
         )
@@ -634,9 +713,11 @@ def diagnose(
         lead=lead,
         cause=cause,
         sections=sections,
-        probes=max((c.probes for c in tried), default=0),
+        probes=baseline.probes if baseline is not None else 0,
+        screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
         counterfactuals=len(tried),
         seconds=time.perf_counter() - start,
+        layers=layer_report,
     )
 
 
@@ -693,7 +774,8 @@ def _run_counterfactuals(
         probes=len(ids),
         max_diff=base.max_score_diff,
     )
-    candidates = _candidates(manifest, recorded, changes)
+    model_changed = any(c.area == "model" for c in changes)
+    candidates = _candidates(manifest, recorded, changes, model_changed)
     runner = evaluation.runner
     assert runner is not None
     screen = samples[:SCREEN]
@@ -706,6 +788,10 @@ def _run_counterfactuals(
             c, o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
         )
         c.probes = len(screen)
+        as_is = evaluation.scores[rows[: len(screen)]]
+        c.noop = o.scores.shape == as_is.shape and bool(
+            np.allclose(o.scores, as_is, rtol=0.0, atol=_NOOP_ATOL)
+        )
     if len(samples) > len(screen):
         ok = sorted((c for c in candidates if not c.error), key=Counterfactual.key)
         # Only a flip that brings back every screened probe can explain the drift: the others
@@ -725,6 +811,11 @@ def _run_counterfactuals(
     return candidates, baseline
 
 
+# Outputs this close to the manifest's own are the same outputs (a batch of another size may
+# round the last bit differently).
+_NOOP_ATOL = 1e-6
+
+
 def _reproduces(c: Counterfactual, score_tol: float) -> bool:
     return c.probes > 0 and c.agree == c.probes and c.max_diff <= score_tol
 
@@ -732,7 +823,7 @@ def _reproduces(c: Counterfactual, score_tol: float) -> bool:
 def _restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
     """Whether a counterfactual brings the probes back: every probe prediction matches (or the
     scores come back within tolerance), clearly better than the manifest as it is."""
-    if c.error or not c.probes:
+    if c.error or not c.probes or c.noop:
         return False
     if _reproduces(c, score_tol):
         return not _reproduces(baseline, score_tol)
@@ -748,6 +839,7 @@ def _lead(
     env_changes: list[tuple[str, Any, Any]],
     score_tol: float,
     transform: str | None = None,
+    permutation: str | None = None,
 ) -> tuple[str, str]:
     model_changes = [c for c in changes if c.area == "model"]
     pre_changes = [c for c in changes if c.area == "preprocess"]
@@ -756,12 +848,8 @@ def _lead(
         # The checksum says it best: a path can move without the model changing.
         telling = [c for c in model_changes if c.path.endswith("sha256")] or model_changes
         model_text = "the model changed (" + "; ".join(c.text() for c in telling[:2]) + ")"
-    best = None
-    if tried and baseline is not None:
-        ranked = sorted(
-            (c for c in tried if _restores(c, baseline, score_tol)), key=Counterfactual.key
-        )
-        best = ranked[0] if ranked else None
+    ranked = _restoring(tried, baseline, score_tol)
+    best = ranked[0] if ranked else None
     if best is not None:
         category = best.category or "preprocessing"
         how = (
@@ -805,8 +893,23 @@ def _lead(
     env_step = steps_report.environment_step
     if transform is not None and env_step is None and steps_report.first is None:
         # Same pixels (or none recorded), same ranking everywhere: the scores were transformed.
-        how = f"{model_text}, and {transform}" if model_text else transform
-        return f"Likely cause: the score transform — {how}.", "score transform"
+        if model_text and not any(c.path.startswith("postprocess") for c in changes):
+            # The manifest's transform is as recorded: the new model transforms its scores.
+            return (
+                f"Likely cause: the score transform — {model_text}, and {transform}.",
+                "score transform",
+            )
+        # The manifest changed its transform: that leads; a model file that changed too kept
+        # every ranking.
+        also = f"; {model_text} too, with the same ranking" if model_text else ""
+        return f"Likely cause: the score transform — {transform}{also}.", "score transform"
+    if permutation is not None and steps_report.first is None and not pre_changes:
+        # Same pixels, and the scores are the golden's once the classes are mapped back.
+        where = f"{model_text}, and " if model_text else ""
+        return (
+            f"Likely cause: the model's output classes — {where}{permutation}.",
+            "class permutation",
+        )
     if env_step is not None and not pre_changes:
         env = _relevant_env(env_changes, steps_report) or env_changes[:3]
         changed = f", and {_env_text(env)}" if env else ""
@@ -858,12 +961,71 @@ def _lead(
     )
 
 
-def _data_lead(data: DataChange, comparison: Comparison, other: str) -> str:
-    """The lead when the data changed: what changed, then whether it covers the drift."""
+def _restoring(
+    tried: list[Counterfactual], baseline: Counterfactual | None, score_tol: float
+) -> list[Counterfactual]:
+    """The flips that bring the probes back, best first."""
+    if not tried or baseline is None:
+        return []
+    return sorted((c for c in tried if _restores(c, baseline, score_tol)), key=Counterfactual.key)
+
+
+def _class_permutation(golden: Results, evaluation: Evaluation, score_tol: float) -> str | None:
+    """When the model's output classes were exchanged: every shared sample's recorded top-k
+    scores come back, in order, on other classes, and those classes map one to one (a
+    permutation, the same on every sample). The sentence that names it, or None."""
+    now = evaluation.results
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    k = min(golden.topk.shape[1], now.topk.shape[1])
+    mapping: dict[int, int] = {}
+    worst, samples = 0.0, 0
+    for g, sample in enumerate(golden.ids):
+        n = index.get(sample)
+        if n is None:
+            continue
+        diff = float(np.abs(now.topk_scores[n, :k] - golden.topk_scores[g, :k]).max())
+        if not diff <= score_tol:
+            return None
+        for old, new in zip(golden.topk[g, :k].tolist(), now.topk[n, :k].tolist()):
+            if mapping.setdefault(int(old), int(new)) != new:
+                return None
+        worst, samples = max(worst, diff), samples + 1
+    moved = {old: new for old, new in mapping.items() if old != new}
+    if not samples or not moved or set(moved) != set(moved.values()):
+        return None
+    pairs, said = [], set()
+    for old, new in sorted(moved.items()):
+        if old in said:
+            continue
+        if moved.get(new) == old:
+            pairs.append(f"{old} ↔ {new}")
+            said |= {old, new}
+        else:
+            pairs.append(f"{old} → {new}")
+            said.add(old)
+    return (
+        f"its output classes are permuted ({', '.join(pairs[:6])}{' …' if len(pairs) > 6 else ''}"
+        f"): on all {samples} samples the golden's top-{k} scores come back on the exchanged "
+        f"classes (max diff {_num(worst)})"
+    )
+
+
+def _data_lead(
+    data: DataChange, comparison: Comparison, other: str, flip: Counterfactual | None = None
+) -> str:
+    """The lead when the data changed: what changed, then whether it covers the drift. A flip
+    that brings the probes back on the changed data is the more specific cause: it leads."""
     lead = "Likely cause: the data — " + "; ".join(data.parts())
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     rest = other.removeprefix("Likely cause")
+    if flip is not None and data.files and not elsewhere:
+        return (
+            f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
+            + "; ".join(data.parts())
+            + f", and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
+            f"golden: the new files need {_expected(flip.label)}."
+        )
     if moved and not elsewhere:
         return lead + f"; every sample whose prediction changed ({len(moved)}) is among them."
     if elsewhere:
@@ -972,13 +1134,17 @@ def explain(
     *,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
+    layers: list[tuple[int, str, float]] | None = None,
 ) -> tuple[str, str]:
     """(text, cause) of :func:`diagnose`; never raises: a diagnosis that fails says so and the
-    verdict it would have explained stands on its own."""
+    verdict it would have explained stands on its own. ``layers``, when given, receives the
+    layer comparison's (depth, layer, relative difference) rows (the HTML report's chart)."""
     try:
         d = diagnose(manifest, golden, comparison, evaluation, probes=probes, data=data)
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
+    if layers is not None and d.layers is not None:
+        layers.extend(d.layers.chart())
     return d.render(), d.cause
 
 

@@ -154,6 +154,15 @@ def _dtypes(probes: list[Any]) -> str:
     return ", ".join(f"{side} {kind}" for side, kind in kinds)
 
 
+def keep_layers(item: Any, layers: list[tuple[int, str, float]]) -> None:
+    """The diagnosis's layer comparison, for the drifted item's chart (when a report is asked
+    for: collect_drift made its entry). inf (a shape change) is kept as a large number: the
+    report's data crosses to the xdist controller as JSON."""
+    data = item.stash.get(_drift_key, None)
+    if data is not None and layers:
+        data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in layers]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -355,6 +364,10 @@ def _drift_sets(rows: list[Row], machine: str) -> dict[tuple[str, str], DriftSet
             layout=str(d.get("layout") or ""),
             dtype=str(d.get("dtype") or ""),
             probes=tuple(from_plain(p) for p in d.get("probes") or [] if isinstance(p, dict)),
+            layers=tuple(
+                (int(depth), str(name), float(delta))
+                for depth, name, delta in d.get("layers") or []
+            ),
             note=str(d.get("note") or ""),
             anchor=f"drift-{index + 1}",
         )

@@ -594,6 +594,7 @@ class AccuracyItem(ManifestItem):
             data_identity_recorded=golden.data is not None,
             manifest_file_current=not comparison.ok
             or golden.manifest_file == golden_store.manifest_file_of(self.path, settings),
+            data_changed=change.changed,
         )
         if decision.action == "record":
             self._record(path, result, decision.reason, ref)
@@ -606,6 +607,19 @@ class AccuracyItem(ManifestItem):
         from ._html import collect_drift  # the HTML report's pictures (only when one is asked)
 
         collect_drift(self, golden, comparison, result)
+        if comparison.ok:
+            # Within every tolerance, but on other data: named as a data change, with the
+            # samples concerned, never as a drift of the results.
+            self._fail(
+                "data changed",
+                f"{shown} [{self.device}]: {change.summary()}.\n"
+                f"  The results are within tolerance (top-1 {comparison.golden_top1:.2f} % → "
+                f"{comparison.now_top1:.2f} %), but a golden measured on other data is not a "
+                "comparison of the same thing.\n"
+                f"If the change is intended, record a new golden:\n  {record_cmd}"
+                + self._diagnosis(golden, comparison, result, change),
+                ref,
+            )
         self._fail(
             "drift",
             f"{shown} [{self.device}]: "
@@ -626,24 +640,36 @@ class AccuracyItem(ManifestItem):
         if probes is None:
             return ""
         from ..diagnosis import explain as explain_drift
+        from ._html import keep_layers
 
+        layers: list[tuple[int, str, float]] = []
         text, cause = explain_drift(
-            self.manifest, golden, comparison, result, probes=probes, data=change
+            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers
         )
+        keep_layers(self, layers)
         self.add_property("diagnosis", cause)
         return "\n\n" + text
 
     def _step_probes(self, result: Any) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the
         golden itself)."""
-        from ..diagnosis import record_step_fingerprints
+        from ..diagnosis import record_layer_fingerprints, record_step_fingerprints
 
         try:
-            return record_step_fingerprints(
+            probes = record_step_fingerprints(
                 self.manifest.input.preprocess, result.samples, fingerprint_samples(self.config)
             )
         except (MlreproError, OSError):
             return None
+        if probes is not None and result.runner is not None:
+            # The model-side twin: every layer's output on the first probes (optional: a model
+            # whose layers cannot be traced records none).
+            layers = record_layer_fingerprints(
+                result.runner, self.manifest, result.samples, probes.get("samples", [])
+            )
+            if layers is not None:
+                probes["layers"] = layers
+        return probes
 
     def _probes_up_to_date(self, golden: Any, result: Any) -> bool:
         from ..diagnosis import step_fingerprints_up_to_date

@@ -265,7 +265,13 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ]
     tolerances = _tolerances(first)
     comparison = combine(parts, tolerances)
-    decision = accuracy_decision(writes=False, has_golden=True, within_tolerance=comparison.ok)
+    decision = accuracy_decision(
+        writes=False,
+        has_golden=True,
+        within_tolerance=comparison.ok,
+        # A shard whose part of the data changed: the whole item fails as a data change.
+        data_changed=any(row.get("data_changed") for _, row in shards),
+    )
     merged.update(metrics(comparison))
     merged["verdict"] = "pass" if decision.action == "pass" else decision.reason
     merged["outcome"] = "passed" if decision.action == "pass" else "failed"

@@ -66,6 +66,8 @@ class OnnxRunner:
         first = self.expected_shape[0] if self.expected_shape else None
         fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
         self.fixed_batch: int | None = first if fixed else None
+        self.model_bytes: bytes | None = None  # the verified model, for layer_outputs
+        self.options: Any = None
 
     @classmethod
     def load(
@@ -102,6 +104,9 @@ class OnnxRunner:
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
             session = _session(manifest, model, options, providers)
+            # The verified bytes, for layer fingerprints (a second session that keeps every node
+            # output): read from the copy the session loaded, never from the file again.
+            model_bytes = model.local.read_bytes()
         if device == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
             # ONNX Runtime falls back to the CPU silently when the CUDA libraries do not load.
             raise DeviceUnavailable(
@@ -115,14 +120,20 @@ class OnnxRunner:
         declared = manifest.input
         if declared.name not in inputs:
             raise SignatureError(
-                f"{manifest.source}: the model's inputs are {sorted(inputs)}, "
-                f"the manifest names {declared.name!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the model's inputs are {sorted(inputs)}, the manifest names "
+                    f"{declared.name!r}",
+                ).format()
             )
         model_type = _ORT_TYPES.get(inputs[declared.name].type, inputs[declared.name].type)
         if model_type != declared.dtype:
             raise SignatureError(
-                f"{manifest.source}: model input {declared.name!r} is "
-                f"{model_type}, the manifest declares {declared.dtype}"
+                manifest.error(
+                    ("inputs", 0, "dtype"),
+                    f"model input {declared.name!r} is {model_type}, the manifest declares "
+                    f"{declared.dtype}",
+                ).format()
             )
         wrong_layout = layout_mismatch(inputs[declared.name].shape, declared.layout, declared.name)
         if wrong_layout is not None:
@@ -141,8 +152,11 @@ class OnnxRunner:
         wanted = manifest.postprocess.output or next(iter(outputs))
         if wanted not in outputs:
             raise SignatureError(
-                f"{manifest.source}: the model's outputs are {list(outputs)}, "
-                f"postprocess.output names {wanted!r}"
+                manifest.error(
+                    ("postprocess", "output"),
+                    f"the model's outputs are {list(outputs)}, postprocess.output names "
+                    f"{wanted!r}",
+                ).format()
             )
         # The class count the model declares, checked before any image is decoded.
         out_shape = outputs[wanted].shape
@@ -158,6 +172,8 @@ class OnnxRunner:
                 ).format()
             )
         runner = cls(session, declared.name, wanted, {})
+        runner.model_bytes = model_bytes
+        runner.options = options
         runner.info = {
             "framework": "onnxruntime",
             "framework_version": ort.__version__,
@@ -204,6 +220,58 @@ class OnnxRunner:
             out = self.session.run([self.output_name], {self.input_name: chunk})[0]
             outputs.append(out[: min(size, len(batch) - start)])
         return np.concatenate(outputs)
+
+    def layer_outputs(
+        self, batch: np.ndarray
+    ) -> list[tuple[str, str, np.ndarray, str | None, float | None]]:
+        """Every node output on ``batch``, in the graph's (topological) order, as (output name,
+        op type, value): the model run once more with each node output made a graph output, on
+        an in-memory copy of the verified model. Needs the ``onnx`` package; models whose
+        weights live in external files are not traced (their copy would need those files)."""
+        import onnx
+
+        if self.model_bytes is None or self.fixed_batch not in (None, len(batch)):
+            return []
+        from onnx import numpy_helper
+
+        model = onnx.load_from_string(self.model_bytes)
+        graph = model.graph
+        constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+        # Only what the input flows into: constants and the weights' own arithmetic say nothing
+        # about this input (and would only grow the golden).
+        fed = {self.input_name}
+        wanted: list[tuple[str, str, str, float | None]] = []  # (tensor, shown name, op, scale)
+        outputs = {o.name for o in graph.output}
+        for node in graph.node:
+            if not any(name in fed for name in node.input):
+                continue
+            single = len([o for o in node.output if o]) == 1
+            for name in node.output:
+                if not name:
+                    continue
+                fed.add(name)
+                shown = node.name if single and node.name else name
+                # A quantised tensor's scale (QuantizeLinear's second input, when a scalar
+                # constant): a changed scale is a precision change of its own.
+                scale = None
+                if node.op_type == "QuantizeLinear" and len(node.input) > 1:
+                    value = constants.get(node.input[1])
+                    if value is not None and value.size == 1:
+                        scale = float(value.reshape(()))
+                wanted.append((name, shown, node.op_type, scale))
+                if name not in outputs:
+                    graph.output.append(onnx.ValueInfoProto(name=name))
+                    outputs.add(name)
+        session = ort.InferenceSession(
+            model.SerializeToString(), self.options, providers=["CPUExecutionProvider"]
+        )
+        values = session.run([name for name, _, _, _ in wanted], {self.input_name: batch})
+        return [
+            (shown, op, np.asarray(v), None, scale)
+            for (_, shown, op, scale), v in zip(wanted, values)
+            # Shape arithmetic (int64 and int32 sizes) is not a layer's output.
+            if np.asarray(v).dtype not in (np.int64, np.int32)
+        ]
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``session.run`` returns when the outputs are computed (and, on

@@ -59,15 +59,19 @@ def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str
     if channels_last is not None and (declared.layout == "NHWC") != channels_last:
         model_layout = "NHWC" if channels_last else "NCHW"
         raise SignatureError(
-            f"{manifest.source}: the model input {name!r} is {model_layout} "
-            f"{_shape_text(shape)}, the manifest declares {declared.layout}: a layout mismatch; "
-            f"end the preprocessing with 'layout: {{order: {model_layout}}}' and declare "
-            f"'layout: {model_layout}'"
+            manifest.error(
+                ("inputs", 0, "layout"),
+                f"the model input {name!r} is {model_layout} {_shape_text(shape)}, the manifest "
+                f"declares {declared.layout}: a layout mismatch; end the preprocessing with "
+                f"'layout: {{order: {model_layout}}}' and declare 'layout: {model_layout}'",
+            ).format()
         )
     if declared.dtype != dtype:
         raise SignatureError(
-            f"{manifest.source}: model input {name!r} is {dtype}, the manifest declares "
-            f"{declared.dtype}"
+            manifest.error(
+                ("inputs", 0, "dtype"),
+                f"model input {name!r} is {dtype}, the manifest declares {declared.dtype}",
+            ).format()
         )
 
 
@@ -102,13 +106,18 @@ def _choose_output(manifest: Manifest, outputs: Sequence[str], what: str) -> str
         if len(outputs) == 1:
             return outputs[0]
         raise SignatureError(
-            f"{manifest.source}: the {what} has outputs {list(outputs)}: name the one that holds "
-            "the class scores with postprocess.output"
+            manifest.error(
+                ("postprocess", "output"),
+                f"the {what} has outputs {list(outputs)}: name the one that holds the class "
+                "scores with postprocess.output",
+            ).format()
         )
     if wanted not in outputs:
         raise SignatureError(
-            f"{manifest.source}: the {what}'s outputs are {list(outputs)}, postprocess.output "
-            f"names {wanted!r}"
+            manifest.error(
+                ("postprocess", "output"),
+                f"the {what}'s outputs are {list(outputs)}, postprocess.output names {wanted!r}",
+            ).format()
         )
     return wanted
 
@@ -283,16 +292,22 @@ class TensorFlowRunner:
         signatures = dict(loaded.signatures)
         if name not in signatures:
             raise SignatureError(
-                f"{manifest.source}: the SavedModel has signatures {sorted(signatures)}, the "
-                f"manifest asks for {name!r} (model.signature)"
+                manifest.error(
+                    ("model", "signature"),
+                    f"the SavedModel has signatures {sorted(signatures)}, the manifest asks for "
+                    f"{name!r} (model.signature)",
+                ).format()
             )
         signature = signatures[name]
         _, specs = signature.structured_input_signature
         declared = manifest.input.name
         if declared not in specs:
             raise SignatureError(
-                f"{manifest.source}: signature {name!r} has inputs {sorted(specs)}, the "
-                f"manifest names {declared!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"signature {name!r} has inputs {sorted(specs)}, the manifest names "
+                    f"{declared!r}",
+                ).format()
             )
         if len(specs) != 1:
             raise SignatureError(
@@ -343,8 +358,11 @@ class TensorFlowRunner:
         name = tensor.name
         if manifest.input.name != name:
             raise SignatureError(
-                f"{manifest.source}: the Keras model's input is {name!r}, the manifest names "
-                f"{manifest.input.name!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the Keras model's input is {name!r}, the manifest names "
+                    f"{manifest.input.name!r}",
+                ).format()
             )
         output_names = list(getattr(model, "output_names", None) or [])
         output = _choose_output(manifest, output_names or ["output_0"], "Keras model")
@@ -362,6 +380,8 @@ class TensorFlowRunner:
             with tf.device(tf_device):
                 scores: np.ndarray = forward(tf.constant(batch)).numpy()
                 return scores
+
+        call.keras_model = model  # type: ignore[attr-defined]  # for layer_outputs
 
         call.keep_alive = model  # type: ignore[attr-defined]
         return (
@@ -439,6 +459,28 @@ class TensorFlowRunner:
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         return np.asarray(self._call(batch))
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+        """Every layer's output on ``batch`` for a Keras model, in the model's layer order, as
+        (layer name, layer class, value): a second model over the loaded one whose outputs are
+        all its layers'. SavedModels and frozen graphs give none (no layers to name)."""
+        import keras
+
+        model = getattr(self._call, "keras_model", None)
+        if model is None:
+            return []
+        layers = [
+            layer
+            for layer in model.layers
+            if not isinstance(layer, keras.layers.InputLayer) and len(layer._inbound_nodes) == 1
+        ]
+        tapped = keras.Model(model.inputs, [layer.output for layer in layers])
+        values = tapped(batch, training=False)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        return [
+            (layer.name, type(layer).__name__, np.asarray(value))
+            for layer, value in zip(layers, values)
+        ]
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``.numpy()`` returns when the device work is done."""
@@ -523,6 +565,7 @@ class TFLiteRunner:
         self.output_dtype = np.dtype(out["dtype"])
         self.output_quant = out["quantization"]
         self._shape: tuple[int, ...] | None = None
+        self.model_content: bytes | None = None  # the verified model, for layer_outputs
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TFLiteRunner:
@@ -539,6 +582,9 @@ class TFLiteRunner:
                 path = file.path
                 # The interpreter maps the verified copy; the mapping outlives its removal.
                 interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
+                # The verified bytes, for layer fingerprints (a second interpreter that keeps
+                # every intermediate tensor): read from the copy the interpreter mapped.
+                model_content = file.local.read_bytes()
         except ValueError as exc:
             raise SignatureError(
                 f"{manifest.source}: LiteRT cannot load {path.name}: {exc}"
@@ -557,8 +603,11 @@ class TFLiteRunner:
         declared = manifest.input.name
         if declared not in names:
             raise SignatureError(
-                f"{manifest.source}: the TFLite model's input is {' or '.join(map(repr, names))},"
-                f" the manifest names {declared!r}"
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the TFLite model's input is {' or '.join(map(repr, names))}, the manifest "
+                    f"names {declared!r}",
+                ).format()
             )
         tensor_outputs = {d["name"]: d["name"] for d in outputs}
         choices = signature_names.get("outputs") or tensor_outputs  # name → tensor name
@@ -607,11 +656,58 @@ class TFLiteRunner:
                 "scale": float(out_scale),
                 "zero_point": int(out_zero),
             }
-        return cls(interpreter, info, quantized_input)
+        runner = cls(interpreter, info, quantized_input)
+        runner.model_content = model_content
+        return runner
 
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
         """The batch's shape against the model's input signature, before the model runs."""
         check_batch_shape(self.input_name, self.input_shape, batch, layout)
+
+    def layer_outputs(
+        self, batch: np.ndarray
+    ) -> list[tuple[str, str, np.ndarray, str, float | None]]:
+        """Every op's output on ``batch``, in the interpreter's execution order, as (tensor
+        name, op name, value, stored dtype): a second interpreter on the verified bytes that
+        preserves every intermediate tensor. Quantised tensors are dequantised with their own
+        scale and zero point (so that an int8 model compares with its float32 golden), and
+        keep their stored dtype."""
+        if self.model_content is None:
+            return []
+        interpreter_class, _ = _interpreter_class()
+        traced = interpreter_class(
+            model_content=self.model_content, experimental_preserve_all_tensors=True
+        )
+        details = traced.get_input_details()[0]
+        traced.resize_tensor_input(details["index"], list(batch.shape), strict=True)
+        traced.allocate_tensors()
+        traced.set_tensor(details["index"], self._prepare(batch))
+        traced.invoke()
+        tensors = {t["index"]: t for t in traced.get_tensor_details()}
+        found = []
+        for op in traced._get_ops_details():  # the only API that lists ops with their outputs
+            if op["op_name"] == "DELEGATE":
+                continue  # a delegate's node repeats the outputs of the ops it took over
+            for index in op["outputs"]:
+                if index < 0 or index not in tensors:
+                    continue
+                detail = tensors[index]
+                value = np.asarray(traced.get_tensor(index))
+                stored = value.dtype.name
+                scale, zero_point = detail["quantization"]
+                quantised = value.dtype.kind in "iu" and bool(scale)
+                if quantised:
+                    value = dequantize(value, scale, zero_point)
+                found.append(
+                    (
+                        str(detail["name"]),
+                        str(op["op_name"]),
+                        value,
+                        stored,
+                        float(scale) if quantised else None,
+                    )
+                )
+        return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:
         if self.quantized_input:

@@ -165,26 +165,56 @@ class TorchRunner:
         path = file.path
         if not isinstance(state, dict):
             raise BuildError(
-                f"{manifest.source}: {path} holds a {type(state).__name__}, not a state_dict"
+                manifest.error(
+                    ("model", "weights"), f"{path} holds a {type(state).__name__}, not a state_dict"
+                ).format()
             )
         try:
             module = builder()
         except Exception as exc:
             raise BuildError(
-                f"{manifest.source}: model builder {model.builder!r} failed: "
-                f"{type(exc).__name__}: {exc}"
+                manifest.error(
+                    ("model", "builder"),
+                    f"model builder {model.builder!r} failed: {type(exc).__name__}: {exc}",
+                ).format()
             ) from exc
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             raise SignatureError(
-                f"{manifest.source}: the weights do not fit the model from "
-                f"builder {model.builder!r}: {exc}"
+                manifest.error(
+                    ("model", "weights"),
+                    f"the weights do not fit the model from builder {model.builder!r}: {exc}",
+                ).format()
             ) from None
         return module
 
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
         """PyTorch modules declare no input signature; shape errors surface on the first call."""
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+        """Every leaf module's output on ``batch``, in the order the forward calls them, as
+        (qualified name, module class, value), through forward hooks removed afterwards.
+        TorchScript modules take no hooks: they give none."""
+        found: list[tuple[str, str, np.ndarray]] = []
+        handles = []
+
+        def keep(name: str) -> Any:
+            def hook(module: Any, args: Any, output: Any) -> None:
+                if isinstance(output, torch.Tensor):
+                    found.append((name, type(module).__name__, output.float().cpu().numpy()))
+
+            return hook
+
+        try:
+            for name, module in self.module.named_modules():
+                if name and not any(True for _ in module.children()):
+                    handles.append(module.register_forward_hook(keep(name)))
+            self(batch)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return found
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

@@ -24,6 +24,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
+from pytest_mlrepro.diagnosis import record_layer_fingerprints
 from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, manifest_diff, probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
@@ -107,15 +108,16 @@ class Lab:
 
     def record(self, text: str, n: int = 8) -> golden_store.Golden:
         """A golden as ``--mlrepro-update`` records it (results, manifest, environment,
-        step probes), through a write and a read of the golden file."""
+        step probes and layer fingerprints), through a write and a read of the golden file."""
         m = self.manifest(text)
         ev = evaluate(m, "cpu", self.settings)
+        step_probes = probes.record(m.input.preprocess, ev.samples, n)
+        if step_probes is not None:
+            layers = record_layer_fingerprints(ev.runner, m, ev.samples, step_probes["samples"])
+            if layers is not None:
+                step_probes["layers"] = layers
         golden = golden_store.Golden(
-            m.name,
-            m.normalized(),
-            environment(ev.runner_info),
-            ev.results,
-            probes.record(m.input.preprocess, ev.samples, n),
+            m.name, m.normalized(), environment(ev.runner_info), ev.results, step_probes
         )
         path = self.root / "golden.json"
         golden_store.write(path, golden)
@@ -443,6 +445,346 @@ def test_probes_are_stable_and_mix_changed_and_unchanged_samples() -> None:
     assert [i in changed for i in order[:8]] == [True, False] * 4  # any prefix holds both kinds
     assert probes.select(ids, 8) == probes.select(ids[::-1], 8)
     assert probes.select(ids, 0) == []
+
+
+# --- issue 20: causes inside the model, or in the data ----------------------------------------
+
+
+def _copy_data(lab: Lab, name: str) -> Path:
+    """A copy of the ``blocks`` data set as ``name`` (its own checksum list), to be edited."""
+    import shutil
+
+    folder = lab.root / "data" / name
+    shutil.copytree(lab.root / "data" / "blocks", folder)
+    _accept(lab, name)
+    return folder
+
+
+def _accept(lab: Lab, name: str) -> None:
+    """The checksum list made anew: the owner accepts the edited data."""
+    (lab.root / "manifests" / f"{name}.sha256").write_text(H.checksums(lab.root / "data" / name))
+
+
+def _with_data(golden: golden_store.Golden, folder: Path) -> golden_store.Golden:
+    """The golden with the sha256 of the files it was measured on, as a plugin run records."""
+    files = {p.name: H.sha256(p) for p in folder.iterdir() if p.suffix in (".png", ".jpg")}
+    return golden_store.Golden(
+        golden.name, golden.manifest, golden.environment, golden.results, golden.probes, files
+    )
+
+
+def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> Diagnosis:
+    """Diagnose the run of ``text`` with the data change the plugin would pass."""
+    from pytest_mlrepro.goldens import data_change
+
+    m = lab.manifest(text)
+    ev = evaluate(m, "cpu", lab.settings)
+    c = compare(golden.results, ev.results, ev.scores, m.tolerances)
+    now = {p.name: H.sha256(p) for p in folder.iterdir()}
+    change = data_change(golden, ev.results, now)
+    assert change.changed
+    return diagnose(m, golden, c, ev, probes=24, data=change)
+
+
+def test_a_model_with_the_normalisation_built_in_is_found_by_dropping_the_manifest_step(
+    lab: Lab,
+) -> None:
+    """The new model normalises its input itself, so the manifest's normalize runs twice:
+    dropping the manifest's step brings every probe back, and leads."""
+    model, sha = lab.model()
+    built_in, built_in_sha = lab.model(adapter=H.affine([1 / 128] * 3, [-127 / 128] * 3))
+    golden = lab.record(H.manifest_text("twice", model, sha))
+    d = lab.check(golden, H.manifest_text("twice", built_in, built_in_sha)).diagnosis
+    assert d.cause == pitfalls.MEAN_STD, d.render()
+    assert d.lead.startswith(f"Likely cause: {pitfalls.MEAN_STD} — the model changed"), d.lead
+    assert "with the manifest's normalize: {mean: [127, 127, 127], std: [128, 128, 128]}" in d.lead
+    assert "dropped (the new model does it itself), 24/24 probe predictions match" in d.lead
+    assert_readable(d.render())
+
+
+def test_exchanged_classes_are_named_as_the_permutation(lab: Lab) -> None:
+    model, sha = lab.model()
+    w, b = H.classifier()
+    w[:, [2, 5]], b[[2, 5]] = w[:, [5, 2]], b[[5, 2]]
+    swapped = lab.root / "models" / "swapped.onnx"
+    swapped_sha = H.write_onnx(swapped, w, b)
+    golden = lab.record(H.manifest_text("swap", model, sha))
+    d = lab.check(golden, H.manifest_text("swap", "swapped.onnx", swapped_sha)).diagnosis
+    assert d.cause == "class permutation", d.render()
+    assert d.lead.startswith("Likely cause: the model's output classes — the model changed"), d.lead
+    assert "its output classes are permuted (2 ↔ 5): on all 24 samples" in d.lead
+
+
+def test_the_score_transform_leads_when_the_model_file_changed_with_the_same_outputs(
+    lab: Lab,
+) -> None:
+    """Softmax turned off and the model rebuilt elsewhere (another file, identical outputs):
+    the score transform is the cause, the model file comes second."""
+    import onnx
+
+    model, sha = lab.model()
+    rebuilt = onnx.load(str(lab.root / "models" / model))
+    rebuilt.doc_string = "rebuilt on another CPU"
+    onnx.save(rebuilt, str(lab.root / "models" / "rebuilt.onnx"))
+    rebuilt_sha = H.sha256(lab.root / "models" / "rebuilt.onnx")
+    golden = lab.record(H.manifest_text("soft", model, sha))
+    d = lab.check(
+        golden,
+        H.manifest_text("soft", "rebuilt.onnx", rebuilt_sha, extra="postprocess: {softmax: false}"),
+    ).diagnosis
+    assert d.cause == "score transform", d.render()
+    assert d.lead.startswith("Likely cause: the score transform — the ranking is identical"), d.lead
+    assert "the model changed (model.file.sha256" in d.lead
+    assert "too, with the same ranking." in d.lead
+
+
+def test_the_header_counts_the_probes_every_line_counts(lab: Lab) -> None:
+    model, sha = lab.model()
+    other, other_sha = lab.model(seed=11)
+    golden = lab.record(H.manifest_text("count", model, sha))
+    text = lab.check(golden, H.manifest_text("count", other, other_sha)).diagnosis.render()
+    first = next(line for line in text.splitlines() if "as the manifest is now:" in line)
+    assert "/24 match" in first
+    assert text.splitlines()[0].startswith("diagnosis (") and " on 24 probe samples, 8 first, " in (
+        text.splitlines()[0]
+    )
+
+
+def test_a_label_change_names_the_data_and_ticks_no_flip_that_changes_nothing(lab: Lab) -> None:
+    """One label changed: every prediction is the golden's, so every flip that changes nothing
+    on the probes matches them all; none of them is marked as reproducing the golden."""
+    folder = _copy_data(lab, "relabel")
+    model, sha = lab.model()
+    golden = _with_data(lab.record(H.manifest_text("lbl", model, sha, dataset="relabel")), folder)
+    labels = folder / "labels.csv"
+    labels.write_text(labels.read_text().replace("img05.png,5", "img05.png,6"))
+    _accept(lab, "relabel")
+    d = _check_data(lab, golden, H.manifest_text("lbl", model, sha, dataset="relabel"), folder)
+    assert d.cause == "data"
+    assert d.lead.startswith("Likely cause: the data — the label of 1 sample of 24 changed "
+                             "(img05.png 5 → 6)"), d.lead  # fmt: skip
+    text = d.render()
+    flat = " ".join(text.split())
+    assert "with the EXIF orientation applied: 24/24 match (max score diff" in flat
+    assert "the same outputs as the manifest as it is)" in flat  # the no-op flips, named so
+    assert not [line for line in text.splitlines() if line.strip().startswith("✓")], text
+
+
+def test_photos_replaced_by_rotated_copies_lead_with_the_exif_orientation(lab: Lab) -> None:
+    """Half the photos replaced by copies stored rotated with EXIF orientation 6: the data
+    changed, and applying the EXIF orientation brings every probe back: that leads."""
+    from PIL import Image
+
+    folder = _copy_data(lab, "rotated")
+    model, sha = lab.model()
+    golden = _with_data(lab.record(H.manifest_text("rot", model, sha, dataset="rotated")), folder)
+    for index in range(0, H.N_SAMPLES, 2):
+        path = folder / f"img{index:02d}.png"
+        image = Image.open(path)
+        exif = Image.Exif()
+        exif[0x0112] = 6  # a viewer turns it 90° clockwise: stored 90° counter-clockwise
+        image.transpose(Image.Transpose.ROTATE_90).save(path, exif=exif.tobytes())
+    _accept(lab, "rotated")
+    d = _check_data(lab, golden, H.manifest_text("rot", model, sha, dataset="rotated"), folder)
+    assert d.cause == "data", d.render()
+    assert d.lead.startswith(
+        f"Likely cause: {pitfalls.EXIF}, in the changed data — 12 files of 24 have other content"
+    ), d.lead
+    assert "with the EXIF orientation applied" in d.lead and "24/24 probe predictions" in d.lead
+    assert_readable(d.render())
+
+
+def _conv_net(
+    path: Path, scale_middle: float = 1.0, prefix: str = "", qdq: float | None = None
+) -> str:
+    """A small real convolutional ONNX model on the (3, 12, 12) input: three Conv + Relu, a
+    global average pool and a linear head; ``scale_middle`` perturbs the middle Conv's weights;
+    ``prefix`` renames every node and tensor (a re-export). Returns its sha256."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w1 = rng.normal(0, 0.3, (8, 3, 3, 3))
+    w2 = rng.normal(0, 0.2, (8, 8, 3, 3))
+    w2[0] *= scale_middle  # one output channel of the middle Conv
+    w3 = rng.normal(0, 0.2, (8, 8, 3, 3))
+    head = rng.normal(0, 1.0, (8, H.CLASSES))
+    p = prefix
+    inits = [
+        numpy_helper.from_array(a.astype(np.float32), p + n)
+        for a, n in ((w1, "w1"), (w2, "w2"), (w3, "w3"), (head, "head"))
+    ]
+    nodes = []
+    source = "input"
+    for i in (1, 2, 3):
+        nodes.append(
+            helper.make_node(
+                "Conv", [source, f"{p}w{i}"], [f"{p}conv{i}"], name=f"{p}conv{i}", pads=[1] * 4
+            )
+        )
+        nodes.append(helper.make_node("Relu", [f"{p}conv{i}"], [f"{p}relu{i}"], name=f"{p}relu{i}"))
+        source = f"{p}relu{i}"
+        if i == 1 and qdq is not None:  # the activations quantised to uint8 with scale ``qdq``
+            inits += [
+                numpy_helper.from_array(np.array(qdq, np.float32), "qscale"),
+                numpy_helper.from_array(np.array(0, np.uint8), "qzero"),
+            ]
+            nodes += [
+                helper.make_node("QuantizeLinear", [source, "qscale", "qzero"], ["q1"], name="q1"),
+                helper.make_node(
+                    "DequantizeLinear", ["q1", "qscale", "qzero"], ["dq1"], name="dq1"
+                ),
+            ]
+            source = "dq1"
+    nodes += [
+        helper.make_node("GlobalAveragePool", [source], [f"{p}pool"], name=f"{p}pool"),
+        helper.make_node("Flatten", [f"{p}pool"], [f"{p}flat"], name=f"{p}flat"),
+        helper.make_node("MatMul", [f"{p}flat", f"{p}head"], ["logits"], name=f"{p}head"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "convnet",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, H.SIDE, H.SIDE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return H.sha256(path)
+
+
+def test_a_perturbed_middle_conv_is_named_by_the_layer_fingerprints(lab: Lab) -> None:
+    """A real ONNX model whose middle Conv's weights were perturbed: preprocessing is identical,
+    no flip brings it back, and the layer fingerprints name that node as the first whose output
+    differs, with how much, and that the difference carries to the last layer."""
+    sha = _conv_net(lab.root / "models" / "convnet.onnx")
+    perturbed_sha = _conv_net(lab.root / "models" / "convnet_perturbed.onnx", scale_middle=-3.0)
+    golden = lab.record(H.manifest_text("conv", "convnet.onnx", sha))
+    assert golden.probes is not None
+    layers = golden.probes["layers"]
+    assert [row[:2] for row in layers["rows"]][:3] == [
+        ["conv1", "Conv"], ["relu1", "Relu"], ["conv2", "Conv"]
+    ]  # fmt: skip
+    d = lab.check(golden, H.manifest_text("conv", "convnet_perturbed.onnx", perturbed_sha))
+    lead = d.diagnosis.lead
+    assert d.diagnosis.cause == "model", d.diagnosis.render()
+    assert "the first layer whose output differs is Conv 'conv2' (layer 3 of 9: max |x|" in lead
+    assert "at the last layer (head)" in lead
+    text = " ".join(d.diagnosis.render().split())
+    section = "the model, layer by layer, on the golden's 2 layer probes: 9 layers aligned by name"
+    assert section in text
+    assert "the 2 layers before it are as the golden's" in text
+    assert_readable(d.diagnosis.render())
+
+
+def test_layers_that_do_not_align_are_said_so(lab: Lab) -> None:
+    """Another architecture altogether: neither names nor positions and shapes match."""
+    sha = _conv_net(lab.root / "models" / "convnet_arch.onnx")
+    other, other_sha = lab.model(seed=11)
+    golden = lab.record(H.manifest_text("arch", "convnet_arch.onnx", sha))
+    d = lab.check(golden, H.manifest_text("arch", other, other_sha)).diagnosis
+    assert "the first layer whose output differs" not in d.lead
+    text = " ".join(d.render().split())
+    assert (
+        "the model, layer by layer, on the golden's 2 layer probes: no alignment holds: the "
+        "golden's model has 9 layers, this one 3, and their names and shapes do not match in order"
+    ) in text
+
+
+def test_a_quantised_model_is_named_as_a_precision_change(lab: Lab) -> None:
+    """The same model with its activations quantised (QuantizeLinear + DequantizeLinear after
+    the first Relu): the precision change leads, with where the outputs first differ."""
+    sha = _conv_net(lab.root / "models" / "convnet_float.onnx")
+    q_sha = _conv_net(lab.root / "models" / "convnet_qdq.onnx", qdq=0.25)
+    golden = lab.record(H.manifest_text("qdq", "convnet_float.onnx", sha))
+    d = lab.check(golden, H.manifest_text("qdq", "convnet_qdq.onnx", q_sha)).diagnosis
+    assert d.cause == "precision", d.render()
+    assert d.lead.startswith(
+        "Likely cause: the model's precision — the new model has 2 quantisation ops "
+        "(DequantizeLinear, QuantizeLinear) where the golden's had 0; 1 layer outputs are uint8 "
+        "where the golden's had 0 (the model changed: model.file.sha256:"
+    ), d.lead
+    assert "the first layer whose output differs is Conv 'conv2'" in d.lead
+
+
+def test_a_changed_quantisation_scale_is_named(lab: Lab) -> None:
+    sha = _conv_net(lab.root / "models" / "convnet_q25.onnx", qdq=0.25)
+    coarse_sha = _conv_net(lab.root / "models" / "convnet_q50.onnx", qdq=0.5)
+    golden = lab.record(H.manifest_text("qscale", "convnet_q25.onnx", sha))
+    assert golden.probes is not None
+    quantise = next(r for r in golden.probes["layers"]["rows"] if r[1] == "QuantizeLinear")
+    assert quantise[8] == 0.25  # the scale, kept as the row's ninth field
+    d = lab.check(golden, H.manifest_text("qscale", "convnet_q50.onnx", coarse_sha)).diagnosis
+    assert d.cause == "precision", d.render()
+    assert d.lead.startswith(
+        "Likely cause: the model's precision — the quantisation scale changed: q1 0.25 → 0.5"
+    ), d.lead
+
+
+def test_renamed_layers_are_aligned_by_position_and_shape(lab: Lab) -> None:
+    sha = _conv_net(lab.root / "models" / "convnet_a.onnx")
+    renamed_sha = _conv_net(
+        lab.root / "models" / "convnet_b.onnx", scale_middle=-3.0, prefix="export/"
+    )
+    golden = lab.record(H.manifest_text("rename", "convnet_a.onnx", sha))
+    d = lab.check(golden, H.manifest_text("rename", "convnet_b.onnx", renamed_sha)).diagnosis
+    assert "is Conv 'export/conv2' (layer 3 of 9" in d.lead, d.render()
+    assert "aligned by position and shape (the names differ)" in d.render()
+
+
+def _torch_convnet() -> Any:
+    import torch
+
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, H.CLASSES),
+    )
+
+
+def test_a_changed_torch_layer_is_named_by_the_layer_fingerprints(lab: Lab) -> None:
+    """The same with PyTorch (a state_dict and its builder): forward hooks on every leaf module;
+    the second Conv2d's weights changed, and the diagnosis names that module."""
+    torch = pytest.importorskip("torch")
+    import pytest_mlrepro
+
+    pytest_mlrepro.model_builder("diag_convnet")(_torch_convnet)
+    torch.manual_seed(0)
+    state = _torch_convnet().state_dict()
+    state["0.weight"] = torch.randn(8, 3, 3, 3) * 0.3
+    state["2.weight"] = torch.randn(8, 8, 3, 3) * 0.2
+    state["6.weight"] = torch.randn(H.CLASSES, 32) * 3.0
+    for key in ("0.bias", "2.bias", "6.bias"):  # no bias: every class is earned by the input
+        state[key] = torch.zeros_like(state[key])
+    torch.save(state, lab.root / "models" / "convnet.pt")
+    changed = {k: v.clone() for k, v in state.items()}
+    changed["2.weight"][:4] *= -3.0  # half the output channels of the second Conv2d
+    torch.save(changed, lab.root / "models" / "convnet_changed.pt")
+
+    def text(weights: str) -> str:
+        onnx_text = H.manifest_text("torchconv", "x.onnx", "0" * 64)
+        model = (
+            "model:\n  format: state_dict\n  builder: diag_convnet\n"
+            f"  weights: {{path: ../models/{weights}, "
+            f"sha256: {H.sha256(lab.root / 'models' / weights)}}}\n"
+        )
+        onnx_text = re.sub(r"model:\n(?:  .*\n)+", model, onnx_text, count=1)
+        return onnx_text.replace("framework: {name: onnxruntime}", "framework: {name: torch}")
+
+    golden = lab.record(text("convnet.pt"))
+    assert golden.probes is not None
+    assert [row[:2] for row in golden.probes["layers"]["rows"]][:3] == [
+        ["0", "Conv2d"], ["1", "ReLU"], ["2", "Conv2d"]
+    ]  # fmt: skip
+    d = lab.check(golden, text("convnet_changed.pt")).diagnosis
+    assert d.cause == "model", d.render()
+    assert "the first layer whose output differs is Conv2d '2' (layer 3 of 7:" in d.lead
 
 
 # --- through pytest: the failure carries the diagnosis, and only a failure ------------------

@@ -181,12 +181,12 @@ def test_attacks_and_mismatches_fail_their_item_and_run_nothing(
         ],
         "tampered.yaml::accuracy[[]cpu[]]": ["*model.file.sha256: sha256 mismatch for *tampered*"],
         "input_name.yaml::accuracy[[]cpu[]]": [
-            "manifests/input_name.yaml: the model's inputs are ['input'], the manifest names "
-            "'images'"
+            f"manifests/input_name.yaml:{line_of(manifests['input_name.yaml'], 'name: images')}: "
+            "inputs[[]0[]].name: the model's inputs are [[]'input'[]], the manifest names 'images'"
         ],
         "input_dtype.yaml::accuracy[[]cpu[]]": [
-            "manifests/input_dtype.yaml: model input 'input' is float32, the manifest declares "
-            "uint8"
+            "manifests/input_dtype.yaml:*: inputs[[]0[]].dtype: model input 'input' is float32, "
+            "the manifest declares uint8"
         ],
         "input_layout.yaml::accuracy[[]cpu[]]": [
             f"manifests/input_layout.yaml:{line_of(nhwc, 'layout: NHWC')}: "

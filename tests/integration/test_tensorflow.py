@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import N_SAMPLES, Project, sha256
+from helpers import N_SAMPLES, Project, checksum_list, sha256
 from tf_helpers import TF_FILES, tf_manifest_text
 
 tf = pytest.importorskip("tensorflow")
@@ -428,3 +428,61 @@ def test_installed_but_not_importable_skips_with_the_reason(
     result = serial_project.run("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*tensorflow is installed but cannot be imported*"])
+
+
+def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    """Issue 20: layer fingerprints through the interpreter's preserved tensors. The int8
+    model's layers (dequantised with their own scale and zero point, their stored dtype kept)
+    against the float32 model's: the precision change is named, and where the outputs differ."""
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.diagnosis import _layer_fingerprints as layers
+
+    settings = Settings.for_project(
+        tmp_path, cache_dir=tmp_path / "cache", data_mirrors=[tf_assets / "data"]
+    )
+    float_m = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "tflite", assets=tf_assets))
+    (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
+    samples = resolve_dataset(float_m, settings).samples  # type: ignore[arg-type]
+    float_runner = load_runner(float_m, "cpu", settings)  # type: ignore[arg-type]
+    ids = [s.id for s in samples[:2]]
+    block = layers.record(float_runner, float_m, samples, ids)  # type: ignore[arg-type]
+    assert block is not None and block["samples"] == ids
+    assert {row[3] for row in block["rows"]} == {"float32"}
+    int8_m = manifest_at(
+        tmp_path, tf_assets, tf_manifest_text("m", "tflite_int8", assets=tf_assets)
+    )
+    int8_runner = load_runner(int8_m, "cpu", settings)  # type: ignore[arg-type]
+    report = layers.compare(block, int8_runner, int8_m, samples)  # type: ignore[arg-type]
+    assert report is not None
+    assert "layer outputs are int8 where the golden's had 0" in report.precision, report.lines()
+    text = " ".join(report.lines())
+    assert "precision:" in text
+    assert [row[1] for row in block["rows"]] == ["MEAN", "FULLY_CONNECTED"]
+    assert report.first is not None and report.first.op == "MEAN", text
+    assert "(layer 1 of 2: float32 → int8, max |x|" in text
+
+
+def test_a_keras_model_records_its_layers(tmp_path: Path, tf_assets: Path) -> None:
+    """Keras: every layer's output, in the model's order, through a second model over the
+    loaded one; a renamed input is refused at its manifest line."""
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.diagnosis import _layer_fingerprints as layers
+
+    settings = Settings.for_project(
+        tmp_path, cache_dir=tmp_path / "cache", data_mirrors=[tf_assets / "data"]
+    )
+    text = tf_manifest_text("m", "keras", assets=tf_assets)
+    manifest = manifest_at(tmp_path, tf_assets, text)
+    (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
+    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
+    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
+    rows = layers.trace(runner, manifest, samples[:2])  # type: ignore[arg-type]
+    assert rows is not None
+    assert [row[:3] for row in rows] == [
+        ["mean", "GlobalAveragePooling2D", [2, 3]], ["logits", "Dense", [2, 3]]
+    ]  # fmt: skip
+    renamed = manifest_at(tmp_path, tf_assets, text.replace("- name: input", "- name: images"))
+    with pytest.raises(SignatureError, match=r"m\.yaml:\d+: inputs\[0\]\.name: the Keras model"):
+        load_runner(renamed, "cpu", settings)  # type: ignore[arg-type]

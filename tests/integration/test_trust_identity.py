@@ -289,6 +289,109 @@ def test_swapped_labels_are_named_as_a_data_change(tiny: Tiny) -> None:
     )
 
 
+def test_one_label_changed_within_tolerance_fails_as_a_data_change(tiny: Tiny) -> None:
+    """Issue 20: one label changed (the checksum list updated) moves the accuracy inside every
+    tolerance; a golden measured on other data is not a comparison of the same thing, so the
+    item fails, named as a data change with the sample concerned, as an added sample does.
+    --mlrepro-update re-records it."""
+    tiny.manifest("tiny_onnx", extra=LOOSE)
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    labels = tiny.data() / "labels.csv"
+    labels.write_text(labels.read_text().replace("img05.png,2", "img05.png,0"))
+    tiny.rewrite_checksums()
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    assert verdicts(result)["tiny_onnx"] == "data changed"
+    result.stdout.fnmatch_lines(
+        [
+            "*manifests/tiny_onnx.yaml [[]cpu]: the data changed since the golden was recorded: "
+            "the label of 1 sample of 24 changed (img05.png 2 → 0).",
+            "  The results are within tolerance (top-1 *), but a golden measured on other data "
+            "is not a comparison of the same thing.",
+        ]
+    )
+    assert lead_of(result).startswith("Likely cause: the data — the label of 1 sample of 24")
+    updated = tiny.run("--mlrepro-update")
+    assert verdicts(updated)["tiny_onnx"] == "golden updated (data changed)"
+    assert verdicts(tiny.run())["tiny_onnx"] == "pass"
+
+
+def test_a_replaced_file_within_tolerance_fails_as_a_data_change(tiny: Tiny) -> None:
+    tiny.manifest("tiny_onnx", extra=LOOSE)
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    from PIL import Image
+
+    path = tiny.data() / "img03.png"
+    pixels = np.asarray(Image.open(path).convert("RGB")).copy()
+    pixels[0, 0] ^= 1  # one pixel: no prediction moves
+    Image.fromarray(pixels).save(path)
+    tiny.rewrite_checksums()
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    assert verdicts(result)["tiny_onnx"] == "data changed"
+    result.stdout.fnmatch_lines(
+        ["*the data changed since the golden was recorded: 1 file of 24 has other content "
+         "(sha256) than the golden's (img03.png).*"]
+    )  # fmt: skip
+
+
+def with_max(source: Path, target: Path) -> str:
+    """The tiny model with its first layer changed (channel maxima instead of means)."""
+    import onnx
+
+    model = onnx.load(str(source))
+    for node in model.graph.node:
+        if node.op_type == "ReduceMean":
+            node.op_type = "ReduceMax"
+    onnx.checker.check_model(model)
+    onnx.save(model, str(target))
+    return sha256(target)
+
+
+def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(tiny: Tiny) -> None:
+    """Issue 20: a recorded golden keeps layer fingerprints; when the model changed, the failure
+    and ``mlrepro diagnose`` name the first layer whose output differs."""
+    import os
+    import subprocess
+    import sys
+
+    tiny.manifest("tiny_onnx")
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    layers = tiny.golden_json("tiny_onnx")["probes"]["layers"]
+    assert [row[:2] for row in layers["rows"]] == [
+        ["means", "ReduceMean"], ["flat", "Flatten"], ["logits", "Mul"]
+    ]  # fmt: skip
+    # Reviewable: one layer a line.
+    assert '        ["means", "ReduceMean", [2, 3, 1, 1], "float32",' in tiny.golden(
+        "tiny_onnx"
+    ).read_text()
+    sha = with_max(tiny.path / "models" / "tiny.onnx", tiny.path / "models" / "tiny_max.onnx")
+    tiny.manifest("tiny_onnx", model_path="../models/tiny_max.onnx", sha=sha)
+    result = tiny.run("--mlrepro-html", "report.html")
+    result.assert_outcomes(failed=1)
+    # The HTML report shows it as a chart of the difference by layer depth.
+    page = (tiny.path / "report.html").read_text()
+    assert 'alt="difference from the golden by layer depth"' in page
+    result.stdout.fnmatch_lines(
+        [
+            "  the model, layer by layer, on the golden's 2 layer probes:",
+            "    3 layers aligned by name",
+            "    the first layer whose output differs is ReduceMax 'means' (layer 1 of 3:*",
+        ]
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("MLREPRO_DATA", None)
+    env.pop("MLREPRO_CACHE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_mlrepro.cli", "diagnose", "manifests/tiny_onnx.yaml"],
+        cwd=tiny.path, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the first layer whose output differs is ReduceMax 'means'" in " ".join(
+        done.stdout.split()
+    )
+
+
 def test_an_old_golden_without_the_data_block_passes_and_an_update_adds_it(tiny: Tiny) -> None:
     tiny.manifest("tiny_onnx")
     tiny.run("--mlrepro-update").assert_outcomes(passed=1)

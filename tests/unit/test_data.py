@@ -25,6 +25,7 @@ from PIL import Image
 from pytest_mlrepro.data._datasets import (
     ResolvedDataset,
     Sample,
+    read_checksum_lines,
     read_checksums,
     resolve_dataset,
     sha256_file,
@@ -357,6 +358,18 @@ def test_checksum_mismatch_names_the_file(tiny: Tiny) -> None:
     assert "'b c.png'" in message
     assert expected in message and actual in message
     assert str(tiny.folder.resolve()) in message
+
+
+def test_checksum_mismatch_names_the_line_of_the_list(tiny: Tiny) -> None:
+    """Issue 20: a refusal names file:line:field, here the list's line that pins the file."""
+    path = tiny.folder / "b c.png"
+    write_image(path, 7)
+    with pytest.raises(IntegrityError) as info:
+        resolve_dataset(tiny.manifest(), tiny.settings())
+    listed = read_checksum_lines(tiny.checksum_file)[1]["b c.png"]
+    entries = tiny.checksum_file.read_text().splitlines()
+    assert entries[listed - 1].endswith("  b c.png")
+    assert f"{tiny.checksum_file.resolve()}:{listed}: b c.png: expected sha256" in str(info.value)
 
 
 def test_truncated_file_is_a_mismatch(tiny: Tiny) -> None:

@@ -72,6 +72,15 @@ def test_each_out_of_date_part_is_named(stale: dict[str, bool], reason: str) -> 
     assert decision == AccuracyDecision("record", reason)
 
 
+def test_data_that_changed_fails_within_tolerance_and_an_update_records_it() -> None:
+    """A golden measured on other data is not a comparison of the same thing (issue 20)."""
+    base = {"has_golden": True, "within_tolerance": True, "data_changed": True}
+    assert accuracy_decision(writes=False, **base) == AccuracyDecision("fail", "data changed")
+    assert accuracy_decision(writes=True, data_current=False, **base) == AccuracyDecision(
+        "record", "updated (data changed)"
+    )
+
+
 def test_the_most_fundamental_reason_wins() -> None:
     """Several parts out of date: the manifest first, then the probes, the data, the file."""
     everything = {

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from ._model import (
     AccuracyPoint,
     CrossMachine,
+    DriftSet,
     LatencySeries,
     SensitivityTable,
 )
@@ -257,6 +258,39 @@ def agreement_chart(cross: CrossMachine) -> str | None:
     return _data_uri(figure)
 
 
+def layer_chart(drift: DriftSet) -> str | None:
+    """The difference from the golden by layer depth (log scale): where the model's outputs
+    start to differ, and whether the difference grows after it; the tolerance dashed."""
+    if not drift.layers:
+        return None
+    floor = drift.layer_tolerance / 100  # identical layers drawn on the axis, not at zero
+    depth = [d for d, _, _ in drift.layers]
+    values = [max(v, floor) if math.isfinite(v) else 1e6 for _, _, v in drift.layers]
+    figure = _figure(WIDTH, 2.6)
+    axes = figure.add_subplot()
+    colours = [FAIL if v > drift.layer_tolerance else PASS for v in values]
+    axes.plot(depth, values, color=MUTED, linewidth=1)
+    axes.scatter(depth, values, color=colours, s=12, zorder=3)
+    axes.axhline(drift.layer_tolerance, color="black", linestyle="--", linewidth=1)
+    axes.set_yscale("log")
+    first = next(((d, name) for d, name, v in drift.layers if v > drift.layer_tolerance), None)
+    if first is not None:
+        axes.annotate(
+            f"first: {first[1]}",
+            (first[0], values[depth.index(first[0])]),
+            xytext=(6, -12),
+            textcoords="offset points",
+            fontsize=7,
+        )
+    axes.set_xlabel("layer depth (the model's order)")
+    axes.set_ylabel("difference / golden std")
+    axes.set_title(
+        f"{drift.manifest} · {drift.device}: difference from the golden by layer", fontsize=10
+    )
+    axes.grid(alpha=0.3)
+    return _data_uri(figure)
+
+
 def charts(view: Any) -> dict[str, Any]:
     """Every chart of a :class:`~._model.ReportView` (None where it has no data)."""
     return {
@@ -264,4 +298,5 @@ def charts(view: Any) -> dict[str, Any]:
         "latency": latency_chart(view.latency),
         "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
         "agreement": None if view.cross_machine is None else agreement_chart(view.cross_machine),
+        "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
     }

@@ -150,6 +150,10 @@ class DriftSet:
     dtype: str = ""
     diagnosis: str = ""  # the diagnosis' likely cause, when there is one
     probes: tuple[DriftImage, ...] = ()
+    # The model compared layer by layer (layer fingerprints): (depth, layer, difference relative
+    # to the golden's std), in the model's order; () when the golden keeps none.
+    layers: tuple[tuple[int, str, float], ...] = ()
+    layer_tolerance: float = 1e-3
     note: str = ""
     anchor: str = ""
 

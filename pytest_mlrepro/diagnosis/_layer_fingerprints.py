@@ -1,0 +1,282 @@
+"""Layer fingerprints: the model-side twin of the step fingerprints.
+
+When a golden is recorded, a few of its step probes (``LAYER_PROBES``) are run through the model
+once more with every layer's output kept (every node output through ONNX Runtime, every leaf
+module's output through forward hooks in PyTorch: the runner's ``layer_outputs``). Each layer is
+kept as one compact row, ``[name, op, shape, dtype, mean, std, max |x|, hash]`` over the probes
+together, so that the golden grows by kilobytes, not by the tensors.
+
+On a drift whose preprocessing is identical to the golden's, the same probes are traced again and
+compared layer by layer, in the model's own (topological) order: the first layer whose statistics
+differ beyond ``TOLERANCE`` (relative to the golden's spread of that output) is where the model's
+computation changed, and the difference's size at the later layers says whether it grows.
+Layers are matched by name; where the names do not match (a re-export renames every node), by
+position and shape when both models have as many layers with the same shapes; otherwise the
+report says that no alignment holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data import Sample
+from ..manifest import Manifest
+
+FORMAT = 1
+LAYER_PROBES = 2  # step probes whose layer outputs a golden keeps
+# Relative difference of a layer's statistics that counts as "differs": far above what another
+# CPU's float rounding gives (~1e-6), far below a changed weight, a quantisation or a swap.
+TOLERANCE = 1e-3
+
+
+def _stat(value: float) -> float:
+    return float(f"{value:.5g}")
+
+
+def fingerprint(array: np.ndarray, dtype: str | None = None) -> list[Any]:
+    """``[shape, dtype, mean, std, max |x|, hash]`` of one layer's output on the probes;
+    ``dtype``: the dtype the model stores it in, when the values were dequantised."""
+    values = np.asarray(array)
+    as_float = values.astype(np.float64, copy=False)
+    finite = as_float[np.isfinite(as_float)] if as_float.size else as_float
+    mean = float(finite.mean()) if finite.size else 0.0
+    std = float(finite.std()) if finite.size else 0.0
+    peak = float(np.abs(finite).max()) if finite.size else 0.0
+    digest = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:8]
+    stored = dtype or str(values.dtype)
+    return [list(values.shape), stored, _stat(mean), _stat(std), _stat(peak), digest]
+
+
+def _batch(manifest: Manifest, samples: Sequence[Sample]) -> np.ndarray:
+    pipe = manifest.pipeline
+    return np.stack([pipe(sample.read(), sample.id) for sample in samples])
+
+
+def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[list[Any]] | None:
+    """One row per layer, ``[name, op, *fingerprint]``, in the model's order; None when the
+    runner cannot show its layers (no ``layer_outputs``, or it failed)."""
+    capture = getattr(runner, "layer_outputs", None)
+    if capture is None or not samples:
+        return None
+    try:
+        outputs = capture(_batch(manifest, samples))
+    except Exception:  # a bonus for diagnosis: never costs the golden or the verdict
+        return None
+    if not outputs:
+        return None
+    # (name, op, value[, stored dtype[, quantisation scale]]): the dtype when the runner
+    # dequantised the value, the scale when the tensor is quantised (kept as a ninth field).
+    rows = []
+    for o in outputs:
+        row = [str(o[0]), str(o[1]), *fingerprint(o[2], o[3] if len(o) > 3 else None)]
+        if len(o) > 4 and o[4] is not None:
+            row.append(_stat(float(o[4])))
+        rows.append(row)
+    return rows
+
+
+def record(
+    runner: Any, manifest: Manifest, samples: Sequence[Sample], ids: Sequence[str]
+) -> dict[str, Any] | None:
+    """The golden's ``probes.layers`` block for the samples ``ids`` (the first step probes)."""
+    by_id = {s.id: s for s in samples}
+    chosen = [by_id[i] for i in ids if i in by_id][:LAYER_PROBES]
+    rows = trace(runner, manifest, chosen)
+    if rows is None:
+        return None
+    return {"format": FORMAT, "samples": [s.id for s in chosen], "rows": rows}
+
+
+# --- comparison -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerDiff:
+    """One aligned layer: the golden's row and this run's, and how far apart."""
+
+    index: int  # position in this run's model
+    name: str
+    op: str
+    golden: list[Any]
+    now: list[Any]
+    delta: float  # largest statistic difference, relative to the golden's std (inf: shape)
+
+    def text(self) -> str:
+        g, n = self.golden, self.now
+        if g[2] != n[2]:
+            return f"shape {g[2]} → {n[2]}"
+        dtype = f"{g[3]} → {n[3]}, " if g[3] != n[3] else ""
+        return (
+            f"{dtype}max |x| {g[6]:.4g} → {n[6]:.4g}, mean {g[4]:.4g} → {n[4]:.4g}, std "
+            f"{g[5]:.4g} → {n[5]:.4g}: {_rel(self.delta)} the golden's std"
+        )
+
+
+def _rel(delta: float) -> str:
+    return "∞" if not math.isfinite(delta) else f"{delta:.2g}×"
+
+
+def _delta(g: Sequence[Any], n: Sequence[Any]) -> float:
+    if g[2] != n[2]:
+        return math.inf
+    scale = max(float(g[5]), 1e-12)
+    return max(abs(float(g[i]) - float(n[i])) for i in (4, 5, 6)) / scale
+
+
+@dataclass
+class LayerReport:
+    """The model compared layer by layer; ``first`` the first layer that differs."""
+
+    probes: int = 0
+    layers: int = 0
+    alignment: str = ""  # "by name", "by position and shape", or why none holds
+    diffs: list[LayerDiff] = field(default_factory=list)
+    first: LayerDiff | None = None
+    note: str = ""
+    precision: str = ""  # how the model's precision changed, when it did (see _precision)
+
+    def lead(self) -> str:
+        """The clause a lead sentence adds: where the model's outputs first differ."""
+        f = self.first
+        if f is None:
+            return ""
+        return (
+            f"the first layer whose output differs is {f.op} {f.name!r} (layer {f.index + 1} of "
+            f"{self.layers}: {f.text()}){self._growth()}"
+        )
+
+    def _growth(self) -> str:
+        f = self.first
+        if f is None:
+            return ""
+        after = [d for d in self.diffs if d.index > f.index]
+        if not after:
+            return ""
+        last = after[-1]
+        verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
+        return f", and the difference {verb} to {_rel(last.delta)} at the last layer ({last.name})"
+
+    def lines(self) -> list[str]:
+        extra = [f"precision: {self.precision}"] if self.precision else []
+        if self.note:
+            return [self.note, *extra]
+        out = [f"{self.layers} layers aligned {self.alignment}", *extra]
+        if self.first is None:
+            out.append(
+                f"every layer's output is within {TOLERANCE:g} of the golden's (relative to its "
+                "std): the model computes what it computed"
+            )
+            return out
+        out.append(self.lead())
+        same = sum(1 for d in self.diffs if d.index < self.first.index)
+        out.append(f"the {same} layers before it are as the golden's")
+        shown = [d for d in self.diffs if d.index >= self.first.index]
+        step = max(1, len(shown) // 6)
+        for d in shown[::step][:6]:
+            out.append(f"layer {d.index + 1} {d.op} {d.name}: {_rel(d.delta)}")
+        return out
+
+    def chart(self) -> list[tuple[int, str, float]]:
+        """(depth, name, relative difference) per aligned layer: the HTML report's chart."""
+        return [(d.index + 1, d.name, d.delta) for d in self.diffs]
+
+
+def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[int, int]], str]:
+    """(golden index, now index) pairs, and how they were found."""
+    g_names = [str(r[0]) for r in golden]
+    n_index = {str(r[0]): i for i, r in enumerate(now)}
+    if len(set(g_names)) == len(g_names) and all(name in n_index for name in g_names):
+        return [(i, n_index[name]) for i, name in enumerate(g_names)], "by name"
+    if len(golden) == len(now) and all(g[2] == n[2] for g, n in zip(golden, now)):
+        return [(i, i) for i in range(len(now))], "by position and shape (the names differ)"
+    return [], (
+        f"no alignment holds: the golden's model has {len(golden)} layers, this one {len(now)}, "
+        "and their names and shapes do not match in order"
+    )
+
+
+# Ops that quantise or compute on quantised tensors (ONNX names; TFLite's are the same words).
+_QUANT_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "QLinearAdd",
+        "ConvInteger",
+        "MatMulInteger",
+        "QUANTIZE",
+        "DEQUANTIZE",
+    }
+)
+_LOW_PRECISION = ("float16", "bfloat16", "int8", "uint8")
+
+
+def _precision(golden: list[list[Any]], now: list[list[Any]]) -> str:
+    """How the model's precision changed between the two traces: quantise/dequantise ops
+    added, or layer outputs in a lower-precision dtype; "" when neither."""
+    parts = []
+    g_ops = [str(r[1]) for r in golden if str(r[1]) in _QUANT_OPS]
+    n_ops = [str(r[1]) for r in now if str(r[1]) in _QUANT_OPS]
+    if len(n_ops) > len(g_ops):
+        kinds = ", ".join(sorted(set(n_ops)))
+        parts.append(
+            f"the new model has {len(n_ops)} quantisation ops ({kinds}) where the golden's had "
+            f"{len(g_ops)}"
+        )
+    for dtype in _LOW_PRECISION:
+        g = sum(1 for r in golden if r[3] == dtype)
+        n = sum(1 for r in now if r[3] == dtype)
+        if n > g:
+            parts.append(f"{n} layer outputs are {dtype} where the golden's had {g}")
+    # The same quantised tensor (by name) with another scale.
+    scales = {str(r[0]): r[8] for r in golden if len(r) > 8}
+    moved = [
+        f"{r[0]} {scales[str(r[0])]:g} → {r[8]:g}"
+        for r in now
+        if len(r) > 8 and str(r[0]) in scales and scales[str(r[0])] != r[8]
+    ]
+    if moved:
+        parts.append(f"the quantisation scale changed: {', '.join(moved[:3])}")
+    return "; ".join(parts)
+
+
+def compare(
+    block: Any, runner: Any, manifest: Manifest, samples: Sequence[Sample]
+) -> LayerReport | None:
+    """This run's layers against the golden's ``probes.layers`` block; None when the golden
+    keeps none (recorded before they existed, or a runner that cannot show them)."""
+    if not isinstance(block, Mapping) or block.get("format") != FORMAT:
+        return None
+    golden = block.get("rows")
+    ids = block.get("samples")
+    if not isinstance(golden, list) or not isinstance(ids, list) or not golden:
+        return None
+    by_id = {s.id: s for s in samples}
+    chosen = [by_id[i] for i in ids if i in by_id]
+    if len(chosen) != len(ids):
+        return LayerReport(note="the golden's layer probes are not in this run's data set")
+    now = trace(runner, manifest, chosen)
+    if now is None:
+        return LayerReport(note="this model's layers cannot be traced with this runner")
+    pairs, how = _align(golden, now)
+    report = LayerReport(probes=len(chosen), layers=len(now), alignment=how)
+    report.precision = _precision(golden, now)
+    if not pairs:
+        report.note = how
+        return report
+    for gi, ni in sorted(pairs, key=lambda p: p[1]):
+        g, n = golden[gi], now[ni]
+        report.diffs.append(LayerDiff(ni, str(n[0]), str(n[1]), g, n, _delta(g, n)))
+    report.first = next((d for d in report.diffs if d.delta > TOLERANCE), None)
+    return report
+
+
+__all__ = ["LAYER_PROBES", "LayerReport", "compare", "fingerprint", "record", "trace"]
