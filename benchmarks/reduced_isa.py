@@ -98,6 +98,7 @@ def main() -> int:
             agreement = row.get("agreement")
             diff = row.get("max_score_diff")
             base = baseline.get(manifest, {}).get("agreement")
+            verdict = row.get("verdict") or row.get("outcome")
             ratio = (
                 f" (×{agreement / base:.4f} of baseline)"
                 if isinstance(agreement, float) and isinstance(base, float) and base
@@ -107,7 +108,7 @@ def main() -> int:
                 f"{manifest:32} {name:32} "
                 f"{top1 if top1 is not None else '-':>6} "
                 f"{f'{agreement:.4f}' if agreement is not None else '-':>9} "
-                f"{f'{diff:.2g}' if diff is not None else '-':>9}  {row.get('verdict') or row.get('outcome')}{ratio}"
+                f"{f'{diff:.2g}' if diff is not None else '-':>9}  {verdict}{ratio}"
             )
     return 0
 
