@@ -299,7 +299,7 @@ def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
     if array is None:
         raise SampleError(sample, "OpenCV cannot decode it")
     if array.dtype == np.uint16:
-        array = (array >> 8).astype(np.uint8)
+        array = (np.asarray(array, np.uint16) >> 8).astype(np.uint8)
     if array.dtype != np.uint8:  # not expected after the header check: never wrapped silently
         raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8-bit samples")
     return array
