@@ -5,7 +5,6 @@ images, the tiny ONNX model on ONNX Runtime (tests/helpers.py), in-process."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
