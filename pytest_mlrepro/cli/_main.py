@@ -221,7 +221,9 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     golden = golden_store.read(path)
     if golden is None:
         raise UsageError(f"no golden at {path}: record one with pytest --mlrepro-update")
-    result = evaluate(manifest, args.device, settings)
+    # Streamed: only the scores at the golden's top-k classes are kept (all the comparison
+    # and the diagnosis of a drift need).
+    result = evaluate(manifest, args.device, settings, keep=(golden.results,))
     comparison = compare(golden.results, result.results, result.scores, manifest.tolerances)
     if comparison.ok:
         print(f"{manifest.name} [{args.device}]: matches its golden ({path})")

@@ -39,7 +39,15 @@ from ..data import ResolvedDataset, Sample
 from ..errors import ManifestError
 from ..evaluation import Evaluation, results_of, run_model
 from ..fingerprint import environment
-from ..goldens import Comparison, DataChange, Golden, Results, compare
+from ..goldens import (
+    Comparison,
+    DataChange,
+    Golden,
+    Results,
+    compare,
+    score_rows,
+    take_scores,
+)
 from ..manifest import Manifest, parse_manifest
 from ..pipeline import STEPS, Step
 from . import _layer_fingerprints as layer_store
@@ -735,7 +743,7 @@ def _most_moved(
     moved = []
     for sample in shared:
         g, n = g_index[sample], index[sample]
-        now = evaluation.scores[n][golden.topk[g]]
+        now = take_scores(evaluation.scores, np.asarray([n]), golden.topk[g : g + 1])[0]
         if np.abs(now - golden.topk_scores[g]).max() > tol:
             moved.append(sample)
     return moved
@@ -766,7 +774,7 @@ def _run_counterfactuals(
     golden_sub = _subset(golden.results, ids)
     now_sub = _subset(evaluation.results, ids)
     rows = np.asarray([evaluation.results.ids.index(i) for i in ids], dtype=np.int64)
-    base = compare(golden_sub, now_sub, evaluation.scores[rows], manifest.tolerances)
+    base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
     baseline = Counterfactual(
         "the manifest as it is",
         tuple(manifest.input.preprocess),

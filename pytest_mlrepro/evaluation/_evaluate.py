@@ -16,7 +16,15 @@ import numpy.typing as npt
 
 from ..data import ResolvedDataset, Sample, resolve_dataset
 from ..errors import NonFiniteOutputs, SampleError, SignatureError
-from ..goldens import Results, Scores, nonfinite_rows, rounded_scores, softmax, top_k
+from ..goldens import (
+    KeptScores,
+    Results,
+    Scores,
+    nonfinite_rows,
+    rounded_scores,
+    softmax,
+    top_k,
+)
 from ..manifest import Manifest
 from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
@@ -27,8 +35,9 @@ from ._determinism import seed_everything
 @dataclass(frozen=True)
 class Evaluation:
     results: Results
-    # (N, classes): probabilities when postprocess.softmax, else raw outputs, as float64
-    scores: npt.NDArray[np.float64]
+    # (N, classes): probabilities when postprocess.softmax, else raw outputs, as float64; or,
+    # from a streamed evaluation (``evaluate(keep=...)``), the part of that matrix it kept
+    scores: Scores | KeptScores
     runner_info: dict[str, Any]
     dataset_origin: str
     seconds: float
@@ -121,58 +130,134 @@ Progress = Callable[[int], None]
 """Told the number of samples done after each batch (a terminal display, see progress.py)."""
 
 
-def _run_batches(
-    runner: Runner, manifest: Manifest, batches: Iterator[np.ndarray], progress: Progress | None
-) -> list[np.ndarray]:
-    """The model's raw outputs, batch by batch."""
-    outputs: list[np.ndarray] = []
-    done = 0
+def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
     check = getattr(runner, "check_batch", None)
-    for i, batch in enumerate(batches):
-        if i == 0 and check is not None:
-            try:
-                check(batch, manifest.input.layout)
-            except SignatureError as exc:  # name the manifest line the mismatch comes from
-                where = ("inputs", 0, "preprocess")
-                raise SignatureError(manifest.error(where, str(exc)).format()) from None
-        out = np.asarray(runner(batch))
-        if out.ndim != 2 or out.shape[0] != batch.shape[0]:
-            raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
-        outputs.append(out.astype(np.float32, copy=False))
-        done += batch.shape[0]
-        if progress is not None:
-            progress(done)
-    return outputs
+    if check is not None:
+        try:
+            check(batch, manifest.input.layout)
+        except SignatureError as exc:  # name the manifest line the mismatch comes from
+            where = ("inputs", 0, "preprocess")
+            raise SignatureError(manifest.error(where, str(exc)).format()) from None
+
+
+Reduce = Callable[[int, np.ndarray], None]
+"""Told each batch's raw outputs (float32, finite, of the declared classes) with the index of
+its first sample, in order: what a streamed evaluation keeps of them is its business."""
+
+
+def stream_model(
+    runner: Runner,
+    manifest: Manifest,
+    dataset: ResolvedDataset,
+    reduce: Reduce,
+    progress: Progress | None = None,
+) -> None:
+    """Run the model over the data set and hand each batch's outputs to ``reduce`` as they come
+    out of the model: nothing of the data set's size is kept here (the outputs of one batch in
+    flight). The errors are :func:`run_model`'s: a wrong class count as soon as it shows; NaN or
+    Inf after the last batch, naming every sample that has them (the batches after the first
+    bad one are not reduced: the evaluation fails)."""
+    pipe = manifest.pipeline
+    batches = preprocessed(
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
+    )
+    bad: list[int] = []
+    done = 0
+    # Closed here when the model raises (a time limit's interruption included), so that the
+    # thread pool shuts down in this thread, not whenever the garbage collector finalises the
+    # generator: finalised inside another thread's start-up, it joined threads there and hung.
+    with contextlib.closing(batches):
+        for i, batch in enumerate(batches):
+            if i == 0:
+                _check_first(runner, manifest, batch)
+            out = np.asarray(runner(batch))
+            if out.ndim != 2 or out.shape[0] != batch.shape[0]:
+                raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
+            if out.shape[1] != manifest.dataset.classes:
+                raise manifest.error(
+                    ("dataset", "classes"),
+                    f"the model outputs {out.shape[1]} classes, the manifest declares "
+                    f"{manifest.dataset.classes}",
+                )
+            out = out.astype(np.float32, copy=False)
+            bad.extend(done + int(r) for r in nonfinite_rows(out))
+            if not bad:
+                reduce(done, out)
+            done += batch.shape[0]
+            if progress is not None:
+                progress(done)
+    # The one place outputs come out of the model: NaN/Inf stop here, before any ranking,
+    # comparison or golden is made of them (every caller gets this error).
+    if bad:
+        raise NonFiniteOutputs([dataset.samples[i].id for i in bad], done, where=manifest.source)
 
 
 def run_model(
     runner: Runner, manifest: Manifest, dataset: ResolvedDataset, progress: Progress | None = None
 ) -> np.ndarray:
-    """Raw model outputs (N, classes) over the whole data set, in sample order."""
-    pipe = manifest.pipeline
-    batches = preprocessed(
-        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
-    )
-    # Closed here when the model raises (a time limit's interruption included), so that the
-    # thread pool shuts down in this thread, not whenever the garbage collector finalises the
-    # generator: finalised inside another thread's start-up, it joined threads there and hung.
-    with contextlib.closing(batches):
-        outputs = _run_batches(runner, manifest, batches, progress)
-    result = np.concatenate(outputs) if outputs else np.zeros((0, manifest.dataset.classes))
-    if result.shape[1] != manifest.dataset.classes:
-        raise manifest.error(
-            ("dataset", "classes"),
-            f"the model outputs {result.shape[1]} classes, the manifest declares "
-            f"{manifest.dataset.classes}",
+    """Raw model outputs (N, classes) over the whole data set, in sample order: the full
+    matrix, for a few samples (diagnosis probes) or a caller that needs every score."""
+    outputs: list[np.ndarray] = []
+    stream_model(runner, manifest, dataset, lambda _, out: outputs.append(out), progress)
+    if not outputs:
+        return np.zeros((0, manifest.dataset.classes))
+    return np.concatenate(outputs)
+
+
+class _Reduced:
+    """What a streamed evaluation keeps of each batch (see :class:`KeptScores`): the top-k
+    classes and their rounded scores (the results), and the scores at the top-k classes of each
+    golden in ``keep``, whose per-sample comparison needs them (accuracy, reference)."""
+
+    def __init__(self, manifest: Manifest, samples: Sequence[Sample], keep: Sequence[Results]):
+        self.manifest = manifest
+        self.ids = [s.id for s in samples]
+        # Results with a class the model does not have are not compared sample by sample (the
+        # class indices mean other classes): nothing to keep for them.
+        classes = manifest.dataset.classes
+        usable = [r for r in keep if not r.topk.size or int(r.topk.max()) < classes]
+        self.keep = [(r, {sample: i for i, sample in enumerate(r.ids)}) for r in usable]
+        self.topk: list[np.ndarray] = []
+        self.topk_scores: list[np.ndarray] = []
+        self.classes: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+
+    def __call__(self, start: int, raw: np.ndarray) -> None:
+        scores = postprocessed(self.manifest, raw)
+        topk = top_k(scores, self.manifest.postprocess.top_k)
+        self.topk.append(topk)
+        self.topk_scores.append(rounded_scores(np.take_along_axis(scores, topk, axis=1)))
+        columns = [topk]
+        for results, index in self.keep:
+            # A sample the golden lacks keeps its own top-1 in that golden's place: a column
+            # per golden class keeps every row the same width.
+            wanted = np.repeat(topk[:, :1], results.topk.shape[1], axis=1)
+            for row, sample in enumerate(self.ids[start : start + len(raw)]):
+                g = index.get(sample)
+                if g is not None:
+                    wanted[row] = results.topk[g]
+            columns.append(wanted)
+        cols = np.concatenate(columns, axis=1)
+        self.classes.append(cols.astype(np.int32))
+        self.values.append(np.take_along_axis(scores, cols, axis=1))
+
+    def done(self, samples: Sequence[Sample]) -> tuple[Results, KeptScores]:
+        k = min(self.manifest.postprocess.top_k, self.manifest.dataset.classes)
+        width = k + sum(r.topk.shape[1] for r, _ in self.keep)
+        results = Results(
+            ids=tuple(s.id for s in samples),
+            labels=np.asarray([s.label for s in samples], np.int64),
+            topk=np.concatenate(self.topk) if self.topk else np.zeros((0, k), np.intp),
+            topk_scores=(
+                np.concatenate(self.topk_scores) if self.topk_scores else np.zeros((0, k))
+            ),
         )
-    # The one place outputs come out of the model: NaN/Inf stop here, before any ranking,
-    # comparison or golden is made of them (every caller of run_model gets this error).
-    bad = nonfinite_rows(result)
-    if len(bad):
-        raise NonFiniteOutputs(
-            [dataset.samples[i].id for i in bad], len(result), where=manifest.source
+        kept = KeptScores(
+            np.concatenate(self.classes) if self.classes else np.zeros((0, width), np.int32),
+            np.concatenate(self.values) if self.values else np.zeros((0, width)),
+            self.manifest.dataset.classes,
         )
-    return result
+        return results, kept
 
 
 def evaluate(
@@ -181,24 +266,32 @@ def evaluate(
     settings: Settings,
     dataset: ResolvedDataset | None = None,
     progress: Progress | None = None,
+    *,
+    keep: Sequence[Results] | None = None,
 ) -> Evaluation:
     """Resolve the data, verify and load the model, run it, and turn outputs into results;
-    ``progress`` is told the samples done after each batch."""
+    ``progress`` is told the samples done after each batch.
+
+    ``keep``: streamed. Each batch is reduced as it comes out of the model to its top-k and to
+    the scores at the top-k classes of each of these results (the goldens it will be compared
+    with): ``scores`` is then a :class:`KeptScores`, and memory grows with samples × k, not
+    samples × classes. None keeps the full score matrix (a caller that needs every score)."""
     dataset = dataset or resolve_dataset(manifest, settings)
     seed_everything(manifest.runtime.seed)
     # On the CPU the model and preprocessing take turns on the same cores (run_model).
     runner = load_runner(manifest, device, settings, shares_cpu=device == "cpu")
     start = time.perf_counter()
-    raw = run_model(runner, manifest, dataset, progress)
-    seconds = time.perf_counter() - start
-    scores = softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
-    topk = top_k(scores, manifest.postprocess.top_k)
-    results = Results(
-        ids=tuple(s.id for s in dataset.samples),
-        labels=np.asarray([s.label for s in dataset.samples], np.int64),
-        topk=topk,
-        topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
-    )
+    scores: Scores | KeptScores
+    if keep is None:
+        raw = run_model(runner, manifest, dataset, progress)
+        seconds = time.perf_counter() - start
+        scores = postprocessed(manifest, raw)
+        results = results_of(manifest, dataset.samples, scores)
+    else:
+        reduced = _Reduced(manifest, dataset.samples, keep)
+        stream_model(runner, manifest, dataset, reduced, progress)
+        seconds = time.perf_counter() - start
+        results, scores = reduced.done(dataset.samples)
     return Evaluation(
         results=results,
         scores=scores,

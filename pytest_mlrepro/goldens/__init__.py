@@ -7,7 +7,9 @@ from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused
 from ._data_identity import DataChange, data_change
 from ._decisions import AccuracyDecision, accuracy_decision
 from ._metrics import (
+    AnyScores,
     Comparison,
+    KeptScores,
     Results,
     Scores,
     accuracy,
@@ -16,10 +18,12 @@ from ._metrics import (
     nonfinite_rows,
     require_finite,
     score_diffs,
+    score_rows,
     softmax,
+    take_scores,
     top_k,
 )
-from ._reference import ReferenceGoldenMissing, check_reference
+from ._reference import ReferenceGoldenMissing, check_reference, reference_results
 from ._store import (
     Golden,
     GoldenNotAFile,
@@ -36,10 +40,12 @@ from ._store import (
 
 __all__ = [
     "AccuracyDecision",
+    "AnyScores",
     "Comparison",
     "DataChange",
     "Golden",
     "GoldenNotAFile",
+    "KeptScores",
     "ReferenceGoldenMissing",
     "Results",
     "Scores",
@@ -59,11 +65,14 @@ __all__ = [
     "nonfinite_rows",
     "read",
     "read_json",
+    "reference_results",
     "require_finite",
     "rounded_scores",
     "score_diffs",
+    "score_rows",
     "softmax",
     "stale_temp_files",
+    "take_scores",
     "top_k",
     "unused_goldens",
     "write",

@@ -78,6 +78,65 @@ class Results:
 
 
 @dataclass(frozen=True)
+class KeptScores:
+    """The part of a (samples × classes) score matrix that a streamed evaluation keeps: per
+    sample, the scores of a few classes (its own top-k, and the top-k classes of each golden it
+    will be compared with), so that memory grows with samples × k, not samples × classes.
+
+    ``classes`` and ``values`` are (N, m): the classes kept for each row and their scores (a
+    class may repeat within a row). Asking for a class a row did not keep is an error, never a
+    guess: :meth:`take` raises KeyError."""
+
+    classes: Indices  # (N, m)
+    values: npt.NDArray[np.float64]  # (N, m)
+    width: int  # the number of classes of the full matrix
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.classes), self.width
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+    def rows(self, rows: Indices) -> KeptScores:
+        return KeptScores(self.classes[rows], self.values[rows], self.width)
+
+    def take(self, rows: Indices, cols: Indices) -> npt.NDArray[np.float64]:
+        """The scores at ``cols`` (m, k) of the rows ``rows`` (m,), like
+        ``np.take_along_axis(full[rows], cols, axis=1)``."""
+        kept = self.classes[rows]  # (m, M)
+        match = kept[:, None, :] == np.asarray(cols)[:, :, None]  # (m, k, M)
+        found = match.any(axis=2)
+        if not found.all():
+            row, col = (int(x[0]) for x in np.nonzero(~found))
+            raise KeyError(
+                f"class {int(cols[row, col])} of row {int(rows[row])} was not kept by the "
+                "streamed evaluation (only its top-k and its goldens' top-k classes are)"
+            )
+        picked: npt.NDArray[np.float64] = np.take_along_axis(
+            self.values[rows], match.argmax(axis=2), axis=1
+        )
+        return picked
+
+
+AnyScores = Scores | KeptScores
+"""A full score matrix, or the part of one a streamed evaluation kept."""
+
+
+def take_scores(scores: AnyScores, rows: Indices, cols: Indices) -> npt.NDArray[np.floating[Any]]:
+    """``scores`` at the classes ``cols`` (m, k) of the rows ``rows`` (m,)."""
+    if isinstance(scores, KeptScores):
+        return scores.take(rows, cols)
+    taken: npt.NDArray[np.floating[Any]] = np.take_along_axis(scores[rows], cols, axis=1)
+    return taken
+
+
+def score_rows(scores: AnyScores, rows: Indices) -> AnyScores:
+    """The rows ``rows`` of ``scores``, of the same kind."""
+    return scores.rows(rows) if isinstance(scores, KeptScores) else scores[rows]
+
+
+@dataclass(frozen=True)
 class Changed:
     id: str
     label: int
@@ -124,11 +183,13 @@ class Comparison:
         return not self.failures
 
 
-def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) -> Comparison:
-    """Compare a run (with its full score matrix) against the golden's per-sample top-k.
+def compare(golden: Results, now: Results, now_scores: AnyScores, tol: Tolerances) -> Comparison:
+    """Compare a run (with its score matrix, or the part of it a streamed evaluation kept)
+    against the golden's per-sample top-k.
 
     Non-finite scores are refused on either side: NaN compares as "within tolerance"."""
-    require_finite(now_scores, now.ids if len(now.ids) == len(now_scores) else None)
+    kept = now_scores.values if isinstance(now_scores, KeptScores) else now_scores
+    require_finite(kept, now.ids if len(now.ids) == len(kept) else None)
     require_finite(now.topk_scores, now.ids if len(now.ids) == len(now.topk_scores) else None)
     bad = nonfinite_rows(golden.topk_scores)
     if len(bad):
@@ -140,7 +201,7 @@ def compare(golden: Results, now: Results, now_scores: Scores, tol: Tolerances) 
     return comparison_of(golden, now, [diffs[s] for s in golden.ids if s in diffs], tol)
 
 
-def score_diffs(golden: Results, now: Results, now_scores: Scores) -> dict[str, float]:
+def score_diffs(golden: Results, now: Results, now_scores: AnyScores) -> dict[str, float]:
     """For each sample in both: the largest difference between its score now at the golden's
     top-k classes and the score the golden recorded for them (what :func:`compare` takes the
     maximum of), by sample id: what a shard of the run keeps so that the merge of all shards
@@ -151,7 +212,7 @@ def score_diffs(golden: Results, now: Results, now_scores: Scores) -> dict[str, 
         return {}
     g = np.asarray(shared, dtype=np.int64)
     n = np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
-    now_at_golden = np.take_along_axis(now_scores[n], golden.topk[g], axis=1)
+    now_at_golden = take_scores(now_scores, n, golden.topk[g])
     diffs = np.abs(now_at_golden - golden.topk_scores[g]).max(axis=1)
     return {golden.ids[i]: float(d) for i, d in zip(shared, diffs)}
 

@@ -26,7 +26,7 @@ from ..errors import GoldenError, ManifestError
 from ..manifest import Manifest, Reference, Tolerances, load_manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from . import _store as golden_store
-from ._metrics import Comparison, Results, accuracy, compare
+from ._metrics import AnyScores, Comparison, Results, accuracy, compare
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml")
 
@@ -252,7 +252,7 @@ def _label(classes: Sequence[str] | None, index: int) -> str:
 
 
 def compare_to_reference(
-    reference: Results, now: Results, now_scores: np.ndarray
+    reference: Results, now: Results, now_scores: AnyScores
 ) -> tuple[Comparison, float, float]:
     """(comparison, reference top-1 %, this top-1 %) over the samples both have."""
     loose = Tolerances(top1=100.0, top5=100.0, agreement=0.0, score=float("inf"))
@@ -268,8 +268,23 @@ def compare_to_reference(
     return comparison, ref_top1, now_top1
 
 
+def reference_results(manifest: Manifest, settings: Settings) -> Results | None:
+    """The reference golden's results, read before the run so that a streamed evaluation keeps
+    this run's scores at their top-k classes: the reference comparison needs only those (the
+    output distance is taken at the reference's top-k classes), not the full probability rows.
+    None when there is no usable one (:func:`check_reference` then says why)."""
+    if manifest.reference is None:
+        return None
+    try:
+        reference = resolve_reference(manifest, settings)
+        recorded = golden_store.read(golden_store.golden_path(reference, settings))
+    except (GoldenError, ManifestError, OSError):
+        return None
+    return None if recorded is None else recorded.results
+
+
 def check_reference(
-    manifest: Manifest, settings: Settings, now: Results, now_scores: np.ndarray
+    manifest: Manifest, settings: Settings, now: Results, now_scores: AnyScores
 ) -> ReferenceCheck:
     """Resolve the reference manifest, read its golden, compare this run with it.
 

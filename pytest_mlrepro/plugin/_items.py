@@ -340,10 +340,11 @@ class AccuracyItem(ManifestItem):
         self.add_property("verdict", "skipped")
         pytest.skip(str(exc))
 
-    def _evaluate(self, runs: int = 1) -> tuple[list[Any], Any]:
+    def _evaluate(self, runs: int = 1, keep: Any = None) -> tuple[list[Any], Any]:
         """The manifest evaluated ``runs`` times (model loaded afresh each time) and its data set.
-        An absent piece skips the item (fails it under --mlrepro-strict); any other error of the
-        tool fails it with its message."""
+        ``keep``: streamed, keeping the scores at these results' top-k classes (``evaluate``);
+        None keeps every score. An absent piece skips the item (fails it under
+        --mlrepro-strict); any other error of the tool fails it with its message."""
         m, settings = self.manifest, self.config.stash[settings_key]
         try:
             version = check_framework(m)
@@ -354,7 +355,10 @@ class AccuracyItem(ManifestItem):
                 load_runner(m, self.device, settings)
                 return [], dataset
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
-                done = [evaluate(m, self.device, settings, dataset, progress) for _ in range(runs)]
+                done = [
+                    evaluate(m, self.device, settings, dataset, progress, keep=keep)
+                    for _ in range(runs)
+                ]
             return done, dataset
         except Unavailable as exc:
             self._unavailable(exc)
@@ -371,6 +375,24 @@ class AccuracyItem(ManifestItem):
         except MlreproError as exc:
             self.add_property("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
+
+    def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
+        """The results this run's scores will be compared with, read before it runs so that the
+        evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
+        results' top-k classes). Read leniently: a golden that cannot be read is compared with
+        nothing, and its error is reported where it is read for the verdict."""
+        settings = self.config.stash[settings_key]
+        kept: list[golden_store.Results] = []
+        try:
+            golden = golden_store.read(path, settings.golden_dir)
+        except (GoldenError, OSError):
+            golden = None
+        if golden is not None:
+            kept.append(golden.results)
+        reference = golden_store.reference_results(self.manifest, settings)
+        if reference is not None:
+            kept.append(reference)
+        return tuple(kept)
 
     def _explain_build(self, exc: BuildMismatch) -> str:
         """The build's mismatch, compared with the machine the golden was recorded on."""
@@ -503,7 +525,7 @@ class AccuracyItem(ManifestItem):
                 f"  {record_cmd}\n(the model was not run: there is nothing to compare with)",
                 None,
             )
-        (result,), dataset = self._evaluate()
+        (result,), dataset = self._evaluate(keep=self._compared_with(path))
         self.classes = dataset.class_names
         self._data_files = dataset.checksums
         now = result.results

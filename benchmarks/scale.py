@@ -1,0 +1,236 @@
+"""Time, peak memory and golden size of the example's accuracy item as the data set grows
+(issue 23): 1,000, 10,000 and 50,000 samples.
+
+The samples are the 1,000 ImageNet sample photos and label-preserving variants of them: each
+photo re-encoded as JPEG at a lower quality, every other variant mirrored left to right (a
+mirrored photo keeps its class). They are generated once into ``$MLREPRO_CACHE/scale-data/``
+(never into the repository) with a checksum list and labels for each size, in a temporary copy
+of the example project (the EfficientNet-Lite0 ONNX manifest, its data set replaced).
+
+For each size: one ``pytest --mlrepro-update`` run records the golden, then the measured run
+compares with it (the verdict must be "pass"). Of the measured run it prints: the whole
+process's wall time per sample, the evaluation's own time per sample (the results file's
+``timing.seconds``), the process's peak resident memory (``ru_maxrss`` from ``os.wait4`` of that
+one child), the golden's size (bytes and bytes per sample), and the time to load the golden and
+compare a run's results with it in this process. Then the ratios of each size to 1,000.
+
+    MLREPRO_CACHE=/tmp/mlcache-scale MLREPRO_DATA=../shared/data \\
+        python benchmarks/scale.py [--sizes 1000 10000 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = "efficientnet_lite0_onnx"
+
+
+def variant(source: Path, target: Path, number: int) -> None:
+    """Variant ``number`` (1, 2, ...) of a photo: JPEG quality 95 down to 46, mirrored when odd."""
+    from PIL import Image, ImageOps
+
+    with Image.open(source) as image:
+        picture = image.convert("RGB")
+    if number % 2:
+        picture = ImageOps.mirror(picture)
+    buffer = io.BytesIO()
+    picture.save(buffer, "JPEG", quality=95 - number // 2)
+    target.write_bytes(buffer.getvalue())
+
+
+def _make(args: tuple[str, str, int]) -> None:
+    source, target, number = args
+    if not Path(target).exists():
+        variant(Path(source), Path(target), number)
+
+
+def pool(data: Path, cache: Path, size: int) -> list[tuple[str, int]]:
+    """(file, label) of ``size`` samples in ``cache/scale-data/pool``: the photos, then their
+    variants 1, 2, ... (made when missing)."""
+    with (data / "imagenet-sample" / "labels.csv").open() as fh:
+        photos = [(row["file"], int(row["class_index"])) for row in csv.DictReader(fh)]
+    folder = cache / "scale-data" / "pool"
+    folder.mkdir(parents=True, exist_ok=True)
+    chosen: list[tuple[str, int]] = []
+    todo: list[tuple[str, str, int]] = []
+    for i in range(size):
+        number, (name, label) = divmod(i, len(photos))[0], photos[i % len(photos)]
+        file = name if number == 0 else f"v{number:02d}_{Path(name).stem}.jpg"
+        target = folder / file
+        source = data / "imagenet-sample" / name
+        if number == 0 and not target.exists():
+            shutil.copy(source, target)
+        elif number:
+            todo.append((str(source), str(target), number))
+        chosen.append((file, label))
+    with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as workers:
+        list(workers.map(_make, todo, chunksize=64))
+    return chosen
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_project(folder: Path, cache: Path, data: Path, size: int) -> str:
+    """A copy of the example project whose manifest evaluates ``size`` samples; the data set's
+    folder (hard links into the pool) lies in the cache. Returns the data mirror."""
+    chosen = pool(data, cache, size)
+    name = f"imagenet-scale-{size}"
+    mirror = cache / "scale-data" / "mirror"
+    dataset = mirror / name
+    labels_dir = folder / "manifests" / "datasets" / name
+    labels_dir.mkdir(parents=True)
+    rows = ["file,class_index"] + [f"{file},{label}" for file, label in chosen]
+    (labels_dir / "labels.csv").write_text("\n".join(rows) + "\n")
+    shutil.copy(ROOT / "manifests" / "datasets" / "imagenet-sample" / "synset.txt", labels_dir)
+    if not dataset.exists():
+        dataset.mkdir(parents=True)
+        for file, _ in chosen:
+            os.link(mirror.parent / "pool" / file, dataset / file)
+    shutil.copy(labels_dir / "labels.csv", dataset / "labels.csv")
+    shutil.copy(labels_dir / "synset.txt", dataset / "synset.txt")
+    sums = [f"{sha256(dataset / f)}  {f}" for f in ("labels.csv", "synset.txt")]
+    sums += [f"{sha256(dataset / file)}  {file}" for file, _ in chosen]
+    (folder / "manifests" / "datasets" / f"{name}.sha256").write_text("\n".join(sums) + "\n")
+    text = (ROOT / "manifests" / f"{MANIFEST}.yaml").read_text()
+    text = text.replace("name: imagenet-sample", f"name: {name}")
+    text = text.replace("datasets/imagenet-sample.sha256", f"datasets/{name}.sha256")
+    text = text.replace("labels_dir: datasets/imagenet-sample", f"labels_dir: datasets/{name}")
+    text = re.sub(r"\n  url: .*", "", text)
+    (folder / "manifests" / f"{MANIFEST}.yaml").write_text(text)
+    shutil.copy(ROOT / "conftest.py", folder)
+    shutil.copytree(ROOT / "examples", folder / "examples")
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    return str(mirror)
+
+
+@dataclass
+class Row:
+    size: int
+    wall: float
+    evaluation: float
+    peak_mb: float
+    golden_bytes: int
+    load_compare: float
+
+
+def pytest_run(folder: Path, mirror: str, extra: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of one pytest process on the accuracy item."""
+    command = [sys.executable, "-m", "pytest", f"manifests/{MANIFEST}.yaml", "-m"]
+    command += ["mlrepro_accuracy", "--mlrepro-device=cpu", "-p", "no:cacheprovider", "-q"]
+    env = {**os.environ, "MLREPRO_DATA": mirror, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        command + extra, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert child.stdout is not None
+    output = child.stdout.read().decode()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"pytest {' '.join(extra)} failed:\n{output}")
+    return seconds, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def load_and_compare(folder: Path) -> float:
+    """Seconds to read the golden and compare results as a run's (the golden's own) with it."""
+    sys.path.insert(0, str(ROOT))
+    from pytest_mlrepro import goldens
+    from pytest_mlrepro.goldens import KeptScores, compare
+
+    start = time.perf_counter()
+    golden = goldens.read(folder / "golden" / f"{MANIFEST}.json")
+    assert golden is not None
+    now = golden.results
+    kept = KeptScores(now.topk, now.topk_scores, 1000)
+    from pytest_mlrepro.manifest import load_manifest
+
+    manifest = load_manifest(folder / "manifests" / f"{MANIFEST}.yaml")
+    assert compare(golden.results, now, kept, manifest.tolerances).ok
+    return time.perf_counter() - start
+
+
+def measure(size: int, cache: Path, data: Path) -> Row:
+    with tempfile.TemporaryDirectory(prefix="mlrepro-scale-") as tmp:
+        folder = Path(tmp)
+        mirror = make_project(folder, cache, data, size)
+        pytest_run(folder, mirror, ["--mlrepro-update"])
+        results = folder / "results.json"
+        wall, peak = pytest_run(folder, mirror, [f"--mlrepro-json={results}"])
+        evaluation = _evaluation_seconds(json.loads(results.read_text()))
+        golden = folder / "golden" / f"{MANIFEST}.json"
+        return Row(size, wall, evaluation, peak, golden.stat().st_size, load_and_compare(folder))
+
+
+def _evaluation_seconds(results: object) -> float:
+    """The accuracy item's ``timing.seconds`` in a results file (searched: its layout is the
+    results format's business)."""
+    if isinstance(results, dict):
+        if "timing.seconds" in results:
+            return float(results["timing.seconds"])
+        if isinstance(results.get("timing"), dict) and "seconds" in results["timing"]:
+            return float(results["timing"]["seconds"])
+        values = list(results.values())
+    elif isinstance(results, list):
+        values = results
+    else:
+        return float("nan")
+    for value in values:
+        found = _evaluation_seconds(value)
+        if found == found:
+            return found
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    args = parser.parse_args()
+    data = Path(os.environ.get("MLREPRO_DATA", ROOT.parent / "shared" / "data")).resolve()
+    cache = Path(os.environ.get("MLREPRO_CACHE", Path.home() / ".cache" / "mlrepro")).resolve()
+    print(f"CPUs usable: {len(os.sched_getaffinity(0))}")
+    print(
+        f"{'samples':>8} {'wall/sample':>12} {'eval/sample':>12} {'peak MB':>8} "
+        f"{'golden KB':>10} {'B/sample':>9} {'load+compare s':>15}"
+    )
+    rows = []
+    for size in args.sizes:
+        row = measure(size, cache, data)
+        rows.append(row)
+        print(
+            f"{size:>8} {1000 * row.wall / size:>9.2f} ms {1000 * row.evaluation / size:>9.2f} ms "
+            f"{row.peak_mb:>8.0f} {row.golden_bytes / 1024:>10.0f} "
+            f"{row.golden_bytes / size:>9.0f} {row.load_compare:>15.3f}",
+            flush=True,
+        )
+    base = rows[0]
+    for row in rows[1:]:
+        wall = (row.wall / row.size) / (base.wall / base.size)
+        evaluation = (row.evaluation / row.size) / (base.evaluation / base.size)
+        golden = (row.golden_bytes / row.size) / (base.golden_bytes / base.size)
+        print(
+            f"{row.size}/{base.size}: wall per sample ×{wall:.3f}, evaluation per sample "
+            f"×{evaluation:.3f}, peak memory ×{row.peak_mb / base.peak_mb:.3f}, golden per "
+            f"sample ×{golden:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
