@@ -40,9 +40,11 @@ from ..errors import ManifestError
 from ..evaluation import Evaluation, results_of, run_model
 from ..fingerprint import environment
 from ..goldens import (
+    AnyScores,
     Comparison,
     DataChange,
     Golden,
+    KeptScores,
     Results,
     compare,
     score_rows,
@@ -796,10 +798,7 @@ def _run_counterfactuals(
             c, o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
         )
         c.probes = len(screen)
-        as_is = evaluation.scores[rows[: len(screen)]]
-        c.noop = o.scores.shape == as_is.shape and bool(
-            np.allclose(o.scores, as_is, rtol=0.0, atol=_NOOP_ATOL)
-        )
+        c.noop = _same_scores(o.scores, score_rows(evaluation.scores, rows[: len(screen)]))
     if len(samples) > len(screen):
         ok = sorted((c for c in candidates if not c.error), key=Counterfactual.key)
         # Only a flip that brings back every screened probe can explain the drift: the others
@@ -822,6 +821,18 @@ def _run_counterfactuals(
 # Outputs this close to the manifest's own are the same outputs (a batch of another size may
 # round the last bit differently).
 _NOOP_ATOL = 1e-6
+
+
+def _same_scores(flipped: Any, as_is: AnyScores) -> bool:
+    """Whether a flip's scores (a full matrix) equal the manifest's as it is: a no-op flip
+    proves nothing. A streamed evaluation kept only some classes per row: those are compared
+    (the flip's top-k among them, so a flip that moves any prediction differs)."""
+    if flipped.shape != as_is.shape:
+        return False
+    if isinstance(as_is, KeptScores):
+        at_kept = np.take_along_axis(flipped, as_is.classes.astype(np.intp), axis=1)
+        return bool(np.allclose(at_kept, as_is.values, rtol=0.0, atol=_NOOP_ATOL))
+    return bool(np.allclose(flipped, as_is, rtol=0.0, atol=_NOOP_ATOL))
 
 
 def _reproduces(c: Counterfactual, score_tol: float) -> bool:
