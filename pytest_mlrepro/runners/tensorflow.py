@@ -326,6 +326,7 @@ class TensorFlowRunner:
         # The loaded object and its files live as long as the runner's call does.
         # (The ignores on keep_alive: mypy has no attributes on a function object.)
         call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
+        call.signature = signature  # type: ignore[attr-defined]  # for layer_outputs
         weakref.finalize(call, folder.cleanup)
         return (
             call,
@@ -461,12 +462,17 @@ class TensorFlowRunner:
         return np.asarray(self._call(batch))
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """Every layer's output on ``batch`` for a Keras model, in the model's layer order, as
-        (layer name, layer class, value): a second model over the loaded one whose outputs are
-        all its layers'. SavedModels and frozen graphs give none (no layers to name)."""
+        """Every layer's output on ``batch``, in the model's order, as (name, op, value). A Keras
+        model: a second model over the loaded one whose outputs are all its layers'. A
+        SavedModel: every op of its signature's graph that computes on the input (constants
+        and the arithmetic on weights left out), fetched from the graph with its variables
+        frozen (:func:`_graph_op_outputs`). Frozen graphs give none."""
         import keras
 
         model = getattr(self._call, "keras_model", None)
+        signature = getattr(self._call, "signature", None)
+        if model is None and signature is not None:
+            return _graph_op_outputs(signature, batch)
         if model is None:
             return []
         layers = [
@@ -489,6 +495,52 @@ class TensorFlowRunner:
         """The model call alone on ``batch``, for latency measurement."""
         call = self._call
         return lambda: call(batch)
+
+
+# Ops that move or describe tensors without computing on their values: not layers.
+_NOT_LAYERS = frozenset(
+    {"Const", "Placeholder", "Identity", "IdentityN", "NoOp", "Shape", "StridedSlice", "Pack",
+     "Reshape", "Squeeze", "ExpandDims", "Cast"}
+)  # fmt: skip
+
+
+def _graph_op_outputs(signature: Any, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+    """The outputs of the ops of a SavedModel signature that compute on its input, in graph
+    order. The signature's variables are frozen into constants (``convert_variables_to_
+    constants_v2``, TensorFlow's own freezing), the graph is imported into a v1 function and
+    pruned to fetch every such op's first output: one run gives them all."""
+    tf = _tensorflow()
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    frozen = convert_variables_to_constants_v2(signature)
+    graph_def = frozen.graph.as_graph_def()
+    input_name = frozen.inputs[0].name
+
+    def imported() -> None:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+
+    wrapped = tf.compat.v1.wrap_function(imported, [])
+    graph = wrapped.graph
+    source = graph.get_tensor_by_name(input_name).op
+    # Only ops downstream of the input: the weights' own arithmetic (batch-norm folding on
+    # constants) is the same for every input and says nothing about where outputs diverge.
+    reached = {source.name}
+    layers = []
+    for op in graph.get_operations():  # graph order is a topological order
+        if op is source or not any(t.op.name in reached for t in op.inputs):
+            continue
+        reached.add(op.name)
+        if op.type not in _NOT_LAYERS and op.outputs and op.outputs[0].dtype.is_floating:
+            layers.append(op)
+    if not layers:
+        return []
+    pruned = wrapped.prune(
+        feeds=[graph.get_tensor_by_name(input_name)], fetches=[op.outputs[0] for op in layers]
+    )
+    values = pruned(tf.constant(batch))
+    return [(op.name, op.type, np.asarray(v)) for op, v in zip(layers, values)]
 
 
 def _graph_tensor(graph: Any, name: str, manifest: Manifest, what: str) -> Any:

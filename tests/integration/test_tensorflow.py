@@ -486,3 +486,32 @@ def test_a_keras_model_records_its_layers(tmp_path: Path, tf_assets: Path) -> No
     renamed = manifest_at(tmp_path, tf_assets, text.replace("- name: input", "- name: images"))
     with pytest.raises(SignatureError, match=r"m\.yaml:\d+: inputs\[0\]\.name: the Keras model"):
         load_runner(renamed, "cpu", settings)  # type: ignore[arg-type]
+
+
+def test_a_saved_model_records_the_ops_that_compute_on_its_input(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    """SavedModel: no Keras layers to name, so every op of the signature's graph downstream of
+    the input (its variables frozen), in graph order; the last is the model's output."""
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.diagnosis import _layer_fingerprints as layers
+
+    settings = Settings.for_project(
+        tmp_path, cache_dir=tmp_path / "cache", data_mirrors=[tf_assets / "data"]
+    )
+    manifest = manifest_at(
+        tmp_path, tf_assets, tf_manifest_text("m", "saved_model", assets=tf_assets)
+    )
+    (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
+    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
+    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
+    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])  # type: ignore[attr-defined]
+    outputs = runner.layer_outputs(batch)  # type: ignore[attr-defined]
+    ops = [op for _, op, _ in outputs]
+    assert "Mean" in ops and "MatMul" in ops, ops
+    assert not {"Const", "Placeholder", "Identity", "ReadVariableOp"} & set(ops)
+    np.testing.assert_allclose(outputs[-1][2], runner(batch), rtol=1e-6, atol=1e-6)
+    block = layers.record(runner, manifest, samples, [s.id for s in samples[:2]])  # type: ignore[arg-type]
+    assert block is not None and [row[1] for row in block["rows"]] == ops
+    same = layers.compare(block, runner, manifest, samples)  # type: ignore[arg-type]
+    assert same is not None and same.first is None, same.lines()
