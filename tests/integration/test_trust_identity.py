@@ -362,9 +362,10 @@ def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(tiny: Tiny) -> 
         ["means", "ReduceMean"], ["flat", "Flatten"], ["logits", "Mul"]
     ]  # fmt: skip
     # Reviewable: one layer a line.
-    assert '        ["means", "ReduceMean", [2, 3, 1, 1], "float32",' in tiny.golden(
-        "tiny_onnx"
-    ).read_text()
+    assert (
+        '        ["means", "ReduceMean", [2, 3, 1, 1], "float32",'
+        in tiny.golden("tiny_onnx").read_text()
+    )
     sha = with_max(tiny.path / "models" / "tiny.onnx", tiny.path / "models" / "tiny_max.onnx")
     tiny.manifest("tiny_onnx", model_path="../models/tiny_max.onnx", sha=sha)
     result = tiny.run("--mlrepro-html", "report.html")
@@ -460,3 +461,36 @@ def test_an_unchanged_ranking_with_moved_scores_names_the_score_transform(tiny: 
     ), lead
     assert "no known pitfall" not in lead
     assert verdicts(result)["tiny_onnx"] == "drift"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "says"),
+    [
+        ("PNG", "decode to the very same pixels as the golden's (re-encoded losslessly"),
+        ("JPEG", "are the same pictures re-encoded: same size, block means within"),
+    ],
+)
+def test_files_re_encoded_are_named_as_re_encodings_of_the_same_pictures(
+    tiny: Tiny, fmt: str, says: str
+) -> None:
+    """Issue 20: data that changed by re-encoding (losslessly, or as JPEG) is named that way,
+    from the decoded probes against the golden's decode fingerprints: the most specific cause
+    the evidence supports, beside the list of changed files."""
+    from PIL import Image
+
+    tiny.manifest("tiny_onnx", extra=LOOSE)
+    tiny.run("--mlrepro-update").assert_outcomes(passed=1)
+    for path in sorted(tiny.data().glob("*.png")):
+        with Image.open(path) as image:
+            pixels = image.convert("RGB")
+        if fmt == "PNG":  # the same pixels, other bytes
+            pixels.save(path, format="PNG", compress_level=1, pnginfo=None)
+        else:
+            pixels.save(path, format="JPEG", quality=97, subsampling=0)
+    tiny.rewrite_checksums()
+    result = tiny.run()
+    result.assert_outcomes(failed=1)
+    assert verdicts(result)["tiny_onnx"] == "data changed"
+    lead = lead_of(result)
+    assert lead.startswith("Likely cause: the data — 24 files of 24 have other content"), lead
+    assert says in lead, lead
