@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -205,6 +206,20 @@ def _version(*dists: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def installed_version(dist: str) -> str:
+    """The installed version of the distribution ``dist``, or ``"not installed"``."""
+    return _version(dist) or "not installed"
+
+
+def describe_cpu(env: Mapping[str, Any]) -> str:
+    """``AMD EPYC (AuthenticAMD; avx avx2 f16c fma)``: a CPU and the flags recorded for it (an
+    environment or a :func:`cpu_identity`), saying what is not recorded."""
+    flags = env.get("cpu_flags")
+    vendor = env.get("cpu_vendor") or "vendor not recorded"
+    shown = " ".join(map(str, flags)) if isinstance(flags, list) else "flags not recorded"
+    return f"{env.get('cpu') or 'unknown CPU'} ({vendor}; {shown})"
 
 
 @cache

@@ -7,13 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import BuildMismatch
-
-
-def _machine_words(env: Mapping[str, Any]) -> str:
-    flags = env.get("cpu_flags")
-    vendor = env.get("cpu_vendor") or "vendor not recorded"
-    shown = " ".join(map(str, flags)) if isinstance(flags, list) else "flags not recorded"
-    return f"{env.get('cpu') or 'unknown CPU'} ({vendor}; {shown})"
+from ..fingerprint import describe_cpu
 
 
 def explain_build_mismatch(
@@ -26,7 +20,7 @@ def explain_build_mismatch(
         return f"{error.message}\n  (no golden records a machine to compare with)"
     lines = [
         error.message,
-        f"  the golden ({golden_shown}) was recorded on: {_machine_words(golden_env)}",
+        f"  the golden ({golden_shown}) was recorded on: {describe_cpu(golden_env)}",
     ]
     same_cpu = all(
         golden_env.get(key) == error.machine.get(key) for key in ("cpu", "cpu_vendor", "cpu_flags")

@@ -10,7 +10,6 @@ import contextlib
 import datetime
 import hashlib
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -38,7 +37,7 @@ from ..errors import (
     MlreproError,
     Unavailable,
 )
-from ..fingerprint import cpu_identity, numeric_packages
+from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric_packages
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
@@ -281,22 +280,7 @@ def _build_packages(builder: str) -> dict[str, str]:
     uses = registry.artifact_builder_uses(builder)
     if not uses:
         return {name: version for name, version in installed.items() if version is not None}
-    return {name: installed.get(name) or _installed_version(name) for name in uses}
-
-
-def _installed_version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def describe_machine(machine: dict[str, Any]) -> str:
-    """``AMD EPYC (AuthenticAMD; avx avx2 f16c fma)``: a CPU and the flags recorded for it."""
-    flags = machine.get("cpu_flags")
-    parts = [str(machine.get("cpu_vendor") or "vendor not recorded")]
-    parts.append(" ".join(map(str, flags)) if isinstance(flags, list) else "flags not recorded")
-    return f"{machine.get('cpu') or 'unknown CPU'} ({'; '.join(parts)})"
+    return {name: installed.get(name) or installed_version(name) for name in uses}
 
 
 def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -> BuildMismatch:
@@ -311,7 +295,7 @@ def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -
     ).format()
     message = (
         f"{head}\n"
-        f"  this machine: {describe_machine(machine)}\n"
+        f"  this machine: {describe_cpu(machine)}\n"
         f"  the build used: {used or 'no package recorded'}\n"
         "  Exporters and converters can write other bytes on another CPU with the very same "
         "packages (the example's ONNX and TFLite files do, built on AMD and on Intel).\n"
@@ -405,7 +389,7 @@ def _origin_words(origin: dict[str, Any]) -> str:
         "url": f"was fetched from {origin.get('from')}",
     }.get(str(source), "was written by pytest-mlrepro")
     machine = origin.get("machine")
-    on = f" on {describe_machine(machine)}" if isinstance(machine, dict) else ""
+    on = f" on {describe_cpu(machine)}" if isinstance(machine, dict) else ""
     return f"{how} for {origin.get('manifest')} at {origin.get('written')}{on}"
 
 
