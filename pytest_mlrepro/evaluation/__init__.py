@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from ._determinism import compare_runs, controls_in_force, explain
 from ._evaluate import Evaluation, evaluate, postprocessed, results_of, run_model
+from ._shared_preprocessing import PreprocessingShare, SharedLoader, ShareStats, step_key
 
 __all__ = [
     "Evaluation",
+    "PreprocessingShare",
+    "ShareStats",
+    "SharedLoader",
     "compare_runs",
     "controls_in_force",
     "evaluate",
@@ -14,4 +18,5 @@ __all__ = [
     "postprocessed",
     "results_of",
     "run_model",
+    "step_key",
 ]

@@ -30,6 +30,8 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import seed_everything
+from ._memory import steady_allocator
+from ._shared_preprocessing import SharedLoader, read_sample
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,13 @@ def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]
         yield samples[start : start + size]
 
 
+Load = Callable[[Sample], np.ndarray]
+"""One sample read, verified and preprocessed: the pipeline alone, or through the session's
+shared prefixes (``SharedLoader``)."""
+
+
 def _load(pipe: Pipeline, sample: Sample) -> np.ndarray:
-    try:
-        data = sample.read()
-    except OSError as exc:
-        raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
-    return pipe(data, sample.id)
+    return pipe(read_sample(sample), sample.id)
 
 
 def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -71,8 +74,8 @@ def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(arrays)
 
 
-def _prepare(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
-    return _stack(batch, [_load(pipe, sample) for sample in batch])
+def _prepare(load: Load, batch: Sequence[Sample]) -> np.ndarray:
+    return _stack(batch, [load(sample) for sample in batch])
 
 
 def usable_cores() -> int:
@@ -89,6 +92,7 @@ def preprocessed(
     workers: int | None = None,
     *,
     overlap: bool = True,
+    load: Load | None = None,
 ) -> Generator[np.ndarray, None, None]:
     """Batches in order, prepared by a thread pool (decoders and numpy release the GIL).
 
@@ -100,20 +104,23 @@ def preprocessed(
     threads running beside them oversubscribe the cores, and a descheduled intra-op thread stalls
     its whole parallel section. Measured on 2 cores (docs/measurements.md,
     benchmarks/evaluation_throughput.py): the overlap took longer than the two stages one after
-    the other."""
+    the other.
+
+    ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
+    load = load or (lambda sample: _load(pipe, sample))
     if not overlap:
         workers = workers or usable_cores()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
             for batch in _batches(samples, batch_size):
                 # Per sample, not per batch: the workers share each batch to its last image.
-                yield _stack(batch, list(pool.map(lambda s: _load(pipe, s), batch)))
+                yield _stack(batch, list(pool.map(load, batch)))
         return
     workers = workers or max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
         pending: deque[Future[np.ndarray]] = deque()
         batches = _batches(samples, batch_size)
         for batch in batches:
-            pending.append(pool.submit(_prepare, pipe, batch))
+            pending.append(pool.submit(_prepare, load, batch))
             if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:
@@ -151,6 +158,7 @@ def stream_model(
     dataset: ResolvedDataset,
     reduce: Reduce,
     progress: Progress | None = None,
+    load: Load | None = None,
 ) -> None:
     """Run the model over the data set and hand each batch's outputs to ``reduce`` as they come
     out of the model: nothing of the data set's size is kept here (the outputs of one batch in
@@ -159,7 +167,7 @@ def stream_model(
     bad one are not reduced: the evaluation fails)."""
     pipe = manifest.pipeline
     batches = preprocessed(
-        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner)
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner), load=load
     )
     bad: list[int] = []
     done = 0
@@ -193,12 +201,16 @@ def stream_model(
 
 
 def run_model(
-    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, progress: Progress | None = None
+    runner: Runner,
+    manifest: Manifest,
+    dataset: ResolvedDataset,
+    progress: Progress | None = None,
+    load: Load | None = None,
 ) -> np.ndarray:
     """Raw model outputs (N, classes) over the whole data set, in sample order: the full
     matrix, for a few samples (diagnosis probes) or a caller that needs every score."""
     outputs: list[np.ndarray] = []
-    stream_model(runner, manifest, dataset, lambda _, out: outputs.append(out), progress)
+    stream_model(runner, manifest, dataset, lambda _, out: outputs.append(out), progress, load)
     if not outputs:
         return np.zeros((0, manifest.dataset.classes))
     return np.concatenate(outputs)
@@ -268,6 +280,7 @@ def evaluate(
     progress: Progress | None = None,
     *,
     keep: Sequence[Results] | None = None,
+    shared: SharedLoader | None = None,
 ) -> Evaluation:
     """Resolve the data, verify and load the model, run it, and turn outputs into results;
     ``progress`` is told the samples done after each batch.
@@ -275,21 +288,25 @@ def evaluate(
     ``keep``: streamed. Each batch is reduced as it comes out of the model to its top-k and to
     the scores at the top-k classes of each of these results (the goldens it will be compared
     with): ``scores`` is then a :class:`KeptScores`, and memory grows with samples × k, not
-    samples × classes. None keeps the full score matrix (a caller that needs every score)."""
+    samples × classes. None keeps the full score matrix (a caller that needs every score).
+
+    ``shared``: the session's shared preprocessing for this manifest's pipeline and data set
+    (``PreprocessingShare.loader``); the tensors are the same, computed once per session."""
     dataset = dataset or resolve_dataset(manifest, settings)
+    steady_allocator()
     seed_everything(manifest.runtime.seed)
     # On the CPU the model and preprocessing take turns on the same cores (run_model).
     runner = load_runner(manifest, device, settings, shares_cpu=device == "cpu")
     start = time.perf_counter()
     scores: Scores | KeptScores
     if keep is None:
-        raw = run_model(runner, manifest, dataset, progress)
+        raw = run_model(runner, manifest, dataset, progress, shared)
         seconds = time.perf_counter() - start
         scores = postprocessed(manifest, raw)
         results = results_of(manifest, dataset.samples, scores)
     else:
         reduced = _Reduced(manifest, dataset.samples, keep)
-        stream_model(runner, manifest, dataset, reduced, progress)
+        stream_model(runner, manifest, dataset, reduced, progress, shared)
         seconds = time.perf_counter() - start
         results, scores = reduced.done(dataset.samples)
     return Evaluation(

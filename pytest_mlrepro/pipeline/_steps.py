@@ -52,6 +52,12 @@ class Step:
     """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
 
     op: ClassVar[str]
+    # Costs little next to decoding and resizing (slicing, element-wise arithmetic, a channel
+    # swap, a transpose). A preprocessing prefix shared between manifests ends before such steps
+    # (evaluation/_shared_preprocessing.py): the session keeps the smaller tensor (the uint8
+    # image before the cast, not its float32 copy) and each manifest repeats them. A registered
+    # step is assumed costly.
+    cheap: ClassVar[bool] = False
     if TYPE_CHECKING:
         # Every concrete step is a dataclass (register_step refuses others): declared so that
         # dataclasses.fields() and the schema's converter accept a Step.
@@ -314,6 +320,7 @@ class Color(Step):
     """Reorder channels to ``order`` (a no-op when they already are)."""
 
     op: ClassVar[str] = "color"
+    cheap: ClassVar[bool] = True
     order: ChannelOrder = "RGB"
 
     def transition(self, state: State) -> State:
@@ -345,6 +352,7 @@ class Crop(Step):
     """
 
     op: ClassVar[str] = "crop"
+    cheap: ClassVar[bool] = True
     fraction: float | None = None
     size: int | tuple[int, int] | None = None
     rounding: Literal["google", "torchvision", "tf"] = "google"
@@ -561,6 +569,7 @@ class Cast(Step):
     """Convert the element type; values are kept (no scaling). To uint8/int8: rounded, clipped."""
 
     op: ClassVar[str] = "cast"
+    cheap: ClassVar[bool] = True
     dtype: DType = "float32"
 
     def transition(self, state: State) -> State:
@@ -583,6 +592,7 @@ class Scale(Step):
     """Divide every value by ``divisor`` (``255`` maps bytes to 0..1). Needs float data."""
 
     op: ClassVar[str] = "scale"
+    cheap: ClassVar[bool] = True
     divisor: float = 255.0
 
     def check(self) -> None:
@@ -609,6 +619,7 @@ class Normalize(Step):
     """
 
     op: ClassVar[str] = "normalize"
+    cheap: ClassVar[bool] = True
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     on_uint8: Literal["error", "saturate", "wrap"] = "error"
@@ -658,6 +669,7 @@ class Layout(Step):
     """
 
     op: ClassVar[str] = "layout"
+    cheap: ClassVar[bool] = True
     order: Literal["NCHW", "NHWC"] = "NCHW"
     method: Literal["transpose", "reshape"] = "transpose"
 
@@ -705,13 +717,23 @@ class Pipeline:
         return state
 
     def __call__(self, data: bytes, sample: str) -> np.ndarray:
+        return self.run(self.decode(data, sample), 1, len(self.steps), sample).array
+
+    def decode(self, data: bytes, sample: str) -> Tensor:
+        """The first step: ``data`` decoded (a failure is this sample's, named)."""
         try:
-            t = self.decoder.decode(data, sample)
+            return self.decoder.decode(data, sample)
         except (SampleError, Unavailable):  # a missing backend library skips, it is no bad sample
             raise
         except Exception as exc:  # e.g. cv2.error: still this sample's failure, not the run's
             raise SampleError(sample, f"decode failed: {exc}") from exc
-        for index, step in enumerate(self.steps[1:], 1):
+
+    def run(self, t: Tensor, start: int, stop: int, sample: str) -> Tensor:
+        """Steps ``start`` to ``stop`` (exclusive; 1 is the step after decode) applied to ``t``,
+        the output of the steps before ``start``: a pipeline run in parts (a shared prefix, then
+        the rest) computes what one run computes."""
+        for index in range(start, stop):
+            step = self.steps[index]
             try:
                 t = step.apply(t)
             except (SampleError, Unavailable):
@@ -724,7 +746,7 @@ class Pipeline:
                     f"{step.op} (preprocessing step {index}) produced an empty "
                     f"{'×'.join(map(str, t.array.shape))} image",
                 )
-        return t.array
+        return t
 
     def trace(self, data: bytes, sample: str) -> list[tuple[str, np.ndarray]]:
         """The output after every step, for diagnosis."""

@@ -1,0 +1,196 @@
+"""Preprocessed samples shared between the evaluations of one session: decode once.
+
+The example's six manifests read the same 1000 photos through the same decode, crop and resize;
+each used to decode and resize every photo again (about 4 ms of CPU per photo, as much as the
+ONNX model's own time). A session plans, before any item runs, which pipeline prefixes more than
+one evaluation passes through, and keeps each sample's tensor at the end of such a prefix for the
+evaluations after the first.
+
+What is shared is keyed by what determines it, never by a name: the sample's sha256 (the bytes
+that were decoded, verified in the same read) and every step of the prefix, class and parameters
+(``repr`` of the frozen step: two steps that differ in one parameter are two keys). A wrong reuse
+would be a silent wrong verdict; an unneeded miss only costs time. Samples without a checksum are
+never shared. A prefix ends before the steps that are ``cheap`` to repeat (``Step.cheap``), so
+that the tensor kept is the uint8 image after the resize rather than its float32 copy, and stops
+at the first step where the pipelines differ.
+
+Memory is bounded by a budget: past it, samples are recomputed, not kept (the first ones kept
+stay: every evaluation reads the samples in the same order, so evicting the oldest would evict
+exactly what the next evaluation reads first). A prefix's tensors are dropped as soon as every
+evaluation planned through it has finished.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data import Sample
+from ..errors import SampleError
+from ..pipeline import Pipeline, Step, Tensor
+
+Prefix = tuple[Hashable, tuple[str, ...]]
+"""A data key (the data set the samples come from) and the keys of a pipeline's first steps."""
+
+
+def step_key(step: Step) -> str:
+    """What a step computes, as a string: its class (module and name) and every parameter."""
+    kind = type(step)
+    return f"{kind.__module__}.{kind.__qualname__}:{step!r}"
+
+
+def _keys(pipe: Pipeline) -> tuple[str, ...]:
+    return tuple(step_key(step) for step in pipe.steps)
+
+
+def _share_depth(pipe: Pipeline, depth: int) -> int:
+    """``depth`` moved back past the cheap steps at its end (see the module docstring)."""
+    while depth > 0 and pipe.steps[depth - 1].cheap:
+        depth -= 1
+    return depth
+
+
+@dataclass
+class ShareStats:
+    """What sharing saved and cost in a session, for the terminal and the benchmarks."""
+
+    reused: int = 0
+    """Samples whose prefix was taken from another evaluation's work."""
+    computed: int = 0
+    """Samples whose shared prefix was computed for the others (kept, or over the budget)."""
+    over_budget: int = 0
+    """Samples computed and not kept: the budget was spent."""
+    peak_bytes: int = 0
+
+
+@dataclass
+class _Node:
+    uses_left: int
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    """By sample sha256."""
+
+
+class PreprocessingShare:
+    """The session's shared prefixes: planned from every evaluation the session will run, filled
+    by the first evaluation through each, read by the rest, dropped when the last is done."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self.stats = ShareStats()
+        self._nodes: dict[Prefix, _Node] = {}
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def plan(self, uses: Sequence[tuple[Hashable, Pipeline]]) -> None:
+        """Plan for these evaluations, one ``(data key, pipeline)`` per evaluation the session
+        will run (the same pipeline twice is two evaluations). A prefix is kept where at least
+        two of them pass through it and it ends on a costly step; each evaluation reads the
+        deepest such prefix on its path."""
+        passes: Counter[Prefix] = Counter()
+        for data, pipe in uses:
+            keys = _keys(pipe)
+            for depth in range(1, len(keys) + 1):
+                passes[(data, keys[:depth])] += 1
+        for data, pipe in uses:
+            keys = _keys(pipe)
+            shared = max(
+                (d for d in range(1, len(keys) + 1) if passes[(data, keys[:d])] > 1), default=0
+            )
+            depth = _share_depth(pipe, shared)
+            if depth:
+                prefix = (data, keys[:depth])
+                self._nodes.setdefault(prefix, _Node(uses_left=passes[prefix]))
+
+    def loader(self, data: Hashable, pipe: Pipeline) -> SharedLoader | None:
+        """How ``pipe`` loads a sample of the data set ``data`` with this session's shares; None
+        when it shares nothing (it loads as it would alone)."""
+        keys = _keys(pipe)
+        depths = [d for d in range(len(keys), 0, -1) if (data, keys[:d]) in self._nodes]
+        if not depths:
+            return None
+        return SharedLoader(self, pipe, [(d, (data, keys[:d])) for d in depths])
+
+    def finished(self, data: Hashable, pipe: Pipeline) -> None:
+        """One evaluation of ``pipe`` over ``data`` is over (or will not run): a prefix nobody
+        else will pass through is dropped."""
+        keys = _keys(pipe)
+        with self._lock:
+            for depth in range(1, len(keys) + 1):
+                prefix = (data, keys[:depth])
+                node = self._nodes.get(prefix)
+                if node is None:
+                    continue
+                node.uses_left -= 1
+                if node.uses_left <= 0:
+                    self._held -= sum(t.array.nbytes for t in node.tensors.values())
+                    del self._nodes[prefix]
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held
+
+    def _get(self, prefix: Prefix, sha256: str) -> Tensor | None:
+        with self._lock:
+            node = self._nodes.get(prefix)
+            kept = None if node is None else node.tensors.get(sha256)
+            if kept is not None:
+                self.stats.reused += 1
+            return kept
+
+    def _put(self, prefix: Prefix, sha256: str, tensor: Tensor) -> None:
+        with self._lock:
+            node = self._nodes.get(prefix)
+            if node is None or sha256 in node.tensors:
+                return
+            self.stats.computed += 1
+            if self._held + tensor.array.nbytes > self.budget_bytes:
+                self.stats.over_budget += 1
+                return
+            # Read-only: a later step that wrote into its input would change what the next
+            # evaluation reads (numpy raises instead).
+            tensor.array.flags.writeable = False
+            node.tensors[sha256] = tensor
+            self._held += tensor.array.nbytes
+            self.stats.peak_bytes = max(self.stats.peak_bytes, self._held)
+
+
+class SharedLoader:
+    """One pipeline's loading of a sample through the session's shared prefixes: the deepest one
+    kept is read, and the rest of the pipeline run on it; otherwise the sample is read (and
+    verified) and run, and every planned prefix on the way is kept for the others."""
+
+    def __init__(
+        self, share: PreprocessingShare, pipe: Pipeline, prefixes: list[tuple[int, Prefix]]
+    ) -> None:
+        self.share = share
+        self.pipe = pipe
+        self.prefixes = prefixes  # deepest first
+
+    def __call__(self, sample: Sample) -> np.ndarray:
+        stop = len(self.pipe.steps)
+        if not sample.sha256:  # nothing says which bytes it was: never shared
+            return self.pipe(read_sample(sample), sample.id)
+        for depth, prefix in self.prefixes:
+            kept = self.share._get(prefix, sample.sha256)
+            if kept is not None:
+                return self.pipe.run(kept, depth, stop, sample.id).array
+        t = self.pipe.decode(read_sample(sample), sample.id)
+        done = 1
+        for depth, prefix in reversed(self.prefixes):  # shallowest first, on the way down
+            t = self.pipe.run(t, done, depth, sample.id)
+            done = depth
+            self.share._put(prefix, sample.sha256, t)
+        return self.pipe.run(t, done, stop, sample.id).array
+
+
+def read_sample(sample: Sample) -> bytes:
+    """The sample's bytes, verified in the read (``Sample.read``); unreadable: this sample's
+    error, named."""
+    try:
+        return sample.read()
+    except OSError as exc:
+        raise SampleError(sample.id, f"cannot read {sample.path}: {exc.strerror}") from None
