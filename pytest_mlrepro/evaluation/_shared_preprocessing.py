@@ -160,8 +160,8 @@ class PreprocessingShare:
 
 class SharedLoader:
     """One pipeline's loading of a sample through the session's shared prefixes: the deepest one
-    kept is read, and the rest of the pipeline run on it; otherwise the sample is read (and
-    verified) and run, and every planned prefix on the way is kept for the others."""
+    kept is read (else the sample is read, verified and decoded), the rest of the pipeline run on
+    it, and every deeper planned prefix on the way is kept for the others."""
 
     def __init__(
         self, share: PreprocessingShare, pipe: Pipeline, prefixes: list[tuple[int, Prefix]]
@@ -174,16 +174,20 @@ class SharedLoader:
         stop = len(self.pipe.steps)
         if not sample.sha256:  # nothing says which bytes it was: never shared
             return self.pipe(read_sample(sample), sample.id)
-        for depth, prefix in self.prefixes:
-            kept = self.share._get(prefix, sample.sha256)
-            if kept is not None:
-                return self.pipe.run(kept, depth, stop, sample.id).array
-        t = self.pipe.decode(read_sample(sample), sample.id)
-        done = 1
-        for depth, prefix in reversed(self.prefixes):  # shallowest first, on the way down
-            t = self.pipe.run(t, done, depth, sample.id)
-            done = depth
-            self.share._put(prefix, sample.sha256, t)
+        t: Tensor | None = None
+        for depth, prefix in self.prefixes:  # deepest first
+            t = self.share._get(prefix, sample.sha256)
+            if t is not None:
+                done = kept = depth
+                break
+        if t is None:
+            t = self.pipe.decode(read_sample(sample), sample.id)
+            done, kept = 1, 0
+        for depth, prefix in reversed(self.prefixes):  # the deeper ones not kept yet, on the way
+            if depth > kept:
+                t = self.pipe.run(t, done, depth, sample.id)
+                done = depth
+                self.share._put(prefix, sample.sha256, t)
         return self.pipe.run(t, done, stop, sample.id).array
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -24,6 +25,7 @@ from ..evaluation import controls_in_force, evaluate
 from ..fingerprint import environment
 from ..goldens import DataChange, accuracy_decision, compare, data_change, score_diffs
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
+from ..pipeline import Pipeline
 from ..report import explain
 from ..results import Part, shard_results, shard_verdict
 from ..runners import check_framework, cuda_present, load_runner
@@ -294,6 +296,21 @@ class AccuracyItem(ManifestItem):
         return 1
 
     @property
+    def preprocessing_use(self) -> tuple[Hashable, Pipeline] | None:
+        """This item's evaluation as the session's shared preprocessing plans it: the data it
+        reads (data set and shard) and its pipeline. None for the determinism item: its runs
+        each preprocess afresh, so that a nondeterministic step still shows."""
+        if self.kind != "accuracy":
+            return None
+        return (self.manifest.dataset.name, str(self.shard)), self.manifest.pipeline
+
+    def teardown(self) -> None:
+        use = self.preprocessing_use
+        share = session_of(self.config).preprocessing
+        if use is not None and share is not None:  # run, failed or skipped: its use is over
+            share.finished(*use)
+
+    @property
     def split(self) -> dict[str, Any] | None:
         """For a shard item: the whole item it is a part of (``_shards.Split``), else None."""
         if self.split_of is None or self.shard is None:
@@ -354,9 +371,11 @@ class AccuracyItem(ManifestItem):
             if runs == 0:  # the model verified and loaded (its errors first), nothing run
                 load_runner(m, self.device, settings)
                 return [], dataset
+            share, use = session_of(self.config).preprocessing, self.preprocessing_use
+            shared = share.loader(*use) if share is not None and use is not None else None
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 done = [
-                    evaluate(m, self.device, settings, dataset, progress, keep=keep)
+                    evaluate(m, self.device, settings, dataset, progress, keep=keep, shared=shared)
                     for _ in range(runs)
                 ]
             return done, dataset

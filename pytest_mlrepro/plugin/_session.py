@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..evaluation import PreprocessingShare
+
 if TYPE_CHECKING:
     from _pytest.capture import CaptureManager
     from _pytest.terminal import TerminalReporter
@@ -36,6 +38,11 @@ class GoldenAudit:
     broken: set[Path] = field(default_factory=set)
     deselected: int = 0
     from_workers: list[dict[str, Any]] = field(default_factory=list)
+
+
+# What the shared preprocessing may hold: the example's 1000 resized photos take 150 MB (uint8,
+# 224×224×3); a larger data set keeps its first samples and recomputes the rest.
+SHARED_PREPROCESSING_BYTES = 512 * 1024 * 1024
 
 
 class MlreproSession:
@@ -58,6 +65,9 @@ class MlreproSession:
         self.default_timeout = 0.0
         """Seconds an item may run when its manifest sets no limit (0: none)."""
         self._terminal_stderr: int | None = None
+        self.preprocessing: PreprocessingShare | None = None
+        """The preprocessing shared between the accuracy items of this process, planned once
+        they are collected (only when two of them can share)."""
 
     @property
     def is_worker(self) -> bool:
@@ -119,6 +129,13 @@ class MlreproSession:
         complete = self.shards.add(report)
         if complete is not None:
             emit(self.config, merged_report(self.shards, complete))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Plan the shared preprocessing over the items that will run (deselected ones gone)."""
+        uses = [use for item in session.items if (use := getattr(item, "preprocessing_use", None))]
+        if len(uses) > 1:
+            self.preprocessing = PreprocessingShare(SHARED_PREPROCESSING_BYTES)
+            self.preprocessing.plan(uses)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
