@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from ._determinism import compare_runs, controls_in_force, explain
-from ._evaluate import Evaluation, evaluate, postprocessed, results_of, run_model
+from ._determinism import RunComparison, compare_runs, controls_in_force, explain
+from ._evaluate import (
+    Evaluation,
+    evaluate,
+    evaluate_runs,
+    postprocessed,
+    results_of,
+    run_model,
+)
 from ._shared_preprocessing import PreprocessingShare, SharedLoader, ShareStats, step_key
 
 __all__ = [
     "Evaluation",
     "PreprocessingShare",
+    "RunComparison",
     "ShareStats",
     "SharedLoader",
     "compare_runs",
     "controls_in_force",
     "evaluate",
+    "evaluate_runs",
     "explain",
     "postprocessed",
     "results_of",

@@ -81,36 +81,57 @@ class RunComparison:
         return 1.0 - len(self.top1_changed) / self.samples if self.samples else 1.0
 
 
+class RunsComparer:
+    """:func:`compare_runs` a batch at a time: what it keeps is a few numbers per sample (the
+    largest difference, whether any score differs, whether the top-1 changed), so that repeated
+    runs over a large data set are compared without holding their score matrices."""
+
+    def __init__(self, ids: Sequence[str], runs: int, tolerance: float = 0.0) -> None:
+        self.ids = ids
+        self.runs = runs
+        self.tolerance = tolerance
+        self.worst = np.zeros(len(ids))
+        self.differs = np.zeros(len(ids), dtype=bool)
+        self.top1_changed = np.zeros(len(ids), dtype=bool)
+
+    def update(self, start: int, first: np.ndarray, other: np.ndarray) -> None:
+        """The scores of samples ``start``… in the first run and in a later one."""
+        first = np.asarray(first, dtype=np.float64)
+        other = np.asarray(other, dtype=np.float64)
+        if other.shape != first.shape:
+            raise ValueError(f"runs produced different shapes: {first.shape} and {other.shape}")
+        rows = slice(start, start + first.shape[0])
+        same = (first == other) | (np.isnan(first) & np.isnan(other))
+        self.differs[rows] |= ~same.all(axis=1)
+        diff = np.where(same, 0.0, np.abs(first - other))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        if diff.size:
+            self.worst[rows] = np.maximum(self.worst[rows], diff.max(axis=1))
+            self.top1_changed[rows] |= first.argmax(axis=1) != other.argmax(axis=1)
+
+    def comparison(self) -> RunComparison:
+        worst = int(self.worst.argmax()) if self.worst.size else 0
+        max_diff = float(self.worst[worst]) if self.worst.size else 0.0
+        return RunComparison(
+            runs=self.runs,
+            samples=len(self.ids),
+            max_abs_diff=max_diff,
+            worst_sample=self.ids[worst] if max_diff > 0 or self.differs.any() else "",
+            differing_samples=[self.ids[int(i)] for i in np.flatnonzero(self.differs)],
+            top1_changed=[self.ids[int(i)] for i in np.flatnonzero(self.top1_changed)],
+            tolerance=self.tolerance,
+        )
+
+
 def compare_runs(
     ids: Sequence[str], scores: Sequence[np.ndarray], tolerance: float = 0.0
 ) -> RunComparison:
     """Compare the (samples × classes) score matrices of repeated runs with the first one."""
     first = np.asarray(scores[0], dtype=np.float64)
-    worst_by_sample = np.zeros(first.shape[0])
-    differs = np.zeros(first.shape[0], dtype=bool)
-    top1_changed = np.zeros(first.shape[0], dtype=bool)
+    comparer = RunsComparer(ids, len(scores), tolerance)
     for other in scores[1:]:
-        other = np.asarray(other, dtype=np.float64)
-        if other.shape != first.shape:
-            raise ValueError(f"runs produced different shapes: {first.shape} and {other.shape}")
-        same = (first == other) | (np.isnan(first) & np.isnan(other))
-        differs |= ~same.all(axis=1)
-        diff = np.where(same, 0.0, np.abs(first - other))
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        if diff.size:
-            worst_by_sample = np.maximum(worst_by_sample, diff.max(axis=1))
-            top1_changed |= first.argmax(axis=1) != other.argmax(axis=1)
-    worst = int(worst_by_sample.argmax()) if worst_by_sample.size else 0
-    max_diff = float(worst_by_sample[worst]) if worst_by_sample.size else 0.0
-    return RunComparison(
-        runs=len(scores),
-        samples=first.shape[0],
-        max_abs_diff=max_diff,
-        worst_sample=ids[worst] if max_diff > 0 or differs.any() else "",
-        differing_samples=[ids[int(i)] for i in np.flatnonzero(differs)],
-        top1_changed=[ids[int(i)] for i in np.flatnonzero(top1_changed)],
-        tolerance=tolerance,
-    )
+        comparer.update(0, first, other)
+    return comparer.comparison()
 
 
 def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
@@ -130,4 +151,11 @@ def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["RunComparison", "compare_runs", "controls_in_force", "explain", "seed_everything"]
+__all__ = [
+    "RunComparison",
+    "RunsComparer",
+    "compare_runs",
+    "controls_in_force",
+    "explain",
+    "seed_everything",
+]

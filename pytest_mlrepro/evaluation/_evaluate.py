@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -29,7 +30,7 @@ from ..manifest import Manifest
 from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
-from ._determinism import seed_everything
+from ._determinism import RunComparison, RunsComparer, seed_everything
 from ._memory import steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
@@ -281,6 +282,7 @@ def evaluate(
     *,
     keep: Sequence[Results] | None = None,
     shared: SharedLoader | None = None,
+    observe: Reduce | None = None,
 ) -> Evaluation:
     """Resolve the data, verify and load the model, run it, and turn outputs into results;
     ``progress`` is told the samples done after each batch.
@@ -291,7 +293,9 @@ def evaluate(
     samples × classes. None keeps the full score matrix (a caller that needs every score).
 
     ``shared``: the session's shared preprocessing for this manifest's pipeline and data set
-    (``PreprocessingShare.loader``); the tensors are the same, computed once per session."""
+    (``PreprocessingShare.loader``); the tensors are the same, computed once per session.
+
+    ``observe``: also told each batch's raw outputs (streamed only: ``keep`` given)."""
     dataset = dataset or resolve_dataset(manifest, settings)
     steady_allocator()
     seed_everything(manifest.runtime.seed)
@@ -306,7 +310,13 @@ def evaluate(
         results = results_of(manifest, dataset.samples, scores)
     else:
         reduced = _Reduced(manifest, dataset.samples, keep)
-        stream_model(runner, manifest, dataset, reduced, progress, shared)
+
+        def reduce(start: int, raw: np.ndarray) -> None:
+            reduced(start, raw)
+            if observe is not None:
+                observe(start, raw)
+
+        stream_model(runner, manifest, dataset, reduce, progress, shared)
         seconds = time.perf_counter() - start
         results, scores = reduced.done(dataset.samples)
     return Evaluation(
@@ -318,6 +328,39 @@ def evaluate(
         runner=runner,
         samples=dataset.samples,
     )
+
+
+def evaluate_runs(
+    manifest: Manifest,
+    device: str,
+    settings: Settings,
+    dataset: ResolvedDataset,
+    runs: int,
+    tolerance: float,
+    progress: Progress | None = None,
+) -> tuple[list[Evaluation], RunComparison]:
+    """``runs`` evaluations (each loads the model and preprocesses afresh), each compared sample
+    by sample with the first as its batches come out of the model. Streamed: the first run's raw
+    outputs wait in an unnamed temporary file, not in memory, and each evaluation keeps its top-k
+    (memory O(samples × k), not O(samples × classes) per run)."""
+    comparer = RunsComparer([s.id for s in dataset.samples], runs, tolerance)
+    done: list[Evaluation] = []
+    with tempfile.TemporaryFile(prefix="mlrepro-first-run-") as first:
+
+        def keep_first(start: int, raw: np.ndarray) -> None:
+            first.write(np.ascontiguousarray(raw, np.float32).tobytes())
+
+        def compare(start: int, raw: np.ndarray) -> None:
+            first.seek(start * raw.shape[1] * 4)
+            prior = np.frombuffer(first.read(raw.size * 4), np.float32).reshape(raw.shape)
+            comparer.update(start, postprocessed(manifest, prior), postprocessed(manifest, raw))
+
+        for run in range(runs):
+            observe = keep_first if run == 0 else compare
+            done.append(
+                evaluate(manifest, device, settings, dataset, progress, keep=(), observe=observe)
+            )
+    return done, comparer.comparison()
 
 
 def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:

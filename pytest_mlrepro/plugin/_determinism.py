@@ -51,7 +51,7 @@ class DeterminismItem(AccuracyItem):
         return self.spec.runs
 
     def runtest(self) -> None:
-        from ..evaluation import compare_runs, controls_in_force, explain
+        from ..evaluation import controls_in_force, explain
 
         m, spec = self.manifest, self.spec
         shown = display_path(self.config, self.path)
@@ -65,9 +65,9 @@ class DeterminismItem(AccuracyItem):
         self.add_manifest_identity()
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())
-        runs, _ = self._evaluate(spec.runs)
-        first = runs[0]
-        comparison = compare_runs(first.results.ids, [r.scores for r in runs], spec.tolerance)
+        runs, _ = self._evaluate(spec.runs, tolerance=spec.tolerance)
+        first, comparison = runs[0], self.run_comparison
+        assert comparison is not None  # _evaluate compared the runs
         controls = controls_in_force(m, first.runner_info)
         facts: tuple[tuple[str, object], ...] = (
             ("samples", comparison.samples),

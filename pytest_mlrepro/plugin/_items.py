@@ -21,7 +21,7 @@ from ..errors import (
     OutputError,
     Unavailable,
 )
-from ..evaluation import controls_in_force, evaluate
+from ..evaluation import RunComparison, controls_in_force, evaluate, evaluate_runs
 from ..fingerprint import environment
 from ..goldens import DataChange, accuracy_decision, compare, data_change, score_diffs
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
@@ -289,6 +289,7 @@ class AccuracyItem(ManifestItem):
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
         self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self._written: str | None = None  # what _record wrote, in words, once it did
+        self.run_comparison: RunComparison | None = None  # repeated runs compared, once they ran
 
     @property
     def timeout_factor(self) -> int:
@@ -357,10 +358,13 @@ class AccuracyItem(ManifestItem):
         self.add_property("verdict", "skipped")
         pytest.skip(str(exc))
 
-    def _evaluate(self, runs: int = 1, keep: Any = None) -> tuple[list[Any], Any]:
+    def _evaluate(
+        self, runs: int = 1, keep: Any = None, tolerance: float | None = None
+    ) -> tuple[list[Any], Any]:
         """The manifest evaluated ``runs`` times (model loaded afresh each time) and its data set.
         ``keep``: streamed, keeping the scores at these results' top-k classes (``evaluate``);
-        None keeps every score. An absent piece skips the item (fails it under
+        None keeps every score. ``tolerance``: the runs are compared with the first as they come
+        (``evaluate_runs``), into ``run_comparison``. An absent piece skips the item (fails it under
         --mlrepro-strict); any other error of the tool fails it with its message."""
         m, settings = self.manifest, self.config.stash[settings_key]
         try:
@@ -374,6 +378,11 @@ class AccuracyItem(ManifestItem):
             share, use = session_of(self.config).preprocessing, self.preprocessing_use
             shared = share.loader(*use) if share is not None and use is not None else None
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
+                if tolerance is not None:
+                    done, self.run_comparison = evaluate_runs(
+                        m, self.device, settings, dataset, runs, tolerance, progress
+                    )
+                    return done, dataset
                 done = [
                     evaluate(m, self.device, settings, dataset, progress, keep=keep, shared=shared)
                     for _ in range(runs)
