@@ -24,7 +24,12 @@ from helpers import (
     state_dict_manifest,
 )
 
-from pytest_mlrepro.evaluation._determinism import compare_runs, controls_in_force, seed_everything
+from pytest_mlrepro.evaluation._determinism import (
+    RunsComparer,
+    compare_runs,
+    controls_in_force,
+    seed_everything,
+)
 from pytest_mlrepro.manifest._spec import parse_manifest
 
 IDS = ("a.png", "b.png", "c.png")
@@ -52,6 +57,25 @@ def test_a_difference_fails_unless_within_the_declared_tolerance() -> None:
     tiny[2, 0] += 1e-7
     assert not compare_runs(IDS, [first, tiny]).ok  # tolerance 0: bit-identical only
     assert compare_runs(IDS, [first, tiny], tolerance=1e-6).ok
+
+
+def test_runs_compared_batch_by_batch_give_the_whole_comparison() -> None:
+    """A streamed comparison (batches as they come out of the model, in any sizes) is the
+    comparison of the whole score matrices."""
+    rng = np.random.default_rng(1)
+    ids = [f"s{i}.png" for i in range(50)]
+    first = rng.random((50, 7))
+    runs = [first, first.copy(), first.copy()]
+    runs[1][[3, 17, 40]] += rng.normal(0, 1e-3, (3, 7))
+    runs[2][17] = runs[2][17][::-1]  # its top-1 changes too
+    whole = compare_runs(ids, runs, tolerance=1e-4)
+    streamed = RunsComparer(ids, len(runs), tolerance=1e-4)
+    for other in runs[1:]:
+        for start, stop in ((0, 8), (8, 9), (9, 32), (32, 50)):
+            streamed.update(start, first[start:stop], other[start:stop])
+    assert streamed.comparison() == whole
+    assert whole.differing_samples == ["s3.png", "s17.png", "s40.png"] and not whole.ok
+    assert "s17.png" in whole.top1_changed
 
 
 def test_nan_equals_nan_but_not_a_number() -> None:
