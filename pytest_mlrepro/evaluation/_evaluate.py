@@ -75,7 +75,8 @@ def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(arrays)
 
 
-def _prepare(load: Load, batch: Sequence[Sample]) -> np.ndarray:
+def _prepare(pipe: Pipeline, batch: Sequence[Sample], load: Load | None = None) -> np.ndarray:
+    load = load or (lambda sample: _load(pipe, sample))
     return _stack(batch, [load(sample) for sample in batch])
 
 
@@ -121,7 +122,7 @@ def preprocessed(
         pending: deque[Future[np.ndarray]] = deque()
         batches = _batches(samples, batch_size)
         for batch in batches:
-            pending.append(pool.submit(_prepare, load, batch))
+            pending.append(pool.submit(_prepare, pipe, batch, load))
             if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:

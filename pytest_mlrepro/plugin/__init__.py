@@ -20,6 +20,7 @@ from ._items import (
     ManifestFile,
     accuracy_items,
     is_mlrepro_item,
+    preprocessing_memory,
     register_markers,
 )
 from ._items import (
@@ -192,6 +193,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="samples re-run per pitfall when diagnosing a drift (default 64)",
     )
     parser.addini(
+        "mlrepro_preprocessing_memory",
+        default="512",
+        help="MiB that the preprocessed images shared between manifests of one session may hold "
+        "(default 512: the example's 1000 resized photos take 150; past it, images are "
+        "preprocessed again; 0: nothing shared)",
+    )
+    parser.addini(
         "mlrepro_fingerprint_samples",
         default="8",
         help="samples whose per-step fingerprints a recorded golden keeps (default 8; 0: none)",
@@ -358,6 +366,12 @@ def pytest_runtest_makereport(
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Plan the preprocessing shared by the accuracy items about to run."""
+    config = session.config
+    session_of(config).plan_preprocessing(session.items, preprocessing_memory(config))
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:

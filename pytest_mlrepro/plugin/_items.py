@@ -81,6 +81,11 @@ def counterfactual_samples(config: pytest.Config) -> int:
     return _count(config, "mlrepro_counterfactual_samples")
 
 
+def preprocessing_memory(config: pytest.Config) -> int:
+    """Bytes the preprocessing shared between a session's manifests may hold (0: none shared)."""
+    return _count(config, "mlrepro_preprocessing_memory") * 1024 * 1024
+
+
 def diagnosis_probes(config: pytest.Config) -> int | None:
     """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
     enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")

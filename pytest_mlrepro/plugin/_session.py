@@ -40,11 +40,6 @@ class GoldenAudit:
     from_workers: list[dict[str, Any]] = field(default_factory=list)
 
 
-# What the shared preprocessing may hold: the example's 1000 resized photos take 150 MB (uint8,
-# 224×224×3); a larger data set keeps its first samples and recomputes the rest.
-SHARED_PREPROCESSING_BYTES = 512 * 1024 * 1024
-
-
 class MlreproSession:
     """The plugin's state and reports for one pytest process (see the module docstring)."""
 
@@ -130,11 +125,12 @@ class MlreproSession:
         if complete is not None:
             emit(self.config, merged_report(self.shards, complete))
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Plan the shared preprocessing over the items that will run (deselected ones gone)."""
-        uses = [use for item in session.items if (use := getattr(item, "preprocessing_use", None))]
-        if len(uses) > 1:
-            self.preprocessing = PreprocessingShare(SHARED_PREPROCESSING_BYTES)
+    def plan_preprocessing(self, items: list[pytest.Item], budget_bytes: int) -> None:
+        """Plan the preprocessing shared by the accuracy items that will run (``items``, the
+        deselected ones gone): only where two of them can share, and the budget allows any."""
+        uses = [use for item in items if (use := getattr(item, "preprocessing_use", None))]
+        if len(uses) > 1 and budget_bytes > 0:
+            self.preprocessing = PreprocessingShare(budget_bytes)
             self.preprocessing.plan(uses)
 
     @pytest.hookimpl(tryfirst=True)

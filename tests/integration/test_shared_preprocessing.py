@@ -97,3 +97,19 @@ def test_deselected_items_are_not_planned_for(serial_project: Project) -> None:
     assert calls(project) == {"decode": 24, "resize": 24}
     project.run("manifests", subprocess=True).assert_outcomes(passed=2)
     assert calls(project) == {"decode": 24, "resize": 24}
+
+
+def test_no_memory_for_sharing_preprocesses_each_manifest_alone(serial_project: Project) -> None:
+    project = serial_project.make(
+        {
+            "first.yaml": serial_project.manifest("first"),
+            "second.yaml": serial_project.manifest("second"),
+        }
+    )
+    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
+    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    off = project.run("manifests", "-o", "mlrepro_preprocessing_memory=0", subprocess=True)
+    off.assert_outcomes(passed=2)
+    assert calls(project) == {"decode": 48, "resize": 48}
+    bad = project.run("manifests", "-o", "mlrepro_preprocessing_memory=lots", subprocess=True)
+    assert "mlrepro_preprocessing_memory: expected a whole number, got 'lots'" in bad.stderr.str()
