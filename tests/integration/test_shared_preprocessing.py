@@ -31,8 +31,10 @@ COUNTING_CONFTEST = textwrap.dedent("""\
     Resize.apply = _counting_resize
 
     def pytest_sessionfinish(session):
-        with open("calls.json", "w") as fh:
-            json.dump(CALLS, fh)
+        worker = getattr(session.config, "workerinput", {}).get("workerid", "")
+        if worker or not hasattr(session.config, "workerinput"):
+            with open(f"calls{worker}.json", "w") as fh:
+                json.dump(CALLS, fh)
     """)
 
 
@@ -113,3 +115,21 @@ def test_no_memory_for_sharing_preprocesses_each_manifest_alone(serial_project: 
     assert calls(project) == {"decode": 48, "resize": 48}
     bad = project.run("manifests", "-o", "mlrepro_preprocessing_memory=lots", subprocess=True)
     assert "mlrepro_preprocessing_memory: expected a whole number, got 'lots'" in bad.stderr.str()
+
+
+def test_under_xdist_loadgroup_one_data_sets_items_share_a_worker(serial_project: Project) -> None:
+    project = serial_project.make(
+        {
+            "first.yaml": serial_project.manifest("first"),
+            "second.yaml": serial_project.manifest("second"),
+        }
+    )
+    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
+    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    run = project.run("manifests", "-n", "2", "--dist", "loadgroup", subprocess=True)
+    run.assert_outcomes(passed=2)
+    per_worker = [json.loads(f.read_text()) for f in project.path.glob("calls?*.json")]
+    assert len(per_worker) == 2
+    # One worker ran both items, decoding and resizing each image once; the other ran none.
+    assert sorted(c.get("decode", 0) for c in per_worker) == [0, 24]
+    assert sorted(c.get("resize", 0) for c in per_worker) == [0, 24]
