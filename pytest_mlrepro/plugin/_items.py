@@ -290,9 +290,11 @@ class AccuracyItem(ManifestItem):
         # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
         self.shard = shard if shard is not None else run_shard(self.config)
         self.split_of = split_of  # a shard item's whole item (its node id)
-        if getattr(self.config.option, "loadgroup", False) and self.kind == "accuracy":
+        grouped = getattr(self.config.option, "loadgroup", False)
+        if grouped and self.kind == "accuracy" and split_of is None:
             # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the
             # items reading one data set then share their preprocessing (see preprocessing_use).
+            # Not shard items: they are split to be spread over the workers.
             self.add_marker(pytest.mark.xdist_group(f"mlrepro-data-{manifest.dataset.name}"))
         self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
