@@ -1,5 +1,6 @@
 """Time, peak memory and golden size of the example's accuracy item as the data set grows
-(issue 23): 1,000, 10,000 and 50,000 samples.
+(issue 23): 1,000, 10,000 and 50,000 samples; and the main job's wall time with its manifests'
+preprocessing shared and not, against the sum of their models alone.
 
 The samples are the 1,000 ImageNet sample photos and label-preserving variants of them: each
 photo re-encoded as JPEG at a lower quality, every other variant mirrored left to right (a
@@ -15,7 +16,7 @@ one child), the golden's size (bytes and bytes per sample), and the time to load
 compare a run's results with it in this process. Then the ratios of each size to 1,000.
 
     MLREPRO_CACHE=/tmp/mlcache-scale MLREPRO_DATA=../shared/data \\
-        python benchmarks/scale.py [--sizes 1000 10000 50000]
+        python benchmarks/scale.py [--sizes 1000 10000 50000] [--main-job-rounds 1]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -199,13 +201,94 @@ def _evaluation_seconds(results: object) -> float:
     return float("nan")
 
 
+def main_job_seconds(data: Path, shared: bool) -> float:
+    """Wall seconds of the main job's accuracy items (``pytest manifests/``), with the
+    preprocessing shared between them or not (``mlrepro_preprocessing_memory=0``)."""
+    command = [sys.executable, "-m", "pytest", "manifests/", "-m", "mlrepro_accuracy", "-q"]
+    command += ["-p", "no:cacheprovider", "--mlrepro-device=cpu"]
+    if not shared:
+        command += ["-o", "mlrepro_preprocessing_memory=0"]
+    env = {**os.environ, "MLREPRO_DATA": str(data), "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"the main job failed:\n{done.stdout[-3000:]}")
+    return seconds
+
+
+def models_alone_seconds(data: Path) -> dict[str, float]:
+    """Each example manifest's model alone over the 1000 photos: the runner's calls over batches
+    preprocessed beforehand (wall seconds, model loading excluded). Their sum is the least the
+    main job's evaluations can take."""
+    sys.path.insert(0, str(ROOT))
+    import conftest  # noqa: F401  (registers the example's model builders)
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.evaluation._evaluate import _prepare
+    from pytest_mlrepro.manifest import load_manifest
+    from pytest_mlrepro.runners import load_runner
+    from pytest_mlrepro.settings import Settings
+
+    settings = Settings.for_project(ROOT, data_mirrors=(data,))
+    seconds: dict[str, float] = {}
+    for path in sorted((ROOT / "manifests").glob("*.yaml")):
+        manifest = load_manifest(path)
+        dataset = resolve_dataset(manifest, settings)
+        size = manifest.runtime.batch_size
+        samples = dataset.samples
+        batches = [
+            _prepare(manifest.pipeline, samples[i : i + size]) for i in range(0, len(samples), size)
+        ]
+        runner = load_runner(manifest, "cpu", settings, shares_cpu=True)
+        runner(batches[0])  # warm-up: the first call allocates
+        start = time.perf_counter()
+        for batch in batches:
+            runner(batch)
+        seconds[manifest.name] = time.perf_counter() - start
+        del runner, batches
+    return seconds
+
+
+def main_job(data: Path, rounds: int) -> None:
+    """The main job with and without shared preprocessing (interleaved rounds), and the sum of
+    its models alone, in this one run."""
+    print("main job (the example's accuracy items, `pytest manifests/ -m mlrepro_accuracy`):")
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for shared in (False, True) if r % 2 == 0 else (True, False):
+            times[shared].append(main_job_seconds(data, shared))
+            label = "shared" if shared else "each alone"
+            print(f"  round {r + 1}: preprocessing {label}: {times[shared][-1]:.1f} s", flush=True)
+    alone = models_alone_seconds(data)
+    for name, seconds in alone.items():
+        print(f"  model alone {name}: {seconds:.1f} s")
+    bound = sum(alone.values())
+    with_sharing = statistics.median(times[True])
+    without = statistics.median(times[False])
+    print(
+        f"  median: shared {with_sharing:.1f} s, each alone {without:.1f} s: shared/alone "
+        f"×{with_sharing / without:.3f} ({without - with_sharing:+.1f} s saved); the models "
+        f"alone sum to {bound:.1f} s: main job / models alone ×{with_sharing / bound:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 50000])
+    parser.add_argument(
+        "--main-job-rounds",
+        type=int,
+        default=1,
+        help="rounds of the main job with and without shared preprocessing (0: not measured)",
+    )
     args = parser.parse_args()
     data = Path(os.environ.get("MLREPRO_DATA", ROOT.parent / "shared" / "data")).resolve()
     cache = Path(os.environ.get("MLREPRO_CACHE", Path.home() / ".cache" / "mlrepro")).resolve()
     print(f"CPUs usable: {len(os.sched_getaffinity(0))}")
+    if args.main_job_rounds:
+        main_job(data, args.main_job_rounds)
+    if not args.sizes:
+        return
     print(
         f"{'samples':>8} {'wall/sample':>12} {'eval/sample':>12} {'peak MB':>8} "
         f"{'golden KB':>10} {'B/sample':>9} {'load+compare s':>15}"
