@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import hashlib
 import io
 import json
@@ -155,7 +156,9 @@ class Row:
     evaluation: float
     peak_mb: float
     golden_bytes: int
-    load_compare: float
+    golden_gzip_bytes: int
+    load: float
+    compare: float
 
 
 def pytest_run(folder: Path, mirror: str, extra: list[str]) -> tuple[float, float, float]:
@@ -178,22 +181,23 @@ def pytest_run(folder: Path, mirror: str, extra: list[str]) -> tuple[float, floa
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def load_and_compare(folder: Path) -> float:
-    """Seconds to read the golden and compare results as a run's (the golden's own) with it."""
+def load_and_compare(folder: Path) -> tuple[float, float]:
+    """Seconds to read the golden, and to compare results as a run's (the golden's own) with it
+    (the manifest loaded beforehand)."""
     sys.path.insert(0, str(ROOT))
     from pytest_mlrepro import goldens
     from pytest_mlrepro.goldens import KeptScores, compare
-
-    start = time.perf_counter()
-    golden = goldens.read(folder / "golden" / f"{MANIFEST}.json")
-    assert golden is not None
-    now = golden.results
-    kept = KeptScores(now.topk, now.topk_scores, 1000)
     from pytest_mlrepro.manifest import load_manifest
 
     manifest = load_manifest(folder / "manifests" / f"{MANIFEST}.yaml")
+    start = time.perf_counter()
+    golden = goldens.read(folder / "golden" / f"{MANIFEST}.json")
+    loaded = time.perf_counter()
+    assert golden is not None
+    now = golden.results
+    kept = KeptScores(now.topk, now.topk_scores, 1000)
     assert compare(golden.results, now, kept, manifest.tolerances).ok
-    return time.perf_counter() - start
+    return loaded - start, time.perf_counter() - loaded
 
 
 def measure(size: int, cache: Path, data: Path) -> Row:
@@ -205,8 +209,12 @@ def measure(size: int, cache: Path, data: Path) -> Row:
         wall, cpu, peak = pytest_run(folder, mirror, [f"--mlrepro-json={results}"])
         evaluation = _evaluation_seconds(json.loads(results.read_text()))
         golden = folder / "golden" / f"{MANIFEST}.json"
+        # Kept beside the data (never in the repository) for a look at its format afterwards.
+        shutil.copy(golden, cache / "scale-data" / f"golden-{size}.json")
         golden_bytes = golden.stat().st_size
-        return Row(size, wall, cpu, evaluation, peak, golden_bytes, load_and_compare(folder))
+        squeezed = len(gzip.compress(golden.read_bytes()))
+        load, comparison = load_and_compare(folder)
+        return Row(size, wall, cpu, evaluation, peak, golden_bytes, squeezed, load, comparison)
 
 
 def _evaluation_seconds(results: object) -> float:
@@ -319,7 +327,7 @@ def main() -> None:
         return
     print(
         f"{'samples':>8} {'wall/sample':>12} {'CPU/sample':>12} {'eval/sample':>12} {'peak MB':>8} "
-        f"{'golden KB':>10} {'B/sample':>9} {'load+compare s':>15}"
+        f"{'golden KB':>10} {'B/sample':>9} {'gzip B/sample':>14} {'load s':>7} {'compare s':>10}"
     )
     rows = []
     for size in args.sizes:
@@ -329,7 +337,8 @@ def main() -> None:
             f"{size:>8} {1000 * row.wall / size:>9.2f} ms {1000 * row.cpu / size:>9.2f} ms "
             f"{1000 * row.evaluation / size:>9.2f} ms "
             f"{row.peak_mb:>8.0f} {row.golden_bytes / 1024:>10.0f} "
-            f"{row.golden_bytes / size:>9.0f} {row.load_compare:>15.3f}",
+            f"{row.golden_bytes / size:>9.0f} {row.golden_gzip_bytes / size:>14.0f} "
+            f"{row.load:>7.3f} {row.compare:>10.3f}",
             flush=True,
         )
     base = rows[0]
