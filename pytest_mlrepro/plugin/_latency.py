@@ -1,145 +1,39 @@
-"""pytest glue for latency: the ``latency[<device>-b<batch>]`` items, their options, the xdist
-exclusive section, the terminal table and the pytest-benchmark JSON file.
-
-Registered by ``plugin.py``; importing it imports no ML framework. The measurement, the golden
-store and the verdict live in :mod:`pytest_mlrepro.latency._measure` and
-:mod:`pytest_mlrepro.latency._timing`.
-
-Under pytest-xdist, a latency item must not be timed while items in other workers load the same
-cores. Every worker of a session that has latency items shares one lock file (its path comes from
-the controller): each other item holds it shared while it runs, a latency item holds it exclusively
-while it measures (writer-preferring: a waiting latency item stops new items from starting, so
-it never starves). Latency items also carry ``xdist_group("mlrepro-latency")``, so that
-``--dist loadgroup`` sends them all to one worker.
+"""The latency items, ``latency[<device>-b<batch>]``: the model (and one end-to-end request) timed
+at one batch size on one device, the distribution compared with this machine's golden. The
+measurement, the golden store and the verdict live in :mod:`pytest_mlrepro.latency`; under
+pytest-xdist the item measures alone (:mod:`._xdist_lock`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Generator, Iterator
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from .. import latency as lat
-from .._files import atomic_write_bytes, fcntl_module
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
 from ..latency import benchmark_entry, summarize
 from ..manifest import Manifest
 from ..runners import check_framework
-from ._items import (
-    ManifestFile,
-    ManifestItem,
+from ._base import (
+    LATENCY_ATTR,
     MlreproFailure,
     display_path,
     is_strict,
+    is_update,
+    latency_threads,
+    max_contention,
     settings_key,
 )
-from ._session import option_or_ini, report_output_error
-
-XDIST_GROUP = "mlrepro-latency"
-DEFAULT_MAX_CONTENTION = 0.25
-
-_lock_key = pytest.StashKey["SessionLock | None"]()
-_lock_dir_key = pytest.StashKey[Path]()
+from ._item import ManifestItem
+from ._xdist_lock import XDIST_GROUP, exclusive
 
 
-# --- options ----------------------------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("mlrepro", "ML model reproducibility (pytest-mlrepro)")
-    group.addoption(
-        "--mlrepro-threads",
-        dest="mlrepro_threads",
-        metavar="INTRA[,INTER]",
-        default=None,
-        help="thread counts for latency items, overriding the manifests' runtime "
-        "intra_op_threads / inter_op_threads (part of the hardware key)",
-    )
-    group.addoption(
-        "--mlrepro-benchmark-json",
-        dest="mlrepro_benchmark_json",
-        metavar="PATH",
-        default=None,
-        help="write latency results in pytest-benchmark's JSON format",
-    )
-    group.addoption(
-        "--mlrepro-latency-max-contention",
-        dest="mlrepro_latency_max_contention",
-        metavar="SHARE",
-        default=None,
-        help="overrides the ini key mlrepro_latency_max_contention",
-    )
-    parser.addini(
-        "mlrepro_latency_max_contention",
-        default=str(DEFAULT_MAX_CONTENTION),
-        help="share of the CPUs (0..1) other processes may use while a latency is measured "
-        f"before a slowdown is reported as 'contended' instead of a regression "
-        f"(default {DEFAULT_MAX_CONTENTION})",
-    )
-
-
-def parse_threads(value: str | None) -> tuple[int | None, int | None]:
-    """``"4"`` → (4, None); ``"4,1"`` → (4, 1); None → (None, None). UsageError otherwise."""
-    if not value:
-        return None, None
-    parts = value.split(",")
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        numbers = []
-    if (
-        not 1 <= len(parts) <= 2
-        or len(numbers) != len(parts)
-        or any(not 1 <= n <= 1024 for n in numbers)
-    ):
-        raise pytest.UsageError(
-            f"--mlrepro-threads {value!r}: expected INTRA or INTRA,INTER, each 1..1024 (e.g. 2,1)"
-        )
-    return numbers[0], numbers[1] if len(numbers) == 2 else None
-
-
-def max_contention(config: pytest.Config) -> float:
-    raw = str(option_or_ini(config, "mlrepro_latency_max_contention")).strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 1.0:
-        raise pytest.UsageError(
-            f"mlrepro_latency_max_contention = {raw!r}: expected a number between 0 and 1"
-        )
-    return value
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    parse_threads(config.getoption("mlrepro_threads"))  # bad values stop the run at once
-    max_contention(config)
-    target = config.getoption("mlrepro_benchmark_json")
-    if target and not hasattr(config, "workerinput"):  # writable? asked before anything runs
-        from .._files import check_writable_folder
-
-        folder = Path(os.path.abspath(target)).parent
-        try:
-            check_writable_folder(folder, "benchmark file (--mlrepro-benchmark-json)")
-        except OutputError as exc:
-            raise pytest.UsageError(f"{exc}. Nothing was run.") from None
-    config.stash[_lock_key] = None
-
-
-# --- items ------------------------------------------------------------------------------------
-
-
-def pytest_mlrepro_make_items(
-    parent: ManifestFile, manifest: Manifest, devices: list[str]
+def latency_items(
+    parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
     """One latency item per device and declared batch size, for manifests with ``latency:``."""
     if manifest.latency is None:
@@ -169,6 +63,12 @@ class LatencyItem(ManifestItem):
         self.report_data: dict[str, Any] | None = None
         self.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
 
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """The call's report: the latency table's and the benchmark file's data."""
+        if when == "call" and self.report_data is not None:
+            return {LATENCY_ATTR: self.report_data}
+        return {}
+
     def _update_cmd(self) -> str:
         threads = self.config.getoption("mlrepro_threads")
         extra = f" --mlrepro-threads {threads}" if threads else ""
@@ -195,9 +95,9 @@ class LatencyItem(ManifestItem):
         settings = config.stash[settings_key]
         block = self.manifest.latency
         assert block is not None
-        intra, inter = parse_threads(config.getoption("mlrepro_threads"))
+        intra, inter = latency_threads(config)
         m = lat.with_threads(self.manifest, intra, inter)
-        update = bool(config.getoption("mlrepro_update"))
+        update = is_update(config)
         limit = max_contention(config)
         self.add_property("kind", "latency")
         self.add_property("manifest", m.name)
@@ -254,7 +154,7 @@ class LatencyItem(ManifestItem):
         rule = lat.stop_rule(block)
         attempts: list[lat.Attempt] = []
         assessments: list[lat.Assessment] = []
-        with lat.ReferenceWorkload() as reference, self._exclusive():
+        with lat.ReferenceWorkload() as reference, exclusive(config):
             for _ in range(block.attempts):
                 attempt = lat.measure_attempt(prepared.calls, rule, reference)
                 attempts.append(attempt)
@@ -471,15 +371,6 @@ class LatencyItem(ManifestItem):
             "key": key.fields,
         }
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        lock = self.config.stash.get(_lock_key, None)
-        if lock is None:
-            yield
-            return
-        with lock.exclusive():
-            yield
-
 
 def _plain(data: Any) -> Any:
     """``data`` as it reads back from JSON (tuples become lists)."""
@@ -502,189 +393,3 @@ def _busy(attempts: list[lat.Attempt], limit: float, what: str) -> str:
         f"{least:.0%} of the CPUs, more than mlrepro_latency_max_contention = {limit:g}); rerun "
         "on a quiet machine"
     )
-
-
-# --- xdist: one latency measurement at a time, nothing else meanwhile -------------------------
-
-
-class SessionLock:
-    """A writer-preferring readers-writer lock between the processes of one session, on two
-    files: ``turnstile`` (held by a waiting or measuring writer, so that no new reader enters)
-    and ``main`` (readers share it, a writer holds it alone)."""
-
-    def __init__(self, path: Path) -> None:
-        self.main = path
-        self.turnstile = path.with_name(path.name + ".turnstile")
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        fcntl = fcntl_module()
-        with open(self.turnstile, "a+b") as gate:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
-            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
-        with open(self.main, "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        fcntl = fcntl_module()
-        with open(self.turnstile, "a+b") as gate, open(self.main, "a+b") as fh:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            finally:
-                fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """Controller side (xdist): every worker gets the path of the session's lock file."""
-    config = node.config
-    if _lock_dir_key not in config.stash:
-        config.stash[_lock_dir_key] = Path(tempfile.mkdtemp(prefix="mlrepro-xdist-"))
-    node.workerinput["mlrepro_latency_lock"] = str(config.stash[_lock_dir_key] / "latency.lock")
-
-
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """Worker side: lock only in sessions that have latency items (others pay nothing)."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or not any(isinstance(i, LatencyItem) for i in items):
-        return
-    path = workerinput.get("mlrepro_latency_lock")
-    if path:
-        config.stash[_lock_key] = SessionLock(Path(path))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
-    lock = item.config.stash.get(_lock_key, None)
-    if lock is None or isinstance(item, LatencyItem):
-        return (yield)
-    with lock.shared():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if isinstance(item, LatencyItem) and call.when == "call" and item.report_data is not None:
-        report.mlrepro_latency = item.report_data  # type: ignore[attr-defined]
-    return report
-
-
-# --- results out ------------------------------------------------------------------------------
-
-
-def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
-    """A latency item's results from its report (sent by an xdist worker with it); None for
-    other reports."""
-    data = getattr(report, "mlrepro_latency", None)
-    if report.when == "call" and isinstance(data, dict):
-        return {**data, "nodeid": report.nodeid, "outcome": report.outcome}
-    return None
-
-
-def latency_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The terminal table: one line per item and measurement, the item's verdict and, in words,
-    which ratio decided it (on the item's first line); then the stale goldens with the command
-    that re-records each."""
-    header = (
-        "manifest",
-        "device",
-        "batch",
-        "measure",
-        "golden",
-        "now",
-        "×golden",
-        "×norm",
-        "rounds",
-        "verdict",
-        "decided by",
-    )
-    table = [header]
-    stale: list[str] = []
-    for r in sorted(rows, key=lambda r: (str(r["manifest"]), str(r["device"]), int(r["batch"]))):
-        measured = r.get("measurements") or {"-": {}}
-        flag = r.get("stale_golden")
-        verdict = str(r.get("verdict", ""))
-        if isinstance(flag, dict):
-            verdict += " (stale golden)"
-            stale += [
-                f"stale latency golden: {r['manifest']} [{r['device']}, batch {r['batch']}] runs "
-                f"at ×{flag['ratio']:.2f} of its golden's p50 (below ×{lat.STALE_RATIO:g}: "
-                "recorded on a busy machine? against it a real slowdown would pass); re-record:",
-                f"  {flag['command']}",
-            ]
-        for index, (name, m) in enumerate(measured.items()):
-            j = (m.get("judgements") or [{}])[0]
-            table.append(
-                (
-                    str(r["manifest"]),
-                    str(r["device"]),
-                    str(r["batch"]),
-                    name,
-                    _ms(j.get("golden_ms")) + (f" {j['statistic']}" if j else ""),
-                    _ms(j.get("now_ms", m.get("p50_ms"))),
-                    _x(j.get("ratio")),
-                    _x(j.get("normalised")),
-                    str(m.get("rounds", "-")),
-                    verdict if index == 0 else "",
-                    str(r.get("decided_by") or "") if index == 0 else "",
-                )
-            )
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
-    return lines + (["", *stale] if stale else [])
-
-
-def _ms(value: Any) -> str:
-    return lat.fmt_ms(value / 1e3) if isinstance(value, (int, float)) else "-"
-
-
-def _x(value: Any) -> str:
-    return f"×{value:.2f}" if isinstance(value, (int, float)) else "-"
-
-
-def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:
-    """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
-    config = session.config
-    target = config.getoption("mlrepro_benchmark_json")
-    if not target:
-        return
-    from ..latency import document
-
-    rows = sorted(rows, key=lambda r: str(r["nodeid"]))
-    benchmarks = [b for r in rows for b in r.get("benchmarks", [])]
-    keys: list[dict[str, Any]] = []
-    for r in rows:
-        if r.get("key") and r["key"] not in keys:
-            keys.append(r["key"])
-    payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
-    path = Path(target)
-    if not path.is_absolute():
-        path = Path(os.getcwd()) / path
-    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
-    try:
-        atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
-    except OutputError as exc:
-        report_output_error(session, str(exc))
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    lock_dir = config.stash.get(_lock_dir_key, None)
-    if lock_dir is not None:
-        shutil.rmtree(lock_dir, ignore_errors=True)

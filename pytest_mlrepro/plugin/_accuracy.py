@@ -1,4 +1,6 @@
-"""pytest items: one file per manifest, one accuracy item per device."""
+"""The accuracy item: runs the model over the data set (or its shard of it) and compares top-1,
+top-5 and the per-sample results with the manifest's golden (recording it under
+``--mlrepro-update``), and with its reference manifest's golden when it declares one."""
 
 from __future__ import annotations
 
@@ -10,37 +12,43 @@ from typing import Any, ClassVar, NoReturn
 import pytest
 
 from .. import goldens as golden_store
-from ..data import Shard, resolve_dataset
-from ..errors import (
-    BuildMismatch,
-    GoldenError,
-    ManifestError,
-    MlreproError,
-    NonFiniteOutputs,
-    OutputError,
-    Unavailable,
+from ..data import Shard
+from ..diagnosis import (
+    explain as explain_drift,
 )
-from ..evaluation import controls_in_force, evaluate
+from ..diagnosis import (
+    record_layer_fingerprints,
+    record_step_fingerprints,
+    step_fingerprints_up_to_date,
+)
+from ..errors import GoldenError, ManifestError, MlreproError, OutputError
+from ..evaluation import controls_in_force
 from ..fingerprint import environment
-from ..goldens import DataChange, accuracy_decision, compare, data_change, score_diffs
-from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
+from ..goldens import (
+    DataChange,
+    ReferenceGoldenMissing,
+    accuracy_decision,
+    check_reference,
+    compare,
+    data_change,
+    score_diffs,
+)
+from ..manifest import Manifest
 from ..report import explain
 from ..results import Part, shard_results, shard_verdict
-from ..runners import check_framework, cuda_present, load_runner
-from ..settings import Settings
-from ._progress import TerminalProgress
-from ._session import PROPERTY_PREFIX, option_or_ini, session_of
-from ._shards import item_shards, run_shard, shard_item_name
-
-settings_key = pytest.StashKey[Settings]()
-
-
-class MlreproFailure(Exception):
-    """A verdict or an error whose text is the whole story: shown without a traceback."""
-
-
-def _is_update(config: pytest.Config) -> bool:
-    return bool(config.getoption("mlrepro_update"))
+from ._base import (
+    PER_SAMPLE_ATTR,
+    SPLIT_ATTR,
+    MlreproFailure,
+    diagnosis_probes,
+    display_path,
+    fingerprint_samples,
+    is_update,
+    item_shards,
+    settings_key,
+)
+from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of, keep_layers
+from ._item import EvaluatingItem
 
 
 @dataclass(frozen=True)
@@ -57,213 +65,7 @@ class ReferenceOutcome:
     refused: bool = False
 
 
-def is_strict(config: pytest.Config) -> bool:
-    """Whether a missing framework, data set or device fails an item (--mlrepro-strict)."""
-    return bool(config.getoption("mlrepro_strict"))
-
-
-def _count(config: pytest.Config, name: str) -> int:
-    """A non-negative count from an option, else from its ini key (a bad value is a usage error)."""
-    value = option_or_ini(config, name)
-    try:
-        count = int(str(value).strip())
-    except ValueError:
-        raise pytest.UsageError(f"{name}: expected a whole number, got {value!r}") from None
-    if count < 0:
-        raise pytest.UsageError(f"{name}: must not be negative, got {count}")
-    return count
-
-
-def counterfactual_samples(config: pytest.Config) -> int:
-    """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
-    return _count(config, "mlrepro_counterfactual_samples")
-
-
-def diagnosis_probes(config: pytest.Config) -> int | None:
-    """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
-    enabled = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
-    if config.getoption("mlrepro_no_diagnose") or not enabled:
-        return None
-    return counterfactual_samples(config)
-
-
-def fingerprint_samples(config: pytest.Config) -> int:
-    """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return _count(config, "mlrepro_fingerprint_samples")
-
-
-def display_path(config: pytest.Config, path: Path) -> str:
-    try:
-        return path.relative_to(config.rootpath).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
-    choice = str(config.getoption("mlrepro_device") or "auto")
-    if choice == "auto":
-        present: list[str] = [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()]
-        # A cuda-only manifest on a machine without a GPU gets its item, which then skips.
-        return present or list(manifest.runtime.devices)
-    wanted = [d.strip() for d in choice.split(",") if d.strip()]
-    return [d for d in manifest.runtime.devices if d in wanted]
-
-
-# Markers: -m mlrepro_latency, -m "mlrepro_torch and mlrepro_cpu", -m "not mlrepro".
-MARKER = "mlrepro"
-KINDS = ("accuracy", "latency", "determinism")
-
-
-def register_markers(config: pytest.Config) -> None:
-    """Register every marker the items carry, so that ``--strict-markers`` accepts them."""
-    config.addinivalue_line("markers", f"{MARKER}: every item of pytest-mlrepro")
-    for kind in KINDS:
-        config.addinivalue_line("markers", f"{MARKER}_{kind}: pytest-mlrepro {kind} items")
-    for framework in FRAMEWORKS:
-        config.addinivalue_line(
-            "markers", f"{MARKER}_{framework}: pytest-mlrepro items of {framework} manifests"
-        )
-    for device in DEVICES:
-        config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
-
-
-def markers_for(item: pytest.Item, manifest: Manifest | None) -> list[str]:
-    """``mlrepro`` on every item; its kind, framework and device where it has them."""
-    names = [MARKER]
-    kind = getattr(item, "kind", None)
-    if kind in KINDS:
-        names.append(f"{MARKER}_{kind}")
-    if manifest is not None:
-        names.append(f"{MARKER}_{manifest.framework.name}")
-    device = getattr(item, "device", None)
-    if device in DEVICES:
-        names.append(f"{MARKER}_{device}")
-    return names
-
-
-def is_mlrepro_item(item: pytest.Item) -> bool:
-    return isinstance(item.parent, ManifestFile)
-
-
-class ManifestFile(pytest.File):
-    def collect(self) -> list[pytest.Item]:
-        manifest, items = self._load()
-        for item in items:  # the one place items get their markers, whichever factory made them
-            for name in markers_for(item, manifest):
-                item.add_marker(name)
-        return items
-
-    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
-        shown = display_path(self.config, self.path)
-        settings = self.config.stash[settings_key]
-        try:
-            manifest = load_manifest(self.path, display=shown)
-            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
-            golden = golden_store.golden_path(manifest, settings)
-        except ManifestError as exc:
-            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
-        # The golden store's audit: this manifest's golden is in use, whatever items it gets.
-        session_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
-        devices = devices_for(manifest, self.config)
-        made = self.config.hook.pytest_mlrepro_make_items(
-            parent=self, manifest=manifest, devices=devices
-        )
-        items = [item for items in made for item in items]
-        return manifest, sorted(items, key=_kind_order)
-
-
-def _kind_order(item: pytest.Item) -> int:
-    """Items by kind: accuracy, latency, determinism, then the kinds of other plugins."""
-    kind = getattr(item, "kind", None)
-    return KINDS.index(kind) if kind in KINDS else len(KINDS)
-
-
-def accuracy_items(
-    parent: ManifestFile, manifest: Manifest, devices: list[str]
-) -> list[pytest.Item]:
-    """One accuracy item per device; the first device's item is the one that records goldens.
-    With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
-    device's verdict by the session (``_shards.py``)."""
-    count = item_shards(parent.config)
-    if count > 1:
-        return [
-            AccuracyItem.from_parent(
-                parent,
-                name=shard_item_name(device, index, count),
-                manifest=manifest,
-                device=device,
-                records=False,
-                shard=Shard(index, count),
-                split_of=f"{parent.nodeid}::accuracy[{device}]",
-            )
-            for device in devices
-            for index in range(1, count + 1)
-        ]
-    return [
-        AccuracyItem.from_parent(
-            parent,
-            name=f"accuracy[{device}]",
-            manifest=manifest,
-            device=device,
-            records=(device == devices[0]),
-        )
-        for device in devices
-    ]
-
-
-class ManifestErrorItem(pytest.Item):
-    """Stands for a manifest that does not load: fails with file:line:field, the rest still run."""
-
-    def __init__(self, *, error: ManifestError, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.error = error
-
-    def runtest(self) -> None:
-        self.user_properties.append((PROPERTY_PREFIX + "manifest", self.error.file))
-        self.user_properties.append((PROPERTY_PREFIX + "verdict", "invalid manifest"))
-        raise MlreproFailure(str(self.error))
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return str(excinfo.value)
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, (self.error.line or 1) - 1, f"{self.name} (invalid manifest)"
-
-
-class ManifestItem(pytest.Item):
-    """What every item of a manifest shares: its manifest and device, its properties, and a
-    failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
-
-    def __init__(self, *, manifest: Manifest, device: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.manifest = manifest
-        self.device = device
-
-    def add_property(self, key: str, value: Any) -> None:
-        """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
-        and the session's tables read them)."""
-        self.user_properties.append((PROPERTY_PREFIX + key, value))
-
-    def add_manifest_identity(self) -> None:
-        """The manifest's file (relative to the rootdir) and the sha256 of its normalised
-        content: rows of the same pipeline are recognisable across machines (results files)."""
-        import hashlib
-        import json
-
-        normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
-        self.add_property("manifest_file", display_path(self.config, self.path))
-        self.add_property("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest())
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, MlreproFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, 0, f"{self.manifest.name}::{self.name}"
-
-
-class AccuracyItem(ManifestItem):
+class AccuracyItem(EvaluatingItem):
     """Runs the model over the data set; compares accuracy and per-sample results to the golden."""
 
     kind: ClassVar[str] = "accuracy"
@@ -278,20 +80,13 @@ class AccuracyItem(ManifestItem):
         split_of: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(manifest=manifest, device=device, **kwargs)
+        super().__init__(manifest=manifest, device=device, shard=shard, **kwargs)
         self.records = records  # only one device's item writes the (device-independent) golden
-        # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
-        self.shard = shard if shard is not None else run_shard(self.config)
         self.split_of = split_of  # a shard item's whole item (its node id)
         self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
         self._data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self._written: str | None = None  # what _record wrote, in words, once it did
-
-    @property
-    def timeout_factor(self) -> int:
-        """How many evaluations the item makes (its time limit is per evaluation)."""
-        return 1
 
     @property
     def split(self) -> dict[str, Any] | None:
@@ -318,63 +113,19 @@ class AccuracyItem(ManifestItem):
         if self.shard is not None:
             self.add_property("shard", self.shard.as_json())
 
-    def _hardware(self, framework_version: str) -> None:
-        """The hardware key of this evaluation (its fields, and the slug that names it)."""
-        from ..fingerprint import hardware_key
-
-        m = self.manifest
-        key = hardware_key(
-            self.device,
-            m.framework.name,
-            framework_version,
-            m.runtime.intra_op_threads,
-            m.runtime.inter_op_threads,
-        )
-        self.add_property("hardware_key", key.fields)
-        self.add_property("hardware_slug", key.slug)
-
-    def _unavailable(self, exc: Unavailable) -> NoReturn:
-        if is_strict(self.config):
-            self.add_property("verdict", "unavailable (strict)")
-            raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
-        self.add_property("verdict", "skipped")
-        pytest.skip(str(exc))
-
-    def _evaluate(self, runs: int = 1, keep: Any = None) -> tuple[list[Any], Any]:
-        """The manifest evaluated ``runs`` times (model loaded afresh each time) and its data set.
-        ``keep``: streamed, keeping the scores at these results' top-k classes (``evaluate``);
-        None keeps every score. An absent piece skips the item (fails it under
-        --mlrepro-strict); any other error of the tool fails it with its message."""
-        m, settings = self.manifest, self.config.stash[settings_key]
-        try:
-            version = check_framework(m)
-            self.add_property("framework_version", version)
-            self._hardware(version)
-            dataset = resolve_dataset(m, settings, self.shard)
-            if runs == 0:  # the model verified and loaded (its errors first), nothing run
-                load_runner(m, self.device, settings)
-                return [], dataset
-            with TerminalProgress(self.config, len(dataset.samples)) as progress:
-                done = [
-                    evaluate(m, self.device, settings, dataset, progress, keep=keep)
-                    for _ in range(runs)
-                ]
-            return done, dataset
-        except Unavailable as exc:
-            self._unavailable(exc)
-        except NonFiniteOutputs as exc:
-            # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
-            self.add_property("verdict", "non-finite outputs")
-            self.add_property("diagnosis", "the model produced non-finite outputs")
-            self.add_property("nonfinite_samples", len(exc.ids))
-            shown = display_path(self.config, self.path)
-            raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
-        except BuildMismatch as exc:
-            self.add_property("verdict", "error")
-            raise MlreproFailure(self._explain_build(exc)) from exc
-        except MlreproError as exc:
-            self.add_property("verdict", "error")
-            raise MlreproFailure(str(exc)) from exc
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """Every report of a shard item: the whole item it is a part of. The call's report: the
+        per-sample results, and the drifted item's pictures (when an HTML report is asked for)."""
+        attributes: dict[str, Any] = {}
+        if self.split is not None:
+            attributes[SPLIT_ATTR] = self.split
+        if when == "call":
+            if self.per_sample is not None:
+                attributes[PER_SAMPLE_ATTR] = self.per_sample
+            drift = drift_of(self)
+            if drift is not None:
+                attributes[REPORT_ATTRIBUTE] = drift
+        return attributes
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
@@ -394,19 +145,6 @@ class AccuracyItem(ManifestItem):
             kept.append(reference)
         return tuple(kept)
 
-    def _explain_build(self, exc: BuildMismatch) -> str:
-        """The build's mismatch, compared with the machine the golden was recorded on."""
-        from ..diagnosis import explain_build_mismatch
-
-        settings = self.config.stash[settings_key]
-        path = golden_store.golden_path(self.manifest, settings)
-        try:
-            golden = golden_store.read(path, settings.golden_dir)
-        except (GoldenError, OSError):
-            golden = None
-        env = golden.environment if golden is not None else None
-        return explain_build_mismatch(exc, env, display_path(self.config, path))
-
     def runtest(self) -> None:
         self._run_against_golden()
 
@@ -416,8 +154,6 @@ class AccuracyItem(ManifestItem):
         shows it, an update is refused on a disagreement). None when no reference is declared."""
         if self.manifest.reference is None:
             return None
-        from ..goldens import ReferenceGoldenMissing, check_reference
-
         shown = display_path(self.config, self.path)
         try:
             check = check_reference(
@@ -426,7 +162,7 @@ class AccuracyItem(ManifestItem):
         except ReferenceGoldenMissing as exc:
             self.add_property("reference_verdict", f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
-            return ReferenceOutcome(None, f"{shown}: {exc}", error=not _is_update(self.config))
+            return ReferenceOutcome(None, f"{shown}: {exc}", error=not is_update(self.config))
         except ManifestError as exc:
             self.add_property("reference_verdict", "error")
             return ReferenceOutcome(None, str(exc), error=True, refused=True)
@@ -503,7 +239,7 @@ class AccuracyItem(ManifestItem):
     def _run_against_golden(self) -> None:
         m, settings = self.manifest, self.config.stash[settings_key]
         shown = display_path(self.config, self.path)
-        update = _is_update(self.config)
+        update = is_update(self.config)
         self._written = None
         self.add_property("kind", "accuracy")
         self.add_property("manifest", m.name)
@@ -626,8 +362,7 @@ class AccuracyItem(ManifestItem):
             self.add_property("verdict", "pass")
             self._finish_reference(ref)
             return
-        from ._html import collect_drift  # the HTML report's pictures (only when one is asked)
-
+        # The HTML report's pictures (only when one is asked for).
         collect_drift(self, golden, comparison, result)
         if comparison.ok:
             # Within every tolerance, but on other data: named as a data change, with the
@@ -661,9 +396,6 @@ class AccuracyItem(ManifestItem):
         probes = diagnosis_probes(self.config)
         if probes is None:
             return ""
-        from ..diagnosis import explain as explain_drift
-        from ._html import keep_layers
-
         layers: list[tuple[int, str, float]] = []
         text, cause = explain_drift(
             self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers
@@ -675,8 +407,6 @@ class AccuracyItem(ManifestItem):
     def _step_probes(self, result: Any) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the
         golden itself)."""
-        from ..diagnosis import record_layer_fingerprints, record_step_fingerprints
-
         try:
             probes = record_step_fingerprints(
                 self.manifest.input.preprocess, result.samples, fingerprint_samples(self.config)
@@ -694,8 +424,6 @@ class AccuracyItem(ManifestItem):
         return probes
 
     def _probes_up_to_date(self, golden: Any, result: Any) -> bool:
-        from ..diagnosis import step_fingerprints_up_to_date
-
         n = fingerprint_samples(self.config)
         steps = self.manifest.input.preprocess
         return step_fingerprints_up_to_date(golden.probes, steps, result.samples, n)
@@ -745,3 +473,40 @@ class AccuracyItem(ManifestItem):
         self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
         self.add_property("verdict", f"golden {action}")
         self.add_property("golden", shown_golden)
+
+
+def shard_item_name(device: str, index: int, count: int) -> str:
+    return f"accuracy[{device}][shard{index}of{count}]"
+
+
+def accuracy_items(
+    parent: pytest.Collector, manifest: Manifest, devices: list[str]
+) -> list[pytest.Item]:
+    """One accuracy item per device; the first device's item is the one that records goldens.
+    With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
+    device's verdict by the session (``_shards.py``)."""
+    count = item_shards(parent.config)
+    if count > 1:
+        return [
+            AccuracyItem.from_parent(
+                parent,
+                name=shard_item_name(device, index, count),
+                manifest=manifest,
+                device=device,
+                records=False,
+                shard=Shard(index, count),
+                split_of=f"{parent.nodeid}::accuracy[{device}]",
+            )
+            for device in devices
+            for index in range(1, count + 1)
+        ]
+    return [
+        AccuracyItem.from_parent(
+            parent,
+            name=f"accuracy[{device}]",
+            manifest=manifest,
+            device=device,
+            records=(device == devices[0]),
+        )
+        for device in devices
+    ]
