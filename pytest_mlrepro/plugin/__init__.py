@@ -4,7 +4,8 @@ and the collector, and nothing else: the engine (:mod:`._session` and everything
 and the core included) is imported only when a run needs it, that is
 
 * when a manifest is collected (a YAML file the ini key ``mlrepro_manifests`` names that has a
-  manifest's shape; a file the patterns do not name is never read),
+  manifest's shape, :mod:`pytest_mlrepro._recognize`; a file the patterns do not name is never
+  read),
 * when an option or ini key of the plugin is given (its values are checked before anything runs),
 * on an xdist controller, which collects nothing, when a worker reports an item of the plugin.
 
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._names import matches_patterns
+from .._recognize import is_manifest
 from . import _hookspecs
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
@@ -76,10 +77,10 @@ class EngineLoader:
     def pytest_collect_file(
         self, file_path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
-        """The one collector: a file the manifest patterns name goes to the engine, which reads
-        it (``manifest._recognize``'s rule); any other file costs a pattern match."""
+        """The one collector: a manifest (``_recognize``'s rule: a file the manifest patterns do
+        not name costs a pattern match, one they name is read) goes to the engine."""
         patterns = self.config.getini("mlrepro_manifests")
-        if not matches_patterns(file_path, self.config.rootpath, patterns):
+        if not is_manifest(file_path, self.config.rootpath, patterns):
             return None
         return self.engine().collect_file(file_path, parent)
 

@@ -10,7 +10,7 @@ import pytest
 
 from .. import goldens as golden_store
 from ..errors import ManifestError
-from ..manifest import DEVICES, Manifest, is_manifest, load_manifest
+from ..manifest import DEVICES, Manifest, load_manifest
 from ..runners import cuda_present
 from ._accuracy import accuracy_items
 from ._base import display_path, settings_key, state_of
@@ -20,12 +20,9 @@ from ._latency import latency_items
 from ._options import KINDS, MARKER
 
 
-def collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A :class:`ManifestFile` for a manifest (``manifest._recognize``'s rule), else None."""
-    config = parent.config
-    if is_manifest(file_path, config.rootpath, config.getini("mlrepro_manifests")):
-        return ManifestFile.from_parent(parent, path=file_path)
-    return None
+def collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector:
+    """The collector of a manifest (the entry point recognised it: ``_recognize``)."""
+    return ManifestFile.from_parent(parent, path=file_path)
 
 
 def own_items(

@@ -87,8 +87,8 @@ class MlreproSession:
 
     # --- collection ---------------------------------------------------------------------------
 
-    def collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-        """Called by the entry point's ``pytest_collect_file`` (the one collector)."""
+    def collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector:
+        """A manifest's collector, for the entry point's ``pytest_collect_file``."""
         return collect_file(file_path, parent)
 
     def pytest_mlrepro_make_items(

@@ -45,10 +45,10 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .._files import FileTooLarge, read_bounded
-from .._names import FRAMEWORKS, matches_patterns
-from .._yaml import MAX_BYTES, decode, load_yaml
-from ..errors import ManifestError
+from ._files import FileTooLarge, read_bounded
+from ._names import FRAMEWORKS, matches_patterns
+from ._yaml import MAX_BYTES, decode, load_yaml
+from .errors import ManifestError
 
 PEEK_BYTES = 64 * 1024
 """How much of an unparseable candidate the text fallback reads (top-level keys come early)."""
