@@ -17,6 +17,7 @@ Importing this module imports no ML framework, no numpy, and no module of the co
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._recognize import is_manifest
+from .._names import matches_patterns
 from . import _hookspecs
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 ENGINE = "pytest_mlrepro.plugin._session"
 """The engine's module, registered with pytest under this name when a run needs it."""
+RECOGNIZER = "pytest_mlrepro._recognize"
+"""The manifest recogniser (it parses YAML): imported when a file the manifest patterns name is
+seen, the first time."""
 LAZY_PLUGIN = "mlrepro-lazy"
 
 _lock_dir_key = pytest.StashKey[Path]()
@@ -77,10 +81,13 @@ class EngineLoader:
     def pytest_collect_file(
         self, file_path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
-        """The one collector: a manifest (``_recognize``'s rule: a file the manifest patterns do
-        not name costs a pattern match, one they name is read) goes to the engine."""
+        """The one collector: a manifest (``_recognize``'s rule) goes to the engine. A file the
+        manifest patterns do not name costs a pattern match; one they name is read."""
         patterns = self.config.getini("mlrepro_manifests")
-        if not is_manifest(file_path, self.config.rootpath, patterns):
+        if not matches_patterns(file_path, self.config.rootpath, patterns):
+            return None
+        recognizer: Any = importlib.import_module(RECOGNIZER)
+        if not recognizer.is_manifest(file_path, self.config.rootpath, patterns):
             return None
         return self.engine().collect_file(file_path, parent)
 

@@ -20,11 +20,7 @@ REPO = Path(pytest_mlrepro.__file__).resolve().parent.parent
 # of ours is the engine.
 ENTRY = {
     "pytest_mlrepro",
-    "pytest_mlrepro._files",
     "pytest_mlrepro._names",
-    "pytest_mlrepro._recognize",
-    "pytest_mlrepro._yaml",
-    "pytest_mlrepro.errors",
     "pytest_mlrepro.plugin",
     "pytest_mlrepro.plugin._hookspecs",
     "pytest_mlrepro.plugin._options",
@@ -63,14 +59,29 @@ def test_a_project_without_manifests_imports_no_engine_and_no_numpy(
     pytester: pytest.Pytester, fresh_env: None
 ) -> None:
     pytester.makepyfile(test_trivial="def test_one():\n    assert 1 + 1 == 2\n")
-    (pytester.path / "manifests").mkdir()
-    (pytester.path / "manifests" / "deployment.yaml").write_text("kind: Deployment\n")
     result, modules = _imported(pytester)
     result.assert_outcomes(passed=1)
     assert set(modules["ours"]) <= ENTRY, sorted(set(modules["ours"]) - ENTRY)  # type: ignore[arg-type]
     assert modules["numpy"] is False
     # The plugin was there all the same: its options are known.
     assert "--mlrepro-update" in pytester.runpytest_subprocess("--help").stdout.str()
+
+
+def test_a_yaml_file_named_like_a_manifest_is_read_without_loading_the_engine(
+    pytester: pytest.Pytester, fresh_env: None
+) -> None:
+    """A Kubernetes file under manifests/ is read (the recogniser's rule) and left alone: the
+    engine stays unloaded."""
+    pytester.makepyfile(test_trivial="def test_one():\n    pass\n")
+    (pytester.path / "manifests").mkdir()
+    (pytester.path / "manifests" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: model-server\n"
+    )
+    result, modules = _imported(pytester, "manifests", "test_trivial.py")
+    result.assert_outcomes(passed=1)
+    assert "pytest_mlrepro._recognize" in modules["ours"]  # type: ignore[operator]
+    assert "pytest_mlrepro.plugin._session" not in modules["ours"]  # type: ignore[operator]
+    assert modules["numpy"] is False
 
 
 def test_a_manifest_collected_loads_the_engine(serial_project: Project, fresh_env: None) -> None:
