@@ -6,6 +6,10 @@ from __future__ import annotations
 from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused_goldens
 from ._data_identity import DataChange, data_change
 from ._decisions import AccuracyDecision, accuracy_decision
+from ._latency_store import Baseline as LatencyBaseline
+from ._latency_store import find_baseline as find_latency_baseline
+from ._latency_store import golden_file as latency_golden_file
+from ._latency_store import record as record_latency_golden
 from ._metrics import (
     AnyScores,
     Comparison,
@@ -46,6 +50,7 @@ __all__ = [
     "Golden",
     "GoldenNotAFile",
     "KeptScores",
+    "LatencyBaseline",
     "ReferenceGoldenMissing",
     "Results",
     "Scores",
@@ -58,13 +63,16 @@ __all__ = [
     "comparison_of",
     "conflict_message",
     "data_change",
+    "find_latency_baseline",
     "golden_conflicts",
     "golden_path",
+    "latency_golden_file",
     "manifest_file_of",
     "manifest_is_current",
     "nonfinite_rows",
     "read",
     "read_json",
+    "record_latency_golden",
     "reference_results",
     "require_finite",
     "rounded_scores",

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .. import goldens as golden_store
 from .. import latency as lat
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
@@ -117,7 +118,7 @@ class LatencyItem(ManifestItem):
         self.add_property("hardware_key", key.fields)
         self.add_property("hardware_slug", key.slug)
         try:
-            baseline = lat.find_baseline(settings, m, key, self.batch)
+            baseline = golden_store.find_latency_baseline(settings, m, key, self.batch)
         except GoldenError as exc:
             if not update:
                 self.add_property("verdict", "error")
@@ -132,7 +133,8 @@ class LatencyItem(ManifestItem):
                 f"{f['usable_cpus']} CPUs{', ' + str(f['gpu']) if f.get('gpu') else ''}, "
                 f"{f['framework']} {f['framework_version']}, threads "
                 f"{f['intra_op_threads']}/{f['inter_op_threads']}): no "
-                f"{display_path(config, lat.golden_file(settings, m, key))}; record one with\n"
+                f"{display_path(config, golden_store.latency_golden_file(settings, m, key))}; "
+                "record one with\n"
                 f"  {self._update_cmd()}",
                 "no golden",
                 decided_by="not compared: no latency golden for this machine and settings",
@@ -234,7 +236,7 @@ class LatencyItem(ManifestItem):
         self,
         attempt: lat.Attempt,
         assessment: lat.Assessment | None,
-        baseline: lat.Baseline | None,
+        baseline: golden_store.LatencyBaseline | None,
         limit: float,
     ) -> float | None:
         """The one-line latency of the result (``p50_ms`` of the primary measurement, its
@@ -283,7 +285,9 @@ class LatencyItem(ManifestItem):
         assert m.latency is not None
         entry = lat.entry_for(attempt, settings_now, m.latency, self.batch)
         try:
-            path = lat.record(settings, m, key, self.batch, entry, settings_now)
+            path = golden_store.record_latency_golden(
+                settings, m, key, self.batch, entry, settings_now
+            )
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
             self._set_verdict("error")
             raise MlreproFailure(str(exc)) from None
@@ -296,7 +300,7 @@ class LatencyItem(ManifestItem):
         assessment: lat.Assessment | None,
         key: Any,
         settings_now: dict[str, Any],
-        baseline: lat.Baseline | None = None,
+        baseline: golden_store.LatencyBaseline | None = None,
     ) -> None:
         """Scalar properties (JUnit, --mlrepro-json) and the data of the terminal table and of
         the pytest-benchmark file (carried on the report, also across xdist)."""
