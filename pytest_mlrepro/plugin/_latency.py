@@ -18,6 +18,7 @@ from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
 from ..latency import benchmark_entry, summarize
 from ..manifest import Manifest
+from ..report import explain_latency
 from ..runners import check_framework
 from ._base import (
     LATENCY_ATTR,
@@ -222,7 +223,7 @@ class LatencyItem(ManifestItem):
         if decision.action == "pass":
             self._set_verdict(decision.text)
             return
-        text = lat.explain(
+        text = explain_latency(
             final, baseline, changes, len(assessments), golden_shown, self._update_cmd(), limit
         )
         shown = f"{display_path(config, self.path)} [{self.device}, batch {self.batch}]: "

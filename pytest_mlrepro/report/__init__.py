@@ -4,6 +4,7 @@ table they share, and the HTML view (:mod:`.html`)."""
 
 from __future__ import annotations
 
+from ._latency import explain_latency, fmt_ms
 from ._tables import explain, summary_table
 from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
 from ._text import aligned
@@ -12,6 +13,8 @@ __all__ = [
     "aligned",
     "audit_lines",
     "explain",
+    "explain_latency",
+    "fmt_ms",
     "latency_table",
     "reference_lines",
     "shard_lines",

@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from ..data import Shard
-from ..latency import STALE_RATIO, fmt_ms
+from ..latency import STALE_RATIO
+from ._latency import fmt_ms
 from ._text import aligned
 
 

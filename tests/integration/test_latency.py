@@ -33,6 +33,7 @@ from pytest_mlrepro.latency import _benchjson as benchjson
 from pytest_mlrepro.latency import _measure as lat
 from pytest_mlrepro.latency._timing import Measurement
 from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
+from pytest_mlrepro.report import explain_latency
 from pytest_mlrepro.runners import installed_version
 from pytest_mlrepro.settings import Settings
 
@@ -327,7 +328,7 @@ def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judge
     judged = lat.assess(other_ref, baseline, tol, 0.25)
     assert not judged.normalised and judged.verdict == "regression"
     assert judged.judgements["model"][0].normalised is None
-    text = lat.explain(
+    text = explain_latency(
         slow, baseline, {"intra_op_threads": ("default", 1)}, 3, "g.json", "CMD", 0.25
     )
     assert text.startswith("latency regression: p50 beyond the tolerance in every one of 3")
