@@ -27,7 +27,12 @@ from ._metrics import (
     take_scores,
     top_k,
 )
-from ._reference import ReferenceGoldenMissing, check_reference, reference_results
+from ._reference import (
+    ReferenceCheck,
+    ReferenceGoldenMissing,
+    check_reference,
+    reference_results,
+)
 from ._store import (
     Golden,
     GoldenNotAFile,
@@ -51,6 +56,7 @@ __all__ = [
     "GoldenNotAFile",
     "KeptScores",
     "LatencyBaseline",
+    "ReferenceCheck",
     "ReferenceGoldenMissing",
     "Results",
     "Scores",

@@ -34,7 +34,7 @@ from ..goldens import (
     score_diffs,
 )
 from ..manifest import Manifest
-from ..report import explain
+from ..report import explain, explain_reference
 from ..results import Part, shard_results, shard_verdict
 from ._base import (
     PER_SAMPLE_ATTR,
@@ -172,7 +172,11 @@ class AccuracyItem(EvaluatingItem):
         for key, value in check.properties():
             self.add_property(key, value)
         self.add_property("reference_verdict", "agree" if check.ok else "disagree")
-        text = "" if check.ok else f"{shown} [{self.device}]: " + check.explain(self.classes)
+        text = (
+            ""
+            if check.ok
+            else f"{shown} [{self.device}]: " + explain_reference(check, self.classes)
+        )
         return ReferenceOutcome(check.ok, text)
 
     def _finish_reference(self, ref: ReferenceOutcome | None) -> None:

@@ -5,6 +5,7 @@ table they share, and the HTML view (:mod:`.html`)."""
 from __future__ import annotations
 
 from ._latency import explain_latency, fmt_ms
+from ._reference import explain_reference
 from ._tables import explain, summary_table
 from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
 from ._text import aligned
@@ -14,6 +15,7 @@ __all__ = [
     "audit_lines",
     "explain",
     "explain_latency",
+    "explain_reference",
     "fmt_ms",
     "latency_table",
     "reference_lines",
