@@ -66,7 +66,7 @@ def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every manifest (recognize.py's rule) the ini key mlrepro_manifests names, outside
+    """Every manifest (_recognize.py's rule) the ini key mlrepro_manifests names, outside
     pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
     patterns = config.getini("mlrepro_manifests")

@@ -1,7 +1,7 @@
 """A good guest (issue 12): installed in an environment, the plugin keeps quiet in projects that do
 not use it, and behaves in those that do.
 
-* YAML under ``manifests/`` is claimed only when its top level has manifest keys (recognize.py):
+* YAML under ``manifests/`` is claimed only when its top level has manifest keys (_recognize.py):
   Kubernetes YAML is never collected, a misspelt real manifest still fails with file:line.
 * No header line, no golden audit where no manifest was collected.
 * Markers select items by kind, framework and device; ``--strict-markers`` stays clean.
