@@ -32,6 +32,7 @@ from ._measure import (
     stop_rule,
     with_threads,
 )
+from ._run import LatencyOutcome, LatencyRequest, run_latency
 from ._timing import ReferenceWorkload, summarize
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "Assessment",
     "Attempt",
     "LatencyDecision",
+    "LatencyOutcome",
+    "LatencyRequest",
     "RatioFacts",
     "ReferenceWorkload",
     "assess",
@@ -58,6 +61,7 @@ __all__ = [
     "prepare",
     "primary_measurement",
     "ratio_facts",
+    "run_latency",
     "settings_of",
     "stale_golden",
     "stop_rule",

@@ -38,12 +38,18 @@ class ManifestItem(pytest.Item):
         and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
-    def add_manifest_identity(self) -> None:
+    def manifest_identity(self) -> tuple[tuple[str, Any], ...]:
         """The manifest's file (relative to the rootdir) and the sha256 of its normalised
         content: rows of the same pipeline are recognisable across machines (results files)."""
         normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
-        self.add_property("manifest_file", display_path(self.config, self.path))
-        self.add_property("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest())
+        return (
+            ("manifest_file", display_path(self.config, self.path)),
+            ("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest()),
+        )
+
+    def add_manifest_identity(self) -> None:
+        for key, value in self.manifest_identity():
+            self.add_property(key, value)
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),

@@ -4,7 +4,7 @@ table they share, and the HTML view (:mod:`.html`)."""
 
 from __future__ import annotations
 
-from ._latency import explain_latency, fmt_ms
+from ._latency import explain_latency, fmt_ms, latency_outcome_text
 from ._reference import explain_reference
 from ._tables import explain, summary_table
 from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
@@ -17,6 +17,7 @@ __all__ = [
     "explain_latency",
     "explain_reference",
     "fmt_ms",
+    "latency_outcome_text",
     "latency_table",
     "reference_lines",
     "shard_lines",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..goldens import LatencyBaseline
-from ..latency import Assessment
+from ..latency import Assessment, LatencyOutcome
 from ._text import aligned
 
 
@@ -115,4 +115,42 @@ def _pct(value: float | None) -> str:
     return "unknown" if value is None or not math.isfinite(value) else f"{value:.0%}"
 
 
-__all__ = ["explain_latency", "fmt_ms", "judgement_rows"]
+def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -> str:
+    """The text of a latency item that did not pass (``where``: the manifest as shown, the
+    device and the batch; ``update_cmd``: the command that re-records its golden)."""
+    reason = outcome.reason
+    if reason == "golden invalid":
+        return f"{outcome.message}\n(only --mlrepro-update replaces it: {update_cmd})"
+    if reason == "no golden":
+        f = outcome.key or {}
+        gpu = f", {f['gpu']}" if f.get("gpu") else ""
+        return (
+            f"no latency golden for this machine and settings ({f.get('cpu')}, "
+            f"{f.get('usable_cpus')} CPUs{gpu}, {f.get('framework')} "
+            f"{f.get('framework_version')}, threads "
+            f"{f.get('intra_op_threads')}/{f.get('inter_op_threads')}): no "
+            f"{outcome.golden_file}; record one with\n  {update_cmd}"
+        )
+    if reason == "busy":
+        return (
+            f"latency {outcome.verdict}: the machine was busy in every attempt (other processes "
+            f"used at least {outcome.least_contention:.0%} of the CPUs, more than "
+            f"mlrepro_latency_max_contention = {outcome.max_contention:g}); rerun on a quiet "
+            "machine"
+        )
+    if reason in ("regression", "contended"):
+        assert outcome.assessment is not None and outcome.baseline is not None
+        text = explain_latency(
+            outcome.assessment,
+            outcome.baseline,
+            outcome.changes,
+            outcome.assessments,
+            outcome.golden_shown,
+            update_cmd,
+            outcome.max_contention,
+        )
+        return text if reason == "contended" else f"{where}: {text}"
+    return outcome.message  # unavailable, error: the error's own text
+
+
+__all__ = ["explain_latency", "fmt_ms", "judgement_rows", "latency_outcome_text"]
