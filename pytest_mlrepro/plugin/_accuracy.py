@@ -34,7 +34,19 @@ from ..goldens import (
     score_diffs,
 )
 from ..manifest import Manifest
-from ..report import explain, explain_reference
+from ..report import (
+    classes_changed,
+    data_changed,
+    explain,
+    explain_reference,
+    golden_claimed,
+    golden_unreadable,
+    golden_written,
+    no_golden,
+    reference_disagreement_record,
+    reference_refused_record,
+    with_reference,
+)
 from ..results import Part, shard_results, shard_verdict
 from ._base import (
     PER_SAMPLE_ATTR,
@@ -172,11 +184,7 @@ class AccuracyItem(EvaluatingItem):
         for key, value in check.properties():
             self.add_property(key, value)
         self.add_property("reference_verdict", "agree" if check.ok else "disagree")
-        text = (
-            ""
-            if check.ok
-            else f"{shown} [{self.device}]: " + explain_reference(check, self.classes)
-        )
+        text = "" if check.ok else f"{self._where()}: " + explain_reference(check, self.classes)
         return ReferenceOutcome(check.ok, text)
 
     def _finish_reference(self, ref: ReferenceOutcome | None) -> None:
@@ -192,13 +200,15 @@ class AccuracyItem(EvaluatingItem):
         self.add_property("verdict", "reference disagreement")
         raise MlreproFailure(ref.text)
 
+    def _where(self) -> str:
+        """The item as its failures name it: the manifest as shown, and the device."""
+        return f"{display_path(self.config, self.path)} [{self.device}]"
+
     def _fail(self, verdict: str, text: str, ref: ReferenceOutcome | None) -> NoReturn:
         """Fail with ``text``, followed by the reference check's outcome when there is one."""
         self.add_property("verdict", verdict)
-        if ref is not None and ref.text:
-            text += "\n\nreference check:\n" + ref.text
-        elif ref is not None and ref.agrees:
-            text += "\n\nreference check: agrees with its reference"
+        if ref is not None:
+            text = with_reference(text, ref.text, ref.agrees)
         raise MlreproFailure(text)
 
     def _read_golden(
@@ -219,25 +229,14 @@ class AccuracyItem(EvaluatingItem):
             self._fail("error", str(exc).replace(str(path), shown_golden), ref)
         except GoldenError as exc:
             if not update:
-                self._fail(
-                    "error",
-                    f"{str(exc).replace(str(path), shown_golden)}\n"
-                    f"(only --mlrepro-update replaces it: {record_cmd})",
-                    ref,
-                )
+                error = str(exc).replace(str(path), shown_golden)
+                self._fail("error", golden_unreadable(error, record_cmd), ref)
             return None
         if golden is None:
             return None
         other = golden_store.claimed_by_another(golden, path, m, settings)
         if other is not None:
-            self._fail(
-                "golden claimed",
-                f"{shown}: its golden {shown_golden} was recorded from {other}, which still "
-                f"claims it: two manifests named {m.name!r} cannot share one golden file (each "
-                "--mlrepro-update would overwrite the other's results); give one of them "
-                "another 'name' or a 'golden:' path. Nothing was written.",
-                ref,
-            )
+            self._fail("golden claimed", golden_claimed(shown, shown_golden, other, m.name), ref)
         return golden
 
     def _run_against_golden(self) -> None:
@@ -261,8 +260,7 @@ class AccuracyItem(EvaluatingItem):
             record_cmd = f"pytest {shown} --mlrepro-update"
             self._fail(
                 "no golden",
-                f"no golden at {display_path(self.config, path)}: record one with\n"
-                f"  {record_cmd}\n(the model was not run: there is nothing to compare with)",
+                no_golden(display_path(self.config, path), record_cmd, model_run=False),
                 None,
             )
         (result,), dataset = self._evaluate(keep=self._compared_with(path))
@@ -303,9 +301,7 @@ class AccuracyItem(EvaluatingItem):
                 self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
-            self._fail(
-                "no golden", f"no golden at {shown_golden}: record one with\n  {record_cmd}", ref
-            )
+            self._fail("no golden", no_golden(shown_golden, record_cmd), ref)
         recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
         classes_now = int(result.scores.shape[1])
         if recorded_classes != classes_now:
@@ -316,14 +312,10 @@ class AccuracyItem(EvaluatingItem):
                 self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
-            self._fail(
-                "drift",
-                f"{shown} [{self.device}]: the golden {shown_golden} was recorded with "
-                f"{recorded_classes} classes, the model now has {classes_now}: its results "
-                "cannot be compared. If the change is intended, record a new golden:\n"
-                f"  {record_cmd}",
-                ref,
+            text = classes_changed(
+                self._where(), shown_golden, recorded_classes, classes_now, record_cmd
             )
+            self._fail("drift", text, ref)
         if self.shard is not None:  # the golden's samples of this shard, by the same rule
             golden = replace(golden, results=shard_results(golden.results, self.shard))
         comparison = compare(golden.results, now, result.scores, m.tolerances)
@@ -371,19 +363,19 @@ class AccuracyItem(EvaluatingItem):
         if comparison.ok:
             # Within every tolerance, but on other data: named as a data change, with the
             # samples concerned, never as a drift of the results.
+            text = data_changed(
+                self._where(),
+                change.summary(),
+                comparison.golden_top1,
+                comparison.now_top1,
+                record_cmd,
+            )
             self._fail(
-                "data changed",
-                f"{shown} [{self.device}]: {change.summary()}.\n"
-                f"  The results are within tolerance (top-1 {comparison.golden_top1:.2f} % → "
-                f"{comparison.now_top1:.2f} %), but a golden measured on other data is not a "
-                "comparison of the same thing.\n"
-                f"If the change is intended, record a new golden:\n  {record_cmd}"
-                + self._diagnosis(golden, comparison, result, change),
-                ref,
+                "data changed", text + self._diagnosis(golden, comparison, result, change), ref
             )
         self._fail(
             "drift",
-            f"{shown} [{self.device}]: "
+            f"{self._where()}: "
             + explain(
                 comparison,
                 shown_golden,
@@ -444,18 +436,16 @@ class AccuracyItem(EvaluatingItem):
             verb = "recorded" if action == "recorded" else "updated"
             self.add_property("verdict", "error")
             raise MlreproFailure(
-                f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} is "
-                "left as it was): the manifest's reference must be usable first"
+                reference_refused_record(ref.text, self._where(), verb, shown_golden)
             )
         if ref is not None and ref.agrees is False:
             if not self.config.getoption("mlrepro_update_despite_reference", False):
                 verb = "recorded" if action == "recorded" else "updated"
                 self.add_property("verdict", f"reference disagreement (golden not {verb})")
                 raise MlreproFailure(
-                    f"{ref.text}\n\n{shown} [{self.device}]: golden not {verb} ({shown_golden} "
-                    "is left as it was):\n  the results disagree with the manifest's reference. "
-                    "If they are right and the reference is not,\n  record them anyway with\n"
-                    f"    pytest {shown} --mlrepro-update --mlrepro-update-despite-reference"
+                    reference_disagreement_record(
+                        ref.text, self._where(), verb, shown_golden, shown
+                    )
                 )
             action += " despite reference disagreement"
         env = environment(result.runner_info)
@@ -474,7 +464,7 @@ class AccuracyItem(EvaluatingItem):
         except OutputError as exc:
             self.add_property("verdict", "error")
             raise MlreproFailure(str(exc).replace(str(path), shown_golden)) from None
-        self._written = f"{shown} [{self.device}]: golden {action}: {shown_golden}"
+        self._written = golden_written(self._where(), action, shown_golden)
         self.add_property("verdict", f"golden {action}")
         self.add_property("golden", shown_golden)
 

@@ -4,6 +4,17 @@ table they share, and the HTML view (:mod:`.html`)."""
 
 from __future__ import annotations
 
+from ._accuracy import (
+    classes_changed,
+    data_changed,
+    golden_claimed,
+    golden_unreadable,
+    golden_written,
+    no_golden,
+    reference_disagreement_record,
+    reference_refused_record,
+    with_reference,
+)
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
 from ._reference import explain_reference
 from ._tables import explain, summary_table
@@ -13,13 +24,22 @@ from ._text import aligned
 __all__ = [
     "aligned",
     "audit_lines",
+    "classes_changed",
+    "data_changed",
     "explain",
     "explain_latency",
     "explain_reference",
     "fmt_ms",
+    "golden_claimed",
+    "golden_unreadable",
+    "golden_written",
     "latency_outcome_text",
     "latency_table",
+    "no_golden",
+    "reference_disagreement_record",
     "reference_lines",
+    "reference_refused_record",
     "shard_lines",
     "summary_table",
+    "with_reference",
 ]
