@@ -37,7 +37,6 @@ def fcntl_module() -> ModuleType:
     return _fcntl
 
 
-
 def sha256_file(path: Path) -> str:
     """Lowercase hex sha256, read in 1 MiB blocks (hashlib releases the GIL: threads hash in
     parallel)."""

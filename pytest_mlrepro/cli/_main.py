@@ -88,6 +88,9 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
     """The pytest command line that gives this command its configuration: the command's own
     options translated to their pytest twins, then what it did not know, then the manifest."""
     out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
+    # The plugin's engine, which a test run loads only once it collects a manifest: a command
+    # collects nothing, and reads its settings from the engine's configuration.
+    out += ["-p", "pytest_mlrepro.plugin._session"]
     if args.root:
         out += ["--rootdir", args.root]
     if args.no_conftest:
@@ -118,7 +121,7 @@ def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> in
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
     """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
     from ..manifest import load_manifest
-    from ..plugin import settings_key
+    from ..plugin._base import settings_key
 
     manifest_path = Path(args.manifest)
     try:
@@ -211,7 +214,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
-    from ..plugin import counterfactual_samples
+    from ..plugin._base import counterfactual_samples
     from ..report import explain
     from ..runners import check_framework
 

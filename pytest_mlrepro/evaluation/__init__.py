@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._determinism import RunComparison, compare_runs, controls_in_force, explain
 from ._evaluate import (
     Evaluation,
+    Progress,
     evaluate,
     evaluate_runs,
     postprocessed,
@@ -16,6 +17,7 @@ from ._shared_preprocessing import PreprocessingShare, SharedLoader, ShareStats,
 __all__ = [
     "Evaluation",
     "PreprocessingShare",
+    "Progress",
     "RunComparison",
     "ShareStats",
     "SharedLoader",

@@ -6,6 +6,10 @@ from __future__ import annotations
 from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused_goldens
 from ._data_identity import DataChange, data_change
 from ._decisions import AccuracyDecision, accuracy_decision
+from ._latency_store import Baseline as LatencyBaseline
+from ._latency_store import find_baseline as find_latency_baseline
+from ._latency_store import golden_file as latency_golden_file
+from ._latency_store import record as record_latency_golden
 from ._metrics import (
     AnyScores,
     Comparison,
@@ -23,7 +27,12 @@ from ._metrics import (
     take_scores,
     top_k,
 )
-from ._reference import ReferenceGoldenMissing, check_reference, reference_results
+from ._reference import (
+    ReferenceCheck,
+    ReferenceGoldenMissing,
+    check_reference,
+    reference_results,
+)
 from ._store import (
     Golden,
     GoldenNotAFile,
@@ -46,6 +55,8 @@ __all__ = [
     "Golden",
     "GoldenNotAFile",
     "KeptScores",
+    "LatencyBaseline",
+    "ReferenceCheck",
     "ReferenceGoldenMissing",
     "Results",
     "Scores",
@@ -58,13 +69,16 @@ __all__ = [
     "comparison_of",
     "conflict_message",
     "data_change",
+    "find_latency_baseline",
     "golden_conflicts",
     "golden_path",
+    "latency_golden_file",
     "manifest_file_of",
     "manifest_is_current",
     "nonfinite_rows",
     "read",
     "read_json",
+    "record_latency_golden",
     "reference_results",
     "require_finite",
     "rounded_scores",

@@ -51,8 +51,10 @@ def accuracy_decision(
         golden records (a golden without checksums still records its labels and samples).
     """
     if not has_golden:
-        return AccuracyDecision("record", "recorded") if writes else AccuracyDecision(
-            "fail", "no golden"
+        return (
+            AccuracyDecision("record", "recorded")
+            if writes
+            else AccuracyDecision("fail", "no golden")
         )
     if not classes_match:
         # Nothing to compare sample by sample: the class indices mean other classes.
@@ -60,14 +62,16 @@ def accuracy_decision(
             return AccuracyDecision("record", "updated (number of classes changed)")
         return AccuracyDecision("fail", "classes changed")
     if not within_tolerance:
-        return AccuracyDecision("record", "updated") if writes else AccuracyDecision(
-            "fail", "drift"
+        return (
+            AccuracyDecision("record", "updated") if writes else AccuracyDecision("fail", "drift")
         )
     if not writes:
         # A golden measured on other data is not a comparison of the same thing: the change
         # fails, named as such, however little the accuracy moved (DESIGN.md).
-        return AccuracyDecision("fail", "data changed") if data_changed else AccuracyDecision(
-            "pass", ""
+        return (
+            AccuracyDecision("fail", "data changed")
+            if data_changed
+            else AccuracyDecision("pass", "")
         )
     # Results within tolerance: a golden is rewritten only when what it records is out of date,
     # the most fundamental reason first.

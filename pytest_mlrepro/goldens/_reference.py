@@ -15,7 +15,6 @@ No pytest here; ``items.py`` calls :func:`check_reference` after an accuracy run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,69 +185,6 @@ class ReferenceCheck:
             f"{self.max_score_diff:.3g}, top-1 {self.now_top1:.2f}% = "
             f"{self.top1_ratio:.4f} × reference {self.reference_top1:.2f}%"
         )
-
-    def explain(self, classes: Sequence[str] | None = None, examples: int = 5) -> str:
-        """The failure text: reference vs now, which levels fail, a few disagreeing samples."""
-        tol, c = self.tolerances, self.comparison
-        names = {"samples": "shared samples", "agreement": "top-1 agreement",
-                 "score": "score distance", "top1": "accuracy ratio"}  # fmt: skip
-        failed = self.failures
-        lines = [
-            f"disagrees with its reference {self.name!r} ({self.golden}): "
-            + ", ".join(names[f] for f in failed)
-            + " outside tolerance",
-            "",
-        ]
-        if "samples" in failed:
-            lines.append("  no sample of this run is in the reference's golden")
-            return "\n".join(lines)
-        rows = [
-            ("", "reference", "now", "", "tolerance", "top1"),
-            (
-                "top-1 %",
-                f"{self.reference_top1:.2f}",
-                f"{self.now_top1:.2f}",
-                f"ratio {self.top1_ratio:.4f}",
-                f"≥{tol.top1:g} × reference",
-                "top1",
-            ),
-            (
-                "top-1 agreement",
-                "1.0000",
-                f"{self.agreement:.4f}",
-                f"{len(c.changed)}/{c.samples} differ",
-                f"≥{tol.agreement:g}",
-                "agreement",
-            ),
-            (
-                f"max |Δ {self.score_space}|",
-                "0",
-                f"{self.max_score_diff:.3g}",
-                c.max_score_diff_id or "-",
-                f"≤{tol.score:g}",
-                "score",
-            ),
-        ]
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        for i, row in enumerate(rows):
-            mark = "  ✗" if i and row[5] in failed else ""
-            lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + mark)
-        if c.extra:
-            lines.append(f"  ({len(c.extra)} samples of this run are not in the reference)")
-        if c.changed:
-            lines += ["", f"  {len(c.changed)} samples predict another top-1 class, e.g.:"]
-            for ch in c.changed[:examples]:
-                lines.append(
-                    f"    {ch.id}: reference {_label(classes, ch.golden)} ({ch.golden_score:.3g})"
-                    f" → {_label(classes, ch.now)} ({ch.now_score:.3g})"
-                )
-        return "\n".join(lines)
-
-
-def _label(classes: Sequence[str] | None, index: int) -> str:
-    if classes and 0 <= index < len(classes):
-        return f"{index} {classes[index]}"
-    return str(index)
 
 
 def compare_to_reference(

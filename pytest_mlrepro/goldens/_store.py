@@ -261,8 +261,7 @@ def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any,
         ) from None
     except FileTooLarge as exc:
         raise GoldenError(
-            f"{exc} (the limit for a {what}); remove it and record it again with "
-            "--mlrepro-update"
+            f"{exc} (the limit for a {what}); remove it and record it again with --mlrepro-update"
         ) from None
     except OSError as exc:
         raise GoldenError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
@@ -279,8 +278,7 @@ def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any,
         ) from None
     except (TooDeep, ValueError) as exc:
         raise GoldenError(
-            f"{path}: not a valid {what} ({exc}); fix it or record it again with "
-            "--mlrepro-update"
+            f"{path}: not a valid {what} ({exc}); fix it or record it again with --mlrepro-update"
         ) from None
 
 

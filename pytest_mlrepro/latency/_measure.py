@@ -1,4 +1,4 @@
-"""Latency of a manifest's model: what is timed, the per-hardware golden store, and the verdict.
+"""Latency of a manifest's model: what is timed, and the verdict.
 
 No pytest here (the items in ``plugin/_latency.py`` are thin). One measurement *attempt* times, in
 this order: the reference workload, each declared measurement, the reference workload again, with
@@ -6,32 +6,26 @@ this order: the reference workload, each declared measurement, the reference wor
 attempt is judged against a baseline golden (:func:`assess`); a regression must hold in every
 attempt (:func:`conclude`).
 
-Goldens live in ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file per
-hardware key (machine, device, framework and version, thread settings), each holding one entry
-per batch size. A key without a golden is compared with the golden of the same machine and
-device with the fewest differing settings, if there is one: a thread count or a framework
-upgrade that slows the model down is a regression, reported with what changed.
+The goldens it is judged against live in the golden store
+(:mod:`pytest_mlrepro.goldens._latency_store`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from .._files import atomic_write_bytes, file_lock
 from ..data import ResolvedDataset
-from ..errors import GoldenError, SampleError
-from ..fingerprint import HardwareKey, environment, hardware_key
-from ..goldens import read_json, require_finite, softmax, top_k
+from ..errors import SampleError
+from ..fingerprint import HardwareKey, hardware_key
+from ..goldens import LatencyBaseline as Baseline
+from ..goldens import require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
 from ..runners import Runner, load_runner
 from ..settings import Settings
@@ -52,7 +46,6 @@ from ._timing import (
 # Re-exported, explicitly (mypy --strict): the latency item runs one around its measurements.
 from ._timing import ReferenceWorkload as ReferenceWorkload
 
-FORMAT = 1
 MEASUREMENTS = ("model", "end_to_end")
 Verdict = Literal["pass", "regression", "faster", "contended"]
 
@@ -208,15 +201,6 @@ def measure_attempt(
 # --- the golden store -------------------------------------------------------------------------
 
 
-def latency_dir(settings: Settings, manifest: Manifest) -> Path:
-    return settings.golden_dir / "latency" / manifest.name
-
-
-def golden_file(settings: Settings, manifest: Manifest, key: HardwareKey) -> Path:
-    """Where the latency golden of ``manifest`` for hardware ``key`` lives."""
-    return latency_dir(settings, manifest) / f"{key.slug}.json"
-
-
 def ms(seconds: float) -> float:
     """Seconds to milliseconds, 6 significant digits (what goldens and reports keep)."""
     return float(f"{seconds * 1e3:.6g}")
@@ -228,144 +212,6 @@ def stats_ms(stats: Stats) -> dict[str, float | int]:
         name: value if isinstance(value, int) else ms(value)
         for name, value in stats.as_dict().items()
     }
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """A recorded distribution: full-sample statistics and a sketch of the samples (seconds)."""
-
-    stats: dict[str, float]  # seconds (rounds as a float)
-    samples: np.ndarray
-
-    def get(self, statistic: str) -> float:
-        return float(self.stats[statistic])
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A golden entry to compare with: one batch size of one hardware key's file."""
-
-    path: Path
-    slug: str
-    key: dict[str, Any]
-    exact: bool  # recorded for this very key (else: the same machine, other settings)
-    recorded: str
-    settings: dict[str, Any]
-    contention: float | None
-    reference: dict[str, Any]
-    reference_samples: np.ndarray
-    measurements: dict[str, Distribution]
-    entry: dict[str, Any]
-
-
-def _distribution(raw: Mapping[str, Any], where: str) -> Distribution:
-    stats = raw["stats"]
-    samples = raw["samples_ms"]
-    if not isinstance(stats, dict) or not isinstance(samples, list) or not samples:
-        raise ValueError(f"{where}: expected 'stats' and a non-empty 'samples_ms'")
-    seconds = {
-        k: float(v) * (1 if k in ("rounds", "iqr_outliers", "stddev_outliers") else 1e-3)
-        for k, v in stats.items()
-    }
-    values = np.asarray([float(v) for v in samples]) * 1e-3
-    if not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ValueError(f"{where}: samples must be finite and non-negative")
-    return Distribution(stats=seconds, samples=values)
-
-
-def read_golden(path: Path) -> dict[str, Any] | None:
-    """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
-    is not a latency golden."""
-    data = read_json(path, "latency golden")
-    if data is None:
-        return None
-    try:
-        if (
-            not isinstance(data, dict)
-            or data.get("format") != FORMAT
-            or data.get("kind") != ("latency")
-        ):
-            raise ValueError(f'expected a mapping with "format": {FORMAT}, "kind": "latency"')
-        if not isinstance(data["key"], dict) or not isinstance(data["batches"], dict):
-            raise ValueError("'key' and 'batches' must be mappings")
-        for batch, entry in data["batches"].items():
-            int(batch)
-            for name, raw in entry["measurements"].items():
-                _distribution(raw, f"batch {batch} {name}")
-            _distribution(entry["reference"], f"batch {batch} reference")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GoldenError(
-            f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
-            "record it again with --mlrepro-update"
-        ) from None
-    return data
-
-
-def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:
-    entry = data["batches"][str(batch)]
-    workload = entry["reference"].get("workload", {})
-    # Every batch size's reference in the file: they were measured on the same machine in the
-    # same recording session, and one short measurement alone can be a lucky one (seen here: 7.8
-    # against 12.4 ms p50 between two batch sizes recorded a minute apart on an idle machine),
-    # which would then excuse a real slowdown as "the machine is slower now".
-    pooled = [
-        _distribution(other["reference"], "reference").samples
-        for other in data["batches"].values()
-        if other["reference"].get("workload", {}) == workload
-    ]
-    return Baseline(
-        path=path,
-        slug=str(data.get("slug", path.stem)),
-        key=data["key"],
-        exact=exact,
-        recorded=str(entry.get("recorded", "")),
-        settings=dict(entry.get("settings", {})),
-        contention=entry.get("contention"),
-        reference=dict(workload),
-        reference_samples=np.concatenate(pooled),
-        measurements={
-            name: _distribution(raw, name) for name, raw in entry["measurements"].items()
-        },
-        entry=entry,
-    )
-
-
-def find_baseline(
-    settings: Settings, manifest: Manifest, key: HardwareKey, batch: int
-) -> Baseline | None:
-    """The golden to compare with: this key's entry for ``batch``; else, among the goldens of the
-    same machine and device, the one with the fewest differing key fields (the latest recorded on
-    a tie). GoldenError if this key's own file is invalid; invalid files of other keys are left
-    to their own machines."""
-    own = golden_file(settings, manifest, key)
-    data = read_golden(own)
-    if data is not None and str(batch) in data["batches"]:
-        return _baseline(own, data, batch, exact=True)
-    candidates: list[tuple[int, str, Path, dict[str, Any]]] = []
-    folder = latency_dir(settings, manifest)
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        if path == own:
-            continue
-        try:
-            other = read_golden(path)
-        except GoldenError:
-            continue
-        if other is None or str(batch) not in other["batches"]:
-            continue
-        if not key.same_hardware(other["key"]):
-            continue
-        recorded = str(other["batches"][str(batch)].get("recorded", ""))
-        candidates.append((len(key.differences(other["key"])), recorded, path, other))
-    if not candidates:
-        return None
-    candidates.sort(key=lambda c: (c[0], _reverse(c[1]), str(c[2])))
-    _, _, path, other = candidates[0]
-    return _baseline(path, other, batch, exact=False)
-
-
-def _reverse(text: str) -> tuple[int, ...]:
-    """Sort key putting later ISO timestamps first."""
-    return tuple(-ord(c) for c in text)
 
 
 def _distribution_json(measurement: Measurement) -> dict[str, Any]:
@@ -406,69 +252,6 @@ def entry_for(
         "reference": reference,
         "measurements": {name: _distribution_json(m) for name, m in attempt.measurements.items()},
     }
-
-
-def dumps(data: dict[str, Any]) -> str:
-    """Reviewable JSON: sorted keys, two-space indent, each sample list on one line."""
-    lists: dict[str, list[float]] = {}
-
-    def hide(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            out = {}
-            for k, v in obj.items():
-                if k == "samples_ms" and isinstance(v, list):
-                    token = f"@samples{len(lists)}@"
-                    lists[token] = v
-                    out[k] = token
-                else:
-                    out[k] = hide(v)
-            return out
-        if isinstance(obj, list):
-            return [hide(v) for v in obj]
-        return obj
-
-    text = json.dumps(hide(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    for token, values in lists.items():
-        text = text.replace(f'"{token}"', json.dumps(values, allow_nan=False), 1)
-    return text + "\n"
-
-
-def _lock_path(settings: Settings, path: Path) -> Path:
-    # Next to the cache, not in golden/: a lock file must never end up committed.
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return settings.cache_dir / "locks" / f"latency-{digest}.lock"
-
-
-def record(
-    settings: Settings,
-    manifest: Manifest,
-    key: HardwareKey,
-    batch: int,
-    entry: dict[str, Any],
-    runner_info: dict[str, Any],
-) -> Path:
-    """Write (or replace) ``batch``'s entry in this key's golden; the other entries, and every
-    other key's file, stay as they are. Read-modify-write under a lock between processes, the
-    file replaced atomically."""
-    path = golden_file(settings, manifest, key)
-    with file_lock(_lock_path(settings, path)):
-        try:
-            data = read_golden(path)
-        except GoldenError:
-            data = None  # only --mlrepro-update gets here: it replaces a broken file
-        if data is None:
-            data = {"format": FORMAT, "kind": "latency", "batches": {}}
-        data.update(
-            name=manifest.name,
-            key=key.fields,
-            slug=key.slug,
-            environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
-        )
-        data["batches"][str(batch)] = entry
-        atomic_write_bytes(
-            path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
-        )
-    return path
 
 
 # --- verdicts ---------------------------------------------------------------------------------
@@ -631,105 +414,3 @@ def _worst_ratio(a: Assessment) -> float:
         (j.normalised or j.ratio).value / j.tolerance for js in a.judgements.values() for j in js
     ]
     return max(values, default=0.0)
-
-
-# --- text -------------------------------------------------------------------------------------
-
-
-def fmt_ms(seconds: float) -> str:
-    """``0.0203 ms``, ``7.21 ms``, ``10.0 ms``, ``151 ms``: three significant digits."""
-    value = seconds * 1e3
-    return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
-
-
-def _fmt_ratio(r: Any) -> str:
-    return f"×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}]"
-
-
-def _plain(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else value
-
-
-def judgement_rows(assessment: Assessment) -> list[str]:
-    """Golden vs now, one line per measurement and statistic, as a table."""
-    rows = [("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")]
-    for name, js in assessment.judgements.items():
-        for j in js:
-            rows.append(
-                (
-                    name,
-                    j.statistic,
-                    fmt_ms(j.golden),
-                    fmt_ms(j.now),
-                    _fmt_ratio(j.ratio),
-                    _fmt_ratio(j.normalised) if j.normalised else "-",
-                    f"≤×{j.tolerance:g}",
-                    {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
-                )
-            )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-
-
-def explain(
-    assessment: Assessment,
-    baseline: Baseline,
-    changes: Mapping[str, tuple[Any, Any]],
-    attempts: int,
-    golden_shown: str,
-    update_cmd: str,
-    max_contention: float,
-) -> str:
-    """Why the item failed (or was not judged), with every number needed to believe it."""
-    a = assessment
-    stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
-    if a.verdict == "contended":
-        lead = (
-            f"latency not judged: the machine was busy (other processes used "
-            f"{a.attempt.contention:.0%} of the CPUs, more than {max_contention:.0%}) in every "
-            f"one of {attempts} attempts, and the model measured slower than the golden allows"
-        )
-    else:
-        lead = (
-            f"latency regression: {stats} beyond the tolerance in every one of {attempts} "
-            "attempts, both absolutely and relative to the reference workload"
-        )
-    lines = [lead, ""]
-    lines += judgement_rows(a)
-    ref_now = float(np.median(a.attempt.reference_seconds))
-    ref_golden = float(np.median(baseline.reference_samples))
-    lines.append("")
-    if a.normalised:
-        lines.append(
-            f"  reference workload p50: {fmt_ms(ref_golden)} at recording, {fmt_ms(ref_now)} "
-            f"now (machine ×{ref_now / ref_golden:.2f}; after/before the model "
-            f"×{a.attempt.reference_drift:.2f})"
-        )
-    else:
-        lines.append(
-            "  reference workload differs from the golden's "
-            f"({baseline.reference} → {a.attempt.reference}): judged on absolute ratios only"
-        )
-    if a.attempt.contention is not None:
-        lines.append(
-            f"  other processes used {a.attempt.contention:.0%} of the CPUs meanwhile "
-            f"(at recording: {_pct(baseline.contention)})"
-        )
-    lines.append("  [low–high]: one-sided 95% bootstrap bounds of the ratio")
-    if changes:
-        lines.append("")
-        lines.append("  changed since the golden:")
-        for name, (old, new) in changes.items():
-            lines.append(f"    {name}: {_plain(old)} → {_plain(new)}")
-    lines.append("")
-    exact = "" if baseline.exact else " (recorded with other settings on this machine)"
-    lines.append(f"  golden: {golden_shown}{exact}, recorded {baseline.recorded}")
-    if a.verdict == "contended":
-        lines.append("  rerun on a quiet machine (or raise mlrepro_latency_max_contention)")
-    else:
-        lines += ["  if the change is intended, record a new golden:", f"    {update_cmd}"]
-    return "\n".join(lines)
-
-
-def _pct(value: float | None) -> str:
-    return "unknown" if value is None or not math.isfinite(value) else f"{value:.0%}"

@@ -3,7 +3,7 @@ and the JSON Schema export."""
 
 from __future__ import annotations
 
-from ._recognize import is_manifest
+from .._recognize import is_manifest
 from ._spec import (
     DEVICES,
     FRAMEWORKS,

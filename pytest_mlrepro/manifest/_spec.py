@@ -17,15 +17,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
+from .._names import DEVICES, FRAMEWORKS
 from .._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, load_yaml, too_large
 from .._yaml import Path as KeyPath
 from ..errors import ManifestError
 
-FRAMEWORKS = ("onnxruntime", "torch", "tensorflow", "tflite")
 # The model formats each TensorFlow runtime reads (ONNX Runtime reads onnx, torch the rest).
 TF_FORMATS = {"tensorflow": ("saved_model", "keras", "frozen_graph"), "tflite": ("tflite",)}
-DEVICES = ("cpu", "cuda")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 

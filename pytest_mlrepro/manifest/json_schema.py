@@ -71,7 +71,7 @@ RULES: dict[str, dict[str, JsonSchema]] = {
                 "required": ["file"],
                 "not": {"anyOf": [{"required": ["builder"]}, {"required": ["weights"]}]},
             },
-        }
+        },
     },
     "Dataset": {
         "name": _NAME,

@@ -1,5 +1,6 @@
-"""pytest glue for determinism items: the evaluation run several times, every score required to
-repeat (the logic lives in :mod:`pytest_mlrepro.evaluation`)."""
+"""The determinism item: the evaluation run several times, every score required to repeat (the
+comparison lives in :mod:`pytest_mlrepro.evaluation`). A sibling of the accuracy item: it shares
+the evaluation (:class:`~._item.EvaluatingItem`), not the golden."""
 
 from __future__ import annotations
 
@@ -7,22 +8,22 @@ from typing import ClassVar
 
 import pytest
 
+from ..data import ResolvedDataset
+from ..evaluation import (
+    Evaluation,
+    Progress,
+    RunComparison,
+    controls_in_force,
+    evaluate_runs,
+    explain,
+)
 from ..manifest import Determinism, Manifest
-from ._items import AccuracyItem, ManifestFile, MlreproFailure, display_path
+from ._base import MlreproFailure, display_path, settings_key
+from ._item import EvaluatingItem
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("mlrepro").addoption(
-        "--mlrepro-determinism",
-        action="store_true",
-        dest="mlrepro_determinism",
-        help="add a determinism item for every manifest (runs its evaluation twice), not only "
-        "for manifests with a determinism: block",
-    )
-
-
-def pytest_mlrepro_make_items(
-    parent: ManifestFile, manifest: Manifest, devices: list[str]
+def determinism_items(
+    parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
     """One determinism item per device, for manifests with a ``determinism:`` block, or for all
     with ``--mlrepro-determinism``."""
@@ -30,13 +31,13 @@ def pytest_mlrepro_make_items(
         return []
     return [
         DeterminismItem.from_parent(
-            parent, name=f"determinism[{device}]", manifest=manifest, device=device, records=False
+            parent, name=f"determinism[{device}]", manifest=manifest, device=device
         )
         for device in devices
     ]
 
 
-class DeterminismItem(AccuracyItem):
+class DeterminismItem(EvaluatingItem):
     """Runs the evaluation ``determinism.runs`` times (the model loaded afresh each time) and
     requires every score to repeat exactly, or within ``determinism.tolerance``."""
 
@@ -51,8 +52,6 @@ class DeterminismItem(AccuracyItem):
         return self.spec.runs
 
     def runtest(self) -> None:
-        from ..evaluation import controls_in_force, explain
-
         m, spec = self.manifest, self.spec
         shown = display_path(self.config, self.path)
         for key, value in (
@@ -65,9 +64,17 @@ class DeterminismItem(AccuracyItem):
         self.add_manifest_identity()
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())
-        runs, _ = self._evaluate(spec.runs, tolerance=spec.tolerance)
-        first, comparison = runs[0], self.run_comparison
-        assert comparison is not None  # _evaluate compared the runs
+        device, settings = self.device, self.config.stash[settings_key]
+
+        def run(
+            dataset: ResolvedDataset, progress: Progress
+        ) -> tuple[list[Evaluation], RunComparison]:
+            return evaluate_runs(m, device, settings, dataset, spec.runs, spec.tolerance, progress)
+
+        done, _ = self._evaluate(run)
+        assert done is not None
+        runs, comparison = done
+        first = runs[0]
         controls = controls_in_force(m, first.runner_info)
         facts: tuple[tuple[str, object], ...] = (
             ("samples", comparison.samples),

@@ -1,6 +1,6 @@
 """pytest glue for the golden store's audit: manifests that share a golden file are refused
 before anything runs, and goldens that no manifest uses are listed at the end (the logic lives in
-:mod:`pytest_mlrepro.goldens`; the state in the session's :class:`~._session.GoldenAudit`)."""
+:mod:`pytest_mlrepro.goldens`; the state in the run's :class:`~._base.GoldenAudit`)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ import pytest
 
 from .. import goldens as golden_audit
 from ..manifest import is_manifest
-from ._determinism import DeterminismItem
-from ._items import AccuracyItem, ManifestErrorItem, MlreproFailure, display_path, settings_key
-from ._session import GoldenAudit, session_of
+from ._accuracy import AccuracyItem
+from ._base import GoldenAudit, MlreproFailure, display_path, settings_key, state_of
+from ._invalid import ManifestErrorItem
 
 _conflict_key = pytest.StashKey[str]()
 WORKER_OUTPUT = "mlrepro_golden_audit"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> None:
+def refuse_shared_golden(item: pytest.Item) -> None:
     """An item whose golden another manifest claims too fails before it runs."""
     conflict = item.stash.get(_conflict_key, None)
     if conflict is not None and isinstance(item, AccuracyItem):
@@ -35,21 +34,19 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         raise MlreproFailure(conflict)
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
+def note_collected(item: pytest.Item) -> None:
     if isinstance(item, ManifestErrorItem):
-        session_of(item.config).audit.broken.add(item.path)
+        state_of(item.config).audit.broken.add(item.path)
 
 
-def pytest_deselected(items: list[pytest.Item]) -> None:
+def note_deselected(items: list[pytest.Item]) -> None:
     if items:
-        session_of(items[0].config).audit.deselected += len(items)
+        state_of(items[0].config).audit.deselected += len(items)
 
 
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
+def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse the accuracy items of manifests that share a golden file, before any runs."""
-    audit = session_of(config).audit
+    audit = state_of(config).audit
     claims = [(shown, golden) for shown, golden, _ in audit.claims.values() if golden is not None]
     conflicts = golden_audit.golden_conflicts(claims)
     if not conflicts:
@@ -60,7 +57,7 @@ def pytest_collection_modifyitems(
         for shown in owners
     }
     for item in items:
-        if isinstance(item, AccuracyItem) and not isinstance(item, DeterminismItem):
+        if isinstance(item, AccuracyItem):
             shown = display_path(config, item.path)
             if shown in by_manifest:
                 path, others = by_manifest[shown]
@@ -69,7 +66,7 @@ def pytest_collection_modifyitems(
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every manifest (recognize.py's rule) the ini key mlrepro_manifests names, outside
+    """Every manifest (_recognize.py's rule) the ini key mlrepro_manifests names, outside
     pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
     patterns = config.getini("mlrepro_manifests")
@@ -101,13 +98,12 @@ def _local_report(session: pytest.Session, audit: GoldenAudit) -> dict[str, Any]
     }
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """Controller side (xdist): gather each worker's audit."""
+def gather_worker_audit(node: Any) -> None:
+    """Controller side (xdist): a worker's share of the audit."""
     output = getattr(node, "workeroutput", None) or {}
     report = output.get(WORKER_OUTPUT)
     if report is not None:
-        session_of(node.config).audit.from_workers.append(report)
+        state_of(node.config).audit.from_workers.append(report)
 
 
 def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
@@ -120,39 +116,26 @@ def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
         audit.from_workers.append(_local_report(session, audit))
 
 
-def audit_section(config: pytest.Config, audit: GoldenAudit) -> list[str]:
-    """Goldens that no manifest uses, when manifests were collected, all of them (not with -k,
-    -m, node ids or a subset of the manifests); no lines otherwise."""
+def audit_findings(
+    config: pytest.Config, audit: GoldenAudit
+) -> tuple[list[str], list[str], list[str]]:
+    """(goldens that no manifest uses, manifests that failed to load, temporary files of
+    interrupted writes), as shown paths, when manifests were collected, all of them (not with
+    -k, -m, node ids or a subset of the manifests); nothing otherwise."""
     if config.option.collectonly:
-        return []
+        return [], [], []
     reports = audit.from_workers
     collected = any(r["names"] or r["broken"] for r in reports)  # no manifest: not in use here
     if not collected or not all(r["complete"] for r in reports):
-        return []
+        return [], [], []
     settings = config.stash[settings_key]
     broken = sorted({b for r in reports for b in r["broken"]})
     used = {Path(u) for r in reports for u in r["used"]}
     names = {n for r in reports for n in r["names"]}
     unused = golden_audit.unused_goldens(settings.golden_dir, used, names)
     stale = golden_audit.stale_temp_files(settings.golden_dir)
-    if not (unused or stale):
-        return []
-    lines: list[str] = []
-    write = lines.append
-    if unused and broken:
-        write(
-            f"{len(unused)} golden(s) look unused, but {len(broken)} manifest(s) failed to load "
-            f"and may use them: {', '.join(broken)}"
-        )
-    elif unused:
-        write(f"{len(unused)} golden(s) that no manifest uses (delete them if that is intended):")
-    for path in unused:
-        write(f"  {display_path(config, path)}{'/' if path.is_dir() else ''}")
-    if stale:
-        write(
-            f"{len(stale)} temporary file(s) left by interrupted golden writes (ignored; the next "
-            "--mlrepro-update of that golden removes them):"
-        )
-        for path in stale:
-            write(f"  {display_path(config, path)}")
-    return lines
+    return (
+        [f"{display_path(config, p)}{'/' if p.is_dir() else ''}" for p in unused],
+        broken,
+        [display_path(config, p) for p in stale],
+    )

@@ -1,8 +1,8 @@
 """The hooks pytest-mlrepro adds to pytest (registered with ``pluginmanager.add_hookspecs``).
 
 A plugin, or a ``conftest.py``, adds a kind of item to every manifest by implementing
-:func:`pytest_mlrepro_make_items`; the plugin's own kinds (accuracy, latency, determinism) are
-implementations of it too.
+:func:`pytest_mlrepro_make_items`; the plugin's own kinds (accuracy, latency, determinism) are made
+by an implementation of it too.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import pytest
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
-    from ._items import ManifestFile
 
 
 @pytest.hookspec
 def pytest_mlrepro_make_items(
-    parent: ManifestFile, manifest: Manifest, devices: list[str]
+    parent: pytest.File, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
     """Make the items of one kind for a manifest that loaded (a manifest that does not load gets
     one error item instead, and this hook is not called for it).

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._session import Row, report_output_error
-from ._shards import machine_name
+from ._base import Row, machine_name, report_output_error
 
 if TYPE_CHECKING:
     from ..report.html import (
@@ -34,28 +32,10 @@ if TYPE_CHECKING:
         SensitivityTable,
         Status,
     )
-    from ._session import MlreproSession
+    from ._base import RunState
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
 _drift_key = pytest.StashKey[dict[str, Any]]()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("mlrepro", "ML model reproducibility (pytest-mlrepro)")
-    group.addoption(
-        "--mlrepro-html",
-        dest="mlrepro_html",
-        metavar="PATH",
-        default=None,
-        help="write a self-contained HTML report of the session (overrides the ini key "
-        "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
-    )
-    parser.addini(
-        "mlrepro_html",
-        default="",
-        help="write a self-contained HTML report of the session to this path (relative to the "
-        "rootdir)",
-    )
 
 
 def html_path(config: pytest.Config) -> Path | None:
@@ -72,7 +52,7 @@ def html_path(config: pytest.Config) -> Path | None:
     return None
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def check_html_target(config: pytest.Config) -> None:
     """A usage error before anything runs: no report libraries, or a folder it cannot be
     written to (asked on the controller; the workers write no report)."""
     target = html_path(config)
@@ -163,17 +143,10 @@ def keep_layers(item: Any, layers: list[tuple[int, str, float]]) -> None:
         data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in layers]
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """The pictures go with the call's report: an attribute of plain data, which xdist's report
-    serialisation carries to the controller (as ``mlrepro_latency`` is carried)."""
-    report = yield
-    data = item.stash.get(_drift_key, None)
-    if call.when == "call" and data is not None:
-        setattr(report, REPORT_ATTRIBUTE, data)
-    return report
+def drift_of(item: pytest.Item) -> dict[str, Any] | None:
+    """The pictures :func:`collect_drift` kept for ``item``, for its call's report (an attribute
+    of plain data, which xdist's report serialisation carries to the controller)."""
+    return item.stash.get(_drift_key, None)
 
 
 def drift_row(report: pytest.TestReport) -> Row | None:
@@ -187,7 +160,7 @@ def drift_row(report: pytest.TestReport) -> Row | None:
 # --- the page at the end of the session ---------------------------------------------------------
 
 
-def write_html_report(session: pytest.Session, state: MlreproSession) -> None:
+def write_html_report(session: pytest.Session, state: RunState) -> None:
     """The report, when --mlrepro-html (or the ini key) asks for one (on the controller)."""
     path = html_path(session.config)
     if path is None:
@@ -277,7 +250,7 @@ def _golden_metrics(config: pytest.Config, row: Row) -> tuple[float | None, floa
     """The golden's top-1/top-5, read from the golden the row was compared with."""
     from .. import goldens as golden_store
     from ..errors import MlreproError
-    from ._items import settings_key
+    from ._base import settings_key
 
     shown = row.get("golden")
     verdict = str(row.get("verdict", ""))
@@ -301,7 +274,7 @@ def _sensitivity(
     from ..diagnosis import sensitivity_table_path
     from ..errors import MlreproError
     from ..report.html import SensitivityBar, SensitivityTable
-    from ._items import display_path, settings_key
+    from ._base import display_path, settings_key
 
     golden_dir = config.stash[settings_key].golden_dir
     tables, seen = [], set()
@@ -374,7 +347,7 @@ def _drift_sets(rows: list[Row], machine: str) -> dict[tuple[str, str], DriftSet
     return sets
 
 
-def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
+def session_view(config: pytest.Config, state: RunState) -> ReportView:
     """The report of this session: one matrix row per manifest × device, the charts, the
     drifted items' pictures."""
     from dataclasses import replace

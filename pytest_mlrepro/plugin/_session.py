@@ -1,137 +1,131 @@
-"""The plugin's state for one pytest run, and every report it makes.
+"""The top of the plugin's engine: the session object, one per pytest process, which every hook
+of the engine is a method of and delegates from (as syrupy's session does).
 
-One :class:`MlreproSession` per pytest process, kept in ``config.stash`` and registered with the
-plugin manager (as pytest's own junitxml and terminal reporter are): it gathers the items'
-results as their reports arrive, owns the golden store's audit and the terminal's stderr for the
-hard time limit, and writes the terminal sections and the output files at the end. The hook
-functions of the other plugin modules only read options, make items and delegate here.
+The entry point (:mod:`pytest_mlrepro.plugin`) registers this module with pytest when a run needs
+the engine (a manifest collected, an option of the plugin given); its :func:`pytest_configure`
+(a historic hook: pytest calls it for a plugin registered late too) reads and checks the settings
+and registers the :class:`MlreproSession`, as pytest's junitxml and terminal reporter are
+registered. The state the hooks build is in ``config.stash`` (:class:`~._base.RunState`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from dataclasses import dataclass, field
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..evaluation import PreprocessingShare
+from ..manifest import Manifest
+from ..report import audit_lines, latency_table, reference_lines, shard_lines, summary_table
+from ._accuracy import plan_preprocessing
+from ._base import (
+    check_outputs,
+    check_settings,
+    close_terminal_stderr,
+    default_timeout,
+    is_worker,
+    run_shard,
+    settings_from,
+    settings_key,
+    state_of,
+)
+from ._collect import collect_file, is_mlrepro_item, own_items
+from ._golden_audit import (
+    audit_findings,
+    gather_worker_audit,
+    mark_shared_goldens,
+    note_collected,
+    note_deselected,
+    refuse_shared_golden,
+    share_audit,
+)
+from ._html import check_html_target, drift_row, write_html_report
+from ._item import ManifestItem
+from ._latency import LatencyItem
+from ._outputs import write_benchmark_file, write_results_file
+from ._rows import latency_row, reference_row, results_row
+from ._shards import Gathering, emit, merged_report
+from ._time_limit import limited
+from ._xdist_lock import session_lock, use_lock
 
 if TYPE_CHECKING:
-    from _pytest.capture import CaptureManager
     from _pytest.terminal import TerminalReporter
 
-PROPERTY_PREFIX = "mlrepro."
-
-Row = dict[str, Any]
+SESSION_PLUGIN = "mlrepro-session"
 
 
-@dataclass
-class GoldenAudit:
-    """What this process collected: each manifest's golden, broken manifests, deselection; on
-    the controller, the audits of the xdist workers too."""
+def pytest_configure(config: pytest.Config) -> None:
+    """The settings read and checked (usage errors before anything runs), the session object
+    registered."""
+    config.stash[settings_key] = settings_from(config)
+    check_settings(config)
+    check_outputs(config)
+    check_html_target(config)
+    state_of(config).default_timeout = default_timeout(config)
+    session_of(config)
 
-    claims: dict[Path, tuple[str, Path | None, str]] = field(default_factory=dict)
-    """manifest file → (the path shown, its golden or None, the manifest's name)"""
-    broken: set[Path] = field(default_factory=set)
-    deselected: int = 0
-    from_workers: list[dict[str, Any]] = field(default_factory=list)
+
+def session_of(config: pytest.Config) -> MlreproSession:
+    """This process's session object: made and registered on first use."""
+    session = config.pluginmanager.get_plugin(SESSION_PLUGIN)
+    if not isinstance(session, MlreproSession) or session.config is not config:
+        session = MlreproSession(config)
+        config.pluginmanager.register(session, SESSION_PLUGIN)
+    return session
 
 
 class MlreproSession:
-    """The plugin's state and reports for one pytest process (see the module docstring)."""
+    """The engine's hooks for one pytest process (see the module docstring)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.results: list[Row] = []
-        """One row per accuracy, determinism or latency item: its ``mlrepro.*`` properties."""
-        self.latency: list[Row] = []
-        """One row per latency item: what the latency table and the benchmark file show."""
-        self.reference: list[Row] = []
-        """One row per item checked against a reference manifest."""
-        self.drift: list[Row] = []
-        """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
-        self.audit = GoldenAudit()
-        self.shards: Any = None
-        """The shard items' reports until their whole item's verdict (``_shards.Gathering``),
-        on the controller (or the one process) of a run with ``mlrepro_shards``."""
-        self.default_timeout = 0.0
-        """Seconds an item may run when its manifest sets no limit (0: none)."""
-        self._terminal_stderr: int | None = None
-        self.preprocessing: PreprocessingShare | None = None
-        """The preprocessing shared between the accuracy items of this process, planned once
-        they are collected (only when two of them can share)."""
+        self.state = state_of(config)
 
     @property
     def is_worker(self) -> bool:
-        """Whether this is an xdist worker (whose reports the controller gathers)."""
-        return hasattr(self.config, "workerinput")
+        return is_worker(self.config)
 
-    # --- the terminal's stderr, for the hard time limit -----------------------------------------
+    # --- collection ---------------------------------------------------------------------------
 
-    def terminal_stderr(self) -> int:
-        """A file descriptor of the terminal's stderr, duplicated the first time a time limit is
-        armed (not at import: most processes never arm one) and closed at unconfigure. pytest
-        captures file descriptor 2 while an item runs; the capture is suspended for the moment of
-        the duplication, so that a process ended by the hard limit says why on the terminal, not
-        into a capture buffer that dies with it."""
-        if self._terminal_stderr is None:
-            capture: CaptureManager | None = self.config.pluginmanager.get_plugin("capturemanager")
-            if capture is not None and not capture.is_globally_capturing():
-                capture = None
-            if capture is not None:
-                capture.suspend_global_capture(in_=False)
-            try:
-                self._terminal_stderr = os.dup(2)
-            except OSError:  # no stderr at all: the message goes wherever fd 2 goes then
-                self._terminal_stderr = 2
-            finally:
-                if capture is not None:
-                    capture.resume_global_capture()
-        return self._terminal_stderr
+    def collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector:
+        """A manifest's collector, for the entry point's ``pytest_collect_file``."""
+        return collect_file(file_path, parent)
 
-    # --- hooks --------------------------------------------------------------------------------
+    def pytest_mlrepro_make_items(
+        self, parent: pytest.File, manifest: Manifest, devices: list[str]
+    ) -> list[pytest.Item]:
+        """The plugin's own kinds: accuracy, latency and determinism items."""
+        return own_items(parent, manifest, devices)
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep each item's results; under xdist this runs on the controller for worker reports."""
-        from ._html import drift_row
-        from ._latency import latency_row
-        from ._reference import reference_row
-        from ._results import results_row
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        note_collected(item)
 
-        for rows, row in (
-            (self.results, results_row(report)),
-            (self.latency, latency_row(report)),
-            (self.reference, reference_row(report)),
-            (self.drift, drift_row(report)),
-        ):
-            if row is not None:
-                rows.append(row)
-        self._gather_shard(report)
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        note_deselected(items)
 
-    def _gather_shard(self, report: pytest.TestReport) -> None:
-        """A shard item's report: kept; once every shard of its whole item is in, the whole
-        item's merged report is sent to every reporter (on the controller, or the one process:
-        an xdist worker runs only some of the shards)."""
-        from ._shards import SPLIT_ATTR, Gathering, emit, merged_report
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        mark_shared_goldens(config, items)
+        use_lock(config, any(isinstance(i, LatencyItem) for i in items))
 
-        if self.is_worker or getattr(report, SPLIT_ATTR, None) is None:
-            return
-        if self.shards is None:
-            self.shards = Gathering()
-        complete = self.shards.add(report)
-        if complete is not None:
-            emit(self.config, merged_report(self.shards, complete))
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        plan_preprocessing(session.config, session.items)
 
-    def plan_preprocessing(self, items: list[pytest.Item], budget_bytes: int) -> None:
-        """Plan the preprocessing shared by the accuracy items that will run (``items``, the
-        deselected ones gone): only where two of them can share, and the budget allows any."""
-        uses = [use for item in items if (use := getattr(item, "preprocessing_use", None))]
-        if len(uses) > 1 and budget_bytes > 0:
-            self.preprocessing = PreprocessingShare(budget_bytes)
-            self.preprocessing.plan(uses)
+    def pytest_report_collectionfinish(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> str | None:
+        """Where goldens, data and cache are, after "collected N items", when manifests were
+        collected (a run without them shows nothing of the plugin). Under xdist the controller
+        collects nothing, so the line is not shown there."""
+        if not any(is_mlrepro_item(item) for item in items):
+            return None
+        s = config.stash[settings_key]
+        mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
+        return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+
+    # --- running --------------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -144,16 +138,83 @@ class MlreproSession:
         wholes.discard(None)
         session.testscollected += len(wholes)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        """Under xdist, in a session with latency items: every other item holds the session's
+        lock shared while it runs (a latency item takes it alone while it measures)."""
+        lock = session_lock(item.config)
+        if lock is None or isinstance(item, LatencyItem):
+            return (yield)
+        with lock.shared():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """An item whose golden another manifest claims too fails before it runs; an evaluating
+        item runs under its time limit."""
+        refuse_shared_golden(item)
+        with limited(item):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """The one report wrapper of the plugin: a skip points at the manifest, not at the plugin
+        line that raised it; the report gets the attributes the item exposes (per-sample results,
+        the whole item of a shard item, latency data, pictures: plain data, which xdist carries
+        from a worker to the controller with the report)."""
+        report = yield
+        if is_mlrepro_item(item) and report.skipped and isinstance(report.longrepr, tuple):
+            report.longrepr = (str(item.path), 1, report.longrepr[2])
+        if isinstance(item, ManifestItem):
+            for name, value in item.report_attributes(call.when).items():
+                setattr(report, name, value)
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep each item's results; under xdist this runs on the controller for worker reports."""
+        state = self.state
+        for rows, row in (
+            (state.results, results_row(report)),
+            (state.latency, latency_row(report)),
+            (state.reference, reference_row(report)),
+            (state.drift, drift_row(report)),
+        ):
+            if row is not None:
+                rows.append(row)
+        self._gather_shard(report)
+
+    def _gather_shard(self, report: pytest.TestReport) -> None:
+        """A shard item's report: kept; once every shard of its whole item is in, the whole
+        item's merged report is sent to every reporter (on the controller, or the one process:
+        an xdist worker runs only some of the shards)."""
+        if self.is_worker or getattr(report, "mlrepro_split", None) is None:
+            return
+        if self.state.shards is None:
+            self.state.shards = Gathering()
+        complete = self.state.shards.add(report)
+        if complete is not None:
+            emit(self.config, merged_report(self.state.shards, complete))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller side (xdist): gather each worker's audit."""
+        gather_worker_audit(node)
+
+    # --- the end ---------------------------------------------------------------------------------
+
     def _finish_shards(self, session: pytest.Session) -> None:
         """Whole items some of whose shard items never reported (deselected, stopped early,
         crashed): each fails, naming the missing shards (no verdict without all of them)."""
-        from ._shards import emit, merged_report
-
-        if self.is_worker or self.shards is None:
+        shards = self.state.shards
+        if self.is_worker or shards is None:
             return
-        pending = self.shards.pending()
+        pending = shards.pending()
         for nodeid in pending:
-            emit(self.config, merged_report(self.shards, nodeid))
+            emit(self.config, merged_report(shards, nodeid))
         if pending and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -163,19 +224,23 @@ class MlreproSession:
         """The plugin's terminal sections (on the xdist controller only)."""
         if self.is_worker:
             return
-        from ._golden_audit import audit_section
-        from ._latency import latency_table
-        from ._reference import summary_lines
-        from ._results import summary_section
-        from ._shards import summary_lines as shard_lines
-
+        state = self.state
+        accuracy = sorted(
+            (r for r in state.results if r.get("kind") != "latency"),
+            key=lambda r: (str(r.get("manifest")), str(r.get("device"))),
+        )
         sections: list[tuple[str, list[str]]] = [
-            ("mlrepro reference agreement", summary_lines(self.reference)),
-            ("mlrepro goldens", audit_section(config, self.audit)),
-            ("mlrepro latency", latency_table(self.latency) if self.latency else []),
+            ("mlrepro reference agreement", reference_lines(state.reference)),
+            ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
+            ("mlrepro latency", latency_table(state.latency) if state.latency else []),
             (
                 "mlrepro",
-                summary_section(self.results) + (shard_lines(config) if self.results else []),
+                (summary_table(accuracy) if accuracy else [])
+                + (
+                    shard_lines(run_shard(config), config.getoption("mlrepro_json"))
+                    if state.results
+                    else []
+                ),
             ),
         ]
         for title, lines in sections:
@@ -189,54 +254,13 @@ class MlreproSession:
         """The audit's share of this process (to the controller under xdist), then the output
         files: the benchmark file, the results file and the HTML report (on the controller
         only)."""
-        from ._golden_audit import share_audit
-        from ._html import write_html_report
-        from ._latency import write_benchmark_file
-        from ._results import write_results_file
-
-        share_audit(session, self.audit)
+        share_audit(session, self.state.audit)
         if self.is_worker:
             return
         self._finish_shards(session)
-        write_benchmark_file(session, self.latency)
-        write_results_file(session, self.results)
-        write_html_report(session, self)
+        write_benchmark_file(session, self.state.latency)
+        write_results_file(session, self.state.results)
+        write_html_report(session, self.state)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._terminal_stderr is not None and self._terminal_stderr != 2:
-            with contextlib.suppress(OSError):
-                os.close(self._terminal_stderr)
-        self._terminal_stderr = None
-
-
-def option_or_ini(config: pytest.Config, name: str) -> object:
-    """A setting from its command-line twin (dest ``name``) when given, else its ini key."""
-    given = config.getoption(name, default=None)
-    return config.getini(name) if given is None else given
-
-
-_session_key = pytest.StashKey[MlreproSession]()
-
-
-def session_of(config: pytest.Config) -> MlreproSession:
-    """This process's session object: made and registered on first use (whichever plugin module's
-    ``pytest_configure`` runs first)."""
-    session = config.stash.get(_session_key, None)
-    if session is None:
-        session = config.stash[_session_key] = MlreproSession(config)
-        config.pluginmanager.register(session, "mlrepro-session")
-    return session
-
-
-def report_output_error(session: pytest.Session, message: str) -> None:
-    """An output that could not be written at the end of the run: said in red, and the run's exit
-    status is non-zero (a run whose results were lost did not succeed)."""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"mlrepro: {message}", red=True, bold=True)
-    else:
-        import sys
-
-        print(f"mlrepro: {message}", file=sys.stderr)
-    if session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        close_terminal_stderr(config)

@@ -10,78 +10,16 @@ terminal, JUnit XML and the exit status see it as an item's result.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from ..data import MAX_SHARDS, Shard
-from ._session import PROPERTY_PREFIX, Row, option_or_ini
-
-SPLIT_ATTR = "mlrepro_split"
-"""A shard item's report attribute: which whole item it is a part of (see :class:`Split`)."""
-PER_SAMPLE_ATTR = "mlrepro_per_sample"
-"""An accuracy item's report attribute: its per-sample results (``results.Part`` as JSON). Kept
-out of the user properties, which JUnit XML writes out whole: a results file may hold them, a
-JUnit file of a 50,000-image data set should not."""
-
-
-def _setting(config: pytest.Config, name: str) -> str:
-    return str(option_or_ini(config, name)).strip()
-
-
-def run_shard(config: pytest.Config) -> Shard | None:
-    """The shard this run evaluates (``--mlrepro-shard I/N`` / ini ``mlrepro_shard``); None:
-    the whole data set. A bad value is a usage error."""
-    text = _setting(config, "mlrepro_shard")
-    if not text:
-        return None
-    try:
-        shard = Shard.parse(text)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--mlrepro-shard / mlrepro_shard: {exc}") from None
-    return None if shard.count == 1 else shard
-
-
-def item_shards(config: pytest.Config) -> int:
-    """How many shard items each accuracy item is split into (``--mlrepro-shards K`` / ini
-    ``mlrepro_shards``; 1: not split). Not split under ``--mlrepro-update`` (a golden is recorded
-    from every sample) nor when the run is one shard already (``--mlrepro-shard``)."""
-    text = _setting(config, "mlrepro_shards") or "1"
-    try:
-        count = int(text)
-    except ValueError:
-        raise pytest.UsageError(f"mlrepro_shards: expected a whole number, got {text!r}") from None
-    if count < 1:
-        raise pytest.UsageError(f"mlrepro_shards: must be at least 1, got {count}")
-    if count > MAX_SHARDS:
-        # Checked before any item is made: each shard is an item per device.
-        raise pytest.UsageError(
-            f"mlrepro_shards: at most {MAX_SHARDS} shard items per accuracy item, got {count}"
-        )
-    if config.getoption("mlrepro_update") or run_shard(config) is not None:
-        return 1
-    return count
-
-
-def check_shard_options(config: pytest.Config) -> None:
-    """Usage errors before anything runs: a bad shard, or an update of one shard."""
-    shard = run_shard(config)
-    item_shards(config)
-    if shard is not None and config.getoption("mlrepro_update"):
-        raise pytest.UsageError(
-            f"--mlrepro-update cannot record goldens from shard {shard} of the data: a golden "
-            "needs every sample. Run the update without --mlrepro-shard. Nothing was run."
-        )
-
-
-def machine_name(config: pytest.Config) -> str:
-    """The machine's name in the results file (``--mlrepro-machine`` / ini ``mlrepro_machine``;
-    default: the host name)."""
-    import platform
-
-    return _setting(config, "mlrepro_machine") or platform.node() or "unknown"
+from ..manifest import Tolerances
+from ..report import explain
+from ..results import Part, ShardMergeError, combine, merge_shards
+from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR, Row
+from ._rows import results_row
 
 
 @dataclass(frozen=True)
@@ -131,8 +69,6 @@ class Gathering:
 
 
 def _row(report: pytest.TestReport) -> Row:
-    from ._results import results_row
-
     split = Split.of(report)
     assert split is not None  # only shard items' reports are gathered
 
@@ -148,8 +84,6 @@ def _row(report: pytest.TestReport) -> Row:
 def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     """The whole item's report from its shards' reports (all of them, or those that arrived:
     then it fails naming the missing ones)."""
-    from ..results import Part, ShardMergeError, combine, merge_shards
-
     gathering.done.add(nodeid)
     split = gathering.splits[nodeid]
     reports = gathering.reports.get(nodeid, {})
@@ -175,9 +109,6 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
         )
         text = f"{where}: {len(failed)} of its {split.count} shard items failed:\n{named}"
     elif text is None and row["outcome"] == "failed":
-        from ..manifest import Tolerances
-        from ..report import explain
-
         tol = Tolerances(**row["tolerances"])
         parts = [Part.from_json(r["per_sample"]) for r in rows]
         comparison = combine(parts, tol)
@@ -247,36 +178,9 @@ def emit(config: pytest.Config, report: pytest.TestReport) -> None:
     config.hook.pytest_runtest_logreport(report=teardown)
 
 
-def shard_item_name(device: str, index: int, count: int) -> str:
-    return f"accuracy[{device}][shard{index}of{count}]"
-
-
-def summary_lines(config: pytest.Config) -> list[str]:
-    """What the terminal says of a run that is one shard (nothing otherwise)."""
-    shard = run_shard(config)
-    if shard is None:
-        return []
-    json_target = config.getoption("mlrepro_json")
-    keep = f" (this run's: {os.fspath(json_target)})" if json_target else ""
-    return [
-        f"this run is shard {shard} of every data set: its accuracy items compared their "
-        f"shard, their tolerance verdict is the merge's;",
-        f"`mlrepro merge` of the results files of all {shard.count} shards gives the "
-        f"verdict{keep} (write each with --mlrepro-json).",
-    ]
-
-
 __all__ = [
-    "PER_SAMPLE_ATTR",
-    "SPLIT_ATTR",
     "Gathering",
     "Split",
-    "check_shard_options",
     "emit",
-    "item_shards",
-    "machine_name",
     "merged_report",
-    "run_shard",
-    "shard_item_name",
-    "summary_lines",
 ]

@@ -1,10 +1,45 @@
-"""Text for people: failure explanations and the session summary table."""
+"""The presentation layer: what a person reads of a run. Failure explanations, the terminal's
+sections (summary, latency, reference agreement, golden audit, shards), the one aligned text
+table they share, and the HTML view (:mod:`.html`)."""
 
 from __future__ import annotations
 
+from ._accuracy import (
+    classes_changed,
+    data_changed,
+    golden_claimed,
+    golden_unreadable,
+    golden_written,
+    no_golden,
+    reference_disagreement_record,
+    reference_refused_record,
+    with_reference,
+)
+from ._latency import explain_latency, fmt_ms, latency_outcome_text
+from ._reference import explain_reference
 from ._tables import explain, summary_table
+from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
+from ._text import aligned
 
 __all__ = [
+    "aligned",
+    "audit_lines",
+    "classes_changed",
+    "data_changed",
     "explain",
+    "explain_latency",
+    "explain_reference",
+    "fmt_ms",
+    "golden_claimed",
+    "golden_unreadable",
+    "golden_written",
+    "latency_outcome_text",
+    "latency_table",
+    "no_golden",
+    "reference_disagreement_record",
+    "reference_lines",
+    "reference_refused_record",
+    "shard_lines",
     "summary_table",
+    "with_reference",
 ]

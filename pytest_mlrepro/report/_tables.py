@@ -1,4 +1,5 @@
-"""Text for people: failure explanations and the session summary table."""
+"""A drift in words (golden vs now, the levels outside tolerance, the samples that changed), and
+the session's summary table."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..goldens import Comparison
+from ._text import aligned
 
 _LEVEL_NAMES = {
     "samples": "sample set",
@@ -70,15 +72,8 @@ def explain(
             f"≤{tol.score:g}",
         ),
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for i, row in enumerate(rows):
-        mark = ""
-        if i > 0:
-            key = ["top1", "top5", "agreement", "score"][i - 1]
-            mark = "  ✗" if key in failed else ""
-        lines.append(
-            "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() + mark
-        )
+    levels = ["", "top1", "top5", "agreement", "score"]
+    lines += aligned(rows, indent="  ", marks=["  ✗" if k and k in failed else "" for k in levels])
     if c.missing or c.extra:
         lines.append("")
         lines.append(
@@ -128,8 +123,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 str(r.get("verdict", "")),
             )
         )
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    return aligned(table)
 
 
 def _fmt(value: Any, digits: int = 2) -> str:

@@ -32,9 +32,7 @@ _ORT_TYPES = {
 }
 
 
-def _session(
-    manifest: Manifest, model: VerifiedFile, options: Any, providers: list[Any]
-) -> Any:
+def _session(manifest: Manifest, model: VerifiedFile, options: Any, providers: list[Any]) -> Any:
     """An inference session on the verified copy; a file ORT cannot load is named as such."""
     try:
         return ort.InferenceSession(str(model.local), options, providers=providers)
@@ -154,8 +152,7 @@ class OnnxRunner:
             raise SignatureError(
                 manifest.error(
                     ("postprocess", "output"),
-                    f"the model's outputs are {list(outputs)}, postprocess.output names "
-                    f"{wanted!r}",
+                    f"the model's outputs are {list(outputs)}, postprocess.output names {wanted!r}",
                 ).format()
             )
         # The class count the model declares, checked before any image is decoded.

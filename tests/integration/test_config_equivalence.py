@@ -17,7 +17,7 @@ import pytest
 
 from pytest_mlrepro import Settings
 from pytest_mlrepro.cli import _main as cli
-from pytest_mlrepro.plugin._items import counterfactual_samples, fingerprint_samples, settings_key
+from pytest_mlrepro.plugin._base import counterfactual_samples, fingerprint_samples, settings_key
 
 MANIFEST = "manifests/m.yaml"
 PYTEST_9 = int(pytest.__version__.split(".")[0]) >= 9

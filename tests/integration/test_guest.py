@@ -1,7 +1,7 @@
 """A good guest (issue 12): installed in an environment, the plugin keeps quiet in projects that do
 not use it, and behaves in those that do.
 
-* YAML under ``manifests/`` is claimed only when its top level has manifest keys (recognize.py):
+* YAML under ``manifests/`` is claimed only when its top level has manifest keys (_recognize.py):
   Kubernetes YAML is never collected, a misspelt real manifest still fails with file:line.
 * No header line, no golden audit where no manifest was collected.
 * Markers select items by kind, framework and device; ``--strict-markers`` stays clean.
@@ -235,9 +235,27 @@ def test_without_fcntl_pytest_still_runs_with_the_plugin_installed(
     result = pytester.run(sys.executable, "-c", code, timeout=120)
     assert result.ret == 0, result.outlines + result.errlines
     result.stdout.fnmatch_lines(["1 passed*"])
-    from pytest_mlrepro import _files
 
-    assert "POSIX" in _files.POSIX_ONLY  # what an item that needs a lock fails with there
+
+def test_without_fcntl_a_lock_fails_with_a_clear_message(pytester: pytest.Pytester) -> None:
+    """What an item that needs a lock (a cache, a golden, the xdist latency lock) fails with on
+    a platform without fcntl: the package's own error, naming the platform, not an ImportError."""
+    code = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "from pytest_mlrepro import MlreproError\n"
+        "from pytest_mlrepro._files import file_lock\n"
+        "try:\n"
+        "    with file_lock(__import__('pathlib').Path('x.lock')):\n"
+        "        print('locked')\n"
+        "except MlreproError as exc:\n"
+        "    print(f'refused: {exc}')\n"
+    )
+    result = pytester.run(sys.executable, "-c", code, timeout=60)
+    assert result.ret == 0, result.outlines + result.errlines
+    result.stdout.fnmatch_lines(
+        [f"refused: pytest-mlrepro runs on POSIX systems only*fcntl*platform ({sys.platform})*"]
+    )
+    assert not (pytester.path / "x.lock").exists()
 
 
 # --- the public API ---------------------------------------------------------------------------
@@ -294,14 +312,25 @@ def test_a_custom_step_needs_only_public_names(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(
         test_step="""
         import pytest
-        from pytest_mlrepro import ManifestError
-        from pytest_mlrepro.manifest._spec import parse_manifest
+        from pytest_mlrepro import ManifestError, load_manifest
 
-        def test_refused():
-            data = {"inputs": [{"name": "x", "layout": "NCHW", "preprocess": [
-                {"decode": {}}, {"posterize": {"bits": 9}}]}]}
-            with pytest.raises(ManifestError, match="posterize.bits: must be between 1 and 8"):
-                parse_manifest(data, "m.yaml", {})
+        MANIFEST = (
+            "inputs:\\n"
+            "  - name: x\\n"
+            "    layout: NCHW\\n"
+            "    preprocess:\\n"
+            "      - decode: {}\\n"
+            "      - posterize: {bits: 9}\\n"
+        )
+
+        def test_refused(tmp_path):
+            path = tmp_path / "m.yaml"
+            path.write_text(MANIFEST)
+            with pytest.raises(ManifestError) as refused:
+                load_manifest(path)
+            assert refused.value.field.endswith("posterize.bits"), refused.value.field
+            assert "must be between 1 and 8" in str(refused.value)
+            assert refused.value.line == 6
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")

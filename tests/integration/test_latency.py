@@ -28,10 +28,12 @@ from pytest_mlrepro import fingerprint
 from pytest_mlrepro._yaml import load_yaml
 from pytest_mlrepro.errors import GoldenError, ManifestError
 from pytest_mlrepro.fingerprint import hardware_key
+from pytest_mlrepro.goldens import _latency_store as latency_goldens
 from pytest_mlrepro.latency import _benchjson as benchjson
 from pytest_mlrepro.latency import _measure as lat
 from pytest_mlrepro.latency._timing import Measurement
 from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
+from pytest_mlrepro.report import explain_latency
 from pytest_mlrepro.runners import installed_version
 from pytest_mlrepro.settings import Settings
 
@@ -210,7 +212,7 @@ def record(store: tuple[Settings, Manifest], key, batch: int, a: lat.Attempt) ->
     assert m.latency is not None
     settings_now = {"framework_version": key.fields["framework_version"], "intra_op_threads": 2}
     entry = lat.entry_for(a, settings_now, m.latency, batch)
-    return lat.record(settings, m, key, batch, entry, settings_now)
+    return latency_goldens.record(settings, m, key, batch, entry, settings_now)
 
 
 def test_goldens_are_kept_per_key_and_a_second_key_leaves_the_first_alone(store) -> None:
@@ -223,21 +225,23 @@ def test_goldens_are_kept_per_key_and_a_second_key_leaves_the_first_alone(store)
     before = path_a.read_bytes()
     path_b = record(store, key_b, 1, attempt(17.0))
     assert path_b != path_a and path_a.read_bytes() == before
-    data = lat.read_golden(path_a)
+    data = latency_goldens.read_golden(path_a)
     assert data is not None and sorted(data["batches"]) == ["1", "8"]
     assert data["key"] == key_a.fields and data["slug"] == key_a.slug
-    own_a = lat.find_baseline(settings, m, key_a, 1)
-    own_b = lat.find_baseline(settings, m, key_b, 1)
+    own_a = latency_goldens.find_baseline(settings, m, key_a, 1)
+    own_b = latency_goldens.find_baseline(settings, m, key_b, 1)
     assert own_a is not None and own_a.exact and own_a.path == path_a
     assert own_b is not None and own_b.exact and own_b.path == path_b
     assert np.median(own_a.measurements["model"].samples) == pytest.approx(0.010, rel=0.02)
     assert np.median(own_b.measurements["model"].samples) == pytest.approx(0.017, rel=0.02)
     # No file for this key: the same machine's golden with the fewest differences stands in.
     key_c = hardware_key("cpu", "onnxruntime", "1.20.0", 1, 1)
-    nearest = lat.find_baseline(settings, m, key_c, 1)
+    nearest = latency_goldens.find_baseline(settings, m, key_c, 1)
     assert nearest is not None and not nearest.exact and nearest.path == path_b
-    assert lat.find_baseline(settings, m, key_c, 8) is not None  # only key A has batch 8
-    assert lat.find_baseline(settings, m, key_c, 4) is None
+    assert (
+        latency_goldens.find_baseline(settings, m, key_c, 8) is not None
+    )  # only key A has batch 8
+    assert latency_goldens.find_baseline(settings, m, key_c, 4) is None
 
 
 def test_another_machines_golden_is_never_a_baseline(
@@ -247,7 +251,9 @@ def test_another_machines_golden_is_never_a_baseline(
     record(store, hardware_key("cpu", "onnxruntime", "1.20.0", None, None), 1, attempt(10.0))
     monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Some Other CPU 9000")
     assert (
-        lat.find_baseline(settings, m, hardware_key("cpu", "onnxruntime", "1.20.0", None, None), 1)
+        latency_goldens.find_baseline(
+            settings, m, hardware_key("cpu", "onnxruntime", "1.20.0", None, None), 1
+        )
         is None
     )
 
@@ -256,7 +262,7 @@ def test_golden_file_is_reviewable_json_with_one_line_per_sample_list(store) -> 
     key = hardware_key("cpu", "onnxruntime", "1.20.0", None, None)
     text = record(store, key, 1, attempt(10.0)).read_text()
     data = json.loads(text)
-    assert text == lat.dumps(data)  # stable: sorted keys, re-serialises identically
+    assert text == latency_goldens.dumps(data)  # stable: sorted keys, re-serialises identically
     sample_lines = [line for line in text.splitlines() if '"samples_ms": [' in line]
     assert len(sample_lines) == 3 and all(
         line.rstrip().endswith(("],", "]")) for line in sample_lines
@@ -272,20 +278,20 @@ def test_invalid_own_golden_is_an_error_and_other_keys_invalid_files_are_skipped
     settings, m = store
     key = hardware_key("cpu", "onnxruntime", "1.20.0", None, None)
     other = hardware_key("cpu", "onnxruntime", "1.20.0", 3, None)
-    own = lat.golden_file(settings, m, key)
+    own = latency_goldens.golden_file(settings, m, key)
     own.parent.mkdir(parents=True)
-    lat.golden_file(settings, m, other).write_text("{not json")
-    assert lat.find_baseline(settings, m, key, 1) is None
+    latency_goldens.golden_file(settings, m, other).write_text("{not json")
+    assert latency_goldens.find_baseline(settings, m, key, 1) is None
     own.write_text('{"format": 1, "kind": "latency", "key": {}, "batches": {"1": {}}}')
     with pytest.raises(GoldenError, match="not a valid latency golden"):
-        lat.find_baseline(settings, m, key, 1)
+        latency_goldens.find_baseline(settings, m, key, 1)
 
 
 def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judged(store) -> None:
     settings, m = store
     key = hardware_key("cpu", "onnxruntime", "1.20.0", None, None)
     record(store, key, 1, attempt(10.0))
-    baseline = lat.find_baseline(settings, m, key, 1)
+    baseline = latency_goldens.find_baseline(settings, m, key, 1)
     assert baseline is not None
     tol = {"p50": 1.25}
     same = lat.assess(attempt(10.0, seed=20), baseline, tol, 0.25)
@@ -322,7 +328,7 @@ def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judge
     judged = lat.assess(other_ref, baseline, tol, 0.25)
     assert not judged.normalised and judged.verdict == "regression"
     assert judged.judgements["model"][0].normalised is None
-    text = lat.explain(
+    text = explain_latency(
         slow, baseline, {"intra_op_threads": ("default", 1)}, 3, "g.json", "CMD", 0.25
     )
     assert text.startswith("latency regression: p50 beyond the tolerance in every one of 3")
@@ -783,8 +789,8 @@ def test_the_baseline_pools_the_reference_of_every_batch_size_recorded(store) ->
     key = hardware_key("cpu", "onnxruntime", "1.20.0", None, None)
     record(store, key, 1, attempt(10.0, ref_ms=2.0, seed=1))
     record(store, key, 8, attempt(10.0, ref_ms=3.0, seed=2))
-    one = lat.find_baseline(settings, m, key, 1)
-    eight = lat.find_baseline(settings, m, key, 8)
+    one = latency_goldens.find_baseline(settings, m, key, 1)
+    eight = latency_goldens.find_baseline(settings, m, key, 8)
     assert one is not None and eight is not None
     assert one.reference_samples.size == eight.reference_samples.size == 80
     assert np.median(one.reference_samples) == pytest.approx(2.5e-3, rel=0.1)

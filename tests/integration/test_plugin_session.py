@@ -56,17 +56,21 @@ def test_the_item_kind_hook_is_documented(pytester: pytest.Pytester) -> None:
 
 
 def test_one_session_object_owns_the_state(pytester: pytest.Pytester) -> None:
-    """The session object is registered with the plugin manager, once per pytest run; runs in
-    one process do not share it (no module-level state)."""
+    """The session object is registered with the plugin manager, once per pytest run that loads
+    the engine (here: an option of the plugin given); runs in one process do not share it, nor
+    the run's state (no module-level state)."""
+    from pytest_mlrepro.plugin._base import state_of
     from pytest_mlrepro.plugin._session import MlreproSession, session_of
 
-    first = pytester.parseconfigure()
-    second = pytester.parseconfigure()
+    first = pytester.parseconfigure("--mlrepro-strict")
+    second = pytester.parseconfigure("--mlrepro-strict")
     session = first.pluginmanager.get_plugin("mlrepro-session")
     assert isinstance(session, MlreproSession)
     assert session_of(first) is session
     assert session_of(second) is not session
-    assert session.results == [] and session.latency == [] and session.reference == []
+    assert state_of(first) is not state_of(second)
+    state = state_of(first)
+    assert state.results == [] and state.latency == [] and state.reference == []
 
 
 def test_importing_the_plugin_opens_no_file_descriptor() -> None:
@@ -77,8 +81,7 @@ def test_importing_the_plugin_opens_no_file_descriptor() -> None:
         "before = set(os.listdir('/proc/self/fd'))\n"
         "import importlib\n"
         "import pytest_mlrepro.plugin as plugin\n"
-        "for name in plugin.pytest_plugins:  # what pytest registers with it\n"
-        "    importlib.import_module(name)\n"
+        "importlib.import_module(plugin.ENGINE)  # what it registers when a run needs it\n"
         "after = set(os.listdir('/proc/self/fd'))\n"
         "print(len(after - before))\n"
     )

@@ -21,6 +21,7 @@ from pytest_mlrepro.goldens._reference import (
     resolve_reference,
 )
 from pytest_mlrepro.manifest._spec import Reference, load_manifest
+from pytest_mlrepro.report import explain_reference
 from pytest_mlrepro.settings import Settings
 
 
@@ -61,7 +62,7 @@ def test_one_flipped_sample_fails_agreement_and_names_it() -> None:
     check = check_of(now, Reference("ref", agreement=0.9, score=1.0, top1=0.99))
     assert check.agreement == 0.75 and check.failures == ["agreement"]
     assert check.top1_ratio == pytest.approx(100 / 75)
-    text = check.explain(["cat", "dog", "fish"])
+    text = explain_reference(check, ["cat", "dog", "fish"])
     assert "disagrees with its reference 'ref' (golden/ref.json): top-1 agreement" in text
     assert "d: reference 0 cat (0.6) → 1 dog (0.6)" in text
     assert "1/4 differ" in text

@@ -1,4 +1,4 @@
-"""Which YAML files are manifests (manifest/_recognize.py): every real manifest whatever its YAML
+"""Which YAML files are manifests (_recognize.py): every real manifest whatever its YAML
 style or encoding, and no Hydra, DVC, Kubernetes, Hugging Face card, MLflow or Kubeflow file."""
 
 from __future__ import annotations

@@ -39,17 +39,16 @@ always does, whatever its style, and most foreign YAML is then left after a subs
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .._files import FileTooLarge, read_bounded
-from .._yaml import MAX_BYTES, decode, load_yaml
-from ..errors import ManifestError
-from ._spec import FRAMEWORKS
+from ._files import FileTooLarge, read_bounded
+from ._names import FRAMEWORKS, matches_patterns
+from ._yaml import MAX_BYTES, decode, load_yaml
+from .errors import ManifestError
 
 PEEK_BYTES = 64 * 1024
 """How much of an unparseable candidate the text fallback reads (top-level keys come early)."""
@@ -138,18 +137,6 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
     except ManifestError:
         return has_manifest_keys(text[:PEEK_BYTES].encode("utf-8", "replace"))
     return has_manifest_shape(data)
-
-
-def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
-    """Whether ``path`` is a ``.yaml``/``.yml`` file named by one of the glob ``patterns``
-    (relative to ``root``)."""
-    if path.suffix not in (".yaml", ".yml"):
-        return False
-    try:
-        relative = path.relative_to(root).as_posix()
-    except ValueError:
-        relative = path.as_posix()
-    return any(fnmatch.fnmatch(relative, str(p)) for p in patterns)
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:

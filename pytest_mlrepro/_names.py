@@ -1,0 +1,39 @@
+"""What a manifest may name (frameworks, devices) and where manifests may be (path patterns).
+
+Kept apart from :mod:`pytest_mlrepro.manifest` because the pytest entry point
+(:mod:`pytest_mlrepro.plugin`) needs them in every pytest run of an environment the plugin is
+installed in: it registers a marker per framework and device, and tells a file that may be a
+manifest from one that cannot be, without importing the core (numpy, the manifest parser).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from pathlib import Path
+
+FRAMEWORKS = ("onnxruntime", "torch", "tensorflow", "tflite")
+DEVICES = ("cpu", "cuda")
+
+DEFAULT_PATTERNS = (
+    "manifests/*.yaml",
+    "manifests/*.yml",
+    "*/manifests/*.yaml",
+    "*/manifests/*.yml",
+)
+"""The ini key ``mlrepro_manifests``'s default: where a project keeps its manifests."""
+
+
+def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
+    """Whether ``path`` is a ``.yaml``/``.yml`` file named by one of the glob ``patterns``
+    (relative to ``root``)."""
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        relative = path.relative_to(root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    return any(fnmatch.fnmatch(relative, str(p)) for p in patterns)
+
+
+__all__ = ["DEFAULT_PATTERNS", "DEVICES", "FRAMEWORKS", "matches_patterns"]

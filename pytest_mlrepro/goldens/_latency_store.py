@@ -1,0 +1,240 @@
+"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file per
+hardware key (machine, device, framework and version, thread settings), each holding one entry per
+batch size; read, validated, chosen as the baseline of a measurement, and written (beside the
+accuracy goldens' store, :mod:`._store`).
+
+A key without a golden is compared with the golden of the same machine and device with the fewest
+differing settings, if there is one (:func:`find_baseline`): a thread count or a framework upgrade
+that slows the model down is a regression, reported with what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._files import atomic_write_bytes, file_lock
+from ..errors import GoldenError
+from ..fingerprint import HardwareKey, environment
+from ..manifest import Manifest
+from ..settings import Settings
+from ._store import read_json
+
+FORMAT = 1
+"""The latency golden's format."""
+
+
+def latency_dir(settings: Settings, manifest: Manifest) -> Path:
+    return settings.golden_dir / "latency" / manifest.name
+
+
+def golden_file(settings: Settings, manifest: Manifest, key: HardwareKey) -> Path:
+    """Where the latency golden of ``manifest`` for hardware ``key`` lives."""
+    return latency_dir(settings, manifest) / f"{key.slug}.json"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A recorded distribution: full-sample statistics and a sketch of the samples (seconds)."""
+
+    stats: dict[str, float]  # seconds (rounds as a float)
+    samples: np.ndarray
+
+    def get(self, statistic: str) -> float:
+        return float(self.stats[statistic])
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A golden entry to compare with: one batch size of one hardware key's file."""
+
+    path: Path
+    slug: str
+    key: dict[str, Any]
+    exact: bool  # recorded for this very key (else: the same machine, other settings)
+    recorded: str
+    settings: dict[str, Any]
+    contention: float | None
+    reference: dict[str, Any]
+    reference_samples: np.ndarray
+    measurements: dict[str, Distribution]
+    entry: dict[str, Any]
+
+
+def _distribution(raw: Mapping[str, Any], where: str) -> Distribution:
+    stats = raw["stats"]
+    samples = raw["samples_ms"]
+    if not isinstance(stats, dict) or not isinstance(samples, list) or not samples:
+        raise ValueError(f"{where}: expected 'stats' and a non-empty 'samples_ms'")
+    seconds = {
+        k: float(v) * (1 if k in ("rounds", "iqr_outliers", "stddev_outliers") else 1e-3)
+        for k, v in stats.items()
+    }
+    values = np.asarray([float(v) for v in samples]) * 1e-3
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError(f"{where}: samples must be finite and non-negative")
+    return Distribution(stats=seconds, samples=values)
+
+
+def read_golden(path: Path) -> dict[str, Any] | None:
+    """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
+    is not a latency golden."""
+    data = read_json(path, "latency golden")
+    if data is None:
+        return None
+    try:
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != FORMAT
+            or data.get("kind") != ("latency")
+        ):
+            raise ValueError(f'expected a mapping with "format": {FORMAT}, "kind": "latency"')
+        if not isinstance(data["key"], dict) or not isinstance(data["batches"], dict):
+            raise ValueError("'key' and 'batches' must be mappings")
+        for batch, entry in data["batches"].items():
+            int(batch)
+            for name, raw in entry["measurements"].items():
+                _distribution(raw, f"batch {batch} {name}")
+            _distribution(entry["reference"], f"batch {batch} reference")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise GoldenError(
+            f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
+            "record it again with --mlrepro-update"
+        ) from None
+    return data
+
+
+def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:
+    entry = data["batches"][str(batch)]
+    workload = entry["reference"].get("workload", {})
+    # Every batch size's reference in the file: they were measured on the same machine in the
+    # same recording session, and one short measurement alone can be a lucky one (seen here: 7.8
+    # against 12.4 ms p50 between two batch sizes recorded a minute apart on an idle machine),
+    # which would then excuse a real slowdown as "the machine is slower now".
+    pooled = [
+        _distribution(other["reference"], "reference").samples
+        for other in data["batches"].values()
+        if other["reference"].get("workload", {}) == workload
+    ]
+    return Baseline(
+        path=path,
+        slug=str(data.get("slug", path.stem)),
+        key=data["key"],
+        exact=exact,
+        recorded=str(entry.get("recorded", "")),
+        settings=dict(entry.get("settings", {})),
+        contention=entry.get("contention"),
+        reference=dict(workload),
+        reference_samples=np.concatenate(pooled),
+        measurements={
+            name: _distribution(raw, name) for name, raw in entry["measurements"].items()
+        },
+        entry=entry,
+    )
+
+
+def find_baseline(
+    settings: Settings, manifest: Manifest, key: HardwareKey, batch: int
+) -> Baseline | None:
+    """The golden to compare with: this key's entry for ``batch``; else, among the goldens of the
+    same machine and device, the one with the fewest differing key fields (the latest recorded on
+    a tie). GoldenError if this key's own file is invalid; invalid files of other keys are left
+    to their own machines."""
+    own = golden_file(settings, manifest, key)
+    data = read_golden(own)
+    if data is not None and str(batch) in data["batches"]:
+        return _baseline(own, data, batch, exact=True)
+    candidates: list[tuple[int, str, Path, dict[str, Any]]] = []
+    folder = latency_dir(settings, manifest)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path == own:
+            continue
+        try:
+            other = read_golden(path)
+        except GoldenError:
+            continue
+        if other is None or str(batch) not in other["batches"]:
+            continue
+        if not key.same_hardware(other["key"]):
+            continue
+        recorded = str(other["batches"][str(batch)].get("recorded", ""))
+        candidates.append((len(key.differences(other["key"])), recorded, path, other))
+    if not candidates:
+        return None
+    candidates.sort(key=lambda c: (c[0], _reverse(c[1]), str(c[2])))
+    _, _, path, other = candidates[0]
+    return _baseline(path, other, batch, exact=False)
+
+
+def _reverse(text: str) -> tuple[int, ...]:
+    """Sort key putting later ISO timestamps first."""
+    return tuple(-ord(c) for c in text)
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """Reviewable JSON: sorted keys, two-space indent, each sample list on one line."""
+    lists: dict[str, list[float]] = {}
+
+    def hide(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            out = {}
+            for k, v in obj.items():
+                if k == "samples_ms" and isinstance(v, list):
+                    token = f"@samples{len(lists)}@"
+                    lists[token] = v
+                    out[k] = token
+                else:
+                    out[k] = hide(v)
+            return out
+        if isinstance(obj, list):
+            return [hide(v) for v in obj]
+        return obj
+
+    text = json.dumps(hide(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    for token, values in lists.items():
+        text = text.replace(f'"{token}"', json.dumps(values, allow_nan=False), 1)
+    return text + "\n"
+
+
+def _lock_path(settings: Settings, path: Path) -> Path:
+    # Next to the cache, not in golden/: a lock file must never end up committed.
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    return settings.cache_dir / "locks" / f"latency-{digest}.lock"
+
+
+def record(
+    settings: Settings,
+    manifest: Manifest,
+    key: HardwareKey,
+    batch: int,
+    entry: dict[str, Any],
+    runner_info: dict[str, Any],
+) -> Path:
+    """Write (or replace) ``batch``'s entry in this key's golden; the other entries, and every
+    other key's file, stay as they are. Read-modify-write under a lock between processes, the
+    file replaced atomically."""
+    path = golden_file(settings, manifest, key)
+    with file_lock(_lock_path(settings, path)):
+        try:
+            data = read_golden(path)
+        except GoldenError:
+            data = None  # only --mlrepro-update gets here: it replaces a broken file
+        if data is None:
+            data = {"format": FORMAT, "kind": "latency", "batches": {}}
+        data.update(
+            name=manifest.name,
+            key=key.fields,
+            slug=key.slug,
+            environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
+        )
+        data["batches"][str(batch)] = entry
+        atomic_write_bytes(
+            path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
+        )
+    return path

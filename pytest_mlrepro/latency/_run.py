@@ -1,0 +1,445 @@
+"""One latency check from start to verdict, as a latency item runs it: the framework and the
+hardware key, the baseline golden, the model prepared, the attempts measured (alone in the
+session: ``exclusive``), the verdict decided (:func:`latency_decision`) and the golden recorded
+when the decision says so.
+
+No pytest and no wording here: :func:`run_latency` returns a :class:`LatencyOutcome` (the
+item's properties, the row of the latency table and the benchmark file, and how the item ends,
+with the facts its text needs); ``report.latency_outcome_text`` words it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import goldens as golden_store
+from ..data import resolve_dataset
+from ..errors import GoldenError, MlreproError, OutputError, Unavailable
+from ..fingerprint import HardwareKey
+from ..manifest import Manifest
+from ..runners import check_framework
+from ..settings import Settings
+from ._benchjson import benchmark_entry
+from ._decisions import golden_outpaced, latency_decision, latency_golden_stale, stale_golden
+from ._measure import (
+    Assessment,
+    Attempt,
+    assess,
+    changed_settings,
+    conclude,
+    decided_by,
+    entry_for,
+    key_for,
+    measure_attempt,
+    ms,
+    prepare,
+    primary_measurement,
+    settings_of,
+    stop_rule,
+    with_threads,
+)
+from ._timing import ReferenceWorkload, summarize
+
+Reason = Literal[
+    "measured",  # passed, or a golden recorded
+    "unavailable",  # a framework, data set or device missing (``message``)
+    "golden invalid",  # this key's golden cannot be read (``message``)
+    "no golden",  # nothing to compare with, and no update asked (``key``, ``golden_file``)
+    "error",  # the model or its data could not be prepared, or the golden written (``message``)
+    "busy",  # nothing recorded: the machine was busy in every attempt (``least_contention``)
+    "regression",  # slower than the golden allows in every attempt (``assessment``...)
+    "contended",  # slower, but the machine was busy: not judged (``assessment``...)
+]
+
+
+@dataclass(frozen=True)
+class LatencyRequest:
+    """What one latency item asks: its manifest, device and batch, the run's settings, and how
+    the item names things (its node, paths as shown, the command that re-records it)."""
+
+    manifest: Manifest
+    device: str
+    batch: int
+    settings: Settings
+    update: bool
+    threads: tuple[int | None, int | None]
+    max_contention: float
+    name: str  # the item's name and node id: the benchmark entries' names
+    nodeid: str
+    update_cmd: str
+    shown: Callable[[Path], str]  # a path as the run shows it
+    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+
+
+@dataclass
+class LatencyOutcome:
+    """How a latency item ends (``end``: pass, skip, fail), why (``reason``, ``verdict``), its
+    properties in order, its row, and the facts the text of a skip or failure needs."""
+
+    end: Literal["pass", "skip", "fail"] = "pass"
+    reason: Reason = "measured"
+    verdict: str = ""
+    strict_fails: bool = True  # a skip fails under --mlrepro-strict
+    properties: list[tuple[str, Any]] = field(default_factory=list)
+    row: dict[str, Any] | None = None
+    message: str = ""
+    max_contention: float = 0.0
+    golden_shown: str = ""
+    key: dict[str, Any] | None = None
+    golden_file: str = ""
+    least_contention: float = 0.0
+    assessment: Assessment | None = None
+    baseline: golden_store.LatencyBaseline | None = None
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    assessments: int = 0
+
+
+class _Ended(Exception):
+    """The check ended early (the outcome says how)."""
+
+
+def run_latency(request: LatencyRequest) -> LatencyOutcome:
+    """The latency check of one item (module docstring)."""
+    run = _Run(request)
+    with contextlib.suppress(_Ended):
+        run.run()
+    return run.outcome
+
+
+class _Run:
+    def __init__(self, request: LatencyRequest) -> None:
+        self.r = request
+        self.outcome = LatencyOutcome(max_contention=request.max_contention)
+
+    def add(self, key: str, value: Any) -> None:
+        self.outcome.properties.append((key, value))
+
+    def _row_base(self) -> dict[str, Any]:
+        return {"manifest": self.r.manifest.name, "device": self.r.device, "batch": self.r.batch}
+
+    def _verdict(self, verdict: str) -> None:
+        self.add("verdict", verdict)
+        self.outcome.verdict = verdict
+        if self.outcome.row is not None:
+            self.outcome.row["verdict"] = verdict
+
+    def _end(
+        self,
+        end: Literal["skip", "fail"],
+        reason: Reason,
+        verdict: str,
+        *,
+        strict_fails: bool = True,
+        decided: str | None = None,
+        **facts: Any,
+    ) -> _Ended:
+        """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
+        failure, with its verdict in the properties and the row."""
+        if end == "skip" or self.outcome.row is not None:
+            self.outcome.row = {**(self.outcome.row or self._row_base()), "verdict": verdict}
+        self.add("verdict", verdict)
+        if decided is not None:
+            self.add("decided_by", decided)
+            assert self.outcome.row is not None
+            self.outcome.row["decided_by"] = decided
+        self.outcome.verdict = verdict
+        self.outcome.end, self.outcome.reason, self.outcome.strict_fails = end, reason, strict_fails
+        for name, value in facts.items():
+            setattr(self.outcome, name, value)
+        return _Ended()
+
+    def run(self) -> None:
+        r = self.r
+        block = r.manifest.latency
+        assert block is not None
+        m = with_threads(r.manifest, *r.threads)
+        limit = r.max_contention
+        for name, value in (
+            ("kind", "latency"),
+            ("manifest", m.name),
+            ("device", r.device),
+            ("batch", r.batch),
+            ("framework", m.framework.name),
+        ):
+            self.add(name, value)
+        for name, value in r.identity:
+            self.add(name, value)
+        self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
+        self.add("inter_op_threads", m.runtime.inter_op_threads or "default")
+        try:
+            version = check_framework(m)
+        except Unavailable as exc:
+            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+        self.add("framework_version", version)
+        key = key_for(m, r.device, version)
+        self.add("hardware_key", key.fields)
+        self.add("hardware_slug", key.slug)
+        try:
+            baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
+        except GoldenError as exc:
+            if not r.update:
+                self.add("verdict", "error")
+                self.outcome.verdict = "error"
+                self.outcome.end, self.outcome.reason = "fail", "golden invalid"
+                self.outcome.message = str(exc)
+                raise _Ended() from None
+            baseline = None
+        if baseline is None and not r.update:
+            raise self._end(
+                "skip",
+                "no golden",
+                "no golden",
+                decided="not compared: no latency golden for this machine and settings",
+                key=key.fields,
+                golden_file=r.shown(golden_store.latency_golden_file(r.settings, m, key)),
+            )
+        try:
+            dataset = resolve_dataset(m, r.settings)
+            prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
+        except Unavailable as exc:
+            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+        except MlreproError as exc:
+            self._verdict("error")
+            self.outcome.end, self.outcome.reason, self.outcome.message = "fail", "error", str(exc)
+            raise _Ended() from None
+        settings_now = settings_of(prepared.runner_info)
+        for name in ("graph_optimization_level", "providers"):
+            if name in prepared.runner_info:
+                self.add(name, prepared.runner_info[name])
+        rule = stop_rule(block)
+        attempts: list[Attempt] = []
+        assessments: list[Assessment] = []
+        with ReferenceWorkload() as reference, r.exclusive():
+            for _ in range(block.attempts):
+                attempt = measure_attempt(prepared.calls, rule, reference)
+                attempts.append(attempt)
+                if baseline is None:
+                    if _quiet(attempt, limit):
+                        break
+                    continue
+                assessment = assess(attempt, baseline, block.tolerance, limit)
+                assessments.append(assessment)
+                if assessment.verdict in ("pass", "faster"):
+                    break
+        del prepared  # the model's memory goes before the verdict is written
+        self.add("attempts", len(attempts))
+        self.add("window", [round(attempts[0].started, 3), round(attempts[-1].finished, 3)])
+        least = min(a.contention or 0.0 for a in attempts)
+        if baseline is None:  # --mlrepro-update with nothing to compare with: record
+            chosen = next((a for a in attempts if _quiet(a, limit)), None)
+            self._report(chosen or attempts[-1], None, key, settings_now)
+            self._summary(chosen or attempts[-1], None, None)
+            if chosen is None:
+                raise self._end(
+                    "skip", "busy", "not recorded", strict_fails=False, least_contention=least
+                )
+            self._record(m, key, chosen, settings_now, "golden recorded")
+            return
+        final = conclude(assessments)
+        self._report(final.attempt, final, key, settings_now, baseline)
+        ratio = self._summary(final.attempt, final, baseline)
+        changes = changed_settings(baseline, key, settings_now)
+        self.outcome.golden_shown = r.shown(baseline.path)
+        self.add("golden", self.outcome.golden_shown)
+        if changes:
+            self.add("changed", {k: [v[0], v[1]] for k, v in changes.items()})
+        stale = latency_golden_stale(
+            exact=baseline.exact,
+            verdict=final.verdict,
+            missing=final.missing,
+            settings_changed=bool(changes),
+            block_changed=baseline.entry.get("latency") != _plain(dataclasses.asdict(block)),
+            outpaced=golden_outpaced(ratio),
+        )
+        decision = latency_decision(
+            update=r.update,
+            stale=stale,
+            quiet=_quiet(final.attempt, limit),
+            exact=baseline.exact,
+            verdict=final.verdict,
+            baseline_slug=baseline.slug,
+            missing=final.missing,
+            assessments=len(assessments),
+            attempts=block.attempts,
+        )
+        # A golden being re-recorded now is stale no more.
+        flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
+        self.add("stale_golden", flag)
+        assert self.outcome.row is not None  # set by _report
+        self.outcome.row["stale_golden"] = flag
+        if decision.action == "record":
+            self._record(m, key, final.attempt, settings_now, decision.text)
+            return
+        if decision.action == "not recorded":
+            raise self._end(
+                "skip", "busy", "not recorded", strict_fails=False, least_contention=least
+            )
+        if decision.action == "pass":
+            self._verdict(decision.text)
+            return
+        facts: dict[str, Any] = {
+            "assessment": final,
+            "baseline": baseline,
+            "changes": dict(changes),
+            "assessments": len(assessments),
+        }
+        if decision.action == "contended":  # reported at the manifest already: a skip
+            raise self._end("skip", "contended", "contended", strict_fails=False, **facts)
+        raise self._end("fail", "regression", "regression", **facts)
+
+    def _summary(
+        self,
+        attempt: Attempt,
+        assessment: Assessment | None,
+        baseline: golden_store.LatencyBaseline | None,
+    ) -> float | None:
+        """The one-line latency of the result (``p50_ms`` of the primary measurement, its
+        golden's and their ratio) and, in words, what decided the verdict: properties (so, the
+        results file) and the terminal table's data. Returns the ratio to the golden."""
+        name = primary_measurement(list(attempt.measurements))
+        now = golden = ratio = None
+        if name is not None:
+            now = summarize(attempt.measurements[name].seconds).p50
+            recorded = None if baseline is None else baseline.measurements.get(name)
+            if recorded is not None:
+                golden = recorded.get("p50")
+                ratio = now / golden if golden > 0 else None
+        if assessment is None:
+            decided = "not compared: no latency golden for this machine and settings yet"
+        else:
+            decided = decided_by(assessment, self.r.max_contention)
+        fields: dict[str, Any] = {
+            "p50_ms": None if now is None else ms(now),
+            "golden_p50_ms": None if golden is None else ms(golden),
+            "ratio_to_golden": None if ratio is None else round(ratio, 4),
+            "decided_by": decided,
+        }
+        if assessment is None:  # recording: nothing to be stale
+            fields["stale_golden"] = None
+        for name_, value in fields.items():
+            self.add(name_, value)
+        assert self.outcome.row is not None  # set by _report
+        self.outcome.row.update(fields)
+        return ratio
+
+    def _record(
+        self,
+        m: Manifest,
+        key: HardwareKey,
+        attempt: Attempt,
+        settings_now: dict[str, Any],
+        action: str,
+    ) -> None:
+        assert m.latency is not None
+        r = self.r
+        entry = entry_for(attempt, settings_now, m.latency, r.batch)
+        try:
+            path = golden_store.record_latency_golden(
+                r.settings, m, key, r.batch, entry, settings_now
+            )
+        except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
+            self._verdict("error")
+            self.outcome.end, self.outcome.reason, self.outcome.message = "fail", "error", str(exc)
+            raise _Ended() from None
+        self.add("golden", r.shown(path))
+        self._verdict(action)
+
+    def _report(
+        self,
+        attempt: Attempt,
+        assessment: Assessment | None,
+        key: HardwareKey,
+        settings_now: dict[str, Any],
+        baseline: golden_store.LatencyBaseline | None = None,
+    ) -> None:
+        """Scalar properties (JUnit, --mlrepro-json) and the data of the terminal table and of
+        the pytest-benchmark file (carried on the report, also across xdist)."""
+        r = self.r
+        block = r.manifest.latency
+        assert block is not None
+        if attempt.contention is not None:
+            self.add("contention", round(attempt.contention, 3))
+        measurements: dict[str, Any] = {}
+        benchmarks = []
+        judged = assessment.judgements if assessment is not None else {}
+        for name, measured in attempt.measurements.items():
+            stats = summarize(measured.seconds)
+            row: dict[str, Any] = {"p50_ms": ms(stats.p50), "rounds": stats.rounds}
+            for prop in ("min", "p50", "p90", "p99", "mean", "stddev", "iqr"):
+                self.add(f"{name}.{prop}_ms", ms(getattr(stats, prop)))
+            self.add(f"{name}.rounds", stats.rounds)
+            for j in judged.get(name, ()):
+                self.add(f"{name}.golden_{j.statistic}_ms", ms(j.golden))
+                self.add(f"{name}.{j.statistic}_ratio", round(j.ratio.value, 4))
+                if j.normalised is not None:
+                    self.add(f"{name}.{j.statistic}_normalised", round(j.normalised.value, 4))
+                row.setdefault("judgements", []).append(
+                    {
+                        "statistic": j.statistic,
+                        "golden_ms": ms(j.golden),
+                        "now_ms": ms(j.now),
+                        "ratio": round(j.ratio.value, 3),
+                        "normalised": None
+                        if j.normalised is None
+                        else round(j.normalised.value, 3),
+                        "outcome": j.outcome,
+                    }
+                )
+            measurements[name] = row
+            benchmarks.append(
+                benchmark_entry(
+                    name=f"{r.name}::{name}",
+                    fullname=f"{r.nodeid}::{name}",
+                    group=f"{r.manifest.name} {r.device} b{r.batch}",
+                    params={"device": r.device, "batch": r.batch, "measurement": name},
+                    stats=stats,
+                    options={
+                        "disable_gc": True,
+                        "timer": "perf_counter_ns",
+                        "min_rounds": block.min_rounds,
+                        "max_time": block.max_time,
+                        "min_time": block.min_time,
+                        "warmup": block.warmup_rounds > 0 or block.warmup_time > 0,
+                        # pytest-benchmark 5.3's rounds-until-precise mode; not ours: the
+                        # stopping rule is min_rounds + min_time (README, "Latency").
+                        "precision": None,
+                        "confidence": None,
+                    },
+                    extra_info={
+                        "manifest": r.manifest.name,
+                        "hardware_key": key.slug,
+                        "settings": settings_now,
+                        "warmup_rounds": measured.warmup_rounds,
+                        "stopped_by": measured.stopped_by,
+                        "contention": attempt.contention,
+                        "items_per_second": r.batch / stats.p50 if stats.p50 else None,
+                        "golden": None if baseline is None else str(baseline.slug),
+                    },
+                    data=measured.seconds.tolist(),
+                )
+            )
+        self.outcome.row = {
+            **self._row_base(),
+            "measurements": measurements,
+            "benchmarks": benchmarks,
+            "key": key.fields,
+        }
+
+
+def _plain(data: Any) -> Any:
+    """``data`` as it reads back from JSON (tuples become lists)."""
+    return json.loads(json.dumps(data))
+
+
+def _quiet(attempt: Attempt, limit: float) -> bool:
+    return attempt.contention is None or attempt.contention <= limit
+
+
+__all__ = ["LatencyOutcome", "LatencyRequest", "run_latency"]

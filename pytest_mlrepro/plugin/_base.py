@@ -1,0 +1,498 @@
+"""The base of the plugin's engine: the run's state (in ``config.stash``), the project's settings,
+the one reader of the plugin's settings (option, else ini key, checked), and the helpers every
+layer above shares (paths as shown, the failure that is its own story, report properties).
+
+Nothing here imports another module of ``plugin/`` but :mod:`._options`; every module of the
+engine imports this one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pytest
+
+from .._files import check_writable_folder
+from ..data import MAX_SHARDS, Shard
+from ..errors import OutputError
+from ..evaluation import PreprocessingShare
+from ..settings import Settings, mirrors_from_env
+from ._options import INI_KEYS
+
+if TYPE_CHECKING:
+    from _pytest.capture import CaptureManager
+
+PROPERTY_PREFIX = "mlrepro."
+"""The prefix of the plugin's user properties (``mlrepro.verdict`` ...)."""
+
+Row = dict[str, Any]
+
+SPLIT_ATTR = "mlrepro_split"
+"""A shard item's report attribute: which whole item it is a part of (``_shards.Split``)."""
+PER_SAMPLE_ATTR = "mlrepro_per_sample"
+"""An accuracy item's report attribute: its per-sample results (``results.Part`` as JSON). Kept
+out of the user properties, which JUnit XML writes out whole: a results file may hold them, a
+JUnit file of a 50,000-image data set should not."""
+LATENCY_ATTR = "mlrepro_latency"
+"""A latency item's report attribute: the data of the latency table and the benchmark file."""
+
+
+class MlreproFailure(Exception):
+    """A verdict or an error whose text is the whole story: shown without a traceback."""
+
+
+# --- the run's state ------------------------------------------------------------------------------
+
+
+@dataclass
+class GoldenAudit:
+    """What this process collected: each manifest's golden, broken manifests, deselection; on
+    the controller, the audits of the xdist workers too."""
+
+    claims: dict[Path, tuple[str, Path | None, str]] = field(default_factory=dict)
+    """manifest file → (the path shown, its golden or None, the manifest's name)"""
+    broken: set[Path] = field(default_factory=set)
+    deselected: int = 0
+    from_workers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    """The plugin's state for one pytest process: what its reports are made of."""
+
+    results: list[Row] = field(default_factory=list)
+    """One row per accuracy, determinism or latency item: its ``mlrepro.*`` properties."""
+    latency: list[Row] = field(default_factory=list)
+    """One row per latency item: what the latency table and the benchmark file show."""
+    reference: list[Row] = field(default_factory=list)
+    """One row per item checked against a reference manifest."""
+    drift: list[Row] = field(default_factory=list)
+    """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
+    audit: GoldenAudit = field(default_factory=GoldenAudit)
+    shards: Any = None
+    """The shard items' reports until their whole item's verdict (``_shards.Gathering``), on
+    the controller (or the one process) of a run with ``mlrepro_shards``."""
+    default_timeout: float = 0.0
+    """Seconds an item may run when its manifest sets no limit (0: none)."""
+    terminal_stderr_fd: int | None = None
+    """The terminal's stderr, duplicated once a time limit is armed (:func:`terminal_stderr`)."""
+    preprocessing: PreprocessingShare | None = None
+    """The preprocessing shared between the accuracy items of this process, planned once they
+    are collected (only where two of them can share: ``plan_preprocessing``)."""
+
+
+state_key = pytest.StashKey[RunState]()
+settings_key = pytest.StashKey[Settings]()
+
+
+def state_of(config: pytest.Config) -> RunState:
+    """This process's state (made on first use)."""
+    state = config.stash.get(state_key, None)
+    if state is None:
+        state = config.stash[state_key] = RunState()
+    return state
+
+
+def terminal_stderr(config: pytest.Config) -> int:
+    """A file descriptor of the terminal's stderr, duplicated the first time a time limit is
+    armed (not at import: most processes never arm one) and closed at unconfigure. pytest
+    captures file descriptor 2 while an item runs; the capture is suspended for the moment of
+    the duplication, so that a process ended by the hard limit says why on the terminal, not
+    into a capture buffer that dies with it."""
+    state = state_of(config)
+    if state.terminal_stderr_fd is None:
+        capture: CaptureManager | None = config.pluginmanager.get_plugin("capturemanager")
+        if capture is not None and not capture.is_globally_capturing():
+            capture = None
+        if capture is not None:
+            capture.suspend_global_capture(in_=False)
+        try:
+            state.terminal_stderr_fd = os.dup(2)
+        except OSError:  # no stderr at all: the message goes wherever fd 2 goes then
+            state.terminal_stderr_fd = 2
+        finally:
+            if capture is not None:
+                capture.resume_global_capture()
+    return state.terminal_stderr_fd
+
+
+def close_terminal_stderr(config: pytest.Config) -> None:
+    state = state_of(config)
+    if state.terminal_stderr_fd is not None and state.terminal_stderr_fd != 2:
+        with contextlib.suppress(OSError):
+            os.close(state.terminal_stderr_fd)
+    state.terminal_stderr_fd = None
+
+
+# --- the one reader of the plugin's settings ---------------------------------------------------
+
+T = TypeVar("T")
+
+
+_INI_NAMES = frozenset(key.name for key in INI_KEYS)
+
+
+def option_or_ini(config: pytest.Config, name: str) -> object:
+    """A setting from its command-line twin (dest ``name``) when given, else its ini key ("" for
+    an option that has none)."""
+    given = config.getoption(name, default=None)
+    if given is not None:
+        return given
+    return config.getini(name) if name in _INI_NAMES else ""
+
+
+def setting(
+    config: pytest.Config, name: str, parse: Callable[[str], T], label: str | None = None
+) -> T:
+    """The setting ``name`` (its option when given, else its ini key), parsed by ``parse``; a
+    value ``parse`` refuses (``ValueError``, saying why) is a usage error naming the setting
+    (``label``, which may show the value as ``{value!r}``; default: the setting's name)."""
+    raw = str(option_or_ini(config, name)).strip()
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{(label or name).format(value=raw)}: {exc}") from None
+
+
+def whole_number(least: int = 0, most: int | None = None, unit: str = "") -> Callable[[str], int]:
+    """A parser of a whole number in ``least..most`` (``unit``: what it counts, for the error)."""
+
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if number < least:
+            raise ValueError(
+                f"must not be negative, got {number}"
+                if least == 0
+                else f"must be at least {least}, got {number}"
+            )
+        if most is not None and number > most:
+            raise ValueError(f"at most {most}{unit}, got {number}")
+        return number
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    text = text or "0"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"must not be negative, got {text!r}")
+    return value
+
+
+def share(text: str) -> float:
+    """A share between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("expected a number between 0 and 1")
+    return value
+
+
+def threads(text: str) -> tuple[int | None, int | None]:
+    """``"4"`` → (4, None); ``"4,1"`` → (4, 1); ``""`` → (None, None)."""
+    if not text:
+        return None, None
+    parts = text.split(",")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if (
+        not 1 <= len(parts) <= 2
+        or len(numbers) != len(parts)
+        or any(not 1 <= n <= 1024 for n in numbers)
+    ):
+        raise ValueError("expected INTRA or INTRA,INTER, each 1..1024 (e.g. 2,1)")
+    return numbers[0], numbers[1] if len(numbers) == 2 else None
+
+
+def shard(text: str) -> Shard | None:
+    if not text:
+        return None
+    parsed = Shard.parse(text)
+    return None if parsed.count == 1 else parsed
+
+
+def flag(text: str) -> bool:
+    return text.lower() not in ("false", "0", "no")
+
+
+def counterfactual_samples(config: pytest.Config) -> int:
+    """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
+    return setting(config, "mlrepro_counterfactual_samples", whole_number())
+
+
+def diagnosis_probes(config: pytest.Config) -> int | None:
+    """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
+    enabled = flag(str(config.getini("mlrepro_diagnose")).strip())
+    if config.getoption("mlrepro_no_diagnose") or not enabled:
+        return None
+    return counterfactual_samples(config)
+
+
+def preprocessing_memory(config: pytest.Config) -> int:
+    """Bytes the preprocessing shared between a session's manifests may hold (0: none shared)."""
+    return setting(config, "mlrepro_preprocessing_memory", whole_number()) * 1024 * 1024
+
+
+def fingerprint_samples(config: pytest.Config) -> int:
+    """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
+    return setting(config, "mlrepro_fingerprint_samples", whole_number())
+
+
+def run_shard(config: pytest.Config) -> Shard | None:
+    """The shard this run evaluates (``--mlrepro-shard I/N`` / ini ``mlrepro_shard``); None:
+    the whole data set."""
+    return setting(config, "mlrepro_shard", shard, "--mlrepro-shard / mlrepro_shard")
+
+
+def item_shards(config: pytest.Config) -> int:
+    """How many shard items each accuracy item is split into (``--mlrepro-shards K`` / ini
+    ``mlrepro_shards``; 1: not split). Not split under ``--mlrepro-update`` (a golden is recorded
+    from every sample) nor when the run is one shard already (``--mlrepro-shard``). At most
+    ``MAX_SHARDS``, checked before any item is made: each shard is an item per device."""
+    per_item = whole_number(1, MAX_SHARDS, " shard items per accuracy item")
+    count = setting(config, "mlrepro_shards", lambda text: per_item(text or "1"))
+    if config.getoption("mlrepro_update") or run_shard(config) is not None:
+        return 1
+    return count
+
+
+def latency_threads(config: pytest.Config) -> tuple[int | None, int | None]:
+    """``--mlrepro-threads`` for latency items: (intra, inter), None where not given."""
+    return setting(config, "mlrepro_threads", threads, "--mlrepro-threads {value!r}")
+
+
+def max_contention(config: pytest.Config) -> float:
+    return setting(
+        config,
+        "mlrepro_latency_max_contention",
+        share,
+        "mlrepro_latency_max_contention = {value!r}",
+    )
+
+
+def default_timeout(config: pytest.Config) -> float:
+    """``--mlrepro-timeout`` / ini ``mlrepro_timeout``: seconds (0: no limit)."""
+    return setting(config, "mlrepro_timeout", seconds)
+
+
+def machine_name(config: pytest.Config) -> str:
+    """The machine's name in the results file (``--mlrepro-machine`` / ini ``mlrepro_machine``;
+    default: the host name)."""
+    return str(option_or_ini(config, "mlrepro_machine")).strip() or platform.node() or "unknown"
+
+
+def is_strict(config: pytest.Config) -> bool:
+    """Whether a missing framework, data set or device fails an item (--mlrepro-strict)."""
+    return bool(config.getoption("mlrepro_strict"))
+
+
+def is_update(config: pytest.Config) -> bool:
+    return bool(config.getoption("mlrepro_update"))
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this is an xdist worker (whose reports the controller gathers)."""
+    return hasattr(config, "workerinput")
+
+
+def check_settings(config: pytest.Config) -> None:
+    """Usage errors before anything runs: every setting read once, and the combinations that
+    cannot work."""
+    shard_now = run_shard(config)
+    item_shards(config)
+    latency_threads(config)
+    max_contention(config)
+    counterfactual_samples(config)
+    fingerprint_samples(config)
+    if shard_now is not None and is_update(config):
+        raise pytest.UsageError(
+            f"--mlrepro-update cannot record goldens from shard {shard_now} of the data: a golden "
+            "needs every sample. Run the update without --mlrepro-shard. Nothing was run."
+        )
+    if config.getoption("mlrepro_update_despite_reference") and not is_update(config):
+        raise pytest.UsageError(
+            "--mlrepro-update-despite-reference only applies with --mlrepro-update"
+        )
+
+
+# --- the project's settings -----------------------------------------------------------------------
+
+
+def _given_paths(config: pytest.Config, name: str) -> list[Path]:
+    """Paths of a repeatable command-line option, relative to the folder pytest was run from."""
+    return [config.invocation_params.dir / p for p in config.getoption(name) or []]
+
+
+def settings_from(config: pytest.Config) -> Settings:
+    """The project's settings from ini keys, their command-line twins and the environment: the
+    one place they are read (the ``mlrepro`` command gets them from here too)."""
+    here, root = config.invocation_params.dir, config.rootpath
+    cache = config.getoption("mlrepro_cache")
+    ini_cache = str(config.getini("mlrepro_cache") or "")
+    return Settings.for_project(
+        root,
+        golden_dir=str(golden_dir_given(config)),
+        cache_dir=here / cache if cache else (root / ini_cache if ini_cache else None),
+        # The environment variable comes first: CI points it at its own mirror.
+        data_mirrors=[
+            *mirrors_from_env(),
+            *_given_paths(config, "mlrepro_data"),
+            *config.getini("mlrepro_data"),
+        ],
+        allowed_roots=[
+            *_given_paths(config, "mlrepro_allowed_roots"),
+            *config.getini("mlrepro_allowed_roots"),
+        ],
+        allow_download=not config.getoption("mlrepro_no_download"),
+    )
+
+
+def golden_dir_given(config: pytest.Config) -> Path:
+    """The golden directory as given (``--mlrepro-golden-dir``, from where pytest was run; else
+    the ini key, from the root), symlinks not resolved."""
+    golden = config.getoption("mlrepro_golden_dir")
+    if golden:
+        return config.invocation_params.dir / str(golden)
+    return config.rootpath / str(config.getini("mlrepro_golden_dir"))
+
+
+def check_golden_dir(config: pytest.Config) -> None:
+    """A usage error when the golden directory is inside the project as given but a symlink
+    (it, or a folder above it) takes it outside the project and every allowed root: an update
+    would write goldens into whatever folder the link names. A directory given outside the
+    project on purpose (an absolute --mlrepro-golden-dir) is the user's choice."""
+    settings = config.stash[settings_key]
+    given = Path(os.path.normpath(golden_dir_given(config).absolute()))
+    resolved = settings.golden_dir
+    roots = (settings.root, *settings.allowed_roots)
+    if not given.is_relative_to(config.rootpath) or any(
+        resolved.is_relative_to(root) for root in roots
+    ):
+        return
+    raise pytest.UsageError(
+        f"the golden directory {given} leads (through a symbolic link) to {resolved}, outside "
+        f"the project ({settings.root}): --mlrepro-update would write goldens there. Make it a "
+        "real folder inside the project, or allow the target with the ini key "
+        "mlrepro_allowed_roots. Nothing was run."
+    )
+
+
+def output_path(config: pytest.Config, option: str) -> Path | None:
+    """The target of an output option (relative to the working directory), None without one."""
+    target = config.getoption(option)
+    if not target:
+        return None
+    path = Path(target)
+    return path if path.is_absolute() else Path(os.getcwd()) / path
+
+
+def results_path(config: pytest.Config) -> Path | None:
+    """The --mlrepro-json target (relative to the working directory), None without one."""
+    return output_path(config, "mlrepro_json")
+
+
+def check_outputs(config: pytest.Config) -> None:
+    """A usage error, before any model runs, for an output that could not be written at the end:
+    the --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory
+    when --mlrepro-update asks to write goldens. (Writing there for real, as the run would:
+    permission bits say nothing for root, nor for a read-only mount.)"""
+    if is_worker(config):
+        return  # the controller checked before starting the workers
+    checks: list[tuple[Path, str]] = []
+    for option, what in (
+        ("mlrepro_json", "results file (--mlrepro-json)"),
+        ("mlrepro_benchmark_json", "benchmark file (--mlrepro-benchmark-json)"),
+    ):
+        target = output_path(config, option)
+        if target is not None:
+            checks.append((target.parent, what))
+    if is_update(config):
+        check_golden_dir(config)
+        checks.append((config.stash[settings_key].golden_dir, "goldens (--mlrepro-update)"))
+    for folder, what in checks:
+        try:
+            check_writable_folder(folder, what)
+        except OutputError as exc:
+            raise pytest.UsageError(f"{exc}. Nothing was run.") from None
+
+
+def report_output_error(session: pytest.Session, message: str) -> None:
+    """An output that could not be written at the end of the run: said in red, and the run's exit
+    status is non-zero (a run whose results were lost did not succeed)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"mlrepro: {message}", red=True, bold=True)
+    else:
+        print(f"mlrepro: {message}", file=sys.stderr)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def display_path(config: pytest.Config, path: Path) -> str:
+    try:
+        return path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def properties(report: pytest.TestReport) -> Row:
+    """The plugin's user properties of a report, without their ``mlrepro.`` prefix."""
+    return {
+        k[len(PROPERTY_PREFIX) :]: v
+        for k, v in report.user_properties
+        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
+    }
+
+
+__all__ = [
+    "LATENCY_ATTR",
+    "PER_SAMPLE_ATTR",
+    "PROPERTY_PREFIX",
+    "SPLIT_ATTR",
+    "GoldenAudit",
+    "MlreproFailure",
+    "Row",
+    "RunState",
+    "check_outputs",
+    "check_settings",
+    "counterfactual_samples",
+    "default_timeout",
+    "diagnosis_probes",
+    "display_path",
+    "fingerprint_samples",
+    "is_strict",
+    "is_update",
+    "is_worker",
+    "item_shards",
+    "latency_threads",
+    "machine_name",
+    "max_contention",
+    "option_or_ini",
+    "properties",
+    "report_output_error",
+    "results_path",
+    "run_shard",
+    "setting",
+    "settings_from",
+    "settings_key",
+    "state_of",
+    "terminal_stderr",
+]

@@ -1,0 +1,108 @@
+"""Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
+every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: :func:`own_items`)
+and get the plugin's markers; a manifest that does not load becomes one error item."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .. import goldens as golden_store
+from ..errors import ManifestError
+from ..manifest import DEVICES, Manifest, load_manifest
+from ..runners import cuda_present
+from ._accuracy import accuracy_items
+from ._base import display_path, settings_key, state_of
+from ._determinism import determinism_items
+from ._invalid import ManifestErrorItem
+from ._latency import latency_items
+from ._options import KINDS, MARKER
+
+
+def collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector:
+    """The collector of a manifest (the entry point recognised it: ``_recognize``)."""
+    return ManifestFile.from_parent(parent, path=file_path)
+
+
+def own_items(
+    parent: pytest.Collector, manifest: Manifest, devices: list[str]
+) -> list[pytest.Item]:
+    """The plugin's own kinds: accuracy, latency and determinism items."""
+    return [
+        *accuracy_items(parent, manifest, devices),
+        *latency_items(parent, manifest, devices),
+        *determinism_items(parent, manifest, devices),
+    ]
+
+
+def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
+    choice = str(config.getoption("mlrepro_device") or "auto")
+    if choice == "auto":
+        present: list[str] = [d for d in manifest.runtime.devices if d == "cpu" or cuda_present()]
+        # A cuda-only manifest on a machine without a GPU gets its item, which then skips.
+        return present or list(manifest.runtime.devices)
+    wanted = [d.strip() for d in choice.split(",") if d.strip()]
+    return [d for d in manifest.runtime.devices if d in wanted]
+
+
+def markers_for(item: pytest.Item, manifest: Manifest | None) -> list[str]:
+    """``mlrepro`` on every item; its kind, framework and device where it has them."""
+    names = [MARKER]
+    kind = getattr(item, "kind", None)
+    if kind in KINDS:
+        names.append(f"{MARKER}_{kind}")
+    if manifest is not None:
+        names.append(f"{MARKER}_{manifest.framework.name}")
+    device = getattr(item, "device", None)
+    if device in DEVICES:
+        names.append(f"{MARKER}_{device}")
+    return names
+
+
+def is_mlrepro_item(item: pytest.Item) -> bool:
+    """Whether ``item`` is of a manifest (whichever plugin's kind it is)."""
+    return isinstance(item.parent, ManifestFile)
+
+
+class ManifestFile(pytest.File):
+    def collect(self) -> list[pytest.Item]:
+        manifest, items = self._load()
+        for item in items:  # the one place items get their markers, whichever factory made them
+            for name in markers_for(item, manifest):
+                item.add_marker(name)
+        return items
+
+    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
+        shown = display_path(self.config, self.path)
+        settings = self.config.stash[settings_key]
+        try:
+            manifest = load_manifest(self.path, display=shown)
+            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
+            golden = golden_store.golden_path(manifest, settings)
+        except ManifestError as exc:
+            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
+        # The golden store's audit: this manifest's golden is in use, whatever items it gets.
+        state_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
+        devices = devices_for(manifest, self.config)
+        made = self.config.hook.pytest_mlrepro_make_items(
+            parent=self, manifest=manifest, devices=devices
+        )
+        items = [item for items in made for item in items]
+        return manifest, sorted(items, key=_kind_order)
+
+
+def _kind_order(item: pytest.Item) -> int:
+    """Items by kind: accuracy, latency, determinism, then the kinds of other plugins."""
+    kind = getattr(item, "kind", None)
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
+__all__ = [
+    "ManifestFile",
+    "collect_file",
+    "devices_for",
+    "is_mlrepro_item",
+    "markers_for",
+    "own_items",
+]

@@ -1,0 +1,154 @@
+"""What every item of a manifest shares (:class:`ManifestItem`), and what the items that evaluate
+the data set share (:class:`EvaluatingItem`: the accuracy and the determinism item, siblings)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn, TypeVar
+
+import pytest
+
+from .. import goldens as golden_store
+from ..data import ResolvedDataset, Shard, resolve_dataset
+from ..diagnosis import explain_build_mismatch
+from ..errors import BuildMismatch, GoldenError, MlreproError, NonFiniteOutputs, Unavailable
+from ..evaluation import Progress
+from ..fingerprint import hardware_key
+from ..manifest import Manifest
+from ..runners import check_framework, load_runner
+from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run_shard, settings_key
+from ._progress import TerminalProgress
+
+T = TypeVar("T")
+Run = Callable[[ResolvedDataset, Progress], T]
+"""What an evaluating item runs over its resolved data set, told the terminal's progress."""
+
+
+class ManifestItem(pytest.Item):
+    """What every item of a manifest shares: its manifest and device, its properties, and a
+    failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, *, manifest: Manifest, device: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.device = device
+
+    def add_property(self, key: str, value: Any) -> None:
+        """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
+        and the session's tables read them)."""
+        self.user_properties.append((PROPERTY_PREFIX + key, value))
+
+    def manifest_identity(self) -> tuple[tuple[str, Any], ...]:
+        """The manifest's file (relative to the rootdir) and the sha256 of its normalised
+        content: rows of the same pipeline are recognisable across machines (results files)."""
+        normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
+        return (
+            ("manifest_file", display_path(self.config, self.path)),
+            ("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest()),
+        )
+
+    def add_manifest_identity(self) -> None:
+        for key, value in self.manifest_identity():
+            self.add_property(key, value)
+
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
+        set by the plugin's one ``pytest_runtest_makereport`` wrapper. None here."""
+        return {}
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, MlreproFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, f"{self.manifest.name}::{self.name}"
+
+
+class EvaluatingItem(ManifestItem):
+    """An item that evaluates the manifest over its data set (or its shard of it), under the
+    item's time limit: what the accuracy and the determinism item share."""
+
+    def __init__(
+        self, *, manifest: Manifest, device: str, shard: Shard | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(manifest=manifest, device=device, **kwargs)
+        # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
+        self.shard = shard if shard is not None else run_shard(self.config)
+
+    @property
+    def timeout_factor(self) -> int:
+        """How many evaluations the item makes (its time limit is per evaluation)."""
+        return 1
+
+    def _hardware(self, framework_version: str) -> None:
+        """The hardware key of this evaluation (its fields, and the slug that names it)."""
+        m = self.manifest
+        key = hardware_key(
+            self.device,
+            m.framework.name,
+            framework_version,
+            m.runtime.intra_op_threads,
+            m.runtime.inter_op_threads,
+        )
+        self.add_property("hardware_key", key.fields)
+        self.add_property("hardware_slug", key.slug)
+
+    def _unavailable(self, exc: Unavailable) -> NoReturn:
+        if is_strict(self.config):
+            self.add_property("verdict", "unavailable (strict)")
+            raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
+        self.add_property("verdict", "skipped")
+        pytest.skip(str(exc))
+
+    def _evaluate(self, run: Run[T] | None) -> tuple[T | None, ResolvedDataset]:
+        """The framework checked, the data set resolved, then ``run`` (told the data set and the
+        terminal's progress: the evaluation itself, ``evaluate`` or ``evaluate_runs``) and its
+        data set. None: the model verified and loaded (its errors first), nothing run. An absent
+        piece skips the item (fails it under --mlrepro-strict); any other error of the tool fails
+        it with its message."""
+        m, settings = self.manifest, self.config.stash[settings_key]
+        try:
+            version = check_framework(m)
+            self.add_property("framework_version", version)
+            self._hardware(version)
+            dataset = resolve_dataset(m, settings, self.shard)
+            if run is None:
+                load_runner(m, self.device, settings)
+                return None, dataset
+            with TerminalProgress(self.config, len(dataset.samples)) as progress:
+                return run(dataset, progress), dataset
+        except Unavailable as exc:
+            self._unavailable(exc)
+        except NonFiniteOutputs as exc:
+            # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
+            self.add_property("verdict", "non-finite outputs")
+            self.add_property("diagnosis", "the model produced non-finite outputs")
+            self.add_property("nonfinite_samples", len(exc.ids))
+            shown = display_path(self.config, self.path)
+            raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
+        except BuildMismatch as exc:
+            self.add_property("verdict", "error")
+            raise MlreproFailure(self._explain_build(exc)) from exc
+        except MlreproError as exc:
+            self.add_property("verdict", "error")
+            raise MlreproFailure(str(exc)) from exc
+
+    def _explain_build(self, exc: BuildMismatch) -> str:
+        """The build's mismatch, compared with the machine the golden was recorded on."""
+        settings = self.config.stash[settings_key]
+        path = golden_store.golden_path(self.manifest, settings)
+        try:
+            golden = golden_store.read(path, settings.golden_dir)
+        except (GoldenError, OSError):
+            golden = None
+        env = golden.environment if golden is not None else None
+        return explain_build_mismatch(exc, env, display_path(self.config, path))
+
+
+__all__ = ["EvaluatingItem", "ManifestItem"]

@@ -1,0 +1,352 @@
+"""What the plugin registers with pytest when it starts: its options and ini keys, and its markers.
+
+Every pytest run of an environment the plugin is installed in imports this module (through the
+entry point, :mod:`pytest_mlrepro.plugin`), so it imports nothing of the engine: the options are a
+table, and :func:`given` tells whether a run asked for anything of the plugin (then the engine
+loads at once, as it does when a manifest is collected). Reading and checking a setting's value
+is the engine's (:func:`pytest_mlrepro.plugin._base.setting`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .._names import DEFAULT_PATTERNS, DEVICES, FRAMEWORKS
+
+GROUP = "mlrepro"
+GROUP_DESCRIPTION = "ML model reproducibility (pytest-mlrepro)"
+DEFAULT_MAX_CONTENTION = 0.25
+LOCK_INPUT = "mlrepro_latency_lock"
+"""The xdist worker input that holds the path of the session's latency lock (``_xdist_lock``)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line option (``dest`` is its name in ``config.option``)."""
+
+    flag: str
+    dest: str
+    help: str
+    action: str | None = None
+    metavar: str | None = None
+    type: Any = None
+    default: Any = None
+
+    def add_to(self, group: pytest.OptionGroup) -> None:
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help}
+        if self.action == "store_true":
+            kwargs.update(action="store_true")
+        else:
+            kwargs.update(default=self.default, metavar=self.metavar)
+            if self.action is not None:
+                kwargs.update(action=self.action)
+            if self.type is not None:
+                kwargs.update(type=self.type)
+        group.addoption(self.flag, **kwargs)
+
+    @property
+    def unset(self) -> Any:
+        """The value of the option when it is not given."""
+        return False if self.action == "store_true" else self.default
+
+
+@dataclass(frozen=True)
+class IniKey:
+    name: str
+    help: str
+    default: Any = ""
+    type: str | None = None
+    defaults: tuple[str, ...] = field(default=())
+
+    def add_to(self, parser: pytest.Parser) -> None:
+        default = list(self.defaults) if self.type == "linelist" else self.default
+        if self.type is None:
+            parser.addini(self.name, help=self.help, default=default)
+        else:
+            parser.addini(self.name, help=self.help, type=self.type, default=default)  # type: ignore[arg-type]
+
+
+OPTIONS = (
+    Option(
+        "--mlrepro-update",
+        "mlrepro_update",
+        "record goldens that are missing or that the results no longer match",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-strict",
+        "mlrepro_strict",
+        "fail, instead of skip, when a framework, data set or device is missing",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-json",
+        "mlrepro_json",
+        "write a machine-readable results file",
+        metavar="PATH",
+    ),
+    Option(
+        "--mlrepro-device",
+        "mlrepro_device",
+        "devices to run on (auto: cpu, and cuda when an NVIDIA GPU is present)",
+        metavar="auto|cpu|cuda|cpu,cuda",
+        default="auto",
+    ),
+    Option(
+        "--mlrepro-no-download",
+        "mlrepro_no_download",
+        "never download data sets, even when a manifest gives a URL",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-no-diagnose",
+        "mlrepro_no_diagnose",
+        "on a drift, do not diagnose its likely cause (counterfactual probes)",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-counterfactual-samples",
+        "mlrepro_counterfactual_samples",
+        "samples re-run per pitfall when diagnosing a drift (default: ini "
+        "mlrepro_counterfactual_samples, 64; 0: no counterfactuals)",
+        metavar="N",
+        type=int,
+    ),
+    # Command-line twins of the ini keys (dest: the key's name). A path given on the command
+    # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
+    Option(
+        "--mlrepro-golden-dir",
+        "mlrepro_golden_dir",
+        "where goldens live (overrides the ini key mlrepro_golden_dir)",
+        metavar="DIR",
+    ),
+    Option(
+        "--mlrepro-data",
+        "mlrepro_data",
+        "a data mirror folder, searched before those of the ini key mlrepro_data (repeatable)",
+        action="append",
+        metavar="DIR",
+    ),
+    Option(
+        "--mlrepro-cache",
+        "mlrepro_cache",
+        "cache for built models and downloaded data (overrides the ini key mlrepro_cache)",
+        metavar="DIR",
+    ),
+    Option(
+        "--mlrepro-allowed-root",
+        "mlrepro_allowed_roots",
+        "a folder outside the project that manifest paths may point into, besides those "
+        "of the ini key mlrepro_allowed_roots (repeatable)",
+        action="append",
+        metavar="DIR",
+    ),
+    Option(
+        "--mlrepro-fingerprint-samples",
+        "mlrepro_fingerprint_samples",
+        "samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
+        "key mlrepro_fingerprint_samples)",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "--mlrepro-machine",
+        "mlrepro_machine",
+        "this machine's name in the results file (overrides the ini key mlrepro_machine; "
+        "default: the host name)",
+        metavar="NAME",
+    ),
+    Option(
+        "--mlrepro-shard",
+        "mlrepro_shard",
+        "evaluate shard I of N of every data set (a deterministic 1/N of its samples); "
+        "`mlrepro merge` of the N results files gives the verdict (overrides the ini key "
+        "mlrepro_shard)",
+        metavar="I/N",
+    ),
+    Option(
+        "--mlrepro-shards",
+        "mlrepro_shards",
+        "split each accuracy item into K shard items (spread over pytest-xdist workers) "
+        "whose results are merged into one verdict (overrides the ini key mlrepro_shards)",
+        metavar="K",
+    ),
+    Option(
+        "--mlrepro-threads",
+        "mlrepro_threads",
+        "thread counts for latency items, overriding the manifests' runtime "
+        "intra_op_threads / inter_op_threads (part of the hardware key)",
+        metavar="INTRA[,INTER]",
+    ),
+    Option(
+        "--mlrepro-benchmark-json",
+        "mlrepro_benchmark_json",
+        "write latency results in pytest-benchmark's JSON format",
+        metavar="PATH",
+    ),
+    Option(
+        "--mlrepro-latency-max-contention",
+        "mlrepro_latency_max_contention",
+        "overrides the ini key mlrepro_latency_max_contention",
+        metavar="SHARE",
+    ),
+    Option(
+        "--mlrepro-determinism",
+        "mlrepro_determinism",
+        "add a determinism item for every manifest (runs its evaluation twice), not only "
+        "for manifests with a determinism: block",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-timeout",
+        "mlrepro_timeout",
+        "seconds an accuracy or determinism item may run (overrides the ini key "
+        "mlrepro_timeout; a manifest's runtime.timeout_s still comes first)",
+        metavar="SECONDS",
+    ),
+    Option(
+        "--mlrepro-update-despite-reference",
+        "mlrepro_update_despite_reference",
+        "with --mlrepro-update, record goldens even when the results disagree with the "
+        "manifest's reference (by default they are not recorded: the reference says the two "
+        "must agree); the item still fails on the disagreement",
+        action="store_true",
+    ),
+    Option(
+        "--mlrepro-html",
+        "mlrepro_html",
+        "write a self-contained HTML report of the session (overrides the ini key "
+        "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
+        metavar="PATH",
+    ),
+)
+
+INI_KEYS = (
+    IniKey("mlrepro_machine", "this machine's name in the results file (default: the host name)"),
+    IniKey("mlrepro_shard", "evaluate shard I/N of every data set (default: all of it)"),
+    IniKey(
+        "mlrepro_shards",
+        "split each accuracy item into K shard items merged into one verdict (default 1)",
+        default="1",
+    ),
+    IniKey(
+        "mlrepro_diagnose",
+        "diagnose the likely cause of a drift (true/false; default true)",
+        default="true",
+    ),
+    IniKey(
+        "mlrepro_counterfactual_samples",
+        "samples re-run per pitfall when diagnosing a drift (default 64)",
+        default="64",
+    ),
+    IniKey(
+        "mlrepro_preprocessing_memory",
+        "MiB that the preprocessed images shared between manifests of one session may hold "
+        "(default 512: the example's 1000 resized photos take 150; past it, images are "
+        "preprocessed again; 0: nothing shared)",
+        default="512",
+    ),
+    IniKey(
+        "mlrepro_fingerprint_samples",
+        "samples whose per-step fingerprints a recorded golden keeps (default 8; 0: none)",
+        default="8",
+    ),
+    IniKey(
+        "mlrepro_data",
+        "data mirror folders holding one folder per data set (also MLREPRO_DATA)",
+        default=[],
+        type="paths",
+    ),
+    IniKey("mlrepro_golden_dir", "where goldens live (default golden/)", default="golden"),
+    IniKey(
+        "mlrepro_cache",
+        "cache for built models and downloaded data (default: MLREPRO_CACHE or ~/.cache/mlrepro)",
+    ),
+    IniKey(
+        "mlrepro_allowed_roots",
+        "folders outside the project that manifest paths may point into",
+        default=[],
+        type="paths",
+    ),
+    IniKey(
+        "mlrepro_manifests",
+        "glob patterns (relative to rootdir) of the YAML files that are manifests",
+        type="linelist",
+        defaults=DEFAULT_PATTERNS,
+    ),
+    IniKey(
+        "mlrepro_latency_max_contention",
+        "share of the CPUs (0..1) other processes may use while a latency is measured "
+        "before a slowdown is reported as 'contended' instead of a regression "
+        f"(default {DEFAULT_MAX_CONTENTION})",
+        default=str(DEFAULT_MAX_CONTENTION),
+    ),
+    IniKey(
+        "mlrepro_timeout",
+        "seconds an accuracy or determinism item may run (per evaluation) when its "
+        "manifest sets no runtime.timeout_s (default 0: no limit)",
+        default="0",
+    ),
+    IniKey(
+        "mlrepro_html",
+        "write a self-contained HTML report of the session to this path (relative to the rootdir)",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Every option and ini key of the plugin."""
+    group = parser.getgroup(GROUP, GROUP_DESCRIPTION)
+    for option in OPTIONS:
+        option.add_to(group)
+    for key in INI_KEYS:
+        key.add_to(parser)
+
+
+def given(config: pytest.Config) -> bool:
+    """Whether this run asks for something of the plugin: an option of it on the command line
+    (or in ``addopts``), or an ini key of it in the configuration file (or ``-o``)."""
+    if any(config.getoption(o.dest, default=o.unset) != o.unset for o in OPTIONS):
+        return True
+    return any(_ini_given(config, key) for key in INI_KEYS)
+
+
+def _ini_given(config: pytest.Config, key: IniKey) -> bool:
+    value = config.getini(key.name)
+    if key.type == "linelist":
+        return list(value) != list(key.defaults)
+    return bool(value) if key.type == "paths" else str(value) != str(key.default)
+
+
+# Markers: -m mlrepro_latency, -m "mlrepro_torch and mlrepro_cpu", -m "not mlrepro".
+MARKER = "mlrepro"
+KINDS = ("accuracy", "latency", "determinism")
+
+
+def register_markers(config: pytest.Config) -> None:
+    """Register every marker the items carry, so that ``--strict-markers`` accepts them."""
+    config.addinivalue_line("markers", f"{MARKER}: every item of pytest-mlrepro")
+    for kind in KINDS:
+        config.addinivalue_line("markers", f"{MARKER}_{kind}: pytest-mlrepro {kind} items")
+    for framework in FRAMEWORKS:
+        config.addinivalue_line(
+            "markers", f"{MARKER}_{framework}: pytest-mlrepro items of {framework} manifests"
+        )
+    for device in DEVICES:
+        config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
+
+
+__all__ = [
+    "DEFAULT_MAX_CONTENTION",
+    "INI_KEYS",
+    "KINDS",
+    "LOCK_INPUT",
+    "MARKER",
+    "OPTIONS",
+    "add_options",
+    "given",
+    "register_markers",
+]

@@ -1,0 +1,58 @@
+"""The files a session writes at its end, from the session's rows: the results file
+(``--mlrepro-json``, format 2: docs/results.md) and the latency results in pytest-benchmark's
+format (``--mlrepro-benchmark-json``). The HTML page is :mod:`._html`'s."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from .._files import atomic_write_bytes
+from ..errors import OutputError
+from ..fingerprint import environment
+from ..latency import document
+from ..results import FORMAT
+from ._base import Row, machine_name, output_path, report_output_error, results_path, run_shard
+
+
+def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
+    """The results file (format 2, docs/results.md), when --mlrepro-json asks for one."""
+    path = results_path(session.config)
+    if path is None:
+        return
+    # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
+    rows = sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
+    shard = run_shard(session.config)
+    payload = {
+        "format": FORMAT,
+        "machine": {"name": machine_name(session.config), "environment": environment()},
+        "shard": None if shard is None else shard.as_json(),
+        "results": rows,
+    }
+    text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    try:
+        atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
+    except OutputError as exc:
+        report_output_error(session, str(exc))
+
+
+def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:
+    """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
+    config = session.config
+    path = output_path(config, "mlrepro_benchmark_json")
+    if path is None:
+        return
+    rows = sorted(rows, key=lambda r: str(r["nodeid"]))
+    benchmarks = [b for r in rows for b in r.get("benchmarks", [])]
+    keys: list[dict[str, Any]] = []
+    for r in rows:
+        if r.get("key") and r["key"] not in keys:
+            keys.append(r["key"])
+    payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
+    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    try:
+        atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
+    except OutputError as exc:
+        report_output_error(session, str(exc))

@@ -1,0 +1,57 @@
+"""Rows from reports: what each of the session's tables, files and pages is made of. A row comes
+from a report alone (its ``mlrepro.*`` properties and attributes), never from the item, so that an
+xdist controller, which runs no item, gathers the same rows as a single process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ._base import LATENCY_ATTR, PER_SAMPLE_ATTR, SPLIT_ATTR, Row, properties
+
+
+def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | None:
+    """An item's metrics from its report (the call, or a skip at setup); None for other
+    reports and for items of other plugins, and for the shard items of a split item (unless
+    ``keep_split``): the whole item's merged report stands for them."""
+    if report.when != "call" and not (report.skipped and report.when == "setup"):
+        return None
+    if not keep_split and getattr(report, SPLIT_ATTR, None) is not None:
+        return None
+    row = properties(report)
+    if not row:
+        return None
+    # Measured durations ("timing.<what>") go under one key, apart from results that repeat.
+    timing = {k[len("timing.") :]: row.pop(k) for k in list(row) if k.startswith("timing.")}
+    if timing:
+        row["timing"] = timing
+    per_sample = getattr(report, PER_SAMPLE_ATTR, None)
+    if per_sample is not None:
+        row["per_sample"] = per_sample
+    row["nodeid"] = report.nodeid
+    row["outcome"] = report.outcome
+    return row
+
+
+def reference_row(report: pytest.TestReport) -> Row | None:
+    """The reference properties of an item checked against a reference; None for other reports
+    and items."""
+    if report.when != "call":
+        return None
+    props = properties(report)
+    if "reference_verdict" in props:
+        return {**props, "outcome": report.outcome}
+    return None
+
+
+def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
+    """A latency item's results from its report (sent by an xdist worker with it); None for
+    other reports."""
+    data = getattr(report, LATENCY_ATTR, None)
+    if report.when == "call" and isinstance(data, dict):
+        return {**data, "nodeid": report.nodeid, "outcome": report.outcome}
+    return None
+
+
+__all__ = ["latency_row", "reference_row", "results_row"]

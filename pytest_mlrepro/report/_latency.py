@@ -1,0 +1,156 @@
+"""Latency in words: the milliseconds shown, and why a latency item failed (or was not judged)
+against its golden, with the table of ratios that decided it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..goldens import LatencyBaseline
+from ..latency import Assessment, LatencyOutcome
+from ._text import aligned
+
+
+def fmt_ms(seconds: float) -> str:
+    """``0.0203 ms``, ``7.21 ms``, ``10.0 ms``, ``151 ms``: three significant digits."""
+    value = seconds * 1e3
+    return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
+
+
+def _fmt_ratio(r: Any) -> str:
+    return f"×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}]"
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def judgement_rows(assessment: Assessment) -> list[str]:
+    """Golden vs now, one line per measurement and statistic, as a table."""
+    rows: list[tuple[str, ...]] = [
+        ("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")
+    ]
+    for name, js in assessment.judgements.items():
+        for j in js:
+            rows.append(
+                (
+                    name,
+                    j.statistic,
+                    fmt_ms(j.golden),
+                    fmt_ms(j.now),
+                    _fmt_ratio(j.ratio),
+                    _fmt_ratio(j.normalised) if j.normalised else "-",
+                    f"≤×{j.tolerance:g}",
+                    {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
+                )
+            )
+    return aligned(rows, indent="  ")
+
+
+def explain_latency(
+    assessment: Assessment,
+    baseline: LatencyBaseline,
+    changes: Mapping[str, tuple[Any, Any]],
+    attempts: int,
+    golden_shown: str,
+    update_cmd: str,
+    max_contention: float,
+) -> str:
+    """Why a latency item failed (or was not judged), with every number needed to believe it."""
+    a = assessment
+    stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
+    if a.verdict == "contended":
+        lead = (
+            f"latency not judged: the machine was busy (other processes used "
+            f"{a.attempt.contention:.0%} of the CPUs, more than {max_contention:.0%}) in every "
+            f"one of {attempts} attempts, and the model measured slower than the golden allows"
+        )
+    else:
+        lead = (
+            f"latency regression: {stats} beyond the tolerance in every one of {attempts} "
+            "attempts, both absolutely and relative to the reference workload"
+        )
+    lines = [lead, ""]
+    lines += judgement_rows(a)
+    ref_now = float(np.median(a.attempt.reference_seconds))
+    ref_golden = float(np.median(baseline.reference_samples))
+    lines.append("")
+    if a.normalised:
+        lines.append(
+            f"  reference workload p50: {fmt_ms(ref_golden)} at recording, {fmt_ms(ref_now)} "
+            f"now (machine ×{ref_now / ref_golden:.2f}; after/before the model "
+            f"×{a.attempt.reference_drift:.2f})"
+        )
+    else:
+        lines.append(
+            "  reference workload differs from the golden's "
+            f"({baseline.reference} → {a.attempt.reference}): judged on absolute ratios only"
+        )
+    if a.attempt.contention is not None:
+        lines.append(
+            f"  other processes used {a.attempt.contention:.0%} of the CPUs meanwhile "
+            f"(at recording: {_pct(baseline.contention)})"
+        )
+    lines.append("  [low–high]: one-sided 95% bootstrap bounds of the ratio")
+    if changes:
+        lines.append("")
+        lines.append("  changed since the golden:")
+        for name, (old, new) in changes.items():
+            lines.append(f"    {name}: {_plain(old)} → {_plain(new)}")
+    lines.append("")
+    exact = "" if baseline.exact else " (recorded with other settings on this machine)"
+    lines.append(f"  golden: {golden_shown}{exact}, recorded {baseline.recorded}")
+    if a.verdict == "contended":
+        lines.append("  rerun on a quiet machine (or raise mlrepro_latency_max_contention)")
+    else:
+        lines += ["  if the change is intended, record a new golden:", f"    {update_cmd}"]
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None or not math.isfinite(value) else f"{value:.0%}"
+
+
+def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -> str:
+    """The text of a latency item that did not pass (``where``: the manifest as shown, the
+    device and the batch; ``update_cmd``: the command that re-records its golden)."""
+    reason = outcome.reason
+    if reason == "golden invalid":
+        return f"{outcome.message}\n(only --mlrepro-update replaces it: {update_cmd})"
+    if reason == "no golden":
+        f = outcome.key or {}
+        gpu = f", {f['gpu']}" if f.get("gpu") else ""
+        return (
+            f"no latency golden for this machine and settings ({f.get('cpu')}, "
+            f"{f.get('usable_cpus')} CPUs{gpu}, {f.get('framework')} "
+            f"{f.get('framework_version')}, threads "
+            f"{f.get('intra_op_threads')}/{f.get('inter_op_threads')}): no "
+            f"{outcome.golden_file}; record one with\n  {update_cmd}"
+        )
+    if reason == "busy":
+        return (
+            f"latency {outcome.verdict}: the machine was busy in every attempt (other processes "
+            f"used at least {outcome.least_contention:.0%} of the CPUs, more than "
+            f"mlrepro_latency_max_contention = {outcome.max_contention:g}); rerun on a quiet "
+            "machine"
+        )
+    if reason in ("regression", "contended"):
+        assert outcome.assessment is not None and outcome.baseline is not None
+        text = explain_latency(
+            outcome.assessment,
+            outcome.baseline,
+            outcome.changes,
+            outcome.assessments,
+            outcome.golden_shown,
+            update_cmd,
+            outcome.max_contention,
+        )
+        return text if reason == "contended" else f"{where}: {text}"
+    return outcome.message  # unavailable, error: the error's own text
+
+
+__all__ = ["explain_latency", "fmt_ms", "judgement_rows", "latency_outcome_text"]

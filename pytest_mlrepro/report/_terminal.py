@@ -1,0 +1,133 @@
+"""The plugin's terminal sections at the end of a session, from the session's rows: the latency
+table, the reference agreement, the golden store's audit and what a sharded run says."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..data import Shard
+from ..latency import STALE_RATIO
+from ._latency import fmt_ms
+from ._text import aligned
+
+
+def latency_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The terminal table: one line per item and measurement, the item's verdict and, in words,
+    which ratio decided it (on the item's first line); then the stale goldens with the command
+    that re-records each."""
+    table = [
+        (
+            "manifest",
+            "device",
+            "batch",
+            "measure",
+            "golden",
+            "now",
+            "×golden",
+            "×norm",
+            "rounds",
+            "verdict",
+            "decided by",
+        )
+    ]
+    stale: list[str] = []
+    for r in sorted(rows, key=lambda r: (str(r["manifest"]), str(r["device"]), int(r["batch"]))):
+        measured = r.get("measurements") or {"-": {}}
+        flag = r.get("stale_golden")
+        verdict = str(r.get("verdict", ""))
+        if isinstance(flag, dict):
+            verdict += " (stale golden)"
+            stale += [
+                f"stale latency golden: {r['manifest']} [{r['device']}, batch {r['batch']}] runs "
+                f"at ×{flag['ratio']:.2f} of its golden's p50 (below ×{STALE_RATIO:g}: "
+                "recorded on a busy machine? against it a real slowdown would pass); re-record:",
+                f"  {flag['command']}",
+            ]
+        for index, (name, m) in enumerate(measured.items()):
+            j = (m.get("judgements") or [{}])[0]
+            table.append(
+                (
+                    str(r["manifest"]),
+                    str(r["device"]),
+                    str(r["batch"]),
+                    name,
+                    _ms(j.get("golden_ms")) + (f" {j['statistic']}" if j else ""),
+                    _ms(j.get("now_ms", m.get("p50_ms"))),
+                    _x(j.get("ratio")),
+                    _x(j.get("normalised")),
+                    str(m.get("rounds", "-")),
+                    verdict if index == 0 else "",
+                    str(r.get("decided_by") or "") if index == 0 else "",
+                )
+            )
+    return aligned(table) + (["", *stale] if stale else [])
+
+
+def _ms(value: Any) -> str:
+    return fmt_ms(value / 1e3) if isinstance(value, (int, float)) else "-"
+
+
+def _x(value: Any) -> str:
+    return f"×{value:.2f}" if isinstance(value, (int, float)) else "-"
+
+
+def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per item: manifest [device] vs reference, agreement, max score difference."""
+    lines = []
+    for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
+        head = f"{r.get('manifest')} [{r.get('device')}] vs {r.get('reference', '?')}"
+        if "reference_agreement" not in r:
+            lines.append(f"{head}: {r.get('reference_verdict')}")
+            continue
+        diff = r.get("reference_max_score_diff")
+        lines.append(
+            f"{head}: top-1 agreement {r['reference_agreement']:.4f} "
+            f"over {r.get('reference_samples')} samples, max |Δ "
+            f"{r.get('reference_score_space', 'score')}| "
+            f"{'-' if diff is None else f'{diff:.3g}'}, top-1 ratio "
+            f"{r.get('reference_top1_ratio', float('nan')):.4f}: {r.get('reference_verdict')}"
+        )
+    return lines
+
+
+def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[str]:
+    """Goldens that no manifest uses (shown paths; a folder ends in ``/``), hedged when manifests
+    failed to load, and temporary files left by interrupted golden writes; no lines when there
+    are neither."""
+    if not (unused or stale):
+        return []
+    lines: list[str] = []
+    if unused and broken:
+        lines.append(
+            f"{len(unused)} golden(s) look unused, but {len(broken)} manifest(s) failed to load "
+            f"and may use them: {', '.join(broken)}"
+        )
+    elif unused:
+        lines.append(
+            f"{len(unused)} golden(s) that no manifest uses (delete them if that is intended):"
+        )
+    lines += [f"  {path}" for path in unused]
+    if stale:
+        lines.append(
+            f"{len(stale)} temporary file(s) left by interrupted golden writes (ignored; the next "
+            "--mlrepro-update of that golden removes them):"
+        )
+        lines += [f"  {path}" for path in stale]
+    return lines
+
+
+def shard_lines(shard: Shard | None, json_target: str | None) -> list[str]:
+    """What the terminal says of a run that is one shard (nothing otherwise)."""
+    if shard is None:
+        return []
+    keep = f" (this run's: {os.fspath(json_target)})" if json_target else ""
+    return [
+        f"this run is shard {shard} of every data set: its accuracy items compared their "
+        f"shard, their tolerance verdict is the merge's;",
+        f"`mlrepro merge` of the results files of all {shard.count} shards gives the "
+        f"verdict{keep} (write each with --mlrepro-json).",
+    ]
+
+
+__all__ = ["audit_lines", "latency_table", "reference_lines", "shard_lines"]

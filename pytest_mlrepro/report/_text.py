@@ -1,0 +1,24 @@
+"""The one aligned text table of the terminal's sections and failure texts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def aligned(
+    rows: Sequence[Sequence[str]], indent: str = "", marks: Sequence[str] | None = None
+) -> list[str]:
+    """``rows`` as lines whose columns line up (two spaces between columns, no trailing space),
+    each line led by ``indent`` and followed by its mark in ``marks`` (e.g. ``"  ✗"``)."""
+    if not rows:
+        return []
+    width = [max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, row in enumerate(rows):
+        text = "  ".join(cell.ljust(w) for cell, w in zip(row, width)).rstrip()
+        mark = marks[index] if marks is not None and index < len(marks) else ""
+        lines.append(indent + text + mark)
+    return lines
+
+
+__all__ = ["aligned"]
