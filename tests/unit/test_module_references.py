@@ -27,8 +27,19 @@ from helpers import REPO
 PACKAGE = REPO / "pytest_mlrepro"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Where a file the text names may be: the repository, less what no one wrote.
-SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache",
-                ".ruff_cache", ".pytest_cache", ".hypothesis", ".mlrepro_cache", "floor-venv"}  # fmt: skip
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".hypothesis",
+    ".mlrepro_cache",
+    "floor-venv",
+}
 # Files of other projects the text names on purpose (the frameworks' own sources).
 OTHER_PROJECTS = {"tensorflow/lite/python/interpreter.py"}
 
