@@ -18,6 +18,7 @@ import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -294,6 +295,44 @@ def make_onnx_with_input(
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
+
+
+def means_graph(
+    extra_nodes: Sequence[Any] = (),
+    extra_inits: Sequence[Any] = (),
+    *,
+    logits: str = "logits",
+    classes: int = 3,
+    batch: int | str = "batch",
+) -> Any:
+    """The tiny model (``logits = 10 × channel means``, as ``scaled``), then ``extra_nodes``
+    that make the output ``logits`` from it."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
+        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
+        helper.make_node("Mul", ["flat", "scale"], ["scaled" if extra_nodes else logits]),
+        *extra_nodes,
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "means",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, "h", "w"])],
+        [helper.make_tensor_value_info(logits, TensorProto.FLOAT, [batch, classes])],
+        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE]), *extra_inits],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def save_onnx(model: Any, path: Path, **kwargs: object) -> str:
+    """``model`` checked and saved at ``path`` (IR version 8); returns the file's sha256."""
+    import onnx
+
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path), **kwargs)  # type: ignore[arg-type]
+    return sha256(path)
 
 
 # A conftest.py for pytester projects: model builders whose modules compute the tiny model's
