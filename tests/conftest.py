@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import (
     LOOSE,
     QUIET,
+    BareProject,
     Project,
     make_assets,
     make_project,
@@ -135,3 +136,15 @@ def project(
 def serial_project(pytester: pytest.Pytester, mlrepro_assets: Path, _mlrepro_env: None) -> Project:
     """A tiny project whose runs never use xdist (for checks of the one process)."""
     return Project(pytester, mlrepro_assets, [])
+
+
+@pytest.fixture(scope="session")
+def bare_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Images, labels and the tiny ONNX model (no golden), made once per session."""
+    return make_assets(tmp_path_factory.mktemp("bare-assets"), torchscript=False)
+
+
+@pytest.fixture
+def bare(pytester: pytest.Pytester, bare_assets: Path, _mlrepro_env: None) -> BareProject:
+    """The tiny project with no manifest and no golden yet, run in this process."""
+    return BareProject(pytester, bare_assets)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import pkgutil
 import re
@@ -243,6 +244,59 @@ class Project:
         if self.xdist or subprocess or not in_process_safe(self.path):
             return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
         return self.pytester.runpytest(*QUIET, *args)
+
+
+class BareProject:
+    """The tiny project in ``pytester.path`` with no manifest and no golden yet (``manifest``
+    writes one), run in-process."""
+
+    def __init__(self, pytester: pytest.Pytester, assets: Path) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        self.assets = assets
+        make_project(self.path, assets, manifests={})
+
+    def manifest(self, name: str, **kwargs: Any) -> None:
+        text = manifest_text(name, assets=self.assets, **kwargs)
+        (self.path / "manifests" / f"{name}.yaml").write_text(text)
+
+    def golden(self, name: str) -> Path:
+        return self.path / "golden" / f"{name}.json"
+
+    def golden_json(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.golden(name).read_text())
+        return data
+
+    def data(self) -> Path:
+        return self.path / "data" / "tiny"
+
+    def rewrite_checksums(self) -> None:
+        """The checksum list made anew: the project's owner accepts the edited data."""
+        (self.path / "manifests" / "tiny.sha256").write_text(checksum_list(self.data()))
+
+    def run(self, *args: str) -> pytest.RunResult:
+        return self.pytester.runpytest(*QUIET, *args)
+
+
+def verdicts(result: pytest.RunResult) -> dict[str, str]:
+    """The summary table's verdict column, by manifest."""
+    lines = result.stdout.lines
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith("manifest ") and "verdict" in line
+    )
+    column = lines[start].index("verdict")
+    out = {}
+    for line in lines[start + 1 :]:
+        if not line.strip() or line.startswith("="):
+            break
+        out[line.split()[0]] = line[column:].strip()
+    return out
+
+
+def lead_of(result: pytest.RunResult) -> str:
+    """The diagnosis's lead sentence, its wrapped lines joined."""
+    text = result.stdout.str().split("\ndiagnosis (", 1)[1]
+    return " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()[1:])
 
 
 OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(torch|tensorflow|tflite|litert)", re.IGNORECASE)

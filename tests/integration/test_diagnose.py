@@ -449,7 +449,7 @@ def test_probes_are_stable_and_mix_changed_and_unchanged_samples() -> None:
     assert probes.select(ids, 0) == []
 
 
-# --- issue 20: causes inside the model, or in the data ----------------------------------------
+# --- causes inside the model, or in the data ------------------------------------------------------
 
 
 def _copy_data(lab: Lab, name: str) -> Path:

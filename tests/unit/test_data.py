@@ -361,7 +361,7 @@ def test_checksum_mismatch_names_the_file(tiny: Tiny) -> None:
 
 
 def test_checksum_mismatch_names_the_line_of_the_list(tiny: Tiny) -> None:
-    """Issue 20: a refusal names file:line:field, here the list's line that pins the file."""
+    """A refusal names file:line:field, here the list's line that pins the file."""
     path = tiny.folder / "b c.png"
     write_image(path, 7)
     with pytest.raises(IntegrityError) as info:
