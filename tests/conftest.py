@@ -25,12 +25,15 @@ import pytest
 from hypothesis import settings
 
 # The shared helpers (helpers.py, diag_helpers.py, tf_helpers.py) live here, beside the tier
-# folders: importable as top-level modules from every tier, however pytest was started.
+# folders: importable as top-level modules from every tier, however pytest was started. They are
+# imported one way only, ``from helpers import ...`` (each refuses to load as ``tests.helpers``:
+# a second name would be a second module object).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import (
     LOOSE,
     QUIET,
+    XDIST,
     BareProject,
     Project,
     make_assets,
@@ -54,7 +57,6 @@ settings.register_profile("ci", max_examples=100)
 settings.register_profile("deep", max_examples=500)
 settings.load_profile(os.environ.get("MLREPRO_HYPOTHESIS_PROFILE", "ci"))
 
-XDIST = ["-n", "2"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

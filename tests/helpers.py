@@ -24,6 +24,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+# One import style: ``from helpers import ...`` (tests/conftest.py puts this folder on sys.path).
+# Imported as ``tests.helpers`` too, the module would load twice, as two module objects, each
+# with its own copy of every class and constant.
+if __name__ != "helpers":
+    raise ImportError(
+        f"import the test helpers as 'helpers' (from helpers import ...), not as {__name__!r}"
+    )
+
 # The real data set the slow tests read: outside the repository, never copied into it.
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MLREPRO_DATA") or REPO.parent / "shared" / "data")
@@ -52,6 +60,9 @@ LOOSE = "tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n"
 # Plugins unrelated to pytest-mlrepro that cost seconds per (worker) process: the hypothesis
 # plugin imports all of hypothesis at start-up.
 QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+# The pytest-xdist arguments of the runs that use it (tests/conftest.py: the slow tier unless the
+# test is about xdist).
+XDIST = ["-n", "2"]
 
 
 def examples(ci: int) -> int:
@@ -320,7 +331,7 @@ def in_process_safe(project: Path) -> bool:
     return True
 
 
-# --- added for the hardening tests (test_integrity.py, test_missing_pieces.py, ...) ----------
+# --- models and builders with one behaviour each (a shaped input, hanging, crashing) --------------
 
 
 def make_onnx_with_input(

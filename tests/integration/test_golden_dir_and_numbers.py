@@ -11,8 +11,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
-from tests.helpers import Project
+from helpers import Project
 
 
 def test_update_refuses_a_golden_directory_that_links_outside_the_project(
