@@ -69,7 +69,7 @@ def pytest_collection_modifyitems(
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every manifest (recognize.py's rule) the ini key mlrepro_manifests names, outside
+    """Every manifest (manifest/_recognize.py's rule) the ini key mlrepro_manifests names, outside
     pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
     patterns = config.getini("mlrepro_manifests")

@@ -1,8 +1,8 @@
 """pytest glue for latency: the ``latency[<device>-b<batch>]`` items, their options, the xdist
 exclusive section, the terminal table and the pytest-benchmark JSON file.
 
-Registered by ``plugin.py``; importing it imports no ML framework. The measurement, the golden
-store and the verdict live in :mod:`pytest_mlrepro.latency._measure` and
+Registered by ``plugin/__init__.py``; importing it imports no ML framework. The measurement,
+the golden store and the verdict live in :mod:`pytest_mlrepro.latency._measure` and
 :mod:`pytest_mlrepro.latency._timing`.
 
 Under pytest-xdist, a latency item must not be timed while items in other workers load the same

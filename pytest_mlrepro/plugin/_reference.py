@@ -1,7 +1,8 @@
 """pytest glue for cross-framework agreement: a terminal section listing, for every item checked
 against a ``reference``, its agreement and largest score difference (pass or fail alike).
 
-Registered by ``plugin.py``; the check itself runs in the accuracy item (``reference.py``).
+Registered by ``plugin/__init__.py``; the check itself runs in the accuracy item
+(``_items.py``, with ``goldens/_reference.py``).
 """
 
 from __future__ import annotations
