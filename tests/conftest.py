@@ -150,3 +150,11 @@ def bare_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bare(pytester: pytest.Pytester, bare_assets: Path, _mlrepro_env: None) -> BareProject:
     """The tiny project with no manifest and no golden yet, run in this process."""
     return BareProject(pytester, bare_assets)
+
+
+@pytest.fixture
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test servers listen on 127.0.0.1: never route to them through a proxy."""
+    for scheme in ("http", "https", "all"):
+        for name in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY"):
+            monkeypatch.delenv(name, raising=False)

@@ -41,19 +41,7 @@ IMAGES = {"d'e.jpg": 2, "a.png": 0, "f.png": 1, "b c.png": 1}
 SORTED_IDS = sorted(IMAGES)
 CLASS_LINES = ["n00000001 tabby cat", "n00000002 dog", "bird"]
 
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test servers listen on 127.0.0.1: never route to them through a proxy."""
-    for name in (
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("_no_proxy")  # tests/conftest.py
 
 
 def write_image(path: Path, index: int) -> None:
