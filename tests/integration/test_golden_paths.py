@@ -3,7 +3,8 @@
 * ``golden:`` may only name a file of the accuracy namespace (not a latency or pitfall golden, not
   a project file): anything else is an invalid manifest, and nothing is written there.
 * A golden path that is a symlink, a FIFO or a folder is refused (never read through, never
-  blocking, never a raw traceback).
+  blocking, never a raw traceback); a golden directory that links outside the project is refused
+  by ``--mlrepro-update`` before anything runs.
 * A golden records the manifest file it was recorded from; another manifest with the same name is
   refused, naming both, in a later run.
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -149,3 +151,21 @@ def test_a_moved_manifest_keeps_its_golden(serial_project: Project) -> None:
     run(project, "--mlrepro-update").assert_outcomes(passed=1)
     golden = golden_store.read(project.golden("tiny_moved"))
     assert golden is not None and golden.manifest_file == "manifests/new.yaml"
+
+
+def test_update_refuses_a_golden_directory_that_links_outside_the_project(
+    serial_project: Project, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    project = serial_project.make({"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")})
+    outside = tmp_path_factory.mktemp("elsewhere")
+    shutil.rmtree(project.path / "golden")
+    (project.path / "golden").symlink_to(outside, target_is_directory=True)
+    result = project.run("--mlrepro-update")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*the golden directory {project.path / 'golden'} leads (through a symbolic link) "
+            f"to {outside.resolve()}, outside the project*Nothing was run.*"
+        ]
+    )
+    assert list(outside.iterdir()) == []

@@ -3,6 +3,8 @@
 * A golden edited by hand (class indices as strings or floats, labels as booleans, scores as
   strings or NaN, an out-of-range class, metrics that contradict the samples, another manifest's
   name) fails its item naming the file, the line and the field; only --mlrepro-update replaces it.
+* ``NaN`` or ``Infinity`` anywhere in a golden (Python's JSON parser accepts both; the store
+  never writes them) fails the item naming the field.
 * A golden recorded with another number of classes is a drift that an update re-records.
 """
 
@@ -180,3 +182,26 @@ def test_a_golden_recorded_with_another_class_count_is_a_drift_an_update_rerecor
     update.assert_outcomes(passed=1)
     update.stdout.fnmatch_lines(["*golden updated (number of classes changed)*"])
     run(project).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_metric_in_a_golden_fails_naming_the_field(
+    serial_project: Project, value: str
+) -> None:
+    project = serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+    golden = project.golden("tiny_onnx")
+    text = golden.read_text()
+    start = text.index('"top1": ', text.index('"metrics"'))
+    end = text.index(",", start)
+    golden.write_text(text[:start] + f'"top1": {value}' + text[end:])
+    before = golden.read_bytes()
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    shown = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[value]
+    result.stdout.fnmatch_lines(
+        [f"*golden/tiny_onnx.json*: metrics.top1: {shown} is not a finite number: a golden holds "
+         "only finite numbers (the file was edited or tampered with)*"]
+    )
+    assert golden.read_bytes() == before
