@@ -58,7 +58,6 @@ settings.register_profile("deep", max_examples=500)
 settings.load_profile(os.environ.get("MLREPRO_HYPOTHESIS_PROFILE", "ci"))
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
