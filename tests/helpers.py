@@ -27,7 +27,7 @@ import pytest
 # One import style: ``from helpers import ...`` (tests/conftest.py puts this folder on sys.path).
 # Imported as ``tests.helpers`` too, the module would load twice, as two module objects, each
 # with its own copy of every class and constant.
-if __name__ != "helpers":
+if __name__.startswith("tests."):  # (run as a script, it is __main__: allowed)
     raise ImportError(
         f"import the test helpers as 'helpers' (from helpers import ...), not as {__name__!r}"
     )
