@@ -11,7 +11,7 @@ the core is a bug in the tool::
     ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
-    │   └── ReferenceGoldenMissing  (reference.py) the reference manifest has no golden yet
+    │   └── ReferenceGoldenMissing  (goldens/_reference.py) the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
     │   └── BuildMismatch    its bytes are not the pinned ones (names this machine and packages)
     ├── OutputError          a file the tool writes (golden, results file) cannot be written

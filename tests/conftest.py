@@ -25,12 +25,16 @@ import pytest
 from hypothesis import settings
 
 # The shared helpers (helpers.py, diag_helpers.py, tf_helpers.py) live here, beside the tier
-# folders: importable as top-level modules from every tier, however pytest was started.
+# folders: importable as top-level modules from every tier, however pytest was started. They are
+# imported one way only, ``from helpers import ...`` (each refuses to load as ``tests.helpers``:
+# a second name would be a second module object).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import (
     LOOSE,
     QUIET,
+    XDIST,
+    BareProject,
     Project,
     make_assets,
     make_project,
@@ -52,8 +56,6 @@ for _native in ("onnx", "onnxruntime"):
 settings.register_profile("ci", max_examples=100)
 settings.register_profile("deep", max_examples=500)
 settings.load_profile(os.environ.get("MLREPRO_HYPOTHESIS_PROFILE", "ci"))
-
-XDIST = ["-n", "2"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -135,3 +137,23 @@ def project(
 def serial_project(pytester: pytest.Pytester, mlrepro_assets: Path, _mlrepro_env: None) -> Project:
     """A tiny project whose runs never use xdist (for checks of the one process)."""
     return Project(pytester, mlrepro_assets, [])
+
+
+@pytest.fixture(scope="session")
+def bare_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Images, labels and the tiny ONNX model (no golden), made once per session."""
+    return make_assets(tmp_path_factory.mktemp("bare-assets"), torchscript=False)
+
+
+@pytest.fixture
+def bare(pytester: pytest.Pytester, bare_assets: Path, _mlrepro_env: None) -> BareProject:
+    """The tiny project with no manifest and no golden yet, run in this process."""
+    return BareProject(pytester, bare_assets)
+
+
+@pytest.fixture
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test servers listen on 127.0.0.1: never route to them through a proxy."""
+    for scheme in ("http", "https", "all"):
+        for name in (f"{scheme}_proxy", f"{scheme.upper()}_PROXY"):
+            monkeypatch.delenv(name, raising=False)

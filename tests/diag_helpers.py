@@ -21,6 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+# One import style: ``from diag_helpers import ...`` (tests/conftest.py puts this folder on
+# sys.path). Imported as ``tests.diag_helpers`` too, the module would load twice, as two module
+# objects, each with its own copy of every class and constant.
+if __name__.startswith("tests."):  # (run as a script, it is __main__: allowed)
+    raise ImportError(
+        "import the test helpers as 'diag_helpers' (from diag_helpers import ...), not as "
+        f"{__name__!r}"
+    )
+
 HEIGHT, WIDTH, BLOCK = 48, 66, 3
 SIDE = 12  # the model's input is 3 × SIDE × SIDE
 CLASSES = 10

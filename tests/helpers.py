@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import pkgutil
 import re
@@ -18,9 +19,18 @@ import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+
+# One import style: ``from helpers import ...`` (tests/conftest.py puts this folder on sys.path).
+# Imported as ``tests.helpers`` too, the module would load twice, as two module objects, each
+# with its own copy of every class and constant.
+if __name__.startswith("tests."):  # (run as a script, it is __main__: allowed)
+    raise ImportError(
+        f"import the test helpers as 'helpers' (from helpers import ...), not as {__name__!r}"
+    )
 
 # The real data set the slow tests read: outside the repository, never copied into it.
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +60,9 @@ LOOSE = "tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n"
 # Plugins unrelated to pytest-mlrepro that cost seconds per (worker) process: the hypothesis
 # plugin imports all of hypothesis at start-up.
 QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+# The pytest-xdist arguments of the runs that use it (tests/conftest.py: the slow tier unless the
+# test is about xdist).
+XDIST = ["-n", "2"]
 
 
 def examples(ci: int) -> int:
@@ -244,6 +257,59 @@ class Project:
         return self.pytester.runpytest(*QUIET, *args)
 
 
+class BareProject:
+    """The tiny project in ``pytester.path`` with no manifest and no golden yet (``manifest``
+    writes one), run in-process."""
+
+    def __init__(self, pytester: pytest.Pytester, assets: Path) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        self.assets = assets
+        make_project(self.path, assets, manifests={})
+
+    def manifest(self, name: str, **kwargs: Any) -> None:
+        text = manifest_text(name, assets=self.assets, **kwargs)
+        (self.path / "manifests" / f"{name}.yaml").write_text(text)
+
+    def golden(self, name: str) -> Path:
+        return self.path / "golden" / f"{name}.json"
+
+    def golden_json(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.golden(name).read_text())
+        return data
+
+    def data(self) -> Path:
+        return self.path / "data" / "tiny"
+
+    def rewrite_checksums(self) -> None:
+        """The checksum list made anew: the project's owner accepts the edited data."""
+        (self.path / "manifests" / "tiny.sha256").write_text(checksum_list(self.data()))
+
+    def run(self, *args: str) -> pytest.RunResult:
+        return self.pytester.runpytest(*QUIET, *args)
+
+
+def verdicts(result: pytest.RunResult) -> dict[str, str]:
+    """The summary table's verdict column, by manifest."""
+    lines = result.stdout.lines
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith("manifest ") and "verdict" in line
+    )
+    column = lines[start].index("verdict")
+    out = {}
+    for line in lines[start + 1 :]:
+        if not line.strip() or line.startswith("="):
+            break
+        out[line.split()[0]] = line[column:].strip()
+    return out
+
+
+def lead_of(result: pytest.RunResult) -> str:
+    """The diagnosis's lead sentence, its wrapped lines joined."""
+    text = result.stdout.str().split("\ndiagnosis (", 1)[1]
+    return " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()[1:])
+
+
 OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(torch|tensorflow|tflite|litert)", re.IGNORECASE)
 
 
@@ -265,7 +331,7 @@ def in_process_safe(project: Path) -> bool:
     return True
 
 
-# --- added for the hardening tests (test_integrity.py, test_missing_pieces.py, ...) ----------
+# --- models and builders with one behaviour each (a shaped input, hanging, crashing) --------------
 
 
 def make_onnx_with_input(
@@ -294,6 +360,44 @@ def make_onnx_with_input(
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
+
+
+def means_graph(
+    extra_nodes: Sequence[Any] = (),
+    extra_inits: Sequence[Any] = (),
+    *,
+    logits: str = "logits",
+    classes: int = 3,
+    batch: int | str = "batch",
+) -> Any:
+    """The tiny model (``logits = 10 × channel means``, as ``scaled``), then ``extra_nodes``
+    that make the output ``logits`` from it."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
+        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
+        helper.make_node("Mul", ["flat", "scale"], ["scaled" if extra_nodes else logits]),
+        *extra_nodes,
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "means",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, "h", "w"])],
+        [helper.make_tensor_value_info(logits, TensorProto.FLOAT, [batch, classes])],
+        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [SCALE]), *extra_inits],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def save_onnx(model: Any, path: Path, **kwargs: object) -> str:
+    """``model`` checked and saved at ``path`` (IR version 8); returns the file's sha256."""
+    import onnx
+
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path), **kwargs)  # type: ignore[arg-type]
+    return sha256(path)
 
 
 # A conftest.py for pytester projects: model builders whose modules compute the tiny model's

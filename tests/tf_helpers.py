@@ -16,6 +16,14 @@ from pathlib import Path
 import numpy as np
 from helpers import N_CLASSES, SCALE, sha256
 
+# One import style: ``from tf_helpers import ...`` (tests/conftest.py puts this folder on sys.path).
+# Imported as ``tests.tf_helpers`` too, the module would load twice, as two module objects, each
+# with its own copy of every class and constant.
+if __name__.startswith("tests."):  # (run as a script, it is __main__: allowed)
+    raise ImportError(
+        f"import the test helpers as 'tf_helpers' (from tf_helpers import ...), not as {__name__!r}"
+    )
+
 # The file of each format, under the assets' models/ folder.
 TF_FILES = {
     "keras": "tiny.keras",

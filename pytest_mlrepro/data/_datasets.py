@@ -87,7 +87,7 @@ class ResolvedDataset:
     class_names: tuple[str, ...] | None
     origin: str
     # {sample id: sha256} of the samples, as the checksum list gives it (every file was verified
-    # against it): the identity of the data that a golden records (``data_identity.py``).
+    # against it): the identity of the data that a golden records (``goldens/_data_identity.py``).
     checksums: dict[str, str] = field(default_factory=dict)
     # The sha256 of the whole checksum list as parsed (every file of the data set with its
     # sha256, labels files included; all samples, not only a shard's): the data set's version,
@@ -199,7 +199,7 @@ def resolve_dataset(
     :class:`~pytest_mlrepro.errors.DatasetUnavailable` (whose ``how`` says how to provide the
     data) when it is nowhere to be found or cannot be downloaded.
 
-    ``shard``: only the samples of that shard (``shards.py``; after the manifest's ``limit``)
+    ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
     are selected, so only their files are looked for, verified (and downloaded).
     """
     return _Resolver(manifest, settings, shard).resolve()

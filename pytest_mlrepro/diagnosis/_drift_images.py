@@ -2,9 +2,10 @@
 preprocessing step that differs, for a few probe samples.
 
 The golden keeps the manifest it was recorded with, so its preprocessing can be rebuilt
-(:func:`~._explain.recorded_steps`) and re-run here, step by step (:func:`~._step_fingerprints.
-trace`). Which step differs first is the step fingerprints' answer (:func:`~._step_fingerprints.
-compare_steps`, the same one the diagnosis text gives); for a golden recorded before it kept step
+(:func:`~._manifest_diff.recorded_steps`) and re-run here, step by step
+(:func:`~._step_fingerprints.trace`). Which step differs first is the step fingerprints' answer
+(:func:`~._step_fingerprints.compare_steps`, the same one the diagnosis text gives); for a golden
+recorded before it kept step
 fingerprints, the two pipelines' outputs on the probe samples are compared here instead, aligned
 by op the same way.
 
@@ -24,7 +25,7 @@ from ..goldens import Golden
 from ..manifest import Manifest
 from ..pipeline import Step
 from . import _step_fingerprints as probe_store
-from ._explain import recorded_steps
+from ._manifest_diff import recorded_steps
 
 SHOWN = 3  # probe samples whose outputs are shown
 

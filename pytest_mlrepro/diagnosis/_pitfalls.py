@@ -7,8 +7,8 @@ built with :func:`dataclasses.replace` on the frozen step objects, validated lik
 pipeline (static checks, and the final layout and dtype must still be what the model takes), and
 deduplicated: a flip that the pipeline cannot express, or that changes nothing, is not listed.
 
-Nothing here runs a model. Diagnosis (``diagnose.py``) re-runs a probe subset under each variant;
-the sensitivity table (``sensitivity.py``) runs them over a data set.
+Nothing here runs a model. Diagnosis (``_probe_trials.py``) re-runs a probe subset under each
+variant; the sensitivity table (``_sensitivity.py``) runs them over a data set.
 
 The pitfalls come from the MLModelScope papers (Table 1: colour order, cropping, resize, decoding,
 normalisation order, layout) and from public incident reports (torchvision's antialias change,

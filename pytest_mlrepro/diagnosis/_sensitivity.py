@@ -1,7 +1,7 @@
 """The pitfall sensitivity table of a manifest: MLModelScope's Table 1 for this model.
 
 Runs the data set (or its first ``limit`` samples) through the declared pipeline and through each
-single-pitfall variant of ``pitfalls.py`` on one loaded model, and reports top-1 and top-5
+single-pitfall variant of ``_pitfalls.py`` on one loaded model, and reports top-1 and top-5
 accuracy under each pitfall and the *agreement*: the share of samples whose top-1 class equals
 the declared pipeline's. Agreement is what shows a pitfall that barely moves the accuracy.
 

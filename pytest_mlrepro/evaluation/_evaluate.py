@@ -384,7 +384,7 @@ def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) ->
 def evaluate_subset(
     runner: Runner, manifest: Manifest, dataset: ResolvedDataset, samples: Sequence[Sample]
 ) -> tuple[Results, npt.NDArray[np.float64]]:
-    """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``pitfalls.py``) over
+    """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``diagnosis/_pitfalls.py``) over
     ``samples`` of ``dataset`` on an already-loaded ``runner``: no reload, no re-verification.
     Returns the results and the score matrix, as :func:`evaluate` computes them."""
     raw = run_model(runner, manifest, replace(dataset, samples=tuple(samples)))

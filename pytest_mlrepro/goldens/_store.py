@@ -76,8 +76,8 @@ class Golden:
     manifest: dict[str, Any]
     environment: dict[str, Any]
     results: Results
-    # Per-step fingerprints of a few probe samples, for diagnosis (probes.py); None in goldens
-    # recorded before they existed, which still load.
+    # Per-step fingerprints of a few probe samples, for diagnosis (_step_fingerprints.py); None
+    # in goldens recorded before they existed, which still load.
     probes: dict[str, Any] | None = None
     # {sample id: sha256} of the files the results were measured on (with the labels in
     # ``results``, the identity of the data); None in goldens recorded before it existed.
@@ -516,7 +516,7 @@ def _check_finite(data: Any) -> None:
 
 def _check_data(block: Any) -> dict[str, str] | None:
     """The optional ``data`` block: a sha256 (lowercase hex) per file. A sample without one (or
-    a file without its sample) is only not compared (``data_identity.py``)."""
+    a file without its sample) is only not compared (``_data_identity.py``)."""
     if block is None:
         return None
     if not isinstance(block, dict):

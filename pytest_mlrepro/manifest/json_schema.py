@@ -4,7 +4,7 @@ The manifest schema is declared as data: the dataclasses of :mod:`pytest_mlrepro
 and the registered preprocessing steps of :mod:`pytest_mlrepro.pipeline._steps` (field types,
 defaults, required keys). This module walks them and writes JSON Schema (draft-07, what the YAML
 language server of VS Code reads), so the published file cannot drift from the code:
-``tests/test_manifest_schema.py`` checks that the committed ``manifest.schema.json`` equals a
+``tests/unit/test_manifest_schema.py`` checks that the committed ``manifest.schema.json`` equals a
 fresh generation.
 
 Rules that span fields live in ``check()`` methods, as code; the ones an editor can check are

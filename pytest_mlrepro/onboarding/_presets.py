@@ -2,8 +2,8 @@
 
 A preset is only a starting point: ``mlrepro init`` writes it out step by step in the manifest
 (the manifest stays the single, explicit truth), adapted to the model's resolution and layout.
-Values are written as the ``pipeline.py`` ops compute them: ``(x - mean) / std`` per channel in
-the value range the data has at that point.
+Values are written as the ``pipeline/_steps.py`` ops compute them: ``(x - mean) / std`` per
+channel in the value range the data has at that point.
 
 =================  =================================================================  ==========
 preset             recipe (S = the model's resolution)                                source

@@ -189,7 +189,7 @@ class AccuracyItem(EvaluatingItem):
         self._run_against_golden()
 
     def _check_reference(self, result: Any) -> ReferenceOutcome | None:
-        """The cross-runtime check (reference.py): this run against the reference's golden.
+        """The cross-runtime check (goldens/_reference.py): this run against the reference's golden.
         Never raises: the caller decides what its outcome does to the verdict (a drift still
         shows it, an update is refused on a disagreement). None when no reference is declared."""
         if self.manifest.reference is None:
@@ -425,7 +425,8 @@ class AccuracyItem(EvaluatingItem):
         )
 
     def _diagnosis(self, golden: Any, comparison: Any, result: Any, change: DataChange) -> str:
-        """The drift's likely cause (diagnose.py), appended to the failure; "" when turned off."""
+        """The drift's likely cause (diagnosis/_explain.py), appended to the failure; "" when
+        turned off."""
         probes = diagnosis_probes(self.config)
         if probes is None:
             return ""

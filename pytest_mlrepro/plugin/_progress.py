@@ -27,7 +27,7 @@ MIN_INTERVAL_S = 0.5
 
 
 class TerminalProgress:
-    """A ``Progress`` callable (evaluation.py) for one item; use as a context manager."""
+    """A ``Progress`` callable (evaluation/_evaluate.py) for one item; use as a context manager."""
 
     def __init__(self, config: pytest.Config, total: int) -> None:
         self.config = config

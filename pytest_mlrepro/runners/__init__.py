@@ -32,7 +32,7 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     ),
     "torch": ("torch",),
     "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel"),
-    # TFLite runs on LiteRT's interpreter (tf.lite.Interpreter is deprecated): see tensorflow.py
+    # TFLite runs on LiteRT's interpreter (tf.lite.Interpreter is deprecated): see tensorflow/
     "tflite": ("ai-edge-litert", "ai-edge-litert-nightly"),
 }
 EXTRAS = {"onnxruntime": "onnx", "torch": "torch", "tensorflow": "tf", "tflite": "tf"}

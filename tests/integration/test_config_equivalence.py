@@ -1,4 +1,4 @@
-"""One configuration (issue 12): ``mlrepro pitfalls|diagnose`` sees exactly the settings that
+"""One configuration: ``mlrepro pitfalls|diagnose`` sees exactly the settings that
 ``pytest`` sees in the same project, for every way pytest reads them.
 
 Each case writes a project configured one way, then takes a snapshot of what matters to the plugin

@@ -25,7 +25,9 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
 from pytest_mlrepro.diagnosis import record_layer_fingerprints
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, manifest_diff, probe_order
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
+from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
+from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
 from pytest_mlrepro.fingerprint import environment
 from pytest_mlrepro.goldens import _store as golden_store
@@ -447,7 +449,7 @@ def test_probes_are_stable_and_mix_changed_and_unchanged_samples() -> None:
     assert probes.select(ids, 0) == []
 
 
-# --- issue 20: causes inside the model, or in the data ----------------------------------------
+# --- causes inside the model, or in the data ------------------------------------------------------
 
 
 def _copy_data(lab: Lab, name: str) -> Path:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro.goldens import _store as golden_store
-from tests.helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 pytest.importorskip("onnxruntime")
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import Project
 
 from pytest_mlrepro.cli import main
-from tests.helpers import Project
 
 MANIFEST = "manifests/tiny_onnx.yaml"
 OPENCV_BGR = "{decode: {backend: opencv, order: BGR}}"

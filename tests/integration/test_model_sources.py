@@ -23,13 +23,6 @@ pytestmark = pytest.mark.usefixtures("_no_proxy", "_usual_umask")
 
 
 @pytest.fixture
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test server listens on 127.0.0.1: never route to it through a proxy."""
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
 def _usual_umask() -> Iterator[None]:
     old = os.umask(0o022)
     yield

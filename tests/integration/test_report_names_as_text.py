@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from tests.helpers import Project
+from helpers import Project
 
 MACHINE = "$\\foo{$ <b>&"
 

@@ -5,8 +5,7 @@ is a usage error before anything is collected or run, instead of 10**9 items bui
 from __future__ import annotations
 
 import pytest
-
-from tests.helpers import Project
+from helpers import Project
 
 ABSURD = 10**9
 

@@ -12,10 +12,10 @@ import hashlib
 import shutil
 
 import pytest
+from helpers import Project, checksum_list, recorded_project_of
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.results import load_results
-from tests.helpers import Project, checksum_list, recorded_project_of
 
 N_IMAGES = 40
 

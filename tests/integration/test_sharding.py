@@ -17,10 +17,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from helpers import PREPROCESS_BGR, XDIST, Project, checksum_list, recorded_project_of
 
 from pytest_mlrepro.results import SCHEMA_FILE, load_results, merge_shards
-from tests.conftest import XDIST
-from tests.helpers import PREPROCESS_BGR, Project, checksum_list, recorded_project_of
 
 N_IMAGES = 40
 MANIFEST = "manifests/tiny_onnx.yaml"

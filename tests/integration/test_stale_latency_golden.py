@@ -10,12 +10,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import Project
+
+# Imported under the name pytest gives test_latency.py (its folder is on sys.path): one module
+# object, whichever of the two files pytest collects first.
+from test_latency import golden_files, results, sleepy_project
+from test_latency import sleepy_weights as sleepy_weights  # the fixture
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.results import SCHEMA_FILE
-from tests.helpers import Project
-from tests.integration.test_latency import golden_files, results, sleepy_project
-from tests.integration.test_latency import sleepy_weights as sleepy_weights  # the fixture
 
 ITEM = "manifests/sleepy.yaml::latency[cpu-b1]"
 COMMAND = "pytest 'manifests/sleepy.yaml::latency[cpu-b1]' --mlrepro-update"

@@ -433,7 +433,7 @@ def test_installed_but_not_importable_skips_with_the_reason(
 def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     tmp_path: Path, tf_assets: Path
 ) -> None:
-    """Issue 20: layer fingerprints through the interpreter's preserved tensors. The int8
+    """Layer fingerprints through the interpreter's preserved tensors. The int8
     model's layers (dequantised with their own scale and zero point, their stored dtype kept)
     against the float32 model's: the precision change is named, and where the outputs differ."""
     from pytest_mlrepro.data import resolve_dataset

@@ -41,19 +41,7 @@ IMAGES = {"d'e.jpg": 2, "a.png": 0, "f.png": 1, "b c.png": 1}
 SORTED_IDS = sorted(IMAGES)
 CLASS_LINES = ["n00000001 tabby cat", "n00000002 dog", "bird"]
 
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test servers listen on 127.0.0.1: never route to them through a proxy."""
-    for name in (
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("_no_proxy")  # tests/conftest.py
 
 
 def write_image(path: Path, index: int) -> None:
@@ -361,7 +349,7 @@ def test_checksum_mismatch_names_the_file(tiny: Tiny) -> None:
 
 
 def test_checksum_mismatch_names_the_line_of_the_list(tiny: Tiny) -> None:
-    """Issue 20: a refusal names file:line:field, here the list's line that pins the file."""
+    """A refusal names file:line:field, here the list's line that pins the file."""
     path = tiny.folder / "b c.png"
     write_image(path, 7)
     with pytest.raises(IntegrityError) as info:

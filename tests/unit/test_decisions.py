@@ -73,7 +73,7 @@ def test_each_out_of_date_part_is_named(stale: dict[str, bool], reason: str) -> 
 
 
 def test_data_that_changed_fails_within_tolerance_and_an_update_records_it() -> None:
-    """A golden measured on other data is not a comparison of the same thing (issue 20)."""
+    """A golden measured on other data is not a comparison of the same thing."""
     base = {"has_golden": True, "within_tolerance": True, "data_changed": True}
     assert accuracy_decision(writes=False, **base) == AccuracyDecision("fail", "data changed")
     assert accuracy_decision(writes=True, data_current=False, **base) == AccuracyDecision(

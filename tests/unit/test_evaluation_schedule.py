@@ -1,4 +1,4 @@
-"""When preprocessing runs relative to the model (evaluation.preprocessed, issue 11 item 5).
+"""When preprocessing runs relative to the model (evaluation.preprocessed).
 
 On the CPU the model's runtime uses every core: preprocessing beside it oversubscribes them, so
 each batch is prepared first, by every worker, and the model then runs alone. On an accelerator

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pytest_mlrepro import fingerprint
-from pytest_mlrepro.diagnosis._explain import _env_change, _env_diff
+from pytest_mlrepro.diagnosis._environment_diff import _env_change, _env_diff
 
 # Abridged from a Sapphire Rapids server: AVX-512 with VNNI and BF16, AMX; "smep"/"smap" are
 # not SME.

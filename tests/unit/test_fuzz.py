@@ -50,6 +50,7 @@ FUZZ = settings(
 # half of what every run fuzzed before the tiers) and 5n under the slow tier's ``deep`` profile.
 PER_INPUT_LIMIT_S = 10.0  # a hang detector: the slowest input takes about a second
 RSS_GROWTH_LIMIT_MB = 300  # for the whole run; one expanded alias bomb would take gigabytes
+OUTCOME_SAMPLE = 300  # mutated manifests whose outcomes are counted (see the test)
 
 RICH = f"""\
 name: rich-manifest
@@ -495,18 +496,8 @@ def check_input(
     return outcome
 
 
-class Tally:
-    """Counts outcomes, so that the fuzzing provably reaches both loads and errors."""
-
-    loaded = 0
-    failed = 0
-
-
 def _run(folder: Path, raw: bytes) -> None:
-    if isinstance(check_input(folder, raw), Manifest):
-        Tally.loaded += 1
-    else:
-        Tally.failed += 1
+    check_input(folder, raw)
 
 
 @settings(FUZZ, max_examples=examples(3000))
@@ -547,14 +538,28 @@ def test_mutated_manifests_with_the_pure_python_parser(
     fuzz()
 
 
-def test_fuzzing_reached_both_outcomes() -> None:
-    """Runs after the fuzz tests (file order): a generator that only ever produced errors (or
-    only valid manifests) would test little."""
-    if Tally.loaded + Tally.failed < examples(5000):
-        pytest.skip("run with the fuzz tests above")
-    print(f"fuzzed {Tally.loaded + Tally.failed}: {Tally.loaded} loaded, {Tally.failed} refused")
-    assert Tally.loaded >= 100, (Tally.loaded, Tally.failed)
-    assert Tally.failed >= examples(2500), (Tally.loaded, Tally.failed)
+# Marked ``hypothesis`` (as every @given test is), so that the slow tier's ``-m "slow or
+# hypothesis"`` selects it too; it is not slow, so the fast tier runs it as well.
+@pytest.mark.hypothesis
+def test_fuzzing_reaches_both_outcomes(workdir: Path) -> None:
+    """The mutation strategy reaches both outcomes: manifests that load and clear refusals (a
+    generator that only ever produced errors, or only valid manifests, would test little).
+    Self-contained: the strategy runs here, on whichever worker and in whichever tier."""
+    loaded: list[bytes] = []
+    refused: list[bytes] = []
+
+    @settings(FUZZ, max_examples=examples(OUTCOME_SAMPLE))
+    @given(raw=mutated_text())
+    def fuzz(raw: bytes) -> None:
+        outcome = check_input(workdir, raw)
+        (loaded if isinstance(outcome, Manifest) else refused).append(raw)
+
+    fuzz()
+    total = len(loaded) + len(refused)
+    print(f"fuzzed {total}: {len(loaded)} loaded, {len(refused)} refused")
+    assert total == examples(OUTCOME_SAMPLE)
+    assert len(loaded) >= total // 50, (len(loaded), len(refused))
+    assert len(refused) >= total // 2, (len(loaded), len(refused))
 
 
 def test_fuzzing_stays_within_bounded_memory(rss_at_start: float) -> None:

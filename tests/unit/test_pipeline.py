@@ -474,13 +474,14 @@ def test_resize_pil_refuses_other_dtypes_statically() -> None:
 
 @pytest.mark.parametrize("dtype", ["float16", "int8"])
 def test_resize_opencv_unsupported_dtype_is_rejected_statically(dtype: str) -> None:
+    """OpenCV's resize takes uint8 or float32: another dtype is refused when the pipeline is
+    built, at the resize step, saying which dtype and what to do, before any image is read."""
     steps = [Decode(), Cast(dtype=dtype), Resize(size=8, method="bilinear", backend="opencv")]
-    try:
-        pipe = Pipeline(steps)
-    except Invalid:
-        return
-    # If validation accepts it, the pipeline must at least work.
-    pipe(encode(Image.fromarray(random_image(16, 16)), "PNG"), "x.png")
+    with pytest.raises(Invalid) as info:
+        Pipeline(steps)
+    assert info.value.path == (2, "resize")
+    assert f"not {dtype}" in info.value.message
+    assert "resize before the cast" in info.value.message
 
 
 # --- cast and scale -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,6 @@ from pytest_mlrepro.results import (
     metrics,
     shard_results,
 )
-from tests.helpers import examples
 
 
 def _results(ids: list[str], labels: np.ndarray, scores: np.ndarray, k: int) -> Results:

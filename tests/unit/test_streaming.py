@@ -1,4 +1,4 @@
-"""Streamed evaluation (issue 23, item 1): each batch is reduced, as it comes out of the model, to
+"""Streamed evaluation: each batch is reduced, as it comes out of the model, to
 its top-k and the scores at the top-k classes of the goldens it will be compared with. Real
 images, the tiny ONNX model on ONNX Runtime (tests/helpers.py), in-process."""
 

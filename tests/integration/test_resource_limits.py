@@ -1,4 +1,4 @@
-"""Resource limits and silent damage (issue 10, item 9).
+"""Resource limits and silent damage.
 
 * Every decode backend refuses an image whose header declares more than ``MAX_IMAGE_PIXELS``
   pixels, before it allocates them (a real PNG, its IHDR written here, claiming 30000 × 30000).

@@ -1,0 +1,120 @@
+"""When the data changed since the golden: how the changed files differ (the same pixels, the
+same pictures re-encoded, or other pictures), and whether the change covers the drift."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..data import Sample
+from ..goldens import Comparison, DataChange
+from ..manifest import Manifest
+from . import _step_fingerprints as probe_store
+from ._probe_trials import Counterfactual
+from ._wording import _expected
+
+# Block means (16 × 16 grid, 0–255 levels) of a decoded picture re-encoded lossily move by a few
+# levels; another picture's move by tens.
+_REENCODED_LEVELS = 4.0
+
+
+def _how_files_changed(
+    probes: Any, data: DataChange, by_id: Mapping[str, Sample], manifest: Manifest
+) -> str:
+    """What the changed files among the golden's step probes are, from their decoded pixels
+    against the decode fingerprints the golden recorded: the same pixels (a lossless
+    re-encoding, or metadata only), the same pictures re-encoded (same size, block means
+    within a few levels), or other pictures (then nothing is said: the file list says it)."""
+    rows = probes.get("fingerprints") if isinstance(probes, Mapping) else None
+    decode = next((s for s in manifest.input.preprocess if s.op == "decode"), None)
+    if not isinstance(rows, list) or decode is None:
+        return ""
+    same, close, levels = 0, 0, 0.0
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4 and row[2] == "decode"):
+            continue
+        sample = by_id.get(str(row[0]))
+        if sample is None or sample.id not in data.ids or not isinstance(row[3], Mapping):
+            continue
+        try:
+            now = probe_store.fingerprint(probe_store.trace([decode], sample)[0])
+        except Exception:  # a file that no longer decodes: the evidence says so elsewhere
+            return ""
+        then = row[3]
+        if now.get("sha256") == then.get("sha256"):
+            same += 1
+            continue
+        thumbs = (np.asarray(now.get("thumb"), float), np.asarray(then.get("thumb"), float))
+        if list(now.get("shape", [])) != list(then.get("shape", [])) or (
+            thumbs[0].shape != thumbs[1].shape
+        ):
+            return ""
+        moved = float(np.abs(thumbs[0] - thumbs[1]).max())
+        if moved > _REENCODED_LEVELS:
+            return ""
+        close += 1
+        levels = max(levels, moved)
+    if same + close == 0:
+        return ""
+    if close == 0:
+        return (
+            f"the {same} changed files among the step probes decode to the very same pixels "
+            "as the golden's (re-encoded losslessly, or metadata only)"
+        )
+    return (
+        f"the {same + close} changed files among the step probes are the same pictures "
+        f"re-encoded: same size, block means within {levels:.1f} levels of the golden's"
+    )
+
+
+def _data_lead(
+    data: DataChange,
+    comparison: Comparison,
+    other: str,
+    flip: Counterfactual | None = None,
+    how: str = "",
+) -> str:
+    """The lead when the data changed: what changed (and how, where the decoded probes tell:
+    ``how``), then whether it covers the drift. A flip that brings the probes back on the
+    changed data is the more specific cause: it leads."""
+    lead = "Likely cause: the data — " + "; ".join(data.parts()) + (f"; {how}" if how else "")
+    moved = [c.id for c in comparison.changed]
+    elsewhere = [i for i in moved if i not in data.ids]
+    rest = other.removeprefix("Likely cause")
+    if flip is not None and data.files and not elsewhere:
+        return (
+            f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
+            + "; ".join(data.parts())
+            + f", and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
+            f"golden: the new files need {_expected(flip.label)}."
+        )
+    if moved and not elsewhere:
+        return lead + f"; every sample whose prediction changed ({len(moved)}) is among them."
+    if elsewhere:
+        return (
+            lead + f". But {len(elsewhere)} of the {len(moved)} samples whose prediction changed "
+            f"have the golden's data, so something else changed too — likely cause{rest}"
+        )
+    if data.labels and not data.files and not data.added:
+        return lead + "; every prediction is the golden's: the accuracy moved with the labels."
+    worst = comparison.max_score_diff_id
+    if worst and worst not in data.ids and "score" in comparison.failures:
+        return (
+            lead + f". But the largest score difference is on {worst}, whose data is the "
+            f"golden's, so something else changed too — likely cause{rest}"
+        )
+    return lead + "."
+
+
+def _data_lines(data: DataChange) -> list[str]:
+    lines = data.parts()
+    if not data.files_known:
+        lines.append(
+            "the golden records no checksum of its files (recorded before pytest-mlrepro kept "
+            "them; --mlrepro-update adds them): only labels and the sample set are compared"
+        )
+    elif not data.changed:
+        lines.append(f"unchanged: the {data.samples} files (sha256) and their labels")
+    return lines

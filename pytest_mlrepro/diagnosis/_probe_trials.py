@@ -1,0 +1,304 @@
+"""The counterfactual probes: which pipelines to try (each manifest edit undone, each known
+pitfall flipped, each step a re-exported model may do itself dropped), running them on the
+probe samples (all on a few screening probes first, the closest on every probe), and which of
+them bring the probes back to the golden."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data import Sample
+from ..evaluation import Evaluation, results_of
+from ..goldens import AnyScores, Golden, KeptScores, Results, compare, score_rows, take_scores
+from ..manifest import Manifest
+from ..pipeline import Step
+from . import _pitfalls as pitfalls
+from . import _step_fingerprints as probe_store
+from ._counterfactual import score_pipelines
+from ._manifest_diff import _ABSENT, Change
+from ._wording import _show
+
+SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
+FINALISTS = 4  # (at most this many) then run on every probe
+
+
+@dataclass
+class Counterfactual:
+    """One pipeline tried on the probes, and how close it brings them to the golden."""
+
+    label: str  # reads after "with": "RGB instead of BGR"
+    steps: tuple[Step, ...]
+    category: str | None = None
+    reverts: list[Change] = field(default_factory=list)  # manifest edits this one undoes
+    agree: int = 0
+    probes: int = 0
+    max_diff: float = math.inf
+    error: str | None = None
+    order: int = 0
+    # Its outputs on the screening probes are those of the manifest as it is: the flip changes
+    # nothing there, so it proves nothing, whatever it matches.
+    noop: bool = False
+
+    @property
+    def fraction(self) -> float:
+        return self.agree / self.probes if self.probes else 0.0
+
+    def key(self) -> tuple[float, float, int, int]:
+        return (-self.fraction, self.max_diff, 0 if self.reverts else 1, self.order)
+
+
+def _revert_candidates(
+    now: tuple[Step, ...], recorded: tuple[Step, ...], changes: list[Change]
+) -> list[Counterfactual]:
+    """The recorded pipeline, and each preprocessing edit of the manifest undone on its own."""
+    out: list[Counterfactual] = []
+    pre = [c for c in changes if c.area == "preprocess"]
+    pairs = probe_store._align([s.op for s in recorded], [s.op for s in now])
+    for now_index, rec_index in pairs:
+        if now_index is not None and rec_index is not None:
+            if now[now_index] == recorded[rec_index]:
+                continue
+            steps = (*now[:now_index], recorded[rec_index], *now[now_index + 1 :])
+            mine = [
+                c for c in pre if c.path.split(".preprocess", 1)[1].startswith(f"[{now_index}]")
+            ]
+            label = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {_show(c.old)}" for c in mine)
+            label = f"the recorded {now[now_index].op} ({label or 'as recorded'})"
+        elif now_index is None:
+            assert rec_index is not None
+            before = [n for n, r in pairs if n is not None and r is not None and r < rec_index]
+            at = (max(before) + 1) if before else 1
+            steps = (*now[:at], recorded[rec_index], *now[at:])
+            mine = [c for c in pre if c.new is _ABSENT and c.path.endswith(f"[{rec_index}]")]
+            label = f"the recorded {pitfalls.describe_step(recorded[rec_index])} put back"
+        else:
+            steps = (*now[:now_index], *now[now_index + 1 :])
+            mine = [c for c in pre if c.old is _ABSENT and c.path.endswith(f"[{now_index}]")]
+            label = f"the added {now[now_index].op} step removed"
+        categories = {c.category for c in mine if c.category}
+        out.append(
+            Counterfactual(
+                label,
+                tuple(steps),
+                categories.pop() if len(categories) == 1 else None,
+                mine,
+            )
+        )
+    if recorded != now:  # (a duplicate of a single revert is dropped by the caller)
+        cats = {c.category for c in pre if c.category}
+        out.append(
+            Counterfactual(
+                "the recorded preprocessing (every edit undone)",
+                recorded,
+                cats.pop() if len(cats) == 1 else None,
+                pre,
+            )
+        )
+    return out
+
+
+# Manifest steps a re-exported model may have taken inside its graph (then the step runs twice):
+# what each one's removal is filed under.
+_IN_GRAPH = {"normalize": pitfalls.MEAN_STD, "scale": pitfalls.MEAN_STD, "resize": pitfalls.RESIZE}
+
+
+def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
+    """When the model changed: each manifest step that a model can do itself, dropped on its
+    own (a model with the normalisation built in gets it twice from the manifest)."""
+    now = tuple(manifest.input.preprocess)
+    out = []
+    for index, step in enumerate(now):
+        category = _IN_GRAPH.get(step.op)
+        if category is None:
+            continue
+        steps = (*now[:index], *now[index + 1 :])
+        if pitfalls.valid_steps(steps, manifest.input):
+            label = (
+                f"the manifest's {pitfalls.describe_step(step)} dropped (the new model does "
+                "it itself)"
+            )
+            out.append(Counterfactual(label, steps, category))
+    return out
+
+
+def _candidates(
+    manifest: Manifest,
+    recorded: tuple[Step, ...] | None,
+    changes: list[Change],
+    model_changed: bool = False,
+) -> list[Counterfactual]:
+    now = tuple(manifest.input.preprocess)
+    found: dict[tuple[Step, ...], Counterfactual] = {}
+    if recorded is not None:
+        for c in _revert_candidates(now, recorded, changes):
+            if pitfalls.valid_steps(c.steps, manifest.input) and c.steps not in found:
+                found[c.steps] = c
+    if model_changed:
+        for c in _in_graph_candidates(manifest):
+            found.setdefault(c.steps, c)
+    # Never decided by what the process happens to have imported: the same drift gets the same
+    # diagnosis.
+    backends = pitfalls.backends_in_play(manifest, recorded or ())
+    for v in pitfalls.variants(manifest, backends):
+        existing = found.get(v.steps)
+        if existing is not None:
+            # The same pipeline as a revert: keep the revert's evidence, name the pitfall.
+            existing.category = v.pitfall
+            existing.label = v.description
+            continue
+        found[v.steps] = Counterfactual(v.description, v.steps, v.pitfall)
+    for order, c in enumerate(found.values()):
+        c.order = order
+    return list(found.values())
+
+
+def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]:
+    """``n`` probes, samples whose prediction changed and the others interleaved, so that any
+    prefix (the screening subset) holds both kinds."""
+    chosen = probe_store.select(ids, n, prefer=set(changed))
+    wanted = set(changed)
+    a = [i for i in chosen if i in wanted]
+    b = [i for i in chosen if i not in wanted]
+    out: list[str] = []
+    for x, y in zip(a, b):
+        out += [x, y]
+    longer = a if len(a) > len(b) else b
+    return out + longer[min(len(a), len(b)) :]
+
+
+def _subset(results: Results, ids: Sequence[str]) -> Results:
+    index = {sample: i for i, sample in enumerate(results.ids)}
+    rows = np.asarray([index[i] for i in ids], dtype=np.int64)
+    return Results(
+        ids=tuple(ids),
+        labels=results.labels[rows],
+        topk=results.topk[rows],
+        topk_scores=results.topk_scores[rows],
+    )
+
+
+def _most_moved(
+    golden: Results, evaluation: Evaluation, shared: Sequence[str], tol: float
+) -> list[str]:
+    index = {sample: i for i, sample in enumerate(evaluation.results.ids)}
+    g_index = {sample: i for i, sample in enumerate(golden.ids)}
+    moved = []
+    for sample in shared:
+        g, n = g_index[sample], index[sample]
+        now = take_scores(evaluation.scores, np.asarray([n]), golden.topk[g : g + 1])[0]
+        if np.abs(now - golden.topk_scores[g]).max() > tol:
+            moved.append(sample)
+    return moved
+
+
+def _evaluate(
+    cf: Counterfactual,
+    scores: np.ndarray,
+    manifest: Manifest,
+    golden_sub: Results,
+    samples: list[Sample],
+) -> tuple[int, float]:
+    results = results_of(manifest, samples, scores)
+    c = compare(golden_sub, results, scores, manifest.tolerances)
+    return int(round(c.agreement * c.samples)), c.max_score_diff
+
+
+def _run_counterfactuals(
+    manifest: Manifest,
+    golden: Golden,
+    evaluation: Evaluation,
+    ids: list[str],
+    recorded: tuple[Step, ...] | None,
+    changes: list[Change],
+) -> tuple[list[Counterfactual], Counterfactual]:
+    by_id = {s.id: s for s in evaluation.samples}
+    samples = [by_id[i] for i in ids]
+    golden_sub = _subset(golden.results, ids)
+    now_sub = _subset(evaluation.results, ids)
+    rows = np.asarray([evaluation.results.ids.index(i) for i in ids], dtype=np.int64)
+    base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
+    baseline = Counterfactual(
+        "the manifest as it is",
+        tuple(manifest.input.preprocess),
+        agree=int(round(base.agreement * base.samples)),
+        probes=len(ids),
+        max_diff=base.max_score_diff,
+    )
+    model_changed = any(c.area == "model" for c in changes)
+    candidates = _candidates(manifest, recorded, changes, model_changed)
+    runner = evaluation.runner
+    assert runner is not None
+    screen = samples[:SCREEN]
+    outcomes = score_pipelines(runner, manifest, screen, [c.steps for c in candidates])
+    for c, o in zip(candidates, outcomes):
+        if o.error or o.scores is None:
+            c.error = o.error or "no scores"
+            continue
+        c.agree, c.max_diff = _evaluate(
+            c, o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
+        )
+        c.probes = len(screen)
+        c.noop = _same_scores(o.scores, score_rows(evaluation.scores, rows[: len(screen)]))
+    if len(samples) > len(screen):
+        ok = sorted((c for c in candidates if not c.error), key=Counterfactual.key)
+        # Only a flip that brings back every screened probe can explain the drift: the others
+        # keep their screening figures (a fraction of the cost of running them on every probe).
+        finalists = [c for c in ok[:FINALISTS] if c.agree == c.probes]
+        rest = samples[len(screen) :]
+        outcomes = score_pipelines(runner, manifest, rest, [c.steps for c in finalists])
+        for c, o in zip(finalists, outcomes):
+            if o.error or o.scores is None:
+                continue  # keep its screening figures
+            agree, diff = _evaluate(
+                c, o.scores, manifest, _subset(golden_sub, ids[len(screen) :]), rest
+            )
+            c.agree += agree
+            c.max_diff = max(c.max_diff, diff)
+            c.probes = len(samples)
+    return candidates, baseline
+
+
+# Outputs this close to the manifest's own are the same outputs (a batch of another size may
+# round the last bit differently).
+_NOOP_ATOL = 1e-6
+
+
+def _same_scores(flipped: Any, as_is: AnyScores) -> bool:
+    """Whether a flip's scores (a full matrix) equal the manifest's as it is: a no-op flip
+    proves nothing. A streamed evaluation kept only some classes per row: those are compared
+    (the flip's top-k among them, so a flip that moves any prediction differs)."""
+    if flipped.shape != as_is.shape:
+        return False
+    if isinstance(as_is, KeptScores):
+        at_kept = np.take_along_axis(flipped, as_is.classes.astype(np.intp), axis=1)
+        return bool(np.allclose(at_kept, as_is.values, rtol=0.0, atol=_NOOP_ATOL))
+    return bool(np.allclose(flipped, as_is, rtol=0.0, atol=_NOOP_ATOL))
+
+
+def _reproduces(c: Counterfactual, score_tol: float) -> bool:
+    return c.probes > 0 and c.agree == c.probes and c.max_diff <= score_tol
+
+
+def _restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
+    """Whether a counterfactual brings the probes back: every probe prediction matches (or the
+    scores come back within tolerance), clearly better than the manifest as it is."""
+    if c.error or not c.probes or c.noop:
+        return False
+    if _reproduces(c, score_tol):
+        return not _reproduces(baseline, score_tol)
+    full = c.agree == c.probes and c.probes >= baseline.probes // 2
+    return full and (c.fraction > baseline.fraction or c.max_diff < baseline.max_diff / 10)
+
+
+def _restoring(
+    tried: list[Counterfactual], baseline: Counterfactual | None, score_tol: float
+) -> list[Counterfactual]:
+    """The flips that bring the probes back, best first."""
+    if not tried or baseline is None:
+        return []
+    return sorted((c for c in tried if _restores(c, baseline, score_tol)), key=Counterfactual.key)

@@ -1,0 +1,48 @@
+"""TensorFlow and TFLite: SavedModel, Keras ``.keras``, TF1 frozen graphs, and TFLite flatbuffers.
+
+TensorFlow formats run on TensorFlow (CPU, or its first GPU when it sees one). TFLite files run on
+LiteRT's interpreter, ``ai_edge_litert.interpreter.Interpreter``: ``tf.lite.Interpreter`` is
+deprecated since TensorFlow 2.18 and warns that it is scheduled for deletion; LiteRT is the same
+interpreter API, maintained, and does not need TensorFlow installed.
+
+Every runner checks the manifest's input (name, dtype, layout, shape) against the model's own
+signature when it loads, and each batch's shape before the model sees it: an NHWC model fed an
+NCHW pipeline is a :class:`SignatureError` naming both layouts, not a silent 0%.
+
+One module per responsibility: ``_signature`` (the checks every format shares), ``_config``
+(TensorFlow's threads, determinism, seed and device), ``_saved_model``, ``_keras`` and
+``_frozen_graph`` (loading each format, and its layers), ``_runner`` (the TensorFlow runner),
+``_tflite`` (the LiteRT runner and quantisation).
+"""
+
+from __future__ import annotations
+
+from ._config import _tensorflow
+from ._runner import TensorFlowRunner
+from ._saved_model import _safe_extract
+from ._signature import DEFAULT_SIGNATURE, Shape, check_batch_shape, check_declared_input
+from ._tflite import TFLiteRunner, _interpreter_class, _signature_names, dequantize, quantize
+
+
+def import_framework(name: str) -> None:
+    """Import the framework's module now (ImportError if it is installed but broken)."""
+    if name == "tflite":
+        _interpreter_class()
+    else:
+        _tensorflow()
+
+
+__all__ = [
+    "DEFAULT_SIGNATURE",
+    "Shape",
+    "TFLiteRunner",
+    "TensorFlowRunner",
+    "_interpreter_class",
+    "_safe_extract",
+    "_signature_names",
+    "check_batch_shape",
+    "check_declared_input",
+    "dequantize",
+    "import_framework",
+    "quantize",
+]

@@ -1,0 +1,78 @@
+"""TensorFlow's process-wide settings for a run: thread pools, op determinism, the seed, and the
+device the model is placed on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import DeviceUnavailable
+from ...manifest import Manifest
+
+
+def _tensorflow() -> Any:
+    import tensorflow as tf
+
+    return tf
+
+
+def _runtime_setting(manifest: Manifest, name: str, default: Any) -> Any:
+    """A runtime setting that not every version of the schema has (seed, deterministic_ops)."""
+    return getattr(manifest.runtime, name, default)
+
+
+# --- TensorFlow -----------------------------------------------------------------------------
+
+
+def _configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:
+    """Threads, determinism and seed; returns what is in effect (TensorFlow fixes its thread
+    pools when it first runs an op, after which a different request cannot apply)."""
+    runtime = manifest.runtime
+    notes = []
+    threading = tf.config.threading
+    for kind, requested in (
+        ("intra_op", runtime.intra_op_threads),
+        ("inter_op", runtime.inter_op_threads),
+    ):
+        getter = getattr(threading, f"get_{kind}_parallelism_threads")
+        setter = getattr(threading, f"set_{kind}_parallelism_threads")
+        if requested and getter() != requested:
+            try:
+                setter(requested)
+            except RuntimeError:
+                notes.append(
+                    f"{kind}_threads {requested} requested, but TensorFlow had already started "
+                    f"with {getter() or 'its default'} in this process"
+                )
+    seed = _runtime_setting(manifest, "seed", None)
+    if seed is not None:
+        tf.random.set_seed(seed)
+    deterministic = bool(_runtime_setting(manifest, "deterministic_ops", False))
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+    info: dict[str, Any] = {
+        "intra_op_threads": threading.get_intra_op_parallelism_threads() or "default (all cores)",
+        "inter_op_threads": threading.get_inter_op_parallelism_threads() or "default",
+        "tf_deterministic_ops": deterministic,
+        "seed": seed,
+    }
+    if notes:
+        info["threads_note"] = "; ".join(notes)
+    return info
+
+
+def _tf_device(tf: Any, device: str) -> tuple[str, dict[str, Any]]:
+    if device != "cuda":
+        return "/CPU:0", {}
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        why = (
+            "this TensorFlow build has no CUDA support (e.g. tensorflow-cpu)"
+            if not tf.test.is_built_with_cuda()
+            else "TensorFlow sees no usable GPU"
+        )
+        raise DeviceUnavailable(why, how="pip install 'tensorflow[and-cuda]' and check nvidia-smi")
+    details = tf.config.experimental.get_device_details(gpus[0])
+    return "/GPU:0", {
+        "gpu": details.get("device_name", gpus[0].name),
+        "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled(),
+    }

@@ -1,0 +1,96 @@
+"""TF1 frozen graphs: a GraphDef run in its own session, the input a named placeholder and the
+output named or the graph's one sink."""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import SignatureError
+from ...manifest import Manifest
+from ._signature import Loaded, _dims, _tf_dtype_name
+
+
+def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
+    """The frozen graph at ``path``, run in a session with the manifest's thread counts."""
+    v1 = tf.compat.v1
+    graph_def = v1.GraphDef()
+    try:
+        graph_def.ParseFromString(path.read_bytes())
+    except Exception as exc:  # protobuf's DecodeError
+        raise SignatureError(
+            f"{manifest.source}: {path.name} is not a TensorFlow GraphDef: {exc}"
+        ) from None
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.import_graph_def(graph_def, name="")
+    input_tensor = _graph_tensor(graph, manifest.input.name, manifest, "input")
+    if input_tensor.op.type != "Placeholder":
+        raise SignatureError(
+            f"{manifest.source}: {input_tensor.name!r} is a {input_tensor.op.type} op, not "
+            "a Placeholder: name the graph's input"
+        )
+    if manifest.postprocess.output is not None:
+        output_tensor = _graph_tensor(graph, manifest.postprocess.output, manifest, "output")
+    else:
+        sinks = _sink_tensors(graph)
+        if len(sinks) != 1:
+            raise SignatureError(
+                f"{manifest.source}: a frozen graph declares no outputs and it ends in "
+                f"{[t.name for t in sinks][:8]}: name the one with the class scores with "
+                "postprocess.output (e.g. 'logits:0')"
+            )
+        output_tensor = sinks[0]
+    runtime = manifest.runtime
+    config = v1.ConfigProto(
+        intra_op_parallelism_threads=runtime.intra_op_threads or 0,
+        inter_op_parallelism_threads=runtime.inter_op_threads or 0,
+        device_count={"GPU": 1 if tf_device.startswith("/GPU") else 0},
+    )
+    session = v1.Session(graph=graph, config=config)
+
+    def call(batch: np.ndarray) -> np.ndarray:
+        scores: np.ndarray = session.run(output_tensor, {input_tensor: batch})
+        return scores
+
+    weakref.finalize(call, session.close)
+    shape = _dims(input_tensor.shape.as_list()) if input_tensor.shape.rank is not None else []
+    return (
+        call,
+        input_tensor.name,
+        shape,
+        _tf_dtype_name(input_tensor.dtype),
+        output_tensor.name,
+        {
+            # Per-session thread pools: a frozen graph gets the manifest's counts.
+            "session_intra_op_threads": runtime.intra_op_threads or "default",
+            "session_inter_op_threads": runtime.inter_op_threads or "default",
+        },
+    )
+
+
+def _graph_tensor(graph: Any, name: str, manifest: Manifest, what: str) -> Any:
+    tensor_name = name if ":" in name else f"{name}:0"
+    try:
+        return graph.get_tensor_by_name(tensor_name)
+    except (KeyError, ValueError):
+        placeholders = [op.name for op in graph.get_operations() if op.type == "Placeholder"]
+        known = f"; its placeholders: {placeholders[:8]}" if what == "input" else ""
+        raise SignatureError(
+            f"{manifest.source}: the frozen graph has no tensor {tensor_name!r} (the {what}){known}"
+        ) from None
+
+
+def _sink_tensors(graph: Any) -> list[Any]:
+    """Outputs of ops that no other op consumes (constants and no-ops aside)."""
+    consumed = {t.name for op in graph.get_operations() for t in op.inputs}
+    return [
+        t
+        for op in graph.get_operations()
+        if op.type not in ("Const", "NoOp", "Placeholder", "Assert")
+        for t in op.outputs
+        if t.name not in consumed
+    ]

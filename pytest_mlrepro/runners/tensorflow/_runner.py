@@ -1,0 +1,96 @@
+"""The TensorFlow runner: a SavedModel signature, a Keras model or a frozen graph, loaded by its
+format's module and called on numpy batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...manifest import Manifest
+from ...settings import Settings
+from .._artifacts import verified
+from . import _frozen_graph, _keras, _saved_model
+from ._config import _configure_tensorflow, _tensorflow, _tf_device
+from ._signature import Shape, _shape_text, check_batch_shape, check_declared_input
+
+
+class TensorFlowRunner:
+    """A SavedModel signature, a Keras model or a frozen graph, called on numpy batches."""
+
+    def __init__(
+        self,
+        call: Callable[[np.ndarray], np.ndarray],
+        input_name: str,
+        input_shape: Shape,
+        info: dict[str, Any],
+    ) -> None:
+        self._call = call
+        self.input_name = input_name
+        self.input_shape = input_shape
+        self.info = info
+
+    @classmethod
+    def load(cls, manifest: Manifest, device: str, settings: Settings) -> TensorFlowRunner:
+        tf = _tensorflow()
+        threads = _configure_tensorflow(tf, manifest)
+        tf_device, device_info = _tf_device(tf, device)
+        model = manifest.model
+        assert model.file is not None
+        loader = {
+            "saved_model": _saved_model.load,
+            "keras": _keras.load,
+            "frozen_graph": _frozen_graph.load,
+        }[model.format]
+        # The loaders read the verified copy (its file name is the original's, for messages).
+        with (
+            verified(manifest, model.file, ("model", "file"), settings) as file,
+            tf.device(tf_device),
+        ):
+            call, name, shape, dtype, output, extra = loader(tf, manifest, file.local, tf_device)
+        check_declared_input(manifest, name, shape, dtype)
+        info = {
+            "framework": "tensorflow",
+            "framework_version": tf.__version__,
+            "device": device,
+            "tf_device": tf_device,
+            "format": model.format,
+            **extra,
+            "input": name,
+            "output": output,
+            "input_shape": _shape_text(shape),
+            **threads,
+            **device_info,
+        }
+        return cls(call, name, shape, info)
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None:
+        """The batch's shape against the model's input signature, before the model runs."""
+        if self.input_shape:
+            check_batch_shape(self.input_name, self.input_shape, batch, layout)
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        return np.asarray(self._call(batch))
+
+    def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+        """Every layer's output on ``batch``, in the model's order, as (name, op, value). A Keras
+        model: a second model over the loaded one whose outputs are all its layers'. A
+        SavedModel: every op of its signature's graph that computes on the input (constants
+        and the arithmetic on weights left out), fetched from the graph with its variables
+        frozen (:func:`._saved_model.layer_outputs`). Frozen graphs give none."""
+        model = getattr(self._call, "keras_model", None)
+        signature = getattr(self._call, "signature", None)
+        if model is None and signature is not None:
+            return _saved_model.layer_outputs(signature, batch)
+        if model is None:
+            return []
+        return _keras.layer_outputs(model, batch)
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: ``.numpy()`` returns when the device work is done."""
+
+    def model_call(self, batch: np.ndarray) -> Callable[[], object]:
+        """The model call alone on ``batch``, for latency measurement."""
+        call = self._call
+        return lambda: call(batch)

@@ -1,0 +1,269 @@
+"""TFLite flatbuffers on LiteRT's interpreter (``ai_edge_litert``): the serving signature's names,
+quantised inputs and outputs converted with the model's own scale and zero point, and every
+op's output for the layer fingerprints."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...errors import DeviceUnavailable, SignatureError
+from ...manifest import Manifest
+from ...settings import Settings
+from .._artifacts import verified
+from ._signature import (
+    Shape,
+    _choose_output,
+    _dims,
+    _shape_text,
+    check_batch_shape,
+    check_declared_input,
+)
+
+
+def _interpreter_class() -> tuple[Any, str]:
+    import importlib.metadata
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter, importlib.metadata.version("ai-edge-litert")
+
+
+def quantize(values: np.ndarray, scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
+    """float → int8/uint8 as TFLite's QUANTIZE op does: ``round(x / scale) + zero_point``,
+    rounding half away from zero (``std::round``), clamped to the type's range."""
+    scaled = values.astype(np.float32) / np.float32(scale)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    info = np.iinfo(dtype)
+    quantized: np.ndarray = np.clip(rounded + zero_point, info.min, info.max).astype(dtype)
+    return quantized
+
+
+def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """int8/uint8 → float32: ``(q − zero_point) × scale``."""
+    floats: np.ndarray = ((values.astype(np.int32) - zero_point) * np.float32(scale)).astype(
+        np.float32
+    )
+    return floats
+
+
+class TFLiteRunner:
+    """A ``.tflite`` model on LiteRT's interpreter; quantised inputs and outputs are converted
+    with the model's own scale and zero point."""
+
+    def __init__(self, interpreter: Any, info: dict[str, Any], quantized_input: bool) -> None:
+        self.interpreter = interpreter
+        self.info = info
+        self.quantized_input = quantized_input
+        details = interpreter.get_input_details()[0]
+        self.input_index = details["index"]
+        self.input_dtype = np.dtype(details["dtype"])
+        self.input_quant = details["quantization"]
+        self.input_shape: Shape = _dims(details["shape_signature"])
+        self.input_name = info["input"]
+        out = next(
+            d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
+        )
+        self.output_index = out["index"]
+        self.output_dtype = np.dtype(out["dtype"])
+        self.output_quant = out["quantization"]
+        self._shape: tuple[int, ...] | None = None
+        self.model_content: bytes | None = None  # the verified model, for layer_outputs
+
+    @classmethod
+    def load(cls, manifest: Manifest, device: str, settings: Settings) -> TFLiteRunner:
+        if device == "cuda":
+            raise DeviceUnavailable(
+                "the TFLite interpreter runs on the CPU (its GPU delegate is for Android and iOS)",
+                how="list only 'cpu' in runtime.devices for TFLite manifests",
+            )
+        interpreter_class, version = _interpreter_class()
+        assert manifest.model.file is not None
+        threads = manifest.runtime.intra_op_threads
+        try:
+            with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
+                path = file.path
+                # The interpreter maps the verified copy; the mapping outlives its removal.
+                interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
+                # The verified bytes, for layer fingerprints (a second interpreter that keeps
+                # every intermediate tensor): read from the copy the interpreter mapped.
+                model_content = file.local.read_bytes()
+        except ValueError as exc:
+            raise SignatureError(
+                f"{manifest.source}: LiteRT cannot load {path.name}: {exc}"
+            ) from None
+        inputs = interpreter.get_input_details()
+        outputs = interpreter.get_output_details()
+        if len(inputs) != 1:
+            raise SignatureError(
+                f"{manifest.source}: the TFLite model takes {len(inputs)} inputs; image "
+                "classification feeds one"
+            )
+        # Names: the signature's (``input``), or the tensor's (``serving_default_input:0``).
+        signature_names = _signature_names(interpreter)
+        tensor_name = inputs[0]["name"]
+        names = [n for n in (signature_names.get("input"), tensor_name) if n]
+        declared = manifest.input.name
+        if declared not in names:
+            raise SignatureError(
+                manifest.error(
+                    ("inputs", 0, "name"),
+                    f"the TFLite model's input is {' or '.join(map(repr, names))}, the manifest "
+                    f"names {declared!r}",
+                ).format()
+            )
+        tensor_outputs = {d["name"]: d["name"] for d in outputs}
+        choices = signature_names.get("outputs") or tensor_outputs  # name → tensor name
+        wanted = manifest.postprocess.output
+        if wanted is not None and wanted not in choices and wanted in tensor_outputs:
+            output, output_tensor = wanted, wanted
+        else:
+            output = _choose_output(manifest, sorted(choices), "TFLite model")
+            output_tensor = choices[output]
+        model_dtype = np.dtype(inputs[0]["dtype"]).name
+        scale, zero_point = inputs[0]["quantization"]
+        quantized_input = model_dtype in ("int8", "uint8") and scale != 0.0
+        if quantized_input and manifest.input.dtype == "float32":
+            if len(inputs[0]["quantization_parameters"]["scales"]) > 1:
+                raise SignatureError(
+                    f"{manifest.source}: the TFLite input is quantised per channel; feed it "
+                    f"{model_dtype} data from the pipeline"
+                )
+            effective = "float32"  # the runner quantises; the pipeline stays in float
+        else:
+            quantized_input = False
+            effective = model_dtype
+        shape = _dims(inputs[0]["shape_signature"])
+        check_declared_input(manifest, declared, shape, effective)
+        out_detail = next(d for d in outputs if d["name"] == output_tensor)
+        info: dict[str, Any] = {
+            "framework": "tflite",
+            "framework_version": version,
+            "interpreter": "ai_edge_litert.interpreter.Interpreter",
+            "device": "cpu",
+            "format": "tflite",
+            "input": declared,
+            "output": output,
+            "output_tensor": out_detail["name"],
+            "input_shape": _shape_text(shape),
+            "input_dtype": model_dtype,
+            "intra_op_threads": threads or "default",
+            "inter_op_threads": "n/a (the interpreter runs one op at a time)",
+            "op_resolver": "AUTO (default delegates: XNNPACK)",
+        }
+        if quantized_input:
+            info["input_quantization"] = {"scale": float(scale), "zero_point": int(zero_point)}
+        out_scale, out_zero = out_detail["quantization"]
+        if np.dtype(out_detail["dtype"]).kind in "iu" and out_scale != 0.0:
+            info["output_quantization"] = {
+                "scale": float(out_scale),
+                "zero_point": int(out_zero),
+            }
+        runner = cls(interpreter, info, quantized_input)
+        runner.model_content = model_content
+        return runner
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None:
+        """The batch's shape against the model's input signature, before the model runs."""
+        check_batch_shape(self.input_name, self.input_shape, batch, layout)
+
+    def layer_outputs(
+        self, batch: np.ndarray
+    ) -> list[tuple[str, str, np.ndarray, str, float | None]]:
+        """Every op's output on ``batch``, in the interpreter's execution order, as (tensor
+        name, op name, value, stored dtype): a second interpreter on the verified bytes that
+        preserves every intermediate tensor. Quantised tensors are dequantised with their own
+        scale and zero point (so that an int8 model compares with its float32 golden), and
+        keep their stored dtype."""
+        if self.model_content is None:
+            return []
+        interpreter_class, _ = _interpreter_class()
+        traced = interpreter_class(
+            model_content=self.model_content, experimental_preserve_all_tensors=True
+        )
+        details = traced.get_input_details()[0]
+        traced.resize_tensor_input(details["index"], list(batch.shape), strict=True)
+        traced.allocate_tensors()
+        traced.set_tensor(details["index"], self._prepare(batch))
+        traced.invoke()
+        tensors = {t["index"]: t for t in traced.get_tensor_details()}
+        found = []
+        for op in traced._get_ops_details():  # the only API that lists ops with their outputs
+            if op["op_name"] == "DELEGATE":
+                continue  # a delegate's node repeats the outputs of the ops it took over
+            for index in op["outputs"]:
+                if index < 0 or index not in tensors:
+                    continue
+                detail = tensors[index]
+                value = np.asarray(traced.get_tensor(index))
+                stored = value.dtype.name
+                scale, zero_point = detail["quantization"]
+                quantised = value.dtype.kind in "iu" and bool(scale)
+                if quantised:
+                    value = dequantize(value, scale, zero_point)
+                found.append(
+                    (
+                        str(detail["name"]),
+                        str(op["op_name"]),
+                        value,
+                        stored,
+                        float(scale) if quantised else None,
+                    )
+                )
+        return found
+
+    def _prepare(self, batch: np.ndarray) -> np.ndarray:
+        if self.quantized_input:
+            scale, zero_point = self.input_quant
+            return quantize(batch, scale, zero_point, self.input_dtype)
+        return np.ascontiguousarray(batch, dtype=self.input_dtype)
+
+    def _resize(self, shape: tuple[int, ...]) -> None:
+        """Resize the input tensor to the batch's shape (dynamic dimensions only: strict)."""
+        if self._shape != shape:
+            self.interpreter.resize_tensor_input(self.input_index, list(shape), strict=True)
+            self.interpreter.allocate_tensors()
+            self._shape = shape
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        self._resize(tuple(batch.shape))
+        self.interpreter.set_tensor(self.input_index, self._prepare(batch))
+        self.interpreter.invoke()
+        out = self.interpreter.get_tensor(self.output_index)
+        if "output_quantization" in self.info:
+            scale, zero_point = self.output_quant
+            return dequantize(out, scale, zero_point)
+        return np.asarray(out, dtype=np.float32)
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: ``invoke`` returns when the outputs are computed."""
+
+    def model_call(self, batch: np.ndarray) -> Callable[[], object]:
+        """``invoke`` alone on ``batch`` (set once), for latency measurement."""
+        self._resize(tuple(batch.shape))
+        self.interpreter.set_tensor(self.input_index, self._prepare(batch))
+        invoke: Callable[[], object] = self.interpreter.invoke
+        return invoke
+
+
+def _signature_names(interpreter: Any) -> dict[str, Any]:
+    """The serving signature's input name and output names → tensor names, when the model
+    has exactly one signature with one input."""
+    with contextlib.suppress(Exception):
+        signatures = interpreter.get_signature_list()
+        if len(signatures) == 1:
+            key = next(iter(signatures))
+            runner = interpreter.get_signature_runner(key)
+            inputs = runner.get_input_details()
+            outputs = runner.get_output_details()
+            out = {}
+            details = {d["index"]: d["name"] for d in interpreter.get_output_details()}
+            for name, detail in outputs.items():
+                out[name] = details.get(detail["index"], name)
+            if len(inputs) == 1:
+                return {"input": next(iter(inputs)), "outputs": out}
+            return {"outputs": out}
+    return {}
