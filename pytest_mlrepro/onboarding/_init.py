@@ -150,11 +150,10 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     else:
         path = Path(request.model)
         package = package_file(path, project) if path.exists() else None
-    fmt = request.model_format
-    if request.export is not None:
-        fmt = fmt or "state_dict"
-        if fmt != "state_dict":
-            raise InitError(f"--export: MODEL must be the builder's weights, not a {fmt!r} file")
+    # Weights for a builder are a state_dict, whatever their file name.
+    fmt = request.model_format or ("state_dict" if request.builder is not None else None)
+    if request.export is not None and fmt != "state_dict":
+        raise InitError(f"--export: MODEL must be the builder's weights, not a {fmt!r} file")
     source = read_model(path, fmt, request.builder)
     source.package = package
     data = read_data(request.data, request.labels)
@@ -495,6 +494,10 @@ def _built(target: Path, build: Callable[[Path], None]) -> Path:
     if not staged.is_file() or staged.stat().st_size == 0:
         staged.unlink(missing_ok=True)
         raise InitError(f"the build of {target.name} wrote nothing")
+    # mkstemp makes the file private (0600); a model file is read like any other file.
+    umask = os.umask(0)
+    os.umask(umask)
+    staged.chmod(0o666 & ~umask)
     return staged
 
 

@@ -69,7 +69,12 @@ def render_manifest(
         "inputs:",
         f"  - name: {_scalar(model.input_name)}",
         f"    dtype: {model.dtype}",
-        f"    layout: {model.layout}  # from the model's input shape {_shape(model.shape)}",
+        f"    layout: {model.layout}  # "
+        + (
+            f"from the model's input shape {_shape(model.shape)}"
+            if model.shape
+            else "channels first: the model file records no input shape"
+        ),
         "    preprocess:",
     ]
     lines += [f"      # {line}" for line in recipe.origin]
