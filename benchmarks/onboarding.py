@@ -93,8 +93,8 @@ def lite2(out: Path) -> None:
 
 
 def _metric(metrics: dict[str, object], key: str) -> str:
-    value = metrics.get(key)
-    return f"{100 * value:.2f}" if isinstance(value, float) else "?"
+    value = metrics.get(key)  # a golden keeps percentages
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
 
 
 def discovery_ratio(project: Path, manifest_path: Path, samples: int = 300) -> None:
