@@ -20,9 +20,9 @@ from helpers import (
 )
 
 from pytest_mlrepro.cli import main
-from pytest_mlrepro.onboarding import checksum_line
 from pytest_mlrepro.data._datasets import read_checksums
 from pytest_mlrepro.manifest import load_manifest
+from pytest_mlrepro.onboarding import checksum_line
 from pytest_mlrepro.onboarding.export import export_onnx
 
 
