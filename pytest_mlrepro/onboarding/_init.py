@@ -207,24 +207,30 @@ class InitPlan:
         staged_checksums, staged_out = _staged(checksums), _staged(out)
         made = [p for p in (checksums.parent, out.parent) if not p.exists()]
         created: list[Path] = []  # files made at their final place, removed on failure
+        moves: list[tuple[Path, Path]] = []  # other staged files and their final place
         done = False
         try:
             state = _Writer(self, settings, staged_out, out, staged_checksums, say)
             count = write_checksums(self.data, staged_checksums)
-            written = state.run(created)
-            state.checksums = checksums  # the final text names the final checksum list
+            written = state.run(created, moves, made)
+            # The final text names the final checksum list and model file.
+            state.checksums = checksums
+            for staged, final in moves:
+                if state.model.path == staged:
+                    state.model.path = final
             state.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
+            for staged, final in moves:
+                os.replace(staged, final)
             os.replace(staged_checksums, checksums)
             os.replace(staged_out, out)
             done = True
         finally:
-            for path in (staged_checksums, staged_out):
+            for path in (staged_checksums, staged_out, *(staged for staged, _ in moves)):
                 path.unlink(missing_ok=True)
             if not done:
                 for path in created:
                     path.unlink(missing_ok=True)
-                    made.append(path.parent)
             for folder in made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
@@ -286,16 +292,20 @@ class _Writer:
 
     # --- the steps ----------------------------------------------------------------------
 
-    def run(self, created: list[Path]) -> Path | None:
-        """Size, export, classes and recipe, each settled; the model file made, if any."""
+    def run(
+        self, created: list[Path], moves: list[tuple[Path, Path]], made: list[Path]
+    ) -> Path | None:
+        """Size, export, classes and recipe, each settled; the model file made, if any.
+        ``created``: files made at their final place; ``moves``: files staged beside theirs;
+        ``made``: folders made (all undone by a failure)."""
         request = self.request
-        made = None
+        made_file = None
         if self.size is None or request.export is not None:
             # The module itself is needed: its declared or recorded size, or to export it.
             module = self._load_module()
             self._settle_size(module)
             if request.export is not None:
-                made = self._export(module, created)
+                made_file = self._export(module, created, moves, made)
         if self.size is None:  # pragma: no cover - _settle_size refuses first
             raise InitError("no input size")
         _check_resolution(*self.size, request)
@@ -313,7 +323,7 @@ class _Writer:
                 f"{self.model.path} is outside this project: copy it in, or build it into the "
                 "cache (docs/onboarding.md, 'From a PyTorch builder to ONNX')"
             )
-        return made
+        return made_file
 
     def _runner(self) -> Any:
         from ..runners import load_runner
@@ -370,7 +380,13 @@ class _Writer:
         self.size = size
         self.model.size_source = where
 
-    def _export(self, module: Any, created: list[Path]) -> Path:
+    def _export(
+        self,
+        module: Any,
+        created: list[Path],
+        moves: list[tuple[Path, Path]],
+        made: list[Path],
+    ) -> Path:
         """The builder's module as ONNX: fixed bytes in the project, or (``--artifact``) built
         into the cache by a registered artifact builder; the manifest then runs that file."""
         from ..runners._artifacts import cache_path
@@ -389,6 +405,7 @@ class _Writer:
                 )
             assert self.settings is not None
             target = cache_path(f"{request.name}.onnx", self.settings)
+            made += [p for p in (target.parent, *target.parents) if not p.exists()]
             staged = _built(target, lambda path: build(path))
             if target.exists() and target.read_bytes() != staged.read_bytes():
                 staged.unlink()
@@ -397,25 +414,28 @@ class _Writer:
                     "another --name"
                 )
             if not target.exists():
+                # Into the cache at once: the runner finds it there when init runs the model.
                 os.replace(staged, target)
                 created.append(target)
             staged.unlink(missing_ok=True)
             cache = CacheFile(target.name, request.artifact)
+            file = target
         else:
             target = request.export_to or Path("models") / f"{request.name}.onnx"
             if target.exists() and not request.force:
                 raise InitError(f"{target} exists (--force overwrites it)")
             if module is None:
                 raise InitError(f"{self.model.path}: no PyTorch module to export")
-            target.parent.mkdir(parents=True, exist_ok=True)
+            made += [p for p in (target.parent, *target.parents) if not p.exists()]
             height, width = self.size
-            staged = _built(target, lambda path: export_onnx(
+            # Staged beside its place (a file it replaces stays until init succeeds); the
+            # staged manifest runs the staged file.
+            file = _built(target, lambda path: export_onnx(
                 module, path, size=(height, width), layout=self.model.layout))  # fmt: skip
-            os.replace(staged, target)
-            created.append(target)
+            moves.append((file, target))
             cache = None
         weights = self.model
-        exported = read_model(target, "onnx")
+        exported = read_model(file, "onnx")
         exported.cache = cache
         exported.size_source = weights.size_source + f" (exported at {self.size[0]})"
         if exported.resolution not in (None, self.size):

@@ -183,3 +183,21 @@ def test_export_needs_a_builder(capsys: pytest.CaptureFixture[str], tmp_path: Pa
                    "keras-tf", "--artifact", "x"])  # fmt: skip
     assert status == 2
     assert "--artifact and --export-to go with --export" in capsys.readouterr().err
+
+
+def test_a_failure_after_the_export_keeps_the_file_it_was_to_replace(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--force replaces an exported file only when init succeeds: a refusal after the export
+    (here: a --discover subset too large for memory) leaves the old bytes and no staged file."""
+    old = project.path / "models" / "means_onnx.onnx"
+    old.parent.mkdir()
+    old.write_bytes(b"the file committed last time")
+    status = main(["init", WEIGHTS, "--builder", "means", "--export", "onnx", "--name",
+                   "means_onnx", "--data", "data/tiny", "--discover", "--samples",
+                   str(10**9), "--force"])  # fmt: skip
+    assert status == 1
+    assert "--samples" in capsys.readouterr().err
+    assert old.read_bytes() == b"the file committed last time"
+    assert sorted(p.name for p in old.parent.iterdir()) == ["means_onnx.onnx"]
+    assert not (project.path / "manifests").exists()
