@@ -163,6 +163,12 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     )
     if size is not None:
         _check_resolution(*size, request)  # before anything is hashed or written
+    elif source.format not in ("state_dict", "torchscript"):
+        # Only a PyTorch module can be asked: any other file that leaves it free needs --size.
+        raise InitError(
+            f"{source.path}: its signature {list(source.shape)} leaves the input size free, and "
+            "a wrong size is a silently wrong recipe: give --size S"
+        )
     return plan
 
 
