@@ -2,6 +2,7 @@
 ``mlrepro init``.
 
     python benchmarks/onboarding.py lite2 OUT_DIR      # EfficientNet-Lite2 as PyTorch and ONNX
+    python benchmarks/onboarding.py lite2-discovery OUT_DIR   # step 4 alone, on lite2's OUT_DIR
     python benchmarks/onboarding.py lite1 OUT_DIR      # EfficientNet-Lite1 (240×240) to ONNX
     python benchmarks/onboarding.py variants OUT_DIR   # Lite0 variants expecting other conventions
 
@@ -213,6 +214,9 @@ def main(argv: list[str]) -> int:
     what, out = argv[0], Path(argv[1])
     if what == "lite2":
         lite2(out)
+        return 0
+    if what == "lite2-discovery":
+        discovery_ratio(out, out / "manifests" / "lite2_onnx.yaml")
         return 0
     made = [lite1(out)] if what == "lite1" else variants(out)
     for path in made:

@@ -382,15 +382,15 @@ def discover(
     )
     runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
-    # 2-4, repeated (at most twice) when the finalists show that step 1, on few images, picked
-    # the wrong colour order or values: the geometry is then searched again for the winner.
+    # 2-4, repeated (at most twice) when the finalists show clearly that step 1, on few images,
+    # picked the wrong colour order or values: the geometry is then searched again for the winner.
     for _ in range(2):
         final = _refine(search, top, runner_up, middle, total, geometries)
-        winner = final[0].candidate
-        if (winner.order, winner.values) == (top.order, top.values):
+        winner = final[0]
+        if not _overturned(winner, final, top):
             break
         runner_up = top
-        top = winner
+        top = winner.candidate
         search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
@@ -402,6 +402,20 @@ def discover(
         notes=search.stopped_early,
         inputs=search.inputs,
     )
+
+
+def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
+    """Whether the finalists show that step 1 picked the wrong colour order or values: the
+    winner has others, and the best finalist with step 1's is clearly worse than it (the paired
+    test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
+    (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
+    if (winner.candidate.order, winner.candidate.values) == (top.order, top.values):
+        return False
+    same = [s for s in final if (s.candidate.order, s.candidate.values) == (top.order, top.values)]
+    if not same:
+        return True
+    n = min(winner.n, same[0].n)
+    return worse_than(winner.correct[:n], same[0].correct[:n], ALPHA)
 
 
 GEOMETRIES = (
