@@ -370,9 +370,9 @@ def discover(
     loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`)."""
     search = Search(run, samples, height, width, layout, dtype, batch_size, progress)
     total = len(samples)
-    coarse, middle = min(total, 48), min(total, 96)
+    coarse, middle = min(total, 48), min(total, 64)
     geometries = _geometries(height)
-    search.plan = _Plan([(12, coarse), (len(geometries), middle), (5, middle), (4, total)])
+    search.plan = _Plan([(12, coarse), (len(geometries), middle), (5, middle), (3, total)])
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
     # 1. colour order × values, one geometry: the conventions differ by many points here.
     first = search.race(
@@ -382,12 +382,20 @@ def discover(
     )
     runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
-    # 2-4, repeated (at most twice) when the finalists show clearly that step 1, on few images,
-    # picked the wrong colour order or values: the geometry is then searched again for the winner.
+    # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong values
+    # (the runner-up's, in the best geometry, beat them), the geometry found stands (resizing
+    # and cropping act on the pixels before the values are set, so the values rarely change which
+    # is best): the new values are raced in the other finalist geometries on the whole subset.
+    # A wrong colour order is another matter (the model sees another picture): the geometry is
+    # searched again for it, once.
     for _ in range(2):
-        final = _refine(search, top, runner_up, middle, total, geometries)
+        final, geometries_found = _refine(search, top, runner_up, middle, total, geometries)
         winner = final[0]
         if not _overturned(winner, final, top):
+            break
+        if winner.candidate.order == top.order:
+            others = [Candidate(top.order, g, winner.candidate.values) for g in geometries_found]
+            search.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
             break
         runner_up = top
         top = winner.candidate
@@ -442,10 +450,10 @@ def _refine(
     middle: int,
     total: int,
     geometries: Sequence[Geometry],
-) -> list[Scored]:
+) -> tuple[list[Scored], list[Geometry]]:
     """Steps 2-4 for ``top``'s colour order and values: the geometry and resize method, the
     crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
-    whole subset, best first."""
+    whole subset: the ranking, best first, and the finalists' geometries."""
     second = search.race(
         "2 geometry", [Candidate(top.order, g, top.values) for g in geometries], middle
     )
@@ -470,7 +478,8 @@ def _refine(
     finalists = list(contenders)
     if runner_up is not None:
         finalists.append(Candidate(runner_up.order, contenders[0].geometry, runner_up.values))
-    return search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
+    ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
+    return ranking, [c.geometry for c in contenders]
 
 
 def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
