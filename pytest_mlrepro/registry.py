@@ -20,17 +20,31 @@ ArtifactBuilder = Callable[[Path], None]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _model_builders: dict[str, ModelBuilder] = {}
+# The input size (height, width) a model builder declares its module takes (mlrepro init reads it).
+_model_input_sizes: dict[str, tuple[int, int]] = {}
 _artifact_builders: dict[str, ArtifactBuilder] = {}
 # The distributions whose versions shape each artifact builder's bytes (named when a build does
 # not reproduce its pin).
 _artifact_uses: dict[str, tuple[str, ...]] = {}
 
 
-def model_builder(name: str) -> Callable[[F], F]:
-    """Register ``fn() -> model`` under ``name``, for manifests with ``model.builder: name``."""
+def model_builder(
+    name: str, *, input_size: int | tuple[int, int] | None = None
+) -> Callable[[F], F]:
+    """Register ``fn() -> model`` under ``name``, for manifests with ``model.builder: name``.
+
+    ``input_size``: the input size the module takes (S, or (height, width)); ``mlrepro init``
+    writes the manifest for it instead of asking for ``--size``."""
+    size = (input_size, input_size) if isinstance(input_size, int) else input_size
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"model_builder({name!r}): input_size {input_size!r} is no size")
 
     def register(fn: F) -> F:
         _model_builders[name] = fn
+        if size is not None:
+            _model_input_sizes[name] = (int(size[0]), int(size[1]))
+        else:
+            _model_input_sizes.pop(name, None)
         return fn
 
     return register
@@ -53,6 +67,11 @@ def artifact_builder(name: str, *, uses: Sequence[str] = ()) -> Callable[[F], F]
 
 def get_model_builder(name: str) -> ModelBuilder | None:
     return _model_builders.get(name)
+
+
+def model_input_size(name: str) -> tuple[int, int] | None:
+    """The input size the model builder ``name`` declared, if it did."""
+    return _model_input_sizes.get(name)
 
 
 def get_artifact_builder(name: str) -> ArtifactBuilder | None:

@@ -5,17 +5,12 @@
     mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
         run the manifest, compare with its golden, and on a drift print its likely cause
     mlrepro init MODEL --data DIR (--preset NAME | --discover) [-o MANIFEST]
-        write a manifest and the data's checksum list for a model (cli/_init.py)
+        write a manifest and the data's checksum list for a model (onboarding/)
     mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
         the matrix of several machines' results files, a CI gate (cli/_merge.py)
 
-The command is pytest's own configuration with a different action: it starts pytest on the
-manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
-sees exactly what ``pytest MANIFEST`` sees: the ini file pytest finds (``pytest.ini``,
-``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``, ``-o key=value``,
-``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the root down to the
-manifest's folder (which register model and artifact builders) and their ``pytest_plugins``.
-Options the command does not know are passed to pytest.
+This module is argument handling only. Each command runs inside pytest's own configuration of
+the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
 """
 
 from __future__ import annotations
@@ -23,100 +18,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from ..errors import ManifestError, MlreproError
+from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
+from ._init import add_parser as add_init
+from ._init import init
+from ._merge import add_parser as add_merge
+from ._merge import merge
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
     from ..settings import Settings
-
-USAGE_ERROR = 2
-
-
-class UsageError(Exception):
-    """A command-line mistake: printed, exit status 2."""
-
-
-# --- the project, as pytest configures it -----------------------------------------------------
-
-
-Handler = Callable[[argparse.Namespace, pytest.Config], int]
-
-
-class _Command:
-    """A pytest plugin that runs one command in place of the test session."""
-
-    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
-        self.handler = handler
-        self.args = args
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_cmdline_main(self, config: pytest.Config) -> int:
-        try:
-            return _guarded(lambda: self._run(config))
-        finally:
-            config._ensure_unconfigure()
-
-    def _run(self, config: pytest.Config) -> int:
-        # Configured as a run would be (every plugin's pytest_configure: our settings, the
-        # conftests' registrations; a bad ini value refused), but no session: nothing is
-        # collected or run.
-        config._do_configure()
-        return self.handler(self.args, config)
-
-
-def _guarded(command: Callable[[], int]) -> int:
-    """The command's exit status; its errors printed as one line."""
-    try:
-        return command()
-    except (UsageError, pytest.UsageError, ManifestError) as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except MlreproError as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
-    """The pytest command line that gives this command its configuration: the command's own
-    options translated to their pytest twins, then what it did not know, then the manifest."""
-    out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
-    # The plugin's engine, which a test run loads only once it collects a manifest: a command
-    # collects nothing, and reads its settings from the engine's configuration.
-    out += ["-p", "pytest_mlrepro.plugin._session"]
-    if args.root:
-        out += ["--rootdir", args.root]
-    if args.no_conftest:
-        out.append("--noconftest")
-    if args.no_download:
-        out.append("--mlrepro-no-download")
-    for file in args.conftest or []:
-        # Another file registers the builders: loaded as a plugin module (``-p``), by pytest.
-        path = Path(file).resolve()
-        if not path.is_file():
-            raise UsageError(f"--conftest {file}: no such file")
-        sys.path.insert(0, str(path.parent))
-        out += ["--noconftest", "-p", path.stem]
-    if getattr(args, "probes", None) is not None:
-        out += ["--mlrepro-counterfactual-samples", str(args.probes)]
-    return [*out, *passed, args.manifest]
-
-
-def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
-    """Start pytest on the manifest with :class:`_Command` in place of its session."""
-    if not Path(args.manifest).is_file():
-        raise UsageError(f"{args.manifest}: no such manifest")
-    status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
-    # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
-    return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
-
 
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
     """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
@@ -306,11 +222,7 @@ def _parser() -> argparse.ArgumentParser:
         help="samples per counterfactual (pytest's --mlrepro-counterfactual-samples; default: "
         "the ini key mlrepro_counterfactual_samples, 64)",
     )
-    from ._init import add_parser as add_init
-
     add_init(commands)
-    from ._merge import add_parser as add_merge
-
     add_merge(commands)
     return parser
 
@@ -324,16 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
     args, passed = parse_args(argv)
     if args.command == "init":  # writes the manifest that the other commands start from
-        from ._init import init
-
-        return _guarded(lambda: init(args, passed))
+        return guarded(lambda: init(args, passed))
     if args.command == "merge":  # reads results files only: no pytest session
-        from ._merge import merge
-
         if passed:
             print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
-        return _guarded(lambda: merge(args))
+        return guarded(lambda: merge(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

@@ -3,9 +3,16 @@ labelled subset, coarse to fine.
 
 1. colour order × value transform (the six value conventions of the presets: 0..1, −1..1,
    (x − 127)/128, ImageNet mean/std, Caffe mean subtraction, raw 0..255), with one geometry;
-2. the best three of those × geometry (plain resize, crop 0.875 then resize, resize the shorter
-   side then centre crop) × resize method (bilinear, bicubic; nearest for the plain resize);
-3. the crop fraction around the best (0.8 … 1.0), then the best few on the whole subset.
+2. for the best: geometry (plain resize, crop 0.875 then resize, resize the shorter side then
+   centre crop, Google's crop S/(S+32)) × resize method (bilinear, bicubic);
+3. the crop fraction around the best (0.8 … 1.0);
+4. the finalists on the whole subset.
+
+Each step is a race (:meth:`Search.race`): the candidates are scored on the same images, a chunk
+at a time, and one clearly worse than the leader by a paired test on the per-sample
+correctness (exact McNemar, :func:`worse_than`) is dropped at once. A step stops when its best is
+clear, or at its budget of images when the survivors cannot be told apart. Most candidates are
+wrong by tens of points and go after 16 images; only the close ones see the whole subset.
 
 Every candidate is a manifest pipeline (``_presets.recipe_steps``) applied with the project's own
 ops to images decoded once (the geometry of each variant computed once per image, the colour
@@ -21,6 +28,7 @@ their intervals, and the choice between them is left to the owner (more ``--samp
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +39,7 @@ from .. import pipeline
 from ..data import Sample
 from ._presets import (
     CAFFE,
+    GOOGLE_CROP_PADDING,
     IMAGENET,
     LITE,
     MINUS_ONE_ONE,
@@ -97,6 +106,7 @@ class Discovery:
     seconds: float
     evaluated: int  # candidates tried
     notes: list[str] = field(default_factory=list)
+    inputs: int = 0  # model inputs run, over every candidate
 
     @property
     def best(self) -> Scored:
@@ -105,8 +115,9 @@ class Discovery:
     def render(self) -> str:
         best = self.best
         lines = [
-            f"recipe discovery: {self.evaluated} candidates, {self.seconds:.1f} s; top-1 on the "
-            "subset (95% Wilson interval), each compared with the best on the same samples:",
+            f"recipe discovery: {self.evaluated} candidates, {self.inputs} model inputs, "
+            f"{self.seconds:.1f} s; top-1 on the subset (95% Wilson interval), each compared "
+            "with the best on the same samples:",
         ]
         ties = 0
         for rank, scored in enumerate(self.ranking, 1):
@@ -170,8 +181,84 @@ def _step(text: StepText) -> pipeline.Step:
     return pipeline.STEPS[op](**converted)
 
 
+class Progress:
+    """Where discovery is and how long it has left, on stderr: rewritten in place on a
+    terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
+
+    def __init__(self, write: Callable[[str], None] | None, interval: float) -> None:
+        self.write, self.interval = write, interval
+        self.last = -math.inf
+
+    @classmethod
+    def to_terminal(cls) -> Progress:
+        tty = sys.stderr.isatty()
+
+        def write(text: str) -> None:
+            print(("\r" + text + "\033[K") if tty else text, end="" if tty else "\n",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+        return cls(write, 1.0 if tty else 15.0)
+
+    @classmethod
+    def silent(cls) -> Progress:
+        return cls(None, math.inf)
+
+    def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
+        now = time.monotonic()
+        if self.write is None or not (last or now - self.last >= self.interval):
+            return
+        self.last = now
+        # The estimate is an upper bound: every candidate still in the race run to the end of
+        # its stage's budget, at the rate measured so far; eliminations only shorten it.
+        rate = elapsed / done if done else 0.0
+        estimate = f", at most {_duration(rate * left)} left" if done else ""
+        self.write(f"  discovery: {stage}; {done} model inputs run in {_duration(elapsed)}"
+                   f"{estimate}")  # fmt: skip
+        if last and sys.stderr.isatty():
+            print(file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+# The race's significance level: a candidate is dropped when a one-sided exact McNemar test
+# says it is worse than the leader at this level, Bonferroni-divided by every comparison the
+# stage can make (candidates × looks), so that looking after every chunk does not inflate the
+# chance of dropping a candidate that is in truth as good as the leader above ALPHA.
+ALPHA = 0.05
+
+
+def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
+    """Whether ``other`` (correct per sample) is worse than ``leader`` on the same samples.
+
+    The paired test of per-sample correctness differences (McNemar's, exact): only the samples
+    where the two disagree tell them apart; ``b`` = leader right and other wrong, ``c`` = the
+    reverse. Were the two equally accurate, each disagreement would go either way with
+    probability 1/2, so P(B ≥ b) for B ~ Binomial(b + c, 1/2) is the chance of a lead this large
+    by luck; below ``alpha`` the other is clearly worse."""
+    b = int(np.sum(leader & ~other))
+    c = int(np.sum(other & ~leader))
+    m = b + c
+    if b <= c:
+        return False
+    tail = sum(math.comb(m, k) for k in range(b, m + 1)) / 2.0**m
+    return tail < alpha
+
+
+@dataclass
+class _Plan:
+    """The work left, for the estimate: (candidates, samples) per stage still to come."""
+
+    stages: list[tuple[int, int]]
+
+    def left(self) -> int:
+        return sum(n * count for n, count in self.stages)
+
+
 class Search:
-    """Scores candidates on growing prefixes of the subset; results are cached and extended."""
+    """Scores candidates on growing prefixes of the subset; results are cached and extended.
+    Every candidate sees the same images in the same order, so any two are compared paired."""
 
     def __init__(
         self,
@@ -182,12 +269,19 @@ class Search:
         layout: str,
         dtype: str,
         batch_size: int = 32,
+        progress: Progress | None = None,
     ) -> None:
         self.run = run
         self.labels = np.asarray([s.label for s in samples], np.int64)
         self.images = _Images(samples, height, width)
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
+        self.progress = progress or Progress.silent()
+        self.inputs = 0  # model inputs run
+        self.start = time.perf_counter()
+        self.plan = _Plan([])
+        self.stage = ""
+        self.stopped_early: list[str] = []
 
     def score(self, candidate: Candidate, count: int) -> Scored:
         count = min(count, len(self.labels))
@@ -210,6 +304,7 @@ class Search:
                 batch.append(tensor.array)
             out = np.asarray(self.run(np.stack(batch)))
             predictions.append(np.argmax(out.reshape(out.shape[0], -1), axis=1))
+            self.inputs += len(batch)
         new = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
         if have is not None:
             new = np.concatenate([have.predictions, new])
@@ -217,9 +312,48 @@ class Search:
         self.scored[candidate] = scored
         return scored
 
-    def best(self, candidates: Sequence[Candidate], count: int, keep: int) -> list[Scored]:
-        scored = [self.score(c, count) for c in dict.fromkeys(candidates)]
-        return sorted(scored, key=lambda s: -s.top1)[:keep]
+    def race(
+        self, name: str, candidates: Sequence[Candidate], budget: int, chunk: int = 16
+    ) -> list[Scored]:
+        """``candidates`` scored on growing prefixes (``chunk`` more images each round) up to
+        ``budget`` images; after each round, those clearly worse than the leader
+        (:func:`worse_than`) are dropped. Stops when one is left (the best is clear) or at the
+        budget (the survivors cannot be told apart). The survivors best first, then the rest."""
+        budget = min(budget, len(self.labels))
+        alive = list(dict.fromkeys(candidates))
+        looks = max(1, math.ceil(budget / chunk))
+        alpha = ALPHA / (len(alive) * looks)
+        dropped: list[Scored] = []
+        n = min(chunk, budget)
+        if self.plan.stages:
+            self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
+        while True:
+            scored = [self.score(c, n) for c in alive]
+            leader = max(scored, key=lambda s: s.correct[:n].mean())
+            keep = []
+            for item in scored:
+                if item is not leader and worse_than(leader.correct[:n], item.correct[:n], alpha):
+                    dropped.append(item)
+                else:
+                    keep.append(item)
+            alive = [s.candidate for s in keep]
+            last = len(alive) == 1 or n >= budget
+            left = len(alive) * (budget - n) + self.plan.left()
+            self.progress(
+                f"{name}, {len(alive)} candidate(s) left on {n}/{budget} images",
+                self.inputs, 0 if last and not self.plan.stages else left,
+                time.perf_counter() - self.start, last and not self.plan.stages,
+            )  # fmt: skip
+            if last:
+                break
+            n = min(n + chunk, budget)
+        if len(alive) == 1 and n < budget:
+            self.stopped_early.append(
+                f"  {name}: the best was clear after {n} of {budget} images "
+                f"({len(dropped)} candidate(s) dropped as worse, exact McNemar test)"
+            )
+        survivors = sorted(keep, key=lambda s: -s.correct[:n].mean())
+        return survivors + sorted(dropped, key=lambda s: -s.top1)
 
 
 def discover(
@@ -230,38 +364,66 @@ def discover(
     layout: str,
     dtype: str,
     batch_size: int = 32,
+    progress: Progress | None = None,
 ) -> Discovery:
     """Search the known conventions on ``samples`` (spread over the data set) with ``run`` (a
-    loaded model: batch → outputs)."""
-    start = time.perf_counter()
-    search = Search(run, samples, height, width, layout, dtype, batch_size)
+    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`)."""
+    search = Search(run, samples, height, width, layout, dtype, batch_size, progress)
     total = len(samples)
-    coarse, middle = min(total, 50), min(total, 150)
+    coarse, middle = min(total, 48), min(total, 64)
+    geometries = _geometries(height)
+    search.plan = _Plan([(12, coarse), (len(geometries), middle), (5, middle), (3, total)])
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
     # 1. colour order × values, one geometry: the conventions differ by many points here.
-    first = search.best(
+    first = search.race(
+        "1 colour order × values",
         [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES],
         coarse,
-        keep=2,
     )
     runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
-    # 2-4, repeated (at most twice) when the finalists show that step 1, on few images, picked
-    # the wrong colour order or values: the geometry is then searched again for the winner.
+    # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong values
+    # (the runner-up's, in the best geometry, beat them), the geometry found stands (resizing
+    # and cropping act on the pixels before the values are set, so the values rarely change which
+    # is best): the new values are raced in the other finalist geometries on the whole subset.
+    # A wrong colour order is another matter (the model sees another picture): the geometry is
+    # searched again for it, once.
     for _ in range(2):
-        final = _refine(search, top, runner_up, middle, total)
-        winner = final[0].candidate
-        if (winner.order, winner.values) == (top.order, top.values):
+        final, geometries_found = _refine(search, top, runner_up, middle, total, geometries)
+        winner = final[0]
+        if not _overturned(winner, final, top):
+            break
+        if winner.candidate.order == top.order:
+            others = [Candidate(top.order, g, winner.candidate.values) for g in geometries_found]
+            search.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
             break
         runner_up = top
-        top = winner
-    # Every candidate scored on the whole subset first (the best of all rounds), then the rest.
-    ranking = sorted(search.scored.values(), key=lambda s: (s.n < total, -s.top1, -s.n))
+        top = winner.candidate
+        search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
+    # The finalists on the most samples first (the best of all rounds), then the rest.
+    most = max(s.n for s in search.scored.values())
+    ranking = sorted(search.scored.values(), key=lambda s: (s.n < most, -s.top1, -s.n))
     return Discovery(
         ranking=ranking,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - search.start,
         evaluated=len(search.scored),
+        notes=search.stopped_early,
+        inputs=search.inputs,
     )
+
+
+def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
+    """Whether the finalists show that step 1 picked the wrong colour order or values: the
+    winner has others, and the best finalist with step 1's is clearly worse than it (the paired
+    test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
+    (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
+    if (winner.candidate.order, winner.candidate.values) == (top.order, top.values):
+        return False
+    same = [s for s in final if (s.candidate.order, s.candidate.values) == (top.order, top.values)]
+    if not same:
+        return True
+    n = min(winner.n, same[0].n)
+    return worse_than(winner.correct[:n], same[0].correct[:n], ALPHA)
 
 
 GEOMETRIES = (
@@ -274,14 +436,29 @@ GEOMETRIES = (
 )
 
 
+def _geometries(size: int) -> tuple[Geometry, ...]:
+    """The geometries step 2 tries: the common ones, and Google's EfficientNet crop for this
+    size (S / (S + 32), bicubic), which is 0.875 only at 224."""
+    google = Geometry("crop_then_resize", size / (size + GOOGLE_CROP_PADDING), "bicubic")
+    return tuple(dict.fromkeys((*GEOMETRIES, google)))
+
+
 def _refine(
-    search: Search, top: Candidate, runner_up: Candidate | None, middle: int, total: int
-) -> list[Scored]:
+    search: Search,
+    top: Candidate,
+    runner_up: Candidate | None,
+    middle: int,
+    total: int,
+    geometries: Sequence[Geometry],
+) -> tuple[list[Scored], list[Geometry]]:
     """Steps 2-4 for ``top``'s colour order and values: the geometry and resize method, the
     crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
-    whole subset, best first."""
-    second = search.best([Candidate(top.order, g, top.values) for g in GEOMETRIES], middle, 2)
+    whole subset: the ranking, best first, and the finalists' geometries."""
+    second = search.race(
+        "2 geometry", [Candidate(top.order, g, top.values) for g in geometries], middle
+    )
     best = second[0].candidate
+    contenders = [s.candidate for s in second[:2]]
     if best.geometry.kind != "resize":
         fractions = [0.8, 0.9, 0.95]
         if best.geometry.kind == "crop_then_resize":
@@ -294,11 +471,15 @@ def _refine(
             )
             for f in fractions
         ]
-        second = search.best([*(s.candidate for s in second), *tried], middle, keep=2)
-    finalists = [s.candidate for s in second]
+        third = search.race("3 crop fraction", [*contenders, *tried], middle)
+        contenders = [s.candidate for s in third[:2]]
+    elif search.plan.stages:
+        search.plan.stages.pop(0)  # no crop to tune
+    finalists = list(contenders)
     if runner_up is not None:
-        finalists.append(Candidate(runner_up.order, second[0].candidate.geometry, runner_up.values))
-    return search.best(list(dict.fromkeys(finalists)), total, keep=len(finalists))
+        finalists.append(Candidate(runner_up.order, contenders[0].geometry, runner_up.values))
+    ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
+    return ranking, [c.geometry for c in contenders]
 
 
 def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
@@ -309,4 +490,13 @@ def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
     return [samples[i] for i in dict.fromkeys(index.tolist())]
 
 
-__all__ = ["Candidate", "Discovery", "Scored", "discover", "spread", "wilson"]
+__all__ = [
+    "Candidate",
+    "Discovery",
+    "Progress",
+    "Scored",
+    "discover",
+    "spread",
+    "wilson",
+    "worse_than",
+]

@@ -4,6 +4,7 @@ data files. Each format's reader imports only its own framework, inside the func
 
 from __future__ import annotations
 
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -14,6 +15,7 @@ from pathlib import Path
 from .._files import sha256_file
 from ..errors import MlreproError
 from ..runners import read_onnx, vet_model_file
+from ..runners._artifacts import _package_dir as package_dir
 
 FRAMEWORK_OF = {
     "onnx": "onnxruntime",
@@ -32,6 +34,23 @@ class ModelReadError(MlreproError):
     """The model file cannot be read as the format it claims to be."""
 
 
+@dataclass(frozen=True)
+class PackageFile:
+    """A file inside an installed package: ``{package: name, path: path}`` in a manifest."""
+
+    name: str
+    path: str  # relative to the package's folder, "/"-separated
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    """A file in the mlrepro cache that a registered artifact builder makes:
+    ``{cache: name, build: build}``."""
+
+    name: str
+    build: str
+
+
 @dataclass
 class ModelInfo:
     path: Path
@@ -44,6 +63,9 @@ class ModelInfo:
     external_data: dict[str, str] = field(default_factory=dict)
     builder: str | None = None
     notes: list[str] = field(default_factory=list)
+    package: PackageFile | None = None  # where the file is, when inside an installed package
+    cache: CacheFile | None = None  # where the file is, when the cache builds it
+    size_source: str = "the model's input signature"  # what told the input size
 
     @property
     def framework(self) -> str:
@@ -240,4 +262,49 @@ def _read_saved_model(info: ModelInfo) -> None:
         _set_shape(info, list(spec.shape), list(outputs[0].shape) if outputs else [])
 
 
-__all__ = ["FRAMEWORK_OF", "ModelInfo", "ModelReadError", "guess_format", "read_model"]
+def package_file(path: Path, project: Path) -> PackageFile | None:
+    """``path`` as a file inside an installed package (found without importing it), or None:
+    for a file outside ``project`` that lies in a folder of ``sys.path`` under an importable
+    package of the same folder (site-packages, a venv)."""
+    resolved = path.resolve()
+    if resolved.is_relative_to(project.resolve()):
+        return None  # the project's own files keep their relative path
+    for entry in sys.path:
+        base = Path(entry or ".").resolve()
+        if not resolved.is_relative_to(base):
+            continue
+        parts = resolved.relative_to(base).parts
+        if len(parts) < 2 or not parts[0].isidentifier():
+            continue
+        if package_dir(parts[0]) == base / parts[0]:
+            return PackageFile(parts[0], "/".join(parts[1:]))
+    return None
+
+
+def locate_package_file(text: str) -> tuple[Path, PackageFile]:
+    """``package:NAME/PATH``: the file and its reference; refused when the package is not
+    installed or the path leaves it."""
+    name, _, rest = text.removeprefix("package:").partition("/")
+    base = package_dir(name) if name else None
+    if base is None or not rest:
+        raise ModelReadError(
+            f"{text}: give package:NAME/PATH, NAME an installed package"
+            + (f" ({name!r} is not installed)" if name and base is None else "")
+        )
+    path = (base / rest).resolve()
+    if not path.is_relative_to(base):
+        raise ModelReadError(f"{text}: the path leaves package {name!r}")
+    return path, PackageFile(name, path.relative_to(base).as_posix())
+
+
+__all__ = [
+    "FRAMEWORK_OF",
+    "CacheFile",
+    "ModelInfo",
+    "ModelReadError",
+    "PackageFile",
+    "guess_format",
+    "locate_package_file",
+    "package_file",
+    "read_model",
+]

@@ -1,41 +1,70 @@
-"""Preprocessing presets: the conventions found in the wild, each with its source.
+"""Preprocessing presets: the evaluation recipes of reference implementations, each exact for
+every input size it accepts (it refuses the others), each citing the source file it follows.
 
 A preset is only a starting point: ``mlrepro init`` writes it out step by step in the manifest
-(the manifest stays the single, explicit truth), adapted to the model's resolution and layout.
-Values are written as the ``pipeline/_steps.py`` ops compute them: ``(x - mean) / std`` per
-channel in the value range the data has at that point.
+(the manifest stays the single, explicit truth), adapted to the model's size S and layout.
+Values are written as the pipeline's ops compute them: ``(x - mean) / std`` per channel in the
+value range the data has at that point.
 
-=================  =================================================================  ==========
-preset             recipe (S = the model's resolution)                                source
-=================  =================================================================  ==========
-inception          RGB, central crop 0.875, resize S×S bilinear, (x − 127.5) / 127.5   TF-slim
-efficientnet-lite  RGB, centre crop 0.875, resize S×S bilinear, (x − 127) / 128        Google
-torchvision        RGB, resize shorter side S/0.875 (256), centre crop S, /255,       torchvision
-                   ImageNet mean/std
-caffe              BGR, resize shorter side S/0.875, centre crop S, x − [103.939,       Caffe
-                   116.779, 123.68] (B, G, R), no scaling
-keras-caffe        BGR, resize S×S nearest (load_img), x − [103.939, 116.779, 123.68]  Keras
-keras-tf           RGB, resize S×S nearest (load_img), x / 127.5 − 1                   Keras
-keras-torch        RGB, resize S×S nearest (load_img), /255, ImageNet mean/std          Keras
-=================  =================================================================  ==========
+======================  =============================================================  ========
+preset                  recipe (S = the model's input size)                            sizes
+======================  =============================================================  ========
+efficientnet-lite0..4   RGB, centre crop S/(S+32) of the shorter side, resize S×S      224, 240,
+                        bicubic, (x − 127) / 128                                       260, 280,
+                                                                                       300 (one)
+efficientnet-lite       the same, for a size no Lite variant names                    any
+inception               RGB, tf.image.central_crop 0.875, resize S×S bilinear,         any
+                        (x − 127.5) / 127.5
+torchvision             RGB, resize shorter side 256, centre crop 224, bilinear, /255,  224
+                        ImageNet mean/std
+timm                    RGB, resize shorter side floor(S / 0.875), centre crop S,       any
+                        bilinear, /255, ImageNet mean/std
+caffe                   BGR, resize 256×256, centre crop S, x − ILSVRC-2012 mean       224, 227
+                        pixel (B 104.007, G 116.669, R 122.679), no scaling
+keras-caffe             BGR, resize S×S nearest (load_img), x − [103.939, 116.779,      any
+                        123.68]
+keras-tf                RGB, resize S×S nearest (load_img), x / 127.5 − 1              any
+keras-torch             RGB, resize S×S nearest (load_img), /255, ImageNet mean/std    any
+======================  =============================================================  ========
 
-What a preset cannot capture: the original TF-slim and Google pipelines resize with
-``tf.image.resize`` (no antialias); the presets use Pillow (antialiased when shrinking), as the
-project's example manifest does; a manifest that must match TensorFlow's pixels uses
-``backend: tf`` (see docs/tensorflow.md).
+What a preset cannot capture: the reference pipelines of TensorFlow (Google's EfficientNet,
+TF-slim) resize with ``tf.image.resize`` (no antialias), Caffe with scikit-image; the presets
+resize with Pillow (antialiased when shrinking), as the project's example manifest does. A
+manifest that must match TensorFlow's pixels uses ``backend: tf`` (docs/tensorflow.md).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
+
+from ..errors import MlreproError
 
 # A step as it is written in a manifest: {op: {parameter: value}}.
 StepText = dict[str, dict[str, object]]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
+# keras/src/applications/imagenet_utils.py, _preprocess_numpy_input(mode="caffe"): the mean
+# pixel, BGR, that the VGG and ResNet Caffe ports subtract.
+KERAS_CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
+CAFFE_MEAN_BGR = KERAS_CAFFE_MEAN_BGR  # the name the discovery candidates use
+# BVLC/caffe python/caffe/imagenet/ilsvrc_2012_mean.npy averaged over its pixels, BGR (as
+# examples/00-classification.ipynb prints it): what python/caffe/classify.py subtracts.
+ILSVRC_MEAN_BGR = (104.0069879317889, 116.66876761696767, 122.6789143406786)
+# tensorflow/tpu models/official/efficientnet/preprocessing.py (at the release of the Lite
+# checkpoints, 2020-03, commit f1a5906): CROP_PADDING = 32.
+GOOGLE_CROP_PADDING = 32
+# tensorflow/tpu .../lite/efficientnet_lite_builder.py, efficientnet_lite_params: the variants'
+# resolutions.
+LITE_SIZES = {0: 224, 1: 240, 2: 260, 3: 280, 4: 300}
+# timm/data/constants.py DEFAULT_CROP_PCT.
+TIMM_CROP_PCT = 0.875
+
+
+class PresetSizeError(MlreproError):
+    """A preset asked for a size its source does not define."""
 
 
 @dataclass(frozen=True)
@@ -51,103 +80,202 @@ class Values:
 
 @dataclass(frozen=True)
 class Geometry:
-    """How the image becomes S×S: ``crop_fraction`` then resize to S×S (``crop_then_resize``),
-    a plain resize to S×S (``resize``), or a resize of the shorter side to ``S / fraction`` then
-    a centre crop of S (``resize_then_crop``)."""
+    """How the image becomes S×S:
 
-    kind: Literal["crop_then_resize", "resize", "resize_then_crop"]
+    * ``crop_then_resize``: a centre square of ``fraction`` × the shorter side (``rounding``
+      names whose arithmetic), then resize to S×S;
+    * ``resize``: a plain resize to S×S;
+    * ``resize_then_crop``: resize the shorter side to ``scale`` (``S / fraction`` when
+      ``scale`` is None), then a centre crop of S;
+    * ``squash_then_crop``: resize to ``scale`` × ``scale`` (aspect not kept), then a centre
+      crop of S."""
+
+    kind: Literal["crop_then_resize", "resize", "resize_then_crop", "squash_then_crop"]
     fraction: float = 0.875
     method: Literal["nearest", "bilinear", "bicubic"] = "bilinear"
     rounding: Literal["google", "tf"] = "google"
+    scale: int | None = None
 
     @property
     def label(self) -> str:
         if self.kind == "resize":
             return f"resize {self.method}"
         if self.kind == "crop_then_resize":
-            return f"crop {self.fraction:g} ({self.rounding}), resize {self.method}"
+            return f"crop {self.fraction:.6g} ({self.rounding}), resize {self.method}"
+        if self.kind == "squash_then_crop":
+            return f"resize {self.scale}×{self.scale} {self.method}, crop"
+        if self.scale is not None:
+            return f"resize shorter {self.scale} {self.method}, crop"
         return f"resize shorter /{self.fraction:g} {self.method}, crop"
+
+
+Rule = Literal["crop_padding", "central_crop", "resize", "shorter_side", "squash"]
 
 
 @dataclass(frozen=True)
 class Preset:
+    """A reference implementation's evaluation recipe. ``rule`` says how its geometry follows
+    from the input size S; ``sizes`` are the only sizes it is defined for (None: any)."""
+
     name: str
     order: Literal["RGB", "BGR"]
-    geometry: Geometry
+    rule: Rule
+    method: Literal["nearest", "bilinear", "bicubic"]
     values: Values
     source: str
+    sizes: tuple[int, ...] | None = None
+    resize_to: int | None = None  # the fixed resize of "shorter_side" / "squash", if any
 
-    def describe(self) -> str:
-        return f"{self.order}, {self.geometry.label}, {self.values.label}"
+    def accepts(self, size: int) -> bool:
+        return self.sizes is None or size in self.sizes
+
+    def geometry(self, height: int, width: int) -> Geometry:
+        """The geometry at ``height`` × ``width``; refused where the source does not define it."""
+        if height != width:
+            raise PresetSizeError(
+                f"preset {self.name!r} is defined for square inputs; the model takes "
+                f"{height}×{width}: write the geometry in the manifest"
+            )
+        size = height
+        if self.sizes is not None and size not in self.sizes:
+            raise PresetSizeError(
+                f"preset {self.name!r} is defined for size{'s' * (len(self.sizes) > 1)} "
+                f"{', '.join(map(str, self.sizes))} only ({self.source.split(':')[0]}); the "
+                f"model takes {size}×{size}: {_other_presets(self, size)}"
+            )
+        if self.rule == "crop_padding":
+            # preprocessing.py _decode_and_center_crop: int(S / (S + 32) * shorter side),
+            # offset (dim - crop + 1) // 2: the crop op's "google" rounding.
+            fraction = size / (size + GOOGLE_CROP_PADDING)
+            return Geometry("crop_then_resize", fraction, self.method, "google")
+        if self.rule == "central_crop":
+            return Geometry("crop_then_resize", 0.875, self.method, "tf")
+        if self.rule == "resize":
+            return Geometry("resize", method=self.method)
+        if self.rule == "squash":
+            assert self.resize_to is not None
+            return Geometry("squash_then_crop", method=self.method, scale=self.resize_to)
+        # timm transforms_imagenet_eval: scale_size = math.floor(img_size / crop_pct).
+        scale = self.resize_to or math.floor(size / TIMM_CROP_PCT)
+        return Geometry("resize_then_crop", method=self.method, scale=scale)
+
+    def describe(self, height: int, width: int) -> str:
+        return f"{self.order}, {self.geometry(height, width).label}, {self.values.label}"
+
+
+def _other_presets(preset: Preset, size: int) -> str:
+    fitting = [
+        p.name
+        for p in PRESETS.values()
+        if p.values == preset.values and p.order == preset.order and p.accepts(size)
+    ]
+    if fitting:
+        return f"preset {', '.join(repr(f) for f in fitting)} fits that size"
+    return "write the recipe in the manifest, or use --discover"
 
 
 MINUS_ONE_ONE = Values("(x - 127.5) / 127.5", None, (127.5,) * 3, (127.5,) * 3)
 LITE = Values("(x - 127) / 128", None, (127.0,) * 3, (128.0,) * 3)
 IMAGENET = Values("/255, ImageNet mean/std", 255.0, IMAGENET_MEAN, IMAGENET_STD)
-CAFFE = Values("x - Caffe BGR mean", None, CAFFE_MEAN_BGR, (1.0,) * 3)
+CAFFE = Values("x - Caffe BGR mean", None, KERAS_CAFFE_MEAN_BGR, (1.0,) * 3)
+ILSVRC = Values("x - ILSVRC-2012 BGR mean pixel", None, ILSVRC_MEAN_BGR, (1.0,) * 3)
 ZERO_ONE = Values("/255", 255.0, None, None)
 RAW = Values("0..255 as float", None, None, None)
 
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
+_LITE_SOURCE = (
+    "tensorflow/tpu models/official/efficientnet/preprocessing.py (commit f1a5906, the "
+    "Lite checkpoints' release): preprocess_for_eval -> _decode_and_center_crop (crop "
+    "int(S / (S + CROP_PADDING 32) * shorter side), offset (dim - crop + 1) // 2, "
+    "resize_bicubic); lite/efficientnet_lite_builder.py MEAN_RGB 127.0, STDDEV_RGB 128.0"
+)
+
+_PRESETS = [
+    *(
         Preset(
-            "inception",
+            f"efficientnet-lite{variant}",
             "RGB",
-            Geometry("crop_then_resize", 0.875, "bilinear", "tf"),
-            MINUS_ONE_ONE,
-            "TF-slim preprocessing/inception_preprocessing.py (preprocess_for_eval: "
-            "central_crop 0.875, bilinear resize, (x - 0.5) * 2 on 0..1 values)",
-        ),
-        Preset(
-            "efficientnet-lite",
-            "RGB",
-            Geometry("crop_then_resize", 0.875, "bilinear", "google"),
+            "crop_padding",
+            "bicubic",
             LITE,
-            "tensorflow/tpu models/official/efficientnet/lite (MEAN_RGB 127.0, STDDEV_RGB "
-            "128.0; eval crop padding 32 at 224 = 0.875), as manifests/efficientnet_lite0_onnx",
-        ),
-        Preset(
-            "torchvision",
-            "RGB",
-            Geometry("resize_then_crop", 0.875, "bilinear"),
-            IMAGENET,
-            "torchvision references/classification (Resize(256), CenterCrop(224), ToTensor, "
-            "Normalize(ImageNet mean, std))",
-        ),
-        Preset(
-            "caffe",
-            "BGR",
-            Geometry("resize_then_crop", 0.875, "bilinear"),
-            CAFFE,
-            "Caffe ImageNet models (BGR, per-channel mean subtraction, no scaling; "
-            "mean values as Keras imagenet_utils uses them)",
-        ),
-        Preset(
-            "keras-caffe",
-            "BGR",
-            Geometry("resize", method="nearest"),
-            CAFFE,
-            "keras.applications imagenet_utils.preprocess_input(mode='caffe') after "
-            "keras.utils.load_img(target_size=(S, S)) (nearest by default)",
-        ),
-        Preset(
-            "keras-tf",
-            "RGB",
-            Geometry("resize", method="nearest"),
-            MINUS_ONE_ONE,
-            "keras.applications imagenet_utils.preprocess_input(mode='tf'): x / 127.5 - 1",
-        ),
-        Preset(
-            "keras-torch",
-            "RGB",
-            Geometry("resize", method="nearest"),
-            IMAGENET,
-            "keras.applications imagenet_utils.preprocess_input(mode='torch'): /255, "
-            "ImageNet mean/std",
-        ),
-    )
-}
+            f"{_LITE_SOURCE}; efficientnet_lite_params: efficientnet-lite{variant} at {size}",
+            sizes=(size,),
+        )
+        for variant, size in LITE_SIZES.items()
+    ),
+    Preset("efficientnet-lite", "RGB", "crop_padding", "bicubic", LITE, _LITE_SOURCE),
+    Preset(
+        "inception",
+        "RGB",
+        "central_crop",
+        "bilinear",
+        MINUS_ONE_ONE,
+        "tensorflow/models research/slim/preprocessing/inception_preprocessing.py: "
+        "preprocess_for_eval (tf.image.central_crop 0.875, resize_bilinear, "
+        "(x - 0.5) * 2 on 0..1 values)",
+    ),
+    Preset(
+        "torchvision",
+        "RGB",
+        "shorter_side",
+        "bilinear",
+        IMAGENET,
+        "pytorch/vision references/classification/presets.py: ClassificationPresetEval "
+        "(crop_size 224, resize_size 256, bilinear, ToTensor, Normalize ImageNet mean/std); "
+        "other sizes come with their own resize_size",
+        sizes=(224,),
+        resize_to=256,
+    ),
+    Preset(
+        "timm",
+        "RGB",
+        "shorter_side",
+        "bilinear",
+        IMAGENET,
+        "huggingface/pytorch-image-models timm/data/transforms_factory.py: "
+        "transforms_imagenet_eval (scale_size = floor(S / crop_pct 0.875), Resize shorter "
+        "side, CenterCrop S, bilinear, ImageNet mean/std)",
+    ),
+    Preset(
+        "caffe",
+        "BGR",
+        "squash",
+        "bilinear",
+        ILSVRC,
+        "BVLC/caffe python/caffe/classifier.py: Classifier.predict(oversample=False) "
+        "(resize to image_dims 256×256, centre crop of the net's input), classify.py "
+        "(channel_swap 2,1,0, raw_scale 255, ilsvrc_2012_mean.npy)",
+        sizes=(224, 227),
+        resize_to=256,
+    ),
+    Preset(
+        "keras-caffe",
+        "BGR",
+        "resize",
+        "nearest",
+        CAFFE,
+        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='caffe') after "
+        "keras.utils.load_img(target_size=(S, S)) (interpolation 'nearest' by default)",
+    ),
+    Preset(
+        "keras-tf",
+        "RGB",
+        "resize",
+        "nearest",
+        MINUS_ONE_ONE,
+        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='tf'): "
+        "x / 127.5 - 1, after load_img(target_size=(S, S))",
+    ),
+    Preset(
+        "keras-torch",
+        "RGB",
+        "resize",
+        "nearest",
+        IMAGENET,
+        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='torch'): /255, "
+        "ImageNet mean/std, after load_img(target_size=(S, S))",
+    ),
+]
+PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 
 
 def _floats(values: tuple[float, ...]) -> list[float]:
@@ -163,11 +291,13 @@ def geometry_steps(geometry: Geometry, height: int, width: int) -> list[StepText
     if geometry.kind == "crop_then_resize":
         crop: dict[str, object] = {"fraction": geometry.fraction, "rounding": geometry.rounding}
         return [{"crop": crop}, {"resize": resize}]
-    shorter = int(round(min(height, width) / geometry.fraction))
-    return [
-        {"resize": {"shorter_side": shorter, "method": method, "backend": "pil"}},
-        {"crop": {"size": [height, width], "rounding": "torchvision"}},
-    ]
+    centre: StepText = {"crop": {"size": [height, width], "rounding": "torchvision"}}
+    if geometry.kind == "squash_then_crop":
+        assert geometry.scale is not None
+        side = geometry.scale
+        return [{"resize": {"size": [side, side], "method": method, "backend": "pil"}}, centre]
+    shorter = geometry.scale or int(round(min(height, width) / geometry.fraction))
+    return [{"resize": {"shorter_side": shorter, "method": method, "backend": "pil"}}, centre]
 
 
 def value_steps(values: Values, dtype: str) -> list[StepText]:
@@ -200,7 +330,18 @@ def recipe_steps(
 def preset_steps(
     preset: Preset, height: int, width: int, layout: str, dtype: str
 ) -> list[StepText]:
-    return recipe_steps(preset.order, preset.geometry, preset.values, height, width, layout, dtype)
+    """``preset`` at ``height`` × ``width``; :class:`PresetSizeError` where it is undefined."""
+    geometry = preset.geometry(height, width)
+    return recipe_steps(preset.order, geometry, preset.values, height, width, layout, dtype)
 
 
-__all__ = ["PRESETS", "Geometry", "Preset", "StepText", "Values", "preset_steps", "recipe_steps"]
+__all__ = [
+    "PRESETS",
+    "Geometry",
+    "Preset",
+    "PresetSizeError",
+    "StepText",
+    "Values",
+    "preset_steps",
+    "recipe_steps",
+]

