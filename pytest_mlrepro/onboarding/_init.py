@@ -136,13 +136,16 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
         )
     if request.export not in (None, *EXPORTS):
         raise InitError(f"--export {request.export}: one of {', '.join(EXPORTS)}")
-    if request.export == "tflite":
-        # TensorFlow alone cannot read a PyTorch module; the converter is a separate package.
+    if request.export == "tflite" and request.artifact is None:
+        # TensorFlow alone cannot read a PyTorch module: the conversion is the project's (a
+        # registered artifact builder, as the example's port through Keras), or a separate
+        # converter package's.
         raise Unavailable(
-            "--export tflite: exporting a PyTorch module to TFLite needs a PyTorch-to-TFLite "
-            "converter (ai-edge-torch), which mlrepro does not drive yet; export to ONNX "
+            "--export tflite: a PyTorch module becomes TFLite through a conversion that the "
+            "project registers (--artifact NAME: an artifact builder that writes the .tflite "
+            "file, as the example's efficientnet_lite0_tflite does); or export to ONNX "
             "(--export onnx), or convert the model yourself and run mlrepro init on the .tflite",
-            how="mlrepro init WEIGHTS --builder NAME --export onnx",
+            how="mlrepro init WEIGHTS --builder NAME --export tflite --artifact BUILDER",
         )
     package: PackageFile | None
     if request.model.startswith("package:"):
@@ -393,8 +396,9 @@ class _Writer:
         moves: list[tuple[Path, Path]],
         made: list[Path],
     ) -> Path:
-        """The builder's module as ONNX: fixed bytes in the project, or (``--artifact``) built
-        into the cache by a registered artifact builder; the manifest then runs that file."""
+        """The builder's module as ONNX (fixed bytes in the project), or as ONNX or TFLite
+        (``--artifact``) built into the cache by a registered artifact builder; the manifest
+        then runs that file."""
         from ..runners._artifacts import cache_path
         from .export import export_onnx
 
@@ -410,7 +414,7 @@ class _Writer:
                     "pytest_mlrepro.onboarding.export.onnx_artifact(NAME, make_module, size=S)"
                 )
             assert self.settings is not None
-            target = cache_path(f"{request.name}.onnx", self.settings)
+            target = cache_path(f"{request.name}.{request.export}", self.settings)
             made += [p for p in (target.parent, *target.parents) if not p.exists()]
             staged = _built(target, lambda path: build(path))
             if target.exists() and target.read_bytes() != staged.read_bytes():
@@ -441,7 +445,7 @@ class _Writer:
             moves.append((file, target))
             cache = None
         weights = self.model
-        exported = read_model(file, "onnx")
+        exported = read_model(file, request.export)
         exported.cache = cache
         exported.size_source = weights.size_source + f" (exported at {self.size[0]})"
         if exported.resolution not in (None, self.size):

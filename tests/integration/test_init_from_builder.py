@@ -169,13 +169,55 @@ def test_a_failed_export_leaves_nothing_behind(
     assert not [p for p in left if p.startswith(("manifests", "models"))], left
 
 
-def test_tflite_export_is_refused_with_what_to_do(
+def test_tflite_export_without_a_conversion_is_refused_with_what_to_do(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status = init(WEIGHTS, "--builder", "means", "--export", "tflite")
     assert status == 1
-    assert "--export onnx" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--artifact NAME" in err and "--export onnx" in err
     assert not (project.path / "manifests").exists()
+
+
+# The project's own conversion to TFLite, registered as an artifact builder (the example converts
+# its PyTorch weights through a Keras port the same way): the per-channel mean × 10, in NHWC.
+TFLITE_CONFTEST = """
+from pytest_mlrepro import artifact_builder
+
+
+@artifact_builder("means_tflite", uses=("tensorflow-cpu",))
+def means_tflite(path):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    inputs = keras.Input(shape=(16, 16, 3), name="input")
+    pooled = keras.layers.GlobalAveragePooling2D()(inputs)
+    dense = keras.layers.Dense(3, use_bias=False)
+    model = keras.Model(inputs, dense(pooled))
+    dense.set_weights([np.eye(3, dtype=np.float32) * 10.0])
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+"""
+
+
+def test_builder_to_a_cache_built_tflite_reference(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorflow", reason="the TFLite conversion needs TensorFlow")
+    conftest = project.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + TFLITE_CONFTEST)
+    status = init(WEIGHTS, "--builder", "means", "--export", "tflite", "--artifact",
+                  "means_tflite", "--name", "means_lite", "-o", "manifests/lite.yaml")  # fmt: skip
+    assert status == 0, capsys.readouterr()
+    manifest = load_manifest(project.path / "manifests" / "lite.yaml")
+    assert manifest.model.format == "tflite" and manifest.input.layout == "NHWC"
+    file = manifest.model.file
+    assert file is not None and (file.cache, file.build) == ("means_lite.tflite", "means_tflite")
+    built = project.path / ".mlrepro-cache" / "models" / "means_lite.tflite"
+    assert file.sha256 == sha256(built)
+    result = project.runpytest_subprocess(*QUIET, "manifests/lite.yaml", "--mlrepro-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*100.00*golden recorded*"])
 
 
 def test_export_needs_a_builder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
