@@ -25,7 +25,7 @@ from ..fingerprint import environment
 from ..goldens import DataChange, accuracy_decision, compare, data_change, score_diffs
 from ..manifest import DEVICES, FRAMEWORKS, Manifest, load_manifest
 from ..report import explain
-from ..results import Part, shard_results, shard_verdict
+from ..results import Part, manifest_identity, shard_results, shard_verdict
 from ..runners import check_framework, cuda_present, load_runner
 from ..settings import Settings
 from ._progress import TerminalProgress
@@ -247,12 +247,9 @@ class ManifestItem(pytest.Item):
     def add_manifest_identity(self) -> None:
         """The manifest's file (relative to the rootdir) and the sha256 of its normalised
         content: rows of the same pipeline are recognisable across machines (results files)."""
-        import hashlib
-        import json
-
-        normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
         self.add_property("manifest_file", display_path(self.config, self.path))
-        self.add_property("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest())
+        for key, value in manifest_identity(self.manifest.normalized()).items():
+            self.add_property(key, value)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
@@ -590,6 +587,8 @@ class AccuracyItem(ManifestItem):
         diffs = score_diffs(golden.results, now, result.scores)
         self.per_sample = Part(now, golden.results, diffs).to_json()
         self.add_property("agreement", round(comparison.agreement, 6))
+        self.add_property("golden_top1", round(comparison.golden_top1, 4))
+        self.add_property("golden_top5", round(comparison.golden_top5, 4))
         if math.isfinite(comparison.max_score_diff):
             self.add_property("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self.add_property("golden", shown_golden)
@@ -628,6 +627,7 @@ class AccuracyItem(ManifestItem):
             return
         from ._html import collect_drift  # the HTML report's pictures (only when one is asked)
 
+        self._changed(comparison)
         collect_drift(self, golden, comparison, result)
         if comparison.ok:
             # Within every tolerance, but on other data: named as a data change, with the
@@ -656,6 +656,14 @@ class AccuracyItem(ManifestItem):
             ref,
         )
 
+    def _changed(self, comparison: Any) -> None:
+        """What a results file keeps of a failed comparison: the levels outside tolerance and
+        the samples whose top-1 changed (the report's table of them)."""
+        from ..results import changed_samples
+
+        self.add_property("outside_tolerance", list(comparison.failures))
+        self.add_property("changed_samples", changed_samples(comparison.changed, self.classes))
+
     def _diagnosis(self, golden: Any, comparison: Any, result: Any, change: DataChange) -> str:
         """The drift's likely cause (diagnose.py), appended to the failure; "" when turned off."""
         probes = diagnosis_probes(self.config)
@@ -664,12 +672,18 @@ class AccuracyItem(ManifestItem):
         from ..diagnosis import explain as explain_drift
         from ._html import keep_layers
 
+        from ..results import diagnosis_summary
+
         layers: list[tuple[int, str, float]] = []
+        found: list[Any] = []
         text, cause = explain_drift(
-            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers
-        )
+            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers,
+            found=found,
+        )  # fmt: skip
         keep_layers(self, layers)
         self.add_property("diagnosis", cause)
+        for d in found:  # the results file's summary of it (mlrepro merge, the report)
+            self.add_property("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
         return "\n\n" + text
 
     def _step_probes(self, result: Any) -> dict[str, Any] | None:

@@ -268,6 +268,7 @@ class LatencyItem(ManifestItem):
                     break
         del prepared  # the model's memory goes before the verdict is written
         self.add_property("attempts", len(attempts))
+        self.add_property("latency_tolerance", dict(block.tolerance))  # the history's band
         window = [round(attempts[0].started, 3), round(attempts[-1].finished, 3)]
         self.add_property("window", window)
         if baseline is None:  # --mlrepro-update with nothing to compare with: record

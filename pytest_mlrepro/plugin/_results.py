@@ -68,7 +68,7 @@ def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
     from .._files import atomic_write_bytes
     from ..errors import OutputError
     from ..fingerprint import environment
-    from ..results import FORMAT
+    from ..results import FORMAT, created_now
     from ._shards import machine_name, run_shard
 
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
@@ -76,6 +76,7 @@ def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
     shard = run_shard(session.config)
     payload = {
         "format": FORMAT,
+        "created": created_now(),  # the history orders nights by it
         "machine": {"name": machine_name(session.config), "environment": environment()},
         "shard": None if shard is None else shard.as_json(),
         "results": rows,

@@ -9,11 +9,21 @@ errors that name the file and the JSON path of a bad field; :func:`combine` and
 from __future__ import annotations
 
 from ..data import Shard, shard_of
+from ._fields import (
+    changed_samples,
+    diagnosis_summary,
+    differences,
+    manifest_identity,
+    pipeline_digest,
+    pipeline_of,
+    settings_of,
+)
 from ._format import (
     FORMAT,
     FORMATS,
     SCHEMA_FILE,
     Part,
+    created_now,
     ResultsFile,
     ResultsFileError,
     json_path,
@@ -45,13 +55,21 @@ __all__ = [
     "ResultsFileError",
     "Shard",
     "ShardMergeError",
+    "changed_samples",
     "check_shards",
     "combine",
+    "created_now",
+    "diagnosis_summary",
+    "differences",
     "json_path",
     "load_results",
+    "manifest_identity",
     "merge_shards",
     "merged_part",
     "metrics",
+    "pipeline_digest",
+    "pipeline_of",
+    "settings_of",
     "results_from_json",
     "results_to_json",
     "shard_of",
