@@ -62,11 +62,12 @@ def merge(args: argparse.Namespace) -> int:
         matrix = build_matrix(files)
         text = markdown(matrix)
         if args.html:
-            from ..matrix import report_view
-            from ..report.html import write_html
+            from ..report.html import matrix_view, write_html
 
             write_html(
-                Path(args.html), report_view(matrix), what="HTML matrix (mlrepro merge --html)"
+                Path(args.html),
+                matrix_view(matrix, generated=_now()),
+                what="HTML matrix (mlrepro merge --html)",
             )
         outputs = [
             (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
@@ -81,6 +82,12 @@ def merge(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     print(text.splitlines()[2] if args.quiet else text, end="" if not args.quiet else "\n")
     return 0 if matrix.ok else 1
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 __all__ = ["add_parser", "merge"]

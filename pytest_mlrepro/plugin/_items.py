@@ -670,9 +670,8 @@ class AccuracyItem(ManifestItem):
         if probes is None:
             return ""
         from ..diagnosis import explain as explain_drift
-        from ._html import keep_layers
-
         from ..results import diagnosis_summary
+        from ._html import keep_layers
 
         layers: list[tuple[int, str, float]] = []
         found: list[Any] = []
