@@ -8,6 +8,9 @@
         write a manifest and the data's checksum list for a model (cli/_init.py)
     mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
         the matrix of several machines' results files, a CI gate (cli/_merge.py)
+    mlrepro history RESULTS... [--html PATH]
+        results files of many nights as trends, the first night outside tolerance and what
+        changed that night (cli/_merge.py)
 
 The command is pytest's own configuration with a different action: it starts pytest on the
 manifest (``pytest.main``) with a plugin that, in place of a test session, runs the command. So it
@@ -306,9 +309,11 @@ def _parser() -> argparse.ArgumentParser:
     from ._init import add_parser as add_init
 
     add_init(commands)
+    from ._merge import add_history_parser
     from ._merge import add_parser as add_merge
 
     add_merge(commands)
+    add_history_parser(commands)
     return parser
 
 
@@ -331,6 +336,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
         return _guarded(lambda: merge(args))
+    if args.command == "history":  # reads results files only, as merge does
+        from ._merge import history
+
+        if passed:
+            print(f"mlrepro history: unknown arguments: {' '.join(passed)}", file=sys.stderr)
+            return USAGE_ERROR
+        return _guarded(lambda: history(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

@@ -113,30 +113,28 @@ def build_history(files: Sequence[ResultsFile]) -> History:
     return History(nights=tuple(nights), series=tuple(_series(nights, *key) for key in keys))
 
 
-def _cell(night: Night, manifest: str, machine: str, device: str) -> Cell | None:
-    return next(
-        (
-            c
-            for c in night.matrix.cells
-            if (c.manifest, c.machine, c.device) == (manifest, machine, device)
-        ),
-        None,
-    )
+def _cells(night: Night, manifest: str, machine: str, device: str) -> list[Cell]:
+    """The night's cells of a series: one, or several where its rows differ in framework
+    version or manifest digest (a latency row of an older file without the digest, say)."""
+    return [
+        c
+        for c in night.matrix.cells
+        if (c.manifest, c.machine, c.device) == (manifest, machine, device)
+    ]
 
 
-def _point(index: int, cell: Cell) -> Point:
-    a = cell.accuracy
+def _point(index: int, cells: Sequence[Cell]) -> Point:
+    a = next((c.accuracy for c in cells if c.accuracy is not None), None)
     band = floor = None
     if a is not None and a.tolerances is not None:
         floor = a.tolerances.agreement
         if a.golden_top1 is not None:
             band = (a.golden_top1 - a.tolerances.top1, a.golden_top1 + a.tolerances.top1)
-    first = cell.latency[0] if cell.latency else None
+    first = next((c.latency[0] for c in cells if c.latency), None)
     ceiling = None
     if first is not None and first.golden_p50_ms is not None and first.p50_tolerance is not None:
         ceiling = first.golden_p50_ms * first.p50_tolerance
-    reasons = [r for r in cell.problems if r]
-    failed = cell.status == "fail"
+    failed = any(c.status == "fail" for c in cells)
     return Point(
         night=index,
         top1=None if a is None else a.top1,
@@ -146,7 +144,7 @@ def _point(index: int, cell: Cell) -> Point:
         p50_ms=None if first is None else first.p50_ms,
         p50_ceiling_ms=ceiling,
         outside=failed,
-        why="; ".join(reasons) if failed else "",
+        why="; ".join(r for c in cells for r in c.problems) if failed else "",
     )
 
 
@@ -154,10 +152,11 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
     points = []
     cells: list[tuple[int, Cell]] = []
     for index, night in enumerate(nights):
-        cell = _cell(night, manifest, machine, device)
-        if cell is not None:
-            points.append(_point(index, cell))
-            cells.append((index, cell))
+        found = _cells(night, manifest, machine, device)
+        if found:
+            points.append(_point(index, found))
+            # The cell whose manifest is compared night to night: the accuracy item's.
+            cells.append((index, next((c for c in found if c.accuracy), found[0])))
     first = next((i for i, p in enumerate(points) if p.outside), None)
     changes: tuple[tuple[str, str], ...] = ()
     if first is not None:
