@@ -127,7 +127,7 @@ def test_the_bands_the_first_night_outside_and_what_changed_that_night() -> None
 
 
 def test_a_thread_change_is_named_as_settings() -> None:
-    files = _nights()[:1] + [_night(2, [_accuracy(70.0, _content(threads=1), failed=True)])]
+    files = [*_nights()[:1], _night(2, [_accuracy(70.0, _content(threads=1), failed=True)])]
     (series,) = build_history(files).series
     assert dict(series.changes) == {
         "settings": "runtime.intra_op_threads: (none) → 1",

@@ -307,6 +307,6 @@ def test_the_difference_picture_has_a_fixed_scale_in_levels() -> None:
     assert tuple(pixels(b.diff_png)[3, 3]) == (255, 255, 255)
     assert a.level == b.level == 1.0
     # Floats: one level is the shown range / 255.
-    f = report.drift_image("f", np.zeros((2, 2, 1), np.float32), np.full((2, 2, 1), 2.0, np.float32),
-                           "HWC", "HWC")  # fmt: skip
+    zeros, twos = np.zeros((2, 2, 1), np.float32), np.full((2, 2, 1), 2.0, np.float32)
+    f = report.drift_image("f", zeros, twos, "HWC", "HWC")
     assert f.full == pytest.approx(2.0) and f.level == pytest.approx(2.0 / 255)
