@@ -348,8 +348,8 @@ def _other_pipeline(
         shown = "; ".join(f"{k}: {_shown(a)} → {_shown(b)}" for k, a, b in changes[:6])
         more = f" and {len(changes) - 6} more" if len(changes) > 6 else ""
         return (
-            f"another pipeline: manifest digest {_short(digest)}, the others' "
-            f"{_short(common_digest)}: {shown}{more}"
+            f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
+            f"{_short(common_digest)})"
         )
     return (
         f"another pipeline: manifest digest {_short(digest)}, the others' "

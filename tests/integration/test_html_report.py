@@ -36,7 +36,11 @@ def _report_libraries_loaded() -> None:
     view = report.ReportView(
         title="warm-up",
         matrix=report.MatrixTable(("manifest",), ()),
-        accuracy=(report.AccuracyPoint("m", "host", "cpu", 50.0, 90.0, 50.0, 90.0),),
+        accuracy=(
+            report.AccuracyPoint(
+                "m", "host", "cpu", 50.0, 90.0, 50.0, 90.0, top1_tolerance=1, top5_tolerance=1
+            ),
+        ),
         latency=(report.LatencySeries("m", (1.0, 2.0, 3.0), golden_p50_ms=2.0),),
         sensitivity=(
             report.SensitivityTable(
