@@ -13,7 +13,6 @@ makes thumbnails of its changed samples, only when a report is asked for.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Generator
@@ -27,7 +26,7 @@ from ._session import Row, report_output_error
 from ._shards import machine_name
 
 if TYPE_CHECKING:
-    from ..report.html import LatencySeries, ReportView, SensitivityTable
+    from ..report.html import ReportView, SensitivityTable
     from ._session import MlreproSession
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
@@ -270,42 +269,11 @@ def _sensitivity(
     return tables
 
 
-def _latency_series(rows: list[Row]) -> tuple[LatencySeries, ...]:
-    """Every latency measurement's rounds (milliseconds), for the distribution chart."""
-    from ..report.html import LatencySeries
-
-    series = []
-    for r in sorted(rows, key=lambda r: str(r.get("nodeid"))):
-        for bench in r.get("benchmarks") or []:
-            name = str((bench.get("params") or {}).get("measurement", ""))
-            data = (bench.get("stats") or {}).get("data") or []
-            m = (r.get("measurements") or {}).get(name, {})
-            golden = next(
-                (
-                    j.get("golden_ms")
-                    for j in m.get("judgements") or []
-                    if j.get("statistic") == "p50"
-                ),
-                None,
-            )
-            series.append(
-                LatencySeries(
-                    label=f"{r.get('manifest')} {r.get('device')} b{r.get('batch')} {name}",
-                    rounds_ms=tuple(float(v) * 1e3 for v in data),
-                    machine="",
-                    golden_p50_ms=golden if isinstance(golden, (int, float)) else None,
-                    verdict=str(r.get("verdict", "")),
-                    failed=r.get("outcome") == "failed",
-                )
-            )
-    return tuple(series)
-
-
 def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
     """The report of this session: its results rows through the one builder
     (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
     from ..fingerprint import environment
-    from ..report.html import SessionParts
+    from ..report.html import SessionParts, environment_rows, latency_series
     from ..report.html import session_view as build
 
     machine = machine_name(config)  # as the results file names it
@@ -315,9 +283,9 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
     env = environment()
     parts = SessionParts(
         drift=tuple(state.drift),
-        latency=_latency_series(state.latency),
+        latency=latency_series(state.latency),
         sensitivity=tuple(sensitivity),
-        environment=tuple((k, _env_value(v)) for k, v in sorted(env.items())),
+        environment=environment_rows(env),
         notes=tuple(notes),
     )
     total = len(state.results)
@@ -329,15 +297,3 @@ def session_view(config: pytest.Config, state: MlreproSession) -> ReportView:
         subtitle=f"{config.rootpath} · {machine} · {total} items",
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
-
-
-def _env_value(value: Any) -> str:
-    """An environment value as the report shows it: ISA flags space-separated, packages and
-    settings as ``name value`` pairs, anything else as JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return " ".join(value) or "none"
-    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-        return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
-    return json.dumps(value)

@@ -38,7 +38,15 @@ from ._render import (
     require_libraries,
     write_html,
 )
-from ._view import SessionParts, matrix_view, results_document, session_matrix, session_view
+from ._view import (
+    SessionParts,
+    environment_rows,
+    latency_series,
+    matrix_view,
+    results_document,
+    session_matrix,
+    session_view,
+)
 
 __all__ = [
     "EXTRA",
@@ -64,8 +72,10 @@ __all__ = [
     "TrendPoint",
     "channels_last",
     "drift_image",
+    "environment_rows",
     "from_plain",
     "history_view",
+    "latency_series",
     "level_colour",
     "matrix_row",
     "matrix_view",

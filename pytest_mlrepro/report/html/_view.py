@@ -112,6 +112,53 @@ def session_view(
     )
 
 
+def latency_series(rows: Sequence[Mapping[str, Any]]) -> tuple[LatencySeries, ...]:
+    """Every latency measurement's rounds (milliseconds), for the distribution chart, from a
+    session's latency rows (the benchmark data its latency items report: ``benchmarks``,
+    ``measurements``)."""
+    series = []
+    for r in sorted(rows, key=lambda r: str(r.get("nodeid"))):
+        for bench in r.get("benchmarks") or []:
+            name = str((bench.get("params") or {}).get("measurement", ""))
+            data = (bench.get("stats") or {}).get("data") or []
+            m = (r.get("measurements") or {}).get(name, {})
+            golden = next(
+                (
+                    j.get("golden_ms")
+                    for j in m.get("judgements") or []
+                    if j.get("statistic") == "p50"
+                ),
+                None,
+            )
+            series.append(
+                LatencySeries(
+                    label=f"{r.get('manifest')} {r.get('device')} b{r.get('batch')} {name}",
+                    rounds_ms=tuple(float(v) * 1e3 for v in data),
+                    machine="",
+                    golden_p50_ms=golden if isinstance(golden, (int, float)) else None,
+                    verdict=str(r.get("verdict", "")),
+                    failed=r.get("outcome") == "failed",
+                )
+            )
+    return tuple(series)
+
+
+def environment_rows(environment: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """An environment fingerprint as the page shows it: ISA flags space-separated, packages and
+    settings as ``name value`` pairs, anything else as JSON."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return " ".join(value) or "none"
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+        return json.dumps(value)
+
+    return tuple((k, shown(v)) for k, v in sorted(environment.items()))
+
+
 # --- cells -------------------------------------------------------------------------------------
 
 
@@ -420,6 +467,8 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
 __all__ = [
     "SESSION_SOURCE",
     "SessionParts",
+    "environment_rows",
+    "latency_series",
     "matrix_view",
     "results_document",
     "session_matrix",
