@@ -25,6 +25,7 @@ sample.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -64,6 +65,8 @@ PASSING = ("pass", "faster", "identical runs", "within tolerance")
 NOT_COMPARED = ("skipped", "contended")
 """Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
 busy to judge a latency): listed, not failed."""
+_SHARD_PART = re.compile(r"shard \d+/\d+ compared \(verdict at the merge\)")
+"""The verdict of a compared shard (results.shard_verdict)."""
 EXAMPLES = 5
 """Sample ids named per flagged participant."""
 
@@ -91,6 +94,10 @@ def status_of(verdict: str, outcome: str) -> tuple[Status, str]:
         return "pass", ""
     if outcome == "skipped" and head in NOT_COMPARED:
         return "not compared", verdict
+    if outcome == "passed" and _SHARD_PART.fullmatch(verdict):
+        # One shard's part, shown on its own (a shard run's own report): its tolerance verdict
+        # is the merge's, which has not been made.
+        return "not compared", f"{verdict}: merge every shard with mlrepro merge"
     if head.startswith("golden "):
         return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
     return "fail", verdict or f"no verdict ({outcome})"

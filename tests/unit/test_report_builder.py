@@ -310,3 +310,38 @@ def test_the_difference_picture_has_a_fixed_scale_in_levels() -> None:
     zeros, twos = np.zeros((2, 2, 1), np.float32), np.full((2, 2, 1), 2.0, np.float32)
     f = report.drift_image("f", zeros, twos, "HWC", "HWC")
     assert f.full == pytest.approx(2.0) and f.level == pytest.approx(2.0 / 255)
+
+
+def test_a_shard_runs_own_report_shows_its_part_as_not_compared_not_failed() -> None:
+    """A session that ran shard 1/2 has no shard 2 to merge with: its row is shown as it is,
+    not compared yet (the merge decides), never a failed merge."""
+    row = _row(MANIFEST)
+    row.update(shard={"index": 1, "count": 2}, verdict="shard 1/2 compared (verdict at the merge)")
+    view = report.session_view([row], machine="ci-1", environment={}, parts=report.SessionParts())
+    (shown,) = view.matrix.rows
+    assert shown.status == "skip" and view.summary == {"skip": 1}
+    cells = dict(zip(report.MATRIX_COLUMNS, shown.cells))
+    assert cells["verdict"].text == "shard 1/2 compared (verdict at the merge)"
+
+
+def test_the_merged_markdown_says_the_cause_and_the_other_settings() -> None:
+    from pytest_mlrepro.matrix import markdown
+
+    bgr = _manifest()
+    bgr["inputs"][0]["preprocess"][0]["decode"]["order"] = "BGR"
+    matrix = build_matrix(
+        [
+            _file("alpha", [_row(MANIFEST)]),
+            _file("beta", [_row(bgr, drifted=True)]),
+            _file("gamma", [_row(_manifest(intra_op_threads=2))]),
+            _file("delta", [_row(MANIFEST)]),
+        ]
+    )
+    text = markdown(matrix)
+    assert f"- tiny on beta [cpu]: failed: accuracy: drift — {SUMMARY['lead']}" in text
+    assert (
+        "- tiny on gamma [cpu]: other settings (the same pipeline, run otherwise): "
+        "runtime.intra_op_threads 2 (the others' unset)"
+    ) in text
+    assert "- tiny on beta [cpu]: another pipeline: inputs[0].preprocess[0].decode.order" in text
+    assert "gamma [cpu]: another pipeline" not in text
