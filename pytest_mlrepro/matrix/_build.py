@@ -417,17 +417,24 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     per_sample: list[tuple[Cell, Part]] = []
     for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
         other = None
+        pipeline_fields: tuple[str, ...] = ()
         if pipelines[index] != majority[manifest]:
             other = _other_pipeline(manifest, digest, entry["content"], reference[manifest])
+            common = reference[manifest][1]
+            if entry["content"] is not None and common is not None:
+                changed = differences(pipeline_of(common), pipeline_of(entry["content"]))
+                pipeline_fields = tuple(path for path, _, _ in changed)
         other_settings = None
+        settings_fields: tuple[str, ...] = ()
         if shown_settings[index] != common_settings[manifest]:
             usual = next(
                 v for name, v, shown in zip(names, settings, shown_settings)
                 if name == manifest and shown == common_settings[manifest]
             )  # fmt: skip
+            changed = differences(usual, settings[index])
+            settings_fields = tuple(k for k, _, _ in changed)
             other_settings = "other settings (the same pipeline, run otherwise): " + "; ".join(
-                f"{k} {_shown(a)} (the others' {_shown(b)})"
-                for k, b, a in differences(usual, settings[index])
+                f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed
             )
         cell = Cell(
             manifest=manifest,
@@ -443,6 +450,8 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             other_pipeline=other,
             other_settings=other_settings,
             manifest_content=entry["content"],
+            pipeline_fields=pipeline_fields,
+            settings_fields=settings_fields,
         )
         cells.append(cell)
         for row, _ in entry["rows"]:

@@ -142,6 +142,9 @@ class Cell:
     # differ from the manifest's other cells: the same pipeline, run otherwise.
     other_settings: str | None = None
     manifest_content: dict[str, Any] | None = None  # the normalised manifest, where recorded
+    # The fields of the pipeline (manifest paths) and of the settings that differ, in short.
+    pipeline_fields: tuple[str, ...] = ()
+    settings_fields: tuple[str, ...] = ()
 
     @property
     def diagnosis(self) -> Diagnosis | None:

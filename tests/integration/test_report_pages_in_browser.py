@@ -232,10 +232,15 @@ def test_the_merged_matrix_names_the_cause_and_tells_pipeline_from_settings(
     assert set(rows) == {"alpha", "beta", "gamma"}
     beta_row = _accuracy_row(beta)
     assert rows["beta"]["likely cause"] == beta_row["diagnosis"] == "colour order"
-    assert rows["beta"]["pipeline / settings"].startswith("another pipeline")
-    assert "decode.order: 'RGB' → 'BGR'" in rows["beta"]["pipeline / settings"]
-    assert rows["gamma"]["pipeline / settings"].startswith("other settings")
-    assert "runtime.intra_op_threads 1 (the others' unset)" in rows["gamma"]["pipeline / settings"]
+    assert rows["beta"]["pipeline / settings"] == "another pipeline: decode.order"
+    assert rows["gamma"]["pipeline / settings"] == "other settings: runtime.intra_op_threads"
+    # In full, on top of the page (and as the cells' hover text).
+    notes = html.unescape(dom.split('<ul class="notes">', 1)[1].split("</ul>", 1)[0])
+    assert "tiny_onnx on beta [cpu]: another pipeline: inputs[0].preprocess[0].decode.order: " \
+        "'RGB' → 'BGR'" in notes  # fmt: skip
+    assert "tiny_onnx on gamma [cpu]: other settings (the same pipeline, run otherwise): " \
+        "runtime.intra_op_threads 1 (the others' unset)" in notes  # fmt: skip
+    assert "gamma [cpu]: another pipeline" not in notes
     assert rows["alpha"]["pipeline / settings"] == "-" and rows["alpha"]["likely cause"] == "-"
     block = html.unescape(_block(dom, "drift", data_machine="beta"))
     assert beta_row["diagnosis_summary"]["lead"] in block

@@ -221,7 +221,9 @@ def test_a_thread_count_is_a_setting_not_another_pipeline() -> None:
     view = report.matrix_view(matrix)
     row = next(r for r in view.matrix.rows if r.machine == "beta")
     differs = dict(zip(report.MATRIX_COLUMNS, row.cells))["pipeline / settings"]
-    assert differs.text.startswith("another pipeline") and differs.status == "warn"
+    assert differs.text == "another pipeline: decode.order" and differs.status == "warn"
+    assert "decode.order: 'RGB' → 'BGR'" in differs.title
+    assert any(n.startswith("tiny on beta [cpu]: another pipeline: inputs[0]") for n in view.notes)
     assert dict(zip(report.MATRIX_COLUMNS, row.cells))["likely cause"].text == "colour order"
 
 

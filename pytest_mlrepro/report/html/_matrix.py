@@ -59,6 +59,7 @@ def matrix_row(
     cause: str = "",
     cause_note: str = "",
     differs: str = "",
+    differs_note: str = "",
 ) -> MatrixRow:
     """A row of :data:`MATRIX_COLUMNS`: accuracies in percent, agreement a fraction,
     ``failed_levels`` the comparison levels outside tolerance (their cells are marked),
@@ -88,7 +89,7 @@ def matrix_row(
         ),
         TableCell("-" if latency_ratio is None else f"×{latency_ratio:.2f}", latency, latency_note),
         TableCell(cause or "-", "fail" if cause else "", cause_note),
-        TableCell(differs or "-", "warn" if differs else ""),
+        TableCell(differs or "-", "warn" if differs else "", differs_note),
         TableCell(verdict or "-", status, verdict_note),
     )
     return MatrixRow(manifest, machine, device, cells, status, anchor)

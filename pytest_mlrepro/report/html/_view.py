@@ -13,6 +13,7 @@ rounds, the pitfall tables beside the goldens, the full environment) comes as
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -311,7 +312,7 @@ def _row(cell: Cell, anchor: str, show_cause: bool) -> MatrixRow:
     p50, ratio, latency_failed, latency_note = _latency_of(cell)
     d = cell.diagnosis
     cause = d.cause if d is not None and show_cause else ""
-    differs = "; ".join(x for x in (cell.other_pipeline, cell.other_settings) if x)
+    differs, differs_note = _differs(cell)
     return matrix_row(
         manifest=cell.manifest,
         machine=cell.machine,
@@ -335,7 +336,28 @@ def _row(cell: Cell, anchor: str, show_cause: bool) -> MatrixRow:
         cause=cause,
         cause_note="" if d is None else d.lead,
         differs=differs,
+        differs_note=differs_note,
     )
+
+
+def _short(fields: tuple[str, ...]) -> str:
+    """``decode.order, resize.method``: each field's last two names, the first three."""
+    names = list(dict.fromkeys(".".join(re.sub(r"\[\d+\]", "", f).split(".")[-2:]) for f in fields))
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _differs(cell: Cell) -> tuple[str, str]:
+    """The pipeline / settings cell: in short, what differs (the fields named), and in full (its
+    hover text; the page's notes and the failed section say it in full too)."""
+    short = []
+    if cell.other_pipeline:
+        fields = _short(cell.pipeline_fields)
+        short.append(f"another pipeline: {fields}" if fields else "another pipeline")
+    if cell.other_settings:
+        fields = _short(cell.settings_fields)
+        short.append(f"other settings: {fields}" if fields else "other settings")
+    full = "; ".join(x for x in (cell.other_pipeline, cell.other_settings) if x)
+    return "; ".join(short), full
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -414,10 +436,12 @@ def matrix_view(
         for c, r in matrix.stale_goldens
         if r.stale_golden is not None
     ]
+    # Which machine runs another pipeline, or the same one otherwise: said in full, on top.
     notes += [
-        f"{m.manifest}: the machines ran different pipelines (see the pipeline / settings column)"
-        for m in matrix.agreement
-        if m.pipelines_differ
+        f"{c.manifest} on {c.label}: {text}"
+        for c in matrix.cells
+        for text in (c.other_pipeline, c.other_settings)
+        if text
     ]
     if not matrix.cells:
         notes.append("no manifest item ran" + (" in this session" if parts else ""))
