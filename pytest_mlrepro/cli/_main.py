@@ -8,6 +8,9 @@
         write a manifest and the data's checksum list for a model (onboarding/)
     mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
         the matrix of several machines' results files, a CI gate (cli/_merge.py)
+    mlrepro history RESULTS... [--html PATH]
+        results files of many nights as trends, the first night outside tolerance and what
+        changed that night (cli/_merge.py)
 
 This module is argument handling only. Each command runs inside pytest's own configuration of
 the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
@@ -27,8 +30,8 @@ import pytest
 from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
+from ._merge import add_history_parser, history, merge
 from ._merge import add_parser as add_merge
-from ._merge import merge
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -224,6 +227,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_init(commands)
     add_merge(commands)
+    add_history_parser(commands)
     return parser
 
 
@@ -242,6 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
         return guarded(lambda: merge(args))
+    if args.command == "history":  # reads results files only, as merge does
+        if passed:
+            print(f"mlrepro history: unknown arguments: {' '.join(passed)}", file=sys.stderr)
+            return USAGE_ERROR
+        return guarded(lambda: history(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

@@ -2,6 +2,12 @@
 of a CI matrix (``pytest --mlrepro-json``, one per machine or shard) merged into one matrix
 (:mod:`pytest_mlrepro.matrix`), printed as Markdown and written as files.
 
+``mlrepro history RESULTS... [--html PATH]``: the results files of many nights, each night merged
+as ``merge`` merges it, each manifest × machine followed over the nights (its first night
+outside tolerance and what changed that night), printed as text and written as an HTML page.
+Exit status 0 (a history is read, not a gate), 2 for the same bad inputs ``merge`` refuses and
+for a file without its ``created`` time.
+
 No pytest session: the results files hold everything. Exit status: 0 when every cell passed
 (and something was compared), 1 when a cell failed (docs/merge.md lists the verdicts that do),
 2 when a results file is unreadable or invalid (the message names the file and the JSON path of
@@ -62,11 +68,12 @@ def merge(args: argparse.Namespace) -> int:
         matrix = build_matrix(files)
         text = markdown(matrix)
         if args.html:
-            from ..matrix import report_view
-            from ..report.html import write_html
+            from ..report.html import matrix_view, write_html
 
             write_html(
-                Path(args.html), report_view(matrix), what="HTML matrix (mlrepro merge --html)"
+                Path(args.html),
+                matrix_view(matrix, generated=_now()),
+                what="HTML matrix (mlrepro merge --html)",
             )
         outputs = [
             (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
@@ -83,4 +90,87 @@ def merge(args: argparse.Namespace) -> int:
     return 0 if matrix.ok else 1
 
 
-__all__ = ["add_parser", "merge"]
+HISTORY_DESCRIPTION = (
+    "Read results files (pytest --mlrepro-json) of many nights: the files of one UTC day (their "
+    "'created' time) are merged as mlrepro merge merges them, then each manifest × machine × "
+    "device is followed over the nights (top-1, agreement with the golden, latency p50, each "
+    "with its tolerance band), with the first night outside tolerance and what changed that "
+    "night (environment, manifest pipeline and settings, golden, data). Exit status 0; 2: a "
+    "results file is unreadable, invalid or has no time, or a night's files do not merge."
+)
+
+
+def add_history_parser(commands: Any) -> None:
+    """The ``history`` subcommand's arguments."""
+    history = commands.add_parser(
+        "history",
+        help="follow results files over many nights: trends and the first night outside tolerance",
+        description=HISTORY_DESCRIPTION,
+    )
+    history.add_argument(
+        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
+    )
+    history.add_argument(
+        "--html", metavar="PATH", help="write the history as an HTML page (the report extra)"
+    )
+
+
+def history(args: argparse.Namespace) -> int:
+    """Run ``mlrepro history``; returns its exit status."""
+    from ..errors import MlreproError
+    from ..matrix import build_history
+    from ..results import load_results
+
+    try:
+        if args.html:
+            from ..report.html import require_libraries
+
+            require_libraries("mlrepro history --html")
+        files = [load_results(Path(path)) for path in args.results]
+        built = build_history(files)
+        if args.html:
+            from ..report.html import history_view, write_html
+
+            write_html(
+                Path(args.html),
+                history_view(built, generated=_now()),
+                what="HTML history (mlrepro history --html)",
+            )
+    # ResultsFileError, HistoryError, OutputError, ReportUnavailable
+    except MlreproError as exc:
+        print(f"mlrepro history: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(history_text(built), end="")
+    return 0
+
+
+def history_text(built: Any) -> str:
+    """The history in words: the nights, then per series its last values and, when it left
+    tolerance, the night and what changed."""
+    nights = built.nights
+    lines = [f"{len(nights)} nights: " + ", ".join(n.day for n in nights), ""]
+    for s in built.series:
+        last = s.points[-1]
+        numbers = [
+            f"top-1 {last.top1:.2f}" if last.top1 is not None else "",
+            f"agreement {last.agreement:.4f}" if last.agreement is not None else "",
+            f"p50 {last.p50_ms:.3g} ms" if last.p50_ms is not None else "",
+        ]
+        shown = ", ".join(n for n in numbers if n)
+        lines.append(f"{s.label}: {len(s.points)} nights; latest {shown or '-'}")
+        if s.first_outside is None:
+            lines.append("  inside tolerance every night")
+        else:
+            point = s.points[s.first_outside]
+            lines.append(f"  first outside tolerance: {nights[point.night].label} ({point.why})")
+            lines += [f"    {what}: {how}" for what, how in s.changes]
+    return "\n".join(lines) + "\n"
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+__all__ = ["add_history_parser", "add_parser", "history", "history_text", "merge"]

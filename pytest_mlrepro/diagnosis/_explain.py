@@ -311,14 +311,18 @@ def explain(
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
     layers: list[tuple[int, str, float]] | None = None,
+    found: list[Diagnosis] | None = None,
 ) -> tuple[str, str]:
     """(text, cause) of :func:`diagnose`; never raises: a diagnosis that fails says so and the
     verdict it would have explained stands on its own. ``layers``, when given, receives the
-    layer comparison's (depth, layer, relative difference) rows (the HTML report's chart)."""
+    layer comparison's (depth, layer, relative difference) rows (the HTML report's chart);
+    ``found`` the :class:`Diagnosis` itself (the results file's summary of it)."""
     try:
         d = diagnose(manifest, golden, comparison, evaluation, probes=probes, data=data)
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
+    if found is not None:
+        found.append(d)
     if layers is not None and d.layers is not None:
         layers.extend(d.layers.chart())
     return d.render(), d.cause

@@ -230,6 +230,7 @@ class _Run:
                     break
         del prepared  # the model's memory goes before the verdict is written
         self.add("attempts", len(attempts))
+        self.add("latency_tolerance", dict(block.tolerance))  # the history's band
         self.add("window", [round(attempts[0].started, 3), round(attempts[-1].finished, 3)])
         least = min(a.contention or 0.0 for a in attempts)
         if baseline is None:  # --mlrepro-update with nothing to compare with: record

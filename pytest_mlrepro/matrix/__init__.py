@@ -1,7 +1,8 @@
 """The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard)
 merged into one matrix of manifest × machine × device × framework version, with cross-machine
 agreement per sample, and rendered as Markdown or CSV (``mlrepro merge``). No pytest here; the
-model (:mod:`._model`) is plain data that other renderers (the HTML report) take as it is."""
+model (:mod:`._model`) is plain data that the HTML report (:mod:`pytest_mlrepro.report.html`, the
+layer above) takes as it is."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from ._build import (
     pair_agreement,
     status_of,
 )
-from ._html import report_view
+from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
     Cell,
+    ChangedSample,
+    ChangedSamples,
+    Diagnosis,
     Dissent,
     LatencyResult,
     MachineEnvironment,
@@ -27,30 +31,42 @@ from ._model import (
     Source,
     StaleGolden,
     Status,
+    Tolerances,
 )
-from ._text import CSV_COLUMNS, csv_text, markdown
+from ._text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 
 __all__ = [
     "CSV_COLUMNS",
     "NOT_COMPARED",
     "PASSING",
     "Cell",
+    "ChangedSample",
+    "ChangedSamples",
+    "Diagnosis",
     "Dissent",
+    "History",
+    "HistoryError",
     "LatencyResult",
     "MachineEnvironment",
     "ManifestAgreement",
     "Matrix",
     "MatrixError",
+    "Night",
     "PairAgreement",
+    "Point",
     "Result",
+    "Series",
     "Source",
     "StaleGolden",
     "Status",
+    "Tolerances",
+    "build_history",
     "build_matrix",
     "csv_text",
+    "machine_columns",
+    "machine_notes",
     "majority_top1",
     "markdown",
     "pair_agreement",
-    "report_view",
     "status_of",
 ]

@@ -25,14 +25,28 @@ sample.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import MlreproError
-from ..results import Part, ResultsFile, ShardMergeError, merge_shards, unsharded_nodeid
+from ..results import (
+    Part,
+    ResultsFile,
+    ShardMergeError,
+    differences,
+    merge_shards,
+    pipeline_digest,
+    pipeline_of,
+    settings_of,
+    unsharded_nodeid,
+)
 from ._model import (
     Cell,
+    ChangedSample,
+    ChangedSamples,
+    Diagnosis,
     Dissent,
     LatencyResult,
     MachineEnvironment,
@@ -43,6 +57,7 @@ from ._model import (
     Source,
     StaleGolden,
     Status,
+    Tolerances,
 )
 
 PASSING = ("pass", "faster", "identical runs", "within tolerance")
@@ -50,6 +65,8 @@ PASSING = ("pass", "faster", "identical runs", "within tolerance")
 NOT_COMPARED = ("skipped", "contended")
 """Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
 busy to judge a latency): listed, not failed."""
+_SHARD_PART = re.compile(r"shard \d+/\d+ compared \(verdict at the merge\)")
+"""The verdict of a compared shard (results.shard_verdict)."""
 EXAMPLES = 5
 """Sample ids named per flagged participant."""
 
@@ -77,6 +94,10 @@ def status_of(verdict: str, outcome: str) -> tuple[Status, str]:
         return "pass", ""
     if outcome == "skipped" and head in NOT_COMPARED:
         return "not compared", verdict
+    if outcome == "passed" and _SHARD_PART.fullmatch(verdict):
+        # One shard's part, shown on its own (a shard run's own report): its tolerance verdict
+        # is the merge's, which has not been made.
+        return "not compared", f"{verdict}: merge every shard with mlrepro merge"
     if head.startswith("golden "):
         return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
     return "fail", verdict or f"no verdict ({outcome})"
@@ -193,6 +214,61 @@ def _result(row: Mapping[str, Any], nodeid: str) -> Result:
         agreement=_float(row, "agreement"),
         max_score_diff=_float(row, "max_score_diff"),
         shards=_int(row, "shards"),
+        golden_top1=_float(row, "golden_top1"),
+        golden_top5=_float(row, "golden_top5"),
+        tolerances=_tolerances(row.get("tolerances")),
+        outside_tolerance=tuple(str(v) for v in row.get("outside_tolerance") or ()),
+        diagnosis=_diagnosis(row.get("diagnosis_summary"), _str(row, "diagnosis")),
+        changed=_changed(row.get("changed_samples")),
+    )
+
+
+def _tolerances(value: object) -> Tolerances | None:
+    if not isinstance(value, Mapping):
+        return None
+    numbers = {k: value.get(k) for k in ("top1", "top5", "agreement", "score")}
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()):
+        return None
+    return Tolerances(**{k: float(v) for k, v in numbers.items()})  # type: ignore[arg-type]
+
+
+def _diagnosis(summary: object, cause: str | None) -> Diagnosis | None:
+    """The row's diagnosis summary (validated by the reader), or its bare cause (files written
+    before the summary was kept)."""
+    if isinstance(summary, Mapping):
+        return Diagnosis(
+            cause=str(summary.get("cause", "")),
+            lead=str(summary.get("lead", "")),
+            sections=tuple(
+                (str(s.get("title", "")), tuple(str(line) for line in s.get("lines") or ()))
+                for s in summary.get("sections") or ()
+                if isinstance(s, Mapping)
+            ),
+        )
+    return None if not cause else Diagnosis(cause=cause, lead="")
+
+
+def _changed(value: object) -> ChangedSamples | None:
+    if not isinstance(value, Mapping):
+        return None
+
+    def score(v: object) -> float | None:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return ChangedSamples(
+        count=int(value.get("count", 0)),
+        samples=tuple(
+            ChangedSample(
+                id=str(s["id"]),
+                label=str(s["label"]),
+                golden=str(s["golden"]),
+                now=str(s["now"]),
+                golden_score=score(s.get("golden_score")),
+                now_score=score(s.get("now_score")),
+            )
+            for s in value.get("samples") or ()
+            if isinstance(s, Mapping)
+        ),
     )
 
 
@@ -200,6 +276,7 @@ def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
     verdict = str(row.get("verdict", ""))
     outcome = str(row.get("outcome", ""))
     status, reason = status_of(verdict, outcome)
+    tolerance = row.get("latency_tolerance")
     flag = row.get("stale_golden")
     stale = None
     if isinstance(flag, Mapping) and isinstance(flag.get("ratio"), (int, float)):
@@ -216,6 +293,7 @@ def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
         ratio_to_golden=_float(row, "ratio_to_golden"),
         decided_by=_str(row, "decided_by"),
         stale_golden=stale,
+        p50_tolerance=_float(tolerance, "p50") if isinstance(tolerance, Mapping) else None,
     )
 
 
@@ -224,17 +302,66 @@ def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
 _CellKey = tuple[str, str | None, str, str, str | None]
 
 
-def _majority_digests(cells: Iterable[tuple[_CellKey, Any]]) -> dict[str, str | None]:
-    """Per manifest name, its most common digest (over cells; ties: the digest of the first cell
-    in the order of machine names, devices and framework versions)."""
+def _most_common(pairs: Sequence[tuple[str, str | None]]) -> dict[str, str | None]:
+    """Per name, its most common value (ties: the first in order)."""
     counts: dict[str, Counter[str | None]] = {}
-    for key, _ in cells:
-        counts.setdefault(key[0], Counter())[key[1]] += 1
+    for name, value in pairs:
+        counts.setdefault(name, Counter())[value] += 1
     return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
 
 
 def _short(digest: str | None) -> str:
     return "none" if digest is None else digest[:12]
+
+
+def _canonical(value: object) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shown(value: object) -> str:
+    return "unset" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _pipeline_key(digest: str | None, content: Mapping[str, Any] | None) -> str | None:
+    """What tells pipelines apart: the digest of the manifest without its settings where the
+    row records its content; else (files written before) the whole manifest's digest."""
+    return f"pipeline:{pipeline_digest(content)}" if content is not None else digest
+
+
+def _settings(content: Mapping[str, Any] | None, env: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's run settings: the manifest's runtime block and the machine's numeric and
+    thread variables (``OMP_NUM_THREADS``…), flattened."""
+    out = {} if content is None else dict(settings_of(content))
+    out.pop("runtime.timeout_s", None)  # changes no result
+    variables = env.get("numeric_settings")
+    if isinstance(variables, Mapping):
+        out.update({f"environment {k}": v for k, v in sorted(variables.items())})
+    return out
+
+
+def _other_pipeline(
+    manifest: str,
+    digest: str | None,
+    content: Mapping[str, Any] | None,
+    reference: tuple[str | None, Mapping[str, Any] | None],
+) -> str:
+    """Why a cell runs another pipeline, in words: the manifest fields that differ from the
+    common pipeline's (where both record their content), else the digests."""
+    common_digest, common = reference
+    if content is not None and common is not None:
+        changes = differences(pipeline_of(common), pipeline_of(content))
+        shown = "; ".join(f"{k}: {_shown(a)} → {_shown(b)}" for k, a, b in changes[:6])
+        more = f" and {len(changes) - 6} more" if len(changes) > 6 else ""
+        return (
+            f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
+            f"{_short(common_digest)})"
+        )
+    return (
+        f"another pipeline: manifest digest {_short(digest)}, the others' "
+        f"{_short(common_digest)} (the manifest {manifest!r} differs on this machine)"
+    )
 
 
 def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
@@ -251,9 +378,18 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         cell_key: _CellKey = (manifest, digest, machine, device, version)
         entry = per_cell.setdefault(
             cell_key,
-            {"rows": [], "latency": [], "sources": set(), "framework": None, "slug": None},
+            {
+                "rows": [],
+                "latency": [],
+                "sources": set(),
+                "framework": None,
+                "slug": None,
+                "content": None,
+            },
         )
         entry["sources"].update(path for path, _ in members)
+        if entry["content"] is None and isinstance(row.get("manifest_content"), Mapping):
+            entry["content"] = dict(row["manifest_content"])
         entry["framework"] = entry["framework"] or _str(row, "framework")
         entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
         if kind == "latency":
@@ -262,16 +398,43 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             entry["rows"].append((row, key[6]))
     # By manifest, then machine, device, framework version, and the digest last.
     ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
-    majority = _majority_digests(ordered)
+    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
+    names = [cell_key[0] for cell_key, _ in ordered]
+    pipelines = [_pipeline_key(cell_key[1], entry["content"]) for cell_key, entry in ordered]
+    majority = _most_common(list(zip(names, pipelines)))
+    # Per manifest: the digest and content of the first cell that runs the common pipeline.
+    reference: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+    for (cell_key, entry), pipeline in zip(ordered, pipelines):
+        if pipeline == majority[cell_key[0]]:
+            reference.setdefault(cell_key[0], (cell_key[1], entry["content"]))
+    settings = [
+        _settings(entry["content"], environments.get(cell_key[2], {}))
+        for cell_key, entry in ordered
+    ]
+    shown_settings = [_canonical(v) for v in settings]
+    common_settings = _most_common(list(zip(names, shown_settings)))
     cells: list[Cell] = []
     per_sample: list[tuple[Cell, Part]] = []
-    for (manifest, digest, machine, device, version), entry in ordered:
+    for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
         other = None
-        common = majority[manifest]
-        if digest != common:
-            other = (
-                f"another pipeline: manifest digest {_short(digest)}, the others' "
-                f"{_short(common)} (the manifest {manifest!r} differs on this machine)"
+        pipeline_fields: tuple[str, ...] = ()
+        if pipelines[index] != majority[manifest]:
+            other = _other_pipeline(manifest, digest, entry["content"], reference[manifest])
+            common = reference[manifest][1]
+            if entry["content"] is not None and common is not None:
+                changed = differences(pipeline_of(common), pipeline_of(entry["content"]))
+                pipeline_fields = tuple(path for path, _, _ in changed)
+        other_settings = None
+        settings_fields: tuple[str, ...] = ()
+        if shown_settings[index] != common_settings[manifest]:
+            usual = next(
+                v for name, v, shown in zip(names, settings, shown_settings)
+                if name == manifest and shown == common_settings[manifest]
+            )  # fmt: skip
+            changed = differences(usual, settings[index])
+            settings_fields = tuple(k for k, _, _ in changed)
+            other_settings = "other settings (the same pipeline, run otherwise): " + "; ".join(
+                f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed
             )
         cell = Cell(
             manifest=manifest,
@@ -285,6 +448,10 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             results=tuple(_result(row, nodeid) for row, nodeid in entry["rows"]),
             latency=tuple(sorted(entry["latency"], key=lambda r: (r.batch or 0, r.nodeid))),
             other_pipeline=other,
+            other_settings=other_settings,
+            manifest_content=entry["content"],
+            pipeline_fields=pipeline_fields,
+            settings_fields=settings_fields,
         )
         cells.append(cell)
         for row, _ in entry["rows"]:
@@ -320,6 +487,10 @@ def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
             )
         )
     return tuple(out)
+
+
+def _shown_key(key: str | None) -> str | None:
+    return None if key is None else key.removeprefix("pipeline:")
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -402,14 +573,21 @@ def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreemen
                         shared=shared,
                         agree=agree,
                         max_score_diff=largest,
-                        same_pipeline=cells[i].manifest_digest == cells[j].manifest_digest,
+                        same_pipeline=_pipeline_key(
+                            cells[i].manifest_digest, cells[i].manifest_content
+                        )
+                        == _pipeline_key(cells[j].manifest_digest, cells[j].manifest_content),
                     )
                 )
         out.append(
             ManifestAgreement(
                 manifest=manifest,
                 participants=tuple(labels),
-                digests=tuple((label, c.manifest_digest) for label, c in zip(labels, cells)),
+                # What tells the pipelines apart (the settings do not: see _pipeline_key).
+                digests=tuple(
+                    (label, _shown_key(_pipeline_key(c.manifest_digest, c.manifest_content)))
+                    for label, c in zip(labels, cells)
+                ),
                 pairs=tuple(pairs),
                 dissent=tuple(_dissent(labels, samples, goldens)),
             )

@@ -4,7 +4,7 @@ HTML report takes the same objects). Built by :func:`pytest_mlrepro.matrix.build
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Status = Literal["pass", "fail", "not compared"]
 """A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
@@ -49,6 +49,55 @@ class Result:
     )
     max_score_diff: float | None = None  # with the golden
     shards: int | None = None  # merged from this many shard results
+    golden_top1: float | None = None  # percent: the golden's on the same samples
+    golden_top5: float | None = None
+    tolerances: Tolerances | None = None
+    outside_tolerance: tuple[str, ...] = ()  # the levels outside tolerance (top1, agreement…)
+    diagnosis: Diagnosis | None = None
+    changed: ChangedSamples | None = None
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """The manifest's tolerances as a row records them: top-1/top-5 in percentage points,
+    agreement a fraction, score an absolute difference."""
+
+    top1: float
+    top5: float
+    agreement: float
+    score: float
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A drift's diagnosis as a results file keeps it: the cause (a pitfall category,
+    ``environment``, ``model``…), the lead sentence and the evidence, section by section."""
+
+    cause: str
+    lead: str
+    sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def section(self, starts: str) -> tuple[str, ...]:
+        """The lines of the first section whose title starts with ``starts``."""
+        return next((lines for title, lines in self.sections if title.startswith(starts)), ())
+
+
+@dataclass(frozen=True)
+class ChangedSample:
+    """A sample whose top-1 is not the golden's: classes as ``index name``."""
+
+    id: str
+    label: str
+    golden: str
+    now: str
+    golden_score: float | None = None
+    now_score: float | None = None
+
+
+@dataclass(frozen=True)
+class ChangedSamples:
+    count: int  # all of them; ``samples`` lists the first few
+    samples: tuple[ChangedSample, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +115,7 @@ class LatencyResult:
     ratio_to_golden: float | None
     decided_by: str | None
     stale_golden: StaleGolden | None
+    p50_tolerance: float | None = None  # the largest p50 ratio now/golden that passes
 
 
 def _shard_note(nodeid: str) -> str:
@@ -88,6 +138,19 @@ class Cell:
     results: tuple[Result, ...]
     latency: tuple[LatencyResult, ...]
     other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
+    # Its run settings (threads, batch size… and the machine's numeric variables) where they
+    # differ from the manifest's other cells: the same pipeline, run otherwise.
+    other_settings: str | None = None
+    manifest_content: dict[str, Any] | None = None  # the normalised manifest, where recorded
+    # The fields of the pipeline (manifest paths) and of the settings that differ, in short.
+    pipeline_fields: tuple[str, ...] = ()
+    settings_fields: tuple[str, ...] = ()
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The diagnosis of its failed accuracy result, when it has one."""
+        accuracy = self.accuracy
+        return None if accuracy is None else accuracy.diagnosis
 
     @property
     def accuracy(self) -> Result | None:

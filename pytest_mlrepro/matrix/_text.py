@@ -272,11 +272,13 @@ def markdown(matrix: Matrix) -> str:
             lines += _agreement_lines(agreement)
     lines += _machine_lines(matrix)
     others = [c for c in matrix.cells if c.other_pipeline]
-    if failed or others or skipped:
+    settings = [c for c in matrix.cells if c.other_settings]
+    if failed or others or skipped or settings:
         lines += ["## Problems", ""]
-        lines += [f"- {c.manifest} on {c.label}: failed: {c.verdict}" for c in failed]
+        lines += [f"- {c.manifest} on {c.label}: failed: {c.verdict}{_cause(c)}" for c in failed]
         lines += [f"- {c.manifest} on {c.label}: not compared: {c.verdict}" for c in skipped]
         lines += [f"- {c.manifest} on {c.label}: {c.other_pipeline}" for c in others]
+        lines += [f"- {c.manifest} on {c.label}: {c.other_settings}" for c in settings]
         lines.append("")
     if matrix.stale_goldens:
         lines += ["## Stale latency goldens", ""]
@@ -289,6 +291,14 @@ def markdown(matrix: Matrix) -> str:
             )
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _cause(cell: Cell) -> str:
+    """`` — <the diagnosis' lead sentence>`` (or its cause) for a diagnosed cell."""
+    d = cell.diagnosis
+    if d is None:
+        return ""
+    return f" — {d.lead}" if d.lead else f" — likely cause: {d.cause}"
 
 
 CSV_COLUMNS = (

@@ -55,7 +55,7 @@ from ..report import (
     reference_refused_record,
     with_reference,
 )
-from ..results import Part, shard_results, shard_verdict
+from ..results import Part, changed_samples, diagnosis_summary, shard_results, shard_verdict
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
@@ -359,6 +359,8 @@ class AccuracyItem(EvaluatingItem):
         diffs = score_diffs(golden.results, now, result.scores)
         self.per_sample = Part(now, golden.results, diffs).to_json()
         self.add_property("agreement", round(comparison.agreement, 6))
+        self.add_property("golden_top1", round(comparison.golden_top1, 4))
+        self.add_property("golden_top5", round(comparison.golden_top5, 4))
         if math.isfinite(comparison.max_score_diff):
             self.add_property("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self.add_property("golden", shown_golden)
@@ -395,6 +397,7 @@ class AccuracyItem(EvaluatingItem):
             self.add_property("verdict", "pass")
             self._finish_reference(ref)
             return
+        self._changed(comparison)
         # The HTML report's pictures (only when one is asked for).
         collect_drift(self, golden, comparison, result)
         if comparison.ok:
@@ -431,12 +434,22 @@ class AccuracyItem(EvaluatingItem):
         if probes is None:
             return ""
         layers: list[tuple[int, str, float]] = []
+        found: list[Any] = []
         text, cause = explain_drift(
-            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers
-        )
+            self.manifest, golden, comparison, result, probes=probes, data=change, layers=layers,
+            found=found,
+        )  # fmt: skip
         keep_layers(self, layers)
         self.add_property("diagnosis", cause)
+        for d in found:  # the results file's summary of it (mlrepro merge, the report)
+            self.add_property("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
         return "\n\n" + text
+
+    def _changed(self, comparison: Any) -> None:
+        """What a results file keeps of a failed comparison: the levels outside tolerance and
+        the samples whose top-1 changed (the report's table of them)."""
+        self.add_property("outside_tolerance", list(comparison.failures))
+        self.add_property("changed_samples", changed_samples(comparison.changed, self.classes))
 
     def _step_probes(self, result: Any) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the

@@ -3,8 +3,6 @@ the data set share (:class:`EvaluatingItem`: the accuracy and the determinism it
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -18,6 +16,7 @@ from ..errors import BuildMismatch, GoldenError, MlreproError, NonFiniteOutputs,
 from ..evaluation import Progress
 from ..fingerprint import hardware_key
 from ..manifest import Manifest
+from ..results import manifest_identity
 from ..runners import check_framework, load_runner
 from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run_shard, settings_key
 from ._progress import TerminalProgress
@@ -44,13 +43,11 @@ class ManifestItem(pytest.Item):
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
     def manifest_identity(self) -> tuple[tuple[str, Any], ...]:
-        """The manifest's file (relative to the rootdir) and the sha256 of its normalised
-        content: rows of the same pipeline are recognisable across machines (results files)."""
-        normalized = json.dumps(self.manifest.normalized(), sort_keys=True, separators=(",", ":"))
-        return (
-            ("manifest_file", display_path(self.config, self.path)),
-            ("manifest_digest", hashlib.sha256(normalized.encode()).hexdigest()),
-        )
+        """The manifest's file (relative to the rootdir), the sha256 of its normalised content
+        and that content: rows of the same pipeline are recognisable across machines, and two
+        results files can say what differs (results files)."""
+        identity = manifest_identity(self.manifest.normalized())
+        return (("manifest_file", display_path(self.config, self.path)), *identity.items())
 
     def add_manifest_identity(self) -> None:
         for key, value in self.manifest_identity():

@@ -13,7 +13,7 @@ from .._files import atomic_write_bytes
 from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document
-from ..results import FORMAT
+from ..results import FORMAT, created_now
 from ._base import Row, machine_name, output_path, report_output_error, results_path, run_shard
 
 
@@ -27,6 +27,7 @@ def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
     shard = run_shard(session.config)
     payload = {
         "format": FORMAT,
+        "created": created_now(),  # the history orders nights by it
         "machine": {"name": machine_name(session.config), "environment": environment()},
         "shard": None if shard is None else shard.as_json(),
         "results": rows,

@@ -9,6 +9,15 @@ errors that name the file and the JSON path of a bad field; :func:`combine` and
 from __future__ import annotations
 
 from ..data import Shard, shard_of
+from ._fields import (
+    changed_samples,
+    diagnosis_summary,
+    differences,
+    manifest_identity,
+    pipeline_digest,
+    pipeline_of,
+    settings_of,
+)
 from ._format import (
     FORMAT,
     FORMATS,
@@ -16,6 +25,7 @@ from ._format import (
     Part,
     ResultsFile,
     ResultsFileError,
+    created_now,
     json_path,
     load_results,
     results_from_json,
@@ -45,15 +55,23 @@ __all__ = [
     "ResultsFileError",
     "Shard",
     "ShardMergeError",
+    "changed_samples",
     "check_shards",
     "combine",
+    "created_now",
+    "diagnosis_summary",
+    "differences",
     "json_path",
     "load_results",
+    "manifest_identity",
     "merge_shards",
     "merged_part",
     "metrics",
+    "pipeline_digest",
+    "pipeline_of",
     "results_from_json",
     "results_to_json",
+    "settings_of",
     "shard_of",
     "shard_results",
     "shard_verdict",

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
 from ..data import MAX_SHARDS, Shard
 from ..errors import MlreproError
 from ..goldens import Results
+from ._fields import manifest_digest
 
 FORMAT = 2
 """The format this version writes."""
@@ -48,6 +50,7 @@ OUTCOMES = ("passed", "failed", "skipped")
 IDENTITIES = ("manifest_digest", "data_identity", "golden_digest")
 """Row fields that identify what a result was measured with (sha256, hex)."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 
 
 class ResultsFileError(MlreproError):
@@ -298,9 +301,75 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
             _number(_required(tol, key, (*path, "tolerances")), (*path, "tolerances", key))
     if "shard" in row:
         _shard(row["shard"], (*path, "shard"))
+    _report_fields(row, path)
     if "per_sample" in row:
         _part(row["per_sample"], (*path, "per_sample"))
     return row
+
+
+def _report_fields(row: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
+    """The fields the report and ``mlrepro merge``/``history`` read to say why a result failed
+    and what differs (docs/results.md): typed where present; a manifest content that is not
+    the one its digest names is refused (an edited row would explain another pipeline)."""
+    for key in ("golden_top1", "golden_top5"):
+        if key in row:
+            _number(row[key], (*path, key))
+    if "outside_tolerance" in row:
+        for i, level in enumerate(_list(row["outside_tolerance"], (*path, "outside_tolerance"))):
+            _str(level, (*path, "outside_tolerance", i))
+    if "latency_tolerance" in row:
+        where = (*path, "latency_tolerance")
+        for key, ratio in _object(row["latency_tolerance"], where).items():
+            _number(ratio, (*where, key))
+    if "manifest_content" in row:
+        content = _object(row["manifest_content"], (*path, "manifest_content"))
+        digest = row.get("manifest_digest")
+        if isinstance(digest, str) and manifest_digest(content) != digest:
+            raise _Invalid(
+                (*path, "manifest_content"),
+                "does not match the row's manifest_digest (the row was edited after it was "
+                "written)",
+            )
+    if "changed_samples" in row:
+        where = (*path, "changed_samples")
+        changed = _object(row["changed_samples"], where)
+        _int(_required(changed, "count", where), (*where, "count"), 0)
+        samples = _list(_required(changed, "samples", where), (*where, "samples"))
+        for i, sample in enumerate(samples):
+            entry = _object(sample, (*where, "samples", i))
+            for key in ("id", "label", "golden", "now"):
+                _str(_required(entry, key, (*where, "samples", i)), (*where, "samples", i, key))
+            for key in ("golden_score", "now_score"):
+                if key in entry:
+                    _number(entry[key], (*where, "samples", i, key))
+    if "diagnosis_summary" in row:
+        where = (*path, "diagnosis_summary")
+        summary = _object(row["diagnosis_summary"], where)
+        for key in ("cause", "lead"):
+            _str(_required(summary, key, where), (*where, key))
+        sections = _list(_required(summary, "sections", where), (*where, "sections"))
+        for i, section in enumerate(sections):
+            at = (*where, "sections", i)
+            entry = _object(section, at)
+            _str(_required(entry, "title", at), (*at, "title"))
+            for j, line in enumerate(_list(_required(entry, "lines", at), (*at, "lines"))):
+                _str(line, (*at, "lines", j))
+
+
+def _created(value: Any) -> datetime:
+    """The results file's ``created``: an ISO 8601 UTC time (``2026-11-24T07:09:11Z``)."""
+    text = _str(value, ("created",))
+    if not _CREATED.fullmatch(text):
+        raise _Invalid(("created",), f"expected a UTC time like 2026-11-24T07:09:11Z, got {text!r}")
+    try:
+        return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise _Invalid(("created",), f"not a valid time: {text!r} ({exc})") from None
+
+
+def created_now() -> str:
+    """The ``created`` field of a results file written now."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _environment(value: Any) -> Mapping[str, Any]:
@@ -331,6 +400,7 @@ class ResultsFile:
     environment: dict[str, Any]
     shard: Shard | None
     rows: list[dict[str, Any]]
+    created: datetime | None = None  # when it was written (files before the field: None)
 
 
 def validate_results(document: Any, source: str = "results") -> ResultsFile:
@@ -354,6 +424,7 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         env = _environment(_required(machine, "environment", ("machine",)))
         shard_json = _required(obj, "shard", ())
         shard = None if shard_json is None else _shard(shard_json, ("shard",))
+        created = _created(obj["created"]) if "created" in obj else None
         rows = [
             _row(row, ("results", i))
             for i, row in enumerate(_list(_required(obj, "results", ()), ("results",)))
@@ -363,7 +434,13 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
             f"{source}: {json_path(exc.path)}: {exc.message} (not a valid results file)"
         ) from None
     return ResultsFile(
-        path=Path(source), format=fmt, machine=name, environment=dict(env), shard=shard, rows=rows
+        path=Path(source),
+        format=fmt,
+        machine=name,
+        environment=dict(env),
+        shard=shard,
+        rows=rows,
+        created=created,
     )
 
 
@@ -415,4 +492,5 @@ def load_results(path: Path | str) -> ResultsFile:
         environment=loaded.environment,
         shard=loaded.shard,
         rows=loaded.rows,
+        created=loaded.created,
     )

@@ -24,6 +24,7 @@ from ..data import Shard
 from ..errors import MlreproError
 from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
+from ._fields import changed_samples
 from ._format import Part, ResultsFileError
 
 EXAMPLES = 5
@@ -225,6 +226,7 @@ COMMON = (
     "framework_version",
     "manifest_file",
     "manifest_digest",
+    "manifest_content",
     "data_identity",
     "golden_digest",
     "hardware_key",
@@ -273,6 +275,9 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         data_changed=any(row.get("data_changed") for _, row in shards),
     )
     merged.update(metrics(comparison))
+    if not comparison.ok:  # what the report shows of a failed comparison (classes unnamed)
+        merged["outside_tolerance"] = list(comparison.failures)
+        merged["changed_samples"] = changed_samples(comparison.changed, None)
     merged["verdict"] = "pass" if decision.action == "pass" else decision.reason
     merged["outcome"] = "passed" if decision.action == "pass" else "failed"
     merged["per_sample"] = merged_part(parts).to_json()
@@ -286,6 +291,8 @@ def metrics(comparison: Comparison) -> dict[str, Any]:
         "top1": round(comparison.now_top1, 4),
         "top5": round(comparison.now_top5, 4),
         "agreement": round(comparison.agreement, 6),
+        "golden_top1": round(comparison.golden_top1, 4),
+        "golden_top5": round(comparison.golden_top5, 4),
     }
     if math.isfinite(comparison.max_score_diff):
         out["max_score_diff"] = float(f"{comparison.max_score_diff:.3g}")

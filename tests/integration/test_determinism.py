@@ -227,7 +227,8 @@ def test_the_option_adds_a_determinism_item_to_every_manifest(project: Project) 
 
 def _without_timing(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_timing(v) for k, v in value.items() if k != "timing"}
+        # "created": when the file was written (the history's clock), a time like "timing".
+        return {k: _without_timing(v) for k, v in value.items() if k not in ("timing", "created")}
     if isinstance(value, list):
         return [_without_timing(v) for v in value]
     return value
@@ -263,12 +264,14 @@ def test_three_runs_give_the_same_results_file_apart_from_timing(
 
 def _drop_timing_lines(text: str) -> list[str]:
     """The file's lines without each ``"timing": {...}`` block (as json.dumps(indent=2) writes
-    it)."""
+    it) and without the file's ``"created"`` time."""
     out: list[str] = []
     depth = 0
     for line in text.splitlines():
         if depth:
             depth += line.count("{") + line.count("[") - line.count("}") - line.count("]")
+            continue
+        if line.startswith('  "created": '):  # the file's own time (top level)
             continue
         if line.strip().startswith('"timing": {'):
             depth = line.count("{") + line.count("[") - line.count("}") - line.count("]")

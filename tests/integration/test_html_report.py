@@ -35,8 +35,12 @@ def _report_libraries_loaded() -> None:
 
     view = report.ReportView(
         title="warm-up",
-        matrix=report.Matrix(("manifest",), ()),
-        accuracy=(report.AccuracyPoint("m", "host", "cpu", 50.0, 90.0, 50.0, 90.0),),
+        matrix=report.MatrixTable(("manifest",), ()),
+        accuracy=(
+            report.AccuracyPoint(
+                "m", "host", "cpu", 50.0, 90.0, 50.0, 90.0, top1_tolerance=1, top5_tolerance=1
+            ),
+        ),
         latency=(report.LatencySeries("m", (1.0, 2.0, 3.0), golden_p50_ms=2.0),),
         sensitivity=(
             report.SensitivityTable(
@@ -130,7 +134,8 @@ def test_a_drifted_manifest_gets_its_preprocessing_pictures(project: Project) ->
     # The levels outside tolerance are marked (top-1, agreement, score), top-5 is not: the
     # swap moves classes 0 and 2 within the top 3 of 3 classes.
     failed = {name for name, (attrs, _) in cells.items() if "cell-fail" in attrs}
-    assert failed == {"top-1 %", "agreement", "max score diff", "verdict"}, cells
+    assert failed == {"top-1 %", "agreement", "max score diff", "likely cause", "verdict"}, cells
+    assert cells["likely cause"][1] == "colour order"  # the diagnosis' cause, on the row
     assert "drift" in cells["verdict"][1] and cells["top-1 %"][1] == "33.33"
     assert 'class="matrix-row row-pass"' in rows["tiny_loose"] and ">pass<" in rows["tiny_loose"]
     assert "cell-fail" not in rows["tiny_loose"]
@@ -427,8 +432,11 @@ def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_pat
         r'id="mlrepro-errors".*?</pre>', dom, re.S
     )
     assert attributes.get("data-broken-images") == "0", attributes
-    # Nine drift pictures, the accuracy, latency and pitfall charts, all decoded.
-    assert int(attributes["data-images"]) == 3 * 3 + 3
+    # Nine drift pictures, the accuracy, latency and pitfall charts and a thumbnail of each of
+    # the 16 changed samples, all decoded.
+    thumbnails = len(re.findall(r'<img class="thumbnail"', dom))
+    assert thumbnails == 16
+    assert int(attributes["data-images"]) == 3 * 3 + 3 + thumbnails
     assert set(_matrix_rows(dom)) == {"tiny_onnx", "tiny_loose"}
     assert len(re.findall(r'class="drift-image drift-diff"', dom)) == 3
     assert '<span class="step first-step">decode</span>' in dom

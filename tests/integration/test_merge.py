@@ -236,7 +236,8 @@ def test_the_merged_matrix_as_an_html_report(
         f'<td>alpha [cpu]</td><td>beta [cpu]</td><td class="num">{shared}</td>'
         f'<td class="num cell-fail">{percent}</td>'
     ) in page
-    assert "different pipelines" in page
+    # The machine that ran another pipeline is named, with the field, at the top of the page.
+    assert "<li>tiny_onnx on beta [cpu]: another pipeline: inputs[0].preprocess[0].decode" in page
 
 
 def test_merge_html_without_the_report_libraries_says_which_extra(

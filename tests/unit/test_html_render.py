@@ -32,11 +32,11 @@ def _view(**changes: object) -> report.ReportView:
             "ci-a",
             "cpu",
             (
-                report.Cell("resnet"),
-                report.Cell("ci-a"),
-                report.Cell("cpu"),
-                report.Cell("76.10"),
-                report.Cell("pass", "pass"),
+                report.TableCell("resnet"),
+                report.TableCell("ci-a"),
+                report.TableCell("cpu"),
+                report.TableCell("76.10"),
+                report.TableCell("pass", "pass"),
             ),
             "pass",
         ),
@@ -45,18 +45,18 @@ def _view(**changes: object) -> report.ReportView:
             "ci-b",
             "cuda",
             (
-                report.Cell("resnet"),
-                report.Cell("ci-b"),
-                report.Cell("cuda"),
-                report.Cell("74.90", "fail", "outside ±0.5"),
-                report.Cell("drift", "fail"),
+                report.TableCell("resnet"),
+                report.TableCell("ci-b"),
+                report.TableCell("cuda"),
+                report.TableCell("74.90", "fail", "outside ±0.5"),
+                report.TableCell("drift", "fail"),
             ),
             "fail",
         ),
     )
     values: dict[str, object] = {
         "title": "nightly matrix",
-        "matrix": report.Matrix(columns, rows),
+        "matrix": report.MatrixTable(columns, rows),
         "cross_machine": report.CrossMachine(
             pairs=(
                 report.MachineAgreement("resnet", "ci-a", "ci-b", 0.97, 0.02, 1000, True),
@@ -100,11 +100,11 @@ def test_the_page_is_the_same_for_the_same_view() -> None:
 def test_every_text_of_the_view_is_escaped() -> None:
     hostile = '<script>alert("x")</script>'
     row = report.MatrixRow(
-        hostile, "m", "cpu", (report.Cell(hostile, "fail", hostile),), "fail", 'x" onclick="y'
+        hostile, "m", "cpu", (report.TableCell(hostile, "fail", hostile),), "fail", 'x" onclick="y'
     )
     view = _view(
         title=hostile,
-        matrix=report.Matrix((hostile,), (row,)),
+        matrix=report.MatrixTable((hostile,), (row,)),
         notes=(hostile,),
         cross_machine=None,
         accuracy=(),
@@ -211,14 +211,14 @@ def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
     cells = dict(zip(report.MATRIX_COLUMNS, row.cells))
     assert [c.text for c in row.cells] == [
         "m", "ci-a", "cuda", "onnxruntime", "1.20.0", "1000", "74.90", "92.00", "0.9700",
-        "0.0123", "12.3 ms", "×1.94", "drift; latency: regression",
+        "0.0123", "12.3 ms", "×1.94", "-", "-", "drift; latency: regression",
     ]  # fmt: skip
     marked = {name for name, cell in cells.items() if cell.status == "fail"}
     assert marked == {"top-1 %", "agreement", "latency p50", "×golden", "verdict"}
     assert cells["×golden"].title.startswith("p50 ×1.94")
     empty = report.matrix_row(manifest="m", machine="a", device="cpu", status="skip", verdict="")
-    assert [c.text for c in empty.cells][3:] == ["-"] * 10
-    page = report.render_html(_view(matrix=report.Matrix(report.MATRIX_COLUMNS, (row,))))
+    assert [c.text for c in empty.cells][3:] == ["-"] * 12
+    page = report.render_html(_view(matrix=report.MatrixTable(report.MATRIX_COLUMNS, (row,))))
     assert '<a href="#drift-1">drift; latency: regression</a>' in page
 
 
@@ -231,7 +231,13 @@ def test_a_large_output_is_shown_reduced_and_a_single_differing_pixel_stays_visi
     assert image.golden_shape == (1000, 700, 3)  # the output's own shape is said
     diff = _png(image.diff_png)
     assert _png(image.golden_png).shape == (334, 234, 3) and diff.shape == (334, 234, 3)
-    assert tuple(diff[167, 0]) == (255, 255, 255) and int(diff.sum()) == 3 * 255
+    # The one differing pixel survives the reduction, on the fixed scale: one level of the
+    # 0..255 range is the legend's "1 level" colour, a dim red (1/8 of the way to white), not
+    # the white a largest-difference-is-white scale would make of it.
+    one_level = report.level_colour(1.0)
+    assert tuple(diff[167, 0]) == tuple(int(one_level[i : i + 2], 16) for i in (1, 3, 5))
+    assert tuple(diff[167, 0]) == (96, 0, 0) and int(diff.sum()) == 96
+    assert image.level == 1.0 and image.full == 255.0
     assert report.from_plain(report.plain(image)) == image
     page = report.render_html(
         _view(drift=(report.DriftSet("m", "a", "cpu", "decode", probes=(image,)),))

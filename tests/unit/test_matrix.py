@@ -17,9 +17,9 @@ from pytest_mlrepro.matrix import (
     majority_top1,
     markdown,
     pair_agreement,
-    report_view,
     status_of,
 )
+from pytest_mlrepro.report.html import matrix_view
 from pytest_mlrepro.results import ResultsFile, shard_of, validate_results
 
 DIGEST_A = "a" * 64
@@ -359,7 +359,7 @@ def test_the_machines_table_shows_each_cpu_its_isa_flags_and_the_packages_that_d
     assert "| old | - | not recorded | not recorded | - |" in table
     assert "- ISA flags not on every machine: avx512_vnni (intel), avx512f (intel)" in table
     assert "- numeric packages the same on every machine: numpy 2.1.0" in table
-    rows = dict(report_view(matrix).environment)
+    rows = dict(matrix_view(matrix).environment)
     assert rows["intel"] == (
         "Intel Xeon 8480+ (GenuineIntel) · ISA flags: avx avx2 avx512_vnni avx512f fma · numeric "
         "packages that differ: onnxruntime 1.21.0 · numeric settings: OMP_NUM_THREADS=4"

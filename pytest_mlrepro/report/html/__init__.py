@@ -8,22 +8,27 @@ model, each from what it has.
 
 from __future__ import annotations
 
-from ._images import channels_last, drift_image, from_plain, plain
+from ._history import history_view
+from ._images import channels_last, drift_image, from_plain, level_colour, plain, thumbnail
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
-    Cell,
+    ChangedRow,
     CrossMachine,
     DriftImage,
     DriftSet,
     LatencySeries,
     MachineAgreement,
-    Matrix,
+    Mark,
     MatrixRow,
+    MatrixTable,
+    MetricChange,
     ReportView,
     SensitivityBar,
     SensitivityTable,
-    Status,
+    TableCell,
+    Trend,
+    TrendPoint,
 )
 from ._render import (
     EXTRA,
@@ -33,31 +38,54 @@ from ._render import (
     require_libraries,
     write_html,
 )
+from ._view import (
+    SessionParts,
+    environment_rows,
+    latency_series,
+    matrix_view,
+    results_document,
+    session_matrix,
+    session_view,
+)
 
 __all__ = [
     "EXTRA",
     "MATRIX_COLUMNS",
     "AccuracyPoint",
-    "Cell",
+    "ChangedRow",
     "CrossMachine",
     "DriftImage",
     "DriftSet",
     "LatencySeries",
     "MachineAgreement",
-    "Matrix",
+    "Mark",
     "MatrixRow",
+    "MatrixTable",
+    "MetricChange",
     "ReportUnavailable",
     "ReportView",
     "SensitivityBar",
     "SensitivityTable",
-    "Status",
+    "SessionParts",
+    "TableCell",
+    "Trend",
+    "TrendPoint",
     "channels_last",
     "drift_image",
+    "environment_rows",
     "from_plain",
+    "history_view",
+    "latency_series",
+    "level_colour",
     "matrix_row",
+    "matrix_view",
     "missing_libraries",
     "plain",
     "render_html",
     "require_libraries",
+    "results_document",
+    "session_matrix",
+    "session_view",
+    "thumbnail",
     "write_html",
 ]

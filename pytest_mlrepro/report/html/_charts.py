@@ -18,6 +18,7 @@ from ._model import (
     DriftSet,
     LatencySeries,
     SensitivityTable,
+    Trend,
 )
 
 if TYPE_CHECKING:
@@ -86,49 +87,69 @@ def _label(*parts: str) -> str:
 
 @_plain_text
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
-    """Top-1 and top-5 per manifest × machine × device, now (solid) and the golden's (grey
-    outline); a failed row's label in red."""
-    points = [p for p in points if p.top1 is not None or p.top5 is not None]
+    """Top-1 and top-5 as their change against the golden (percentage points), each on its
+    tolerance band (grey): a 0.2-point drift is as visible as it is against a 0.5-point
+    tolerance, which a 0–100 axis hides. A failed row's label in red; a row without a golden's
+    numbers is left out (the table below the chart lists it)."""
+    points = [p for p in points if p.golden_top1 is not None and p.top1 is not None]
     if not points:
         return None
-    figure = _figure(WIDTH, _height(len(points) * 2, 0.22, 1.6))
+    figure = _figure(WIDTH, _height(len(points), 0.42, 1.6))
     axes = figure.add_subplot()
     labels = [_label(p.manifest, p.machine, p.device) for p in points]
     y = list(range(len(points)))
-    h = 0.38
+    reach = 0.1  # percentage points: the smallest half-width of the axis
+    for yy, p in zip(y, points):
+        for offset, tol in ((-0.18, p.top1_tolerance), (0.18, p.top5_tolerance)):
+            if tol is not None:
+                axes.add_patch(_band(-tol, tol, yy + offset - 0.15, 0.3))
+                reach = max(reach, tol)
     series = (
-        (-h / 2, "top-1", TOP1, [p.top1 for p in points], [p.golden_top1 for p in points]),
-        (h / 2, "top-5", TOP5, [p.top5 for p in points], [p.golden_top5 for p in points]),
+        (-0.18, "top-1", TOP1, "o", [_delta(p.top1, p.golden_top1) for p in points]),
+        (0.18, "top-5", TOP5, "D", [_delta(p.top5, p.golden_top5) for p in points]),
     )
-    for offset, name, colour, now, golden in series:
-        ys = [v + offset for v in y]
-        values = [v or 0.0 for v in now]
-        axes.barh(ys, values, height=h, color=colour, label=f"{name} now")
-        goldens = [(yy, g) for yy, g in zip(ys, golden) if g is not None]
-        if goldens:
-            axes.barh(
-                [g[0] for g in goldens],
-                [g[1] for g in goldens],
-                height=h,
-                fill=False,
-                edgecolor="#424242",
-                linestyle="--",
-                linewidth=1.0,
-                label=f"{name} golden",
+    for offset, name, colour, marker, deltas in series:
+        shown = [(yy + offset, d, p) for yy, d, p in zip(y, deltas, points) if d is not None]
+        if not shown:
+            continue
+        axes.scatter(
+            [d for _, d, _ in shown],
+            [yy for yy, _, _ in shown],
+            marker=marker,
+            s=28,
+            color=[FAIL if p.failed else colour for _, _, p in shown],
+            edgecolor="black",
+            linewidth=0.4,
+            zorder=3,
+            label=f"{name} now − golden",
+        )
+        for at, d, _ in shown:
+            axes.annotate(
+                f"{d:+.2f}", (d, at), xytext=(6, -3), textcoords="offset points", fontsize=7
             )
-        for yy, value in zip(ys, values):
-            axes.text(value + 0.5, yy, f"{value:.2f}", va="center", fontsize=7)
+            reach = max(reach, abs(d))
+    axes.axvline(0.0, color="black", linewidth=0.8)
+    axes.set_xlim(-reach * 1.3, reach * 1.3)
+    axes.set_ylim(len(points) - 0.5, -0.5)
     axes.set_yticks(y, labels, fontsize=8)
     for tick, p in zip(axes.get_yticklabels(), points):
         if p.failed:
             tick.set_color(FAIL)
-    axes.invert_yaxis()
-    axes.set_xlim(0, 108)
-    axes.set_xlabel("accuracy (%)")
-    axes.set_title("Accuracy now and the golden's (dashed)", fontsize=10)
-    figure.legend(fontsize=7, loc="outside lower center", ncols=4)
+    axes.set_xlabel("change against the golden (percentage points); grey: the tolerance band")
+    axes.set_title("Accuracy: the change against the golden", fontsize=10)
+    figure.legend(fontsize=7, loc="outside lower center", ncols=2)
     axes.grid(axis="x", alpha=0.3)
     return _data_uri(figure)
+
+
+def _delta(now: float | None, golden: float | None) -> float | None:
+    return None if now is None or golden is None else now - golden
+
+
+def _band(low: float, high: float, bottom: float, height: float) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((low, bottom), high - low, height, color="#cfd8dc", zorder=1, linewidth=0)
 
 
 @_plain_text
@@ -215,11 +236,21 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     left.axvline(table.declared_top1, color="black", linestyle="--", linewidth=1)
     for yy, bar, value in zip(y, bars, agreement):
         text = "cannot run" if bar.error else f"{value:.1f}%"
-        right.text(min(value, 100) + 1, yy, text, va="center", fontsize=7)
+        # Inside the bar's end when it is long: the axis stops at 100 %.
+        inside = value > 80
+        right.text(
+            value - 1 if inside else value + 1,
+            yy,
+            text,
+            va="center",
+            ha="right" if inside else "left",
+            fontsize=7,
+            color="white" if inside else "black",
+        )
     left.set_yticks(y, labels, fontsize=7)
     left.invert_yaxis()
-    left.set_xlim(0, 105)
-    right.set_xlim(0, 115)
+    left.set_xlim(0, 100)
+    right.set_xlim(0, 100)
     left.set_xlabel("top-1 (%)")
     right.set_xlabel("agreement with the declared top-1 (%)")
     figure.suptitle(
@@ -243,14 +274,16 @@ def agreement_chart(cross: CrossMachine) -> str | None:
     y = list(range(len(pairs)))
     values = [100.0 * p.top1_agreement for p in pairs]
     axes.barh(y, values, color=[FAIL if p.flagged else PASS for p in pairs])
+    low = min(values)
+    start = max(0.0, math.floor(low / 10.0) * 10.0 - 10.0) if low > 50 else 0.0
     for yy, p, value in zip(y, pairs, values):
         diff = "" if p.max_score_diff is None else f", max score diff {p.max_score_diff:.3g}"
-        axes.text(value + 0.3, yy, f"{value:.2f}%{diff}", va="center", fontsize=7)
+        # The label inside the bar, at its start: the axis ends at 100 %, where a bar can.
+        axes.text(start + 0.5, yy, f"{value:.2f}%{diff}", va="center", fontsize=7, color="white")
     axes.set_yticks(y, [_label(p.manifest, f"{p.machine_a} vs {p.machine_b}") for p in pairs])
     for tick in axes.get_yticklabels():
         tick.set_fontsize(8)
-    low = min(values)
-    axes.set_xlim(max(0.0, math.floor(low / 10.0) * 10.0 - 10.0) if low > 50 else 0.0, 112)
+    axes.set_xlim(start, 100)
     axes.invert_yaxis()
     axes.set_xlabel("samples whose top-1 agrees (%)")
     axes.set_title("Cross-machine agreement", fontsize=10)
@@ -291,6 +324,75 @@ def layer_chart(drift: DriftSet) -> str | None:
     return _data_uri(figure)
 
 
+@_plain_text
+def trend_chart(trend: Trend) -> str | None:
+    """A series over the nights: top-1, agreement with the golden and latency p50, one panel
+    each, a point per night (red: outside tolerance) on its tolerance band (grey), the first
+    night outside tolerance marked. Each panel's points are one SVG group, ``<anchor>-<panel>``
+    (a point per night: checkable in the page)."""
+    panels = [
+        (name, unit, points)
+        for name, unit, points in (
+            ("top1", "top-1 (%)", trend.top1),
+            ("agreement", "agreement (%)", trend.agreement),
+            ("latency", "latency p50 (ms)", trend.latency_p50_ms),
+        )
+        if any(p.value is not None for p in points)
+    ]
+    if not panels:
+        return None
+    nights = list(dict.fromkeys(p.night for _, _, ps in panels for p in ps))
+    x_of = {night: i for i, night in enumerate(nights)}
+    figure = _figure(WIDTH, 1.0 + 1.55 * len(panels))
+    axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    first = None if trend.first_outside is None else x_of.get(trend.first_outside)
+    for axes, (name, unit, points) in zip(axes_list, panels):
+        shown = [p for p in points if p.value is not None]
+        xs = [x_of[p.night] for p in shown]
+        values = [float(p.value) for p in shown if p.value is not None]
+        lows = [math.nan if p.low is None else p.low for p in shown]
+        highs = [math.nan if p.high is None else p.high for p in shown]
+        if any(not math.isnan(v) for v in lows + highs):
+            bottom = [lo if not math.isnan(lo) else 0.0 for lo in lows]
+            axes.fill_between(
+                xs, bottom, highs, color="#cfd8dc", step="mid", linewidth=0, label="tolerance"
+            )
+        axes.plot(xs, values, color=MUTED, linewidth=1, zorder=2)
+        axes.scatter(
+            xs,
+            values,
+            color=[FAIL if p.failed else PASS for p in shown],
+            s=22,
+            zorder=3,
+            gid=f"{trend.anchor}-{name}",
+        )
+        if first is not None:
+            axes.axvline(first, color=FAIL, linestyle="--", linewidth=1)
+        if name == "agreement":
+            top = 100.0
+            bottom_value = min([*values, *[v for v in lows if not math.isnan(v)]])
+            axes.set_ylim(max(0.0, bottom_value - (top - bottom_value) * 0.15 - 0.01), top)
+        axes.set_ylabel(unit, fontsize=8)
+        axes.grid(alpha=0.3)
+    if first is not None:
+        axes_list[0].annotate(
+            "first outside tolerance",
+            (first, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -10),
+            textcoords="offset points",
+            fontsize=7,
+            color=FAIL,
+        )
+    axes_list[-1].set_xticks(range(len(nights)), [n[:10] for n in nights], fontsize=7)
+    axes_list[-1].set_xlim(-0.5, len(nights) - 0.5)
+    figure.suptitle(
+        f"{trend.manifest} · {trend.machine} [{trend.device}] over {len(nights)} nights",
+        fontsize=10,
+    )
+    return _data_uri(figure)
+
+
 def charts(view: Any) -> dict[str, Any]:
     """Every chart of a :class:`~._model.ReportView` (None where it has no data)."""
     return {
@@ -299,4 +401,5 @@ def charts(view: Any) -> dict[str, Any]:
         "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
         "agreement": None if view.cross_machine is None else agreement_chart(view.cross_machine),
         "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
+        "trends": {t.anchor: trend_chart(t) for t in view.trends},
     }

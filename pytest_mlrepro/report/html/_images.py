@@ -95,6 +95,43 @@ def heat(diff: np.ndarray, gain: float) -> np.ndarray:
     return np.stack([red, green, blue], axis=2) * 255.0
 
 
+LEVELS = 255.0
+"""Levels of the shown range: one level is (hi - lo) / 255, the step of an 8-bit output."""
+LEGEND = (0.0, 1.0, 3.0, 15.0, 63.0, 255.0)
+"""The levels the difference picture's legend names."""
+
+
+def level_fraction(diff: np.ndarray | float, level: float, full: float) -> np.ndarray:
+    """|Δ| on the difference picture's fixed scale, 0..1: logarithmic in levels, so that one
+    level (an 8-bit rounding) is a dim red (1/8), 15 levels half-way, the full range white.
+    The same difference always has the same colour, whatever else is on the picture."""
+    steps = np.log2(1.0 + np.asarray(diff, np.float64) / max(level, 1e-300))
+    return np.asarray(np.clip(steps / np.log2(1.0 + max(full / max(level, 1e-300), 1.0)), 0, 1))
+
+
+def level_colour(levels: float) -> str:
+    """The colour (#rrggbb) of a difference of ``levels`` levels (the legend's swatches)."""
+    t = float(level_fraction(levels, 1.0, LEVELS))
+    r, g, b = (int(round(v)) for v in heat(np.array([[t * 255.0]]), 1.0)[0, 0])
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def thumbnail(data: bytes, side: int = 64) -> str:
+    """A small picture of an encoded image (base64 PNG, at most ``side`` pixels a side); ""
+    when it cannot be decoded (the changed-samples table shows the id alone)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            picture = image.convert("RGB")
+            picture.thumbnail((side, side))
+            buffer = io.BytesIO()
+            picture.save(buffer, format="PNG", optimize=True)
+    except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
+        return ""
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def drift_image(
     sample: str,
     golden: np.ndarray | None,
@@ -133,17 +170,20 @@ def drift_image(
     note = "" if finite.all() else "non-finite values (shown black) in an output"
     diff = np.where(finite, diff, 0.0)
     peak = float(diff.max()) if diff.size else 0.0
-    # The largest difference is shown white-hot whatever its size: a 1/255 rounding difference
-    # is as visible as a channel swap; the number beside the picture gives the size.
-    gain = 255.0 / peak if peak > 0 else 1.0
+    # A fixed scale, in levels of the shown range (not the largest difference made white): a
+    # one-level rounding difference is a dim red, a channel swap white; the legend says which.
+    full = hi - lo if hi > lo else 1.0
+    level = full / LEVELS
+    fraction = level_fraction(reduce(diff[:, :, None], factor, "max")[:, :, 0], level, full)
     return DriftImage(
         **{
             **base.__dict__,
-            "diff_png": to_png(reduce(heat(diff, gain), factor, "max"), 0.0, 255.0),
+            "diff_png": to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
             "max_abs_diff": peak,
             "changed_fraction": float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
-            "amplification": gain,
             "note": note,
+            "level": level,
+            "full": full,
         }
     )
 
@@ -179,5 +219,7 @@ def from_plain(data: dict[str, object]) -> DriftImage:
         changed_fraction=number(data.get("changed_fraction")),
         amplification=number(data.get("amplification")),
         note=str(data.get("note") or ""),
+        level=number(data.get("level")),
+        full=number(data.get("full")),
         reduced=factor if isinstance(factor := data.get("reduced"), int) else 1,
     )

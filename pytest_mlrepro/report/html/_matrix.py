@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from ._model import Cell, MatrixRow, Status
+from ._model import Mark, MatrixRow, TableCell
 
 MATRIX_COLUMNS = (
     "manifest",
@@ -21,8 +21,11 @@ MATRIX_COLUMNS = (
     "max score diff",
     "latency p50",
     "×golden",
+    "likely cause",
+    "pipeline / settings",
     "verdict",
 )
+NUMERIC_COLUMNS = frozenset(MATRIX_COLUMNS[4:12])  # right-aligned, not wrapped
 LEVELS = ("top1", "top5", "agreement", "score")  # the comparison's levels (Comparison.failures)
 
 
@@ -37,7 +40,7 @@ def matrix_row(
     manifest: str,
     machine: str,
     device: str,
-    status: Status,
+    status: Mark,
     verdict: str,
     framework: str = "",
     version: str = "",
@@ -53,31 +56,40 @@ def matrix_row(
     latency_note: str = "",
     verdict_note: str = "",
     anchor: str = "",
+    cause: str = "",
+    cause_note: str = "",
+    differs: str = "",
+    differs_note: str = "",
 ) -> MatrixRow:
     """A row of :data:`MATRIX_COLUMNS`: accuracies in percent, agreement a fraction,
     ``failed_levels`` the comparison levels outside tolerance (their cells are marked),
     ``latency_note`` the hover text of the latency cells (e.g. which ratio decided the verdict),
-    ``verdict_note`` the verdict's (e.g. the diagnosis), ``anchor`` the id of the row's drift
-    pictures on the page (the verdict links there)."""
+    ``verdict_note`` the verdict's, ``anchor`` the id of the row's failure section on the page
+    (the verdict links there), ``cause`` the diagnosis' cause (its sentence: ``cause_note``),
+    ``differs`` what of its pipeline or settings differs from the manifest's other cells."""
     failed = set(failed_levels)
 
-    def metric(level: str) -> Status:
+    def metric(level: str) -> Mark:
         return "fail" if level in failed else ""
 
-    latency: Status = "fail" if latency_failed else ""
+    latency: Mark = "fail" if latency_failed else ""
     cells = (
-        Cell(manifest),
-        Cell(machine),
-        Cell(device),
-        Cell(framework or "-"),
-        Cell(version or "-"),
-        Cell(_num(samples, "d")),
-        Cell(_num(top1, ".2f"), metric("top1")),
-        Cell(_num(top5, ".2f"), metric("top5")),
-        Cell(_num(agreement, ".4f"), metric("agreement")),
-        Cell(_num(max_score_diff, ".3g"), metric("score")),
-        Cell("-" if latency_p50_ms is None else f"{latency_p50_ms:.3g} ms", latency, latency_note),
-        Cell("-" if latency_ratio is None else f"×{latency_ratio:.2f}", latency, latency_note),
-        Cell(verdict or "-", status, verdict_note),
+        TableCell(manifest),
+        TableCell(machine),
+        TableCell(device),
+        TableCell(framework or "-"),
+        TableCell(version or "-"),
+        TableCell(_num(samples, "d")),
+        TableCell(_num(top1, ".2f"), metric("top1")),
+        TableCell(_num(top5, ".2f"), metric("top5")),
+        TableCell(_num(agreement, ".4f"), metric("agreement")),
+        TableCell(_num(max_score_diff, ".3g"), metric("score")),
+        TableCell(
+            "-" if latency_p50_ms is None else f"{latency_p50_ms:.3g} ms", latency, latency_note
+        ),
+        TableCell("-" if latency_ratio is None else f"×{latency_ratio:.2f}", latency, latency_note),
+        TableCell(cause or "-", "fail" if cause else "", cause_note),
+        TableCell(differs or "-", "warn" if differs else "", differs_note),
+        TableCell(verdict or "-", status, verdict_note),
     )
     return MatrixRow(manifest, machine, device, cells, status, anchor)

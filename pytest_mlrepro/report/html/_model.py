@@ -1,9 +1,14 @@
 """The HTML report's view model: plain, typed data that says what the page shows.
 
-Whoever makes a report (the plugin at the end of a session, ``mlrepro merge --html`` for a merged
-matrix) fills a :class:`ReportView`; :func:`~._render.render_html` turns it into one
-self-contained page. Nothing here knows about pytest, goldens or results files: numbers are
-plain floats (accuracies in percent, latencies in milliseconds), images are base64 PNG.
+One builder fills a :class:`ReportView` (:mod:`._view`: from a merged matrix, which a session's
+report builds from its own results rows, and :mod:`._history` for the nights of a history);
+:func:`~._render.render_html` turns it into one self-contained page. Nothing here knows about
+pytest or goldens: numbers are plain floats (accuracies in percent, latencies in milliseconds),
+images are base64 PNG.
+
+The matrix's own ``Matrix``, ``Cell`` and ``Status`` (:mod:`pytest_mlrepro.matrix`) are the
+results; these are how a table shows them: :class:`MatrixTable` of :class:`TableCell`, marked
+with a :data:`Mark`.
 """
 
 from __future__ import annotations
@@ -11,34 +16,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Status = Literal["", "pass", "fail", "skip", "warn"]
-"""How a cell or row is marked: "" neutral, "fail" red, "warn" amber, "skip" grey."""
+Mark = Literal["", "pass", "fail", "skip", "warn"]
+"""How a table cell or row is marked: "" neutral, "fail" red, "warn" amber, "skip" grey."""
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One cell of the matrix: its text, how it is marked, and a hover text."""
+class TableCell:
+    """One cell of the matrix table: its text, how it is marked, and a hover text."""
 
     text: str
-    status: Status = ""
+    status: Mark = ""
     title: str = ""
 
 
 @dataclass(frozen=True)
 class MatrixRow:
     """One row of the matrix, keyed by manifest × machine × device; ``cells`` line up with
-    :attr:`Matrix.columns`. ``status`` marks the whole row (a failed cell in it: "fail")."""
+    :attr:`MatrixTable.columns`. ``status`` marks the whole row (a failed cell in it: "fail")."""
 
     manifest: str
     machine: str
     device: str
-    cells: tuple[Cell, ...]
-    status: Status = ""
+    cells: tuple[TableCell, ...]
+    status: Mark = ""
     anchor: str = ""  # the id of this row's drift pictures on the page, when it has some
 
 
 @dataclass(frozen=True)
-class Matrix:
+class MatrixTable:
+    """The matrix as a table: its columns and rows."""
+
     columns: tuple[str, ...]
     rows: tuple[MatrixRow, ...] = ()
 
@@ -56,6 +63,8 @@ class AccuracyPoint:
     golden_top5: float | None = None
     agreement: float | None = None  # fraction of samples whose top-1 is the golden's
     failed: bool = False
+    top1_tolerance: float | None = None  # percentage points either side of the golden
+    top5_tolerance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +137,12 @@ class DriftImage:
     value_range: tuple[float, float] | None = None  # the values mapped to black..white
     max_abs_diff: float | None = None
     changed_fraction: float | None = None  # of the values
-    amplification: float | None = None  # the difference image is |Δ| × this (clipped)
+    amplification: float | None = None  # (older pictures) the difference image was |Δ| × this
     note: str = ""
+    # The difference picture's scale: ``level`` is one level of the output (1 for 8-bit
+    # values; the range / 255 for floats), ``full`` the difference drawn white (the range).
+    level: float | None = None
+    full: float | None = None
     reduced: int = 1  # the pictures are 1/reduced of the output's size (block mean; |Δ|: max)
 
 
@@ -156,6 +169,68 @@ class DriftSet:
     layer_tolerance: float = 1e-3
     note: str = ""
     anchor: str = ""
+    verdict: str = ""
+    lead: str = ""  # the diagnosis' sentence
+    sections: tuple[tuple[str, tuple[str, ...]], ...] = ()  # its evidence, titled
+    metrics: tuple[MetricChange, ...] = ()  # golden → now
+    changed: tuple[ChangedRow, ...] = ()  # the samples whose top-1 changed
+    changed_count: int = 0  # all of them (``changed`` lists the first few)
+    other_pipeline: str = ""
+    other_settings: str = ""
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One line of the golden → now table."""
+
+    level: str  # "top-1 %", "top-5 %", "top-1 agreement", "max score diff"
+    golden: str
+    now: str
+    change: str
+    tolerance: str
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class ChangedRow:
+    """A sample whose top-1 changed, with a thumbnail of its image ("" where none was made)."""
+
+    sample: str
+    label: str
+    golden: str
+    now: str
+    golden_score: float | None = None
+    now_score: float | None = None
+    thumbnail_png: str = ""
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One night of a trend: its time (UTC, in words), the value, the tolerance band around
+    it (None where unknown) and whether the night's result failed."""
+
+    night: str
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One manifest × machine × device over the nights: top-1, agreement, latency p50; the first
+    night outside tolerance and what changed that night."""
+
+    manifest: str
+    machine: str
+    device: str
+    top1: tuple[TrendPoint, ...] = ()
+    agreement: tuple[TrendPoint, ...] = ()
+    latency_p50_ms: tuple[TrendPoint, ...] = ()
+    first_outside: str | None = None  # the night, as in the points
+    first_outside_why: str = ""  # what was outside (a level, a verdict)
+    changes: tuple[tuple[str, str], ...] = ()  # (what, how) between that night and the one before
+    anchor: str = ""
 
 
 @dataclass
@@ -163,7 +238,7 @@ class ReportView:
     """Everything one report page shows; every section but the matrix is optional."""
 
     title: str
-    matrix: Matrix
+    matrix: MatrixTable
     subtitle: str = ""
     generated: str = ""  # when, in words (UTC)
     accuracy: tuple[AccuracyPoint, ...] = ()
@@ -172,5 +247,7 @@ class ReportView:
     cross_machine: CrossMachine | None = None
     drift: tuple[DriftSet, ...] = ()
     notes: tuple[str, ...] = ()
+    trends: tuple[Trend, ...] = ()
+    nights: tuple[tuple[str, str], ...] = ()  # (night, its results files)
     environment: tuple[tuple[str, str], ...] = ()
     summary: dict[str, int] = field(default_factory=dict)  # e.g. {"pass": 3, "fail": 1}

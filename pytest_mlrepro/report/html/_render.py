@@ -12,6 +12,8 @@ import importlib
 from pathlib import Path
 
 from ...errors import MlreproError
+from ._images import LEGEND, level_colour
+from ._matrix import NUMERIC_COLUMNS
 from ._model import ReportView
 
 EXTRA = "pip install 'pytest-mlrepro[report]'"
@@ -59,7 +61,17 @@ def render_html(view: ReportView) -> str:
         lstrip_blocks=True,
     )
     template = environment.get_template("report.html.j2")
-    return template.render(view=view, charts=charts(view), fmt=_fmt, median=_median)
+    legend = [
+        (f"{levels:g} level{'' if levels == 1 else 's'}", level_colour(levels)) for levels in LEGEND
+    ]
+    return template.render(
+        view=view,
+        charts=charts(view),
+        fmt=_fmt,
+        median=_median,
+        numeric_columns=NUMERIC_COLUMNS,
+        legend=legend,
+    )
 
 
 def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:

@@ -1,0 +1,255 @@
+"""Many nights of results files (``mlrepro history``): each night's files merged into a matrix as
+``mlrepro merge`` merges them, then each manifest × machine × device followed over the nights —
+top-1, agreement with the golden and latency p50, each with its tolerance band — with the first
+night outside tolerance and what changed that night against the night before.
+
+* A night is the UTC date of a results file's ``created`` time: the files of every machine (and
+  every shard) written that day make one matrix. A file without ``created`` (written before the
+  field existed) cannot be placed and is refused, naming it.
+* "Outside tolerance" is the gate's own verdict: a cell result that failed (``status_of``), its
+  reason kept (the levels outside tolerance, a latency regression).
+* "What changed": between the series' machine's files of the two nights, the environment
+  fingerprint, the manifest (pipeline and settings told apart, as the matrix tells them), the
+  golden file and the data set, each difference named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..errors import MlreproError
+from ..results import ResultsFile, differences, pipeline_of, settings_of
+from ._build import MatrixError, build_matrix
+from ._model import Cell, Matrix
+
+CHANGES = 24
+"""Differences named per night (the count of the rest is said)."""
+
+
+class HistoryError(MlreproError):
+    """Results files that do not make a history (a file without a time, a night whose files do
+    not make one matrix)."""
+
+
+@dataclass(frozen=True)
+class Night:
+    """The results files of one UTC day, merged."""
+
+    day: str  # YYYY-MM-DD
+    first: datetime  # the earliest file's time
+    files: tuple[ResultsFile, ...]
+    matrix: Matrix
+
+    @property
+    def label(self) -> str:
+        return self.first.strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One night of a series: the cell's numbers, their tolerance bands, and whether (why) the
+    night was outside tolerance."""
+
+    night: int  # index into History.nights
+    top1: float | None
+    top1_band: tuple[float, float] | None  # the golden's top-1 ± its tolerance
+    agreement: float | None
+    agreement_floor: float | None
+    p50_ms: float | None
+    p50_ceiling_ms: float | None  # the golden's p50 × the largest ratio that passes
+    outside: bool
+    why: str  # the failed results' reasons ("" inside tolerance)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One manifest on one machine and device over the nights it ran."""
+
+    manifest: str
+    machine: str
+    device: str
+    points: tuple[Point, ...]
+    first_outside: int | None  # index into points
+    changes: tuple[tuple[str, str], ...]  # (what, how) that night against the night before
+
+    @property
+    def label(self) -> str:
+        return f"{self.manifest} · {self.machine} [{self.device}]"
+
+
+@dataclass(frozen=True)
+class History:
+    nights: tuple[Night, ...]
+    series: tuple[Series, ...]
+
+
+def build_history(files: Sequence[ResultsFile]) -> History:
+    """The history of ``files`` (loaded and validated with :func:`~pytest_mlrepro.results.
+    load_results`). HistoryError for a file without a time, or a night whose files do not make
+    one matrix (the message names the night and why)."""
+    by_day: dict[str, list[ResultsFile]] = {}
+    for f in files:
+        if f.created is None:
+            raise HistoryError(
+                f"{f.path}: the results file has no 'created' time (written by a version of "
+                "pytest-mlrepro before it kept one): a history cannot place it among the nights; "
+                "leave it out, or write it again with this version's pytest --mlrepro-json"
+            )
+        by_day.setdefault(f.created.strftime("%Y-%m-%d"), []).append(f)
+    nights = []
+    for day in sorted(by_day):
+        members = sorted(by_day[day], key=lambda f: (f.created, str(f.path)))
+        try:
+            matrix = build_matrix(members)
+        except MatrixError as exc:
+            raise HistoryError(f"the night of {day}: {exc}") from None
+        first = members[0].created
+        assert first is not None
+        nights.append(Night(day=day, first=first, files=tuple(members), matrix=matrix))
+    keys = sorted({(c.manifest, c.machine, c.device) for n in nights for c in n.matrix.cells})
+    return History(nights=tuple(nights), series=tuple(_series(nights, *key) for key in keys))
+
+
+def _cells(night: Night, manifest: str, machine: str, device: str) -> list[Cell]:
+    """The night's cells of a series: one, or several where its rows differ in framework
+    version or manifest digest (a latency row of an older file without the digest, say)."""
+    return [
+        c
+        for c in night.matrix.cells
+        if (c.manifest, c.machine, c.device) == (manifest, machine, device)
+    ]
+
+
+def _point(index: int, cells: Sequence[Cell]) -> Point:
+    a = next((c.accuracy for c in cells if c.accuracy is not None), None)
+    band = floor = None
+    if a is not None and a.tolerances is not None:
+        floor = a.tolerances.agreement
+        if a.golden_top1 is not None:
+            band = (a.golden_top1 - a.tolerances.top1, a.golden_top1 + a.tolerances.top1)
+    first = next((c.latency[0] for c in cells if c.latency), None)
+    ceiling = None
+    if first is not None and first.golden_p50_ms is not None and first.p50_tolerance is not None:
+        ceiling = first.golden_p50_ms * first.p50_tolerance
+    failed = any(c.status == "fail" for c in cells)
+    return Point(
+        night=index,
+        top1=None if a is None else a.top1,
+        top1_band=band,
+        agreement=None if a is None else a.agreement,
+        agreement_floor=floor,
+        p50_ms=None if first is None else first.p50_ms,
+        p50_ceiling_ms=ceiling,
+        outside=failed,
+        why="; ".join(r for c in cells for r in c.problems) if failed else "",
+    )
+
+
+def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -> Series:
+    points = []
+    cells: list[tuple[int, Cell]] = []
+    for index, night in enumerate(nights):
+        found = _cells(night, manifest, machine, device)
+        if found:
+            points.append(_point(index, found))
+            # The cell whose manifest is compared night to night: the accuracy item's.
+            cells.append((index, next((c for c in found if c.accuracy), found[0])))
+    first = next((i for i, p in enumerate(points) if p.outside), None)
+    changes: tuple[tuple[str, str], ...] = ()
+    if first is not None:
+        if first == 0:
+            changes = (("history", "the first night of this series: no night before it"),)
+        else:
+            (before_night, before), (now_night, now) = cells[first - 1], cells[first]
+            changes = tuple(_changes(nights[before_night], before, nights[now_night], now, machine))
+    return Series(
+        manifest=manifest,
+        machine=machine,
+        device=device,
+        points=tuple(points),
+        first_outside=first,
+        changes=changes,
+    )
+
+
+def _environment(night: Night, machine: str) -> Mapping[str, Any]:
+    return next((f.environment for f in night.files if f.machine == machine), {})
+
+
+def _rows(night: Night, cell: Cell) -> list[Mapping[str, Any]]:
+    """The rows of a cell's manifest on its machine and device that night."""
+    return [
+        row
+        for f in night.files
+        if f.machine == cell.machine
+        for row in f.rows
+        if row.get("manifest") == cell.manifest and str(row.get("device", "")) == cell.device
+    ]
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value) or "(empty)"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _changes(
+    before_night: Night, before: Cell, now_night: Night, now: Cell, machine: str
+) -> list[tuple[str, str]]:
+    """What differs between the two nights' files of one machine for one cell."""
+    out: list[tuple[str, str]] = []
+    if before.manifest_content is not None and now.manifest_content is not None:
+        for what, part in (("pipeline", pipeline_of), ("settings", settings_of)):
+            for path, a, b in differences(
+                part(before.manifest_content), part(now.manifest_content)
+            ):
+                out.append((what, f"{path}: {_shown(a)} → {_shown(b)}"))
+    elif before.manifest_digest != now.manifest_digest:
+        out.append(
+            (
+                "manifest",
+                f"digest {str(before.manifest_digest)[:12]} → {str(now.manifest_digest)[:12]} "
+                "(the files do not record the manifest's content: which field, unknown)",
+            )
+        )
+    env_before = _environment(before_night, machine)
+    env_now = _environment(now_night, machine)
+    for path, a, b in differences(dict(env_before), dict(env_now)):
+        out.append(("environment", f"{path}: {_shown(a)} → {_shown(b)}"))
+    if before.framework_version != now.framework_version:
+        out.append(
+            ("framework", f"{now.framework}: {before.framework_version} → {now.framework_version}")
+        )
+    for key, what in (("golden_digest", "golden"), ("data_identity", "data set")):
+        old = {str(r[key]) for r in _rows(before_night, before) if key in r}
+        new = {str(r[key]) for r in _rows(now_night, now) if key in r}
+        if old and new and old != new:
+            out.append(
+                (
+                    what,
+                    f"{key} {', '.join(sorted(v[:12] for v in old))} → "
+                    f"{', '.join(sorted(v[:12] for v in new))} (the {what} itself changed)",
+                )
+            )
+    if not out:
+        out.append(
+            ("nothing", "no recorded difference in the manifest, environment, golden or data")
+        )
+    if len(out) > CHANGES:
+        out = [*out[:CHANGES], ("…", f"{len(out) - CHANGES} more differences")]
+    return out
+
+
+__all__ = [
+    "History",
+    "HistoryError",
+    "Night",
+    "Point",
+    "Series",
+    "build_history",
+]

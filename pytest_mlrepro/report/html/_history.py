@@ -1,0 +1,78 @@
+"""The page of a history (``mlrepro history --html``): the latest night's matrix as
+:func:`~._view.matrix_view` shows it, then each manifest × machine × device as a trend over the
+nights, with its tolerance bands, the first night outside tolerance and what changed that night.
+"""
+
+from __future__ import annotations
+
+from ...matrix import History, Series
+from ._model import ReportView, Trend, TrendPoint
+from ._view import matrix_view
+
+
+def _trend(history: History, series: Series, anchor: str) -> Trend:
+    labels = [n.label for n in history.nights]
+
+    def points(value: str) -> tuple[TrendPoint, ...]:
+        out = []
+        for p in series.points:
+            night = labels[p.night]
+            if value == "top1":
+                low, high = p.top1_band if p.top1_band is not None else (None, None)
+                out.append(TrendPoint(night, p.top1, low, high, p.outside))
+            elif value == "agreement":
+                floor = p.agreement_floor
+                share = None if p.agreement is None else 100.0 * p.agreement
+                low = None if floor is None else 100.0 * floor
+                out.append(TrendPoint(night, share, low, None if low is None else 100.0, p.outside))
+            else:
+                out.append(TrendPoint(night, p.p50_ms, None, p.p50_ceiling_ms, p.outside))
+        return tuple(out)
+
+    first = None if series.first_outside is None else series.points[series.first_outside]
+    return Trend(
+        manifest=series.manifest,
+        machine=series.machine,
+        device=series.device,
+        top1=points("top1"),
+        agreement=points("agreement"),
+        latency_p50_ms=points("latency"),
+        first_outside=None if first is None else labels[first.night],
+        first_outside_why="" if first is None else first.why,
+        changes=series.changes,
+        anchor=anchor,
+    )
+
+
+def history_view(
+    history: History, *, title: str = "pytest-mlrepro history", generated: str = ""
+) -> ReportView:
+    """The history page: the latest night's matrix, then one trend per series."""
+    if history.nights:
+        latest = history.nights[-1]
+        view = matrix_view(latest.matrix, title=title, generated=generated)
+    else:  # no night: an empty page that says so
+        from ...matrix import Matrix
+
+        view = matrix_view(Matrix(sources=(), cells=(), agreement=()), title=title)
+    files = sum(len(n.files) for n in history.nights)
+    span = f"{history.nights[0].day} … {history.nights[-1].day}" if history.nights else "no nights"
+    view.subtitle = (
+        f"{len(history.nights)} nights ({span}) · {files} results files · the matrix of the "
+        "latest night, then each manifest × machine over the nights"
+    )
+    view.trends = tuple(_trend(history, s, f"trend-{i + 1}") for i, s in enumerate(history.series))
+    view.nights = tuple((n.label, ", ".join(str(f.path) for f in n.files)) for n in history.nights)
+    outside = [t for t in view.trends if t.first_outside is not None]
+    view.notes = (
+        *view.notes,
+        *(
+            f"{t.manifest} on {t.machine} [{t.device}]: first outside tolerance on "
+            f"{t.first_outside} ({t.first_outside_why})"
+            for t in outside
+        ),
+    )
+    return view
+
+
+__all__ = ["history_view"]

@@ -1,0 +1,500 @@
+"""The one builder of the report page: results rows → a results document → the matrix → one
+:class:`~._model.ReportView`.
+
+A session's report (``--mlrepro-html``) and a merged matrix (``mlrepro merge --html``) are the
+same page from the same data: the session's rows are first made into the results document it
+would write (``--mlrepro-json``), read back with the results file's own validation and merged
+into a one-machine :class:`~pytest_mlrepro.matrix.Matrix`; ``mlrepro merge`` has N files. What
+only a session has (the drifted items' preprocessing pictures and thumbnails, the latency
+rounds, the pitfall tables beside the goldens, the full environment) comes as
+:class:`SessionParts`, plain data the plugin gathered. Nothing here reads a file or knows pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...matrix import Cell, Matrix, build_matrix, machine_columns, machine_notes
+from ...matrix import Result as MatrixResult
+from ...results import FORMAT, validate_results
+from ._images import from_plain
+from ._matrix import MATRIX_COLUMNS, matrix_row
+from ._model import (
+    AccuracyPoint,
+    ChangedRow,
+    CrossMachine,
+    DriftSet,
+    LatencySeries,
+    MachineAgreement,
+    Mark,
+    MatrixRow,
+    MatrixTable,
+    MetricChange,
+    ReportView,
+    SensitivityTable,
+)
+
+_MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
+SESSION_SOURCE = "this session's results"
+"""How the session's own results document is named in a message about it."""
+
+
+@dataclass(frozen=True)
+class SessionParts:
+    """What a session's page has beyond its results rows.
+
+    ``drift``: per drifted item, the plain data its worker sent (``manifest``, ``device``, the
+    first differing step's pictures as :func:`~._images.plain` dicts, ``layers``,
+    ``thumbnails`` ``{sample id: base64 PNG}``); ``latency``: the rounds of each latency
+    measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
+    the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
+
+    drift: tuple[Mapping[str, Any], ...] = ()
+    latency: tuple[LatencySeries, ...] = ()
+    sensitivity: tuple[SensitivityTable, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def results_document(
+    rows: Sequence[Mapping[str, Any]],
+    machine: str,
+    environment: Mapping[str, Any],
+    created: str | None = None,
+) -> dict[str, Any]:
+    """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
+    but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
+    no shard 2 to merge with (its rows' verdict says the merge decides)."""
+    shown = [{k: v for k, v in row.items() if k != "shard"} for row in rows]
+    shown.sort(key=lambda r: (str(r.get("manifest")), str(r.get("device")), str(r.get("nodeid"))))
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "machine": {"name": machine, "environment": dict(environment)},
+        "shard": None,
+        "results": shown,
+    }
+    if created is not None:
+        document["created"] = created
+    return document
+
+
+def session_matrix(
+    rows: Sequence[Mapping[str, Any]], machine: str, environment: Mapping[str, Any]
+) -> Matrix:
+    """The one-machine matrix of a session's rows, through the results document (JSON and back:
+    exactly what the file would hold) and the results file's validation. ResultsFileError or
+    MatrixError where the rows are not a valid results file."""
+    document = results_document(rows, machine, environment)
+    text = json.dumps(document, sort_keys=True, allow_nan=False)
+    return build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
+
+
+def session_view(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    machine: str,
+    environment: Mapping[str, Any],
+    parts: SessionParts,
+    title: str = "pytest-mlrepro report",
+    subtitle: str = "",
+    generated: str = "",
+) -> ReportView:
+    """The page of one session: :func:`matrix_view` of :func:`session_matrix`."""
+    return matrix_view(
+        session_matrix(rows, machine, environment),
+        title=title,
+        subtitle=subtitle,
+        generated=generated,
+        parts=parts,
+    )
+
+
+def latency_series(rows: Sequence[Mapping[str, Any]]) -> tuple[LatencySeries, ...]:
+    """Every latency measurement's rounds (milliseconds), for the distribution chart, from a
+    session's latency rows (the benchmark data its latency items report: ``benchmarks``,
+    ``measurements``)."""
+    series = []
+    for r in sorted(rows, key=lambda r: str(r.get("nodeid"))):
+        for bench in r.get("benchmarks") or []:
+            name = str((bench.get("params") or {}).get("measurement", ""))
+            data = (bench.get("stats") or {}).get("data") or []
+            m = (r.get("measurements") or {}).get(name, {})
+            golden = next(
+                (
+                    j.get("golden_ms")
+                    for j in m.get("judgements") or []
+                    if j.get("statistic") == "p50"
+                ),
+                None,
+            )
+            series.append(
+                LatencySeries(
+                    label=f"{r.get('manifest')} {r.get('device')} b{r.get('batch')} {name}",
+                    rounds_ms=tuple(float(v) * 1e3 for v in data),
+                    machine="",
+                    golden_p50_ms=golden if isinstance(golden, (int, float)) else None,
+                    verdict=str(r.get("verdict", "")),
+                    failed=r.get("outcome") == "failed",
+                )
+            )
+    return tuple(series)
+
+
+def environment_rows(environment: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """An environment fingerprint as the page shows it: ISA flags space-separated, packages and
+    settings as ``name value`` pairs, anything else as JSON."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return " ".join(value) or "none"
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+        return json.dumps(value)
+
+    return tuple((k, shown(v)) for k, v in sorted(environment.items()))
+
+
+# --- cells -------------------------------------------------------------------------------------
+
+
+def _latency_of(cell: Cell) -> tuple[float | None, float | None, bool, str]:
+    """The cell's first latency result (the smallest batch): p50, ratio to the golden, failed,
+    and in words which ratio decided and whether the golden is stale; every batch's verdict."""
+    if not cell.latency:
+        return None, None, False, ""
+    first = cell.latency[0]
+    notes = [first.decided_by or ""]
+    if first.stale_golden is not None:
+        ratio = first.stale_golden.ratio
+        notes.append(f"stale golden (×{ratio:.2f}): {first.stale_golden.command}")
+    for r in cell.latency:
+        p50 = "-" if r.p50_ms is None else f"{r.p50_ms:.3g} ms"
+        notes.append(f"b{r.batch if r.batch is not None else '?'}: p50 {p50} ({r.verdict})")
+    failed = any(r.status == "fail" for r in cell.latency)
+    return first.p50_ms, first.ratio_to_golden, failed, " — ".join(n for n in notes if n)
+
+
+def _verdict(cell: Cell) -> str:
+    """Each result's verdict: an accuracy item's (or a manifest that did not load) bare, the
+    others named by kind, the latency items' together."""
+    parts = [r.verdict or r.outcome for r in cell.results if r.kind in ("accuracy", "item")]
+    parts += [f"{r.kind}: {r.verdict or r.outcome}" for r in cell.results if r.kind not in (
+        "accuracy", "item")]  # fmt: skip
+    latency = sorted({r.verdict for r in cell.latency if r.verdict})
+    if latency:
+        parts.append(f"latency: {', '.join(latency)}")
+    return "; ".join(p for p in parts if p)
+
+
+def _compared_failure(cell: Cell) -> bool:
+    """A failed accuracy comparison with something to explain (a golden's numbers, a
+    diagnosis or changed samples): it gets a section of its own."""
+    a = cell.accuracy
+    return (
+        a is not None
+        and a.status == "fail"
+        and (a.golden_top1 is not None or a.diagnosis is not None or a.changed is not None)
+    )
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _metrics(a: MatrixResult) -> tuple[MetricChange, ...]:
+    """The golden → now table of a compared accuracy result."""
+    tol = a.tolerances
+    out = []
+    for level, name, golden, now, allowed, spec in (
+        ("top1", "top-1 %", a.golden_top1, a.top1, None if tol is None else tol.top1, ".2f"),
+        ("top5", "top-5 %", a.golden_top5, a.top5, None if tol is None else tol.top5, ".2f"),
+    ):
+        change = None if golden is None or now is None else now - golden
+        out.append(
+            MetricChange(
+                name,
+                _num(golden, spec),
+                _num(now, spec),
+                "-" if change is None else f"{change:+.2f}",
+                "-" if allowed is None else f"±{allowed:g}",
+                level in a.outside_tolerance,
+            )
+        )
+    out.append(
+        MetricChange(
+            "top-1 agreement",
+            "1.0000",
+            _num(a.agreement, ".4f"),
+            "-" if a.agreement is None else f"{a.agreement - 1:+.4f}",
+            "-" if tol is None else f"≥ {tol.agreement:g}",
+            "agreement" in a.outside_tolerance,
+        )
+    )
+    out.append(
+        MetricChange(
+            "max score diff",
+            "0",
+            _num(a.max_score_diff, ".3g"),
+            "-" if a.max_score_diff is None else f"+{a.max_score_diff:.3g}",
+            "-" if tol is None else f"≤ {tol.score:g}",
+            "score" in a.outside_tolerance,
+        )
+    )
+    return tuple(out)
+
+
+def _drift_set(
+    cell: Cell, anchor: str, pictures: Mapping[str, Any] | None, show_machine: bool
+) -> DriftSet:
+    """A failing item's section: its verdict, the diagnosis (sentence and evidence), the golden
+    → now table, the changed samples and, from a session, the first differing step's pictures."""
+    a = cell.accuracy
+    assert a is not None  # _compared_failure
+    d = a.diagnosis
+    p = pictures or {}
+    thumbnails = p.get("thumbnails") or {}
+    changed = a.changed
+    return DriftSet(
+        manifest=cell.manifest,
+        machine=cell.machine if show_machine else "",
+        device=cell.device,
+        step=str(p.get("step") or ""),
+        status=str(p.get("status") or ""),
+        description=str(p.get("description") or ""),
+        golden_index=_index(p.get("golden_index")),
+        now_index=_index(p.get("now_index")),
+        channels=str(p.get("channels") or ""),
+        layout=str(p.get("layout") or ""),
+        dtype=str(p.get("dtype") or ""),
+        diagnosis="" if d is None else d.cause,
+        probes=tuple(from_plain(x) for x in p.get("probes") or () if isinstance(x, dict)),
+        layers=tuple(
+            (int(depth), str(name), float(delta)) for depth, name, delta in p.get("layers") or ()
+        ),
+        note=str(p.get("note") or ""),
+        anchor=anchor,
+        verdict=a.verdict,
+        lead="" if d is None else d.lead,
+        sections=() if d is None else d.sections,
+        metrics=_metrics(a),
+        changed=()
+        if changed is None
+        else tuple(
+            ChangedRow(
+                sample=s.id,
+                label=s.label,
+                golden=s.golden,
+                now=s.now,
+                golden_score=s.golden_score,
+                now_score=s.now_score,
+                thumbnail_png=str(thumbnails.get(s.id) or ""),
+            )
+            for s in changed.samples
+        ),
+        changed_count=0 if changed is None else changed.count,
+        other_pipeline=cell.other_pipeline or "",
+        other_settings=cell.other_settings or "",
+    )
+
+
+def _index(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _row(cell: Cell, anchor: str, show_cause: bool) -> MatrixRow:
+    a = cell.accuracy
+    p50, ratio, latency_failed, latency_note = _latency_of(cell)
+    d = cell.diagnosis
+    cause = d.cause if d is not None and show_cause else ""
+    differs, differs_note = _differs(cell)
+    return matrix_row(
+        manifest=cell.manifest,
+        machine=cell.machine,
+        device=cell.device,
+        status=_MARK[cell.status],
+        verdict=_verdict(cell),
+        framework=cell.framework or "",
+        version=cell.framework_version or "",
+        samples=a.samples if a else None,
+        top1=a.top1 if a else None,
+        top5=a.top5 if a else None,
+        agreement=a.agreement if a else None,
+        max_score_diff=a.max_score_diff if a else None,
+        failed_levels=a.outside_tolerance if a else (),
+        latency_p50_ms=p50,
+        latency_ratio=ratio,
+        latency_failed=latency_failed,
+        latency_note=latency_note,
+        verdict_note="" if d is None else (d.lead or d.cause),
+        anchor=anchor,
+        cause=cause,
+        cause_note="" if d is None else d.lead,
+        differs=differs,
+        differs_note=differs_note,
+    )
+
+
+def _short(fields: tuple[str, ...]) -> str:
+    """``decode.order, resize.method``: each field's last two names, the first three."""
+    names = list(dict.fromkeys(".".join(re.sub(r"\[\d+\]", "", f).split(".")[-2:]) for f in fields))
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _differs(cell: Cell) -> tuple[str, str]:
+    """The pipeline / settings cell: in short, what differs (the fields named), and in full (its
+    hover text; the page's notes and the failed section say it in full too)."""
+    short = []
+    if cell.other_pipeline:
+        fields = _short(cell.pipeline_fields)
+        short.append(f"another pipeline: {fields}" if fields else "another pipeline")
+    if cell.other_settings:
+        fields = _short(cell.settings_fields)
+        short.append(f"other settings: {fields}" if fields else "other settings")
+    full = "; ".join(x for x in (cell.other_pipeline, cell.other_settings) if x)
+    return "; ".join(short), full
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def matrix_view(
+    matrix: Matrix,
+    *,
+    title: str = "pytest-mlrepro matrix",
+    subtitle: str | None = None,
+    generated: str = "",
+    parts: SessionParts | None = None,
+) -> ReportView:
+    """The page of a matrix: one row per cell, a section per failed comparison (why: the
+    diagnosis, golden → now, the changed samples; with ``parts``, a session's pictures), the
+    accuracy as its change against the golden, cross-machine agreement, latency, pitfall tables
+    and the environment."""
+    machines = sorted({c.machine for c in matrix.cells} | {s.machine for s in matrix.sources})
+    pictures = {
+        (str(d.get("manifest")), str(d.get("device"))): d for d in (parts.drift if parts else ())
+    }
+    rows: list[MatrixRow] = []
+    points: list[AccuracyPoint] = []
+    drift: list[DriftSet] = []
+    notes: list[str] = list(parts.notes) if parts else []
+    for cell in matrix.cells:
+        anchor = ""
+        if _compared_failure(cell):
+            anchor = f"drift-{len(drift) + 1}"
+            shown = pictures.get((cell.manifest, cell.device)) if parts else None
+            drift.append(_drift_set(cell, anchor, shown, show_machine=len(machines) > 1))
+            if parts and shown is None and cell.accuracy and cell.accuracy.golden_top1 is not None:
+                notes.append(
+                    f"{cell.manifest} [{cell.device}] drifted; no preprocessing pictures were "
+                    "made for it (its results could not be compared sample by sample)"
+                )
+        rows.append(_row(cell, anchor, show_cause=cell.status == "fail"))
+        a = cell.accuracy
+        if a is not None and a.top1 is not None:
+            tol = a.tolerances
+            points.append(
+                AccuracyPoint(
+                    manifest=cell.manifest,
+                    machine=cell.machine,
+                    device=cell.device,
+                    top1=a.top1,
+                    top5=a.top5,
+                    golden_top1=a.golden_top1,
+                    golden_top5=a.golden_top5,
+                    agreement=a.agreement,
+                    failed=a.status == "fail",
+                    top1_tolerance=None if tol is None else tol.top1,
+                    top5_tolerance=None if tol is None else tol.top5,
+                )
+            )
+    pairs = tuple(
+        MachineAgreement(
+            manifest=m.manifest,
+            machine_a=p.first,
+            machine_b=p.second,
+            top1_agreement=p.fraction if p.fraction is not None else 0.0,
+            max_score_diff=p.max_score_diff,
+            samples=p.shared,
+            flagged=p.first in m.flagged or p.second in m.flagged,
+        )
+        for m in matrix.agreement
+        for p in m.pairs
+    )
+    flagged = tuple((m.manifest, m.flagged) for m in matrix.agreement if m.flagged)
+    summary: dict[str, int] = {}
+    for cell in matrix.cells:
+        summary[_MARK[cell.status]] = summary.get(_MARK[cell.status], 0) + 1
+    notes += [
+        f"stale latency golden: {c.manifest} on {c.label} runs at ×{r.stale_golden.ratio:.2f} of "
+        f"it; re-record it with {r.stale_golden.command}"
+        for c, r in matrix.stale_goldens
+        if r.stale_golden is not None
+    ]
+    # Which machine runs another pipeline, or the same one otherwise: said in full, on top.
+    notes += [
+        f"{c.manifest} on {c.label}: {text}"
+        for c in matrix.cells
+        for text in (c.other_pipeline, c.other_settings)
+        if text
+    ]
+    if not matrix.cells:
+        notes.append("no manifest item ran" + (" in this session" if parts else ""))
+    if subtitle is None:
+        subtitle = f"{len(matrix.sources)} results files · machines: {', '.join(machines)}"
+    return ReportView(
+        title=title,
+        matrix=MatrixTable(columns=MATRIX_COLUMNS, rows=tuple(rows)),
+        subtitle=subtitle,
+        generated=generated,
+        accuracy=tuple(points),
+        latency=parts.latency if parts else (),
+        sensitivity=parts.sensitivity if parts else (),
+        cross_machine=CrossMachine(pairs=pairs, flagged=flagged) if pairs else None,
+        drift=tuple(drift),
+        notes=tuple(notes),
+        environment=parts.environment if parts else _sources(matrix) + _machine_rows(matrix),
+        summary={k: summary[k] for k in ("fail", "pass", "skip") if k in summary},
+    )
+
+
+def _sources(matrix: Matrix) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (s.path, f"{s.machine}{f' shard {s.shard}' if s.shard else ''}") for s in matrix.sources
+    )
+
+
+def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
+    """One environment row per machine that records its CPU flags or numeric packages: CPU, ISA
+    flags, the numeric packages that differ between machines and its settings; then the notes."""
+    rows = []
+    for m in matrix.machines:
+        if m.cpu_flags is None and m.numeric_packages is None:
+            continue
+        cpu, flags, packages, settings = machine_columns(matrix, m)
+        parts = [cpu, f"ISA flags: {flags}"]
+        if packages != "-":
+            parts.append(f"numeric packages that differ: {packages}")
+        if settings != "-":
+            parts.append(f"numeric settings: {settings}")
+        rows.append((m.machine, " · ".join(parts)))
+    if rows:
+        rows += [("machines", note) for note in machine_notes(matrix)]
+    return tuple(rows)
+
+
+__all__ = [
+    "SESSION_SOURCE",
+    "SessionParts",
+    "environment_rows",
+    "latency_series",
+    "matrix_view",
+    "results_document",
+    "session_matrix",
+    "session_view",
+]

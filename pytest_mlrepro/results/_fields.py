@@ -1,0 +1,147 @@
+"""The fields a results row carries beyond its metrics, made from plain data: what the manifest
+was (its normalised content, its digest, and apart from it the *pipeline* and the run
+*settings*), what changed sample by sample, and the diagnosis' summary. ``mlrepro merge`` and
+``mlrepro history`` read them back to say why a cell failed and what differs between machines
+or nights, without the pipelines themselves.
+
+Pipeline and settings are told apart on purpose: a manifest whose only edit is a thread count
+computes the same thing (up to the framework's own reduction order), and is "the same pipeline
+with other settings", never "another pipeline".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SETTINGS = ("runtime",)
+"""Top-level manifest blocks that say how the model runs, not what it computes: its settings
+(threads, batch size, devices, graph optimisation, seed, deterministic kernels)."""
+NOT_PIPELINE = ("description", "version", "tolerances", "diagnosis", "golden")
+"""Top-level manifest fields that are neither the pipeline nor a setting: what is checked and
+how it is described."""
+CHANGED_SAMPLES = 100
+"""Changed samples a row lists (the count says how many there are in all)."""
+LINES = 40
+"""Lines kept per diagnosis section (a section's own length is bounded by the diagnosis)."""
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation a digest is taken of: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def manifest_digest(content: Mapping[str, Any]) -> str:
+    """sha256 of a normalised manifest: the row's ``manifest_digest``."""
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+def manifest_identity(content: Mapping[str, Any]) -> dict[str, Any]:
+    """The row fields that identify a manifest: its digest and its normalised content (so that
+    two results files can say *what* differs, not only *that* it does)."""
+    return {"manifest_digest": manifest_digest(content), "manifest_content": dict(content)}
+
+
+def settings_of(content: Mapping[str, Any]) -> dict[str, Any]:
+    """The run settings of a normalised manifest, flattened (``runtime.intra_op_threads``)."""
+    out: dict[str, Any] = {}
+    for block in SETTINGS:
+        value = content.get(block)
+        if isinstance(value, Mapping):
+            out.update({f"{block}.{k}": v for k, v in sorted(value.items())})
+    return out
+
+
+def pipeline_of(content: Mapping[str, Any]) -> dict[str, Any]:
+    """A normalised manifest without its settings and its checks: what is computed (model,
+    data, preprocessing, outputs)."""
+    return {k: v for k, v in content.items() if k not in SETTINGS and k not in NOT_PIPELINE}
+
+
+def pipeline_digest(content: Mapping[str, Any]) -> str:
+    """sha256 of :func:`pipeline_of`: rows with the same pipeline digest compute the same thing,
+    whatever their thread counts."""
+    return hashlib.sha256(canonical_json(pipeline_of(content)).encode()).hexdigest()
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"a.b[0].c": leaf}`` (lists of mappings by index)."""
+    out: dict[str, Any] = {}
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list) and any(isinstance(v, (Mapping, list)) for v in value):
+        for i, v in enumerate(value):
+            out.update(flat(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def differences(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """``(path, old, new)`` for each leaf that differs between two nested values (None where
+    one side lacks it), sorted by path."""
+    a, b = flat(old), flat(new)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _name(classes: Sequence[str] | None, index: int) -> str:
+    if classes and 0 <= index < len(classes):
+        return f"{index} {classes[index]}"
+    return str(index)
+
+
+def changed_samples(
+    changed: Sequence[Any], classes: Sequence[str] | None, limit: int = CHANGED_SAMPLES
+) -> dict[str, Any]:
+    """The samples whose top-1 changed against the golden (``goldens.Changed``: id, label,
+    golden and now class with their scores), named with the data set's classes: the first
+    ``limit`` of them and how many there are."""
+    return {
+        "count": len(changed),
+        "samples": [
+            {
+                "id": str(c.id),
+                "label": _name(classes, int(c.label)),
+                "golden": _name(classes, int(c.golden)),
+                "golden_score": round(float(c.golden_score), 6),
+                "now": _name(classes, int(c.now)),
+                "now_score": round(float(c.now_score), 6),
+            }
+            for c in changed[:limit]
+        ],
+    }
+
+
+def diagnosis_summary(
+    lead: str, cause: str, sections: Sequence[tuple[str, Sequence[str]]]
+) -> dict[str, Any]:
+    """The diagnosis as a row carries it: the cause (a pitfall category, ``environment``,
+    ``model``…), the lead sentence and the evidence sections (title, lines)."""
+    return {
+        "cause": cause,
+        "lead": lead,
+        "sections": [
+            {"title": str(title), "lines": [str(line) for line in lines[:LINES]]}
+            for title, lines in sections
+        ],
+    }
+
+
+__all__ = [
+    "CHANGED_SAMPLES",
+    "NOT_PIPELINE",
+    "SETTINGS",
+    "canonical_json",
+    "changed_samples",
+    "diagnosis_summary",
+    "differences",
+    "flat",
+    "manifest_digest",
+    "manifest_identity",
+    "pipeline_digest",
+    "pipeline_of",
+    "settings_of",
+]
