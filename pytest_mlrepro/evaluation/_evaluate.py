@@ -31,7 +31,7 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import RunComparison, RunsComparer, seed_everything
-from ._memory import steady_allocator
+from ._memory import release_freed, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
 
@@ -149,6 +149,10 @@ def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
             raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
+# Samples between two hand-backs of freed heap pages (``release_freed``).
+TRIM_EVERY = 256
+
+
 Reduce = Callable[[int, np.ndarray], None]
 """Told each batch's raw outputs (float32, finite, of the declared classes) with the index of
 its first sample, in order: what a streamed evaluation keeps of them is its business."""
@@ -193,6 +197,8 @@ def stream_model(
             bad.extend(done + int(r) for r in nonfinite_rows(out))
             if not bad:
                 reduce(done, out)
+            if (done + batch.shape[0]) // TRIM_EVERY > done // TRIM_EVERY:
+                release_freed()
             done += batch.shape[0]
             if progress is not None:
                 progress(done)

@@ -14,6 +14,27 @@ _THRESHOLD = 4 * 1024 * 1024
 
 
 @functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The process's own C library when it is glibc (whose tunables these are), else None."""
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return None
+        return ctypes.CDLL(None)
+    except (AttributeError, OSError, ValueError):  # not glibc, or no confstr name for it
+        return None
+
+
+def release_freed() -> None:
+    """Hand the pages of freed heap memory back to the system (glibc's ``malloc_trim``): what
+    fragmentation keeps resident between the images of many sizes stops adding up over a long
+    run. Called every few batches (a few milliseconds each; measured on 3,000 samples of the
+    example: peak 591 → 562 MB, CPU time 68.8 → 66.0 s, docs/measurements.md "Scale")."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@functools.cache
 def steady_allocator() -> bool:
     """Fix glibc's mmap threshold at 4 MiB, once per process; True when it was set.
 
@@ -25,13 +46,9 @@ def steady_allocator() -> bool:
     one off: images stay on the heap (their sizes repeat, their freed chunks are reused), batches
     are mapped and unmapped whole. Setting the environment variable ``MALLOC_MMAP_THRESHOLD_``
     (glibc's own) leaves the process as that says; other C libraries are left alone."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    libc = _glibc()
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or libc is None:
         return False
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return False
-        mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
-    except (AttributeError, OSError, ValueError):  # not glibc, or no confstr name for it
-        return False
+    mallopt = libc.mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return bool(mallopt(_M_MMAP_THRESHOLD, _THRESHOLD))
