@@ -5,10 +5,10 @@ end of the session (on the controller only under xdist).
 The page is built by :func:`pytest_mlrepro.report.html.session_view` from the session's results
 rows (the same builder as ``mlrepro merge --html``); what is gathered here is only what rows do
 not carry: the pictures, the latency rounds and the pitfall tables kept beside the goldens
-(jinja2 and matplotlib, the ``report`` extra: imported only when a report is asked for, so
-that importing the plugin imports neither). A passing item pays nothing for the report; a
-drifted one re-runs its preprocessing (golden and current pipeline) on a few probe samples and
-makes thumbnails of its changed samples, only when a report is asked for.
+(jinja2 and matplotlib, the ``report`` extra: ``report.html`` imports them only when a page or
+a picture is made, so that the engine loads without them). A passing item pays nothing for the
+report; a drifted one re-runs its preprocessing (golden and current pipeline) on a few probe
+samples and makes thumbnails of its changed samples, only when a report is asked for.
 """
 
 from __future__ import annotations
@@ -21,10 +21,29 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._base import Row, machine_name, report_output_error
+from .. import goldens as golden_store
+from .._files import check_writable_folder
+from ..diagnosis import first_step_outputs, sensitivity_table_path
+from ..errors import MlreproError, OutputError
+from ..fingerprint import environment
+from ..report.html import (
+    ReportUnavailable,
+    SensitivityBar,
+    SensitivityTable,
+    SessionParts,
+    drift_image,
+    environment_rows,
+    latency_series,
+    plain,
+    require_libraries,
+    thumbnail,
+    write_html,
+)
+from ..report.html import session_view as build
+from ._base import Row, display_path, machine_name, report_output_error, settings_key
 
 if TYPE_CHECKING:
-    from ..report.html import ReportView, SensitivityTable
+    from ..report.html import ReportView
     from ._base import RunState
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
@@ -52,9 +71,6 @@ def check_html_target(config: pytest.Config) -> None:
     target = html_path(config)
     if target is None or hasattr(config, "workerinput"):
         return
-    from .._files import check_writable_folder
-    from ..errors import OutputError
-    from ..report.html import ReportUnavailable, require_libraries
 
     try:
         require_libraries("--mlrepro-html")
@@ -78,9 +94,6 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
         "failures": list(comparison.failures),  # the levels outside tolerance: marked cells
     }
     try:
-        from ..diagnosis import first_step_outputs
-        from ..report.html import drift_image, plain
-
         changed = [c.id for c in comparison.changed]
         outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
         data.update(
@@ -111,7 +124,6 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     """Small pictures of the first changed samples (by id): read through the sample's verified
     read; one that cannot be read has none (its row shows the id alone)."""
-    from ..report.html import thumbnail
 
     wanted = set(changed[:THUMBNAILS])
     out = {}
@@ -176,8 +188,6 @@ def write_html_report(session: pytest.Session, state: RunState) -> None:
     path = html_path(session.config)
     if path is None:
         return
-    from ..errors import MlreproError
-    from ..report.html import write_html
 
     try:
         view = session_view(session.config, state)
@@ -194,11 +204,6 @@ def _sensitivity(
     config: pytest.Config, rows: list[Row], notes: list[str]
 ) -> list[SensitivityTable]:
     """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/)."""
-    from .. import goldens as golden_store
-    from ..diagnosis import sensitivity_table_path
-    from ..errors import MlreproError
-    from ..report.html import SensitivityBar, SensitivityTable
-    from ._base import display_path, settings_key
 
     golden_dir = config.stash[settings_key].golden_dir
     tables, seen = [], set()
@@ -245,9 +250,6 @@ def _sensitivity(
 def session_view(config: pytest.Config, state: RunState) -> ReportView:
     """The report of this session: its results rows through the one builder
     (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
-    from ..fingerprint import environment
-    from ..report.html import SessionParts, environment_rows, latency_series
-    from ..report.html import session_view as build
 
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
