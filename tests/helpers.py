@@ -529,3 +529,34 @@ def recorded_project_of(project: Project, images: int) -> Project:
     recorded = project.run("--mlrepro-update")
     assert recorded.ret == 0, recorded.stdout.str()
     return project
+
+
+# --- results files a reader must refuse without hanging or exhausting memory ---------------------
+
+
+def nested_json(tmp_path: Path) -> Path:
+    """100,000 levels of nested lists."""
+    path = tmp_path / "r.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    return path
+
+
+def two_gib_file(tmp_path: Path) -> Path:
+    path = tmp_path / "r.json"
+    with path.open("wb") as fh:
+        fh.truncate(2 << 30)  # sparse: no disk space, every byte reads as NUL
+    return path
+
+
+def fifo_file(tmp_path: Path) -> Path:
+    """A named pipe nobody writes to: a read would block forever."""
+    path = tmp_path / "r.json"
+    os.mkfifo(path)
+    return path
+
+
+def dev_zero_link(tmp_path: Path) -> Path:
+    """A link to /dev/zero: endless bytes."""
+    path = tmp_path / "r.json"
+    path.symlink_to("/dev/zero")
+    return path

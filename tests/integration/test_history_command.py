@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import dev_zero_link, fifo_file, nested_json, two_gib_file
 
 from pytest_mlrepro.results import FORMAT, manifest_identity
 
@@ -136,31 +136,6 @@ def _class_index_1e30(tmp_path: Path) -> Path:
     return write(tmp_path / "r.json", value)
 
 
-def _nested(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    path.write_text("[" * 100_000 + "]" * 100_000)
-    return path
-
-
-def _two_gib(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    with path.open("wb") as fh:
-        fh.truncate(2 << 30)  # sparse
-    return path
-
-
-def _fifo(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    os.mkfifo(path)
-    return path
-
-
-def _dev_zero(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    path.symlink_to("/dev/zero")
-    return path
-
-
 HOSTILE = {
     "no created time": (_no_time, "the results file has no 'created' time"),
     "a created time that is not one": (_bad_time, "$.created: expected a UTC time like"),
@@ -176,10 +151,10 @@ HOSTILE = {
         _class_index_1e30,
         "$.results[0].per_sample.now.topk[0][0]: expected at most 2147483647",
     ),
-    "100,000 nested lists": (_nested, "nested deeper than 64 levels"),
-    "a 2 GiB file": (_two_gib, "2147483648 bytes, larger than the limit of"),
-    "a FIFO": (_fifo, "is a FIFO"),
-    "a link to /dev/zero": (_dev_zero, "is a device"),
+    "100,000 nested lists": (nested_json, "nested deeper than 64 levels"),
+    "a 2 GiB file": (two_gib_file, "2147483648 bytes, larger than the limit of"),
+    "a FIFO": (fifo_file, "is a FIFO"),
+    "a link to /dev/zero": (dev_zero_link, "is a device"),
 }
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import html
 import json
-import os
 import random
 import resource
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import examples
+from helpers import dev_zero_link, examples, fifo_file, nested_json, two_gib_file
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -170,31 +169,6 @@ def _shard_count_1e9(tmp_path: Path) -> Path:
     return write(tmp_path / "r.json", document(shard=(1, 10**9)))
 
 
-def _nested(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    path.write_text("[" * 100_000 + "]" * 100_000)
-    return path
-
-
-def _two_gib(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    with path.open("wb") as fh:
-        fh.truncate(2 << 30)  # sparse: no disk space, every byte reads as NUL
-    return path
-
-
-def _fifo(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    os.mkfifo(path)
-    return path
-
-
-def _dev_zero(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    path.symlink_to("/dev/zero")
-    return path
-
-
 HOSTILE = {
     "class index 10**30": (
         _class_index_1e30,
@@ -202,10 +176,10 @@ HOSTILE = {
         "1000000000000000000000000000000",
     ),
     "shard count 10**9": (_shard_count_1e9, "$.shard.count: expected at most 10000"),
-    "100,000 nested lists": (_nested, "nested deeper than 64 levels"),
-    "a 2 GiB file": (_two_gib, "2147483648 bytes, larger than the limit of"),
-    "a FIFO": (_fifo, "is a FIFO"),
-    "a link to /dev/zero": (_dev_zero, "is a device"),
+    "100,000 nested lists": (nested_json, "nested deeper than 64 levels"),
+    "a 2 GiB file": (two_gib_file, "2147483648 bytes, larger than the limit of"),
+    "a FIFO": (fifo_file, "is a FIFO"),
+    "a link to /dev/zero": (dev_zero_link, "is a device"),
 }
 
 
@@ -285,7 +259,9 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Every path to a value inside ``value`` (keys and indices), the root excluded."""
     out: list[tuple[Any, ...]] = []
     children = (
-        value.items() if isinstance(value, dict) else enumerate(value)
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
         if isinstance(value, list)
         else ()
     )

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PREPROCESS_BGR, Project
 
 from pytest_mlrepro.cli import main
-from helpers import PREPROCESS_BGR, Project
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("jinja2")

@@ -47,6 +47,20 @@ def calls(project: Project) -> dict[str, int]:
     return dict(json.loads((project.path / "calls.json").read_text()))
 
 
+def recorded_twins(serial_project: Project) -> Project:
+    """Two identical manifests (``first``, ``second``) with their goldens, their decodes and
+    resizes counted."""
+    project = serial_project.make(
+        {
+            "first.yaml": serial_project.manifest("first"),
+            "second.yaml": serial_project.manifest("second"),
+        }
+    )
+    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
+    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    return project
+
+
 def test_identical_pipelines_decode_once_and_one_parameter_apart_is_not_shared(
     serial_project: Project,
 ) -> None:
@@ -85,31 +99,15 @@ def test_identical_pipelines_decode_once_and_one_parameter_apart_is_not_shared(
 def test_deselected_items_are_not_planned_for(serial_project: Project) -> None:
     """With ``-k`` leaving one of two identical manifests, the one item decodes and resizes each
     image once, as alone; with both, still once."""
-    project = serial_project.make(
-        {
-            "first.yaml": serial_project.manifest("first"),
-            "second.yaml": serial_project.manifest("second"),
-        }
-    )
-    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
-    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
-    project.run("manifests", "-k", "first", subprocess=True).assert_outcomes(
-        passed=1, deselected=1
-    )
+    project = recorded_twins(serial_project)
+    project.run("manifests", "-k", "first", subprocess=True).assert_outcomes(passed=1, deselected=1)
     assert calls(project) == {"decode": 24, "resize": 24}
     project.run("manifests", subprocess=True).assert_outcomes(passed=2)
     assert calls(project) == {"decode": 24, "resize": 24}
 
 
 def test_no_memory_for_sharing_preprocesses_each_manifest_alone(serial_project: Project) -> None:
-    project = serial_project.make(
-        {
-            "first.yaml": serial_project.manifest("first"),
-            "second.yaml": serial_project.manifest("second"),
-        }
-    )
-    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
-    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    project = recorded_twins(serial_project)
     off = project.run("manifests", "-o", "mlrepro_preprocessing_memory=0", subprocess=True)
     off.assert_outcomes(passed=2)
     assert calls(project) == {"decode": 48, "resize": 48}
@@ -118,14 +116,7 @@ def test_no_memory_for_sharing_preprocesses_each_manifest_alone(serial_project: 
 
 
 def test_under_xdist_loadgroup_one_data_sets_items_share_a_worker(serial_project: Project) -> None:
-    project = serial_project.make(
-        {
-            "first.yaml": serial_project.manifest("first"),
-            "second.yaml": serial_project.manifest("second"),
-        }
-    )
-    (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
-    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    project = recorded_twins(serial_project)
     run = project.run("manifests", "-n", "2", "--dist", "loadgroup", subprocess=True)
     run.assert_outcomes(passed=2)
     per_worker = [json.loads(f.read_text()) for f in project.path.glob("calls?*.json")]
