@@ -227,7 +227,11 @@ def run_model(
 class _Reduced:
     """What a streamed evaluation keeps of each batch (see :class:`KeptScores`): the top-k
     classes and their rounded scores (the results), and the scores at the top-k classes of each
-    golden in ``keep``, whose per-sample comparison needs them (accuracy, reference)."""
+    golden in ``keep``, whose per-sample comparison needs them (accuracy, reference).
+
+    Written into arrays made once for the whole data set, not appended batch by batch: small
+    objects kept per batch among the many a batch makes and frees pin the allocator's pools, and
+    the resident set then grows with the samples (docs/measurements.md, "Scale")."""
 
     def __init__(self, manifest: Manifest, samples: Sequence[Sample], keep: Sequence[Results]):
         self.manifest = manifest
@@ -237,47 +241,42 @@ class _Reduced:
         classes = manifest.dataset.classes
         usable = [r for r in keep if not r.topk.size or int(r.topk.max()) < classes]
         self.keep = [(r, {sample: i for i, sample in enumerate(r.ids)}) for r in usable]
-        self.topk: list[np.ndarray] = []
-        self.topk_scores: list[np.ndarray] = []
-        self.classes: list[np.ndarray] = []
-        self.values: list[np.ndarray] = []
+        self.k = min(manifest.postprocess.top_k, classes)
+        width = self.k + sum(r.topk.shape[1] for r, _ in self.keep)
+        n = len(samples)
+        self.topk = np.zeros((n, self.k), np.intp)
+        self.topk_scores = np.zeros((n, self.k))
+        self.classes = np.zeros((n, width), np.int32)
+        self.values = np.zeros((n, width))
 
     def __call__(self, start: int, raw: np.ndarray) -> None:
+        rows = slice(start, start + len(raw))
         scores = postprocessed(self.manifest, raw)
         topk = top_k(scores, self.manifest.postprocess.top_k)
-        self.topk.append(topk)
-        self.topk_scores.append(rounded_scores(np.take_along_axis(scores, topk, axis=1)))
+        self.topk[rows] = topk
+        self.topk_scores[rows] = rounded_scores(np.take_along_axis(scores, topk, axis=1))
         columns = [topk]
         for results, index in self.keep:
             # A sample the golden lacks keeps its own top-1 in that golden's place: a column
             # per golden class keeps every row the same width.
             wanted = np.repeat(topk[:, :1], results.topk.shape[1], axis=1)
-            for row, sample in enumerate(self.ids[start : start + len(raw)]):
+            for row, sample in enumerate(self.ids[rows]):
                 g = index.get(sample)
                 if g is not None:
                     wanted[row] = results.topk[g]
             columns.append(wanted)
         cols = np.concatenate(columns, axis=1)
-        self.classes.append(cols.astype(np.int32))
-        self.values.append(np.take_along_axis(scores, cols, axis=1))
+        self.classes[rows] = cols
+        self.values[rows] = np.take_along_axis(scores, cols, axis=1)
 
     def done(self, samples: Sequence[Sample]) -> tuple[Results, KeptScores]:
-        k = min(self.manifest.postprocess.top_k, self.manifest.dataset.classes)
-        width = k + sum(r.topk.shape[1] for r, _ in self.keep)
         results = Results(
             ids=tuple(s.id for s in samples),
             labels=np.asarray([s.label for s in samples], np.int64),
-            topk=np.concatenate(self.topk) if self.topk else np.zeros((0, k), np.intp),
-            topk_scores=(
-                np.concatenate(self.topk_scores) if self.topk_scores else np.zeros((0, k))
-            ),
+            topk=self.topk,
+            topk_scores=self.topk_scores,
         )
-        kept = KeptScores(
-            np.concatenate(self.classes) if self.classes else np.zeros((0, width), np.int32),
-            np.concatenate(self.values) if self.values else np.zeros((0, width)),
-            self.manifest.dataset.classes,
-        )
-        return results, kept
+        return results, KeptScores(self.classes, self.values, self.manifest.dataset.classes)
 
 
 def evaluate(

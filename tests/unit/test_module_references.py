@@ -40,8 +40,23 @@ SKIPPED_DIRS = {
     ".mlrepro_cache",
     "floor-venv",
 }
-# Files of other projects the text names on purpose (the frameworks' own sources).
-OTHER_PROJECTS = {"tensorflow/lite/python/interpreter.py"}
+# Files of other projects the text names on purpose (the frameworks' own sources, and the
+# reference implementations the onboarding presets follow).
+OTHER_PROJECTS = {
+    "tensorflow/lite/python/interpreter.py",
+    "models/official/efficientnet/preprocessing.py",  # tensorflow/tpu
+    "lite/efficientnet_lite_builder.py",  # tensorflow/tpu
+    "preprocessing/inception_preprocessing.py",  # TF-slim
+    "references/classification/presets.py",  # torchvision
+    "timm/data/transforms_factory.py",  # timm
+    "python/caffe/classifier.py",  # BVLC/caffe
+    "classify.py",  # BVLC/caffe
+    "python/caffe/classify.py",  # BVLC/caffe
+    "preprocessing.py",  # tensorflow/tpu
+    ".../lite/efficientnet_lite_builder.py",  # tensorflow/tpu
+    "timm/data/constants.py",  # timm
+    "keras/src/applications/imagenet_utils.py",  # Keras
+}
 
 FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[A-Za-z_][\w-]*\.py)\b")
 DOTTED = re.compile(r"\bpytest_mlrepro(?:\.[A-Za-z_]\w*)+")
