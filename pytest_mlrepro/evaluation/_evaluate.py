@@ -240,7 +240,11 @@ class _Reduced:
         # class indices mean other classes): nothing to keep for them.
         classes = manifest.dataset.classes
         usable = [r for r in keep if not r.topk.size or int(r.topk.max()) < classes]
-        self.keep = [(r, {sample: i for i, sample in enumerate(r.ids)}) for r in usable]
+        # Each sample's row in each golden (-1: the golden lacks it), found once, not per batch.
+        self.keep = []
+        for r in usable:
+            row_of = {sample: i for i, sample in enumerate(r.ids)}
+            self.keep.append((r, np.array([row_of.get(i, -1) for i in self.ids], np.intp)))
         self.k = min(manifest.postprocess.top_k, classes)
         width = self.k + sum(r.topk.shape[1] for r, _ in self.keep)
         n = len(samples)
@@ -260,10 +264,9 @@ class _Reduced:
             # A sample the golden lacks keeps its own top-1 in that golden's place: a column
             # per golden class keeps every row the same width.
             wanted = np.repeat(topk[:, :1], results.topk.shape[1], axis=1)
-            for row, sample in enumerate(self.ids[rows]):
-                g = index.get(sample)
-                if g is not None:
-                    wanted[row] = results.topk[g]
+            golden_rows = index[rows]
+            found = golden_rows >= 0
+            wanted[found] = results.topk[golden_rows[found]]
             columns.append(wanted)
         cols = np.concatenate(columns, axis=1)
         self.classes[rows] = cols
