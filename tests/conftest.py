@@ -30,6 +30,13 @@ from hypothesis import settings
 # a second name would be a second module object).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The package under test is this checkout's, in the subprocesses the tests start too (pytester's
+# runpytest_subprocess, the -n 2 runs): an editable install elsewhere (another worktree, a CI
+# clone) would otherwise be the one imported there, and test other code than the tests beside it.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(Path(__file__).resolve().parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
+
 from helpers import (
     LOOSE,
     QUIET,

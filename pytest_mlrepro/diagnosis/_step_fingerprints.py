@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from ..data import Sample
-from ..pipeline import Pipeline, State, Step
+from ..pipeline import Pipeline, State, Step, channels_last
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -61,15 +61,6 @@ def states(steps: Sequence[Step]) -> list[State]:
 
 def _sig(value: float, digits: int) -> float:
     return float(f"{value:.{digits}g}") if np.isfinite(value) else 0.0
-
-
-def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """An H × W × C view of a step output, or None when it is not an image."""
-    if array.ndim == 2:
-        return array[:, :, None]
-    if array.ndim != 3:
-        return None
-    return array.transpose(1, 2, 0) if layout == "CHW" else array
 
 
 def digest(array: np.ndarray) -> str:

@@ -18,6 +18,7 @@ from ._steps import (
     State,
     Step,
     Tensor,
+    channels_last,
     register_step,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "State",
     "Step",
     "Tensor",
+    "channels_last",
     "register_step",
 ]

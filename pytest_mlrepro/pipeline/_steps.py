@@ -48,6 +48,17 @@ class Tensor:
     layout: str = "HWC"
 
 
+def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
+    """One step output as height × width × channels (a view), whatever its ``layout``; None when
+    it is not an image. The one rule by which a step's output is read as a picture: the golden's
+    step fingerprints (diagnosis) and the report's drift pictures both read it so."""
+    if array.ndim == 2:
+        return array[:, :, None]
+    if array.ndim != 3:
+        return None
+    return array.transpose(1, 2, 0) if layout == "CHW" else array
+
+
 class Step:
     """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
 

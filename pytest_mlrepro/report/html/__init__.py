@@ -9,7 +9,7 @@ model, each from what it has.
 from __future__ import annotations
 
 from ._history import history_view
-from ._images import channels_last, drift_image, from_plain, level_colour, plain, thumbnail
+from ._images import drift_image, from_plain, level_colour, plain, thumbnail
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
@@ -70,7 +70,6 @@ __all__ = [
     "TableCell",
     "Trend",
     "TrendPoint",
-    "channels_last",
     "drift_image",
     "environment_rows",
     "from_plain",

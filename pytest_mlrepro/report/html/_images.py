@@ -10,6 +10,7 @@ import io
 
 import numpy as np
 
+from ...pipeline import channels_last
 from ._model import DriftImage
 
 MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
@@ -36,17 +37,14 @@ def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
     return reduced
 
 
-def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """An H × W × C float64 view of a step output (a leading batch dimension of 1 dropped), or
-    None when it is not an image."""
+def image_of(array: np.ndarray, layout: str) -> np.ndarray | None:
+    """A step output as an H × W × C float64 picture (a leading batch dimension of 1 dropped),
+    or None when it is not an image: read by the pipeline's one layout rule, as the golden's
+    step fingerprints read it."""
     if array.ndim == 4 and array.shape[0] == 1:
         array = array[0]
-    if array.ndim == 2:
-        return array[:, :, None].astype(np.float64)
-    if array.ndim != 3:
-        return None
-    out = array.transpose(1, 2, 0) if layout.upper().endswith("CHW") else array
-    return np.asarray(out, dtype=np.float64)
+    image = channels_last(array, layout)
+    return None if image is None else np.asarray(image, dtype=np.float64)
 
 
 def _shown_channels(image: np.ndarray) -> np.ndarray:
@@ -140,8 +138,8 @@ def drift_image(
     now_layout: str,
 ) -> DriftImage:
     """The three pictures of one probe sample (golden, now, amplified |Δ|) and their numbers."""
-    g = None if golden is None else channels_last(golden, golden_layout)
-    n = None if now is None else channels_last(now, now_layout)
+    g = None if golden is None else image_of(golden, golden_layout)
+    n = None if now is None else image_of(now, now_layout)
     shown = [a for a in (golden, now) if a is not None]
     if (golden is not None and g is None) or (now is not None and n is None):
         shapes = " and ".join(str(tuple(a.shape)) for a in shown)
