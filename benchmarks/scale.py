@@ -237,11 +237,12 @@ def _evaluation_seconds(results: object) -> float:
     return float("nan")
 
 
-def main_job_seconds(data: Path, shared: bool) -> float:
+def main_job_seconds(data: Path, shared: bool, results: Path) -> float:
     """Wall seconds of the main job's accuracy items (``pytest manifests/``), with the
-    preprocessing shared between them or not (``mlrepro_preprocessing_memory=0``)."""
+    preprocessing shared between them or not (``mlrepro_preprocessing_memory=0``); its results
+    file written to ``results``."""
     command = [sys.executable, "-m", "pytest", "manifests/", "-m", "mlrepro_accuracy", "-q"]
-    command += ["-p", "no:cacheprovider", "--mlrepro-device=cpu"]
+    command += ["-p", "no:cacheprovider", "--mlrepro-device=cpu", f"--mlrepro-json={results}"]
     if not shared:
         command += ["-o", "mlrepro_preprocessing_memory=0"]
     env = {**os.environ, "MLREPRO_DATA": str(data), "PYTHONPATH": str(ROOT)}
@@ -285,16 +286,34 @@ def models_alone_seconds(data: Path) -> dict[str, float]:
     return seconds
 
 
+def without_timings(path: Path) -> object:
+    """A results file's content without what measures time (every ``timing`` entry) and when it
+    was written (``created``): what must not change when the preprocessing is shared."""
+
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("timing", "created")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(json.loads(path.read_text()))
+
+
 def main_job(data: Path, rounds: int) -> None:
     """The main job with and without shared preprocessing (interleaved rounds), and the sum of
     its models alone, in this one run."""
     print("main job (the example's accuracy items, `pytest manifests/ -m mlrepro_accuracy`):")
     times: dict[bool, list[float]] = {True: [], False: []}
-    for r in range(rounds):
-        for shared in (False, True) if r % 2 == 0 else (True, False):
-            times[shared].append(main_job_seconds(data, shared))
-            label = "shared" if shared else "each alone"
-            print(f"  round {r + 1}: preprocessing {label}: {times[shared][-1]:.1f} s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mlrepro-main-job-") as tmp:
+        files = {shared: Path(tmp) / f"results-{shared}.json" for shared in (True, False)}
+        for r in range(rounds):
+            for shared in (False, True) if r % 2 == 0 else (True, False):
+                times[shared].append(main_job_seconds(data, shared, files[shared]))
+                label = "shared" if shared else "each alone"
+                print(f"  round {r + 1}: preprocessing {label}: {times[shared][-1]:.1f} s")
+        same = without_timings(files[True]) == without_timings(files[False])
+        print(f"  results files shared and alone equal apart from timings: {same}", flush=True)
     alone = models_alone_seconds(data)
     for name, seconds in alone.items():
         print(f"  model alone {name}: {seconds:.1f} s")
