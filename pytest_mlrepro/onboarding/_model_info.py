@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
-from ..runners import read_onnx, vet_model_file
+from ..runners import model_layout, read_onnx, vet_model_file
 from ..runners._artifacts import _package_dir as package_dir
 
 FRAMEWORK_OF = {
@@ -26,7 +26,6 @@ FRAMEWORK_OF = {
     "keras": "tensorflow",
     "tflite": "tflite",
 }
-CHANNELS = (1, 3, 4)
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 10: "float16"}
 
 
@@ -73,12 +72,9 @@ class ModelInfo:
 
     @property
     def layout(self) -> str:
-        """NCHW or NHWC from the channel dimension (NCHW when the shape does not tell)."""
-        if len(self.shape) == 4:
-            first, last = self.shape[1], self.shape[3]
-            if last in CHANNELS and first not in CHANNELS:
-                return "NHWC"
-        return "NCHW"
+        """NCHW or NHWC from the channel dimension, by the runners' rule (NCHW when the shape
+        does not tell)."""
+        return model_layout(self.shape) or "NCHW"
 
     @property
     def resolution(self) -> tuple[int, int] | None:

@@ -9,6 +9,7 @@ obscure shape error deep in the graph); this check says what is wrong instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from .. import pipeline
 
@@ -21,27 +22,35 @@ def _fixed(dim: object) -> int | None:
     return dim if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 else None
 
 
-def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> str | None:
-    """Why a rank-4 model input of ``shape`` cannot take ``layout`` data, or None when it can
-    (or when the shape does not tell: both channel axes symbolic, or both fixed to the same
-    size)."""
+def model_layout(shape: Sequence[object]) -> Literal["NCHW", "NHWC"] | None:
+    """The layout a rank-4 model input of ``shape`` takes, told by its channel axis: channels
+    first when only its second dimension is fixed to a channel count (1, 3 or 4), channels last
+    when only its last one is; None when the shape does not tell (another rank, both axes
+    symbolic, both channel counts). The one rule by which a runner checks a manifest's layout
+    and ``mlrepro init`` writes one."""
     if len(shape) != 4:
         return None
-    first, last = _fixed(shape[1]), _fixed(shape[3])
-    shown = "[" + ", ".join(str(d) for d in shape) + "]"
-    if layout == "NHWC" and first in CHANNELS and last != first:
-        return (
-            f"the model's input {input_name!r} is {shown}: channels first (NCHW), but the "
-            "manifest declares NHWC; set layout: NCHW and end the preprocessing with "
-            "'layout: {order: NCHW}'"
-        )
-    if layout == "NCHW" and last in CHANNELS and first != last:
-        return (
-            f"the model's input {input_name!r} is {shown}: channels last (NHWC), but the "
-            "manifest declares NCHW; set layout: NHWC and end the preprocessing with "
-            "'layout: {order: NHWC}'"
-        )
+    first, last = _fixed(shape[1]) in CHANNELS, _fixed(shape[3]) in CHANNELS
+    if first and not last:
+        return "NCHW"
+    if last and not first:
+        return "NHWC"
     return None
+
+
+def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> str | None:
+    """Why a rank-4 model input of ``shape`` cannot take ``layout`` data, or None when it can
+    (or when the shape does not tell: :func:`model_layout`)."""
+    model = model_layout(shape)
+    if model is None or model == layout:
+        return None
+    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    what = "channels first" if model == "NCHW" else "channels last"
+    return (
+        f"the model's input {input_name!r} is {shown}: {what} ({model}), but the manifest "
+        f"declares {layout}; set layout: {model} and end the preprocessing with "
+        f"'layout: {{order: {model}}}'"
+    )
 
 
 def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
@@ -77,4 +86,4 @@ def size_mismatch(
     )
 
 
-__all__ = ["layout_mismatch", "pipeline_size", "size_mismatch"]
+__all__ = ["layout_mismatch", "model_layout", "pipeline_size", "size_mismatch"]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import SignatureError
 from ...manifest import Manifest
+from .._signature import model_layout
 
 DEFAULT_SIGNATURE = "serving_default"
 Shape = list[int | None]
@@ -26,32 +27,19 @@ def _shape_text(shape: Sequence[int | None]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _channels_last(shape: Sequence[int | None]) -> bool | None:
-    """Whether a rank-4 image input is NHWC (True), NCHW (False), or cannot be told (None)."""
-    if len(shape) != 4:
-        return None
-    first, last = shape[1] in (1, 3, 4), shape[3] in (1, 3, 4)
-    if last and not first:
-        return True
-    if first and not last:
-        return False
-    return None
-
-
 def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str) -> None:
     """The manifest's input against the model's signature, before any data flows: the layout
     (when the model's shape tells it) and the dtype (a quantised TFLite input also accepts
     float32: the runner quantises it)."""
     declared = manifest.input
-    channels_last = _channels_last(shape)
-    if channels_last is not None and (declared.layout == "NHWC") != channels_last:
-        model_layout = "NHWC" if channels_last else "NCHW"
+    model = model_layout(shape)
+    if model is not None and declared.layout != model:
         raise SignatureError(
             manifest.error(
                 ("inputs", 0, "layout"),
-                f"the model input {name!r} is {model_layout} {_shape_text(shape)}, the manifest "
+                f"the model input {name!r} is {model} {_shape_text(shape)}, the manifest "
                 f"declares {declared.layout}: a layout mismatch; end the preprocessing with "
-                f"'layout: {{order: {model_layout}}}' and declare 'layout: {model_layout}'",
+                f"'layout: {{order: {model}}}' and declare 'layout: {model}'",
             ).format()
         )
     if declared.dtype != dtype:
@@ -75,11 +63,10 @@ def check_batch_shape(name: str, expected: Shape, batch: np.ndarray, layout: str
         return
     hint = "a size mismatch (check the crop and resize steps)"
     if sorted(d for d in expected[1:] if d is not None) == sorted(got[1:]):
-        channels_last = _channels_last(expected)
-        model_layout = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
+        model = model_layout(expected)
         hint = (
-            f"a layout mismatch: the model is {model_layout}, the pipeline {layout}"
-            if model_layout
+            f"a layout mismatch: the model is {model}, the pipeline {layout}"
+            if model
             else "a layout mismatch (the same sizes in another order)"
         )
     raise SignatureError(
