@@ -139,7 +139,7 @@ class AccuracyOutcome:
 
     end: Literal["pass", "fail"] = "pass"
     reason: Reason = "passed"
-    verdict: str = ""
+    verdict: str = ""  # the last verdict the check gave (the evaluation's own are properties)
     properties: list[tuple[str, Any]] = field(default_factory=list)
     interrupted: BaseException | None = None
     per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
@@ -184,6 +184,9 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
 
 
 class _Run:
+    """One check, its outcome filled in as it goes: whatever ends it early (a verdict, the
+    evaluation's skip, the time limit) leaves in the outcome everything found before."""
+
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
         self.outcome = AccuracyOutcome(
