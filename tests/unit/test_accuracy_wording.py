@@ -180,9 +180,7 @@ def test_within_tolerance_on_other_data_is_a_data_change_not_a_drift() -> None:
     comparison = _comparison(DRIFTED, loose)
     assert comparison.ok
     change = DataChange(samples=4, files=["d.png"])
-    text = accuracy_outcome_text(
-        _outcome("data changed", comparison=comparison, change=change)
-    )
+    text = accuracy_outcome_text(_outcome("data changed", comparison=comparison, change=change))
     assert text == (
         f"{WHERE}: {change.summary()}.\n"
         "  The results are within tolerance (top-1 100.00 % → 75.00 %), but a golden measured "
