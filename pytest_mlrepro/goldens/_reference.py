@@ -10,7 +10,7 @@ Three levels, each with its tolerance in the manifest's ``reference:`` block
 * **accuracy ratio**: top-1 accuracy over the shared samples relative to the reference's, as
   MLPerf states quantised results ("99% of the FP32 reference").
 
-No pytest here; ``plugin/_accuracy.py`` calls :func:`check_reference` after an accuracy run.
+No pytest here; ``accuracy/_run.py`` calls :func:`check_reference` after an accuracy run.
 """
 
 from __future__ import annotations

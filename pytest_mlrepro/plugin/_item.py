@@ -10,6 +10,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import pytest
 
 from .. import goldens as golden_store
+from ..accuracy import AddProperty
 from ..data import ResolvedDataset, Shard, resolve_dataset
 from ..diagnosis import explain_build_mismatch
 from ..errors import BuildMismatch, GoldenError, MlreproError, NonFiniteOutputs, Unavailable
@@ -83,7 +84,7 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _hardware(self, framework_version: str) -> None:
+    def _hardware(self, framework_version: str, add: AddProperty) -> None:
         """The hardware key of this evaluation (its fields, and the slug that names it)."""
         m = self.manifest
         key = hardware_key(
@@ -93,27 +94,31 @@ class EvaluatingItem(ManifestItem):
             m.runtime.intra_op_threads,
             m.runtime.inter_op_threads,
         )
-        self.add_property("hardware_key", key.fields)
-        self.add_property("hardware_slug", key.slug)
+        add("hardware_key", key.fields)
+        add("hardware_slug", key.slug)
 
-    def _unavailable(self, exc: Unavailable) -> NoReturn:
+    def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
         if is_strict(self.config):
-            self.add_property("verdict", "unavailable (strict)")
+            add("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
-        self.add_property("verdict", "skipped")
+        add("verdict", "skipped")
         pytest.skip(str(exc))
 
-    def _evaluate(self, run: Run[T] | None) -> tuple[T | None, ResolvedDataset]:
+    def _evaluate(
+        self, run: Run[T] | None, add: AddProperty | None = None
+    ) -> tuple[T | None, ResolvedDataset]:
         """The framework checked, the data set resolved, then ``run`` (told the data set and the
         terminal's progress: the evaluation itself, ``evaluate`` or ``evaluate_runs``) and its
         data set. None: the model verified and loaded (its errors first), nothing run. An absent
         piece skips the item (fails it under --mlrepro-strict); any other error of the tool fails
-        it with its message."""
+        it with its message. ``add``: where its properties go (default: the item's own; the
+        accuracy check keeps them in order with its own: ``accuracy.Evaluate``)."""
         m, settings = self.manifest, self.config.stash[settings_key]
+        add = add or self.add_property
         try:
             version = check_framework(m)
-            self.add_property("framework_version", version)
-            self._hardware(version)
+            add("framework_version", version)
+            self._hardware(version, add)
             dataset = resolve_dataset(m, settings, self.shard)
             if run is None:
                 load_runner(m, self.device, settings)
@@ -121,19 +126,19 @@ class EvaluatingItem(ManifestItem):
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 return run(dataset, progress), dataset
         except Unavailable as exc:
-            self._unavailable(exc)
+            self._unavailable(exc, add)
         except NonFiniteOutputs as exc:
             # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
-            self.add_property("verdict", "non-finite outputs")
-            self.add_property("diagnosis", "the model produced non-finite outputs")
-            self.add_property("nonfinite_samples", len(exc.ids))
+            add("verdict", "non-finite outputs")
+            add("diagnosis", "the model produced non-finite outputs")
+            add("nonfinite_samples", len(exc.ids))
             shown = display_path(self.config, self.path)
             raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
         except BuildMismatch as exc:
-            self.add_property("verdict", "error")
+            add("verdict", "error")
             raise MlreproFailure(self._explain_build(exc)) from exc
         except MlreproError as exc:
-            self.add_property("verdict", "error")
+            add("verdict", "error")
             raise MlreproFailure(str(exc)) from exc
 
     def _explain_build(self, exc: BuildMismatch) -> str:

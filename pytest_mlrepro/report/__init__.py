@@ -5,13 +5,16 @@ table they share, and the HTML view (:mod:`.html`)."""
 from __future__ import annotations
 
 from ._accuracy import (
+    accuracy_outcome_text,
     classes_changed,
     data_changed,
     golden_claimed,
     golden_unreadable,
     golden_written,
     no_golden,
+    record_command,
     reference_disagreement_record,
+    reference_outcome_text,
     reference_refused_record,
     with_reference,
 )
@@ -22,6 +25,7 @@ from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
 from ._text import aligned
 
 __all__ = [
+    "accuracy_outcome_text",
     "aligned",
     "audit_lines",
     "classes_changed",
@@ -36,8 +40,10 @@ __all__ = [
     "latency_outcome_text",
     "latency_table",
     "no_golden",
+    "record_command",
     "reference_disagreement_record",
     "reference_lines",
+    "reference_outcome_text",
     "reference_refused_record",
     "shard_lines",
     "summary_table",

@@ -1,8 +1,13 @@
-"""An accuracy item's outcomes in words, besides a drift (:func:`._tables.explain`): no golden, a
-golden that cannot be used, a changed class count or data set, a golden written (or refused
-because of the reference), and the reference check appended to a failure."""
+"""An accuracy item's outcomes in words (:func:`accuracy_outcome_text`, from the facts of an
+:class:`~pytest_mlrepro.accuracy.AccuracyOutcome`): a drift (:func:`._tables.explain`), no
+golden, a golden that cannot be used, a changed class count or data set, a golden written (or
+refused because of the reference), and the reference check appended to a failure."""
 
 from __future__ import annotations
+
+from ..accuracy import AccuracyOutcome, ReferenceOutcome
+from ._reference import explain_reference
+from ._tables import explain
 
 
 def no_golden(golden: str, record_cmd: str, model_run: bool = True) -> str:
@@ -86,14 +91,80 @@ def reference_disagreement_record(
     )
 
 
+def record_command(manifest: str) -> str:
+    """The command that records (or re-records) the golden of the manifest shown as
+    ``manifest``."""
+    return f"pytest {manifest} --mlrepro-update"
+
+
+def reference_outcome_text(ref: ReferenceOutcome, outcome: AccuracyOutcome) -> str:
+    """The reference check's outcome as a failure shows it ("" when it agrees)."""
+    if ref.check is not None:
+        if ref.check.ok:
+            return ""
+        where = f"{outcome.manifest_shown} [{outcome.device}]"
+        return f"{where}: " + explain_reference(ref.check, outcome.classes)
+    if ref.missing:  # the reference's own golden is missing: said of this manifest
+        return f"{outcome.manifest_shown}: {ref.problem}"
+    return ref.problem
+
+
+def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
+    """The text of an accuracy item that did not pass."""
+    o, ref = outcome, outcome.reference
+    where = f"{o.manifest_shown} [{o.device}]"
+    record_cmd = record_command(o.manifest_shown)
+    ref_text = "" if ref is None else reference_outcome_text(ref, o)
+    reason = o.reason
+    if reason == "written, reference failed":
+        return f"{golden_written(where, o.action, o.golden_shown)}\n{ref_text}"
+    if reason in ("reference error", "reference disagreement"):
+        return ref_text
+    if reason == "reference refused":
+        return reference_refused_record(ref_text, where, o.verb, o.golden_shown)
+    if reason == "reference disagreement, not recorded":
+        return reference_disagreement_record(
+            ref_text, where, o.verb, o.golden_shown, o.manifest_shown
+        )
+    if reason == "golden not written":
+        return o.message
+    # A failure of the golden comparison, followed by the reference check's outcome.
+    if reason == "no golden":
+        text = no_golden(o.golden_shown, record_cmd, model_run=o.model_run)
+    elif reason == "golden not a file":
+        text = o.message
+    elif reason == "golden unreadable":
+        text = golden_unreadable(o.message, record_cmd)
+    elif reason == "golden claimed":
+        text = golden_claimed(o.manifest_shown, o.golden_shown, o.claimed_by, o.name)
+    elif reason == "classes changed":
+        text = classes_changed(where, o.golden_shown, o.recorded_classes, o.classes_now, record_cmd)
+    else:  # data changed, drift
+        c, change = o.comparison, o.change
+        assert c is not None and change is not None
+        if reason == "data changed":
+            text = data_changed(where, change.summary(), c.golden_top1, c.now_top1, record_cmd)
+        else:
+            data = change.summary() if change.changed else ""
+            text = f"{where}: " + explain(c, o.golden_shown, o.classes, record_cmd, data=data)
+        if o.diagnosis is not None:
+            text += "\n\n" + o.diagnosis
+    if ref is not None:
+        text = with_reference(text, ref_text, ref.agrees)
+    return text
+
+
 __all__ = [
+    "accuracy_outcome_text",
     "classes_changed",
     "data_changed",
     "golden_claimed",
     "golden_unreadable",
     "golden_written",
     "no_golden",
+    "record_command",
     "reference_disagreement_record",
+    "reference_outcome_text",
     "reference_refused_record",
     "with_reference",
 ]

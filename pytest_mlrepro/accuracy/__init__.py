@@ -1,0 +1,26 @@
+"""Accuracy: one accuracy check from start to verdict (what an accuracy item hands off to): the
+run over the data set, the golden and reference comparisons, the decision and the recording."""
+
+from __future__ import annotations
+
+from ._run import (
+    AccuracyOutcome,
+    AccuracyRequest,
+    AddProperty,
+    Drifted,
+    Evaluate,
+    EvaluationRun,
+    ReferenceOutcome,
+    run_accuracy,
+)
+
+__all__ = [
+    "AccuracyOutcome",
+    "AccuracyRequest",
+    "AddProperty",
+    "Drifted",
+    "Evaluate",
+    "EvaluationRun",
+    "ReferenceOutcome",
+    "run_accuracy",
+]

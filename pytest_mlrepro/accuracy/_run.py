@@ -1,0 +1,535 @@
+"""One accuracy check from start to verdict, as an accuracy item runs it: the golden found (or its
+absence said before the model runs), the model evaluated over the data set or its shard (through
+the item's own evaluation, which knows its skips and failures), the reference manifest's golden
+checked, the golden read and compared, the verdict decided (:func:`goldens.accuracy_decision`),
+the golden recorded when the decision says so, and a drift diagnosed.
+
+No pytest and no wording here: :func:`run_accuracy` returns an :class:`AccuracyOutcome` (the
+item's properties in order, its per-sample results, how the item ends and the facts its text
+needs); ``report.accuracy_outcome_text`` words it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import goldens as golden_store
+from ..data import ResolvedDataset, Shard
+from ..diagnosis import (
+    explain as explain_drift,
+)
+from ..diagnosis import (
+    record_layer_fingerprints,
+    record_step_fingerprints,
+    step_fingerprints_up_to_date,
+)
+from ..errors import GoldenError, ManifestError, MlreproError, OutputError
+from ..evaluation import Evaluation, Progress, SharedLoader, controls_in_force, evaluate
+from ..fingerprint import environment
+from ..goldens import (
+    Comparison,
+    DataChange,
+    Golden,
+    ReferenceCheck,
+    ReferenceGoldenMissing,
+    accuracy_decision,
+    check_reference,
+    compare,
+    data_change,
+    score_diffs,
+)
+from ..manifest import Manifest
+from ..results import Part, changed_samples, diagnosis_summary, shard_results, shard_verdict
+from ..settings import Settings
+
+AddProperty = Callable[[str, Any], None]
+"""Where a property goes, in the order the run finds it."""
+EvaluationRun = Callable[[ResolvedDataset, Progress], Evaluation]
+"""The evaluation itself, told the resolved data set and the progress to report to."""
+Evaluate = Callable[[EvaluationRun | None, AddProperty], tuple[Evaluation | None, ResolvedDataset]]
+"""The item's evaluation: the framework checked, the data set resolved, then the run (None: the
+model verified and loaded, nothing run). Its properties go to the :data:`AddProperty` it is
+given, so that they stay in order with the run's. It may end the item by raising (a missing
+piece skips it, a broken model fails it): the outcome's ``interrupted``."""
+
+Reason = Literal[
+    "passed",  # passed, or a golden written
+    "no golden",  # nothing to compare with (``model_run``: whether the model ran all the same)
+    "golden not a file",  # a symlink, folder...: never replaced by an update (``message``)
+    "golden unreadable",  # invalid, outside an update (``message``)
+    "golden claimed",  # recorded from another manifest that still claims it (``claimed_by``)
+    "classes changed",  # the class count is not the golden's (``recorded_classes``...)
+    "data changed",  # within tolerance, on other data (``comparison``, ``change``, ``diagnosis``)
+    "drift",  # outside tolerance (``comparison``, ``change``, ``diagnosis``)
+    "reference refused",  # not recorded: the manifest's reference is unusable (``action``)
+    "reference disagreement, not recorded",  # not recorded: the reference disagrees (``action``)
+    "golden not written",  # the golden could not be written (``message``)
+    "reference error",  # passed, but the reference check could not run
+    "reference disagreement",  # passed, but the reference disagrees
+    "written, reference failed",  # the golden written (``action``); the reference check failed
+]
+
+
+@dataclass(frozen=True)
+class ReferenceOutcome:
+    """What the reference check of one run found: the check itself when it ran (``check``),
+    else why it could not (``problem``); ``error``: a failure in its own right."""
+
+    check: ReferenceCheck | None = None
+    problem: str = ""
+    # The reference manifest has no golden yet: its text names this manifest.
+    missing: bool = False
+    error: bool = False
+    # The manifest's ``reference:`` itself is invalid (outside the project, no such manifest):
+    # the manifest is wrong, so nothing it produced is recorded. A reference that is valid but
+    # cannot be checked now (its golden is broken) is an ``error`` that records all the same.
+    refused: bool = False
+
+    @property
+    def agrees(self) -> bool | None:
+        """None when the check could not run."""
+        return None if self.check is None else self.check.ok
+
+
+@dataclass
+class Drifted:
+    """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
+    them, only when a report is asked for): the golden, the comparison, this run, and the
+    diagnosis's layer comparison, (depth, layer, relative difference) rows."""
+
+    golden: Golden
+    comparison: Comparison
+    result: Evaluation
+    layers: list[tuple[int, str, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AccuracyRequest:
+    """What one accuracy item asks: its manifest, device and shard, the run's settings, what it
+    may write, how it names things, and its own evaluation (:data:`Evaluate`)."""
+
+    manifest: Manifest
+    device: str
+    settings: Settings
+    shard: Shard | None
+    update: bool  # --mlrepro-update
+    records: bool  # this device's item writes the (device-independent) golden
+    manifest_path: Path
+    shown: Callable[[Path], str]  # a path as the run shows it
+    evaluate: Evaluate
+    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    despite_reference: bool = False  # --mlrepro-update-despite-reference
+    diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
+    fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
+    shared: SharedLoader | None = None  # the session's shared preprocessing for this evaluation
+
+
+@dataclass
+class AccuracyOutcome:
+    """How an accuracy item ends (``end``: pass, fail), why (``reason``, ``verdict``), its
+    properties in order, what its report carries, and the facts the text of a failure needs.
+
+    ``interrupted``: what ended the run before its verdict, to be raised again by the caller once
+    it has taken what was found: the evaluation's own ending of the item (a skip, a failure it
+    worded) or an interruption (the item's time limit, Ctrl-C)."""
+
+    end: Literal["pass", "fail"] = "pass"
+    reason: Reason = "passed"
+    verdict: str = ""  # the last verdict the check gave (the evaluation's own are properties)
+    properties: list[tuple[str, Any]] = field(default_factory=list)
+    interrupted: BaseException | None = None
+    per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
+    classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
+    drifted: Drifted | None = None
+    # The facts of the text.
+    manifest_shown: str = ""
+    device: str = ""
+    name: str = ""  # the manifest's name
+    golden_shown: str = ""
+    model_run: bool = True
+    message: str = ""
+    claimed_by: str = ""
+    recorded_classes: int = 0
+    classes_now: int = 0
+    comparison: Comparison | None = None
+    change: DataChange | None = None
+    diagnosis: str | None = None  # the diagnosis's text; None when diagnosis is turned off
+    reference: ReferenceOutcome | None = None
+    action: str = ""  # the golden's writing: "recorded", "updated (...)"...
+
+    @property
+    def verb(self) -> str:
+        """What the golden's writing would have done: ``recorded`` or ``updated``."""
+        return "recorded" if self.action == "recorded" else "updated"
+
+
+class _Ended(Exception):
+    """The check ended early (the outcome says how)."""
+
+
+def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
+    """The accuracy check of one item (module docstring)."""
+    run = _Run(request)
+    try:
+        run.run()
+    except _Ended:
+        pass
+    except BaseException as exc:  # handed back, not lost: see AccuracyOutcome.interrupted
+        run.outcome.interrupted = exc
+    return run.outcome
+
+
+class _Run:
+    """One check, its outcome filled in as it goes: whatever ends it early (a verdict, the
+    evaluation's skip, the time limit) leaves in the outcome everything found before."""
+
+    def __init__(self, request: AccuracyRequest) -> None:
+        self.r = request
+        self.outcome = AccuracyOutcome(
+            manifest_shown=request.shown(request.manifest_path),
+            device=request.device,
+            name=request.manifest.name,
+        )
+        self.data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
+        self.written = False
+
+    def add(self, key: str, value: Any) -> None:
+        self.outcome.properties.append((key, value))
+
+    def _verdict(self, verdict: str) -> None:
+        self.add("verdict", verdict)
+        self.outcome.verdict = verdict
+
+    def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
+        """End the check with a failure, with its verdict in the properties (None: the verdict
+        found before stands)."""
+        if verdict is not None:
+            self._verdict(verdict)
+        self.outcome.end, self.outcome.reason = "fail", reason
+        for name, value in facts.items():
+            setattr(self.outcome, name, value)
+        return _Ended()
+
+    def _identify(self) -> None:
+        """What a results file needs to tell this evaluation from others: the manifest's file
+        and digest, the tolerances and the shard (the hardware key: the item's evaluation)."""
+        r = self.r
+        for key, value in r.identity:
+            self.add(key, value)
+        tol = r.manifest.tolerances
+        self.add(
+            "tolerances",
+            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
+        )
+        if r.shard is not None:
+            self.add("shard", r.shard.as_json())
+
+    def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
+        """The results this run's scores will be compared with, read before it runs so that the
+        evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
+        results' top-k classes). Read leniently: a golden that cannot be read is compared with
+        nothing, and its error is reported where it is read for the verdict."""
+        r = self.r
+        kept: list[golden_store.Results] = []
+        try:
+            golden = golden_store.read(path, r.settings.golden_dir)
+        except (GoldenError, OSError):
+            golden = None
+        if golden is not None:
+            kept.append(golden.results)
+        reference = golden_store.reference_results(r.manifest, r.settings)
+        if reference is not None:
+            kept.append(reference)
+        return tuple(kept)
+
+    def run(self) -> None:
+        r, o = self.r, self.outcome
+        m, settings = r.manifest, r.settings
+        writes = r.update and r.records
+        for name, text in (
+            ("kind", "accuracy"),
+            ("manifest", m.name),
+            ("device", r.device),
+            ("framework", m.framework.name),
+        ):
+            self.add(name, text)
+        self._identify()
+        path = golden_store.golden_path(m, settings)
+        o.golden_shown = r.shown(path)
+        if not writes and not path.exists() and not path.is_symlink():
+            # Nothing to compare with: said before the model runs over the whole data set (the
+            # data and the model are still found, verified and loaded: runs=0). A golden that
+            # exists but is broken still gets an evaluation, so that its failure shows this
+            # run's numbers.
+            _, dataset = r.evaluate(None, self.add)
+            self.add("samples", len(dataset.samples))
+            raise self._fail("no golden", "no golden", model_run=False)
+        keep = self._compared_with(path)
+
+        def run(dataset: ResolvedDataset, progress: Progress) -> Evaluation:
+            return evaluate(m, r.device, settings, dataset, progress, keep=keep, shared=r.shared)
+
+        result, dataset = r.evaluate(run, self.add)
+        assert result is not None
+        o.classes = dataset.class_names
+        self.data_files = dataset.checksums
+        now = result.results
+        for key, value in (
+            ("samples", len(now.ids)),
+            ("top1", round(now.top1, 4)),
+            ("top5", round(now.top5, 4)),
+            ("timing.seconds", round(result.seconds, 3)),
+            ("controls", controls_in_force(m, result.runner_info)),
+            ("data", result.dataset_origin),
+        ):
+            self.add(key, value)
+        if dataset.identity:  # the data set's version: shards merge only within one
+            self.add("data_identity", dataset.identity)
+        o.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
+        # Before any golden is written: an update that contradicts the reference is refused.
+        if r.shard is None:
+            ref = o.reference = self._check_reference(result)
+        else:
+            # A reference check decides with tolerances over the whole data set: not a shard's.
+            ref = None
+            if m.reference is not None:
+                self.add("reference_verdict", f"not checked in shard {r.shard}")
+        golden = self._read_golden(path, writes)
+        if golden is not None and golden.digest is not None:
+            # The golden's version: shards compared with two recordings never merge.
+            self.add("golden_digest", golden.digest)
+        if golden is None:
+            decision = accuracy_decision(writes=writes, has_golden=False)
+            if decision.action == "record":
+                self._record(path, result, decision.reason, ref)
+                self._finish_reference(ref)
+                return
+            raise self._fail("no golden", "no golden")
+        recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
+        classes_now = int(result.scores.shape[1])
+        if recorded_classes != classes_now:
+            # Nothing to compare sample by sample: the class indices mean other classes.
+            self.add("golden", o.golden_shown)
+            decision = accuracy_decision(writes=writes, has_golden=True, classes_match=False)
+            if decision.action == "record":
+                self._record(path, result, decision.reason, ref)
+                self._finish_reference(ref)
+                return
+            raise self._fail(
+                "classes changed",
+                "drift",
+                recorded_classes=recorded_classes,
+                classes_now=classes_now,
+            )
+        if r.shard is not None:  # the golden's samples of this shard, by the same rule
+            golden = replace(golden, results=shard_results(golden.results, r.shard))
+        comparison = compare(golden.results, now, result.scores, m.tolerances)
+        diffs = score_diffs(golden.results, now, result.scores)
+        o.per_sample = Part(now, golden.results, diffs).to_json()
+        self.add("agreement", round(comparison.agreement, 6))
+        self.add("golden_top1", round(comparison.golden_top1, 4))
+        self.add("golden_top5", round(comparison.golden_top5, 4))
+        if math.isfinite(comparison.max_score_diff):
+            self.add("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
+        self.add("golden", o.golden_shown)
+        change = data_change(golden, now, self.data_files)
+        if change.changed:
+            self.add("data_changed", change.summary())
+        if r.shard is not None:
+            # A part: it failed above for its own errors; the tolerance verdict belongs to the
+            # merge of all shards (mlrepro merge, or the session for a split item).
+            self._verdict(shard_verdict(r.shard))
+            return
+        # What is out of date is asked only where the decision can depend on it (the step
+        # fingerprints cost a pass of the probe samples through the pipeline).
+        asks = writes and comparison.ok
+        manifest_current = not asks or golden_store.manifest_is_current(golden.manifest, m)
+        decision = accuracy_decision(
+            writes=writes,
+            has_golden=True,
+            within_tolerance=comparison.ok,
+            manifest_current=manifest_current,
+            probes_current=not (asks and manifest_current)
+            or self._probes_up_to_date(golden, result),
+            data_current=not change.changed and golden.data == self.data_files,
+            data_identity_recorded=golden.data is not None,
+            manifest_file_current=not comparison.ok
+            or golden.manifest_file == golden_store.manifest_file_of(r.manifest_path, settings),
+            data_changed=change.changed,
+        )
+        if decision.action == "record":
+            self._record(path, result, decision.reason, ref)
+            self._finish_reference(ref)
+            return
+        if decision.action == "pass":
+            self._verdict("pass")
+            self._finish_reference(ref)
+            return
+        # What a results file keeps of a failed comparison: the levels outside tolerance and the
+        # samples whose top-1 changed (the report's table of them).
+        self.add("outside_tolerance", list(comparison.failures))
+        self.add("changed_samples", changed_samples(comparison.changed, o.classes))
+        o.drifted = Drifted(golden, comparison, result)
+        o.comparison, o.change = comparison, change
+        self._diagnose(o.drifted, change)
+        # Within every tolerance, but on other data: named as a data change, with the samples
+        # concerned, never as a drift of the results.
+        if comparison.ok:
+            raise self._fail("data changed", "data changed")
+        raise self._fail("drift", "drift")
+
+    def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
+        """The cross-runtime check (goldens/_reference.py): this run against the reference's
+        golden. Never raises: the caller decides what its outcome does to the verdict (a drift
+        still shows it, an update is refused on a disagreement). None when no reference is
+        declared."""
+        r = self.r
+        if r.manifest.reference is None:
+            return None
+        try:
+            check = check_reference(r.manifest, r.settings, result.results, result.scores)
+        except ReferenceGoldenMissing as exc:
+            self.add("reference_verdict", f"not checked: {exc}")
+            # Recording both in one run: the reference's golden may come after this item.
+            return ReferenceOutcome(problem=str(exc), missing=True, error=not r.update)
+        except ManifestError as exc:
+            self.add("reference_verdict", "error")
+            return ReferenceOutcome(problem=str(exc), error=True, refused=True)
+        except MlreproError as exc:
+            self.add("reference_verdict", "error")
+            return ReferenceOutcome(problem=str(exc), error=True)
+        for key, value in check.properties():
+            self.add(key, value)
+        self.add("reference_verdict", "agree" if check.ok else "disagree")
+        return ReferenceOutcome(check=check)
+
+    def _finish_reference(self, ref: ReferenceOutcome | None) -> None:
+        """After the golden comparison passed (or the golden was written): the reference's
+        verdict. A golden written despite a disagreement keeps its "golden ..." verdict."""
+        if ref is None or (ref.agrees is not False and not ref.error):
+            return
+        if self.written:  # the verdict stays "golden ...": it was written
+            raise self._fail("written, reference failed", None)
+        if ref.error:
+            raise self._fail("reference error", "error")
+        raise self._fail("reference disagreement", "reference disagreement")
+
+    def _read_golden(self, path: Path, writes: bool) -> Golden | None:
+        """The golden at ``path``, validated and checked to be this manifest's. An invalid one
+        fails the item (an update run replaces it: None); one recorded from another manifest
+        that still claims it fails the item in every run."""
+        r, o = self.r, self.outcome
+        shown_golden = o.golden_shown
+        try:
+            golden = golden_store.read(path, r.settings.golden_dir)
+            if golden is not None:
+                golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
+        except golden_store.GoldenNotAFile as exc:
+            message = str(exc).replace(str(path), shown_golden)
+            raise self._fail("golden not a file", "error", message=message) from None
+        except GoldenError as exc:
+            if not writes:
+                message = str(exc).replace(str(path), shown_golden)
+                raise self._fail("golden unreadable", "error", message=message) from None
+            return None
+        if golden is None:
+            return None
+        other = golden_store.claimed_by_another(golden, path, r.manifest, r.settings)
+        if other is not None:
+            raise self._fail("golden claimed", "golden claimed", claimed_by=other)
+        return golden
+
+    def _diagnose(self, drifted: Drifted, change: DataChange) -> None:
+        """The drift's likely cause (diagnosis/_explain.py), for the failure's text; nothing
+        when diagnosis is turned off."""
+        r = self.r
+        if r.diagnosis_probes is None:
+            return
+        found: list[Any] = []
+        text, cause = explain_drift(
+            r.manifest, drifted.golden, drifted.comparison, drifted.result,
+            probes=r.diagnosis_probes, data=change, layers=drifted.layers, found=found,
+        )  # fmt: skip
+        self.add("diagnosis", cause)
+        for d in found:  # the results file's summary of it (mlrepro merge, the report)
+            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+        self.outcome.diagnosis = text
+
+    def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
+        """Per-step fingerprints for the golden; None if they cannot be made (never costs the
+        golden itself)."""
+        m = self.r.manifest
+        try:
+            probes = record_step_fingerprints(
+                m.input.preprocess, result.samples, self.r.fingerprint_samples
+            )
+        except (MlreproError, OSError):
+            return None
+        if probes is not None and result.runner is not None:
+            # The model-side twin: every layer's output on the first probes (optional: a model
+            # whose layers cannot be traced records none).
+            layers = record_layer_fingerprints(
+                result.runner, m, result.samples, probes.get("samples", [])
+            )
+            if layers is not None:
+                probes["layers"] = layers
+        return probes
+
+    def _probes_up_to_date(self, golden: Golden, result: Evaluation) -> bool:
+        steps = self.r.manifest.input.preprocess
+        return step_fingerprints_up_to_date(
+            golden.probes, steps, result.samples, self.r.fingerprint_samples
+        )
+
+    def _record(
+        self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
+    ) -> None:
+        """Write the golden, and say so in the verdict. Results that contradict the manifest's
+        own reference are not written unless --mlrepro-update-despite-reference asks for it."""
+        r, o = self.r, self.outcome
+        if ref is not None and ref.refused:
+            # The reference is refused (outside the project, not found): the manifest is
+            # wrong, and nothing it produced is recorded, as for a refused model.
+            o.action = action
+            raise self._fail("reference refused", "error")
+        if ref is not None and ref.agrees is False:
+            if not r.despite_reference:
+                o.action = action
+                raise self._fail(
+                    "reference disagreement, not recorded",
+                    f"reference disagreement (golden not {o.verb})",
+                )
+            action += " despite reference disagreement"
+        golden = Golden(
+            name=r.manifest.name,
+            manifest=r.manifest.normalized(),
+            environment=environment(result.runner_info),
+            results=result.results,
+            probes=self._step_probes(result),
+            data=dict(sorted(self.data_files.items())),
+            manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
+        )
+        try:
+            golden_store.write(path, golden, r.settings.golden_dir)
+        except OutputError as exc:
+            message = str(exc).replace(str(path), o.golden_shown)
+            raise self._fail("golden not written", "error", message=message) from None
+        self.written, o.action = True, action
+        self._verdict(f"golden {action}")
+        self.add("golden", o.golden_shown)
+
+
+__all__ = [
+    "AccuracyOutcome",
+    "AccuracyRequest",
+    "AddProperty",
+    "Drifted",
+    "Evaluate",
+    "EvaluationRun",
+    "ReferenceOutcome",
+    "run_accuracy",
+]
