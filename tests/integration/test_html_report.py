@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_helpers import needs_chromium, open_page, screenshot
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
 from pytest_mlrepro.report.html import MATRIX_COLUMNS as COLUMNS
@@ -379,59 +380,21 @@ def test_a_golden_without_step_fingerprints_still_gets_its_pictures(
 
 # --- a real browser -----------------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-extensions",
-]
 
-
-def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHROMIUM), *BROWSER, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HOME": str(cwd)},  # its profile and crash files stay in tmp
-    )
-
-
-def _open(url: str, tmp_path: Path) -> tuple[str, dict[str, str], list[str]]:
-    """(the DOM after the load event, the data- attributes of <html>, the console's lines)."""
-    dumped = _chromium(
-        "--dump-dom", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0", url,
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    head = re.search(r"<html[^>]*>", dumped.stdout)
-    assert head is not None, dumped.stdout[:500]
-    attributes = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', head.group(0)))
-    console = [line for line in dumped.stderr.splitlines() if ":CONSOLE" in line]
-    return dumped.stdout, attributes, console
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (.ci/run installs it)")
+@needs_chromium
 def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_path: Path) -> None:
     _full_project(serial_project)  # a drift, a latency chart, a pitfall chart
     serial_project.run("--mlrepro-html", "report.html")
     page = serial_project.path / "report.html"
     url = page.resolve().as_uri()
 
-    dom, attributes, console = _open(url, tmp_path)
+    opened = open_page(url, tmp_path)
+    dom, attributes = opened.dom, opened.attributes
     # Nothing on the console (chromium logs every console message to stderr), and the page's
     # own script ran to its end (the load event) and recorded no error: no uncaught exception,
     # no console.error, no image that failed to load or decode.
-    assert console == []
-    assert attributes.get("data-ready") == "yes", attributes
-    assert attributes.get("data-errors") == "0", re.search(
-        r'id="mlrepro-errors".*?</pre>', dom, re.S
-    )
-    assert attributes.get("data-broken-images") == "0", attributes
+    assert opened.console == []
+    opened.assert_healthy()
     # Nine drift pictures, the accuracy, latency and pitfall charts and a thumbnail of each of
     # the 16 changed samples, all decoded.
     thumbnails = len(re.findall(r'<img class="thumbnail"', dom))
@@ -451,19 +414,12 @@ def test_the_report_opens_in_a_headless_browser(serial_project: Project, tmp_pat
         ),
         encoding="utf-8",
     )
-    _, bad, bad_console = _open(broken.as_uri(), tmp_path)
-    assert bad["data-errors"] != "0" and bad["data-broken-images"] == "1"
-    assert any("on purpose" in line for line in bad_console)
+    bad = open_page(broken.as_uri(), tmp_path)
+    assert bad.attributes["data-errors"] != "0" and bad.attributes["data-broken-images"] == "1"
+    assert any("on purpose" in line for line in bad.console)
 
     shot = tmp_path / "report.png"
-    taken = _chromium("--screenshot=" + str(shot), "--window-size=1280,2000", url, cwd=tmp_path)
-    assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
-    from PIL import Image
-
-    with Image.open(shot) as picture:
-        assert picture.size == (1280, 2000)
-        # Not a blank page: the header band and the coloured matrix marks are there.
-        assert len(picture.convert("RGB").getcolors(1 << 20) or []) > 50
+    screenshot(url, tmp_path, shot, 1280, 2000)
     target = os.environ.get("MLREPRO_REPORT_SCREENSHOT")  # keep it, for a person to look at
     if target:
         shutil.copyfile(shot, target)

@@ -17,13 +17,12 @@ import html
 import json
 import os
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import needs_chromium, open_page, screenshot
 from helpers import PREPROCESS_BGR, Project
 
 from pytest_mlrepro.cli import main
@@ -32,18 +31,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium on this machine (.ci/run installs it)"
-)
-BROWSER = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-extensions",
-]
+pytestmark = needs_chromium
 MANIFEST = "manifests/tiny_onnx.yaml"
 RUNTIME = "runtime: {batch_size: 8, devices: [cpu]}"
 ONE_THREAD = "runtime: {batch_size: 8, devices: [cpu], intra_op_threads: 1}"
@@ -69,54 +57,24 @@ def _report_libraries_loaded() -> None:
     )
 
 
-def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHROMIUM), *BROWSER, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HOME": str(cwd)},  # its profile and crash files stay in tmp
-    )
-
-
 def _open(page: Path, tmp_path: Path, fragment: str = "") -> str:
     """The DOM after the load event; the page's own checks (no error, every image decoded)
     asserted."""
-    done = _chromium(
-        "--dump-dom", "--virtual-time-budget=5000", page.resolve().as_uri() + fragment,
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    head = re.search(r"<html[^>]*>", done.stdout)
-    assert head is not None, done.stdout[:500]
-    attributes = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', head.group(0)))
-    assert attributes.get("data-ready") == "yes", attributes
-    assert attributes.get("data-errors") == "0", re.search(
-        r'id="mlrepro-errors".*?</pre>', done.stdout, re.S
-    )
-    assert attributes.get("data-broken-images") == "0", attributes
-    return done.stdout
+    opened = open_page(page.resolve().as_uri() + fragment, tmp_path)
+    opened.assert_healthy()
+    return opened.dom
 
 
 def _screenshot(page: Path, tmp_path: Path, name: str) -> None:
     """A screenshot of the page's top, checked not blank; kept (reduced to a palette, so that
     docs/images stays small) where MLREPRO_REPORT_SCREENSHOTS says."""
-    shot = tmp_path / f"{name}.png"
-    taken = _chromium(
-        f"--screenshot={shot}", "--window-size=1280,1500", "--hide-scrollbars",
-        page.resolve().as_uri(), cwd=tmp_path,
-    )  # fmt: skip
-    assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
-    from PIL import Image
+    picture = screenshot(page.resolve().as_uri(), tmp_path, tmp_path / f"{name}.png", 1280, 1500)
+    target = os.environ.get("MLREPRO_REPORT_SCREENSHOTS")
+    if target:
+        from PIL import Image
 
-    with Image.open(shot) as picture:
-        assert picture.size == (1280, 1500)
-        assert len(picture.convert("RGB").getcolors(1 << 20) or []) > 50  # not a blank page
-        target = os.environ.get("MLREPRO_REPORT_SCREENSHOTS")
-        if target:
-            reduced = picture.convert("RGB").quantize(colors=64, dither=Image.Dither.NONE)
-            reduced.save(Path(target) / f"report-{name}.png", optimize=True)
+        reduced = picture.convert("RGB").quantize(colors=64, dither=Image.Dither.NONE)
+        reduced.save(Path(target) / f"report-{name}.png", optimize=True)
 
 
 def _block(dom: str, css_class: str, **attributes: str) -> str:
