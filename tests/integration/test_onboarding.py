@@ -18,6 +18,7 @@ from helpers import (
     make_empty_weights,
     sha256,
 )
+from init_helpers import init_project
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.data._datasets import read_checksums
@@ -52,12 +53,7 @@ def project(
     pytester: pytest.Pytester, assets: Path, monkeypatch: pytest.MonkeyPatch
 ) -> pytest.Pytester:
     """A project folder holding the tiny data set under data/ and the models under models/."""
-    monkeypatch.delenv("MLREPRO_DATA", raising=False)
-    monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
-    shutil.copytree(assets / "data", pytester.path / "data")
-    shutil.copytree(assets / "models", pytester.path / "models")
-    (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\n")
-    return pytester
+    return init_project(pytester, assets, monkeypatch)
 
 
 def init(*args: str) -> int:
