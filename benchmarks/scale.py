@@ -31,6 +31,7 @@ import io
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -237,21 +238,25 @@ def _evaluation_seconds(results: object) -> float:
     return float("nan")
 
 
-def main_job_seconds(data: Path, shared: bool, results: Path) -> float:
+def main_job_seconds(data: Path, shared: bool, results: Path) -> tuple[float, float]:
     """Wall seconds of the main job's accuracy items (``pytest manifests/``), with the
-    preprocessing shared between them or not (``mlrepro_preprocessing_memory=0``); its results
-    file written to ``results``."""
+    preprocessing shared between them or not (``mlrepro_preprocessing_memory=0``), and its CPU
+    seconds (user + system: steadier than wall time on a machine that is not quiet); its
+    results file written to ``results``."""
     command = [sys.executable, "-m", "pytest", "manifests/", "-m", "mlrepro_accuracy", "-q"]
     command += ["-p", "no:cacheprovider", "--mlrepro-device=cpu", f"--mlrepro-json={results}"]
     if not shared:
         command += ["-o", "mlrepro_preprocessing_memory=0"]
     env = {**os.environ, "MLREPRO_DATA": str(data), "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"the main job failed:\n{done.stdout[-3000:]}")
-    return seconds
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return seconds, cpu
 
 
 def models_alone_seconds(data: Path) -> dict[str, float]:
@@ -305,13 +310,16 @@ def main_job(data: Path, rounds: int) -> None:
     its models alone, in this one run."""
     print("main job (the example's accuracy items, `pytest manifests/ -m mlrepro_accuracy`):")
     times: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory(prefix="mlrepro-main-job-") as tmp:
         files = {shared: Path(tmp) / f"results-{shared}.json" for shared in (True, False)}
         for r in range(rounds):
             for shared in (False, True) if r % 2 == 0 else (True, False):
-                times[shared].append(main_job_seconds(data, shared, files[shared]))
+                wall, used = main_job_seconds(data, shared, files[shared])
+                times[shared].append(wall)
+                cpu[shared].append(used)
                 label = "shared" if shared else "each alone"
-                print(f"  round {r + 1}: preprocessing {label}: {times[shared][-1]:.1f} s")
+                print(f"  round {r + 1}: preprocessing {label}: {wall:.1f} s, CPU {used:.1f} s")
         same = without_timings(files[True]) == without_timings(files[False])
         print(f"  results files shared and alone equal apart from timings: {same}", flush=True)
     alone = models_alone_seconds(data)
@@ -320,6 +328,11 @@ def main_job(data: Path, rounds: int) -> None:
     bound = sum(alone.values())
     with_sharing = statistics.median(times[True])
     without = statistics.median(times[False])
+    cpu_shared, cpu_alone = statistics.median(cpu[True]), statistics.median(cpu[False])
+    print(
+        f"  median CPU: shared {cpu_shared:.1f} s, each alone {cpu_alone:.1f} s: shared/alone "
+        f"×{cpu_shared / cpu_alone:.3f} ({cpu_alone - cpu_shared:+.1f} s saved)"
+    )
     print(
         f"  median: shared {with_sharing:.1f} s, each alone {without:.1f} s: shared/alone "
         f"×{with_sharing / without:.3f} ({without - with_sharing:+.1f} s saved); the models "
