@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -72,6 +73,33 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not config.option.markexpr:  # the fast tier unless a marker expression was given
         config.option.markexpr = "not slow"
+    _inner_configs_skip_the_gc_passes(config)
+
+
+def _inner_configs_skip_the_gc_passes(outer: pytest.Config) -> None:
+    """The configurations a test makes in this process (``pytester.parseconfigure``, the
+    ``mlrepro`` command run in-process, which starts ``pytest.main``) end without pytest's five
+    ``gc.collect()`` passes, as ``pytester.inline_run`` already does for its runs: with torch and
+    TensorFlow loaded each pass takes a fraction of a second (seconds per test). The unraisable
+    exceptions they would have surfaced still reach this session's own hook, which the inner
+    configuration gives back at its end. The session's own configuration keeps them. pytest 8.4
+    and later (earlier ones make no such passes)."""
+    try:
+        from _pytest import unraisableexception as unraisable
+    except ImportError:  # pragma: no cover - a pytest without the module
+        return
+    key = getattr(unraisable, "gc_collect_iterations_key", None)
+    cleanup = getattr(unraisable, "cleanup", None)
+    if key is None or cleanup is None or getattr(cleanup, "_mlrepro_tests", False):
+        return
+
+    def cleanup_without_gc_passes(*, config: pytest.Config, prev_hook: Any) -> None:
+        if config is not outer:
+            config.stash.setdefault(key, 0)
+        cleanup(config=config, prev_hook=prev_hook)
+
+    cleanup_without_gc_passes._mlrepro_tests = True  # type: ignore[attr-defined]
+    unraisable.cleanup = cleanup_without_gc_passes
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
