@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,19 @@ from helpers import (
     XDIST,
     BareProject,
     Project,
+    keep_installed_modules,
     make_assets,
     make_project,
     make_torchscript,
     manifest_text,
+    restore_kept_modules,
 )
 
 # Extension modules that cannot be imported twice in one process (onnx's nanobind enums abort the
-# interpreter on a second registration). pytester's in-process runs drop every module a run
-# imported; imported here first, these stay loaded across runs.
-for _native in ("onnx", "onnxruntime"):
+# interpreter on a second registration; torch registers its operator libraries once). pytester
+# drops every module a test or an in-process run imported; imported here first, these stay
+# loaded across runs. The torch runner too: it reads torch's default thread count on import.
+for _native in ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch"):
     # An environment without them: the tests that need them skip.
     with contextlib.suppress(ImportError):
         __import__(_native)
@@ -100,6 +104,27 @@ def _inner_configs_skip_the_gc_passes(outer: pytest.Config) -> None:
 
     cleanup_without_gc_passes._mlrepro_tests = True  # type: ignore[attr-defined]
     unraisable.cleanup = cleanup_without_gc_passes
+
+
+_BEFORE_TEST = pytest.StashKey[set[str]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[_BEFORE_TEST] = set(sys.modules)  # before the test's fixtures
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    """Installed modules a test imported (torch.export's, say) stay loaded when pytester drops
+    them with the test's other modules: a later test or in-process run that imports one must
+    get the loaded module, not a second copy (helpers.keep_installed_modules)."""
+    keep_installed_modules(item.stash.get(_BEFORE_TEST, set(sys.modules)))
+    try:
+        return (yield)
+    finally:
+        restore_kept_modules()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

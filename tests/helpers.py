@@ -15,6 +15,8 @@ import os
 import pkgutil
 import re
 import shutil
+import sys
+import sysconfig
 import textwrap
 import warnings
 from collections.abc import Sequence
@@ -249,12 +251,13 @@ class Project:
         return self.path / "golden" / f"{name}.json"
 
     def run(self, *args: str, subprocess: bool = False) -> pytest.RunResult:
-        """Serial runs in this process (no interpreter start-up: a second or two each); runs
-        with xdist, of TensorFlow manifests, or asked for (``subprocess=True``: signals, time
-        limits, what a fresh process imports) in a subprocess."""
+        """Serial runs in this process (no interpreter start-up: a second or two each, and
+        torch imported once per worker, not once per run); runs with xdist, of TensorFlow
+        manifests, or asked for (``subprocess=True``: signals, time limits, killed processes,
+        what a fresh process imports) in a subprocess."""
         if self.xdist or subprocess or not in_process_safe(self.path):
             return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
-        return self.pytester.runpytest(*QUIET, *args)
+        return run_in_process(self.pytester, *QUIET, *args)
 
 
 class BareProject:
@@ -286,7 +289,7 @@ class BareProject:
         (self.path / "manifests" / "tiny.sha256").write_text(checksum_list(self.data()))
 
     def run(self, *args: str) -> pytest.RunResult:
-        return self.pytester.runpytest(*QUIET, *args)
+        return run_in_process(self.pytester, *QUIET, *args)
 
 
 def verdicts(result: pytest.RunResult) -> dict[str, str]:
@@ -310,14 +313,16 @@ def lead_of(result: pytest.RunResult) -> str:
     return " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()[1:])
 
 
-OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(torch|tensorflow|tflite|litert)", re.IGNORECASE)
+OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(tensorflow|tflite|litert)", re.IGNORECASE)
+TORCH_FRAMEWORK = re.compile(r"name:\s*['\"]?torch\b", re.IGNORECASE)
 
 
 def in_process_safe(project: Path) -> bool:
-    """Whether ``project``'s manifests can run inside the test process: ONNX Runtime ones only.
-    pytester drops the modules a run imported; torch and TensorFlow import submodules lazily
-    and register native state once per process (a second import fails), so they run in a
-    subprocess. Imports the package and ONNX Runtime first, so that they outlive each run."""
+    """Whether ``project``'s manifests can run inside the test process: ONNX Runtime and torch
+    ones. TensorFlow sets its thread pools once per process (a manifest's thread counts could
+    not be applied twice), so its manifests run in a subprocess. Imports the package, ONNX
+    Runtime and, for a torch manifest, torch and the torch runner first, so that they outlive
+    each run (the runner reads torch's default thread count when it is imported)."""
     texts = [p.read_text(errors="replace") for p in project.rglob("*.yaml")]
     if any(OTHER_FRAMEWORK.search(text) for text in texts):
         return False
@@ -328,7 +333,95 @@ def in_process_safe(project: Path) -> bool:
     for module in pkgutil.iter_modules(pytest_mlrepro.__path__, "pytest_mlrepro."):
         if module.name not in ("pytest_mlrepro._tf_ops", "pytest_mlrepro.zoo"):
             importlib.import_module(module.name)
+    if any(TORCH_FRAMEWORK.search(text) for text in texts):
+        import pytest_mlrepro.runners.torch
     return True
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """The folders of installed code: the standard library, site-packages, and the package."""
+    import pytest_mlrepro
+
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(str(Path(pytest_mlrepro.__file__).parent))
+    return tuple(str(Path(r).resolve()) + os.sep for r in roots)
+
+
+# The modules of installed code that tests and in-process runs imported, kept for the worker's
+# life (keep_installed_modules).
+_KEPT_MODULES: dict[str, Any] = {}
+
+
+def keep_installed_modules(before: set[str]) -> None:
+    """Note the modules of installed code imported since ``before`` (a lazily imported torch or
+    matplotlib submodule, a runner) to keep them loaded for good: pytester drops every module
+    imported during a test or one of its in-process runs, and :func:`restore_kept_modules`
+    puts these back. A long-lived process keeps them: importing one afresh would register
+    native state twice (torch: "Only a single TORCH_LIBRARY can be used to register the
+    namespace") or mix two copies of one class (matplotlib). A project's own modules (its
+    conftest.py, its test files) are still dropped, as pytester means them to be."""
+    roots = _installed_roots()
+    installed: dict[str, bool] = {}
+    for name, module in list(sys.modules.items()):
+        if name in before or name in _KEPT_MODULES:
+            continue
+        top = name.partition(".")[0]
+        if top not in installed:
+            origin = getattr(sys.modules.get(top), "__file__", None)
+            installed[top] = bool(origin) and str(Path(origin).resolve()).startswith(roots)
+        if installed[top]:
+            _KEPT_MODULES[name] = module
+
+
+def restore_kept_modules() -> None:
+    """Put back the kept modules where pytester dropped them (after each in-process run, and
+    after each test: tests/conftest.py calls this then)."""
+    for name, module in _KEPT_MODULES.items():
+        sys.modules.setdefault(name, module)
+
+
+class _KeepInstalledModules:
+    """A plugin for an in-process run: at its end, keeps the installed modules it imported."""
+
+    def __init__(self) -> None:
+        self.before = set(sys.modules)
+
+    def pytest_unconfigure(self) -> None:
+        keep_installed_modules(self.before)
+
+
+def run_in_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """``pytester.runpytest`` in this process, keeping what a long-lived process keeps (the
+    installed modules the run imported) and nothing a project registered (its model and
+    artifact builders: the next test's project registers its own)."""
+    from pytest_mlrepro import registry
+
+    tables: list[dict[str, Any]] = [
+        registry._model_builders,
+        registry._model_input_sizes,
+        registry._artifact_builders,
+        registry._artifact_uses,
+    ]
+    saved = [dict(table) for table in tables]
+    torch = sys.modules.get("torch")
+    # What a torch runner sets for the whole process (its manifest's threads and determinism).
+    torch_state = (
+        (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+        if torch is not None
+        else None
+    )
+    restore_kept_modules()
+    try:
+        return pytester.runpytest(*args, plugins=[_KeepInstalledModules()])
+    finally:
+        restore_kept_modules()
+        for table, state in zip(tables, saved):
+            table.clear()
+            table.update(state)
+        if torch is not None and torch_state is not None:
+            torch.set_num_threads(torch_state[0])
+            torch.use_deterministic_algorithms(torch_state[1])
 
 
 # --- models and builders with one behaviour each (a shaped input, hanging, crashing) --------------

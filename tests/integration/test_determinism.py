@@ -20,7 +20,6 @@ from helpers import (
     BUILDERS_CONFTEST,
     Project,
     make_empty_weights,
-    run_patiently,
     state_dict_manifest,
 )
 
@@ -175,7 +174,7 @@ def _rows(path: Path) -> dict[str, dict[str, Any]]:
 
 def test_determinism_items_compare_runs_and_record_the_controls(project: Project) -> None:
     _project(project)
-    result = run_patiently(project, "--mlrepro-update", "--mlrepro-json", "out.json")
+    result = project.run("--mlrepro-update", "--mlrepro-json", "out.json")
     result.assert_outcomes(passed=10, failed=1)  # 6 accuracy, 5 determinism
     result.stdout.fnmatch_lines(
         [
@@ -217,11 +216,11 @@ def test_determinism_items_compare_runs_and_record_the_controls(project: Project
 
 def test_the_option_adds_a_determinism_item_to_every_manifest(project: Project) -> None:
     project.make({"plain.yaml": project.manifest("det_plain")})
-    collected = run_patiently(project, "--collect-only", "-q", "--mlrepro-determinism")
+    collected = project.run("--collect-only", "-q", "--mlrepro-determinism")
     collected.stdout.fnmatch_lines(
         ["manifests/plain.yaml::accuracy[[]cpu[]]", "manifests/plain.yaml::determinism[[]cpu[]]"]
     )
-    without = run_patiently(project, "--collect-only", "-q")
+    without = project.run("--collect-only", "-q")
     without.stdout.no_fnmatch_line("*::determinism*")
 
 
@@ -242,10 +241,10 @@ def test_three_runs_give_the_same_results_file_apart_from_timing(
     for nondeterministic in ("noisy.yaml", "noisy_tolerant.yaml"):
         (project.path / "manifests" / nondeterministic).unlink()
     del manifests["noisy.yaml"], manifests["noisy_tolerant.yaml"]
-    run_patiently(project, "--mlrepro-update").assert_outcomes(passed=7)
+    project.run("--mlrepro-update").assert_outcomes(passed=7)
     texts = []
     for i, xdist in enumerate(([], ["-n", "2"], [])):  # xdist reports arrive in any order
-        result = run_patiently(project, *xdist, "--mlrepro-json", f"run{i}.json")
+        result = project.run(*xdist, "--mlrepro-json", f"run{i}.json", subprocess=bool(xdist))
         result.assert_outcomes(passed=7)
         texts.append((project.path / f"run{i}.json").read_text())
     data = [json.loads(text) for text in texts]

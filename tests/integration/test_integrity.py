@@ -10,10 +10,9 @@ once an ini root names its target), and YAML tags that would construct Python ob
 
 from __future__ import annotations
 
+import os
 import shutil
-import subprocess
-import sys
-import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from helpers import (
     line_of,
     make_empty_weights,
     make_onnx_with_input,
-    run_patiently,
     sha256,
     state_dict_manifest,
 )
@@ -31,32 +29,23 @@ from helpers import (
 CLEAN = "{decode: {backend: pil}}"
 
 
-# Run in a child process: pytester restores sys.modules after each test, and torch.export's
-# modules cannot be imported twice into one process (their operator registrations persist).
-EVIL_FILES = textwrap.dedent("""\
-    import os, sys, zipfile
-    from pathlib import Path
-
+def make_evil_torch_files(models: Path, marker: Path) -> None:
+    """Torch files whose loading without weights_only would run ``touch marker``. Made in this
+    process: torch.export's modules stay loaded across tests (tests/conftest.py)."""
     import torch
 
-    models, marker = Path(sys.argv[1]), sys.argv[2]
-
-
     class Evil:
-        def __reduce__(self):  # unpickling this runs `touch marker`
+        def __reduce__(self) -> tuple[object, ...]:  # unpickling this runs `touch marker`
             return (os.system, (f"touch {marker}",))
-
 
     torch.save({"weight": Evil()}, str(models / "evil.pt"))
     torch.save(
         {"weight": Evil()}, str(models / "evil_legacy.pt"), _use_new_zipfile_serialization=False
     )
 
-
     class Means(torch.nn.Module):
-        def forward(self, x):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.mean(dim=(2, 3)) * 10.0
-
 
     program = torch.export.export(Means(), (torch.zeros(8, 3, 16, 16),))  # batch_size 8
     torch.export.save(program, str(models / "honest.pt2"))
@@ -71,14 +60,6 @@ EVIL_FILES = textwrap.dedent("""\
             if "/sample_inputs/" in info.filename:
                 data = (models / "evil.pt").read_bytes()
             target.writestr(info, data)
-""")
-
-
-def make_evil_torch_files(models: Path, marker: Path) -> None:
-    """Torch files whose loading without weights_only would run ``touch marker``."""
-    subprocess.run(
-        [sys.executable, "-c", EVIL_FILES, str(models), str(marker)], check=True, timeout=300
-    )
     assert not marker.exists()  # making them ran nothing
 
 
@@ -169,7 +150,7 @@ def test_attacks_and_mismatches_fail_their_item_and_run_nothing(
     with open(project.path / "manifests" / "tiny.sha256", "a") as fh:
         fh.write(f"{sha256(names)}  names.txt\n")
 
-    result = run_patiently(project, "--mlrepro-update")
+    result = project.run("--mlrepro-update")
     assert not marker.exists(), "a file or a manifest ran code"
     result.assert_outcomes(passed=3, failed=13)
     expected = {
@@ -242,7 +223,7 @@ def test_attacks_and_mismatches_fail_their_item_and_run_nothing(
     # The escape is allowed once an ini root names where the link points.
     ini = project.path / "pytest.ini"
     ini.write_text(ini.read_text() + f"mlrepro_allowed_roots = {outside}\n")
-    allowed = run_patiently(project, "--mlrepro-update", "manifests/escape.yaml")
+    allowed = project.run("--mlrepro-update", "manifests/escape.yaml")
     allowed.assert_outcomes(passed=1)
     allowed.stdout.fnmatch_lines(["tiny_escape *cpu *onnxruntime *24 *golden recorded"])
     assert not marker.exists()

@@ -73,26 +73,26 @@ def test_a_hanging_model_is_stopped_by_the_time_limit_and_fails_only_its_item(
     runtime = "runtime: {batch_size: 8, devices: [cpu]}"
     for name in ("hang_forward", "hang_loop", "hang_builder"):
         path = project.path / "manifests" / f"{name}.yaml"
-        path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 2}"))
+        path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 1}"))
     # A manifest without runtime.timeout_s gets the ini default.
     (project.path / "manifests" / "ini_limit.yaml").write_text(
         (project.path / "manifests" / "hang_forward.yaml")
         .read_text()
         .replace("name: hang_forward", "name: ini_limit")
-        .replace(", timeout_s: 2}", "}")
+        .replace(", timeout_s: 1}", "}")
     )
     ini = project.path / "pytest.ini"
-    ini.write_text(ini.read_text() + "mlrepro_timeout = 3\n")
+    ini.write_text(ini.read_text() + "mlrepro_timeout = 2\n")
     good = project.path / "manifests" / "tiny_onnx.yaml"  # a manifest's own limit wins
     good.write_text(good.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 600}"))
 
     result = run_patiently(project, "--mlrepro-update")
     result.assert_outcomes(passed=1, failed=4)
     for name, seconds, source in (
-        ("hang_forward", 2, "runtime.timeout_s"),
-        ("hang_loop", 2, "runtime.timeout_s"),
-        ("hang_builder", 2, "runtime.timeout_s"),
-        ("ini_limit", 3, "ini mlrepro_timeout"),
+        ("hang_forward", 1, "runtime.timeout_s"),
+        ("hang_loop", 1, "runtime.timeout_s"),
+        ("hang_builder", 1, "runtime.timeout_s"),
+        ("ini_limit", 2, "ini mlrepro_timeout"),
     ):
         result.stdout.fnmatch_lines(
             [
@@ -124,7 +124,7 @@ def test_a_model_that_will_not_stop_is_killed_with_its_worker_only(project: Proj
 
 def test_a_model_that_raises_fails_only_its_item(project: Project) -> None:
     _builder_project(project, {"broken": "raises", "fine": "means"})
-    result = run_patiently(project, "--mlrepro-update")
+    result = project.run("--mlrepro-update")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*ValueError: the model broke on this batch"])
     result.stdout.fnmatch_lines(["FAILED manifests/broken.yaml::accuracy[[]cpu[]]*"])

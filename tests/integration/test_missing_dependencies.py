@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, Project, run_patiently
+from helpers import QUIET, Project
 
 from pytest_mlrepro.runners import cuda_present
 
@@ -89,7 +89,7 @@ def test_version_data_and_device_absent_skip_with_how_and_fail_when_strict(
         project.golden("tiny_onnx").read_bytes().replace(b'"tiny_onnx"', b'"tiny_torch"')
     )
     device = ["--mlrepro-device", "cpu,cuda"]
-    skipped = run_patiently(project, "-rs", *device)
+    skipped = project.run("-rs", *device)
     # old, absent: cpu skipped; gpu_*: cpu passes (tiny_torch's golden is tiny_onnx's results),
     # cuda skipped.
     skipped.assert_outcomes(passed=2, skipped=4)
@@ -105,7 +105,7 @@ def test_version_data_and_device_absent_skip_with_how_and_fail_when_strict(
     ):
         skipped.stdout.fnmatch_lines([line])
 
-    strict = run_patiently(project, "--mlrepro-strict", *device)
+    strict = project.run("--mlrepro-strict", *device)
     strict.assert_outcomes(passed=2, failed=4)
     for words in (
         "onnxruntime<0.1",

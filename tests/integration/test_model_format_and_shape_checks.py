@@ -19,7 +19,6 @@ from helpers import (
     line_of,
     make_onnx_with_input,
     means_graph,
-    run_patiently,
     save_onnx,
     sha256,
     state_dict_manifest,
@@ -66,7 +65,7 @@ def test_a_torch_weights_file_that_is_not_one(serial_project: Project) -> None:
         "bad_weights", "means", "../models/bad.pt", sha256(bad), assets=serial_project.assets
     )
     (serial_project.path / "manifests" / "bad.yaml").write_text(text)
-    result = run_patiently(serial_project, "-q")  # torch: in a child process
+    result = serial_project.run("-q")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     where = f"manifests/bad.yaml:{line_of(text, 'weights:')}: model.weights: "
