@@ -9,7 +9,8 @@ import textwrap
 
 from helpers import Project
 
-# Counts the decode and resize ops of the pytest process it is loaded in (a subprocess).
+# Counts the decode and resize ops of the pytest run it is loaded in (in this process, or a
+# subprocess's), and puts the pipeline's methods back at the run's end.
 COUNTING_CONFTEST = textwrap.dedent("""\
     import json
     from collections import Counter
@@ -35,6 +36,9 @@ COUNTING_CONFTEST = textwrap.dedent("""\
         if worker or not hasattr(session.config, "workerinput"):
             with open(f"calls{worker}.json", "w") as fh:
                 json.dump(CALLS, fh)
+
+    def pytest_unconfigure(config):
+        Decode.decode, Resize.apply = _decode, _resize
     """)
 
 
@@ -57,7 +61,7 @@ def recorded_twins(serial_project: Project) -> Project:
         }
     )
     (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
-    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=2)
+    project.run("manifests", "--mlrepro-update").assert_outcomes(passed=2)
     return project
 
 
@@ -74,7 +78,7 @@ def test_identical_pipelines_decode_once_and_one_parameter_apart_is_not_shared(
     (project.path / "conftest.py").write_text(COUNTING_CONFTEST)
     images = 24  # helpers.N_SAMPLES
 
-    project.run("manifests", "--mlrepro-update", subprocess=True).assert_outcomes(passed=3)
+    project.run("manifests", "--mlrepro-update").assert_outcomes(passed=3)
     together = {n: project.golden(n).read_text() for n in ("first", "second", "bicubic")}
     first, other = (json.loads(together[n]) for n in ("first", "bicubic"))
     assert first["samples"] != other["samples"], "bicubic got the bilinear tensors"
@@ -82,16 +86,16 @@ def test_identical_pipelines_decode_once_and_one_parameter_apart_is_not_shared(
     # Compared (recording also traces a few samples step by step for the golden: not counted
     # here): one decode per image for the three; one resize per image for the two bilinear
     # manifests (the second reads the first's resized image), and the bicubic one's own.
-    project.run("manifests", subprocess=True).assert_outcomes(passed=3)
+    project.run("manifests").assert_outcomes(passed=3)
     assert calls(project) == {"decode": images, "resize": 2 * images}
 
     for name in together:
         # Alone (nothing to share with), each manifest decodes and resizes every image itself...
-        project.run(f"manifests/{name}.yaml", subprocess=True).assert_outcomes(passed=1)
+        project.run(f"manifests/{name}.yaml").assert_outcomes(passed=1)
         assert calls(project) == {"decode": images, "resize": images}
         # ...and records the golden it recorded in the shared session, byte for byte.
         project.golden(name).unlink()
-        update = project.run(f"manifests/{name}.yaml", "--mlrepro-update", subprocess=True)
+        update = project.run(f"manifests/{name}.yaml", "--mlrepro-update")
         update.assert_outcomes(passed=1)
         assert project.golden(name).read_text() == together[name]
 
@@ -100,18 +104,18 @@ def test_deselected_items_are_not_planned_for(serial_project: Project) -> None:
     """With ``-k`` leaving one of two identical manifests, the one item decodes and resizes each
     image once, as alone; with both, still once."""
     project = recorded_twins(serial_project)
-    project.run("manifests", "-k", "first", subprocess=True).assert_outcomes(passed=1, deselected=1)
+    project.run("manifests", "-k", "first").assert_outcomes(passed=1, deselected=1)
     assert calls(project) == {"decode": 24, "resize": 24}
-    project.run("manifests", subprocess=True).assert_outcomes(passed=2)
+    project.run("manifests").assert_outcomes(passed=2)
     assert calls(project) == {"decode": 24, "resize": 24}
 
 
 def test_no_memory_for_sharing_preprocesses_each_manifest_alone(serial_project: Project) -> None:
     project = recorded_twins(serial_project)
-    off = project.run("manifests", "-o", "mlrepro_preprocessing_memory=0", subprocess=True)
+    off = project.run("manifests", "-o", "mlrepro_preprocessing_memory=0")
     off.assert_outcomes(passed=2)
     assert calls(project) == {"decode": 48, "resize": 48}
-    bad = project.run("manifests", "-o", "mlrepro_preprocessing_memory=lots", subprocess=True)
+    bad = project.run("manifests", "-o", "mlrepro_preprocessing_memory=lots")
     assert "mlrepro_preprocessing_memory: expected a whole number, got 'lots'" in bad.stderr.str()
 
 
