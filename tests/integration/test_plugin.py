@@ -49,9 +49,17 @@ def to_bgr(project: Project, file: str) -> None:
 
 @pytest.mark.about_xdist  # the results file and goldens come from the workers' reports
 def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) -> None:
-    project.make()
-    onnx, torch = project.golden("tiny_onnx"), project.golden("tiny_torch")
-    assert not onnx.exists() and not torch.exists()
+    # Under xdist the subject is what the workers report: a second ONNX manifest there (each
+    # worker of each run would import torch for seconds); the serial run has the torch one.
+    second, framework = ("tiny_twin", "onnxruntime") if project.xdist else ("tiny_torch", "torch")
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            f"{second}.yaml": project.manifest(second, framework),
+        }
+    )
+    onnx, other = project.golden("tiny_onnx"), project.golden(second)
+    assert not onnx.exists() and not other.exists()
 
     recorded = project.run("--mlrepro-update")
     recorded.assert_outcomes(passed=2)
@@ -59,20 +67,20 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
     recorded.stdout.fnmatch_lines(
         [
             "tiny_onnx *cpu *onnxruntime *24 *golden recorded",
-            "tiny_torch *cpu *torch *24 *golden recorded",
+            f"{second} *cpu *{framework} *24 *golden recorded",
         ]
     )
-    for path in (onnx, torch):
+    for path in (onnx, other):
         text = path.read_text()
         assert sum(1 for line in text.splitlines() if SAMPLE_LINE.match(line)) == N_SAMPLES, text
         data = json.loads(text)
         assert [row[0] for row in data["samples"]] == [f"img{i:02d}.png" for i in range(N_SAMPLES)]
         assert data["metrics"] == {"samples": N_SAMPLES, "top1": 100.0, "top5": 100.0}
     assert json.loads(onnx.read_text())["environment"]["runtime"]["framework"] == "onnxruntime"
-    assert json.loads(torch.read_text())["environment"]["runtime"]["framework"] == "torch"
+    assert json.loads(other.read_text())["environment"]["runtime"]["framework"] == framework
 
     # A plain run passes against the goldens; results go to a JSON file, JUnit and the terminal.
-    before = {p: golden_state(p) for p in (onnx, torch)}
+    before = {p: golden_state(p) for p in (onnx, other)}
     checked = project.run("--mlrepro-json", "out.json", "--junitxml=j.xml")
     checked.assert_outcomes(passed=2)
     assert checked.ret == 0
@@ -82,16 +90,16 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
             "=* mlrepro =*",
             "manifest *device *framework *samples *top-1 *top-5 *agreement *verdict",
             "tiny_onnx *cpu *onnxruntime *24 *100.00 *100.00 *1.0000 *pass",
-            "tiny_torch *cpu *torch *24 *100.00 *100.00 *1.0000 *pass",
+            f"{second} *cpu *{framework} *24 *100.00 *100.00 *1.0000 *pass",
         ]
     )
     results = json.loads((project.path / "out.json").read_text())
     assert results["format"] == 2 and results["machine"]["environment"]["python"]
     rows = {row["manifest"]: row for row in results["results"]}
-    assert len(results["results"]) == 2 and set(rows) == {"tiny_onnx", "tiny_torch"}
-    for name, framework in (("tiny_onnx", "onnxruntime"), ("tiny_torch", "torch")):
+    assert len(results["results"]) == 2 and set(rows) == {"tiny_onnx", second}
+    for name, runs_on in (("tiny_onnx", "onnxruntime"), (second, framework)):
         row = rows[name]
-        assert row["framework"] == framework and row["device"] == "cpu"
+        assert row["framework"] == runs_on and row["device"] == "cpu"
         assert row["nodeid"] == f"manifests/{name}.yaml::accuracy[cpu]"
         assert row["outcome"] == "passed" and row["verdict"] == "pass"
         assert row["samples"] == N_SAMPLES
@@ -102,7 +110,7 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
     junit = (project.path / "j.xml").read_text()
     assert junit.count('<property name="mlrepro.top1"') == 2, junit
     assert '<property name="mlrepro.verdict" value="pass"' in junit
-    assert {p: golden_state(p) for p in (onnx, torch)} == before
+    assert {p: golden_state(p) for p in (onnx, other)} == before
 
     # --mlrepro-update with nothing changed leaves the golden alone (not even rewritten).
     again = project.run("--mlrepro-update", "manifests/tiny_onnx.yaml")

@@ -298,7 +298,17 @@ def tf_project(project: Project, tf_assets: Path, manifests: dict[str, str]) -> 
     return project.make(manifests, goldens=["tiny_onnx"])
 
 
+def _fed_nchw(text: str) -> str:
+    """A manifest of the NHWC Keras model whose pipeline makes NCHW batches."""
+    return text.replace("layout: NHWC", "layout: NCHW").replace(
+        "{layout: {order: NHWC}}", "{layout: {order: NCHW}}"
+    )
+
+
 def test_tf_manifests_record_and_pass_like_any_other(project: Project, tf_assets: Path) -> None:
+    """Recorded and checked like any other, beside a manifest whose pipeline does not fit its
+    model: that one fails with the reason and records nothing (in the same runs: each starts
+    TensorFlow in a new process)."""
     manifests = {
         "tiny_onnx.yaml": project.manifest("tiny_onnx"),
         "tiny_keras.yaml": tf_manifest_text(
@@ -308,36 +318,28 @@ def test_tf_manifests_record_and_pass_like_any_other(project: Project, tf_assets
             extra="reference: {manifest: tiny_onnx, agreement: 1.0, score: 0.00001}\n",
         ),
         "tiny_tflite.yaml": tf_manifest_text("tiny_tflite", "tflite", assets=tf_assets),
+        "tiny_nchw.yaml": _fed_nchw(tf_manifest_text("tiny_nchw", "keras", assets=tf_assets)),
     }
     tf_project(project, tf_assets, manifests)
     recorded = project.run("--mlrepro-update")
-    recorded.assert_outcomes(passed=3)
+    recorded.assert_outcomes(passed=3, failed=1)
     recorded.stdout.fnmatch_lines(
         [
             f"tiny_keras *cpu *tensorflow *{N_SAMPLES} *100.00*golden recorded",
             f"tiny_tflite *cpu *tflite *{N_SAMPLES} *100.00*golden recorded",
         ]
     )
+    recorded.stdout.fnmatch_lines(
+        ["*the model input 'input' is NHWC*declares NCHW*layout mismatch*"]
+    )
+    recorded.stdout.fnmatch_lines(["FAILED manifests/tiny_nchw.yaml::accuracy[[]cpu[]]*"])
+    assert not project.golden("tiny_nchw").exists()  # nothing recorded from a bad run
     checked = project.run()
-    checked.assert_outcomes(passed=3)
+    checked.assert_outcomes(passed=3, failed=1)
     # The NHWC Keras model agrees with the NCHW ONNX model, sample by sample.
     checked.stdout.fnmatch_lines(
         ["tiny_keras [[]cpu] vs tiny_onnx: top-1 agreement 1.0000 over 24 samples*: agree"]
     )
-
-
-def test_nhwc_model_fed_an_nchw_pipeline_fails_with_the_reason(
-    serial_project: Project, tf_assets: Path
-) -> None:
-    text = tf_manifest_text("tiny_keras", "keras", assets=tf_assets)
-    text = text.replace("layout: NHWC", "layout: NCHW").replace(
-        "{layout: {order: NHWC}}", "{layout: {order: NCHW}}"
-    )
-    tf_project(serial_project, tf_assets, {"tiny_keras.yaml": text})
-    result = serial_project.run("--mlrepro-update")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*the model input 'input' is NHWC*declares NCHW*layout mismatch*"])
-    assert not serial_project.golden("tiny_keras").exists()  # nothing recorded from a bad run
 
 
 _HIDE_TENSORFLOW = '''
