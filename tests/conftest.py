@@ -15,6 +15,7 @@ process, see ``helpers.Project.run``) and with pytest-xdist (``-n 2``, in a subp
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -46,6 +47,7 @@ from helpers import (
     BareProject,
     Project,
     keep_installed_modules,
+    made_once,
     make_assets,
     make_project,
     make_torchscript,
@@ -141,8 +143,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def mlrepro_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Images, labels, both models, and goldens recorded by the plugin for the ONNX manifests
-    ``tiny_onnx`` and ``tiny_loose`` (under ``golden/``), made once per session."""
-    root = make_assets(tmp_path_factory.mktemp("mlrepro-assets"), torchscript=False)
+    ``tiny_onnx`` and ``tiny_loose`` (under ``golden/``), made once per run (helpers.made_once:
+    the xdist workers share them)."""
+    return made_once(tmp_path_factory, "mlrepro-assets", _make_mlrepro_assets)
+
+
+def _make_mlrepro_assets(root: Path) -> None:
+    make_assets(root, torchscript=False)
     template = root / "template"
     template.mkdir()
     make_project(
@@ -165,7 +172,29 @@ def mlrepro_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output, _ = recording.communicate(timeout=120)
     assert recording.returncode == 0, output
     shutil.copytree(template / "golden", root / "golden")
-    return root
+
+
+@pytest.fixture(scope="session")
+def tf_model_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny TensorFlow models of tf_helpers.py (every file of ``TF_FILES``), made once per
+    run in a subprocess (this process stays free of TensorFlow's thread-pool settings until a
+    test wants them); skips where TensorFlow cannot make them."""
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed")
+    return made_once(tmp_path_factory, "tf-models", _make_tf_models)
+
+
+def _make_tf_models(folder: Path) -> None:
+    helper = Path(__file__).parent / "tf_helpers.py"
+    done = subprocess.run(
+        [sys.executable, str(helper), str(folder)],
+        capture_output=True,
+        text=True,
+        cwd=helper.parent,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def _clean_env() -> dict[str, str]:

@@ -8,6 +8,7 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib
 import json
@@ -19,7 +20,7 @@ import sys
 import sysconfig
 import textwrap
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,26 @@ def make_images(folder: Path, count: int = N_SAMPLES) -> None:
         Image.fromarray(np.clip(image, 0, 255).astype(np.uint8)).save(folder / name)
         rows.append(f"{name},{label}")
     (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+
+
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """The folder ``name``, filled by ``make`` once per test run: the xdist workers of one run
+    share it (the first to ask makes it, under a lock; the others wait and read it). Tests
+    copy from it, never write into it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, above each worker's own
+    folder = base / name
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (base / f"{name}.done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a maker that failed part-way
+            folder.mkdir()
+            make(folder)
+            (base / f"{name}.done").touch()
+    return folder
 
 
 def checksum_list(folder: Path) -> str:

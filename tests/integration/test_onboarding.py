@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -230,29 +228,15 @@ def test_a_run_without_golden_says_so_before_running_the_model(
 
 
 @pytest.fixture(scope="module")
-def tf_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The TensorFlow formats of tests/tf_helpers.py, made in a subprocess (as test_tensorflow.py
-    does)."""
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed")
-    folder = tmp_path_factory.mktemp("onboard-tf")
-    code = (
-        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-        "from tf_helpers import make_tf_models; make_tf_models(Path(sys.argv[2]))"
-    )
-    tests = str(Path(__file__).parents[1])  # tests/: where tf_helpers.py lives
-    done = subprocess.run(
-        [sys.executable, "-c", code, tests, str(folder)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"TensorFlow cannot make the models here: {done.stderr[-500:]}")
+def tf_models(tf_model_files: Path) -> Path:
+    """The TensorFlow formats of tests/tf_helpers.py (tests/conftest.py makes them)."""
     # Imported once, before any test's pytester: pytester unloads the modules a test imported,
     # and TensorFlow cannot be imported a second time into one process.
     importlib.import_module("tensorflow")
     importlib.import_module("keras")
     if importlib.util.find_spec("ai_edge_litert") is not None:
         importlib.import_module("ai_edge_litert.interpreter")
-    return folder
+    return tf_model_files
 
 
 @pytest.mark.parametrize(

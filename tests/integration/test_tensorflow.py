@@ -38,21 +38,14 @@ FORMATS = ["keras", "saved_model", "frozen_graph", "tflite"]
 
 
 @pytest.fixture(scope="session")
-def tf_assets(mlrepro_assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The plugin tests' assets (images, tiny ONNX model, its goldens) plus the tiny TF models,
-    made in a subprocess (TensorFlow's thread pools stay unset in this process)."""
+def tf_assets(
+    mlrepro_assets: Path, tf_model_files: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The plugin tests' assets (images, tiny ONNX model, its goldens) plus the tiny TF models
+    (tests/conftest.py: made in a subprocess, once per run)."""
     root = tmp_path_factory.mktemp("mlrepro-tf-assets")
     shutil.copytree(mlrepro_assets, root, dirs_exist_ok=True)
-    helper = Path(__file__).parents[1] / "tf_helpers.py"
-    done = subprocess.run(
-        [sys.executable, str(helper), str(root / "models")],
-        capture_output=True,
-        text=True,
-        cwd=helper.parent,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    shutil.copytree(tf_model_files, root / "models", dirs_exist_ok=True)
     return root
 
 
