@@ -8,6 +8,7 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import importlib
@@ -625,6 +626,19 @@ def state_dict_manifest(
             sha256: {sha}
         """)
     return text[:start] + model + text[end:]
+
+
+def short_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The latency items of in-process runs measure the reference workload for 0.05 s (not
+    0.2 s) before and after each attempt. The tests through the plugin assert on no reference's
+    precision: their verdicts come from 15x slowdowns of a model, contention is not judged
+    (``mlrepro_latency_max_contention = 1``), and a regression must hold absolutely too, so a
+    noisier reference cannot make one. The rule itself: test_timing.py; subprocess and xdist
+    runs keep it."""
+    from pytest_mlrepro.latency._timing import ReferenceWorkload
+
+    rule = dataclasses.replace(ReferenceWorkload.RULE, min_rounds=5, min_time=0.05)
+    monkeypatch.setattr(ReferenceWorkload, "RULE", rule)
 
 
 def run_patiently(project: Project, *args: str, timeout: float = 600) -> pytest.RunResult:

@@ -12,14 +12,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from browser_helpers import needs_chromium, open_page, screenshot
-from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
+from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project, short_reference
 
+from pytest_mlrepro.cli import main
 from pytest_mlrepro.report.html import MATRIX_COLUMNS as COLUMNS
 
 pytest.importorskip("onnxruntime")
@@ -51,6 +51,11 @@ def _report_libraries_loaded() -> None:
         cross_machine=report.CrossMachine((report.MachineAgreement("m", "a", "b", 0.9),)),
     )
     report.render_html(view)
+
+
+@pytest.fixture(autouse=True)
+def _short_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    short_reference(monkeypatch)  # the latency item of _full_project
 
 
 PNG = re.compile(r'<img class="drift-image (drift-\w+)" src="data:image/png;base64,([^"]+)"')
@@ -87,14 +92,10 @@ def _full_project(project: Project) -> Project:
     with open(project.path / "pytest.ini", "a") as fh:
         fh.write("mlrepro_latency_max_contention = 1\n")  # no verdict is asserted on
     project.run("--mlrepro-update", "-k", "latency").assert_outcomes(passed=1)
-    env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
+    # The command in this process (pytester's folder is the current one): what it saves is
+    # the subject here, the command itself is test_pitfalls.py's.
     command = ["pitfalls", "manifests/tiny_loose.yaml", "--save"]
-    command += ["--only", "colour order", "--only", "resize"]
-    saved = subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.cli", *command],
-        cwd=project.path, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
-    assert saved.returncode == 0, saved.stderr
+    assert main([*command, "--only", "colour order", "--only", "resize"]) == 0
     assert (project.path / "golden" / "pitfalls" / "tiny_loose.json").is_file()
     return project
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import Project, manifest_text, sha256
+from helpers import Project, manifest_text, sha256, short_reference
 
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro._yaml import load_yaml
@@ -487,16 +487,7 @@ def sleepy():
 
 @pytest.fixture(autouse=True)
 def _short_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reference workload of in-process runs measured for 0.05 s (not 0.2 s) before and
-    after each attempt: nothing here asserts on its precision (the verdicts these runs reach
-    are the model's 15x slowdowns and the machine's contention is not judged: QUIET_MACHINE),
-    and a regression must hold absolutely too, so a noisier reference cannot make one.
-    Its own rule is tested in test_timing.py; subprocess and xdist runs keep it."""
-    monkeypatch.setattr(
-        lat.ReferenceWorkload,
-        "RULE",
-        dataclasses.replace(lat.ReferenceWorkload.RULE, min_rounds=5, min_time=0.05),
-    )
+    short_reference(monkeypatch)
 
 
 @pytest.fixture(scope="session")
