@@ -1,13 +1,13 @@
 """The HTML report (``--mlrepro-html``): one self-contained page with the session's matrix, its
 charts and, for a drifted item, the preprocessing pictures of the first differing step; opened
-in a real headless browser (Debian's ``chromium``) where one is installed."""
+in a real headless browser (Debian's ``chromium``) where one is installed. Which step the
+pictures show, and how, for each kind of edit: tests/unit/test_drift_pictures.py."""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
-import json
 import os
 import re
 import shutil
@@ -155,6 +155,7 @@ def test_a_drifted_manifest_gets_its_preprocessing_pictures(project: Project) ->
     assert f'href="#{block.group(1)}"' in rows["tiny_onnx"]  # its verdict links to them
     text = block.group(0)
     assert '<span class="step first-step">decode</span>' in text
+    assert "channels in the order of each output: golden RGB, now BGR; layout HWC; uint8" in text
     assert "colour order" in text  # the diagnosis' cause
     probes = [
         tuple(part.split('">', 1)) for part in text.split('<div class="probe" data-sample="')[1:]
@@ -293,90 +294,6 @@ def test_latency_distributions_and_the_pitfall_table_are_charted(serial_project:
         r'data-pitfall="colour order"><td>[^<]*</td><td>([^<]*)</td>.*?([0-9.]+)%', table, re.S
     )
     assert bgr is not None and float(bgr.group(2)) < 50.0, table[:1500]
-
-
-@pytest.mark.parametrize(
-    ("edit", "step", "shape", "kind"),
-    [
-        ((PREPROCESS_RGB, PREPROCESS_BGR), "decode", (40, 48, 3), "uint8"),
-        (
-            ("method: bilinear, backend: pil", "method: nearest, backend: pil"),
-            "resize",
-            (16, 16, 3),
-            "uint8",
-        ),
-        (
-            ("{normalize: {mean: [0], std: [255]}}", "{normalize: {mean: [0], std: [64]}}"),
-            "normalize",
-            (16, 16, 3),
-            "float32",
-        ),
-    ],
-    ids=["colour order", "resize method", "normalisation"],
-)
-def test_the_pictures_are_of_the_first_differing_step(
-    serial_project: Project, edit: tuple[str, str], step: str, shape: tuple[int, ...], kind: str
-) -> None:
-    serial_project.make(
-        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
-    )
-    path = serial_project.path / "manifests" / "tiny_onnx.yaml"
-    assert edit[0] in path.read_text()
-    path.write_text(path.read_text().replace(*edit))
-    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(failed=1)
-    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
-    assert f'<span class="step first-step">{step}</span>' in page
-    assert f"; {kind}</p>" in page  # the outputs' type is said
-    pictures = PNG.findall(page)
-    assert [k for k, _ in pictures] == ["drift-golden", "drift-now", "drift-diff"] * 3
-    for k, data in pictures:
-        image = _decode(data)
-        assert image.shape[:2] == shape[:2], (k, image.shape)
-    ranges = re.findall(
-        r"values ([-0-9.e+]+) … ([-0-9.e+]+) shown black … white", html.unescape(page)
-    )
-    assert len(ranges) == 3
-    if kind == "uint8":
-        assert set(ranges) == {("0", "255")}
-    else:  # floats: the two outputs' common range, std 64 giving values up to 255/64
-        assert all(0 <= float(lo) < float(hi) <= 255 / 64 + 1e-6 for lo, hi in ranges)
-        assert any(float(hi) > 1.5 for _, hi in ranges)
-
-
-def test_a_removed_step_is_shown_beside_the_step_before_it(serial_project: Project) -> None:
-    serial_project.make(
-        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
-    )
-    path = serial_project.path / "manifests" / "tiny_onnx.yaml"
-    text, removed = re.subn(r"(?m)^ *- \{crop: .*\n", "", path.read_text())
-    assert removed == 1
-    path.write_text(text)
-    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(failed=1)
-    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
-    assert '<span class="step first-step">crop</span>' in page
-    assert "crop is gone from the current pipeline" in page
-    # The golden's crop output (32 × 32) beside the current decode output (40 × 48): no
-    # difference picture between outputs of different shapes.
-    pictures = [(k, _decode(d).shape[:2]) for k, d in PNG.findall(page)]
-    assert pictures == [("drift-golden", (32, 32)), ("drift-now", (40, 48))] * 3
-    assert page.count("the outputs differ in shape: no difference image") == 3
-
-
-def test_a_golden_without_step_fingerprints_still_gets_its_pictures(
-    serial_project: Project,
-) -> None:
-    """A golden recorded before it kept step fingerprints: the two pipelines' outputs are
-    compared here to find the first differing step."""
-    _drifted_project(serial_project)
-    golden = serial_project.golden("tiny_onnx")
-    data = json.loads(golden.read_text())
-    del data["probes"]
-    golden.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    serial_project.run("--mlrepro-html", "report.html").assert_outcomes(passed=1, failed=1)
-    page = (serial_project.path / "report.html").read_text(encoding="utf-8")
-    assert '<span class="step first-step">decode</span>' in page
-    assert "differs on 3/3 probes" in page
-    assert [k for k, _ in PNG.findall(page)] == ["drift-golden", "drift-now", "drift-diff"] * 3
 
 
 # --- a real browser -----------------------------------------------------------------------------
