@@ -11,7 +11,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
