@@ -659,6 +659,45 @@ def recorded_project_of(project: Project, images: int) -> Project:
     return project
 
 
+def make_evil_torch_files(models: Path, marker: Path, batch: int = 8) -> None:
+    """Torch files whose loading without weights_only would run ``touch marker``: ``evil.pt``
+    and ``evil_legacy.pt`` (a state_dict pickle, zip and legacy formats) and ``evil.pt2`` (a
+    torch.export archive of the tiny model for batches of ``batch``, whose sample inputs are
+    that pickle), beside the honest ``honest.pt2``. Made in this process: torch.export's
+    modules stay loaded across tests (tests/conftest.py)."""
+    import zipfile
+
+    import torch
+
+    class Evil:
+        def __reduce__(self) -> tuple[object, ...]:  # unpickling this runs `touch marker`
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"weight": Evil()}, str(models / "evil.pt"))
+    torch.save(
+        {"weight": Evil()}, str(models / "evil_legacy.pt"), _use_new_zipfile_serialization=False
+    )
+
+    class Means(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(dim=(2, 3)) * 10.0
+
+    program = torch.export.export(Means(), (torch.zeros(batch, 3, 16, 16),))
+    torch.export.save(program, str(models / "honest.pt2"))
+    # The same archive, with its sample inputs replaced by the pickle above: torch.export.load
+    # retries sample inputs with weights_only=False, and so would run it.
+    with (
+        zipfile.ZipFile(models / "honest.pt2") as source,
+        zipfile.ZipFile(models / "evil.pt2", "w") as target,
+    ):
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if "/sample_inputs/" in info.filename:
+                data = (models / "evil.pt").read_bytes()
+            target.writestr(info, data)
+    assert not marker.exists()  # making them ran nothing
+
+
 # --- results files a reader must refuse without hanging or exhausting memory ---------------------
 
 

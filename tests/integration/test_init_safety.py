@@ -13,50 +13,14 @@ import resource
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import make_assets, make_onnx_with_input
+from helpers import make_assets, make_evil_torch_files, make_onnx_with_input
 
 REPO = Path(__file__).resolve().parents[2]
 INIT = ["--data", "data/tiny", "--preset", "timm", "--size", "16"]
-
-EVIL_PT2 = textwrap.dedent("""\
-    import os, sys, zipfile
-    from pathlib import Path
-
-    import torch
-
-    models, marker = Path(sys.argv[1]), sys.argv[2]
-
-
-    class Evil:
-        def __reduce__(self):  # unpickling this runs `touch marker`
-            return (os.system, (f"touch {marker}",))
-
-
-    class Means(torch.nn.Module):
-        def forward(self, x):
-            return x.mean(dim=(2, 3)) * 10.0
-
-
-    program = torch.export.export(Means(), (torch.zeros(2, 3, 16, 16),))
-    torch.export.save(program, str(models / "honest.pt2"))
-    torch.save({"weight": Evil()}, str(models / "evil.pt"))
-    # The sample inputs replaced by the pickle: torch.export.load retries them with
-    # weights_only=False, and so would run it.
-    with (
-        zipfile.ZipFile(models / "honest.pt2") as source,
-        zipfile.ZipFile(models / "evil.pt2", "w") as target,
-    ):
-        for info in source.infolist():
-            data = source.read(info.filename)
-            if "/sample_inputs/" in info.filename:
-                data = (models / "evil.pt").read_bytes()
-            target.writestr(info, data)
-""")
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +71,7 @@ def test_init_refuses_a_pt2_whose_sample_inputs_would_run_code(
     project: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "EXECUTED"
-    subprocess.run(
-        [sys.executable, "-c", EVIL_PT2, str(project / "models"), str(marker)],
-        check=True,
-        timeout=300,
-    )
-    assert not marker.exists()  # making the file ran nothing
+    make_evil_torch_files(project / "models", marker, batch=2)
     result = init(project, "models/evil.pt2", *INIT)
     assert not marker.exists(), "init ran the pickle in the archive's sample inputs"
     assert result.returncode == 1, result.stderr

@@ -10,10 +10,7 @@ once an ini root names its target), and YAML tags that would construct Python ob
 
 from __future__ import annotations
 
-import os
 import shutil
-import zipfile
-from pathlib import Path
 
 import pytest
 from helpers import (
@@ -21,46 +18,13 @@ from helpers import (
     Project,
     line_of,
     make_empty_weights,
+    make_evil_torch_files,
     make_onnx_with_input,
     sha256,
     state_dict_manifest,
 )
 
 CLEAN = "{decode: {backend: pil}}"
-
-
-def make_evil_torch_files(models: Path, marker: Path) -> None:
-    """Torch files whose loading without weights_only would run ``touch marker``. Made in this
-    process: torch.export's modules stay loaded across tests (tests/conftest.py)."""
-    import torch
-
-    class Evil:
-        def __reduce__(self) -> tuple[object, ...]:  # unpickling this runs `touch marker`
-            return (os.system, (f"touch {marker}",))
-
-    torch.save({"weight": Evil()}, str(models / "evil.pt"))
-    torch.save(
-        {"weight": Evil()}, str(models / "evil_legacy.pt"), _use_new_zipfile_serialization=False
-    )
-
-    class Means(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x.mean(dim=(2, 3)) * 10.0
-
-    program = torch.export.export(Means(), (torch.zeros(8, 3, 16, 16),))  # batch_size 8
-    torch.export.save(program, str(models / "honest.pt2"))
-    # The same archive, with its sample inputs replaced by the pickle above: torch.export.load
-    # retries sample inputs with weights_only=False, and so would run it.
-    with (
-        zipfile.ZipFile(models / "honest.pt2") as source,
-        zipfile.ZipFile(models / "evil.pt2", "w") as target,
-    ):
-        for info in source.infolist():
-            data = source.read(info.filename)
-            if "/sample_inputs/" in info.filename:
-                data = (models / "evil.pt").read_bytes()
-            target.writestr(info, data)
-    assert not marker.exists()  # making them ran nothing
 
 
 def _export_manifest(project: Project, name: str, file: str) -> str:
