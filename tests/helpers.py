@@ -8,6 +8,7 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -17,11 +18,12 @@ import os
 import pkgutil
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 import textwrap
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -413,10 +415,10 @@ class _KeepInstalledModules:
         keep_installed_modules(self.before)
 
 
-def run_in_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """``pytester.runpytest`` in this process, keeping what a long-lived process keeps (the
-    installed modules the run imported) and nothing a project registered (its model and
-    artifact builders: the next test's project registers its own)."""
+@contextlib.contextmanager
+def _registered_builders_kept() -> Iterator[None]:
+    """The model and artifact builders registered meanwhile (by a project's conftest.py) are
+    unregistered at the end: the next project registers its own."""
     from pytest_mlrepro import registry
 
     tables: list[dict[str, Any]] = [
@@ -426,6 +428,50 @@ def run_in_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         registry._artifact_uses,
     ]
     saved = [dict(table) for table in tables]
+    try:
+        yield
+    finally:
+        for table, state in zip(tables, saved):
+            table.clear()
+            table.update(state)
+
+
+def command_in_process(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mlrepro ARGS`` from ``cwd``, in this process, as a child process would run it: without
+    ``MLREPRO_DATA`` and ``MLREPRO_CACHE``, its output captured; the project's modules (its
+    conftest.py, a ``--conftest`` file), the folders it put on sys.path and the builders it
+    registered are gone afterwards, the installed modules it imported kept (keep_installed_modules).
+    For a command whose subject is not the process (what it imports, a crash, a memory limit)."""
+    import io
+
+    from pytest_mlrepro.cli import main
+
+    before, path = set(sys.modules), list(sys.path)
+    environ = {k: os.environ.pop(k) for k in ("MLREPRO_DATA", "MLREPRO_CACHE") if k in os.environ}
+    here = os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.chdir(cwd)
+        with (
+            _registered_builders_kept(),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = main(list(args))
+    finally:
+        os.chdir(here)
+        os.environ.update(environ)
+        keep_installed_modules(before)
+        for name in set(sys.modules) - before - set(_KEPT_MODULES):
+            del sys.modules[name]
+        sys.path[:] = path
+    return subprocess.CompletedProcess(["mlrepro", *args], status, out.getvalue(), err.getvalue())
+
+
+def run_in_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """``pytester.runpytest`` in this process, keeping what a long-lived process keeps (the
+    installed modules the run imported) and nothing a project registered (its model and
+    artifact builders: the next test's project registers its own)."""
     torch = sys.modules.get("torch")
     # What a torch runner sets for the whole process (its manifest's threads and determinism).
     torch_state = (
@@ -435,12 +481,10 @@ def run_in_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
     restore_kept_modules()
     try:
-        return pytester.runpytest(*args, plugins=[_KeepInstalledModules()])
+        with _registered_builders_kept():
+            return pytester.runpytest(*args, plugins=[_KeepInstalledModules()])
     finally:
         restore_kept_modules()
-        for table, state in zip(tables, saved):
-            table.clear()
-            table.update(state)
         if torch is not None and torch_state is not None:
             torch.set_num_threads(torch_state[0])
             torch.use_deterministic_algorithms(torch_state[1])

@@ -13,6 +13,7 @@ from pathlib import Path
 import diag_helpers as H
 import numpy as np
 import pytest
+from helpers import command_in_process
 
 from pytest_mlrepro.data._datasets import resolve_dataset
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
@@ -306,11 +307,8 @@ def cli_project(tmp_path: Path) -> Path:
 
 
 def mlrepro(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    """The command in this process (what it imports: a child process, below)."""
+    return command_in_process(cwd, *args)
 
 
 def test_the_command_prints_and_saves_the_table(cli_project: Path) -> None:
