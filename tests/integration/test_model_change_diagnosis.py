@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import BareProject, lead_of, sha256, verdicts
+from helpers import BareProject, command_in_process, lead_of, sha256, verdicts
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -33,9 +33,6 @@ def with_max(source: Path, target: Path) -> str:
 def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(bare: BareProject) -> None:
     """A recorded golden keeps layer fingerprints; when the model changed, the failure
     and ``mlrepro diagnose`` name the first layer whose output differs."""
-    import os
-    import subprocess
-    import sys
 
     bare.manifest("tiny_onnx")
     bare.run("--mlrepro-update").assert_outcomes(passed=1)
@@ -62,13 +59,7 @@ def test_the_failure_and_mlrepro_diagnose_show_the_layer_section(bare: BareProje
             "    the first layer whose output differs is ReduceMax 'means' (layer 1 of 3:*",
         ]
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    env.pop("MLREPRO_DATA", None)
-    env.pop("MLREPRO_CACHE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest_mlrepro.cli", "diagnose", "manifests/tiny_onnx.yaml"],
-        cwd=bare.path, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    done = command_in_process(bare.path, "diagnose", "manifests/tiny_onnx.yaml")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the first layer whose output differs is ReduceMax 'means'" in " ".join(
         done.stdout.split()
