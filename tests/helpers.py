@@ -337,18 +337,22 @@ def lead_of(result: pytest.RunResult) -> str:
     return " ".join(line.strip() for line in text.split("\n\n")[0].splitlines()[1:])
 
 
-OTHER_FRAMEWORK = re.compile(r"name:\s*['\"]?(tensorflow|tflite|litert)", re.IGNORECASE)
+TF_FRAMEWORK = re.compile(r"name:\s*['\"]?(tensorflow|tflite|litert)", re.IGNORECASE)
 TORCH_FRAMEWORK = re.compile(r"name:\s*['\"]?torch\b", re.IGNORECASE)
+# Settings TensorFlow takes once per process (its thread pools: fixed by its first op; op
+# determinism: on for good once enabled).
+PROCESS_WIDE_TF = re.compile(r"\b(intra_op_threads|inter_op_threads|deterministic_ops)\b")
 
 
 def in_process_safe(project: Path) -> bool:
     """Whether ``project``'s manifests can run inside the test process: ONNX Runtime and torch
-    ones. TensorFlow sets its thread pools once per process (a manifest's thread counts could
-    not be applied twice), so its manifests run in a subprocess. Imports the package, ONNX
-    Runtime and, for a torch manifest, torch and the torch runner first, so that they outlive
-    each run (the runner reads torch's default thread count when it is imported)."""
+    ones, and TensorFlow ones that set nothing TensorFlow takes once per process (thread
+    counts, op determinism: a second manifest could not have its own). Imports the package,
+    ONNX Runtime and the runner of each framework a manifest names first, so that they outlive
+    each run (the torch runner reads torch's default thread count when it is imported)."""
     texts = [p.read_text(errors="replace") for p in project.rglob("*.yaml")]
-    if any(OTHER_FRAMEWORK.search(text) for text in texts):
+    tf_texts = [text for text in texts if TF_FRAMEWORK.search(text)]
+    if any(PROCESS_WIDE_TF.search(text) for text in tf_texts):
         return False
     import onnxruntime  # noqa: F401
 
@@ -359,6 +363,8 @@ def in_process_safe(project: Path) -> bool:
             importlib.import_module(module.name)
     if any(TORCH_FRAMEWORK.search(text) for text in texts):
         import pytest_mlrepro.runners.torch
+    if tf_texts:
+        import pytest_mlrepro.runners.tensorflow
     return True
 
 

@@ -382,7 +382,7 @@ def test_without_tensorflow_other_manifests_run_and_tf_items_skip(
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(_HIDE_TENSORFLOW)
     monkeypatch.setenv("PYTHONPATH", str(hide))
-    result = project.run("-rs", "--mlrepro-json", "out.json")
+    result = project.run("-rs", "--mlrepro-json", "out.json", subprocess=True)
     result.assert_outcomes(passed=1, skipped=3)
     for reason in (  # one call each: under xdist the skips are reported in any order
         "*tensorflow is not installed. pip install 'pytest-mlrepro[[]tf]'*",
@@ -392,7 +392,7 @@ def test_without_tensorflow_other_manifests_run_and_tf_items_skip(
         result.stdout.fnmatch_lines([reason])
     result.stdout.fnmatch_lines(["tiny_onnx *cpu *onnxruntime *24 *100.00*pass"])
     # --mlrepro-strict turns the skips into failures, the ONNX item still passes.
-    strict = project.run("--mlrepro-strict")
+    strict = project.run("--mlrepro-strict", subprocess=True)
     strict.assert_outcomes(passed=1, failed=3)
 
 
@@ -420,7 +420,7 @@ def test_installed_but_not_importable_skips_with_the_reason(
     imports_only = _HIDE_TENSORFLOW.split("_version = ")[0]
     (hide / "sitecustomize.py").write_text(imports_only)
     monkeypatch.setenv("PYTHONPATH", str(hide))
-    result = serial_project.run("-rs")
+    result = serial_project.run("-rs", subprocess=True)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*tensorflow is installed but cannot be imported*"])
 
