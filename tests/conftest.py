@@ -46,6 +46,7 @@ from helpers import (
     XDIST,
     BareProject,
     Project,
+    freeze_loaded_objects,
     keep_installed_modules,
     made_once,
     make_assets,
@@ -63,6 +64,7 @@ for _native in ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch"):
     # An environment without them: the tests that need them skip.
     with contextlib.suppress(ImportError):
         __import__(_native)
+freeze_loaded_objects()
 
 # Hypothesis profiles. ``ci`` (the default) runs every property test with its usual number of
 # examples (``helpers.examples`` scales explicit counts); ``deep`` runs five times as many, for the

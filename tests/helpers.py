@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import gc
 import hashlib
 import importlib
 import json
@@ -379,8 +380,10 @@ def _installed_roots() -> tuple[str, ...]:
 
 
 # The modules of installed code that tests and in-process runs imported, kept for the worker's
-# life (keep_installed_modules).
+# life (keep_installed_modules); that many at once (TensorFlow, torch.export: hundreds), and what
+# is loaded is frozen (freeze_loaded_objects).
 _KEPT_MODULES: dict[str, Any] = {}
+FREEZE_AFTER_MODULES = 50
 
 
 def keep_installed_modules(before: set[str]) -> None:
@@ -393,6 +396,7 @@ def keep_installed_modules(before: set[str]) -> None:
     conftest.py, its test files) are still dropped, as pytester means them to be."""
     roots = _installed_roots()
     installed: dict[str, bool] = {}
+    kept = len(_KEPT_MODULES)
     for name, module in list(sys.modules.items()):
         if name in before or name in _KEPT_MODULES:
             continue
@@ -402,6 +406,18 @@ def keep_installed_modules(before: set[str]) -> None:
             installed[top] = bool(origin) and str(Path(origin).resolve()).startswith(roots)
         if installed[top]:
             _KEPT_MODULES[name] = module
+    if len(_KEPT_MODULES) - kept >= FREEZE_AFTER_MODULES:
+        freeze_loaded_objects()
+
+
+def freeze_loaded_objects() -> None:
+    """The objects alive now (the loaded modules: torch's, TensorFlow's, ...) left out of every
+    later garbage collection (``gc.freeze``), after one last collection: a full ``gc.collect()``
+    otherwise walks them all, a fifth of a second each once torch and TensorFlow are loaded, and
+    the latency items collect before each measurement (four a run), pytest after each session.
+    Called when a worker has loaded its modules, and again after a test loaded many more."""
+    gc.collect()
+    gc.freeze()
 
 
 def restore_kept_modules() -> None:
