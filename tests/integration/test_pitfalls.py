@@ -403,9 +403,10 @@ def test_the_command_imports_only_the_framework_the_manifest_needs(cli_project: 
     assert "include them with --backend tf" in plain.stdout
     assert all(len(line) <= 100 for line in plain.stdout.splitlines()), plain.stdout
 
-    asked = run("--backend", "tf")
+    # Asked for, they are in the table (in this process: what a child imports is the subject
+    # above only).
+    asked = command_in_process(cli_project, *args, "--backend", "tf")
     assert asked.returncode == 0, asked.stderr
-    assert "imported tensorflow: True" in asked.stdout
     assert "decode:tf" in asked.stdout or "TensorFlow" in asked.stdout
     assert "left out:" not in asked.stdout
 

@@ -112,6 +112,8 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
     assert '<property name="mlrepro.verdict" value="pass"' in junit
     assert {p: golden_state(p) for p in (onnx, other)} == before
 
+    if project.xdist:
+        return  # the rest is the item's own decision, made alike in a worker (serial variant)
     # --mlrepro-update with nothing changed leaves the golden alone (not even rewritten).
     again = project.run("--mlrepro-update", "manifests/tiny_onnx.yaml")
     again.assert_outcomes(passed=1)
