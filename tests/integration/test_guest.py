@@ -217,7 +217,9 @@ def test_pytest_timeout_still_stops_an_mlrepro_item(serial_project: Project) -> 
     (project.path / "empty.pt").rename(project.path / "models" / "empty.pt")
     (project.path / "conftest.py").write_text(BUILDERS_CONFTEST)
     start = time.monotonic()
-    result = project.run("-p", "timeout", "--timeout", "3", "--timeout-method", "signal")
+    result = project.run(
+        "-p", "timeout", "--timeout", "3", "--timeout-method", "signal", subprocess=True
+    )  # a child process: one that is not stopped fails after pytester's 120 s, not an hour
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Timeout (>3.0s) from pytest-timeout*"])
     assert time.monotonic() - start < 60  # pytest-timeout's 3 s, not mlrepro's 120 s

@@ -73,26 +73,26 @@ def test_a_hanging_model_is_stopped_by_the_time_limit_and_fails_only_its_item(
     runtime = "runtime: {batch_size: 8, devices: [cpu]}"
     for name in ("hang_forward", "hang_loop", "hang_builder"):
         path = project.path / "manifests" / f"{name}.yaml"
-        path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 1}"))
+        path.write_text(path.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 0.5}"))
     # A manifest without runtime.timeout_s gets the ini default.
     (project.path / "manifests" / "ini_limit.yaml").write_text(
         (project.path / "manifests" / "hang_forward.yaml")
         .read_text()
         .replace("name: hang_forward", "name: ini_limit")
-        .replace(", timeout_s: 1}", "}")
+        .replace(", timeout_s: 0.5}", "}")
     )
     ini = project.path / "pytest.ini"
-    ini.write_text(ini.read_text() + "mlrepro_timeout = 2\n")
+    ini.write_text(ini.read_text() + "mlrepro_timeout = 1\n")
     good = project.path / "manifests" / "tiny_onnx.yaml"  # a manifest's own limit wins
     good.write_text(good.read_text().replace(runtime, runtime[:-1] + ", timeout_s: 600}"))
 
     result = run_patiently(project, "--mlrepro-update")
     result.assert_outcomes(passed=1, failed=4)
     for name, seconds, source in (
-        ("hang_forward", 1, "runtime.timeout_s"),
-        ("hang_loop", 1, "runtime.timeout_s"),
-        ("hang_builder", 1, "runtime.timeout_s"),
-        ("ini_limit", 2, "ini mlrepro_timeout"),
+        ("hang_forward", 0.5, "runtime.timeout_s"),
+        ("hang_loop", 0.5, "runtime.timeout_s"),
+        ("hang_builder", 0.5, "runtime.timeout_s"),
+        ("ini_limit", 1, "ini mlrepro_timeout"),
     ):
         result.stdout.fnmatch_lines(
             [
