@@ -308,26 +308,7 @@ BASES = [
 ]
 
 
-@settings(
-    max_examples=examples(12),
-    deadline=None,
-    derandomize=True,  # the same files on every run: CI is stable
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-# Mutations that crashed the merge before: a class index of 10**30 (OverflowError), a list
-# nested 5,000 deep (RecursionError), a machine named like TeX under --html (mathtext).
-@example(base=0, seed=149, replacements=[10**30], truncate=None, html_report=False)
-@example(base=1, seed=0, replacements=[DEEP.format(5000)], truncate=None, html_report=False)
-@example(base=1, seed=15, replacements=["$\\foo{$"], truncate=None, html_report=True)
-@given(
-    base=st.sampled_from(range(len(BASES))),
-    seed=st.integers(0, 2**32 - 1),
-    replacements=st.lists(HOSTILE_VALUES, min_size=1, max_size=4),
-    truncate=st.one_of(st.none(), st.integers(0, 4000)),
-    html_report=st.booleans(),
-)
-def test_any_mutated_results_file_gets_exit_0_1_or_2_and_never_a_traceback(
+def _merge_mutated(
     tmp_path: Path,
     base: int,
     seed: int,
@@ -349,3 +330,55 @@ def test_any_mutated_results_file_gets_exit_0_1_or_2_and_never_a_traceback(
     assert "Traceback" not in done.stderr, done.stderr
     if done.returncode == 2:
         assert done.stderr.startswith("mlrepro merge: "), done.stderr
+
+
+# Mutations that crashed the merge before: a class index of 10**30 (OverflowError), a list
+# nested 5,000 deep (RecursionError), a machine named like TeX under --html (mathtext).
+CRASHED_BEFORE = [
+    pytest.param(0, 149, [10**30], None, False, id="class index 10**30"),
+    pytest.param(1, 0, [DEEP.format(5000)], None, False, id="5,000 nested lists"),
+    pytest.param(1, 15, ["$\\foo{$"], None, True, id="a TeX machine name, --html"),
+]
+
+
+@pytest.mark.parametrize(
+    ("base", "seed", "replacements", "truncate", "html_report"), CRASHED_BEFORE
+)
+def test_mutations_that_crashed_the_merge_before_get_exit_0_1_or_2(
+    tmp_path: Path,
+    base: int,
+    seed: int,
+    replacements: list[Any],
+    truncate: int | None,
+    html_report: bool,
+) -> None:
+    _merge_mutated(tmp_path, base, seed, replacements, truncate, html_report)
+
+
+@pytest.mark.slow  # a child process per generated file: fuzzed in the slow tier, at its depth
+@settings(
+    max_examples=examples(12),
+    deadline=None,
+    derandomize=True,  # the same files on every run: CI is stable
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@example(base=0, seed=149, replacements=[10**30], truncate=None, html_report=False)
+@example(base=1, seed=0, replacements=[DEEP.format(5000)], truncate=None, html_report=False)
+@example(base=1, seed=15, replacements=["$\\foo{$"], truncate=None, html_report=True)
+@given(
+    base=st.sampled_from(range(len(BASES))),
+    seed=st.integers(0, 2**32 - 1),
+    replacements=st.lists(HOSTILE_VALUES, min_size=1, max_size=4),
+    truncate=st.one_of(st.none(), st.integers(0, 4000)),
+    html_report=st.booleans(),
+)
+def test_any_mutated_results_file_gets_exit_0_1_or_2_and_never_a_traceback(
+    tmp_path: Path,
+    base: int,
+    seed: int,
+    replacements: list[Any],
+    truncate: int | None,
+    html_report: bool,
+) -> None:
+    _merge_mutated(tmp_path, base, seed, replacements, truncate, html_report)
