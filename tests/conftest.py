@@ -179,24 +179,13 @@ def _make_mlrepro_assets(root: Path) -> None:
 @pytest.fixture(scope="session")
 def tf_model_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny TensorFlow models of tf_helpers.py (every file of ``TF_FILES``), made once per
-    run in a subprocess (this process stays free of TensorFlow's thread-pool settings until a
-    test wants them); skips where TensorFlow cannot make them."""
+    run, in the process of the worker that asks first (TensorFlow is loaded there already: the
+    TensorFlow test modules import it when they are collected)."""
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("TensorFlow is not installed")
-    return made_once(tmp_path_factory, "tf-models", _make_tf_models)
+    from tf_helpers import make_tf_models
 
-
-def _make_tf_models(folder: Path) -> None:
-    helper = Path(__file__).parent / "tf_helpers.py"
-    done = subprocess.run(
-        [sys.executable, str(helper), str(folder)],
-        capture_output=True,
-        text=True,
-        cwd=helper.parent,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    return made_once(tmp_path_factory, "tf-models", make_tf_models)
 
 
 def _clean_env() -> dict[str, str]:

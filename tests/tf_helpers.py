@@ -2,9 +2,9 @@
 TorchScript models of helpers.py (logits = 10 × per-channel mean, values in 0..1), in NHWC, as a
 Keras ``.keras`` file, a SavedModel tar, a TF1 frozen graph and TFLite float32 / int8 files.
 
-Every maker runs in the calling process; the session fixture of test_tensorflow.py calls
-:func:`make_tf_models` in a subprocess so that the test process stays free of TensorFlow's
-thread-pool settings until a test wants them.
+Every maker runs in the calling process (the session fixture ``tf_model_files`` of
+tests/conftest.py calls :func:`make_tf_models` once per run); run as a script, it writes the files
+into the folder it is given.
 """
 
 from __future__ import annotations
