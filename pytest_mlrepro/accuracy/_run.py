@@ -196,6 +196,22 @@ class _Run:
         )
         self.data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self.written = False
+        # The golden file as read before the run (or the error of reading it), for the verdict
+        # too: read once (at 50,000 samples a read takes seconds), and the verdict compares with
+        # the very golden whose classes the streamed evaluation kept scores for.
+        self._golden_read: tuple[Golden | None, GoldenError | OSError | None] | None = None
+
+    def _golden_file(self, path: Path) -> Golden | None:
+        """The golden at ``path``, read once per check; its reading's error raised each time."""
+        if self._golden_read is None:
+            try:
+                self._golden_read = (golden_store.read(path, self.r.settings.golden_dir), None)
+            except (GoldenError, OSError) as exc:
+                self._golden_read = (None, exc)
+        golden, error = self._golden_read
+        if error is not None:
+            raise error
+        return golden
 
     def add(self, key: str, value: Any) -> None:
         self.outcome.properties.append((key, value))
@@ -236,7 +252,7 @@ class _Run:
         r = self.r
         kept: list[golden_store.Results] = []
         try:
-            golden = golden_store.read(path, r.settings.golden_dir)
+            golden = self._golden_file(path)
         except (GoldenError, OSError):
             golden = None
         if golden is not None:
@@ -425,7 +441,7 @@ class _Run:
         r, o = self.r, self.outcome
         shown_golden = o.golden_shown
         try:
-            golden = golden_store.read(path, r.settings.golden_dir)
+            golden = self._golden_file(path)
             if golden is not None:
                 golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
         except golden_store.GoldenNotAFile as exc:
