@@ -7,22 +7,15 @@ import importlib.metadata
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 
-@cache
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """This machine's CPU model name (:func:`cpu_identity`'s ``cpu``)."""
+    return str(cpu_identity()["cpu"])
 
 
 # --- what explains a cross-machine difference: ISA, numeric packages, numeric settings ---------
@@ -89,29 +82,53 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
     }
 
 
-def _read_cpuinfo() -> str | None:
+# Where this machine's CPU is described: Linux's /proc/cpuinfo, or the file that MLREPRO_CPUINFO
+# names (a machine whose /proc/cpuinfo is hidden or not Linux's: a container, a sandbox; and the
+# test suite, which runs as fixed machines of each vendor so that no test depends on its host).
+CPUINFO_ENV = "MLREPRO_CPUINFO"
+_PROC_CPUINFO = "/proc/cpuinfo"
+
+
+def _read_cpuinfo(path: str) -> str | None:
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read()
     except OSError:
         return None
 
 
-@cache
-def cpu_identity() -> dict[str, Any]:
-    """``cpu_vendor``, ``cpu`` (as :func:`cpu_model`) and ``cpu_flags`` (sorted, the ISA flags that
-    matter and are present). Without ``/proc/cpuinfo`` (macOS, Windows) the vendor is what
-    ``platform.processor()`` names and the flags are not known: an empty list."""
-    text = _read_cpuinfo()
-    parsed = parse_cpuinfo(text) if text is not None else {"cpu_vendor": None, "cpu_flags": []}
-    vendor = parsed["cpu_vendor"]
-    if vendor is None:
-        processor = platform.processor()
+def read_cpu_identity(
+    cpuinfo: str | None,
+    processor: Callable[[], str] = platform.processor,
+    machine: Callable[[], str] = platform.machine,
+) -> dict[str, Any]:
+    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` (sorted, the ISA flags that matter and are
+    present) of a machine described by ``cpuinfo``: the text of its /proc/cpuinfo, None where it
+    has none (macOS, Windows). There the vendor and model are what ``processor`` (as
+    :func:`platform.processor`, asked only then: it may start ``uname``) names, else ``machine``;
+    the flags are not known: an empty list."""
+    parsed = parse_cpuinfo(cpuinfo) if cpuinfo is not None else {}
+    vendor, model = parsed.get("cpu_vendor"), parsed.get("cpu")
+    if vendor is None or model is None:
+        named = processor()
         # Windows names it inside ("Intel64 Family 6 Model 85 Stepping 7, GenuineIntel").
-        vendor = next(
-            (v for v in ("GenuineIntel", "AuthenticAMD") if v in processor), processor or None
+        vendor = vendor or next(
+            (v for v in ("GenuineIntel", "AuthenticAMD") if v in named), named or None
         )
-    return {"cpu_vendor": vendor, "cpu": cpu_model(), "cpu_flags": parsed["cpu_flags"]}
+        model = model or named or machine()
+    return {"cpu_vendor": vendor, "cpu": model, "cpu_flags": list(parsed.get("cpu_flags", []))}
+
+
+def cpu_identity() -> dict[str, Any]:
+    """This machine's :func:`read_cpu_identity`, from /proc/cpuinfo or the file that
+    ``MLREPRO_CPUINFO`` names (read once per file; a copy, each caller's own)."""
+    identity = _cpu_identity_of(os.environ.get(CPUINFO_ENV) or _PROC_CPUINFO)
+    return {**identity, "cpu_flags": list(identity["cpu_flags"])}
+
+
+@cache
+def _cpu_identity_of(cpuinfo_path: str) -> dict[str, Any]:
+    return read_cpu_identity(_read_cpuinfo(cpuinfo_path))
 
 
 # Distributions whose version can change a model's outputs: the frameworks and runtimes, the

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import CHILD_TIMEOUT_S
 from PIL import Image
 
 # One import style: ``from browser_helpers import ...`` (see helpers.py).
@@ -41,7 +42,7 @@ def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CHILD_TIMEOUT_S,
         env={**os.environ, "HOME": str(cwd)},  # its profile and crash files stay in cwd
     )
 

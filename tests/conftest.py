@@ -20,12 +20,12 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Generator
+import tempfile
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 # The shared helpers (helpers.py, diag_helpers.py, tf_helpers.py) live here, beside the tier
 # folders: importable as top-level modules from every tier, however pytest was started. They are
@@ -41,6 +41,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from helpers import (
+    CHILD_TIMEOUT_S,
     LOOSE,
     QUIET,
     XDIST,
@@ -55,25 +56,53 @@ from helpers import (
     manifest_text,
     restore_kept_modules,
 )
+from machines import MACHINES, identity, write_cpuinfo
+
+from pytest_mlrepro.fingerprint import CPUINFO_ENV
 
 # Extension modules that cannot be imported twice in one process (onnx's nanobind enums abort the
 # interpreter on a second registration; torch registers its operator libraries once). pytester
-# drops every module a test or an in-process run imported; imported here first, these stay
-# loaded across runs. The torch runner too: it reads torch's default thread count on import.
-for _native in ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch"):
-    # An environment without them: the tests that need them skip.
-    with contextlib.suppress(ImportError):
-        __import__(_native)
-freeze_loaded_objects()
+# drops every module a test or an in-process run imported; imported before the first test that
+# uses pytester (_frameworks_before_pytester), these stay loaded across runs. The torch runner
+# too: it reads torch's default thread count on import. Not imported here: collecting a unit-test
+# file must not pay for the frameworks.
+NATIVE_MODULES = ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch")
 
 # Hypothesis profiles. ``ci`` (the default) runs every property test with its usual number of
 # examples (``helpers.examples`` scales explicit counts); ``deep`` runs five times as many, for the
-# slow tier. Chosen with ``--hypothesis-profile NAME`` or MLREPRO_HYPOTHESIS_PROFILE.
-settings.register_profile("ci", max_examples=100)
-settings.register_profile("deep", max_examples=500)
-settings.load_profile(os.environ.get("MLREPRO_HYPOTHESIS_PROFILE", "ci"))
+# slow tier. Chosen with ``--hypothesis-profile NAME`` or MLREPRO_HYPOTHESIS_PROFILE. Neither has a
+# deadline: a test's verdict never depends on the machine's load. Registered (importing
+# Hypothesis) only when a run asks for a profile or collects a file that uses Hypothesis.
+PROFILE_ENV = "MLREPRO_HYPOTHESIS_PROFILE"
 
 
+_PROFILES: dict[str, bool] = {"registered": False}
+
+
+def _register_hypothesis_profiles(load: str | None) -> None:
+    """Register the profiles once; load ``load`` (None: leave that to Hypothesis's plugin, which
+    loads the one ``--hypothesis-profile`` names)."""
+    from hypothesis import settings
+
+    if not _PROFILES["registered"]:
+        settings.register_profile("ci", max_examples=100, deadline=None)
+        settings.register_profile("deep", max_examples=500, deadline=None)
+        _PROFILES["registered"] = True
+        if load is not None:
+            settings.load_profile(load)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--as-machine",
+        choices=sorted(MACHINES),
+        default=None,
+        help="run the suite as if on this fixed machine (tests/machines.py): the plugin reads "
+        "its /proc/cpuinfo text instead of the host's",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's own plugin loads the profile asked for
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -82,6 +111,43 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.markexpr:  # the fast tier unless a marker expression was given
         config.option.markexpr = "not slow"
     _inner_configs_skip_the_gc_passes(config)
+    _run_as_machine(config)
+    if config.getoption("hypothesis_profile", None):
+        _register_hypothesis_profiles(load=None)
+    elif os.environ.get(PROFILE_ENV):
+        _register_hypothesis_profiles(load=os.environ[PROFILE_ENV])
+
+
+def _run_as_machine(config: pytest.Config) -> None:
+    """``--as-machine NAME``: this process and those it starts (pytester's subprocesses, the
+    xdist workers) read machine NAME's cpuinfo text as this machine's."""
+    name = config.getoption("as_machine", None)
+    if name is None:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="mlrepro-machine-"))
+    previous = os.environ.get(CPUINFO_ENV)
+    os.environ[CPUINFO_ENV] = str(write_cpuinfo(name, folder))
+
+    def restore() -> None:
+        if previous is None:
+            os.environ.pop(CPUINFO_ENV, None)
+        else:
+            os.environ[CPUINFO_ENV] = previous
+        shutil.rmtree(folder, ignore_errors=True)
+
+    config.add_cleanup(restore)
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    """A test module that uses Hypothesis gets the ``ci`` profile (or the one asked for) before it
+    is imported: its ``@settings`` take their defaults from the profile loaded then. (Collectors
+    start only for the files a run selects.)"""
+    if (
+        not _PROFILES["registered"]
+        and isinstance(collector, pytest.Module)
+        and "hypothesis" in collector.path.read_text(encoding="utf-8", errors="replace")
+    ):
+        _register_hypothesis_profiles(load="ci")
 
 
 def _inner_configs_skip_the_gc_passes(outer: pytest.Config) -> None:
@@ -142,6 +208,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _frameworks_before_pytester(request: pytest.FixtureRequest) -> None:
+    """The :data:`NATIVE_MODULES` imported before the first test that uses pytester takes its
+    snapshot of the loaded modules (autouse: set up before pytester), and then kept."""
+    if _NATIVES["loaded"] or "pytester" not in request.fixturenames:
+        return
+    for native in NATIVE_MODULES:
+        # An environment without them: the tests that need them skip.
+        with contextlib.suppress(ImportError):
+            __import__(native)
+    freeze_loaded_objects()
+    _NATIVES["loaded"] = True
+
+
+_NATIVES: dict[str, bool] = {"loaded": False}
+
+
+@pytest.fixture
+def as_machine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], dict[str, object]]:
+    """``as_machine(NAME)``: for the rest of the test, this machine is the fixed machine NAME
+    (tests/machines.py) to the plugin, in this process and the ones it starts; returns its
+    identity."""
+
+    def use(name: str) -> dict[str, object]:
+        path = write_cpuinfo(name, tmp_path_factory.mktemp("cpuinfo"))
+        monkeypatch.setenv(CPUINFO_ENV, str(path))
+        return identity(name)
+
+    return use
+
+
 @pytest.fixture(scope="session")
 def mlrepro_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Images, labels, both models, and goldens recorded by the plugin for the ONNX manifests
@@ -171,7 +270,7 @@ def _make_mlrepro_assets(root: Path) -> None:
         env={**_clean_env(), "MLREPRO_CACHE": str(root / "cache")},
     )
     make_torchscript(root / "models" / "tiny.pt")  # imports torch meanwhile
-    output, _ = recording.communicate(timeout=120)
+    output, _ = recording.communicate(timeout=CHILD_TIMEOUT_S)
     assert recording.returncode == 0, output
     shutil.copytree(template / "golden", root / "golden")
 

@@ -72,6 +72,13 @@ QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchm
 XDIST = ["-n", "2"]
 
 
+# How long a child process (a pytest run, the mlrepro command, a browser) may take before a test
+# calls it hung: a hang detector, never a speed bound, so with room for a loaded runner (a run of
+# seconds took over 120 s on a busy 2-core CI machine). When it fires, the TimeoutExpired names the
+# command that hung.
+CHILD_TIMEOUT_S = 600
+
+
 def examples(ci: int) -> int:
     """A Hypothesis example count: ``ci`` under the ``ci`` profile (tests/conftest.py), scaled
     by the active profile's ``max_examples`` (``deep``: five times as many). An explicit count in
@@ -281,7 +288,9 @@ class Project:
         manifests, or asked for (``subprocess=True``: signals, time limits, killed processes,
         what a fresh process imports) in a subprocess."""
         if self.xdist or subprocess or not in_process_safe(self.path):
-            return self.pytester.runpytest_subprocess(*QUIET, *self.xdist, *args, timeout=120)
+            return self.pytester.runpytest_subprocess(
+                *QUIET, *self.xdist, *args, timeout=CHILD_TIMEOUT_S
+            )
         return run_in_process(self.pytester, *QUIET, *args)
 
 

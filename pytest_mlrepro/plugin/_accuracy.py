@@ -35,7 +35,7 @@ from ._base import (
     state_of,
 )
 from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of, keep_layers
-from ._item import EvaluatingItem
+from ._item import EvaluatingItem, loadgroup
 
 
 class AccuracyItem(EvaluatingItem):
@@ -58,12 +58,6 @@ class AccuracyItem(EvaluatingItem):
         self.split_of = split_of  # a shard item's whole item (its node id)
         self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
-        grouped = getattr(self.config.option, "loadgroup", False)
-        if grouped and split_of is None:
-            # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the
-            # items reading one data set then share their preprocessing (see preprocessing_use).
-            # Not shard items: they are split to be spread over the workers.
-            self.add_marker(pytest.mark.xdist_group(f"mlrepro-data-{manifest.dataset.name}"))
 
     @property
     def preprocessing_use(self) -> tuple[Hashable, Pipeline]:
@@ -163,6 +157,10 @@ def accuracy_items(
             for device in devices
             for index in range(1, count + 1)
         ]
+    # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the items
+    # reading one data set then share their preprocessing (see preprocessing_use). Not shard
+    # items: they are split to be spread over the workers.
+    group = loadgroup(parent.config, f"mlrepro-data-{manifest.dataset.name}")
     return [
         AccuracyItem.from_parent(
             parent,
@@ -170,6 +168,7 @@ def accuracy_items(
             manifest=manifest,
             device=device,
             records=(device == devices[0]),
+            xdist_group=group,
         )
         for device in devices
     ]

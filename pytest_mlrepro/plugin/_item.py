@@ -27,13 +27,38 @@ Run = Callable[[ResolvedDataset, Progress], T]
 """What an evaluating item runs over its resolved data set, told the terminal's progress."""
 
 
+def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
+    """The node id of item ``name`` under ``parent``, given to pytest as text, for two reasons.
+
+    pytest 9.2 keeps a node id as parts (path, names, the ``[...]`` params). The id it builds for
+    a child named with brackets (``accuracy[cpu]``, not a parametrized function) differs from the
+    one it parses back from the last-failed cache, so ``--lf``/``--ff`` never matched our items
+    (pytest-dev/pytest#15045). Text is parsed the same way both times, and every pytest matches.
+
+    ``xdist_group``: the group that ``--dist loadgroup`` sends to one worker, as the ``@group``
+    suffix that pytest-xdist's scheduler reads from the id. xdist adds it for the
+    ``xdist_group`` marker by assigning a private attribute, which pytest 9.2 no longer reads
+    (both workers then decoded one data set); the suffix set here holds with every pytest, and no
+    marker is needed (nor registered: ``--strict-markers`` without xdist)."""
+    nodeid = f"{parent.nodeid}::{name}"
+    return f"{nodeid}@{xdist_group}" if xdist_group else nodeid
+
+
+def loadgroup(config: pytest.Config, group: str) -> str | None:
+    """``group`` where this run is ``--dist loadgroup`` (pytest-xdist), else None."""
+    return group if getattr(config.option, "loadgroup", False) else None
+
+
 class ManifestItem(pytest.Item):
     """What every item of a manifest shares: its manifest and device, its properties, and a
     failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
 
     kind: ClassVar[str] = ""
 
-    def __init__(self, *, manifest: Manifest, device: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, manifest: Manifest, device: str, xdist_group: str | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("nodeid", item_nodeid(kwargs["parent"], kwargs["name"], xdist_group))
         super().__init__(**kwargs)
         self.manifest = manifest
         self.device = device

@@ -25,7 +25,7 @@ from ._base import (
     max_contention,
     settings_key,
 )
-from ._item import ManifestItem
+from ._item import ManifestItem, loadgroup
 from ._xdist_lock import XDIST_GROUP, exclusive
 
 
@@ -42,6 +42,7 @@ def latency_items(
             manifest=manifest,
             device=device,
             batch=batch,
+            xdist_group=loadgroup(parent.config, XDIST_GROUP),
         )
         for device in devices
         for batch in manifest.latency.batch_sizes
@@ -58,7 +59,6 @@ class LatencyItem(ManifestItem):
         super().__init__(manifest=manifest, device=device, **kwargs)
         self.batch = batch
         self.report_data: dict[str, Any] | None = None
-        self.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """The call's report: the latency table's and the benchmark file's data."""

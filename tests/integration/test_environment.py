@@ -9,11 +9,13 @@ import dataclasses
 import importlib.metadata
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
+from machines import identity as machine_identity
 
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro.goldens import _store as golden_store
@@ -111,7 +113,10 @@ def _environment_section(result: pytest.RunResult) -> list[str]:
     for line in tail[1:]:
         if not line.startswith("    "):
             break
-        lines.append(line.strip())
+        if line.startswith("        ") and lines:  # a long line's continuation
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line.strip())
     return lines
 
 
@@ -123,27 +128,42 @@ def _drift(project: Project) -> pytest.RunResult:
     return result
 
 
+@pytest.mark.parametrize(
+    ("here", "there"),
+    [("amd-epyc-avx2", "intel-xeon-amx"), ("intel-xeon-amx", "laptop-avx2")],
+    ids=["amd-here-intel-golden", "intel-here-laptop-golden"],
+)
 def test_a_drift_diagnosis_names_the_isa_flags_and_packages_that_changed(
     serial_project: Project,
+    as_machine: Callable[[str], dict[str, Any]],
+    here: str,
+    there: str,
 ) -> None:
+    """Both machines are fixed ones (tests/machines.py): the run's, and the golden's, which had
+    other ISA flags, another vendor or model, and another onnxruntime."""
+    this = as_machine(here)
     project = _tiny(serial_project)
-    flags = fingerprint.cpu_identity()["cpu_flags"]
-    present = flags[0] if flags else None
+    other = machine_identity(there)
 
     def elsewhere(env: dict[str, Any]) -> None:
-        # The golden's machine had AMX and one flag fewer, and another onnxruntime.
-        env["cpu_vendor"] = fingerprint.cpu_identity()["cpu_vendor"]
-        env["cpu_flags"] = sorted({*flags, "amx_tile"} - {present})
+        env.update(cpu=other["cpu"], cpu_vendor=other["cpu_vendor"])
+        env["cpu_flags"] = other["cpu_flags"]
         env["numeric_packages"] = {**fingerprint.numeric_packages(), "onnxruntime": "0.0.1"}
         env["numeric_settings"] = fingerprint.numeric_settings()
 
     _rewrite_environment(project.golden("tiny_onnx"), elsewhere)
     lines = _environment_section(_drift(project))
-    gained = f"+{present} " if present else ""
-    assert f"cpu_flags: {gained}-amx_tile" in lines, lines
+    gained = sorted(set(this["cpu_flags"]) - set(other["cpu_flags"]))
+    lost = sorted(set(other["cpu_flags"]) - set(this["cpu_flags"]))
+    assert gained or lost, "the two machines must differ in their flags"
+    flags = " ".join([f"+{f}" for f in gained] + [f"-{f}" for f in lost])
+    assert f"cpu_flags: {flags}" in lines, lines
+    assert f"cpu: {other['cpu']!r} → {this['cpu']!r}" in lines, lines
+    vendors = f"cpu_vendor: {other['cpu_vendor']!r} → {this['cpu_vendor']!r}"
+    assert (vendors in lines) == (other["cpu_vendor"] != this["cpu_vendor"]), lines
     version = importlib.metadata.version("onnxruntime")
     assert f"numeric_packages.onnxruntime: '0.0.1' → '{version}'" in lines, lines
-    assert not any(line.startswith(("cpu_vendor", "numeric_settings")) for line in lines)
+    assert not any(line.startswith("numeric_settings") for line in lines)
 
 
 def test_a_drift_against_an_old_golden_says_once_that_it_lacks_the_new_fields(

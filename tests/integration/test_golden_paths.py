@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import PREPROCESS_BGR, QUIET, Project, line_of
+from helpers import CHILD_TIMEOUT_S, PREPROCESS_BGR, QUIET, Project, line_of
 
 from pytest_mlrepro.goldens import _store as golden_store
 
@@ -82,7 +82,7 @@ def test_golden_paths_that_are_symlinks_fifos_or_folders_are_refused(
 
     for args in ([], ["--mlrepro-update"]):
         # In a subprocess with a time limit: the old code blocked forever opening the FIFO.
-        result = project.pytester.runpytest_subprocess(*QUIET, *args, timeout=120)
+        result = project.pytester.runpytest_subprocess(*QUIET, *args, timeout=CHILD_TIMEOUT_S)
         result.assert_outcomes(failed=len(names))
         for name, kind in kinds.items():
             result.stdout.fnmatch_lines([f"*golden/{name}.json is {kind}*regular file*"])

@@ -139,7 +139,7 @@ def _start_writer(golden: Path, ready: Path, point: str) -> subprocess.Popen[byt
         [sys.executable, "-c", KILLED_WRITER, str(golden), str(ready), point],
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a hang detector: room for a loaded machine
     while not ready.exists():
         if child.poll() is not None:
             raise AssertionError(child.stderr.read().decode() if child.stderr else "exited")

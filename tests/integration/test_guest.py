@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     BUILDERS_CONFTEST,
+    CHILD_TIMEOUT_S,
     QUIET,
     Project,
     line_of,
@@ -186,7 +187,7 @@ def test_a_shorter_outer_timer_still_fires_inside_the_time_limit() -> None:
     start = time.monotonic()
     with pytest.raises(_Outer), limits.time_limit(30, "item"):
         time.sleep(10)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 9  # the timer cut the 10 s sleep short (however loaded)
     assert signal.getsignal(signal.SIGALRM) is _outer_handler  # given back
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # it fired: nothing left armed
 
@@ -201,7 +202,7 @@ def test_a_longer_outer_timer_keeps_its_remaining_time_after_the_time_limit() ->
     assert 0.5 < left <= 0.85, left  # re-armed with what it had left, not cancelled
     with pytest.raises(_Outer):
         time.sleep(10)
-    assert 0.9 < time.monotonic() - start < 2.5
+    assert 0.9 < time.monotonic() - start < 9  # fired after its second, cut the sleep short
 
 
 def test_pytest_timeout_still_stops_an_mlrepro_item(serial_project: Project) -> None:
@@ -222,7 +223,8 @@ def test_pytest_timeout_still_stops_an_mlrepro_item(serial_project: Project) -> 
     )  # a child process: one that is not stopped fails after pytester's 120 s, not an hour
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Timeout (>3.0s) from pytest-timeout*"])
-    assert time.monotonic() - start < 60  # pytest-timeout's 3 s, not mlrepro's 120 s
+    # pytest-timeout's 3 s, not mlrepro's 120 s (room for a loaded machine's start-up)
+    assert time.monotonic() - start < 110
 
 
 def test_without_fcntl_pytest_still_runs_with_the_plugin_installed(
@@ -234,7 +236,7 @@ def test_without_fcntl_pytest_still_runs_with_the_plugin_installed(
         "import pytest\n"
         "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '.']))\n"
     )
-    result = pytester.run(sys.executable, "-c", code, timeout=120)
+    result = pytester.run(sys.executable, "-c", code, timeout=CHILD_TIMEOUT_S)
     assert result.ret == 0, result.outlines + result.errlines
     result.stdout.fnmatch_lines(["1 passed*"])
 
@@ -252,7 +254,7 @@ def test_without_fcntl_a_lock_fails_with_a_clear_message(pytester: pytest.Pytest
         "except MlreproError as exc:\n"
         "    print(f'refused: {exc}')\n"
     )
-    result = pytester.run(sys.executable, "-c", code, timeout=60)
+    result = pytester.run(sys.executable, "-c", code, timeout=CHILD_TIMEOUT_S)
     assert result.ret == 0, result.outlines + result.errlines
     result.stdout.fnmatch_lines(
         [f"refused: pytest-mlrepro runs on POSIX systems only*fcntl*platform ({sys.platform})*"]
@@ -361,7 +363,7 @@ def _run_on_a_terminal(cwd: Path, *args: str) -> str:
         if not data:
             break
         chunks.append(data)
-    process.wait(timeout=120)
+    process.wait(timeout=CHILD_TIMEOUT_S)
     os.close(main)
     return b"".join(chunks).decode(errors="replace")
 

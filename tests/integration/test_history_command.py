@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import dev_zero_link, fifo_file, nested_json, two_gib_file
+from helpers import CHILD_TIMEOUT_S, dev_zero_link, fifo_file, nested_json, two_gib_file
 
 from pytest_mlrepro.results import FORMAT, manifest_identity
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 2 << 30
-TIME_LIMIT_S = 120
+TIME_LIMIT_S = CHILD_TIMEOUT_S  # a hang detector (helpers.py)
 IDS = [f"s{i}.png" for i in range(6)]
 TOL = {"top1": 0.5, "top5": 0.5, "agreement": 0.99, "score": 0.01}
 CONTENT = {"name": "tiny", "inputs": [{"preprocess": [{"decode": {"order": "RGB"}}]}],

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import make_assets, make_evil_torch_files, make_onnx_with_input
+from helpers import CHILD_TIMEOUT_S, make_assets, make_evil_torch_files, make_onnx_with_input
 
 REPO = Path(__file__).resolve().parents[2]
 INIT = ["--data", "data/tiny", "--preset", "timm", "--size", "16"]
@@ -53,7 +53,7 @@ def init(project: Path, *args: str, memory: int | None = None) -> subprocess.Com
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CHILD_TIMEOUT_S,
         preexec_fn=None if memory is None else _limit_memory(memory),
     )
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import Project, manifest_text, sha256, short_reference
+from helpers import CHILD_TIMEOUT_S, Project, manifest_text, sha256, short_reference
 
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro._yaml import load_yaml
@@ -379,7 +379,7 @@ def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
         cwd=theirs_dir,
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=CHILD_TIMEOUT_S,
         # Not an xdist worker's environment: pytest-benchmark disables itself under xdist and
         # reads that from these variables, which a test running on a worker would pass on.
         env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
@@ -420,7 +420,7 @@ def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
         cwd=project.path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CHILD_TIMEOUT_S,
     )
     assert compare.returncode == 0, compare.stderr
     assert "benchmark 'measurement=model': 2 tests" in compare.stdout, compare.stdout
@@ -728,6 +728,32 @@ def test_latency_is_never_timed_while_another_worker_runs_an_item(
     for start, end in windows:
         for b_start, b_end in busy:
             assert end <= b_start or b_end <= start, (windows, busy)
+
+
+def test_loadgroup_sends_the_latency_items_to_one_worker_with_any_pytest(
+    pytester: pytest.Pytester, mlrepro_assets: Path, _mlrepro_env: None
+) -> None:
+    """``--dist loadgroup``: both latency items carry the group in their node ids (set by the
+    plugin: pytest 9.2 ignores the one xdist's marker sets) and run in one worker; without it,
+    no group, and no marker that ``--strict-markers`` would refuse without pytest-xdist."""
+    project = latency_project(Project(pytester, mlrepro_assets, []))
+    record_golden(project)
+    plain = project.run("--strict-markers", "-p", "no:xdist", "--mlrepro-json", "plain.json")
+    plain.assert_outcomes(passed=3)
+    nodeids = json.loads((project.path / "plain.json").read_text())["results"]
+    assert all("@" not in row["nodeid"] for row in nodeids)
+    project.xdist = ["-n", "2", "--dist", "loadgroup"]
+    grouped = project.run("manifests", "-v", "--mlrepro-json", "out.json")
+    grouped.assert_outcomes(passed=3)
+    workers = {
+        line.split("]", 1)[0].lstrip("[")
+        for line in grouped.outlines
+        if "::latency[cpu-b" in line and " PASSED " in line
+    }
+    assert len(workers) == 1, grouped.outlines
+    rows = json.loads((project.path / "out.json").read_text())["results"]
+    latency = [row["nodeid"] for row in rows if "::latency[" in row["nodeid"]]
+    assert len(latency) == 2 and all(n.endswith("@mlrepro-latency") for n in latency), latency
 
 
 @contextlib.contextmanager

@@ -11,14 +11,16 @@ import csv
 import importlib.util
 import io
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from helpers import Project
+from machines import environment_of
 
+from pytest_mlrepro import fingerprint
 from pytest_mlrepro.cli import main
 
 MANIFEST = "manifests/tiny_onnx.yaml"
@@ -28,8 +30,8 @@ OPENCV_BGR = "{decode: {backend: opencv, order: BGR}}"
 def run_machine(
     project: Project, machine: str, decode: str | None = None, one_cpu: bool = False
 ) -> pytest.RunResult:
-    """A run as machine ``machine``; ``one_cpu``: on one CPU of this one (another hardware key:
-    its usable CPU count differs), the process's CPU affinity restored afterwards."""
+    """A run as machine ``machine``, in this process; its hardware key says 2 usable CPUs, or 1
+    with ``one_cpu`` (another hardware key: a fixed count either way, whatever this host has)."""
     text = (
         project.manifest("tiny_onnx")
         if decode is None
@@ -37,14 +39,8 @@ def run_machine(
     )
     (project.path / MANIFEST).write_text(text)
     args = ("--mlrepro-json", f"{machine}.json", "--mlrepro-machine", machine)
-    if not one_cpu:
+    with mock.patch.object(fingerprint, "usable_cpu_count", lambda: 1 if one_cpu else 2):
         return project.run(*args)
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(before)})
-    try:
-        return project.run(*args)
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def merge(project: Project, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -137,9 +133,9 @@ def test_a_machine_with_another_decoder_is_flagged_and_fails_the_gate(
     alpha_digest = accuracy_row(alpha)["manifest_digest"]
     assert beta_row["manifest_digest"] != alpha_digest
     results = {r["machine"]: r for r in rows if r["row"] == "result"}
-    if len(os.sched_getaffinity(0)) > 1:  # beta ran on one CPU of several: another machine
-        assert results["beta"]["hardware_slug"] != results["alpha"]["hardware_slug"]
-        assert beta_row["hardware_key"]["usable_cpus"] == 1
+    # beta's key says one usable CPU, alpha's two: another machine.
+    assert results["beta"]["hardware_slug"] != results["alpha"]["hardware_slug"]
+    assert beta_row["hardware_key"]["usable_cpus"] == 1
     assert results["beta"]["status"] == "fail" and results["beta"]["verdict"] == "drift"
     assert float(results["beta"]["top1"]) == beta_row["top1"] < 100
     assert beta_row["manifest_digest"][:12] in results["beta"]["other_pipeline"]
@@ -257,20 +253,25 @@ def test_the_machines_cpu_isa_flags_and_differing_packages_are_shown(
 ) -> None:
     """Two machines whose results files record other ISA flags and another onnxruntime: the
     matrix's machines table names each CPU and its flags, and what differs between them. (One
-    machine runs here: the other's CPU and packages are written into its file.)"""
+    machine runs here, twice: both files are then written as fixed machines', tests/machines.py:
+    an AMD EPYC with AVX2 only, and an Intel Xeon with AVX-512 and AMX.)"""
     project = serial_project.make(
         {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
     )
     run_machine(project, "alpha").assert_outcomes(passed=1)
     run_machine(project, "intel").assert_outcomes(passed=1)
-    alpha = json.loads((project.path / "alpha.json").read_text())["machine"]["environment"]
-    path = project.path / "intel.json"
-    document = json.loads(path.read_text())
-    env = document["machine"]["environment"]
-    env["cpu"], env["cpu_vendor"] = "Intel(R) Xeon(R) Platinum 8480+", "GenuineIntel"
-    env["cpu_flags"] = sorted({*alpha["cpu_flags"], "avx512f", "avx512_vnni", "amx_tile"})
+    documents = {}
+    for name, machine in (("alpha", "amd-epyc-avx2"), ("intel", "intel-xeon-amx")):
+        path = project.path / f"{name}.json"
+        document = json.loads(path.read_text())
+        environment = document["machine"]["environment"]
+        document["machine"]["environment"] = environment_of(machine, environment)
+        documents[name] = document
+    alpha = documents["alpha"]["machine"]["environment"]
+    env = documents["intel"]["machine"]["environment"]
     env["numeric_packages"] = {**alpha["numeric_packages"], "onnxruntime": "0.0.1"}
-    path.write_text(json.dumps(document))
+    for name, document in documents.items():
+        (project.path / f"{name}.json").write_text(json.dumps(document))
 
     status, out, err = merge(project, capsys, "alpha.json", "intel.json")
     assert status == 0, err
@@ -280,9 +281,12 @@ def test_the_machines_cpu_isa_flags_and_differing_packages_are_shown(
     assert f"| alpha | {alpha['cpu']}" in table and " ".join(alpha["cpu_flags"]) in table
     assert "| onnxruntime 0.0.1 |" in table
     assert f"| onnxruntime {alpha['numeric_packages']['onnxruntime']} |" in table
+    only_intel = sorted(set(env["cpu_flags"]) - set(alpha["cpu_flags"]))
+    assert "amx_tile" in only_intel and "avx512f" in only_intel
+    assert not set(alpha["cpu_flags"]) - set(env["cpu_flags"])
     assert (
-        "- ISA flags not on every machine: amx_tile (intel), avx512_vnni (intel), "
-        "avx512f (intel)" in table
+        "- ISA flags not on every machine: " + ", ".join(f"{f} (intel)" for f in only_intel)
+        in table
     )
     assert f"numpy {alpha['numeric_packages']['numpy']}" in table  # the same on both
     if importlib.util.find_spec("jinja2") and importlib.util.find_spec("matplotlib"):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import dev_zero_link, examples, fifo_file, nested_json, two_gib_file
+from helpers import CHILD_TIMEOUT_S, dev_zero_link, examples, fifo_file, nested_json, two_gib_file
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ from pytest_mlrepro.results import FORMAT
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 2 << 30  # bytes of address space: 2 GiB
-TIME_LIMIT_S = 120
+TIME_LIMIT_S = CHILD_TIMEOUT_S  # a hang detector (helpers.py)
 TOL = {"top1": 1.0, "top5": 1.0, "agreement": 0.5, "score": 0.5}
 IDS = [f"s{i}.png" for i in range(6)]
 

@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, Project
+from helpers import CHILD_TIMEOUT_S, QUIET, Project
 
 from pytest_mlrepro.runners import cuda_present
 
@@ -50,7 +50,9 @@ def test_a_framework_that_is_not_installed_skips_with_how_to_install_it(
     )
 
     def run(*args: str) -> pytest.RunResult:
-        return project.pytester.run(str(python), "-m", "pytest", *QUIET, *xdist, *args, timeout=180)
+        return project.pytester.run(
+            str(python), "-m", "pytest", *QUIET, *xdist, *args, timeout=CHILD_TIMEOUT_S
+        )
 
     skipped = run("-rs")
     skipped.assert_outcomes(passed=1, skipped=1)

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import Project, sha256
+from machines import environment_of
 
 from pytest_mlrepro.fingerprint import cpu_model
 
@@ -277,16 +278,17 @@ def test_a_build_that_matches_its_pin_is_cached_readable_with_its_origin(
 
 
 def test_a_build_that_writes_other_bytes_names_the_machines_and_the_ways_forward(
-    serial_project: Project,
+    serial_project: Project, as_machine: Callable[[str], dict[str, Any]]
 ) -> None:
+    # Both machines fixed (tests/machines.py): this one an AMD EPYC, the golden's an Intel Xeon.
+    as_machine("amd-epyc-avx2")
     p = serial_project
     golden = build_project(p, other_bytes=False)
     p.run("--mlrepro-update").assert_outcomes(passed=1)
     # The golden as if recorded on another machine with the same packages.
     data = json.loads(golden.read_text())
     env = data["environment"]
-    env.update(cpu="Intel(R) Xeon(R) Processor", cpu_vendor="GenuineIntel")
-    env["cpu_flags"] = ["avx", "avx2", "avx512f", "avx512_vnni", "fma"]
+    data["environment"] = env = environment_of("intel-xeon-amx", env)
     golden.write_text(json.dumps(data, indent=1))
     for leftover in cache(p).iterdir():
         leftover.unlink()
@@ -300,11 +302,12 @@ def test_a_build_that_writes_other_bytes_names_the_machines_and_the_ways_forward
     assert "builder 'tiny_export' wrote built.onnx with sha256 " in out
     assert f"the manifest pins {pinned}: this build does not reproduce the pinned bytes" in out
     assert f"this machine: {cpu_model()}" in out
+    assert cpu_model() == "AMD EPYC 7763 64-Core Processor"
     assert "the build used: numpy " in out and ", onnx " in out
     assert "the libraries installed here" not in out
     assert (
-        "the golden (golden/tiny_onnx.json) was recorded on: Intel(R) Xeon(R) Processor "
-        "(GenuineIntel; avx avx2 avx512f avx512_vnni fma)"
+        "the golden (golden/tiny_onnx.json) was recorded on: Intel(R) Xeon(R) Platinum 8480+ "
+        f"(GenuineIntel; {' '.join(env['cpu_flags'])})"
     ) in out
     if "numeric_packages" in env:  # goldens that record packages compare them
         assert "another CPU, the same package versions" in out

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
-from helpers import PREPROCESS_BGR, QUIET, Project
+from helpers import CHILD_TIMEOUT_S, PREPROCESS_BGR, QUIET, Project
 
 
 def run(project: Project, *args: str) -> pytest.RunResult:
@@ -109,7 +109,7 @@ def test_a_golden_too_large_to_write_is_one_clear_failure_and_the_old_golden_sta
         cwd=project.path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CHILD_TIMEOUT_S,
         preexec_fn=_limit_file_size(len(before) // 2),
     )
     output = done.stdout + done.stderr
@@ -136,7 +136,7 @@ def test_a_results_file_that_cannot_be_written_at_the_end_is_said_and_fails_the_
         cwd=project.path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CHILD_TIMEOUT_S,
         preexec_fn=_limit_file_size(256),  # far below any results file
     )
     output = done.stdout + done.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import diag_helpers as H
 import numpy as np
 import pytest
-from helpers import command_in_process
+from helpers import CHILD_TIMEOUT_S, command_in_process
 
 from pytest_mlrepro.data._datasets import resolve_dataset
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
@@ -355,7 +355,7 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     recorded = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--mlrepro-update",
          "manifests/blocks.yaml"],
-        cwd=cli_project, capture_output=True, text=True, timeout=300,
+        cwd=cli_project, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
         env={k: v for k, v in os.environ.items() if k not in ("MLREPRO_DATA", "MLREPRO_CACHE")},
     )  # fmt: skip
     assert recorded.returncode == 0, recorded.stdout
@@ -392,7 +392,7 @@ def test_the_command_imports_only_the_framework_the_manifest_needs(cli_project: 
     def run(*more: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-c", code, *args, *more],
-            cwd=cli_project, capture_output=True, text=True, timeout=300, env=env,
+            cwd=cli_project, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env,
         )  # fmt: skip
 
     plain = run()
@@ -418,5 +418,7 @@ def test_the_command_imports_no_framework() -> None:
         "import sys, pytest_mlrepro.cli; "
         "print('torch' in sys.modules, 'onnxruntime' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
     assert done.stdout.split() == ["False", "False"], done.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    CHILD_TIMEOUT_S,
     LOOSE,
     N_SAMPLES,
     PREPROCESS_BGR,
@@ -350,7 +351,7 @@ def test_importing_the_plugin_imports_no_framework(tmp_path: Path) -> None:
         [sys.executable, "-X", "importtime", "-c", "import pytest_mlrepro.plugin"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CHILD_TIMEOUT_S,
         check=True,
         cwd=tmp_path,
     )

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, Project
+from helpers import CHILD_TIMEOUT_S, QUIET, Project
 
 import pytest_mlrepro
 
@@ -50,7 +50,7 @@ def _imported(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, 
     pytester.makeconftest(MODULES_CONFTEST)
     # Other plugins of the environment off (hypothesis', pytest-benchmark's): what is counted
     # is ours.
-    result = pytester.runpytest_subprocess(*QUIET, *args, timeout=120)
+    result = pytester.runpytest_subprocess(*QUIET, *args, timeout=CHILD_TIMEOUT_S)
     modules = json.loads((pytester.path / "modules.json").read_text())
     return result, modules
 
@@ -129,6 +129,6 @@ def test_an_xdist_controller_loads_the_engine_from_its_workers_reports(
         ini_data=None,
     )
     monkeypatch.setenv("MLREPRO_DATA", str(project.path / "data"))
-    result = project.pytester.runpytest_subprocess(*QUIET, "-n", "2", timeout=120)
+    result = project.pytester.runpytest_subprocess(*QUIET, "-n", "2", timeout=CHILD_TIMEOUT_S)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*= mlrepro =*", "manifest*verdict", "tiny_onnx*cpu*pass"])

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import Project, checksum_list
+from helpers import CHILD_TIMEOUT_S, Project, checksum_list
 from PIL import Image
 from test_odd_images import odd_manifest, write_dataset
 
@@ -113,7 +113,7 @@ def test_every_backend_refuses_a_pixel_bomb_before_allocating_it(tmp_path: Path)
         [sys.executable, "-c", script, str(bomb)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CHILD_TIMEOUT_S,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith(("pil ", "opencv "))]

@@ -8,8 +8,11 @@ import importlib.metadata
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from helpers import CHILD_TIMEOUT_S
+from machines import MACHINES, identity, write_cpuinfo
 
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro.diagnosis._environment_diff import _env_change, _env_diff
@@ -154,7 +157,11 @@ def test_the_environment_imports_no_framework() -> None:
         " 'ai_edge_litert') if m in sys.modules)))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=CHILD_TIMEOUT_S,
     ).stdout
     assert json.loads(out) == []
 
@@ -213,3 +220,44 @@ def test_numpy_is_named_once_when_it_changes() -> None:
         "numeric_packages": {"numpy": "2.5.0", "onnxruntime": "1.20.0"},
     }
     assert _lines(golden, now) == ["numpy: '2.4.6' → '2.5.0'"]
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_the_cpu_reader_takes_its_text_from_a_parameter(name: str) -> None:
+    """Each fixed machine of tests/machines.py reads as its own vendor, model and flags, on any
+    host: the reader is handed the text and never looks at this machine."""
+    found = fingerprint.read_cpu_identity(
+        MACHINES[name], processor=lambda: "host processor", machine=lambda: "host"
+    )
+    expected = {
+        "intel-xeon-amx": ("GenuineIntel", "Intel(R) Xeon(R) Platinum 8480+", "amx_tile"),
+        "amd-epyc-avx2": ("AuthenticAMD", "AMD EPYC 7763 64-Core Processor", "avx2"),
+        "laptop-avx2": ("GenuineIntel", "Intel(R) Core(TM) i7-10510U CPU @ 1.80GHz", "avx2"),
+        "arm-neoverse-sve": ("ARM", "host processor", "sve"),
+    }[name]
+    assert (found["cpu_vendor"], found["cpu"]) == expected[:2]
+    assert expected[2] in found["cpu_flags"] and found["cpu_flags"] == sorted(found["cpu_flags"])
+    has_avx512 = any(f.startswith("avx512") for f in found["cpu_flags"])
+    assert has_avx512 == (name == "intel-xeon-amx")
+
+
+def test_without_cpuinfo_the_processor_names_the_vendor_and_the_model() -> None:
+    windows = "Intel64 Family 6 Model 85 Stepping 7, GenuineIntel"
+    found = fingerprint.read_cpu_identity(None, processor=lambda: windows, machine=lambda: "x")
+    assert found == {"cpu_vendor": "GenuineIntel", "cpu": windows, "cpu_flags": []}
+    bare = fingerprint.read_cpu_identity(None, processor=lambda: "", machine=lambda: "arm64")
+    assert bare == {"cpu_vendor": None, "cpu": "arm64", "cpu_flags": []}
+
+
+def test_mlrepro_cpuinfo_names_the_text_this_machine_is_read_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("intel-xeon-amx", "arm-neoverse-sve"):
+        monkeypatch.setenv(fingerprint.CPUINFO_ENV, str(write_cpuinfo(name, tmp_path)))
+        found = fingerprint.cpu_identity()
+        assert found["cpu_flags"] == identity(name)["cpu_flags"]
+        assert found["cpu_vendor"] == identity(name)["cpu_vendor"]
+        env = fingerprint.environment()
+        assert env["cpu_flags"] == found["cpu_flags"] and env["cpu"] == fingerprint.cpu_model()
+        found["cpu_flags"].append("mutated")  # a caller's copy: the next reading is untouched
+        assert "mutated" not in fingerprint.cpu_identity()["cpu_flags"]

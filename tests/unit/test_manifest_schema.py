@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 import yaml
 from diag_helpers import manifest_text as diag_manifest_text
-from helpers import LOOSE, REPO, manifest_text, state_dict_manifest
+from helpers import CHILD_TIMEOUT_S, LOOSE, REPO, manifest_text, state_dict_manifest
 
 from pytest_mlrepro._schema import yaml_key
 from pytest_mlrepro._yaml import load_yaml
@@ -323,7 +323,7 @@ def test_a_project_writes_a_schema_with_its_custom_steps(tmp_path: Path) -> None
     run = subprocess.run(
         [sys.executable, "-m", "pytest_mlrepro.manifest.json_schema", "--import", "my_steps",
          "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     validator = jsonschema.Draft7Validator(json.loads(out.read_text()))

@@ -456,9 +456,9 @@ def test_alias_bomb_fails_fast(tmp_path: Path) -> None:
         rows.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")
     text = "\n".join(rows) + "\n"
     assert len(text) < 1000  # ~ 9**9 = 387 million strings once expanded
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time: the work done, which a loaded machine does not inflate
     exc = fail(tmp_path, text)
-    assert time.perf_counter() - start < 2.0
+    assert time.thread_time() - start < 2.0
     assert exc.file == "m.yaml" and exc.line is not None
     assert f"more than {MAX_NODES} values" in str(exc) and "alias bomb" in str(exc)
 
@@ -470,9 +470,9 @@ def test_alias_bomb_inside_a_manifest_field(tmp_path: Path) -> None:
     text = BASE.replace(
         "description: a test manifest", "description:\n" + "\n".join("  " + r for r in bomb)
     )
-    start = time.perf_counter()
+    start = time.thread_time()
     exc = fail(tmp_path, text)
-    assert time.perf_counter() - start < 2.0
+    assert time.thread_time() - start < 2.0
     assert "alias bomb" in str(exc) and exc.field.startswith("description.")
 
 
