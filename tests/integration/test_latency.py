@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
 import os
 import re
@@ -352,9 +353,25 @@ def keys_of(obj: object, prefix: str = "") -> set[str]:
     return set()
 
 
+def _skip_unless_pytest_benchmark_supports_this_pytest() -> None:
+    """pytest-benchmark's own commands (the comparison) need the pytest it requires: CI's run
+    with the oldest pytest the plugin admits (8.0) has a newer pytest-benchmark than that pytest."""
+    from packaging.requirements import Requirement
+
+    pytest.importorskip("pytest_benchmark")
+    wanted = [
+        Requirement(r)
+        for r in importlib.metadata.requires("pytest-benchmark") or []
+        if Requirement(r).name == "pytest" and Requirement(r).marker is None
+    ]
+    if any(pytest.__version__ not in r.specifier for r in wanted):
+        pytest.skip(f"pytest-benchmark needs {wanted[0]}; this is pytest {pytest.__version__}")
+
+
 def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
     project_onnx: Project, tmp_path: Path
 ) -> None:
+    _skip_unless_pytest_benchmark_supports_this_pytest()
     project = project_onnx
     # Written by the run that records the latency goldens: a run measures alike either way.
     run = project.run("--mlrepro-update", "--mlrepro-benchmark-json", "ours.json")
@@ -454,8 +471,11 @@ LATENCY_ONNX = (
     "latency: {batch_sizes: [1, 2], min_rounds: 5, min_time: 0.05, max_time: 2,"
     " warmup_rounds: 2, warmup_time: 0, attempts: 2, tolerance: {p50: 4.0}}\n"
 )
+# 15 rounds: on a loaded machine (a busy loop per core beside the tests) a few rounds of the 10 ms
+# golden take many times that; of 5 rounds, three such made a 15x slowdown's bootstrap bounds too
+# wide to call it a regression (an honest "pass": the plugin does not claim what it cannot tell).
 LATENCY_SLEEPY = (
-    "latency: {batch_sizes: [1], measure: [model], min_rounds: 5, min_time: 0.05, max_time: 3,"
+    "latency: {batch_sizes: [1], measure: [model], min_rounds: 15, min_time: 0.05, max_time: 5,"
     " warmup_rounds: 1, warmup_time: 0, attempts: 2, tolerance: {p50: 2.0}}\n"
 )
 QUIET_MACHINE = "mlrepro_latency_max_contention = 1\n"  # contention is its own test
