@@ -41,4 +41,19 @@ def visible_lines(text: str) -> str:
     return _BUT_LINE_FEEDS.sub(_escape, text)
 
 
-__all__ = ["visible", "visible_lines"]
+def described(value: object, limit: int = 80) -> str:
+    """What ``value`` is, for a message about a thing user code returned: ``an int (42)``,
+    ``a str ('model.onnx')``; its ``repr`` cut at ``limit`` characters and shown visibly (a
+    ``repr`` that raises is not shown)."""
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    try:
+        text = repr(value)
+    except Exception:  # a user's __repr__ may raise anything: the type alone is said then
+        return f"{article} {kind}"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"{article} {kind} ({visible(text)})"
+
+
+__all__ = ["described", "visible", "visible_lines"]
