@@ -14,6 +14,7 @@ A leaf module: imported by every layer (data, runners, results, report, the plug
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 # C0 (U+0000-U+001F), DEL, C1 (U+0080-U+009F); the bidi embeddings, overrides and isolates, and
@@ -41,6 +42,22 @@ def visible_lines(text: str) -> str:
     return _BUT_LINE_FEEDS.sub(_escape, text)
 
 
+DISPLAY_LIMIT = 100
+"""The most characters of a name (machine, manifest, device) a page or table shows: as long as
+a manifest's name may be."""
+
+
+def shortened(text: str, limit: int = DISPLAY_LIMIT) -> str:
+    """``text``, or when it is longer than ``limit`` characters its start, an ellipsis and a
+    digest of the whole (``ci-…#3f2a9c1e``): bounded wherever it is shown, and two long names
+    that share their start stay two names. The full value stays in the file it came from (a
+    results file's JSON)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{text[: limit - 10]}…#{digest}"
+
+
 def described(value: object, limit: int = 80) -> str:
     """What ``value`` is, for a message about a thing user code returned: ``an int (42)``,
     ``a str ('model.onnx')``; its ``repr`` cut at ``limit`` characters and shown visibly (a
@@ -56,4 +73,4 @@ def described(value: object, limit: int = 80) -> str:
     return f"{article} {kind} ({visible(text)})"
 
 
-__all__ = ["described", "visible", "visible_lines"]
+__all__ = ["DISPLAY_LIMIT", "described", "shortened", "visible", "visible_lines"]

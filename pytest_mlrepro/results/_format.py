@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
+from .._visible import shortened
 from ..data import MAX_SHARDS, Shard
 from ..errors import MlreproError
 from ..goldens import Results
@@ -262,9 +263,20 @@ def _part(value: Any, path: tuple[str | int, ...]) -> Part:
     return Part(now=now, golden=golden, score_diff=diffs)
 
 
+_NAMES = ("manifest", "device", "framework", "framework_version", "verdict")
+"""A row's display names: read back shortened (``_visible.shortened``, at most
+``DISPLAY_LIMIT`` characters, as long as a manifest name may be), so that no page, table or
+chart of the merge, the history or the session's report spends time or memory on a 200 kB name;
+the file itself keeps the full value. (Keys that must match across files, the node id among
+them, are left whole.)"""
+
+
 def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     row = dict(_object(value, path))
     _str(_required(row, "nodeid", path), (*path, "nodeid"))
+    for key in _NAMES:
+        if isinstance(row.get(key), str):
+            row[key] = shortened(row[key])
     outcome = _str(_required(row, "outcome", path), (*path, "outcome"))
     if outcome not in OUTCOMES:
         raise _Invalid(
@@ -421,6 +433,7 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         name = _str(_required(machine, "name", ("machine",)), ("machine", "name"))
         if not name:
             raise _Invalid(("machine", "name"), "the machine's name is empty")
+        name = shortened(name)  # shown in every table and page: bounded (the file keeps it)
         env = _environment(_required(machine, "environment", ("machine",)))
         shard_json = _required(obj, "shard", ())
         shard = None if shard_json is None else _shard(shard_json, ("shard",))
