@@ -201,13 +201,16 @@ def _stream_with_retries(
             if attempt == attempts - 1:
                 break
             delay = RETRY_DELAYS[attempt]
-            warnings.warn(
-                DownloadRetried(
-                    f"download of {url} failed ({exc}); trying again in {delay:g} s "
-                    f"(attempt {attempt + 2} of {attempts})"
-                ),
-                stacklevel=2,
-            )
+            # Said; but a retry notice turned into an error (``-W error``) must not end the
+            # download it announces.
+            with contextlib.suppress(DownloadRetried):
+                warnings.warn(
+                    DownloadRetried(
+                        f"download of {url} failed ({exc}); trying again in {delay:g} s "
+                        f"(attempt {attempt + 2} of {attempts})"
+                    ),
+                    stacklevel=2,
+                )
             if stop is not None:
                 if stop.wait(delay):
                     raise Stopped from None

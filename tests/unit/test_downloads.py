@@ -312,3 +312,15 @@ def test_confine_allows_a_linked_root_and_refuses_links_below_it(tmp_path: Path)
     os.mkfifo(fifo)
     with pytest.raises(Unconfined, match="a FIFO"):
         confine(root / "models" / "f.onnx", root)
+
+
+def test_a_retry_notice_turned_into_an_error_does_not_end_the_download(
+    serve: Callable[[dict[str, Reply]], Server], tmp_path: Path
+) -> None:
+    import warnings
+
+    server = serve({"/m.onnx": first_then_body(status(503))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as under pytest -W error
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+    assert (tmp_path / "m.onnx").read_bytes() == BODY
