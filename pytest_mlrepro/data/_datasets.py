@@ -60,6 +60,12 @@ if TYPE_CHECKING:
 
 DOWNLOAD_WORKERS = 8
 """Files downloaded at once."""
+MAX_DATA_FILE_BYTES = 1 << 30
+"""The largest data set file a download keeps (1 GiB): the largest image any decode step accepts
+is ``pipeline.MAX_IMAGE_PIXELS`` (89.5 M) pixels of at most 4 channels of 16 bits, 716 MB even
+uncompressed, and a labels or class-names list is read only up to ``MAX_LIST_BYTES``. A larger
+declared length is refused before a byte is kept, and a longer body is cut there (the configured
+cap ``MLREPRO_MAX_DOWNLOAD``, when smaller, wins)."""
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
@@ -710,7 +716,7 @@ class _Resolver:
                 dest,
                 self.checksums[name],
                 stop=stop,
-                limit=configured_download_cap(),
+                limit=min(MAX_DATA_FILE_BYTES, configured_download_cap() or MAX_DATA_FILE_BYTES),
                 inside=self.settings.cache_dir,
             )
         except TooLarge as exc:

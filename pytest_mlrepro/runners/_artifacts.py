@@ -140,9 +140,11 @@ def _confine_cache(manifest: Manifest, where: KeyPath, path: Path, settings: Set
 
 def download_limit(fmt: str) -> int | None:
     """The most bytes a model file of format ``fmt`` may have when downloaded: an ONNX file over
-    protobuf's 2 GiB cannot be a model (``_vetting.MAX_ONNX_BYTES``); the configured cap
-    (``MLREPRO_MAX_DOWNLOAD``, bytes) when it is smaller."""
-    limits = [MAX_ONNX_BYTES] if fmt == "onnx" else []
+    protobuf's 2 GiB cannot be a model (``_vetting.MAX_ONNX_BYTES``), nor can a TFLite file
+    over FlatBuffers' 2 GiB; the configured cap (``MLREPRO_MAX_DOWNLOAD``, bytes) when it is
+    smaller."""
+    # protobuf (ONNX) and FlatBuffers (TFLite) hold at most 2 GiB in one file.
+    limits = [MAX_ONNX_BYTES] if fmt in ("onnx", "tflite") else []
     configured = configured_download_cap()
     if configured is not None:
         limits.append(configured)
