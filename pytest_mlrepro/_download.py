@@ -32,6 +32,7 @@ from ._files import (
     make_confined_folder,
     remove_stale_temp_files,
 )
+from ._visible import visible
 
 DOWNLOAD_TIMEOUT = 30.0
 """Seconds a download may wait for the server (connect, or between two reads)."""
@@ -206,7 +207,8 @@ def _stream_with_retries(
             with contextlib.suppress(DownloadRetried):
                 warnings.warn(
                     DownloadRetried(
-                        f"download of {url} failed ({exc}); trying again in {delay:g} s "
+                        f"download of {visible(url)} failed ({visible(str(exc))}); trying "
+                        f"again in {delay:g} s "
                         f"(attempt {attempt + 2} of {attempts})"
                     ),
                     stacklevel=2,
