@@ -151,3 +151,21 @@ def test_a_planted_data_set_cache_link_is_refused_not_followed(
     result.assert_outcomes(failed=1)
     assert f"{datasets / 'tiny'} is a symbolic link, not a folder" in result.stdout.str()
     assert not p.golden("tiny_onnx").exists()
+
+
+def test_a_cache_file_every_user_may_write_to_and_another_owns_is_refused(
+    serial_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = serial_project
+    models = mirrored_project(p)
+    models.mkdir(parents=True)
+    planted = models / "m.onnx"
+    planted.write_bytes((p.assets / "models" / "tiny.onnx").read_bytes())  # even the pinned bytes
+    planted.chmod(0o666)
+    owned_by_another_user(planted, monkeypatch)
+    result = p.run("--mlrepro-update")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"{planted} is a file that every user of this machine may write to" in out
+    assert "chmod 2770" in out
+    assert not p.golden("tiny_onnx").exists()
