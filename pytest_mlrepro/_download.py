@@ -23,7 +23,7 @@ import urllib.request
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ._files import (
     confine,
@@ -69,6 +69,11 @@ class Stopped(Exception):
 
 class SourceUnreadable(Exception):
     """The URL could not be read: network, HTTP status, a missing file. ``str()`` says why."""
+
+
+class RefusedRedirect(Exception):
+    """The server redirected the download to a scheme other than http or https (``ftp:``,
+    ``file:``): refused, as a hostile answer, not as "unavailable here"."""
 
 
 class TooLarge(Exception):
@@ -121,8 +126,8 @@ def fetch_verified(
     http and https. ``inside``: the confined root (the cache) ``dest`` lies in
     (``_files.confine``: no link followed, nothing created through a planted name).
 
-    Raises SourceUnreadable, TooLarge, DigestMismatch, Stopped, ``_files.Unconfined``, or
-    OSError for a local write failure; ``dest`` is then untouched."""
+    Raises SourceUnreadable, RefusedRedirect, TooLarge, DigestMismatch, Stopped,
+    ``_files.Unconfined``, or OSError for a local write failure; ``dest`` is then untouched."""
     if inside is not None:
         make_confined_folder(dest.parent, inside)
         confine(dest, inside)
@@ -164,24 +169,28 @@ class _Transient(Exception):
 
 
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``)."""
+    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``);
+    any other target is a :class:`RefusedRedirect`, checked before urllib looks at it."""
 
-    def redirect_request(
+    def http_error_302(
         self,
         req: urllib.request.Request,
         fp: IO[bytes],
         code: int,
         msg: str,
         headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
-        if scheme not in REDIRECT_SCHEMES:
-            raise SourceUnreadable(
-                f"{req.full_url} redirects to {newurl!r}: a download follows redirects only to "
-                "http and https"
-            )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+    ) -> Any:
+        location = headers.get("location") or headers.get("uri")
+        if location is not None:
+            target = urllib.parse.urljoin(req.full_url, location)
+            if urllib.parse.urlsplit(target).scheme.lower() not in REDIRECT_SCHEMES:
+                raise RefusedRedirect(
+                    f"{req.full_url} redirects to {target!r}: a download follows redirects "
+                    "only to http and https"
+                )
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 _OPENER = urllib.request.build_opener(_HttpOnlyRedirects)

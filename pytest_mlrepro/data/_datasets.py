@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .._download import (
     DigestMismatch,
+    RefusedRedirect,
     SourceUnreadable,
     Stopped,
     TooLarge,
@@ -719,6 +720,10 @@ class _Resolver:
                 limit=min(MAX_DATA_FILE_BYTES, configured_download_cap() or MAX_DATA_FILE_BYTES),
                 inside=self.settings.cache_dir,
             )
+        except RefusedRedirect as exc:
+            raise IntegrityError(
+                f"{name!r}: {visible(str(exc))}: refusing it; nothing was kept in {self.cache}"
+            ) from None
         except TooLarge as exc:
             raise IntegrityError(
                 f"{name!r} downloaded from {url} is too large: {exc}; nothing was kept in "

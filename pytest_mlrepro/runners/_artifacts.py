@@ -22,6 +22,7 @@ from typing import Any
 from .. import registry
 from .._download import (
     DigestMismatch,
+    RefusedRedirect,
     SourceUnreadable,
     TooLarge,
     configured_download_cap,
@@ -266,6 +267,14 @@ def _fetch(
                 f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
                 f"it (another version of the model, or a damaged copy); nothing was put in "
                 f"the cache ({target.parent})",
+            ).format()
+        ) from None
+    except RefusedRedirect as exc:
+        raise IntegrityError(
+            manifest.error(
+                where,
+                f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
+                f"model); nothing was put in the cache ({target.parent})",
             ).format()
         ) from None
     except TooLarge as exc:

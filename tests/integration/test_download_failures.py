@@ -97,3 +97,30 @@ def test_a_fetch_that_fails_writing_the_cache_fails_the_item_not_skips_it(
     out = result.stdout.str()
     assert "cannot write the model file: the disk is full" in out
     assert not (Path(os.environ["MLREPRO_CACHE"]) / "models" / "m.onnx").exists()
+
+
+def test_a_redirect_to_ftp_fails_the_item_not_skips_it(serial_project: Project) -> None:
+    class Redirect(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", "ftp://127.0.0.1/m.onnx")
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        p = serial_project
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/m.onnx"
+        cached(p, f"cache: m.onnx, url: {url}, sha256: {{sha}}")
+        result = p.run("--mlrepro-update")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "redirects to 'ftp://127.0.0.1/m.onnx': a download follows redirects only to" in out

@@ -21,6 +21,7 @@ import pytest
 from pytest_mlrepro import _download
 from pytest_mlrepro._download import (
     DownloadRetried,
+    RefusedRedirect,
     SourceUnreadable,
     TooLarge,
     fetch_verified,
@@ -229,8 +230,7 @@ def test_redirects_lead_only_to_http_and_https(
         handler.end_headers()
 
     server = serve({"/m.onnx": redirect})
-    # urllib itself refuses file: (before asking the handler); ftp: it would follow.
-    with pytest.raises(SourceUnreadable, match=r"only to http and https|is not allowed"):
+    with pytest.raises(RefusedRedirect, match="follows redirects only to http and https"):
         fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
     assert leftovers(tmp_path) == []
     assert server.counts["/m.onnx"] == 1, "a refused redirect is not a transient failure"
