@@ -6,6 +6,7 @@ lock file planted as a link is never followed."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import socket
@@ -258,9 +259,14 @@ def test_a_killed_downloads_part_file_is_cleaned_like_a_stale_golden_temp_file(
     os.utime(stale, (old, old))
     fresh = tmp_path / ".m.onnx.l1v3.part"  # a live download's, too young to be judged
     fresh.write_bytes(b"in progress")
+    busy = tmp_path / ".m.onnx.b5sy.part"  # old, but its writer holds its lock: alive
+    busy.write_bytes(b"a slow download")
+    os.utime(busy, (old, old))
     server = serve({"/m.onnx": body})
-    fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
-    assert leftovers(tmp_path) == [".m.onnx.l1v3.part", "m.onnx"]
+    with open(busy, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+    assert leftovers(tmp_path) == [".m.onnx.b5sy.part", ".m.onnx.l1v3.part", "m.onnx"]
 
 
 def test_a_failed_download_leaves_no_part_file(
