@@ -46,6 +46,7 @@ from .._files import (
 )
 from .._visible import visible
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
+from ..manifest import name_problem
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._shards import Shard
 
@@ -322,6 +323,9 @@ class _Resolver:
             raise self._error(
                 field, f"{where}{name!r} is not a plain relative path inside the data set folder"
             )
+        problem = name_problem(name)
+        if problem is not None:  # OSError 36 (File name too long) at the first look otherwise
+            raise self._error(field, f"{where}{problem}")
 
     # -- the search -----------------------------------------------------------------------------
 

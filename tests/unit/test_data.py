@@ -729,3 +729,17 @@ def test_a_data_set_file_declared_larger_than_any_image_is_refused_unread(tiny: 
         server.server_close()
         thread.join(10)
     assert not [p for p in tiny.cached.rglob("*") if p.is_file()], "nothing kept, no .part"
+
+
+def test_a_labels_row_the_file_system_cannot_hold_names_its_file_line_and_field(
+    tiny: Tiny,
+) -> None:
+    long_name = "x" * 300 + ".png"
+    write_labels(tiny.folder / "labels.csv", [*IMAGES.items(), (long_name, 1)])
+    tiny.rewrite_checksums()
+    with pytest.raises(ManifestError) as info:
+        resolve_dataset(tiny.manifest(), tiny.settings())
+    assert info.value.field == "dataset.labels"
+    message = str(info.value)
+    assert f"{tiny.folder / 'labels.csv'}:6: the name 'xxxx" in message
+    assert "is 304 bytes long; file systems hold names of at most 255 bytes" in message
