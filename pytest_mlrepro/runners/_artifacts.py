@@ -13,6 +13,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,7 +123,7 @@ def cache_path(name: str, settings: Settings) -> Path:
 def _present(path: Path) -> bool:
     """Whether a regular file is at ``path``, looked at without following a link."""
     try:
-        return os.lstat(path).st_mode & 0o170000 == 0o100000
+        return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
@@ -370,8 +371,12 @@ def _build(
             f"{manifest.source}: builder {ref.build!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        # Whatever the builder left there (a file, a link, an empty folder) goes.
+        with contextlib.suppress(OSError):
+            if os.path.isdir(tmp) and not os.path.islink(tmp):
+                os.rmdir(tmp)
+            else:
+                os.unlink(tmp)
     _record_origin(
         target,
         ref.sha256,

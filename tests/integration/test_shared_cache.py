@@ -169,3 +169,31 @@ def test_a_cache_file_every_user_may_write_to_and_another_owns_is_refused(
     assert f"{planted} is a file that every user of this machine may write to" in out
     assert "chmod 2770" in out
     assert not p.golden("tiny_onnx").exists()
+
+
+def test_an_artifact_builder_that_leaves_a_link_builds_nothing(
+    serial_project: Project, tmp_path: Path
+) -> None:
+    p = serial_project
+    sha = sha256(p.assets / "models" / "tiny.onnx")
+    text = p.manifest("tiny_onnx").replace(
+        f"    path: ../models/tiny.onnx\n    sha256: {sha}\n",
+        f"    cache: built.onnx\n    build: linking\n    sha256: {sha}\n",
+    )
+    p.make({"m.yaml": text})
+    outside = tmp_path / "outside.onnx"  # even the pinned bytes, but not in the cache
+    outside.write_bytes((p.assets / "models" / "tiny.onnx").read_bytes())
+    (p.path / "conftest.py").write_text(
+        "import os\n\nimport pytest_mlrepro\n\n\n"
+        "@pytest_mlrepro.artifact_builder('linking')\n"
+        "def build(target):\n"
+        "    os.unlink(target)\n"
+        f"    os.symlink({str(outside)!r}, target)\n"
+    )
+    result = p.run("--mlrepro-update")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "builder 'linking' did not write a regular file at the path it was given" in out
+    models = Path(os.environ["MLREPRO_CACHE"]) / "models"
+    assert not [q.name for q in models.iterdir() if q.is_symlink() or q.name == "built.onnx"]
+    assert not p.golden("tiny_onnx").exists()
