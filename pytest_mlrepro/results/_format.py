@@ -316,7 +316,45 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     _report_fields(row, path)
     if "per_sample" in row:
         _part(row["per_sample"], (*path, "per_sample"))
+    for key, value in row.items():
+        if key not in _WHOLE:
+            row[key] = _bounded_texts(value)
     return row
+
+
+TEXT_LIMIT = 1000
+"""The most characters of any other text of a results file (a latency verdict's reason, a
+changed sample's id, an environment value) that a page or table shows; a longer one is cut
+(``_visible.shortened``: its start and a digest of the whole, so that equal texts stay equal
+and different ones different)."""
+
+_WHOLE = ("nodeid", "outcome", "kind", "shard", "per_sample", "manifest_content", *IDENTITIES)
+"""Row fields read whole: keys that must match across files, what the digests check, and the
+per-sample results (whose ids match samples across machines)."""
+
+
+def _bounded_texts(value: Any) -> Any:
+    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters;
+    iterative (the nesting is already bounded by the reader's ``MAX_DEPTH``)."""
+    if isinstance(value, str):
+        return shortened(value, TEXT_LIMIT)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (container, key, value)
+    while stack:
+        container, key, item = stack.pop()
+        if isinstance(item, str):
+            container[key] = shortened(item, TEXT_LIMIT)
+        elif isinstance(item, list):
+            copy: list[Any] = list(item)
+            container[key] = copy
+            stack.extend((copy, i, child) for i, child in enumerate(copy))
+        elif isinstance(item, dict):
+            mapping = {shortened(k, TEXT_LIMIT): child for k, child in item.items()}
+            container[key] = mapping
+            stack.extend((mapping, k, child) for k, child in mapping.items())
+    return root[0]
 
 
 def _report_fields(row: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
@@ -399,7 +437,8 @@ def _environment(value: Any) -> Mapping[str, Any]:
         if name in env:
             for key, text in _object(env[name], (*path, name)).items():
                 _str(text, (*path, name, key))
-    return env
+    bounded: Mapping[str, Any] = _bounded_texts(env)  # shown in the machine table: bounded
+    return bounded
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,33 @@ def test_two_long_names_that_share_their_start_stay_two() -> None:
     a, b = "x" * 500 + "a", "x" * 500 + "b"
     assert shortened(a) != shortened(b)
     assert len(shortened(a)) == DISPLAY_LIMIT and shortened("short") == "short"
+
+
+@pytest.mark.parametrize("where", ["latency reason", "environment"])
+def test_any_200_kb_text_of_a_results_file_costs_a_page_at_most_twice_a_normal_one(
+    tmp_path: Path, where: str
+) -> None:
+    from test_merge_hostile_inputs import accuracy_row, latency_row
+
+    def doc(machine: str, huge: bool) -> dict[str, Any]:
+        d = document(machine=machine, rows=[accuracy_row(), latency_row()])
+        if huge and where == "latency reason":
+            d["results"][1]["decided_by"] = HUGE
+        elif huge:
+            d["machine"]["environment"] = {"cpu": HUGE, "numeric_packages": {"numpy": HUGE}}
+        return d
+
+    pages = {}
+    for name, huge in (("normal", False), ("huge", True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        files = [
+            write(folder / "a.json", doc("a", huge)),
+            write(folder / "b.json", doc("b", False)),
+        ]
+        status, out, rss = run("merge", *files, "--html", folder / "m.html")
+        assert status in (0, 1), out
+        pages[name] = ((folder / "m.html").stat().st_size, rss, len(out))
+    assert pages["huge"][0] <= 2 * pages["normal"][0], pages
+    assert pages["huge"][1] <= 2 * pages["normal"][1], pages
+    assert pages["huge"][2] <= 2 * pages["normal"][2] + 10_000, pages
