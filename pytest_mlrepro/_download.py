@@ -16,16 +16,51 @@ import io
 import os
 import tempfile
 import threading
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
-from ._files import default_file_mode
+from ._files import (
+    confine,
+    default_file_mode,
+    fcntl_module,
+    make_confined_folder,
+    remove_stale_temp_files,
+)
+from ._visible import visible
 
 DOWNLOAD_TIMEOUT = 30.0
 """Seconds a download may wait for the server (connect, or between two reads)."""
 _CHUNK = 1 << 20
 SCHEMES = ("http", "https", "file")
+REDIRECT_SCHEMES = ("http", "https")
+"""Where a server may redirect a download: never to ``file:`` (a local file), ``ftp:`` or any
+other scheme the manifest did not name."""
+
+RETRY_DELAYS: Sequence[float] = (1.0, 4.0)
+"""Seconds to wait before each retry of a transient failure (a connection reset, a timeout, an
+HTTP 5xx or 429): two retries, three attempts in all. One flaky reply among the thousand files
+of a data set does not fail the set; a server that stays down fails it within seconds."""
+
+PART_SUFFIX = ".part"
+
+MAX_DOWNLOAD_ENV = "MLREPRO_MAX_DOWNLOAD"
+
+
+def configured_download_cap() -> int | None:
+    """The configured cap on one downloaded file, in bytes: ``MLREPRO_MAX_DOWNLOAD`` (a whole
+    number), or None when unset."""
+    value = os.environ.get(MAX_DOWNLOAD_ENV, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+class DownloadRetried(UserWarning):
+    """A download failed transiently and was tried again (it may then have succeeded)."""
 
 
 class Stopped(Exception):
@@ -34,6 +69,16 @@ class Stopped(Exception):
 
 class SourceUnreadable(Exception):
     """The URL could not be read: network, HTTP status, a missing file. ``str()`` says why."""
+
+
+class RefusedRedirect(Exception):
+    """The server redirected the download to a scheme other than http or https (``ftp:``,
+    ``file:``): refused, as a hostile answer, not as "unavailable here"."""
+
+
+class TooLarge(Exception):
+    """The source is (or declares itself) larger than the limit: refused, nothing kept.
+    ``str()`` says how large and the limit."""
 
 
 class DigestMismatch(Exception):
@@ -58,27 +103,54 @@ def local_path(url: str) -> Path | None:
 
 
 def fetch_verified(
-    url: str, dest: Path, sha256: str, *, stop: threading.Event | None = None
+    url: str,
+    dest: Path,
+    sha256: str,
+    *,
+    stop: threading.Event | None = None,
+    limit: int | None = None,
+    inside: Path | None = None,
 ) -> None:
     """Copy ``url``'s body to ``dest`` if its sha256 is ``sha256``.
 
-    The body goes into a temporary file beside ``dest`` (mode 0666 less the umask, like every
-    file the tool writes: a shared cache stays readable by its group), is hashed on the way,
-    synced, and renamed over ``dest`` only when the hash matches. Raises SourceUnreadable,
-    DigestMismatch, Stopped, or OSError for a local write failure; ``dest`` is then untouched.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    The body goes into a temporary file beside ``dest`` (``.<name>.<random>.part``, mode 0666
+    less the umask, like every file the tool writes: a shared cache stays readable by its group;
+    locked while written, so that a killed download's leftover is told from a live one and
+    removed by the next fetch of the same name), is hashed on the way, synced, and renamed over
+    ``dest`` only when the hash matches.
+
+    ``limit``: the most bytes the file may have (the format's or a configured cap): a larger
+    declared ``Content-Length`` is refused before a byte is read, and the stream is cut as soon
+    as it passes the limit (TooLarge). Transient failures are retried (:data:`RETRY_DELAYS`,
+    each announced with a :class:`DownloadRetried` warning). Redirects are followed only to
+    http and https. ``inside``: the confined root (the cache) ``dest`` lies in
+    (``_files.confine``: no link followed, nothing created through a planted name).
+
+    Raises SourceUnreadable, RefusedRedirect, TooLarge, DigestMismatch, Stopped,
+    ``_files.Unconfined``, or OSError for a local write failure; ``dest`` is then untouched."""
+    if inside is not None:
+        make_confined_folder(dest.parent, inside)
+        confine(dest, inside)
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(dest, suffix=PART_SUFFIX)
+    fcntl = fcntl_module()
+    handle, temp_name = tempfile.mkstemp(
+        dir=dest.parent, prefix=f".{dest.name}.", suffix=PART_SUFFIX
+    )
     temp = Path(temp_name)
     try:
-        with os.fdopen(handle, "wb") as out:
+        with os.fdopen(handle, "w+b") as out:
+            fcntl.flock(out.fileno(), fcntl.LOCK_EX)  # released when the file closes
             os.fchmod(out.fileno(), default_file_mode())
-            actual = _stream(url, out, stop)
+            actual = _stream_with_retries(url, out, stop, limit)
             out.flush()
             os.fsync(out.fileno())
-        if actual != sha256:
-            raise DigestMismatch(actual)
-        os.replace(temp, dest)
+            if actual != sha256:
+                raise DigestMismatch(actual)
+            if inside is not None:
+                confine(dest, inside)  # a link planted at the name meanwhile is not replaced
+            os.replace(temp, dest)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
@@ -92,18 +164,127 @@ class _WriteFailed(Exception):
         self.error = error
 
 
-def _stream(url: str, out: io.BufferedWriter, stop: threading.Event | None) -> str:
+class _Transient(Exception):
+    """A failure worth another attempt; ``str()`` says what it was."""
+
+
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``);
+    any other target is a :class:`RefusedRedirect`, checked before urllib looks at it."""
+
+    def http_error_302(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+    ) -> Any:
+        location = headers.get("location") or headers.get("uri")
+        if location is not None:
+            target = urllib.parse.urljoin(req.full_url, location)
+            if urllib.parse.urlsplit(target).scheme.lower() not in REDIRECT_SCHEMES:
+                raise RefusedRedirect(
+                    f"{req.full_url} redirects to {target!r}: a download follows redirects "
+                    "only to http and https"
+                )
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+_OPENER = urllib.request.build_opener(_HttpOnlyRedirects)
+
+
+def _stream_with_retries(
+    url: str, out: io.BufferedRandom, stop: threading.Event | None, limit: int | None
+) -> str:
+    attempts = len(RETRY_DELAYS) + 1
+    failures: list[str] = []
+    for attempt in range(attempts):
+        out.seek(0)
+        out.truncate()
+        try:
+            return _stream(url, out, stop, limit)
+        except _Transient as exc:
+            failures.append(str(exc))
+            if attempt == attempts - 1:
+                break
+            delay = RETRY_DELAYS[attempt]
+            # Said; but a retry notice turned into an error (``-W error``) must not end the
+            # download it announces.
+            with contextlib.suppress(DownloadRetried):
+                warnings.warn(
+                    DownloadRetried(
+                        f"download of {visible(url)} failed ({visible(str(exc))}); trying "
+                        f"again in {delay:g} s "
+                        f"(attempt {attempt + 2} of {attempts})"
+                    ),
+                    stacklevel=2,
+                )
+            if stop is not None:
+                if stop.wait(delay):
+                    raise Stopped from None
+            else:
+                time.sleep(delay)
+    raise SourceUnreadable(
+        f"{failures[-1]} (gave up after {attempts} attempts: {'; '.join(failures)})"
+    )
+
+
+_TRANSIENT_ERRORS = (
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    TimeoutError,
+    http.client.IncompleteRead,
+    http.client.RemoteDisconnected,
+)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500 or exc.code == 429
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        return _is_transient(exc.reason)
+    return isinstance(exc, _TRANSIENT_ERRORS)
+
+
+def _declared_length(response: object) -> int | None:
+    headers = getattr(response, "headers", None)
+    value = headers.get("Content-Length") if headers is not None else None
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value.strip())
+
+
+def _stream(
+    url: str, out: io.BufferedRandom, stop: threading.Event | None, limit: int | None
+) -> str:
     digest = hashlib.sha256()
     path = local_path(url)
     if path is not None and not path.is_file():
         # urllib would open a FIFO and wait on it forever, or read a folder listing.
         raise SourceUnreadable(f"{path} is not a regular file" if path.exists() else "not found")
     request = urllib.request.Request(url, headers={"User-Agent": "pytest-mlrepro"})
+    size = 0
     try:
-        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response:
+        with _OPENER.open(request, timeout=DOWNLOAD_TIMEOUT) as response:
+            declared = _declared_length(response)
+            if limit is not None and declared is not None and declared > limit:
+                raise TooLarge(
+                    f"the server declares {declared} bytes, more than the limit of {limit} "
+                    "bytes: refused before a byte was read"
+                )
             while chunk := response.read(_CHUNK):
                 if stop is not None and stop.is_set():
                     raise Stopped
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise TooLarge(
+                        f"the body passed the limit of {limit} bytes: the download was stopped "
+                        "there"
+                    )
                 digest.update(chunk)
                 try:
                     out.write(chunk)
@@ -112,5 +293,7 @@ def _stream(url: str, out: io.BufferedWriter, stop: threading.Event | None) -> s
     except _WriteFailed as failed:
         raise failed.error from None
     except (OSError, http.client.HTTPException, ValueError) as exc:
+        if _is_transient(exc):
+            raise _Transient(str(exc) or type(exc).__name__) from None
         raise SourceUnreadable(str(exc)) from None
     return digest.hexdigest()

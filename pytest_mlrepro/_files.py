@@ -37,23 +37,161 @@ def fcntl_module() -> ModuleType:
     return _fcntl
 
 
-def sha256_file(path: Path) -> str:
+def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path``; with ``follow_symlinks`` false a
+    symlink there is refused (NotARegularFile) without being followed, as are a FIFO (not
+    waited on), a folder or a device. FileNotFoundError and other OSErrors pass through."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise NotARegularFile(f"{path} is a symbolic link") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotARegularFile(f"{path} is {_kind(info.st_mode)}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def sha256_file(path: Path, *, follow_symlinks: bool = True) -> str:
     """Lowercase hex sha256, read in 1 MiB blocks (hashlib releases the GIL: threads hash in
-    parallel)."""
+    parallel). ``follow_symlinks`` false: a symlink at ``path`` is refused, never read (a shared
+    cache's entries)."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
-    with open(path, "rb", buffering=0) as stream:
+    fd = open_regular(path, follow_symlinks=follow_symlinks)
+    with open(fd, "rb", buffering=0) as stream:
         while size := stream.readinto(view):
             digest.update(view[:size])
     return digest.hexdigest()
 
 
+# -- shared places: a cache other users may write to -------------------------------------------
+
+SHARE_SAFELY = (
+    "To share a cache between users, make it a folder owned by a group they are all in, "
+    "writable by that group and not by others, with the setgid bit so that what is created in "
+    "it keeps the group: `chgrp GROUP DIR && chmod 2770 DIR` (see docs/manifest.md, 'Sharing a "
+    "cache'); or give each user a cache of their own (MLREPRO_CACHE)"
+)
+
+
+def this_user() -> int:
+    """The effective user id the run acts as (the owner a shared place is compared against)."""
+    return os.geteuid()
+
+
+class Unconfined(OSError):
+    """A path inside a confined root (the cache) that must not be used: a symlink or other
+    non-folder where a folder belongs, a non-regular file where a file belongs, or a folder or
+    file that every user may write to and that belongs to another user. ``str()`` says which
+    and how to fix it; nothing behind the path was read."""
+
+
+def _writable_by_strangers(info: os.stat_result) -> bool:
+    return bool(info.st_mode & stat.S_IWOTH) and info.st_uid != this_user()
+
+
+def _strangers_message(path: Path, info: os.stat_result, what: str) -> str:
+    return (
+        f"{path} is a {what} that every user of this machine may write to, and it belongs to "
+        f"another user (uid {info.st_uid}): anyone could plant links or files there, so it is "
+        f"not used. {SHARE_SAFELY}"
+    )
+
+
+def confine(path: Path, root: Path, *, file: bool = True) -> None:
+    """Refuse (Unconfined) ``path`` below ``root`` unless every existing folder from ``root``
+    down to it is a real folder (``lstat``: no symlink is followed inside the root; the root
+    itself may be a configured link) and, when ``file``, ``path`` (if it exists) is a regular
+    file, not a link; and unless none of them, the root included, is writable by every user
+    while owned by another. Only ``lstat``/``stat`` is used: nothing is opened or read."""
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        raise Unconfined(f"{root} is {_kind(info.st_mode)}, not a folder")
+    if _writable_by_strangers(info):
+        raise Unconfined(_strangers_message(root, info, "folder"))
+    if not path.is_relative_to(root):
+        raise Unconfined(f"{path} is not inside {root}")
+    parts = path.relative_to(root).parts
+    current = root
+    for index, part in enumerate(parts):
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return
+        leaf = file and index == len(parts) - 1
+        if leaf and not stat.S_ISREG(info.st_mode):
+            raise Unconfined(
+                f"{current} is {_kind(info.st_mode)}, not a regular file: nothing behind it is "
+                "read or written (a link in a cache could lead anywhere)"
+            )
+        if not leaf and not stat.S_ISDIR(info.st_mode):
+            raise Unconfined(
+                f"{current} is {_kind(info.st_mode)}, not a folder: nothing behind it is read or "
+                "written (a link in a cache could lead anywhere)"
+            )
+        if _writable_by_strangers(info):
+            raise Unconfined(_strangers_message(current, info, "file" if leaf else "folder"))
+
+
+def make_confined_folder(folder: Path, root: Path) -> None:
+    """Create ``folder`` below ``root`` (and the folders between) without following a link
+    planted on the way, then :func:`confine` it. OSError (Unconfined for a link or a folder
+    others may write to) when that cannot be done."""
+    confine(folder, root, file=False)
+    root.mkdir(parents=True, exist_ok=True)
+    current = root
+    for part in folder.relative_to(root).parts:
+        current = current / part
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(current)  # mkdir never follows a link at the name: EEXIST
+    confine(folder, root, file=False)
+
+
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (pytest-xdist workers) on ``path``."""
+def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
+    """An exclusive lock between processes (pytest-xdist workers) on ``path``.
+
+    The lock file is created exclusively, or opened without following a link (``O_NOFOLLOW``),
+    and must be a regular file: a link planted at its name (dangling or not) is refused, never
+    followed, so nothing is created or opened outside. ``inside``: the confined root ``path``
+    lies in (:func:`confine`: the folders on the way are checked, and created without following
+    links)."""
     fcntl = fcntl_module()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
+    if inside is not None:
+        make_confined_folder(path.parent, inside)
+        confine(path, inside)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, default_file_mode())
+    except FileExistsError:
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Unconfined(
+                    f"{path} is a symbolic link: a lock file is never followed; remove it"
+                ) from None
+            raise
+    with open(fd, "a+b") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unconfined(f"{path} is {_kind(info.st_mode)}, not a lock file: remove it")
+        if inside is not None and _writable_by_strangers(info):
+            raise Unconfined(_strangers_message(path, info, "file"))
+        os.set_blocking(fh.fileno(), True)
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -66,8 +204,8 @@ STALE_AFTER_S = 60.0
 it was left by a killed writer."""
 
 
-def _temp_pattern(path: Path) -> str:
-    return f".{glob.escape(path.name)}.*.tmp"
+def _temp_pattern(path: Path, suffix: str = ".tmp") -> str:
+    return f".{glob.escape(path.name)}.*{suffix}"
 
 
 class NotARegularFile(OSError):
@@ -328,9 +466,13 @@ def check_writable_folder(folder: Path, what: str) -> None:
         raise write_error(folder, exc, what) from None
 
 
-def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path]:
+def stale_temp_files(
+    path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
+) -> list[Path]:
     """Temporary files that writers of ``path`` killed mid-write left behind: older than
-    ``older_than`` seconds and locked by no process (a live writer holds its lock)."""
+    ``older_than`` seconds and locked by no process (a live writer holds its lock).
+    ``suffix``: ``.tmp`` (:func:`atomic_write_bytes`) or ``.part`` (a download). Only regular
+    files count, looked at without following a link (a link is no writer's leftover)."""
     import time
 
     if _fcntl is None:  # no locks to tell a live writer from a dead one: claim none stale
@@ -338,11 +480,12 @@ def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path
     fcntl = _fcntl
     stale = []
     now = time.time()
-    for candidate in sorted(path.parent.glob(_temp_pattern(path))):
+    for candidate in sorted(path.parent.glob(_temp_pattern(path, suffix))):
         try:
-            if now - candidate.lstat().st_mtime < older_than or not candidate.is_file():
+            info = candidate.lstat()
+            if now - info.st_mtime < older_than or not stat.S_ISREG(info.st_mode):
                 continue
-            with open(candidate, "rb") as fh:
+            with open(open_regular(candidate, follow_symlinks=False), "rb") as fh:
                 try:
                     fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -354,10 +497,12 @@ def stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path
     return stale
 
 
-def remove_stale_temp_files(path: Path, older_than: float = STALE_AFTER_S) -> list[Path]:
+def remove_stale_temp_files(
+    path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
+) -> list[Path]:
     """Delete what :func:`stale_temp_files` finds; return what was deleted."""
     removed = []
-    for candidate in stale_temp_files(path, older_than):
+    for candidate in stale_temp_files(path, older_than, suffix=suffix):
         with contextlib.suppress(FileNotFoundError):
             candidate.unlink()
             removed.append(candidate)

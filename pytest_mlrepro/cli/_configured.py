@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from .._visible import visible_lines
 from ..errors import ManifestError, MlreproError
 
 USAGE_ERROR = 2
@@ -59,10 +60,10 @@ def guarded(command: Callable[[], int]) -> int:
     try:
         return command()
     except (UsageError, pytest.UsageError, ManifestError) as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
+        print(f"mlrepro: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
     except MlreproError as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
+        print(f"mlrepro: {visible_lines(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .._visible import visible_lines
 from ..onboarding import EXPORTS, PRESETS, InitPlan, InitRequest, plan_init
 from ._configured import UsageError, run
 
@@ -139,7 +140,7 @@ def _complete(plan: InitPlan, settings: Settings | None) -> int:
     if written.model_file is not None:
         print(f"wrote {written.model_file}")
     for note in written.notes:
-        print(f"note: {note}")
+        print(f"note: {visible_lines(note)}")  # notes name files and classes from the data
     model = written.model_file
     commit = f" and {model}" if model and model.resolve().is_relative_to(Path.cwd()) else ""
     print(

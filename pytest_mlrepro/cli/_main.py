@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .._visible import visible_lines
 from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
@@ -36,6 +37,7 @@ from ._merge import add_parser as add_merge
 if TYPE_CHECKING:
     from ..manifest import Manifest
     from ..settings import Settings
+
 
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
     """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
@@ -106,7 +108,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         progress=_Progress(len(dataset.samples)),
         backends=backends,
     )
-    print(table.render())
+    print(visible_lines(table.render()))
     left_out = left_out_backends(backends)
     if left_out:
         # Said, never silent: a flip to a library the model and pipeline do not use would cost
@@ -151,12 +153,14 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
         print(f"{manifest.name} [{args.device}]: matches its golden ({path})")
         return 0
     print(
-        f"{manifest.name} [{args.device}]: "
-        + explain(comparison, str(path), None, "pytest --mlrepro-update")
+        visible_lines(
+            f"{manifest.name} [{args.device}]: "
+            + explain(comparison, str(path), None, "pytest --mlrepro-update")
+        )
     )
     print()
     samples = counterfactual_samples(config)
-    print(diagnose(manifest, golden, comparison, result, probes=samples).render())
+    print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
     return 1
 
 

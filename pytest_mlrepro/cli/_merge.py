@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._visible import visible_lines
+
 USAGE_ERROR = 2
 
 DESCRIPTION = (
@@ -84,8 +86,10 @@ def merge(args: argparse.Namespace) -> int:
                 atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
     # ResultsFileError, MatrixError, OutputError, ReportUnavailable
     except MlreproError as exc:
-        print(f"mlrepro merge: {exc}", file=sys.stderr)
+        print(f"mlrepro merge: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
+    # Machine and manifest names come from the results files: shown, never obeyed.
+    text = visible_lines(text)
     print(text.splitlines()[2] if args.quiet else text, end="" if not args.quiet else "\n")
     return 0 if matrix.ok else 1
 
@@ -138,9 +142,9 @@ def history(args: argparse.Namespace) -> int:
             )
     # ResultsFileError, HistoryError, OutputError, ReportUnavailable
     except MlreproError as exc:
-        print(f"mlrepro history: {exc}", file=sys.stderr)
+        print(f"mlrepro history: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
-    print(history_text(built), end="")
+    print(visible_lines(history_text(built)), end="")
     return 0
 
 

@@ -24,9 +24,29 @@ from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
 
-from .._download import DigestMismatch, SourceUnreadable, Stopped, fetch_verified
-from .._files import MIB, file_lock, read_bounded, sha256_file
+from .._download import (
+    DigestMismatch,
+    RefusedRedirect,
+    SourceUnreadable,
+    Stopped,
+    TooLarge,
+    configured_download_cap,
+    fetch_verified,
+)
+from .._files import (
+    MIB,
+    NotARegularFile,
+    Unconfined,
+    confine,
+    file_lock,
+    make_confined_folder,
+    read_bounded,
+    sha256_file,
+    write_error,
+)
+from .._visible import visible
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
+from ..manifest import name_problem
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._shards import Shard
 
@@ -42,6 +62,12 @@ if TYPE_CHECKING:
 
 DOWNLOAD_WORKERS = 8
 """Files downloaded at once."""
+MAX_DATA_FILE_BYTES = 1 << 30
+"""The largest data set file a download keeps (1 GiB): the largest image any decode step accepts
+is ``pipeline.MAX_IMAGE_PIXELS`` (89.5 M) pixels of at most 4 channels of 16 bits, 716 MB even
+uncompressed, and a labels or class-names list is read only up to ``MAX_LIST_BYTES``. A larger
+declared length is refused before a byte is kept, and a longer body is cut there (the configured
+cap ``MLREPRO_MAX_DOWNLOAD``, when smaller, wins)."""
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
@@ -297,6 +323,9 @@ class _Resolver:
             raise self._error(
                 field, f"{where}{name!r} is not a plain relative path inside the data set folder"
             )
+        problem = name_problem(name)
+        if problem is not None:  # OSError 36 (File name too long) at the first look otherwise
+            raise self._error(field, f"{where}{problem}")
 
     # -- the search -----------------------------------------------------------------------------
 
@@ -313,19 +342,39 @@ class _Resolver:
             return self._download(self.ds.url)
         raise self._unavailable(searched)
 
+    def _confine(self, path: Path, *, file: bool = True) -> None:
+        """The cache is a shared place (``_files.confine``): a link or a folder others may write
+        to on the way to ``path`` is refused before anything behind it is read."""
+        try:
+            confine(path, self.settings.cache_dir, file=file)
+        except Unconfined as exc:
+            raise IntegrityError(
+                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
+            ) from None
+
+    def _has(self, kind: str, path: Path) -> bool:
+        """Whether ``path`` is a file; in the cache, a regular file not reached through a link
+        (one that is refused)."""
+        if kind != "cache":
+            return path.is_file()
+        self._confine(path)
+        return path.exists()
+
     def _try_folder(self, kind: str, folder: Path) -> ResolvedDataset | str:
         """The data set from ``folder`` if it holds every file needed, else why not."""
+        if kind == "cache":
+            self._confine(folder, file=False)
         if not folder.is_dir():
             return "no such folder"
         for name in self.meta_in_data:
-            if not (folder / name).is_file():
+            if not self._has(kind, folder / name):
                 return f"no {name}"
         self._verify(kind, folder, self.meta_in_data)
         contents = self._read(self.meta_dir or folder)
         if self.ds.labels_from == "folders":
             self._check_class_folders(folder, contents)
         wanted = [sample_id for sample_id, _ in contents.samples]
-        missing = [name for name in wanted if not (folder / name).is_file()]
+        missing = [name for name in wanted if not self._has(kind, folder / name)]
         if missing:
             return f"{len(missing)} of the {len(wanted)} images are missing, e.g. {missing[0]!r}"
         self._verify(kind, folder, wanted)
@@ -378,12 +427,26 @@ class _Resolver:
         if not names:
             return
         paths = [folder / name for name in names]
+        cached = kind == "cache"
+        if cached:
+            for path in paths:
+                self._confine(path)
+
+        def digest(path: Path) -> str:
+            # In the cache, a link is never followed (nor hashed, nor its digest shown).
+            return sha256_file(path, follow_symlinks=not cached)
+
         try:
             if len(paths) == 1:
-                digests = [sha256_file(paths[0])]
+                digests = [digest(paths[0])]
             else:
                 with ThreadPoolExecutor(min(_HASH_WORKERS, len(paths))) as pool:
-                    digests = list(pool.map(sha256_file, paths))
+                    digests = list(pool.map(digest, paths))
+        except NotARegularFile as exc:
+            raise IntegrityError(
+                f"data set {self.ds.name!r}: {exc}: not read (a data set file must be a "
+                "regular file)"
+            ) from None
         except OSError as exc:
             raise DatasetUnavailable(
                 f"cannot read {exc.filename or folder}: {exc.strerror or exc}",
@@ -592,26 +655,29 @@ class _Resolver:
 
     def _download(self, url: str) -> ResolvedDataset:
         base = url.rstrip("/")
+        root = self.settings.cache_dir
         try:
-            self.cache.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DatasetUnavailable(
-                f"cannot create the cache folder {self.cache}: {exc.strerror or exc}",
-                how="set MLREPRO_CACHE to a writable folder",
+            make_confined_folder(self.cache, root)
+        except Unconfined as exc:
+            raise IntegrityError(
+                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
             ) from None
-        with _locked(self.cache.parent / f"{self.ds.name}.lock"):
+        except OSError as exc:
+            # Not "unavailable here": the cache cannot be written; the item fails.
+            raise write_error(self.cache, exc, "data set cache folder") from None
+        with _locked(self.cache.parent / f"{self.ds.name}.lock", root):
             # Another process may have fetched some or all of it while we waited for the lock.
             fetched: list[str] = []
-            have = [name for name in self.meta_in_data if (self.cache / name).is_file()]
+            have = [name for name in self.meta_in_data if self._has("cache", self.cache / name)]
             self._verify("cache", self.cache, have)
             need = [name for name in self.meta_in_data if name not in have]
             self._fetch_all(base, need)
             fetched += need
             contents = self._read(self.meta_dir or self.cache)
             wanted = [sample_id for sample_id, _ in contents.samples]
-            have = [name for name in wanted if (self.cache / name).is_file()]
+            have = [name for name in wanted if self._has("cache", self.cache / name)]
             self._verify("cache", self.cache, have)
-            need = [name for name in wanted if not (self.cache / name).is_file()]
+            need = [name for name in wanted if name not in set(have)]
             self._fetch_all(base, need)
             fetched += need
         origin = f"downloaded from {base} into {self.cache}" if fetched else f"cache {self.cache}"
@@ -650,7 +716,27 @@ class _Resolver:
         url = f"{base}/{urllib.parse.quote(name)}"
         dest = self.cache / name
         try:
-            fetch_verified(url, dest, self.checksums[name], stop=stop)
+            fetch_verified(
+                url,
+                dest,
+                self.checksums[name],
+                stop=stop,
+                limit=min(MAX_DATA_FILE_BYTES, configured_download_cap() or MAX_DATA_FILE_BYTES),
+                inside=self.settings.cache_dir,
+            )
+        except RefusedRedirect as exc:
+            raise IntegrityError(
+                f"{name!r}: {visible(str(exc))}: refusing it; nothing was kept in {self.cache}"
+            ) from None
+        except TooLarge as exc:
+            raise IntegrityError(
+                f"{name!r} downloaded from {url} is too large: {exc}; nothing was kept in "
+                f"{self.cache}"
+            ) from None
+        except Unconfined as exc:
+            raise IntegrityError(
+                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
+            ) from None
         except DigestMismatch as exc:
             raise IntegrityError(
                 f"{name!r} downloaded from {url} does not match "
@@ -659,24 +745,24 @@ class _Resolver:
             ) from None
         except SourceUnreadable as exc:
             raise DatasetUnavailable(
-                f"cannot download data set {self.ds.name!r} file {url}: {exc}",
+                f"cannot download data set {self.ds.name!r} file {url}: {visible(str(exc))}",
                 how=(
                     f"check the network and the manifest's url; or set MLREPRO_DATA (or the "
                     f"ini key mlrepro_data) to a folder that contains '{self.ds.name}/'"
                 ),
             ) from None
         except OSError as exc:
-            raise DatasetUnavailable(
-                f"cannot write {dest}: {exc.strerror or exc}",
-                how="free some space or set MLREPRO_CACHE to another folder",
-            ) from None
+            # A local failure (disk full, I/O error) is not "unavailable here": the item fails.
+            raise write_error(dest, exc, "downloaded data set file") from None
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, root: Path) -> Iterator[None]:
     try:
-        with file_lock(path):
+        with file_lock(path, inside=root):
             yield
+    except Unconfined as exc:
+        raise IntegrityError(f"the cache is not safe to use: {exc}") from None
     except OSError as exc:
         raise DatasetUnavailable(
             f"cannot lock {path}: {exc.strerror or exc}",

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._visible import visible
 from ..data import Sample
 from ..manifest import Manifest
 
@@ -147,8 +148,8 @@ class LayerReport:
         if f is None:
             return ""
         return (
-            f"the first layer whose output differs is {f.op} {f.name!r} (layer {f.index + 1} of "
-            f"{self.layers}: {f.text()}){self._growth()}"
+            f"the first layer whose output differs is {visible(f.op)} {f.name!r} "
+            f"(layer {f.index + 1} of {self.layers}: {f.text()}){self._growth()}"
         )
 
     def _growth(self) -> str:
@@ -160,7 +161,8 @@ class LayerReport:
             return ""
         last = after[-1]
         verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
-        return f", and the difference {verb} to {_rel(last.delta)} at the last layer ({last.name})"
+        at = visible(last.name)
+        return f", and the difference {verb} to {_rel(last.delta)} at the last layer ({at})"
 
     def lines(self) -> list[str]:
         extra = [f"precision: {self.precision}"] if self.precision else []
@@ -179,7 +181,7 @@ class LayerReport:
         shown = [d for d in self.diffs if d.index >= self.first.index]
         step = max(1, len(shown) // 6)
         for d in shown[::step][:6]:
-            out.append(f"layer {d.index + 1} {d.op} {d.name}: {_rel(d.delta)}")
+            out.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {_rel(d.delta)}")
         return out
 
     def chart(self) -> list[tuple[int, str, float]]:

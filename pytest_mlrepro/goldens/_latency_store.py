@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._files import atomic_write_bytes, file_lock
-from ..errors import GoldenError
+from ..errors import GoldenError, OutputError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
 from ..settings import Settings
@@ -220,21 +220,27 @@ def record(
     other key's file, stay as they are. Read-modify-write under a lock between processes, the
     file replaced atomically."""
     path = golden_file(settings, manifest, key)
-    with file_lock(_lock_path(settings, path)):
-        try:
-            data = read_golden(path)
-        except GoldenError:
-            data = None  # only --mlrepro-update gets here: it replaces a broken file
-        if data is None:
-            data = {"format": FORMAT, "kind": "latency", "batches": {}}
-        data.update(
-            name=manifest.name,
-            key=key.fields,
-            slug=key.slug,
-            environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
-        )
-        data["batches"][str(batch)] = entry
-        atomic_write_bytes(
-            path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
-        )
+    lock = _lock_path(settings, path)
+    try:
+        # The lock is in the cache, a shared place: confined like its model files (no link
+        # followed, nothing created through a planted name).
+        with file_lock(lock, inside=settings.cache_dir):
+            try:
+                data = read_golden(path)
+            except GoldenError:
+                data = None  # only --mlrepro-update gets here: it replaces a broken file
+            if data is None:
+                data = {"format": FORMAT, "kind": "latency", "batches": {}}
+            data.update(
+                name=manifest.name,
+                key=key.fields,
+                slug=key.slug,
+                environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
+            )
+            data["batches"][str(batch)] = entry
+            atomic_write_bytes(
+                path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
+            )
+    except OSError as exc:  # the body raises GoldenError / OutputError: this is the lock's
+        raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
     return path

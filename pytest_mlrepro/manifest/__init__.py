@@ -17,6 +17,7 @@ from ._spec import (
     Reference,
     Tolerances,
     load_manifest,
+    name_problem,
     parse_manifest,
 )
 
@@ -34,5 +35,6 @@ __all__ = [
     "Tolerances",
     "is_manifest",
     "load_manifest",
+    "name_problem",
     "parse_manifest",
 ]

@@ -33,6 +33,36 @@ STATISTICS = ("min", "p50", "p90", "p99", "mean")
 computes them, so that the manifest layer imports nothing above it)."""
 
 
+NAME_MAX = 255
+"""The longest file or folder name (bytes) the usual file systems hold (ext4, XFS, APFS, NTFS)."""
+PATH_MAX = 4096
+"""The longest path (bytes) Linux opens."""
+CACHE_NAME_MAX = 200
+"""The longest cache entry name (bytes): the cache adds ``.origin.json``, ``.lock`` and a
+temporary ``.<name>.<random>.part`` beside it, each of which must fit in :data:`NAME_MAX`."""
+
+
+def name_problem(value: str, longest: int = NAME_MAX) -> str | None:
+    """Why the file system cannot hold the path ``value`` (a part longer than ``longest``
+    bytes, or the whole longer than :data:`PATH_MAX`), or None. Checked when the manifest loads,
+    so that the error names its file, line and field instead of ``OSError: [Errno 36] File name
+    too long`` from deep inside a run."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > PATH_MAX:
+        return f"the path is {size} bytes long; file systems hold paths of at most {PATH_MAX}"
+    for part in re.split(r"[/\\]", value):
+        length = len(part.encode("utf-8", "surrogatepass"))
+        if length > longest:
+            shown = part[:40] + "…"
+            return f"the name {shown!r} is {length} bytes long; " + (
+                f"a cache entry may have at most {longest} (the cache adds suffixes to it, "
+                f"and file systems hold names of at most {NAME_MAX})"
+                if longest != NAME_MAX
+                else f"file systems hold names of at most {NAME_MAX} bytes"
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class FileRef:
     """A file and its sha256. Exactly one of:
@@ -74,6 +104,11 @@ class FileRef:
             "/" in self.cache or "\\" in self.cache or self.cache in (".", "..")
         ):
             raise Invalid("cache", "a cache entry is a plain file name")
+        for name, longest in (("path", NAME_MAX), ("cache", CACHE_NAME_MAX)):
+            value = getattr(self, name)
+            problem = name_problem(value, longest) if value is not None else None
+            if problem is not None:
+                raise Invalid(name, problem)
 
 
 def _check_file_url(url: str) -> None:
@@ -222,6 +257,11 @@ class Dataset:
             raise Invalid("limit", "must be positive")
         if self.classes < 1:
             raise Invalid("classes", "must be positive")
+        for name in ("checksums", "labels", "labels_dir", "class_names"):
+            value = getattr(self, name)
+            problem = name_problem(value) if value is not None else None
+            if problem is not None:
+                raise Invalid(name, problem)
 
 
 def url_problem(url: str) -> str | None:
@@ -429,6 +469,9 @@ class Manifest:
             raise Invalid("name", "use letters, digits, '_', '.', '-' (it names the golden file)")
         if self.golden is not None and (not self.golden.endswith(".json") or "\0" in self.golden):
             raise Invalid("golden", "expected a path ending in .json")
+        problem = name_problem(self.golden) if self.golden is not None else None
+        if problem is not None:
+            raise Invalid("golden", problem)
         if self.runtime.graph_optimization is not None and self.framework.name != "onnxruntime":
             raise Invalid(
                 ("runtime", "graph_optimization"),

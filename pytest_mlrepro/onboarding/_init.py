@@ -18,6 +18,7 @@ SavedModel, torch.export), from the size a model builder declares
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -29,7 +30,15 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..errors import Unavailable
+from .._files import (
+    NotARegularFile,
+    Unconfined,
+    confine,
+    make_confined_folder,
+    open_regular,
+)
+from .._visible import visible
+from ..errors import BuildError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
 from ..settings import Settings
@@ -362,7 +371,10 @@ class _Writer:
             ["provisional"],
         )
         self.write()
-        runner = self._runner()
+        try:
+            runner = self._runner()
+        except BuildError as exc:  # the builder failed, or returned no module: said as init's
+            raise InitError(str(exc)) from None
         self.size = known
         return getattr(runner, "module", None)
 
@@ -415,8 +427,16 @@ class _Writer:
                 )
             assert self.settings is not None
             target = cache_path(f"{request.name}.{request.export}", self.settings)
+            root = self.settings.cache_dir
             made += [p for p in (target.parent, *target.parents) if not p.exists()]
-            staged = _built(target, lambda path: build(path))
+            try:
+                # The cache is a shared place: no link followed in it (``_files.confine``).
+                make_confined_folder(target.parent, root)
+                confine(target, root)
+            except Unconfined as exc:
+                raise InitError(f"the cache is not safe to use: {exc}") from None
+            what = f"artifact builder {request.artifact!r} (--artifact)"
+            staged = _built(target, lambda path: build(path), what)
             if target.exists() and target.read_bytes() != staged.read_bytes():
                 staged.unlink()
                 raise InitError(
@@ -440,8 +460,9 @@ class _Writer:
             height, width = self.size
             # Staged beside its place (a file it replaces stays until init succeeds); the
             # staged manifest runs the staged file.
+            what = f"the export of model builder {self.model.builder!r}'s module to ONNX"
             file = _built(target, lambda path: export_onnx(
-                module, path, size=(height, width), layout=self.model.layout))  # fmt: skip
+                module, path, size=(height, width), layout=self.model.layout), what)  # fmt: skip
             moves.append((file, target))
             cache = None
         weights = self.model
@@ -510,20 +531,44 @@ class _Writer:
         self.write()
 
 
-def _built(target: Path, build: Callable[[Path], None]) -> Path:
-    """``build`` run into a hidden temporary file beside ``target``; that file."""
+def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
+    """``build`` run into a hidden temporary file beside ``target``; that file. ``what`` names
+    the builder in the InitError raised when it fails or leaves anything but a regular file
+    there (a link to a file elsewhere is never taken as its output)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(handle)
     staged = Path(name)
+
+    def discard() -> None:
+        with contextlib.suppress(OSError):
+            if staged.is_dir() and not staged.is_symlink():
+                staged.rmdir()
+            else:
+                staged.unlink()
+
     try:
         build(staged)
-    except BaseException:
-        staged.unlink(missing_ok=True)
+    except (InitError, Unavailable):
+        discard()
         raise
-    if not staged.is_file() or staged.stat().st_size == 0:
-        staged.unlink(missing_ok=True)
-        raise InitError(f"the build of {target.name} wrote nothing")
+    except Exception as exc:
+        discard()
+        raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
+    except BaseException:
+        discard()
+        raise
+    try:
+        os.close(open_regular(staged, follow_symlinks=False))
+    except (NotARegularFile, OSError) as exc:
+        discard()
+        raise InitError(
+            f"{what} did not leave a regular file at the path it was given ({exc}): its output "
+            f"is refused, nothing was put at {target}"
+        ) from None
+    if staged.stat().st_size == 0:
+        discard()
+        raise InitError(f"the build of {target.name} wrote nothing ({what})")
     # mkstemp makes the file private (0600); a model file is read like any other file.
     umask = os.umask(0)
     os.umask(umask)

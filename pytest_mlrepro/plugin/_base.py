@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from .._files import check_writable_folder
+from .._visible import visible_lines
 from ..data import MAX_SHARDS, Shard
 from ..errors import OutputError
 from ..evaluation import PreprocessingShare
@@ -439,9 +440,9 @@ def report_output_error(session: pytest.Session, message: str) -> None:
     status is non-zero (a run whose results were lost did not succeed)."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"mlrepro: {message}", red=True, bold=True)
+        reporter.write_line(f"mlrepro: {visible_lines(message)}", red=True, bold=True)
     else:
-        print(f"mlrepro: {message}", file=sys.stderr)
+        print(f"mlrepro: {visible_lines(message)}", file=sys.stderr)
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .._visible import visible_lines
 from ..manifest import Manifest
 from ..report import audit_lines, latency_table, reference_lines, shard_lines, summary_table
 from ._accuracy import plan_preprocessing
@@ -168,7 +169,11 @@ class MlreproSession:
         from a worker to the controller with the report)."""
         report = yield
         if is_mlrepro_item(item) and report.skipped and isinstance(report.longrepr, tuple):
-            report.longrepr = (str(item.path), 1, report.longrepr[2])
+            report.longrepr = (str(item.path), 1, visible_lines(report.longrepr[2]))
+        elif is_mlrepro_item(item) and isinstance(report.longrepr, str):
+            # A failure's text carries data (class names, sample ids, exception texts from
+            # frameworks, names read from a shared cache): its control characters are shown.
+            report.longrepr = visible_lines(report.longrepr)
         if isinstance(item, ManifestItem):
             for name, value in item.report_attributes(call.when).items():
                 setattr(report, name, value)
@@ -247,7 +252,7 @@ class MlreproSession:
             if lines:
                 terminalreporter.section(title)
                 for line in lines:
-                    terminalreporter.write_line(line)
+                    terminalreporter.write_line(visible_lines(line))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

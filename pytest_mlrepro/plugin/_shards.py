@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from .._visible import visible_lines
 from ..manifest import Tolerances
 from ..report import explain
 from ..results import Part, ShardMergeError, combine, merge_shards
@@ -139,7 +140,7 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     fspath, lineno, domain = first.location
     location = (fspath, lineno, domain.replace(f"[shard{split.index}of{split.count}]", ""))
     outcome = row["outcome"]
-    longrepr: Any = text
+    longrepr: Any = None if text is None else visible_lines(text)  # data shown, not obeyed
     if outcome == "skipped":
         reason = reports[min(reports)].longrepr
         longrepr = reason if isinstance(reason, tuple) else (fspath, lineno or 0, str(reason))

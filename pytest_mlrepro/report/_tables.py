@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._visible import visible
 from ..goldens import Comparison
 from ._text import aligned
 
@@ -20,7 +21,7 @@ _LEVEL_NAMES = {
 
 def _name(classes: Sequence[str] | None, index: int) -> str:
     if classes and 0 <= index < len(classes):
-        return f"{index} {classes[index]}"
+        return f"{index} {visible(classes[index])}"
     return str(index)
 
 
@@ -87,7 +88,7 @@ def explain(
         for ch in c.changed[:examples]:
             label_mark = "✓" if ch.now == ch.label else ("was ✓" if ch.golden == ch.label else "")
             lines.append(
-                f"    {ch.id}: {_name(classes, ch.golden)} ({ch.golden_score:.3f}) → "
+                f"    {visible(ch.id)}: {_name(classes, ch.golden)} ({ch.golden_score:.3f}) → "
                 f"{_name(classes, ch.now)} ({ch.now_score:.3f})  {label_mark}".rstrip()
             )
     lines += [

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._visible import visible
+
 
 def aligned(
     rows: Sequence[Sequence[str]], indent: str = "", marks: Sequence[str] | None = None
 ) -> list[str]:
     """``rows`` as lines whose columns line up (two spaces between columns, no trailing space),
-    each line led by ``indent`` and followed by its mark in ``marks`` (e.g. ``"  ✗"``)."""
+    each line led by ``indent`` and followed by its mark in ``marks`` (e.g. ``"  ✗"``). Every
+    cell is shown through :func:`~pytest_mlrepro._visible.visible`: a cell carries data (a
+    manifest, machine, sample or layer name read from a file), never a control sequence."""
     if not rows:
         return []
+    rows = [[visible(cell) for cell in row] for row in rows]
     width = [max(len(row[i]) if i < len(row) else 0 for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):

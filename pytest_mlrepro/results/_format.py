@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
+from .._visible import shortened
 from ..data import MAX_SHARDS, Shard
 from ..errors import MlreproError
 from ..goldens import Results
@@ -262,9 +263,20 @@ def _part(value: Any, path: tuple[str | int, ...]) -> Part:
     return Part(now=now, golden=golden, score_diff=diffs)
 
 
+_NAMES = ("manifest", "device", "framework", "framework_version", "verdict")
+"""A row's display names: read back shortened (``_visible.shortened``, at most
+``DISPLAY_LIMIT`` characters, as long as a manifest name may be), so that no page, table or
+chart of the merge, the history or the session's report spends time or memory on a 200 kB name;
+the file itself keeps the full value. (Keys that must match across files, the node id among
+them, are left whole.)"""
+
+
 def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     row = dict(_object(value, path))
     _str(_required(row, "nodeid", path), (*path, "nodeid"))
+    for key in _NAMES:
+        if isinstance(row.get(key), str):
+            row[key] = shortened(row[key])
     outcome = _str(_required(row, "outcome", path), (*path, "outcome"))
     if outcome not in OUTCOMES:
         raise _Invalid(
@@ -304,7 +316,45 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     _report_fields(row, path)
     if "per_sample" in row:
         _part(row["per_sample"], (*path, "per_sample"))
+    for key, value in row.items():
+        if key not in _WHOLE:
+            row[key] = _bounded_texts(value)
     return row
+
+
+TEXT_LIMIT = 1000
+"""The most characters of any other text of a results file (a latency verdict's reason, a
+changed sample's id, an environment value) that a page or table shows; a longer one is cut
+(``_visible.shortened``: its start and a digest of the whole, so that equal texts stay equal
+and different ones different)."""
+
+_WHOLE = ("nodeid", "outcome", "kind", "shard", "per_sample", "manifest_content", *IDENTITIES)
+"""Row fields read whole: keys that must match across files, what the digests check, and the
+per-sample results (whose ids match samples across machines)."""
+
+
+def _bounded_texts(value: Any) -> Any:
+    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters;
+    iterative (the nesting is already bounded by the reader's ``MAX_DEPTH``)."""
+    if isinstance(value, str):
+        return shortened(value, TEXT_LIMIT)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (container, key, value)
+    while stack:
+        container, key, item = stack.pop()
+        if isinstance(item, str):
+            container[key] = shortened(item, TEXT_LIMIT)
+        elif isinstance(item, list):
+            copy: list[Any] = list(item)
+            container[key] = copy
+            stack.extend((copy, i, child) for i, child in enumerate(copy))
+        elif isinstance(item, dict):
+            mapping = {shortened(k, TEXT_LIMIT): child for k, child in item.items()}
+            container[key] = mapping
+            stack.extend((mapping, k, child) for k, child in mapping.items())
+    return root[0]
 
 
 def _report_fields(row: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
@@ -387,7 +437,8 @@ def _environment(value: Any) -> Mapping[str, Any]:
         if name in env:
             for key, text in _object(env[name], (*path, name)).items():
                 _str(text, (*path, name, key))
-    return env
+    bounded: Mapping[str, Any] = _bounded_texts(env)  # shown in the machine table: bounded
+    return bounded
 
 
 @dataclass(frozen=True)
@@ -421,6 +472,7 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         name = _str(_required(machine, "name", ("machine",)), ("machine", "name"))
         if not name:
             raise _Invalid(("machine", "name"), "the machine's name is empty")
+        name = shortened(name)  # shown in every table and page: bounded (the file keeps it)
         env = _environment(_required(machine, "environment", ("machine",)))
         shard_json = _required(obj, "shard", ())
         shard = None if shard_json is None else _shard(shard_json, ("shard",))

@@ -13,6 +13,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,14 +21,30 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry
-from .._download import DigestMismatch, SourceUnreadable, fetch_verified, file_url, local_path
+from .._download import (
+    DigestMismatch,
+    RefusedRedirect,
+    SourceUnreadable,
+    TooLarge,
+    configured_download_cap,
+    fetch_verified,
+    file_url,
+    local_path,
+)
 from .._files import (
+    NotARegularFile,
+    Unconfined,
     atomic_write_bytes,
+    confine,
     default_file_mode,
     file_lock,
+    make_confined_folder,
+    open_regular,
     read_bounded,
     sha256_file,
+    write_error,
 )
+from .._visible import visible
 from .._yaml import Path as KeyPath
 from ..errors import (
     BuildError,
@@ -41,7 +58,7 @@ from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
-from ._vetting import check_size
+from ._vetting import MAX_ONNX_BYTES, check_size
 
 
 def _package_dir(package: str) -> Path | None:
@@ -89,8 +106,10 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
     else:
         assert ref.cache is not None
         path = cache_path(ref.cache, settings)
-        if not path.is_file():
+        _confine_cache(manifest, where, path, settings)
+        if not _present(path):
             _provide(manifest, ref, where, path, settings)
+        _confine_cache(manifest, where, path, settings)
     if not path.is_file():
         raise manifest.error((*where, "path"), f"file not found: {path}")
     return path
@@ -99,6 +118,39 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
 def cache_path(name: str, settings: Settings) -> Path:
     """Where the cache keeps the model file ``name`` (a plain file name)."""
     return settings.cache_dir / "models" / name
+
+
+def _present(path: Path) -> bool:
+    """Whether a regular file is at ``path``, looked at without following a link."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _confine_cache(manifest: Manifest, where: KeyPath, path: Path, settings: Settings) -> None:
+    """The cache is a shared place: refuse ``path`` (before anything behind it is read) when a
+    folder on the way or the file is a link, or writable by every user and owned by another
+    (``_files.confine``)."""
+    try:
+        confine(path, settings.cache_dir)
+    except Unconfined as exc:
+        raise IntegrityError(
+            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
+        ) from None
+
+
+def download_limit(fmt: str) -> int | None:
+    """The most bytes a model file of format ``fmt`` may have when downloaded: an ONNX file over
+    protobuf's 2 GiB cannot be a model (``_vetting.MAX_ONNX_BYTES``), nor can a TFLite file
+    over FlatBuffers' 2 GiB; the configured cap (``MLREPRO_MAX_DOWNLOAD``, bytes) when it is
+    smaller."""
+    # protobuf (ONNX) and FlatBuffers (TFLite) hold at most 2 GiB in one file.
+    limits = [MAX_ONNX_BYTES] if fmt in ("onnx", "tflite") else []
+    configured = configured_download_cap()
+    if configured is not None:
+        limits.append(configured)
+    return min(limits) if limits else None
 
 
 def mirror_paths(name: str, settings: Settings) -> list[Path]:
@@ -136,23 +188,35 @@ def _provide(
             how=f"place the file at {target}, or set MLREPRO_DATA to a folder whose models/ "
             "holds it",
         )
+    root = settings.cache_dir
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise Unavailable(
-            f"cannot create the cache folder {target.parent}: {exc.strerror or exc}",
-            how="set MLREPRO_CACHE to a writable folder",
+        make_confined_folder(target.parent, root)
+        # xdist workers may all want the same file: one provides it, the others wait and reuse
+        # it. The lock file is never followed (a planted link there creates nothing outside).
+        with file_lock(target.with_name(target.name + ".lock"), inside=root):
+            _confine_cache(manifest, where, target, settings)
+            if _present(target):
+                return
+            if mirrored:
+                _fetch(
+                    manifest,
+                    ref,
+                    (*where, "sha256"),
+                    target,
+                    file_url(mirrored[0]),
+                    "mirror",
+                    settings,
+                )
+            elif url is not None:
+                _fetch(manifest, ref, (*where, "url"), target, url, "url", settings)
+            else:
+                _build(manifest, ref, where, target, settings)
+    except Unconfined as exc:
+        raise IntegrityError(
+            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
         ) from None
-    # xdist workers may all want the same file: one provides it, the others wait and reuse it.
-    with file_lock(target.with_name(target.name + ".lock")):
-        if target.is_file():
-            return
-        if mirrored:
-            _fetch(manifest, ref, (*where, "sha256"), target, file_url(mirrored[0]), "mirror")
-        elif url is not None:
-            _fetch(manifest, ref, (*where, "url"), target, url, "url")
-        else:
-            _build(manifest, ref, where, target)
+    except OSError as exc:
+        raise write_error(target.parent, exc, "cache") from None
 
 
 def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> str:
@@ -177,12 +241,26 @@ def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Se
 
 
 def _fetch(
-    manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, url: str, kind: str
+    manifest: Manifest,
+    ref: FileRef,
+    where: KeyPath,
+    target: Path,
+    url: str,
+    kind: str,
+    settings: Settings,
 ) -> None:
     """Copy the fixed bytes at ``url`` into the cache if they are the pinned ones."""
     shown = str(local_path(url) or url)
     try:
-        fetch_verified(url, target, ref.sha256)
+        fetch_verified(
+            url,
+            target,
+            ref.sha256,
+            limit=download_limit(manifest.model.format)
+            if where[:2] == ("model", "file")
+            else configured_download_cap(),
+            inside=settings.cache_dir,
+        )
     except DigestMismatch as exc:
         raise IntegrityError(
             manifest.error(
@@ -192,21 +270,40 @@ def _fetch(
                 f"the cache ({target.parent})",
             ).format()
         ) from None
+    except RefusedRedirect as exc:
+        raise IntegrityError(
+            manifest.error(
+                where,
+                f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
+                f"model); nothing was put in the cache ({target.parent})",
+            ).format()
+        ) from None
+    except TooLarge as exc:
+        raise IntegrityError(
+            manifest.error(
+                where,
+                f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
+                f"the cache ({target.parent})",
+            ).format()
+        ) from None
     except SourceUnreadable as exc:
         raise Unavailable(
-            f"{manifest.source}: cannot fetch model file {ref.cache!r} from {shown}: {exc}",
+            f"{manifest.source}: cannot fetch model file {ref.cache!r} from {shown}: "
+            f"{visible(str(exc))}",
             how="check the network and model.file.url, or place the file at "
             f"{target} (or in models/ of a data mirror, MLREPRO_DATA)",
         ) from None
+    except Unconfined:
+        raise
     except OSError as exc:
-        raise Unavailable(
-            f"cannot write {target}: {exc.strerror or exc}",
-            how="free some space or set MLREPRO_CACHE to another folder",
-        ) from None
-    _record_origin(target, ref.sha256, manifest, {"source": kind, "from": shown})
+        # A local failure (disk full, I/O error) is not "unavailable here": the item fails.
+        raise write_error(target, exc, "model file") from None
+    _record_origin(target, ref.sha256, manifest, {"source": kind, "from": shown}, settings)
 
 
-def _record_origin(target: Path, sha256: str, manifest: Manifest, how: dict[str, Any]) -> None:
+def _record_origin(
+    target: Path, sha256: str, manifest: Manifest, how: dict[str, Any], settings: Settings
+) -> None:
     """Write where the cached file came from beside it: a later mismatch then says whether the
     file is another build or fetch (a shared cache, another manifest version) or unexplained."""
     record = {
@@ -223,19 +320,22 @@ def _record_origin(target: Path, sha256: str, manifest: Manifest, how: dict[str,
             _origin_path(target),
             (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
             what="cache origin record",
+            inside=settings.cache_dir,
         )
 
 
-def _read_origin(target: Path) -> dict[str, Any] | None:
+def _read_origin(target: Path, root: Path | None = None) -> dict[str, Any] | None:
     try:
-        data = read_bounded(_origin_path(target), 65536)
+        data = read_bounded(_origin_path(target), 65536, inside=root)
         record = json.loads(data) if data is not None else None
     except (OSError, ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
 
 
-def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> None:
+def _build(
+    manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, settings: Settings
+) -> None:
     assert ref.build is not None
     builder = registry.get_artifact_builder(ref.build)
     if builder is None:
@@ -250,7 +350,14 @@ def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> No
     os.close(fd)
     try:
         builder(Path(tmp))
-        produced = sha256_file(Path(tmp))
+        try:
+            # Never followed: a builder that left a link (to a file anywhere) built nothing here.
+            produced = sha256_file(Path(tmp), follow_symlinks=False)
+        except NotARegularFile as exc:
+            raise BuildError(
+                f"{manifest.source}: builder {ref.build!r} did not write a regular file at the "
+                f"path it was given ({exc}): refusing its output"
+            ) from None
         if produced != ref.sha256:
             raise _mismatch(manifest, ref, where, produced)
         os.chmod(tmp, default_file_mode())  # mkstemp's 0600: a shared cache could not read it
@@ -264,13 +371,18 @@ def _build(manifest: Manifest, ref: FileRef, where: KeyPath, target: Path) -> No
             f"{manifest.source}: builder {ref.build!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        # Whatever the builder left there (a file, a link, an empty folder) goes.
+        with contextlib.suppress(OSError):
+            if os.path.isdir(tmp) and not os.path.islink(tmp):
+                os.rmdir(tmp)
+            else:
+                os.unlink(tmp)
     _record_origin(
         target,
         ref.sha256,
         manifest,
         {"source": "build", "from": ref.build, "packages": _build_packages(ref.build)},
+        settings,
     )
 
 
@@ -319,11 +431,13 @@ class VerifiedFile:
     local: Path
 
 
-def _copy_hashing(source: Path, target: Path) -> str:
-    """Copy ``source`` to ``target`` (created 0600 in a private folder) in one read; its sha256."""
+def _copy_hashing(source: Path, target: Path, *, follow_symlinks: bool = True) -> str:
+    """Copy ``source`` to ``target`` (created 0600 in a private folder) in one read; its sha256.
+    ``follow_symlinks`` false: a link at ``source`` is refused (NotARegularFile), never read."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
-    with open(source, "rb", buffering=0) as src, open(target, "xb") as dst:
+    fd = open_regular(source, follow_symlinks=follow_symlinks)
+    with open(fd, "rb", buffering=0) as src, open(target, "xb") as dst:
         while size := src.readinto(view):
             digest.update(view[:size])
             dst.write(view[:size])
@@ -346,7 +460,14 @@ def verified(
         check_size(path, manifest.model.format, manifest.source)  # before a byte is read
     with tempfile.TemporaryDirectory(prefix="mlrepro-model-") as private:
         local = Path(private) / path.name
-        actual = _copy_hashing(path, local)
+        try:
+            actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
+        except NotARegularFile as exc:  # a link planted in the cache after it was confined
+            raise IntegrityError(
+                manifest.error(
+                    (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
+                ).format()
+            ) from None
         if actual != ref.sha256:
             raise _integrity_error(manifest, ref, where, path, actual)
         yield VerifiedFile(path, local)
@@ -356,15 +477,16 @@ def _integrity_error(
     manifest: Manifest, ref: FileRef, where: KeyPath, path: Path, actual: str
 ) -> IntegrityError:
     line = manifest.error((*where, "sha256"), "").format().rstrip(": ")
-    origin = _read_origin(path) if ref.cache is not None else None
+    origin = _read_origin(path, path.parent.parent) if ref.cache is not None else None
     if origin is not None and origin.get("sha256") == actual:
-        # Not tampering: the cache holds another pinned version of the same file name.
+        # Likely another pinned version of the same file name; but the record lives in the
+        # cache, which others may write to: it explains, it never excuses (refused either way).
         return IntegrityError(
             f"{line}: the cached {path} is not the pinned file: the manifest pins "
-            f"{ref.sha256}, the cache holds {actual}, which "
-            f"{_origin_words(origin)}. Another manifest version (or another job sharing "
-            f"this cache) left it there; remove it to have the pinned file provided: "
-            f"rm {path}"
+            f"{ref.sha256}, the cache holds {actual}, which {_origin_words(origin)} (so says "
+            f"the cache's own record, which explains but excuses nothing: the file is refused "
+            f"either way). Another manifest version (or another job sharing this cache) likely "
+            f"left it there; remove it to have the pinned file provided: rm {path}"
         )
     if ref.cache is not None:
         return IntegrityError(
@@ -390,7 +512,8 @@ def _origin_words(origin: dict[str, Any]) -> str:
     }.get(str(source), "was written by pytest-mlrepro")
     machine = origin.get("machine")
     on = f" on {describe_cpu(machine)}" if isinstance(machine, dict) else ""
-    return f"{how} for {origin.get('manifest')} at {origin.get('written')}{on}"
+    # Every part comes from a file in the cache: shown escaped, as data is on a terminal.
+    return visible(f"{how} for {origin.get('manifest')} at {origin.get('written')}{on}")
 
 
 def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:

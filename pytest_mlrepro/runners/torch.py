@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .. import registry
+from .._visible import described
 from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel, SignatureError
 from ..manifest import Manifest
 from ..settings import Settings
@@ -178,6 +179,14 @@ class TorchRunner:
                     f"model builder {model.builder!r} failed: {type(exc).__name__}: {exc}",
                 ).format()
             ) from exc
+        if not isinstance(module, torch.nn.Module):
+            raise BuildError(
+                manifest.error(
+                    ("model", "builder"),
+                    f"model builder {model.builder!r} returned {described(module)}, not a "
+                    "torch.nn.Module: return the model's module (its weights are loaded into it)",
+                ).format()
+            )
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:

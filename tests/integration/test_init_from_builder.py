@@ -38,6 +38,30 @@ onnx_artifact("means_onnx", trained, size=16)
 @pytest_mlrepro.model_builder("misfit", input_size=16)
 def misfit():
     return torch.nn.Linear(2, 2)  # the weights do not fit it
+
+
+@pytest_mlrepro.model_builder("forty_two", input_size=16)
+def forty_two():
+    return 42  # not a model
+
+
+class Raising(Means):
+    def forward(self, x):
+        raise RuntimeError("forward is broken\x1b[31m")
+
+
+@pytest_mlrepro.model_builder("raising", input_size=16)
+def raising():
+    return Raising()
+
+
+@pytest_mlrepro.artifact_builder("linking")
+def linking(path):
+    import os
+
+    # Replaces its output by a link to an ONNX file outside the project.
+    os.unlink(path)
+    os.symlink(os.environ["OUTSIDE_ONNX"], path)
 """
 )
 
@@ -226,3 +250,52 @@ def test_a_failure_after_the_export_keeps_the_file_it_was_to_replace(
     assert old.read_bytes() == b"the file committed last time"
     assert sorted(p.name for p in old.parent.iterdir()) == ["means_onnx.onnx"]
     assert not (project.path / "manifests").exists()
+
+
+# --- builders that lie (issue 31, point 2) -------------------------------------------------------
+
+
+def test_a_model_builder_that_returns_no_model_is_an_init_error_naming_it(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "forty_two", "--export", "onnx", "-o", "manifests/x.yaml")
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "model builder 'forty_two' returned an int (42), not a torch.nn.Module" in err
+    assert "Traceback" not in err
+    assert not (project.path / "manifests" / "x.yaml").exists()
+
+
+def test_a_module_whose_export_raises_is_an_init_error_naming_the_builder(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = init(WEIGHTS, "--builder", "raising", "--export", "onnx", "-o", "manifests/x.yaml")
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "the export of model builder 'raising''s module to ONNX failed: " in err
+    assert "forward is broken\\x1b[31m" in err, "the framework's text, its escapes shown"
+    assert "Traceback" not in err and "\x1b" not in err
+    left = sorted(p.relative_to(project.path).as_posix() for p in project.path.rglob("*"))
+    assert not [p for p in left if p.startswith(("manifests", "models"))], left
+
+
+def test_an_artifact_build_that_leaves_a_link_is_refused_and_nothing_pinned(
+    project: pytest.Pytester,
+    assets: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes((assets / "models" / "tiny.onnx").read_bytes())
+    monkeypatch.setenv("OUTSIDE_ONNX", str(outside))
+    status = init(WEIGHTS, "--builder", "means", "--export", "onnx", "--artifact", "linking",
+                  "--name", "linked", "-o", "manifests/linked.yaml")  # fmt: skip
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "artifact builder 'linking' (--artifact) did not leave a regular file" in err
+    assert "is a symbolic link" in err
+    models = project.path / ".mlrepro-cache" / "models"
+    assert not [p.name for p in models.iterdir() if p.is_symlink()] if models.exists() else True
+    assert not (models / "linked.onnx").exists() and not (models / "linked.onnx").is_symlink()
+    assert not (project.path / "manifests" / "linked.yaml").exists(), "nothing is pinned"

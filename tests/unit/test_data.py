@@ -671,3 +671,75 @@ def test_real_imagenet_sample(tmp_path: Path) -> None:
     assert found.class_names[0] == "tench"
     assert found.class_names[2] == "great white shark"
     assert all(s.path.is_file() for s in found.samples)
+
+
+# -- a shared cache (issue 31, points 1 and 4) -----------------------------------------------
+
+
+def test_a_data_set_file_planted_in_the_cache_as_a_link_is_not_read(tiny: Tiny) -> None:
+    shutil.copytree(tiny.folder, tiny.cached)
+    secret = tiny.root / "secret"
+    secret.write_bytes(b"root-only secret\n")
+    secret.chmod(0o600)
+    (tiny.cached / "b c.png").unlink()
+    (tiny.cached / "b c.png").symlink_to(secret)
+    with pytest.raises(IntegrityError, match="is a symbolic link, not a regular file") as info:
+        resolve_dataset(tiny.manifest(), tiny.settings(mirrors=[]))
+    assert hashlib.sha256(secret.read_bytes()).hexdigest() not in str(info.value)
+
+
+def test_a_data_set_lock_planted_as_a_link_creates_nothing_outside(
+    tiny: Tiny, serve: Callable[..., Server]
+) -> None:
+    server = serve(served_copy(tiny))
+    outside = tiny.root / "outside"
+    outside.mkdir()
+    (tiny.cache / "datasets").mkdir(parents=True)
+    (tiny.cache / "datasets" / "tiny.lock").symlink_to(outside / "created")
+    with pytest.raises(IntegrityError, match=r"tiny\.lock is a symbolic link"):
+        resolve_dataset(tiny.manifest(url=server.url), tiny.settings(mirrors=[]))
+    assert list(outside.iterdir()) == []
+    assert server.requests == []
+
+
+def test_a_data_set_file_declared_larger_than_any_image_is_refused_unread(tiny: Tiny) -> None:
+    from http.server import BaseHTTPRequestHandler
+
+    class Huge(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(100 << 30))  # 100 GiB
+            self.end_headers()
+            self.wfile.write(b"\0" * 1024)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/tiny/"
+        with pytest.raises(IntegrityError, match="more than the limit of 1073741824 bytes"):
+            resolve_dataset(tiny.manifest(url=url), tiny.settings(mirrors=[]))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert not [p for p in tiny.cached.rglob("*") if p.is_file()], "nothing kept, no .part"
+
+
+def test_a_labels_row_the_file_system_cannot_hold_names_its_file_line_and_field(
+    tiny: Tiny,
+) -> None:
+    long_name = "x" * 300 + ".png"
+    write_labels(tiny.folder / "labels.csv", [*IMAGES.items(), (long_name, 1)])
+    tiny.rewrite_checksums()
+    with pytest.raises(ManifestError) as info:
+        resolve_dataset(tiny.manifest(), tiny.settings())
+    assert info.value.field == "dataset.labels"
+    message = str(info.value)
+    assert f"{tiny.folder / 'labels.csv'}:6: the name 'xxxx" in message
+    assert "is 304 bytes long; file systems hold names of at most 255 bytes" in message

@@ -638,3 +638,56 @@ def test_empty_preprocess(tmp_path: Path) -> None:
     text = "".join([*lines[: start - 1], "    preprocess: []   # @pre\n", *lines[end:]])
     exc = fail(tmp_path, text)
     assert_error(exc, line_of(text, "@pre"), "inputs[0].preprocess", "non-empty list of steps")
+
+
+# --- names the file system cannot hold (issue 31, point 6) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "words"),
+    [
+        (
+            "path: model.onnx",
+            f"cache: {'m' * 300}.onnx",
+            "model.file.cache",
+            ("is 305 bytes long", "a cache entry may have at most 200"),
+        ),
+        (
+            "path: model.onnx",
+            f"cache: {'m' * 196}.onnx",
+            "model.file.cache",
+            ("is 201 bytes long",),
+        ),
+        (
+            "path: model.onnx",
+            f"path: models/{'é' * 128}.onnx",
+            "model.file.path",
+            ("is 261 bytes long", "at most 255 bytes"),
+        ),
+        (
+            "checksums: SHA256SUMS",
+            f"checksums: {'s' * 256}",
+            "dataset.checksums",
+            ("is 256 bytes long",),
+        ),
+        (
+            "description: a test manifest",
+            f"description: a test manifest\ngolden: golden/{'g' * 300}.json",
+            "golden",
+            ("is 305 bytes long",),
+        ),
+    ],
+    ids=["cache-300", "cache-201", "path-utf8", "checksums", "golden"],
+)
+def test_a_name_the_file_system_cannot_hold_is_a_manifest_error_at_its_line(
+    tmp_path: Path, old: str, new: str, field: str, words: tuple[str, ...]
+) -> None:
+    text = BASE.replace(old, new, 1)
+    key = field.rsplit(".", 1)[-1]
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.lstrip().startswith(key + ":"))
+    assert_error(fail(tmp_path, text), line, field, *words)
+
+
+def test_the_longest_names_a_file_system_holds_still_load(tmp_path: Path) -> None:
+    text = BASE.replace("path: model.onnx", f"cache: {'m' * 195}.onnx", 1)
+    assert load(tmp_path, text).model.file.cache == "m" * 195 + ".onnx"

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix, machine_columns, machine_notes
 from ...matrix import Result as MatrixResult
 from ...results import FORMAT, validate_results
@@ -275,7 +276,8 @@ def _drift_set(
         diagnosis="" if d is None else d.cause,
         probes=tuple(from_plain(x) for x in p.get("probes") or () if isinstance(x, dict)),
         layers=tuple(
-            (int(depth), str(name), float(delta)) for depth, name, delta in p.get("layers") or ()
+            (int(depth), shortened(str(name)), float(delta))
+            for depth, name, delta in p.get("layers") or ()
         ),
         note=str(p.get("note") or ""),
         anchor=anchor,
@@ -287,7 +289,7 @@ def _drift_set(
         if changed is None
         else tuple(
             ChangedRow(
-                sample=s.id,
+                sample=shortened(s.id),  # shown; the results file keeps the whole id
                 label=s.label,
                 golden=s.golden,
                 now=s.now,

@@ -1,0 +1,76 @@
+"""The one rule for text from data on a terminal: control characters are shown, never obeyed.
+
+Class names, sample file names, machine and manifest names read from results files, a cache's
+origin record, ONNX node names and the texts of framework exceptions all come from files other
+people (or other jobs) wrote. Printed raw, an escape sequence in them can retitle a window, clear
+the screen, move the cursor over earlier lines or hide lines in a CI log viewer. Every terminal
+line that carries such text passes it through :func:`visible` (one value) or
+:func:`visible_lines` (a whole message whose own line breaks are kept), which write each C0 and
+C1 control character, DEL and the Unicode bidirectional and line controls as a visible escape
+(``\\x1b``, ``\\x9b``, ``\\u202e``) and leave everything else as it is.
+
+A leaf module: imported by every layer (data, runners, results, report, the plugin and the CLI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# C0 (U+0000-U+001F), DEL, C1 (U+0080-U+009F); the bidi embeddings, overrides and isolates, and
+# the line and paragraph separators (which reorder or break what a terminal or log viewer shows).
+_OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_ANY = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_BUT_LINE_FEEDS = re.compile(f"[\x00-\x09\x0b-\x1f{_OTHERS}]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` (one value: a name, an id, an exception's text) with every control character,
+    line breaks included, written as a visible escape: ``'a\\x1b[31mb'`` for ``'a\\x1b[31mb'``
+    (the escape character becomes the four characters ``\\x1b``)."""
+    return _ANY.sub(_escape, text)
+
+
+def visible_lines(text: str) -> str:
+    """:func:`visible` for a whole message that is meant to span lines: its line feeds are kept,
+    every other control character (carriage returns and tabs included) is escaped."""
+    return _BUT_LINE_FEEDS.sub(_escape, text)
+
+
+DISPLAY_LIMIT = 100
+"""The most characters of a name (machine, manifest, device) a page or table shows: as long as
+a manifest's name may be."""
+
+
+def shortened(text: str, limit: int = DISPLAY_LIMIT) -> str:
+    """``text``, or when it is longer than ``limit`` characters its start, an ellipsis and a
+    digest of the whole (``ci-…#3f2a9c1e``): bounded wherever it is shown, and two long names
+    that share their start stay two names. The full value stays in the file it came from (a
+    results file's JSON)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{text[: limit - 10]}…#{digest}"
+
+
+def described(value: object, limit: int = 80) -> str:
+    """What ``value`` is, for a message about a thing user code returned: ``an int (42)``,
+    ``a str ('model.onnx')``; its ``repr`` cut at ``limit`` characters and shown visibly (a
+    ``repr`` that raises is not shown)."""
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    try:
+        text = repr(value)
+    except Exception:  # a user's __repr__ may raise anything: the type alone is said then
+        return f"{article} {kind}"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"{article} {kind} ({visible(text)})"
+
+
+__all__ = ["DISPLAY_LIMIT", "described", "shortened", "visible", "visible_lines"]
