@@ -26,6 +26,7 @@ from ._base import (
     settings_key,
 )
 from ._item import ManifestItem
+from ._options import XDIST_GROUP_MARKER
 from ._xdist_lock import XDIST_GROUP, exclusive
 
 
@@ -58,7 +59,7 @@ class LatencyItem(ManifestItem):
         super().__init__(manifest=manifest, device=device, **kwargs)
         self.batch = batch
         self.report_data: dict[str, Any] | None = None
-        self.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
+        self.add_marker(getattr(pytest.mark, XDIST_GROUP_MARKER)(XDIST_GROUP))
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """The call's report: the latency table's and the benchmark file's data."""

@@ -19,6 +19,12 @@ from .._names import DEFAULT_PATTERNS, DEVICES, FRAMEWORKS
 GROUP = "mlrepro"
 GROUP_DESCRIPTION = "ML model reproducibility (pytest-mlrepro)"
 DEFAULT_MAX_CONTENTION = 0.25
+XDIST_GROUP_MARKER = "xdist_group"
+"""pytest-xdist's marker of the tests ``--dist loadgroup`` sends to one worker (latency items)."""
+XDIST_GROUP_HELP = (
+    "xdist_group(name): pytest-xdist's group (registered by pytest-mlrepro while xdist is not "
+    "loaded: its latency items carry it)"
+)
 LOCK_INPUT = "mlrepro_latency_lock"
 """The xdist worker input that holds the path of the session's latency lock (``_xdist_lock``)."""
 
@@ -337,6 +343,12 @@ def register_markers(config: pytest.Config) -> None:
         )
     for device in DEVICES:
         config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
+    # Latency items carry pytest-xdist's ``xdist_group`` (``--dist loadgroup`` sends them to one
+    # worker). Only xdist registers it, so without xdist (not installed, or ``-p no:xdist``)
+    # ``--strict-markers``, ``strict = true`` and ``-W error`` would refuse every latency item:
+    # registered here then, and left to xdist when it is loaded (no duplicate in ``--markers``).
+    if not config.pluginmanager.hasplugin("xdist"):
+        config.addinivalue_line("markers", f"{XDIST_GROUP_MARKER}: {XDIST_GROUP_HELP}")
 
 
 __all__ = [
@@ -346,6 +358,7 @@ __all__ = [
     "LOCK_INPUT",
     "MARKER",
     "OPTIONS",
+    "XDIST_GROUP_MARKER",
     "add_options",
     "given",
     "register_markers",

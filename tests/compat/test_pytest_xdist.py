@@ -1,0 +1,45 @@
+"""pytest-xdist: the latency items' ``xdist_group`` marker is registered whether xdist is loaded
+or not, so ``--strict-markers`` and ``-W error`` runs collect and pass every item (issue 30, 1)."""
+
+from __future__ import annotations
+
+import pytest
+from compat_helpers import LATENCY, needs
+from helpers import Project
+
+pytestmark = needs("xdist", "pytest-xdist")
+
+STRICT = ("--strict-markers", "-W", "error")
+
+
+@pytest.mark.about_xdist
+@pytest.mark.parametrize("xdist", [["-p", "no:xdist"], ["-n", "2"]], ids=["without", "with"])
+def test_strict_markers_and_warnings_as_errors_pass_latency_items(
+    serial_project: Project, xdist: list[str]
+) -> None:
+    serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx", extra=LATENCY)},
+        goldens=["tiny_onnx"],
+    )
+    # In a subprocess: pytest's mark generator remembers the markers of every configuration of
+    # its process, this test run's (xdist's) included, so an in-process run would not see one
+    # missing. Collection alone first: an unregistered marker is refused there.
+    collected = serial_project.run("--collect-only", "-q", *STRICT, *xdist, subprocess=True)
+    collected.assert_outcomes()
+    assert collected.ret == 0, collected.stdout.str()
+    assert "xdist_group" not in collected.stdout.str()
+    # Then the run: latency goldens recorded (this machine has none), accuracy compared.
+    ran = serial_project.run(*STRICT, *xdist, "--mlrepro-update", subprocess=True)
+    ran.assert_outcomes(passed=3)
+
+
+def test_xdist_group_is_listed_once(serial_project: Project) -> None:
+    """With xdist loaded, its own registration stands (no second line in ``--markers``); without
+    it, the plugin's."""
+    serial_project.make({})
+    with_xdist = serial_project.run("--markers").stdout.str()
+    assert with_xdist.count("@pytest.mark.xdist_group") == 1
+    assert "registered by pytest-mlrepro" not in with_xdist
+    without = serial_project.run("--markers", "-p", "no:xdist").stdout.str()
+    assert without.count("@pytest.mark.xdist_group") == 1
+    assert "registered by pytest-mlrepro" in without
