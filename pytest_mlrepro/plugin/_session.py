@@ -30,7 +30,7 @@ from ._base import (
     settings_key,
     state_of,
 )
-from ._collect import collect_file, is_mlrepro_item, own_items
+from ._collect import collect_file, is_mlrepro_item, own_items, preload_frameworks
 from ._golden_audit import (
     audit_findings,
     gather_worker_audit,
@@ -112,6 +112,7 @@ class MlreproSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         plan_preprocessing(session.config, session.items)
+        preload_frameworks(session)
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
