@@ -23,6 +23,8 @@ from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run
 from ._progress import TerminalProgress
 
 T = TypeVar("T")
+_properties_before_runs = pytest.StashKey[int]()
+"""How many user properties an item had before its first run (those stay for every attempt)."""
 Run = Callable[[ResolvedDataset, Progress], T]
 """What an evaluating item runs over its resolved data set, told the terminal's progress."""
 
@@ -37,6 +39,13 @@ class ManifestItem(pytest.Item):
         super().__init__(**kwargs)
         self.manifest = manifest
         self.device = device
+
+    def begin_attempt(self) -> None:
+        """A run of the item starts: the properties an earlier attempt of it recorded are
+        dropped (pytest-rerunfailures runs an item again with the same item object, whose user
+        properties would otherwise pile up in the results and JUnit XML)."""
+        kept = self.stash.setdefault(_properties_before_runs, len(self.user_properties))
+        del self.user_properties[kept:]
 
     def add_property(self, key: str, value: Any) -> None:
         """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML

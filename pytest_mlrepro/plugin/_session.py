@@ -151,6 +151,12 @@ class MlreproSession:
         with lock.shared():
             return (yield)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Each attempt of an item (pytest-rerunfailures) records its own properties."""
+        if isinstance(item, ManifestItem):
+            item.begin_attempt()
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """An item whose golden another manifest claims too fails before it runs; an evaluating
@@ -176,7 +182,11 @@ class MlreproSession:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep each item's results; under xdist this runs on the controller for worker reports."""
+        """Keep each item's results; under xdist this runs on the controller for worker reports.
+        An attempt that pytest-rerunfailures runs again (outcome ``rerun``) is no result: the
+        last attempt's report stands for the item, with the number of attempts (``_rows``)."""
+        if str(report.outcome) == "rerun":  # not among pytest's own outcomes (its type says)
+            return
         state = self.state
         for rows, row in (
             (state.results, results_row(report)),
