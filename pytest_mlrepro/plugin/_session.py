@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..manifest import Manifest
-from ..report import audit_lines, latency_table, reference_lines, shard_lines, summary_table
+from ..report import (
+    audit_lines,
+    latency_table,
+    reference_lines,
+    repeat_lines,
+    shard_lines,
+    summary_table,
+)
 from ._accuracy import plan_preprocessing
 from ._base import (
     check_outputs,
@@ -253,6 +260,8 @@ class MlreproSession:
                     else []
                 ),
             ),
+            # pytest-repeat's option (absent without it): said once, where manifest items ran.
+            ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
         ]
         for title, lines in sections:
             if lines:
@@ -275,3 +284,11 @@ class MlreproSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)
+
+
+def _repeat_count(config: pytest.Config, rows: list[dict[str, Any]]) -> int:
+    """pytest-repeat's ``--count`` in a run that had manifest items (1 otherwise)."""
+    if not rows or not config.pluginmanager.hasplugin("repeat"):  # its pytest11 entry point
+        return 1
+    count = getattr(config.option, "count", 1)
+    return count if isinstance(count, int) else 1
