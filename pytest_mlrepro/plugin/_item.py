@@ -47,6 +47,12 @@ class ManifestItem(pytest.Item):
         kept = self.stash.setdefault(_properties_before_runs, len(self.user_properties))
         del self.user_properties[kept:]
 
+    def parameters(self) -> dict[str, str]:
+        """What tells this item from its siblings of the same kind (the part of its name in
+        brackets), for reporters that identify a test by its name without the brackets and its
+        parameters (Allure's historyId: ``_reporters``)."""
+        return {"device": self.device}
+
     def add_property(self, key: str, value: Any) -> None:
         """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
         and the session's tables read them)."""
@@ -87,6 +93,10 @@ class EvaluatingItem(ManifestItem):
         super().__init__(manifest=manifest, device=device, **kwargs)
         # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
         self.shard = shard if shard is not None else run_shard(self.config)
+
+    def parameters(self) -> dict[str, str]:
+        shard = {} if self.shard is None else {"shard": f"{self.shard.index}/{self.shard.count}"}
+        return {**super().parameters(), **shard}
 
     @property
     def timeout_factor(self) -> int:

@@ -61,6 +61,9 @@ class LatencyItem(ManifestItem):
         self.report_data: dict[str, Any] | None = None
         self.add_marker(getattr(pytest.mark, XDIST_GROUP_MARKER)(XDIST_GROUP))
 
+    def parameters(self) -> dict[str, str]:
+        return {**super().parameters(), "batch": str(self.batch)}
+
     def report_attributes(self, when: str) -> dict[str, Any]:
         """The call's report: the latency table's and the benchmark file's data."""
         if when == "call" and self.report_data is not None:

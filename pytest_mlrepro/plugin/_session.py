@@ -51,6 +51,7 @@ from ._html import check_html_target, drift_row, write_html_report
 from ._item import ManifestItem
 from ._latency import LatencyItem
 from ._outputs import write_benchmark_file, write_results_file
+from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
@@ -160,9 +161,11 @@ class MlreproSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Each attempt of an item (pytest-rerunfailures) records its own properties."""
+        """Each attempt of an item (pytest-rerunfailures) records its own properties; Allure
+        gets the item's parameters (``_reporters``)."""
         if isinstance(item, ManifestItem):
             item.begin_attempt()
+            tell_allure(item.config, item.parameters())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
