@@ -7,9 +7,12 @@ so they stay out of the environment of the main suite)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import textwrap
+from pathlib import Path
 
 import pytest
+from helpers import PREPROCESS_BGR, REPO, Project
 
 LATENCY = textwrap.dedent("""\
     latency:
@@ -30,3 +33,24 @@ def needs(module: str, distribution: str) -> pytest.MarkDecorator:
         importlib.util.find_spec(module) is None,
         reason=f"{distribution} is not installed (pip install -e '.[compat]'; .ci/run)",
     )
+
+
+def junit_schema() -> Path | None:
+    """pytest's own xunit2 schema (testing/example_scripts/junit-10.xsd in pytest's repository,
+    which its junitxml tests validate against; not in pytest's wheel): where MLREPRO_JUNIT_XSD
+    says, else .ci/junit-10.xsd (.ci/run downloads it there). None when it is not there."""
+    path = Path(os.environ.get("MLREPRO_JUNIT_XSD") or REPO / ".ci" / "junit-10.xsd")
+    return path if path.is_file() else None
+
+
+def two_manifests(project: Project) -> Project:
+    """Two manifests whose items have the same names (``accuracy[cpu]``), one passing and one
+    drifting (BGR against an RGB golden), with their goldens."""
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": project.manifest("tiny_loose", decode=PREPROCESS_BGR),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    return project
