@@ -14,7 +14,11 @@ pytestmark = needs("pytest_split", "pytest-split")
 
 
 def selected(project: Project, group: int) -> set[str]:
-    result = project.run("--splits", "2", "--group", str(group), "--collect-only", "-q")
+    # Every group's run must order the items alike: pytest-randomly, where installed, would
+    # shuffle each run its own way (pytest-split's advice: a fixed seed, or randomly off).
+    result = project.run(
+        "--splits", "2", "--group", str(group), "--collect-only", "-q", "-p", "no:randomly"
+    )
     return {line for line in result.stdout.lines if "::" in line}
 
 
