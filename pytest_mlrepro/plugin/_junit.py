@@ -50,6 +50,8 @@ def as_json(value: Any) -> str:
 class JunitGlue:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self._retried: set[str] = set()
+        """Items whose current attempt pytest-rerunfailures runs again (outcome ``rerun``)."""
 
     def _of_a_manifest(self, report: pytest.TestReport) -> bool:
         file = report.nodeid.split("::", 1)[0]
@@ -66,8 +68,17 @@ class JunitGlue:
         domain = report.location[2]
         if report.when != "teardown" and "::" in domain:
             xml.node_reporter(report).add_attribute("name", domain)
+        if str(report.outcome) == "rerun":  # pytest-rerunfailures: this attempt is retried
+            self._retried.add(report.nodeid)
         if report.when != "teardown":
             return (yield)
+        if report.nodeid in self._retried:
+            self._retried.discard(report.nodeid)
+            case = _open_case(xml, report)
+            try:
+                return (yield)
+            finally:
+                _drop_case(xml, case)
         # The teardown report is the one whose user properties pytest's reporter writes.
         original = report.user_properties
         ours = [(k, v) for k, v in original if isinstance(k, str) and k.startswith(PREFIX)]
@@ -83,6 +94,28 @@ class JunitGlue:
             return (yield)
         finally:
             report.user_properties = original
+
+
+def _open_case(xml: LogXML, report: pytest.TestReport) -> object | None:
+    """The test case pytest's reporter has open for ``report``'s item (its reporters are
+    internal: None if they change)."""
+    open_cases = getattr(xml, "node_reporters", None)
+    key = (report.nodeid, getattr(report, "node", None))
+    return open_cases.get(key) if isinstance(open_cases, dict) else None
+
+
+def _drop_case(xml: LogXML, case: object | None) -> None:
+    """The test case of an attempt that was run again leaves the file: one test case per item,
+    the last attempt's (pytest's reporter writes the retried attempt as a test case without
+    its failure, and counted nothing for it). Its list of test cases is internal: left alone if
+    it changes."""
+    cases = getattr(xml, "node_reporters_ordered", None)
+    if case is None or not isinstance(cases, list):
+        return
+    for index, found in enumerate(cases):
+        if found is case:
+            del cases[index]
+            return
 
 
 __all__ = ["SUITE_PROPERTY", "as_json", "register"]

@@ -64,9 +64,10 @@ def test_a_rerun_item_is_one_row_with_its_attempts(
     # The summary table: one row, saying it took two attempts.
     table = [line for line in result.stdout.lines if line.startswith("tiny_onnx ")]
     assert len(table) == 1 and "pass (2 attempts)" in table[0], result.stdout.str()
-    # The last attempt's properties alone (JUnit writes every property of the report).
-    last = ET.parse(flaky.path / "junit.xml").getroot().findall(".//testcase")[-1]
-    names = [p.get("name") for p in last.iter("property")]
+    # One test case, the last attempt's, with its properties alone.
+    (case,) = ET.parse(flaky.path / "junit.xml").getroot().findall(".//testcase")
+    assert case.find("failure") is None and case.get("name") == "tiny_onnx::accuracy[cpu]"
+    names = [p.get("name") for p in case.iter("property")]
     assert names.count("mlrepro.verdict") == 1, names
     # The merge reads the file (a rerun row would be refused: 'rerun' is no outcome).
     capsys.readouterr()
@@ -79,8 +80,10 @@ def test_an_item_that_fails_every_attempt_is_one_failed_row(
 ) -> None:
     """Its golden made unreadable: both attempts fail; one row, failed, two attempts."""
     flaky.golden("tiny_onnx").write_text("{not json")
-    result = flaky.run("--reruns", "1", "--mlrepro-json", "results.json")
+    result = flaky.run("--reruns", "1", "--mlrepro-json", "results.json", "--junitxml", "junit.xml")
     outcomes = result.parseoutcomes()
     assert (outcomes.get("failed"), outcomes.get("rerun")) == (1, 1), result.stdout.str()
     rows = json.loads((flaky.path / "results.json").read_text())["results"]
     assert [(r["outcome"], r.get("attempts")) for r in rows] == [("failed", 2)]
+    (case,) = ET.parse(flaky.path / "junit.xml").getroot().findall(".//testcase")
+    assert case.find("failure") is not None

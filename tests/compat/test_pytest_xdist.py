@@ -46,3 +46,13 @@ def test_xdist_group_is_listed_once(serial_project: Project) -> None:
     without = serial_project.run("--markers", "-p", "no:xdist").stdout.str()
     assert without.count("@pytest.mark.xdist_group") == 1
     assert "registered by pytest-mlrepro" in without
+
+
+@pytest.mark.skipif(pytest.version_tuple < (9,), reason="the strict ini key is pytest 9's")
+def test_strict_ini_without_xdist_collects_latency_items(serial_project: Project) -> None:
+    serial_project.make({"tiny_onnx.yaml": serial_project.manifest("tiny_onnx", extra=LATENCY)})
+    with (serial_project.path / "pytest.ini").open("a") as ini:
+        ini.write("strict = true\n")
+    collected = serial_project.run("--collect-only", "-q", "-p", "no:xdist", subprocess=True)
+    assert collected.ret == 0, collected.stdout.str()
+    assert "3 tests collected" in collected.stdout.str()
