@@ -396,7 +396,9 @@ class _Run:
             measurements[name] = row
             benchmarks.append(
                 benchmark_entry(
-                    name=f"{r.name}::{name}",
+                    # The manifest first: pytest-benchmark's tables show the name alone, and two
+                    # manifests have the same items (latency[cpu-b1]).
+                    name=f"{r.manifest.name}::{r.name}::{name}",
                     fullname=f"{r.nodeid}::{name}",
                     group=f"{r.manifest.name} {r.device} b{r.batch}",
                     params={"device": r.device, "batch": r.batch, "measurement": name},

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._names import matches_patterns
-from . import _hookspecs
+from . import _hookspecs, _junit
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
+    _junit.register(config)
     loader = EngineLoader(config)
     config.pluginmanager.register(loader, LAZY_PLUGIN)
     if given(config):

@@ -45,8 +45,10 @@ LATENCY_ATTR = "mlrepro_latency"
 """A latency item's report attribute: the data of the latency table and the benchmark file."""
 
 
-class MlreproFailure(Exception):
-    """A verdict or an error whose text is the whole story: shown without a traceback."""
+class MlreproFailure(AssertionError):
+    """A verdict or an error whose text is the whole story: shown without a traceback. An
+    assertion failure: reporters that tell a failed test from a broken one (Allure: broken is
+    any other exception) report a drift, or a model that does not load, as a failed check."""
 
 
 # --- the run's state ------------------------------------------------------------------------------

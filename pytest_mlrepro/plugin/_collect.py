@@ -11,7 +11,7 @@ import pytest
 from .. import goldens as golden_store
 from ..errors import ManifestError
 from ..manifest import DEVICES, Manifest, load_manifest
-from ..runners import cuda_present
+from ..runners import cuda_present, frameworks_of, import_frameworks
 from ._accuracy import accuracy_items
 from ._base import display_path, settings_key, state_of
 from ._determinism import determinism_items
@@ -92,6 +92,18 @@ class ManifestFile(pytest.File):
         return manifest, sorted(items, key=_kind_order)
 
 
+def preload_frameworks(session: pytest.Session) -> None:
+    """The frameworks the selected items need, imported at collection's end (not under
+    ``--collect-only``): before any item's time limit starts, ours or pytest-timeout's, and
+    charged to no item's duration (pytest-split, pytest's ``--durations``). Under xdist each
+    worker imports those of the items it collected."""
+    if session.config.option.collectonly:
+        return
+    # Items of every kind (other plugins' too) that carry their manifest.
+    found = (getattr(item, "manifest", None) for item in session.items)
+    import_frameworks(frameworks_of(m for m in found if isinstance(m, Manifest)))
+
+
 def _kind_order(item: pytest.Item) -> int:
     """Items by kind: accuracy, latency, determinism, then the kinds of other plugins."""
     kind = getattr(item, "kind", None)
@@ -105,4 +117,5 @@ __all__ = [
     "is_mlrepro_item",
     "markers_for",
     "own_items",
+    "preload_frameworks",
 ]

@@ -23,6 +23,8 @@ from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run
 from ._progress import TerminalProgress
 
 T = TypeVar("T")
+_properties_before_runs = pytest.StashKey[int]()
+"""How many user properties an item had before its first run (those stay for every attempt)."""
 Run = Callable[[ResolvedDataset, Progress], T]
 """What an evaluating item runs over its resolved data set, told the terminal's progress."""
 
@@ -62,6 +64,19 @@ class ManifestItem(pytest.Item):
         super().__init__(**kwargs)
         self.manifest = manifest
         self.device = device
+
+    def begin_attempt(self) -> None:
+        """A run of the item starts: the properties an earlier attempt of it recorded are
+        dropped (pytest-rerunfailures runs an item again with the same item object, whose user
+        properties would otherwise pile up in the results and JUnit XML)."""
+        kept = self.stash.setdefault(_properties_before_runs, len(self.user_properties))
+        del self.user_properties[kept:]
+
+    def parameters(self) -> dict[str, str]:
+        """What tells this item from its siblings of the same kind (the part of its name in
+        brackets), for reporters that identify a test by its name without the brackets and its
+        parameters (Allure's historyId: ``_reporters``)."""
+        return {"device": self.device}
 
     def add_property(self, key: str, value: Any) -> None:
         """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
@@ -103,6 +118,10 @@ class EvaluatingItem(ManifestItem):
         super().__init__(manifest=manifest, device=device, **kwargs)
         # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
         self.shard = shard if shard is not None else run_shard(self.config)
+
+    def parameters(self) -> dict[str, str]:
+        shard = {} if self.shard is None else {"shard": f"{self.shard.index}/{self.shard.count}"}
+        return {**super().parameters(), **shard}
 
     @property
     def timeout_factor(self) -> int:

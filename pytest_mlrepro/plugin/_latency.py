@@ -60,6 +60,9 @@ class LatencyItem(ManifestItem):
         self.batch = batch
         self.report_data: dict[str, Any] | None = None
 
+    def parameters(self) -> dict[str, str]:
+        return {**super().parameters(), "batch": str(self.batch)}
+
     def report_attributes(self, when: str) -> dict[str, Any]:
         """The call's report: the latency table's and the benchmark file's data."""
         if when == "call" and self.report_data is not None:

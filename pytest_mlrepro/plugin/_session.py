@@ -18,7 +18,14 @@ import pytest
 
 from .._visible import visible_lines
 from ..manifest import Manifest
-from ..report import audit_lines, latency_table, reference_lines, shard_lines, summary_table
+from ..report import (
+    audit_lines,
+    latency_table,
+    reference_lines,
+    repeat_lines,
+    shard_lines,
+    summary_table,
+)
 from ._accuracy import plan_preprocessing
 from ._base import (
     check_outputs,
@@ -31,7 +38,7 @@ from ._base import (
     settings_key,
     state_of,
 )
-from ._collect import collect_file, is_mlrepro_item, own_items
+from ._collect import collect_file, is_mlrepro_item, own_items, preload_frameworks
 from ._golden_audit import (
     audit_findings,
     gather_worker_audit,
@@ -45,6 +52,7 @@ from ._html import check_html_target, drift_row, write_html_report
 from ._item import ManifestItem
 from ._latency import LatencyItem
 from ._outputs import write_benchmark_file, write_results_file
+from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
@@ -113,6 +121,7 @@ class MlreproSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         plan_preprocessing(session.config, session.items)
+        preload_frameworks(session)
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
@@ -151,6 +160,14 @@ class MlreproSession:
         with lock.shared():
             return (yield)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Each attempt of an item (pytest-rerunfailures) records its own properties; Allure
+        gets the item's parameters (``_reporters``)."""
+        if isinstance(item, ManifestItem):
+            item.begin_attempt()
+            tell_allure(item.config, item.parameters())
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """An item whose golden another manifest claims too fails before it runs; an evaluating
@@ -180,7 +197,11 @@ class MlreproSession:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep each item's results; under xdist this runs on the controller for worker reports."""
+        """Keep each item's results; under xdist this runs on the controller for worker reports.
+        An attempt that pytest-rerunfailures runs again (outcome ``rerun``) is no result: the
+        last attempt's report stands for the item, with the number of attempts (``_rows``)."""
+        if str(report.outcome) == "rerun":  # not among pytest's own outcomes (its type says)
+            return
         state = self.state
         for rows, row in (
             (state.results, results_row(report)),
@@ -247,6 +268,8 @@ class MlreproSession:
                     else []
                 ),
             ),
+            # pytest-repeat's option (absent without it): said once, where manifest items ran.
+            ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
         ]
         for title, lines in sections:
             if lines:
@@ -269,3 +292,11 @@ class MlreproSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)
+
+
+def _repeat_count(config: pytest.Config, rows: list[dict[str, Any]]) -> int:
+    """pytest-repeat's ``--count`` in a run that had manifest items (1 otherwise)."""
+    if not rows or not config.pluginmanager.hasplugin("repeat"):  # its pytest11 entry point
+        return 1
+    count = getattr(config.option, "count", 1)
+    return count if isinstance(count, int) else 1

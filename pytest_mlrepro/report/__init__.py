@@ -21,7 +21,7 @@ from ._accuracy import (
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
 from ._reference import explain_reference
 from ._tables import explain, summary_table
-from ._terminal import audit_lines, latency_table, reference_lines, shard_lines
+from ._terminal import audit_lines, latency_table, reference_lines, repeat_lines, shard_lines
 from ._text import aligned
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "reference_lines",
     "reference_outcome_text",
     "reference_refused_record",
+    "repeat_lines",
     "shard_lines",
     "summary_table",
     "with_reference",

@@ -122,10 +122,18 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 _fmt(r.get("top1")),
                 _fmt(r.get("top5")),
                 _fmt(r.get("agreement"), 4),
-                str(r.get("verdict", "")),
+                _verdict(r),
             )
         )
     return aligned(table)
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    """The verdict, and how many attempts it took when the item ran more than once
+    (pytest-rerunfailures: the last attempt's verdict)."""
+    attempts = row.get("attempts")
+    verdict = str(row.get("verdict", ""))
+    return f"{verdict} ({attempts} attempts)" if isinstance(attempts, int) else verdict
 
 
 def _fmt(value: Any, digits: int = 2) -> str:

@@ -117,6 +117,22 @@ def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[
     return lines
 
 
+def repeat_lines(count: int) -> list[str]:
+    """What the terminal says, once, of pytest-repeat's ``--count`` in a run with manifest items:
+    it repeats test functions only (its parametrization applies to functions), so each manifest
+    item ran once; what repeats an evaluation or a measurement instead."""
+    if count <= 1:
+        return []
+    return [
+        f"--count {count} (pytest-repeat) repeats test functions only: each manifest item ran "
+        "once.",
+        "To evaluate a model again and compare the runs, give its manifest a determinism: block "
+        "(runs: 2 to 10); to",
+        "measure latency again before a regression is called, latency.attempts; to run a failed "
+        "item again, pytest-rerunfailures (--reruns N).",
+    ]
+
+
 def shard_lines(shard: Shard | None, json_target: str | None) -> list[str]:
     """What the terminal says of a run that is one shard (nothing otherwise)."""
     if shard is None:

@@ -6,9 +6,11 @@ the CUDA probe looks for the NVIDIA driver, so collection stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +24,7 @@ from ._onnx_files import external_locations as external_locations
 from ._signature import model_layout as model_layout
 from ._vetting import read_onnx as read_onnx
 from ._vetting import vet_model_file as vet_model_file
+from ._warnings import framework_warnings
 
 # The distributions that provide each framework's import name (first found wins).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -90,6 +93,42 @@ def cuda_present() -> bool:
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
+    """The frameworks that running ``manifests`` imports, installed or not (sorted): each one's
+    runtime, and TensorFlow where a preprocessing step uses its backend."""
+    names: set[str] = set()
+    for manifest in manifests:
+        names.add(manifest.framework.name)
+        if any(getattr(s, "backend", None) == "tf" for s in manifest.input.preprocess):
+            names.add("tensorflow")
+    return sorted(names)
+
+
+def import_frameworks(names: Iterable[str]) -> None:
+    """Import each installed framework of ``names`` (its runner's module) now, once for the
+    process: a run imports them before its first item, so that no per-item time limit (the
+    plugin's, pytest-timeout's) can interrupt an import half-way (a half-imported torch fails
+    every later item) and no item's duration carries an import of seconds. A framework that is
+    not installed, or does not import, is left to the items that need it: each reports why.
+    Their warnings are issued after the import (``_warnings``)."""
+    for name in names:
+        if installed_version(name) is None:
+            continue
+        with framework_warnings(), contextlib.suppress(Exception):
+            _import_framework(name)
+
+
+def _import_framework(name: str) -> None:
+    if name == "onnxruntime":
+        from . import onnx  # noqa: F401
+    elif name in ("tensorflow", "tflite"):
+        from .tensorflow import import_framework
+
+        import_framework(name)
+    else:
+        from . import torch  # noqa: F401
 
 
 def load_runner(

@@ -14,6 +14,7 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, check_external_data, verified
 from ._signature import layout_mismatch, pipeline_size, size_mismatch
+from ._warnings import framework_warnings
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
@@ -34,18 +35,19 @@ _ORT_TYPES = {
 
 def _session(manifest: Manifest, model: VerifiedFile, options: Any, providers: list[Any]) -> Any:
     """An inference session on the verified copy; a file ORT cannot load is named as such."""
-    try:
-        return ort.InferenceSession(str(model.local), options, providers=providers)
-    except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InvalidModel(
-            manifest.error(
-                ("model", "file"),
-                f"{model.path} is not a model that onnxruntime {ort.__version__} can load "
-                f"({type(exc).__name__}: {first}); check that it is an ONNX model "
-                "(model.format) and re-export it if it is damaged",
-            ).format()
-        ) from None
+    with framework_warnings():  # a warning of the load is not a damaged file (_warnings)
+        try:
+            return ort.InferenceSession(str(model.local), options, providers=providers)
+        except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InvalidModel(
+                manifest.error(
+                    ("model", "file"),
+                    f"{model.path} is not a model that onnxruntime {ort.__version__} can load "
+                    f"({type(exc).__name__}: {first}); check that it is an ONNX model "
+                    "(model.format) and re-export it if it is damaged",
+                ).format()
+            ) from None
 
 
 class OnnxRunner:

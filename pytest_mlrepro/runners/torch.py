@@ -17,6 +17,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
+from ._warnings import framework_warnings
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 _TORCH_TYPES = {
@@ -60,22 +61,30 @@ def _load_archive(
     """``load`` of the verified copy, with a file that is not a ``kind`` archive reported as
     such (under the name it was found by)."""
     path, local = file.path, str(file.local)
-    try:
-        return load(local, map_location="cpu") if kind == "TorchScript" else load(local)
-    except Exception as exc:  # whatever a damaged archive makes the parser raise
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InvalidModel(
-            manifest.error(
-                ("model", "file"),
-                f"{path} is not a {kind} archive that this torch {torch.__version__} can load "
-                f"({first}); check model.format",
-            ).format()
-        ) from None
+    # torch's warnings (torch.jit.load's DeprecationWarning in 2.13) issued after the load, so
+    # that -W error never makes one a damaged archive (_warnings).
+    with framework_warnings():
+        try:
+            return load(local, map_location="cpu") if kind == "TorchScript" else load(local)
+        except Exception as exc:  # whatever a damaged archive makes the parser raise
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InvalidModel(
+                manifest.error(
+                    ("model", "file"),
+                    f"{path} is not a {kind} archive that this torch {torch.__version__} can "
+                    f"load ({first}); check model.format",
+                ).format()
+            ) from None
 
 
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
+    with framework_warnings():  # a warning of the load is not a refused file (_warnings)
+        return _load_state_file(manifest, file)
+
+
+def _load_state_file(manifest: Manifest, file: VerifiedFile) -> Any:
     path = file.path
     try:
         return torch.load(str(file.local), map_location="cpu", weights_only=True)

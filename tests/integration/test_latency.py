@@ -407,17 +407,18 @@ def test_benchmark_json_has_pytest_benchmarks_shape_and_its_compare_reads_it(
     # The layout we mirror; the key check above is against whichever version is installed.
     assert ours["version"] == benchjson.FORMAT_VERSION
     names = sorted(b["name"] for b in ours["benchmarks"])
+    # Each name says its manifest: two manifests' rows in pytest-benchmark's tables differ.
     assert names == [
-        "latency[cpu-b1]::end_to_end",
-        "latency[cpu-b1]::model",
-        "latency[cpu-b2]::end_to_end",
-        "latency[cpu-b2]::model",
+        "tiny_onnx::latency[cpu-b1]::end_to_end",
+        "tiny_onnx::latency[cpu-b1]::model",
+        "tiny_onnx::latency[cpu-b2]::end_to_end",
+        "tiny_onnx::latency[cpu-b2]::model",
     ]
     for b in ours["benchmarks"]:
         s = b["stats"]
         assert s["min"] <= s["q1"] <= s["median"] <= s["q3"] <= s["max"] and s["iterations"] == 1
         assert s["rounds"] == len(s["data"]) >= 5 and s["ops"] == pytest.approx(1 / s["mean"])
-        assert b["fullname"] == f"manifests/tiny_onnx.yaml::{b['name']}"
+        assert b["fullname"] == f"manifests/tiny_onnx.yaml::{b['name'].split('::', 1)[1]}"
         assert b["params"]["measurement"] in ("model", "end_to_end")
         (key,) = ours["machine_info"]["mlrepro_hardware_keys"]
         assert b["extra_info"]["hardware_key"] == fingerprint.HardwareKey(key).slug

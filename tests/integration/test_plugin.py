@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -108,9 +109,17 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
             assert isinstance(row[key], (int, float)) and 0 <= row[key] <= 100
         assert row["top1"] == 100.0 and row["top5"] == 100.0
         assert isinstance(row["agreement"], (int, float)) and row["agreement"] == 1.0
-    junit = (project.path / "j.xml").read_text()
-    assert junit.count('<property name="mlrepro.top1"') == 2, junit
-    assert '<property name="mlrepro.verdict" value="pass"' in junit
+    # JUnit under pytest's default family (xunit2): no per-test properties (its schema has
+    # none); each item's properties one test-suite property, JSON; test cases named with their
+    # manifest (tests/compat/test_junit_xunit2.py checks the file against the schema).
+    junit = ET.parse(project.path / "j.xml").getroot()
+    assert not [p for case in junit.iter("testcase") for p in case.iter("property")]
+    suite = {p.get("name"): p.get("value") for p in junit.find("testsuite/properties") or []}
+    for name in ("tiny_onnx", second):
+        values = json.loads(suite[f"mlrepro:manifests/{name}.yaml::accuracy[cpu]"])
+        assert values["verdict"] == "pass" and values["top1"] == 100.0
+    names = sorted(str(case.get("name")) for case in junit.iter("testcase"))
+    assert names == sorted(f"{name}::accuracy[cpu]" for name in ("tiny_onnx", second))
     assert {p: golden_state(p) for p in (onnx, other)} == before
 
     if project.xdist:

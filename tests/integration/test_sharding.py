@@ -183,9 +183,9 @@ def test_split_items_pass_as_the_unsharded_item(sharded: Project) -> None:
     assert whole.ret == 0
     cases = ET.parse(sharded.path / "junit.xml").getroot().iter("testcase")
     assert sorted(case.get("name") for case in cases) == [
-        "accuracy[cpu]",
-        "accuracy[cpu][shard1of2]",
-        "accuracy[cpu][shard2of2]",
+        "tiny_onnx::accuracy[cpu]",
+        "tiny_onnx::accuracy[cpu][shard1of2]",
+        "tiny_onnx::accuracy[cpu][shard2of2]",
     ]
 
 
@@ -211,7 +211,7 @@ def test_split_items_drift_as_the_unsharded_item(sharded: Project) -> None:
         for case in ET.parse(sharded.path / "junit.xml").getroot().iter("testcase")
         if case.find("failure") is not None
     ]
-    assert failed == ["accuracy[cpu]"]
+    assert failed == ["tiny_onnx::accuracy[cpu]"]
 
 
 def test_the_merged_drift_says_what_changed_in_the_data(sharded: Project) -> None:
