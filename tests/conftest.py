@@ -118,6 +118,16 @@ def pytest_configure(config: pytest.Config) -> None:
         _register_hypothesis_profiles(load=os.environ[PROFILE_ENV])
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where no collected module uses Hypothesis (a unit-test file of its own, say), its plugin
+    is dropped for the rest of the run: it has nothing to report, and its terminal summary would
+    import all of Hypothesis (most of a second) just to find that out."""
+    if "hypothesis" not in sys.modules:
+        plugin = session.config.pluginmanager.get_plugin("hypothesispytest")
+        if plugin is not None:
+            session.config.pluginmanager.unregister(plugin)
+
+
 def _run_as_machine(config: pytest.Config) -> None:
     """``--as-machine NAME``: this process and those it starts (pytester's subprocesses, the
     xdist workers) read machine NAME's cpuinfo text as this machine's."""
