@@ -31,15 +31,15 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
         row["per_sample"] = per_sample
     row["nodeid"] = report.nodeid
     row["outcome"] = report.outcome
-    attempts = attempts_of(report)
-    if attempts > 1:
-        row["attempts"] = attempts
+    runs = runs_of(report)
+    if runs > 1:  # "runs", not "attempts": a latency row's attempts are its measurement's
+        row["runs"] = runs
     return row
 
 
-def attempts_of(report: pytest.TestReport) -> int:
+def runs_of(report: pytest.TestReport) -> int:
     """How many times the item ran for this report: pytest-rerunfailures numbers each attempt's
-    reports (``rerun``: the attempts before it); 1 without it."""
+    reports (``rerun``: the runs before it); 1 without it."""
     earlier = getattr(report, "rerun", 0)
     return earlier + 1 if isinstance(earlier, int) and earlier >= 0 else 1
 
@@ -64,4 +64,4 @@ def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["attempts_of", "latency_row", "reference_row", "results_row"]
+__all__ = ["latency_row", "reference_row", "results_row", "runs_of"]

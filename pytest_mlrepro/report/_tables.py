@@ -129,11 +129,11 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    """The verdict, and how many attempts it took when the item ran more than once
-    (pytest-rerunfailures: the last attempt's verdict)."""
-    attempts = row.get("attempts")
+    """The verdict, and how many runs it took when the item ran more than once
+    (pytest-rerunfailures: the last run's verdict)."""
+    runs = row.get("runs")
     verdict = str(row.get("verdict", ""))
-    return f"{verdict} ({attempts} attempts)" if isinstance(attempts, int) else verdict
+    return f"{verdict} ({runs} runs)" if isinstance(runs, int) else verdict
 
 
 def _fmt(value: Any, digits: int = 2) -> str:

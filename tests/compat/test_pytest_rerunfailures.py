@@ -44,7 +44,7 @@ def flaky(serial_project: Project) -> Project:
     return serial_project
 
 
-def test_a_rerun_item_is_one_row_with_its_attempts(
+def test_a_rerun_item_is_one_row_with_its_runs(
     flaky: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = flaky.run(
@@ -60,10 +60,10 @@ def test_a_rerun_item_is_one_row_with_its_attempts(
     outcomes = result.parseoutcomes()
     assert (outcomes.get("passed"), outcomes.get("rerun")) == (1, 1), result.stdout.str()
     rows = json.loads((flaky.path / "results.json").read_text())["results"]
-    assert [(r["outcome"], r.get("attempts")) for r in rows] == [("passed", 2)]
+    assert [(r["outcome"], r.get("runs")) for r in rows] == [("passed", 2)]
     # The summary table: one row, saying it took two attempts.
     table = [line for line in result.stdout.lines if line.startswith("tiny_onnx ")]
-    assert len(table) == 1 and "pass (2 attempts)" in table[0], result.stdout.str()
+    assert len(table) == 1 and "pass (2 runs)" in table[0], result.stdout.str()
     # One test case, the last attempt's, with its properties alone.
     (case,) = ET.parse(flaky.path / "junit.xml").getroot().findall(".//testcase")
     assert case.find("failure") is None and case.get("name") == "tiny_onnx::accuracy[cpu]"
@@ -84,6 +84,6 @@ def test_an_item_that_fails_every_attempt_is_one_failed_row(
     outcomes = result.parseoutcomes()
     assert (outcomes.get("failed"), outcomes.get("rerun")) == (1, 1), result.stdout.str()
     rows = json.loads((flaky.path / "results.json").read_text())["results"]
-    assert [(r["outcome"], r.get("attempts")) for r in rows] == [("failed", 2)]
+    assert [(r["outcome"], r.get("runs")) for r in rows] == [("failed", 2)]
     (case,) = ET.parse(flaky.path / "junit.xml").getroot().findall(".//testcase")
     assert case.find("failure") is not None
