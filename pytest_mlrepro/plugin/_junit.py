@@ -97,11 +97,9 @@ class JunitGlue:
 
 
 def _open_case(xml: LogXML, report: pytest.TestReport) -> object | None:
-    """The test case pytest's reporter has open for ``report``'s item (its reporters are
-    internal: None if they change)."""
-    open_cases = getattr(xml, "node_reporters", None)
-    key = (report.nodeid, getattr(report, "node", None))
-    return open_cases.get(key) if isinstance(open_cases, dict) else None
+    """The test case pytest's reporter has open for ``report``'s item, by its own look-up (its
+    keys changed with pytest 9.2: structured node ids, not text)."""
+    return xml.node_reporter(report)
 
 
 def _drop_case(xml: LogXML, case: object | None) -> None:
