@@ -100,10 +100,10 @@ MACHINES: dict[str, str] = {
 
 
 def identity(name: str) -> dict[str, object]:
-    """The fingerprint's reading of machine ``name`` (its vendor, model and ISA flags)."""
-    return fingerprint.read_cpu_identity(
-        MACHINES[name], processor=lambda: "", machine=lambda: "aarch64"
-    )
+    """The fingerprint's reading of machine ``name`` (its vendor, model and ISA flags): the very
+    reading the plugin makes when run as that machine (``MLREPRO_CPUINFO``), the model of a text
+    that names none (Arm's) included."""
+    return fingerprint.read_cpu_identity(MACHINES[name])
 
 
 def environment_of(name: str, base: dict[str, object]) -> dict[str, object]:

@@ -49,8 +49,11 @@ def _drop_new_fields(env: dict[str, Any]) -> None:
 
 
 def test_a_recorded_golden_and_the_results_file_hold_the_cpu_and_numeric_environment(
-    serial_project: Project, monkeypatch: pytest.MonkeyPatch
+    serial_project: Project,
+    monkeypatch: pytest.MonkeyPatch,
+    as_machine: Callable[[str], dict[str, Any]],
 ) -> None:
+    as_machine("intel-xeon-amx")  # a fixed machine: what is recorded is not this host's
     project = _tiny(serial_project, golden=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     result = project.run("--mlrepro-update", "--mlrepro-json", "out.json")
@@ -68,10 +71,11 @@ def test_a_recorded_golden_and_the_results_file_hold_the_cpu_and_numeric_environ
 
 
 def test_the_session_report_shows_the_isa_flags_and_packages_readably(
-    serial_project: Project,
+    serial_project: Project, as_machine: Callable[[str], dict[str, Any]]
 ) -> None:
     pytest.importorskip("jinja2")
     pytest.importorskip("matplotlib")
+    as_machine("arm-neoverse-sve")  # a fixed machine (Arm's Features), not this host
     project = _tiny(serial_project)
     project.run("--mlrepro-html", "report.html").assert_outcomes(passed=1)
     page = (project.path / "report.html").read_text()
