@@ -151,6 +151,8 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
             text += "\n\n" + o.diagnosis
     if ref is not None:
         text = with_reference(text, ref_text, ref.agrees)
+    if o.notes:  # an enrichment refused, a byte change that is no data change
+        text += "\n\n" + "\n".join(f"note: {note}" for note in o.notes)
     return text
 
 
