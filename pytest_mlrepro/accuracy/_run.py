@@ -21,6 +21,7 @@ from .. import goldens as golden_store
 from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
     check_pixel_identity,
+    explain_class_count,
     record_layer_fingerprints,
     record_pixel_identity,
     record_step_fingerprints,
@@ -345,11 +346,17 @@ class _Run:
                 self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
+            named = None
+            if r.diagnosis_probes is not None:  # the class indices mapped back, if one map does
+                named = explain_class_count(golden.results, now, recorded_classes, classes_now)
+            if named is not None:
+                self.add("diagnosis", named[1])
             raise self._fail(
                 "classes changed",
                 "drift",
                 recorded_classes=recorded_classes,
                 classes_now=classes_now,
+                diagnosis=None if named is None else named[0],
             )
         if r.shard is not None:  # the golden's samples of this shard, by the same rule
             golden = replace(golden, results=shard_results(golden.results, r.shard))

@@ -4,6 +4,7 @@ explanation and the sensitivity table."""
 from __future__ import annotations
 
 from ._build_mismatch import explain_build_mismatch
+from ._class_maps import explain_class_count
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
 from ._layer_fingerprints import record as record_layer_fingerprints
@@ -36,6 +37,7 @@ __all__ = [
     "diagnose",
     "explain",
     "explain_build_mismatch",
+    "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
     "record_layer_fingerprints",

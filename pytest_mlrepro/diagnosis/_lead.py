@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _step_fingerprints as probe_store
+from ._class_maps import ClassMap
 from ._environment_diff import _env_text, _model_run_env, _relevant_env
 from ._manifest_diff import Change
 from ._probe_trials import Counterfactual, _reproduces, _restoring
@@ -25,6 +26,7 @@ def _lead(
     score_tol: float,
     transform: str | None = None,
     permutation: str | None = None,
+    class_map: ClassMap | None = None,
 ) -> tuple[str, str]:
     model_changes = [c for c in changes if c.area == "model"]
     pre_changes = [c for c in changes if c.area == "preprocess"]
@@ -33,6 +35,13 @@ def _lead(
         # The checksum says it best: a path can move without the model changing.
         telling = [c for c in model_changes if c.path.endswith("sha256")] or model_changes
         model_text = "the model changed (" + "; ".join(c.text() for c in telling[:2]) + ")"
+    if class_map is not None:
+        # The predictions are the golden's once their class indices are mapped back: whatever
+        # else changed, the indices mean other classes now.
+        where = f" ({model_text})" if model_text else ""
+        return f"Likely cause: {class_map.what}{where}: {class_map.counterfactual}.", (
+            class_map.cause
+        )
     ranked = _restoring(tried, baseline, score_tol)
     best = ranked[0] if ranked else None
     if best is not None:

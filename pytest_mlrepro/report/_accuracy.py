@@ -139,6 +139,8 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
         text = golden_claimed(o.manifest_shown, o.golden_shown, o.claimed_by, o.name)
     elif reason == "classes changed":
         text = classes_changed(where, o.golden_shown, o.recorded_classes, o.classes_now, record_cmd)
+        if o.diagnosis is not None:  # a class added or dropped that maps the indices back
+            text += "\n\n" + o.diagnosis
     else:  # data changed, drift
         c, change = o.comparison, o.change
         assert c is not None and change is not None
