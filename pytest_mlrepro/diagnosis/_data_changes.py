@@ -83,7 +83,9 @@ def _data_lead(
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     rest = other.removeprefix("Likely cause")
-    if flip is not None and data.files and not elsewhere:
+    if flip is not None and data.files and not elsewhere and not how:
+        # (When the decoded probes show the same pictures re-encoded, that is the change: a
+        # flip that happens to bring the probes back on them is no cause.)
         return (
             f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
             + "; ".join(data.parts())

@@ -27,7 +27,10 @@ def _lead(
     transform: str | None = None,
     permutation: str | None = None,
     class_map: ClassMap | None = None,
+    environment_step: str | None = None,
 ) -> tuple[str, str]:
+    """``environment_step``: with the golden's own pipeline run here, the step whose output
+    differs from the golden's and the library it runs on, in words (:func:`environment_step`)."""
     model_changes = [c for c in changes if c.area == "model"]
     pre_changes = [c for c in changes if c.area == "preprocess"]
     model_text = ""
@@ -44,6 +47,23 @@ def _lead(
         )
     ranked = _restoring(tried, baseline, score_tol)
     best = ranked[0] if ranked else None
+    moving = [c for c in changes if c.area != "neutral"]
+    if environment_step is not None and not moving:
+        # The manifest is the golden's, yet a step's output is not: what that step runs on
+        # changed. A flip that restores the output is a workaround, not the cause: the golden
+        # was recorded with the manifest as it is.
+        second = ""
+        if best is not None:
+            second = (
+                f" A manifest flip happens to restore the output (with {best.label}, "
+                f"{best.agree}/{best.probes} probe predictions match the golden), but the golden "
+                "was recorded with the manifest as it is"
+            )
+        return (
+            f"Likely cause: the environment — the manifest is unchanged, and {environment_step}."
+            + (f"{second}." if second else ""),
+            "environment",
+        )
     if best is not None:
         category = best.category or "preprocessing"
         how = (
