@@ -121,6 +121,10 @@ def index_map(golden: Results, now: Results) -> ClassMap | None:
             hits += 1
     if hits < _RESTORES * total:
         return None
+    # A map is one to one: a model that collapsed onto a few classes maps many onto one.
+    sources, targets = len(set(g[:, 0].tolist())), len(set(n[:, 0].tolist()))
+    if targets < _RESTORES * sources:
+        return None
     mapping = {old: c.most_common(1)[0][0] for old, c in counts.items()}
     moved = sorted((old, new) for old, new in mapping.items() if old != new)
     shown = ", ".join(f"{old} → {new}" for old, new in moved[:4]) + (" …" if len(moved) > 4 else "")

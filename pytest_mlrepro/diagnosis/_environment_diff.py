@@ -132,7 +132,7 @@ def environment_step_text(
     changed = [e for e in env_changes if e[0] in keys]
     cpu = [e for e in env_changes if e[0] in ("cpu", "cpu_vendor", "cpu_flags")]
     if changed:
-        what = f"{library.split(' (')[0]} changed: {_env_text(changed)}"
+        what = f"{library.split(' ')[0]} changed: {_env_text(changed)}"
     else:
         what = (
             "no recorded version of it changed, so its build or its behaviour did (the same "

@@ -75,6 +75,18 @@ def test_predictions_no_map_brings_back_are_not_named() -> None:
     almost = mapped(golden, lambda t: np.where(np.arange(len(t))[:, None] % 10 == 0, t + 1, t))
     assert constant_shift(golden, almost, CLASSES) is None
     assert index_map(golden, almost) is None
+    # A model collapsed onto one ranking (10 samples per class): many classes onto one,
+    # no map.
+    per_class = golden_results(CLASSES * 10)
+    runners_up = rng.integers(0, CLASSES, (CLASSES * 10, K - 1))
+    per_class = Results(
+        per_class.ids,
+        per_class.labels,
+        np.concatenate([per_class.topk[:, :1], runners_up], axis=1),
+        per_class.topk_scores,
+    )
+    collapsed = mapped(per_class, lambda t: np.tile(np.arange(K), (len(t), 1)))
+    assert index_map(per_class, collapsed) is None
 
 
 def test_a_background_class_added_or_dropped() -> None:
