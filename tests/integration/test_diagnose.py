@@ -349,7 +349,8 @@ def test_a_decoder_change_in_the_environment_is_named_with_the_library(
     ), d.lead
     assert "Pillow changed: libjpeg '8.0' →" in d.lead
     assert "pillow '12.1.0' →" in d.lead
-    assert d.lead.index("Pillow changed") < d.lead.index("with the OpenCV decoder instead of Pillow")
+    flip = "with the OpenCV decoder instead of Pillow"
+    assert d.lead.index("Pillow changed") < d.lead.index(flip)
     text_out = d.render()
     assert (
         "with the golden's own recorded pipeline, this machine's decode output differs" in text_out
