@@ -103,3 +103,34 @@ def test_a_background_class_added_or_dropped() -> None:
     text = explain_class_count(golden, mapped(golden, lambda t: t + 1), CLASSES, CLASSES + 1)
     assert text is not None and text[1] == "label offset"
     assert text[0].startswith("diagnosis (from the golden's recorded top-k")
+
+
+def test_an_index_map_is_checked_on_the_classes_other_samples_rank() -> None:
+    """One image per class, ranked among few others: the map is learnt and checked where other
+    samples rank the class, and the rest are said to be unchecked."""
+    golden = golden_results()
+    # Classes 0..199 are never in another sample's top-k: each sample's runners-up are among
+    # 200..999 only.
+    top = golden.topk.copy()
+    top[:, 1:] = 200 + (np.arange(CLASSES)[:, None] * 7 + np.arange(1, K)[None, :]) % 800
+    golden = Results(golden.ids, golden.labels, top, golden.topk_scores)
+    order = np.random.default_rng(9).permutation(CLASSES)
+    found = index_map(golden, mapped(golden, lambda t: order[t]))
+    assert found is not None
+    assert "800/800 predictions match the golden's (the other 200 have classes no other" in (
+        found.counterfactual
+    )
+
+
+def test_labels_that_all_moved_by_one_are_named_a_label_offset() -> None:
+    from pytest_mlrepro.diagnosis._data_changes import _label_shift
+    from pytest_mlrepro.goldens import DataChange
+    from pytest_mlrepro.goldens._data_identity import LabelChange
+
+    shifted = DataChange(24, labels=[LabelChange(f"i{i}", i % 2, i % 2 + 1) for i in range(20)])
+    assert _label_shift(shifted) == (
+        ": a label offset, every changed label is the golden's +1 (with labels shifted by −1, "
+        "they are the golden's)"
+    )
+    swapped = DataChange(24, labels=[LabelChange("a", 0, 1), LabelChange("b", 1, 0)])
+    assert _label_shift(swapped) == ""
