@@ -20,12 +20,15 @@ from typing import Any, Literal
 from .. import goldens as golden_store
 from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
-    explain as explain_drift,
-)
-from ..diagnosis import (
+    check_pixel_identity,
+    explain_class_count,
     record_layer_fingerprints,
+    record_pixel_identity,
     record_step_fingerprints,
     step_fingerprints_up_to_date,
+)
+from ..diagnosis import (
+    explain as explain_drift,
 )
 from ..errors import GoldenError, ManifestError, MlreproError, OutputError
 from ..evaluation import Evaluation, Progress, SharedLoader, controls_in_force, evaluate
@@ -45,6 +48,7 @@ from ..goldens import (
 from ..manifest import Manifest
 from ..results import Part, changed_samples, diagnosis_summary, shard_results, shard_verdict
 from ..settings import Settings
+from ._enrich import enrich
 
 AddProperty = Callable[[str, Any], None]
 """Where a property goes, in the order the run finds it."""
@@ -126,6 +130,10 @@ class AccuracyRequest:
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
     shared: SharedLoader | None = None  # the session's shared preprocessing for this evaluation
+    enrich: bool = False  # --mlrepro-enrich: a reproduced golden gains the evidence it lacks
+    # --mlrepro-strict: any byte change of the data fails, even one that decodes to the golden's
+    # pixels.
+    strict_data: bool = False
 
 
 @dataclass
@@ -160,6 +168,9 @@ class AccuracyOutcome:
     diagnosis: str | None = None  # the diagnosis's text; None when diagnosis is turned off
     reference: ReferenceOutcome | None = None
     action: str = ""  # the golden's writing: "recorded", "updated (...)"...
+    # Sentences for the run's notes (a passing item's too): an enrichment, or why not; a byte
+    # change that is not a data change.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verb(self) -> str:
@@ -335,11 +346,17 @@ class _Run:
                 self._record(path, result, decision.reason, ref)
                 self._finish_reference(ref)
                 return
+            named = None
+            if r.diagnosis_probes is not None:  # the class indices mapped back, if one map does
+                named = explain_class_count(golden.results, now, recorded_classes, classes_now)
+            if named is not None:
+                self.add("diagnosis", named[1])
             raise self._fail(
                 "classes changed",
                 "drift",
                 recorded_classes=recorded_classes,
                 classes_now=classes_now,
+                diagnosis=None if named is None else named[0],
             )
         if r.shard is not None:  # the golden's samples of this shard, by the same rule
             golden = replace(golden, results=shard_results(golden.results, r.shard))
@@ -353,6 +370,7 @@ class _Run:
             self.add("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self.add("golden", o.golden_shown)
         change = data_change(golden, now, self.data_files)
+        change = self._same_pixels(golden, change, result)
         if change.changed:
             self.add("data_changed", change.summary())
         if r.shard is not None:
@@ -382,9 +400,20 @@ class _Run:
             self._finish_reference(ref)
             return
         if decision.action == "pass":
-            self._verdict("pass")
+            enriched = self._enrich(path, golden, result, change) if r.enrich else ""
+            self._verdict(f"pass ({enriched})" if enriched else "pass")
             self._finish_reference(ref)
             return
+        if r.enrich and r.records:
+            why = (
+                "the data changed" if comparison.ok else
+                f"{', '.join(comparison.failures)} outside tolerance"
+            )  # fmt: skip
+            self._note(
+                f"golden not enriched ({o.golden_shown} is left as it was): this run does not "
+                f"reproduce it ({why}); evidence is added only to a golden whose every compared "
+                "figure a run reproduces"
+            )
         # What a results file keeps of a failed comparison: the levels outside tolerance and the
         # samples whose top-1 changed (the report's table of them).
         self.add("outside_tolerance", list(comparison.failures))
@@ -397,6 +426,70 @@ class _Run:
         if comparison.ok:
             raise self._fail("data changed", "data changed")
         raise self._fail("drift", "drift")
+
+    def _note(self, text: str) -> None:
+        """A sentence for the run's notes; the results row keeps them as one list."""
+        if not self.outcome.notes:
+            self.add("notes", self.outcome.notes)  # the same list: later notes join it
+        self.outcome.notes.append(text)
+
+    def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
+        """``change`` without the files whose bytes changed but whose decoded pixels are the
+        golden's (a comment, a container, an ICC profile): the model sees the same input, so
+        they are no data change, and a note names them. Under --mlrepro-strict every byte
+        change stays one."""
+        r = self.r
+        if not change.files or r.strict_data:
+            return change
+        found = check_pixel_identity(
+            golden.pixels, golden.probes, r.manifest.input.preprocess, result.samples,
+            change.files,
+        )  # fmt: skip
+        if not found.same:
+            return change
+        shown = ", ".join(found.same[:3]) + (", …" if len(found.same) > 3 else "")
+        self._note(
+            f"{len(found.same)} file{'' if len(found.same) == 1 else 's'} of the data changed "
+            f"bytes (sha256) but decode{'s' if len(found.same) == 1 else ''} to the golden's "
+            f"very pixels ({shown}): not a data change. Refresh the golden's data identity "
+            f"with `pytest {r.shown(r.manifest_path)} --mlrepro-enrich`; --mlrepro-strict "
+            "fails on any byte change"
+        )
+        return replace(change, files=[f for f in change.files if f not in set(found.same)])
+
+    def _enrich(self, path: Path, golden: Golden, result: Evaluation, change: DataChange) -> str:
+        """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written
+        (accuracy/_enrich.py), the figures untouched. Returns the verdict's note ("" when the
+        item does not write goldens)."""
+        r, o = self.r, self.outcome
+        if not r.records:
+            return ""
+        if change.changed or not golden_store.manifest_is_current(golden.manifest, r.manifest):
+            why = "the data" if change.changed else "the manifest"
+            self._note(
+                f"golden not enriched ({o.golden_shown} is left as it was): {why} is not the "
+                "golden's, so this run's evidence would not describe it"
+            )
+            return "golden not enriched"
+        found = enrich(
+            golden, r.manifest, result.samples, result.runner,
+            environment(result.runner_info), self.data_files, self.r.fingerprint_samples,
+        )  # fmt: skip
+        left = f"; not added: {'; '.join(found.left_out)}" if found.left_out else ""
+        if found.golden is None:
+            self._note(f"golden {o.golden_shown} has every evidence this run records{left}")
+            return "golden complete"
+        try:
+            golden_store.write(path, found.golden, r.settings.golden_dir)
+        except OutputError as exc:
+            self._note(f"golden not enriched: {str(exc).replace(str(path), o.golden_shown)}")
+            return "golden not enriched"
+        self.add("golden_enriched", list(found.added))
+        self._note(
+            f"golden {o.golden_shown} enriched with {', '.join(found.added)}; no figure "
+            f"changed{left}"
+        )
+        return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
         """The cross-runtime check (goldens/_reference.py): this run against the reference's
@@ -527,6 +620,7 @@ class _Run:
             results=result.results,
             probes=self._step_probes(result),
             data=dict(sorted(self.data_files.items())),
+            pixels=record_pixel_identity(r.manifest.input.preprocess, result.samples),
             manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
         )
         try:

@@ -4,10 +4,14 @@ explanation and the sensitivity table."""
 from __future__ import annotations
 
 from ._build_mismatch import explain_build_mismatch
+from ._class_maps import explain_class_count
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._explain import diagnose, explain
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._pitfalls import backends_in_play, left_out_backends
+from ._pixel_identity import PixelCheck
+from ._pixel_identity import check as check_pixel_identity
+from ._pixel_identity import record as record_pixel_identity
 from ._sensitivity import (
     save as save_sensitivity,
 )
@@ -26,14 +30,18 @@ from ._step_fingerprints import (
 
 __all__ = [
     "FirstStepOutputs",
+    "PixelCheck",
     "ProbeOutputs",
     "backends_in_play",
+    "check_pixel_identity",
     "diagnose",
     "explain",
     "explain_build_mismatch",
+    "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
     "record_layer_fingerprints",
+    "record_pixel_identity",
     "record_step_fingerprints",
     "save_sensitivity",
     "sensitivity",

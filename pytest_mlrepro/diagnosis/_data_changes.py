@@ -83,7 +83,9 @@ def _data_lead(
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     rest = other.removeprefix("Likely cause")
-    if flip is not None and data.files and not elsewhere:
+    if flip is not None and data.files and not elsewhere and not how:
+        # (When the decoded probes show the same pictures re-encoded, that is the change: a
+        # flip that happens to bring the probes back on them is no cause.)
         return (
             f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
             + "; ".join(data.parts())
@@ -98,7 +100,10 @@ def _data_lead(
             f"have the golden's data, so something else changed too — likely cause{rest}"
         )
     if data.labels and not data.files and not data.added:
-        return lead + "; every prediction is the golden's: the accuracy moved with the labels."
+        return (
+            lead + _label_shift(data) + "; every prediction is the golden's: the accuracy moved "
+            "with the labels."
+        )
     worst = comparison.max_score_diff_id
     if worst and worst not in data.ids and "score" in comparison.failures:
         return (
@@ -106,6 +111,20 @@ def _data_lead(
             f"golden's, so something else changed too — likely cause{rest}"
         )
     return lead + "."
+
+
+def _label_shift(data: DataChange) -> str:
+    """``: every label shifted by +1`` when the changed labels all moved by one constant (a
+    labels file that counts from 1, or counts a background class); else ""."""
+    shifts = {c.now - c.golden for c in data.labels}
+    if len(shifts) != 1 or len(data.labels) < max(2, data.samples // 2):
+        return ""
+    k = shifts.pop()
+    sign = f"+{k}" if k > 0 else f"−{-k}"
+    return (
+        f": a label offset, every changed label is the golden's {sign} (with labels shifted by "
+        f"{'−' if k > 0 else '+'}{abs(k)}, they are the golden's)"
+    )
 
 
 def _data_lines(data: DataChange) -> list[str]:

@@ -84,3 +84,66 @@ def _relevant_env(
     step = report.environment_step or report.first
     keys = _ENV_FOR_STEP.get(step.op, ()) if step is not None else ()
     return [e for e in env_changes if e[0] in keys]
+
+
+def step_library(
+    op: str, params: Mapping[str, Any] | None, env: Mapping[str, Any]
+) -> tuple[str, tuple[str, ...]]:
+    """The library a step runs on here, with its version as this run has it (``Pillow 11.0.0
+    (libjpeg-turbo 6.2)``), and the environment fields that are its version and build. A decode
+    or resize runs on its backend; the other steps on numpy."""
+    backend = str((params or {}).get("backend", "")) if op in ("decode", "resize") else ""
+    packages = env.get("numeric_packages")
+    packages = packages if isinstance(packages, Mapping) else {}
+    if backend == "pil":
+        jpeg = env.get("libjpeg")
+        turbo = "libjpeg-turbo" if env.get("libjpeg_turbo") else "libjpeg"
+        extra = f" ({turbo} {jpeg})" if jpeg and op == "decode" else ""
+        return f"Pillow {env.get('pillow') or '?'}{extra}", ("pillow", "libjpeg", "libjpeg_turbo")
+    if backend == "opencv":
+        return f"OpenCV {env.get('opencv') or '?'}", ("opencv",)
+    if backend == "tf":
+        version = packages.get("tensorflow-cpu") or packages.get("tensorflow") or "?"
+        return f"TensorFlow {version}", (
+            "numeric_packages.tensorflow-cpu",
+            "numeric_packages.tensorflow",
+        )
+    return f"numpy {env.get('numpy') or '?'}", ("numpy",)
+
+
+def environment_step_text(
+    report: probe_store.StepReport,
+    steps: Sequence[Any],
+    env_now: Mapping[str, Any],
+    env_changes: list[tuple[str, Any, Any]],
+) -> str | None:
+    """With the golden's own pipeline run here, the step whose output differs from the golden's
+    and what it runs on, in words: ``the decode step's output differs from the golden's (…): it
+    runs on Pillow 11.0.0 (libjpeg-turbo 3.0) here, and pillow 10.4.0 → 11.0.0``. None when no
+    step differs for the environment. ``steps``: the manifest's steps (their backends)."""
+    step = report.environment_step
+    if step is None:
+        return None
+    index = step.golden_index
+    params = None
+    if index is not None and index < len(steps) and getattr(steps[index], "op", "") == step.op:
+        params = steps[index].params()
+    library, keys = step_library(step.op, params, env_now)
+    changed = [e for e in env_changes if e[0] in keys]
+    cpu = [e for e in env_changes if e[0] in ("cpu", "cpu_vendor", "cpu_flags")]
+    if changed:
+        what = f"{library.split(' ')[0]} changed: {_env_text(changed)}"
+    else:
+        what = (
+            "no recorded version of it changed, so its build or its behaviour did (the same "
+            "version built otherwise, patched, or configured otherwise)"
+        )
+    if cpu:
+        what += f"; the CPU changed too: {_env_text(cpu[:2])}"
+    others = [e for e in env_changes if e not in changed and e not in cpu and "." in e[0]]
+    if others:
+        what += f"; other packages changed: {_env_text(others[:3])}"
+    return (
+        f"the {step.op} step's output differs from the golden's ({step.text}): that step runs "
+        f"on {library} here; {what}"
+    )

@@ -41,8 +41,9 @@ from ..goldens import Comparison, DataChange, Golden
 from ..manifest import Manifest, parse_manifest
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
+from ._class_maps import constant_shift, index_map
 from ._data_changes import _data_lead, _data_lines, _how_files_changed
-from ._environment_diff import _env_change, _env_diff
+from ._environment_diff import _env_change, _env_diff, environment_step_text
 from ._lead import _MODEL_CAUSES, _lead
 from ._manifest_diff import manifest_diff, recorded_steps
 from ._probe_trials import (
@@ -164,10 +165,15 @@ def diagnose(
     env_changes = _env_diff(golden.environment, env_now)
 
     transform = _score_transform(manifest, golden, comparison, evaluation, changes)
-    permutation = _class_permutation(golden.results, evaluation, tol.score)
+    class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
+    permutation = None if class_map else _class_permutation(golden.results, evaluation, tol.score)
+    if class_map is None and permutation is None:
+        class_map = index_map(golden.results, evaluation.results)
+    env_step = environment_step_text(steps_report, manifest.input.preprocess, env_now, env_changes)
     lead, cause = _lead(
-        changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation
-    )
+        changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation,
+        class_map, env_step,
+    )  # fmt: skip
     if layer_report is not None and layer_report.precision and cause in _MODEL_CAUSES:
         # The model's precision changed: the most specific cause the layers support.
         model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _step_fingerprints as probe_store
+from ._class_maps import ClassMap
 from ._environment_diff import _env_text, _model_run_env, _relevant_env
 from ._manifest_diff import Change
 from ._probe_trials import Counterfactual, _reproduces, _restoring
@@ -25,7 +26,11 @@ def _lead(
     score_tol: float,
     transform: str | None = None,
     permutation: str | None = None,
+    class_map: ClassMap | None = None,
+    environment_step: str | None = None,
 ) -> tuple[str, str]:
+    """``environment_step``: with the golden's own pipeline run here, the step whose output
+    differs from the golden's and the library it runs on, in words (:func:`environment_step`)."""
     model_changes = [c for c in changes if c.area == "model"]
     pre_changes = [c for c in changes if c.area == "preprocess"]
     model_text = ""
@@ -33,8 +38,32 @@ def _lead(
         # The checksum says it best: a path can move without the model changing.
         telling = [c for c in model_changes if c.path.endswith("sha256")] or model_changes
         model_text = "the model changed (" + "; ".join(c.text() for c in telling[:2]) + ")"
+    if class_map is not None:
+        # The predictions are the golden's once their class indices are mapped back: whatever
+        # else changed, the indices mean other classes now.
+        where = f" ({model_text})" if model_text else ""
+        return f"Likely cause: {class_map.what}{where}: {class_map.counterfactual}.", (
+            class_map.cause
+        )
     ranked = _restoring(tried, baseline, score_tol)
     best = ranked[0] if ranked else None
+    moving = [c for c in changes if c.area != "neutral"]
+    if environment_step is not None and not moving:
+        # The manifest is the golden's, yet a step's output is not: what that step runs on
+        # changed. A flip that restores the output is a workaround, not the cause: the golden
+        # was recorded with the manifest as it is.
+        second = ""
+        if best is not None:
+            second = (
+                f" A manifest flip happens to restore the output (with {best.label}, "
+                f"{best.agree}/{best.probes} probe predictions match the golden), but the golden "
+                "was recorded with the manifest as it is"
+            )
+        return (
+            f"Likely cause: the environment — the manifest is unchanged, and {environment_step}."
+            + (f"{second}." if second else ""),
+            "environment",
+        )
     if best is not None:
         category = best.category or "preprocessing"
         how = (

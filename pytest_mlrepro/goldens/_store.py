@@ -12,6 +12,10 @@ Layout of a golden (keys sorted, one sample per line so that a diff shows which 
                                        relative); absent in goldens recorded before it existed
       "metrics": {"samples": N, "top1": .., "top5": ..},
       "name": "...",
+      "pixels": {"<sample id>": "<hash>", ...}, optional: the identity of each file's decoded
+                                       pixels (16 hex digits of the sha256 of the decode step's
+                                       output), so that a file whose bytes changed but whose
+                                       pixels did not is told from a data change
       "probes": {...},                 optional: per-step fingerprints of a few probe samples
       "samples": [
         ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
@@ -85,6 +89,10 @@ class Golden:
     # The manifest file it was recorded from, relative to the project root (posix); None in
     # goldens recorded before it was kept, which still load and get it on their next update.
     manifest_file: str | None = None
+    # {sample id: 16 hex digits} of each file's decoded pixels (the decode step's output, as
+    # diagnosis/_pixel_identity.py hashes it): a byte change that decodes to these pixels is not
+    # a data change. None in goldens recorded before it existed (enrichment adds it).
+    pixels: dict[str, str] | None = None
     # The sha256 of the golden file as read (None: not read from a file): the golden's identity
     # in a results row, which the shard merge compares (two recordings never merge).
     digest: str | None = None
@@ -168,6 +176,8 @@ def dumps(golden: Golden) -> str:
         head["data"] = golden.data  # a flat mapping: one file a line, sorted
     if golden.manifest_file is not None:
         head["manifest_file"] = golden.manifest_file
+    if golden.pixels is not None:
+        head["pixels"] = golden.pixels  # a flat mapping: one file a line, sorted
     text = json.dumps(head, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     r = golden.results
     rows = [
@@ -486,10 +496,12 @@ def validate(data: Any) -> Golden:
         probes=data.get("probes"),
         data=_check_data(data.get("data")),
         manifest_file=data.get("manifest_file"),
+        pixels=_check_pixels(data.get("pixels")),
     )
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_PIXELS = re.compile(r"[0-9a-f]{16}")
 
 
 def _not_finite(value: float) -> str:
@@ -527,6 +539,23 @@ def _check_data(block: Any) -> dict[str, str] | None:
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise InvalidField(
                 ("data", sample), f"expected a sha256 (64 hex digits), got {_describe(digest)}"
+            )
+    return dict(block)
+
+
+def _check_pixels(block: Any) -> dict[str, str] | None:
+    """The optional ``pixels`` block: 16 hex digits per file (a sample without one is only not
+    told apart from a data change)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise InvalidField(
+            ("pixels",), f"expected a mapping of sample id to a pixel hash, got {_describe(block)}"
+        )
+    for sample, digest in block.items():
+        if not isinstance(digest, str) or not _PIXELS.fullmatch(digest):
+            raise InvalidField(
+                ("pixels", sample), f"expected 16 hex digits, got {_describe(digest)}"
             )
     return dict(block)
 

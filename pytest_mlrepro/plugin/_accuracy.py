@@ -28,6 +28,8 @@ from ._base import (
     diagnosis_probes,
     display_path,
     fingerprint_samples,
+    is_enrich,
+    is_strict,
     is_update,
     item_shards,
     preprocessing_memory,
@@ -117,6 +119,8 @@ class AccuracyItem(EvaluatingItem):
                 diagnosis_probes=diagnosis_probes(config),
                 fingerprint_samples=fingerprint_samples(config),
                 shared=None if share is None else share.loader(*self.preprocessing_use),
+                enrich=is_enrich(config),
+                strict_data=is_strict(config),
             )
         )
         for key, value in outcome.properties:

@@ -311,6 +311,11 @@ def is_update(config: pytest.Config) -> bool:
     return bool(config.getoption("mlrepro_update"))
 
 
+def is_enrich(config: pytest.Config) -> bool:
+    """--mlrepro-enrich: a golden the run reproduces gains the evidence it lacks."""
+    return bool(config.getoption("mlrepro_enrich", False))
+
+
 def is_worker(config: pytest.Config) -> bool:
     """Whether this is an xdist worker (whose reports the controller gathers)."""
     return hasattr(config, "workerinput")
@@ -329,6 +334,17 @@ def check_settings(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--mlrepro-update cannot record goldens from shard {shard_now} of the data: a golden "
             "needs every sample. Run the update without --mlrepro-shard. Nothing was run."
+        )
+    if is_enrich(config) and is_update(config):
+        raise pytest.UsageError(
+            "--mlrepro-enrich and --mlrepro-update cannot be combined: an update records the "
+            "golden anew, an enrichment adds evidence to a golden it leaves as it is. Nothing "
+            "was run."
+        )
+    if is_enrich(config) and shard_now is not None:
+        raise pytest.UsageError(
+            f"--mlrepro-enrich cannot enrich goldens from shard {shard_now} of the data: it "
+            "adds evidence only where the whole golden is reproduced. Nothing was run."
         )
     if config.getoption("mlrepro_update_despite_reference") and not is_update(config):
         raise pytest.UsageError(

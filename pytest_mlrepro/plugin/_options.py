@@ -77,9 +77,17 @@ OPTIONS = (
         action="store_true",
     ),
     Option(
+        "--mlrepro-enrich",
+        "mlrepro_enrich",
+        "add to goldens the evidence they lack (layer and step fingerprints, environment "
+        "fields, pixel identities) where the run reproduces them; never changes a figure",
+        action="store_true",
+    ),
+    Option(
         "--mlrepro-strict",
         "mlrepro_strict",
-        "fail, instead of skip, when a framework, data set or device is missing",
+        "fail, instead of skip, when a framework, data set or device is missing; and fail on "
+        "any byte change of the data, even one that decodes to the golden's pixels",
         action="store_true",
     ),
     Option(

@@ -21,6 +21,7 @@ from ..manifest import Manifest
 from ..report import (
     audit_lines,
     latency_table,
+    note_lines,
     reference_lines,
     repeat_lines,
     shard_lines,
@@ -258,6 +259,7 @@ class MlreproSession:
         sections: list[tuple[str, list[str]]] = [
             ("mlrepro reference agreement", reference_lines(state.reference)),
             ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
+            ("mlrepro notes", note_lines(accuracy)),
             ("mlrepro latency", latency_table(state.latency) if state.latency else []),
             (
                 "mlrepro",

@@ -21,7 +21,14 @@ from ._accuracy import (
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
 from ._reference import explain_reference
 from ._tables import explain, summary_table
-from ._terminal import audit_lines, latency_table, reference_lines, repeat_lines, shard_lines
+from ._terminal import (
+    audit_lines,
+    latency_table,
+    note_lines,
+    reference_lines,
+    repeat_lines,
+    shard_lines,
+)
 from ._text import aligned
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "latency_outcome_text",
     "latency_table",
     "no_golden",
+    "note_lines",
     "record_command",
     "reference_disagreement_record",
     "reference_lines",

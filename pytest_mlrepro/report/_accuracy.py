@@ -139,6 +139,8 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
         text = golden_claimed(o.manifest_shown, o.golden_shown, o.claimed_by, o.name)
     elif reason == "classes changed":
         text = classes_changed(where, o.golden_shown, o.recorded_classes, o.classes_now, record_cmd)
+        if o.diagnosis is not None:  # a class added or dropped that maps the indices back
+            text += "\n\n" + o.diagnosis
     else:  # data changed, drift
         c, change = o.comparison, o.change
         assert c is not None and change is not None
@@ -151,6 +153,8 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
             text += "\n\n" + o.diagnosis
     if ref is not None:
         text = with_reference(text, ref_text, ref.agrees)
+    if o.notes:  # an enrichment refused, a byte change that is no data change
+        text += "\n\n" + "\n".join(f"note: {note}" for note in o.notes)
     return text
 
 

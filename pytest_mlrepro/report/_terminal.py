@@ -91,6 +91,16 @@ def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def note_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The items' notes (an enrichment, a byte change that is no data change), one per line."""
+    lines = []
+    for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
+        notes = r.get("notes")
+        for note in notes if isinstance(notes, list) else []:
+            lines.append(f"{r.get('manifest')} [{r.get('device')}]: {note}")
+    return lines
+
+
 def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[str]:
     """Goldens that no manifest uses (shown paths; a folder ends in ``/``), hedged when manifests
     failed to load, and temporary files left by interrupted golden writes; no lines when there

@@ -1,0 +1,148 @@
+"""A golden gains the evidence it lacks without being re-recorded (``--mlrepro-enrich``).
+
+A golden recorded by an older release keeps its figures but not the evidence this release
+records beside them: layer fingerprints, step fingerprints, decoded-pixel identities, the data's
+checksums, environment fields. Re-recording it to gain them would also replace every figure with
+this run's, which is the one thing a reproducibility check should not do blindly. When a run
+reproduces the golden (every compared figure within tolerance, on the golden's data, from the
+golden's manifest), :func:`enrich` returns the golden with only the missing evidence added:
+the figures (samples, scores, metrics), the recorded manifest and every recorded field are kept
+as they are, so that the file's figures stay byte-identical.
+
+Each piece is added only where it describes what the golden describes:
+
+* step fingerprints, when the golden has none; layer fingerprints, only on step probes whose
+  every step output is the golden's own (the same input to the model as when it was recorded);
+* decoded-pixel identities and the data's checksums, from the files this run verified (the
+  caller refuses enrichment on changed data, except a byte change proven to decode to the
+  golden's pixels, which refreshes the data's checksums);
+* environment fields the golden lacks, only when every field it does record is this run's:
+  a CPU flag list of another machine beside the recorded CPU would mislead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data import Sample
+from ..diagnosis import (
+    record_layer_fingerprints,
+    record_pixel_identity,
+    record_step_fingerprints,
+    step_fingerprints_up_to_date,
+)
+from ..errors import MlreproError
+from ..goldens import Golden
+from ..manifest import Manifest
+
+
+@dataclass
+class Enrichment:
+    """The enriched golden (None: nothing to add), what was added, and what was left out and
+    why (each a phrase)."""
+
+    golden: Golden | None = None
+    added: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+def _step_rows_match(recorded: Any, fresh: Mapping[str, Any], ids: Sequence[str]) -> bool:
+    """Whether every step output of the probes ``ids`` hashes as the golden recorded it."""
+    if not isinstance(recorded, Mapping):
+        return False
+
+    def hashes(block: Mapping[str, Any]) -> dict[tuple[str, int], str]:
+        rows = block.get("fingerprints")
+        out: dict[tuple[str, int], str] = {}
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, list) and len(row) == 4 and isinstance(row[3], Mapping):
+                out[(str(row[0]), int(row[1]))] = str(row[3].get("sha256"))
+        return out
+
+    then, now = hashes(recorded), hashes(fresh)
+    wanted = [key for key in now if key[0] in set(ids)]
+    return bool(wanted) and all(then.get(key) == now[key] for key in wanted)
+
+
+def enrich(
+    golden: Golden,
+    manifest: Manifest,
+    samples: Sequence[Sample],
+    runner: Any,
+    environment: Mapping[str, Any],
+    data_files: Mapping[str, str],
+    fingerprint_samples: int,
+) -> Enrichment:
+    """The golden with the evidence it lacks (module docstring); the caller has checked that
+    the run reproduces it."""
+    out = Enrichment()
+    steps = manifest.input.preprocess
+    changes: dict[str, Any] = {}
+    probes = golden.probes
+    fresh: dict[str, Any] | None = None
+    try:
+        fresh = record_step_fingerprints(steps, samples, fingerprint_samples)
+    except (MlreproError, OSError) as exc:
+        out.left_out.append(
+            f"step fingerprints (the probes do not run through the pipeline: {exc})"
+        )
+    if probes is None and fresh is not None:
+        probes = fresh
+        out.added.append("step fingerprints")
+    if fresh is not None and probes is not None and "layers" not in probes and runner is not None:
+        ids = [str(i) for i in probes.get("samples", [])]
+        if probes is not fresh and not (
+            step_fingerprints_up_to_date(probes, steps, samples, fingerprint_samples)
+            and _step_rows_match(probes, fresh, ids)
+        ):
+            out.left_out.append(
+                "layer fingerprints (the step probes' preprocessed outputs are not the ones the "
+                "golden recorded: the model's input would not be the golden's)"
+            )
+        else:
+            layers = record_layer_fingerprints(runner, manifest, samples, ids)
+            if layers is not None:
+                probes = {**probes, "layers": layers}
+                out.added.append(f"layer fingerprints ({len(layers['rows'])} layers)")
+            else:
+                out.left_out.append("layer fingerprints (this model's layers cannot be traced)")
+    if probes is not golden.probes:
+        changes["probes"] = probes
+    if golden.data is None and data_files:
+        changes["data"] = dict(sorted(data_files.items()))
+        out.added.append(f"data checksums ({len(data_files)} files)")
+    elif golden.data is not None and dict(data_files) != golden.data:
+        # Only reached for a byte change proven to decode to the golden's pixels.
+        changes["data"] = dict(sorted(data_files.items()))
+        out.added.append("data checksums refreshed (same decoded pixels)")
+    if golden.pixels is None:
+        pixels = record_pixel_identity(steps, samples)
+        if pixels is not None:
+            changes["pixels"] = pixels
+            out.added.append(f"decoded-pixel identities ({len(pixels)} files)")
+    missing = sorted(set(environment) - set(golden.environment))
+    if missing:
+        differing = sorted(
+            k for k in set(environment) & set(golden.environment)
+            if environment[k] != golden.environment[k]
+        )  # fmt: skip
+        if differing:
+            out.left_out.append(
+                f"environment fields {', '.join(missing)} (this run's environment is not the "
+                f"recording's: {', '.join(differing)} differ)"
+            )
+        else:
+            changes["environment"] = {
+                **golden.environment,
+                **{k: environment[k] for k in missing},
+            }
+            out.added.append(f"environment fields ({', '.join(missing)})")
+    if changes:
+        out.golden = dataclasses.replace(golden, **changes)
+    return out
+
+
+__all__ = ["Enrichment", "enrich"]

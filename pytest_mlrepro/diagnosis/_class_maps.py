@@ -1,0 +1,218 @@
+"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's,
+with no extra model run.
+
+Shared models disagree on what an output index means more often than on anything else: a
+1001-class head (background at index 0, TF-slim style) sliced at the wrong end makes every
+prediction the golden's class + 1; a model exported with 1001 outputs where the golden had 1000
+moves every class by one; an export in another class order maps each class to another index.
+Each is a function from the golden's class indices to this run's, and each has a counterfactual
+that needs no model run: the predictions mapped back through it match the golden's.
+
+* :func:`constant_shift`: every prediction moved by the same ``k`` (modulo the class count).
+* :func:`index_map`: a consistent map (each golden class to one class of this run), learnt from
+  the top-k of the *other* samples, so that a sample never confirms its own mapping.
+* :func:`class_count_map`: a class added or removed (1001 ↔ 1000): at the front (a background
+  class, every index moved by one) or at the end (indices unchanged).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..goldens import Results
+
+# A map names the cause only when it brings back nearly every prediction (a few may sit on the
+# classes it cannot carry: the last class pushed out of a sliced head) and the predictions as
+# they are match rarely: no chance agreement of a near-random model is taken for a map.
+_RESTORES = 0.9
+_AS_IS = 0.5
+
+
+@dataclass(frozen=True)
+class ClassMap:
+    """A map from the golden's class indices to this run's that restores its predictions."""
+
+    cause: str  # "label offset" or "class index map"
+    what: str  # what the map is, in words
+    counterfactual: str  # "with labels shifted by −1, 998/1000 predictions match the golden's"
+
+    def sentence(self) -> str:
+        return f"{self.what}: {self.counterfactual}"
+
+
+def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k rows of the samples both have, in the golden's order: (golden's, this run's)."""
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [(g, index[s]) for g, s in enumerate(golden.ids) if s in index]
+    if not shared:
+        return np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64)
+    k = min(golden.topk.shape[1], now.topk.shape[1])
+    rows_g = np.asarray([g for g, _ in shared], np.int64)
+    rows_n = np.asarray([n for _, n in shared], np.int64)
+    return golden.topk[rows_g, :k], now.topk[rows_n, :k]
+
+
+def _signed(k: int, classes: int) -> int:
+    return k - classes if k > classes // 2 else k
+
+
+def _shift_text(k: int) -> str:
+    return f"+{k}" if k > 0 else f"−{-k}"
+
+
+def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | None:
+    """Every prediction is the golden's class + k (modulo ``classes``), k ≠ 0."""
+    g, n = _pairs(golden, now)
+    total = len(g)
+    if total == 0 or classes < 2:
+        return None
+    offsets = (n[:, 0] - g[:, 0]) % classes
+    as_is = int(np.count_nonzero(offsets == 0))
+    found = Counter(offsets.tolist()).most_common(1)
+    if not found or found[0][0] == 0:
+        return None
+    k_mod, hits = found[0]
+    if hits < _RESTORES * total or as_is > _AS_IS * total:
+        return None
+    if total < 4:  # too few to tell a shift from chance
+        return None
+    k = _signed(int(k_mod), classes)
+    # The rest of the top-k moved alike (a shift of the head, not of one class).
+    rest = (n[:, 1:] - g[:, 1:]) % classes
+    if rest.size and np.count_nonzero(rest == k_mod) < _RESTORES * 0.8 * rest.size:
+        return None
+    hint = ""
+    if abs(k) == 1:
+        hint = (
+            " (what a 1001-class head with a background class at index 0 gives when it is "
+            "sliced at the wrong end, or a labels file that counts from 1)"
+        )
+    return ClassMap(
+        "label offset",
+        f"a label offset — every prediction is the golden's class {_shift_text(k)}{hint}",
+        f"with labels shifted by {_shift_text(-k)}, {hits}/{total} predictions match the "
+        f"golden's (as they are, {as_is}/{total})",
+    )
+
+
+def index_map(golden: Results, now: Results) -> ClassMap | None:
+    """A consistent class-index map (another class order) that is not a constant shift: each
+    sample's top-1 mapped back through the map the *other* samples' rank-aligned top-k give."""
+    g, n = _pairs(golden, now)
+    total = len(g)
+    if total < 4:
+        return None
+    counts: dict[int, Counter[int]] = defaultdict(Counter)
+    for row_g, row_n in zip(g.tolist(), n.tolist()):
+        for old, new in zip(row_g, row_n):
+            counts[old][new] += 1
+    as_is = int(np.count_nonzero(g[:, 0] == n[:, 0]))
+    if as_is > _AS_IS * total:
+        return None
+    hits = confirmable = 0
+    for row_g, row_n in zip(g.tolist(), n.tolist()):
+        own = Counter(new for old, new in zip(row_g, row_n) if old == row_g[0])
+        others = counts[row_g[0]] - own  # what the other samples say class row_g[0] became
+        if not others:
+            continue  # a class no other sample ranks: the map cannot be checked on it
+        confirmable += 1
+        if others.most_common(1)[0][0] == row_n[0]:
+            hits += 1
+    # Checked on enough samples (one image per class leaves some classes unranked elsewhere),
+    # and right on nearly all of them.
+    if confirmable < max(4, total // 3) or hits < _RESTORES * confirmable:
+        return None
+    # A map is one to one: a model that collapsed onto a few classes maps many onto one.
+    sources, targets = len(set(g[:, 0].tolist())), len(set(n[:, 0].tolist()))
+    if targets < _RESTORES * sources:
+        return None
+    mapping = {old: c.most_common(1)[0][0] for old, c in counts.items()}
+    moved = sorted((old, new) for old, new in mapping.items() if old != new)
+    shown = ", ".join(f"{old} → {new}" for old, new in moved[:4]) + (" …" if len(moved) > 4 else "")
+    return ClassMap(
+        "class index map",
+        f"a class-index map — the model's output classes follow another index order "
+        f"({shown}; {len(moved)} of {len(mapping)} classes seen moved)",
+        f"with each prediction mapped back through the map the other samples' top-k give, "
+        f"{hits}/{confirmable} predictions match the golden's (the other "
+        f"{total - confirmable} have classes no other sample ranks; as they are, "
+        f"{as_is}/{total} match)"
+        if confirmable < total
+        else f"with each prediction mapped back through the map the other samples' top-k give, "
+        f"{hits}/{total} predictions match the golden's (as they are, {as_is}/{total})",
+    )
+
+
+def class_count_map(
+    golden: Results, now: Results, recorded: int, classes_now: int
+) -> ClassMap | None:
+    """One class more or fewer than the golden's (1001 ↔ 1000): added or dropped at the front
+    (a background class: every index moved by one) or at the end (indices kept)."""
+    if abs(classes_now - recorded) != 1:
+        return None
+    g, n = _pairs(golden, now)
+    total = len(g)
+    if total < 4:
+        return None
+    more = classes_now > recorded
+    best: tuple[int, int] | None = None
+    for k in (1, 0) if more else (-1, 0):
+        hits = int(np.count_nonzero(n[:, 0] - g[:, 0] == k))
+        if hits >= _RESTORES * total and (best is None or hits > best[1]):
+            best = (k, hits)
+    if best is None:
+        return None
+    k, hits = best
+    if more:
+        what = (
+            f"a background class at index 0 — the model has {classes_now} output classes, the "
+            f"golden {recorded} (TF-slim style), and every prediction is the golden's class +1"
+            if k == 1
+            else f"an extra class at the end — the model has {classes_now} output classes, the "
+            f"golden {recorded}, with the golden's indices kept"
+        )
+        fix = (
+            "with the first output dropped (labels shifted by −1)"
+            if k == 1
+            else ("with the last output dropped")
+        )
+    else:
+        what = (
+            f"the background class at index 0 is gone — the model has {classes_now} output "
+            f"classes, the golden {recorded}, and every prediction is the golden's class −1"
+            if k == -1
+            else f"the last class is gone — the model has {classes_now} output classes, the "
+            f"golden {recorded}, with the golden's indices kept"
+        )
+        fix = (
+            "with a background class put back at index 0 (labels shifted by +1)"
+            if k == -1
+            else ("with the indices as they are")
+        )
+    as_is = int(np.count_nonzero(n[:, 0] == g[:, 0]))
+    return ClassMap(
+        "label offset",
+        what,
+        f"{fix}, {hits}/{total} predictions match the golden's (as they are, {as_is}/{total})",
+    )
+
+
+def explain_class_count(
+    golden: Results, now: Results, recorded: int, classes_now: int, width: int = 100
+) -> tuple[str, str] | None:
+    """(text, cause) for a model whose class count is not the golden's, when a class added or
+    dropped at the front or the end brings its predictions back; None otherwise."""
+    found = class_count_map(golden, now, recorded, classes_now)
+    if found is None:
+        return None
+    lead = f"Likely cause: {found.what}: {found.counterfactual}."
+    lines = ["diagnosis (from the golden's recorded top-k and this run's; no model re-run)"]
+    lines += textwrap.wrap(lead, width - 2, initial_indent="  ", subsequent_indent="  ")
+    return "\n".join(lines), found.cause
+
+
+__all__ = ["ClassMap", "class_count_map", "constant_shift", "explain_class_count", "index_map"]
