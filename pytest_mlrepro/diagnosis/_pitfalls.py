@@ -31,7 +31,7 @@ from ..pipeline import (
     Color,
     Crop,
     Decode,
-    DType,
+    CastDType,
     Layout,
     Normalize,
     Pipeline,
@@ -463,7 +463,7 @@ class _ValueStage:
 
     start: int
     end: int
-    dtype: DType  # the float type of the cast
+    dtype: CastDType  # the float type of the cast
     mean: tuple[float, ...]  # in byte units
     std: tuple[float, ...]
     byte_domain: str | None  # 'saturate' | 'wrap' when normalised on uint8 before the cast
@@ -492,7 +492,7 @@ def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
         if first.on_uint8 == "error":
             return None
         end = start + 1
-        dtype: DType = "float32"
+        dtype: CastDType = "float32"
         after = steps[end] if end < len(steps) else None
         if isinstance(after, Cast):
             dtype = after.dtype

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from ._steps import (
     MAX_IMAGE_PIXELS,
+    COLOUR_ORDERS,
     STEPS,
+    BandsDType,
     Cast,
+    CastDType,
     Color,
     Crop,
     Decode,
+    DecodeMode,
     DType,
+    GreyRule,
     Layout,
     Normalize,
     Pipeline,
@@ -24,8 +29,11 @@ from ._steps import (
 
 __all__ = [
     "MAX_IMAGE_PIXELS",
+    "COLOUR_ORDERS",
     "STEPS",
+    "BandsDType",
     "Cast",
+    "CastDType",
     "Color",
     "Crop",
     "DType",
