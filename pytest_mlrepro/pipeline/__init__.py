@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ._steps import (
-    MAX_IMAGE_PIXELS,
     COLOUR_ORDERS,
+    MAX_IMAGE_PIXELS,
     STEPS,
     BandsDType,
     Cast,
@@ -15,6 +15,7 @@ from ._steps import (
     DecodeMode,
     DType,
     GreyRule,
+    Invert,
     Layout,
     Normalize,
     Pipeline,
@@ -28,8 +29,8 @@ from ._steps import (
 )
 
 __all__ = [
-    "MAX_IMAGE_PIXELS",
     "COLOUR_ORDERS",
+    "MAX_IMAGE_PIXELS",
     "STEPS",
     "BandsDType",
     "Cast",
@@ -38,6 +39,9 @@ __all__ = [
     "Crop",
     "DType",
     "Decode",
+    "DecodeMode",
+    "GreyRule",
+    "Invert",
     "Layout",
     "Normalize",
     "Pipeline",

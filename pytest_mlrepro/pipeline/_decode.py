@@ -210,7 +210,8 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
             sample, f"its array has shape {shape}: an image is H×W or H×W×C (channels last)"
         )
     if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
-        raise SampleError(sample, _too_many(f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"))
+        pixels = f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"
+        raise SampleError(sample, _too_many(pixels))
     bands = shape[2] if len(shape) == 3 else 1
     want = np.dtype(str(step.dtype))
     if (dtype.kind, dtype.itemsize) != (want.kind, want.itemsize) or bands != step.channels:

@@ -776,6 +776,31 @@ class Scale(Step):
 
 @register_step
 @dataclass(frozen=True)
+class Invert(Step):
+    """A negative: ``max − x``, 255 − x on uint8 data and 65535 − x on uint16 (what
+    ``PIL.ImageOps.invert`` does to 8-bit images). For models trained on inverted data (white
+    digits on black where the files are black on white), and the diagnosis of a data set whose
+    files were inverted. Integer data only, before the cast: float data has no maximum."""
+
+    op: ClassVar[str] = "invert"
+    cheap: ClassVar[bool] = True
+
+    def transition(self, state: State) -> State:
+        if state.dtype not in ("uint8", "uint16"):
+            raise Invalid(
+                "",
+                f"invert works on uint8 or uint16 data (max − x), not {state.dtype}: put it "
+                "before the cast",
+            )
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        top = np.iinfo(t.array.dtype).max
+        return Tensor(np.asarray(top - t.array, t.array.dtype), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
 class Normalize(Step):
     """``(x − mean) / std`` per channel, in the value range the data has at this point.
 

@@ -158,8 +158,8 @@ def size_mismatch(
 
 __all__ = [
     "channel_fix",
-    "check_channels",
     "channel_mismatch",
+    "check_channels",
     "layout_mismatch",
     "model_channels",
     "model_layout",
