@@ -17,6 +17,7 @@ from helpers import (
     QUIET,
     Project,
     line_of,
+    make_onnx_with_channels,
     make_onnx_with_input,
     means_graph,
     save_onnx,
@@ -139,26 +140,6 @@ def test_input_size_refused_with_the_step_that_sets_it(serial_project: Project) 
 # --- channels: the model's count against the decode mode's -------------------------------------
 
 
-def write_channel_model(path: Path, channels: int) -> str:
-    """logits = (channel means) @ W: a model whose input takes ``channels`` channels, any size."""
-    from onnx import TensorProto
-
-    weights = np.arange(channels * 3, dtype=np.float32).reshape(channels, 3) / 10
-    nodes = [
-        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
-        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "channels",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", channels, "h", "w"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
-        initializer=[numpy_helper.from_array(weights, "w")],
-    )
-    return save_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-
-
 @pytest.mark.parametrize(
     ("channels", "decode", "words"),
     [
@@ -174,7 +155,7 @@ def test_a_channel_mismatch_is_refused_at_load_with_the_fix(
     read (every image here is unreadable)."""
     serial_project.make({})
     path = serial_project.path / "models" / "channels.onnx"
-    sha = write_channel_model(path, channels)
+    sha = make_onnx_with_channels(path, channels)
     text = serial_project.manifest(
         "tiny_onnx", model_path="../models/channels.onnx", sha=sha, decode=decode
     )
@@ -203,7 +184,7 @@ def test_a_grey_model_records_and_passes_with_mode_l(serial_project: Project) ->
     checked green; the golden records the mode and its conversion rule."""
     serial_project.make({})
     path = serial_project.path / "models" / "grey.onnx"
-    sha = write_channel_model(path, 1)
+    sha = make_onnx_with_channels(path, 1)
     text = serial_project.manifest(
         "tiny_onnx",
         model_path="../models/grey.onnx",
