@@ -52,10 +52,8 @@ def test_a_symbolic_or_matching_axis_passes(shape: list[object], layout: str) ->
 def test_the_pipelines_count_comes_from_the_decode_mode() -> None:
     assert pipeline_channels([Decode(mode="L")]) == (1, "L")
     assert pipeline_channels([Decode(mode="RGBA", order="BGR")]) == (4, "BGRA")
-    assert pipeline_channels([Decode(backend="numpy", mode="bands", channels=9, dtype="uint16")]) == (
-        9,
-        "bands",
-    )
+    bands = Decode(backend="numpy", mode="bands", channels=9, dtype="uint16")
+    assert pipeline_channels([bands]) == (9, "bands")
 
 
 MANIFEST = """\

@@ -314,7 +314,7 @@ def test_decode_bands_of_a_multi_page_tiff(dtype: str, make: object) -> None:
     out = step.decode(tiff_pages(list(pages)), "t.tiff").array
     assert out.dtype == np.dtype(dtype) and out.shape == (9, 11, 3)
     np.testing.assert_array_equal(out, pages.transpose(1, 2, 0))
-    with pytest.raises(SampleError, match="it holds 3 bands of .*the manifest decodes 4"):
+    with pytest.raises(SampleError, match=r"it holds 3 bands of .*the manifest decodes 4"):
         Decode(mode="bands", channels=4, dtype=dtype).decode(tiff_pages(list(pages)), "t.tiff")  # type: ignore[arg-type]
 
 
