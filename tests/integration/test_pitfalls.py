@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -406,7 +407,20 @@ def test_the_command_reports_usage_and_manifest_errors(cli_project: Path) -> Non
 
 
 def test_the_diagnose_command(cli_project: Path) -> None:
+    """It names the golden as the project does, the changed samples with their class names,
+    and the command that records this manifest's golden (a bare pytest collects tests/)."""
     pytest.importorskip("onnxruntime")
+    data = cli_project / "data" / "blocks"
+    (data / "names.txt").write_text("".join(f"digit {i}\n" for i in range(H.CLASSES)))
+    (cli_project / "manifests" / "blocks.sha256").write_text(H.checksums(data))
+    path = cli_project / "manifests" / "blocks.yaml"
+    path.write_text(path.read_text().replace("classes: 10}", "classes: 10, class_names: names.txt}"))
+    missing = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
+    assert missing.returncode != 0
+    assert (
+        "no golden at golden/blocks_model.json: record one with "
+        "pytest manifests/blocks.yaml --mlrepro-update"
+    ) in missing.stderr + missing.stdout
     recorded = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--mlrepro-update",
          "manifests/blocks.yaml"],
@@ -415,8 +429,8 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     )  # fmt: skip
     assert recorded.returncode == 0, recorded.stdout
     same = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
-    assert same.returncode == 0 and "matches its golden" in same.stdout
-    path = cli_project / "manifests" / "blocks.yaml"
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "matches its golden (golden/blocks_model.json)" in same.stdout
     path.write_text(
         path.read_text().replace("method: bilinear, backend: pil", "method: nearest, backend: pil")
     )
@@ -427,6 +441,9 @@ def test_the_diagnose_command(cli_project: Path) -> None:
         "Likely cause: resize — the manifest changed resize.method from 'bilinear' to 'nearest'"
         in flat
     )
+    assert "golden: golden/blocks_model.json " in flat and str(cli_project) not in flat
+    assert "record a new golden: pytest manifests/blocks.yaml --mlrepro-update" in flat
+    assert re.search(r"img\d\d\.png: (\d) digit \1 \(\d\.\d{3}\) → (\d) digit \2", flat), flat
 
 
 def test_the_command_imports_only_the_framework_the_manifest_needs(cli_project: Path) -> None:
