@@ -414,7 +414,8 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     (data / "names.txt").write_text("".join(f"digit {i}\n" for i in range(H.CLASSES)))
     (cli_project / "manifests" / "blocks.sha256").write_text(H.checksums(data))
     path = cli_project / "manifests" / "blocks.yaml"
-    path.write_text(path.read_text().replace("classes: 10}", "classes: 10, class_names: names.txt}"))
+    named = path.read_text().replace("classes: 10}", "classes: 10, class_names: names.txt}")
+    path.write_text(named)
     missing = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
     assert missing.returncode != 0
     assert (
