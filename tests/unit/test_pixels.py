@@ -480,3 +480,16 @@ def test_resize_refuses_other_dtypes_and_takes_uint16() -> None:
         Pipeline([Decode(mode="L"), Cast(dtype="float16"), Resize(size=4)])
     with pytest.raises(Invalid, match="normalize cannot work on uint16 data"):
         Pipeline([Decode(mode="L16"), Normalize()])
+
+
+def test_a_multi_band_sample_larger_than_any_image_is_refused_before_decoding() -> None:
+    """A .npy header (no pixels behind it) declaring 4000 × 4000 × 13 float32, 832 MB: more
+    than the largest image any mode decodes (MAX_IMAGE_PIXELS of 4 × 16 bits), refused from the
+    header alone, before numpy allocates it."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (4000, 4000, 13)}
+    )
+    step = Decode(backend="numpy", mode="bands", channels=13, dtype="float32")
+    with pytest.raises(SampleError, match="it would decode to 832000000 bytes"):
+        step.decode(header.getvalue(), "big.npy")
