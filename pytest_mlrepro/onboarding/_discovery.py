@@ -9,8 +9,9 @@ labelled subset, coarse to fine.
 4. the finalists on the whole subset.
 
 Each step is a race (:meth:`Search.race`): the candidates are scored on the same images, a chunk
-at a time, and one clearly worse than the leader by a paired test on the per-sample
-correctness (exact McNemar, :func:`worse_than`) is dropped at once. A step stops when its best is
+at a time, and one clearly worse than the leader (the highest mean log-likelihood of the true
+label) by a paired test is dropped at once (:func:`clearly_worse`: exact McNemar on top-1, or a
+paired t-test on the per-sample log-likelihood). A step stops when its best is
 clear, or at its budget of images when the survivors cannot be told apart. Most candidates are
 wrong by tens of points and go after 16 images; only the close ones see the whole subset.
 
@@ -27,11 +28,13 @@ their intervals, and the choice between them is left to the owner (more ``--samp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -86,6 +89,7 @@ class Scored:
     candidate: Candidate
     correct: np.ndarray  # bool per evaluated sample, in subset order
     predictions: np.ndarray
+    likelihood: np.ndarray  # float64 per evaluated sample: log P(true label), see log_likelihood
 
     @property
     def n(self) -> int:
@@ -94,6 +98,14 @@ class Scored:
     @property
     def top1(self) -> float:
         return float(self.correct.mean()) if self.n else 0.0
+
+    @property
+    def mean_likelihood(self) -> float:
+        """The mean log-likelihood of the true label (nats): the ranking's statistic."""
+        return float(self.likelihood.mean()) if self.n else -math.inf
+
+    def mean_likelihood_on(self, n: int) -> float:
+        return float(self.likelihood[:n].mean()) if n else -math.inf
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -116,8 +128,9 @@ class Discovery:
         best = self.best
         lines = [
             f"recipe discovery: {self.evaluated} candidates, {self.inputs} model inputs, "
-            f"{self.seconds:.1f} s; top-1 on the subset (95% Wilson interval), each compared "
-            "with the best on the same samples:",
+            f"{self.seconds:.1f} s; top-1 on the subset (95% Wilson interval), the mean "
+            "log-likelihood of the true label (ranked by it), each compared with the best on "
+            "the same samples:",
         ]
         ties = 0
         for rank, scored in enumerate(self.ranking, 1):
@@ -126,11 +139,13 @@ class Discovery:
             ties += mark in ("=", "≈") and scored.n == best.n
             lines.append(
                 f" {mark}{rank:3d}. {100 * scored.top1:6.2f}%  [{100 * low:5.1f}, "
-                f"{100 * high:5.1f}]  n={scored.n:<5d} {scored.candidate.label}"
+                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood:8.4f}  "
+                f"n={scored.n:<5d} {scored.candidate.label}"
             )
         lines.append(
-            "  (=: the same predictions as the best; ≈: cannot be told apart from it on these "
-            "samples (paired McNemar test, 95%); <: worse; n: the samples it was scored on)"
+            "  (=: the same outputs as the best; ≈: cannot be told apart from it on these "
+            "samples; <: worse (a paired t-test on the per-sample log-likelihood of the true "
+            "label, 95%); n: the samples it was scored on)"
         )
         if ties:
             lines.append(
@@ -142,18 +157,18 @@ class Discovery:
 
 
 def versus(best: Scored, other: Scored) -> str:
-    """``=`` same predictions as ``best`` on ``other``'s samples, ``<`` worse by a paired
-    (McNemar) test at 95 %, ``≈`` cannot be told apart."""
-    n = other.n
-    if np.array_equal(best.predictions[:n], other.predictions):
+    """``=`` the same outputs as ``best`` on ``other``'s samples (the same predictions and
+    log-likelihoods), ``<`` worse and ``>`` better by the paired test on the log-likelihood of
+    the true label (two-sided, 95 %), ``≈`` cannot be told apart."""
+    n = min(best.n, other.n)
+    ours, theirs = best.likelihood[:n], other.likelihood[:n]
+    if np.array_equal(best.predictions[:n], other.predictions[:n]) and np.allclose(
+        ours, theirs, rtol=0.0, atol=1e-6
+    ):
         return "="
-    best_right, other_right = best.correct[:n], other.correct
-    only_best = int(np.sum(best_right & ~other_right))
-    only_other = int(np.sum(other_right & ~best_right))
-    if only_best + only_other == 0:
-        return "≈"
-    z = (only_best - only_other) / math.sqrt(only_best + only_other)
-    return "<" if z > Z95 else ("≈" if z > -Z95 else ">")
+    if worse_by_likelihood(ours, theirs, 0.025):
+        return "<"
+    return ">" if worse_by_likelihood(theirs, ours, 0.025) else "≈"
 
 
 class _Images:
@@ -222,11 +237,18 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-# The race's significance level: a candidate is dropped when a one-sided exact McNemar test
-# says it is worse than the leader at this level, Bonferroni-divided by every comparison the
+# The race's significance level: a candidate is dropped when the one-sided paired test on the
+# log-likelihood of the true label says it is worse than the leader at this level, Bonferroni-divided by every comparison the
 # stage can make (candidates × looks), so that looking after every chunk does not inflate the
 # chance of dropping a candidate that is in truth as good as the leader above ALPHA.
 ALPHA = 0.05
+
+
+def mcnemar_tail(b: int, c: int) -> Fraction:
+    """The exact one-sided McNemar p-value, P(B ≥ b) for B ~ Binomial(b + c, 1/2), as an exact
+    fraction: integer arithmetic throughout (``2.0**m`` overflows a float past m = 1023)."""
+    m = b + c
+    return Fraction(sum(math.comb(m, k) for k in range(b, m + 1)), 2**m)
 
 
 def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
@@ -236,14 +258,103 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
     where the two disagree tell them apart; ``b`` = leader right and other wrong, ``c`` = the
     reverse. Were the two equally accurate, each disagreement would go either way with
     probability 1/2, so P(B ≥ b) for B ~ Binomial(b + c, 1/2) is the chance of a lead this large
-    by luck; below ``alpha`` the other is clearly worse."""
+    by luck; below ``alpha`` the other is clearly worse. Exact at any sample count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
-    m = b + c
     if b <= c:
         return False
-    tail = sum(math.comb(m, k) for k in range(b, m + 1)) / 2.0**m
-    return tail < alpha
+    return mcnemar_tail(b, c) < Fraction(alpha)
+
+
+def student_t_tail(t: float, df: int) -> float:
+    """P(T > t) for Student's t with ``df`` (≥ 1) degrees of freedom: the closed form for an
+    integer ``df`` (Abramowitz & Stegun 26.7.3-4, a finite series in cos θ, θ = atan(t/√df)),
+    so that the core needs no scipy."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, not {df}")
+    if t < 0:
+        return 1.0 - student_t_tail(-t, df)
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos = math.sin(theta), math.cos(theta)
+    c2 = cos * cos
+    if df % 2:  # A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1)
+        total, term = 0.0, cos
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+            if term < 1e-18 * total:
+                break
+        inside = (2.0 / math.pi) * (theta + sin * total) if df > 1 else (2.0 / math.pi) * theta
+    else:  # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k)
+        total, term = 0.0, 1.0
+        for k in range(1, df // 2 + 1):
+            total += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+            if term < 1e-18 * total:
+                break
+        inside = sin * total
+    return max(0.0, (1.0 - inside) / 2.0)
+
+
+def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
+    """Whether ``other`` is worse than ``leader`` on the per-sample log-likelihood of the true
+    label (the same samples, in order): a one-sided paired t-test on the differences, below
+    ``alpha``. Every sample counts, not only those whose top-1 differs, which is what tells
+    apart two recipes a few tenths of a point apart in top-1 (bilinear and bicubic)."""
+    n = min(len(leader), len(other))
+    if n < 2:
+        return False
+    differences = np.asarray(leader[:n], np.float64) - np.asarray(other[:n], np.float64)
+    mean = float(differences.mean())
+    if not mean > 0.0:
+        return False
+    spread = float(differences.std(ddof=1))
+    if spread == 0.0:
+        return True  # every sample favours the leader by the same amount
+    return student_t_tail(mean / (spread / math.sqrt(n)), n - 1) < alpha
+
+
+def clearly_worse(leader: Scored, other: Scored, n: int, alpha: float) -> bool:
+    """Whether ``other`` is worse than ``leader`` on their first ``n`` samples by either paired
+    test, each at ``alpha`` / 2 (Bonferroni over the two): top-1 (exact McNemar), which drops a
+    recipe wrong by tens of points after a few images whatever the scale of the model's scores,
+    or the log-likelihood of the true label, which sees the small consistent differences that
+    top-1 cannot (bilinear against bicubic)."""
+    return worse_than(leader.correct[:n], other.correct[:n], alpha / 2) or worse_by_likelihood(
+        leader.likelihood[:n], other.likelihood[:n], alpha / 2
+    )
+
+
+# The floor of a log-likelihood (nats): a non-finite output, or a probability of 0, counts as
+# this, so that one broken sample weighs heavily but does not make every mean -inf or NaN.
+LIKELIHOOD_FLOOR = -1e4
+
+
+def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The log-probability the model gives each sample's true label: log p where the outputs
+    are already probabilities (non-negative, rows summing to 1), else the log-softmax of the
+    scores (logits). A label outside the outputs gets the floor."""
+    scores = np.asarray(outputs, np.float64).reshape(len(labels), -1)
+    classes = scores.shape[1]
+    finite = np.isfinite(scores).all()
+    sums = scores.sum(axis=1)
+    if finite and (scores >= 0).all() and np.allclose(sums, 1.0, atol=1e-3):
+        with np.errstate(divide="ignore"):
+            logs = np.log(scores)
+    else:
+        safe = np.nan_to_num(scores, nan=-np.inf, posinf=np.finfo(np.float64).max / 4)
+        top = np.max(safe, axis=1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            logs = safe - top - np.log(np.sum(np.exp(safe - top), axis=1, keepdims=True))
+    inside = (labels >= 0) & (labels < classes)
+    picked = np.full(len(labels), LIKELIHOOD_FLOOR)
+    rows = np.flatnonzero(inside)
+    picked[rows] = logs[rows, labels[rows]]
+    picked = np.nan_to_num(picked, nan=LIKELIHOOD_FLOOR, neginf=LIKELIHOOD_FLOOR)
+    return np.maximum(picked, LIKELIHOOD_FLOOR)
 
 
 @dataclass
@@ -293,6 +404,7 @@ class Search:
         values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
         values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         predictions: list[np.ndarray] = []
+        likelihoods: list[np.ndarray] = []
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
@@ -304,11 +416,15 @@ class Search:
                 batch.append(tensor.array)
             out = np.asarray(self.run(np.stack(batch)))
             predictions.append(np.argmax(out.reshape(out.shape[0], -1), axis=1))
+            labels = self.labels[start + first : start + first + len(batch)]
+            likelihoods.append(log_likelihood(out, labels))
             self.inputs += len(batch)
         new = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
+        likelihood = np.concatenate(likelihoods) if likelihoods else np.zeros(0, np.float64)
         if have is not None:
             new = np.concatenate([have.predictions, new])
-        scored = Scored(candidate, new == self.labels[: len(new)], new)
+            likelihood = np.concatenate([have.likelihood, likelihood])
+        scored = Scored(candidate, new == self.labels[: len(new)], new, likelihood)
         self.scored[candidate] = scored
         return scored
 
@@ -316,8 +432,9 @@ class Search:
         self, name: str, candidates: Sequence[Candidate], budget: int, chunk: int = 16
     ) -> list[Scored]:
         """``candidates`` scored on growing prefixes (``chunk`` more images each round) up to
-        ``budget`` images; after each round, those clearly worse than the leader
-        (:func:`worse_than`) are dropped. Stops when one is left (the best is clear) or at the
+        ``budget`` images; after each round, those clearly worse than the leader (the highest
+        mean log-likelihood of the true label; :func:`clearly_worse`) are dropped. Stops when
+        one is left (the best is clear) or at the
         budget (the survivors cannot be told apart). The survivors best first, then the rest."""
         budget = min(budget, len(self.labels))
         alive = list(dict.fromkeys(candidates))
@@ -329,10 +446,10 @@ class Search:
             self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
         while True:
             scored = [self.score(c, n) for c in alive]
-            leader = max(scored, key=lambda s: s.correct[:n].mean())
+            leader = max(scored, key=lambda s: s.mean_likelihood_on(n))
             keep = []
             for item in scored:
-                if item is not leader and worse_than(leader.correct[:n], item.correct[:n], alpha):
+                if item is not leader and clearly_worse(leader, item, n, alpha):
                     dropped.append(item)
                 else:
                     keep.append(item)
@@ -350,10 +467,11 @@ class Search:
         if len(alive) == 1 and n < budget:
             self.stopped_early.append(
                 f"  {name}: the best was clear after {n} of {budget} images "
-                f"({len(dropped)} candidate(s) dropped as worse, exact McNemar test)"
+                f"({len(dropped)} candidate(s) dropped as worse: exact McNemar test on top-1, "
+                "or paired t-test on the log-likelihood of the true label)"
             )
-        survivors = sorted(keep, key=lambda s: -s.correct[:n].mean())
-        return survivors + sorted(dropped, key=lambda s: -s.top1)
+        survivors = sorted(keep, key=lambda s: -s.mean_likelihood_on(n))
+        return survivors + sorted(dropped, key=lambda s: -s.mean_likelihood)
 
 
 def discover(
@@ -402,7 +520,9 @@ def discover(
         search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
-    ranking = sorted(search.scored.values(), key=lambda s: (s.n < most, -s.top1, -s.n))
+    ranking = sorted(
+        search.scored.values(), key=lambda s: (s.n < most, -s.mean_likelihood, -s.n)
+    )
     return Discovery(
         ranking=ranking,
         seconds=time.perf_counter() - search.start,
@@ -415,7 +535,7 @@ def discover(
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
     """Whether the finalists show that step 1 picked the wrong colour order or values: the
     winner has others, and the best finalist with step 1's is clearly worse than it (the paired
-    test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
+    likelihood test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
     (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
     if (winner.candidate.order, winner.candidate.values) == (top.order, top.values):
         return False
@@ -423,7 +543,7 @@ def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool
     if not same:
         return True
     n = min(winner.n, same[0].n)
-    return worse_than(winner.correct[:n], same[0].correct[:n], ALPHA)
+    return clearly_worse(winner, same[0], n, ALPHA)
 
 
 GEOMETRIES = (
@@ -476,6 +596,14 @@ def _refine(
     elif search.plan.stages:
         search.plan.stages.pop(0)  # no crop to tune
     finalists = list(contenders)
+    # The resize method is decided on the whole subset, where the likelihood test has the power
+    # to tell bilinear from bicubic (on step 2's 64 images it rarely can): the best geometry
+    # with the other method is always a finalist.
+    lead = contenders[0]
+    other = "bicubic" if lead.geometry.method == "bilinear" else "bilinear"
+    finalists.append(
+        Candidate(lead.order, dataclasses.replace(lead.geometry, method=other), lead.values)
+    )
     if runner_up is not None:
         finalists.append(Candidate(runner_up.order, contenders[0].geometry, runner_up.values))
     ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
@@ -496,7 +624,11 @@ __all__ = [
     "Progress",
     "Scored",
     "discover",
+    "log_likelihood",
+    "mcnemar_tail",
     "spread",
+    "student_t_tail",
     "wilson",
+    "worse_by_likelihood",
     "worse_than",
 ]
