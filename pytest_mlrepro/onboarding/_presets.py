@@ -25,7 +25,15 @@ keras-caffe             BGR, resize S×S nearest (load_img), x − [103.939, 116
                         123.68]
 keras-tf                RGB, resize S×S nearest (load_img), x / 127.5 − 1              any
 keras-torch             RGB, resize S×S nearest (load_img), /255, ImageNet mean/std    any
+grey-01                 L (ITU-R 601-2 luma), resize S×S bilinear, /255 (0..1)         any
+mnist                   L, resize S×S bilinear, /255, (x − 0.1307) / 0.3081            any
+grey-255                L, resize S×S nearest (load_img grayscale), 0..255 as float    any
+cifar10                 RGB, resize S×S bilinear, /255, CIFAR-10 mean/std              any
+cifar100                RGB, resize S×S bilinear, /255, CIFAR-100 mean/std             any
 ======================  =============================================================  ========
+
+The grey presets (``order`` L) decode with ``mode: L`` (a colour file becomes grey by ITU-R 601-2
+luma, as Pillow's ``convert("L")``); their models take one channel.
 
 What a preset cannot capture: the reference pipelines of TensorFlow (Google's EfficientNet,
 TF-slim) resize with ``tf.image.resize`` (no antialias), Caffe with scikit-image; the presets
@@ -61,6 +69,18 @@ GOOGLE_CROP_PADDING = 32
 LITE_SIZES = {0: 224, 1: 240, 2: 260, 3: 280, 4: 300}
 # timm/data/constants.py DEFAULT_CROP_PCT.
 TIMM_CROP_PCT = 0.875
+# pytorch/examples mnist/main.py: transforms.Normalize((0.1307,), (0.3081,)), the MNIST training
+# set's mean and std on 0..1 values.
+MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
+# The CIFAR training sets' per-channel mean and std over every pixel, on 0..1 values: for
+# CIFAR-10, torchvision/datasets/cifar.py CIFAR10(train=True).data (N×32×32×3 uint8)
+# .mean(axis=(0, 1, 2)) / 255, likewise .std (kuangliu/pytorch-cifar issue #19: its main.py's
+# std (0.2023, 0.1994, 0.2010) is another statistic; a model trained with it needs those values
+# written in its manifest); for CIFAR-100, weiaicunzai/pytorch-cifar100
+# conf/global_settings.py CIFAR100_TRAIN_MEAN, CIFAR100_TRAIN_STD.
+CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+CIFAR100_MEAN = (0.5070751592371323, 0.48654887331495095, 0.4409178433670343)
+CIFAR100_STD = (0.2673342858792401, 0.2564384629170883, 0.27615047132568404)
 
 
 class PresetSizeError(MlreproError):
@@ -118,7 +138,7 @@ class Preset:
     from the input size S; ``sizes`` are the only sizes it is defined for (None: any)."""
 
     name: str
-    order: Literal["RGB", "BGR"]
+    order: Literal["RGB", "BGR", "L"]  # L: grey, one channel (decode mode L, by luma)
     rule: Rule
     method: Literal["nearest", "bilinear", "bicubic"]
     values: Values
@@ -128,6 +148,11 @@ class Preset:
 
     def accepts(self, size: int) -> bool:
         return self.sizes is None or size in self.sizes
+
+    @property
+    def channels(self) -> int:
+        """How many channels the preset's pipeline gives the model: 1 grey, else 3."""
+        return channels_of(self.order)
 
     def geometry(self, height: int, width: int) -> Geometry:
         """The geometry at ``height`` × ``width``; refused where the source does not define it."""
@@ -181,6 +206,9 @@ CAFFE = Values("x - Caffe BGR mean", None, KERAS_CAFFE_MEAN_BGR, (1.0,) * 3)
 ILSVRC = Values("x - ILSVRC-2012 BGR mean pixel", None, ILSVRC_MEAN_BGR, (1.0,) * 3)
 ZERO_ONE = Values("/255", 255.0, None, None)
 RAW = Values("0..255 as float", None, None, None)
+MNIST = Values("/255, (x - 0.1307) / 0.3081", 255.0, MNIST_MEAN, MNIST_STD)
+CIFAR10 = Values("/255, CIFAR-10 mean/std", 255.0, CIFAR10_MEAN, CIFAR10_STD)
+CIFAR100 = Values("/255, CIFAR-100 mean/std", 255.0, CIFAR100_MEAN, CIFAR100_STD)
 
 _LITE_SOURCE = (
     "tensorflow/tpu models/official/efficientnet/preprocessing.py (commit f1a5906, the "
@@ -274,6 +302,55 @@ _PRESETS = [
         "keras/src/applications/imagenet_utils.py: preprocess_input(mode='torch'): /255, "
         "ImageNet mean/std, after load_img(target_size=(S, S))",
     ),
+    Preset(
+        "grey-01",
+        "L",
+        "resize",
+        "bilinear",
+        ZERO_ONE,
+        "torchvision transforms.ToTensor() on a mode L image (torchvision/datasets/mnist.py "
+        "MNIST.__getitem__: Image.fromarray(img, mode='L')): 0..255 -> 0.0..1.0; another size "
+        "resized S×S bilinear (transforms.Resize's default)",
+    ),
+    Preset(
+        "mnist",
+        "L",
+        "resize",
+        "bilinear",
+        MNIST,
+        "pytorch/examples mnist/main.py: transforms.ToTensor(), transforms.Normalize((0.1307,), "
+        "(0.3081,)) (the MNIST training set's mean and std); another size resized S×S bilinear",
+    ),
+    Preset(
+        "grey-255",
+        "L",
+        "resize",
+        "nearest",
+        RAW,
+        "keras/src/utils/image_utils.py: load_img(color_mode='grayscale', target_size=(S, S)) "
+        "(PIL convert('L'), interpolation 'nearest'), img_to_array: float32 0..255, unscaled",
+    ),
+    Preset(
+        "cifar10",
+        "RGB",
+        "resize",
+        "bilinear",
+        CIFAR10,
+        "torchvision/datasets/cifar.py CIFAR10(train=True).data: the per-channel mean "
+        "(0.4914, 0.4822, 0.4465) and std (0.2470, 0.2435, 0.2616) over every pixel on 0..1 "
+        "values (as kuangliu/pytorch-cifar issue #19 corrects its main.py's std), after "
+        "transforms.ToTensor(); another size resized S×S bilinear",
+    ),
+    Preset(
+        "cifar100",
+        "RGB",
+        "resize",
+        "bilinear",
+        CIFAR100,
+        "weiaicunzai/pytorch-cifar100 conf/global_settings.py: CIFAR100_TRAIN_MEAN, "
+        "CIFAR100_TRAIN_STD (the training set's per-channel mean and std on 0..1 values) after "
+        "transforms.ToTensor(); another size resized S×S bilinear",
+    ),
 ]
 PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 
@@ -314,13 +391,28 @@ def value_steps(values: Values, dtype: str) -> list[StepText]:
     return steps
 
 
+def channels_of(order: str) -> int:
+    """The channels a recipe of this ``order`` gives: ``L`` (grey) 1, ``RGB``/``BGR`` 3."""
+    return 1 if order == "L" else 3
+
+
+def decode_step(order: str) -> StepText:
+    """The decode step of a recipe in ``order``: ``L`` is grey (mode L, by ITU-R 601-2 luma as
+    Pillow computes it), ``RGB`` and ``BGR`` colour."""
+    if order == "L":
+        return {"decode": {"backend": "pil", "mode": "L", "convert": "luma",
+                           "exif_orientation": False}}  # fmt: skip
+    return {"decode": {"backend": "pil", "order": order, "exif_orientation": False}}
+
+
 def recipe_steps(
     order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
     dtype: str,
 ) -> list[StepText]:  # fmt: skip
-    """Every step of a recipe, written out in full (no default left implicit)."""
+    """Every step of a recipe, written out in full (no default left implicit); ``order`` L
+    decodes grey."""
     return [
-        {"decode": {"backend": "pil", "order": order, "exif_orientation": False}},
+        decode_step(order),
         *geometry_steps(geometry, height, width),
         *value_steps(values, dtype),
         {"layout": {"order": layout}},
@@ -342,6 +434,8 @@ __all__ = [
     "PresetSizeError",
     "StepText",
     "Values",
+    "channels_of",
+    "decode_step",
     "preset_steps",
     "recipe_steps",
 ]

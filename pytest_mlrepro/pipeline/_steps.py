@@ -6,8 +6,10 @@ accepts and produces (channel order, memory layout, dtype), so ``resize`` after 
 ``normalize`` on raw bytes, or a pipeline that ends in the wrong layout is a manifest error that
 names the step, not a silent accuracy drop.
 
-Images travel as numpy arrays, height × width × channels until a ``layout`` step; the channel order
-(RGB or BGR) is tracked alongside.
+Images travel as numpy arrays, height × width × channels until a ``layout`` step; what the
+channels are (``RGB``, ``BGR``, ``L`` for grey, ``RGBA``, ``BGRA``, or ``bands`` for a multi-band
+array), how many there are and their dtype are tracked alongside, from the ``decode`` step's
+``mode`` on: every step works on 1 to N channels of uint8, uint16 or float32.
 """
 
 from __future__ import annotations
@@ -29,16 +31,31 @@ if TYPE_CHECKING:
 
 ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
+# A model input's element types (and what a pipeline may end with).
 DType = Literal["float32", "float16", "uint8", "int8"]
+# What a cast may produce: the model inputs' types, and uint16 (16-bit images before a resize).
+CastDType = Literal["float32", "float16", "uint8", "uint16", "int8"]
+# What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
+# or colour, or every band of a multi-band file as it holds them.
+DecodeMode = Literal["L", "RGB", "RGBA", "L16", "RGB16", "bands"]
+# How a colour file becomes grey (mode L or L16): ITU-R 601-2 luma as the backend computes it, or
+# one channel of the colour image.
+GreyRule = Literal["luma", "red", "green", "blue"]
+BandsDType = Literal["uint8", "uint16", "float32"]
+# Channel names (State.order) whose first three channels are colours that a color step reorders.
+COLOUR_ORDERS = ("RGB", "BGR", "RGBA", "BGRA")
 
 
 @dataclass(frozen=True)
 class State:
-    """What flows between steps, known before any data does."""
+    """What flows between steps, known before any data does. ``order`` names the channels:
+    ``RGB``, ``BGR``, ``RGBA``, ``BGRA``, ``L`` (one grey channel) or ``bands`` (a multi-band
+    array whose channels have no colour meaning); ``channels`` counts them."""
 
     order: str = "RGB"
     layout: Literal["HWC", "CHW"] = "HWC"
     dtype: str = "uint8"
+    channels: int = 3
 
 
 @dataclass
@@ -113,27 +130,51 @@ def _need_hwc(state: State, op: str) -> None:
 @register_step
 @dataclass(frozen=True)
 class Decode(Step):
-    """Bytes → H×W×3 uint8. ``exif_orientation``: apply the EXIF rotation (OpenCV does by default,
-    Pillow and tf.io do not). Grayscale, palette, CMYK and 16-bit images become 3 channels; an
-    alpha channel is dropped.
+    """Bytes → H×W×C array, in the ``mode`` the manifest states (docs/manifest.md#decode-modes):
 
-    ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats: ``tf.io.decode_image``).
-    Its ``dct_method`` changes pixels: ``INTEGER_FAST`` (TensorFlow's default, filled in when
-    the manifest leaves it out) or ``INTEGER_ACCURATE`` (what Pillow's libjpeg-turbo does).
+    * ``RGB`` (the default): 3 × uint8, in ``order``. Grey, palette and CMYK files are converted
+      as the backend converts them, an alpha channel is dropped, 16-bit samples keep their high
+      byte (every backend alike).
+    * ``RGBA``: 4 × uint8 (``order: BGR`` gives BGRA); a file without alpha gets an opaque one.
+    * ``L``: 1 × uint8 grey. A colour file becomes grey by ``convert``: ``luma`` (ITU-R 601-2,
+      L = 0.299 R + 0.587 G + 0.114 B, with the backend's own integer rounding: Pillow's
+      ``convert("L")``, OpenCV's ``IMREAD_GRAYSCALE``, tf.io's ``channels=1``) or one of its
+      channels (``red``, ``green``, ``blue``).
+    * ``L16``, ``RGB16``: 1 or 3 × uint16, for files with 16-bit samples (an 8-bit file is this
+      sample's error, never widened silently). Pillow reads 16-bit colour as 8 bits: ``RGB16``
+      needs backend ``opencv`` or ``tf`` (PNG).
+    * ``bands``: every band the file holds, as it holds them: ``channels`` of ``dtype``
+      (uint8, uint16 or float32); a multi-page TIFF gives one band per page (backend ``pil``),
+      a ``.npy`` array (H×W or H×W×C, backend ``numpy``, read without pickle) its own. A sample
+      with another band count or dtype is its error.
+
+    ``exif_orientation``: apply the EXIF rotation (OpenCV does by default, Pillow and tf.io do
+    not). ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats:
+    ``tf.io.decode_image``). Its ``dct_method`` changes pixels: ``INTEGER_FAST`` (TensorFlow's
+    default, filled in when the manifest leaves it out) or ``INTEGER_ACCURATE`` (what Pillow's
+    libjpeg-turbo does).
     """
 
     op: ClassVar[str] = "decode"
-    backend: Literal["pil", "opencv", "tf"] = "pil"
+    backend: Literal["pil", "opencv", "tf", "numpy"] = "pil"
     order: ChannelOrder = "RGB"
     exif_orientation: bool = False
     # Only the tf backend has a choice; left out of the normalised form when None.
     dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
         default=None, metadata={"plain_omit_none": True}
     )
+    mode: DecodeMode = "RGB"
+    # Modes L and L16 only (filled in with "luma" when left out); None elsewhere.
+    convert: GreyRule | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands only: how many bands every sample has, and their element type.
+    channels: int | None = field(default=None, metadata={"plain_omit_none": True})
+    dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:
             object.__setattr__(self, "dct_method", "INTEGER_FAST")  # recorded as it ran
+        if self.mode in ("L", "L16") and self.convert is None:
+            object.__setattr__(self, "convert", "luma")  # recorded as it runs
 
     def check(self) -> None:
         if self.backend != "tf" and self.dct_method is not None:
@@ -142,22 +183,85 @@ class Decode(Step):
                 f"only backend 'tf' has a dct_method; {self.backend!r} decodes with the "
                 "accurate integer DCT",
             )
-        if self.backend == "tf" and self.exif_orientation:
+        if self.backend in ("tf", "numpy") and self.exif_orientation:
+            library = "tf.io.decode_jpeg" if self.backend == "tf" else "a .npy array"
             raise Invalid(
                 "exif_orientation",
-                "tf.io.decode_jpeg ignores EXIF orientation; use backend 'pil' or 'opencv' "
-                "to apply it",
+                f"{library} has no EXIF orientation; use backend 'pil' or 'opencv' to apply it",
+            )
+        if self.convert is not None and self.mode not in ("L", "L16"):
+            raise Invalid(
+                "convert",
+                f"only modes L and L16 convert colour to grey; mode {self.mode} keeps colour",
+            )
+        if self.mode == "bands":
+            if self.backend not in ("pil", "numpy"):
+                raise Invalid(
+                    "backend",
+                    "mode bands reads multi-page TIFFs (backend pil) or .npy arrays (backend "
+                    f"numpy), not with {self.backend!r}",
+                )
+            if self.channels is None or self.dtype is None:
+                raise Invalid(
+                    "channels" if self.channels is None else "dtype",
+                    "mode bands states how many bands every sample has and their type, e.g. "
+                    "'decode: {mode: bands, channels: 5, dtype: uint16}'",
+                )
+            if self.channels < 1:
+                raise Invalid("channels", "must be at least 1")
+        else:
+            for name in ("channels", "dtype"):
+                if getattr(self, name) is not None:
+                    raise Invalid(
+                        name,
+                        f"mode {self.mode} fixes its {name} ({_MODE_STATE[self.mode][1:]}); "
+                        f"only mode bands states them",
+                    )
+            if self.backend == "numpy":
+                raise Invalid(
+                    "mode",
+                    "backend numpy reads .npy arrays as they are: use mode bands with their "
+                    "channels and dtype",
+                )
+        if self.mode in ("L", "L16", "bands") and self.order != "RGB":
+            raise Invalid(
+                "order", f"mode {self.mode} has no colour order; leave 'order' out"
+            )
+        if self.mode == "RGB16" and self.backend == "pil":
+            raise Invalid(
+                "mode",
+                "Pillow reads 16-bit colour images as 8 bits; use backend 'opencv' (or 'tf' for "
+                "PNG) for mode RGB16",
             )
 
     def transition(self, state: State) -> State:
-        return State(order=self.order, layout="HWC", dtype="uint8")
+        return self.state()
+
+    def state(self) -> State:
+        """What this decode yields: channel names, count and dtype, before any data."""
+        if self.mode == "bands":
+            assert self.channels is not None and self.dtype is not None  # check()
+            return State(order="bands", layout="HWC", dtype=self.dtype, channels=self.channels)
+        names, channels, dtype = _MODE_STATE[self.mode]
+        if names in ("RGB", "RGBA") and self.order == "BGR":
+            names = "BGR" + names[3:]
+        return State(order=names, layout="HWC", dtype=dtype, channels=channels)
 
     def decode(self, data: bytes, sample: str) -> Tensor:
         if not data:
             raise SampleError(sample, "the file is empty")
+        if self.backend == "numpy":
+            from ._decode import decode_npy
+
+            return Tensor(decode_npy(data, sample, self), "bands")
         # Every backend reads the header first: the pixel limit and the sample depth are checked
         # there, before anything is allocated for the pixels, the same way for all three.
-        _open_checked(data, sample, self.backend).close()
+        header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
+        header.close()
+        if self.mode != "RGB":
+            from ._decode import decode_mode
+
+            return Tensor(decode_mode(data, sample, self, header), self.state().order)
         if self.backend == "tf":
             from ._tf_ops import decode_tf
 
@@ -174,6 +278,16 @@ class Decode(Step):
         return Tensor(array, self.order)
 
 
+# Each mode but bands: (channel names in RGB order, channel count, dtype).
+_MODE_STATE: dict[str, tuple[str, int, str]] = {
+    "L": ("L", 1, "uint8"),
+    "RGB": ("RGB", 3, "uint8"),
+    "RGBA": ("RGBA", 4, "uint8"),
+    "L16": ("L", 1, "uint16"),
+    "RGB16": ("RGB", 3, "uint16"),
+}
+
+
 MAX_IMAGE_PIXELS = 89_478_485
 """The most pixels (width × height) an image may declare in its header; larger ones are refused
 before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
@@ -182,9 +296,12 @@ before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMA
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
-def _open_checked(data: bytes, sample: str, backend: str) -> PIL.Image.Image:
+def _open_checked(
+    data: bytes, sample: str, backend: str, floats: bool = False
+) -> PIL.Image.Image:
     """The image opened lazily by Pillow (its header only, no pixels decoded), after checking
-    its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits."""
+    its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits
+    (``floats``: 32-bit floating-point samples too, which mode bands keeps as float32)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -213,7 +330,7 @@ def _open_checked(data: bytes, sample: str, backend: str) -> PIL.Image.Image:
         image.close()
         raise SampleError(sample, _too_many(f"{width}×{height} = {width * height} pixels"))
     wide = _wide_samples(image)
-    if wide is not None:
+    if wide is not None and not (floats and wide == "floating-point" and image.mode == "F"):
         image.close()
         raise SampleError(
             sample,
@@ -328,20 +445,32 @@ def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
 @register_step
 @dataclass(frozen=True)
 class Color(Step):
-    """Reorder channels to ``order`` (a no-op when they already are)."""
+    """Reorder the colour channels to ``order`` (a no-op when they already are): RGB ↔ BGR, and
+    RGBA ↔ BGRA (alpha stays last). Refused on grey and multi-band data, where it could change
+    nothing (grey) or would name colours the bands do not have."""
 
     op: ClassVar[str] = "color"
     cheap: ClassVar[bool] = True
     order: ChannelOrder = "RGB"
 
     def transition(self, state: State) -> State:
-        return dataclasses.replace(state, order=self.order)
+        if state.order not in COLOUR_ORDERS:
+            what = "one grey channel" if state.order == "L" else f"{state.channels} bands"
+            raise Invalid(
+                "",
+                f"the data has {what}, no colour order to change: remove this step (or decode "
+                "a colour mode)",
+            )
+        return dataclasses.replace(state, order=self.order + state.order[3:])
 
     def apply(self, t: Tensor) -> Tensor:
-        if t.order == self.order:
+        if t.order[:3] == self.order:
             return t
-        flipped = t.array[..., ::-1] if t.layout == "HWC" else t.array[::-1]
-        return Tensor(np.ascontiguousarray(flipped), self.order, t.layout)
+        colours = t.array[..., 2::-1] if t.layout == "HWC" else t.array[2::-1]
+        rest = t.array[..., 3:] if t.layout == "HWC" else t.array[3:]
+        axis = -1 if t.layout == "HWC" else 0
+        flipped = np.concatenate([colours, rest], axis=axis) if rest.size else colours
+        return Tensor(np.ascontiguousarray(flipped), self.order + t.order[3:], t.layout)
 
 
 # --- crop ---------------------------------------------------------------------------------------
@@ -501,10 +630,10 @@ class Resize(Step):
 
     def transition(self, state: State) -> State:
         _need_hwc(state, "resize")
-        if state.dtype not in ("uint8", "float32"):
+        if state.dtype not in ("uint8", "uint16", "float32"):
             raise Invalid(
                 "",
-                f"resize works on uint8 or float32 images, not {state.dtype}: "
+                f"resize works on uint8, uint16 or float32 images, not {state.dtype}: "
                 "resize before the cast",
             )
         if self.backend == "tf" and self.method != "nearest":
@@ -532,43 +661,65 @@ class Resize(Step):
         if (th, tw) == (height, width):
             return t
         if self.backend == "pil":
-            return Tensor(_resize_pil(t.array, th, tw, self.method), t.order, t.layout)
-        import cv2
-
-        interp = {
-            "nearest": cv2.INTER_NEAREST,
-            "bilinear": cv2.INTER_LINEAR,
-            "bicubic": cv2.INTER_CUBIC,
-            "area": cv2.INTER_AREA,
-            "lanczos": cv2.INTER_LANCZOS4,
-        }[self.method]
-        out = cv2.resize(t.array, (tw, th), interpolation=interp)
-        if out.ndim == 2:
-            out = out[:, :, None]
-        return Tensor(out, t.order, t.layout)
+            return Tensor(_resize_pil(t.array, th, tw, self.method, t.order), t.order, t.layout)
+        return Tensor(_resize_opencv(t.array, th, tw, self.method), t.order, t.layout)
 
 
-def _resize_pil(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
+_PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 1}
+
+
+def _resize_pil(
+    array: np.ndarray, height: int, width: int, method: str, order: str = "RGB"
+) -> np.ndarray:
+    """Pillow's own resize, with its own rounding and clipping: 3 uint8 channels as one ``RGB``
+    image, 4 colour-with-alpha ones as ``RGBA`` (Pillow premultiplies alpha while it filters),
+    every other case band by band in the mode Pillow has for the dtype (``L`` for uint8, ``I;16``
+    for uint16, ``F`` for float32), which is how Pillow filters each band of a multi-band
+    image."""
     from PIL import Image
 
-    resample = {
-        "nearest": Image.Resampling.NEAREST,
-        "bilinear": Image.Resampling.BILINEAR,
-        "bicubic": Image.Resampling.BICUBIC,
-        "box": Image.Resampling.BOX,
-        "lanczos": Image.Resampling.LANCZOS,
-    }[method]
-    if array.dtype == np.uint8 and array.shape[2] == 3:
-        return np.asarray(Image.fromarray(array).resize((width, height), resample))
+    resample = Image.Resampling(_PIL_FILTERS[method])
+    channels = array.shape[2]
+    if array.dtype == np.uint8 and (channels == 3 or (channels == 4 and order in ("RGBA", "BGRA"))):
+        mode = "RGB" if channels == 3 else "RGBA"
+        image = Image.fromarray(np.ascontiguousarray(array), mode)
+        return np.asarray(image.resize((width, height), resample))
+    plane_mode = {np.dtype(np.uint8): "L", np.dtype(np.uint16): "I;16", np.dtype(np.float32): "F"}
+    mode = plane_mode.get(array.dtype)
+    if mode is None:  # the pipeline's validation admits no other dtype
+        raise ValueError(f"Pillow cannot resize {array.dtype} images")
     planes = [
         np.asarray(
-            Image.fromarray(np.ascontiguousarray(array[:, :, c], np.float32)).resize(
+            Image.fromarray(np.ascontiguousarray(array[:, :, c]), mode).resize(
                 (width, height), resample
             )
         )
-        for c in range(array.shape[2])
+        for c in range(channels)
     ]
-    return np.stack(planes, axis=2).astype(array.dtype, copy=False)
+    return np.stack(planes, axis=2)
+
+
+_CV2_CHANNELS = 4  # INTER_AREA's limit (the other methods take more): wider arrays go in groups
+
+
+def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
+    """``cv2.resize`` (its own ``saturate_cast`` rounding and clipping for integer types), in
+    groups of at most four channels: each channel is filtered on its own either way."""
+    import cv2
+
+    interp = {
+        "nearest": cv2.INTER_NEAREST,
+        "bilinear": cv2.INTER_LINEAR,
+        "bicubic": cv2.INTER_CUBIC,
+        "area": cv2.INTER_AREA,
+        "lanczos": cv2.INTER_LANCZOS4,
+    }[method]
+    groups = []
+    for first in range(0, array.shape[2], _CV2_CHANNELS):
+        part = np.ascontiguousarray(array[:, :, first : first + _CV2_CHANNELS])
+        out = cv2.resize(part, (width, height), interpolation=interp)
+        groups.append(out[:, :, None] if out.ndim == 2 else out)
+    return groups[0] if len(groups) == 1 else np.concatenate(groups, axis=2)
 
 
 # --- types and values ---------------------------------------------------------------------------
@@ -577,11 +728,12 @@ def _resize_pil(array: np.ndarray, height: int, width: int, method: str) -> np.n
 @register_step
 @dataclass(frozen=True)
 class Cast(Step):
-    """Convert the element type; values are kept (no scaling). To uint8/int8: rounded, clipped."""
+    """Convert the element type; values are kept (no scaling). To an integer type: rounded
+    (half to even), clipped to its range."""
 
     op: ClassVar[str] = "cast"
     cheap: ClassVar[bool] = True
-    dtype: DType = "float32"
+    dtype: CastDType = "float32"
 
     def transition(self, state: State) -> State:
         return dataclasses.replace(state, dtype=self.dtype)
@@ -637,8 +789,8 @@ class Normalize(Step):
 
     def check(self) -> None:
         for name in ("mean", "std"):
-            if len(getattr(self, name)) not in (1, 3):
-                raise Invalid(name, "give one value, or one per channel (3)")
+            if not getattr(self, name):
+                raise Invalid(name, "give one value, or one per channel")
         if any(s == 0 for s in self.std):
             raise Invalid("std", "must not contain zero")
 
@@ -650,8 +802,21 @@ class Normalize(Step):
                 "it (convert, then normalise), or set on_uint8 to reproduce byte-domain "
                 "arithmetic on purpose",
             )
-        if state.dtype == "int8":
-            raise Invalid("", "normalize cannot work on int8 data")
+        if state.dtype in ("int8", "uint16"):
+            raise Invalid(
+                "",
+                f"normalize cannot work on {state.dtype} data: put 'cast: {{dtype: float32}}' "
+                "before it",
+            )
+        for name in ("mean", "std"):
+            count = len(getattr(self, name))
+            if count not in (1, state.channels):
+                raise Invalid(
+                    name,
+                    f"{count} values for {state.channels} channel"
+                    f"{'s' * (state.channels != 1)} ({state.order}): give one value, or one "
+                    "per channel",
+                )
         return dataclasses.replace(
             state, dtype="float32" if state.dtype == "uint8" else state.dtype
         )

@@ -56,6 +56,34 @@ def decode_tf(data: bytes, dct_method: str, sample: str) -> np.ndarray:
     return np.asarray(image.numpy())
 
 
+def decode_tf_channels(
+    data: bytes, channels: int, deep: bool, dct_method: str, sample: str
+) -> np.ndarray:
+    """H×W×``channels`` (1: tf.io's own grey conversion, 3: RGB, 4: RGBA) from JPEG through
+    ``tf.io.decode_jpeg`` (1 or 3 channels), other formats through ``tf.io.decode_image``;
+    ``deep``: PNG samples as uint16 (``tf.io.decode_png(dtype=tf.uint16)``), else 8-bit samples
+    (a 16-bit PNG's high byte)."""
+    tf = tensorflow()
+    try:
+        if deep:
+            image = tf.io.decode_png(data, channels=channels, dtype=tf.uint16)
+        elif data[:3] == _JPEG_MAGIC and channels != 4:
+            image = tf.io.decode_jpeg(data, channels=channels, dct_method=dct_method)
+        else:
+            image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+            if image.dtype != tf.uint8:  # 16-bit PNG: keep the high byte, as the pil backend does
+                image = tf.cast(tf.bitwise.right_shift(image, 8), tf.uint8)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as exc:
+        first = str(exc.message if hasattr(exc, "message") else exc).splitlines()[0]
+        raise SampleError(sample, f"tf.io cannot decode it: {first}") from None
+    return np.asarray(image.numpy())
+
+
+def png_is_16_bit(data: bytes) -> bool:
+    """Whether a PNG's IHDR declares 16-bit samples (its bit depth byte, offset 24)."""
+    return len(data) > 24 and data[24] == 16
+
+
 def resize_tf(
     array: np.ndarray, height: int, width: int, method: str, antialias: bool
 ) -> np.ndarray:

@@ -9,9 +9,13 @@ obscure shape error deep in the graph); this check says what is wrong instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .. import pipeline
+from ..errors import SignatureError
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 CHANNELS = (1, 3, 4)
 # Steps that keep an image's height and width (every other step may change them).
@@ -53,6 +57,63 @@ def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> st
     )
 
 
+def model_channels(shape: Sequence[object], layout: str) -> int | None:
+    """The channel count a rank-4 model input of ``shape`` takes in ``layout`` (its channel
+    axis), or None when that axis is symbolic or the input is not rank 4."""
+    if len(shape) != 4:
+        return None
+    return _fixed(shape[1] if layout == "NCHW" else shape[3])
+
+
+def pipeline_channels(steps: Sequence[pipeline.Step]) -> tuple[int, str]:
+    """(channels, what they are: RGB, BGR, L, RGBA, BGRA or bands) of what the preprocessing
+    gives the model, known before any image is read."""
+    final = pipeline.Pipeline(steps).final
+    return final.channels, final.order
+
+
+def channel_fix(channels: int) -> str:
+    """The decode step that gives ``channels`` channels, as a manifest writes it."""
+    if channels == 1:
+        return "decode with 'mode: L' (grey; a colour file by ITU-R 601-2 luma, 'convert: luma')"
+    if channels == 3:
+        return "decode with 'mode: RGB' (colour; a grey file's channel repeated)"
+    if channels == 4:
+        return "decode with 'mode: RGBA' (colour and alpha), or 'mode: bands' for 4 bands"
+    return f"decode with 'mode: bands, channels: {channels}' (a multi-band TIFF or .npy array)"
+
+
+def channel_mismatch(
+    shape: Sequence[object], layout: str, input_name: str, channels: int, names: str = ""
+) -> str | None:
+    """Why a rank-4 model input of ``shape`` in ``layout`` cannot take ``channels`` channels
+    (``names``: what they are, e.g. ``RGB``), or None when it can (or when its channel axis is
+    symbolic). The one check by which a runner at load and ``mlrepro init`` refuse a
+    pipeline whose channels differ from the model's, before any image is read."""
+    model = model_channels(shape, layout)
+    if model is None or model == channels:
+        return None
+    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    what = f" ({names})" if names else ""
+    return (
+        f"the preprocessing makes {channels}-channel images{what}, the model's input "
+        f"{input_name!r} is {shown} ({layout}): it takes {model} channel{'s' * (model != 1)}; "
+        f"{channel_fix(model)}"
+    )
+
+
+def check_channels(manifest: Manifest, shape: Sequence[object]) -> None:
+    """A runner's check at load: :class:`SignatureError` at the decode step's ``mode`` (its line)
+    when the model input of ``shape`` takes another channel count than the preprocessing
+    makes."""
+    declared = manifest.input
+    channels, names = pipeline_channels(declared.preprocess)
+    wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names)
+    if wrong is not None:
+        where = ("inputs", 0, "preprocess", 0, "decode", "mode")
+        raise SignatureError(manifest.error(where, wrong).format())
+
+
 def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
     """(height, width, index of the step that sets it) of every image the preprocessing makes,
     when the steps fix it whatever the decoded size (a crop or resize to a ``size``), else
@@ -86,4 +147,14 @@ def size_mismatch(
     )
 
 
-__all__ = ["layout_mismatch", "model_layout", "pipeline_size", "size_mismatch"]
+__all__ = [
+    "channel_fix",
+    "check_channels",
+    "channel_mismatch",
+    "layout_mismatch",
+    "model_channels",
+    "model_layout",
+    "pipeline_channels",
+    "pipeline_size",
+    "size_mismatch",
+]

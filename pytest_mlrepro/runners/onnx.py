@@ -13,7 +13,7 @@ from ..errors import DeviceUnavailable, InvalidModel, SignatureError
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, check_external_data, verified
-from ._signature import layout_mismatch, pipeline_size, size_mismatch
+from ._signature import check_channels, layout_mismatch, pipeline_size, size_mismatch
 from ._warnings import framework_warnings
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
@@ -138,6 +138,7 @@ class OnnxRunner:
         wrong_layout = layout_mismatch(inputs[declared.name].shape, declared.layout, declared.name)
         if wrong_layout is not None:
             raise SignatureError(manifest.error(("inputs", 0, "layout"), wrong_layout).format())
+        check_channels(manifest, inputs[declared.name].shape)
         fixed = pipeline_size(declared.preprocess)
         if fixed is not None:
             height, width, step = fixed

@@ -639,9 +639,8 @@ def test_normalize_uint8_modes_on_known_values() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"mean": (1.0, 2.0)}, ("mean",)),
         ({"mean": ()}, ("mean",)),
-        ({"std": (1.0, 2.0, 3.0, 4.0)}, ("std",)),
+        ({"std": ()}, ("std",)),
         ({"std": (1.0, 0.0, 1.0)}, ("std",)),
     ],
 )
@@ -649,6 +648,22 @@ def test_normalize_check_rejects(kwargs: dict, field: tuple) -> None:
     with pytest.raises(Invalid) as info:
         Normalize(**kwargs).check()
     assert info.value.path == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "words"),
+    [
+        ({"mean": (1.0, 2.0)}, "mean", "2 values for 3 channels (RGB)"),
+        ({"std": (1.0, 2.0, 3.0, 4.0)}, "std", "4 values for 3 channels (RGB)"),
+    ],
+)
+def test_normalize_values_must_match_the_channels(kwargs: dict, field: str, words: str) -> None:
+    """One value, or one per channel of the data at that point: counted against the channels
+    the decode mode makes, when the pipeline is built."""
+    with pytest.raises(Invalid) as info:
+        Pipeline([Decode(), Cast(), Normalize(**kwargs)])
+    assert info.value.path == (2, "normalize", field)
+    assert words in info.value.message
 
 
 def test_normalize_transition() -> None:

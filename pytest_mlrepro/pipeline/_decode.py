@@ -1,0 +1,243 @@
+"""Decoding into the modes other than 8-bit RGB: grey, colour with alpha, 16-bit grey or colour,
+and multi-band arrays (multi-page TIFFs, ``.npy`` files).
+
+Each backend converts as its library does (Pillow's ``convert``, OpenCV's ``imdecode`` flags and
+``cvtColor``, tf.io's ``channels``); where the libraries have no common rule the step refuses
+instead of picking one silently: an 8-bit file where 16-bit samples are declared, a band count
+or dtype other than the manifest's.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import SampleError
+
+if TYPE_CHECKING:
+    import PIL.Image
+
+    from ._steps import Decode
+
+# Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
+# (checked by the header: no wider or signed samples get here).
+_PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+_CHANNEL = {"red": 0, "green": 1, "blue": 2}
+
+
+def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
+    """``data`` as H×W×C in ``step.mode`` (not RGB, which keeps its own path), in the order the
+    step's state names."""
+    if step.mode == "bands":
+        array = _bands_pil(data, sample, step)
+    elif step.backend == "pil":
+        array = _mode_pil(data, sample, step)
+    elif step.backend == "opencv":
+        array = _mode_opencv(data, sample, step)
+    else:
+        array = _mode_tf(data, sample, step, header.format or "")
+    if array.ndim == 2:
+        array = array[:, :, None]
+    return np.ascontiguousarray(array)
+
+
+def _wanted_16(sample: str, step: Decode, bits: int) -> None:
+    if bits != 16:
+        raise SampleError(
+            sample,
+            f"it has {bits}-bit samples and the manifest decodes mode {step.mode} (16-bit "
+            "samples): a wrong file in the data set, or the mode should be "
+            f"{step.mode.removesuffix('16')}",
+        )
+
+
+# --- Pillow -------------------------------------------------------------------------------------
+
+
+def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            im = ImageOps.exif_transpose(image) if step.exif_orientation else image
+            wide = im.mode in _PIL_16
+            if step.mode == "L16":
+                _wanted_16(sample, step, 16 if wide else 8)
+                return np.asarray(im, dtype=np.uint32).astype(np.uint16)
+            if wide:  # 16-bit grey to 8 bits: the high byte, as mode RGB does
+                grey = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
+                if step.mode == "L":
+                    return grey
+                im = Image.fromarray(grey, "L")
+            if step.mode == "L":
+                if step.convert == "luma" or im.mode in ("L", "1", "LA", "La"):
+                    # ITU-R 601-2 luma, Pillow's integer arithmetic; a grey file stays as it is
+                    return np.asarray(im.convert("L"))
+                assert step.convert is not None
+                return np.asarray(im.convert("RGB"))[:, :, _CHANNEL[step.convert]]
+            rgba = np.asarray(im.convert("RGBA"))
+            return rgba[..., [2, 1, 0, 3]] if step.order == "BGR" else rgba
+    except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
+        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+
+
+def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+    """Every page of the file (a TIFF may hold several), each page's bands in its order."""
+    from PIL import Image, ImageSequence
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            pages = []
+            for page in ImageSequence.Iterator(image):
+                array = np.asarray(page)
+                if page.mode in _PIL_16:
+                    array = array.astype(np.uint16)
+                pages.append(array[:, :, None] if array.ndim == 2 else array)
+    except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
+        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+    shapes = {p.shape[:2] for p in pages}
+    if len(shapes) != 1:
+        raise SampleError(
+            sample,
+            f"its {len(pages)} pages differ in size ({', '.join(f'{h}×{w}' for h, w in shapes)}):"
+            " bands must be the same size",
+        )
+    dtypes = {p.dtype for p in pages}
+    if len(dtypes) != 1:
+        raise SampleError(sample, f"its pages differ in sample type ({sorted(map(str, dtypes))})")
+    return _finite(_as_declared(np.concatenate(pages, axis=2), sample, step), sample)
+
+
+def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
+    """``array`` when it has the step's band count and dtype; else this sample's error."""
+    if array.dtype.kind == "b":  # a bilevel image: Pillow's 0/255 bytes
+        array = array.astype(np.uint8) * np.uint8(255)
+    if array.dtype != np.dtype(str(step.dtype)) or array.shape[2] != step.channels:
+        raise SampleError(
+            sample,
+            f"it holds {array.shape[2]} band{'s' * (array.shape[2] != 1)} of {array.dtype}, the "
+            f"manifest decodes {step.channels} of {step.dtype} (decode.channels, decode.dtype)",
+        )
+    return array
+
+
+# --- OpenCV -------------------------------------------------------------------------------------
+
+
+def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
+    import cv2
+
+    deep = step.mode in ("L16", "RGB16")
+    if step.mode in ("L", "L16") and step.convert == "luma":
+        flags = cv2.IMREAD_GRAYSCALE  # OpenCV's own grey read (its luma, its rounding)
+    elif step.mode == "RGBA":
+        flags = cv2.IMREAD_UNCHANGED  # the file's own channels: alpha kept when there is one
+    else:
+        flags = cv2.IMREAD_COLOR
+    flags |= cv2.IMREAD_ANYDEPTH
+    if not step.exif_orientation:
+        flags |= cv2.IMREAD_IGNORE_ORIENTATION
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if array is None:
+        raise SampleError(sample, "OpenCV cannot decode it")
+    if array.dtype not in (np.uint8, np.uint16):  # not expected after the header check
+        raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8- or 16-bit samples")
+    if deep:
+        _wanted_16(sample, step, 16 if array.dtype == np.uint16 else 8)
+    elif array.dtype == np.uint16:  # 16-bit samples to 8 bits: the high byte, as mode RGB does
+        array = np.right_shift(array, 8).astype(np.uint8)
+    if array.ndim == 3 and step.mode in ("L", "L16"):  # one channel of the colour image (BGR)
+        assert step.convert is not None
+        return array[:, :, 2 - _CHANNEL[step.convert]]
+    if step.mode == "RGBA":
+        if array.ndim == 2 or array.shape[2] == 1:
+            array = cv2.cvtColor(array, cv2.COLOR_GRAY2BGRA)
+        elif array.shape[2] == 3:
+            array = cv2.cvtColor(array, cv2.COLOR_BGR2BGRA)
+        return array if step.order == "BGR" else array[..., [2, 1, 0, 3]]
+    if step.mode == "RGB16" and step.order == "RGB":
+        return array[..., ::-1]
+    return array
+
+
+# --- tf.io --------------------------------------------------------------------------------------
+
+
+def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.ndarray:
+    from ._tf_ops import decode_tf_channels, png_is_16_bit
+
+    deep = step.mode in ("L16", "RGB16")
+    if deep and file_format != "PNG":
+        raise SampleError(
+            sample,
+            f"tf.io decodes 16-bit samples from PNG only, this is {file_format or 'unknown'}: "
+            "use backend 'opencv' for it",
+        )
+    if deep:  # tf.io would widen 8-bit samples (× 257): refused before, as the others do
+        _wanted_16(sample, step, 16 if png_is_16_bit(data) else 8)
+    one = step.mode in ("L", "L16") and step.convert == "luma"
+    channels = 1 if one else 4 if step.mode == "RGBA" else 3
+    array = decode_tf_channels(data, channels, deep, step.dct_method or "INTEGER_FAST", sample)
+    if step.mode in ("L", "L16") and not one:
+        assert step.convert is not None
+        return array[:, :, _CHANNEL[step.convert]]
+    if step.order == "BGR":
+        return array[..., [2, 1, 0, *range(3, array.shape[2])]]
+    return array
+
+
+# --- numpy --------------------------------------------------------------------------------------
+
+
+def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
+    """A ``.npy`` array (H×W, or H×W×C), read without pickle, its header checked before the
+    array is read: the pixel limit, and the band count and dtype the step declares."""
+    from ._steps import MAX_IMAGE_PIXELS, _too_many
+
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    except (ValueError, OSError, SyntaxError) as exc:
+        raise SampleError(sample, f"numpy cannot read it as a .npy array: {exc}") from None
+    if len(shape) not in (2, 3):
+        raise SampleError(
+            sample, f"its array has shape {shape}: an image is H×W or H×W×C (channels last)"
+        )
+    if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
+        raise SampleError(sample, _too_many(f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"))
+    bands = shape[2] if len(shape) == 3 else 1
+    want = np.dtype(str(step.dtype))
+    if (dtype.kind, dtype.itemsize) != (want.kind, want.itemsize) or bands != step.channels:
+        raise SampleError(
+            sample,
+            f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
+            f"{step.channels} of {step.dtype} (decode.channels, decode.dtype)",
+        )
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise SampleError(sample, f"numpy cannot read it as a .npy array: {exc}") from None
+    if fortran:
+        array = np.ascontiguousarray(array)
+    if array.ndim == 2:
+        array = array[:, :, None]
+    # Native byte order: a big-endian file's values, in the layout every step expects.
+    return _finite(np.ascontiguousarray(array.astype(want, copy=False)), sample)
+
+
+def _finite(array: np.ndarray, sample: str) -> np.ndarray:
+    """``array``; a float one with NaN or infinite values is this sample's error (they would
+    go on into the model and come out as scores that compare as nothing)."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        bad = int(np.count_nonzero(~np.isfinite(array)))
+        raise SampleError(sample, f"{bad} of its values are NaN or infinite")
+    return array
+
+
+__all__ = ["decode_mode", "decode_npy"]
