@@ -552,6 +552,32 @@ def make_onnx_with_input(
     onnx.save(model, str(path))
 
 
+def make_onnx_with_channels(path: Path, channels: int) -> str:
+    """``logits = (channel means) @ W`` (3 classes): a model whose input ``[batch, channels, h,
+    w]`` takes ``channels`` channels of any size. Returns the file's sha256."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.arange(channels * 3, dtype=np.float32).reshape(channels, 3) / 10
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["means"], axes=[2, 3], keepdims=1),
+        helper.make_node("Flatten", ["means"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "channels",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", channels, "h", "w"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[numpy_helper.from_array(weights, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return sha256(path)
+
+
 def means_graph(
     extra_nodes: Sequence[Any] = (),
     extra_inits: Sequence[Any] = (),

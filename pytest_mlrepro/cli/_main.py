@@ -132,36 +132,53 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
 
 def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from .. import goldens as golden_store
+    from ..data import resolve_dataset
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
     from ..plugin._base import counterfactual_samples
-    from ..report import explain
+    from ..report import explain, record_command
     from ..runners import check_framework
 
     manifest, settings = _prepare(args, config)
     check_framework(manifest)
     path = golden_store.golden_path(manifest, settings)
+    golden_shown = _in_project(path, settings.root)
+    # The command that records this manifest's golden, and only it (a bare pytest collects
+    # the project's testpaths: tests/, not manifests/).
+    record = record_command(manifest.source)
     golden = golden_store.read(path)
     if golden is None:
-        raise UsageError(f"no golden at {path}: record one with pytest --mlrepro-update")
+        raise UsageError(f"no golden at {golden_shown}: record one with {record}")
+    dataset = resolve_dataset(manifest, settings)
     # Streamed: only the scores at the golden's top-k classes are kept (all the comparison
     # and the diagnosis of a drift need).
-    result = evaluate(manifest, args.device, settings, keep=(golden.results,))
+    result = evaluate(manifest, args.device, settings, dataset, keep=(golden.results,))
     comparison = compare(golden.results, result.results, result.scores, manifest.tolerances)
     if comparison.ok:
-        print(f"{manifest.name} [{args.device}]: matches its golden ({path})")
+        print(f"{manifest.name} [{args.device}]: matches its golden ({golden_shown})")
         return 0
     print(
         visible_lines(
             f"{manifest.name} [{args.device}]: "
-            + explain(comparison, str(path), None, "pytest --mlrepro-update")
+            + explain(comparison, golden_shown, dataset.class_names, record)
         )
     )
     print()
     samples = counterfactual_samples(config)
     print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
     return 1
+
+
+def _in_project(path: Path, root: Path) -> str:
+    """``path`` as the project names it: relative to its root (where pytest.ini is), else to
+    the working directory, else whole."""
+    for base in (root, Path.cwd()):
+        try:
+            return path.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return str(path)
 
 
 def _parser() -> argparse.ArgumentParser:

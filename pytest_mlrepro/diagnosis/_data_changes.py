@@ -12,6 +12,7 @@ from ..data import Sample
 from ..goldens import Comparison, DataChange
 from ..manifest import Manifest
 from . import _step_fingerprints as probe_store
+from ._pitfalls import INVERTED
 from ._probe_trials import Counterfactual
 from ._wording import _expected
 
@@ -83,6 +84,13 @@ def _data_lead(
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     rest = other.removeprefix("Likely cause")
+    if flip is not None and data.files and not elsewhere and flip.category == INVERTED:
+        # The files are negatives: said as what restores them, not as a step they "need".
+        return (
+            f"Likely cause: {INVERTED}, in the changed data — " + "; ".join(data.parts())
+            + f": the new files are {flip.label} restores the golden ({flip.agree}/"
+            f"{flip.probes} probe predictions match)."
+        )  # fmt: skip
     if flip is not None and data.files and not elsewhere:
         return (
             f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "

@@ -2,7 +2,10 @@
 
 Each :class:`Variant` is the manifest's own pipeline with exactly one pitfall flipped (colour
 order, crop on/off or fraction, interpolation/antialias/backend, decoder backend and DCT method,
-EXIF orientation, layout transpose vs reshape, normalisation order, mean/std scale). Variants are
+EXIF orientation, layout transpose vs reshape, normalisation order, mean/std scale, and for grey
+and deep images: inverted pixels, the grey conversion (luma weights or one channel), a 16-bit
+image read as 8-bit). A flip that cannot change the model's input is not one: colour order on a
+grey image, inversion of float data. Variants are
 built with :func:`dataclasses.replace` on the frozen step objects, validated like a manifest's own
 pipeline (static checks, and the final layout and dtype must still be what the model takes), and
 deduplicated: a flip that the pipeline cannot express, or that changes nothing, is not listed.
@@ -27,11 +30,13 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from .._schema import Invalid
 from ..manifest import Input, Manifest
 from ..pipeline import (
+    COLOUR_ORDERS,
     Cast,
+    CastDType,
     Color,
     Crop,
     Decode,
-    DType,
+    Invert,
     Layout,
     Normalize,
     Pipeline,
@@ -50,7 +55,14 @@ EXIF = "EXIF orientation"
 LAYOUT = "layout"
 NORM_ORDER = "normalisation order"
 MEAN_STD = "mean/std scale"
-CATEGORIES = (COLOUR, CROP, RESIZE, DECODER, EXIF, LAYOUT, NORM_ORDER, MEAN_STD)
+INVERTED = "inverted pixels"
+GREY = "grey conversion"
+DEPTH = "bit depth"
+CATEGORIES = (
+    COLOUR, CROP, RESIZE, DECODER, EXIF, LAYOUT, NORM_ORDER, MEAN_STD, INVERTED, GREY, DEPTH,
+)  # fmt: skip
+# pytorch/examples mnist/main.py: Normalize((0.1307,), (0.3081,)) on 0..1 grey values.
+MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -255,8 +267,10 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, (Color, Decode)):
         return
     final = Pipeline(steps).final.order
+    if final not in COLOUR_ORDERS:
+        return  # one grey channel or bands: no colour order to flip, nothing it could change
     flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
-    new_final = "BGR" if final == "RGB" else "RGB"
+    new_final = ("BGR" if final.startswith("RGB") else "RGB") + final[3:]
     yield Variant(
         f"colour:{new_final}",
         COLOUR,
@@ -463,7 +477,7 @@ class _ValueStage:
 
     start: int
     end: int
-    dtype: DType  # the float type of the cast
+    dtype: CastDType  # the float type of the cast
     mean: tuple[float, ...]  # in byte units
     std: tuple[float, ...]
     byte_domain: str | None  # 'saturate' | 'wrap' when normalised on uint8 before the cast
@@ -492,7 +506,7 @@ def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
         if first.on_uint8 == "error":
             return None
         end = start + 1
-        dtype: DType = "float32"
+        dtype: CastDType = "float32"
         after = steps[end] if end < len(steps) else None
         if isinstance(after, Cast):
             dtype = after.dtype
@@ -615,6 +629,16 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
             [cast, Normalize(mean=(127.5,), std=(127.5,))],
         ),
     ]
+    if Pipeline(steps).final.channels == 1:
+        conventions.append(
+            (
+                "normalize:mnist",
+                "MNIST mean/std (x/255 − 0.1307) / 0.3081",
+                tuple(m * 255 for m in MNIST_MEAN),
+                tuple(s * 255 for s in MNIST_STD),
+                [cast, Scale(divisor=255.0), Normalize(mean=MNIST_MEAN, std=MNIST_STD)],
+            )
+        )
     if has_mean and stage.byte_domain is None:
         # The declared constants in the wrong units: a /255 dropped (0..1 constants on 0..255
         # data) or added (0..255 constants on 0..1 data).
@@ -650,6 +674,80 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield variant(key, MEAN_STD, f"{desc} instead of {declared}", middle)
 
 
+# --- grey and deep images: inversion, the grey conversion, the bit depth ---------------------
+
+
+_GREY_RULES = {
+    "luma": "ITU-R 601-2 luma",
+    "red": "the red channel",
+    "green": "the green channel",
+    "blue": "the blue channel",
+}
+
+
+def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    """Inverted pixels (a data set saved as negatives, white on black where the model learned
+    black on white): an ``invert`` added right after a grey decode, or the pipeline's own
+    removed. Only on integer data after decode, where ``max − x`` is defined."""
+    inverts = _indices(steps, Invert)
+    if inverts:
+        for index in inverts:
+            yield Variant(
+                f"{_where(steps, index, 'invert')}:none",
+                INVERTED,
+                "the pixels not inverted (the invert step removed)",
+                _replace(steps, index),
+            )
+        return
+    decoded = Pipeline(steps[:1]).final
+    if decoded.dtype not in ("uint8", "uint16") or decoded.channels != 1:
+        return  # a grey pitfall: negatives are a grey data set's (digits, scans, X-rays)
+    top = 255 if decoded.dtype == "uint8" else 65535
+    yield Variant(
+        "invert:add",
+        INVERTED,
+        f"inverted: {top} − x",
+        (steps[0], Invert(), *steps[1:]),
+    )
+
+
+def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    """The grey conversion of a colour file: ITU-R 601-2 luma or one channel of it (the luma
+    weights mixed up, or a channel taken for grey)."""
+    step = steps[0]
+    if not isinstance(step, Decode) or step.mode not in ("L", "L16") or step.convert is None:
+        return
+    for rule, name in _GREY_RULES.items():
+        if rule == step.convert:
+            continue
+        new = _try(step, convert=rule)
+        if new is not None:
+            yield Variant(
+                f"grey:{rule}",
+                GREY,
+                f"grey by {name} instead of {_GREY_RULES[step.convert]}",
+                _replace(steps, 0, new),
+            )
+
+
+def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    """A 16-bit image read as 8-bit (its high byte), the rest of the pipeline unchanged: the
+    values it scales are 256 times smaller than the ones it was written for."""
+    step = steps[0]
+    if not isinstance(step, Decode) or step.mode not in ("L16", "RGB16"):
+        return
+    mode = step.mode.removesuffix("16")
+    new = _try(step, mode=mode, convert=step.convert if mode == "L" else None)
+    if new is not None:
+        yield Variant(
+            f"depth:{mode}",
+            DEPTH,
+            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of "
+            f"{step.mode}",
+            _replace(steps, 0, new),
+        )
+
+
 _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (
     _colour,
     _crop,
@@ -658,6 +756,9 @@ _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (
     _exif,
     _layout,
     _normalisation,
+    _inverted,
+    _grey,
+    _depth,
 )
 
 
@@ -667,6 +768,12 @@ def category_of_change(op: str, field: str | None) -> str | None:
         return COLOUR
     if op == "decode" and field == "exif_orientation":
         return EXIF
+    if op == "decode" and field == "convert":
+        return GREY
+    if op == "decode" and field == "mode":
+        return DEPTH
+    if op == "invert":
+        return INVERTED
     if op == "decode":
         return DECODER
     if op == "crop":
@@ -684,8 +791,11 @@ def category_of_change(op: str, field: str | None) -> str | None:
 
 __all__ = [
     "CATEGORIES",
+    "DEPTH",
+    "GREY",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "INVERTED",
     "Variant",
     "category_of_change",
     "describe_step",

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from ._steps import (
+    COLOUR_ORDERS,
     MAX_IMAGE_PIXELS,
     STEPS,
+    BandsDType,
     Cast,
+    CastDType,
     Color,
     Crop,
     Decode,
+    DecodeMode,
     DType,
+    GreyRule,
+    Invert,
     Layout,
     Normalize,
     Pipeline,
@@ -23,13 +29,19 @@ from ._steps import (
 )
 
 __all__ = [
+    "COLOUR_ORDERS",
     "MAX_IMAGE_PIXELS",
     "STEPS",
+    "BandsDType",
     "Cast",
+    "CastDType",
     "Color",
     "Crop",
     "DType",
     "Decode",
+    "DecodeMode",
+    "GreyRule",
+    "Invert",
     "Layout",
     "Normalize",
     "Pipeline",

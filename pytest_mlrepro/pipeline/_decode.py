@@ -25,6 +25,18 @@ if TYPE_CHECKING:
 # (checked by the header: no wider or signed samples get here).
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _CHANNEL = {"red": 0, "green": 1, "blue": 2}
+MAX_DECODED_BYTES = 89_478_485 * 4 * 2
+"""The most bytes a multi-band sample may decode to: what the largest image any mode accepts
+holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
+a TIFF's page count are checked against it before its pixels are read."""
+
+
+def _too_large(sample: str, what: str, size: int) -> SampleError:
+    return SampleError(
+        sample,
+        f"it would decode to {size} bytes ({what}), more than the limit of {MAX_DECODED_BYTES} "
+        "(pytest_mlrepro.pipeline._decode.MAX_DECODED_BYTES): refused before decoding",
+    )
 
 
 def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
@@ -89,11 +101,23 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
     try:
         with Image.open(io.BytesIO(data)) as image:
-            pages = []
+            pages: list[np.ndarray] = []
+            count = int(getattr(image, "n_frames", 1))
+            first = np.dtype(np.float32 if image.mode == "F" else np.uint8).itemsize
+            if image.mode in _PIL_16:
+                first = 2
+            bands = len(image.getbands())
+            size = count * image.width * image.height * bands * first
+            if size > MAX_DECODED_BYTES:
+                raise _too_large(sample, f"{count} pages of {image.width}×{image.height}", size)
+            decoded = 0
             for page in ImageSequence.Iterator(image):
                 array = np.asarray(page)
                 if page.mode in _PIL_16:
                     array = array.astype(np.uint16)
+                decoded += array.nbytes
+                if decoded > MAX_DECODED_BYTES:  # pages larger than the first one said
+                    raise _too_large(sample, f"{len(pages) + 1} pages so far", decoded)
                 pages.append(array[:, :, None] if array.ndim == 2 else array)
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
@@ -210,8 +234,12 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
             sample, f"its array has shape {shape}: an image is H×W or H×W×C (channels last)"
         )
     if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
-        raise SampleError(sample, _too_many(f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"))
+        pixels = f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"
+        raise SampleError(sample, _too_many(pixels))
     bands = shape[2] if len(shape) == 3 else 1
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size > MAX_DECODED_BYTES:
+        raise _too_large(sample, "×".join(map(str, shape)) + f" {dtype}", size)
     want = np.dtype(str(step.dtype))
     if (dtype.kind, dtype.itemsize) != (want.kind, want.itemsize) or bands != step.channels:
         raise SampleError(

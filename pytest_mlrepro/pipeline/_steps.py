@@ -183,12 +183,14 @@ class Decode(Step):
                 f"only backend 'tf' has a dct_method; {self.backend!r} decodes with the "
                 "accurate integer DCT",
             )
-        if self.backend in ("tf", "numpy") and self.exif_orientation:
-            library = "tf.io.decode_jpeg" if self.backend == "tf" else "a .npy array"
+        if self.backend == "tf" and self.exif_orientation:
             raise Invalid(
                 "exif_orientation",
-                f"{library} has no EXIF orientation; use backend 'pil' or 'opencv' to apply it",
+                "tf.io.decode_jpeg ignores EXIF orientation; use backend 'pil' or 'opencv' "
+                "to apply it",
             )
+        if self.backend == "numpy" and self.exif_orientation:
+            raise Invalid("exif_orientation", "a .npy array has no EXIF orientation")
         if self.convert is not None and self.mode not in ("L", "L16"):
             raise Invalid(
                 "convert",
@@ -681,16 +683,15 @@ def _resize_pil(
     resample = Image.Resampling(_PIL_FILTERS[method])
     channels = array.shape[2]
     if array.dtype == np.uint8 and (channels == 3 or (channels == 4 and order in ("RGBA", "BGRA"))):
-        mode = "RGB" if channels == 3 else "RGBA"
-        image = Image.fromarray(np.ascontiguousarray(array), mode)
+        # Image.fromarray makes uint8 H×W×3 an RGB image, H×W×4 an RGBA one.
+        image = Image.fromarray(np.ascontiguousarray(array))
         return np.asarray(image.resize((width, height), resample))
-    plane_mode = {np.dtype(np.uint8): "L", np.dtype(np.uint16): "I;16", np.dtype(np.float32): "F"}
-    mode = plane_mode.get(array.dtype)
-    if mode is None:  # the pipeline's validation admits no other dtype
+    if array.dtype not in (np.uint8, np.uint16, np.float32):  # validation admits no other
         raise ValueError(f"Pillow cannot resize {array.dtype} images")
+    # A 2-D uint8 plane is mode L, uint16 I;16, float32 F.
     planes = [
         np.asarray(
-            Image.fromarray(np.ascontiguousarray(array[:, :, c]), mode).resize(
+            Image.fromarray(np.ascontiguousarray(array[:, :, c])).resize(
                 (width, height), resample
             )
         )
@@ -699,12 +700,12 @@ def _resize_pil(
     return np.stack(planes, axis=2)
 
 
-_CV2_CHANNELS = 4  # INTER_AREA's limit (the other methods take more): wider arrays go in groups
+_CV2_AREA_CHANNELS = 4  # cv2.resize's INTER_AREA takes at most 4 channels (the others more)
 
 
 def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
-    """``cv2.resize`` (its own ``saturate_cast`` rounding and clipping for integer types), in
-    groups of at most four channels: each channel is filtered on its own either way."""
+    """``cv2.resize`` of the whole array (its own ``saturate_cast`` rounding and clipping for
+    integer types); ``area`` on more than 4 channels, which OpenCV refuses, channel by channel."""
     import cv2
 
     interp = {
@@ -714,12 +715,14 @@ def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> n
         "area": cv2.INTER_AREA,
         "lanczos": cv2.INTER_LANCZOS4,
     }[method]
-    groups = []
-    for first in range(0, array.shape[2], _CV2_CHANNELS):
-        part = np.ascontiguousarray(array[:, :, first : first + _CV2_CHANNELS])
-        out = cv2.resize(part, (width, height), interpolation=interp)
-        groups.append(out[:, :, None] if out.ndim == 2 else out)
-    return groups[0] if len(groups) == 1 else np.concatenate(groups, axis=2)
+    if method == "area" and array.shape[2] > _CV2_AREA_CHANNELS:
+        planes = [
+            cv2.resize(np.ascontiguousarray(array[:, :, c]), (width, height), interpolation=interp)
+            for c in range(array.shape[2])
+        ]
+        return np.stack(planes, axis=2)
+    out = cv2.resize(array, (width, height), interpolation=interp)
+    return out[:, :, None] if out.ndim == 2 else out
 
 
 # --- types and values ---------------------------------------------------------------------------
@@ -769,6 +772,31 @@ class Scale(Step):
 
     def apply(self, t: Tensor) -> Tensor:
         return Tensor(t.array / np.asarray(self.divisor, t.array.dtype), t.order, t.layout)
+
+
+@register_step
+@dataclass(frozen=True)
+class Invert(Step):
+    """A negative: ``max − x``, 255 − x on uint8 data and 65535 − x on uint16 (what
+    ``PIL.ImageOps.invert`` does to 8-bit images). For models trained on inverted data (white
+    digits on black where the files are black on white), and the diagnosis of a data set whose
+    files were inverted. Integer data only, before the cast: float data has no maximum."""
+
+    op: ClassVar[str] = "invert"
+    cheap: ClassVar[bool] = True
+
+    def transition(self, state: State) -> State:
+        if state.dtype not in ("uint8", "uint16"):
+            raise Invalid(
+                "",
+                f"invert works on uint8 or uint16 data (max − x), not {state.dtype}: put it "
+                "before the cast",
+            )
+        return state
+
+    def apply(self, t: Tensor) -> Tensor:
+        top = np.iinfo(t.array.dtype).max
+        return Tensor(np.asarray(top - t.array, t.array.dtype), t.order, t.layout)
 
 
 @register_step

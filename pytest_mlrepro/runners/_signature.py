@@ -84,31 +84,40 @@ def channel_fix(channels: int) -> str:
 
 
 def channel_mismatch(
-    shape: Sequence[object], layout: str, input_name: str, channels: int, names: str = ""
+    shape: Sequence[object],
+    layout: str,
+    input_name: str,
+    channels: int,
+    names: str = "",
+    source: str | None = None,
 ) -> str | None:
     """Why a rank-4 model input of ``shape`` in ``layout`` cannot take ``channels`` channels
     (``names``: what they are, e.g. ``RGB``), or None when it can (or when its channel axis is
-    symbolic). The one check by which a runner at load and ``mlrepro init`` refuse a
-    pipeline whose channels differ from the model's, before any image is read."""
+    symbolic). ``source`` says where the model's count was read when it is no input signature
+    (a torch module's first convolution). The one check by which a runner at load and
+    ``mlrepro init`` refuse a pipeline whose channels differ from the model's, before any
+    image is read."""
     model = model_channels(shape, layout)
     if model is None or model == channels:
         return None
     shown = "[" + ", ".join(str(d) for d in shape) + "]"
     what = f" ({names})" if names else ""
+    model_side = source or f"the model's input {input_name!r} is {shown} ({layout})"
     return (
-        f"the preprocessing makes {channels}-channel images{what}, the model's input "
-        f"{input_name!r} is {shown} ({layout}): it takes {model} channel{'s' * (model != 1)}; "
-        f"{channel_fix(model)}"
+        f"the preprocessing makes {channels}-channel images{what}, {model_side}: it takes "
+        f"{model} channel{'s' * (model != 1)}; {channel_fix(model)}"
     )
 
 
-def check_channels(manifest: Manifest, shape: Sequence[object]) -> None:
+def check_channels(
+    manifest: Manifest, shape: Sequence[object], source: str | None = None
+) -> None:
     """A runner's check at load: :class:`SignatureError` at the decode step's ``mode`` (its line)
     when the model input of ``shape`` takes another channel count than the preprocessing
-    makes."""
+    makes (``source``: :func:`channel_mismatch`'s)."""
     declared = manifest.input
     channels, names = pipeline_channels(declared.preprocess)
-    wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names)
+    wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names, source)
     if wrong is not None:
         where = ("inputs", 0, "preprocess", 0, "decode", "mode")
         raise SignatureError(manifest.error(where, wrong).format())
@@ -149,8 +158,8 @@ def size_mismatch(
 
 __all__ = [
     "channel_fix",
-    "check_channels",
     "channel_mismatch",
+    "check_channels",
     "layout_mismatch",
     "model_channels",
     "model_layout",

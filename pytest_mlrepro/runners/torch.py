@@ -17,6 +17,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
+from ._signature import check_channels
 from ._warnings import framework_warnings
 from .torch_archive import vet_export_archive, weights_only_refusal
 
@@ -139,6 +140,9 @@ class TorchRunner:
                     module = archive.module()
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
+        found = input_shape(module, manifest.input.layout)
+        if found is not None:
+            check_channels(manifest, *found)
         module = module.to(target)
         info = {
             "framework": "torch",
@@ -266,3 +270,31 @@ class TorchRunner:
             sync()
 
         return call
+
+
+def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | None:
+    """What a torch model tells of its input before it runs: a ``torch.export`` program's first
+    rank-4 input as recorded (its symbolic dimensions as names), else, for a module whose first
+    leaf with parameters is a ``Conv2d``, that convolution's input channels (a shape with only
+    the channel axis known, and the words that say so); None when neither tells."""
+    graph = getattr(module, "graph", None)
+    if isinstance(module, torch.fx.GraphModule) and graph is not None:
+        for node in graph.nodes:
+            value = node.meta.get("val") if node.op == "placeholder" else None
+            if isinstance(value, torch.Tensor) and value.dim() == 4:
+                dims = [int(d) if isinstance(d, int) else str(d) for d in value.shape]
+                return list(dims), None
+        return None
+    if not isinstance(module, torch.nn.Module) or isinstance(module, torch.jit.ScriptModule):
+        return None
+    for name, leaf in module.named_modules():
+        if any(True for _ in leaf.children()) or not any(True for _ in leaf.parameters(False)):
+            continue
+        if not isinstance(leaf, torch.nn.Conv2d):
+            return None  # the first layer with weights is not a convolution: nothing to read
+        channels = int(leaf.in_channels)
+        shape: list[object] = ["?", channels, "?", "?"] if layout == "NCHW" else ["?"] * 3
+        if layout != "NCHW":
+            shape.append(channels)
+        return shape, f"the model's first convolution {name!r} is {leaf}"
+    return None

@@ -915,3 +915,64 @@ def test_update_adds_step_probes_to_an_old_golden_once(serial_project: Project) 
     fewer = project.run("--mlrepro-update")
     fewer.stdout.fnmatch_lines(["tiny_onnx *golden updated (step probes added)"])
     assert len(json.loads(path.read_text())["probes"]["samples"]) == 3
+
+
+# --- grey images --------------------------------------------------------------------------------
+
+GREY_STEPS = [
+    "decode: {backend: pil, mode: L, convert: luma}",
+    f"crop: {{fraction: {H.CROP}, rounding: google}}",
+    f"resize: {{size: [{H.SIDE}, {H.SIDE}], method: bilinear, backend: pil}}",
+    "cast: {dtype: float32}",
+    "normalize: {mean: [127], std: [128]}",
+    "layout: {order: NCHW}",
+]
+
+
+def _grey_model(lab: Lab) -> tuple[str, str]:
+    """A linear classifier over a (1, 12, 12) grey input, as ONNX: (file name, sha256)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    w = rng.normal(0, 0.2, (H.SIDE * H.SIDE, H.CLASSES)).astype(np.float32)
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "grey",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, H.SIDE, H.SIDE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    lab.count += 1
+    name = f"grey{lab.count}.onnx"
+    onnx.save(model, str(lab.root / "models" / name))
+    return name, H.sha256(lab.root / "models" / name)
+
+
+def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab) -> None:
+    """Every image of a grey model's data set replaced by its negative (255 − x, as
+    ImageOps.invert saves it): the data changed, and the lead says the files are inverted and
+    that 255 − x restores the golden, not merely that the data changed."""
+    from PIL import Image, ImageOps
+
+    folder = _copy_data(lab, "negatives")
+    model, sha = _grey_model(lab)
+    text = H.manifest_text("neg", model, sha, GREY_STEPS, dataset="negatives")
+    golden = _with_data(lab.record(text), folder)
+    for path in folder.glob("*.png"):
+        with Image.open(path) as image:
+            grey = image.convert("L")
+        ImageOps.invert(grey).save(path)
+    _accept(lab, "negatives")
+    d = _check_data(lab, golden, text, folder)
+    assert d.cause == "data", d.render()
+    assert d.lead.startswith(f"Likely cause: {pitfalls.INVERTED}, in the changed data — "), d.lead
+    assert "the new files are inverted: 255 − x restores the golden (24/24 probe" in d.lead
+    assert "colour order" not in d.render()  # no flip of a grey input's colour order is tried
+    assert_readable(d.render())

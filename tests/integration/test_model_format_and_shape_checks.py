@@ -17,6 +17,7 @@ from helpers import (
     QUIET,
     Project,
     line_of,
+    make_onnx_with_channels,
     make_onnx_with_input,
     means_graph,
     save_onnx,
@@ -134,3 +135,65 @@ def test_input_size_refused_with_the_step_that_sets_it(serial_project: Project) 
     where = f"manifests/tiny_onnx.yaml:{line_of(text, '{resize:')}"
     assert f"{where}: inputs[0].preprocess[2].resize.size: the preprocessing makes 16×16" in out
     assert "it takes 20×20" in out
+
+
+# --- channels: the model's count against the decode mode's -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("channels", "decode", "words"),
+    [
+        (1, "{decode: {backend: pil}}", "3-channel images (RGB)"),
+        (4, "{decode: {backend: pil, mode: L}}", "1-channel images (L)"),
+    ],
+)
+def test_a_channel_mismatch_is_refused_at_load_with_the_fix(
+    serial_project: Project, channels: int, decode: str, words: str
+) -> None:
+    """A 1-channel model fed RGB, a 4-channel one fed grey: refused when the model loads, at the
+    decode step's line, naming both counts and the decode mode that fits, before any image is
+    read (every image here is unreadable)."""
+    serial_project.make({})
+    path = serial_project.path / "models" / "channels.onnx"
+    sha = make_onnx_with_channels(path, channels)
+    text = serial_project.manifest(
+        "tiny_onnx", model_path="../models/channels.onnx", sha=sha, decode=decode
+    )
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    for image in (serial_project.path / "data" / "tiny").glob("*.png"):
+        image.write_bytes(b"")
+    (serial_project.path / "manifests" / "tiny.sha256").write_text(
+        "".join(
+            f"{sha256(p)}  {p.name}\n"
+            for p in sorted((serial_project.path / "data" / "tiny").iterdir())
+        )
+    )
+    result = run(serial_project, "-q")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    where = f"manifests/tiny_onnx.yaml:{line_of(text, decode)}"
+    assert f"{where}: inputs[0].preprocess[0].decode.mode: the preprocessing makes {words}" in out
+    assert f"[batch, {channels}, h, w] (NCHW): it takes {channels} channel" in out
+    fix = "decode with 'mode: L'" if channels == 1 else "decode with 'mode: RGBA'"
+    assert fix in out
+    assert "Traceback" not in out and "SampleError" not in out
+
+
+def test_a_grey_model_records_and_passes_with_mode_l(serial_project: Project) -> None:
+    """The same data decoded grey (ITU-R 601-2 luma) for a 1-channel model: recorded, then
+    checked green; the golden records the mode and its conversion rule."""
+    serial_project.make({})
+    path = serial_project.path / "models" / "grey.onnx"
+    sha = make_onnx_with_channels(path, 1)
+    text = serial_project.manifest(
+        "tiny_onnx",
+        model_path="../models/grey.onnx",
+        sha=sha,
+        decode="{decode: {backend: pil, mode: L}}",
+        extra="tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 0.001}\n",
+    )
+    (serial_project.path / "manifests" / "tiny_onnx.yaml").write_text(text)
+    run(serial_project, "-q", "--mlrepro-update").assert_outcomes(passed=1)
+    golden = serial_project.golden("tiny_onnx").read_text()
+    assert '"mode": "L"' in golden and '"convert": "luma"' in golden
+    run(serial_project, "-q").assert_outcomes(passed=1)

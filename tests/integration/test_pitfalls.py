@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def test_every_category_is_flipped_on_the_example_and_each_variant_is_valid() ->
     manifest = load_manifest(EXAMPLE)
     before = manifest.normalized()
     found = pitfalls.variants(manifest)
-    assert {v.pitfall for v in found} == set(pitfalls.CATEGORIES)
+    grey_only = {pitfalls.INVERTED, pitfalls.GREY, pitfalls.DEPTH}  # test_grey_pitfalls
+    assert {v.pitfall for v in found} == set(pitfalls.CATEGORIES) - grey_only
     assert len({v.key for v in found}) == len(found)
     assert len({v.steps for v in found}) == len(found)  # no two variants are the same pipeline
     original = tuple(manifest.input.preprocess)
@@ -76,6 +78,58 @@ def test_every_category_is_flipped_on_the_example_and_each_variant_is_valid() ->
         "decode:opencv", "exif:on", "layout:reshape", "normalize:uint8-saturate",
         "normalize:uint8-wrap", "normalize:imagenet", "normalize:x255",
     } <= {v.key for v in found}  # fmt: skip
+
+
+GREY_STEPS = [
+    "decode: {backend: pil, mode: L, convert: luma}",
+    "resize: {size: [16, 16], method: bilinear, backend: pil}",
+    "cast: {dtype: float32}",
+    "scale: {divisor: 255}",
+    "layout: {order: NCHW}",
+]
+
+
+def test_grey_pitfalls(tmp_path: Path) -> None:
+    """A grey pipeline: no colour-order flip (it could change nothing on one channel, and the
+    decode refuses it), but inverted pixels, the other grey conversions and the MNIST
+    constants; ImageNet's three-channel constants are no variant of one channel."""
+    manifest = steps_manifest(tmp_path, GREY_STEPS)
+    found = {v.key: v for v in pitfalls.variants(manifest)}
+    assert not [k for k in found if k.startswith("colour")]
+    assert "normalize:imagenet" not in found
+    inverted = found["invert:add"]
+    assert inverted.pitfall == pitfalls.INVERTED and inverted.description == "inverted: 255 − x"
+    ops = [s.op for s in inverted.steps]
+    assert ops == ["decode", "invert", "resize", "cast", "scale", "layout"]
+    assert {k for k in found if k.startswith("grey:")} == {"grey:red", "grey:green", "grey:blue"}
+    assert found["grey:green"].description == (
+        "grey by the green channel instead of ITU-R 601-2 luma"
+    )
+    assert found["normalize:mnist"].pitfall == pitfalls.MEAN_STD
+    for variant in found.values():
+        assert pitfalls.valid_steps(variant.steps, manifest.input), variant.key
+    # A pipeline that inverts gets the inversion removed; a colour one gets no inversion added.
+    own = steps_manifest(tmp_path, [GREY_STEPS[0], "invert", *GREY_STEPS[1:]])
+    assert "invert:none" in keys(own) and "invert:add" not in keys(own)
+    assert not [k for k in keys(steps_manifest(tmp_path, H.BASE_STEPS)) if "invert" in k]
+
+
+def test_a_16_bit_image_read_as_8_bit_is_a_pitfall(tmp_path: Path) -> None:
+    deep = steps_manifest(
+        tmp_path, ["decode: {backend: pil, mode: L16}", *GREY_STEPS[1:3], "scale: {divisor: 65535}",
+                   GREY_STEPS[4]]
+    )  # fmt: skip
+    found = {v.key: v for v in pitfalls.variants(deep)}
+    depth = found["depth:L"]
+    assert depth.pitfall == pitfalls.DEPTH
+    assert depth.description == (
+        "the 16-bit image read as 8-bit (mode L, its high byte) instead of L16"
+    )
+    assert isinstance(depth.steps[0], Decode) and depth.steps[0].mode == "L"
+    assert found["invert:add"].description == "inverted: 65535 − x"
+    assert pitfalls.category_of_change("decode", "mode") == pitfalls.DEPTH
+    assert pitfalls.category_of_change("decode", "convert") == pitfalls.GREY
+    assert pitfalls.category_of_change("invert", None) == pitfalls.INVERTED
 
 
 def test_one_flip_changes_one_thing(tmp_path: Path) -> None:
@@ -175,7 +229,8 @@ def test_decoder_flips_cover_every_backend_and_dct_method() -> None:
     m = load_manifest(EXAMPLE)
     decoders = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.DECODER]
     backends = pitfalls._choices(Decode, "backend")
-    assert {v.steps[0].backend for v in decoders} == set(backends) - {"pil"}
+    # numpy reads .npy arrays (mode bands): it decodes no image file, so it is no decoder flip.
+    assert {v.steps[0].backend for v in decoders} == set(backends) - {"pil", "numpy"}
     if "dct_method" in {f.name for f in dataclasses.fields(Decode)}:  # the TensorFlow decoder
         assert any("dct" in v.key or "INTEGER" in v.description for v in decoders)
 
@@ -318,8 +373,9 @@ def test_the_command_prints_and_saves_the_table(cli_project: Path) -> None:
     assert "pitfall sensitivity of blocks_model (onnxruntime" in out
     assert "on the first 12 samples of blocks" in out
     assert "the declared pipeline" in out and "100.0%" in out
+    grey_only = {pitfalls.INVERTED, pitfalls.GREY, pitfalls.DEPTH}  # a colour pipeline's table
     for category in pitfalls.CATEGORIES:
-        assert f"{category}:" in out
+        assert (f"{category}:" in out) == (category not in grey_only)
     assert all(len(line) <= 100 for line in out.splitlines()), out
     assert out.rstrip().endswith("saved golden/pitfalls/blocks_model.json")
     saved = json.loads((cli_project / "golden" / "pitfalls" / "blocks_model.json").read_text())
@@ -351,7 +407,21 @@ def test_the_command_reports_usage_and_manifest_errors(cli_project: Path) -> Non
 
 
 def test_the_diagnose_command(cli_project: Path) -> None:
+    """It names the golden as the project does, the changed samples with their class names,
+    and the command that records this manifest's golden (a bare pytest collects tests/)."""
     pytest.importorskip("onnxruntime")
+    data = cli_project / "data" / "blocks"
+    (data / "names.txt").write_text("".join(f"digit {i}\n" for i in range(H.CLASSES)))
+    (cli_project / "manifests" / "blocks.sha256").write_text(H.checksums(data))
+    path = cli_project / "manifests" / "blocks.yaml"
+    named = path.read_text().replace("classes: 10}", "classes: 10, class_names: names.txt}")
+    path.write_text(named)
+    missing = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
+    assert missing.returncode != 0
+    assert (
+        "no golden at golden/blocks_model.json: record one with "
+        "pytest manifests/blocks.yaml --mlrepro-update"
+    ) in missing.stderr + missing.stdout
     recorded = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--mlrepro-update",
          "manifests/blocks.yaml"],
@@ -360,8 +430,8 @@ def test_the_diagnose_command(cli_project: Path) -> None:
     )  # fmt: skip
     assert recorded.returncode == 0, recorded.stdout
     same = mlrepro(cli_project, "diagnose", "manifests/blocks.yaml")
-    assert same.returncode == 0 and "matches its golden" in same.stdout
-    path = cli_project / "manifests" / "blocks.yaml"
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "matches its golden (golden/blocks_model.json)" in same.stdout
     path.write_text(
         path.read_text().replace("method: bilinear, backend: pil", "method: nearest, backend: pil")
     )
@@ -372,6 +442,9 @@ def test_the_diagnose_command(cli_project: Path) -> None:
         "Likely cause: resize — the manifest changed resize.method from 'bilinear' to 'nearest'"
         in flat
     )
+    assert "golden: golden/blocks_model.json " in flat and str(cli_project) not in flat
+    assert "record a new golden: pytest manifests/blocks.yaml --mlrepro-update" in flat
+    assert re.search(r"img\d\d\.png: (\d) digit \1 \(\d\.\d{3}\) → (\d) digit \2", flat), flat
 
 
 def test_the_command_imports_only_the_framework_the_manifest_needs(cli_project: Path) -> None:

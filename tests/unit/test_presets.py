@@ -175,3 +175,61 @@ def test_caffe_values_are_the_ilsvrc_mean_pixel_in_bgr() -> None:
 def test_every_preset_cites_a_source_file() -> None:
     for preset in PRESETS.values():
         assert ".py" in preset.source, preset.name
+
+
+@pytest.mark.parametrize(
+    ("name", "mean", "std", "method", "divisor"),
+    [
+        ("grey-01", None, None, "bilinear", 255.0),
+        ("mnist", (0.1307,), (0.3081,), "bilinear", 255.0),
+        ("grey-255", None, None, "nearest", None),
+    ],
+)
+def test_grey_presets_decode_one_channel_by_luma(
+    name: str, mean: tuple | None, std: tuple | None, method: str, divisor: float | None
+) -> None:
+    """The grey presets: decode mode L (ITU-R 601-2 luma for a colour file), one channel to the
+    model, the value transform of their source (torchvision's ToTensor, the PyTorch MNIST
+    example's Normalize, Keras' img_to_array)."""
+    chain = steps(name, 28)
+    decode = chain[0]
+    assert isinstance(decode, pipeline.Decode)
+    assert (decode.mode, decode.convert) == ("L", "luma")
+    final = pipeline.Pipeline(chain).final
+    assert (final.order, final.channels, final.dtype) == ("L", 1, "float32")
+    assert PRESETS[name].channels == 1 and PRESETS[name].order == "L"
+    (resize,) = of(pipeline.Resize, chain)
+    assert resize.method == method and resize.size == (28, 28)
+    scales = of(pipeline.Scale, chain)
+    assert [s.divisor for s in scales] == ([] if divisor is None else [divisor])  # type: ignore[attr-defined]
+    norms = of(pipeline.Normalize, chain)
+    assert [(n.mean, n.std) for n in norms] == ([] if mean is None else [(mean, std)])  # type: ignore[attr-defined]
+    grey = np.arange(28 * 28, dtype=np.uint8).reshape(28, 28, 1)
+    tensor = pipeline.Tensor(grey, "L")
+    for step in chain[1:-1]:
+        tensor = step.apply(tensor)
+    expected = grey.astype(np.float32)
+    if divisor is not None:
+        expected = expected / np.float32(divisor)
+    if mean is not None:
+        expected = (expected - np.float32(mean[0])) / np.float32(std[0])  # type: ignore[index]
+    np.testing.assert_array_equal(tensor.array, expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "mean", "std"),
+    [
+        ("cifar10", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+        ("cifar100", (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    ],
+)
+def test_cifar_presets_use_the_training_sets_statistics(
+    name: str, mean: tuple, std: tuple
+) -> None:
+    chain = steps(name, 32)
+    (norm,) = of(pipeline.Normalize, chain)
+    np.testing.assert_allclose(norm.mean, mean, atol=5e-5)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(norm.std, std, atol=5e-5)  # type: ignore[attr-defined]
+    assert [s.divisor for s in of(pipeline.Scale, chain)] == [255.0]  # type: ignore[attr-defined]
+    assert PRESETS[name].channels == 3
+    assert pipeline.Pipeline(chain).final.channels == 3

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import SignatureError
 from ...manifest import Manifest
-from .._signature import model_layout
+from .._signature import check_channels, model_layout
 
 DEFAULT_SIGNATURE = "serving_default"
 Shape = list[int | None]
@@ -29,8 +29,8 @@ def _shape_text(shape: Sequence[int | None]) -> str:
 
 def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str) -> None:
     """The manifest's input against the model's signature, before any data flows: the layout
-    (when the model's shape tells it) and the dtype (a quantised TFLite input also accepts
-    float32: the runner quantises it)."""
+    (when the model's shape tells it), the channel count and the dtype (a quantised TFLite
+    input also accepts float32: the runner quantises it)."""
     declared = manifest.input
     model = model_layout(shape)
     if model is not None and declared.layout != model:
@@ -42,6 +42,7 @@ def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str
                 f"'layout: {{order: {model}}}' and declare 'layout: {model}'",
             ).format()
         )
+    check_channels(manifest, [-1 if d is None else d for d in shape])
     if declared.dtype != dtype:
         raise SignatureError(
             manifest.error(
