@@ -46,6 +46,7 @@ from ._presets import (
     IMAGENET,
     LITE,
     MINUS_ONE_ONE,
+    MNIST,
     RAW,
     ZERO_ONE,
     Geometry,
@@ -70,18 +71,50 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+# What a candidate's decode makes, by its ``order``: colour (RGB, BGR: the file decoded as RGB,
+# BGR flipped after the geometry, which acts per channel), colour and alpha (RGBA, BGRA), or grey
+# (L: ITU-R 601-2 luma, as Pillow's convert("L") computes it; L-red, L-green, L-blue: one channel
+# of the colour image).
+GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
+DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA"}
+DECODED.update({grey: grey for grey in GREY_CONVERT})
+
+
 @dataclass(frozen=True)
 class Candidate:
-    order: str
+    order: str  # a key of DECODED
     geometry: Geometry
     values: Values
+    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
 
     @property
     def label(self) -> str:
-        return f"{self.order}, {self.geometry.label}, {self.values.label}"
+        shown = {"L": "L (luma)", "L-red": "L (red)", "L-green": "L (green)",
+                 "L-blue": "L (blue)"}.get(self.order, self.order)  # fmt: skip
+        inverted = ", inverted (255 − x)" if self.inverted else ""
+        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
+
+    def decode_steps(self) -> list[StepText]:
+        """The decode (and invert) steps as a manifest writes them."""
+        decode: dict[str, object] = {"backend": "pil"}
+        if self.order in GREY_CONVERT:
+            decode.update(mode="L", convert=GREY_CONVERT[self.order])
+        elif self.order in ("RGBA", "BGRA"):
+            decode.update(mode="RGBA", order=self.order[:3])
+        else:
+            decode.update(order=self.order)
+        decode["exif_orientation"] = False
+        steps: list[StepText] = [{"decode": decode}]
+        if self.inverted:
+            steps.append({"invert": {}})
+        return steps
 
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype)
+        return [
+            *self.decode_steps(),
+            *recipe_steps(self.order[:3] if self.order[:3] in ("RGB", "BGR") else "RGB",
+                          self.geometry, self.values, height, width, layout, dtype)[1:],
+        ]  # fmt: skip
 
 
 @dataclass
@@ -172,22 +205,49 @@ def versus(best: Scored, other: Scored) -> str:
 
 
 class _Images:
-    """The subset decoded once, and each geometry's S×S uint8 images computed once."""
+    """The subset's files read once, decoded once per decoding (RGB; RGBA; grey by luma or one
+    channel; each inverted or not), and each geometry's S×S images computed once per decoding."""
 
     def __init__(self, samples: Sequence[Sample], height: int, width: int) -> None:
         self.height, self.width = height, width
-        decoder = pipeline.Decode(backend="pil", order="RGB", exif_orientation=False)
-        self.decoded = [decoder.decode(s.read(), s.id) for s in samples]
-        self.cache: dict[Geometry, list[np.ndarray]] = {}
+        self.ids = [s.id for s in samples]
+        self.files = [s.read() for s in samples]
+        self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
+        self.cache: dict[tuple[str, bool, Geometry], list[np.ndarray]] = {}
 
-    def geometry(self, geometry: Geometry, count: int) -> list[np.ndarray]:
-        done = self.cache.setdefault(geometry, [])
+    def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
+        key = (DECODED[candidate.order], candidate.inverted)
+        if key not in self.decoded:
+            steps = Candidate(key[0], candidate.geometry, candidate.values, key[1]).decode_steps()
+            decoder = _step(steps[0])
+            rest = [_step(s) for s in steps[1:]]
+            tensors = []
+            for data, sample in zip(self.files, self.ids, strict=True):
+                tensor = decoder.decode(data, sample)  # type: ignore[attr-defined]
+                for step in rest:
+                    tensor = step.apply(tensor)
+                tensors.append(tensor)
+            self.decoded[key] = tensors
+        return self.decoded[key]
+
+    def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
+        geometry = candidate.geometry
+        done = self.cache.setdefault((DECODED[candidate.order], candidate.inverted, geometry), [])
         steps = [_step(s) for s in geometry_steps(geometry, self.height, self.width)]
-        for tensor in self.decoded[len(done) : count]:
+        for tensor in self._decoded(candidate)[len(done) : count]:
             for step in steps:
                 tensor = step.apply(tensor)
             done.append(tensor.array)
         return done[:count]
+
+    def grey_statistics(self, count: int) -> tuple[float, float]:
+        """The mean and standard deviation of the first ``count`` images decoded grey (luma),
+        in 0..1: the data set's own normalisation, a candidate for grey models."""
+        values = np.concatenate([
+            t.array.astype(np.float64).ravel() / 255.0
+            for t in self._decoded(Candidate("L", Geometry("resize"), ZERO_ONE))[:count]
+        ])  # fmt: skip
+        return float(values.mean()), float(values.std()) or 1.0
 
 
 def _step(text: StepText) -> pipeline.Step:
@@ -237,10 +297,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-# The race's significance level: a candidate is dropped when the one-sided paired test on the
-# log-likelihood of the true label says it is worse than the leader at this level, Bonferroni-divided by every comparison the
-# stage can make (candidates × looks), so that looking after every chunk does not inflate the
-# chance of dropping a candidate that is in truth as good as the leader above ALPHA.
+# The race's significance level: a candidate is dropped when a one-sided paired test (on top-1
+# or on the log-likelihood of the true label) says it is worse than the leader at this level,
+# Bonferroni-divided by every comparison the stage can make (candidates × looks), so that
+# looking after every chunk does not inflate the chance of dropping a candidate that is in truth
+# as good as the leader above ALPHA.
 ALPHA = 0.05
 
 
@@ -400,16 +461,17 @@ class Search:
         start = have.n if have is not None else 0
         if have is not None and have.n >= count:
             return have
-        images = self.images.geometry(candidate.geometry, count)[start:count]
+        images = self.images.geometry(candidate, count)[start:count]
         values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
         values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
+        decoded = DECODED[candidate.order]
         predictions: list[np.ndarray] = []
         likelihoods: list[np.ndarray] = []
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
-                tensor = pipeline.Tensor(array, "RGB")
-                if candidate.order == "BGR":
+                tensor = pipeline.Tensor(array, "L" if decoded in GREY_CONVERT else decoded)
+                if candidate.order in ("BGR", "BGRA"):
                     tensor = pipeline.Color(order="BGR").apply(tensor)
                 for step in values:
                     tensor = step.apply(tensor)
@@ -483,21 +545,31 @@ def discover(
     dtype: str,
     batch_size: int = 32,
     progress: Progress | None = None,
+    channels: int = 3,
 ) -> Discovery:
     """Search the known conventions on ``samples`` (spread over the data set) with ``run`` (a
-    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`)."""
+    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`).
+    ``channels``: what the model's input takes, 1 (grey conventions), 3 (colour) or 4 (colour
+    and alpha)."""
+    if channels not in (1, 3, 4):
+        raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
     search = Search(run, samples, height, width, layout, dtype, batch_size, progress)
     total = len(samples)
     coarse, middle = min(total, 48), min(total, 64)
     geometries = _geometries(height)
-    search.plan = _Plan([(12, coarse), (len(geometries), middle), (5, middle), (3, total)])
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
-    # 1. colour order × values, one geometry: the conventions differ by many points here.
-    first = search.race(
-        "1 colour order × values",
-        [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES],
-        coarse,
-    )
+    starts = _first_candidates(search, channels, base, coarse)
+    search.plan = _Plan([(len(starts), coarse), (len(geometries), middle), (5, middle),
+                         (3, total)])  # fmt: skip
+    # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
+    # points here.
+    first = search.race("1 colour order × values", starts, coarse)
+    if channels == 1:
+        # 1b. the grey from one channel of a colour file instead of luma (the same tensors on
+        # grey files: tied, the luma candidate stays first).
+        lead = first[0].candidate
+        singles = [dataclasses.replace(lead, order=o) for o in ("L-red", "L-green", "L-blue")]
+        first = [*search.race("1b grey conversion", [lead, *singles], coarse), *first[1:]]
     runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
     # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong values
@@ -511,8 +583,8 @@ def discover(
         winner = final[0]
         if not _overturned(winner, final, top):
             break
-        if winner.candidate.order == top.order:
-            others = [Candidate(top.order, g, winner.candidate.values) for g in geometries_found]
+        if (winner.candidate.order, winner.candidate.inverted) == (top.order, top.inverted):
+            others = [dataclasses.replace(winner.candidate, geometry=g) for g in geometries_found]
             search.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
             break
         runner_up = top
@@ -520,9 +592,7 @@ def discover(
         search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
-    ranking = sorted(
-        search.scored.values(), key=lambda s: (s.n < most, -s.mean_likelihood, -s.n)
-    )
+    ranking = sorted(search.scored.values(), key=lambda s: (s.n < most, -s.mean_likelihood, -s.n))
     return Discovery(
         ranking=ranking,
         seconds=time.perf_counter() - search.start,
@@ -532,14 +602,56 @@ def discover(
     )
 
 
+def for_channels(values: Values, channels: int) -> Values:
+    """``values`` (written for 3 colour channels) for a ``channels``-channel input: one value
+    where all three are the same, for grey; for colour and alpha, alpha left as it is scaled
+    (mean 0, std 1)."""
+    if values.mean is None or values.std is None or channels == 3:
+        return values
+    if channels == 4:
+        return dataclasses.replace(values, mean=(*values.mean, 0.0), std=(*values.std, 1.0))
+    if len(set(values.mean)) == 1 and len(set(values.std)) == 1:
+        return dataclasses.replace(values, mean=values.mean[:1], std=values.std[:1])
+    raise ValueError(f"{values.label}: no grey form")
+
+
+def _first_candidates(
+    search: Search, channels: int, base: Geometry, coarse: int
+) -> list[Candidate]:
+    """Step 1's candidates: colour order × the six value conventions (3 channels; 4: with alpha);
+    for grey, luma and its negative × 0..1, −1..1, (x − 127)/128, raw, MNIST's mean/std and
+    the data set's own mean/std (measured on the subset)."""
+    if channels == 3:
+        return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
+    if channels == 4:
+        return [
+            Candidate(order, base, for_channels(values, 4))
+            for order in ("RGBA", "BGRA")
+            for values in VALUES
+        ]
+    mean, std = search.images.grey_statistics(coarse)
+    own = Values(f"/255, the data set's mean/std ({mean:.4f}, {std:.4f})", 255.0,
+                 (round(mean, 4),), (round(std, 4),))  # fmt: skip
+    grey = [for_channels(v, 1) for v in (ZERO_ONE, MINUS_ONE_ONE, LITE, RAW)]
+    return [
+        Candidate("L", base, values, inverted)
+        for inverted in (False, True)
+        for values in (*grey, MNIST, own)
+    ]
+
+
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
     """Whether the finalists show that step 1 picked the wrong colour order or values: the
     winner has others, and the best finalist with step 1's is clearly worse than it (the paired
-    likelihood test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
+    tests, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
     (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
-    if (winner.candidate.order, winner.candidate.values) == (top.order, top.values):
+
+    def key(c: Candidate) -> tuple[str, bool, Values]:
+        return c.order, c.inverted, c.values
+
+    if key(winner.candidate) == key(top):
         return False
-    same = [s for s in final if (s.candidate.order, s.candidate.values) == (top.order, top.values)]
+    same = [s for s in final if key(s.candidate) == key(top)]
     if not same:
         return True
     n = min(winner.n, same[0].n)
@@ -575,7 +687,7 @@ def _refine(
     crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
     whole subset: the ranking, best first, and the finalists' geometries."""
     second = search.race(
-        "2 geometry", [Candidate(top.order, g, top.values) for g in geometries], middle
+        "2 geometry", [dataclasses.replace(top, geometry=g) for g in geometries], middle
     )
     best = second[0].candidate
     contenders = [s.candidate for s in second[:2]]
@@ -584,11 +696,7 @@ def _refine(
         if best.geometry.kind == "crop_then_resize":
             fractions.append(1.0)
         tried = [
-            Candidate(
-                best.order,
-                Geometry(best.geometry.kind, f, best.geometry.method, best.geometry.rounding),
-                best.values,
-            )
+            dataclasses.replace(best, geometry=dataclasses.replace(best.geometry, fraction=f))
             for f in fractions
         ]
         third = search.race("3 crop fraction", [*contenders, *tried], middle)
@@ -602,10 +710,10 @@ def _refine(
     lead = contenders[0]
     other = "bicubic" if lead.geometry.method == "bilinear" else "bilinear"
     finalists.append(
-        Candidate(lead.order, dataclasses.replace(lead.geometry, method=other), lead.values)
+        dataclasses.replace(lead, geometry=dataclasses.replace(lead.geometry, method=other))
     )
     if runner_up is not None:
-        finalists.append(Candidate(runner_up.order, contenders[0].geometry, runner_up.values))
+        finalists.append(dataclasses.replace(runner_up, geometry=contenders[0].geometry))
     ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
     return ranking, [c.geometry for c in contenders]
 

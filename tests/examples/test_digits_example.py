@@ -21,7 +21,7 @@ from pytest_mlrepro.manifest._spec import load_manifest
 pytestmark = pytest.mark.skipif(
     not (DATA / "digits-test" / "labels.csv").is_file()
     or not (DATA / "digits-train" / "labels.csv").is_file(),
-    reason=f"the digits data sets are not at {DATA}/digits-train and digits-test (set MLREPRO_DATA)",
+    reason=f"the digits data sets are not at {DATA}/digits-train, digits-test (set MLREPRO_DATA)",
 )
 
 MODELS = REPO / "examples" / "digits"
@@ -74,7 +74,10 @@ def test_the_digits_example_passes_on_three_runtimes_from_a_clean_project(
     )
     result.assert_outcomes(passed=3)
     result.stdout.re_match_lines(
-        [rf"{name}\s+cpu\s+\S+\s+899\s+95\.11\s+\S+\s+1\.0000\s+pass" for name in sorted(MANIFESTS)],
+        [
+            rf"{name}\s+cpu\s+\S+\s+899\s+95\.11\s+\S+\s+1\.0000\s+pass"
+            for name in sorted(MANIFESTS)
+        ],
         consecutive=False,
     )
 
