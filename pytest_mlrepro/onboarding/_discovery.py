@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Literal
 
 import numpy as np
 
@@ -415,7 +416,8 @@ def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(inside)
     picked[rows] = logs[rows, labels[rows]]
     picked = np.nan_to_num(picked, nan=LIKELIHOOD_FLOOR, neginf=LIKELIHOOD_FLOOR)
-    return np.maximum(picked, LIKELIHOOD_FLOOR)
+    floored: np.ndarray = np.maximum(picked, LIKELIHOOD_FLOOR)
+    return floored
 
 
 @dataclass
@@ -708,7 +710,9 @@ def _refine(
     # to tell bilinear from bicubic (on step 2's 64 images it rarely can): the best geometry
     # with the other method is always a finalist.
     lead = contenders[0]
-    other = "bicubic" if lead.geometry.method == "bilinear" else "bilinear"
+    other: Literal["bilinear", "bicubic"] = (
+        "bicubic" if lead.geometry.method == "bilinear" else "bilinear"
+    )
     finalists.append(
         dataclasses.replace(lead, geometry=dataclasses.replace(lead.geometry, method=other))
     )
