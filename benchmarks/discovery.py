@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     evaluation = evaluate(manifest, "cpu", settings, dataset)
     one = time.perf_counter() - start
     print(f"one evaluation of {len(dataset.samples)} images: {one:.1f} s "
-          f"(top-1 {100 * evaluation.results.top1:.2f})")  # fmt: skip
+          f"(top-1 {evaluation.results.top1:.2f} %)")  # fmt: skip
     subset = spread(dataset.samples, SAMPLES)
     chosen = [v for v in VARIANTS if not argv or v.name in argv]
     with tempfile.TemporaryDirectory() as tmp:
