@@ -179,7 +179,7 @@ class Discovery:
         lines.append(
             "  (=: the same outputs as the best; ≈: cannot be told apart from it on these "
             "samples; <: worse (a paired t-test on the per-sample log-likelihood of the true "
-            "label, 95%); n: the samples it was scored on)"
+            "label, or exact McNemar on top-1, 95%); n: the samples it was scored on)"
         )
         if ties:
             lines.append(
@@ -192,17 +192,21 @@ class Discovery:
 
 def versus(best: Scored, other: Scored) -> str:
     """``=`` the same outputs as ``best`` on ``other``'s samples (the same predictions and
-    log-likelihoods), ``<`` worse and ``>`` better by the paired test on the log-likelihood of
-    the true label (two-sided, 95 %), ``≈`` cannot be told apart."""
+    log-likelihoods), ``<`` worse and ``>`` better by a paired test (on the log-likelihood of
+    the true label, or exact McNemar on top-1; each two-sided at 95 %), ``≈`` cannot be told
+    apart."""
     n = min(best.n, other.n)
     ours, theirs = best.likelihood[:n], other.likelihood[:n]
     if np.array_equal(best.predictions[:n], other.predictions[:n]) and np.allclose(
         ours, theirs, rtol=0.0, atol=1e-6
     ):
         return "="
-    if worse_by_likelihood(ours, theirs, 0.025):
+    right, its = best.correct[:n], other.correct[:n]
+    if worse_by_likelihood(ours, theirs, 0.025) or worse_than(right, its, 0.025):
         return "<"
-    return ">" if worse_by_likelihood(theirs, ours, 0.025) else "≈"
+    if worse_by_likelihood(theirs, ours, 0.025) or worse_than(its, right, 0.025):
+        return ">"
+    return "≈"
 
 
 class _Images:
@@ -378,6 +382,32 @@ def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> 
     return student_t_tail(mean / (spread / math.sqrt(n)), n - 1) < alpha
 
 
+def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
+    """``scored`` best first on their first ``n`` samples (all of each when ``n`` is 0): those
+    whose top-1 is not clearly worse than the best top-1 (exact McNemar at ``alpha``) by mean
+    log-likelihood of the true label, then the others by top-1. The likelihood decides between
+    recipes top-1 cannot tell apart; it never puts first a recipe whose top-1 is clearly worse
+    (a wrong value range can give near-uniform outputs, whose likelihood, about log 1/K on
+    every image, beats a right recipe's few confident mistakes)."""
+    if not scored:
+        return []
+
+    def cut(item: Scored) -> int:
+        return n or item.n
+
+    top = max(scored, key=lambda s: s.correct[: cut(s)].mean())
+
+    def paired(item: Scored) -> int:  # the samples both were scored on
+        return n or min(top.n, item.n)
+
+    close = [s for s in scored if not worse_than(
+        top.correct[: paired(s)], s.correct[: paired(s)], alpha)]  # fmt: skip
+    far = [s for s in scored if s not in close]
+    return sorted(close, key=lambda s: -s.mean_likelihood_on(cut(s))) + sorted(
+        far, key=lambda s: -s.correct[: cut(s)].mean()
+    )
+
+
 def clearly_worse(leader: Scored, other: Scored, n: int, alpha: float) -> bool:
     """Whether ``other`` is worse than ``leader`` on their first ``n`` samples by either paired
     test, each at ``alpha`` / 2 (Bonferroni over the two): top-1 (exact McNemar), which drops a
@@ -510,10 +540,14 @@ class Search:
             self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
         while True:
             scored = [self.score(c, n) for c in alive]
-            leader = max(scored, key=lambda s: s.mean_likelihood_on(n))
+            leader = best_first(scored, n, alpha / 2)[0]
+            top = max(scored, key=lambda s: s.correct[:n].mean())
             keep = []
             for item in scored:
-                if item is not leader and clearly_worse(leader, item, n, alpha):
+                if item is not leader and (
+                    clearly_worse(leader, item, n, alpha)
+                    or worse_than(top.correct[:n], item.correct[:n], alpha / 2)
+                ):
                     dropped.append(item)
                 else:
                     keep.append(item)
@@ -534,8 +568,7 @@ class Search:
                 f"({len(dropped)} candidate(s) dropped as worse: exact McNemar test on top-1, "
                 "or paired t-test on the log-likelihood of the true label)"
             )
-        survivors = sorted(keep, key=lambda s: -s.mean_likelihood_on(n))
-        return survivors + sorted(dropped, key=lambda s: -s.mean_likelihood)
+        return best_first(keep, n, alpha / 2) + best_first(dropped, 0, alpha / 2)
 
 
 def discover(
@@ -594,7 +627,11 @@ def discover(
         search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
-    ranking = sorted(search.scored.values(), key=lambda s: (s.n < most, -s.mean_likelihood, -s.n))
+    finalists = [s for s in search.scored.values() if s.n == most]
+    rest = [s for s in search.scored.values() if s.n < most]
+    ranking = best_first(finalists, most, ALPHA) + sorted(
+        rest, key=lambda s: (-s.mean_likelihood, -s.n)
+    )
     return Discovery(
         ranking=ranking,
         seconds=time.perf_counter() - search.start,

@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -598,7 +598,8 @@ class _Writer:
             if self.model.layout == "NCHW"
             else (1, height, width, channels)
         )
-        out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
+        with _model_failure("asked its number of classes with one blank image"):
+            out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
         self.classes = int(out.reshape(out.shape[0], -1).shape[1])
         self.say(f"the model outputs {self.classes} classes (asked with one blank image)")
         self.write()
@@ -621,10 +622,11 @@ class _Writer:
         channels = self.channels or 3
         if channels not in (1, 3, 4):
             raise InitError(_bands_refusal(self.model, channels))
-        found = discover(
-            runner, subset, height, width, self.model.layout, self.model.dtype,
-            progress=Progress.to_terminal(), channels=channels,
-        )  # fmt: skip
+        with _model_failure("run on the discovery candidates"):
+            found = discover(
+                runner, subset, height, width, self.model.layout, self.model.dtype,
+                progress=Progress.to_terminal(), channels=channels,
+            )  # fmt: skip
         self.say(found.render())
         best = found.best
         steps = best.candidate.steps(height, width, self.model.layout, self.model.dtype)
@@ -640,6 +642,20 @@ class _Writer:
             )
         self.recipe = Recipe(steps, origin)
         self.write()
+
+
+@contextlib.contextmanager
+def _model_failure(what: str) -> Iterator[None]:
+    """A framework's own exception while init runs the model, said as init's error (what was
+    being done, the framework's words), never a raw traceback; the project's errors pass."""
+    try:
+        yield
+    except (MlreproError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise InitError(
+            f"the model failed when {what}: {type(exc).__name__}: {visible(str(exc))}"
+        ) from None
 
 
 def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:

@@ -236,3 +236,31 @@ def test_weights_without_a_builder_are_told_the_ways_forward(
     err = capsys.readouterr().err
     assert "@pytest_mlrepro.model_builder('NAME', input_size=S)" in err
     assert "--builder NAME" in err and "torch.export.save" in err and "ONNX" in err
+
+
+def test_a_model_that_fails_when_run_is_an_error_not_a_traceback(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ONNX Runtime's own exception while init runs the model (two classes gathered from the
+    256 pixels, one index out of range) is said as init's error, naming what was being done."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Flatten", ["input"], ["flat"]),
+            helper.make_node("Gather", ["flat", "picked"], ["logits"], axis=1),
+        ],
+        "broken",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
+        [numpy_helper.from_array(np.asarray([0, 300], np.int64), "picked")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, str(project.path / "models" / "broken.onnx"))
+    status = init("models/broken.onnx", "--data", "data/grey", "--discover",
+                  "-o", "manifests/broken.yaml")  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "the model failed when run on the discovery candidates: InvalidArgument" in err
+    assert "Traceback" not in err and not (project.path / "manifests").exists()
