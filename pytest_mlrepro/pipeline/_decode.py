@@ -10,7 +10,7 @@ or dtype other than the manifest's.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -19,13 +19,46 @@ from ..errors import SampleError
 if TYPE_CHECKING:
     import PIL.Image
 
-    from ._steps import Decode
+MAX_IMAGE_PIXELS = 89_478_485
+"""The most pixels (width × height) an image may declare in its header; larger ones are refused
+before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
+(a quarter GiB as 24-bit RGB): a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded."""
+
+
+def too_many(what: str) -> str:
+    """The refusal of an image whose header declares ``what``, more than the pixel limit."""
+    return (
+        f"its header declares {what}, more than the limit of {MAX_IMAGE_PIXELS} pixels "
+        "(pytest_mlrepro.pipeline._steps.MAX_IMAGE_PIXELS): refused before decoding (a "
+        "decompression bomb, or an image far larger than a classifier's input)"
+    )
+
+
+class Decode(Protocol):
+    """What these decoders read of the decode step (``_steps.Decode``)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def order(self) -> str: ...
+    @property
+    def exif_orientation(self) -> bool: ...
+    @property
+    def dct_method(self) -> str | None: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def convert(self) -> str | None: ...
+    @property
+    def channels(self) -> int | None: ...
+    @property
+    def dtype(self) -> str | None: ...
 
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
 # (checked by the header: no wider or signed samples get here).
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _CHANNEL = {"red": 0, "green": 1, "blue": 2}
-MAX_DECODED_BYTES = 89_478_485 * 4 * 2
+MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 4 * 2
 """The most bytes a multi-band sample may decode to: what the largest image any mode accepts
 holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
 a TIFF's page count are checked against it before its pixels are read."""
@@ -218,8 +251,6 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
     """A ``.npy`` array (H×W, or H×W×C), read without pickle, its header checked before the
     array is read: the pixel limit, and the band count and dtype the step declares."""
-    from ._steps import MAX_IMAGE_PIXELS, _too_many
-
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
@@ -235,7 +266,7 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
         )
     if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
         pixels = f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"
-        raise SampleError(sample, _too_many(pixels))
+        raise SampleError(sample, too_many(pixels))
     bands = shape[2] if len(shape) == 3 else 1
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size > MAX_DECODED_BYTES:
@@ -268,4 +299,4 @@ def _finite(array: np.ndarray, sample: str) -> np.ndarray:
     return array
 
 
-__all__ = ["decode_mode", "decode_npy"]
+__all__ = ["MAX_DECODED_BYTES", "MAX_IMAGE_PIXELS", "decode_mode", "decode_npy", "too_many"]

@@ -25,6 +25,9 @@ import numpy as np
 
 from .._schema import Invalid
 from ..errors import SampleError, Unavailable
+from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
+from ._decode import decode_mode, decode_npy
+from ._decode import too_many as _too_many
 
 if TYPE_CHECKING:
     import PIL.Image
@@ -253,16 +256,12 @@ class Decode(Step):
         if not data:
             raise SampleError(sample, "the file is empty")
         if self.backend == "numpy":
-            from ._decode import decode_npy
-
             return Tensor(decode_npy(data, sample, self), "bands")
         # Every backend reads the header first: the pixel limit and the sample depth are checked
         # there, before anything is allocated for the pixels, the same way for all three.
         header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
         header.close()
         if self.mode != "RGB":
-            from ._decode import decode_mode
-
             return Tensor(decode_mode(data, sample, self, header), self.state().order)
         if self.backend == "tf":
             from ._tf_ops import decode_tf
@@ -289,11 +288,6 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "RGB16": ("RGB", 3, "uint16"),
 }
 
-
-MAX_IMAGE_PIXELS = 89_478_485
-"""The most pixels (width × height) an image may declare in its header; larger ones are refused
-before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
-(a quarter GiB as 24-bit RGB): a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded."""
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
@@ -361,14 +355,6 @@ def _declared_size(data: bytes) -> tuple[int, int] | None:
         except Exception:  # not this format after all: the next plugin may know it
             continue
     return None
-
-
-def _too_many(what: str) -> str:
-    return (
-        f"its header declares {what}, more than the limit of {MAX_IMAGE_PIXELS} pixels "
-        "(pytest_mlrepro.pipeline._steps.MAX_IMAGE_PIXELS): refused before decoding (a "
-        "decompression bomb, or an image far larger than a classifier's input)"
-    )
 
 
 def _wide_samples(image: PIL.Image.Image) -> str | None:

@@ -101,6 +101,15 @@ def channel_mismatch(
     if model is None or model == channels:
         return None
     shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    other = "NHWC" if layout == "NCHW" else "NCHW"
+    if source is None and model_channels(shape, other) == channels:
+        # The pipeline's count is on the other axis: a layout the shape alone could not tell
+        # (a channel count other than 1, 3, 4), not a channel mismatch.
+        return (
+            f"the model's input {input_name!r} is {shown}: read as {layout} it would take "
+            f"{model} channels, as {other} the {channels} the preprocessing makes; set "
+            f"layout: {other} and end the preprocessing with 'layout: {{order: {other}}}'"
+        )
     what = f" ({names})" if names else ""
     model_side = source or f"the model's input {input_name!r} is {shown} ({layout})"
     return (

@@ -41,6 +41,15 @@ def test_a_mismatch_names_both_counts_and_the_fix(
     assert f"it takes {model} channel" in found and fix in found
 
 
+def test_a_count_on_the_other_axis_is_named_a_layout_mismatch() -> None:
+    """A 5-band NCHW model declared NHWC: its shape alone does not tell the layout (5 is no
+    usual channel count), but the pipeline's 5 bands sit on its channels-first axis."""
+    found = channel_mismatch(["n", 5, 64, 64], "NHWC", "input", 5, "bands")
+    assert found is not None
+    assert "read as NHWC it would take 64 channels, as NCHW the 5 the preprocessing makes" in found
+    assert "set layout: NCHW" in found and "mode: bands" not in found
+
+
 @pytest.mark.parametrize(
     ("shape", "layout"),
     [(["n", "c", "h", "w"], "NCHW"), (["n", 3, "h", "w"], "NCHW"), (["n", 1000], "NCHW")],

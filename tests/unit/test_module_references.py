@@ -56,6 +56,12 @@ OTHER_PROJECTS = {
     ".../lite/efficientnet_lite_builder.py",  # tensorflow/tpu
     "timm/data/constants.py",  # timm
     "keras/src/applications/imagenet_utils.py",  # Keras
+    "keras/src/utils/image_utils.py",  # Keras (the grey-255 preset)
+    "torchvision/datasets/mnist.py",  # torchvision (the grey-01 preset)
+    "torchvision/datasets/cifar.py",  # torchvision (the cifar10 preset)
+    "mnist/main.py",  # pytorch/examples (the mnist preset)
+    "main.py",  # kuangliu/pytorch-cifar (the CIFAR-10 std it uses)
+    "conf/global_settings.py",  # weiaicunzai/pytorch-cifar100 (the cifar100 preset)
 }
 
 FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[A-Za-z_][\w-]*\.py)\b")

@@ -165,7 +165,8 @@ def test_normalized_fills_defaults(tmp_path: Path) -> None:
     (inp,) = data["inputs"]
     assert inp["dtype"] == "float32"
     assert inp["preprocess"] == [
-        {"decode": {"backend": "pil", "order": "RGB", "exif_orientation": False}},
+        # mode RGB filled in; convert, channels, dtype left out: they apply to other modes
+        {"decode": {"backend": "pil", "order": "RGB", "exif_orientation": False, "mode": "RGB"}},
         {"crop": {"fraction": 0.875, "size": None, "rounding": "google"}},
         {
             "resize": {
