@@ -10,4 +10,5 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from examples import efficientnet_lite0, efficientnet_lite0_tf  # noqa: E402, F401  (registers on import)
+# Registers on import: the examples' builders.
+from examples import digits_cnn, efficientnet_lite0, efficientnet_lite0_tf  # noqa: E402, F401

@@ -9,8 +9,9 @@ labelled subset, coarse to fine.
 4. the finalists on the whole subset.
 
 Each step is a race (:meth:`Search.race`): the candidates are scored on the same images, a chunk
-at a time, and one clearly worse than the leader by a paired test on the per-sample
-correctness (exact McNemar, :func:`worse_than`) is dropped at once. A step stops when its best is
+at a time, and one clearly worse than the leader (the highest mean log-likelihood of the true
+label) by a paired test is dropped at once (:func:`clearly_worse`: exact McNemar on top-1, or a
+paired t-test on the per-sample log-likelihood). A step stops when its best is
 clear, or at its budget of images when the survivors cannot be told apart. Most candidates are
 wrong by tens of points and go after 16 images; only the close ones see the whole subset.
 
@@ -27,11 +28,14 @@ their intervals, and the choice between them is left to the owner (more ``--samp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
 
 import numpy as np
 
@@ -43,6 +47,7 @@ from ._presets import (
     IMAGENET,
     LITE,
     MINUS_ONE_ONE,
+    MNIST,
     RAW,
     ZERO_ONE,
     Geometry,
@@ -67,18 +72,50 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+# What a candidate's decode makes, by its ``order``: colour (RGB, BGR: the file decoded as RGB,
+# BGR flipped after the geometry, which acts per channel), colour and alpha (RGBA, BGRA), or grey
+# (L: ITU-R 601-2 luma, as Pillow's convert("L") computes it; L-red, L-green, L-blue: one channel
+# of the colour image).
+GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
+DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA"}
+DECODED.update({grey: grey for grey in GREY_CONVERT})
+
+
 @dataclass(frozen=True)
 class Candidate:
-    order: str
+    order: str  # a key of DECODED
     geometry: Geometry
     values: Values
+    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
 
     @property
     def label(self) -> str:
-        return f"{self.order}, {self.geometry.label}, {self.values.label}"
+        shown = {"L": "L (luma)", "L-red": "L (red)", "L-green": "L (green)",
+                 "L-blue": "L (blue)"}.get(self.order, self.order)  # fmt: skip
+        inverted = ", inverted (255 − x)" if self.inverted else ""
+        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
+
+    def decode_steps(self) -> list[StepText]:
+        """The decode (and invert) steps as a manifest writes them."""
+        decode: dict[str, object] = {"backend": "pil"}
+        if self.order in GREY_CONVERT:
+            decode.update(mode="L", convert=GREY_CONVERT[self.order])
+        elif self.order in ("RGBA", "BGRA"):
+            decode.update(mode="RGBA", order=self.order[:3])
+        else:
+            decode.update(order=self.order)
+        decode["exif_orientation"] = False
+        steps: list[StepText] = [{"decode": decode}]
+        if self.inverted:
+            steps.append({"invert": {}})
+        return steps
 
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype)
+        return [
+            *self.decode_steps(),
+            *recipe_steps(self.order[:3] if self.order[:3] in ("RGB", "BGR") else "RGB",
+                          self.geometry, self.values, height, width, layout, dtype)[1:],
+        ]  # fmt: skip
 
 
 @dataclass
@@ -86,6 +123,7 @@ class Scored:
     candidate: Candidate
     correct: np.ndarray  # bool per evaluated sample, in subset order
     predictions: np.ndarray
+    likelihood: np.ndarray  # float64 per evaluated sample: log P(true label), see log_likelihood
 
     @property
     def n(self) -> int:
@@ -94,6 +132,14 @@ class Scored:
     @property
     def top1(self) -> float:
         return float(self.correct.mean()) if self.n else 0.0
+
+    @property
+    def mean_likelihood(self) -> float:
+        """The mean log-likelihood of the true label (nats): the ranking's statistic."""
+        return float(self.likelihood.mean()) if self.n else -math.inf
+
+    def mean_likelihood_on(self, n: int) -> float:
+        return float(self.likelihood[:n].mean()) if n else -math.inf
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -116,8 +162,9 @@ class Discovery:
         best = self.best
         lines = [
             f"recipe discovery: {self.evaluated} candidates, {self.inputs} model inputs, "
-            f"{self.seconds:.1f} s; top-1 on the subset (95% Wilson interval), each compared "
-            "with the best on the same samples:",
+            f"{self.seconds:.1f} s; top-1 on the subset (95% Wilson interval), the mean "
+            "log-likelihood of the true label (ranked by it), each compared with the best on "
+            "the same samples:",
         ]
         ties = 0
         for rank, scored in enumerate(self.ranking, 1):
@@ -126,11 +173,13 @@ class Discovery:
             ties += mark in ("=", "≈") and scored.n == best.n
             lines.append(
                 f" {mark}{rank:3d}. {100 * scored.top1:6.2f}%  [{100 * low:5.1f}, "
-                f"{100 * high:5.1f}]  n={scored.n:<5d} {scored.candidate.label}"
+                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood:8.4f}  "
+                f"n={scored.n:<5d} {scored.candidate.label}"
             )
         lines.append(
-            "  (=: the same predictions as the best; ≈: cannot be told apart from it on these "
-            "samples (paired McNemar test, 95%); <: worse; n: the samples it was scored on)"
+            "  (=: the same outputs as the best; ≈: cannot be told apart from it on these "
+            "samples; <: worse (a paired t-test on the per-sample log-likelihood of the true "
+            "label, or exact McNemar on top-1, 95%); n: the samples it was scored on)"
         )
         if ties:
             lines.append(
@@ -142,37 +191,68 @@ class Discovery:
 
 
 def versus(best: Scored, other: Scored) -> str:
-    """``=`` same predictions as ``best`` on ``other``'s samples, ``<`` worse by a paired
-    (McNemar) test at 95 %, ``≈`` cannot be told apart."""
-    n = other.n
-    if np.array_equal(best.predictions[:n], other.predictions):
+    """``=`` the same outputs as ``best`` on ``other``'s samples (the same predictions and
+    log-likelihoods), ``<`` worse and ``>`` better by a paired test (on the log-likelihood of
+    the true label, or exact McNemar on top-1; each two-sided at 95 %), ``≈`` cannot be told
+    apart."""
+    n = min(best.n, other.n)
+    ours, theirs = best.likelihood[:n], other.likelihood[:n]
+    if np.array_equal(best.predictions[:n], other.predictions[:n]) and np.allclose(
+        ours, theirs, rtol=0.0, atol=1e-6
+    ):
         return "="
-    best_right, other_right = best.correct[:n], other.correct
-    only_best = int(np.sum(best_right & ~other_right))
-    only_other = int(np.sum(other_right & ~best_right))
-    if only_best + only_other == 0:
-        return "≈"
-    z = (only_best - only_other) / math.sqrt(only_best + only_other)
-    return "<" if z > Z95 else ("≈" if z > -Z95 else ">")
+    right, its = best.correct[:n], other.correct[:n]
+    if worse_by_likelihood(ours, theirs, 0.025) or worse_than(right, its, 0.025):
+        return "<"
+    if worse_by_likelihood(theirs, ours, 0.025) or worse_than(its, right, 0.025):
+        return ">"
+    return "≈"
 
 
 class _Images:
-    """The subset decoded once, and each geometry's S×S uint8 images computed once."""
+    """The subset's files read once, decoded once per decoding (RGB; RGBA; grey by luma or one
+    channel; each inverted or not), and each geometry's S×S images computed once per decoding."""
 
     def __init__(self, samples: Sequence[Sample], height: int, width: int) -> None:
         self.height, self.width = height, width
-        decoder = pipeline.Decode(backend="pil", order="RGB", exif_orientation=False)
-        self.decoded = [decoder.decode(s.read(), s.id) for s in samples]
-        self.cache: dict[Geometry, list[np.ndarray]] = {}
+        self.ids = [s.id for s in samples]
+        self.files = [s.read() for s in samples]
+        self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
+        self.cache: dict[tuple[str, bool, Geometry], list[np.ndarray]] = {}
 
-    def geometry(self, geometry: Geometry, count: int) -> list[np.ndarray]:
-        done = self.cache.setdefault(geometry, [])
+    def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
+        key = (DECODED[candidate.order], candidate.inverted)
+        if key not in self.decoded:
+            steps = Candidate(key[0], candidate.geometry, candidate.values, key[1]).decode_steps()
+            decoder = _step(steps[0])
+            rest = [_step(s) for s in steps[1:]]
+            tensors = []
+            for data, sample in zip(self.files, self.ids, strict=True):
+                tensor = decoder.decode(data, sample)  # type: ignore[attr-defined]
+                for step in rest:
+                    tensor = step.apply(tensor)
+                tensors.append(tensor)
+            self.decoded[key] = tensors
+        return self.decoded[key]
+
+    def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
+        geometry = candidate.geometry
+        done = self.cache.setdefault((DECODED[candidate.order], candidate.inverted, geometry), [])
         steps = [_step(s) for s in geometry_steps(geometry, self.height, self.width)]
-        for tensor in self.decoded[len(done) : count]:
+        for tensor in self._decoded(candidate)[len(done) : count]:
             for step in steps:
                 tensor = step.apply(tensor)
             done.append(tensor.array)
         return done[:count]
+
+    def grey_statistics(self, count: int) -> tuple[float, float]:
+        """The mean and standard deviation of the first ``count`` images decoded grey (luma),
+        in 0..1: the data set's own normalisation, a candidate for grey models."""
+        values = np.concatenate([
+            t.array.astype(np.float64).ravel() / 255.0
+            for t in self._decoded(Candidate("L", Geometry("resize"), ZERO_ONE))[:count]
+        ])  # fmt: skip
+        return float(values.mean()), float(values.std()) or 1.0
 
 
 def _step(text: StepText) -> pipeline.Step:
@@ -222,11 +302,19 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-# The race's significance level: a candidate is dropped when a one-sided exact McNemar test
-# says it is worse than the leader at this level, Bonferroni-divided by every comparison the
-# stage can make (candidates × looks), so that looking after every chunk does not inflate the
-# chance of dropping a candidate that is in truth as good as the leader above ALPHA.
+# The race's significance level: a candidate is dropped when a one-sided paired test (on top-1
+# or on the log-likelihood of the true label) says it is worse than the leader at this level,
+# Bonferroni-divided by every comparison the stage can make (candidates × looks), so that
+# looking after every chunk does not inflate the chance of dropping a candidate that is in truth
+# as good as the leader above ALPHA.
 ALPHA = 0.05
+
+
+def mcnemar_tail(b: int, c: int) -> Fraction:
+    """The exact one-sided McNemar p-value, P(B ≥ b) for B ~ Binomial(b + c, 1/2), as an exact
+    fraction: integer arithmetic throughout (``2.0**m`` overflows a float past m = 1023)."""
+    m = b + c
+    return Fraction(sum(math.comb(m, k) for k in range(b, m + 1)), 2**m)
 
 
 def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
@@ -236,14 +324,130 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
     where the two disagree tell them apart; ``b`` = leader right and other wrong, ``c`` = the
     reverse. Were the two equally accurate, each disagreement would go either way with
     probability 1/2, so P(B ≥ b) for B ~ Binomial(b + c, 1/2) is the chance of a lead this large
-    by luck; below ``alpha`` the other is clearly worse."""
+    by luck; below ``alpha`` the other is clearly worse. Exact at any sample count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
-    m = b + c
     if b <= c:
         return False
-    tail = sum(math.comb(m, k) for k in range(b, m + 1)) / 2.0**m
-    return tail < alpha
+    return mcnemar_tail(b, c) < Fraction(alpha)
+
+
+def student_t_tail(t: float, df: int) -> float:
+    """P(T > t) for Student's t with ``df`` (≥ 1) degrees of freedom: the closed form for an
+    integer ``df`` (Abramowitz & Stegun 26.7.3-4, a finite series in cos θ, θ = atan(t/√df)),
+    so that the core needs no scipy."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, not {df}")
+    if t < 0:
+        return 1.0 - student_t_tail(-t, df)
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos = math.sin(theta), math.cos(theta)
+    c2 = cos * cos
+    if df % 2:  # A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1)
+        total, term = 0.0, cos
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+            if term < 1e-18 * total:
+                break
+        inside = (2.0 / math.pi) * (theta + sin * total) if df > 1 else (2.0 / math.pi) * theta
+    else:  # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k)
+        total, term = 0.0, 1.0
+        for k in range(1, df // 2 + 1):
+            total += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+            if term < 1e-18 * total:
+                break
+        inside = sin * total
+    return max(0.0, (1.0 - inside) / 2.0)
+
+
+def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
+    """Whether ``other`` is worse than ``leader`` on the per-sample log-likelihood of the true
+    label (the same samples, in order): a one-sided paired t-test on the differences, below
+    ``alpha``. Every sample counts, not only those whose top-1 differs, which is what tells
+    apart two recipes a few tenths of a point apart in top-1 (bilinear and bicubic)."""
+    n = min(len(leader), len(other))
+    if n < 2:
+        return False
+    differences = np.asarray(leader[:n], np.float64) - np.asarray(other[:n], np.float64)
+    mean = float(differences.mean())
+    if not mean > 0.0:
+        return False
+    spread = float(differences.std(ddof=1))
+    if spread == 0.0:
+        return True  # every sample favours the leader by the same amount
+    return student_t_tail(mean / (spread / math.sqrt(n)), n - 1) < alpha
+
+
+def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
+    """``scored`` best first on their first ``n`` samples (all of each when ``n`` is 0): those
+    whose top-1 is not clearly worse than the best top-1 (exact McNemar at ``alpha``) by mean
+    log-likelihood of the true label, then the others by top-1. The likelihood decides between
+    recipes top-1 cannot tell apart; it never puts first a recipe whose top-1 is clearly worse
+    (a wrong value range can give near-uniform outputs, whose likelihood, about log 1/K on
+    every image, beats a right recipe's few confident mistakes)."""
+    if not scored:
+        return []
+
+    def cut(item: Scored) -> int:
+        return n or item.n
+
+    top = max(scored, key=lambda s: s.correct[: cut(s)].mean())
+
+    def paired(item: Scored) -> int:  # the samples both were scored on
+        return n or min(top.n, item.n)
+
+    close = [s for s in scored if not worse_than(
+        top.correct[: paired(s)], s.correct[: paired(s)], alpha)]  # fmt: skip
+    far = [s for s in scored if s not in close]
+    return sorted(close, key=lambda s: -s.mean_likelihood_on(cut(s))) + sorted(
+        far, key=lambda s: -s.correct[: cut(s)].mean()
+    )
+
+
+def clearly_worse(leader: Scored, other: Scored, n: int, alpha: float) -> bool:
+    """Whether ``other`` is worse than ``leader`` on their first ``n`` samples by either paired
+    test, each at ``alpha`` / 2 (Bonferroni over the two): top-1 (exact McNemar), which drops a
+    recipe wrong by tens of points after a few images whatever the scale of the model's scores,
+    or the log-likelihood of the true label, which sees the small consistent differences that
+    top-1 cannot (bilinear against bicubic)."""
+    return worse_than(leader.correct[:n], other.correct[:n], alpha / 2) or worse_by_likelihood(
+        leader.likelihood[:n], other.likelihood[:n], alpha / 2
+    )
+
+
+# The floor of a log-likelihood (nats): a non-finite output, or a probability of 0, counts as
+# this, so that one broken sample weighs heavily but does not make every mean -inf or NaN.
+LIKELIHOOD_FLOOR = -1e4
+
+
+def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The log-probability the model gives each sample's true label: log p where the outputs
+    are already probabilities (non-negative, rows summing to 1), else the log-softmax of the
+    scores (logits). A label outside the outputs gets the floor."""
+    scores = np.asarray(outputs, np.float64).reshape(len(labels), -1)
+    classes = scores.shape[1]
+    finite = np.isfinite(scores).all()
+    sums = scores.sum(axis=1)
+    if finite and (scores >= 0).all() and np.allclose(sums, 1.0, atol=1e-3):
+        with np.errstate(divide="ignore"):
+            logs = np.log(scores)
+    else:
+        safe = np.nan_to_num(scores, nan=-np.inf, posinf=np.finfo(np.float64).max / 4)
+        top = np.max(safe, axis=1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            logs = safe - top - np.log(np.sum(np.exp(safe - top), axis=1, keepdims=True))
+    inside = (labels >= 0) & (labels < classes)
+    picked = np.full(len(labels), LIKELIHOOD_FLOOR)
+    rows = np.flatnonzero(inside)
+    picked[rows] = logs[rows, labels[rows]]
+    picked = np.nan_to_num(picked, nan=LIKELIHOOD_FLOOR, neginf=LIKELIHOOD_FLOOR)
+    floored: np.ndarray = np.maximum(picked, LIKELIHOOD_FLOOR)
+    return floored
 
 
 @dataclass
@@ -289,26 +493,32 @@ class Search:
         start = have.n if have is not None else 0
         if have is not None and have.n >= count:
             return have
-        images = self.images.geometry(candidate.geometry, count)[start:count]
+        images = self.images.geometry(candidate, count)[start:count]
         values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
         values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
+        decoded = DECODED[candidate.order]
         predictions: list[np.ndarray] = []
+        likelihoods: list[np.ndarray] = []
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
-                tensor = pipeline.Tensor(array, "RGB")
-                if candidate.order == "BGR":
+                tensor = pipeline.Tensor(array, "L" if decoded in GREY_CONVERT else decoded)
+                if candidate.order in ("BGR", "BGRA"):
                     tensor = pipeline.Color(order="BGR").apply(tensor)
                 for step in values:
                     tensor = step.apply(tensor)
                 batch.append(tensor.array)
             out = np.asarray(self.run(np.stack(batch)))
             predictions.append(np.argmax(out.reshape(out.shape[0], -1), axis=1))
+            labels = self.labels[start + first : start + first + len(batch)]
+            likelihoods.append(log_likelihood(out, labels))
             self.inputs += len(batch)
         new = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
+        likelihood = np.concatenate(likelihoods) if likelihoods else np.zeros(0, np.float64)
         if have is not None:
             new = np.concatenate([have.predictions, new])
-        scored = Scored(candidate, new == self.labels[: len(new)], new)
+            likelihood = np.concatenate([have.likelihood, likelihood])
+        scored = Scored(candidate, new == self.labels[: len(new)], new, likelihood)
         self.scored[candidate] = scored
         return scored
 
@@ -316,8 +526,9 @@ class Search:
         self, name: str, candidates: Sequence[Candidate], budget: int, chunk: int = 16
     ) -> list[Scored]:
         """``candidates`` scored on growing prefixes (``chunk`` more images each round) up to
-        ``budget`` images; after each round, those clearly worse than the leader
-        (:func:`worse_than`) are dropped. Stops when one is left (the best is clear) or at the
+        ``budget`` images; after each round, those clearly worse than the leader (the highest
+        mean log-likelihood of the true label; :func:`clearly_worse`) are dropped. Stops when
+        one is left (the best is clear) or at the
         budget (the survivors cannot be told apart). The survivors best first, then the rest."""
         budget = min(budget, len(self.labels))
         alive = list(dict.fromkeys(candidates))
@@ -329,10 +540,14 @@ class Search:
             self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
         while True:
             scored = [self.score(c, n) for c in alive]
-            leader = max(scored, key=lambda s: s.correct[:n].mean())
+            leader = best_first(scored, n, alpha / 2)[0]
+            top = max(scored, key=lambda s: s.correct[:n].mean())
             keep = []
             for item in scored:
-                if item is not leader and worse_than(leader.correct[:n], item.correct[:n], alpha):
+                if item is not leader and (
+                    clearly_worse(leader, item, n, alpha)
+                    or worse_than(top.correct[:n], item.correct[:n], alpha / 2)
+                ):
                     dropped.append(item)
                 else:
                     keep.append(item)
@@ -350,10 +565,10 @@ class Search:
         if len(alive) == 1 and n < budget:
             self.stopped_early.append(
                 f"  {name}: the best was clear after {n} of {budget} images "
-                f"({len(dropped)} candidate(s) dropped as worse, exact McNemar test)"
+                f"({len(dropped)} candidate(s) dropped as worse: exact McNemar test on top-1, "
+                "or paired t-test on the log-likelihood of the true label)"
             )
-        survivors = sorted(keep, key=lambda s: -s.correct[:n].mean())
-        return survivors + sorted(dropped, key=lambda s: -s.top1)
+        return best_first(keep, n, alpha / 2) + best_first(dropped, 0, alpha / 2)
 
 
 def discover(
@@ -365,21 +580,31 @@ def discover(
     dtype: str,
     batch_size: int = 32,
     progress: Progress | None = None,
+    channels: int = 3,
 ) -> Discovery:
     """Search the known conventions on ``samples`` (spread over the data set) with ``run`` (a
-    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`)."""
+    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`).
+    ``channels``: what the model's input takes, 1 (grey conventions), 3 (colour) or 4 (colour
+    and alpha)."""
+    if channels not in (1, 3, 4):
+        raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
     search = Search(run, samples, height, width, layout, dtype, batch_size, progress)
     total = len(samples)
     coarse, middle = min(total, 48), min(total, 64)
     geometries = _geometries(height)
-    search.plan = _Plan([(12, coarse), (len(geometries), middle), (5, middle), (3, total)])
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
-    # 1. colour order × values, one geometry: the conventions differ by many points here.
-    first = search.race(
-        "1 colour order × values",
-        [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES],
-        coarse,
-    )
+    starts = _first_candidates(search, channels, base, coarse)
+    search.plan = _Plan([(len(starts), coarse), (len(geometries), middle), (5, middle),
+                         (3, total)])  # fmt: skip
+    # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
+    # points here.
+    first = search.race("1 colour order × values", starts, coarse)
+    if channels == 1:
+        # 1b. the grey from one channel of a colour file instead of luma (the same tensors on
+        # grey files: tied, the luma candidate stays first).
+        lead = first[0].candidate
+        singles = [dataclasses.replace(lead, order=o) for o in ("L-red", "L-green", "L-blue")]
+        first = [*search.race("1b grey conversion", [lead, *singles], coarse), *first[1:]]
     runner_up = first[1].candidate if len(first) > 1 else None
     top = first[0].candidate
     # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong values
@@ -393,8 +618,8 @@ def discover(
         winner = final[0]
         if not _overturned(winner, final, top):
             break
-        if winner.candidate.order == top.order:
-            others = [Candidate(top.order, g, winner.candidate.values) for g in geometries_found]
+        if (winner.candidate.order, winner.candidate.inverted) == (top.order, top.inverted):
+            others = [dataclasses.replace(winner.candidate, geometry=g) for g in geometries_found]
             search.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
             break
         runner_up = top
@@ -402,7 +627,11 @@ def discover(
         search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
-    ranking = sorted(search.scored.values(), key=lambda s: (s.n < most, -s.top1, -s.n))
+    finalists = [s for s in search.scored.values() if s.n == most]
+    rest = [s for s in search.scored.values() if s.n < most]
+    ranking = best_first(finalists, most, ALPHA) + sorted(
+        rest, key=lambda s: (-s.mean_likelihood, -s.n)
+    )
     return Discovery(
         ranking=ranking,
         seconds=time.perf_counter() - search.start,
@@ -412,18 +641,60 @@ def discover(
     )
 
 
+def for_channels(values: Values, channels: int) -> Values:
+    """``values`` (written for 3 colour channels) for a ``channels``-channel input: one value
+    where all three are the same, for grey; for colour and alpha, alpha left as it is scaled
+    (mean 0, std 1)."""
+    if values.mean is None or values.std is None or channels == 3:
+        return values
+    if channels == 4:
+        return dataclasses.replace(values, mean=(*values.mean, 0.0), std=(*values.std, 1.0))
+    if len(set(values.mean)) == 1 and len(set(values.std)) == 1:
+        return dataclasses.replace(values, mean=values.mean[:1], std=values.std[:1])
+    raise ValueError(f"{values.label}: no grey form")
+
+
+def _first_candidates(
+    search: Search, channels: int, base: Geometry, coarse: int
+) -> list[Candidate]:
+    """Step 1's candidates: colour order × the six value conventions (3 channels; 4: with alpha);
+    for grey, luma and its negative × 0..1, −1..1, (x − 127)/128, raw, MNIST's mean/std and
+    the data set's own mean/std (measured on the subset)."""
+    if channels == 3:
+        return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
+    if channels == 4:
+        return [
+            Candidate(order, base, for_channels(values, 4))
+            for order in ("RGBA", "BGRA")
+            for values in VALUES
+        ]
+    mean, std = search.images.grey_statistics(coarse)
+    own = Values(f"/255, the data set's mean/std ({mean:.4f}, {std:.4f})", 255.0,
+                 (round(mean, 4),), (round(std, 4),))  # fmt: skip
+    grey = [for_channels(v, 1) for v in (ZERO_ONE, MINUS_ONE_ONE, LITE, RAW)]
+    return [
+        Candidate("L", base, values, inverted)
+        for inverted in (False, True)
+        for values in (*grey, MNIST, own)
+    ]
+
+
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
     """Whether the finalists show that step 1 picked the wrong colour order or values: the
     winner has others, and the best finalist with step 1's is clearly worse than it (the paired
-    test, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
+    tests, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
     (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
-    if (winner.candidate.order, winner.candidate.values) == (top.order, top.values):
+
+    def key(c: Candidate) -> tuple[str, bool, Values]:
+        return c.order, c.inverted, c.values
+
+    if key(winner.candidate) == key(top):
         return False
-    same = [s for s in final if (s.candidate.order, s.candidate.values) == (top.order, top.values)]
+    same = [s for s in final if key(s.candidate) == key(top)]
     if not same:
         return True
     n = min(winner.n, same[0].n)
-    return worse_than(winner.correct[:n], same[0].correct[:n], ALPHA)
+    return clearly_worse(winner, same[0], n, ALPHA)
 
 
 GEOMETRIES = (
@@ -455,7 +726,7 @@ def _refine(
     crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
     whole subset: the ranking, best first, and the finalists' geometries."""
     second = search.race(
-        "2 geometry", [Candidate(top.order, g, top.values) for g in geometries], middle
+        "2 geometry", [dataclasses.replace(top, geometry=g) for g in geometries], middle
     )
     best = second[0].candidate
     contenders = [s.candidate for s in second[:2]]
@@ -464,11 +735,7 @@ def _refine(
         if best.geometry.kind == "crop_then_resize":
             fractions.append(1.0)
         tried = [
-            Candidate(
-                best.order,
-                Geometry(best.geometry.kind, f, best.geometry.method, best.geometry.rounding),
-                best.values,
-            )
+            dataclasses.replace(best, geometry=dataclasses.replace(best.geometry, fraction=f))
             for f in fractions
         ]
         third = search.race("3 crop fraction", [*contenders, *tried], middle)
@@ -476,8 +743,18 @@ def _refine(
     elif search.plan.stages:
         search.plan.stages.pop(0)  # no crop to tune
     finalists = list(contenders)
+    # The resize method is decided on the whole subset, where the likelihood test has the power
+    # to tell bilinear from bicubic (on step 2's 64 images it rarely can): the best geometry
+    # with the other method is always a finalist.
+    lead = contenders[0]
+    other: Literal["bilinear", "bicubic"] = (
+        "bicubic" if lead.geometry.method == "bilinear" else "bilinear"
+    )
+    finalists.append(
+        dataclasses.replace(lead, geometry=dataclasses.replace(lead.geometry, method=other))
+    )
     if runner_up is not None:
-        finalists.append(Candidate(runner_up.order, contenders[0].geometry, runner_up.values))
+        finalists.append(dataclasses.replace(runner_up, geometry=contenders[0].geometry))
     ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
     return ranking, [c.geometry for c in contenders]
 
@@ -496,7 +773,11 @@ __all__ = [
     "Progress",
     "Scored",
     "discover",
+    "log_likelihood",
+    "mcnemar_tail",
     "spread",
+    "student_t_tail",
     "wilson",
+    "worse_by_likelihood",
     "worse_than",
 ]

@@ -10,6 +10,10 @@ names, moved into place only when the manifest loads with the checks a test run 
 ``init`` leaves nothing behind: no manifest, no checksum list, no exported model, no folder it
 made; a manifest it was to replace (``--force``) stays as it was.
 
+The channel count is read like the size, from the signature (or a PyTorch module's first
+convolution): a grey (1) or colour-and-alpha (4) model gets a provisional recipe, presets and
+discovery candidates of its own count, and a preset of another count is refused with the fix.
+
 The input size is never assumed: it comes from the model's signature (ONNX, TFLite, Keras,
 SavedModel, torch.export), from the size a model builder declares
 (``@model_builder(name, input_size=S)``), from the loaded module's own record of it (timm's
@@ -22,7 +26,7 @@ import contextlib
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +42,12 @@ from .._files import (
     open_regular,
 )
 from .._visible import visible
-from ..errors import BuildError, Unavailable
+from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
+from ._discovery import Candidate
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
     CacheFile,
@@ -52,7 +57,7 @@ from ._model_info import (
     package_file,
     read_model,
 )
-from ._presets import PRESETS, preset_steps
+from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, channels_of, preset_steps
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
@@ -135,6 +140,53 @@ def _staged(final: Path) -> Path:
     return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
 
 
+GREY_PRESETS = ("grey-01", "mnist", "grey-255")
+
+
+def _model_side(model: ModelInfo, channels: int) -> str:
+    if model.shape:
+        shown = "[" + ", ".join("?" if d is None else str(d) for d in model.shape) + "]"
+        return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
+    return model.channels_source
+
+
+def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> None:
+    """Refuse ``preset`` for a model whose input takes another channel count, with the fix."""
+    made = channels_of(preset.order)
+    if made == channels:
+        return
+    what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
+    if channels == 1:
+        fix = f"a grey preset (--preset {', '.join(GREY_PRESETS)}) or --discover"
+    elif channels == 3:
+        colour = sorted(n for n, p in PRESETS.items() if channels_of(p.order) == 3)
+        fix = f"a colour preset ({', '.join(colour[:4])}, …) or --discover"
+    elif channels == 4:
+        fix = (
+            "--discover (it searches colour-and-alpha conventions: decode mode RGBA), or "
+            "write the decode step 'mode: RGBA' by hand"
+        )
+    else:
+        fix = _bands_fix(channels)
+    raise InitError(
+        f"--preset {preset.name} makes {made}-channel {what} images, and "
+        f"{_model_side(model, channels)}: it takes {channels} channel{'s' * (channels != 1)}; "
+        f"use {fix}"
+    )
+
+
+def _bands_fix(channels: int) -> str:
+    return (
+        f"a manifest written by hand whose decode reads {channels} bands "
+        f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets and "
+        "discovery cover image files of 1, 3 or 4 channels"
+    )
+
+
+def _bands_refusal(model: ModelInfo, channels: int) -> str:
+    return f"{_model_side(model, channels)}: it takes {channels} channels; {_bands_fix(channels)}"
+
+
 def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     """Read the model and the data the request names; refuse what cannot work, writing nothing."""
     project = project or Path.cwd()
@@ -173,6 +225,12 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     size = plan.size_from_signature() or (
         (request.size, request.size) if request.size and request.export is None else None
     )
+    channels = source.channels
+    if request.preset is not None and channels is not None:
+        # Before anything is hashed or written; a torch module's count is checked when built.
+        _check_preset_channels(PRESETS[request.preset], channels, source)
+    if request.discover and channels is not None and channels not in (1, 3, 4):
+        raise InitError(_bands_refusal(source, channels))
     if size is not None:
         _check_resolution(*size, request)  # before anything is hashed or written
     elif source.format not in ("state_dict", "torchscript"):
@@ -278,6 +336,7 @@ class _Writer:
         if self.size is None and self.request.size is not None:
             self.size = (self.request.size, self.request.size)
             self.model.size_source = "--size"
+        self.channels: int | None = self.model.channels
         self.recipe = Recipe([], [])
         self._notes: list[str] = []
 
@@ -291,15 +350,31 @@ class _Writer:
             self.size[0], self.size[1], self.classes,
         ), encoding="utf-8")  # fmt: skip
 
+    def _provisional_steps(self, height: int, width: int) -> list[StepText]:
+        """A recipe of the model's channel count, to load or ask it (never the final one)."""
+        channels = self.channels or 3
+        if channels == 1:
+            return preset_steps(PRESETS["grey-01"], height, width, self.model.layout,
+                                self.model.dtype)  # fmt: skip
+        if channels == 4:
+            return Candidate("RGBA", Geometry("resize"), ZERO_ONE).steps(
+                height, width, self.model.layout, self.model.dtype
+            )
+        if channels != 3:
+            raise InitError(_bands_refusal(self.model, channels))
+        return preset_steps(PRESETS["keras-tf"], height, width, self.model.layout,
+                            self.model.dtype)  # fmt: skip
+
     def _preset_recipe(self) -> Recipe:
         assert self.size is not None
         height, width = self.size
         if self.request.preset is None:
             # Replaced by the discovered one before the manifest is moved into place.
-            steps = preset_steps(PRESETS["keras-tf"], height, width, self.model.layout,
-                                 self.model.dtype)  # fmt: skip
+            steps = self._provisional_steps(height, width)
             return Recipe(steps, ["provisional: replaced by the discovered recipe"])
         preset = PRESETS[self.request.preset]
+        if self.channels is not None:
+            _check_preset_channels(preset, self.channels, self.model)
         steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
         origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
         origin += _wrapped(f"source: {preset.source}")
@@ -318,6 +393,8 @@ class _Writer:
         ``made``: folders made (all undone by a failure)."""
         request = self.request
         made_file = None
+        if self.channels is None and self.model.builder is not None:
+            self.channels = self._builder_channels()
         if self.size is None or request.export is not None:
             # The module itself is needed: its declared or recorded size, or to export it.
             module = self._load_module()
@@ -343,6 +420,28 @@ class _Writer:
             )
         return made_file
 
+    def _builder_channels(self) -> int | None:
+        """The input channels of the registered builder's module, read from its first
+        convolution before its weights are loaded (the runner checks the recipe against them at
+        load): the provisional recipe and a preset are then of that count. None when the
+        builder is not registered (the runner says so) or the module does not tell."""
+        build = registry.get_model_builder(self.model.builder or "")
+        if build is None:
+            return None
+        try:
+            from ..runners._signature import model_channels
+            from ..runners.torch import input_shape
+
+            found = input_shape(build(), self.model.layout)
+        except Exception:  # the runner builds it again and reports a failure as init's
+            return None
+        if found is None:
+            return None
+        channels = model_channels(found[0], self.model.layout)
+        if channels is not None:
+            self.model.channels_source = found[1] or "the module"
+        return channels
+
     def _runner(self) -> Any:
         from ..runners import load_runner
 
@@ -352,7 +451,14 @@ class _Writer:
             self.settings,
             data_mirrors=(self.data.folder.resolve().parent, *self.settings.data_mirrors),
         )
-        return load_runner(load_manifest(self.out), "cpu", settings)
+        try:
+            return load_runner(load_manifest(self.out), "cpu", settings)
+        except Unavailable:
+            raise
+        except MlreproError as exc:
+            # Said of the manifest being written, not of its staged temporary name.
+            text = str(exc).replace(str(self.out), str(self.final))
+            raise InitError(text.replace(self.out.name, self.final.name)) from None
 
     def _load_module(self) -> Any:
         """The PyTorch module (a builder's, its weights loaded and verified by the runner that
@@ -366,10 +472,7 @@ class _Writer:
         known = self.size
         # Only to load the module: the size of this text's steps plays no part in loading.
         self.size = known or (1, 1)
-        self.recipe = Recipe(
-            preset_steps(PRESETS["keras-tf"], *self.size, self.model.layout, self.model.dtype),
-            ["provisional"],
-        )
+        self.recipe = Recipe(self._provisional_steps(*self.size), ["provisional"])
         self.write()
         try:
             runner = self._runner()
@@ -489,8 +592,14 @@ class _Writer:
         assert self.size is not None
         runner = self._runner()
         height, width = self.size
-        shape = (1, 3, height, width) if self.model.layout == "NCHW" else (1, height, width, 3)
-        out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
+        channels = self.channels or 3
+        shape = (
+            (1, channels, height, width)
+            if self.model.layout == "NCHW"
+            else (1, height, width, channels)
+        )
+        with _model_failure("asked its number of classes with one blank image"):
+            out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
         self.classes = int(out.reshape(out.shape[0], -1).shape[1])
         self.say(f"the model outputs {self.classes} classes (asked with one blank image)")
         self.write()
@@ -510,10 +619,14 @@ class _Writer:
         subset = spread(dataset.samples, self.request.samples)
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
-        found = discover(
-            runner, subset, height, width, self.model.layout, self.model.dtype,
-            progress=Progress.to_terminal(),
-        )  # fmt: skip
+        channels = self.channels or 3
+        if channels not in (1, 3, 4):
+            raise InitError(_bands_refusal(self.model, channels))
+        with _model_failure("run on the discovery candidates"):
+            found = discover(
+                runner, subset, height, width, self.model.layout, self.model.dtype,
+                progress=Progress.to_terminal(), channels=channels,
+            )  # fmt: skip
         self.say(found.render())
         best = found.best
         steps = best.candidate.steps(height, width, self.model.layout, self.model.dtype)
@@ -529,6 +642,20 @@ class _Writer:
             )
         self.recipe = Recipe(steps, origin)
         self.write()
+
+
+@contextlib.contextmanager
+def _model_failure(what: str) -> Iterator[None]:
+    """A framework's own exception while init runs the model, said as init's error (what was
+    being done, the framework's words), never a raw traceback; the project's errors pass."""
+    try:
+        yield
+    except (MlreproError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise InitError(
+            f"the model failed when {what}: {type(exc).__name__}: {visible(str(exc))}"
+        ) from None
 
 
 def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:

@@ -65,6 +65,7 @@ class ModelInfo:
     package: PackageFile | None = None  # where the file is, when inside an installed package
     cache: CacheFile | None = None  # where the file is, when the cache builds it
     size_source: str = "the model's input signature"  # what told the input size
+    channels_source: str = "the model's input signature"  # what told the channel count
 
     @property
     def framework(self) -> str:
@@ -75,6 +76,13 @@ class ModelInfo:
         """NCHW or NHWC from the channel dimension, by the runners' rule (NCHW when the shape
         does not tell)."""
         return model_layout(self.shape) or "NCHW"
+
+    @property
+    def channels(self) -> int | None:
+        """The channel count the input signature fixes (its channel axis), else None."""
+        if len(self.shape) != 4:
+            return None
+        return _dim(self.shape[1] if self.layout == "NCHW" else self.shape[3])
 
     @property
     def resolution(self) -> tuple[int, int] | None:
@@ -123,8 +131,11 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
         )
     if fmt == "state_dict" and builder is None:
         raise ModelReadError(
-            f"{path} is a state_dict (weights only): name the registered model builder "
-            "that makes the module with --builder NAME"
+            f"{path} is a state_dict (weights only): the module's code makes the model. "
+            "Register it in conftest.py (@pytest_mlrepro.model_builder('NAME', input_size=S) "
+            "on a function that returns the nn.Module) and pass --builder NAME; or save the "
+            "model with its code (torch.export.save: a .pt2 file; or TorchScript) or export it "
+            "to ONNX, and run mlrepro init on that file (docs/onboarding.md)"
         )
     if path.is_file():
         # The checks a test run makes before a framework opens the file (size, a .pt2's

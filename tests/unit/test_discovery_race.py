@@ -84,13 +84,22 @@ def test_a_race_stops_when_its_best_is_clear(samples: list[Sample]) -> None:
     assert ranking[0].candidate == right
     assert search.inputs == 3 * 16  # one round of 16 images, not 96
     assert search.stopped_early == [
-        "  test: the best was clear after 16 of 96 images (2 candidate(s) dropped as worse, "
-        "exact McNemar test)"
+        "  test: the best was clear after 16 of 96 images (2 candidate(s) dropped as worse: "
+        "exact McNemar test on top-1, or paired t-test on the log-likelihood of the true label)"
     ]
-    # Two as good as each other both run to the budget: neither is clearly worse.
-    tie = Search(channel_means, samples, 16, 16, "NCHW", "float32")
+    # Two as good as each other both run to the budget: neither is clearly worse. (A model
+    # whose scores are votes: the value scale, which changes channel_means' confidence and so
+    # the likelihood, changes nothing here.)
+    tie = Search(channel_votes, samples, 16, 16, "NCHW", "float32")
     tie.race("tie", [right, Candidate("RGB", base, MINUS_ONE_ONE)], budget=48)
     assert tie.inputs == 2 * 48 and tie.stopped_early == []
+
+
+def channel_votes(batch: np.ndarray) -> np.ndarray:
+    """Ten for the brightest channel, zero for the others: the same scores whatever the scale
+    of the values."""
+    means = channel_means(batch)
+    return 10.0 * (means == means.max(axis=1, keepdims=True))
 
 
 class _Recorder(Progress):
