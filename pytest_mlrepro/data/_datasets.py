@@ -44,6 +44,7 @@ from .._files import (
     sha256_file,
     write_error,
 )
+from .._phases import phase
 from .._visible import visible
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
 from ..manifest import name_problem
@@ -228,7 +229,8 @@ def resolve_dataset(
     ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
     are selected, so only their files are looked for, verified (and downloaded).
     """
-    return _Resolver(manifest, settings, shard).resolve()
+    with phase("data verify"):
+        return _Resolver(manifest, settings, shard).resolve()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..manifest import Manifest
 from ..report import (
     audit_lines,
     latency_table,
+    phase_lines,
     reference_lines,
     repeat_lines,
     shard_lines,
@@ -52,6 +53,7 @@ from ._html import check_html_target, drift_row, write_html_report
 from ._item import ManifestItem
 from ._latency import LatencyItem
 from ._outputs import write_benchmark_file, write_results_file
+from ._phases import accounted, one_time
 from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
@@ -121,7 +123,8 @@ class MlreproSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         plan_preprocessing(session.config, session.items)
-        preload_frameworks(session)
+        with one_time(session.config, "framework import"):
+            preload_frameworks(session)
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
@@ -168,13 +171,15 @@ class MlreproSession:
             item.begin_attempt()
             tell_allure(item.config, item.parameters())
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """An item whose golden another manifest claims too fails before it runs; an evaluating
-        item runs under its time limit."""
-        refuse_shared_golden(item)
-        with limited(item):
-            return (yield)
+        item runs under its time limit. The call's phases are accounted (``timing.phases``): the
+        outermost wrapper, so that they cover what pytest times as the call's duration."""
+        with accounted(item):
+            refuse_shared_golden(item)
+            with limited(item):
+                return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -270,6 +275,11 @@ class MlreproSession:
             ),
             # pytest-repeat's option (absent without it): said once, where manifest items ran.
             ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
+            # Where each item's time went: under -v (the results file and the page keep it).
+            (
+                "mlrepro phases",
+                phase_lines(state.results, state.one_time) if config.option.verbose > 0 else [],
+            ),
         ]
         for title, lines in sections:
             if lines:
@@ -287,7 +297,7 @@ class MlreproSession:
             return
         self._finish_shards(session)
         write_benchmark_file(session, self.state.latency)
-        write_results_file(session, self.state.results)
+        write_results_file(session, self.state.results, self.state.one_time)
         write_html_report(session, self.state)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -19,6 +19,7 @@ from ._accuracy import (
     with_reference,
 )
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
+from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
 from ._tables import explain, summary_table
 from ._terminal import audit_lines, latency_table, reference_lines, repeat_lines, shard_lines
@@ -40,6 +41,8 @@ __all__ = [
     "latency_outcome_text",
     "latency_table",
     "no_golden",
+    "phase_lines",
+    "phase_table",
     "record_command",
     "reference_disagreement_record",
     "reference_lines",
