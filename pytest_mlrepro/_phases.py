@@ -50,8 +50,11 @@ class PhaseClock:
     cpu: dict[str, float] = field(default_factory=dict)
     current: str = OTHER
     thread: int = field(default_factory=threading.get_ident)
-    _wall0: float = field(default_factory=time.perf_counter)
-    _cpu0: float = field(default_factory=time.process_time)
+    _wall0: float = field(init=False)
+    _cpu0: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
 
     def switch(self, name: str) -> str:
         """Charge the time since the last switch to the current phase and make ``name``
