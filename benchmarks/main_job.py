@@ -1,0 +1,206 @@
+"""The main job against its compute bound, item by item and phase by phase (issue 34).
+
+Configurations, each in a fresh process, in interleaved rounds (the order rotated per round, so
+that a machine slowing down or speeding up meanwhile affects all of them alike):
+
+  main job      ``pytest manifests/ -m mlrepro_accuracy`` with ``--mlrepro-json`` (the session's
+                shared preprocessing on, as a CI job runs it): its wall and CPU time, and each
+                item's call with its per-phase account (``timing.phases``) from the results file;
+  model alone   per manifest: the runner over tensors preprocessed beforehand in that process
+                (wall, warm-up call excluded), and that pipeline's preprocessing pass as an
+                evaluation makes it (every core, ``evaluation.preprocessed``);
+  imports       every framework the manifests need, imported (what a session does once).
+
+Printed per round and as medians: each item's call against its model alone plus its share of
+the one-time costs (one preprocessing pass and the imports, over the items), its phases against
+its model alone; the main job against the sum of the models alone plus one preprocessing pass
+(the largest of the pipelines' passes: the shared prefix is decoded once) plus the imports. Then
+whether the results files of every round are equal apart from timings.
+
+    MLREPRO_DATA=../shared/data python benchmarks/main_job.py [--rounds 3] [--quick]
+
+About 6 minutes a round on 2 loaded cores; ``--quick`` is one round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale import main_job_seconds, without_timings  # noqa: E402
+
+TARGET = 1.10
+
+
+def _child(args: list[str], data: Path) -> dict[str, Any]:
+    """This script in a fresh process (``--alone`` or ``--imports``): its JSON line."""
+    env = {**os.environ, "MLREPRO_DATA": str(data), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, __file__, *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def alone(manifest_path: str) -> dict[str, Any]:
+    """In this (fresh) process: the manifest's preprocessing pass as an evaluation makes it, and
+    its model alone over those tensors."""
+    from evaluation_throughput import model_alone
+
+    import conftest  # noqa: F401  (registers the example's model builders)
+    from pytest_mlrepro.data import resolve_dataset
+    from pytest_mlrepro.evaluation._evaluate import preprocessed
+    from pytest_mlrepro.manifest import load_manifest
+    from pytest_mlrepro.runners import import_frameworks, load_runner
+    from pytest_mlrepro.settings import Settings, mirrors_from_env
+
+    manifest = load_manifest(Path(manifest_path))
+    import_frameworks([manifest.framework.name])
+    settings = Settings.for_project(ROOT, data_mirrors=mirrors_from_env())
+    dataset = resolve_dataset(manifest, settings)
+    wall, cpu = time.perf_counter(), time.process_time()
+    batches = list(
+        preprocessed(manifest.pipeline, dataset.samples, manifest.runtime.batch_size, overlap=False)
+    )
+    prep_wall, prep_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    runner = load_runner(manifest, "cpu", settings, shares_cpu=True)
+    runner(batches[0])  # warm-up: the first call allocates
+    cpu = time.process_time()
+    model_wall = model_alone(runner, batches)
+    return {
+        "manifest": manifest.name,
+        "model": model_wall,
+        "model_cpu": time.process_time() - cpu,
+        "preprocessing": prep_wall,
+        "preprocessing_cpu": prep_cpu,
+    }
+
+
+def imports() -> dict[str, Any]:
+    """In this (fresh) process: every framework the example's manifests need, imported."""
+    from pytest_mlrepro.manifest import load_manifest
+    from pytest_mlrepro.runners import frameworks_of, import_frameworks
+
+    manifests = [load_manifest(p) for p in sorted((ROOT / "manifests").glob("*.yaml"))]
+    names = frameworks_of(manifests)
+    wall, cpu = time.perf_counter(), time.process_time()
+    import_frameworks(names)
+    return {"imports": time.perf_counter() - wall, "imports_cpu": time.process_time() - cpu}
+
+
+def cpu_words() -> str:
+    """The CPU's vendor, model and the instruction-set flags that shape numerics (as goldens
+    record them)."""
+    from pytest_mlrepro.fingerprint import environment
+
+    env = environment()
+    flags = " ".join(env.get("cpu_flags") or []) or "none"
+    return f"{env.get('cpu')} ({env.get('cpu_vendor')}; flags: {flags})"
+
+
+def _ratio(values: list[float]) -> str:
+    return f"×{statistics.median(values):.3f} (rounds {min(values):.3f}-{max(values):.3f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument("--alone", help=argparse.SUPPRESS)  # a child: one manifest's model
+    parser.add_argument("--imports", action="store_true", help=argparse.SUPPRESS)  # a child
+    args = parser.parse_args()
+    if args.alone:
+        print(json.dumps(alone(args.alone)))
+        return 0
+    if args.imports:
+        print(json.dumps(imports()))
+        return 0
+
+    data = Path(os.environ.get("MLREPRO_DATA", ROOT.parent / "shared" / "data")).resolve()
+    rounds = 1 if args.quick else args.rounds
+    manifests = [str(p) for p in sorted((ROOT / "manifests").glob("*.yaml"))]
+    print(f"CPU: {cpu_words()}; {len(os.sched_getaffinity(0))} usable cores")
+    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    configs = ["main job", "imports", *manifests]
+    item_ratios: dict[str, list[float]] = {}
+    model_ratios: dict[str, list[float]] = {}
+    job_ratios: list[float] = []
+    files: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="mlrepro-main-job-") as tmp:
+        for r in range(rounds):
+            order = configs[r % len(configs) :] + configs[: r % len(configs)]
+            models: dict[str, dict[str, Any]] = {}
+            one_time: dict[str, Any] = {}
+            for config in order:
+                if config == "main job":
+                    files.append(Path(tmp) / f"results-{r}.json")
+                    job_wall, job_cpu = main_job_seconds(data, True, files[-1])
+                elif config == "imports":
+                    one_time = _child(["--imports"], data)
+                else:
+                    found = _child(["--alone", config], data)
+                    models[found["manifest"]] = found
+            document = json.loads(files[-1].read_text())
+            rows = {row["manifest"]: row for row in document["results"] if "timing" in row}
+            prep = max(m["preprocessing"] for m in models.values())
+            once = prep + one_time["imports"]
+            share = once / len(rows)
+            bound = sum(m["model"] for m in models.values()) + once
+            print(
+                f"round {r + 1}: main job {job_wall:.1f} s wall, {job_cpu:.1f} s CPU; models "
+                f"alone {sum(m['model'] for m in models.values()):.1f} s, one preprocessing "
+                f"pass {prep:.1f} s, imports {one_time['imports']:.1f} s (in the job: "
+                f"{document.get('one_time', {}).get('framework import', {}).get('wall', 0):.1f}"
+                f" s): bound {bound:.1f} s, main job / bound ×{job_wall / bound:.3f}"
+            )
+            job_ratios.append(job_wall / bound)
+            for name, row in sorted(rows.items()):
+                timing, m = row["timing"], models[name]
+                phases = timing["phases"]
+                call = timing["call"]
+                ratio = call / (m["model"] + share)
+                item_ratios.setdefault(name, []).append(ratio)
+                in_model = phases.get("model", {}).get("wall", 0.0)
+                model_ratios.setdefault(name, []).append(in_model / m["model"])
+                shown = ", ".join(f"{p} {t['wall']:.2f}/{t['cpu']:.2f}" for p, t in phases.items())
+                print(
+                    f"  {name}: call {call:.2f} s, model alone {m['model']:.2f} s + share "
+                    f"{share:.2f} s: ×{ratio:.3f}; model phase / model alone "
+                    f"×{in_model / m['model']:.3f}; phases (wall/CPU s): {shown}"
+                )
+            sys.stdout.flush()
+        same = all(without_timings(f) == without_timings(files[0]) for f in files[1:])
+    print("medians:")
+    for name in sorted(item_ratios):
+        verdict = "within" if statistics.median(item_ratios[name]) <= TARGET else "ABOVE"
+        print(
+            f"  {name}: call / (model alone + share) {_ratio(item_ratios[name])} ({verdict} "
+            f"×{TARGET:.2f}); model phase / model alone {_ratio(model_ratios[name])}"
+        )
+    verdict = "within" if statistics.median(job_ratios) <= TARGET else "ABOVE"
+    print(
+        f"  main job / (models alone + one preprocessing pass + imports) {_ratio(job_ratios)} "
+        f"({verdict} ×{TARGET:.2f})"
+    )
+    if len(files) > 1:
+        print(f"  results files of every round equal apart from timings: {same}")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
