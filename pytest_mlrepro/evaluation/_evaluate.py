@@ -32,7 +32,7 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import RunComparison, RunsComparer, seed_everything
-from ._memory import release_freed, steady_allocator
+from ._memory import model_allocation, release_freed, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
 
@@ -188,6 +188,9 @@ def stream_model(
     )
     bad: list[int] = []
     done = 0
+    # The model's blocks from the heap while it runs, when the preprocessing does not run
+    # beside it (``model_allocation``).
+    allocation = contextlib.nullcontext if overlaps(runner) else model_allocation
     # Closed here when the model raises (a time limit's interruption included), so that the
     # thread pool shuts down in this thread, not whenever the garbage collector finalises the
     # generator: finalised inside another thread's start-up, it joined threads there and hung.
@@ -195,7 +198,7 @@ def stream_model(
         for i, batch in enumerate(_prepared(batches)):
             if i == 0:
                 _check_first(runner, manifest, batch)
-            with phase("model"):
+            with phase("model"), allocation():
                 out = np.asarray(runner(batch))
             if out.ndim != 2 or out.shape[0] != batch.shape[0]:
                 raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
