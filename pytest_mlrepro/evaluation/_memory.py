@@ -17,12 +17,13 @@ _M_TRIM_THRESHOLD = -1
 # ImageNet sizes) and below a batch (32 such tensors, 19 MiB).
 _THRESHOLD = 4 * 1024 * 1024
 # While the model runs: above the activations of a batch of the models measured (EfficientNet-
-# Lite0 at batch 32 in torch and Keras: blocks of 4-51 MiB, allocated and freed in the same
-# sizes every batch).
-_MODEL_THRESHOLD = 64 * 1024 * 1024
+# Lite0 at batch 32 in torch and Keras: blocks of 4-154 MiB, allocated and freed in the same
+# sizes every batch). A glibc that refuses a threshold this high (some cap it at 32 MiB) gets
+# the highest it takes.
+_MODEL_THRESHOLDS = (512 * 1024 * 1024, 32 * 1024 * 1024)
 # The heap's free top kept between batches instead of handed back at every free(): the next
 # batch reuses it. ``release_freed`` still hands everything back every few batches.
-_TRIM_THRESHOLD = 256 * 1024 * 1024
+_TRIM_THRESHOLD = 1024 * 1024 * 1024
 
 
 @functools.cache
@@ -59,7 +60,7 @@ def steady_allocator() -> bool:
     are mapped and unmapped whole. Setting the environment variable ``MALLOC_MMAP_THRESHOLD_``
     (glibc's own) leaves the process as that says; other C libraries are left alone.
 
-    The trim threshold is raised to 256 MiB with it (unless ``MALLOC_TRIM_THRESHOLD_`` is set):
+    The trim threshold is raised to 1 GiB with it (unless ``MALLOC_TRIM_THRESHOLD_`` is set):
     the heap's free top stays for the next batch's model (:func:`model_allocation`) instead of
     being handed back and faulted in again at every batch; :func:`release_freed` hands it back
     every few batches."""
@@ -76,14 +77,16 @@ def steady_allocator() -> bool:
 @contextlib.contextmanager
 def model_allocation() -> Iterator[None]:
     """While a model runs on the CPU (the preprocessing threads idle, see
-    ``evaluate.preprocessed``): blocks up to 64 MiB come from the heap, then the 4 MiB threshold
+    ``evaluate.preprocessed``): blocks up to 512 MiB come from the heap, then the 4 MiB threshold
     of :func:`steady_allocator` again for the preprocessing.
 
     Why: torch and TensorFlow allocate each layer's activations with malloc; at the 4 MiB
     threshold every one of them (4-51 MiB at batch 32) was mapped and unmapped per batch, and
     every page of it faulted in again: measured on the example (docs/measurements.md, "The main
     job at its bound"), the Keras model used 0.8 M page faults and 4.9 s of CPU per 4 batches,
-    against 0.3 M and 3.7 s with the activations on the heap. ONNX Runtime and TFLite allocate
+    against 0.3 M and 3.7 s with blocks up to 64 MiB on the heap; torch 2.6 M faults and
+    17.5 s of CPU per 4 batches, 0.6 M and 12.1 s up to 64 MiB, and per 3 batches 0.5 M and
+    9.4 s up to 64 MiB, 0.09 M and 8.2 s up to 512 MiB (its largest activations are 154 MiB). ONNX Runtime and TFLite allocate
     from their own arenas and see no difference. The batches themselves are made during the
     preprocessing, under the 4 MiB threshold: mapped, as the flat memory needs. Nothing changes
     where :func:`steady_allocator` did not set the threshold (a user's ``MALLOC_MMAP_THRESHOLD_``,
@@ -92,7 +95,9 @@ def model_allocation() -> Iterator[None]:
     if libc is None or not steady_allocator():
         yield
         return
-    libc.mallopt(_M_MMAP_THRESHOLD, _MODEL_THRESHOLD)
+    for threshold in _MODEL_THRESHOLDS:
+        if libc.mallopt(_M_MMAP_THRESHOLD, threshold):
+            break
     try:
         yield
     finally:
