@@ -19,6 +19,7 @@ its model alone; the main job against the sum of the models alone plus one prepr
 whether the results files of every round are equal apart from timings.
 
     MLREPRO_DATA=../shared/data python benchmarks/main_job.py [--rounds 3] [--quick]
+    python benchmarks/main_job.py --compare BEFORE.json AFTER.json
 
 About 6 minutes a round on 2 loaded cores; ``--quick`` is one round.
 """
@@ -122,6 +123,28 @@ def imports() -> dict[str, Any]:
     return {"imports": time.perf_counter() - wall, "imports_cpu": time.process_time() - cpu}
 
 
+def compare_files(before: Path, after: Path) -> int:
+    """Whether two results files are equal apart from timings (``scale.without_timings``); the
+    first differing row's differing fields when not. 0: equal."""
+    a, b = without_timings(before), without_timings(after)
+    if a == b:
+        print(f"{before} and {after}: equal apart from timings")
+        return 0
+    assert isinstance(a, dict) and isinstance(b, dict)
+    print(f"{before} and {after}: DIFFER")
+    for key in sorted(set(a) | set(b)):
+        if key != "results" and a.get(key) != b.get(key):
+            print(f"  {key}: {a.get(key)!r} != {b.get(key)!r}"[:400])
+    rows_a = {r["nodeid"]: r for r in a.get("results", [])}
+    rows_b = {r["nodeid"]: r for r in b.get("results", [])}
+    for nodeid in sorted(set(rows_a) | set(rows_b)):
+        ra, rb = rows_a.get(nodeid, {}), rows_b.get(nodeid, {})
+        for field in sorted(set(ra) | set(rb)):
+            if ra.get(field) != rb.get(field):
+                print(f"  {nodeid}: {field}: {ra.get(field)!r} != {rb.get(field)!r}"[:400])
+    return 1
+
+
 def cpu_words() -> str:
     """The CPU's vendor, model and the instruction-set flags that shape numerics (as goldens
     record them)."""
@@ -140,6 +163,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="only say whether two results files are equal apart from timings (and where not)",
+    )
     parser.add_argument("--alone", help=argparse.SUPPRESS)  # a child: one manifest's model
     parser.add_argument("--imports", action="store_true", help=argparse.SUPPRESS)  # a child
     args = parser.parse_args()
@@ -149,6 +178,8 @@ def main() -> int:
     if args.imports:
         print(json.dumps(imports()))
         return 0
+    if args.compare:
+        return compare_files(*map(Path, args.compare))
 
     data = Path(os.environ.get("MLREPRO_DATA", ROOT.parent / "shared" / "data")).resolve()
     rounds = 1 if args.quick else args.rounds
