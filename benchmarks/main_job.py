@@ -123,14 +123,22 @@ def imports() -> dict[str, Any]:
     return {"imports": time.perf_counter() - wall, "imports_cpu": time.process_time() - cpu}
 
 
+def _results(path: Path) -> dict[str, Any]:
+    """A results file without its timings: every ``timing`` and the latency rows, which are
+    measurements of time whole (their milliseconds, rounds, contention and verdict)."""
+    document = without_timings(path)
+    assert isinstance(document, dict)
+    document["results"] = [r for r in document["results"] if r.get("kind") != "latency"]
+    return document
+
+
 def compare_files(before: Path, after: Path) -> int:
-    """Whether two results files are equal apart from timings (``scale.without_timings``); the
-    first differing row's differing fields when not. 0: equal."""
-    a, b = without_timings(before), without_timings(after)
+    """Whether two results files are equal apart from timings (:func:`_results`); the differing
+    fields when not. 0: equal."""
+    a, b = _results(before), _results(after)
     if a == b:
-        print(f"{before} and {after}: equal apart from timings")
+        print(f"{before} and {after}: equal apart from timings (latency rows left out)")
         return 0
-    assert isinstance(a, dict) and isinstance(b, dict)
     print(f"{before} and {after}: DIFFER")
     for key in sorted(set(a) | set(b)):
         if key != "results" and a.get(key) != b.get(key):
@@ -268,7 +276,7 @@ def main() -> int:
                 )
                 print(f"    phases (wall/CPU s): {shown}")
             sys.stdout.flush()
-        same = all(without_timings(f) == without_timings(files[0]) for f in files[1:])
+        same = all(_results(f) == _results(files[0]) for f in files[1:])
     print(f"medians over {rounds} round(s):")
     for name in sorted(ratios):
         got = ratios[name]
