@@ -86,11 +86,11 @@ def model_allocation() -> Iterator[None]:
     job at its bound"), the Keras model used 0.8 M page faults and 4.9 s of CPU per 4 batches,
     against 0.3 M and 3.7 s with blocks up to 64 MiB on the heap; torch 2.6 M faults and
     17.5 s of CPU per 4 batches, 0.6 M and 12.1 s up to 64 MiB, and per 3 batches 0.5 M and
-    9.4 s up to 64 MiB, 0.09 M and 8.2 s up to 512 MiB (its largest activations are 154 MiB). ONNX Runtime and TFLite allocate
-    from their own arenas and see no difference. The batches themselves are made during the
-    preprocessing, under the 4 MiB threshold: mapped, as the flat memory needs. Nothing changes
-    where :func:`steady_allocator` did not set the threshold (a user's ``MALLOC_MMAP_THRESHOLD_``,
-    another C library)."""
+    9.4 s up to 64 MiB, 0.09 M and 8.2 s up to 512 MiB (its largest activations are 154 MiB).
+    ONNX Runtime and TFLite allocate from their own arenas and see no difference. The batches
+    themselves are made during the preprocessing, under the 4 MiB threshold: mapped, as the flat
+    memory needs. Nothing changes where :func:`steady_allocator` did not set the threshold (a
+    user's ``MALLOC_MMAP_THRESHOLD_``, another C library)."""
     libc = _glibc()
     if libc is None or not steady_allocator():
         yield

@@ -123,6 +123,8 @@ class MlreproSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         plan_preprocessing(session.config, session.items)
+        if not session.items or session.config.option.collectonly:
+            return  # nothing imported (an xdist controller: its workers import, each its own)
         with one_time(session.config, "framework import"):
             preload_frameworks(session)
 
