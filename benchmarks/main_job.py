@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import main_job_seconds, without_timings  # noqa: E402
 
+from pytest_mlrepro._phases import PHASES  # noqa: E402
+
 TARGET = 1.10
 
 
@@ -218,7 +220,11 @@ def main() -> int:
                     found = _child(["--alone", config], data)
                     models[found["manifest"]] = found
             document = json.loads(files[-1].read_text())
-            rows = {row["manifest"]: row for row in document["results"] if "timing" in row}
+            rows = {
+                row["manifest"]: row
+                for row in document["results"]
+                if row.get("kind") == "accuracy" and "timing" in row
+            }
             # One preprocessing pass: the largest of the pipelines' (the session decodes the
             # shared prefix once; each pipeline repeats only its cheap tail).
             prep = max(models.values(), key=lambda m: m["preprocessing"])
@@ -266,7 +272,11 @@ def main() -> int:
                 in_model = phases.get("model", {"wall": 0.0, "cpu": 0.0})
                 model_wall = keep(into, "model wall", in_model["wall"] / m["model"])
                 model_cpu = keep(into, "model cpu", in_model["cpu"] / m["model_cpu"])
-                shown = ", ".join(f"{p} {t['wall']:.2f}/{t['cpu']:.2f}" for p, t in phases.items())
+                shown = ", ".join(
+                    f"{p} {phases[p]['wall']:.2f}/{phases[p]['cpu']:.2f}"
+                    for p in PHASES
+                    if p in phases
+                )
                 print(
                     f"  {name}: call {timing['call']:.2f} s ({call_cpu:.2f} s CPU) against model "
                     f"alone {m['model']:.2f} s ({m['model_cpu']:.2f}) + load {m['load']:.2f} s "
