@@ -292,12 +292,15 @@ def models_alone_seconds(data: Path) -> dict[str, float]:
 
 
 def without_timings(path: Path) -> object:
-    """A results file's content without what measures time (every ``timing`` entry) and when it
-    was written (``created``): what must not change when the preprocessing is shared."""
+    """A results file's content without what measures time (every ``timing`` entry, the
+    session's ``one_time`` costs) and when it was written (``created``): what must not change
+    when the preprocessing is shared."""
 
     def strip(value: object) -> object:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("timing", "created")}
+            return {
+                k: strip(v) for k, v in value.items() if k not in ("timing", "created", "one_time")
+            }
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import goldens as golden_store
+from .._phases import phase
 from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
     check_pixel_identity,
@@ -295,13 +296,24 @@ class _Run:
             _, dataset = r.evaluate(None, self.add)
             self.add("samples", len(dataset.samples))
             raise self._fail("no golden", "no golden", model_run=False)
-        keep = self._compared_with(path)
+        with phase("comparison"):
+            keep = self._compared_with(path)
 
         def run(dataset: ResolvedDataset, progress: Progress) -> Evaluation:
             return evaluate(m, r.device, settings, dataset, progress, keep=keep, shared=r.shared)
 
         result, dataset = r.evaluate(run, self.add)
         assert result is not None
+        with phase("comparison"):
+            self._judge(result, dataset, path, writes)
+
+    def _judge(
+        self, result: Evaluation, dataset: ResolvedDataset, path: Path, writes: bool
+    ) -> None:
+        """The evaluation compared (with the reference's golden, with the golden) and the
+        verdict decided: recorded, passed, or a drift diagnosed."""
+        r, o = self.r, self.outcome
+        m = r.manifest
         o.classes = dataset.class_names
         self.data_files = dataset.checksums
         now = result.results
@@ -316,7 +328,8 @@ class _Run:
             self.add(key, value)
         if dataset.identity:  # the data set's version: shards merge only within one
             self.add("data_identity", dataset.identity)
-        o.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
+        with phase("writing"):
+            o.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
         # Before any golden is written: an update that contradicts the reference is refused.
         if r.shard is None:
             ref = o.reference = self._check_reference(result)
@@ -362,7 +375,8 @@ class _Run:
             golden = replace(golden, results=shard_results(golden.results, r.shard))
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         diffs = score_diffs(golden.results, now, result.scores)
-        o.per_sample = Part(now, golden.results, diffs).to_json()
+        with phase("writing"):
+            o.per_sample = Part(now, golden.results, diffs).to_json()
         self.add("agreement", round(comparison.agreement, 6))
         self.add("golden_top1", round(comparison.golden_top1, 4))
         self.add("golden_top5", round(comparison.golden_top5, 4))
@@ -392,7 +406,7 @@ class _Run:
             data_current=not change.changed and golden.data == self.data_files,
             data_identity_recorded=golden.data is not None,
             manifest_file_current=not comparison.ok
-            or golden.manifest_file == golden_store.manifest_file_of(r.manifest_path, settings),
+            or golden.manifest_file == golden_store.manifest_file_of(r.manifest_path, r.settings),
             data_changed=change.changed,
         )
         if decision.action == "record":
@@ -558,6 +572,12 @@ class _Run:
         r = self.r
         if r.diagnosis_probes is None:
             return
+        with phase("diagnosis"):
+            self._explain(drifted, change)
+
+    def _explain(self, drifted: Drifted, change: DataChange) -> None:
+        r = self.r
+        assert r.diagnosis_probes is not None
         found: list[Any] = []
         text, cause = explain_drift(
             r.manifest, drifted.golden, drifted.comparison, drifted.result,
@@ -599,6 +619,12 @@ class _Run:
     ) -> None:
         """Write the golden, and say so in the verdict. Results that contradict the manifest's
         own reference are not written unless --mlrepro-update-despite-reference asks for it."""
+        with phase("writing"):
+            self._write(path, result, action, ref)
+
+    def _write(
+        self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
+    ) -> None:
         r, o = self.r, self.outcome
         if ref is not None and ref.refused:
             # The reference is refused (outside the project, not found): the manifest is

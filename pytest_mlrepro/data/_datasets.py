@@ -15,6 +15,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -44,6 +45,7 @@ from .._files import (
     sha256_file,
     write_error,
 )
+from .._phases import phase
 from .._visible import visible
 from ..errors import DatasetUnavailable, IntegrityError, ManifestError
 from ..manifest import name_problem
@@ -69,6 +71,49 @@ uncompressed, and a labels or class-names list is read only up to ``MAX_LIST_BYT
 declared length is refused before a byte is kept, and a longer body is cut there (the configured
 cap ``MLREPRO_MAX_DOWNLOAD``, when smaller, wins)."""
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
+
+FileState = tuple[str, int, int, int, int, int]
+"""A regular file as ``stat`` sees it: path, device, inode, size, modification and change time
+(ns). A write, a rename onto it or a ``touch`` changes one of them; the change time cannot be
+set back."""
+
+
+class _HashedFiles:
+    """The sha256 of the data files this process has hashed, by the file's state when it was
+    read: a session whose items verify one data set (the example's six) hashes each file once,
+    not once per item. Only a file whose state is the same before and after its hashing is kept.
+    What a later verification skips is never what is decoded: every read of a sample hashes its
+    bytes again (:meth:`Sample.read`)."""
+
+    def __init__(self) -> None:
+        self._digests: dict[FileState, str] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def state(path: Path, follow_symlinks: bool) -> FileState | None:
+        try:
+            st = os.stat(path, follow_symlinks=follow_symlinks)
+        except OSError:
+            return None  # the hashing says why
+        if not stat.S_ISREG(st.st_mode):
+            return None  # refused by the hashing (not a regular file)
+        return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def sha256(self, path: Path, *, follow_symlinks: bool) -> str:
+        before = self.state(path, follow_symlinks)
+        if before is not None:
+            with self._lock:
+                known = self._digests.get(before)
+            if known is not None:
+                return known
+        digest = sha256_file(path, follow_symlinks=follow_symlinks)
+        if before is not None and self.state(path, follow_symlinks) == before:
+            with self._lock:
+                self._digests[before] = digest
+        return digest
+
+
+_hashed = _HashedFiles()
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
 _CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
@@ -228,7 +273,8 @@ def resolve_dataset(
     ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
     are selected, so only their files are looked for, verified (and downloaded).
     """
-    return _Resolver(manifest, settings, shard).resolve()
+    with phase("data verify"):
+        return _Resolver(manifest, settings, shard).resolve()
 
 
 @dataclass(frozen=True)
@@ -434,7 +480,7 @@ class _Resolver:
 
         def digest(path: Path) -> str:
             # In the cache, a link is never followed (nor hashed, nor its digest shown).
-            return sha256_file(path, follow_symlinks=not cached)
+            return _hashed.sha256(path, follow_symlinks=not cached)
 
         try:
             if len(paths) == 1:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._phases import phase
 from ..data import ResolvedDataset, Sample, resolve_dataset
 from ..errors import NonFiniteOutputs, SampleError, SignatureError
 from ..goldens import (
@@ -31,7 +32,7 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import RunComparison, RunsComparer, seed_everything
-from ._memory import release_freed, steady_allocator
+from ._memory import model_allocation, release_freed, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
 
@@ -158,6 +159,16 @@ Reduce = Callable[[int, np.ndarray], None]
 its first sample, in order: what a streamed evaluation keeps of them is its business."""
 
 
+def _prepared(batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """``batches``, the wait for each charged to the ``preprocessing`` phase."""
+    while True:
+        with phase("preprocessing"):
+            batch = next(batches, None)
+        if batch is None:
+            return
+        yield batch
+
+
 def stream_model(
     runner: Runner,
     manifest: Manifest,
@@ -177,14 +188,18 @@ def stream_model(
     )
     bad: list[int] = []
     done = 0
+    # The model's blocks from the heap while it runs, when the preprocessing does not run
+    # beside it (``model_allocation``).
+    allocation = contextlib.nullcontext if overlaps(runner) else model_allocation
     # Closed here when the model raises (a time limit's interruption included), so that the
     # thread pool shuts down in this thread, not whenever the garbage collector finalises the
     # generator: finalised inside another thread's start-up, it joined threads there and hung.
     with contextlib.closing(batches):
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(_prepared(batches)):
             if i == 0:
                 _check_first(runner, manifest, batch)
-            out = np.asarray(runner(batch))
+            with phase("model"), allocation():
+                out = np.asarray(runner(batch))
             if out.ndim != 2 or out.shape[0] != batch.shape[0]:
                 raise SignatureError(f"expected outputs of shape (batch, classes), got {out.shape}")
             if out.shape[1] != manifest.dataset.classes:
@@ -196,7 +211,8 @@ def stream_model(
             out = out.astype(np.float32, copy=False)
             bad.extend(done + int(r) for r in nonfinite_rows(out))
             if not bad:
-                reduce(done, out)
+                with phase("comparison"):  # the scores kept for the comparison (``_Reduced``)
+                    reduce(done, out)
             if (done + batch.shape[0]) // TRIM_EVERY > done // TRIM_EVERY:
                 release_freed()
             done += batch.shape[0]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import goldens as golden_store
+from .._phases import phase
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
 from ..fingerprint import HardwareKey
@@ -202,7 +203,9 @@ class _Run:
             )
         try:
             dataset = resolve_dataset(m, r.settings)
-            prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
+            # The batches read and preprocessed (the model's loading: its own phases).
+            with phase("preprocessing"):
+                prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
         except Unavailable as exc:
             raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
@@ -216,7 +219,7 @@ class _Run:
         rule = stop_rule(block)
         attempts: list[Attempt] = []
         assessments: list[Assessment] = []
-        with ReferenceWorkload() as reference, r.exclusive():
+        with ReferenceWorkload() as reference, r.exclusive(), phase("model"):
             for _ in range(block.attempts):
                 attempt = measure_attempt(prepared.calls, rule, reference)
                 attempts.append(attempt)

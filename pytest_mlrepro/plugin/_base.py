@@ -89,6 +89,9 @@ class RunState:
     preprocessing: PreprocessingShare | None = None
     """The preprocessing shared between the accuracy items of this process, planned once they
     are collected (only where two of them can share: ``plan_preprocessing``)."""
+    one_time: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The costs this process paid once for all its items, by phase (``{"wall", "cpu"}``
+    seconds): the frameworks imported at collection's end (``_phases.one_time``)."""
 
 
 state_key = pytest.StashKey[RunState]()

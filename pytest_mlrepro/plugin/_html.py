@@ -26,6 +26,7 @@ from .._files import check_writable_folder
 from ..diagnosis import first_step_outputs, sensitivity_table_path
 from ..errors import MlreproError, OutputError
 from ..fingerprint import environment
+from ..report import phase_table
 from ..report.html import (
     ReportUnavailable,
     SensitivityBar,
@@ -262,6 +263,7 @@ def session_view(config: pytest.Config, state: RunState) -> ReportView:
         sensitivity=tuple(sensitivity),
         environment=environment_rows(env),
         notes=tuple(notes),
+        phases=phase_table(state.results, state.one_time),
     )
     total = len(state.results)
     return build(

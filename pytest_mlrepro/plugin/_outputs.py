@@ -17,8 +17,11 @@ from ..results import FORMAT, created_now
 from ._base import Row, machine_name, output_path, report_output_error, results_path, run_shard
 
 
-def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
-    """The results file (format 2, docs/results.md), when --mlrepro-json asks for one."""
+def write_results_file(
+    session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]] | None = None
+) -> None:
+    """The results file (format 2, docs/results.md), when --mlrepro-json asks for one;
+    ``one_time``: the costs the process paid once for all its items (none: left out)."""
     path = results_path(session.config)
     if path is None:
         return
@@ -32,6 +35,8 @@ def write_results_file(session: pytest.Session, rows: list[Row]) -> None:
         "shard": None if shard is None else shard.as_json(),
         "results": rows,
     }
+    if one_time:
+        payload["one_time"] = one_time
     text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
     try:
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")

@@ -24,6 +24,9 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
         return None
     # Measured durations ("timing.<what>") go under one key, apart from results that repeat.
     timing = {k[len("timing.") :]: row.pop(k) for k in list(row) if k.startswith("timing.")}
+    if "phases" in timing:
+        # The call's duration as pytest measured it, beside the phases that account for it.
+        timing["call"] = round(report.duration, 4)
     if timing:
         row["timing"] = timing
     per_sample = getattr(report, PER_SAMPLE_ATTR, None)

@@ -22,6 +22,7 @@ from ..report import (
     audit_lines,
     latency_table,
     note_lines,
+    phase_lines,
     reference_lines,
     repeat_lines,
     shard_lines,
@@ -53,6 +54,7 @@ from ._html import check_html_target, drift_row, write_html_report
 from ._item import ManifestItem
 from ._latency import LatencyItem
 from ._outputs import write_benchmark_file, write_results_file
+from ._phases import accounted, one_time
 from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
@@ -122,7 +124,10 @@ class MlreproSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         plan_preprocessing(session.config, session.items)
-        preload_frameworks(session)
+        if not session.items or session.config.option.collectonly:
+            return  # nothing imported (an xdist controller: its workers import, each its own)
+        with one_time(session.config, "framework import"):
+            preload_frameworks(session)
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
@@ -169,13 +174,15 @@ class MlreproSession:
             item.begin_attempt()
             tell_allure(item.config, item.parameters())
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """An item whose golden another manifest claims too fails before it runs; an evaluating
-        item runs under its time limit."""
-        refuse_shared_golden(item)
-        with limited(item):
-            return (yield)
+        item runs under its time limit. The call's phases are accounted (``timing.phases``): the
+        outermost wrapper, so that they cover what pytest times as the call's duration."""
+        with accounted(item):
+            refuse_shared_golden(item)
+            with limited(item):
+                return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -272,6 +279,11 @@ class MlreproSession:
             ),
             # pytest-repeat's option (absent without it): said once, where manifest items ran.
             ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
+            # Where each item's time went: under -v (the results file and the page keep it).
+            (
+                "mlrepro phases",
+                phase_lines(state.results, state.one_time) if config.option.verbose > 0 else [],
+            ),
         ]
         for title, lines in sections:
             if lines:
@@ -289,7 +301,7 @@ class MlreproSession:
             return
         self._finish_shards(session)
         write_benchmark_file(session, self.state.latency)
-        write_results_file(session, self.state.results)
+        write_results_file(session, self.state.results, self.state.one_time)
         write_html_report(session, self.state)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

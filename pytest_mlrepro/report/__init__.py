@@ -19,6 +19,7 @@ from ._accuracy import (
     with_reference,
 )
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
+from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
 from ._tables import explain, summary_table
 from ._terminal import (
@@ -48,6 +49,8 @@ __all__ = [
     "latency_table",
     "no_golden",
     "note_lines",
+    "phase_lines",
+    "phase_table",
     "record_command",
     "reference_disagreement_record",
     "reference_lines",

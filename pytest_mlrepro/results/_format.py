@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
+from .._phases import PHASES
 from .._visible import shortened
 from ..data import MAX_SHARDS, Shard
 from ..errors import MlreproError
@@ -271,6 +272,37 @@ the file itself keeps the full value. (Keys that must match across files, the no
 them, are left whole.)"""
 
 
+def _seconds(value: Any, path: tuple[str | int, ...]) -> float:
+    seconds = _number(value, path)
+    if seconds < 0:
+        raise _Invalid(path, f"expected seconds (0 or more), got {seconds}")
+    return seconds
+
+
+def phase_account(value: Any, path: tuple[str | int, ...]) -> Mapping[str, Any]:
+    """A per-phase account (``{phase: {"wall": s, "cpu": s}}``: an item's ``timing.phases``,
+    the file's ``one_time``): the phases among ``PHASES``, their seconds finite and >= 0."""
+    account = _object(value, path)
+    for name, times in account.items():
+        if name not in PHASES:
+            raise _Invalid((*path, name), f"not a phase (one of: {', '.join(PHASES)})")
+        entry = _object(times, (*path, name))
+        for what in ("wall", "cpu"):
+            _seconds(_required(entry, what, (*path, name)), (*path, name, what))
+    return account
+
+
+def _timing(value: Any, path: tuple[str | int, ...]) -> None:
+    """A row's measured durations: any of them, typed where known (``seconds``: the model's run
+    over the data set, a list of them for the determinism item's runs; ``call``: the item's
+    call as pytest timed it; ``phases``: where the call's time went)."""
+    timing = _object(value, path)
+    if "call" in timing:
+        _seconds(timing["call"], (*path, "call"))
+    if "phases" in timing:
+        phase_account(timing["phases"], (*path, "phases"))
+
+
 def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
     row = dict(_object(value, path))
     _str(_required(row, "nodeid", path), (*path, "nodeid"))
@@ -313,6 +345,8 @@ def _row(value: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
             _number(_required(tol, key, (*path, "tolerances")), (*path, "tolerances", key))
     if "shard" in row:
         _shard(row["shard"], (*path, "shard"))
+    if "timing" in row:
+        _timing(row["timing"], (*path, "timing"))
     _report_fields(row, path)
     if "per_sample" in row:
         _part(row["per_sample"], (*path, "per_sample"))
@@ -477,6 +511,8 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         shard_json = _required(obj, "shard", ())
         shard = None if shard_json is None else _shard(shard_json, ("shard",))
         created = _created(obj["created"]) if "created" in obj else None
+        if "one_time" in obj:
+            phase_account(obj["one_time"], ("one_time",))
         rows = [
             _row(row, ("results", i))
             for i, row in enumerate(_list(_required(obj, "results", ()), ("results",)))

@@ -237,6 +237,17 @@ COMMON = (
 )
 
 
+def _added_phases(accounts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per-phase accounts (``timing.phases``) added up, phase by phase."""
+    added: dict[str, dict[str, float]] = {}
+    for account in accounts:
+        for name, times in account.items():
+            into = added.setdefault(name, {"wall": 0.0, "cpu": 0.0})
+            for what in ("wall", "cpu"):
+                into[what] = round(into[what] + float(times[what]), 4)
+    return added
+
+
 def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The N shard rows of one evaluation (one machine, manifest and device) merged into the row
     of the unsharded run: its exact metrics and its verdict. A shard that failed on its own
@@ -250,6 +261,9 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     seconds = [row.get("timing", {}).get("seconds") for _, row in shards]
     if all(isinstance(s, (int, float)) for s in seconds):
         merged["timing"] = {"seconds": round(sum(float(s) for s in seconds), 3)}
+        accounts = [row["timing"].get("phases") for _, row in shards]
+        if all(isinstance(a, dict) for a in accounts):  # the shards' phases, added up
+            merged["timing"]["phases"] = _added_phases(accounts)
     failed = [(shard, row) for shard, row in shards if not _compared(row)]
     if failed:
         if all(row.get("outcome") == "skipped" for _, row in shards):

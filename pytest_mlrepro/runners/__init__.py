@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 from packaging.version import InvalidVersion, Version
 
+from .._phases import phase
 from ..errors import FrameworkUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
@@ -61,6 +62,11 @@ def installed_version(framework: str) -> str | None:
 
 def check_framework(manifest: Manifest) -> str:
     """The installed version of the manifest's framework, or FrameworkUnavailable saying why."""
+    with phase("framework import"):
+        return _check_framework(manifest)
+
+
+def _check_framework(manifest: Manifest) -> str:
     name = manifest.framework.name
     version = installed_version(name)
     install = f"pip install 'pytest-mlrepro[{EXTRAS[name]}]'"
@@ -141,17 +147,28 @@ def load_runner(
     Runtime needs telling: measured per thread (docs/measurements.md), its intra-op worker spun
     through every preprocessing phase (+1.3 s of CPU in a 7.7 s evaluation of the example), while
     torch (OpenMP), TensorFlow and TFLite threads used no more CPU alternating than the model
-    alone. A latency measurement keeps each runtime's default."""
+    alone. A latency measurement keeps each runtime's default.
+
+    Its time is the item's ``model load`` phase, but for the verification of the files (``model
+    verify``) and a framework's import (``framework import``: once per process, at collection,
+    where a session runs)."""
+    with phase("model load"):
+        return _load_runner(manifest, device, settings, shares_cpu)
+
+
+def _load_runner(manifest: Manifest, device: str, settings: Settings, shares_cpu: bool) -> Runner:
     if manifest.framework.name == "onnxruntime":
-        from .onnx import OnnxRunner
+        with phase("framework import"):
+            from .onnx import OnnxRunner
 
         return OnnxRunner.load(manifest, device, settings, shares_cpu=shares_cpu)
     if manifest.framework.name in ("tensorflow", "tflite"):
         name = manifest.framework.name
         try:
-            from .tensorflow import TensorFlowRunner, TFLiteRunner, import_framework
+            with phase("framework import"):
+                from .tensorflow import TensorFlowRunner, TFLiteRunner, import_framework
 
-            import_framework(name)
+                import_framework(name)
         except ImportError as exc:
             raise FrameworkUnavailable(
                 f"{name} is installed but cannot be imported: {exc}",
@@ -160,6 +177,7 @@ def load_runner(
         if manifest.framework.name == "tflite":
             return TFLiteRunner.load(manifest, device, settings)
         return TensorFlowRunner.load(manifest, device, settings)
-    from .torch import TorchRunner
+    with phase("framework import"):
+        from .torch import TorchRunner
 
     return TorchRunner.load(manifest, device, settings)

@@ -44,6 +44,7 @@ from .._files import (
     sha256_file,
     write_error,
 )
+from .._phases import phase
 from .._visible import visible
 from .._yaml import Path as KeyPath
 from ..errors import (
@@ -455,21 +456,23 @@ def verified(
     read (a shared mirror being updated, a concurrent job writing the cache) can then never be
     what runs under a verified name. The folder is removed when the block ends: load the model
     inside it (every runtime here has read, or mapped, the file by then)."""
-    path = locate(manifest, ref, where, settings)
-    if where == ("model", "file"):
-        check_size(path, manifest.model.format, manifest.source)  # before a byte is read
+    with phase("model verify"):
+        path = locate(manifest, ref, where, settings)
+        if where == ("model", "file"):
+            check_size(path, manifest.model.format, manifest.source)  # before a byte is read
     with tempfile.TemporaryDirectory(prefix="mlrepro-model-") as private:
         local = Path(private) / path.name
-        try:
-            actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
-        except NotARegularFile as exc:  # a link planted in the cache after it was confined
-            raise IntegrityError(
-                manifest.error(
-                    (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
-                ).format()
-            ) from None
-        if actual != ref.sha256:
-            raise _integrity_error(manifest, ref, where, path, actual)
+        with phase("model verify"):
+            try:
+                actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
+            except NotARegularFile as exc:  # a link planted in the cache after it was confined
+                raise IntegrityError(
+                    manifest.error(
+                        (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
+                    ).format()
+                ) from None
+            if actual != ref.sha256:
+                raise _integrity_error(manifest, ref, where, path, actual)
         yield VerifiedFile(path, local)
 
 

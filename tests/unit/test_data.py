@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import hashlib
 import multiprocessing
+import os
 import shutil
 import threading
 import time
@@ -743,3 +744,39 @@ def test_a_labels_row_the_file_system_cannot_hold_names_its_file_line_and_field(
     message = str(info.value)
     assert f"{tiny.folder / 'labels.csv'}:6: the name 'xxxx" in message
     assert "is 304 bytes long; file systems hold names of at most 255 bytes" in message
+
+
+def test_a_session_hashes_each_file_once_until_it_changes(
+    tiny: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving the data set again (the next item of a session) hashes no file that is as it
+    was; a file written since (same size, new bytes, its modification time put back) is hashed
+    again and refused."""
+    from pytest_mlrepro.data import _datasets
+
+    hashed: list[str] = []
+
+    def counting(path: Path, *, follow_symlinks: bool = True) -> str:
+        hashed.append(Path(path).name)
+        return sha256_file(path, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(_datasets, "_hashed", _datasets._HashedFiles())
+    monkeypatch.setattr(_datasets, "sha256_file", counting)
+    first = resolve_dataset(tiny.manifest(), tiny.settings())
+    assert set(SORTED_IDS) <= set(hashed)
+    hashed.clear()
+    assert resolve_dataset(tiny.manifest(), tiny.settings()) == first
+    assert hashed == []
+
+    path = tiny.folder / "f.png"
+    before = path.stat()
+    # The kernel's change-time clock ticks every few milliseconds: a write in the same tick as
+    # the file's creation would keep its change time.
+    time.sleep(0.05)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(IntegrityError, match=r"f\.png"):
+        resolve_dataset(tiny.manifest(), tiny.settings())
+    assert hashed == ["f.png"]

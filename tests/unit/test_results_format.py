@@ -60,6 +60,11 @@ def _document() -> dict[str, Any]:
         "verdict": "drift",
         "tolerances": {"top1": 0.5, "top5": 0.5, "agreement": 0.99, "score": 0.001},
         "per_sample": part.to_json(),
+        "timing": {
+            "seconds": 1.5,
+            "call": 2.0,
+            "phases": {"model": {"wall": 1.5, "cpu": 2.9}, "other": {"wall": 0.5, "cpu": 0.5}},
+        },
     }
     skipped = {"nodeid": "manifests/t.yaml::accuracy[cpu]", "outcome": "skipped"}
     return {
@@ -67,6 +72,7 @@ def _document() -> dict[str, Any]:
         "machine": {"name": "ci-1", "environment": {"python": "3.11"}},
         "shard": None,
         "results": [row, skipped],
+        "one_time": {"framework import": {"wall": 3.0, "cpu": 3.1}},
     }
 
 
@@ -127,6 +133,7 @@ def _set(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]], 
 _DELETE = object()
 ROW = ("results", 0)
 NOW = (*ROW, "per_sample", "now")
+PHASES = (*ROW, "timing", "phases")
 
 # (what is tampered with, the JSON path the error names, its message, whether the JSON Schema
 # states the rule too; the lengths of per-sample lists and the score_diff keys it cannot)
@@ -157,6 +164,17 @@ TAMPERED = [
     ),
     ((*ROW, "per_sample", "golden"), _DELETE, "$.results[0].per_sample", "'golden'", True),
     (("results",), {}, "$.results", "expected a list, got an object", True),
+    (
+        (*PHASES, "warp"),
+        {"wall": 1, "cpu": 1},
+        "$.results[0].timing.phases.warp",
+        "not a phase",
+        True,
+    ),
+    ((*PHASES, "model", "cpu"), -1.0, "$.results[0].timing.phases.model.cpu", "0 or more", True),
+    ((*PHASES, "model", "wall"), _DELETE, "$.results[0].timing.phases.model", "'wall'", True),
+    ((*ROW, "timing", "call"), "2 s", "$.results[0].timing.call", "expected a number", True),
+    (("one_time", "framework import"), [3.0], '$.one_time["framework import"]', "an object", True),
     (
         ("machine", "environment", "cpu_flags"),
         "avx2 fma",

@@ -251,3 +251,5 @@ class ReportView:
     nights: tuple[tuple[str, str], ...] = ()  # (night, its results files)
     environment: tuple[tuple[str, str], ...] = ()
     summary: dict[str, int] = field(default_factory=dict)  # e.g. {"pass": 3, "fail": 1}
+    # Where each item's time went: a header and its rows of text (``report.phase_table``).
+    phases: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] = ((), ())

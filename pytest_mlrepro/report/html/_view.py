@@ -22,6 +22,7 @@ from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix, machine_columns, machine_notes
 from ...matrix import Result as MatrixResult
 from ...results import FORMAT, validate_results
+from .._phases import Table
 from ._images import from_plain
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
@@ -59,6 +60,8 @@ class SessionParts:
     sensitivity: tuple[SensitivityTable, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    phases: Table = ((), ())
+    """Where each item's time went (``report.phase_table``)."""
 
 
 def results_document(
@@ -461,6 +464,7 @@ def matrix_view(
         drift=tuple(drift),
         notes=tuple(notes),
         environment=parts.environment if parts else _sources(matrix) + _machine_rows(matrix),
+        phases=parts.phases if parts else ((), ()),
         summary={k: summary[k] for k in ("fail", "pass", "skip") if k in summary},
     )
 

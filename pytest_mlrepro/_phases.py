@@ -1,0 +1,120 @@
+"""Where an item's time goes: its call split into phases, each with its wall and CPU time.
+
+One :class:`PhaseClock` runs per item call (the plugin starts it around the call). The layers
+that do the work mark what they do with :func:`phase` (``with phase("model"): ...``): the time
+between two marks belongs to the phase marked, and what no layer marks is ``other``. The phases
+therefore partition the clock's span: their sum is the call's duration (what pytest measures
+around the same call differs by the few hooks outside the clock).
+
+Ambient rather than passed down: the phases are marked deep in layers (a runner's import, the
+data set's verification, a batch's preprocessing) that are handed only their part of the
+manifest, and an account must not change what any of them is given. Without a running clock
+(a benchmark, the command line, diagnosis helpers run alone) :func:`phase` costs two attribute
+reads. Marks count only in the thread that started the clock: a worker thread's time shows in
+the process's CPU time of the phase that waits for it.
+
+CPU time is the process's (every thread's: a framework's intra-op pool, the preprocessing
+workers), so a phase's CPU time over its wall time says how many cores it kept busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+PHASES = (
+    "framework import",
+    "model verify",
+    "model load",
+    "data verify",
+    "preprocessing",
+    "model",
+    "comparison",
+    "diagnosis",
+    "writing",
+    "other",
+)
+"""Every phase an account can hold, in the order an item goes through them."""
+
+OTHER = "other"
+
+
+@dataclass
+class PhaseClock:
+    """The phases of one call (see the module docstring); started when made."""
+
+    wall: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+    current: str = OTHER
+    thread: int = field(default_factory=threading.get_ident)
+    _wall0: float = field(init=False)
+    _cpu0: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+
+    def switch(self, name: str) -> str:
+        """Charge the time since the last switch to the current phase and make ``name``
+        current; the phase that was current."""
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r} (one of {', '.join(PHASES)})")
+        wall, cpu = time.perf_counter(), time.process_time()
+        before = self.current
+        self.wall[before] = self.wall.get(before, 0.0) + (wall - self._wall0)
+        self.cpu[before] = self.cpu.get(before, 0.0) + (cpu - self._cpu0)
+        self._wall0, self._cpu0, self.current = wall, cpu, name
+        return before
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        """The account so far, as the results file keeps it: ``{phase: {"wall": s, "cpu": s}}``
+        in :data:`PHASES` order, phases that took no time left out."""
+        self.switch(self.current)
+        return {
+            name: {"wall": round(self.wall[name], 4), "cpu": round(self.cpu.get(name, 0.0), 4)}
+            for name in PHASES
+            if self.wall.get(name, 0.0) > 0.0
+        }
+
+
+_running: PhaseClock | None = None
+
+
+def start() -> PhaseClock:
+    """Start the clock of a call in this thread (one at a time: a new one replaces the last)."""
+    global _running
+    _running = PhaseClock()
+    return _running
+
+
+def stop(clock: PhaseClock) -> dict[str, dict[str, float]]:
+    """Stop ``clock`` (no longer marked) and return its account (:meth:`PhaseClock.stop`)."""
+    global _running
+    if _running is clock:
+        _running = None
+    return clock.stop()
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Charge the time inside to phase ``name`` (nested: the inner phase wins, the outer one
+    resumes after it); nothing without a running clock or outside the clock's thread."""
+    clock = _running
+    if clock is None or clock.thread != threading.get_ident():
+        yield
+        return
+    before = clock.switch(name)
+    try:
+        yield
+    finally:
+        clock.switch(before)
+
+
+def total(account: dict[str, dict[str, float]], what: str = "wall") -> float:
+    """The sum of an account's phases (``wall`` or ``cpu`` seconds)."""
+    return sum(times[what] for times in account.values())
+
+
+__all__ = ["OTHER", "PHASES", "PhaseClock", "phase", "start", "stop", "total"]

@@ -1,0 +1,81 @@
+"""Where each item's time went (``timing.phases``, :mod:`pytest_mlrepro._phases`), as the ``-v``
+terminal section and the HTML report show it: one row per item, a column per phase that took
+time, each cell its wall seconds and, in parentheses, its CPU seconds (every thread's: CPU above
+wall is cores kept busy); then the costs the session paid once for all its items."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._phases import PHASES, total
+from ._text import aligned
+
+Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
+"""A header and its rows, all text."""
+
+
+def _cell(times: Mapping[str, Any] | None) -> str:
+    if not times:
+        return "-"
+    return f"{float(times['wall']):.2f} ({float(times['cpu']):.2f})"
+
+
+def _item(row: Mapping[str, Any]) -> str:
+    name = str(row.get("nodeid", ""))
+    return name.rsplit("/", 1)[-1]
+
+
+def phase_table(
+    rows: Sequence[Mapping[str, Any]], one_time: Mapping[str, Any] | None = None
+) -> Table:
+    """The account of every row that has one, and a last row ``once`` with the session's
+    one-time costs; empty rows when no row has an account."""
+    accounts = [
+        (row, row["timing"]["phases"])
+        for row in rows
+        if isinstance(row.get("timing"), dict) and isinstance(row["timing"].get("phases"), dict)
+    ]
+    if not accounts:
+        return (), ()
+    seen = {name for _, account in accounts for name in account} | set(one_time or {})
+    names = [name for name in PHASES if name in seen]
+    header = ("item", "call s", "phases s", *names)
+    body: list[tuple[str, ...]] = []
+    for row, account in sorted(accounts, key=lambda a: str(a[0].get("nodeid", ""))):
+        call = row["timing"].get("call")
+        body.append(
+            (
+                _item(row),
+                f"{float(call):.2f}" if isinstance(call, (int, float)) else "-",
+                f"{total(account):.2f}",
+                *(_cell(account.get(name)) for name in names),
+            )
+        )
+    if one_time:
+        body.append(
+            (
+                "once for the session",
+                "-",
+                f"{total(dict(one_time)):.2f}",
+                *(_cell(one_time.get(name)) for name in names),
+            )
+        )
+    return header, tuple(body)
+
+
+def phase_lines(
+    rows: Sequence[Mapping[str, Any]], one_time: Mapping[str, Any] | None = None
+) -> list[str]:
+    """:func:`phase_table` as the terminal's aligned lines, with what the cells are; none when
+    no row has an account."""
+    header, body = phase_table(rows, one_time)
+    if not body:
+        return []
+    return [
+        "seconds per phase: wall (CPU, every thread's); the phases of an item add up to its call",
+        *aligned([header, *body]),
+    ]
+
+
+__all__ = ["Table", "phase_lines", "phase_table"]
