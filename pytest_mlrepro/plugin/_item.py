@@ -3,6 +3,7 @@ the data set share (:class:`EvaluatingItem`: the accuracy and the determinism it
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -102,7 +103,14 @@ class ManifestItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
+        try:
+            return super().repr_failure(excinfo, style=style)
+        except TypeError:
+            # A signal handler's exception (pytest-timeout's, say) raised at an instruction that
+            # has no line number leaves a traceback entry whose tb_lineno is None; pytest's
+            # formatter subtracts from it and the session ends in an INTERNALERROR. Python's own
+            # format prints such an entry: the failure is reported, the session goes on.
+            return "".join(traceback.format_exception(excinfo.value)).rstrip()
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, f"{self.manifest.name}::{self.name}"

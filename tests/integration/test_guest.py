@@ -227,6 +227,47 @@ def test_pytest_timeout_still_stops_an_mlrepro_item(serial_project: Project) -> 
     assert time.monotonic() - start < 110
 
 
+# What pytest-timeout's signal method does when its SIGALRM lands on an instruction that has no line
+# number (exception-handling code, say): the exception's traceback has an entry whose tb_lineno
+# is None. Built here without a timer, so the failure cannot depend on where a signal lands.
+NO_LINE_NUMBER_CONFTEST = """
+import sys
+import types
+
+import pytest
+
+
+def _frame_in_a_handler():
+    try:
+        raise KeyError("inside")
+    except KeyError:
+        return sys._getframe()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    frame = _frame_in_a_handler()
+    offset = next(s for s, _, line in frame.f_code.co_lines() if line is None)
+    try:
+        pytest.fail("Timeout (>3.0s) from pytest-timeout.")
+    except pytest.fail.Exception as error:
+        entry = types.TracebackType(error.__traceback__, frame, offset, -1)
+        assert entry.tb_lineno is None
+        raise error.with_traceback(entry)
+"""
+
+
+def test_a_failure_whose_traceback_has_no_line_number_is_reported_not_an_internal_error(
+    project: Project,
+) -> None:
+    project.make({"tiny.yaml": project.manifest("tiny")})
+    (project.path / "conftest.py").write_text(NO_LINE_NUMBER_CONFTEST)
+    result = project.run("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*Timeout (>3.0s) from pytest-timeout*", "*1 failed*"])
+
+
 def test_without_fcntl_pytest_still_runs_with_the_plugin_installed(
     pytester: pytest.Pytester,
 ) -> None:
