@@ -64,6 +64,7 @@ def test_dct_method_changes_per_sample_results_and_fails_the_other_golden(
         "backend": "tf",
         "dct_method": "INTEGER_FAST",
         "exif_orientation": False,
+        "mode": "RGB",
         "order": "RGB",
     }
     rows = {n: {r[0]: r for r in g["samples"]} for n, g in goldens.items()}
