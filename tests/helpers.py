@@ -326,6 +326,40 @@ class BareProject:
         return run_in_process(self.pytester, *QUIET, *args)
 
 
+def drifted_project(project: Project) -> Project:
+    """tiny_onnx drifts (its decode now gives BGR: red and blue swap), tiny_loose passes."""
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": project.manifest(
+                "tiny_loose",
+                extra="tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n",
+            ),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    path = project.path / "manifests" / "tiny_onnx.yaml"
+    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
+    return project
+
+
+def store_as_jpegs(bare: BareProject, **save: Any) -> None:
+    """The tiny data set stored as JPEG files (quality 95; ``save``: Pillow's other options)."""
+    from PIL import Image
+
+    data = bare.data()
+    rows = ["file,class_index"]
+    for line in (data / "labels.csv").read_text().splitlines()[1:]:
+        name, label = line.split(",")
+        png = data / name
+        jpeg = png.with_suffix(".jpg")
+        Image.open(png).convert("RGB").save(jpeg, quality=95, **save)
+        png.unlink()
+        rows.append(f"{jpeg.name},{label}")
+    (data / "labels.csv").write_text("\n".join(rows) + "\n")
+    bare.rewrite_checksums()
+
+
 def verdicts(result: pytest.RunResult) -> dict[str, str]:
     """The summary table's verdict column, by manifest."""
     lines = result.stdout.lines

@@ -8,26 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import BareProject, lead_of
+from helpers import BareProject, lead_of, store_as_jpegs
 
 pytest.importorskip("onnxruntime")
-
-
-def as_jpegs(bare: BareProject) -> None:
-    """The tiny data set stored as JPEG files (quality 95, 4:4:4)."""
-    from PIL import Image
-
-    data = bare.data()
-    rows = ["file,class_index"]
-    for line in (data / "labels.csv").read_text().splitlines()[1:]:
-        name, label = line.split(",")
-        png = data / name
-        jpeg = png.with_suffix(".jpg")
-        Image.open(png).convert("RGB").save(jpeg, quality=95, subsampling=0)
-        png.unlink()
-        rows.append(f"{jpeg.name},{label}")
-    (data / "labels.csv").write_text("\n".join(rows) + "\n")
-    bare.rewrite_checksums()
 
 
 def test_a_decoder_that_changed_under_an_unchanged_manifest_is_the_environment(
@@ -35,7 +18,7 @@ def test_a_decoder_that_changed_under_an_unchanged_manifest_is_the_environment(
 ) -> None:
     from PIL import Image
 
-    as_jpegs(bare)
+    store_as_jpegs(bare, subsampling=0)
     bare.manifest("tiny_onnx")
     bare.run("--mlrepro-update").assert_outcomes(passed=1)
 

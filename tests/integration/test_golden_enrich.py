@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BareProject, sha256
+from helpers import BareProject, sha256, store_as_jpegs
+from machines import identity
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -61,8 +63,11 @@ def with_max(source: Path, target: Path) -> str:
 
 
 def test_a_reproducing_run_enriches_an_older_golden_and_a_drifting_one_is_refused(
-    bare: BareProject,
+    bare: BareProject, as_machine: Callable[[str], dict[str, Any]]
 ) -> None:
+    # A fixed machine: the CPU flags that enrichment adds back are its flags, whatever the host
+    # shows (a container may hide /proc/cpuinfo's flags).
+    as_machine("amd-epyc-avx2")
     bare.manifest("tiny_onnx")
     bare.run("--mlrepro-update").assert_outcomes(passed=1)
     as_older_golden(bare, "tiny_onnx")
@@ -93,7 +98,7 @@ def test_a_reproducing_run_enriches_an_older_golden_and_a_drifting_one_is_refuse
         ["means", "ReduceMean"], ["flat", "Flatten"], ["logits", "Mul"]
     ]  # fmt: skip
     assert set(after["pixels"]) == set(before["data"])
-    assert "cpu_flags" in after["environment"]
+    assert after["environment"]["cpu_flags"] == identity("amd-epyc-avx2")["cpu_flags"]
     # Nothing left to add: the next enrichment writes nothing.
     enriched = path.read_bytes()
     again = bare.run("--mlrepro-enrich")
@@ -117,23 +122,6 @@ def test_enrich_and_update_together_are_a_usage_error(bare: BareProject) -> None
     result.stderr.fnmatch_lines(["*--mlrepro-enrich and --mlrepro-update cannot be combined*"])
 
 
-def _as_jpegs(bare: BareProject) -> None:
-    """The tiny data set stored as JPEG files (quality 95)."""
-    from PIL import Image
-
-    data = bare.data()
-    rows = ["file,class_index"]
-    for line in (data / "labels.csv").read_text().splitlines()[1:]:
-        name, label = line.split(",")
-        png = data / name
-        jpeg = png.with_suffix(".jpg")
-        Image.open(png).convert("RGB").save(jpeg, quality=95)
-        png.unlink()
-        rows.append(f"{jpeg.name},{label}")
-    (data / "labels.csv").write_text("\n".join(rows) + "\n")
-    bare.rewrite_checksums()
-
-
 def _add_comment(path: Path, text: bytes) -> None:
     """A JPEG comment (COM segment) inserted after the start of image: the entropy-coded
     data, and so the decoded pixels, stay as they were."""
@@ -144,7 +132,7 @@ def _add_comment(path: Path, text: bytes) -> None:
 
 
 def test_a_jpeg_comment_passes_with_a_note_and_fails_under_strict(bare: BareProject) -> None:
-    _as_jpegs(bare)
+    store_as_jpegs(bare)
     bare.manifest("tiny_onnx")
     bare.run("--mlrepro-update").assert_outcomes(passed=1)
     assert "pixels" in bare.golden_json("tiny_onnx")

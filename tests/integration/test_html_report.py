@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_helpers import needs_chromium, open_page, screenshot
-from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project, short_reference
+from helpers import Project, drifted_project, short_reference
 
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.report.html import MATRIX_COLUMNS as COLUMNS
@@ -60,23 +60,6 @@ def _short_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 PNG = re.compile(r'<img class="drift-image (drift-\w+)" src="data:image/png;base64,([^"]+)"')
 
 
-def _drifted_project(project: Project) -> Project:
-    """tiny_onnx drifts (its decode now gives BGR: red and blue swap), tiny_loose passes."""
-    project.make(
-        {
-            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
-            "tiny_loose.yaml": project.manifest(
-                "tiny_loose",
-                extra="tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n",
-            ),
-        },
-        goldens=["tiny_onnx", "tiny_loose"],
-    )
-    path = project.path / "manifests" / "tiny_onnx.yaml"
-    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
-    return project
-
-
 LATENCY = (
     "latency: {batch_sizes: [1], min_rounds: 5, min_time: 0.05, max_time: 2,"
     " warmup_rounds: 2, warmup_time: 0, attempts: 2, tolerance: {p50: 4.0}}\n"
@@ -85,7 +68,7 @@ LATENCY = (
 
 def _full_project(project: Project) -> Project:
     """The drifted project, with a latency golden for tiny_loose and its pitfall table."""
-    _drifted_project(project)
+    drifted_project(project)
     path = project.path / "manifests" / "tiny_loose.yaml"
     path.write_text(path.read_text() + LATENCY)
     with open(project.path / "pytest.ini", "a") as fh:
@@ -122,7 +105,7 @@ def _assert_self_contained(page: str) -> None:
 
 @pytest.mark.about_xdist  # the pictures travel with an xdist worker's report
 def test_a_drifted_manifest_gets_its_preprocessing_pictures(project: Project) -> None:
-    _drifted_project(project)
+    drifted_project(project)
     result = project.run("--mlrepro-html", "out/report.html")
     result.assert_outcomes(passed=1, failed=1)
     page = (project.path / "out" / "report.html").read_text(encoding="utf-8")
@@ -200,7 +183,7 @@ def test_the_report_costs_a_passing_item_nothing(project: Project) -> None:
 
 
 def test_the_ini_key_and_an_unwritable_target(project: Project) -> None:
-    _drifted_project(project)
+    drifted_project(project)
     (project.path / "pytest.ini").write_text(
         "[pytest]\nmlrepro_data = data\nmlrepro_html = reports/session.html\n"
     )

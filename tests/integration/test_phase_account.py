@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
+from helpers import Project, drifted_project
 
 from pytest_mlrepro.results import load_results
 
@@ -21,25 +21,8 @@ WORK = ("data verify", "model verify", "model load", "preprocessing", "model", "
 """The phases every evaluated accuracy item goes through."""
 
 
-def _drifted(project: Project) -> Project:
-    """tiny_onnx drifts (its decode gives BGR: red and blue swap), tiny_loose passes."""
-    project.make(
-        {
-            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
-            "tiny_loose.yaml": project.manifest(
-                "tiny_loose",
-                extra="tolerances: {top1: 100, top5: 100, agreement: 0.0, score: 1.0}\n",
-            ),
-        },
-        goldens=["tiny_onnx", "tiny_loose"],
-    )
-    path = project.path / "manifests" / "tiny_onnx.yaml"
-    path.write_text(path.read_text().replace(PREPROCESS_RGB, PREPROCESS_BGR))
-    return project
-
-
 def test_each_item_accounts_for_its_call_by_phase(serial_project: Project) -> None:
-    project = _drifted(serial_project)
+    project = drifted_project(serial_project)
     results = project.path / "results.json"
     # A fresh process: the frameworks are imported at collection's end, the one-time cost.
     run = project.run(
