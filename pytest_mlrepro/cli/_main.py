@@ -31,7 +31,7 @@ from .._visible import visible_lines
 from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
-from ._merge import add_history_parser, history, merge
+from ._merge import add_history_parser, add_schema_parser, history, merge, schema
 from ._merge import add_parser as add_merge
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     add_init(commands)
     add_merge(commands)
     add_history_parser(commands)
+    add_schema_parser(commands)
     return parser
 
 
@@ -267,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
         return guarded(lambda: merge(args))
+    if args.command == "schema":  # the types' schema: no pytest session
+        return schema(args)
     if args.command == "history":  # reads results files only, as merge does
         if passed:
             print(f"mlrepro history: unknown arguments: {' '.join(passed)}", file=sys.stderr)

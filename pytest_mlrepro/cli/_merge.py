@@ -54,6 +54,40 @@ def add_parser(commands: Any) -> None:
     )
 
 
+def add_schema_parser(commands: Any) -> None:
+    """The ``schema`` subcommand: the JSON Schema of a file the plugin writes."""
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of the results file",
+        description="Print (or write) the JSON Schema (draft 2020-12) of the results file "
+        "(pytest --mlrepro-json), generated from this version's types: point an editor or a "
+        "validator at it. Some rules are beyond a schema (docs/results.md); mlrepro merge "
+        "checks them too.",
+    )
+    schema.add_argument("kind", choices=("results",), help="which file's schema")
+    schema.add_argument("--out", metavar="PATH", help="write it to PATH instead of printing it")
+
+
+def schema(args: argparse.Namespace) -> int:
+    """Run ``mlrepro schema``; returns its exit status."""
+    import json
+
+    from .._files import atomic_write_bytes
+    from ..results import results_schema
+
+    text = json.dumps(results_schema(), indent=2) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        atomic_write_bytes(Path(args.out), text.encode())
+    except OSError as exc:
+        print(f"mlrepro schema: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"wrote {args.out}")
+    return 0
+
+
 def merge(args: argparse.Namespace) -> int:
     """Run ``mlrepro merge``; returns its exit status."""
     from .._files import atomic_write_bytes

@@ -19,9 +19,7 @@ from ._fields import (
     settings_of,
 )
 from ._format import (
-    FORMAT,
-    FORMATS,
-    SCHEMA_FILE,
+    BEYOND_SCHEMA,
     Part,
     ResultsFile,
     ResultsFileError,
@@ -44,11 +42,12 @@ from ._merge import (
     shard_verdict,
     unsharded_nodeid,
 )
+from ._record import FORMAT, FORMATS, results_schema
 
 __all__ = [
+    "BEYOND_SCHEMA",
     "FORMAT",
     "FORMATS",
-    "SCHEMA_FILE",
     "SHARD_SUFFIX",
     "Part",
     "ResultsFile",
@@ -70,6 +69,7 @@ __all__ = [
     "pipeline_digest",
     "pipeline_of",
     "results_from_json",
+    "results_schema",
     "results_to_json",
     "settings_of",
     "shard_of",

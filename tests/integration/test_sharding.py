@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from helpers import PREPROCESS_BGR, XDIST, Project, checksum_list, recorded_project_of
 
-from pytest_mlrepro.results import SCHEMA_FILE, load_results, merge_shards
+from pytest_mlrepro.results import load_results, merge_shards, results_schema
 
 N_IMAGES = 40
 MANIFEST = "manifests/tiny_onnx.yaml"
@@ -45,9 +45,7 @@ def _drift(project: Project) -> None:
 def _rows(project: Project, name: str) -> dict[str, dict[str, Any]]:
     """The accuracy rows of a results file, validated (load_results and the JSON Schema)."""
     path = project.path / name
-    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(
-        json.loads(path.read_text())
-    )
+    jsonschema.Draft202012Validator(results_schema()).validate(json.loads(path.read_text()))
     return {row["nodeid"]: row for row in load_results(path).rows if "accuracy[" in row["nodeid"]}
 
 
@@ -136,7 +134,7 @@ def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) 
     )
     serial_project.run("--mlrepro-json", "out.json", "--mlrepro-machine", "ci-a")
     document = json.loads((serial_project.path / "out.json").read_text())
-    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(document)
+    jsonschema.Draft202012Validator(results_schema()).validate(document)
     loaded = load_results(serial_project.path / "out.json")
     kinds = {row.get("kind") or row["verdict"] for row in loaded.rows}
     assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.rows

@@ -18,7 +18,7 @@ from test_latency import golden_files, results, sleepy_project
 from test_latency import sleepy_weights as sleepy_weights  # the fixture
 
 from pytest_mlrepro.cli import main
-from pytest_mlrepro.results import SCHEMA_FILE
+from pytest_mlrepro.results import results_schema
 
 ITEM = "manifests/sleepy.yaml::latency[cpu-b1]"
 COMMAND = "pytest 'manifests/sleepy.yaml::latency[cpu-b1]' --mlrepro-update"
@@ -44,7 +44,7 @@ def test_a_golden_recorded_slow_is_flagged_stale_until_re_recorded(
     fast.assert_outcomes(passed=1)
     row = results(project)[ITEM]
     document = json.loads((project.path / "out.json").read_text())
-    jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text())).validate(document)
+    jsonschema.Draft202012Validator(results_schema()).validate(document)
     assert row["ratio_to_golden"] < 0.5
     assert row["ratio_to_golden"] == pytest.approx(row["p50_ms"] / row["golden_p50_ms"], rel=1e-3)
     assert row["stale_golden"] == {"ratio": row["ratio_to_golden"], "command": COMMAND}

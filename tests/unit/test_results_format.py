@@ -1,7 +1,8 @@
-"""The results file's format 2 read back (pytest_mlrepro.results.load_results) against its
-published JSON Schema (pytest_mlrepro/results.schema.json): a valid file is accepted by both, a
-tampered one refused with the file and the JSON path of the bad field. (Files written by pytest
-are validated against both in tests/integration/test_sharding.py.)
+"""The results file's format 2 read back (pytest_mlrepro.results.load_results): its JSON Schema,
+generated from the types (results_schema), and the rules beyond it (BEYOND_SCHEMA): a valid file
+is accepted, a tampered one refused with the file and the JSON path of the bad field, whether
+the schema states the rule or a check after it does. (Files written by pytest are read back in
+tests/integration/test_sharding.py.)
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import pytest
 from pytest_mlrepro.goldens import Results
 from pytest_mlrepro.results import (
     FORMAT,
-    SCHEMA_FILE,
     Part,
     ResultsFileError,
     json_path,
     load_results,
+    results_schema,
 )
 
 
@@ -83,14 +84,18 @@ def _write(tmp_path: Path, document: Any) -> Path:
 
 
 def _schema_accepts(document: Any) -> bool:
-    validator = jsonschema.Draft7Validator(json.loads(SCHEMA_FILE.read_text()))
-    return validator.is_valid(document)
+    return jsonschema.Draft202012Validator(results_schema()).is_valid(document)
 
 
 def test_the_schema_is_valid_json_schema_for_the_format_written() -> None:
-    schema = json.loads(SCHEMA_FILE.read_text())
-    jsonschema.Draft7Validator.check_schema(schema)
-    assert schema["properties"]["format"] == {"const": FORMAT}
+    schema = results_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["format"]["enum"] == [FORMAT]
+    row = schema["$defs"]["Row"]
+    assert row["required"] == ["nodeid", "outcome"]
+    # An optional field may be absent or null; a field of the core's types is typed whole.
+    assert row["properties"]["top1"] == {"type": ["number", "null"]}
+    assert schema["$defs"]["Tolerances"]["required"] == ["top1", "top5", "agreement", "score"]
 
 
 def test_a_valid_file_is_read(tmp_path: Path) -> None:
@@ -138,15 +143,33 @@ PHASES = (*ROW, "timing", "phases")
 # (what is tampered with, the JSON path the error names, its message, whether the JSON Schema
 # states the rule too; the lengths of per-sample lists and the score_diff keys it cannot)
 TAMPERED = [
-    (("machine", "name"), _DELETE, "$.machine", "missing the required field 'name'", True),
-    (("machine", "name"), 7, "$.machine.name", "expected a string, got a number", True),
+    (("machine", "name"), _DELETE, "$.machine", "'name' is a required property", True),
+    (("machine", "name"), 7, "$.machine.name", "7 is not of type 'string'", True),
     (("shard",), {"index": 3, "count": 2}, "$.shard.index", "shard 3 of 2", False),
-    ((*ROW, "outcome"), "exploded", "$.results[0].outcome", "expected one of passed", True),
-    ((*ROW, "top1"), "high", "$.results[0].top1", "expected a number, got a string", True),
-    ((*ROW, "manifest_digest"), "abc", "$.results[0].manifest_digest", "sha256", True),
+    (
+        (*ROW, "outcome"),
+        "exploded",
+        "$.results[0].outcome",
+        "'exploded' is not one of ['passed'",
+        True,
+    ),
+    ((*ROW, "top1"), "high", "$.results[0].top1", "'high' is not of type 'number'", True),
+    (
+        (*ROW, "manifest_digest"),
+        "abc",
+        "$.results[0].manifest_digest",
+        "does not match '^[0-9a-f]{64}$'",
+        True,
+    ),
     ((*ROW, "tolerances", "score"), _DELETE, "$.results[0].tolerances", "'score'", True),
-    ((*NOW, "topk", 1, 0), "1", "$.results[0].per_sample.now.topk[1][0]", "whole number", True),
-    ((*NOW, "ids", 2), "a.png", "$.results[0].per_sample.now.ids[2]", "listed twice", True),
+    (
+        (*NOW, "topk", 1, 0),
+        "1",
+        "$.results[0].per_sample.now.topk[1][0]",
+        "not of type 'integer'",
+        True,
+    ),
+    ((*NOW, "ids", 2), "a.png", "$.results[0].per_sample.now.ids", "non-unique elements", True),
     ((*NOW, "labels"), [0, 1], "$.results[0].per_sample.now.labels", "2 entries for 3", False),
     (
         (*NOW, "topk_scores", 0),
@@ -163,30 +186,48 @@ TAMPERED = [
         False,
     ),
     ((*ROW, "per_sample", "golden"), _DELETE, "$.results[0].per_sample", "'golden'", True),
-    (("results",), {}, "$.results", "expected a list, got an object", True),
+    (("results",), {}, "$.results", "{} is not of type 'array'", True),
     (
         (*PHASES, "warp"),
         {"wall": 1, "cpu": 1},
-        "$.results[0].timing.phases.warp",
-        "not a phase",
+        "$.results[0].timing.phases",
+        "'warp' is not one of ['framework import'",
         True,
     ),
-    ((*PHASES, "model", "cpu"), -1.0, "$.results[0].timing.phases.model.cpu", "0 or more", True),
+    (
+        (*PHASES, "model", "cpu"),
+        -1.0,
+        "$.results[0].timing.phases.model.cpu",
+        "-1.0 is less than the minimum of 0",
+        True,
+    ),
     ((*PHASES, "model", "wall"), _DELETE, "$.results[0].timing.phases.model", "'wall'", True),
-    ((*ROW, "timing", "call"), "2 s", "$.results[0].timing.call", "expected a number", True),
-    (("one_time", "framework import"), [3.0], '$.one_time["framework import"]', "an object", True),
+    (
+        (*ROW, "timing", "call"),
+        "2 s",
+        "$.results[0].timing.call",
+        "'2 s' is not of type 'number'",
+        True,
+    ),
+    (
+        ("one_time", "framework import"),
+        [3.0],
+        '$.one_time["framework import"]',
+        "[3.0] is not of type 'object'",
+        True,
+    ),
     (
         ("machine", "environment", "cpu_flags"),
         "avx2 fma",
         "$.machine.environment.cpu_flags",
-        "expected a list, got a string",
+        "'avx2 fma' is not of type 'array'",
         True,
     ),
     (
         ("machine", "environment", "numeric_packages"),
         {"onnxruntime": 1.2},
         "$.machine.environment.numeric_packages.onnxruntime",
-        "expected a string, got a number",
+        "1.2 is not of type 'string'",
         True,
     ),
 ]
@@ -236,7 +277,7 @@ def test_non_finite_numbers_are_refused(tmp_path: Path) -> None:
     [
         (b'{"format": 2, "machine": ', "invalid JSON (line 1, column 26)"),
         (b"\xff\xfe", "not UTF-8 text"),
-        (b"[]", "$: expected an object, got a list"),
+        (b"[]", "$: [] is not of type 'object'"),
     ],
 )
 def test_what_is_not_a_results_file_is_refused(
@@ -258,3 +299,50 @@ def test_json_paths_quote_keys_that_are_not_names() -> None:
     assert json_path(("results", 3, "per_sample", "score_diff", "cat 1.png")) == (
         '$.results[3].per_sample.score_diff["cat 1.png"]'
     )
+
+
+# One tampering per rule the schema cannot state (BEYOND_SCHEMA): the schema accepts each such
+# file, the reader refuses it naming the field.
+BEYOND = {
+    "shard index": (("shard",), {"index": 3, "count": 2}, "$.shard.index"),
+    "per-sample lengths": ((*NOW, "labels"), [0, 1], "$.results[0].per_sample.now.labels"),
+    "top-k width": ((*NOW, "topk", 2), [0], "$.results[0].per_sample.now.topk[2]"),
+    "score_diff keys": (
+        (*ROW, "per_sample", "score_diff", "z.png"),
+        0.0,
+        "$.results[0].per_sample.score_diff",
+    ),
+    "manifest digest": ((*ROW, "manifest_content"), {"name": "m"}, "$.results[0].manifest_content"),
+    "created": (("created",), "2026-02-30T02:00:00Z", "$.created"),
+}
+
+
+def test_every_rule_beyond_the_schema_is_checked(tmp_path: Path) -> None:
+    from pytest_mlrepro.results import BEYOND_SCHEMA
+
+    assert set(BEYOND) == {name for name, _ in BEYOND_SCHEMA}
+    for name, (where, value, path) in BEYOND.items():
+        document = copy.deepcopy(_document())
+        _set(where, value)(document)
+        assert _schema_accepts(document), name
+        file = _write(tmp_path, document)
+        with pytest.raises(ResultsFileError) as refused:
+            load_results(file)
+        assert str(refused.value).startswith(f"{file}: {path}: "), (name, str(refused.value))
+
+
+def test_mlrepro_schema_results_writes_the_schema_the_reader_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_mlrepro.cli import main
+
+    assert main(["schema", "results"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert main(["schema", "results", "--out", str(tmp_path / "s.json")]) == 0
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert printed == written == results_schema()
+    validator = jsonschema.Draft202012Validator(written)
+    document = _document()
+    assert validator.is_valid(document)
+    document["results"][0]["top1"] = "high"
+    assert not validator.is_valid(document)

@@ -1,0 +1,334 @@
+"""The results file as types: one frozen dataclass per object of the file, and the file's JSON
+Schema generated from them (:func:`results_schema`), so that the shape is said once.
+
+A field without a default is required; a field whose type admits None may be null (and, with a
+default, absent: files written before the field lack it). ``metadata={"schema": {...}}`` adds
+what a type cannot say (bounds, patterns, descriptions). Rows keep fields of other plugins and
+of later versions (``additionalProperties``): only the fields named here are typed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._phases import PHASES
+from ..data import MAX_SHARDS, Shard
+from ..manifest import Tolerances
+
+FORMAT = 2
+"""The format this version writes."""
+FORMATS = (2,)
+"""The formats this version reads (format 1 rows carry no per-sample results: nothing to merge)."""
+MAX_CLASS = (1 << 31) - 1
+"""The largest class index (and label) read: a model's classes are counted in int32 anywhere, so
+a class index of 10**30 is a field error, not an ``OverflowError`` in the array that holds it."""
+MAX_WHOLE = (1 << 53) - 1
+"""The largest other whole number read (a count): exact as a JSON number anywhere."""
+SHA256 = {"pattern": "^[0-9a-f]{64}$", "description": "a sha256 in 64 lower-case hex digits"}
+CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
+
+Outcome = Literal["passed", "failed", "skipped"]
+OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
+
+
+def _says(description: str = "", **schema: Any) -> Any:
+    """A field's extra schema (and its description)."""
+    if description:
+        schema["description"] = description
+    return {"schema": schema}
+
+
+def _optional(description: str = "", **schema: Any) -> Any:
+    """An optional field (absent in older files and in rows of other kinds)."""
+    return field(default=None, metadata=_says(description, **schema))
+
+
+@dataclass(frozen=True)
+class SampleResults:
+    """Per-sample results of one evaluation (``goldens.Results`` as JSON)."""
+
+    ids: list[str] = field(metadata=_says("sample ids, one per sample", uniqueItems=True))
+    labels: list[int] = field(metadata=_says(items={"minimum": 0, "maximum": MAX_CLASS}))
+    topk: list[list[int]] = field(
+        metadata=_says(
+            "each sample's top-k classes, best first",
+            items={"minItems": 1, "items": {"minimum": 0, "maximum": MAX_CLASS}},
+        )
+    )
+    topk_scores: list[list[float]] = field(
+        metadata=_says("their scores (as goldens keep them)", items={"minItems": 1})
+    )
+
+
+@dataclass(frozen=True)
+class PerSample:
+    """An accuracy row's per-sample results: this run's, the golden's for the same samples
+    (null: nothing was compared) and, per sample in both, the largest score difference."""
+
+    now: SampleResults
+    golden: SampleResults | None
+    score_diff: dict[str, float] = field(
+        metadata=_says(
+            "for each sample in both: max |score now at the golden's top-k classes - golden score|",
+            additionalProperties={"minimum": 0},
+        )
+    )
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """Wall and CPU seconds (the process's, every thread's) of one phase."""
+
+    wall: float = field(metadata=_says(minimum=0))
+    cpu: float = field(metadata=_says(minimum=0))
+
+
+PHASE_ACCOUNT = _says(
+    "where time went, by phase; phases that took no time left out",
+    propertyNames={"enum": list(PHASES)},
+)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A row's measured durations (``seconds``: the model's run over the data set, a list for
+    the determinism item's runs; ``call``: the call as pytest timed it; ``phases``: where the
+    call's time went)."""
+
+    call: float | None = _optional(minimum=0)
+    phases: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+    seconds: Any = None
+
+
+@dataclass(frozen=True)
+class StaleGolden:
+    """A latency golden the machine beats below ratio 0.5, with the command that re-records
+    it."""
+
+    ratio: float
+    command: str
+
+
+@dataclass(frozen=True)
+class ChangedSample:
+    """A sample whose top-1 changed against the golden, classes as ``index name``."""
+
+    id: str
+    label: str
+    golden: str
+    now: str
+    golden_score: float | None = None
+    now_score: float | None = None
+
+
+@dataclass(frozen=True)
+class ChangedSamples:
+    """The samples whose top-1 changed: the first 100 of them and how many there are."""
+
+    count: int = field(metadata=_says(minimum=0, maximum=MAX_WHOLE))
+    samples: tuple[ChangedSample, ...]
+
+
+@dataclass(frozen=True)
+class DiagnosisSection:
+    title: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A diagnosed drift as a row keeps it: the cause (a pitfall category, ``environment``,
+    ``model``…), the lead sentence and the evidence sections as the terminal shows them."""
+
+    cause: str
+    lead: str
+    sections: tuple[DiagnosisSection, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One item's result in a results file (docs/results.md says what each field is)."""
+
+    nodeid: str
+    outcome: Outcome
+    runs: int | None = _optional("how many times the item ran (absent: once)", minimum=2)
+    kind: str | None = None
+    manifest: str | None = _optional("the manifest's name")
+    manifest_file: str | None = _optional("the manifest's path relative to the rootdir")
+    manifest_digest: str | None = _optional(**SHA256)
+    data_identity: str | None = _optional(**SHA256)
+    golden_digest: str | None = _optional(**SHA256)
+    device: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    hardware_key: dict[str, Any] | None = None
+    hardware_slug: str | None = None
+    samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
+    top1: float | None = None
+    top5: float | None = None
+    agreement: float | None = None
+    max_score_diff: float | None = None
+    verdict: str | None = None
+    golden: str | None = None
+    tolerances: Tolerances | None = None
+    shard: Shard | None = None
+    timing: Timing | None = None
+    per_sample: PerSample | None = None
+    p50_ms: float | None = None
+    golden_p50_ms: float | None = None
+    ratio_to_golden: float | None = None
+    decided_by: str | None = None
+    stale_golden: StaleGolden | None = None
+    manifest_content: dict[str, Any] | None = None
+    golden_top1: float | None = None
+    golden_top5: float | None = None
+    outside_tolerance: tuple[str, ...] | None = None
+    changed_samples: ChangedSamples | None = None
+    diagnosis: str | None = None
+    diagnosis_summary: Diagnosis | None = None
+    latency_tolerance: dict[str, float] | None = None
+    shards: int | None = _optional("merged from this many shard items", minimum=1)
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str = field(metadata=_says(minLength=1))
+    environment: Environment
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment fingerprint (``fingerprint.environment``): any fields; those read by
+    ``mlrepro merge`` typed (files written before them lack them)."""
+
+    cpu_vendor: str | None = None
+    cpu_flags: tuple[str, ...] | None = None
+    numeric_packages: dict[str, str] | None = None
+    numeric_settings: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A results file (``pytest --mlrepro-json``)."""
+
+    format: int = field(metadata=_says(enum=list(FORMATS)))
+    machine: Machine
+    shard: Shard | None
+    results: tuple[Row, ...]
+    created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
+    one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+
+
+# --- the schema, from the types ------------------------------------------------------------------
+
+_CLOSED: tuple[type, ...] = (Shard,)
+"""Objects that admit no other field: every other one keeps fields not named here (other
+plugins', later versions')."""
+_EXTRA: dict[type, dict[str, Any]] = {
+    # The core's own types: the file states them whole (no default stands for a missing field).
+    Tolerances: {"required": ["top1", "top5", "agreement", "score"]},
+    Shard: {
+        "properties": {"index": {"minimum": 1}, "count": {"minimum": 1, "maximum": MAX_SHARDS}}
+    },
+}
+_SCALARS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    Any: {},
+}
+
+
+def _merge(schema: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(schema)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    if tp in _SCALARS:
+        return dict(_SCALARS[tp])
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_schema(a, defs) for a in args if a is not type(None)]
+        schema = kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
+        if type(None) not in args:
+            return schema
+        if isinstance(schema.get("type"), str):  # its errors name the type (not "any of")
+            return {**schema, "type": [schema["type"], "null"]}
+        return {"anyOf": [schema, {"type": "null"}]}
+    if origin in (list, tuple):
+        return {"type": "array", "items": _schema(args[0], defs)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema(args[1], defs)}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}  # taken: a type that refers to itself stops here
+            defs[name] = _object(tp, defs)
+        return {"$ref": f"#/$defs/{name}"}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        properties[f.name] = _merge(_schema(hints[f.name], defs), f.metadata.get("schema", {}))
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if cls.__doc__ and "\n\n" not in cls.__doc__:
+        schema["description"] = " ".join(cls.__doc__.split())
+    if cls in _CLOSED:
+        schema["additionalProperties"] = False
+    return _merge(schema, _EXTRA.get(cls, {}))
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the results file, made from :class:`Document`."""
+    defs: dict[str, Any] = {}
+    root = _object(Document, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://github.com/pytest-mlrepro/pytest-mlrepro/results.schema.json",
+        "title": f"pytest-mlrepro results file (pytest --mlrepro-json), format {FORMAT}",
+        **root,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+__all__ = [
+    "FORMAT",
+    "FORMATS",
+    "MAX_CLASS",
+    "MAX_WHOLE",
+    "OUTCOMES",
+    "ChangedSample",
+    "ChangedSamples",
+    "Diagnosis",
+    "DiagnosisSection",
+    "Document",
+    "Environment",
+    "Machine",
+    "Outcome",
+    "PerSample",
+    "PhaseTimes",
+    "Row",
+    "SampleResults",
+    "StaleGolden",
+    "Timing",
+    "results_schema",
+]
