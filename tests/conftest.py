@@ -65,8 +65,10 @@ from pytest_mlrepro.fingerprint import CPUINFO_ENV
 # drops every module a test or an in-process run imported; imported before the first test that
 # uses pytester (_frameworks_before_pytester), these stay loaded across runs. The torch runner
 # too: it reads torch's default thread count on import. Not imported here: collecting a unit-test
-# file must not pay for the frameworks.
-NATIVE_MODULES = ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch")
+# file must not pay for the frameworks. jsonschema too (a results file read back in a run): its
+# format checkers import six, whose ``six.moves`` a meta-path importer serves that a six dropped
+# and imported again no longer finds (ModuleNotFoundError: six.moves, in dateutil, later).
+NATIVE_MODULES = ("onnx", "onnxruntime", "torch", "pytest_mlrepro.runners.torch", "jsonschema")
 
 # Hypothesis profiles. ``ci`` (the default) runs every property test with its usual number of
 # examples (``helpers.examples`` scales explicit counts); ``deep`` runs five times as many, for the

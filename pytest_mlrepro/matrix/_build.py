@@ -32,6 +32,7 @@ from typing import Any
 
 from ..errors import MlreproError
 from ..results import (
+    Diagnosis,
     Part,
     ResultsFile,
     ShardMergeError,
@@ -39,25 +40,20 @@ from ..results import (
     merge_shards,
     pipeline_digest,
     pipeline_of,
+    record,
     settings_of,
     unsharded_nodeid,
 )
 from ._model import (
     Cell,
-    ChangedSample,
-    ChangedSamples,
-    Diagnosis,
     Dissent,
-    LatencyResult,
     MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
     Result,
     Source,
-    StaleGolden,
     Status,
-    Tolerances,
 )
 
 PASSING = ("pass", "faster", "identical runs", "within tolerance")
@@ -101,16 +97,6 @@ def status_of(verdict: str, outcome: str) -> tuple[Status, str]:
     if head.startswith("golden "):
         return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
     return "fail", verdict or f"no verdict ({outcome})"
-
-
-def _float(row: Mapping[str, Any], key: str) -> float | None:
-    value = row.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(row: Mapping[str, Any], key: str) -> int | None:
-    value = row.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _str(row: Mapping[str, Any], key: str) -> str | None:
@@ -198,102 +184,22 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
 
 
 def _result(row: Mapping[str, Any], nodeid: str) -> Result:
+    """The row's record (its per-sample results left to the agreement), with its standing."""
     verdict = str(row.get("verdict", ""))
-    outcome = str(row.get("outcome", ""))
-    status, reason = status_of(verdict, outcome)
-    return Result(
+    status, reason = status_of(verdict, str(row.get("outcome", "")))
+    summary = row.get("diagnosis_summary")
+    if summary is None and isinstance(row.get("diagnosis"), str) and row["diagnosis"]:
+        summary = {"cause": row["diagnosis"], "lead": ""}  # files before the summary was kept
+    return record(
+        Result,
+        row,
         kind=_kind(row),
         nodeid=nodeid,
         verdict=verdict,
-        outcome=outcome,
         status=status,
         reason=reason,
-        samples=_int(row, "samples"),
-        top1=_float(row, "top1"),
-        top5=_float(row, "top5"),
-        agreement=_float(row, "agreement"),
-        max_score_diff=_float(row, "max_score_diff"),
-        shards=_int(row, "shards"),
-        golden_top1=_float(row, "golden_top1"),
-        golden_top5=_float(row, "golden_top5"),
-        tolerances=_tolerances(row.get("tolerances")),
-        outside_tolerance=tuple(str(v) for v in row.get("outside_tolerance") or ()),
-        diagnosis=_diagnosis(row.get("diagnosis_summary"), _str(row, "diagnosis")),
-        changed=_changed(row.get("changed_samples")),
-    )
-
-
-def _tolerances(value: object) -> Tolerances | None:
-    if not isinstance(value, Mapping):
-        return None
-    numbers = {k: value.get(k) for k in ("top1", "top5", "agreement", "score")}
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()):
-        return None
-    return Tolerances(**{k: float(v) for k, v in numbers.items()})  # type: ignore[arg-type]
-
-
-def _diagnosis(summary: object, cause: str | None) -> Diagnosis | None:
-    """The row's diagnosis summary (validated by the reader), or its bare cause (files written
-    before the summary was kept)."""
-    if isinstance(summary, Mapping):
-        return Diagnosis(
-            cause=str(summary.get("cause", "")),
-            lead=str(summary.get("lead", "")),
-            sections=tuple(
-                (str(s.get("title", "")), tuple(str(line) for line in s.get("lines") or ()))
-                for s in summary.get("sections") or ()
-                if isinstance(s, Mapping)
-            ),
-        )
-    return None if not cause else Diagnosis(cause=cause, lead="")
-
-
-def _changed(value: object) -> ChangedSamples | None:
-    if not isinstance(value, Mapping):
-        return None
-
-    def score(v: object) -> float | None:
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    return ChangedSamples(
-        count=int(value.get("count", 0)),
-        samples=tuple(
-            ChangedSample(
-                id=str(s["id"]),
-                label=str(s["label"]),
-                golden=str(s["golden"]),
-                now=str(s["now"]),
-                golden_score=score(s.get("golden_score")),
-                now_score=score(s.get("now_score")),
-            )
-            for s in value.get("samples") or ()
-            if isinstance(s, Mapping)
-        ),
-    )
-
-
-def _latency_result(row: Mapping[str, Any], nodeid: str) -> LatencyResult:
-    verdict = str(row.get("verdict", ""))
-    outcome = str(row.get("outcome", ""))
-    status, reason = status_of(verdict, outcome)
-    tolerance = row.get("latency_tolerance")
-    flag = row.get("stale_golden")
-    stale = None
-    if isinstance(flag, Mapping) and isinstance(flag.get("ratio"), (int, float)):
-        stale = StaleGolden(ratio=float(flag["ratio"]), command=str(flag.get("command", "")))
-    return LatencyResult(
-        nodeid=nodeid,
-        batch=_int(row, "batch"),
-        verdict=verdict,
-        outcome=outcome,
-        status=status,
-        reason=reason,
-        p50_ms=_float(row, "p50_ms"),
-        golden_p50_ms=_float(row, "golden_p50_ms"),
-        ratio_to_golden=_float(row, "ratio_to_golden"),
-        decided_by=_str(row, "decided_by"),
-        stale_golden=stale,
-        p50_tolerance=_float(tolerance, "p50") if isinstance(tolerance, Mapping) else None,
+        per_sample=None,
+        diagnosis_summary=None if summary is None else record(Diagnosis, summary),
     )
 
 
@@ -393,7 +299,7 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         entry["framework"] = entry["framework"] or _str(row, "framework")
         entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
         if kind == "latency":
-            entry["latency"].append(_latency_result(row, key[6]))
+            entry["latency"].append(_result(row, key[6]))
         else:
             entry["rows"].append((row, key[6]))
     # By manifest, then machine, device, framework version, and the digest last.

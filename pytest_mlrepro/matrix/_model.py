@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..results import Diagnosis, Row
+
 Status = Literal["pass", "fail", "not compared"]
 """A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
 (skipped: a framework or device this machine lacks, a latency too busy to judge) is listed but
@@ -22,100 +24,14 @@ class Source:
 
 
 @dataclass(frozen=True)
-class StaleGolden:
-    """A latency golden the machine beats by a wide margin: now / golden p50 and the command that
-    re-records it."""
+class Result(Row):
+    """One item's result in a cell: its row of the results file (the record, typed once by the
+    results layer) with its standing for the gate and, when it is not a pass, why."""
 
-    ratio: float
-    command: str
-
-
-@dataclass(frozen=True)
-class Result:
-    """One item's result in a cell (an accuracy, determinism or other item; latency: see
-    :class:`LatencyResult`)."""
-
-    kind: str
-    nodeid: str
-    verdict: str
-    outcome: str
-    status: Status
-    reason: str  # why it failed or was not compared; "" for a pass
-    samples: int | None = None
-    top1: float | None = None  # percent, as the results file keeps it
-    top5: float | None = None  # percent
-    agreement: float | None = (
-        None  # with the golden: the share (0..1) of samples whose top-1 agrees
-    )
-    max_score_diff: float | None = None  # with the golden
-    shards: int | None = None  # merged from this many shard results
-    golden_top1: float | None = None  # percent: the golden's on the same samples
-    golden_top5: float | None = None
-    tolerances: Tolerances | None = None
-    outside_tolerance: tuple[str, ...] = ()  # the levels outside tolerance (top1, agreement…)
-    diagnosis: Diagnosis | None = None
-    changed: ChangedSamples | None = None
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    """The manifest's tolerances as a row records them: top-1/top-5 in percentage points,
-    agreement a fraction, score an absolute difference."""
-
-    top1: float
-    top5: float
-    agreement: float
-    score: float
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """A drift's diagnosis as a results file keeps it: the cause (a pitfall category,
-    ``environment``, ``model``…), the lead sentence and the evidence, section by section."""
-
-    cause: str
-    lead: str
-    sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-    def section(self, starts: str) -> tuple[str, ...]:
-        """The lines of the first section whose title starts with ``starts``."""
-        return next((lines for title, lines in self.sections if title.startswith(starts)), ())
-
-
-@dataclass(frozen=True)
-class ChangedSample:
-    """A sample whose top-1 is not the golden's: classes as ``index name``."""
-
-    id: str
-    label: str
-    golden: str
-    now: str
-    golden_score: float | None = None
-    now_score: float | None = None
-
-
-@dataclass(frozen=True)
-class ChangedSamples:
-    count: int  # all of them; ``samples`` lists the first few
-    samples: tuple[ChangedSample, ...] = ()
-
-
-@dataclass(frozen=True)
-class LatencyResult:
-    """One latency item's result (one batch size)."""
-
-    nodeid: str
-    batch: int | None
-    verdict: str
-    outcome: str
-    status: Status
-    reason: str
-    p50_ms: float | None
-    golden_p50_ms: float | None
-    ratio_to_golden: float | None
-    decided_by: str | None
-    stale_golden: StaleGolden | None
-    p50_tolerance: float | None = None  # the largest p50 ratio now/golden that passes
+    kind: str = "item"  # a row without one: item, or accuracy when it has per-sample results
+    verdict: str = ""
+    status: Status = "fail"
+    reason: str = ""  # why it failed or was not compared; "" for a pass
 
 
 def _shard_note(nodeid: str) -> str:
@@ -136,7 +52,7 @@ class Cell:
     hardware_slug: str | None
     sources: tuple[str, ...]
     results: tuple[Result, ...]
-    latency: tuple[LatencyResult, ...]
+    latency: tuple[Result, ...]
     other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
     # Its run settings (threads, batch size… and the machine's numeric variables) where they
     # differ from the manifest's other cells: the same pipeline, run otherwise.
@@ -150,7 +66,7 @@ class Cell:
     def diagnosis(self) -> Diagnosis | None:
         """The diagnosis of its failed accuracy result, when it has one."""
         accuracy = self.accuracy
-        return None if accuracy is None else accuracy.diagnosis
+        return None if accuracy is None else accuracy.diagnosis_summary
 
     @property
     def accuracy(self) -> Result | None:
@@ -311,5 +227,5 @@ class Matrix:
         return not self.failed and "pass" in statuses
 
     @property
-    def stale_goldens(self) -> tuple[tuple[Cell, LatencyResult], ...]:
+    def stale_goldens(self) -> tuple[tuple[Cell, Result], ...]:
         return tuple((c, r) for c in self.cells for r in c.latency if r.stale_golden is not None)

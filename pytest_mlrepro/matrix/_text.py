@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from ._model import Cell, LatencyResult, MachineEnvironment, ManifestAgreement, Matrix
+from ._model import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
@@ -47,7 +47,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _latency_summary(results: Sequence[LatencyResult]) -> tuple[str, str]:
+def _latency_summary(results: Sequence[Result]) -> tuple[str, str]:
     p50 = "; ".join(
         (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "") + _ms(r.p50_ms)
         for r in results

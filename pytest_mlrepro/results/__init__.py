@@ -42,9 +42,27 @@ from ._merge import (
     shard_verdict,
     unsharded_nodeid,
 )
-from ._record import FORMAT, FORMATS, results_schema
+from ._record import (
+    FORMAT,
+    FORMATS,
+    ChangedSample,
+    ChangedSamples,
+    Diagnosis,
+    DiagnosisSection,
+    Row,
+    StaleGolden,
+    record,
+    results_schema,
+)
 
 __all__ = [
+    "ChangedSample",
+    "ChangedSamples",
+    "Diagnosis",
+    "DiagnosisSection",
+    "Row",
+    "StaleGolden",
+    "record",
     "BEYOND_SCHEMA",
     "FORMAT",
     "FORMATS",

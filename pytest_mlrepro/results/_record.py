@@ -31,6 +31,7 @@ MAX_WHOLE = (1 << 53) - 1
 SHA256 = {"pattern": "^[0-9a-f]{64}$", "description": "a sha256 in 64 lower-case hex digits"}
 CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
 
+_T = typing.TypeVar("_T")
 Outcome = Literal["passed", "failed", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 
@@ -148,6 +149,10 @@ class Diagnosis:
     lead: str
     sections: tuple[DiagnosisSection, ...] = ()
 
+    def section(self, starts: str) -> tuple[str, ...]:
+        """The lines of the first section whose title starts with ``starts``."""
+        return next((s.lines for s in self.sections if s.title.startswith(starts)), ())
+
 
 @dataclass(frozen=True)
 class Row:
@@ -186,12 +191,18 @@ class Row:
     manifest_content: dict[str, Any] | None = None
     golden_top1: float | None = None
     golden_top5: float | None = None
-    outside_tolerance: tuple[str, ...] | None = None
+    outside_tolerance: tuple[str, ...] = ()
     changed_samples: ChangedSamples | None = None
     diagnosis: str | None = None
     diagnosis_summary: Diagnosis | None = None
     latency_tolerance: dict[str, float] | None = None
     shards: int | None = _optional("merged from this many shard items", minimum=1)
+    batch: int | None = _optional("latency rows: the batch size", minimum=1)
+
+    @property
+    def p50_tolerance(self) -> float | None:
+        """Latency rows: the largest p50 ratio now/golden that passes."""
+        return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,40 @@ class Document:
     results: tuple[Row, ...]
     created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
     one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+
+
+# --- records from (validated) JSON --------------------------------------------------------------
+
+
+def _value(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _value(next(a for a in args if a is not type(None)), value)
+    if origin is tuple:
+        return tuple(_value(args[0], v) for v in value)
+    if origin is list:
+        return [_value(args[0], v) for v in value]
+    if origin is dict:
+        return {k: _value(args[1], v) for k, v in value.items()}
+    if tp is float:
+        return float(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return record(tp, value)
+    return value
+
+
+def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
+    """The record ``cls`` of a JSON object that its schema accepts (fields of other plugins and
+    later versions left out), with the fields ``given`` as they are."""
+    hints = typing.get_type_hints(cls)
+    fields = {
+        f.name: _value(hints[f.name], value[f.name])
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if f.name in value and f.name not in given
+    }
+    return cls(**fields, **given)
 
 
 # --- the schema, from the types ------------------------------------------------------------------
@@ -330,5 +375,6 @@ __all__ = [
     "SampleResults",
     "StaleGolden",
     "Timing",
+    "record",
     "results_schema",
 ]

@@ -203,7 +203,7 @@ def _compared_failure(cell: Cell) -> bool:
     return (
         a is not None
         and a.status == "fail"
-        and (a.golden_top1 is not None or a.diagnosis is not None or a.changed is not None)
+        and (a.golden_top1 is not None or a.diagnosis_summary is not None or a.changed_samples is not None)
     )
 
 
@@ -260,10 +260,10 @@ def _drift_set(
     → now table, the changed samples and, from a session, the first differing step's pictures."""
     a = cell.accuracy
     assert a is not None  # _compared_failure
-    d = a.diagnosis
+    d = a.diagnosis_summary
     p = pictures or {}
     thumbnails = p.get("thumbnails") or {}
-    changed = a.changed
+    changed = a.changed_samples
     return DriftSet(
         manifest=cell.manifest,
         machine=cell.machine if show_machine else "",
@@ -286,7 +286,7 @@ def _drift_set(
         anchor=anchor,
         verdict=a.verdict,
         lead="" if d is None else d.lead,
-        sections=() if d is None else d.sections,
+        sections=() if d is None else tuple((s.title, s.lines) for s in d.sections),
         metrics=_metrics(a),
         changed=()
         if changed is None
