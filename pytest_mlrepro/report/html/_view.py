@@ -203,7 +203,11 @@ def _compared_failure(cell: Cell) -> bool:
     return (
         a is not None
         and a.status == "fail"
-        and (a.golden_top1 is not None or a.diagnosis_summary is not None or a.changed_samples is not None)
+        and (
+            a.golden_top1 is not None
+            or a.diagnosis_summary is not None
+            or a.changed_samples is not None
+        )
     )
 
 
