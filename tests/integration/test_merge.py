@@ -161,7 +161,8 @@ def test_an_invalid_or_unreadable_results_file_exits_2_naming_the_file_and_field
     (machines.path / "bad.json").write_text(json.dumps(data))
     status, out, err = merge(machines, capsys, "alpha.json", "bad.json", "--csv", "m.csv")
     assert status == 2 and out == ""
-    assert f"bad.json: $.results[{index}].per_sample.now.topk[3]: 'oops' is not of type 'array'" in err
+    field = f"$.results[{index}].per_sample.now.topk[3]"
+    assert f"bad.json: {field}: 'oops' is not of type 'array'" in err
     assert "Traceback" not in err and not (machines.path / "m.csv").exists()
     (machines.path / "cut.json").write_text((machines.path / "alpha.json").read_text()[:200])
     status, _, err = merge(machines, capsys, "cut.json")

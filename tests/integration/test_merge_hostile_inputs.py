@@ -175,7 +175,10 @@ HOSTILE = {
         "$.results[0].per_sample.now.topk[0][0]: 1000000000000000000000000000000 is greater "
         "than the maximum of 2147483647",
     ),
-    "shard count 10**9": (_shard_count_1e9, "$.shard.count: 1000000000 is greater than the maximum of 10000"),
+    "shard count 10**9": (
+        _shard_count_1e9,
+        "$.shard.count: 1000000000 is greater than the maximum of 10000",
+    ),
     "100,000 nested lists": (nested_json, "nested deeper than 64 levels"),
     "a 2 GiB file": (two_gib_file, "2147483648 bytes, larger than the limit of"),
     "a FIFO": (fifo_file, "is a FIFO"),
