@@ -92,7 +92,8 @@ def merge(args: argparse.Namespace) -> int:
     """Run ``mlrepro merge``; returns its exit status."""
     from .._files import atomic_write_bytes
     from ..errors import MlreproError
-    from ..matrix import build_matrix, csv_text, markdown
+    from ..matrix import build_matrix
+    from ..report import csv_text, markdown
     from ..results import load_results
 
     try:

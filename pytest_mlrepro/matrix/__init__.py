@@ -1,8 +1,8 @@
 """The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard)
 merged into one matrix of manifest × machine × device × framework version, with cross-machine
-agreement per sample, and rendered as Markdown or CSV (``mlrepro merge``). No pytest here; the
-model (:mod:`._model`) is plain data that the HTML report (:mod:`pytest_mlrepro.report.html`, the
-layer above) takes as it is."""
+agreement per sample (``mlrepro merge``). No pytest and no wording here: the model
+(:mod:`._model`) is plain data that the report layer (:mod:`pytest_mlrepro.report`: Markdown, CSV
+and HTML) renders as it is."""
 
 from __future__ import annotations
 
@@ -27,10 +27,8 @@ from ._model import (
     Source,
     Status,
 )
-from ._text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 
 __all__ = [
-    "CSV_COLUMNS",
     "NOT_COMPARED",
     "PASSING",
     "Cell",
@@ -50,11 +48,7 @@ __all__ = [
     "Status",
     "build_history",
     "build_matrix",
-    "csv_text",
-    "machine_columns",
-    "machine_notes",
     "majority_top1",
-    "markdown",
     "pair_agreement",
     "status_of",
 ]

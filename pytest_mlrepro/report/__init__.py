@@ -19,6 +19,7 @@ from ._accuracy import (
     with_reference,
 )
 from ._latency import explain_latency, fmt_ms, latency_outcome_text
+from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
 from ._tables import explain, summary_table
@@ -33,10 +34,12 @@ from ._terminal import (
 from ._text import aligned
 
 __all__ = [
+    "CSV_COLUMNS",
     "accuracy_outcome_text",
     "aligned",
     "audit_lines",
     "classes_changed",
+    "csv_text",
     "data_changed",
     "explain",
     "explain_latency",
@@ -47,6 +50,9 @@ __all__ = [
     "golden_written",
     "latency_outcome_text",
     "latency_table",
+    "machine_columns",
+    "machine_notes",
+    "markdown",
     "no_golden",
     "note_lines",
     "phase_lines",

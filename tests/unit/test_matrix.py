@@ -13,12 +13,11 @@ import pytest
 from pytest_mlrepro.matrix import (
     MatrixError,
     build_matrix,
-    csv_text,
     majority_top1,
-    markdown,
     pair_agreement,
     status_of,
 )
+from pytest_mlrepro.report import csv_text, markdown
 from pytest_mlrepro.report.html import matrix_view
 from pytest_mlrepro.results import ResultsFile, shard_of, validate_results
 

@@ -327,7 +327,7 @@ def test_a_shard_runs_own_report_shows_its_part_as_not_compared_not_failed() -> 
 
 
 def test_the_merged_markdown_says_the_cause_and_the_other_settings() -> None:
-    from pytest_mlrepro.matrix import markdown
+    from pytest_mlrepro.report import markdown
 
     bgr = _manifest()
     bgr["inputs"][0]["preprocess"][0]["decode"]["order"] = "BGR"

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._visible import shortened
-from ...matrix import Cell, Matrix, build_matrix, machine_columns, machine_notes
+from ...matrix import Cell, Matrix, build_matrix
 from ...matrix import Result as MatrixResult
 from ...results import FORMAT, validate_results
+from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
 from ._matrix import MATRIX_COLUMNS, matrix_row

@@ -7,7 +7,8 @@ import csv
 import io
 from collections.abc import Sequence
 
-from ._model import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
+from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
+from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
@@ -27,9 +28,8 @@ def _points(value: float | None) -> str:
 
 
 def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
+    """A time the results file keeps in milliseconds."""
+    return "-" if value is None else fmt_ms(value / 1e3)
 
 
 def _ratio(value: float | None) -> str:
