@@ -8,6 +8,7 @@ import io
 from collections.abc import Sequence
 
 from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
+from ..results import LISTED
 from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
@@ -317,6 +318,7 @@ CSV_COLUMNS = (
     "top5",
     "agreement",
     "max_score_diff",
+    *(name for name, _ in LISTED),
     "p50_ms",
     "golden_p50_ms",
     "ratio_to_golden",
@@ -365,6 +367,7 @@ def csv_text(matrix: Matrix) -> str:
                     "top5": plain(r.top5),
                     "agreement": plain(r.agreement),
                     "max_score_diff": plain(r.max_score_diff),
+                    **{name: plain(getattr(r, name)) for name, _ in LISTED},
                     "verdict": r.verdict,
                     "status": r.status,
                 }

@@ -45,6 +45,7 @@ from ._merge import (
 from ._record import (
     FORMAT,
     FORMATS,
+    LISTED,
     ChangedSample,
     ChangedSamples,
     Diagnosis,
@@ -59,6 +60,7 @@ __all__ = [
     "BEYOND_SCHEMA",
     "FORMAT",
     "FORMATS",
+    "LISTED",
     "SHARD_SUFFIX",
     "ChangedSample",
     "ChangedSamples",

@@ -48,6 +48,12 @@ def _optional(description: str = "", **schema: Any) -> Any:
     return field(default=None, metadata=_says(description, **schema))
 
 
+def _listed(label: str, description: str = "", **schema: Any) -> Any:
+    """An optional result field that the matrix lists as it is (:data:`LISTED`): a column of
+    ``mlrepro merge --csv`` and of the HTML page's matrix, headed ``label``."""
+    return field(default=None, metadata={**_says(description, **schema), "label": label})
+
+
 @dataclass(frozen=True)
 class SampleResults:
     """Per-sample results of one evaluation (``goldens.Results`` as JSON)."""
@@ -205,6 +211,13 @@ class Row:
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
 
 
+LISTED: tuple[tuple[str, str], ...] = tuple(
+    (f.name, f.metadata["label"]) for f in dataclasses.fields(Row) if "label" in f.metadata
+)
+"""(field, label) of the row's fields that the matrix lists as they are: a field added to
+:class:`Row` with :func:`_listed` is a CSV column and an HTML column with no other change."""
+
+
 @dataclass(frozen=True)
 class Machine:
     name: str = field(metadata=_says(minLength=1))
@@ -358,6 +371,7 @@ def results_schema() -> dict[str, Any]:
 __all__ = [
     "FORMAT",
     "FORMATS",
+    "LISTED",
     "MAX_CLASS",
     "MAX_WHOLE",
     "OUTCOMES",

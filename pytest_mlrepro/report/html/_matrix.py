@@ -4,11 +4,12 @@ session (the plugin) and for a merged matrix (``mlrepro merge --html``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from ...results import LISTED
 from ._model import Mark, MatrixRow, TableCell
 
-MATRIX_COLUMNS = (
+_MEASURES = (
     "manifest",
     "machine",
     "device",
@@ -19,13 +20,12 @@ MATRIX_COLUMNS = (
     "top-5 %",
     "agreement",
     "max score diff",
+    *(label for _, label in LISTED),  # the result's fields listed as they are
     "latency p50",
     "×golden",
-    "likely cause",
-    "pipeline / settings",
-    "verdict",
 )
-NUMERIC_COLUMNS = frozenset(MATRIX_COLUMNS[4:12])  # right-aligned, not wrapped
+MATRIX_COLUMNS = (*_MEASURES, "likely cause", "pipeline / settings", "verdict")
+NUMERIC_COLUMNS = frozenset(_MEASURES[4:])  # right-aligned, not wrapped
 LEVELS = ("top1", "top5", "agreement", "score")  # the comparison's levels (Comparison.failures)
 
 
@@ -49,6 +49,7 @@ def matrix_row(
     top5: float | None = None,
     agreement: float | None = None,
     max_score_diff: float | None = None,
+    listed: Sequence[float | int | None] = (),
     failed_levels: Collection[str] = (),
     latency_p50_ms: float | None = None,
     latency_ratio: float | None = None,
@@ -66,7 +67,8 @@ def matrix_row(
     ``latency_note`` the hover text of the latency cells (e.g. which ratio decided the verdict),
     ``verdict_note`` the verdict's, ``anchor`` the id of the row's failure section on the page
     (the verdict links there), ``cause`` the diagnosis' cause (its sentence: ``cause_note``),
-    ``differs`` what of its pipeline or settings differs from the manifest's other cells."""
+    ``differs`` what of its pipeline or settings differs from the manifest's other cells,
+    ``listed`` the values of the accuracy result's :data:`results.LISTED` fields."""
     failed = set(failed_levels)
 
     def metric(level: str) -> Mark:
@@ -84,6 +86,7 @@ def matrix_row(
         TableCell(_num(top5, ".2f"), metric("top5")),
         TableCell(_num(agreement, ".4f"), metric("agreement")),
         TableCell(_num(max_score_diff, ".3g"), metric("score")),
+        *(TableCell(_num(value, "g")) for value in (tuple(listed) or (None,) * len(LISTED))),
         TableCell(
             "-" if latency_p50_ms is None else f"{latency_p50_ms:.3g} ms", latency, latency_note
         ),

@@ -21,7 +21,7 @@ from typing import Any
 from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix
 from ...matrix import Result as MatrixResult
-from ...results import FORMAT, validate_results
+from ...results import FORMAT, LISTED, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
@@ -336,6 +336,7 @@ def _row(cell: Cell, anchor: str, show_cause: bool) -> MatrixRow:
         top5=a.top5 if a else None,
         agreement=a.agreement if a else None,
         max_score_diff=a.max_score_diff if a else None,
+        listed=tuple(getattr(a, name) for name, _ in LISTED) if a else (),
         failed_levels=a.outside_tolerance if a else (),
         latency_p50_ms=p50,
         latency_ratio=ratio,
