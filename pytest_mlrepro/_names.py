@@ -9,6 +9,7 @@ manifest from one that cannot be, without importing the core (numpy, the manifes
 from __future__ import annotations
 
 import fnmatch
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,4 +37,12 @@ def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatch(relative, str(p)) for p in patterns)
 
 
-__all__ = ["DEFAULT_PATTERNS", "DEVICES", "FRAMEWORKS", "matches_patterns"]
+def record_command(target: str, *options: str) -> str:
+    """The one builder of the command that records (or re-records) a golden: ``pytest TARGET
+    --mlrepro-update [OPTIONS]``, the target (a manifest's path, or an item's node id) quoted
+    for a POSIX shell where it needs it. Here, beside the option names the entry point knows,
+    so that the core's messages (a reference without its golden) build it as the report does."""
+    return " ".join(["pytest", shlex.quote(target), "--mlrepro-update", *options])
+
+
+__all__ = ["DEFAULT_PATTERNS", "DEVICES", "FRAMEWORKS", "matches_patterns", "record_command"]

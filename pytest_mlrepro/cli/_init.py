@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .._names import record_command
 from .._visible import visible_lines
 from ..onboarding import EXPORTS, PRESETS, InitPlan, InitRequest, plan_init
 from ._configured import UsageError, run
@@ -144,7 +145,7 @@ def _complete(plan: InitPlan, settings: Settings | None) -> int:
     model = written.model_file
     commit = f" and {model}" if model and model.resolve().is_relative_to(Path.cwd()) else ""
     print(
-        f"wrote {written.manifest}; next: pytest {written.manifest} --mlrepro-update, then "
+        f"wrote {written.manifest}; next: {record_command(str(written.manifest))}, then "
         f"commit it, the checksum list{commit} and the golden"
     )
     return 0

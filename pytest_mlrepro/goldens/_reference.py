@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._names import record_command
 from ..errors import GoldenError, ManifestError
 from ..manifest import Manifest, Reference, Tolerances, load_manifest
 from ..settings import OutsideProject, Settings, resolve_inside
@@ -235,7 +236,7 @@ def check_reference(
     if recorded is None:
         raise ReferenceGoldenMissing(
             f"the reference {reference.name!r} has no golden at {shown}: record it first with "
-            f"pytest {_shown(reference.path, settings)} --mlrepro-update"
+            f"{record_command(_shown(reference.path, settings))}"
         )
     comparison, ref_top1, now_top1 = compare_to_reference(recorded.results, now, now_scores)
     return ReferenceCheck(

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .. import goldens as golden_store
 from .._files import check_writable_folder
 from ..diagnosis import first_step_outputs, sensitivity_table_path
 from ..errors import MlreproError, OutputError
@@ -29,12 +28,12 @@ from ..fingerprint import environment
 from ..report import phase_table
 from ..report.html import (
     ReportUnavailable,
-    SensitivityBar,
     SensitivityTable,
     SessionParts,
     drift_image,
     environment_rows,
     latency_series,
+    pitfall_tables,
     plain,
     require_libraries,
     thumbnail,
@@ -205,47 +204,17 @@ def _sensitivity(
     config: pytest.Config, rows: list[Row], notes: list[str]
 ) -> list[SensitivityTable]:
     """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/)."""
-
     golden_dir = config.stash[settings_key].golden_dir
-    tables, seen = [], set()
+    found: dict[Path, tuple[Path, str, str]] = {}
     for row in rows:
         shown = row.get("golden")
-        if not isinstance(shown, str) or shown in seen:
+        if not isinstance(shown, str):
             continue
-        seen.add(shown)
         golden = Path(shown) if Path(shown).is_absolute() else config.rootpath / shown
         path = sensitivity_table_path(golden, golden_dir)
-        if not path.is_file():
-            continue
-        where = display_path(config, path)
-        try:
-            # A golden of its own kind: read by the golden store's bounded reader.
-            data = golden_store.read_json(path, "pitfall table", golden_dir)
-            if data is None:
-                continue
-            declared = data["declared"]
-            bars = tuple(
-                SensitivityBar(
-                    pitfall=str(r["pitfall"]),
-                    description=str(r["description"]),
-                    top1=None if r.get("top1") is None else float(r["top1"]),
-                    agreement=None if r.get("agreement") is None else float(r["agreement"]),
-                    error=None if r.get("error") is None else str(r["error"]),
-                )
-                for r in data["rows"]
-            )
-            tables.append(
-                SensitivityTable(
-                    manifest=str(data.get("name", row.get("manifest"))),
-                    source=where,
-                    samples=int(data["samples"]),
-                    declared_top1=float(declared["top1"]),
-                    bars=bars,
-                )
-            )
-        except (MlreproError, OSError, ValueError, KeyError, TypeError) as exc:
-            notes.append(f"the pitfall table {where} could not be read ({exc}); not shown")
-    return tables
+        if path.is_file():
+            found.setdefault(path, (path, display_path(config, path), str(row.get("manifest"))))
+    return pitfall_tables(list(found.values()), golden_dir, notes)
 
 
 def session_view(config: pytest.Config, state: RunState) -> ReportView:

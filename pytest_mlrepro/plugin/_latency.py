@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .._names import record_command
 from ..latency import LatencyRequest, run_latency
 from ..manifest import Manifest
 from ..report import latency_outcome_text
@@ -71,9 +72,8 @@ class LatencyItem(ManifestItem):
 
     def _update_cmd(self) -> str:
         threads = self.config.getoption("mlrepro_threads")
-        extra = f" --mlrepro-threads {threads}" if threads else ""
-        target = f"{display_path(self.config, self.path)}::{self.name}"
-        return f"pytest '{target}' --mlrepro-update{extra}"
+        extra = (f"--mlrepro-threads {threads}",) if threads else ()
+        return record_command(f"{display_path(self.config, self.path)}::{self.name}", *extra)
 
     def runtest(self) -> None:
         config = self.config

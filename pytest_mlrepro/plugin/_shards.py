@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from .._visible import visible_lines
-from ..manifest import Tolerances
-from ..report import explain
-from ..results import Part, ShardMergeError, combine, merge_shards
+from ..report import merged_shards_text
+from ..results import ShardMergeError, merge_shards
 from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR, Row
 from ._rows import results_row
 
@@ -102,34 +101,8 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
             f"{where}: no verdict: {exc}. The whole item's verdict needs every shard item "
             f"(deselected, stopped early or crashed ones included)."
         )
-    failed = row.get("failed_shards") or []
-    if text is None and row["outcome"] == "failed" and failed:
-        named = "\n".join(
-            f"  shard {f['shard']}: {f['verdict']} ({f['nodeid']}, see its own report)"
-            for f in failed
-        )
-        text = f"{where}: {len(failed)} of its {split.count} shard items failed:\n{named}"
-    elif text is None and row["outcome"] == "failed":
-        tol = Tolerances(**row["tolerances"])
-        parts = [Part.from_json(r["per_sample"]) for r in rows]
-        comparison = combine(parts, tol)
-        text = (
-            f"{where}: "
-            + explain(
-                comparison,
-                str(row.get("golden", "the golden")),
-                split.classes,
-                f"pytest {split.manifest_file} --mlrepro-update",
-                # What changed in the data since the golden, as each shard found it in its part.
-                data="; ".join(
-                    f"shard {r['shard']['index']}/{r['shard']['count']}: {r['data_changed']}"
-                    for r in rows
-                    if r.get("data_changed")
-                ),
-            )
-            + f"\n\n(merged from its {split.count} shard items, which do not diagnose a drift: "
-            f"for its likely cause run\n  mlrepro diagnose {split.manifest_file})"
-        )
+    if text is None and row["outcome"] == "failed":
+        text = merged_shards_text(where, row, rows, split.manifest_file, split.classes)
     properties: list[tuple[str, object]] = [
         (PROPERTY_PREFIX + key, value)
         for key, value in row.items()

@@ -4,6 +4,7 @@ table they share, and the HTML view (:mod:`.html`)."""
 
 from __future__ import annotations
 
+from .._names import record_command
 from ._accuracy import (
     accuracy_outcome_text,
     classes_changed,
@@ -12,7 +13,6 @@ from ._accuracy import (
     golden_unreadable,
     golden_written,
     no_golden,
-    record_command,
     reference_disagreement_record,
     reference_outcome_text,
     reference_refused_record,
@@ -22,7 +22,7 @@ from ._latency import explain_latency, fmt_ms, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
-from ._tables import explain, summary_table
+from ._tables import explain, merged_shards_text, summary_table
 from ._terminal import (
     audit_lines,
     latency_table,
@@ -53,6 +53,7 @@ __all__ = [
     "machine_columns",
     "machine_notes",
     "markdown",
+    "merged_shards_text",
     "no_golden",
     "note_lines",
     "phase_lines",

@@ -5,6 +5,7 @@ refused because of the reference), and the reference check appended to a failure
 
 from __future__ import annotations
 
+from .._names import record_command
 from ..accuracy import AccuracyOutcome, ReferenceOutcome
 from ._reference import explain_reference
 from ._tables import explain
@@ -87,14 +88,8 @@ def reference_disagreement_record(
         f"{reference_text}\n\n{where}: golden not {verb} ({golden} "
         "is left as it was):\n  the results disagree with the manifest's reference. "
         "If they are right and the reference is not,\n  record them anyway with\n"
-        f"    pytest {manifest} --mlrepro-update --mlrepro-update-despite-reference"
+        f"    {record_command(manifest, '--mlrepro-update-despite-reference')}"
     )
-
-
-def record_command(manifest: str) -> str:
-    """The command that records (or re-records) the golden of the manifest shown as
-    ``manifest``."""
-    return f"pytest {manifest} --mlrepro-update"
 
 
 def reference_outcome_text(ref: ReferenceOutcome, outcome: AccuracyOutcome) -> str:

@@ -3,11 +3,14 @@ the session's summary table."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._names import record_command
 from .._visible import visible
 from ..goldens import Comparison
+from ..manifest import Tolerances
+from ..results import Part, combine
 from ._text import aligned
 
 _LEVEL_NAMES = {
@@ -138,3 +141,39 @@ def _verdict(row: dict[str, Any]) -> str:
 
 def _fmt(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
+
+
+def merged_shards_text(
+    where: str,
+    merged: Mapping[str, Any],
+    shards: Sequence[Mapping[str, Any]],
+    manifest_file: str,
+    classes: Sequence[str] | None,
+) -> str:
+    """Why the whole item merged from its shard items' rows (``results.merge_shards``) failed:
+    the shard items that failed on their own, else the merged comparison's drift."""
+    failed = merged.get("failed_shards") or []
+    if failed:
+        named = "\n".join(
+            f"  shard {f['shard']}: {f['verdict']} ({f['nodeid']}, see its own report)"
+            for f in failed
+        )
+        return f"{where}: {len(failed)} of its {len(shards)} shard items failed:\n{named}"
+    parts = [Part.from_json(r["per_sample"]) for r in shards]
+    comparison = combine(parts, Tolerances(**merged["tolerances"]))
+    drift = explain(
+        comparison,
+        str(merged.get("golden", "the golden")),
+        classes,
+        record_command(manifest_file),
+        # What changed in the data since the golden, as each shard found it in its part.
+        data="; ".join(
+            f"shard {r['shard']['index']}/{r['shard']['count']}: {r['data_changed']}"
+            for r in shards
+            if r.get("data_changed")
+        ),
+    )
+    return (
+        f"{where}: {drift}\n\n(merged from its {len(shards)} shard items, which do not "
+        f"diagnose a drift: for its likely cause run\n  mlrepro diagnose {manifest_file})"
+    )

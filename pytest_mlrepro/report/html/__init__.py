@@ -30,6 +30,7 @@ from ._model import (
     Trend,
     TrendPoint,
 )
+from ._pitfalls import pitfall_tables
 from ._render import (
     EXTRA,
     ReportUnavailable,
@@ -79,6 +80,7 @@ __all__ = [
     "matrix_row",
     "matrix_view",
     "missing_libraries",
+    "pitfall_tables",
     "plain",
     "render_html",
     "require_libraries",
