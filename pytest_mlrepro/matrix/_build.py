@@ -362,7 +362,8 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         cells.append(cell)
         for row, _ in entry["rows"]:
             if _kind(row) == "accuracy" and isinstance(row.get("per_sample"), Mapping):
-                part = Part.from_json(row["per_sample"], f"{machine}: {row.get('nodeid')}")
+                # A row of a validated file, or merged from the validated rows of its shards.
+                part = Part.from_json(row["per_sample"], checked=True)
                 per_sample.append((cell, part))
                 break
     return Matrix(

@@ -346,3 +346,25 @@ def test_mlrepro_schema_results_writes_the_schema_the_reader_checks(
     assert validator.is_valid(document)
     document["results"][0]["top1"] = "high"
     assert not validator.is_valid(document)
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [(1.0, True), (True, False), (-1, False), ("1", False), (2**31, False)],
+)
+def test_per_sample_lists_are_judged_as_the_library_judges_them(
+    tmp_path: Path, value: Any, accepted: bool
+) -> None:
+    """The reader's one-pass check of long lists of numbers defers to the library for any list
+    it does not clear: what it accepts, and the message and path of what it refuses, are the
+    library's (an integral 1.0 is an integer in JSON Schema; a boolean is not a number)."""
+    document = _document()
+    document["results"][0]["per_sample"]["now"]["labels"][1] = value
+    assert _schema_accepts(document) is accepted
+    file = _write(tmp_path, document)
+    if accepted:
+        assert load_results(file).rows[0]["per_sample"]["now"]["labels"][1] == value
+        return
+    field = r"\$\.results\[0\]\.per_sample\.now\.labels\[1\]"
+    with pytest.raises(ResultsFileError, match=rf": {field}: "):
+        load_results(file)
