@@ -11,6 +11,8 @@
     mlrepro history RESULTS... [--html PATH]
         results files of many nights as trends, the first night outside tolerance and what
         changed that night (cli/_merge.py)
+    mlrepro schema results [--out PATH]
+        the JSON Schema of the results file, generated from its types (cli/_merge.py)
 
 This module is argument handling only. Each command runs inside pytest's own configuration of
 the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
