@@ -32,7 +32,7 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import RunComparison, RunsComparer, seed_everything
-from ._memory import model_allocation, release_freed, steady_allocator
+from ._memory import FreedPages, model_allocation, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
 
@@ -150,7 +150,7 @@ def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
             raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
-# Samples between two hand-backs of freed heap pages (``release_freed``).
+# Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).
 TRIM_EVERY = 256
 
 
@@ -194,6 +194,7 @@ def stream_model(
     )
     bad: list[int] = []
     done = 0
+    freed = FreedPages()
     # The model's blocks from the heap while it runs, when the preprocessing does not run
     # beside it (``model_allocation``).
     allocation = contextlib.nullcontext if overlaps(runner) else model_allocation
@@ -220,7 +221,7 @@ def stream_model(
                 with phase("comparison"):  # the scores kept for the comparison (``_Reduced``)
                     reduce(done, out)
             if (done + batch.shape[0]) // TRIM_EVERY > done // TRIM_EVERY:
-                release_freed()
+                freed.check()
             done += batch.shape[0]
             if progress is not None:
                 progress(done)
