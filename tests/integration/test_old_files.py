@@ -87,9 +87,10 @@ def test_old_goldens_judge_a_run_as_the_old_run_was_judged(
     old = old_rows()
     assert [old[name]["outcome"] for name in MANIFESTS] == ["passed", "failed"]
     result.assert_outcomes(passed=1, failed=1)
-    now = {row["manifest"]: row for row in json.loads((project.path / "now.json").read_text())[
-        "results"
-    ]}
+    now = {
+        row["manifest"]: row
+        for row in json.loads((project.path / "now.json").read_text())["results"]
+    }
     for name in MANIFESTS:
         for key in ("outcome", "verdict", "samples", "top1", "top5", "agreement", "diagnosis"):
             assert now[name].get(key) == old[name].get(key), (name, key)
