@@ -20,7 +20,7 @@ from pytest_mlrepro.data._datasets import resolve_dataset
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis._counterfactual import score_pipelines
 from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
-from pytest_mlrepro.evaluation._evaluate import evaluate_subset
+from pytest_mlrepro.evaluation import postprocessed, run_model
 from pytest_mlrepro.manifest._spec import load_manifest
 from pytest_mlrepro.pipeline._steps import (
     Color,
@@ -283,7 +283,10 @@ def test_shared_work_gives_what_each_variant_gives_on_its_own(tiny) -> None:
     outcomes = score_pipelines(counting, manifest, samples, [v.steps for v in found], chunk=4)
     for v, outcome in zip(found, outcomes):
         assert outcome.error is None, (v.key, outcome.error)
-        _, alone = evaluate_subset(runner, v.apply(manifest), dataset, samples)
+        variant = v.apply(manifest)
+        # The variant's pipeline alone over the same samples, on the same loaded runner.
+        subset = dataclasses.replace(dataset, samples=tuple(samples))
+        alone = postprocessed(variant, run_model(runner, variant, subset))
         np.testing.assert_allclose(outcome.scores, alone, rtol=0, atol=1e-7, err_msg=v.key)
     # The OpenCV and Pillow decoders agree on PNG: that batch is not run again.
     assert counting.samples < len(found) * len(samples)
