@@ -53,7 +53,7 @@ from ..settings import OutsideProject, Settings, resolve_inside
 from ._shards import Shard
 
 if TYPE_CHECKING:
-    from .._yaml import Path as KeyPath
+    from .._yaml import KeyPath
     from ..manifest import Dataset, Manifest
 
 DOWNLOAD_WORKERS = 8
