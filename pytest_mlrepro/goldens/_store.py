@@ -60,7 +60,7 @@ from .._files import (
     read_regular_bytes,
     remove_stale_temp_files,
 )
-from ..errors import GoldenError, ManifestError
+from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings
 from ._metrics import Results, accuracy
@@ -243,11 +243,6 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
     except ManifestError:
         return False
     return then.normalized() == now
-
-
-class GoldenNotAFile(GoldenError):
-    """The golden path is a symlink, FIFO, folder or device (or below a symlinked folder): not
-    read, and not replaced by an update either (the user removes it)."""
 
 
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
