@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import Project, sha256
@@ -338,7 +338,7 @@ def test_a_build_that_writes_other_bytes_names_the_machines_and_the_ways_forward
     assert "the libraries installed here" not in out
     assert (
         "the golden (golden/tiny_onnx.json) was recorded on: Intel(R) Xeon(R) Platinum 8480+ "
-        f"(GenuineIntel; {' '.join(env['cpu_flags'])})"
+        f"(GenuineIntel; {' '.join(cast(list[str], env['cpu_flags']))})"
     ) in out
     if "numeric_packages" in env:  # goldens that record packages compare them
         assert "another CPU, the same package versions" in out
