@@ -352,7 +352,7 @@ def _serving_function(model: Any) -> Any:
     import tensorflow as tf
 
     # tensorflow has no type stubs: its decorator is untyped (the ignore), its tensors Any.
-    @tf.function(
+    @tf.function(  # type: ignore[untyped-decorator]
         input_signature=[
             tf.TensorSpec([None, IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32, name=INPUT_NAME)
         ]

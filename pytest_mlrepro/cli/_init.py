@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sub = commands.add_parser(
         "init",
         help="write a manifest and the data's checksum list for a model",

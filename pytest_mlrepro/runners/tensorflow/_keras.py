@@ -46,7 +46,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     spec = tf.TensorSpec([None, *shape[1:]], _tf_dtype_name(tensor.dtype))
 
     # tensorflow has no type stubs: its decorator is untyped (the ignore), its tensors Any.
-    @tf.function(input_signature=[spec], reduce_retracing=True)
+    @tf.function(input_signature=[spec], reduce_retracing=True)  # type: ignore[untyped-decorator]
     def forward(images: Any) -> Any:
         out = model(images, training=False)
         return out[position] if isinstance(out, (list, tuple)) else out
