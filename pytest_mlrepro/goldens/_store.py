@@ -23,10 +23,10 @@ Layout of a golden (keys sorted, one sample per line so that a diff shows which 
       ]
     }
 
-Reading a golden validates it strictly (:func:`validate`): its schema and types (``True`` is not
-an integer, ``1.0`` is not a class index), class indices in range, finite scores, and stored
-metrics that equal what the stored samples give. Keys this version does not know are ignored, so
-that goldens written by a newer version (or with optional blocks) still load.
+Reading a golden validates it strictly (:func:`validate`): its JSON Schema
+(``pytest_mlrepro/golden.schema.json``, by jsonschema: keys and types, ``True`` is not an integer
+nor ``1.0`` a class index), then what no schema can say (docs/goldens.md#validation). Keys the
+schema does not name are allowed, so that goldens written by a newer version still load.
 
 Namespaces under the golden directory: accuracy goldens are ``<golden dir>/**/*.json`` outside
 the two reserved folders ``latency/`` (latency goldens, per manifest name and hardware) and
