@@ -8,6 +8,9 @@ read by today's code, never regenerated:
   verdicts, figures and diagnosis (the old results file says what they were), untouched;
 * the old results file merges (``mlrepro merge --csv``) to the figures and verdicts it holds;
 * the old latency golden loads with the baseline it records.
+
+The run uses the tiny project of tests/helpers.py, whose files the old goldens record (their
+sha256 in ``data``): a change to how the helpers make the images shows here as ``data changed``.
 """
 
 from __future__ import annotations
