@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -410,14 +410,3 @@ def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) ->
         topk=topk,
         topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
     )
-
-
-def evaluate_subset(
-    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, samples: Sequence[Sample]
-) -> tuple[Results, npt.NDArray[np.float64]]:
-    """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``diagnosis/_pitfalls.py``) over
-    ``samples`` of ``dataset`` on an already-loaded ``runner``: no reload, no re-verification.
-    Returns the results and the score matrix, as :func:`evaluate` computes them."""
-    raw = run_model(runner, manifest, replace(dataset, samples=tuple(samples)))
-    scores = postprocessed(manifest, raw)
-    return results_of(manifest, samples, scores), scores

@@ -913,7 +913,7 @@ class Pipeline:
                 raise Invalid(
                     (index, step.op),
                     f"{type(step).__name__}.transition() failed with {type(exc).__name__}: "
-                    f"{exc} (it should raise pytest_mlrepro._schema.Invalid naming the problem)",
+                    f"{exc} (it should raise pytest_mlrepro.Invalid naming the problem)",
                 ) from None
         return state
 

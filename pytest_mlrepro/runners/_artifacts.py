@@ -46,7 +46,7 @@ from .._files import (
 )
 from .._phases import phase
 from .._visible import visible
-from .._yaml import Path as KeyPath
+from .._yaml import KeyPath
 from ..errors import (
     BuildError,
     BuildMismatch,

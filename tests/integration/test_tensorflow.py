@@ -25,7 +25,7 @@ from pytest_mlrepro.errors import (  # noqa: E402
     IntegrityError,
     SignatureError,
 )
-from pytest_mlrepro.manifest._spec import load_manifest  # noqa: E402
+from pytest_mlrepro.manifest._spec import Manifest, load_manifest  # noqa: E402
 from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
 from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
     check_batch_shape,
@@ -49,7 +49,7 @@ def tf_assets(
     return root
 
 
-def manifest_at(tmp_path: Path, assets: Path, text: str) -> object:
+def manifest_at(tmp_path: Path, assets: Path, text: str) -> Manifest:
     """Write ``text`` as a manifest of a project in ``tmp_path`` with the tiny models."""
     shutil.copytree(assets / "models", tmp_path / "models", dirs_exist_ok=True)
     (tmp_path / "manifests").mkdir(exist_ok=True)
@@ -79,7 +79,7 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     check_framework(manifest)
     runner = load_runner(manifest, "cpu", settings_for(tmp_path))
     batch = images()
-    runner.check_batch(batch, "NHWC")
+    runner.check_batch(batch, "NHWC")  # type: ignore[attr-defined]  # each runner has one
     out = runner(batch)
     assert out.shape == (4, 3)
     np.testing.assert_allclose(out, expected(batch), rtol=1e-5, atol=1e-5)
@@ -463,17 +463,17 @@ def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     )
     float_m = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "tflite", assets=tf_assets))
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(float_m, settings).samples  # type: ignore[arg-type]
-    float_runner = load_runner(float_m, "cpu", settings)  # type: ignore[arg-type]
+    samples = resolve_dataset(float_m, settings).samples
+    float_runner = load_runner(float_m, "cpu", settings)
     ids = [s.id for s in samples[:2]]
-    block = layers.record(float_runner, float_m, samples, ids)  # type: ignore[arg-type]
+    block = layers.record(float_runner, float_m, samples, ids)
     assert block is not None and block["samples"] == ids
     assert {row[3] for row in block["rows"]} == {"float32"}
     int8_m = manifest_at(
         tmp_path, tf_assets, tf_manifest_text("m", "tflite_int8", assets=tf_assets)
     )
-    int8_runner = load_runner(int8_m, "cpu", settings)  # type: ignore[arg-type]
-    report = layers.compare(block, int8_runner, int8_m, samples)  # type: ignore[arg-type]
+    int8_runner = load_runner(int8_m, "cpu", settings)
+    report = layers.compare(block, int8_runner, int8_m, samples)
     assert report is not None
     assert "layer outputs are int8 where the golden's had 0" in report.precision, report.lines()
     text = " ".join(report.lines())
@@ -495,16 +495,16 @@ def test_a_keras_model_records_its_layers(tmp_path: Path, tf_assets: Path) -> No
     text = tf_manifest_text("m", "keras", assets=tf_assets)
     manifest = manifest_at(tmp_path, tf_assets, text)
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
-    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
-    rows = layers.trace(runner, manifest, samples[:2])  # type: ignore[arg-type]
+    samples = resolve_dataset(manifest, settings).samples
+    runner = load_runner(manifest, "cpu", settings)
+    rows = layers.trace(runner, manifest, samples[:2])
     assert rows is not None
     assert [row[:3] for row in rows] == [
         ["mean", "GlobalAveragePooling2D", [2, 3]], ["logits", "Dense", [2, 3]]
     ]  # fmt: skip
     renamed = manifest_at(tmp_path, tf_assets, text.replace("- name: input", "- name: images"))
     with pytest.raises(SignatureError, match=r"m\.yaml:\d+: inputs\[0\]\.name: the Keras model"):
-        load_runner(renamed, "cpu", settings)  # type: ignore[arg-type]
+        load_runner(renamed, "cpu", settings)
 
 
 def test_a_saved_model_records_the_ops_that_compute_on_its_input(
@@ -522,15 +522,16 @@ def test_a_saved_model_records_the_ops_that_compute_on_its_input(
         tmp_path, tf_assets, tf_manifest_text("m", "saved_model", assets=tf_assets)
     )
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
-    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
-    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])  # type: ignore[attr-defined]
+    samples = resolve_dataset(manifest, settings).samples
+    runner = load_runner(manifest, "cpu", settings)
+    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])
     outputs = runner.layer_outputs(batch)  # type: ignore[attr-defined]
     ops = [op for _, op, _ in outputs]
     assert "Mean" in ops and "MatMul" in ops, ops
     assert not {"Const", "Placeholder", "Identity", "ReadVariableOp"} & set(ops)
     np.testing.assert_allclose(outputs[-1][2], runner(batch), rtol=1e-6, atol=1e-6)
-    block = layers.record(runner, manifest, samples, [s.id for s in samples[:2]])  # type: ignore[arg-type]
+    block = layers.record(runner, manifest, samples, [s.id for s in samples[:2]])
     assert block is not None and [row[1] for row in block["rows"]] == ops
-    same = layers.compare(block, runner, manifest, samples)  # type: ignore[arg-type]
-    assert same is not None and same.first is None, same.lines()
+    same = layers.compare(block, runner, manifest, samples)
+    assert same is not None
+    assert same.first is None, same.lines()

@@ -168,13 +168,13 @@ def test_the_environment_imports_no_framework() -> None:
 
 # --- the diagnosis's environment diff ---------------------------------------------------------
 
-OLD = {
+OLD: dict[str, object] = {
     "python": "3.11.7",
     "cpu": "AMD EPYC",
     "numpy": "2.4.6",
     "runtime": {"framework": "onnxruntime", "version": "1.20.0"},
 }
-NEW_FIELDS = {
+NEW_FIELDS: dict[str, object] = {
     "cpu_vendor": "AuthenticAMD",
     "cpu_flags": ["avx", "avx2", "fma"],
     "numeric_packages": {"numpy": "2.4.6", "onnxruntime": "1.20.0"},
