@@ -42,21 +42,21 @@ from ..manifest import Manifest, parse_manifest
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
 from ._class_maps import constant_shift, index_map
-from ._data_changes import _data_lead, _data_lines, _how_files_changed
-from ._environment_diff import _env_change, _env_diff, environment_step_text
-from ._lead import _MODEL_CAUSES, _lead
+from ._data_changes import data_lead, data_lines, how_files_changed
+from ._environment_diff import env_change_text, env_diff, environment_step_text
+from ._lead import MODEL_CAUSES, lead_sentence
 from ._manifest_diff import manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
     Counterfactual,
-    _most_moved,
-    _restores,
-    _restoring,
-    _run_counterfactuals,
+    most_moved,
     probe_order,
+    restores,
+    restoring,
+    run_counterfactuals,
 )
-from ._score_changes import _class_permutation, _score_transform
-from ._wording import _num
+from ._score_changes import class_permutation, score_transform
+from ._wording import short_number
 
 WIDTH = 100
 SHOWN = 6  # counterfactual lines shown
@@ -148,9 +148,9 @@ def diagnose(
     else:
         changed = [c.id for c in comparison.changed]
         if not changed:  # same predictions, scores moved: prefer the samples that moved most
-            changed = _most_moved(golden.results, evaluation, shared, tol.score)
+            changed = most_moved(golden.results, evaluation, shared, tol.score)
         ids = probe_order(shared, probes, changed)
-        tried, baseline = _run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
+        tried, baseline = run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
 
     # Layer fingerprints: with the same pixels going in, where the model's computation changed.
     layer_report = None
@@ -162,19 +162,19 @@ def diagnose(
             layer_report = layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
 
     env_now = environment(evaluation.runner_info)
-    env_changes = _env_diff(golden.environment, env_now)
+    env_changes = env_diff(golden.environment, env_now)
 
-    transform = _score_transform(manifest, golden, comparison, evaluation, changes)
+    transform = score_transform(manifest, golden, comparison, evaluation, changes)
     class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
-    permutation = None if class_map else _class_permutation(golden.results, evaluation, tol.score)
+    permutation = None if class_map else class_permutation(golden.results, evaluation, tol.score)
     if class_map is None and permutation is None:
         class_map = index_map(golden.results, evaluation.results)
     env_step = environment_step_text(steps_report, manifest.input.preprocess, env_now, env_changes)
-    lead, cause = _lead(
+    lead, cause = lead_sentence(
         changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation,
         class_map, env_step,
     )  # fmt: skip
-    if layer_report is not None and layer_report.precision and cause in _MODEL_CAUSES:
+    if layer_report is not None and layer_report.precision and cause in MODEL_CAUSES:
         # The model's precision changed: the most specific cause the layers support.
         model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
         where = f" ({layer_report.lead()})" if layer_report.first is not None else ""
@@ -184,15 +184,15 @@ def diagnose(
             + f"{where}."
         )
         cause = "precision"
-    elif layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
+    elif layer_report is not None and layer_report.first is not None and cause in MODEL_CAUSES:
         lead = lead.removesuffix(".") + "; " + layer_report.lead() + "."
     if data is not None and data.changed:
-        restoring = _restoring(tried, baseline, tol.score)
-        flip = restoring[0] if restoring and not restoring[0].reverts else None
-        how = _how_files_changed(golden.probes, data, by_id, manifest)
-        lead, cause = _data_lead(data, comparison, lead, flip, how), "data"
+        restored = restoring(tried, baseline, tol.score)
+        flip = restored[0] if restored and not restored[0].reverts else None
+        how = how_files_changed(golden.probes, data, by_id, manifest)
+        lead, cause = data_lead(data, comparison, lead, flip, how), "data"
     if data is not None:
-        sections.append(("the data against the golden's:", _data_lines(data)))
+        sections.append(("the data against the golden's:", data_lines(data)))
 
     # Evidence.
     shown_changes = [c for c in changes if c.area != "neutral"]
@@ -252,19 +252,19 @@ def diagnose(
         ranked = sorted(tried, key=Counterfactual.key)
         lines = [
             f"as the manifest is now: {baseline.agree}/{baseline.probes} match"
-            f" (max score diff {_num(baseline.max_diff)})"
+            f" (max score diff {short_number(baseline.max_diff)})"
         ]
         for c in ranked[:SHOWN]:
             if c.error:
                 continue
             # ✓ only for a flip that changed the probes' outputs and brought them back: a no-op
             # matches whatever the manifest as it is matches, and proves nothing.
-            mark = "✓ " if _restores(c, baseline, tol.score) else ""
+            mark = "✓ " if restores(c, baseline, tol.score) else ""
             reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
             noop = ", the same outputs as the manifest as it is" if c.noop else ""
             lines.append(
                 f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
-                f" (max score diff {_num(c.max_diff)}{noop})"
+                f" (max score diff {short_number(c.max_diff)}{noop})"
             )
         failed = [c for c in tried if c.error]
         rest = len([c for c in ranked if not c.error]) - min(SHOWN, len(ranked))
@@ -287,7 +287,7 @@ def diagnose(
     else:
         sections.append(("counterfactual probes:", [cf_note or "none could run"]))
 
-    env_lines = [f"{k}: {_env_change(k, a, b)}" for k, a, b in env_changes[:12]] or ["none"]
+    env_lines = [f"{k}: {env_change_text(k, a, b)}" for k, a, b in env_changes[:12]] or ["none"]
     if len(env_changes) > 12:
         env_lines.append(f"… {len(env_changes) - 12} more")
     if "cpu_flags" not in golden.environment:

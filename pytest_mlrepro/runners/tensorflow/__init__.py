@@ -17,19 +17,19 @@ One module per responsibility: ``_signature`` (the checks every format shares), 
 
 from __future__ import annotations
 
-from ._config import _tensorflow
+from ._config import import_tensorflow
 from ._runner import TensorFlowRunner
-from ._saved_model import _safe_extract
+from ._saved_model import safe_extract
 from ._signature import DEFAULT_SIGNATURE, Shape, check_batch_shape, check_declared_input
-from ._tflite import TFLiteRunner, _interpreter_class, _signature_names, dequantize, quantize
+from ._tflite import TFLiteRunner, dequantize, litert_interpreter, quantize, signature_names
 
 
 def import_framework(name: str) -> None:
     """Import the framework's module now (ImportError if it is installed but broken)."""
     if name == "tflite":
-        _interpreter_class()
+        litert_interpreter()
     else:
-        _tensorflow()
+        import_tensorflow()
 
 
 __all__ = [
@@ -37,12 +37,12 @@ __all__ = [
     "Shape",
     "TFLiteRunner",
     "TensorFlowRunner",
-    "_interpreter_class",
-    "_safe_extract",
-    "_signature_names",
     "check_batch_shape",
     "check_declared_input",
     "dequantize",
     "import_framework",
+    "litert_interpreter",
     "quantize",
+    "safe_extract",
+    "signature_names",
 ]

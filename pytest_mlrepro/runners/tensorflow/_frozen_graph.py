@@ -11,7 +11,7 @@ import numpy as np
 
 from ...errors import SignatureError
 from ...manifest import Manifest
-from ._signature import Loaded, _dims, _tf_dtype_name
+from ._signature import Loaded, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
@@ -57,12 +57,12 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         return scores
 
     weakref.finalize(call, session.close)
-    shape = _dims(input_tensor.shape.as_list()) if input_tensor.shape.rank is not None else []
+    shape = dims(input_tensor.shape.as_list()) if input_tensor.shape.rank is not None else []
     return (
         call,
         input_tensor.name,
         shape,
-        _tf_dtype_name(input_tensor.dtype),
+        tf_dtype_name(input_tensor.dtype),
         output_tensor.name,
         {
             # Per-session thread pools: a frozen graph gets the manifest's counts.

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import SignatureError
 from ...manifest import Manifest
-from ._signature import Loaded, _choose_output, _dims, _tf_dtype_name
+from ._signature import Loaded, choose_output, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
@@ -40,10 +40,10 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             ).format()
         )
     output_names = list(getattr(model, "output_names", None) or [])
-    output = _choose_output(manifest, output_names or ["output_0"], "Keras model")
+    output = choose_output(manifest, output_names or ["output_0"], "Keras model")
     position = output_names.index(output) if output_names else 0
-    shape = _dims(tensor.shape)
-    spec = tf.TensorSpec([None, *shape[1:]], _tf_dtype_name(tensor.dtype))
+    shape = dims(tensor.shape)
+    spec = tf.TensorSpec([None, *shape[1:]], tf_dtype_name(tensor.dtype))
 
     # tensorflow has no type stubs: its decorator is untyped (the ignore), its tensors Any.
     @tf.function(input_signature=[spec], reduce_retracing=True)  # type: ignore[untyped-decorator]
@@ -63,7 +63,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         call,
         name,
         shape,
-        _tf_dtype_name(tensor.dtype),
+        tf_dtype_name(tensor.dtype),
         output,
         {"keras_version": keras.__version__},
     )

@@ -12,8 +12,8 @@ from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
 from . import _frozen_graph, _keras, _saved_model
-from ._config import _configure_tensorflow, _tensorflow, _tf_device
-from ._signature import Shape, _shape_text, check_batch_shape, check_declared_input
+from ._config import choose_tf_device, configure_tensorflow, import_tensorflow
+from ._signature import Shape, check_batch_shape, check_declared_input, shape_text
 
 
 class TensorFlowRunner:
@@ -33,9 +33,9 @@ class TensorFlowRunner:
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TensorFlowRunner:
-        tf = _tensorflow()
-        threads = _configure_tensorflow(tf, manifest)
-        tf_device, device_info = _tf_device(tf, device)
+        tf = import_tensorflow()
+        threads = configure_tensorflow(tf, manifest)
+        tf_device, device_info = choose_tf_device(tf, device)
         model = manifest.model
         assert model.file is not None
         loader = {
@@ -59,7 +59,7 @@ class TensorFlowRunner:
             **extra,
             "input": name,
             "output": output,
-            "input_shape": _shape_text(shape),
+            "input_shape": shape_text(shape),
             **threads,
             **device_info,
         }

@@ -13,11 +13,11 @@ import numpy as np
 
 from ...errors import IntegrityError, SignatureError
 from ...manifest import Manifest
-from ._config import _tensorflow
-from ._signature import DEFAULT_SIGNATURE, Loaded, _choose_output, _dims, _tf_dtype_name
+from ._config import import_tensorflow
+from ._signature import DEFAULT_SIGNATURE, Loaded, choose_output, dims, tf_dtype_name
 
 
-def _safe_extract(archive: Path, target: Path) -> None:
+def safe_extract(archive: Path, target: Path) -> None:
     """Extract a SavedModel tar: plain files and folders only, every path inside ``target``."""
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
@@ -46,7 +46,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             "the SavedModel folder as a tar (tar -C <folder> -cf model.tar .)"
         )
     folder = tempfile.TemporaryDirectory(prefix="mlrepro-savedmodel-")
-    _safe_extract(path, Path(folder.name))
+    safe_extract(path, Path(folder.name))
     loaded = tf.saved_model.load(folder.name)
     name = manifest.model.signature or DEFAULT_SIGNATURE
     signatures = dict(loaded.signatures)
@@ -76,7 +76,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         )
     spec = specs[declared]
     outputs = signature.structured_outputs
-    output = _choose_output(manifest, sorted(outputs), f"signature {name!r}")
+    output = choose_output(manifest, sorted(outputs), f"signature {name!r}")
 
     def call(batch: np.ndarray) -> np.ndarray:
         with tf.device(tf_device):
@@ -91,8 +91,8 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     return (
         call,
         declared,
-        _dims(spec.shape),
-        _tf_dtype_name(spec.dtype),
+        dims(spec.shape),
+        tf_dtype_name(spec.dtype),
         output,
         {"signature": name},
     )
@@ -110,7 +110,7 @@ def layer_outputs(signature: Any, batch: np.ndarray) -> list[tuple[str, str, np.
     order. The signature's variables are frozen into constants (``convert_variables_to_
     constants_v2``, TensorFlow's own freezing), the graph is imported into a v1 function and
     pruned to fetch every such op's first output: one run gives them all."""
-    tf = _tensorflow()
+    tf = import_tensorflow()
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )

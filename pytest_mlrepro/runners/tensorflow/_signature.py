@@ -23,7 +23,7 @@ Loaded = tuple[Callable[[np.ndarray], np.ndarray], str, Shape, str, str, dict[st
 # --- signature checks shared by every format -----------------------------------------------
 
 
-def _shape_text(shape: Sequence[int | None]) -> str:
+def shape_text(shape: Sequence[int | None]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
@@ -37,7 +37,7 @@ def check_declared_input(manifest: Manifest, name: str, shape: Shape, dtype: str
         raise SignatureError(
             manifest.error(
                 ("inputs", 0, "layout"),
-                f"the model input {name!r} is {model} {_shape_text(shape)}, the manifest "
+                f"the model input {name!r} is {model} {shape_text(shape)}, the manifest "
                 f"declares {declared.layout}: a layout mismatch; end the preprocessing with "
                 f"'layout: {{order: {model}}}' and declare 'layout: {model}'",
             ).format()
@@ -57,7 +57,7 @@ def check_batch_shape(name: str, expected: Shape, batch: np.ndarray, layout: str
     got = list(batch.shape)
     if len(expected) != len(got):
         raise SignatureError(
-            f"the model input {name!r} has rank {len(expected)} {_shape_text(expected)}, the "
+            f"the model input {name!r} has rank {len(expected)} {shape_text(expected)}, the "
             f"pipeline produces {got} ({layout})"
         )
     if all(want is None or want == size for want, size in zip(expected[1:], got[1:])):
@@ -71,12 +71,12 @@ def check_batch_shape(name: str, expected: Shape, batch: np.ndarray, layout: str
             else "a layout mismatch (the same sizes in another order)"
         )
     raise SignatureError(
-        f"the model input {name!r} expects {_shape_text(expected)}, the pipeline produces "
+        f"the model input {name!r} expects {shape_text(expected)}, the pipeline produces "
         f"{got} ({layout}): {hint}"
     )
 
 
-def _choose_output(manifest: Manifest, outputs: Sequence[str], what: str) -> str:
+def choose_output(manifest: Manifest, outputs: Sequence[str], what: str) -> str:
     wanted = manifest.postprocess.output
     if wanted is None:
         if len(outputs) == 1:
@@ -98,9 +98,9 @@ def _choose_output(manifest: Manifest, outputs: Sequence[str], what: str) -> str
     return wanted
 
 
-def _tf_dtype_name(dtype: Any) -> str:
+def tf_dtype_name(dtype: Any) -> str:
     return str(getattr(dtype, "name", dtype))
 
 
-def _dims(shape: Any) -> Shape:
+def dims(shape: Any) -> Shape:
     return [None if d is None or d < 0 else int(d) for d in list(shape)]

@@ -16,15 +16,15 @@ from ...settings import Settings
 from .._artifacts import verified
 from ._signature import (
     Shape,
-    _choose_output,
-    _dims,
-    _shape_text,
     check_batch_shape,
     check_declared_input,
+    choose_output,
+    dims,
+    shape_text,
 )
 
 
-def _interpreter_class() -> tuple[Any, str]:
+def litert_interpreter() -> tuple[Any, str]:
     import importlib.metadata
 
     from ai_edge_litert.interpreter import Interpreter
@@ -62,7 +62,7 @@ class TFLiteRunner:
         self.input_index = details["index"]
         self.input_dtype = np.dtype(details["dtype"])
         self.input_quant = details["quantization"]
-        self.input_shape: Shape = _dims(details["shape_signature"])
+        self.input_shape: Shape = dims(details["shape_signature"])
         self.input_name = info["input"]
         out = next(
             d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
@@ -80,7 +80,7 @@ class TFLiteRunner:
                 "the TFLite interpreter runs on the CPU (its GPU delegate is for Android and iOS)",
                 how="list only 'cpu' in runtime.devices for TFLite manifests",
             )
-        interpreter_class, version = _interpreter_class()
+        interpreter_class, version = litert_interpreter()
         assert manifest.model.file is not None
         threads = manifest.runtime.intra_op_threads
         try:
@@ -103,9 +103,9 @@ class TFLiteRunner:
                 "classification feeds one"
             )
         # Names: the signature's (``input``), or the tensor's (``serving_default_input:0``).
-        signature_names = _signature_names(interpreter)
+        named = signature_names(interpreter)
         tensor_name = inputs[0]["name"]
-        names = [n for n in (signature_names.get("input"), tensor_name) if n]
+        names = [n for n in (named.get("input"), tensor_name) if n]
         declared = manifest.input.name
         if declared not in names:
             raise SignatureError(
@@ -116,12 +116,12 @@ class TFLiteRunner:
                 ).format()
             )
         tensor_outputs = {d["name"]: d["name"] for d in outputs}
-        choices = signature_names.get("outputs") or tensor_outputs  # name → tensor name
+        choices = named.get("outputs") or tensor_outputs  # name → tensor name
         wanted = manifest.postprocess.output
         if wanted is not None and wanted not in choices and wanted in tensor_outputs:
             output, output_tensor = wanted, wanted
         else:
-            output = _choose_output(manifest, sorted(choices), "TFLite model")
+            output = choose_output(manifest, sorted(choices), "TFLite model")
             output_tensor = choices[output]
         model_dtype = np.dtype(inputs[0]["dtype"]).name
         scale, zero_point = inputs[0]["quantization"]
@@ -136,7 +136,7 @@ class TFLiteRunner:
         else:
             quantized_input = False
             effective = model_dtype
-        shape = _dims(inputs[0]["shape_signature"])
+        shape = dims(inputs[0]["shape_signature"])
         check_declared_input(manifest, declared, shape, effective)
         out_detail = next(d for d in outputs if d["name"] == output_tensor)
         info: dict[str, Any] = {
@@ -148,7 +148,7 @@ class TFLiteRunner:
             "input": declared,
             "output": output,
             "output_tensor": out_detail["name"],
-            "input_shape": _shape_text(shape),
+            "input_shape": shape_text(shape),
             "input_dtype": model_dtype,
             "intra_op_threads": threads or "default",
             "inter_op_threads": "n/a (the interpreter runs one op at a time)",
@@ -180,7 +180,7 @@ class TFLiteRunner:
         keep their stored dtype."""
         if self.model_content is None:
             return []
-        interpreter_class, _ = _interpreter_class()
+        interpreter_class, _ = litert_interpreter()
         traced = interpreter_class(
             model_content=self.model_content, experimental_preserve_all_tensors=True
         )
@@ -249,7 +249,7 @@ class TFLiteRunner:
         return invoke
 
 
-def _signature_names(interpreter: Any) -> dict[str, Any]:
+def signature_names(interpreter: Any) -> dict[str, Any]:
     """The serving signature's input name and output names → tensor names, when the model
     has exactly one signature with one input."""
     with contextlib.suppress(Exception):
