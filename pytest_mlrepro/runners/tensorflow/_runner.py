@@ -3,7 +3,7 @@ format's module and called on numpy batches."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,9 +11,9 @@ import numpy as np
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
+from .._signature import check_batch_shape, shape_text
 from . import _frozen_graph, _keras, _saved_model
 from ._config import choose_tf_device, configure_tensorflow, import_tensorflow
-from ._signature import Shape, check_batch_shape, check_declared_input, shape_text
 
 
 class TensorFlowRunner:
@@ -23,7 +23,7 @@ class TensorFlowRunner:
         self,
         call: Callable[[np.ndarray], np.ndarray],
         input_name: str,
-        input_shape: Shape,
+        input_shape: Sequence[object],
         info: dict[str, Any],
     ) -> None:
         self._call = call
@@ -48,8 +48,10 @@ class TensorFlowRunner:
             verified(manifest, model.file, ("model", "file"), settings) as file,
             tf.device(tf_device),
         ):
-            call, name, shape, dtype, output, extra = loader(tf, manifest, file.local, tf_device)
-        check_declared_input(manifest, name, shape, dtype)
+            call, signature, output, extra = loader(tf, manifest, file.local, tf_device)
+        # Checked by the loader (runners/_signature.py): one input, which the manifest names.
+        assert signature.inputs is not None
+        name, shape = signature.inputs[0], list(signature.shape)
         info = {
             "framework": "tensorflow",
             "framework_version": tf.__version__,

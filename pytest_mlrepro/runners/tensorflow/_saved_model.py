@@ -13,8 +13,9 @@ import numpy as np
 
 from ...errors import IntegrityError, SignatureError
 from ...manifest import Manifest
+from .._signature import ModelSignature, check_signature
 from ._config import import_tensorflow
-from ._signature import DEFAULT_SIGNATURE, Loaded, choose_output, dims, tf_dtype_name
+from ._signature import DEFAULT_SIGNATURE, Loaded, dims, tf_dtype_name
 
 
 def safe_extract(archive: Path, target: Path) -> None:
@@ -61,22 +62,17 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     signature = signatures[name]
     _, specs = signature.structured_input_signature
     declared = manifest.input.name
-    if declared not in specs:
-        raise SignatureError(
-            manifest.error(
-                ("inputs", 0, "name"),
-                f"signature {name!r} has inputs {sorted(specs)}, the manifest names "
-                f"{declared!r}",
-            ).format()
-        )
-    if len(specs) != 1:
-        raise SignatureError(
-            f"{manifest.source}: signature {name!r} takes {len(specs)} inputs "
-            f"{sorted(specs)}; image classification feeds one"
-        )
-    spec = specs[declared]
+    spec = specs.get(declared)  # None: the name check says so
     outputs = signature.structured_outputs
-    output = choose_output(manifest, sorted(outputs), f"signature {name!r}")
+    described = ModelSignature(
+        "the SavedModel",
+        dims(spec.shape) if spec is not None else [],
+        inputs=sorted(specs),
+        dtype=tf_dtype_name(spec.dtype) if spec is not None else None,
+        outputs={k: dims(v.shape) if hasattr(v, "shape") else None for k, v in outputs.items()},
+    )
+    output = check_signature(manifest, described)
+    assert output is not None  # a signature names its outputs
 
     def call(batch: np.ndarray) -> np.ndarray:
         with tf.device(tf_device):
@@ -88,14 +84,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
     call.signature = signature  # type: ignore[attr-defined]  # for layer_outputs
     weakref.finalize(call, folder.cleanup)
-    return (
-        call,
-        declared,
-        dims(spec.shape),
-        tf_dtype_name(spec.dtype),
-        output,
-        {"signature": name},
-    )
+    return call, described, output, {"signature": name}
 
 
 # Ops that move or describe tensors without computing on their values: not layers.

@@ -14,14 +14,8 @@ from ...errors import DeviceUnavailable, SignatureError
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
-from ._signature import (
-    Shape,
-    check_batch_shape,
-    check_declared_input,
-    choose_output,
-    dims,
-    shape_text,
-)
+from .._signature import ModelSignature, check_batch_shape, check_signature, shape_text
+from ._signature import Shape, dims
 
 
 def litert_interpreter() -> tuple[Any, str]:
@@ -97,32 +91,14 @@ class TFLiteRunner:
             ) from None
         inputs = interpreter.get_input_details()
         outputs = interpreter.get_output_details()
-        if len(inputs) != 1:
-            raise SignatureError(
-                f"{manifest.source}: the TFLite model takes {len(inputs)} inputs; image "
-                "classification feeds one"
-            )
         # Names: the signature's (``input``), or the tensor's (``serving_default_input:0``).
         named = signature_names(interpreter)
         tensor_name = inputs[0]["name"]
-        names = [n for n in (named.get("input"), tensor_name) if n]
-        declared = manifest.input.name
-        if declared not in names:
-            raise SignatureError(
-                manifest.error(
-                    ("inputs", 0, "name"),
-                    f"the TFLite model's input is {' or '.join(map(repr, names))}, the manifest "
-                    f"names {declared!r}",
-                ).format()
-            )
         tensor_outputs = {d["name"]: d["name"] for d in outputs}
         choices = named.get("outputs") or tensor_outputs  # name → tensor name
         wanted = manifest.postprocess.output
         if wanted is not None and wanted not in choices and wanted in tensor_outputs:
-            output, output_tensor = wanted, wanted
-        else:
-            output = choose_output(manifest, sorted(choices), "TFLite model")
-            output_tensor = choices[output]
+            choices = tensor_outputs  # the output named by its tensor
         model_dtype = np.dtype(inputs[0]["dtype"]).name
         scale, zero_point = inputs[0]["quantization"]
         quantized_input = model_dtype in ("int8", "uint8") and scale != 0.0
@@ -137,7 +113,23 @@ class TFLiteRunner:
             quantized_input = False
             effective = model_dtype
         shape = dims(inputs[0]["shape_signature"])
-        check_declared_input(manifest, declared, shape, effective)
+        shapes = {d["name"]: dims(d["shape_signature"]) for d in outputs}
+        # One input is shown by its signature name; its tensor's name is accepted too.
+        names = [d["name"] for d in inputs] if len(inputs) > 1 else [named.get("input")]
+        output = check_signature(
+            manifest,
+            ModelSignature(
+                "the TFLite model",
+                shape,
+                inputs=[n or tensor_name for n in names],
+                aliases=[tensor_name],
+                dtype=effective,
+                outputs={name: shapes.get(tensor) for name, tensor in choices.items()},
+            ),
+        )
+        assert output is not None
+        output_tensor = choices[output]
+        declared = manifest.input.name
         out_detail = next(d for d in outputs if d["name"] == output_tensor)
         info: dict[str, Any] = {
             "framework": "tflite",
