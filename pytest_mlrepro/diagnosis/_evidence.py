@@ -1,9 +1,10 @@
 """The evidence of a diagnosis, one type per source, each rendering its own section (a title and
 its lines) for :class:`~pytest_mlrepro.diagnosis._explain.Diagnosis`.
 
-The wording lives here, beside the facts, not in ``report/``: the accuracy check (a layer below
-``report/``) writes these sections into the results file, so they must be made below it too.
-``report/`` lays out only what every page shares.
+The wording lives here, beside the facts, not in ``report/``: the accuracy check, a layer below
+``report/`` in the import contracts (pyproject.toml), writes these sections into the results
+file, and ``diagnosis/`` importing ``report/`` would close the cycle report → accuracy →
+diagnosis → report.
 """
 
 from __future__ import annotations
