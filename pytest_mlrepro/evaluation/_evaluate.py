@@ -183,8 +183,14 @@ def stream_model(
     Inf after the last batch, naming every sample that has them (the batches after the first
     bad one are not reduced: the evaluation fails)."""
     pipe = manifest.pipeline
+    overlap = overlaps(runner)
+    if isinstance(load, SharedLoader) and not overlap and load.unfilled(dataset.samples):
+        # The session's shared pass first, on every core (``SharedLoader.fill``). Beside a
+        # model on an accelerator it stays in the batches, where it overlaps the model.
+        with phase("shared preprocessing"):
+            load.fill(dataset.samples, usable_cores())
     batches = preprocessed(
-        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner), load=load
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlap, load=load
     )
     bad: list[int] = []
     done = 0

@@ -88,6 +88,30 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     np.testing.assert_allclose(runner(batch[:3]), expected(batch[:3]), rtol=1e-5, atol=1e-5)
 
 
+def test_a_keras_model_is_traced_at_load_not_in_its_first_batch(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    """The graph is built while loading (the ``model load`` phase): no batch's call, of any
+    size, runs the model's Python again."""
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "keras", assets=tf_assets))
+    runner = load_runner(manifest, "cpu", settings_for(tmp_path))
+    model = runner._call.keras_model  # type: ignore[attr-defined]
+    traced: list[object] = []
+    original = model.call
+
+    def counting(*args: object, **kwargs: object) -> object:
+        traced.append(args)
+        return original(*args, **kwargs)
+
+    model.call = counting
+    batch = images()
+    for size in (4, 3, 4):
+        np.testing.assert_allclose(
+            runner(batch[:size]), expected(batch[:size]), rtol=1e-5, atol=1e-5
+        )
+    assert traced == []
+
+
 def test_tflite_int8_quantises_the_input_and_dequantises_the_output(
     tmp_path: Path, tf_assets: Path
 ) -> None:

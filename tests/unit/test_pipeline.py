@@ -570,6 +570,23 @@ def test_normalize_hwc() -> None:
     np.testing.assert_allclose(out[..., 2], (x[..., 2] - 103.53) / 57.375, rtol=1e-6)
 
 
+def test_normalize_hwc_view_and_float64_match_channel_by_channel() -> None:
+    # The HWC path works over rows of W·C values: a non-contiguous view (an image transposed
+    # from CHW) and float64 data must give the channel-by-channel result and leave the input.
+    for dtype in (np.float32, np.float64):
+        chw_data = np.transpose(random_image(17, 23, seed=3), (2, 0, 1)).astype(dtype).copy()
+        view = np.transpose(chw_data, (1, 2, 0))
+        before = view.copy()
+        out = Normalize(mean=MEAN, std=STD).apply(hwc(view)).array
+        assert out.dtype == dtype and out.shape == (17, 23, 3)
+        for c in range(3):
+            # the manifest's values are float32 (as parsed), then widened to the data's dtype
+            mean, std = dtype(np.float32(MEAN[c])), dtype(np.float32(STD[c]))
+            expected = (before[..., c] - mean) / std
+            np.testing.assert_array_equal(out[..., c], expected)
+        np.testing.assert_array_equal(view, before)
+
+
 def test_normalize_chw() -> None:
     x = np.transpose(random_image(30, 40), (2, 0, 1)).astype(np.float32)
     out = Normalize(mean=MEAN, std=STD).apply(chw(x)).array
