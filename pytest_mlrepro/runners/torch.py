@@ -18,7 +18,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
-from ._signature import check_channels
+from ._signature import ModelSignature, check_signature
 from ._warnings import framework_warnings
 from .torch_archive import vet_export_archive, weights_only_refusal
 
@@ -158,8 +158,9 @@ class TorchRunner:
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
         found = input_shape(module, manifest.input.layout)
-        if found is not None:
-            check_channels(manifest, *found)
+        if found is not None:  # a module declares no names, dtype or outputs: its input shape
+            shape, source = found
+            check_signature(manifest, ModelSignature("the model", shape, source=source))
         module = module.to(target)
         info = {
             "framework": "torch",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import N_SAMPLES, Project, checksum_list, sha256
+from helpers import N_CLASSES, N_SAMPLES, Project, checksum_list, sha256
 from tf_helpers import TF_FILES, tf_manifest_text
 
 tf = pytest.importorskip("tensorflow")
@@ -27,11 +27,8 @@ from pytest_mlrepro.errors import (  # noqa: E402
 )
 from pytest_mlrepro.manifest._spec import Manifest, load_manifest  # noqa: E402
 from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
-from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
-    check_batch_shape,
-    dequantize,
-    quantize,
-)
+from pytest_mlrepro.runners._signature import check_batch_shape  # noqa: E402
+from pytest_mlrepro.runners.tensorflow import dequantize, quantize  # noqa: E402
 from pytest_mlrepro.settings import Settings  # noqa: E402
 
 FORMATS = ["keras", "saved_model", "frozen_graph", "tflite"]
@@ -174,7 +171,7 @@ def test_nhwc_model_with_an_nchw_manifest_fails_before_running(
     with pytest.raises(SignatureError) as info:
         load_runner(manifest, "cpu", settings_for(tmp_path))
     message = str(info.value)
-    assert "is NHWC [?, 16, 16, 3]" in message and "declares NCHW" in message
+    assert "is [?, 16, 16, 3]: channels last (NHWC)" in message and "declares NCHW" in message
     assert "layout mismatch" in message and "'layout: {order: NHWC}'" in message
 
 
@@ -186,6 +183,24 @@ def test_batch_shape_check_names_a_layout_mismatch() -> None:
     with pytest.raises(SignatureError, match="rank 4"):
         check_batch_shape("input", [None, 16, 16, 3], np.zeros((2, 16, 16)), "NHWC")
     check_batch_shape("input", [None, None, None, 3], np.zeros((2, 9, 7, 3)), "NHWC")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_checks_its_class_count_at_load(
+    tmp_path: Path, tf_assets: Path, fmt: str
+) -> None:
+    """The one signature check (runners/_signature.py) reads each format's output shape: a
+    manifest that declares another class count fails at load, at dataset.classes, with the
+    message ONNX gives, before any image is decoded."""
+    text = tf_manifest_text("m", fmt, assets=tf_assets).replace(
+        f"classes: {N_CLASSES}}}", f"classes: {N_CLASSES + 1}}}"
+    )
+    with pytest.raises(SignatureError) as info:
+        load_runner(manifest_at(tmp_path, tf_assets, text), "cpu", settings_for(tmp_path))
+    assert f": {N_CLASSES} classes, the manifest declares {N_CLASSES + 1} (a model with" in str(
+        info.value
+    )
+    assert "dataset.classes" in str(info.value)
 
 
 def test_saved_model_signature_and_names_come_from_the_manifest(
@@ -205,7 +220,7 @@ def test_saved_model_signature_and_names_come_from_the_manifest(
     wrong_input = tf_manifest_text("m", "saved_model", assets=tf_assets).replace(
         "- name: input", "- name: images"
     )
-    with pytest.raises(SignatureError, match=r"inputs \['input'\].*'images'"):
+    with pytest.raises(SignatureError, match=r"inputs are \['input'\].*'images'"):
         load_runner(manifest_at(tmp_path, tf_assets, wrong_input), "cpu", settings)
 
 
@@ -347,7 +362,7 @@ def test_tf_manifests_record_and_pass_like_any_other(project: Project, tf_assets
         ]
     )
     recorded.stdout.fnmatch_lines(
-        ["*the model input 'input' is NHWC*declares NCHW*layout mismatch*"]
+        ["*the model's input 'input' is *channels last (NHWC)*declares NCHW*layout mismatch*"]
     )
     recorded.stdout.fnmatch_lines(["FAILED manifests/tiny_nchw.yaml::accuracy[[]cpu[]]*"])
     assert not project.golden("tiny_nchw").exists()  # nothing recorded from a bad run

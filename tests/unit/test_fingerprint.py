@@ -15,7 +15,7 @@ from helpers import CHILD_TIMEOUT_S
 from machines import MACHINES, identity, write_cpuinfo
 
 from pytest_mlrepro import fingerprint
-from pytest_mlrepro.diagnosis._environment_diff import _env_change, _env_diff
+from pytest_mlrepro.diagnosis._environment_diff import env_change_text, env_diff
 
 # Abridged from a Sapphire Rapids server: AVX-512 with VNNI and BF16, AMX; "smep"/"smap" are
 # not SME.
@@ -183,7 +183,7 @@ NEW_FIELDS: dict[str, object] = {
 
 
 def _lines(old: dict[str, object], new: dict[str, object]) -> list[str]:
-    return [f"{k}: {_env_change(k, a, b)}" for k, a, b in _env_diff(old, new)]
+    return [f"{k}: {env_change_text(k, a, b)}" for k, a, b in env_diff(old, new)]
 
 
 def test_a_golden_without_the_new_fields_shows_no_change_of_them() -> None:

@@ -13,8 +13,7 @@ import pytest
 from pytest_mlrepro.errors import SignatureError
 from pytest_mlrepro.onboarding._model_info import ModelInfo
 from pytest_mlrepro.runners import model_layout
-from pytest_mlrepro.runners._signature import layout_mismatch
-from pytest_mlrepro.runners.tensorflow import check_batch_shape
+from pytest_mlrepro.runners._signature import check_batch_shape, layout_mismatch
 
 
 @pytest.mark.parametrize(
