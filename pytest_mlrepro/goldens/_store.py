@@ -60,6 +60,7 @@ from .._files import (
     read_regular_bytes,
     remove_stale_temp_files,
 )
+from .._json_schema import validator
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings
@@ -350,14 +351,10 @@ def _describe(value: Any) -> str:
 @functools.cache
 def _schema_validator() -> Any:
     """The golden schema's validator (built once; jsonschema is imported only when a golden is
-    read back). JSON's integers only: jsonschema counts ``1.0`` as an integer (as JSON Schema
-    does since draft 6), and a class index of ``1.0`` in a golden was written by hand."""
-    import jsonschema
-
-    base = jsonschema.Draft202012Validator
-    integers = base.TYPE_CHECKER.redefine("integer", lambda _, value: type(value) is int)
-    extend: Any = jsonschema.validators.extend  # not annotated in jsonschema 4.x
-    return extend(base, type_checker=integers)(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    read back, with the one pass over the samples of :mod:`pytest_mlrepro._json_schema`). JSON's
+    integers only: a class index of ``1.0`` in a golden was written by hand."""
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return validator(schema, strict_integers=True)
 
 
 def _document_order(path: Any) -> list[tuple[int, int | str]]:
