@@ -30,6 +30,7 @@ PHASES = (
     "model verify",
     "model load",
     "data verify",
+    "shared preprocessing",
     "preprocessing",
     "model",
     "comparison",
@@ -37,7 +38,10 @@ PHASES = (
     "writing",
     "other",
 )
-"""Every phase an account can hold, in the order an item goes through them."""
+"""Every phase an account can hold, in the order an item goes through them. ``shared
+preprocessing`` is the session's one pass through the preprocessing steps that several items
+share, paid by the first of them for all (``evaluation.SharedLoader.fill``): a one-time cost
+of the session that the account shows where it was paid."""
 
 OTHER = "other"
 

@@ -5,7 +5,8 @@ folder of Kubernetes, Hydra, DVC, MLflow or Kubeflow YAML must stay someone else
 manifest when
 
 1. its path matches a pattern of the ini key ``mlrepro_manifests`` (``manifests/*.yaml`` ...),
-2. it is a regular file of at most ``MAX_BYTES`` (the manifest loader's own limit), and
+2. it is a regular file (one over ``MAX_BYTES``, the manifest loader's own limit, is judged by
+   its head: below), and
 3. its content has a manifest's *shape*: parsed as YAML (safely: the bounded parser of
    ``_yaml.py``, plain data only, nothing constructed or run), its top level is a mapping in which
    at least ``MIN_SHAPES`` of these sections look as only a manifest's do (``SHAPES``):
@@ -140,9 +141,9 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
-    """The rule (module docstring). A file that cannot be read, is not a regular file (a FIFO
-    would block the run) or is over ``MAX_BYTES`` is not claimed (pytest reports nothing for it
-    either); the size is checked before anything is read."""
+    """The rule (module docstring). A file that cannot be read or is not a regular file (a FIFO
+    would block the run) is not claimed (pytest reports nothing for it either); one over
+    ``MAX_BYTES`` is judged by its head (:func:`_oversized_manifest`), never read whole."""
     if not matches_patterns(path, root, patterns):
         return False
     try:

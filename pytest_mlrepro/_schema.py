@@ -15,7 +15,7 @@ import types
 import typing
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from ._yaml import Path, format_path
+from ._yaml import KeyPath, format_path
 from .errors import ManifestError
 
 
@@ -24,7 +24,7 @@ class Invalid(Exception):
 
     def __init__(self, field: str | int | tuple[str | int, ...], message: str) -> None:
         if isinstance(field, tuple):
-            self.path: Path = field
+            self.path: KeyPath = field
         else:
             self.path = (field,) if field != "" else ()
         self.message = message
@@ -34,17 +34,17 @@ class Invalid(Exception):
 class Context:
     """Where values came from: the file and the line of each path."""
 
-    def __init__(self, file: str, lines: dict[Path, int]) -> None:
+    def __init__(self, file: str, lines: dict[KeyPath, int]) -> None:
         self.file = file
         self.lines = lines
 
-    def line(self, path: Path) -> int | None:
+    def line(self, path: KeyPath) -> int | None:
         for cut in range(len(path), -1, -1):
             if path[:cut] in self.lines:
                 return self.lines[path[:cut]]
         return None
 
-    def error(self, path: Path, message: str) -> ManifestError:
+    def error(self, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(path), format_path(path), message)
 
 
@@ -98,7 +98,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def convert(tp: Any, value: Any, path: Path, ctx: Context) -> Any:
+def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
     """Convert ``value`` (plain YAML data at ``path``) to type ``tp``, or raise ManifestError."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
@@ -193,7 +193,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return _hints_cache[cls]
 
 
-def convert_dataclass(cls: type[_D], value: Any, path: Path, ctx: Context) -> _D:
+def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) -> _D:
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -229,7 +229,7 @@ def broken_rule(cls: type, exc: Exception) -> str:
     manifest is still refused at its line, and the text says whose code to fix."""
     return (
         f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
-        f"(its check() should raise pytest_mlrepro._schema.Invalid naming the field)"
+        f"(its check() should raise pytest_mlrepro.Invalid naming the field)"
     )
 
 

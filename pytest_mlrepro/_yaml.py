@@ -36,7 +36,7 @@ from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNo
 
 from .errors import ManifestError
 
-Path = tuple[str | int, ...]
+KeyPath = tuple[str | int, ...]
 
 MAX_BYTES = 1_000_000
 MAX_NODES = 50_000
@@ -107,7 +107,7 @@ class _Open:
     """A collection being composed: its node, its path, and a key node waiting for its value."""
 
     node: CollectionNode
-    path: Path
+    path: KeyPath
     key: Node | None = None
 
 
@@ -121,7 +121,7 @@ class _Composer:
         self.anchors: dict[str, Node] = {}
         self.nodes = 0
 
-    def fail(self, mark: _Marked | None, path: Path, message: str) -> ManifestError:
+    def fail(self, mark: _Marked | None, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(mark), format_path(path), message)
 
     def single_document(self) -> Node | None:
@@ -201,7 +201,7 @@ class _Composer:
                 return node
 
     @staticmethod
-    def _child_path(stack: list[_Open]) -> Path:
+    def _child_path(stack: list[_Open]) -> KeyPath:
         """Where the next node goes, for messages: keys as written, list positions."""
         if not stack:
             return ()
@@ -213,7 +213,7 @@ class _Composer:
         name: str = frame.key.value if isinstance(frame.key, ScalarNode) else "?"
         return (*frame.path, name)
 
-    def _node(self, event: ScalarEvent | CollectionStartEvent, path: Path) -> Node:
+    def _node(self, event: ScalarEvent | CollectionStartEvent, path: KeyPath) -> Node:
         tag = event.tag
         if isinstance(event, ScalarEvent):
             if tag is None or tag == "!":
@@ -241,15 +241,15 @@ class _Walker:
         self.file = file
         self.loader = loader
         self.line = line
-        self.lines: dict[Path, int] = {}
+        self.lines: dict[KeyPath, int] = {}
         self.visited = 0
         self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
         self.sizes: dict[int, int] = {}  # node id → values it expands to
 
-    def fail(self, node: Node, path: Path, message: str) -> ManifestError:
+    def fail(self, node: Node, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(node.start_mark), format_path(path), message)
 
-    def measure(self, node: Node, path: Path, active: set[int]) -> int:
+    def measure(self, node: Node, path: KeyPath, active: set[int]) -> int:
         """How many values ``node`` expands to, aliases followed, counted once per node: an
         alias bomb is refused before any of it is built, at the smallest value that expands to
         more than ``MAX_NODES``; a value that contains an alias of itself is refused too."""
@@ -279,7 +279,7 @@ class _Walker:
         self.sizes[key] = total
         return total
 
-    def build(self, node: Node, path: Path) -> Any:
+    def build(self, node: Node, path: KeyPath) -> Any:
         self.visited += 1
         if self.visited > MAX_NODES:
             raise self.fail(
@@ -298,7 +298,7 @@ class _Walker:
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self._scalar(node, path)
 
-    def _scalar(self, node: Node, path: Path) -> Any:
+    def _scalar(self, node: Node, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
             raise self.fail(node, path, _tag_refused(node.tag))
         try:
@@ -307,7 +307,7 @@ class _Walker:
             problem = getattr(exc, "problem", None) or exc
             raise self.fail(node, path, f"cannot read value: {problem}") from None
 
-    def _mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
+    def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
         explicit keys override merged ones, and of several merged mappings the first wins."""
         merged: dict[str, Any] = {}
@@ -338,7 +338,7 @@ class _Walker:
             explicit[key] = self.build(value_node, key_path)
         return {**merged, **explicit}
 
-    def _merge_sources(self, value: Node, path: Path) -> dict[str, Any]:
+    def _merge_sources(self, value: Node, path: KeyPath) -> dict[str, Any]:
         sources = value.value if isinstance(value, SequenceNode) else [value]
         if not all(isinstance(s, MappingNode) for s in sources):
             raise self.fail(value, path, "'<<' merges a mapping or a list of mappings")
@@ -401,7 +401,7 @@ def decode(content: bytes, file: str) -> str:
         raise ManifestError(file, bad, "", f"not UTF-8 text (byte {exc.start})") from None
 
 
-def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
+def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]:
     """Parse one YAML document safely; return its value and the line of every path in it."""
     if isinstance(content, bytes):
         if len(content) > MAX_BYTES:
@@ -441,7 +441,7 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[Path, int]]:
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def format_path(path: Path) -> str:
+def format_path(path: KeyPath) -> str:
     """``("inputs", 0, "preprocess", 3)`` → ``inputs[0].preprocess[3]``. A key that is not a
     plain word (empty, spaces, dots, control or invisible characters) is shown quoted,
     ``runtime['batch size']``, so that the message says exactly which key it is."""

@@ -1,7 +1,9 @@
 """Exceptions raised by pytest-mlrepro.
 
 Every error the tool raises on purpose derives from :class:`MlreproError`; anything else escaping
-the core is a bug in the tool::
+the core is a bug in the tool. The whole tree (``tests/unit/test_errors.py`` keeps it complete:
+every subclass in the package is here, under its parent). Those defined beside the one layer that
+raises them name their module; the others are here::
 
     MlreproError
     ├── ManifestError        a manifest (or a file it names) is invalid: file, line, field path
@@ -11,14 +13,25 @@ the core is a bug in the tool::
     ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
-    │   └── ReferenceGoldenMissing  (goldens/_reference.py) the reference manifest has no golden yet
+    │   ├── GoldenNotAFile          a symlink, FIFO, folder or device where a golden should be
+    │   └── ReferenceGoldenMissing  the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
     │   └── BuildMismatch    its bytes are not the pinned ones (names this machine and packages)
     ├── OutputError          a file the tool writes (golden, results file) cannot be written
-    └── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
-        ├── FrameworkUnavailable   not installed, or its version is outside the constraint
-        ├── DatasetUnavailable     no mirror, no cache and no way to download
-        └── DeviceUnavailable      the device (cuda) is not usable by this framework here
+    ├── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
+    │   ├── FrameworkUnavailable   not installed, or its version is outside the constraint
+    │   ├── DatasetUnavailable     no mirror, no cache and no way to download
+    │   └── DeviceUnavailable      the device (cuda) is not usable by this framework here
+    │   results files (``mlrepro merge``, ``mlrepro history``; exit status 2):
+    ├── ResultsFileError     (results/_format.py) unreadable or invalid: file and JSON path
+    ├── ShardMergeError      (results/_merge.py) shards that do not make one whole run
+    ├── MatrixError          (matrix/_build.py) files that do not make one matrix
+    ├── HistoryError         (matrix/_history.py) files that do not make a history
+    ├── ReportUnavailable    (report/html/_render.py) the HTML report's libraries are missing
+    │   ``mlrepro init``:
+    ├── InitError            (onboarding/_data_folder.py) what init cannot do with its files
+    ├── PresetSizeError      (onboarding/_presets.py) a size the preset's source does not define
+    └── ModelReadError       (onboarding/_model_info.py) the model file is not its format
 """
 
 from __future__ import annotations
@@ -88,6 +101,15 @@ class SampleError(MlreproError):
 class GoldenError(MlreproError):
     """A golden file exists but cannot be read as a golden (or, for the subclass
     ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet)."""
+
+
+class GoldenNotAFile(GoldenError):
+    """The golden path is a symlink, FIFO, folder or device (or below a symlinked folder): not
+    read, and not replaced by an update either (the user removes it)."""
+
+
+class ReferenceGoldenMissing(GoldenError):
+    """The reference manifest has no golden yet (the check cannot run)."""
 
 
 class OutputError(MlreproError):

@@ -85,7 +85,9 @@ def examples(ci: int) -> int:
     ``@settings`` would otherwise override the profile."""
     from hypothesis import settings
 
-    return max(1, round(ci * settings.default.max_examples / 100))
+    profile = settings.default
+    assert profile is not None  # a profile is always loaded
+    return max(1, round(ci * profile.max_examples / 100))
 
 
 def sha256(path: Path) -> str:
@@ -446,7 +448,9 @@ def keep_installed_modules(before: set[str]) -> None:
         top = name.partition(".")[0]
         if top not in installed:
             origin = getattr(sys.modules.get(top), "__file__", None)
-            installed[top] = bool(origin) and str(Path(origin).resolve()).startswith(roots)
+            installed[top] = isinstance(origin, str) and bool(origin) and str(
+                Path(origin).resolve()
+            ).startswith(roots)
         if installed[top]:
             _KEPT_MODULES[name] = module
     if len(_KEPT_MODULES) - kept >= FREEZE_AFTER_MODULES:

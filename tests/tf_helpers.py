@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from helpers import N_CLASSES, SCALE, sha256
@@ -41,7 +42,7 @@ NHWC_PREPROCESS = (
 )
 
 
-def keras_model(size: int | None = 16) -> object:
+def keras_model(size: int | None = 16) -> Any:
     """Input ``input`` (N×size×size×3), output ``logits`` = 10 × per-channel mean."""
     import keras
 

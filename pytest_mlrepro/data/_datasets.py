@@ -52,14 +52,8 @@ from ..manifest import name_problem
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._shards import Shard
 
-try:  # POSIX; elsewhere concurrent resolvers may download the same file twice (still atomic).
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    # The ignore: mypy types the name as the module; None stands for its absence here.
-    fcntl = None  # type: ignore[assignment]
-
 if TYPE_CHECKING:
-    from .._yaml import Path as KeyPath
+    from .._yaml import KeyPath
     from ..manifest import Dataset, Manifest
 
 DOWNLOAD_WORKERS = 8

@@ -14,14 +14,14 @@ from ..manifest import Manifest
 from . import _step_fingerprints as probe_store
 from ._pitfalls import INVERTED
 from ._probe_trials import Counterfactual
-from ._wording import _expected
+from ._wording import flip_expects
 
 # Block means (16 × 16 grid, 0–255 levels) of a decoded picture re-encoded lossily move by a few
 # levels; another picture's move by tens.
 _REENCODED_LEVELS = 4.0
 
 
-def _how_files_changed(
+def how_files_changed(
     probes: Any, data: DataChange, by_id: Mapping[str, Sample], manifest: Manifest
 ) -> str:
     """What the changed files among the golden's step probes are, from their decoded pixels
@@ -70,7 +70,7 @@ def _how_files_changed(
     )
 
 
-def _data_lead(
+def data_lead(
     data: DataChange,
     comparison: Comparison,
     other: str,
@@ -98,7 +98,7 @@ def _data_lead(
             f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
             + "; ".join(data.parts())
             + f", and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
-            f"golden: the new files need {_expected(flip.label)}."
+            f"golden: the new files need {flip_expects(flip.label)}."
         )
     if moved and not elsewhere:
         return lead + f"; every sample whose prediction changed ({len(moved)}) is among them."
@@ -135,7 +135,7 @@ def _label_shift(data: DataChange) -> str:
     )
 
 
-def _data_lines(data: DataChange) -> list[str]:
+def data_lines(data: DataChange) -> list[str]:
     lines = data.parts()
     if not data.files_known:
         lines.append(

@@ -147,7 +147,7 @@ def _shown_indices(
     """(golden index, now index) of the outputs to show: the step on both sides; for a step on
     one side only, the other side's output of the step before it."""
     golden_index, now_index = first.golden_index, first.now_index
-    pairs = probe_store._align([s.op for s in recorded], [s.op for s in steps])
+    pairs = probe_store.align_steps([s.op for s in recorded], [s.op for s in steps])
     if golden_index is None and now_index is not None:
         before = [g for n, g in pairs if n is not None and n < now_index and g is not None]
         golden_index = before[-1] if before else None
@@ -170,7 +170,7 @@ def _first_by_arrays(
     chosen = probe_store.select(ids, shown, prefer)
     golden_traces = [probe_store.trace(recorded, by_id[i]) for i in chosen]
     now_traces = [probe_store.trace(steps, by_id[i]) for i in chosen]
-    for now_index, golden_index in probe_store._align(
+    for now_index, golden_index in probe_store.align_steps(
         [s.op for s in recorded], [s.op for s in steps]
     ):
         op = steps[now_index].op if now_index is not None else recorded[golden_index or 0].op

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _step_fingerprints as probe_store
-from ._wording import _show
+from ._wording import show_value
 
 _ENV_FOR_STEP = {
     "decode": ("pillow", "libjpeg", "libjpeg_turbo", "opencv", "tensorflow"),
@@ -23,7 +23,7 @@ _ENV_FOR_STEP = {
 _LATER_ENV_FIELDS = ("cpu_vendor", "cpu_flags", "numeric_packages", "numeric_settings")
 
 
-def _env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     def flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in d.items():
@@ -46,7 +46,7 @@ def _env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str,
     ]
 
 
-def _env_change(key: str, old: Any, new: Any) -> str:
+def env_change_text(key: str, old: Any, new: Any) -> str:
     """How one environment field changed, readably: ISA flags as ``+avx512f -amx_tile``, a
     package or setting that one side lacks as not installed or unset, else ``old → new``."""
     if key == "cpu_flags" and isinstance(old, list) and isinstance(new, list):
@@ -57,15 +57,16 @@ def _env_change(key: str, old: Any, new: Any) -> str:
         key.split(".", 1)[0]
     )
     if absent is not None:
-        return f"{absent if old is None else _show(old)} → {absent if new is None else _show(new)}"
-    return f"{_show(old)} → {_show(new)}"
+        shown_old = absent if old is None else show_value(old)
+        return f"{shown_old} → {absent if new is None else show_value(new)}"
+    return f"{show_value(old)} → {show_value(new)}"
 
 
-def _env_text(items: Sequence[tuple[str, Any, Any]]) -> str:
-    return "; ".join(f"{k} {_env_change(k, a, b)}" for k, a, b in items)
+def env_text(items: Sequence[tuple[str, Any, Any]]) -> str:
+    return "; ".join(f"{k} {env_change_text(k, a, b)}" for k, a, b in items)
 
 
-def _model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+def model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
     """The environment changes that act on the model run: the runtime's, then the CPU's ISA, the
     numeric packages and settings."""
     runtime = [e for e in env_changes if e[0].startswith("runtime.")]
@@ -78,7 +79,7 @@ def _model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, A
     return runtime + numeric
 
 
-def _relevant_env(
+def relevant_env(
     env_changes: list[tuple[str, Any, Any]], report: probe_store.StepReport
 ) -> list[tuple[str, Any, Any]]:
     step = report.environment_step or report.first
@@ -132,17 +133,17 @@ def environment_step_text(
     changed = [e for e in env_changes if e[0] in keys]
     cpu = [e for e in env_changes if e[0] in ("cpu", "cpu_vendor", "cpu_flags")]
     if changed:
-        what = f"{library.split(' ')[0]} changed: {_env_text(changed)}"
+        what = f"{library.split(' ')[0]} changed: {env_text(changed)}"
     else:
         what = (
             "no recorded version of it changed, so its build or its behaviour did (the same "
             "version built otherwise, patched, or configured otherwise)"
         )
     if cpu:
-        what += f"; the CPU changed too: {_env_text(cpu[:2])}"
+        what += f"; the CPU changed too: {env_text(cpu[:2])}"
     others = [e for e in env_changes if e not in changed and e not in cpu and "." in e[0]]
     if others:
-        what += f"; other packages changed: {_env_text(others[:3])}"
+        what += f"; other packages changed: {env_text(others[:3])}"
     return (
         f"the {step.op} step's output differs from the golden's ({step.text}): that step runs "
         f"on {library} here; {what}"

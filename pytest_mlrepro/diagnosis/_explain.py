@@ -22,9 +22,9 @@ When every sample's ranking is the golden's and only the scores moved, the lead 
 score transform changed: a softmax applied twice, a temperature; ``_score_changes.py``) rather
 than naming no cause.
 
-The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence,
-readable at 100 columns (this module). Nothing here raises on odd input: a diagnosis that
-cannot be made says why.
+The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence (one
+section per source, each worded by its type in ``_evidence.py``), laid out at 100 columns (this
+module). Nothing here raises on odd input: a diagnosis that cannot be made says why.
 """
 
 from __future__ import annotations
@@ -33,33 +33,35 @@ import textwrap
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ManifestError
 from ..evaluation import Evaluation
 from ..fingerprint import environment
 from ..goldens import Comparison, DataChange, Golden
 from ..manifest import Manifest, parse_manifest
+from ..pipeline import Step
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
 from ._class_maps import constant_shift, index_map
-from ._data_changes import _data_lead, _data_lines, _how_files_changed
-from ._environment_diff import _env_change, _env_diff, environment_step_text
-from ._lead import _MODEL_CAUSES, _lead
-from ._manifest_diff import manifest_diff, recorded_steps
-from ._probe_trials import (
-    SCREEN,
-    Counterfactual,
-    _most_moved,
-    _restores,
-    _restoring,
-    _run_counterfactuals,
-    probe_order,
+from ._data_changes import data_lead, how_files_changed
+from ._environment_diff import env_diff, environment_step_text
+from ._evidence import (
+    CounterfactualEvidence,
+    DataEvidence,
+    EnvironmentEvidence,
+    Evidence,
+    LayerEvidence,
+    ManifestEvidence,
+    Section,
+    StepEvidence,
 )
-from ._score_changes import _class_permutation, _score_transform
-from ._wording import _num
+from ._lead import MODEL_CAUSES, lead_sentence
+from ._manifest_diff import Change, manifest_diff, recorded_steps
+from ._probe_trials import SCREEN, most_moved, probe_order, restoring, run_counterfactuals
+from ._score_changes import class_permutation, score_transform
 
 WIDTH = 100
-SHOWN = 6  # counterfactual lines shown
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Diagnosis:
 
     lead: str
     cause: str  # a pitfall category, "environment", "model", "runtime" or "unknown"
-    sections: list[tuple[str, list[str]]] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)  # each evidence's, in order
     probes: int = 0  # the probe samples (every flip that brings the screened ones back runs on all)
     counterfactuals: int = 0
     seconds: float = 0.0
@@ -113,199 +115,156 @@ def diagnose(
     The model in ``evaluation.runner`` is reused; nothing is reloaded or re-verified.
     """
     start = time.perf_counter()
-    tol = manifest.tolerances
-    now_plain = manifest.normalized()
-    try:
-        # Keys added to the schema since the recording count as their defaults (not as edits).
-        recorded_plain = parse_manifest(golden.manifest, "(recorded manifest)", {}).normalized()
-    except ManifestError:
-        recorded_plain = golden.manifest
-    changes = manifest_diff(recorded_plain, now_plain)
+    changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
     recorded = recorded_steps(golden.manifest)
-    samples = evaluation.samples
-    by_id = {s.id: s for s in samples}
-    sections: list[tuple[str, list[str]]] = []
-
-    # Step fingerprints: the first step whose output differs from the golden's.
-    try:
-        steps_report = probe_store.compare_steps(
-            golden.probes, manifest.input.preprocess, samples, recorded
-        )
-    except Exception as exc:  # a probe that no longer decodes, say: report, do not hide the rest
-        steps_report = probe_store.StepReport(0, note=f"the step probes could not be traced: {exc}")
-
-    # Counterfactual probes.
-    tried: list[Counterfactual] = []
-    baseline: Counterfactual | None = None
-    cf_note = ""
-    shared = [i for i in golden.results.ids if i in by_id]
-    if probes <= 0:
-        cf_note = "counterfactual probes are turned off (probe count 0)"
-    elif evaluation.runner is None:
-        cf_note = "no loaded model to run counterfactual probes on"
-    elif not shared:
-        cf_note = "no sample of the golden is in this run's data set"
-    else:
-        changed = [c.id for c in comparison.changed]
-        if not changed:  # same predictions, scores moved: prefer the samples that moved most
-            changed = _most_moved(golden.results, evaluation, shared, tol.score)
-        ids = probe_order(shared, probes, changed)
-        tried, baseline = _run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
-
-    # Layer fingerprints: with the same pixels going in, where the model's computation changed.
-    layer_report = None
-    if steps_report.first is None and evaluation.runner is not None:
-        block = golden.probes.get("layers") if isinstance(golden.probes, Mapping) else None
-        try:
-            layer_report = layer_store.compare(block, evaluation.runner, manifest, samples)
-        except Exception as exc:  # report, do not hide the rest
-            layer_report = layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
-
+    steps = _trace_steps(manifest, golden, evaluation, recorded)
+    trials = _counterfactuals(manifest, golden, comparison, evaluation, recorded, changes, probes)
+    # With the same pixels going in, where the model's computation changed.
+    layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
     env_now = environment(evaluation.runner_info)
-    env_changes = _env_diff(golden.environment, env_now)
-
-    transform = _score_transform(manifest, golden, comparison, evaluation, changes)
-    class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
-    permutation = None if class_map else _class_permutation(golden.results, evaluation, tol.score)
-    if class_map is None and permutation is None:
-        class_map = index_map(golden.results, evaluation.results)
-    env_step = environment_step_text(steps_report, manifest.input.preprocess, env_now, env_changes)
-    lead, cause = _lead(
-        changes, steps_report, tried, baseline, env_changes, tol.score, transform, permutation,
-        class_map, env_step,
+    env_changes = env_diff(golden.environment, env_now)
+    env_step = environment_step_text(steps, manifest.input.preprocess, env_now, env_changes)
+    lead, cause = _likely_cause(
+        manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
+        env_step,
     )  # fmt: skip
-    if layer_report is not None and layer_report.precision and cause in _MODEL_CAUSES:
-        # The model's precision changed: the most specific cause the layers support.
-        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
-        where = f" ({layer_report.lead()})" if layer_report.first is not None else ""
-        lead = (
-            f"Likely cause: the model's precision — {layer_report.precision}"
-            + (f" (the model changed: {model_text})" if model_text else "")
-            + f"{where}."
-        )
-        cause = "precision"
-    elif layer_report is not None and layer_report.first is not None and cause in _MODEL_CAUSES:
-        lead = lead.removesuffix(".") + "; " + layer_report.lead() + "."
     if data is not None and data.changed:
-        restoring = _restoring(tried, baseline, tol.score)
-        flip = restoring[0] if restoring and not restoring[0].reverts else None
-        how = _how_files_changed(golden.probes, data, by_id, manifest)
-        lead, cause = _data_lead(data, comparison, lead, flip, how), "data"
-    if data is not None:
-        sections.append(("the data against the golden's:", _data_lines(data)))
-
-    # Evidence.
-    shown_changes = [c for c in changes if c.area != "neutral"]
-    neutral = [c for c in changes if c.area == "neutral"]
-    body = [c.text() for c in shown_changes] or ["no change that can move the outputs"]
-    if neutral:
-        body.append(
-            "changes that do not move outputs: "
-            + ", ".join(c.path for c in neutral[:6])
-            + (" …" if len(neutral) > 6 else "")
-        )
-    sections.append(("manifest diff against the manifest the golden was recorded with:", body))
-
-    step_lines = [steps_report.summary()]
-    if steps_report.environment_step is not None:
-        e = steps_report.environment_step
-        step_lines.append(
-            f"with the golden's own recorded pipeline, this machine's {e.op} output differs "
-            f"from the golden's: {e.text}"
-        )
-    if data is not None and golden.probes is not None:
-        # A probe whose file changed differs from its fingerprints because of the data.
-        listed = golden.probes.get("samples")
-        moved = [i for i in listed if i in data.ids] if isinstance(listed, list) else []
-        if moved:
-            step_lines.append(
-                f"{len(moved)} of these probes' data changed since the golden "
-                f"({', '.join(moved[:3])}): their steps differ because their files did"
-            )
-    later = [
-        s.op
-        for s in steps_report.steps
-        if s.status in ("differs", "added", "removed") and s.op not in step_lines[0]
+        restored = restoring(list(trials.tried), trials.baseline, manifest.tolerances.score)
+        flip = restored[0] if restored and not restored[0].reverts else None
+        by_id = {s.id: s for s in evaluation.samples}
+        how = how_files_changed(golden.probes, data, by_id, manifest)
+        lead, cause = data_lead(data, comparison, lead, flip, how), "data"
+    evidence: list[Evidence] = [
+        *([DataEvidence(data)] if data is not None else []),
+        ManifestEvidence(changes),
+        StepEvidence(steps, _changed_probes(golden, data)),
+        *([LayerEvidence(layers)] if layers is not None else []),
+        trials,
+        EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
     ]
-    if later:
-        step_lines.append(f"downstream, {', '.join(later)} differ as well")
-    sections.append(
-        (
-            f"preprocessing, step by step, on the golden's {steps_report.probes} step probes:"
-            if steps_report.probes
-            else "preprocessing, step by step:",
-            step_lines,
-        )
-    )
-
-    if layer_report is not None:
-        sections.append(
-            (
-                f"the model, layer by layer, on the golden's {layer_report.probes} layer probes:"
-                if layer_report.probes
-                else "the model, layer by layer:",
-                layer_report.lines(),
-            )
-        )
-
-    if tried and baseline is not None:
-        ranked = sorted(tried, key=Counterfactual.key)
-        lines = [
-            f"as the manifest is now: {baseline.agree}/{baseline.probes} match"
-            f" (max score diff {_num(baseline.max_diff)})"
-        ]
-        for c in ranked[:SHOWN]:
-            if c.error:
-                continue
-            # ✓ only for a flip that changed the probes' outputs and brought them back: a no-op
-            # matches whatever the manifest as it is matches, and proves nothing.
-            mark = "✓ " if _restores(c, baseline, tol.score) else ""
-            reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
-            noop = ", the same outputs as the manifest as it is" if c.noop else ""
-            lines.append(
-                f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
-                f" (max score diff {_num(c.max_diff)}{noop})"
-            )
-        failed = [c for c in tried if c.error]
-        rest = len([c for c in ranked if not c.error]) - min(SHOWN, len(ranked))
-        if rest > 0:
-            lines.append(f"… {rest} more flips, none closer to the golden")
-        if failed:
-            lines.append(
-                f"{len(failed)} flips cannot run on this model/data: "
-                + "; ".join(f"{c.label}: {c.error}" for c in failed[:2])
-                + (" …" if len(failed) > 2 else "")
-            )
-        sections.append(
-            (
-                "counterfactual probes (the probe samples re-run with one pitfall flipped, or one "
-                f"manifest edit undone, at a time, each on {min(SCREEN, baseline.probes)} probes "
-                f"first; ✓ = changes the outputs and brings them back to the golden):",
-                lines,
-            )
-        )
-    else:
-        sections.append(("counterfactual probes:", [cf_note or "none could run"]))
-
-    env_lines = [f"{k}: {_env_change(k, a, b)}" for k, a, b in env_changes[:12]] or ["none"]
-    if len(env_changes) > 12:
-        env_lines.append(f"… {len(env_changes) - 12} more")
-    if "cpu_flags" not in golden.environment:
-        env_lines.append(
-            "the golden records no CPU flags, numeric packages or settings (recorded before "
-            "pytest-mlrepro kept them; the golden's next recording adds them)"
-        )
-    sections.append(("environment diff against the golden's:", env_lines))
+    baseline = trials.baseline
     return Diagnosis(
         lead=lead,
         cause=cause,
-        sections=sections,
+        sections=[e.section() for e in evidence],
         probes=baseline.probes if baseline is not None else 0,
         screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
-        counterfactuals=len(tried),
+        counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
-        layers=layer_report,
+        layers=layers,
     )
+
+
+def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
+    """The manifest the golden was recorded with, normalised: keys added to the schema since the
+    recording count as their defaults (not as edits)."""
+    try:
+        return parse_manifest(golden.manifest, "(recorded manifest)", {}).normalized()
+    except ManifestError:
+        return golden.manifest
+
+
+def _trace_steps(
+    manifest: Manifest, golden: Golden, evaluation: Evaluation, recorded: tuple[Step, ...] | None
+) -> probe_store.StepReport:
+    """The golden's step probes re-traced: the first step whose output differs from the
+    golden's."""
+    try:
+        return probe_store.compare_steps(
+            golden.probes, manifest.input.preprocess, evaluation.samples, recorded
+        )
+    except Exception as exc:  # a probe that no longer decodes, say: report, do not hide the rest
+        return probe_store.StepReport(0, note=f"the step probes could not be traced: {exc}")
+
+
+def _trace_layers(
+    manifest: Manifest, golden: Golden, evaluation: Evaluation
+) -> layer_store.LayerReport | None:
+    """The golden's layer probes re-traced on the loaded model (None: no model loaded)."""
+    if evaluation.runner is None:
+        return None
+    block = golden.probes.get("layers") if isinstance(golden.probes, Mapping) else None
+    try:
+        return layer_store.compare(block, evaluation.runner, manifest, evaluation.samples)
+    except Exception as exc:  # report, do not hide the rest
+        return layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
+
+
+def _counterfactuals(
+    manifest: Manifest,
+    golden: Golden,
+    comparison: Comparison,
+    evaluation: Evaluation,
+    recorded: tuple[Step, ...] | None,
+    changes: list[Change],
+    probes: int,
+) -> CounterfactualEvidence:
+    """The probe samples re-run with one flip at a time, or why none could run."""
+    score_tol = manifest.tolerances.score
+    present = {s.id for s in evaluation.samples}
+    shared = [i for i in golden.results.ids if i in present]
+    note = ""
+    if probes <= 0:
+        note = "counterfactual probes are turned off (probe count 0)"
+    elif evaluation.runner is None:
+        note = "no loaded model to run counterfactual probes on"
+    elif not shared:
+        note = "no sample of the golden is in this run's data set"
+    if note:
+        return CounterfactualEvidence((), None, score_tol, note)
+    changed = [c.id for c in comparison.changed]
+    if not changed:  # same predictions, scores moved: prefer the samples that moved most
+        changed = most_moved(golden.results, evaluation, shared, score_tol)
+    ids = probe_order(shared, probes, changed)
+    tried, baseline = run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
+    return CounterfactualEvidence(tried, baseline, score_tol)
+
+
+def _likely_cause(
+    manifest: Manifest,
+    golden: Golden,
+    comparison: Comparison,
+    evaluation: Evaluation,
+    changes: list[Change],
+    steps: probe_store.StepReport,
+    trials: CounterfactualEvidence,
+    layers: layer_store.LayerReport | None,
+    env_changes: list[tuple[str, Any, Any]],
+    env_step: str | None,
+) -> tuple[str, str]:
+    """The lead sentence and the cause, from everything but the data (``_lead.py``), sharpened
+    by the layer comparison when the model is the cause."""
+    score_tol = manifest.tolerances.score
+    transform = score_transform(manifest, golden, comparison, evaluation, changes)
+    class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
+    permutation = None if class_map else class_permutation(golden.results, evaluation, score_tol)
+    if class_map is None and permutation is None:
+        class_map = index_map(golden.results, evaluation.results)
+    lead, cause = lead_sentence(
+        changes, steps, list(trials.tried), trials.baseline, env_changes, score_tol, transform,
+        permutation, class_map, env_step,
+    )  # fmt: skip
+    if layers is None or cause not in MODEL_CAUSES:
+        return lead, cause
+    if layers.precision:
+        # The model's precision changed: the most specific cause the layers support.
+        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
+        where = f" ({layers.lead()})" if layers.first is not None else ""
+        changed = f" (the model changed: {model_text})" if model_text else ""
+        return f"Likely cause: the model's precision — {layers.precision}{changed}{where}.", (
+            "precision"
+        )
+    if layers.first is not None:
+        return lead.removesuffix(".") + "; " + layers.lead() + ".", cause
+    return lead, cause
+
+
+def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
+    """The golden's step probes whose data file changed since it was recorded."""
+    if data is None or golden.probes is None:
+        return []
+    listed = golden.probes.get("samples")
+    return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
 
 
 def explain(

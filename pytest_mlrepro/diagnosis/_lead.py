@@ -8,16 +8,16 @@ from typing import Any
 
 from . import _step_fingerprints as probe_store
 from ._class_maps import ClassMap
-from ._environment_diff import _env_text, _model_run_env, _relevant_env
+from ._environment_diff import env_text, model_run_env, relevant_env
 from ._manifest_diff import Change
-from ._probe_trials import Counterfactual, _reproduces, _restoring
-from ._wording import _and, _expected, _num
+from ._probe_trials import Counterfactual, reproduces, restoring
+from ._wording import and_list, flip_expects, short_number
 
 # Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
-_MODEL_CAUSES = ("model", "runtime", "unknown")
+MODEL_CAUSES = ("model", "runtime", "unknown")
 
 
-def _lead(
+def lead_sentence(
     changes: list[Change],
     steps_report: probe_store.StepReport,
     tried: list[Counterfactual],
@@ -45,7 +45,7 @@ def _lead(
         return f"Likely cause: {class_map.what}{where}: {class_map.counterfactual}.", (
             class_map.cause
         )
-    ranked = _restoring(tried, baseline, score_tol)
+    ranked = restoring(tried, baseline, score_tol)
     best = ranked[0] if ranked else None
     moving = [c for c in changes if c.area != "neutral"]
     if environment_step is not None and not moving:
@@ -68,8 +68,8 @@ def _lead(
         category = best.category or "preprocessing"
         how = (
             "and their scores are within tolerance"
-            if _reproduces(best, score_tol)
-            else f"(max score diff {_num(best.max_diff)})"
+            if reproduces(best, score_tol)
+            else f"(max score diff {short_number(best.max_diff)})"
         )
         evidence = (
             f"with {best.label}, {best.agree}/{best.probes} probe predictions match the golden "
@@ -84,7 +84,7 @@ def _lead(
         ]
         if ties:
             verb = "do" if len(ties) > 1 else "does"
-            evidence += f" (as {verb} {_and(ties[:3])}, identical on these probes)"
+            evidence += f" (as {verb} {and_list(ties[:3])}, identical on these probes)"
         if best.reverts:
             edit = " and ".join(c.brief() for c in best.reverts[:2])
             return (
@@ -97,11 +97,11 @@ def _lead(
                 f"input: {evidence}.",
                 category,
             )
-        env = _relevant_env(env_changes, steps_report)
-        where = f" (the environment changed: {_env_text(env)})" if env else ""
+        env = relevant_env(env_changes, steps_report)
+        where = f" (the environment changed: {env_text(env)})" if env else ""
         return (
             f"Likely cause: {category} — {evidence}: the model or its golden expects "
-            f"{_expected(best.label)}{where}.",
+            f"{flip_expects(best.label)}{where}.",
             category,
         )
     env_step = steps_report.environment_step
@@ -125,8 +125,8 @@ def _lead(
             "class permutation",
         )
     if env_step is not None and not pre_changes:
-        env = _relevant_env(env_changes, steps_report) or env_changes[:3]
-        changed = f", and {_env_text(env)}" if env else ""
+        env = relevant_env(env_changes, steps_report) or env_changes[:3]
+        changed = f", and {env_text(env)}" if env else ""
         return (
             f"Likely cause: the environment — with an unchanged manifest, the {env_step.op} step's "
             f"output differs from the golden's ({env_step.text}){changed}.",
@@ -140,8 +140,8 @@ def _lead(
                 f"probe, {model_text}, and no known pitfall brings the predictions back.",
                 "model",
             )
-        runtime = _model_run_env(env_changes)[:4] or env_changes[:3]
-        where = f": {_env_text(runtime)}" if runtime else ""
+        runtime = model_run_env(env_changes)[:4] or env_changes[:3]
+        where = f": {env_text(runtime)}" if runtime else ""
         return (
             "Likely cause: the model runtime — preprocessing is identical to the golden's on "
             f"every probe, so the outputs changed in the model run{where}.",

@@ -13,7 +13,7 @@ from ..errors import ManifestError
 from ..pipeline import STEPS, Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
-from ._wording import _show
+from ._wording import show_value
 
 # Manifest fields whose change cannot move a model's outputs (they change how it runs or what
 # is checked, not what is computed).
@@ -38,7 +38,7 @@ class Change:
     """One difference between the recorded manifest and this one."""
 
     path: str
-    old: object  # a manifest value (plain data), or _ABSENT
+    old: object  # a manifest value (plain data), or ABSENT
     new: object
     area: str  # preprocess | model | runtime | neutral | other
     category: str | None = None  # the pitfall category of a preprocessing change
@@ -47,11 +47,11 @@ class Change:
     def text(self) -> str:
         if self.moved:
             return f"{self.path}: {self.moved} moved from preprocess[{self.old}]"
-        if self.old is _ABSENT:
-            return f"{self.path}: added {_show(self.new)}"
-        if self.new is _ABSENT:
-            return f"{self.path}: removed (was {_show(self.old)})"
-        return f"{self.path}: {_show(self.old)} → {_show(self.new)}"
+        if self.old is ABSENT:
+            return f"{self.path}: added {show_value(self.new)}"
+        if self.new is ABSENT:
+            return f"{self.path}: removed (was {show_value(self.old)})"
+        return f"{self.path}: {show_value(self.old)} → {show_value(self.new)}"
 
     def brief(self) -> str:
         """As a lead sentence says it: ``changed decode.order from 'RGB' to 'BGR'``."""
@@ -61,19 +61,19 @@ class Change:
         if ".preprocess[" in path:
             inside = path.split(".preprocess[", 1)[1]
             path = inside.split("].", 1)[1] if "]." in inside else path
-        if self.new is _ABSENT:
-            return f"removed the step {_show(self.old)}"
-        if self.old is _ABSENT:
-            return f"added the step {_show(self.new)}"
-        return f"changed {path} from {_show(self.old)} to {_show(self.new)}"
+        if self.new is ABSENT:
+            return f"removed the step {show_value(self.old)}"
+        if self.old is ABSENT:
+            return f"added the step {show_value(self.new)}"
+        return f"changed {path} from {show_value(self.old)} to {show_value(self.new)}"
 
 
-class _Absent:
+class Absent:
     def __repr__(self) -> str:
         return "(absent)"
 
 
-_ABSENT: Final = _Absent()
+ABSENT: Final = Absent()
 
 
 def _area(path: str) -> str:
@@ -107,7 +107,7 @@ def _diff(old: object, new: object, path: str, out: list[Change]) -> None:
             ):
                 _diff_steps(old[key], new[key], sub, out)
             else:
-                _diff(old.get(key, _ABSENT), new.get(key, _ABSENT), sub, out)
+                _diff(old.get(key, ABSENT), new.get(key, ABSENT), sub, out)
         return
     if (
         isinstance(old, list)
@@ -118,7 +118,7 @@ def _diff(old: object, new: object, path: str, out: list[Change]) -> None:
         for index, (a, b) in enumerate(zip(old, new)):
             _diff(a, b, f"{path}[{index}]", out)
         return
-    if old != new and not (old is _ABSENT and new is None):
+    if old != new and not (old is ABSENT and new is None):
         out.append(Change(path, old, new, _area(path)))
 
 
@@ -127,7 +127,7 @@ def _op_of(step: object) -> str:
 
 
 def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) -> None:
-    pairs = probe_store._align([_op_of(s) for s in old], [_op_of(s) for s in new])
+    pairs = probe_store.align_steps([_op_of(s) for s in old], [_op_of(s) for s in new])
     both = [(n, o) for n, o in pairs if n is not None and o is not None]
     for now_index, old_index in pairs:
         if now_index is not None and old_index is not None:
@@ -147,12 +147,12 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
             pa, pb = a.get(op, {}), b.get(op, {})
             if isinstance(pa, dict) and isinstance(pb, dict):
                 for key in sorted(set(pa) | set(pb)):
-                    if pa.get(key, _ABSENT) != pb.get(key, _ABSENT):
+                    if pa.get(key, ABSENT) != pb.get(key, ABSENT):
                         out.append(
                             Change(
                                 f"{path}[{now_index}].{op}.{key}",
-                                pa.get(key, _ABSENT),
-                                pb.get(key, _ABSENT),
+                                pa.get(key, ABSENT),
+                                pb.get(key, ABSENT),
                                 "preprocess",
                                 pitfalls.category_of_change(op, key),
                             )
@@ -164,7 +164,7 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
                 Change(
                     f"{path}[{old_index}]",
                     step,
-                    _ABSENT,
+                    ABSENT,
                     "preprocess",
                     pitfalls.category_of_change(_op_of(step), None),
                 )
@@ -174,7 +174,7 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
             out.append(
                 Change(
                     f"{path}[{now_index}]",
-                    _ABSENT,
+                    ABSENT,
                     step,
                     "preprocess",
                     pitfalls.category_of_change(_op_of(step), None),

@@ -20,8 +20,8 @@ from ..pipeline import Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
-from ._manifest_diff import _ABSENT, Change
-from ._wording import _show
+from ._manifest_diff import ABSENT, Change
+from ._wording import show_value
 
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
@@ -58,7 +58,7 @@ def _revert_candidates(
     """The recorded pipeline, and each preprocessing edit of the manifest undone on its own."""
     out: list[Counterfactual] = []
     pre = [c for c in changes if c.area == "preprocess"]
-    pairs = probe_store._align([s.op for s in recorded], [s.op for s in now])
+    pairs = probe_store.align_steps([s.op for s in recorded], [s.op for s in now])
     for now_index, rec_index in pairs:
         if now_index is not None and rec_index is not None:
             if now[now_index] == recorded[rec_index]:
@@ -67,18 +67,18 @@ def _revert_candidates(
             mine = [
                 c for c in pre if c.path.split(".preprocess", 1)[1].startswith(f"[{now_index}]")
             ]
-            label = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {_show(c.old)}" for c in mine)
+            label = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
             label = f"the recorded {now[now_index].op} ({label or 'as recorded'})"
         elif now_index is None:
             assert rec_index is not None
             before = [n for n, r in pairs if n is not None and r is not None and r < rec_index]
             at = (max(before) + 1) if before else 1
             steps = (*now[:at], recorded[rec_index], *now[at:])
-            mine = [c for c in pre if c.new is _ABSENT and c.path.endswith(f"[{rec_index}]")]
+            mine = [c for c in pre if c.new is ABSENT and c.path.endswith(f"[{rec_index}]")]
             label = f"the recorded {pitfalls.describe_step(recorded[rec_index])} put back"
         else:
             steps = (*now[:now_index], *now[now_index + 1 :])
-            mine = [c for c in pre if c.old is _ABSENT and c.path.endswith(f"[{now_index}]")]
+            mine = [c for c in pre if c.old is ABSENT and c.path.endswith(f"[{now_index}]")]
             label = f"the added {now[now_index].op} step removed"
         categories = {c.category for c in mine if c.category}
         out.append(
@@ -182,7 +182,7 @@ def _subset(results: Results, ids: Sequence[str]) -> Results:
     )
 
 
-def _most_moved(
+def most_moved(
     golden: Results, evaluation: Evaluation, shared: Sequence[str], tol: float
 ) -> list[str]:
     index = {sample: i for i, sample in enumerate(evaluation.results.ids)}
@@ -208,7 +208,7 @@ def _evaluate(
     return int(round(c.agreement * c.samples)), c.max_score_diff
 
 
-def _run_counterfactuals(
+def run_counterfactuals(
     manifest: Manifest,
     golden: Golden,
     evaluation: Evaluation,
@@ -280,25 +280,25 @@ def _same_scores(flipped: Any, as_is: AnyScores) -> bool:
     return bool(np.allclose(flipped, as_is, rtol=0.0, atol=_NOOP_ATOL))
 
 
-def _reproduces(c: Counterfactual, score_tol: float) -> bool:
+def reproduces(c: Counterfactual, score_tol: float) -> bool:
     return c.probes > 0 and c.agree == c.probes and c.max_diff <= score_tol
 
 
-def _restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
+def restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
     """Whether a counterfactual brings the probes back: every probe prediction matches (or the
     scores come back within tolerance), clearly better than the manifest as it is."""
     if c.error or not c.probes or c.noop:
         return False
-    if _reproduces(c, score_tol):
-        return not _reproduces(baseline, score_tol)
+    if reproduces(c, score_tol):
+        return not reproduces(baseline, score_tol)
     full = c.agree == c.probes and c.probes >= baseline.probes // 2
     return full and (c.fraction > baseline.fraction or c.max_diff < baseline.max_diff / 10)
 
 
-def _restoring(
+def restoring(
     tried: list[Counterfactual], baseline: Counterfactual | None, score_tol: float
 ) -> list[Counterfactual]:
     """The flips that bring the probes back, best first."""
     if not tried or baseline is None:
         return []
-    return sorted((c for c in tried if _restores(c, baseline, score_tol)), key=Counterfactual.key)
+    return sorted((c for c in tried if restores(c, baseline, score_tol)), key=Counterfactual.key)

@@ -11,10 +11,10 @@ from ..evaluation import Evaluation, run_model
 from ..goldens import Comparison, Golden, Results
 from ..manifest import Manifest
 from ._manifest_diff import Change
-from ._wording import _num
+from ._wording import short_number
 
 
-def _class_permutation(golden: Results, evaluation: Evaluation, score_tol: float) -> str | None:
+def class_permutation(golden: Results, evaluation: Evaluation, score_tol: float) -> str | None:
     """When the model's output classes were exchanged: every shared sample's recorded top-k
     scores come back, in order, on other classes, and those classes map one to one (a
     permutation, the same on every sample). The sentence that names it, or None."""
@@ -50,11 +50,11 @@ def _class_permutation(golden: Results, evaluation: Evaluation, score_tol: float
     return (
         f"its output classes are permuted ({', '.join(pairs[:6])}{' …' if len(pairs) > 6 else ''}"
         f"): on all {samples} samples the golden's top-{k} scores come back on the exchanged "
-        f"classes (max diff {_num(worst)})"
+        f"classes (max diff {short_number(worst)})"
     )
 
 
-def _score_transform(
+def score_transform(
     manifest: Manifest,
     golden: Golden,
     comparison: Comparison,
@@ -75,7 +75,7 @@ def _score_transform(
     lead = (
         f"the ranking is identical to the golden's on every sample (top-{k} classes in the "
         f"same order on all {len(shared)}), only the scores moved (max diff "
-        f"{_num(comparison.max_score_diff)} on {comparison.max_score_diff_id})"
+        f"{short_number(comparison.max_score_diff)} on {comparison.max_score_diff_id})"
     )
     post = [c for c in changes if c.path.startswith("postprocess")]
     if post:

@@ -225,7 +225,7 @@ def _unit(dtype: str) -> str:
     return "/255" if dtype == "uint8" else ""
 
 
-def _num(value: float) -> str:
+def short_number(value: float) -> str:
     return f"{value:.3g}"
 
 
@@ -259,14 +259,17 @@ def describe_difference(
             continue
     if not thumbs:
         return len(differing), f"differs {where}"
-    parts = [f"thumbnail mean |Δ| {_num(float(np.mean(thumbs)))}{unit}"]
+    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)))}{unit}"]
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
     g_detail = float(np.mean([d[0] for d in details]))
     n_detail = float(np.mean([d[1] for d in details]))
     if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
-        parts.append(f"detail {_num(g_detail)} → {_num(n_detail)} ({n_detail / g_detail - 1:+.0%})")
+        parts.append(
+            f"detail {short_number(g_detail)} → {short_number(n_detail)} "
+            f"({n_detail / g_detail - 1:+.0%})"
+        )
     return len(differing), f"{', '.join(parts)} {where}"
 
 
@@ -282,7 +285,7 @@ def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, A
     return rows
 
 
-def _align(
+def align_steps(
     golden_ops: Sequence[str], now_ops: Sequence[str]
 ) -> list[tuple[int | None, int | None]]:
     """(now index, golden index) pairs in pipeline order; None where a step is only on one side."""
@@ -348,7 +351,7 @@ def compare_steps(
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
     now_fps = {i: [fingerprint(a, layouts[k]) for k, a in enumerate(now_arrays[i])] for i in ids}
     report = StepReport(len(ids))
-    for now_index, golden_index in _align(golden_ops, [s.op for s in steps]):
+    for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
         diff = StepDiff(op, now_index, golden_index)
         if now_index is not None and golden_index is not None:
@@ -435,6 +438,7 @@ def _with_recorded(
     if not differing:
         return
     first.text = (
-        f"mean |Δ| {_num(float(np.mean(deltas)))}{unit} (max {_num(float(np.max(maxima)))}, "
+        f"mean |Δ| {short_number(float(np.mean(deltas)))}{unit} "
+        f"(max {short_number(float(np.max(maxima)))}, "
         f"{changed / counted:.0%} of values) on {differing}/{len(ids)} probes"
     )

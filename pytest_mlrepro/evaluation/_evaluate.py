@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._determinism import RunComparison, RunsComparer, seed_everything
-from ._memory import model_allocation, release_freed, steady_allocator
+from ._memory import FreedPages, model_allocation, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
 
@@ -150,7 +150,7 @@ def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
             raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
-# Samples between two hand-backs of freed heap pages (``release_freed``).
+# Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).
 TRIM_EVERY = 256
 
 
@@ -183,11 +183,18 @@ def stream_model(
     Inf after the last batch, naming every sample that has them (the batches after the first
     bad one are not reduced: the evaluation fails)."""
     pipe = manifest.pipeline
+    overlap = overlaps(runner)
+    if isinstance(load, SharedLoader) and not overlap and load.unfilled(dataset.samples):
+        # The session's shared pass first, on every core (``SharedLoader.fill``). Beside a
+        # model on an accelerator it stays in the batches, where it overlaps the model.
+        with phase("shared preprocessing"):
+            load.fill(dataset.samples, usable_cores())
     batches = preprocessed(
-        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlaps(runner), load=load
+        pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlap, load=load
     )
     bad: list[int] = []
     done = 0
+    freed = FreedPages()
     # The model's blocks from the heap while it runs, when the preprocessing does not run
     # beside it (``model_allocation``).
     allocation = contextlib.nullcontext if overlaps(runner) else model_allocation
@@ -214,7 +221,7 @@ def stream_model(
                 with phase("comparison"):  # the scores kept for the comparison (``_Reduced``)
                     reduce(done, out)
             if (done + batch.shape[0]) // TRIM_EVERY > done // TRIM_EVERY:
-                release_freed()
+                freed.check()
             done += batch.shape[0]
             if progress is not None:
                 progress(done)
@@ -403,14 +410,3 @@ def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) ->
         topk=topk,
         topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
     )
-
-
-def evaluate_subset(
-    runner: Runner, manifest: Manifest, dataset: ResolvedDataset, samples: Sequence[Sample]
-) -> tuple[Results, npt.NDArray[np.float64]]:
-    """Run ``manifest``'s pipeline (e.g. a pitfall variant's, see ``diagnosis/_pitfalls.py``) over
-    ``samples`` of ``dataset`` on an already-loaded ``runner``: no reload, no re-verification.
-    Returns the results and the score matrix, as :func:`evaluate` computes them."""
-    raw = run_model(runner, manifest, replace(dataset, samples=tuple(samples)))
-    scores = postprocessed(manifest, raw)
-    return results_of(manifest, samples, scores), scores

@@ -22,7 +22,7 @@ _THRESHOLD = 4 * 1024 * 1024
 # the highest it takes.
 _MODEL_THRESHOLDS = (512 * 1024 * 1024, 32 * 1024 * 1024)
 # The heap's free top kept between batches instead of handed back at every free(): the next
-# batch reuses it. ``release_freed`` still hands everything back every few batches.
+# batch reuses it. ``FreedPages`` hands it back when fragmentation adds up.
 _TRIM_THRESHOLD = 1024 * 1024 * 1024
 
 
@@ -40,11 +40,60 @@ def _glibc() -> ctypes.CDLL | None:
 def release_freed() -> None:
     """Hand the pages of freed heap memory back to the system (glibc's ``malloc_trim``): what
     fragmentation keeps resident between the images of many sizes stops adding up over a long
-    run. Called every few batches (a few milliseconds each; measured on 3,000 samples of the
-    example: peak 591 → 562 MB, CPU time 68.8 → 66.0 s, docs/measurements.md "Scale")."""
+    run. Called by :class:`FreedPages` when the resident set has grown (measured on 3,000
+    samples of the example, at every check: peak 591 → 562 MB, CPU time 68.8 → 66.0 s,
+    docs/measurements.md "Scale")."""
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def resident_bytes() -> int | None:
+    """The process's resident set in bytes (Linux's ``/proc/self/statm``); None where there is
+    no such file."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+GROWTH_BEFORE_RELEASE = 32 * 1024 * 1024
+"""How far above its lowest the resident set may be, at a check, before freed pages are handed
+back (:class:`FreedPages`)."""
+
+
+class FreedPages:
+    """Hands freed heap pages back (:func:`release_freed`) at a check where the resident set has
+    grown :data:`GROWTH_BEFORE_RELEASE` above the lowest it was at an earlier check of the same
+    evaluation: only when fragmentation is adding up.
+
+    Why not at every check: a model that allocates its activations with malloc (torch, Keras,
+    SavedModels, :func:`model_allocation`) keeps them as free heap between batches, and handing
+    them back makes the next batch fault every page in again: measured on the example's
+    EfficientNet-Lite0 at batch 32, 0.65 s of CPU per hand-back for torch, 0.13 s for Keras
+    (docs/measurements.md, "The main job at its bound"). Checked at the same point of every
+    cycle (after a batch's outputs are kept), the resident set of a steady evaluation stays
+    where it was; one whose heap fragments grows, and gets its pages handed back. Where the
+    resident set cannot be read, every check hands them back."""
+
+    def __init__(self, growth: int = GROWTH_BEFORE_RELEASE) -> None:
+        self.growth = growth
+        self.lowest: int | None = None
+        self.released = 0
+
+    def check(self, resident: int | None = None) -> bool:
+        """At a check (``resident``: the resident set now, read when not given): whether freed
+        pages were handed back."""
+        resident = resident if resident is not None else resident_bytes()
+        if resident is not None:
+            if self.lowest is None or resident < self.lowest:
+                self.lowest = resident
+            if resident - self.lowest <= self.growth:
+                return False
+        release_freed()
+        self.released += 1
+        return True
 
 
 @functools.cache
@@ -62,8 +111,8 @@ def steady_allocator() -> bool:
 
     The trim threshold is raised to 1 GiB with it (unless ``MALLOC_TRIM_THRESHOLD_`` is set):
     the heap's free top stays for the next batch's model (:func:`model_allocation`) instead of
-    being handed back and faulted in again at every batch; :func:`release_freed` hands it back
-    every few batches."""
+    being handed back and faulted in again at every batch; :class:`FreedPages` hands it back
+    when fragmentation adds up."""
     libc = _glibc()
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or libc is None:
         return False

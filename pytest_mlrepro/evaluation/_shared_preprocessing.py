@@ -25,12 +25,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..data import Sample
-from ..errors import SampleError
+from ..errors import MlreproError, SampleError
 from ..pipeline import Pipeline, Step, Tensor
 
 Prefix = tuple[Hashable, tuple[str, ...]]
@@ -83,6 +84,7 @@ class PreprocessingShare:
         self.stats = ShareStats()
         self._nodes: dict[Prefix, _Node] = {}
         self._held = 0
+        self._spent = False  # a tensor did not fit in the budget: the rest will not either
         self._lock = threading.Lock()
 
     def plan(self, uses: Sequence[tuple[Hashable, Pipeline]]) -> None:
@@ -141,6 +143,11 @@ class PreprocessingShare:
                 self.stats.reused += 1
             return kept
 
+    def _has(self, prefix: Prefix, sha256: str) -> bool:
+        with self._lock:
+            node = self._nodes.get(prefix)
+            return node is not None and sha256 in node.tensors
+
     def _put(self, prefix: Prefix, sha256: str, tensor: Tensor) -> None:
         with self._lock:
             node = self._nodes.get(prefix)
@@ -149,6 +156,7 @@ class PreprocessingShare:
             self.stats.computed += 1
             if self._held + tensor.array.nbytes > self.budget_bytes:
                 self.stats.over_budget += 1
+                self._spent = True
                 return
             # Read-only: a later step that wrote into its input would change what the next
             # evaluation reads (numpy raises instead).
@@ -171,12 +179,17 @@ class SharedLoader:
         self.prefixes = prefixes  # deepest first
 
     def __call__(self, sample: Sample) -> np.ndarray:
-        stop = len(self.pipe.steps)
         if not sample.sha256:  # nothing says which bytes it was: never shared
             return self.pipe(read_sample(sample), sample.id)
+        t, done = self._through_prefixes(sample, sample.sha256)
+        return self.pipe.run(t, done, len(self.pipe.steps), sample.id).array
+
+    def _through_prefixes(self, sample: Sample, sha256: str) -> tuple[Tensor, int]:
+        """The sample's tensor at the deepest planned prefix, and the steps it has been
+        through: read from the share, or computed (every planned prefix on the way kept)."""
         t: Tensor | None = None
         for depth, prefix in self.prefixes:  # deepest first
-            t = self.share._get(prefix, sample.sha256)
+            t = self.share._get(prefix, sha256)
             if t is not None:
                 done = kept = depth
                 break
@@ -187,8 +200,44 @@ class SharedLoader:
             if depth > kept:
                 t = self.pipe.run(t, done, depth, sample.id)
                 done = depth
-                self.share._put(prefix, sample.sha256, t)
-        return self.pipe.run(t, done, stop, sample.id).array
+                self.share._put(prefix, sha256, t)
+        return t, done
+
+    def unfilled(self, samples: Sequence[Sample]) -> list[Sample]:
+        """The samples whose deepest planned prefix :meth:`fill` would compute: none once an
+        evaluation has kept them, or once the budget is spent."""
+        if self.share._spent:
+            return []
+        deepest = self.prefixes[0][1]
+        return [s for s in samples if s.sha256 and not self.share._has(deepest, s.sha256)]
+
+    def fill(self, samples: Sequence[Sample], workers: int) -> int:
+        """Compute and keep, before the evaluation's first batch and on ``workers`` threads,
+        the deepest planned prefix of every sample that no evaluation has kept yet; the number
+        of samples computed.
+
+        Why up front: the first evaluation through a prefix decodes for every evaluation after
+        it. Done here, that one pass is an account of its own (the ``shared preprocessing``
+        phase: a one-time cost of the session, not this item's) and runs on every core without
+        a wait at each batch; the batches then take the kept tensors and run only the
+        pipeline's own last steps. A sample that cannot be read or decoded is left to the
+        evaluation, which meets it in order and reports it as it would have; once the budget
+        is spent, nothing more is computed (the evaluation computes the rest itself)."""
+        todo = self.unfilled(samples)
+        if not todo:
+            return 0
+
+        def keep(sample: Sample) -> int:
+            if self.share._spent:
+                return 0
+            try:
+                self._through_prefixes(sample, sample.sha256)
+            except MlreproError:  # the evaluation reports it, in its place
+                return 0
+            return 1
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-fill") as pool:
+            return sum(pool.map(keep, todo))
 
 
 def read_sample(sample: Sample) -> bytes:

@@ -3,6 +3,7 @@ reference goldens, the data identity a golden records and the store's audit."""
 
 from __future__ import annotations
 
+from ..errors import GoldenNotAFile, ReferenceGoldenMissing
 from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused_goldens
 from ._data_identity import DataChange, data_change
 from ._decisions import AccuracyDecision, accuracy_decision
@@ -29,13 +30,11 @@ from ._metrics import (
 )
 from ._reference import (
     ReferenceCheck,
-    ReferenceGoldenMissing,
     check_reference,
     reference_results,
 )
 from ._store import (
     Golden,
-    GoldenNotAFile,
     check_owner,
     claimed_by_another,
     golden_path,

@@ -22,17 +22,13 @@ from typing import Any
 import numpy as np
 
 from .._names import record_command
-from ..errors import GoldenError, ManifestError
+from ..errors import GoldenError, ManifestError, ReferenceGoldenMissing
 from ..manifest import Manifest, Reference, Tolerances, load_manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from . import _store as golden_store
 from ._metrics import AnyScores, Comparison, Results, accuracy, compare
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml")
-
-
-class ReferenceGoldenMissing(GoldenError):
-    """The reference manifest has no golden yet (the check cannot run)."""
 
 
 def _shown(path: Path, settings: Settings) -> str:

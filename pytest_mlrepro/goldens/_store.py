@@ -23,10 +23,10 @@ Layout of a golden (keys sorted, one sample per line so that a diff shows which 
       ]
     }
 
-Reading a golden validates it strictly (:func:`validate`): its schema and types (``True`` is not
-an integer, ``1.0`` is not a class index), class indices in range, finite scores, and stored
-metrics that equal what the stored samples give. Keys this version does not know are ignored, so
-that goldens written by a newer version (or with optional blocks) still load.
+Reading a golden validates it strictly (:func:`validate`): its JSON Schema
+(``pytest_mlrepro/golden.schema.json``, by jsonschema: keys and types, ``True`` is not an integer
+nor ``1.0`` a class index), then what no schema can say (docs/goldens.md#validation). Keys the
+schema does not name are allowed, so that goldens written by a newer version still load.
 
 Namespaces under the golden directory: accuracy goldens are ``<golden dir>/**/*.json`` outside
 the two reserved folders ``latency/`` (latency goldens, per manifest name and hardware) and
@@ -38,15 +38,15 @@ accuracy namespace (:func:`golden_path`). Every golden file is read and written 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +60,8 @@ from .._files import (
     read_regular_bytes,
     remove_stale_temp_files,
 )
-from ..errors import GoldenError, ManifestError
+from .._json_schema import validator
+from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings
 from ._metrics import Results, accuracy
@@ -245,11 +246,6 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
     return then.normalized() == now
 
 
-class GoldenNotAFile(GoldenError):
-    """The golden path is a symlink, FIFO, folder or device (or below a symlinked folder): not
-    read, and not replaced by an update either (the user removes it)."""
-
-
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
     """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
     syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
@@ -310,9 +306,11 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
         ) from None
 
 
-# --- strict validation ---------------------------------------------------------------------------
-# Each part of a golden is checked by its own function, so that a new optional block (e.g. the
-# data identity) adds one function and one line in validate().
+# --- validation ----------------------------------------------------------------------------------
+# A golden's shape is one JSON Schema (golden.schema.json), validated by jsonschema; what no
+# schema can say is checked once, here, around it (docs/goldens.md#validation lists both).
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "golden.schema.json"
 
 Field = tuple[str | int, ...]
 
@@ -334,174 +332,71 @@ def render_field(field: Field) -> str:
     return text or "(document)"
 
 
+_KINDS: dict[type, str] = {
+    bool: "a boolean",
+    str: "a string",
+    float: "a float",
+    int: "an integer",
+    list: "a list",
+    dict: "a mapping",
+}
+
+
 def _describe(value: Any) -> str:
-    kind = {bool: "a boolean", str: "a string", float: "a float", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
-    shown = json.dumps(value) if isinstance(value, (bool, str, type(None))) else repr(value)
+    kind = _KINDS.get(type(value), "null")
+    shown = repr(value) if type(value) in (float, int) else json.dumps(value)
     return f"{shown} ({kind})" if len(shown) <= 40 else kind
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    """A JSON integer: ``True`` is a bool and ``1.0`` a float, not integers."""
-    return type(value) is int
+@functools.cache
+def _schema_validator() -> Any:
+    """The golden schema's validator (built once; jsonschema is imported only when a golden is
+    read back, with the one pass over the samples of :mod:`pytest_mlrepro._json_schema`). JSON's
+    integers only: a class index of ``1.0`` in a golden was written by hand."""
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return validator(schema, strict_integers=True)
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return type(value) in (int, float)
+def _document_order(path: Any) -> list[tuple[int, int | str]]:
+    return [(0, part) if isinstance(part, int) else (1, part) for part in path]
 
 
-def _mapping(data: dict[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, dict):
-        raise InvalidField((key,), f"expected a mapping, got {_describe(value)}")
-    return value
-
-
-def _check_head(data: Any) -> None:
-    if not isinstance(data, dict):
-        raise InvalidField((), f"expected a mapping, got {type(data).__name__}")
-    if not (_is_int(data.get("format")) and data["format"] == FORMAT):
-        raise InvalidField(("format",), f"expected {FORMAT}, got {_describe(data.get('format'))}")
-    if not isinstance(data.get("name"), str) or not data["name"]:
-        raise InvalidField(
-            ("name",), f"expected the manifest's name, got {_describe(data.get('name'))}"
-        )
-    if "manifest_file" in data and (
-        not isinstance(data["manifest_file"], str) or not data["manifest_file"]
-    ):
-        raise InvalidField(
-            ("manifest_file",), f"expected a path, got {_describe(data['manifest_file'])}"
-        )
-    if data.get("probes") is not None:
-        _mapping(data, "probes")
-    _mapping(data, "environment")
-
-
-def recorded_classes(data: dict[str, Any]) -> int:
-    """The number of classes of the recorded manifest (``manifest.dataset.classes``)."""
-    manifest = _mapping(data, "manifest")
-    dataset = manifest.get("dataset")
-    if not isinstance(dataset, dict):
-        raise InvalidField(("manifest", "dataset"), f"expected a mapping, got {_describe(dataset)}")
-    classes = dataset.get("classes")
-    if not _is_int(classes) or classes < 1:
-        raise InvalidField(
-            ("manifest", "dataset", "classes"),
-            f"expected a positive integer, got {_describe(classes)}",
-        )
-    return int(classes)
-
-
-def _check_samples(data: dict[str, Any], classes: int) -> Results:
-    """Each row is ``[id, label, [classes], [scores]]``: a non-empty unique string id, integer
-    label and classes in ``0..classes-1``, distinct classes, as many finite scores as classes,
-    best first."""
-    rows = data.get("samples")
-    if not isinstance(rows, list) or not rows:
-        raise InvalidField(("samples",), "expected a non-empty list of samples")
-    ids: list[str] = []
-    labels: list[int] = []
-    tops: list[list[int]] = []
-    scores: list[list[float]] = []
-    seen: set[str] = set()
-    width: int | None = None
-    for i, row in enumerate(rows):
-        where: Field = ("samples", i)
-        if not isinstance(row, list) or len(row) != 4:
-            raise InvalidField(where, "expected [id, label, [classes], [scores]]")
-        sample, label, top, score = row
-        if not isinstance(sample, str) or not sample:
-            raise InvalidField((*where, 0), f"expected a sample id, got {_describe(sample)}")
-        if sample in seen:
-            raise InvalidField((*where, 0), f"sample id {sample!r} appears twice")
-        seen.add(sample)
-        _check_class(label, (*where, 1), classes, "label")
-        if not isinstance(top, list) or not top:
-            raise InvalidField((*where, 2), "expected a non-empty list of class indices")
-        if not isinstance(score, list) or len(score) != len(top):
-            raise InvalidField((*where, 3), f"expected a list of {len(top)} scores, one per class")
-        if width is None:
-            width = len(top)
-        elif len(top) != width:
-            raise InvalidField((*where, 2), f"{len(top)} classes, the first sample has {width}")
-        for j, c in enumerate(top):
-            _check_class(c, (*where, 2, j), classes, "class index")
-        if len(set(top)) != len(top):
-            raise InvalidField((*where, 2), "a class appears twice in the top-k")
-        for j, s in enumerate(score):
-            if not _is_number(s):
-                raise InvalidField((*where, 3, j), f"expected a number, got {_describe(s)}")
-            if not math.isfinite(s):
-                raise InvalidField((*where, 3, j), f"a score must be finite, got {s}")
-            if j and s > score[j - 1]:
-                raise InvalidField(
-                    (*where, 3, j), f"scores must be best first: {s} after {score[j - 1]}"
-                )
-        ids.append(sample)
-        labels.append(label)
-        tops.append(top)
-        scores.append([float(s) for s in score])
-    return Results(
-        ids=tuple(ids),
-        labels=np.asarray(labels, np.int64),
-        topk=np.asarray(tops, np.int64),
-        topk_scores=np.asarray(scores, np.float64),
-    )
-
-
-def _check_class(value: Any, where: Field, classes: int, what: str) -> None:
-    if not _is_int(value):
-        raise InvalidField(where, f"a {what} must be an integer, got {_describe(value)}")
-    if not 0 <= value < classes:
-        raise InvalidField(
-            where,
-            f"{what} {value} is out of range: the recorded manifest has {classes} classes "
-            f"(0..{classes - 1})",
-        )
-
-
-def _check_metrics(data: dict[str, Any], results: Results) -> None:
-    """The stored aggregates are what the stored samples give (as :attr:`Golden.metrics`)."""
-    metrics = _mapping(data, "metrics")
-    top1, top5 = accuracy(results.topk, results.labels)
-    expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
-    for key, want in expected.items():
-        got = metrics.get(key)
-        if isinstance(got, float) and not math.isfinite(got):
-            # Said as what it is: a NaN "contradicts" nothing (it compares unequal to all).
-            raise InvalidField(("metrics", key), _not_finite(got))
-        ok = _is_int(got) if key == "samples" else _is_number(got)
-        # _is_number(got) again narrows its type for the checker (an int is a number too).
-        if not ok or not _is_number(got) or not math.isfinite(got) or abs(got - want) > 1e-9:
-            raise InvalidField(
-                ("metrics", key),
-                f"{_describe(got)} contradicts the stored samples, which give {want}",
-            )
+def _check_schema(data: Any) -> None:
+    """InvalidField for the first field (in the file's order) that breaks the schema, in the
+    words of that field's title ("expected a class index (an integer), got "3" (a string)")."""
+    errors = list(_schema_validator().iter_errors(data))
+    if not errors:
+        return
+    error = min(errors, key=lambda e: _document_order(e.absolute_path))
+    field: Field = tuple(error.absolute_path)
+    if error.validator == "required":
+        missing = next(key for key in error.validator_value if key not in error.instance)
+        expected = error.schema["properties"].get(missing, {}).get("title", "a value")
+        raise InvalidField((*field, missing), f"expected {expected}, got nothing (no such key)")
+    # Every field the schema checks has a title (tests/unit/test_golden_schema.py); jsonschema's
+    # own words stand in for one that would not.
+    expected = error.schema.get("title") or error.message
+    raise InvalidField(field, f"expected {expected}, got {_describe(error.instance)}")
 
 
 def validate(data: Any) -> Golden:
     """A golden document (parsed JSON) as a :class:`Golden`, or InvalidField naming the first
-    field that is wrong."""
-    _check_head(data)
-    classes = recorded_classes(data)
-    results = _check_samples(data, classes)
-    _check_metrics(data, results)
-    _check_finite(data)  # the blocks with no check of their own (environment, manifest, probes)
+    field that is wrong: first the numbers (none may be NaN or infinite), then the schema, then
+    what the samples mean (:func:`_check_samples`) and the metrics they give."""
+    _check_finite(data)
+    _check_schema(data)
+    results = _check_samples(data["samples"], data["manifest"]["dataset"]["classes"])
+    _check_metrics(data["metrics"], results)
     return Golden(
         name=data["name"],
         manifest=data["manifest"],
         environment=data["environment"],
         results=results,
         probes=data.get("probes"),
-        data=_check_data(data.get("data")),
+        data=data.get("data"),
         manifest_file=data.get("manifest_file"),
-        pixels=_check_pixels(data.get("pixels")),
+        pixels=data.get("pixels"),
     )
-
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_PIXELS = re.compile(r"[0-9a-f]{16}")
 
 
 def _not_finite(value: float) -> str:
@@ -513,8 +408,9 @@ def _not_finite(value: float) -> str:
 
 def _check_finite(data: Any) -> None:
     """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
-    ``Infinity``, which this store never writes: one in a golden (``metrics.top1: NaN``) was put
-    there by hand, and a NaN compares unequal to everything, so that no later check may see it."""
+    ``Infinity``, which JSON (so JSON Schema) does not know and this store never writes: one in a
+    golden was put there by hand, and a NaN compares unequal to everything, so that no later
+    check may see it."""
     stack: list[tuple[Field, Any]] = [((), data)]
     while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
         field, value = stack.pop()
@@ -526,38 +422,57 @@ def _check_finite(data: Any) -> None:
             stack.extend(((*field, i), v) for i, v in enumerate(value))
 
 
-def _check_data(block: Any) -> dict[str, str] | None:
-    """The optional ``data`` block: a sha256 (lowercase hex) per file. A sample without one (or
-    a file without its sample) is only not compared (``_data_identity.py``)."""
-    if block is None:
-        return None
-    if not isinstance(block, dict):
-        raise InvalidField(
-            ("data",), f"expected a mapping of sample id to sha256, got {_describe(block)}"
-        )
-    for sample, digest in block.items():
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+def _check_samples(rows: list[list[Any]], classes: int) -> Results:
+    """What the schema cannot say of the rows ``[id, label, [classes], [scores]]`` it passed:
+    unique ids, label and classes in ``0..classes-1`` (the recorded class count), one top-k
+    width, as many scores as classes, best first."""
+    seen: set[str] = set()
+    width = len(rows[0][2])
+    for i, (sample, label, top, scores) in enumerate(rows):
+        if sample in seen:
+            raise InvalidField(("samples", i, 0), f"sample id {sample!r} appears twice")
+        seen.add(sample)
+        indices: list[tuple[Field, int, str]] = [(("samples", i, 1), label, "label")]
+        indices += [(("samples", i, 2, j), c, "class index") for j, c in enumerate(top)]
+        for where, value, what in indices:
+            if not 0 <= value < classes:
+                raise InvalidField(
+                    where,
+                    f"{what} {value} is out of range: the recorded manifest has {classes} "
+                    f"classes (0..{classes - 1})",
+                )
+        if len(top) != width:
             raise InvalidField(
-                ("data", sample), f"expected a sha256 (64 hex digits), got {_describe(digest)}"
+                ("samples", i, 2), f"{len(top)} classes, the first sample has {width}"
             )
-    return dict(block)
+        if len(scores) != len(top):
+            raise InvalidField(
+                ("samples", i, 3), f"expected a list of {len(top)} scores, one per class"
+            )
+        for j in range(1, len(scores)):
+            if scores[j] > scores[j - 1]:
+                raise InvalidField(
+                    ("samples", i, 3, j),
+                    f"scores must be best first: {scores[j]} after {scores[j - 1]}",
+                )
+    return Results(
+        ids=tuple(row[0] for row in rows),
+        labels=np.asarray([row[1] for row in rows], np.int64),
+        topk=np.asarray([row[2] for row in rows], np.int64),
+        topk_scores=np.asarray([row[3] for row in rows], np.float64),
+    )
 
 
-def _check_pixels(block: Any) -> dict[str, str] | None:
-    """The optional ``pixels`` block: 16 hex digits per file (a sample without one is only not
-    told apart from a data change)."""
-    if block is None:
-        return None
-    if not isinstance(block, dict):
-        raise InvalidField(
-            ("pixels",), f"expected a mapping of sample id to a pixel hash, got {_describe(block)}"
-        )
-    for sample, digest in block.items():
-        if not isinstance(digest, str) or not _PIXELS.fullmatch(digest):
+def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
+    """The stored aggregates are what the stored samples give (as :attr:`Golden.metrics`)."""
+    top1, top5 = accuracy(results.topk, results.labels)
+    expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
+    for key, want in expected.items():
+        if abs(metrics[key] - want) > 1e-9:
             raise InvalidField(
-                ("pixels", sample), f"expected 16 hex digits, got {_describe(digest)}"
+                ("metrics", key),
+                f"{_describe(metrics[key])} contradicts the stored samples, which give {want}",
             )
-    return dict(block)
 
 
 def _line_of(path: Path, field: Field, data: Any = None) -> int | None:

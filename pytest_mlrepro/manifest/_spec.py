@@ -19,8 +19,7 @@ from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
 from .._names import DEVICES, FRAMEWORKS
 from .._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
-from .._yaml import MAX_BYTES, load_yaml, too_large
-from .._yaml import Path as KeyPath
+from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError
 
 # The model formats each TensorFlow runtime reads (ONNX Runtime reads onnx, torch the rest).

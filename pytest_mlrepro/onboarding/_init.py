@@ -45,6 +45,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
+from ..runners._signature import shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._discovery import Candidate
@@ -145,7 +146,7 @@ GREY_PRESETS = ("grey-01", "mnist", "grey-255")
 
 def _model_side(model: ModelInfo, channels: int) -> str:
     if model.shape:
-        shown = "[" + ", ".join("?" if d is None else str(d) for d in model.shape) + "]"
+        shown = shape_text(model.shape)
         return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
     return model.channels_source
 

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runners._signature import shape_text
 from ._data_folder import DataInfo
 from ._model_info import ModelInfo
 from ._presets import StepText
@@ -126,9 +127,7 @@ def _reference(model: ModelInfo, here: Path) -> list[str]:
 
 
 def _shape(shape: tuple[int | None, ...]) -> str:
-    return (
-        "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]" if shape else "unknown"
-    )
+    return shape_text(shape) if shape else "unknown"
 
 
 __all__ = ["Recipe", "render_manifest"]

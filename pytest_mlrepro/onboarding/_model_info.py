@@ -15,7 +15,7 @@ from pathlib import Path
 from .._files import sha256_file
 from ..errors import MlreproError
 from ..runners import model_layout, read_onnx, vet_model_file
-from ..runners._artifacts import _package_dir as package_dir
+from ..runners._artifacts import package_dir
 
 FRAMEWORK_OF = {
     "onnx": "onnxruntime",
@@ -229,14 +229,14 @@ def _read_keras(info: ModelInfo) -> None:
 
 
 def _read_tflite(info: ModelInfo) -> None:
-    from ..runners.tensorflow import _interpreter_class, _signature_names
+    from ..runners.tensorflow import litert_interpreter, signature_names
 
-    interpreter_class, _ = _interpreter_class()
+    interpreter_class, _ = litert_interpreter()
     interpreter = interpreter_class(model_path=str(info.path))
     detail = interpreter.get_input_details()[0]
     output = interpreter.get_output_details()[0]
     # The serving signature's name (``input``) when there is one, as the runner accepts it.
-    info.input_name = str(_signature_names(interpreter).get("input") or detail["name"])
+    info.input_name = str(signature_names(interpreter).get("input") or detail["name"])
     info.dtype = str(detail["dtype"].__name__)
     scale = float(detail.get("quantization", (0.0, 0))[0])
     if info.dtype in ("int8", "uint8") and scale != 0.0:
@@ -252,13 +252,13 @@ def _read_tflite(info: ModelInfo) -> None:
 
 
 def _read_saved_model(info: ModelInfo) -> None:
-    from ..runners.tensorflow import _safe_extract, import_framework
+    from ..runners.tensorflow import import_framework, safe_extract
 
     import_framework("tensorflow")
     import tensorflow as tf
 
     with tempfile.TemporaryDirectory() as folder:
-        _safe_extract(info.path, Path(folder))
+        safe_extract(info.path, Path(folder))
         loaded = tf.saved_model.load(folder)
         function = loaded.signatures["serving_default"]
         _, kwargs = function.structured_input_signature

@@ -93,9 +93,3 @@ def resize_tf(
         array, [height, width], method=TF_RESIZE_METHODS[method], antialias=antialias
     )
     return np.asarray(out.numpy())
-
-
-def central_crop_tf(array: np.ndarray, fraction: float) -> np.ndarray:
-    """``tf.image.central_crop``: the reference that the crop step's ``rounding: tf`` equals."""
-    tf = tensorflow()
-    return np.asarray(tf.image.central_crop(array, fraction).numpy())

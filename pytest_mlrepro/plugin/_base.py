@@ -290,7 +290,7 @@ def max_contention(config: pytest.Config) -> float:
         config,
         "mlrepro_latency_max_contention",
         share,
-        "mlrepro_latency_max_contention = {value!r}",
+        "--mlrepro-latency-max-contention / mlrepro_latency_max_contention {value!r}",
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
+from .._json_schema import validator
 from .._visible import shortened
 from ..data import Shard
 from ..errors import MlreproError
@@ -79,53 +80,14 @@ class _Invalid(Exception):
         self.message = message
 
 
-_SCALAR_TYPES: dict[str, tuple[type, ...]] = {
-    "integer": (int,),
-    "number": (int, float),
-    "string": (str,),
-}
-
-
-def _plainly_valid(items: Mapping[str, Any], values: list[Any]) -> bool:
-    """Whether every value of a list is a plain scalar of ``items``' type within its bounds (a
-    bool is no number; False also for what the library may still accept, such as ``1.0`` as
-    an integer)."""
-    kinds = _SCALAR_TYPES[items["type"]]
-    low, high = items.get("minimum"), items.get("maximum")
-    return all(
-        type(v) in kinds and (low is None or v >= low) and (high is None or v <= high)
-        for v in values
-    )
-
-
 @functools.cache
 def _validator(definition: str | None) -> Any:
-    """The schema's validator for the whole file (None) or one of its definitions: the library's
-    Draft 2020-12 validator, whose ``items`` first tries a list of plain scalars in one pass
-    (a 50,000-sample row holds 600,000 numbers: the library's own check, value by value, takes
-    seconds) and leaves every other list, and any list that pass does not clear, to the
-    library, so that what is accepted and every message and path are the library's."""
-    import jsonschema  # where a file is read back: importing the plugin imports no validator
-
-    base = jsonschema.Draft202012Validator
-    library_items = base.VALIDATORS["items"]
-
-    def items(validator: Any, items: Any, instance: Any, schema: Any) -> Any:
-        if (
-            isinstance(instance, list)
-            and isinstance(items, dict)
-            and items.get("type") in _SCALAR_TYPES
-            and set(items) <= {"type", "minimum", "maximum"}
-            and _plainly_valid(items, instance)
-        ):
-            return
-        yield from library_items(validator, items, instance, schema)
-
+    """The schema's validator (``_json_schema.validator``: the library's, with its one-pass
+    check of long arrays) for the whole file (None) or one of its definitions."""
     schema = results_schema()
     if definition is not None:
         schema = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
-    extended = jsonschema.validators.extend(base, {"items": items})  # type: ignore[no-untyped-call]
-    return extended(schema)
+    return validator(schema)
 
 
 def _schema_check(value: Any, definition: str | None = None) -> None:

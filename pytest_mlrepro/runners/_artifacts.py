@@ -46,7 +46,7 @@ from .._files import (
 )
 from .._phases import phase
 from .._visible import visible
-from .._yaml import Path as KeyPath
+from .._yaml import KeyPath
 from ..errors import (
     BuildError,
     BuildMismatch,
@@ -62,7 +62,7 @@ from ._onnx_files import NotOnnx, external_locations
 from ._vetting import MAX_ONNX_BYTES, check_size
 
 
-def _package_dir(package: str) -> Path | None:
+def package_dir(package: str) -> Path | None:
     """The folder of the installed package ``package`` (dotted names allowed), found without
     running any of its code: ``importlib.util.find_spec('a.b')`` would import (execute) ``a``,
     so only the top-level name goes through the import system's finders and each further part
@@ -89,7 +89,7 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
     """The file ``ref`` names, put into the cache if needed, not yet verified."""
     if ref.package is not None:
         assert ref.path is not None
-        base = _package_dir(ref.package)
+        base = package_dir(ref.package)
         if base is None:
             raise Unavailable(
                 f"{manifest.source}: {'.'.join(map(str, where))}.package: Python "

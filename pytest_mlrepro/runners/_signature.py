@@ -1,4 +1,6 @@
-"""Model input signatures against what a manifest declares, before any data flows.
+"""Model signatures against what a manifest declares, before any data flows: the one check
+every runner family (ONNX, PyTorch, TensorFlow's formats, TFLite) hands what its model declares
+(:class:`ModelSignature`), and the one check of each batch against the model's input shape.
 
 A model's declared input shape tells its layout when its channel axis is fixed: an ONNX model
 whose input is ``[batch, 3, h, w]`` takes channels first. Feeding it NHWC data (``[batch, h, w,
@@ -8,8 +10,11 @@ obscure shape error deep in the graph); this check says what is wrong instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+import numpy as np
 
 from .. import pipeline
 from ..errors import SignatureError
@@ -24,6 +29,12 @@ _SIZE_KEEPING = (pipeline.Color, pipeline.Cast, pipeline.Scale, pipeline.Normali
 
 def _fixed(dim: object) -> int | None:
     return dim if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 else None
+
+
+def shape_text(shape: Sequence[object]) -> str:
+    """A model shape as messages show it: ``[batch, 3, ?, ?]`` (``?``: a dimension with no
+    size and no name)."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def model_layout(shape: Sequence[object]) -> Literal["NCHW", "NHWC"] | None:
@@ -48,12 +59,11 @@ def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> st
     model = model_layout(shape)
     if model is None or model == layout:
         return None
-    shown = "[" + ", ".join(str(d) for d in shape) + "]"
     what = "channels first" if model == "NCHW" else "channels last"
     return (
-        f"the model's input {input_name!r} is {shown}: {what} ({model}), but the manifest "
-        f"declares {layout}; set layout: {model} and end the preprocessing with "
-        f"'layout: {{order: {model}}}'"
+        f"the model's input {input_name!r} is {shape_text(shape)}: {what} ({model}), but the "
+        f"manifest declares {layout}: a layout mismatch; set layout: {model} and end the "
+        f"preprocessing with 'layout: {{order: {model}}}'"
     )
 
 
@@ -100,7 +110,7 @@ def channel_mismatch(
     model = model_channels(shape, layout)
     if model is None or model == channels:
         return None
-    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    shown = shape_text(shape)
     other = "NHWC" if layout == "NCHW" else "NCHW"
     if source is None and model_channels(shape, other) == channels:
         # The pipeline's count is on the other axis: a layout the shape alone could not tell
@@ -158,21 +168,156 @@ def size_mismatch(
     want = tuple(_fixed(d) for d in dims)
     if (want[0] is None or want[0] == height) and (want[1] is None or want[1] == width):
         return None
-    shown = "[" + ", ".join(str(d) for d in shape) + "]"
+    shown = shape_text(shape)
     return (
         f"the preprocessing makes {height}×{width} images, the model's input {input_name!r} is "
         f"{shown} ({layout}): it takes {dims[0]}×{dims[1]}; change this size to the model's"
     )
 
 
+@dataclass(frozen=True)
+class ModelSignature:
+    """What a loaded model declares about its input and outputs, as its runner read it: what
+    :func:`check_signature` holds the manifest against. A field a format does not declare is
+    None (a PyTorch module: only the input shape its first convolution tells, see ``source``)."""
+
+    model: str  # the model as messages name it: "the model", "the Keras model", "the SavedModel"
+    shape: Sequence[object]  # the input's shape: a size, or a name or None where it has none
+    inputs: Sequence[str] | None = None  # the input names, as messages show them
+    aliases: Sequence[str] = ()  # other names the input answers to (a TFLite tensor's)
+    dtype: str | None = None  # the input's dtype (numpy's name): what the pipeline must give
+    outputs: Mapping[str, Sequence[object] | None] | None = None  # output name → its shape
+    source: str | None = None  # where the shape was read when no signature declares it
+
+
+def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None:
+    """The manifest against what the model declares, at load: its input (one, by the declared
+    name), dtype, layout, channel count and image size, then the output that holds the class
+    scores (returned; None when the model names no outputs) and its class count. Each mismatch
+    is a :class:`SignatureError` at the manifest field to change (file, line, field)."""
+    declared = manifest.input
+    inputs, model = signature.inputs, signature.model
+    if inputs is not None and len(inputs) != 1:
+        raise SignatureError(
+            f"{manifest.source}: {model} takes {len(inputs)} inputs {sorted(inputs)}; image "
+            "classification feeds one"
+        )
+    if inputs is not None and declared.name not in (*inputs, *signature.aliases):
+        raise SignatureError(
+            manifest.error(
+                ("inputs", 0, "name"),
+                f"{model}'s inputs are {sorted(inputs)}, the manifest names {declared.name!r}",
+            ).format()
+        )
+    if signature.dtype is not None and signature.dtype != declared.dtype:
+        raise SignatureError(
+            manifest.error(
+                ("inputs", 0, "dtype"),
+                f"model input {declared.name!r} is {signature.dtype}, the manifest declares "
+                f"{declared.dtype}",
+            ).format()
+        )
+    shape = signature.shape
+    if signature.source is None:
+        wrong_layout = layout_mismatch(shape, declared.layout, declared.name)
+        if wrong_layout is not None:
+            raise SignatureError(manifest.error(("inputs", 0, "layout"), wrong_layout).format())
+    check_channels(manifest, shape, signature.source)
+    _check_size(manifest, shape)
+    if signature.outputs is None:
+        return None
+    output = _chosen_output(manifest, model, list(signature.outputs))
+    _check_classes(manifest, output, signature.outputs[output])
+    return output
+
+
+def _check_size(manifest: Manifest, shape: Sequence[object]) -> None:
+    """The image size the preprocessing fixes against the model's fixed height and width, at
+    the step that sets it."""
+    declared = manifest.input
+    fixed = pipeline_size(declared.preprocess)
+    if fixed is None:
+        return
+    height, width, step = fixed
+    wrong_size = size_mismatch(shape, declared.layout, declared.name, height, width)
+    if wrong_size is not None:
+        op = declared.preprocess[step].op
+        where = ("inputs", 0, "preprocess", step, op, "size")
+        raise SignatureError(manifest.error(where, wrong_size).format())
+
+
+def _chosen_output(manifest: Manifest, model: str, outputs: list[str]) -> str:
+    """The output postprocess.output names, or the model's only one."""
+    wanted = manifest.postprocess.output
+    if wanted is None and len(outputs) == 1:
+        return outputs[0]
+    if wanted is None:
+        why = (
+            f"{model} has outputs {outputs}: name the one that holds the class scores with "
+            "postprocess.output"
+        )
+    elif wanted not in outputs:
+        why = f"{model}'s outputs are {outputs}, postprocess.output names {wanted!r}"
+    else:
+        return wanted
+    raise SignatureError(manifest.error(("postprocess", "output"), why).format())
+
+
+def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | None) -> None:
+    """The class count a (batch, classes) output declares, before any image is decoded."""
+    classes = _fixed(shape[1]) if shape is not None and len(shape) == 2 else None
+    if classes is None or classes == manifest.dataset.classes:
+        return
+    raise SignatureError(
+        manifest.error(
+            ("dataset", "classes"),
+            f"the model's output {output!r} is {shape_text(shape or ())}: {classes} classes, the "
+            f"manifest declares {manifest.dataset.classes} (a model with a background class "
+            "has one more than its labels): use a model, or labels, with the same classes",
+        ).format()
+    )
+
+
+def check_batch_shape(
+    name: str, expected: Sequence[object], batch: np.ndarray, layout: str
+) -> None:
+    """A batch against the model's input shape (a dimension without a size takes any), before
+    the model runs; the batch dimension is not compared (a runner splits or pads batches)."""
+    got = list(batch.shape)
+    if len(expected) != len(got):
+        raise SignatureError(
+            f"the model input {name!r} has rank {len(expected)} {shape_text(expected)}, the "
+            f"pipeline produces {got} ({layout})"
+        )
+    if all(_fixed(want) in (None, size) for want, size in zip(expected[1:], got[1:])):
+        return
+    hint = "a size mismatch (check the crop and resize steps)"
+    sizes = [_fixed(d) for d in expected[1:]]
+    if sorted(d for d in sizes if d is not None) == sorted(got[1:]):
+        model = model_layout(expected)
+        hint = (
+            f"a layout mismatch: the model is {model}, the pipeline {layout}"
+            if model
+            else "a layout mismatch (the same sizes in another order)"
+        )
+    raise SignatureError(
+        f"the model input {name!r} expects {shape_text(expected)}, the pipeline produces "
+        f"{got} ({layout}): {hint}"
+    )
+
+
 __all__ = [
+    "ModelSignature",
     "channel_fix",
     "channel_mismatch",
+    "check_batch_shape",
     "check_channels",
+    "check_signature",
     "layout_mismatch",
     "model_channels",
     "model_layout",
     "pipeline_channels",
     "pipeline_size",
+    "shape_text",
     "size_mismatch",
 ]

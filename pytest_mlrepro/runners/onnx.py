@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ..errors import DeviceUnavailable, InvalidModel, SignatureError
+from ..errors import DeviceUnavailable, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, check_external_data, verified
-from ._signature import check_channels, layout_mismatch, pipeline_size, size_mismatch
+from ._signature import ModelSignature, check_batch_shape, check_signature
 from ._warnings import framework_warnings
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
@@ -116,61 +116,18 @@ class OnnxRunner:
                 how="install the CUDA and cuDNN versions that "
                 "this onnxruntime-gpu release requires",
             )
-        inputs = {i.name: i for i in session.get_inputs()}
         declared = manifest.input
-        if declared.name not in inputs:
-            raise SignatureError(
-                manifest.error(
-                    ("inputs", 0, "name"),
-                    f"the model's inputs are {sorted(inputs)}, the manifest names "
-                    f"{declared.name!r}",
-                ).format()
-            )
-        model_type = _ORT_TYPES.get(inputs[declared.name].type, inputs[declared.name].type)
-        if model_type != declared.dtype:
-            raise SignatureError(
-                manifest.error(
-                    ("inputs", 0, "dtype"),
-                    f"model input {declared.name!r} is {model_type}, the manifest declares "
-                    f"{declared.dtype}",
-                ).format()
-            )
-        wrong_layout = layout_mismatch(inputs[declared.name].shape, declared.layout, declared.name)
-        if wrong_layout is not None:
-            raise SignatureError(manifest.error(("inputs", 0, "layout"), wrong_layout).format())
-        check_channels(manifest, inputs[declared.name].shape)
-        fixed = pipeline_size(declared.preprocess)
-        if fixed is not None:
-            height, width, step = fixed
-            wrong_size = size_mismatch(
-                inputs[declared.name].shape, declared.layout, declared.name, height, width
-            )
-            if wrong_size is not None:
-                op = declared.preprocess[step].op
-                where = ("inputs", 0, "preprocess", step, op, "size")
-                raise SignatureError(manifest.error(where, wrong_size).format())
-        outputs = {o.name: o for o in session.get_outputs()}
-        wanted = manifest.postprocess.output or next(iter(outputs))
-        if wanted not in outputs:
-            raise SignatureError(
-                manifest.error(
-                    ("postprocess", "output"),
-                    f"the model's outputs are {list(outputs)}, postprocess.output names {wanted!r}",
-                ).format()
-            )
-        # The class count the model declares, checked before any image is decoded.
-        out_shape = outputs[wanted].shape
-        classes = out_shape[1] if len(out_shape) == 2 else None  # (batch, classes)
-        if isinstance(classes, int) and classes != manifest.dataset.classes:
-            shown = "[" + ", ".join(str(d) for d in out_shape) + "]"
-            raise SignatureError(
-                manifest.error(
-                    ("dataset", "classes"),
-                    f"the model's output {wanted!r} is {shown}: {classes} classes, the manifest "
-                    f"declares {manifest.dataset.classes} (a model with a background class has "
-                    "one more than its labels): use a model, or labels, with the same classes",
-                ).format()
-            )
+        inputs = {i.name: i for i in session.get_inputs()}
+        fed = inputs.get(declared.name)  # None: the name check says so
+        signature = ModelSignature(
+            "the model",
+            fed.shape if fed is not None else [],
+            inputs=list(inputs),
+            dtype=_ORT_TYPES.get(fed.type, fed.type) if fed is not None else None,
+            outputs={o.name: o.shape for o in session.get_outputs()},
+        )
+        wanted = check_signature(manifest, signature)
+        assert wanted is not None  # the model names its outputs
         runner = cls(session, declared.name, wanted, {})
         runner.model_bytes = model_bytes
         runner.options = options
@@ -191,18 +148,8 @@ class OnnxRunner:
         return runner
 
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
-        shape = self.expected_shape
-        if len(shape) != batch.ndim:
-            raise SignatureError(
-                f"the model input {self.input_name!r} has rank {len(shape)} "
-                f"{shape}, the pipeline produces {batch.shape} ({layout})"
-            )
-        for want, got in zip(shape[1:], batch.shape[1:]):
-            if isinstance(want, int) and want != got:
-                raise SignatureError(
-                    f"the model input {self.input_name!r} expects {shape}, the pipeline "
-                    f"produces {list(batch.shape)} ({layout}): a layout or size mismatch"
-                )
+        """The batch's shape against the model's input signature, before the model runs."""
+        check_batch_shape(self.input_name, self.expected_shape, batch, layout)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         size = self.fixed_batch

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
-from ._signature import check_channels
+from ._signature import ModelSignature, check_signature
 from ._warnings import framework_warnings
 from .torch_archive import vet_export_archive, weights_only_refusal
 
@@ -37,10 +38,26 @@ def _set_determinism(seed: int | None, deterministic: bool) -> None:
     if deterministic:
         # cuBLAS needs a fixed workspace for deterministic results (read when CUDA initialises).
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(deterministic)
+    _use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
     if deterministic:
         torch.backends.cudnn.benchmark = False
+
+
+def _use_deterministic_algorithms(mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)`` without importing the compiler.
+
+    The public function also sets TorchInductor's ``deterministic`` option, and importing that
+    option imports ``torch._dynamo`` and ``torch._inductor``: 1.2 s of CPU, the whole cost of a
+    session's first torch model load, for a compiler the runner never calls. The kernels the
+    runner calls read only the flag set in C++. Where the compiler is already imported (a user's
+    code compiles something in the same process) its option is set too, as torch does."""
+    inductor = sys.modules.get("torch._inductor.config")
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if inductor is not None or set_flag is None:
+        torch.use_deterministic_algorithms(mode)
+        return
+    set_flag(mode, warn_only=False)
 
 
 # torch's own intra-op thread count, before any manifest changed it: a manifest that leaves
@@ -141,8 +158,9 @@ class TorchRunner:
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
         found = input_shape(module, manifest.input.layout)
-        if found is not None:
-            check_channels(manifest, *found)
+        if found is not None:  # a module declares no names, dtype or outputs: its input shape
+            shape, source = found
+            check_signature(manifest, ModelSignature("the model", shape, source=source))
         module = module.to(target)
         info = {
             "framework": "torch",

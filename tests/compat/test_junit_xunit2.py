@@ -31,7 +31,7 @@ def test_the_default_family_file_is_valid_and_carries_the_metrics(
     result.assert_outcomes(passed=1, failed=1)
     schema.validate(str(serial_project.path / "junit.xml"))  # type: ignore[attr-defined]
     root = ET.parse(serial_project.path / "junit.xml").getroot()
-    suite = {p.get("name"): p.get("value") for p in root.iter("property")}
+    suite = {p.get("name"): p.get("value", "") for p in root.iter("property")}
     drifted = json.loads(suite["mlrepro:manifests/tiny_loose.yaml::accuracy[cpu]"])
     passed = json.loads(suite["mlrepro:manifests/tiny_onnx.yaml::accuracy[cpu]"])
     assert passed["verdict"] == "pass" and drifted["verdict"] != "pass"

@@ -30,9 +30,8 @@ FILES = ("digits_cnn.onnx", "digits_cnn.pt", "digits_cnn.tflite")
 
 
 def test_the_manifests_pin_the_committed_files_and_their_sums() -> None:
-    listed = dict(
-        reversed(line.split("  ", 1)) for line in (MODELS / "SHA256SUMS").read_text().splitlines()
-    )
+    pairs = (line.split("  ", 1) for line in (MODELS / "SHA256SUMS").read_text().splitlines())
+    listed = {name: digest for digest, name in pairs}
     assert sorted(listed) == sorted(FILES)
     for name, digest in listed.items():
         assert hashlib.sha256((MODELS / name).read_bytes()).hexdigest() == digest, name

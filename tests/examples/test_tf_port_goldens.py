@@ -71,7 +71,10 @@ def test_the_port_follows_the_pytorch_block_table() -> None:
                 )
 
 
-def _zip(entries: dict[str, bytes], when: tuple[int, ...]) -> bytes:
+ZipTime = tuple[int, int, int, int, int, int]
+
+
+def _zip(entries: dict[str, bytes], when: ZipTime) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
         for name, content in entries.items():
@@ -80,7 +83,7 @@ def _zip(entries: dict[str, bytes], when: tuple[int, ...]) -> bytes:
 
 
 def test_canonical_keras_zip_removes_time_and_memory_addresses() -> None:
-    def saved(when: tuple[int, ...], date: str, address: int, weights: bytes = b"weights") -> bytes:
+    def saved(when: ZipTime, date: str, address: int, weights: bytes = b"weights") -> bytes:
         config = {
             "layers": [{"dtype": {"shared_object_id": address}}, {"shared_object_id": address}]
         }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,13 @@ mlrepro_fingerprint_samples = "3"
 mlrepro_timeout = "5"
 """
 TOML_INI_OPTIONS = TOML_KEYS.replace('["mirror"]', '"mirror"')
-EXPECTED = {"golden": "goldens_x", "cache": ".cache_x", "probes": 7, "step": 3, "timeout": "5"}
+EXPECTED: dict[str, Any] = {
+    "golden": "goldens_x",
+    "cache": ".cache_x",
+    "probes": 7,
+    "step": 3,
+    "timeout": "5",
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -286,7 +286,9 @@ MODEL_SIDE: dict[str, ModelSide] = {
     ),
     "ImageNet mean/std": ModelSide(
         pitfalls.MEAN_STD, ("ImageNet mean/std",),
-        now_adapter=H.affine(IMAGENET_STD * 255 / 128, (IMAGENET_MEAN * 255 - 127) / 128),
+        now_adapter=H.affine(
+            list(IMAGENET_STD * 255 / 128), list((IMAGENET_MEAN * 255 - 127) / 128)
+        ),
     ),
     "x/255 only": ModelSide(
         pitfalls.MEAN_STD, ("x/255 only instead of (x − 127) / 128",),

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
@@ -116,7 +116,7 @@ def _environment_section(result: pytest.RunResult) -> list[str]:
     out = result.stdout.str()
     assert "environment diff against the golden's:" in out, out
     tail = out.split("environment diff against the golden's:", 1)[1].splitlines()
-    lines = []
+    lines: list[str] = []
     for line in tail[1:]:
         if not line.startswith("    "):
             break
@@ -160,8 +160,9 @@ def test_a_drift_diagnosis_names_the_isa_flags_and_packages_that_changed(
 
     _rewrite_environment(project.golden("tiny_onnx"), elsewhere)
     lines = _environment_section(_drift(project))
-    gained = sorted(set(this["cpu_flags"]) - set(other["cpu_flags"]))
-    lost = sorted(set(other["cpu_flags"]) - set(this["cpu_flags"]))
+    flags_here, flags_there = set(this["cpu_flags"]), set(cast(list[str], other["cpu_flags"]))
+    gained = sorted(flags_here - flags_there)
+    lost = sorted(flags_there - flags_here)
     assert gained or lost, "the two machines must differ in their flags"
     flags = " ".join([f"+{f}" for f in gained] + [f"-{f}" for f in lost])
     assert f"cpu_flags: {flags}" in lines, lines

@@ -235,7 +235,7 @@ def _breakages(text: str) -> dict[str, tuple[str, str]]:
         ),
         "tiny_score": (
             edited(lambda d: d["samples"][0].__setitem__(3, ["high"] * len(row[3]))),
-            'samples[[]0[]][[]3[]][[]0[]]: expected a number, got "high" (a string)',
+            'samples[[]0[]][[]3[]][[]0[]]: expected a score (a number), got "high" (a string)',
         ),
         "tiny_row": (
             edited(lambda d: d["samples"][0].pop()),

@@ -2,7 +2,9 @@
 
 * A golden edited by hand (class indices as strings or floats, labels as booleans, scores as
   strings or NaN, an out-of-range class, metrics that contradict the samples, another manifest's
-  name) fails its item naming the file, the line and the field; only --mlrepro-update replaces it.
+  name) fails its item naming the file, the line, the field and what it should be (the title of
+  the field in pytest_mlrepro/golden.schema.json, or the check no schema can say); only
+  --mlrepro-update replaces it.
 * ``NaN`` or ``Infinity`` anywhere in a golden (Python's JSON parser accepts both; the store
   never writes them) fails the item naming the field.
 * A golden recorded with another number of classes is a drift that an update re-records.
@@ -60,15 +62,44 @@ def hand_edits(text: str) -> dict[str, tuple[str, str]]:
     rows = data["samples"]
     top1 = rows[3][2][0]
     out: dict[str, tuple[str, str]] = {}
-    integer = "must be an integer, got"
-    number = "expected a number, got"
+    wrong_class = "expected a class index (an integer), got"
     table: list[tuple[str, int, str, Callable[[Row], None], str]] = [
-        ("tiny_class_str", 3, "[2][0]", set_item(2, 0, str(top1)), f'{integer} "{top1}"'),
-        ("tiny_class_float", 3, "[2][0]", set_item(2, 0, float(top1)), f"{integer} {top1}.0"),
+        (
+            "tiny_class_str",
+            3,
+            "[2][0]",
+            set_item(2, 0, str(top1)),
+            f'{wrong_class} "{top1}" (a string)',
+        ),
+        (
+            "tiny_class_float",
+            3,
+            "[2][0]",
+            set_item(2, 0, float(top1)),
+            f"{wrong_class} {top1}.0 (a float)",
+        ),
         ("tiny_class_range", 3, "[2][0]", set_item(2, 0, 7), "class index 7 is out of range"),
-        ("tiny_label_bool", 1, "[1]", set_item(1, None, True), f"{integer} true (a boolean)"),
-        ("tiny_score_str", 3, "[3][0]", set_item(3, 0, "0.5"), f'{number} "0.5" (a string)'),
-        ("tiny_score_nan", 3, "[3][0]", set_item(3, 0, float("nan")), "a score must be finite"),
+        (
+            "tiny_label_bool",
+            1,
+            "[1]",
+            set_item(1, None, True),
+            "expected a label (an integer), got true (a boolean)",
+        ),
+        (
+            "tiny_score_str",
+            3,
+            "[3][0]",
+            set_item(3, 0, "0.5"),
+            'expected a score (a number), got "0.5" (a string)',
+        ),
+        (
+            "tiny_score_nan",
+            3,
+            "[3][0]",
+            set_item(3, 0, float("nan")),
+            "nan is not a finite number: a golden holds only finite numbers",
+        ),
     ]
     for name, index, field, change, message in table:
         edited, line = edit_row(text, index, change)

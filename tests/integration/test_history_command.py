@@ -24,8 +24,11 @@ MEMORY_LIMIT = 2 << 30
 TIME_LIMIT_S = CHILD_TIMEOUT_S  # a hang detector (helpers.py)
 IDS = [f"s{i}.png" for i in range(6)]
 TOL = {"top1": 0.5, "top5": 0.5, "agreement": 0.99, "score": 0.01}
-CONTENT = {"name": "tiny", "inputs": [{"preprocess": [{"decode": {"order": "RGB"}}]}],
-           "runtime": {"intra_op_threads": None}}  # fmt: skip
+CONTENT: dict[str, Any] = {
+    "name": "tiny",
+    "inputs": [{"preprocess": [{"decode": {"order": "RGB"}}]}],
+    "runtime": {"intra_op_threads": None},
+}
 
 
 def _limit_memory() -> None:

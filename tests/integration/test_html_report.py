@@ -232,7 +232,7 @@ def test_without_the_report_libraries_the_option_is_a_usage_error(serial_project
         "sys.meta_path.insert(0, _Block())\n"
     )
     env = os.environ.get("PYTHONPATH", "")
-    serial_project.pytester._monkeypatch.setenv(  # type: ignore[attr-defined]
+    serial_project.pytester._monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join([str(blocker), env]) if env else str(blocker)
     )
     result = serial_project.run("--mlrepro-html", "report.html", subprocess=True)

@@ -13,6 +13,7 @@ from init_helpers import MEANS_MODULE, import_torch_parts, init_project
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.onboarding import module_input_size
+from pytest_mlrepro.pipeline import Resize
 
 SIZED_CONFTEST = (
     MEANS_MODULE
@@ -63,8 +64,9 @@ def init(*args: str) -> int:
 
 def resize_size(path: Path) -> tuple[int, int]:
     manifest = load_manifest(path)
-    (resize,) = [s for s in manifest.input.preprocess if s.op == "resize"]
-    return resize.size  # type: ignore[attr-defined, no-any-return]
+    (resize,) = [s for s in manifest.input.preprocess if isinstance(s, Resize)]
+    assert isinstance(resize.size, tuple), resize.size  # init writes [height, width]
+    return resize.size
 
 
 def nothing_written(root: Path) -> bool:

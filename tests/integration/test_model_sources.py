@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from helpers import Project, sha256
@@ -101,6 +101,37 @@ def test_a_model_is_fetched_from_its_url_verified_cached_and_not_fetched_again(
     origin = json.loads((cache(p) / "fetched.onnx.origin.json").read_text())
     assert origin["source"] == "url" and origin["from"] == f"{server.url}/tiny.onnx"
     assert origin["sha256"] == sha and origin["manifest"] == "manifests/m.yaml"
+
+
+def test_no_download_skips_a_model_that_only_a_url_gives_and_fetches_nothing(
+    serial_project: Project, tmp_path: Path
+) -> None:
+    p = serial_project
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "tiny.onnx").write_bytes((p.assets / "models" / "tiny.onnx").read_bytes())
+    with Server(served) as server:
+        sha = sha256(served / "tiny.onnx")
+        ref = f"cache: offline.onnx, url: {server.url}/tiny.onnx, sha256: {sha}"
+        p.make({"m.yaml": cached_manifest(p, "tiny_onnx", ref)})
+        offline = p.run("--mlrepro-update", "--mlrepro-no-download", "-rs")
+        offline.assert_outcomes(skipped=1)
+        offline.stdout.fnmatch_lines(
+            [
+                "*model file 'offline.onnx' is not in the cache*downloads are turned off "
+                "(--mlrepro-no-download)*run once without --mlrepro-no-download*"
+            ]
+        )
+        assert server.requests == []
+        assert not (cache(p) / "offline.onnx").exists()
+        strict = p.run("--mlrepro-update", "--mlrepro-no-download", "--mlrepro-strict")
+        strict.assert_outcomes(failed=1)
+        assert server.requests == []
+
+        p.run("--mlrepro-update").assert_outcomes(passed=1)
+        assert server.requests == ["/tiny.onnx"]
+    # Once cached, the model needs no download: the flag changes nothing.
+    p.run("--mlrepro-no-download").assert_outcomes(passed=1)
 
 
 def test_a_fetched_model_that_does_not_match_its_pin_is_refused_and_not_kept(
@@ -307,7 +338,7 @@ def test_a_build_that_writes_other_bytes_names_the_machines_and_the_ways_forward
     assert "the libraries installed here" not in out
     assert (
         "the golden (golden/tiny_onnx.json) was recorded on: Intel(R) Xeon(R) Platinum 8480+ "
-        f"(GenuineIntel; {' '.join(env['cpu_flags'])})"
+        f"(GenuineIntel; {' '.join(cast(list[str], env['cpu_flags']))})"
     ) in out
     if "numeric_packages" in env:  # goldens that record packages compare them
         assert "another CPU, the same package versions" in out

@@ -9,6 +9,7 @@ pytester's restoring of ``sys.modules`` keeps it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -115,10 +116,10 @@ def test_external_locations_are_found_wherever_a_tensor_can_be(tmp_path: Path) -
 
     from pytest_mlrepro.runners._onnx_files import NotOnnx, external_locations
 
-    def init(name: str) -> onnx.TensorProto:
+    def init(name: str) -> TensorProto:
         return numpy_helper.from_array(np.full(64, 1.5, np.float32), name)
 
-    def out(name: str) -> onnx.ValueInfoProto:
+    def out(name: str) -> Any:
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, [64])
 
     then = helper.make_graph(

@@ -60,8 +60,8 @@ def test_each_item_accounts_for_its_call_by_phase(serial_project: Project) -> No
     for column in ("call s", "phases s", *WORK, "diagnosis"):
         assert column in header, header
     for name in ("tiny_onnx.yaml::accuracy[cpu]", "tiny_loose.yaml::accuracy[cpu]"):
-        row = next(line for line in section if line.startswith(name))
-        call = float(row.split()[1])
+        printed = next(line for line in section if line.startswith(name))
+        call = float(printed.split()[1])
         assert call == pytest.approx(rows[name.split(".")[0]]["timing"]["call"], abs=0.006)
     assert any(line.startswith("once for the session") for line in section)
 

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import diag_helpers as H
 import numpy as np
@@ -20,7 +21,7 @@ from pytest_mlrepro.data._datasets import resolve_dataset
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis._counterfactual import score_pipelines
 from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
-from pytest_mlrepro.evaluation._evaluate import evaluate_subset
+from pytest_mlrepro.evaluation import postprocessed, run_model
 from pytest_mlrepro.manifest._spec import load_manifest
 from pytest_mlrepro.pipeline._steps import (
     Color,
@@ -230,7 +231,9 @@ def test_decoder_flips_cover_every_backend_and_dct_method() -> None:
     decoders = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.DECODER]
     backends = pitfalls._choices(Decode, "backend")
     # numpy reads .npy arrays (mode bands): it decodes no image file, so it is no decoder flip.
-    assert {v.steps[0].backend for v in decoders} == set(backends) - {"pil", "numpy"}
+    first_steps = [v.steps[0] for v in decoders]
+    assert all(isinstance(step, Decode) for step in first_steps)
+    assert {cast(Decode, step).backend for step in first_steps} == set(backends) - {"pil", "numpy"}
     if "dct_method" in {f.name for f in dataclasses.fields(Decode)}:  # the TensorFlow decoder
         assert any("dct" in v.key or "INTEGER" in v.description for v in decoders)
 
@@ -283,7 +286,11 @@ def test_shared_work_gives_what_each_variant_gives_on_its_own(tiny) -> None:
     outcomes = score_pipelines(counting, manifest, samples, [v.steps for v in found], chunk=4)
     for v, outcome in zip(found, outcomes):
         assert outcome.error is None, (v.key, outcome.error)
-        _, alone = evaluate_subset(runner, v.apply(manifest), dataset, samples)
+        variant = v.apply(manifest)
+        # The variant's pipeline alone over the same samples, on the same loaded runner.
+        subset = dataclasses.replace(dataset, samples=tuple(samples))
+        alone = postprocessed(variant, run_model(runner, variant, subset))
+        assert outcome.scores is not None
         np.testing.assert_allclose(outcome.scores, alone, rtol=0, atol=1e-7, err_msg=v.key)
     # The OpenCV and Pillow decoders agree on PNG: that batch is not run again.
     assert counting.samples < len(found) * len(samples)

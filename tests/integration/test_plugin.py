@@ -114,7 +114,7 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
     # manifest (tests/compat/test_junit_xunit2.py checks the file against the schema).
     junit = ET.parse(project.path / "j.xml").getroot()
     assert not [p for case in junit.iter("testcase") for p in case.iter("property")]
-    suite = {p.get("name"): p.get("value") for p in junit.find("testsuite/properties") or []}
+    suite = {p.get("name"): p.get("value", "") for p in junit.find("testsuite/properties") or []}
     for name in ("tiny_onnx", second):
         values = json.loads(suite[f"mlrepro:manifests/{name}.yaml::accuracy[cpu]"])
         assert values["verdict"] == "pass" and values["top1"] == 100.0

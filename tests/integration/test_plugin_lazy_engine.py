@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CHILD_TIMEOUT_S, QUIET, Project
@@ -48,7 +49,7 @@ def fresh_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
 
-def _imported(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, object]]:
+def _imported(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     pytester.makeconftest(MODULES_CONFTEST)
     # Other plugins of the environment off (hypothesis', pytest-benchmark's): what is counted
     # is ours.
@@ -63,7 +64,7 @@ def test_a_project_without_manifests_imports_no_engine_and_no_numpy(
     pytester.makepyfile(test_trivial="def test_one():\n    assert 1 + 1 == 2\n")
     result, modules = _imported(pytester)
     result.assert_outcomes(passed=1)
-    assert set(modules["ours"]) <= ENTRY, sorted(set(modules["ours"]) - ENTRY)  # type: ignore[arg-type]
+    assert set(modules["ours"]) <= ENTRY, sorted(set(modules["ours"]) - ENTRY)
     assert modules["numpy"] is False
     # The plugin was there all the same: its options are known.
     assert "--mlrepro-update" in pytester.runpytest_subprocess("--help").stdout.str()
@@ -81,8 +82,8 @@ def test_a_yaml_file_named_like_a_manifest_is_read_without_loading_the_engine(
     )
     result, modules = _imported(pytester, "manifests", "test_trivial.py")
     result.assert_outcomes(passed=1)
-    assert "pytest_mlrepro._recognize" in modules["ours"]  # type: ignore[operator]
-    assert "pytest_mlrepro.plugin._session" not in modules["ours"]  # type: ignore[operator]
+    assert "pytest_mlrepro._recognize" in modules["ours"]
+    assert "pytest_mlrepro.plugin._session" not in modules["ours"]
     assert modules["numpy"] is False
 
 
@@ -91,7 +92,7 @@ def test_a_manifest_collected_loads_the_engine(serial_project: Project, fresh_en
     result, modules = _imported(project.pytester, "--collect-only", "-q")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["manifests/tiny_onnx.yaml::accuracy[[]cpu[]]"])
-    assert "pytest_mlrepro.plugin._session" in modules["ours"]  # type: ignore[operator]
+    assert "pytest_mlrepro.plugin._session" in modules["ours"]
 
 
 def test_an_option_of_the_plugin_loads_the_engine_without_a_manifest(
@@ -102,7 +103,7 @@ def test_an_option_of_the_plugin_loads_the_engine_without_a_manifest(
     pytester.makepyfile(test_trivial="def test_one():\n    pass\n")
     result, modules = _imported(pytester, "--mlrepro-json", "out.json")
     result.assert_outcomes(passed=1)
-    assert "pytest_mlrepro.plugin._session" in modules["ours"]  # type: ignore[operator]
+    assert "pytest_mlrepro.plugin._session" in modules["ours"]
     assert json.loads((pytester.path / "out.json").read_text())["results"] == []
     bad = pytester.runpytest_subprocess(*QUIET, "--mlrepro-timeout", "soon")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -175,7 +175,7 @@ def test_refused_images_fail_their_items_on_both_backends(serial_project: Projec
         "dot": ("dot.png", png(np.full((1, 1, 3), 90, np.uint8)), "crop failed: the crop"),
     }
     for dataset, (file, data, _) in bad.items():
-        write_dataset(project, dataset, {**good, file: data})  # type: ignore[arg-type]
+        write_dataset(project, dataset, {**good, file: data})
         for backend in BACKENDS:
             text = odd_manifest(project, f"{dataset}_{backend}", dataset, backend)
             if dataset == "dot":

@@ -100,6 +100,28 @@ def test_identical_pipelines_decode_once_and_one_parameter_apart_is_not_shared(
         assert project.golden(name).read_text() == together[name]
 
 
+def test_the_shared_pass_is_the_first_items_account_of_its_own(serial_project: Project) -> None:
+    """The first item through a shared prefix computes it for every item, up front, as its
+    ``shared preprocessing`` phase (a one-time cost of the session); the items after it only
+    run the pipeline's own last steps. The phases still add up to each call."""
+    project = recorded_twins(serial_project)
+    results = project.path / "results.json"
+    project.run("manifests", f"--mlrepro-json={results}").assert_outcomes(passed=2)
+    assert calls(project) == {"decode": 24, "resize": 24}
+    rows = {row["manifest"]: row for row in json.loads(results.read_text())["results"]}
+    first, second = (rows[name]["timing"] for name in ("first", "second"))
+    assert "shared preprocessing" in first["phases"]
+    assert "shared preprocessing" not in second["phases"]
+    for timing in (first, second):
+        assert "preprocessing" in timing["phases"]  # the own last steps, batch by batch
+        wall = sum(t["wall"] for t in timing["phases"].values())
+        assert abs(wall - timing["call"]) <= 0.02 * timing["call"] + 0.005
+    # Nothing to share with: no shared pass.
+    project.run("manifests/first.yaml", f"--mlrepro-json={results}").assert_outcomes(passed=1)
+    (alone,) = json.loads(results.read_text())["results"]
+    assert "shared preprocessing" not in alone["timing"]["phases"]
+
+
 def test_deselected_items_are_not_planned_for(serial_project: Project) -> None:
     """With ``-k`` leaving one of two identical manifests, the one item decodes and resizes each
     image once, as alone; with both, still once."""

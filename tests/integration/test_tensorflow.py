@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import N_SAMPLES, Project, checksum_list, sha256
+from helpers import N_CLASSES, N_SAMPLES, Project, checksum_list, sha256
 from tf_helpers import TF_FILES, tf_manifest_text
 
 tf = pytest.importorskip("tensorflow")
@@ -25,13 +25,10 @@ from pytest_mlrepro.errors import (  # noqa: E402
     IntegrityError,
     SignatureError,
 )
-from pytest_mlrepro.manifest._spec import load_manifest  # noqa: E402
+from pytest_mlrepro.manifest._spec import Manifest, load_manifest  # noqa: E402
 from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
-from pytest_mlrepro.runners.tensorflow import (  # noqa: E402
-    check_batch_shape,
-    dequantize,
-    quantize,
-)
+from pytest_mlrepro.runners._signature import check_batch_shape  # noqa: E402
+from pytest_mlrepro.runners.tensorflow import dequantize, quantize  # noqa: E402
 from pytest_mlrepro.settings import Settings  # noqa: E402
 
 FORMATS = ["keras", "saved_model", "frozen_graph", "tflite"]
@@ -49,7 +46,7 @@ def tf_assets(
     return root
 
 
-def manifest_at(tmp_path: Path, assets: Path, text: str) -> object:
+def manifest_at(tmp_path: Path, assets: Path, text: str) -> Manifest:
     """Write ``text`` as a manifest of a project in ``tmp_path`` with the tiny models."""
     shutil.copytree(assets / "models", tmp_path / "models", dirs_exist_ok=True)
     (tmp_path / "manifests").mkdir(exist_ok=True)
@@ -79,7 +76,7 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     check_framework(manifest)
     runner = load_runner(manifest, "cpu", settings_for(tmp_path))
     batch = images()
-    runner.check_batch(batch, "NHWC")
+    runner.check_batch(batch, "NHWC")  # type: ignore[attr-defined]  # each runner has one
     out = runner(batch)
     assert out.shape == (4, 3)
     np.testing.assert_allclose(out, expected(batch), rtol=1e-5, atol=1e-5)
@@ -89,6 +86,30 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     assert "intra_op_threads" in info and "inter_op_threads" in info
     # A batch of another size reuses the loaded model (TFLite resizes its input tensor).
     np.testing.assert_allclose(runner(batch[:3]), expected(batch[:3]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_keras_model_is_traced_at_load_not_in_its_first_batch(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    """The graph is built while loading (the ``model load`` phase): no batch's call, of any
+    size, runs the model's Python again."""
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "keras", assets=tf_assets))
+    runner = load_runner(manifest, "cpu", settings_for(tmp_path))
+    model = runner._call.keras_model  # type: ignore[attr-defined]
+    traced: list[object] = []
+    original = model.call
+
+    def counting(*args: object, **kwargs: object) -> object:
+        traced.append(args)
+        return original(*args, **kwargs)
+
+    model.call = counting
+    batch = images()
+    for size in (4, 3, 4):
+        np.testing.assert_allclose(
+            runner(batch[:size]), expected(batch[:size]), rtol=1e-5, atol=1e-5
+        )
+    assert traced == []
 
 
 def test_tflite_int8_quantises_the_input_and_dequantises_the_output(
@@ -150,7 +171,7 @@ def test_nhwc_model_with_an_nchw_manifest_fails_before_running(
     with pytest.raises(SignatureError) as info:
         load_runner(manifest, "cpu", settings_for(tmp_path))
     message = str(info.value)
-    assert "is NHWC [?, 16, 16, 3]" in message and "declares NCHW" in message
+    assert "is [?, 16, 16, 3]: channels last (NHWC)" in message and "declares NCHW" in message
     assert "layout mismatch" in message and "'layout: {order: NHWC}'" in message
 
 
@@ -162,6 +183,24 @@ def test_batch_shape_check_names_a_layout_mismatch() -> None:
     with pytest.raises(SignatureError, match="rank 4"):
         check_batch_shape("input", [None, 16, 16, 3], np.zeros((2, 16, 16)), "NHWC")
     check_batch_shape("input", [None, None, None, 3], np.zeros((2, 9, 7, 3)), "NHWC")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_checks_its_class_count_at_load(
+    tmp_path: Path, tf_assets: Path, fmt: str
+) -> None:
+    """The one signature check (runners/_signature.py) reads each format's output shape: a
+    manifest that declares another class count fails at load, at dataset.classes, with the
+    message ONNX gives, before any image is decoded."""
+    text = tf_manifest_text("m", fmt, assets=tf_assets).replace(
+        f"classes: {N_CLASSES}}}", f"classes: {N_CLASSES + 1}}}"
+    )
+    with pytest.raises(SignatureError) as info:
+        load_runner(manifest_at(tmp_path, tf_assets, text), "cpu", settings_for(tmp_path))
+    assert f": {N_CLASSES} classes, the manifest declares {N_CLASSES + 1} (a model with" in str(
+        info.value
+    )
+    assert "dataset.classes" in str(info.value)
 
 
 def test_saved_model_signature_and_names_come_from_the_manifest(
@@ -181,7 +220,7 @@ def test_saved_model_signature_and_names_come_from_the_manifest(
     wrong_input = tf_manifest_text("m", "saved_model", assets=tf_assets).replace(
         "- name: input", "- name: images"
     )
-    with pytest.raises(SignatureError, match=r"inputs \['input'\].*'images'"):
+    with pytest.raises(SignatureError, match=r"inputs are \['input'\].*'images'"):
         load_runner(manifest_at(tmp_path, tf_assets, wrong_input), "cpu", settings)
 
 
@@ -323,7 +362,7 @@ def test_tf_manifests_record_and_pass_like_any_other(project: Project, tf_assets
         ]
     )
     recorded.stdout.fnmatch_lines(
-        ["*the model input 'input' is NHWC*declares NCHW*layout mismatch*"]
+        ["*the model's input 'input' is *channels last (NHWC)*declares NCHW*layout mismatch*"]
     )
     recorded.stdout.fnmatch_lines(["FAILED manifests/tiny_nchw.yaml::accuracy[[]cpu[]]*"])
     assert not project.golden("tiny_nchw").exists()  # nothing recorded from a bad run
@@ -439,17 +478,17 @@ def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     )
     float_m = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "tflite", assets=tf_assets))
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(float_m, settings).samples  # type: ignore[arg-type]
-    float_runner = load_runner(float_m, "cpu", settings)  # type: ignore[arg-type]
+    samples = resolve_dataset(float_m, settings).samples
+    float_runner = load_runner(float_m, "cpu", settings)
     ids = [s.id for s in samples[:2]]
-    block = layers.record(float_runner, float_m, samples, ids)  # type: ignore[arg-type]
+    block = layers.record(float_runner, float_m, samples, ids)
     assert block is not None and block["samples"] == ids
     assert {row[3] for row in block["rows"]} == {"float32"}
     int8_m = manifest_at(
         tmp_path, tf_assets, tf_manifest_text("m", "tflite_int8", assets=tf_assets)
     )
-    int8_runner = load_runner(int8_m, "cpu", settings)  # type: ignore[arg-type]
-    report = layers.compare(block, int8_runner, int8_m, samples)  # type: ignore[arg-type]
+    int8_runner = load_runner(int8_m, "cpu", settings)
+    report = layers.compare(block, int8_runner, int8_m, samples)
     assert report is not None
     assert "layer outputs are int8 where the golden's had 0" in report.precision, report.lines()
     text = " ".join(report.lines())
@@ -471,16 +510,16 @@ def test_a_keras_model_records_its_layers(tmp_path: Path, tf_assets: Path) -> No
     text = tf_manifest_text("m", "keras", assets=tf_assets)
     manifest = manifest_at(tmp_path, tf_assets, text)
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
-    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
-    rows = layers.trace(runner, manifest, samples[:2])  # type: ignore[arg-type]
+    samples = resolve_dataset(manifest, settings).samples
+    runner = load_runner(manifest, "cpu", settings)
+    rows = layers.trace(runner, manifest, samples[:2])
     assert rows is not None
     assert [row[:3] for row in rows] == [
         ["mean", "GlobalAveragePooling2D", [2, 3]], ["logits", "Dense", [2, 3]]
     ]  # fmt: skip
     renamed = manifest_at(tmp_path, tf_assets, text.replace("- name: input", "- name: images"))
     with pytest.raises(SignatureError, match=r"m\.yaml:\d+: inputs\[0\]\.name: the Keras model"):
-        load_runner(renamed, "cpu", settings)  # type: ignore[arg-type]
+        load_runner(renamed, "cpu", settings)
 
 
 def test_a_saved_model_records_the_ops_that_compute_on_its_input(
@@ -498,15 +537,16 @@ def test_a_saved_model_records_the_ops_that_compute_on_its_input(
         tmp_path, tf_assets, tf_manifest_text("m", "saved_model", assets=tf_assets)
     )
     (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
-    samples = resolve_dataset(manifest, settings).samples  # type: ignore[arg-type]
-    runner = load_runner(manifest, "cpu", settings)  # type: ignore[arg-type]
-    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])  # type: ignore[attr-defined]
+    samples = resolve_dataset(manifest, settings).samples
+    runner = load_runner(manifest, "cpu", settings)
+    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])
     outputs = runner.layer_outputs(batch)  # type: ignore[attr-defined]
     ops = [op for _, op, _ in outputs]
     assert "Mean" in ops and "MatMul" in ops, ops
     assert not {"Const", "Placeholder", "Identity", "ReadVariableOp"} & set(ops)
     np.testing.assert_allclose(outputs[-1][2], runner(batch), rtol=1e-6, atol=1e-6)
-    block = layers.record(runner, manifest, samples, [s.id for s in samples[:2]])  # type: ignore[arg-type]
+    block = layers.record(runner, manifest, samples, [s.id for s in samples[:2]])
     assert block is not None and [row[1] for row in block["rows"]] == ops
-    same = layers.compare(block, runner, manifest, samples)  # type: ignore[arg-type]
-    assert same is not None and same.first is None, same.lines()
+    same = layers.compare(block, runner, manifest, samples)
+    assert same is not None
+    assert same.first is None, same.lines()

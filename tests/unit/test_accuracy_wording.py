@@ -5,6 +5,7 @@ text is the one a person reads under the item, so each is pinned here apart from
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ DRIFTED = GOLDEN_SCORES.copy()
 DRIFTED[3] = [0.2, 0.7, 0.1]
 
 
-def _outcome(reason: str, **facts: object) -> AccuracyOutcome:
+def _outcome(reason: Any, **facts: Any) -> AccuracyOutcome:
     base = AccuracyOutcome(
         end="fail",
         manifest_shown="manifests/tiny.yaml",

@@ -70,3 +70,49 @@ def test_a_models_blocks_come_from_the_heap_only_while_it_runs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", "1"]
+
+
+def test_freed_pages_are_handed_back_only_when_the_resident_set_has_grown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_mlrepro.evaluation import _memory
+
+    handed_back: list[int] = []
+    monkeypatch.setattr(_memory, "release_freed", lambda: handed_back.append(1))
+    mib = 1 << 20
+    freed = _memory.FreedPages(growth=32 * mib)
+    # A steady evaluation: its resident set at each check stays within the growth allowed.
+    for resident in (900, 910, 905, 931):
+        assert freed.check(resident * mib) is False
+    assert handed_back == []
+    # Fragmentation adding up: more than 32 MiB above the lowest check (900) hands back...
+    assert freed.check(933 * mib) is True
+    # ...and a lower check becomes the new lowest.
+    assert freed.check(880 * mib) is False
+    assert freed.check(913 * mib) is True
+    assert handed_back == [1, 1] and freed.released == 2
+
+
+def test_without_a_readable_resident_set_every_check_hands_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_mlrepro.evaluation import _memory
+
+    handed_back: list[int] = []
+    monkeypatch.setattr(_memory, "release_freed", lambda: handed_back.append(1))
+    monkeypatch.setattr(_memory, "resident_bytes", lambda: None)
+    freed = _memory.FreedPages()
+    assert freed.check() and freed.check()
+    assert handed_back == [1, 1]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="Linux's /proc")
+def test_the_resident_set_is_read_and_grows_with_touched_memory() -> None:
+    from pytest_mlrepro.evaluation._memory import resident_bytes
+
+    before = resident_bytes()
+    block = bytearray(64 << 20)  # zero-filled: every page touched
+    after = resident_bytes()
+    assert before is not None and after is not None
+    assert after - before >= 48 << 20, (before, after)
+    del block

@@ -3,6 +3,8 @@ without running pytest (no pytester, no model)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_mlrepro.goldens import AccuracyDecision, accuracy_decision
@@ -99,7 +101,7 @@ def test_the_most_fundamental_reason_wins() -> None:
 
 # --- latency -------------------------------------------------------------------------------------
 
-CURRENT = {
+CURRENT: dict[str, Any] = {
     "exact": True,
     "verdict": "pass",
     "missing": (),
@@ -124,7 +126,7 @@ def test_a_current_latency_golden_is_not_stale() -> None:
     ],
 )
 def test_each_change_makes_a_latency_golden_stale(change: dict[str, object]) -> None:
-    assert latency_golden_stale(**{**CURRENT, **change})  # type: ignore[arg-type]
+    assert latency_golden_stale(**{**CURRENT, **change})
 
 
 def test_a_contended_run_does_not_make_a_golden_stale() -> None:

@@ -5,6 +5,7 @@ true label, and the paired test on it that tells apart two recipes whose top-1 t
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -81,7 +82,9 @@ def test_a_broken_output_or_a_label_outside_gets_the_floor_not_nan() -> None:
     assert found[2] == pytest.approx(-math.log1p(math.exp(-1.0)))
 
 
-def _scored(method: str, correct: np.ndarray, likelihood: np.ndarray) -> Scored:
+def _scored(
+    method: Literal["nearest", "bilinear", "bicubic"], correct: np.ndarray, likelihood: np.ndarray
+) -> Scored:
     candidate = Candidate("RGB", Geometry("resize", method=method), ZERO_ONE)
     return Scored(candidate, correct, correct.astype(np.int64), likelihood)
 

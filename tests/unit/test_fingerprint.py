@@ -15,7 +15,7 @@ from helpers import CHILD_TIMEOUT_S
 from machines import MACHINES, identity, write_cpuinfo
 
 from pytest_mlrepro import fingerprint
-from pytest_mlrepro.diagnosis._environment_diff import _env_change, _env_diff
+from pytest_mlrepro.diagnosis._environment_diff import env_change_text, env_diff
 
 # Abridged from a Sapphire Rapids server: AVX-512 with VNNI and BF16, AMX; "smep"/"smap" are
 # not SME.
@@ -168,13 +168,13 @@ def test_the_environment_imports_no_framework() -> None:
 
 # --- the diagnosis's environment diff ---------------------------------------------------------
 
-OLD = {
+OLD: dict[str, object] = {
     "python": "3.11.7",
     "cpu": "AMD EPYC",
     "numpy": "2.4.6",
     "runtime": {"framework": "onnxruntime", "version": "1.20.0"},
 }
-NEW_FIELDS = {
+NEW_FIELDS: dict[str, object] = {
     "cpu_vendor": "AuthenticAMD",
     "cpu_flags": ["avx", "avx2", "fma"],
     "numeric_packages": {"numpy": "2.4.6", "onnxruntime": "1.20.0"},
@@ -183,7 +183,7 @@ NEW_FIELDS = {
 
 
 def _lines(old: dict[str, object], new: dict[str, object]) -> list[str]:
-    return [f"{k}: {_env_change(k, a, b)}" for k, a, b in _env_diff(old, new)]
+    return [f"{k}: {env_change_text(k, a, b)}" for k, a, b in env_diff(old, new)]
 
 
 def test_a_golden_without_the_new_fields_shows_no_change_of_them() -> None:

@@ -31,6 +31,7 @@ from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import pytest_mlrepro
 from pytest_mlrepro import _yaml
 from pytest_mlrepro.errors import ManifestError
 from pytest_mlrepro.manifest._spec import Manifest, load_manifest, parse_manifest
@@ -699,6 +700,9 @@ def test_a_custom_step_whose_rules_raise_the_wrong_exception_is_still_a_manifest
             expected_line = next(n for n, row in enumerate(text.splitlines(), 1) if op in row)
             assert exc.line == expected_line and exc.field.startswith("inputs[0].preprocess["), exc
             assert words in exc.message, str(exc)
+            # The fix it names is the public class (pytest_mlrepro.Invalid), not a private path.
+            assert "should raise pytest_mlrepro.Invalid naming the" in exc.message, str(exc)
+        assert pytest_mlrepro.Invalid is pipeline.Invalid
     finally:
         for cls in (BadCheck, BadTransition):
             pipeline.STEPS.pop(cls.op, None)

@@ -3,6 +3,8 @@ latency/_decisions.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_mlrepro.latency import (
@@ -105,7 +107,7 @@ def test_stale_golden_below_the_threshold_only_with_the_command() -> None:
 
 @pytest.mark.parametrize("verdict", ["pass", "faster"])
 def test_an_outpaced_golden_is_rewritten_by_update_whatever_the_verdict(verdict: str) -> None:
-    common = dict(exact=True, verdict=verdict, missing=(), settings_changed=False)
+    common: dict[str, Any] = dict(exact=True, verdict=verdict, missing=(), settings_changed=False)
     assert latency_golden_stale(**common, block_changed=False, outpaced=True)
     assert latency_golden_stale(**common, block_changed=False) == (verdict == "faster")
 

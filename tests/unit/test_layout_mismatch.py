@@ -13,8 +13,7 @@ import pytest
 from pytest_mlrepro.errors import SignatureError
 from pytest_mlrepro.onboarding._model_info import ModelInfo
 from pytest_mlrepro.runners import model_layout
-from pytest_mlrepro.runners._signature import layout_mismatch
-from pytest_mlrepro.runners.tensorflow import check_batch_shape
+from pytest_mlrepro.runners._signature import check_batch_shape, layout_mismatch
 
 
 @pytest.mark.parametrize(
@@ -65,4 +64,5 @@ def test_one_layout_rule_for_runners_and_init(
         # The same sizes in the other order: the batch check names the model's layout.
         other = (2, *shape[2:], shape[1]) if layout == "NCHW" else (2, shape[3], *shape[1:3])
         with pytest.raises(SignatureError, match=f"the model is {layout}"):
-            check_batch_shape("input", shape, np.zeros(other, np.float32), "?")
+            sizes = [int(size or 1) for size in other]
+            check_batch_shape("input", list(shape), np.zeros(sizes, np.float32), "?")

@@ -10,6 +10,7 @@ import io
 import math
 import struct
 import zlib
+from typing import Literal
 
 import cv2
 import numpy as np
@@ -24,10 +25,13 @@ from pytest_mlrepro.errors import SampleError
 from pytest_mlrepro.pipeline._steps import (
     STEPS,
     Cast,
+    CastDType,
+    ChannelOrder,
     Color,
     Crop,
     Decode,
     Layout,
+    Method,
     Normalize,
     Pipeline,
     Resize,
@@ -37,6 +41,10 @@ from pytest_mlrepro.pipeline._steps import (
 )
 
 HYPOTHESIS = settings(max_examples=examples(200), deadline=None)
+
+# The Literal types of the steps' parameters, for the parametrised tests' arguments.
+DecodeBackend = Literal["pil", "opencv", "tf", "numpy"]
+ResizeBackend = Literal["pil", "opencv", "tf"]
 
 # --- helpers ------------------------------------------------------------------------------------
 
@@ -327,7 +335,7 @@ RESIZE_SHAPES = [(37, 53), (224, 224), (301, 97), (8, 5)]
 
 @pytest.mark.parametrize("method", sorted(PIL_FILTERS))
 @pytest.mark.parametrize("target", RESIZE_SHAPES)
-def test_resize_pil_equals_pillow(method: str, target: tuple[int, int]) -> None:
+def test_resize_pil_equals_pillow(method: Method, target: tuple[int, int]) -> None:
     image = random_image(120, 160, seed=1)
     step = Resize(size=target, method=method, backend="pil")
     step.check()
@@ -338,7 +346,7 @@ def test_resize_pil_equals_pillow(method: str, target: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("method", sorted(PIL_FILTERS))
-def test_resize_pil_float32_equals_pillow_mode_f(method: str) -> None:
+def test_resize_pil_float32_equals_pillow_mode_f(method: Method) -> None:
     image = np.random.default_rng(2).normal(0, 1, (50, 70, 3)).astype(np.float32)
     out = Resize(size=(31, 45), method=method, backend="pil").apply(hwc(image)).array
     planes = [
@@ -356,8 +364,8 @@ def test_resize_pil_float32_equals_pillow_mode_f(method: str) -> None:
 @pytest.mark.parametrize("method", sorted(CV2_FILTERS))
 @pytest.mark.parametrize("target", RESIZE_SHAPES)
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
-def test_resize_opencv_equals_cv2(method: str, target: tuple[int, int], dtype: type) -> None:
-    image = random_image(120, 160, seed=3).astype(dtype)
+def test_resize_opencv_equals_cv2(method: Method, target: tuple[int, int], dtype: type) -> None:
+    image: np.ndarray = random_image(120, 160, seed=3).astype(dtype)
     step = Resize(size=target, method=method, backend="opencv")
     step.check()
     out = step.apply(hwc(image)).array
@@ -411,7 +419,7 @@ def test_resize_shorter_side_matches_torchvision_formula(
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
-def test_resize_to_same_size_is_identity(backend: str) -> None:
+def test_resize_to_same_size_is_identity(backend: ResizeBackend) -> None:
     image = random_image(24, 32)
     out = Resize(size=(24, 32), backend=backend).apply(hwc(image)).array
     np.testing.assert_array_equal(out, image)
@@ -473,7 +481,7 @@ def test_resize_pil_refuses_other_dtypes_statically() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float16", "int8"])
-def test_resize_opencv_unsupported_dtype_is_rejected_statically(dtype: str) -> None:
+def test_resize_opencv_unsupported_dtype_is_rejected_statically(dtype: CastDType) -> None:
     """OpenCV's resize takes uint8 or float32: another dtype is refused when the pipeline is
     built, at the resize step, saying which dtype and what to do, before any image is read."""
     steps = [Decode(), Cast(dtype=dtype), Resize(size=8, method="bilinear", backend="opencv")]
@@ -505,7 +513,7 @@ def test_cast_float_to_int8_rounds_and_clips() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_cast_uint8_to_float_keeps_values(dtype: str) -> None:
+def test_cast_uint8_to_float_keeps_values(dtype: CastDType) -> None:
     image = random_image(5, 6)
     out = Cast(dtype=dtype).apply(hwc(image, "BGR"))
     assert out.array.dtype == np.dtype(dtype) and out.order == "BGR"
@@ -521,7 +529,7 @@ def test_cast_uint8_to_float_keeps_values(dtype: str) -> None:
     ],
 )
 def test_cast_integer_to_integer_clips(
-    source: str, target: str, values: list, expected: list
+    source: str, target: CastDType, values: list, expected: list
 ) -> None:
     array = np.array(values, dtype=source).reshape(1, -1, 1)
     out = Cast(dtype=target).apply(hwc(array)).array
@@ -568,6 +576,23 @@ def test_normalize_hwc() -> None:
     np.testing.assert_array_equal(out, numpy_normalize(x, MEAN, STD, channel_axis=2))
     # the channels are not mixed up: channel 2 uses the third mean
     np.testing.assert_allclose(out[..., 2], (x[..., 2] - 103.53) / 57.375, rtol=1e-6)
+
+
+def test_normalize_hwc_view_and_float64_match_channel_by_channel() -> None:
+    # The HWC path works over rows of W·C values: a non-contiguous view (an image transposed
+    # from CHW) and float64 data must give the channel-by-channel result and leave the input.
+    for dtype in (np.float32, np.float64):
+        chw_data = np.transpose(random_image(17, 23, seed=3), (2, 0, 1)).astype(dtype).copy()
+        view = np.transpose(chw_data, (1, 2, 0))
+        before = view.copy()
+        out = Normalize(mean=MEAN, std=STD).apply(hwc(view)).array
+        assert out.dtype == dtype and out.shape == (17, 23, 3)
+        for c in range(3):
+            # the manifest's values are float32 (as parsed), then widened to the data's dtype
+            mean, std = dtype(np.float32(MEAN[c])), dtype(np.float32(STD[c]))
+            expected = (before[..., c] - mean) / std
+            np.testing.assert_array_equal(out[..., c], expected)
+        np.testing.assert_array_equal(view, before)
 
 
 def test_normalize_chw() -> None:
@@ -697,7 +722,7 @@ def test_color_chw_swaps_planes() -> None:
 
 
 @pytest.mark.parametrize("order", ["RGB", "BGR"])
-def test_color_noop_when_already_in_order(order: str) -> None:
+def test_color_noop_when_already_in_order(order: ChannelOrder) -> None:
     x = random_image(6, 7)
     out = Color(order=order).apply(hwc(x, order))
     assert out.order == order
@@ -761,7 +786,7 @@ def test_decode_png_backends_agree(rgb: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
-def test_decode_bgr_reverses_channels(rgb: np.ndarray, backend: str) -> None:
+def test_decode_bgr_reverses_channels(rgb: np.ndarray, backend: DecodeBackend) -> None:
     data = encode(Image.fromarray(rgb), "PNG")
     out = Decode(backend=backend, order="BGR").decode(data, "a.png")
     assert out.order == "BGR"
@@ -804,7 +829,7 @@ MODE_CASES = _mode_cases()
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
 @pytest.mark.parametrize("mode", sorted(MODE_CASES))
-def test_decode_modes_become_three_channel_uint8(backend: str, mode: str) -> None:
+def test_decode_modes_become_three_channel_uint8(backend: DecodeBackend, mode: str) -> None:
     data, expected = MODE_CASES[mode]
     with Image.open(io.BytesIO(data)) as im:  # the file really is in that mode
         assert im.mode == mode.split("-")[0]
@@ -832,7 +857,7 @@ def rotated_jpeg() -> tuple[bytes, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
-def test_decode_exif_orientation(rotated_jpeg: tuple, backend: str) -> None:
+def test_decode_exif_orientation(rotated_jpeg: tuple, backend: DecodeBackend) -> None:
     data, (height, width) = rotated_jpeg
     with Image.open(io.BytesIO(data)) as im:
         assert im.getexif()[0x0112] == 6
@@ -862,7 +887,7 @@ def jpeg() -> bytes:
     [("empty", None), ("text", None), ("truncated", 0.5), ("header only", 300)],
 )
 def test_decode_bad_bytes_is_a_sample_error(
-    jpeg: bytes, backend: str, what: str, cut: float | None
+    jpeg: bytes, backend: DecodeBackend, what: str, cut: float | None
 ) -> None:
     if what == "empty":
         data = b""
@@ -1014,8 +1039,9 @@ def test_pipeline_bgr_opencv_recipe_by_hand() -> None:
     data = encode(Image.fromarray(smooth_image(300, 400, seed=15)), "PNG")
     out = pipe(data, "x.png")
 
-    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    image = cv2.resize(image, (341, 256), interpolation=cv2.INTER_LINEAR)  # 256*400/300 = 341.3
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None
+    image = cv2.resize(decoded, (341, 256), interpolation=cv2.INTER_LINEAR)  # 256*400/300 = 341.3
     top, left = 16, 58  # round(32 / 2), round(117 / 2) = round(58.5) = 58 (half to even)
     image = image[top : top + 224, left : left + 224].astype(np.float32)
     image = image - np.array([103.94, 116.78, 123.68], np.float32)
@@ -1024,7 +1050,7 @@ def test_pipeline_bgr_opencv_recipe_by_hand() -> None:
 
 @pytest.mark.parametrize("fmt", [".tiff", ".png"])
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
-def test_16_bit_rgb_keeps_the_high_byte_on_every_backend(backend: str, fmt: str) -> None:
+def test_16_bit_rgb_keeps_the_high_byte_on_every_backend(backend: DecodeBackend, fmt: str) -> None:
     """OpenCV's own 16→8 reduction of an RGB TIFF (libtiff's RGBA reader) rounds: 0x01FF came
     out 2, 0xFF00 came out 254. Every backend keeps the high byte, whatever the container."""
     import cv2

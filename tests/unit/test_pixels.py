@@ -6,6 +6,7 @@ Pillow's ``convert``, OpenCV's ``imdecode`` flags and tf.io, and the cheap steps
 from __future__ import annotations
 
 import io
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from pytest_mlrepro.pipeline import (
     State,
     Tensor,
 )
+from pytest_mlrepro.pipeline._steps import Method
 
 cv2 = pytest.importorskip("cv2")
 
@@ -67,7 +69,7 @@ def sharp(height: int, width: int, channels: int, dtype: type, seed: int = 0) ->
     rng = np.random.default_rng(seed)
     if np.dtype(dtype).kind == "f":
         top = 1.0
-        image = rng.uniform(0, 1, (height, width, channels)).astype(dtype)
+        image: np.ndarray = rng.uniform(0, 1, (height, width, channels)).astype(dtype)
     else:
         top = np.iinfo(dtype).max
         image = rng.integers(0, top + 1, (height, width, channels)).astype(dtype)
@@ -96,7 +98,7 @@ def pillow_own(image: np.ndarray, order: str, target: tuple[int, int], method: s
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(("order", "channels", "dtype"), KINDS)
 def test_resize_pil_is_pillows_own(
-    order: str, channels: int, dtype: type, target: tuple[int, int], method: str
+    order: str, channels: int, dtype: type, target: tuple[int, int], method: Method
 ) -> None:
     image = sharp(23, 31, channels, dtype)
     step = Resize(size=target, method=method, backend="pil")
@@ -110,7 +112,7 @@ def test_resize_pil_is_pillows_own(
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(("order", "channels", "dtype"), KINDS)
 def test_resize_opencv_is_cv2s_own(
-    order: str, channels: int, dtype: type, target: tuple[int, int], method: str
+    order: str, channels: int, dtype: type, target: tuple[int, int], method: Method
 ) -> None:
     image = sharp(23, 31, channels, dtype, seed=1)
     step = Resize(size=target, method=method, backend="opencv")
@@ -129,7 +131,9 @@ def test_resize_opencv_is_cv2s_own(
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
-def test_bicubic_on_grey_clips_its_overshoot_instead_of_wrapping(backend: str) -> None:
+def test_bicubic_on_grey_clips_its_overshoot_instead_of_wrapping(
+    backend: Literal["pil", "opencv", "tf"],
+) -> None:
     """The case of issue 29: a 1-channel uint8 image enlarged bicubic. The filter overshoots
     past 255 beside a white block; the step clips it there (as the library does), where a float
     resize cast back to bytes wrapped 255 + ε around to 0."""
@@ -441,7 +445,7 @@ def test_normalize_per_channel_on_any_count(channels: int, layout: str) -> None:
     std = tuple(float(v) for v in np.linspace(0.2, 0.3, channels))
     array = image if layout == "HWC" else image.transpose(2, 0, 1)
     out = Normalize(mean=mean, std=std).apply(Tensor(array, "bands", layout)).array
-    expected = (image - np.float32(mean)) / np.float32(std)
+    expected = (image - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
     np.testing.assert_allclose(
         out if layout == "HWC" else out.transpose(1, 2, 0), expected, rtol=1e-6
     )

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from pytest_mlrepro.data import Sample
+from pytest_mlrepro.errors import IntegrityError
 from pytest_mlrepro.evaluation import PreprocessingShare
 from pytest_mlrepro.evaluation._evaluate import preprocessed
 from pytest_mlrepro.pipeline import Cast, Crop, Decode, Layout, Normalize, Pipeline, Resize
@@ -212,3 +213,56 @@ def test_batches_through_the_thread_pool_match_the_pipeline_alone(samples: list[
         assert np.array_equal(shared, own)
     for shared, own in zip(batches(load=loader), batches(overlap=False), strict=True):
         assert np.array_equal(shared, own)
+
+
+def test_fill_decodes_every_sample_once_up_front_and_the_evaluations_reuse_it(
+    samples: list[Sample], counted: Counter[str]
+) -> None:
+    expected = alone(pipeline(), samples)
+    counted.clear()
+    share = PreprocessingShare(budget_bytes=1 << 30)
+    first, second = pipeline(), pipeline()
+    share.plan([("data", first), ("data", second)])
+    loader = share.loader("data", first)
+    assert loader is not None
+    assert loader.fill(samples, workers=2) == len(samples)
+    assert counted == {"decode": len(samples), "resize": len(samples)}
+    # Filled already: a second fill (the next evaluation's) computes nothing.
+    assert loader.fill(samples, workers=2) == 0
+    got = [through(share, first, samples), through(share, second, samples)]
+    assert counted == {"decode": len(samples), "resize": len(samples)}
+    for outputs in got:
+        assert all(np.array_equal(o, w) for o, w in zip(outputs, expected, strict=True))
+    assert share.stats.reused == 2 * len(samples)
+
+
+def test_fill_stops_at_the_budget_and_leaves_the_rest_to_the_evaluation(
+    samples: list[Sample], counted: Counter[str]
+) -> None:
+    one = 24 * 24 * 3
+    share = PreprocessingShare(budget_bytes=2 * one)
+    share.plan([("data", pipeline()), ("data", pipeline())])
+    loader = share.loader("data", pipeline())
+    assert loader is not None
+    counted.clear()
+    filled = loader.fill(samples, workers=1)  # one worker: in order, so the first two fit
+    assert share.held_bytes == 2 * one
+    # The sample that found the budget spent was computed, not kept; none after it.
+    assert filled == counted["decode"] == 3
+    expected = alone(pipeline(), samples)
+    outputs = through(share, pipeline(), samples)
+    assert all(np.array_equal(o, w) for o, w in zip(outputs, expected, strict=True))
+
+
+def test_fill_leaves_an_unreadable_sample_to_the_evaluation_to_report(
+    samples: list[Sample],
+) -> None:
+    share = PreprocessingShare(budget_bytes=1 << 30)
+    share.plan([("data", pipeline()), ("data", pipeline())])
+    loader = share.loader("data", pipeline())
+    assert loader is not None
+    samples[2].path.write_bytes(b"not the bytes the checksum names")
+    assert loader.fill(samples, workers=2) == len(samples) - 1
+    with pytest.raises(IntegrityError):
+        loader(samples[2])
+    assert np.array_equal(loader(samples[3]), alone(pipeline(), samples[3:4])[0])

@@ -21,6 +21,7 @@ The sources' arithmetic is written out here from the files the presets cite:
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -41,7 +42,9 @@ def steps(preset: str, size: int, dtype: str = "float32") -> list[pipeline.Step]
     return out
 
 
-def of(kind: type[pipeline.Step], chain: list[pipeline.Step]) -> list[pipeline.Step]:
+S = TypeVar("S", bound=pipeline.Step)
+
+def of(kind: type[S], chain: list[pipeline.Step]) -> list[S]:
     return [s for s in chain if isinstance(s, kind)]
 
 
@@ -201,9 +204,9 @@ def test_grey_presets_decode_one_channel_by_luma(
     (resize,) = of(pipeline.Resize, chain)
     assert resize.method == method and resize.size == (28, 28)
     scales = of(pipeline.Scale, chain)
-    assert [s.divisor for s in scales] == ([] if divisor is None else [divisor])  # type: ignore[attr-defined]
+    assert [s.divisor for s in scales] == ([] if divisor is None else [divisor])
     norms = of(pipeline.Normalize, chain)
-    assert [(n.mean, n.std) for n in norms] == ([] if mean is None else [(mean, std)])  # type: ignore[attr-defined]
+    assert [(n.mean, n.std) for n in norms] == ([] if mean is None else [(mean, std)])
     grey = np.arange(28 * 28, dtype=np.uint8).reshape(28, 28, 1)
     tensor = pipeline.Tensor(grey, "L")
     for step in chain[1:-1]:
@@ -228,8 +231,8 @@ def test_cifar_presets_use_the_training_sets_statistics(
 ) -> None:
     chain = steps(name, 32)
     (norm,) = of(pipeline.Normalize, chain)
-    np.testing.assert_allclose(norm.mean, mean, atol=5e-5)  # type: ignore[attr-defined]
-    np.testing.assert_allclose(norm.std, std, atol=5e-5)  # type: ignore[attr-defined]
-    assert [s.divisor for s in of(pipeline.Scale, chain)] == [255.0]  # type: ignore[attr-defined]
+    np.testing.assert_allclose(norm.mean, mean, atol=5e-5)
+    np.testing.assert_allclose(norm.std, std, atol=5e-5)
+    assert [s.divisor for s in of(pipeline.Scale, chain)] == [255.0]
     assert PRESETS[name].channels == 3
     assert pipeline.Pipeline(chain).final.channels == 3

@@ -4,6 +4,8 @@ pytester in tests/integration)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_mlrepro.data import Shard
 from pytest_mlrepro.report import (
     aligned,
@@ -67,7 +69,7 @@ def test_latency_table_names_a_stale_golden_and_the_command_that_re_records_it()
 
 
 def test_reference_lines_show_agreement_or_why_it_was_not_checked() -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"manifest": "b", "device": "cpu", "reference": "ref", "reference_verdict": "agree",
          "reference_agreement": 0.995, "reference_samples": 200, "reference_max_score_diff": 0.012,
          "reference_score_space": "probability", "reference_top1_ratio": 1.0},
@@ -101,7 +103,7 @@ def test_shard_lines_only_for_a_run_that_is_one_shard() -> None:
 
 
 def test_summary_table_aligns_its_numbers_under_their_headers() -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"manifest": "m", "device": "cpu", "framework": "torch", "samples": 1000, "top1": 75.1234,
          "top5": 92.0, "agreement": 0.99876, "verdict": "pass"},
         {"manifest": "longer_name", "device": "cuda", "verdict": "skipped"},

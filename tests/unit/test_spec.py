@@ -203,7 +203,8 @@ dataset: {{name: tiny, checksums: sums.txt}}
     m = load(tmp_path, text)
     assert m.framework.version == "" and len(m.framework.specifier) == 0
     assert m.input.preprocess[0] == pipeline.Decode()
-    assert m.input.preprocess[1].size == (32, 48)
+    resize = m.input.preprocess[1]
+    assert isinstance(resize, pipeline.Resize) and resize.size == (32, 48)
     assert m.pipeline.final == pipeline.State(layout="HWC", dtype="uint8")
     data = m.normalized()
     assert data["inputs"][0]["preprocess"][1]["resize"]["size"] == [32, 48]
@@ -691,4 +692,5 @@ def test_a_name_the_file_system_cannot_hold_is_a_manifest_error_at_its_line(
 
 def test_the_longest_names_a_file_system_holds_still_load(tmp_path: Path) -> None:
     text = BASE.replace("path: model.onnx", f"cache: {'m' * 195}.onnx", 1)
-    assert load(tmp_path, text).model.file.cache == "m" * 195 + ".onnx"
+    file = load(tmp_path, text).model.file
+    assert file is not None and file.cache == "m" * 195 + ".onnx"

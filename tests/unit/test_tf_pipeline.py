@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from PIL import Image  # noqa: E402
 from pytest_mlrepro._schema import to_plain  # noqa: E402
 from pytest_mlrepro.errors import ManifestError  # noqa: E402
 from pytest_mlrepro.manifest._spec import parse_manifest  # noqa: E402
-from pytest_mlrepro.pipeline._steps import Crop, Decode, Pipeline, Resize, Tensor  # noqa: E402
+from pytest_mlrepro.pipeline._steps import Crop, Decode, Method, Pipeline, Resize, Tensor  # noqa: E402
 
 SAMPLE = DATA / "imagenet-sample"
 JPEGS = sorted(SAMPLE.glob("*.JPEG"))[:40] if SAMPLE.is_dir() else []
@@ -81,7 +82,7 @@ def test_tf_decode_records_its_dct_method_and_other_backends_have_none() -> None
     assert "dct_method" not in to_plain(Decode(backend="pil"))  # goldens of pil decodes unchanged
 
 
-def _manifest(steps: str) -> dict:
+def _manifest(steps: list[Any]) -> dict:
     return {
         "name": "m",
         "version": "1",
@@ -125,7 +126,7 @@ SIZES = [(74, 106), (20, 30), (16, 16)]
 
 
 def tf_resize(
-    h: int, w: int, method: str, antialias: bool, image: np.ndarray = IMAGE
+    h: int, w: int, method: Method, antialias: bool, image: np.ndarray = IMAGE
 ) -> np.ndarray:
     step = Resize(size=(h, w), method=method, backend="tf", antialias=antialias)
     return step.apply(Tensor(image, "RGB")).array

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_mlrepro.data import Sample
 from pytest_mlrepro.errors import IntegrityError
-from pytest_mlrepro.manifest._spec import parse_manifest
+from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
 from pytest_mlrepro.runners._artifacts import verified
 from pytest_mlrepro.settings import Settings
 
@@ -51,7 +51,7 @@ def test_a_sample_without_a_pin_is_read_as_is(tmp_path: Path) -> None:
 STEPS = [{"decode": {}}, {"cast": {"dtype": "float32"}}, {"layout": {"order": "NCHW"}}]
 
 
-def manifest(tmp_path: Path, digest: str) -> object:
+def manifest(tmp_path: Path, digest: str) -> Manifest:
     data = {
         "name": "m",
         "version": "1",
@@ -71,7 +71,9 @@ def test_the_runner_loads_the_bytes_that_were_hashed_whatever_happens_to_the_fil
     model.write_bytes(b"verified model bytes")
     m = manifest(tmp_path, sha(b"verified model bytes"))
     settings = Settings.for_project(tmp_path, cache_dir=tmp_path / "cache")
-    with verified(m, m.model.file, ("model", "file"), settings) as file:  # type: ignore[attr-defined]
+    pinned = m.model.file
+    assert pinned is not None
+    with verified(m, pinned, ("model", "file"), settings) as file:
         assert file.path == model.resolve()
         replace_atomically(model, b"a swapped model")  # after the check, before the load
         assert file.local.read_bytes() == b"verified model bytes"
@@ -88,8 +90,10 @@ def test_a_model_that_does_not_match_its_pin_is_refused_before_anything_is_yield
     model.write_bytes(b"other bytes")
     m = manifest(tmp_path, sha(b"verified model bytes"))
     settings = Settings.for_project(tmp_path, cache_dir=tmp_path / "cache")
+    pinned = m.model.file
+    assert pinned is not None
     with (
         pytest.raises(IntegrityError, match="tampered, truncated or replaced"),
-        verified(m, m.model.file, ("model", "file"), settings),  # type: ignore[attr-defined]
+        verified(m, pinned, ("model", "file"), settings),
     ):
         pytest.fail("a mismatching model must not be handed to a runner")

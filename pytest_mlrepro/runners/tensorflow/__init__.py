@@ -9,27 +9,28 @@ Every runner checks the manifest's input (name, dtype, layout, shape) against th
 signature when it loads, and each batch's shape before the model sees it: an NHWC model fed an
 NCHW pipeline is a :class:`SignatureError` naming both layouts, not a silent 0%.
 
-One module per responsibility: ``_signature`` (the checks every format shares), ``_config``
-(TensorFlow's threads, determinism, seed and device), ``_saved_model``, ``_keras`` and
-``_frozen_graph`` (loading each format, and its layers), ``_runner`` (the TensorFlow runner),
-``_tflite`` (the LiteRT runner and quantisation).
+One module per responsibility: ``_signature`` (what each format hands the signature check that
+every runner family shares, ``runners/_signature.py``), ``_config`` (TensorFlow's threads,
+determinism, seed and device), ``_saved_model``, ``_keras`` and ``_frozen_graph`` (loading each
+format, and its layers), ``_runner`` (the TensorFlow runner), ``_tflite`` (the LiteRT runner
+and quantisation).
 """
 
 from __future__ import annotations
 
-from ._config import _tensorflow
+from ._config import import_tensorflow
 from ._runner import TensorFlowRunner
-from ._saved_model import _safe_extract
-from ._signature import DEFAULT_SIGNATURE, Shape, check_batch_shape, check_declared_input
-from ._tflite import TFLiteRunner, _interpreter_class, _signature_names, dequantize, quantize
+from ._saved_model import safe_extract
+from ._signature import DEFAULT_SIGNATURE, Shape
+from ._tflite import TFLiteRunner, dequantize, litert_interpreter, quantize, signature_names
 
 
 def import_framework(name: str) -> None:
     """Import the framework's module now (ImportError if it is installed but broken)."""
     if name == "tflite":
-        _interpreter_class()
+        litert_interpreter()
     else:
-        _tensorflow()
+        import_tensorflow()
 
 
 __all__ = [
@@ -37,12 +38,10 @@ __all__ = [
     "Shape",
     "TFLiteRunner",
     "TensorFlowRunner",
-    "_interpreter_class",
-    "_safe_extract",
-    "_signature_names",
-    "check_batch_shape",
-    "check_declared_input",
     "dequantize",
     "import_framework",
+    "litert_interpreter",
     "quantize",
+    "safe_extract",
+    "signature_names",
 ]

@@ -9,7 +9,7 @@ from ...errors import DeviceUnavailable
 from ...manifest import Manifest
 
 
-def _tensorflow() -> Any:
+def import_tensorflow() -> Any:
     import tensorflow as tf
 
     return tf
@@ -23,7 +23,7 @@ def _runtime_setting(manifest: Manifest, name: str, default: Any) -> Any:
 # --- TensorFlow -----------------------------------------------------------------------------
 
 
-def _configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:
+def configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:
     """Threads, determinism and seed; returns what is in effect (TensorFlow fixes its thread
     pools when it first runs an op, after which a different request cannot apply)."""
     runtime = manifest.runtime
@@ -60,7 +60,7 @@ def _configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:
     return info
 
 
-def _tf_device(tf: Any, device: str) -> tuple[str, dict[str, Any]]:
+def choose_tf_device(tf: Any, device: str) -> tuple[str, dict[str, Any]]:
     if device != "cuda":
         return "/CPU:0", {}
     gpus = tf.config.list_physical_devices("GPU")

@@ -11,7 +11,8 @@ import numpy as np
 
 from ...errors import SignatureError
 from ...manifest import Manifest
-from ._signature import Loaded, _dims, _tf_dtype_name
+from .._signature import ModelSignature, check_signature
+from ._signature import Loaded, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
@@ -57,12 +58,20 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         return scores
 
     weakref.finalize(call, session.close)
-    shape = _dims(input_tensor.shape.as_list()) if input_tensor.shape.rank is not None else []
+    # The graph found both tensors by name: the check holds the rest against the manifest.
+    output = manifest.postprocess.output or output_tensor.name
+    described = ModelSignature(
+        "the frozen graph",
+        _shape(input_tensor),
+        inputs=[input_tensor.name],
+        aliases=[input_tensor.op.name],
+        dtype=tf_dtype_name(input_tensor.dtype),
+        outputs={output: _shape(output_tensor)},
+    )
+    check_signature(manifest, described)
     return (
         call,
-        input_tensor.name,
-        shape,
-        _tf_dtype_name(input_tensor.dtype),
+        described,
         output_tensor.name,
         {
             # Per-session thread pools: a frozen graph gets the manifest's counts.
@@ -70,6 +79,10 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             "session_inter_op_threads": runtime.inter_op_threads or "default",
         },
     )
+
+
+def _shape(tensor: Any) -> list[int | None]:
+    return dims(tensor.shape.as_list()) if tensor.shape.rank is not None else []
 
 
 def _graph_tensor(graph: Any, name: str, manifest: Manifest, what: str) -> Any:

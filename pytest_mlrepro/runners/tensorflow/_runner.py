@@ -3,7 +3,7 @@ format's module and called on numpy batches."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,9 +11,9 @@ import numpy as np
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
+from .._signature import check_batch_shape, shape_text
 from . import _frozen_graph, _keras, _saved_model
-from ._config import _configure_tensorflow, _tensorflow, _tf_device
-from ._signature import Shape, _shape_text, check_batch_shape, check_declared_input
+from ._config import choose_tf_device, configure_tensorflow, import_tensorflow
 
 
 class TensorFlowRunner:
@@ -23,7 +23,7 @@ class TensorFlowRunner:
         self,
         call: Callable[[np.ndarray], np.ndarray],
         input_name: str,
-        input_shape: Shape,
+        input_shape: Sequence[object],
         info: dict[str, Any],
     ) -> None:
         self._call = call
@@ -33,9 +33,9 @@ class TensorFlowRunner:
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TensorFlowRunner:
-        tf = _tensorflow()
-        threads = _configure_tensorflow(tf, manifest)
-        tf_device, device_info = _tf_device(tf, device)
+        tf = import_tensorflow()
+        threads = configure_tensorflow(tf, manifest)
+        tf_device, device_info = choose_tf_device(tf, device)
         model = manifest.model
         assert model.file is not None
         loader = {
@@ -48,8 +48,10 @@ class TensorFlowRunner:
             verified(manifest, model.file, ("model", "file"), settings) as file,
             tf.device(tf_device),
         ):
-            call, name, shape, dtype, output, extra = loader(tf, manifest, file.local, tf_device)
-        check_declared_input(manifest, name, shape, dtype)
+            call, signature, output, extra = loader(tf, manifest, file.local, tf_device)
+        # Checked by the loader (runners/_signature.py): one input, which the manifest names.
+        assert signature.inputs is not None
+        name, shape = signature.inputs[0], list(signature.shape)
         info = {
             "framework": "tensorflow",
             "framework_version": tf.__version__,
@@ -59,7 +61,7 @@ class TensorFlowRunner:
             **extra,
             "input": name,
             "output": output,
-            "input_shape": _shape_text(shape),
+            "input_shape": shape_text(shape),
             **threads,
             **device_info,
         }

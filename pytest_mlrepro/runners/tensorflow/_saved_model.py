@@ -13,11 +13,12 @@ import numpy as np
 
 from ...errors import IntegrityError, SignatureError
 from ...manifest import Manifest
-from ._config import _tensorflow
-from ._signature import DEFAULT_SIGNATURE, Loaded, _choose_output, _dims, _tf_dtype_name
+from .._signature import ModelSignature, check_signature
+from ._config import import_tensorflow
+from ._signature import DEFAULT_SIGNATURE, Loaded, dims, tf_dtype_name
 
 
-def _safe_extract(archive: Path, target: Path) -> None:
+def safe_extract(archive: Path, target: Path) -> None:
     """Extract a SavedModel tar: plain files and folders only, every path inside ``target``."""
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
@@ -46,7 +47,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             "the SavedModel folder as a tar (tar -C <folder> -cf model.tar .)"
         )
     folder = tempfile.TemporaryDirectory(prefix="mlrepro-savedmodel-")
-    _safe_extract(path, Path(folder.name))
+    safe_extract(path, Path(folder.name))
     loaded = tf.saved_model.load(folder.name)
     name = manifest.model.signature or DEFAULT_SIGNATURE
     signatures = dict(loaded.signatures)
@@ -61,22 +62,17 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     signature = signatures[name]
     _, specs = signature.structured_input_signature
     declared = manifest.input.name
-    if declared not in specs:
-        raise SignatureError(
-            manifest.error(
-                ("inputs", 0, "name"),
-                f"signature {name!r} has inputs {sorted(specs)}, the manifest names "
-                f"{declared!r}",
-            ).format()
-        )
-    if len(specs) != 1:
-        raise SignatureError(
-            f"{manifest.source}: signature {name!r} takes {len(specs)} inputs "
-            f"{sorted(specs)}; image classification feeds one"
-        )
-    spec = specs[declared]
+    spec = specs.get(declared)  # None: the name check says so
     outputs = signature.structured_outputs
-    output = _choose_output(manifest, sorted(outputs), f"signature {name!r}")
+    described = ModelSignature(
+        "the SavedModel",
+        dims(spec.shape) if spec is not None else [],
+        inputs=sorted(specs),
+        dtype=tf_dtype_name(spec.dtype) if spec is not None else None,
+        outputs={k: dims(v.shape) if hasattr(v, "shape") else None for k, v in outputs.items()},
+    )
+    output = check_signature(manifest, described)
+    assert output is not None  # a signature names its outputs
 
     def call(batch: np.ndarray) -> np.ndarray:
         with tf.device(tf_device):
@@ -88,14 +84,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
     call.signature = signature  # type: ignore[attr-defined]  # for layer_outputs
     weakref.finalize(call, folder.cleanup)
-    return (
-        call,
-        declared,
-        _dims(spec.shape),
-        _tf_dtype_name(spec.dtype),
-        output,
-        {"signature": name},
-    )
+    return call, described, output, {"signature": name}
 
 
 # Ops that move or describe tensors without computing on their values: not layers.
@@ -110,7 +99,7 @@ def layer_outputs(signature: Any, batch: np.ndarray) -> list[tuple[str, str, np.
     order. The signature's variables are frozen into constants (``convert_variables_to_
     constants_v2``, TensorFlow's own freezing), the graph is imported into a v1 function and
     pruned to fetch every such op's first output: one run gives them all."""
-    tf = _tensorflow()
+    tf = import_tensorflow()
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )

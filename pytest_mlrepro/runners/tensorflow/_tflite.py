@@ -14,17 +14,11 @@ from ...errors import DeviceUnavailable, SignatureError
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
-from ._signature import (
-    Shape,
-    _choose_output,
-    _dims,
-    _shape_text,
-    check_batch_shape,
-    check_declared_input,
-)
+from .._signature import ModelSignature, check_batch_shape, check_signature, shape_text
+from ._signature import Shape, dims
 
 
-def _interpreter_class() -> tuple[Any, str]:
+def litert_interpreter() -> tuple[Any, str]:
     import importlib.metadata
 
     from ai_edge_litert.interpreter import Interpreter
@@ -62,7 +56,7 @@ class TFLiteRunner:
         self.input_index = details["index"]
         self.input_dtype = np.dtype(details["dtype"])
         self.input_quant = details["quantization"]
-        self.input_shape: Shape = _dims(details["shape_signature"])
+        self.input_shape: Shape = dims(details["shape_signature"])
         self.input_name = info["input"]
         out = next(
             d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
@@ -80,7 +74,7 @@ class TFLiteRunner:
                 "the TFLite interpreter runs on the CPU (its GPU delegate is for Android and iOS)",
                 how="list only 'cpu' in runtime.devices for TFLite manifests",
             )
-        interpreter_class, version = _interpreter_class()
+        interpreter_class, version = litert_interpreter()
         assert manifest.model.file is not None
         threads = manifest.runtime.intra_op_threads
         try:
@@ -97,32 +91,14 @@ class TFLiteRunner:
             ) from None
         inputs = interpreter.get_input_details()
         outputs = interpreter.get_output_details()
-        if len(inputs) != 1:
-            raise SignatureError(
-                f"{manifest.source}: the TFLite model takes {len(inputs)} inputs; image "
-                "classification feeds one"
-            )
         # Names: the signature's (``input``), or the tensor's (``serving_default_input:0``).
-        signature_names = _signature_names(interpreter)
+        named = signature_names(interpreter)
         tensor_name = inputs[0]["name"]
-        names = [n for n in (signature_names.get("input"), tensor_name) if n]
-        declared = manifest.input.name
-        if declared not in names:
-            raise SignatureError(
-                manifest.error(
-                    ("inputs", 0, "name"),
-                    f"the TFLite model's input is {' or '.join(map(repr, names))}, the manifest "
-                    f"names {declared!r}",
-                ).format()
-            )
         tensor_outputs = {d["name"]: d["name"] for d in outputs}
-        choices = signature_names.get("outputs") or tensor_outputs  # name → tensor name
+        choices = named.get("outputs") or tensor_outputs  # name → tensor name
         wanted = manifest.postprocess.output
         if wanted is not None and wanted not in choices and wanted in tensor_outputs:
-            output, output_tensor = wanted, wanted
-        else:
-            output = _choose_output(manifest, sorted(choices), "TFLite model")
-            output_tensor = choices[output]
+            choices = tensor_outputs  # the output named by its tensor
         model_dtype = np.dtype(inputs[0]["dtype"]).name
         scale, zero_point = inputs[0]["quantization"]
         quantized_input = model_dtype in ("int8", "uint8") and scale != 0.0
@@ -136,8 +112,24 @@ class TFLiteRunner:
         else:
             quantized_input = False
             effective = model_dtype
-        shape = _dims(inputs[0]["shape_signature"])
-        check_declared_input(manifest, declared, shape, effective)
+        shape = dims(inputs[0]["shape_signature"])
+        shapes = {d["name"]: dims(d["shape_signature"]) for d in outputs}
+        # One input is shown by its signature name; its tensor's name is accepted too.
+        names = [d["name"] for d in inputs] if len(inputs) > 1 else [named.get("input")]
+        output = check_signature(
+            manifest,
+            ModelSignature(
+                "the TFLite model",
+                shape,
+                inputs=[n or tensor_name for n in names],
+                aliases=[tensor_name],
+                dtype=effective,
+                outputs={name: shapes.get(tensor) for name, tensor in choices.items()},
+            ),
+        )
+        assert output is not None
+        output_tensor = choices[output]
+        declared = manifest.input.name
         out_detail = next(d for d in outputs if d["name"] == output_tensor)
         info: dict[str, Any] = {
             "framework": "tflite",
@@ -148,7 +140,7 @@ class TFLiteRunner:
             "input": declared,
             "output": output,
             "output_tensor": out_detail["name"],
-            "input_shape": _shape_text(shape),
+            "input_shape": shape_text(shape),
             "input_dtype": model_dtype,
             "intra_op_threads": threads or "default",
             "inter_op_threads": "n/a (the interpreter runs one op at a time)",
@@ -180,7 +172,7 @@ class TFLiteRunner:
         keep their stored dtype."""
         if self.model_content is None:
             return []
-        interpreter_class, _ = _interpreter_class()
+        interpreter_class, _ = litert_interpreter()
         traced = interpreter_class(
             model_content=self.model_content, experimental_preserve_all_tensors=True
         )
@@ -249,7 +241,7 @@ class TFLiteRunner:
         return invoke
 
 
-def _signature_names(interpreter: Any) -> dict[str, Any]:
+def signature_names(interpreter: Any) -> dict[str, Any]:
     """The serving signature's input name and output names → tensor names, when the model
     has exactly one signature with one input."""
     with contextlib.suppress(Exception):
