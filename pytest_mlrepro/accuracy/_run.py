@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from .. import goldens as golden_store
 from .._phases import phase
 from ..data import ResolvedDataset, Shard
@@ -380,6 +382,7 @@ class _Run:
         self.add("agreement", round(comparison.agreement, 6))
         self.add("golden_top1", round(comparison.golden_top1, 4))
         self.add("golden_top5", round(comparison.golden_top5, 4))
+        self.add("top5_changed", _top5_changed(golden.results, now))
         if math.isfinite(comparison.max_score_diff):
             self.add("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
         self.add("golden", o.golden_shown)
@@ -657,6 +660,18 @@ class _Run:
         self.written, o.action = True, action
         self._verdict(f"golden {action}")
         self.add("golden", o.golden_shown)
+
+
+def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:
+    """The samples in both whose top-5 classes, in order, are not the golden's: a ranking that
+    moved below an unchanged top-1 counts (the first sign of a small preprocessing change)."""
+    where = {sample: i for i, sample in enumerate(golden.ids)}
+    pairs = [(i, where[sample]) for i, sample in enumerate(now.ids) if sample in where]
+    if not pairs:
+        return 0
+    k = min(5, now.topk.shape[1], golden.topk.shape[1])
+    ours, theirs = (np.asarray(side, np.intp) for side in zip(*pairs))
+    return int((now.topk[ours, :k] != golden.topk[theirs, :k]).any(axis=1).sum())
 
 
 __all__ = [

@@ -197,6 +197,13 @@ class Row:
     manifest_content: dict[str, Any] | None = None
     golden_top1: float | None = None
     golden_top5: float | None = None
+    top5_changed: int | None = _listed(
+        "top-5 changed",
+        "accuracy rows compared with a golden: the samples whose top-5 classes, in order, are "
+        "not the golden's",
+        minimum=0,
+        maximum=MAX_WHOLE,
+    )
     outside_tolerance: tuple[str, ...] = ()
     changed_samples: ChangedSamples | None = None
     diagnosis: str | None = None

@@ -298,3 +298,45 @@ def test_the_machines_cpu_isa_flags_and_differing_packages_are_shown(
             "<dt>intel</dt><dd>Intel(R) Xeon(R) Platinum 8480+ (GenuineIntel) · ISA flags: " in page
         )
         assert "numeric packages that differ: onnxruntime 0.0.1" in page
+
+
+def independent_top5_changed(path: Path) -> int:
+    """The samples in both whose top-5 classes, in order, differ from the golden's: from the
+    file's per-sample results."""
+    per_sample = accuracy_row(path)["per_sample"]
+    now, golden = per_sample["now"], per_sample["golden"]
+    theirs = {s: k[:5] for s, k in zip(golden["ids"], golden["topk"])}
+    return sum(1 for s, k in zip(now["ids"], now["topk"]) if s in theirs and k[:5] != theirs[s])
+
+
+def test_the_top5_changed_count_reaches_the_results_file_the_csv_and_the_html_page(
+    machines: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A field of the accuracy record (results.LISTED): written by the check, listed by the
+    merge's CSV and HTML matrix with no code of their own."""
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    alpha, beta = machines.path / "alpha.json", machines.path / "beta.json"
+    changed = independent_top5_changed(beta)
+    assert changed > 0  # beta decodes BGR: rankings move
+    assert accuracy_row(beta)["top5_changed"] == changed
+    assert accuracy_row(alpha)["top5_changed"] == independent_top5_changed(alpha) == 0
+    status, _, err = merge(
+        machines, capsys, "alpha.json", "beta.json", "--csv", "m.csv", "--html", "m.html"
+    )
+    assert status == 1, err
+    rows = list(csv.DictReader((machines.path / "m.csv").open()))
+    results = {r["machine"]: r for r in rows if r["row"] == "result"}
+    listed = (results["alpha"]["top5_changed"], results["beta"]["top5_changed"])
+    assert listed == ("0", str(changed))
+    page = (machines.path / "m.html").read_text()
+    assert '<th scope="col">top-5 changed</th>' in page
+    table = re.search(r'<table class="matrix".*?</table>', page, re.S)
+    assert table is not None
+    beta_row = re.search(
+        r'<tr class="matrix-row row-fail"[^>]* data-machine="beta".*?</tr>', table[0], re.S
+    )
+    assert beta_row is not None
+    cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", beta_row[0], re.S)]
+    columns = re.findall(r'<th scope="col">(.*?)</th>', table[0])
+    assert cells[columns.index("top-5 changed")] == str(changed)

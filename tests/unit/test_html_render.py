@@ -201,6 +201,7 @@ def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
         top5=92.0,
         agreement=0.97,
         max_score_diff=0.0123,
+        listed=(5,),  # results.LISTED: top5_changed
         failed_levels=("top1", "agreement"),
         latency_p50_ms=12.345,
         latency_ratio=1.94,
@@ -211,13 +212,13 @@ def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
     cells = dict(zip(report.MATRIX_COLUMNS, row.cells))
     assert [c.text for c in row.cells] == [
         "m", "ci-a", "cuda", "onnxruntime", "1.20.0", "1000", "74.90", "92.00", "0.9700",
-        "0.0123", "12.3 ms", "×1.94", "-", "-", "drift; latency: regression",
+        "0.0123", "5", "12.3 ms", "×1.94", "-", "-", "drift; latency: regression",
     ]  # fmt: skip
     marked = {name for name, cell in cells.items() if cell.status == "fail"}
     assert marked == {"top-1 %", "agreement", "latency p50", "×golden", "verdict"}
     assert cells["×golden"].title.startswith("p50 ×1.94")
     empty = report.matrix_row(manifest="m", machine="a", device="cpu", status="skip", verdict="")
-    assert [c.text for c in empty.cells][3:] == ["-"] * 12
+    assert [c.text for c in empty.cells][3:] == ["-"] * 13
     page = report.render_html(_view(matrix=report.MatrixTable(report.MATRIX_COLUMNS, (row,))))
     assert '<a href="#drift-1">drift; latency: regression</a>' in page
 
