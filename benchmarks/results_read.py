@@ -16,12 +16,12 @@ import json
 import random
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from golden_read import best_of_three  # noqa: E402  (the same best-of-three timer)
 
 
 def _document(samples: int) -> dict[str, object]:
@@ -42,15 +42,6 @@ def _document(samples: int) -> dict[str, object]:
     return {"format": 2, "machine": machine, "shard": None, "results": [row]}
 
 
-def _best(run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main(argv: list[str]) -> int:
     import jsonschema
 
@@ -60,10 +51,10 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "results.json"
         path.write_text(json.dumps(_document(samples)))
-        parse = _best(lambda: json.loads(path.read_text()))
-        reader = _best(lambda: load_results(path))
+        parse = best_of_three(lambda: json.loads(path.read_text()))
+        reader = best_of_three(lambda: load_results(path))
         library = jsonschema.Draft202012Validator(results_schema())
-        plain = _best(lambda: library.validate(json.loads(path.read_text())))
+        plain = best_of_three(lambda: library.validate(json.loads(path.read_text())))
         size = path.stat().st_size
     print(f"{samples} samples, {size / 2**20:.1f} MiB")
     print(f"json parse alone                 {parse:7.2f} s  ×1.00")

@@ -78,13 +78,19 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+def serve_tiny(p: Project, tmp_path: Path, extra: bytes = b"") -> Path:
+    """A folder to serve holding the tiny ONNX model's bytes (``extra`` appended)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "tiny.onnx").write_bytes((p.assets / "models" / "tiny.onnx").read_bytes() + extra)
+    return served
+
+
 def test_a_model_is_fetched_from_its_url_verified_cached_and_not_fetched_again(
     serial_project: Project, tmp_path: Path
 ) -> None:
     p = serial_project
-    served = tmp_path / "served"
-    served.mkdir()
-    (served / "tiny.onnx").write_bytes((p.assets / "models" / "tiny.onnx").read_bytes())
+    served = serve_tiny(p, tmp_path)
     sha = sha256(served / "tiny.onnx")
     with Server(served) as server:
         ref = f"cache: fetched.onnx, url: {server.url}/tiny.onnx, sha256: {sha}"
@@ -107,9 +113,7 @@ def test_no_download_skips_a_model_that_only_a_url_gives_and_fetches_nothing(
     serial_project: Project, tmp_path: Path
 ) -> None:
     p = serial_project
-    served = tmp_path / "served"
-    served.mkdir()
-    (served / "tiny.onnx").write_bytes((p.assets / "models" / "tiny.onnx").read_bytes())
+    served = serve_tiny(p, tmp_path)
     with Server(served) as server:
         sha = sha256(served / "tiny.onnx")
         ref = f"cache: offline.onnx, url: {server.url}/tiny.onnx, sha256: {sha}"
@@ -138,9 +142,7 @@ def test_a_fetched_model_that_does_not_match_its_pin_is_refused_and_not_kept(
     serial_project: Project, tmp_path: Path
 ) -> None:
     p = serial_project
-    served = tmp_path / "served"
-    served.mkdir()
-    (served / "tiny.onnx").write_bytes((p.assets / "models" / "tiny.onnx").read_bytes() + b"\0")
+    served = serve_tiny(p, tmp_path, extra=b"\0")
     pinned = sha256(p.assets / "models" / "tiny.onnx")
     with Server(served) as server:
         ref = f"cache: fetched.onnx, url: {server.url}/tiny.onnx, sha256: {pinned}"
