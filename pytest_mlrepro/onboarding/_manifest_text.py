@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._names import record_command
 from ..runners._signature import shape_text
 from ._data_folder import DataInfo
 from ._model_info import ModelInfo
@@ -46,9 +47,7 @@ def render_manifest(
     here = out.parent
     lines = [
         f"# Written by mlrepro init for {model.path.name} on the data set {data.folder.name}.",
-        "# Check it, then record the golden:  pytest "
-        + _rel(out, Path.cwd())
-        + " --mlrepro-update",
+        "# Check it, then record the golden:  " + record_command(_rel(out, Path.cwd())),
         f"name: {name}",
         'version: "1"  # your model\'s version: changing it says the results may change',
         "task: image-classification  # the only task so far",

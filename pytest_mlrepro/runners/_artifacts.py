@@ -44,6 +44,7 @@ from .._files import (
     sha256_file,
     write_error,
 )
+from .._names import record_command
 from .._phases import phase
 from .._visible import visible
 from .._yaml import KeyPath
@@ -416,7 +417,7 @@ def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -
         f"    - fetch the pinned bytes: give model.file.url, or put the file at "
         f"<mirror>/models/{ref.cache} (MLREPRO_DATA or the ini key mlrepro_data);\n"
         f"    - or pin this build: set model.file.sha256 to {produced} and record the goldens "
-        f"again with it (pytest {manifest.source} --mlrepro-update)"
+        f"again with it ({record_command(manifest.source)})"
     )
     return BuildMismatch(
         message, produced=produced, expected=ref.sha256, machine=machine, packages=packages
