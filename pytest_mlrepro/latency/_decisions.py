@@ -120,121 +120,27 @@ class RatioFacts:
     outcome: str  # pass, regression, faster
 
 
-def _x(value: float) -> str:
-    return f"×{value:.2f}"
+@dataclass(frozen=True)
+class DecisionFacts:
+    """What decided a latency verdict, as facts for the report to word
+    (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt
+    (none: nothing was compared), whether the golden's reference workload is today's, and the
+    machine's contention against the thresholds that gave it meaning.
 
+    The rules these facts stand for are those of ``_measure.assess`` and ``_timing.judge``: a
+    regression needs the absolute ratio and the normalised one (divided by how much slower the
+    reference workload runs now) both confidently above the tolerance; on an idle machine (other
+    processes used at most ``idle_contention`` of the CPUs), or when the golden's reference
+    workload is not today's, the absolute ratio alone decides; on a busy machine (more than
+    ``max_contention``) a slowdown is ``contended``, not judged. ``faster`` needs the deciding
+    ratios confidently below 1 / tolerance."""
 
-def latency_decided_by(
-    *,
-    verdict: str,
-    facts: Sequence[RatioFacts],
-    reference_comparable: bool,
-    contention: float | None,
-    idle_contention: float,
-    max_contention: float,
-) -> str:
-    """In words, which ratio decided a latency verdict (``pass``, ``faster``, ``regression``,
-    ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not misread as a
-    missed regression.
-
-    The rules it explains are those of ``_measure.assess`` and ``_timing.judge``: a regression
-    needs the absolute ratio and the normalised one (divided by how much slower the reference
-    workload runs now) both confidently above the tolerance; on an idle machine (other processes
-    used at most ``idle_contention`` of the CPUs), or when the golden's reference workload is not
-    today's, the absolute ratio alone decides; on a busy machine (more than ``max_contention``) a
-    slowdown is ``contended``, not judged. ``faster`` needs the deciding ratios confidently below
-    1 / tolerance.
-
-    :param facts: every judgement of the concluding attempt (none: nothing was compared).
-    """
-    if not facts:
-        return "not compared: no measurement of the golden to compare with"
-    idle = contention is not None and contention <= idle_contention
-    absolute_only = idle or not reference_comparable
-    why_absolute = (
-        "the machine was idle, so the reference workload may not excuse a slowdown"
-        if idle
-        else "the golden's reference workload differs from today's"
-    )
-
-    def views(f: RatioFacts) -> str:
-        shown = f"absolute {_x(f.ratio)}"
-        if f.normalised is not None:
-            shown += f", normalised {_x(f.normalised)}"
-        return f"{f.measurement} {f.statistic}: {shown}"
-
-    # The judgement that came closest to failing (or that failed): the largest lower bound of
-    # the ratios that decide.
-    def pressure(f: RatioFacts) -> float:
-        lows = [f.ratio_low]
-        if not absolute_only and f.normalised_low is not None:
-            lows.append(f.normalised_low)
-        return min(lows)
-
-    if verdict == "contended":
-        slower = max(facts, key=lambda f: f.ratio_low)
-        busy = "unknown" if contention is None else f"{contention:.0%}"
-        return (
-            f"not judged: {views(slower)} above ≤×{slower.tolerance:g} while other processes used "
-            f"{busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be trusted"
-        )
-    if verdict == "regression":
-        failed = [f for f in facts if f.outcome == "regression"] or list(facts)
-        worst = max(failed, key=pressure)
-        if absolute_only or worst.normalised is None:
-            return (
-                f"absolute ratio: {views(worst)} confidently above ≤×{worst.tolerance:g} "
-                f"({why_absolute if absolute_only else 'no reference workload'}: the absolute "
-                "ratio alone decides)"
-            )
-        return (
-            f"both ratios: {views(worst)}, each confidently above ≤×{worst.tolerance:g} (a "
-            "slower machine would raise the absolute ratio only)"
-        )
-    if verdict == "faster":
-        slowest = max(facts, key=lambda f: f.ratio_high)
-        below = (
-            f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
-        )
-        if absolute_only or slowest.normalised is None:
-            # The normalised ratio is named apart: it did not decide, and beside "below" it would
-            # read as if it were below too.
-            unused = (
-                ""
-                if slowest.normalised is None
-                else f"; normalised {_x(slowest.normalised)} not used: {why_absolute}"
-            )
-            return (
-                f"absolute ratio: {slowest.measurement} {slowest.statistic}: absolute "
-                f"{_x(slowest.ratio)} {below} for every measurement{unused}"
-            )
-        return f"both ratios: {views(slowest)} {below} for every measurement"
-    # pass: name the judgement closest to failing and why it did not.
-    closest = max(facts, key=pressure)
-    tol = f"≤×{closest.tolerance:g}"
-    if absolute_only or closest.normalised is None:
-        reason = why_absolute if absolute_only else "no reference workload"
-        return (
-            f"absolute ratio: {views(closest)} within {tol} ({reason}: the absolute ratio "
-            "alone decides)"
-        )
-    absolute_over = closest.ratio_low > closest.tolerance
-    normalised_over = (
-        closest.normalised_low is not None and closest.normalised_low > closest.tolerance
-    )
-    if normalised_over and not absolute_over:
-        return (
-            f"absolute ratio: {views(closest)}; the absolute ratio is within {tol}, and a "
-            "regression needs both ratios above it (the normalised one alone is high when the "
-            "reference workload ran faster now than at recording)"
-        )
-    if absolute_over and not normalised_over:
-        return (
-            f"normalised ratio: {views(closest)}; the machine itself runs the reference "
-            f"workload slower now, and the normalised ratio is within {tol} (a regression needs "
-            "both ratios above it)"
-        )
-    return f"both ratios within {tol}: {views(closest)}"
+    verdict: str
+    facts: tuple[RatioFacts, ...]
+    reference_comparable: bool
+    contention: float | None
+    idle_contention: float
+    max_contention: float
 
 
 def stale_golden(ratio_to_golden: float | None, command: str) -> dict[str, object] | None:

@@ -29,7 +29,7 @@ from ..goldens import require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
 from ..runners import Runner, load_runner
 from ..settings import Settings
-from ._decisions import RatioFacts, latency_decided_by
+from ._decisions import DecisionFacts, RatioFacts
 from ._timing import (
     Judgement,
     Measurement,
@@ -370,7 +370,7 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
 
 
 def ratio_facts(assessment: Assessment) -> list[RatioFacts]:
-    """The judgements of ``assessment`` as the plain facts :func:`latency_decided_by` reads."""
+    """The judgements of ``assessment`` as plain facts (:class:`DecisionFacts`)."""
     return [
         RatioFacts(
             measurement=name,
@@ -389,11 +389,11 @@ def ratio_facts(assessment: Assessment) -> list[RatioFacts]:
     ]
 
 
-def decided_by(assessment: Assessment, max_contention: float) -> str:
-    """Which ratio decided ``assessment``'s verdict, in words (:func:`latency_decided_by`)."""
-    return latency_decided_by(
+def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
+    """What decided ``assessment``'s verdict, as facts for the report to word."""
+    return DecisionFacts(
         verdict=assessment.verdict,
-        facts=ratio_facts(assessment),
+        facts=tuple(ratio_facts(assessment)),
         reference_comparable=assessment.normalised,
         contention=assessment.attempt.contention,
         idle_contention=IDLE_CONTENTION,

@@ -27,14 +27,20 @@ from ..manifest import Manifest
 from ..runners import check_framework
 from ..settings import Settings
 from ._benchjson import benchmark_entry
-from ._decisions import golden_outpaced, latency_decision, latency_golden_stale, stale_golden
+from ._decisions import (
+    DecisionFacts,
+    golden_outpaced,
+    latency_decision,
+    latency_golden_stale,
+    stale_golden,
+)
 from ._measure import (
     Assessment,
     Attempt,
     assess,
     changed_settings,
     conclude,
-    decided_by,
+    decision_facts,
     entry_for,
     key_for,
     measure_attempt,
@@ -75,6 +81,9 @@ class LatencyRequest:
     nodeid: str
     update_cmd: str
     shown: Callable[[Path], str]  # a path as the run shows it
+    # What decided the verdict, in words (``report.latency_decided_by``; None: no golden yet):
+    # the wording is the report's, the facts the check's.
+    word_decision: Callable[[DecisionFacts | None], str]
     identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
@@ -197,7 +206,7 @@ class _Run:
                 "skip",
                 "no golden",
                 "no golden",
-                decided="not compared: no latency golden for this machine and settings",
+                decided=r.word_decision(None),
                 key=key.fields,
                 golden_file=r.shown(golden_store.latency_golden_file(r.settings, m, key)),
             )
@@ -315,10 +324,9 @@ class _Run:
             if recorded is not None:
                 golden = recorded.get("p50")
                 ratio = now / golden if golden > 0 else None
-        if assessment is None:
-            decided = "not compared: no latency golden for this machine and settings yet"
-        else:
-            decided = decided_by(assessment, self.r.max_contention)
+        decided = self.r.word_decision(
+            None if assessment is None else decision_facts(assessment, self.r.max_contention)
+        )
         fields: dict[str, Any] = {
             "p50_ms": None if now is None else ms(now),
             "golden_p50_ms": None if golden is None else ms(golden),

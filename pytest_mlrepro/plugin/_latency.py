@@ -15,7 +15,7 @@ import pytest
 from .._names import record_command
 from ..latency import LatencyRequest, run_latency
 from ..manifest import Manifest
-from ..report import latency_outcome_text
+from ..report import latency_decided_by, latency_outcome_text
 from ._base import (
     LATENCY_ATTR,
     MlreproFailure,
@@ -91,6 +91,7 @@ class LatencyItem(ManifestItem):
                 nodeid=self.nodeid,
                 update_cmd=update_cmd,
                 shown=functools.partial(display_path, config),
+                word_decision=latency_decided_by,
                 identity=self.manifest_identity(),
                 exclusive=functools.partial(exclusive, config),
             )

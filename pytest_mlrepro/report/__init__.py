@@ -18,7 +18,7 @@ from ._accuracy import (
     reference_refused_record,
     with_reference,
 )
-from ._latency import explain_latency, fmt_ms, latency_outcome_text
+from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
@@ -48,6 +48,7 @@ __all__ = [
     "golden_claimed",
     "golden_unreadable",
     "golden_written",
+    "latency_decided_by",
     "latency_outcome_text",
     "latency_table",
     "machine_columns",

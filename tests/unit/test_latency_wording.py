@@ -1,5 +1,5 @@
-"""Which ratio decided a latency verdict, in words, and the stale-golden flag (pure functions of
-latency/_decisions.py)."""
+"""Which ratio decided a latency verdict, in words (report.latency_decided_by, over the facts of
+latency/_decisions.py), and the stale-golden flag."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import pytest
 
 from pytest_mlrepro.latency import (
     STALE_RATIO,
+    DecisionFacts,
     RatioFacts,
     golden_outpaced,
-    latency_decided_by,
     latency_golden_stale,
     stale_golden,
 )
+from pytest_mlrepro.report import latency_decided_by
 
 
 def facts(
@@ -41,12 +42,14 @@ def facts(
 
 def decided(verdict: str, *fs: RatioFacts, contention: float | None = 0.10, comparable=True) -> str:
     return latency_decided_by(
-        verdict=verdict,
-        facts=fs,
-        reference_comparable=comparable,
-        contention=contention,
-        idle_contention=0.05,
-        max_contention=0.25,
+        DecisionFacts(
+            verdict=verdict,
+            facts=fs,
+            reference_comparable=comparable,
+            contention=contention,
+            idle_contention=0.05,
+            max_contention=0.25,
+        )
     )
 
 
