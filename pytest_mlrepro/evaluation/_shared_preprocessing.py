@@ -237,6 +237,7 @@ class SharedLoader:
             return 1
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-fill") as pool:
+            # Interrupted (a time limit, Ctrl-C), ``map`` cancels the samples not started yet.
             return sum(pool.map(keep, todo))
 
 

@@ -266,3 +266,28 @@ def test_fill_leaves_an_unreadable_sample_to_the_evaluation_to_report(
     with pytest.raises(IntegrityError):
         loader(samples[2])
     assert np.array_equal(loader(samples[3]), alone(pipeline(), samples[3:4])[0])
+
+
+def test_an_interrupted_fill_stops_without_decoding_the_rest(
+    samples: list[Sample], counted: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    share = PreprocessingShare(budget_bytes=1 << 30)
+    share.plan([("data", pipeline()), ("data", pipeline())])
+    loader = share.loader("data", pipeline())
+    assert loader is not None
+    many = samples * 50  # 300 samples (the same six, none kept yet)
+    decode = Decode.decode
+
+    raised: list[bool] = []
+
+    def interrupted(self: Decode, data: bytes, sample: str) -> object:
+        if counted["decode"] == 3 and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt  # what a time limit's interruption looks like to the pool
+        return decode(self, data, sample)
+
+    counted.clear()
+    monkeypatch.setattr(Decode, "decode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loader.fill(many, workers=1)
+    assert counted["decode"] < 10, counted
