@@ -42,18 +42,7 @@ def tensorflow() -> Any:
 def decode_tf(data: bytes, dct_method: str, sample: str) -> np.ndarray:
     """H×W×3 uint8 RGB. JPEG through ``tf.io.decode_jpeg(channels=3, dct_method=...)``; other
     formats through ``tf.io.decode_image(channels=3)`` (the DCT method only exists for JPEG)."""
-    tf = tensorflow()
-    try:
-        if data[:3] == _JPEG_MAGIC:
-            image = tf.io.decode_jpeg(data, channels=3, dct_method=dct_method)
-        else:
-            image = tf.io.decode_image(data, channels=3, expand_animations=False)
-            if image.dtype != tf.uint8:  # 16-bit PNG: keep the high byte, as the pil backend does
-                image = tf.cast(tf.bitwise.right_shift(image, 8), tf.uint8)
-    except (tf.errors.InvalidArgumentError, tf.errors.UnknownError) as exc:
-        first = str(exc.message if hasattr(exc, "message") else exc).splitlines()[0]
-        raise SampleError(sample, f"tf.io cannot decode it: {first}") from None
-    return np.asarray(image.numpy())
+    return decode_tf_channels(data, 3, False, dct_method, sample)
 
 
 def decode_tf_channels(

@@ -15,7 +15,7 @@ from PIL import Image
 
 from pytest_mlrepro.data import Sample
 from pytest_mlrepro.errors import IntegrityError
-from pytest_mlrepro.evaluation import PreprocessingShare
+from pytest_mlrepro.evaluation import PreprocessingShare, SharedLoader
 from pytest_mlrepro.evaluation._evaluate import preprocessed
 from pytest_mlrepro.pipeline import Cast, Crop, Decode, Layout, Normalize, Pipeline, Resize
 
@@ -215,16 +215,23 @@ def test_batches_through_the_thread_pool_match_the_pipeline_alone(samples: list[
         assert np.array_equal(shared, own)
 
 
+def twice_planned(budget_bytes: int = 1 << 30) -> tuple[PreprocessingShare, SharedLoader]:
+    """A share planned for two evaluations of :func:`pipeline` over one data set, and the
+    loader of the first."""
+    share = PreprocessingShare(budget_bytes=budget_bytes)
+    share.plan([("data", pipeline()), ("data", pipeline())])
+    loader = share.loader("data", pipeline())
+    assert loader is not None
+    return share, loader
+
+
 def test_fill_decodes_every_sample_once_up_front_and_the_evaluations_reuse_it(
     samples: list[Sample], counted: Counter[str]
 ) -> None:
     expected = alone(pipeline(), samples)
     counted.clear()
-    share = PreprocessingShare(budget_bytes=1 << 30)
+    share, loader = twice_planned()
     first, second = pipeline(), pipeline()
-    share.plan([("data", first), ("data", second)])
-    loader = share.loader("data", first)
-    assert loader is not None
     assert loader.fill(samples, workers=2) == len(samples)
     assert counted == {"decode": len(samples), "resize": len(samples)}
     # Filled already: a second fill (the next evaluation's) computes nothing.
@@ -240,10 +247,7 @@ def test_fill_stops_at_the_budget_and_leaves_the_rest_to_the_evaluation(
     samples: list[Sample], counted: Counter[str]
 ) -> None:
     one = 24 * 24 * 3
-    share = PreprocessingShare(budget_bytes=2 * one)
-    share.plan([("data", pipeline()), ("data", pipeline())])
-    loader = share.loader("data", pipeline())
-    assert loader is not None
+    share, loader = twice_planned(budget_bytes=2 * one)
     counted.clear()
     filled = loader.fill(samples, workers=1)  # one worker: in order, so the first two fit
     assert share.held_bytes == 2 * one
@@ -257,10 +261,7 @@ def test_fill_stops_at_the_budget_and_leaves_the_rest_to_the_evaluation(
 def test_fill_leaves_an_unreadable_sample_to_the_evaluation_to_report(
     samples: list[Sample],
 ) -> None:
-    share = PreprocessingShare(budget_bytes=1 << 30)
-    share.plan([("data", pipeline()), ("data", pipeline())])
-    loader = share.loader("data", pipeline())
-    assert loader is not None
+    _, loader = twice_planned()
     samples[2].path.write_bytes(b"not the bytes the checksum names")
     assert loader.fill(samples, workers=2) == len(samples) - 1
     with pytest.raises(IntegrityError):
@@ -271,10 +272,7 @@ def test_fill_leaves_an_unreadable_sample_to_the_evaluation_to_report(
 def test_an_interrupted_fill_stops_without_decoding_the_rest(
     samples: list[Sample], counted: Counter[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    share = PreprocessingShare(budget_bytes=1 << 30)
-    share.plan([("data", pipeline()), ("data", pipeline())])
-    loader = share.loader("data", pipeline())
-    assert loader is not None
+    _, loader = twice_planned()
     many = samples * 50  # 300 samples (the same six, none kept yet)
     decode = Decode.decode
 
