@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._names import matches_patterns
-from . import _hookspecs, _junit
+from . import _heap, _hookspecs, _junit
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
 if TYPE_CHECKING:
@@ -48,6 +48,12 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before any plugin's pytest_configure registers its cleanups: this one then runs last.
+    _heap.register(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

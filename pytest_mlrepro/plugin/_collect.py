@@ -15,6 +15,7 @@ from ..runners import cuda_present, frameworks_of, import_frameworks
 from ._accuracy import accuracy_items
 from ._base import display_path, settings_key, state_of
 from ._determinism import determinism_items
+from ._heap import set_aside
 from ._invalid import ManifestErrorItem
 from ._latency import latency_items
 from ._options import KINDS, MARKER
@@ -101,7 +102,10 @@ def preload_frameworks(session: pytest.Session) -> None:
         return
     # Items of every kind (other plugins' too) that carry their manifest.
     found = (getattr(item, "manifest", None) for item in session.items)
-    import_frameworks(frameworks_of(m for m in found if isinstance(m, Manifest)))
+    names = frameworks_of(m for m in found if isinstance(m, Manifest))
+    if names:
+        import_frameworks(names)
+        set_aside(session.config)
 
 
 def _kind_order(item: pytest.Item) -> int:

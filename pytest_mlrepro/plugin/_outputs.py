@@ -5,6 +5,7 @@ format (``--mlrepro-benchmark-json``). The HTML page is :mod:`._html`'s."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -37,11 +38,32 @@ def write_results_file(
     }
     if one_time:
         payload["one_time"] = one_time
-    text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    text = _results_text(payload)
     try:
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
     except OutputError as exc:
         report_output_error(session, str(exc))
+
+
+_PER_SAMPLE = re.compile(r'"per_sample": "\\u0000(\d+)\\u0000"')
+"""A row's per-sample block as :func:`_results_text` holds its place: a key and a string value
+that no other text of the file can be (a quote inside a string is escaped there)."""
+
+
+def _results_text(payload: dict[str, Any]) -> str:
+    """The results file's text: indented to be read, except each row's ``per_sample`` block, one
+    line of compact JSON. Why: the per-sample numbers are most of the file, and json's indenting
+    encoder is pure Python, its compact one C: the main job's nine rows took 0.46 s indented
+    against 0.11 s compact (docs/measurements.md, issue 34), and the file is 2.6 times smaller."""
+    blocks: list[str] = []
+    rows = []
+    for row in payload["results"]:
+        if "per_sample" in row:
+            blocks.append(json.dumps(row["per_sample"], sort_keys=True, allow_nan=False))
+            row = {**row, "per_sample": f"\0{len(blocks) - 1}\0"}
+        rows.append(row)
+    text = json.dumps({**payload, "results": rows}, indent=2, sort_keys=True, allow_nan=False)
+    return _PER_SAMPLE.sub(lambda m: f'"per_sample": {blocks[int(m[1])]}', text)
 
 
 def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:
