@@ -265,18 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, passed = parse_args(argv)
     if args.command == "init":  # writes the manifest that the other commands start from
         return guarded(lambda: init(args, passed))
-    if args.command == "merge":  # reads results files only: no pytest session
-        if passed:
-            print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
-            return USAGE_ERROR
-        return guarded(lambda: merge(args))
     if args.command == "schema":  # the types' schema: no pytest session
         return schema(args)
-    if args.command == "history":  # reads results files only, as merge does
+    if args.command in ("merge", "history"):  # read results files only: no pytest session
         if passed:
-            print(f"mlrepro history: unknown arguments: {' '.join(passed)}", file=sys.stderr)
+            print(f"mlrepro {args.command}: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
-        return guarded(lambda: history(args))
+        command = merge if args.command == "merge" else history
+        return guarded(lambda: command(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

@@ -57,7 +57,7 @@ from .._files import (
     TooDeep,
     atomic_write_bytes,
     parse_json,
-    read_regular_bytes,
+    read_bounded,
     remove_stale_temp_files,
 )
 from .._json_schema import validator
@@ -258,7 +258,7 @@ def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) 
 def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
     """:func:`read_json`'s document and the sha256 of the file's bytes."""
     try:
-        raw = read_regular_bytes(path, golden_dir, limit=MAX_BYTES)
+        raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
         raise GoldenNotAFile(
             f"{exc}: a {what} must be a regular file (a symlink could lead anywhere, a FIFO "
@@ -480,7 +480,7 @@ def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
     :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
     is laid out otherwise."""
     try:
-        lines = (read_regular_bytes(path, limit=MAX_BYTES) or b"").decode("utf-8").splitlines()
+        lines = (read_bounded(path, MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     if not field:

@@ -57,7 +57,6 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # keras/src/applications/imagenet_utils.py, _preprocess_numpy_input(mode="caffe"): the mean
 # pixel, BGR, that the VGG and ResNet Caffe ports subtract.
 KERAS_CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
-CAFFE_MEAN_BGR = KERAS_CAFFE_MEAN_BGR  # the name the discovery candidates use
 # BVLC/caffe python/caffe/imagenet/ilsvrc_2012_mean.npy averaged over its pixels, BGR (as
 # examples/00-classification.ipynb prints it): what python/caffe/classify.py subtracts.
 ILSVRC_MEAN_BGR = (104.0069879317889, 116.66876761696767, 122.6789143406786)
