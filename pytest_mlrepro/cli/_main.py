@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .._visible import visible_lines
+from ..settings import shown_path
 from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
@@ -47,11 +48,7 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
     from ..plugin._base import settings_key
 
     manifest_path = Path(args.manifest)
-    try:
-        shown = manifest_path.resolve().relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        shown = str(manifest_path)
-    manifest = load_manifest(manifest_path, display=shown)
+    manifest = load_manifest(manifest_path, display=shown_path(manifest_path.resolve(), Path.cwd()))
     if args.limit is not None:
         if args.limit < 1:
             raise UsageError("--limit must be at least 1")
@@ -124,11 +121,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         golden = golden_store.golden_path(manifest, settings)
         path = sensitivity_table_path(golden, settings.golden_dir)
         save_sensitivity(path, table, settings.golden_dir)
-        try:
-            shown = path.relative_to(Path.cwd())
-        except ValueError:
-            shown = path
-        print(f"\nsaved {shown}")
+        print(f"\nsaved {shown_path(path, Path.cwd())}")
     return 0
 
 
@@ -145,7 +138,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     manifest, settings = _prepare(args, config)
     check_framework(manifest)
     path = golden_store.golden_path(manifest, settings)
-    golden_shown = _in_project(path, settings.root)
+    golden_shown = shown_path(path.resolve(), settings.root.resolve(), Path.cwd().resolve())
     # The command that records this manifest's golden, and only it (a bare pytest collects
     # the project's testpaths: tests/, not manifests/).
     record = record_command(manifest.source)
@@ -170,17 +163,6 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     samples = counterfactual_samples(config)
     print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
     return 1
-
-
-def _in_project(path: Path, root: Path) -> str:
-    """``path`` as the project names it: relative to its root (where pytest.ini is), else to
-    the working directory, else whole."""
-    for base in (root, Path.cwd()):
-        try:
-            return path.resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            continue
-    return str(path)
 
 
 def _parser() -> argparse.ArgumentParser:

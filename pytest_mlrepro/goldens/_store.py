@@ -61,9 +61,10 @@ from .._files import (
     remove_stale_temp_files,
 )
 from .._json_schema import validator
+from .._yaml import format_path
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
-from ..settings import Settings
+from ..settings import Settings, shown_path
 from ._metrics import Results, accuracy
 
 FORMAT = 1
@@ -129,14 +130,14 @@ def golden_path(manifest: Manifest, settings: Settings) -> Path:
         raise manifest.error(
             ("golden",),
             f"{manifest.golden!r} is outside the golden directory "
-            f"({_shown_dir(gdir, settings.root)}/): accuracy goldens live there; name a .json "
+            f"({shown_path(gdir, settings.root)}/): accuracy goldens live there; name a .json "
             "file inside it (or leave 'golden' out)",
         )
     parts = candidate.relative_to(gdir).parts
     if len(parts) > 1 and parts[0] in RESERVED:
         raise manifest.error(
             ("golden",),
-            f"{manifest.golden!r} is in {_shown_dir(gdir, settings.root)}/{parts[0]}/, "
+            f"{manifest.golden!r} is in {shown_path(gdir, settings.root)}/{parts[0]}/, "
             f"reserved for {parts[0]} goldens; name a .json file outside "
             f"{' and '.join(f'{r}/' for r in RESERVED)}",
         )
@@ -145,15 +146,9 @@ def golden_path(manifest: Manifest, settings: Settings) -> Path:
     return candidate
 
 
-def _shown_dir(folder: Path, root: Path) -> str:
-    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
-
-
 def manifest_file_of(manifest_path: Path, settings: Settings) -> str:
     """What a golden records as its manifest file: the path relative to the project root."""
-    path = Path(os.path.abspath(manifest_path))
-    inside = path.is_relative_to(settings.root)
-    return path.relative_to(settings.root).as_posix() if inside else str(path)
+    return shown_path(Path(os.path.abspath(manifest_path)), settings.root)
 
 
 def _round(value: float) -> float:
@@ -300,9 +295,9 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     except InvalidField as exc:
         line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
+        field = format_path(exc.field) or "(document)"
         raise GoldenError(
-            f"{where}: {render_field(exc.field)}: {exc.message}; fix it or record it again "
-            "with --mlrepro-update"
+            f"{where}: {field}: {exc.message}; fix it or record it again with --mlrepro-update"
         ) from None
 
 
@@ -322,14 +317,6 @@ class InvalidField(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
-
-
-def render_field(field: Field) -> str:
-    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``."""
-    text = ""
-    for part in field:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text or "(document)"
 
 
 _KINDS: dict[type, str] = {
