@@ -2,7 +2,8 @@
 
 The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
 ``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
+defaults; a field whose metadata names a ``convert`` function (value, path, context) is converted
+by it. A dataclass may define ``check(self)`` for rules that span fields; it raises
 :class:`Invalid` naming the offending field relative to itself.
 """
 
@@ -201,7 +202,11 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         if key in value:
-            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            custom = f.metadata.get("convert")  # a field converted by its own function
+            if custom is not None:
+                kwargs[f.name] = custom(value[key], (*path, key), ctx)
+            else:
+                kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(path, f"missing required key {key!r}")
     try:
