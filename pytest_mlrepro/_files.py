@@ -204,10 +204,6 @@ STALE_AFTER_S = 60.0
 it was left by a killed writer."""
 
 
-def _temp_pattern(path: Path, suffix: str = ".tmp") -> str:
-    return f".{glob.escape(path.name)}.*{suffix}"
-
-
 class NotARegularFile(OSError):
     """A path that must be a plain file (or absent) is a symlink, a folder, a FIFO, a device..."""
 
@@ -462,7 +458,7 @@ def stale_temp_files(
     fcntl = _fcntl
     stale = []
     now = time.time()
-    for candidate in sorted(path.parent.glob(_temp_pattern(path, suffix))):
+    for candidate in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{suffix}")):
         try:
             info = candidate.lstat()
             if now - info.st_mtime < older_than or not stat.S_ISREG(info.st_mode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import types
 import typing
@@ -177,13 +178,7 @@ if TYPE_CHECKING:
 
 _D = TypeVar("_D", bound="DataclassInstance")
 
-_hints_cache: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _hints_cache:
-        _hints_cache[cls] = typing.get_type_hints(cls)
-    return _hints_cache[cls]
+_hints = functools.cache(typing.get_type_hints)
 
 
 def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) -> _D:

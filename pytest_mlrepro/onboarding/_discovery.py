@@ -275,10 +275,6 @@ class Progress:
 
         return cls(write, 1.0 if tty else 15.0)
 
-    @classmethod
-    def silent(cls) -> Progress:
-        return cls(None, math.inf)
-
     def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
         now = time.monotonic()
         if self.write is None or not (last or now - self.last >= self.interval):
@@ -476,7 +472,7 @@ class Search:
         self.images = _Images(samples, height, width)
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
-        self.progress = progress or Progress.silent()
+        self.progress = progress or Progress(None, math.inf)  # silent
         self.inputs = 0  # model inputs run
         self.start = time.perf_counter()
         self.plan = _Plan([])

@@ -145,7 +145,7 @@ def _staged(final: Path) -> Path:
 GREY_PRESETS = ("grey-01", "mnist", "grey-255")
 
 
-def _model_side(model: ModelInfo, channels: int) -> str:
+def _model_side(model: ModelInfo) -> str:
     if model.shape:
         shown = shape_text(model.shape)
         return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
@@ -172,7 +172,7 @@ def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> N
         fix = _bands_fix(channels)
     raise InitError(
         f"--preset {preset.name} makes {made}-channel {what} images, and "
-        f"{_model_side(model, channels)}: it takes {channels} channel{'s' * (channels != 1)}; "
+        f"{_model_side(model)}: it takes {channels} channel{'s' * (channels != 1)}; "
         f"use {fix}"
     )
 
@@ -186,7 +186,7 @@ def _bands_fix(channels: int) -> str:
 
 
 def _bands_refusal(model: ModelInfo, channels: int) -> str:
-    return f"{_model_side(model, channels)}: it takes {channels} channels; {_bands_fix(channels)}"
+    return f"{_model_side(model)}: it takes {channels} channels; {_bands_fix(channels)}"
 
 
 def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
