@@ -61,7 +61,6 @@ from .._files import (
     remove_stale_temp_files,
 )
 from .._json_schema import validator
-from .._yaml import format_path
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings, shown_path
@@ -295,7 +294,7 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     except InvalidField as exc:
         line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
-        field = format_path(exc.field) or "(document)"
+        field = render_field(exc.field)
         raise GoldenError(
             f"{where}: {field}: {exc.message}; fix it or record it again with --mlrepro-update"
         ) from None
@@ -317,6 +316,15 @@ class InvalidField(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+def render_field(field: Field) -> str:
+    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``. Keys are
+    shown as written (``data.img00.png``): a golden's keys are sample ids and field names."""
+    text = ""
+    for part in field:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(document)"
 
 
 _KINDS: dict[type, str] = {
