@@ -1,18 +1,6 @@
-"""``mlrepro``: the command-line front door to what the pytest items do.
-
-    mlrepro pitfalls MANIFEST [--limit N] [--device cpu] [--only KEY] [--save] [PYTEST OPTIONS]
-        the pitfall sensitivity table: accuracy and agreement under each known pitfall
-    mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
-        run the manifest, compare with its golden, and on a drift print its likely cause
-    mlrepro init MODEL --data DIR (--preset NAME | --discover) [-o MANIFEST]
-        write a manifest and the data's checksum list for a model (onboarding/)
-    mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
-        the matrix of several machines' results files, a CI gate (cli/_merge.py)
-    mlrepro history RESULTS... [--html PATH]
-        results files of many nights as trends, the first night outside tolerance and what
-        changed that night (cli/_merge.py)
-    mlrepro schema results [--out PATH]
-        the JSON Schema of the results file, generated from its types (cli/_merge.py)
+"""``mlrepro``: the command-line front door to what the pytest items do (``init``, ``pitfalls``,
+``diagnose``, ``merge``, ``history``, ``schema``; their options: docs/cli.md, or
+``mlrepro COMMAND --help``).
 
 This module is argument handling only. Each command runs inside pytest's own configuration of
 the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
