@@ -100,11 +100,13 @@ class Golden:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return {
-            "samples": len(self.results.ids),
-            "top1": round(self.results.top1, 4),
-            "top5": round(self.results.top5, 4),
-        }
+        return metrics_of(self.results)
+
+
+def metrics_of(results: Results) -> dict[str, Any]:
+    """The aggregates a golden stores beside its samples (and checks against them when read)."""
+    top1, top5 = accuracy(results.topk, results.labels)
+    return {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
 
 
 # Folders of the golden directory that belong to other kinds of golden: never accuracy goldens.
@@ -460,9 +462,7 @@ def _check_samples(rows: list[list[Any]], classes: int) -> Results:
 
 def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
     """The stored aggregates are what the stored samples give (as :attr:`Golden.metrics`)."""
-    top1, top5 = accuracy(results.topk, results.labels)
-    expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
-    for key, want in expected.items():
+    for key, want in metrics_of(results).items():
         if abs(metrics[key] - want) > 1e-9:
             raise InvalidField(
                 ("metrics", key),
