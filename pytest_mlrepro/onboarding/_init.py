@@ -679,14 +679,10 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
 
     try:
         build(staged)
-    except (InitError, Unavailable):
+    except BaseException as exc:
         discard()
-        raise
-    except Exception as exc:
-        discard()
-        raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
-    except BaseException:
-        discard()
+        if isinstance(exc, Exception) and not isinstance(exc, (InitError, Unavailable)):
+            raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
         raise
     try:
         os.close(open_regular(staged, follow_symlinks=False))
