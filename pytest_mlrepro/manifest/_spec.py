@@ -95,17 +95,16 @@ class FileRef:
             if self.cache is None:
                 raise Invalid("url", "'url' fetches a file into the cache: use it with 'cache'")
             _check_file_url(self.url)
-        for name in ("path", "cache"):
-            value = getattr(self, name)
-            if value is not None and (value == "" or "\0" in value):
-                raise Invalid(name, "not a usable file name")
-        if self.cache is not None and (
-            "/" in self.cache or "\\" in self.cache or self.cache in (".", "..")
-        ):
-            raise Invalid("cache", "a cache entry is a plain file name")
+        # Only one of the two is given (above).
         for name, longest in (("path", NAME_MAX), ("cache", CACHE_NAME_MAX)):
             value = getattr(self, name)
-            problem = name_problem(value, longest) if value is not None else None
+            if value is None:
+                continue
+            if value == "" or "\0" in value:
+                raise Invalid(name, "not a usable file name")
+            if name == "cache" and ("/" in value or "\\" in value or value in (".", "..")):
+                raise Invalid("cache", "a cache entry is a plain file name")
+            problem = name_problem(value, longest)
             if problem is not None:
                 raise Invalid(name, problem)
 
