@@ -37,7 +37,6 @@ from ._visible import visible
 DOWNLOAD_TIMEOUT = 30.0
 """Seconds a download may wait for the server (connect, or between two reads)."""
 _CHUNK = 1 << 20
-SCHEMES = ("http", "https", "file")
 REDIRECT_SCHEMES = ("http", "https")
 """Where a server may redirect a download: never to ``file:`` (a local file), ``ftp:`` or any
 other scheme the manifest did not name."""

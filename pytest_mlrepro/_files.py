@@ -204,10 +204,6 @@ STALE_AFTER_S = 60.0
 it was left by a killed writer."""
 
 
-def _temp_pattern(path: Path, suffix: str = ".tmp") -> str:
-    return f".{glob.escape(path.name)}.*{suffix}"
-
-
 class NotARegularFile(OSError):
     """A path that must be a plain file (or absent) is a symlink, a folder, a FIFO, a device..."""
 
@@ -282,27 +278,14 @@ def read_bounded(
 
     Other OSErrors pass through."""
     check_real_folders(path, inside)
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-    if not follow_symlinks:
-        flags |= os.O_NOFOLLOW
     try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        fd = os.open(path, flags)
+        fd = open_regular(path, follow_symlinks=follow_symlinks)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_symlinks:  # O_NOFOLLOW on a symlink
-            raise NotARegularFile(f"{path} is a symbolic link") from None
-        if exc.errno == errno.EISDIR:
-            raise NotARegularFile(f"{path} is a folder") from None
-        raise
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotARegularFile(f"{path} is {_kind(info.st_mode)}")
-        if info.st_size > limit:
-            raise FileTooLarge(path, f"{info.st_size} bytes", limit)
-        os.set_blocking(fd, True)
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise FileTooLarge(path, f"{size} bytes", limit)
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -316,11 +299,6 @@ def read_bounded(
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def read_regular_bytes(path: Path, inside: Path | None = None, *, limit: int) -> bytes | None:
-    """:func:`read_bounded` of a file that must not be a symlink (a golden)."""
-    return read_bounded(path, limit, inside=inside)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -480,7 +458,7 @@ def stale_temp_files(
     fcntl = _fcntl
     stale = []
     now = time.time()
-    for candidate in sorted(path.parent.glob(_temp_pattern(path, suffix))):
+    for candidate in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{suffix}")):
         try:
             info = candidate.lstat()
             if now - info.st_mtime < older_than or not stat.S_ISREG(info.st_mode):

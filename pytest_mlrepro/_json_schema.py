@@ -37,25 +37,19 @@ _TYPES: dict[str, Check] = {
     "null": lambda v: v is None,
 }
 _SCALARS = (int, float, str, bool, type(None))
-_KNOWN = frozenset(
-    {
-        "title",
-        "description",
-        "$comment",
-        "type",
-        "const",
-        "enum",
-        "minimum",
-        "maximum",
-        "minLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "prefixItems",
-        "items",
-    }
-)
+_ARRAY_KEYS = frozenset({"minItems", "maxItems", "uniqueItems", "prefixItems", "items"})
+_KNOWN = _ARRAY_KEYS | {
+    "title",
+    "description",
+    "$comment",
+    "type",
+    "const",
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "pattern",
+}
 
 
 def _same(value: Any, expected: Any) -> bool:
@@ -112,9 +106,6 @@ def compile_check(schema: Any) -> Check:
     if len(checks) == 1:
         return checks[0]
     return lambda v: all(check(v) for check in checks)
-
-
-_ARRAY_KEYS = frozenset({"minItems", "maxItems", "uniqueItems", "prefixItems", "items"})
 
 
 def _array_check(schema: Mapping[str, Any]) -> Check:

@@ -40,13 +40,11 @@ always does, whatever its style, and most foreign YAML is then left after a subs
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ._files import FileTooLarge, read_bounded
+from ._files import FileTooLarge, open_regular, read_bounded
 from ._names import FRAMEWORKS, matches_patterns
 from ._yaml import MAX_BYTES, decode, load_yaml
 from .errors import ManifestError
@@ -162,11 +160,9 @@ def _oversized_manifest(path: Path) -> bool:
     loading then refuses it with its size and the limit, instead of the manifest silently never
     running. A FIFO, device or unreadable file is not claimed (and not read)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as fh:
+        with open(open_regular(path), "rb") as fh:
             head = fh.read(PEEK_BYTES)
-    except OSError:
+    except OSError:  # NotARegularFile included
         return False
     return has_manifest_keys(head)
 

@@ -2,7 +2,8 @@
 
 The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
 ``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
+defaults; a field whose metadata names a ``convert`` function (value, path, context) is converted
+by it. A dataclass may define ``check(self)`` for rules that span fields; it raises
 :class:`Invalid` naming the offending field relative to itself.
 """
 
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import types
 import typing
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from ._yaml import KeyPath, format_path
+from ._yaml import KeyPath, format_path, shown_value
 from .errors import ManifestError
 
 
@@ -90,14 +92,6 @@ def _plural(tp: Any) -> str:
     return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(tp, "items")
 
 
-def _shown(value: Any) -> str:
-    try:
-        text = repr(value)
-    except ValueError:  # an integer with more digits than Python prints (sys.int_info)
-        return f"<{value.bit_length()}-bit integer>" if isinstance(value, int) else "<a value>"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
     """Convert ``value`` (plain YAML data at ``path``) to type ``tp``, or raise ManifestError."""
     origin = get_origin(tp)
@@ -122,40 +116,40 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
             raise errors[0]
         if isinstance(value, dict) and len(mapping_errors) == 1:
             raise mapping_errors[0]
-        raise ctx.error(path, f"expected {_describe(tp)}, got {_shown(value)}")
+        raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is Any:
         return value
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ctx.error(path, f"expected true or false, got {_shown(value)}")
+        raise ctx.error(path, f"expected true or false, got {shown_value(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             if abs(value) > 2**53:
-                raise ctx.error(path, f"integer {_shown(value)} is out of range")
+                raise ctx.error(path, f"integer {shown_value(value)} is out of range")
             return value
-        raise ctx.error(path, f"expected an integer, got {_shown(value)}")
+        raise ctx.error(path, f"expected an integer, got {shown_value(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             number = float(value) if abs(value) < 1e308 else math.inf
             if not math.isfinite(number):
-                raise ctx.error(path, f"expected a finite number, got {_shown(value)}")
+                raise ctx.error(path, f"expected a finite number, got {shown_value(value)}")
             return number
-        raise ctx.error(path, f"expected a number, got {_shown(value)}")
+        raise ctx.error(path, f"expected a number, got {shown_value(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ctx.error(path, f"expected a string, got {_shown(value)}")
+        raise ctx.error(path, f"expected a string, got {shown_value(value)}")
     if origin is Literal:
         choices = get_args(tp)
         if value in choices and type(value) in {type(c) for c in choices}:
             return value
         hint = suggest(value, [str(c) for c in choices]) if isinstance(value, str) else ""
         listed = ", ".join(repr(c) for c in choices)
-        raise ctx.error(path, f"{_shown(value)} is not one of {listed}{hint}")
+        raise ctx.error(path, f"{shown_value(value)} is not one of {listed}{hint}")
     if origin is list or origin is tuple:
         if not isinstance(value, list):
-            raise ctx.error(path, f"expected {_describe(tp)}, got {_shown(value)}")
+            raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
         args = get_args(tp)
         if origin is list or (len(args) == 2 and args[1] is Ellipsis):
             return (list if origin is list else tuple)(
@@ -169,7 +163,7 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
     if origin is dict:
         key_tp, value_tp = get_args(tp)
         if not isinstance(value, dict):
-            raise ctx.error(path, f"expected a mapping, got {_shown(value)}")
+            raise ctx.error(path, f"expected a mapping, got {shown_value(value)}")
         return {
             convert(key_tp, k, path, ctx): convert(value_tp, v, (*path, k), ctx)
             for k, v in value.items()
@@ -184,20 +178,14 @@ if TYPE_CHECKING:
 
 _D = TypeVar("_D", bound="DataclassInstance")
 
-_hints_cache: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _hints_cache:
-        _hints_cache[cls] = typing.get_type_hints(cls)
-    return _hints_cache[cls]
+_hints = functools.cache(typing.get_type_hints)
 
 
 def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) -> _D:
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise ctx.error(path, f"expected a mapping, got {_shown(value)}")
+        raise ctx.error(path, f"expected a mapping, got {shown_value(value)}")
     fields = {
         yaml_key(f): f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")
     }
@@ -209,7 +197,11 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         if key in value:
-            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            custom = f.metadata.get("convert")  # a field converted by its own function
+            if custom is not None:
+                kwargs[f.name] = custom(value[key], (*path, key), ctx)
+            else:
+                kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(path, f"missing required key {key!r}")
     try:

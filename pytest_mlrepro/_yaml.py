@@ -328,7 +328,7 @@ class _Walker:
                 raise self.fail(key_node, path, "mapping keys must be plain strings")
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                raise self.fail(key_node, path, f"mapping key {_shown_key(key)} is not a string")
+                raise self.fail(key_node, path, f"mapping key {shown_value(key)} is not a string")
             key_path = (*path, key)
             if key in explicit:
                 first = self.lines.get(key_path)
@@ -350,11 +350,12 @@ class _Walker:
         return merged
 
 
-def _shown_key(key: Any) -> str:
+def shown_value(value: Any) -> str:
+    """``value`` as a message quotes it: its repr, cut to 60 characters."""
     try:
-        text = repr(key)
-    except ValueError:  # an integer too long to print in decimal
-        return "(a very long number)"
+        text = repr(value)
+    except ValueError:  # an integer with more digits than Python prints (sys.int_info)
+        return f"<{value.bit_length()}-bit integer>" if isinstance(value, int) else "<a value>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -89,14 +89,6 @@ CPUINFO_ENV = "MLREPRO_CPUINFO"
 _PROC_CPUINFO = "/proc/cpuinfo"
 
 
-def _read_cpuinfo(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
 def read_cpu_identity(
     cpuinfo: str | None,
     processor: Callable[[], str] = platform.processor,
@@ -128,7 +120,12 @@ def cpu_identity() -> dict[str, Any]:
 
 @cache
 def _cpu_identity_of(cpuinfo_path: str) -> dict[str, Any]:
-    return read_cpu_identity(_read_cpuinfo(cpuinfo_path))
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as fh:
+            text: str | None = fh.read()
+    except OSError:
+        text = None
+    return read_cpu_identity(text)
 
 
 # Distributions whose version can change a model's outputs: the frameworks and runtimes, the

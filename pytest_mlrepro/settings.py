@@ -53,6 +53,14 @@ class Settings:
         )
 
 
+def shown_path(path: Path, *bases: Path) -> str:
+    """``path`` as a message shows it: relative to the first of ``bases`` it lies in, else whole."""
+    for base in bases:
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return str(path)
+
+
 class OutsideProject(ValueError):
     """A manifest path resolves (symlinks followed) outside every allowed root."""
 

@@ -6,6 +6,7 @@ the project when it needs the project's builders (``_configured.py``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -97,23 +98,11 @@ def request_from(args: argparse.Namespace) -> InitRequest:
     out = Path(args.output or f"manifests/{name}.yaml")
     if out.exists() and not args.force:
         raise UsageError(f"init: {out} exists (--force overwrites it)")
-    return InitRequest(
-        model=args.model,
-        data=Path(args.data),
-        output=out,
-        name=name,
-        preset=args.preset,
-        discover=args.discover,
-        model_format=args.model_format,
-        builder=args.builder,
-        size=args.size,
-        labels=args.labels,
-        samples=args.samples,
-        force=args.force,
-        export=args.export,
-        artifact=args.artifact,
-        export_to=Path(args.export_to) if args.export_to else None,
-    )
+    # Every field of the request is the argument of its name, but for these four.
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(InitRequest)}
+    given.update(data=Path(args.data), output=out, name=name)
+    given["export_to"] = Path(args.export_to) if args.export_to else None
+    return InitRequest(**given)
 
 
 def init(args: argparse.Namespace, passed: list[str]) -> int:

@@ -1,18 +1,6 @@
-"""``mlrepro``: the command-line front door to what the pytest items do.
-
-    mlrepro pitfalls MANIFEST [--limit N] [--device cpu] [--only KEY] [--save] [PYTEST OPTIONS]
-        the pitfall sensitivity table: accuracy and agreement under each known pitfall
-    mlrepro diagnose MANIFEST [--device cpu] [--probes N] [PYTEST OPTIONS]
-        run the manifest, compare with its golden, and on a drift print its likely cause
-    mlrepro init MODEL --data DIR (--preset NAME | --discover) [-o MANIFEST]
-        write a manifest and the data's checksum list for a model (onboarding/)
-    mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]
-        the matrix of several machines' results files, a CI gate (cli/_merge.py)
-    mlrepro history RESULTS... [--html PATH]
-        results files of many nights as trends, the first night outside tolerance and what
-        changed that night (cli/_merge.py)
-    mlrepro schema results [--out PATH]
-        the JSON Schema of the results file, generated from its types (cli/_merge.py)
+"""``mlrepro``: the command-line front door to what the pytest items do (``init``, ``pitfalls``,
+``diagnose``, ``merge``, ``history``, ``schema``; their options: docs/cli.md, or
+``mlrepro COMMAND --help``).
 
 This module is argument handling only. Each command runs inside pytest's own configuration of
 the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
@@ -30,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .._visible import visible_lines
+from ..settings import shown_path
 from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
@@ -47,11 +36,7 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
     from ..plugin._base import settings_key
 
     manifest_path = Path(args.manifest)
-    try:
-        shown = manifest_path.resolve().relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        shown = str(manifest_path)
-    manifest = load_manifest(manifest_path, display=shown)
+    manifest = load_manifest(manifest_path, display=shown_path(manifest_path.resolve(), Path.cwd()))
     if args.limit is not None:
         if args.limit < 1:
             raise UsageError("--limit must be at least 1")
@@ -124,11 +109,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         golden = golden_store.golden_path(manifest, settings)
         path = sensitivity_table_path(golden, settings.golden_dir)
         save_sensitivity(path, table, settings.golden_dir)
-        try:
-            shown = path.relative_to(Path.cwd())
-        except ValueError:
-            shown = path
-        print(f"\nsaved {shown}")
+        print(f"\nsaved {shown_path(path, Path.cwd())}")
     return 0
 
 
@@ -145,7 +126,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     manifest, settings = _prepare(args, config)
     check_framework(manifest)
     path = golden_store.golden_path(manifest, settings)
-    golden_shown = _in_project(path, settings.root)
+    golden_shown = shown_path(path.resolve(), settings.root.resolve(), Path.cwd().resolve())
     # The command that records this manifest's golden, and only it (a bare pytest collects
     # the project's testpaths: tests/, not manifests/).
     record = record_command(manifest.source)
@@ -170,17 +151,6 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     samples = counterfactual_samples(config)
     print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
     return 1
-
-
-def _in_project(path: Path, root: Path) -> str:
-    """``path`` as the project names it: relative to its root (where pytest.ini is), else to
-    the working directory, else whole."""
-    for base in (root, Path.cwd()):
-        try:
-            return path.resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            continue
-    return str(path)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -265,18 +235,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, passed = parse_args(argv)
     if args.command == "init":  # writes the manifest that the other commands start from
         return guarded(lambda: init(args, passed))
-    if args.command == "merge":  # reads results files only: no pytest session
-        if passed:
-            print(f"mlrepro merge: unknown arguments: {' '.join(passed)}", file=sys.stderr)
-            return USAGE_ERROR
-        return guarded(lambda: merge(args))
     if args.command == "schema":  # the types' schema: no pytest session
         return schema(args)
-    if args.command == "history":  # reads results files only, as merge does
+    if args.command in ("merge", "history"):  # read results files only: no pytest session
         if passed:
-            print(f"mlrepro history: unknown arguments: {' '.join(passed)}", file=sys.stderr)
+            print(f"mlrepro {args.command}: unknown arguments: {' '.join(passed)}", file=sys.stderr)
             return USAGE_ERROR
-        return guarded(lambda: history(args))
+        command = merge if args.command == "merge" else history
+        return guarded(lambda: command(args))
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     try:
         return run(handler, args, passed)

@@ -206,15 +206,20 @@ def score_diffs(golden: Results, now: Results, now_scores: AnyScores) -> dict[st
     top-k classes and the score the golden recorded for them (what :func:`compare` takes the
     maximum of), by sample id: what a shard of the run keeps so that the merge of all shards
     can rebuild the comparison (``pytest_mlrepro.results.combine``)."""
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    shared = [i for i, sample in enumerate(golden.ids) if sample in index]
-    if not shared:
+    g, n = paired_rows(golden, now)
+    if not len(g):
         return {}
-    g = np.asarray(shared, dtype=np.int64)
-    n = np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
     now_at_golden = take_scores(now_scores, n, golden.topk[g])
     diffs = np.abs(now_at_golden - golden.topk_scores[g]).max(axis=1)
-    return {golden.ids[i]: float(d) for i, d in zip(shared, diffs)}
+    return {golden.ids[i]: float(d) for i, d in zip(g.tolist(), diffs)}
+
+
+def paired_rows(golden: Results, now: Results) -> tuple[Indices, Indices]:
+    """The rows of the samples in both, in the golden's order: (golden rows, now rows)."""
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(golden.ids) if sample in index]
+    g = np.asarray(shared, dtype=np.int64)
+    return g, np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
 
 
 def comparison_of(
@@ -223,15 +228,12 @@ def comparison_of(
     """The comparison of ``now`` with ``golden``, given the score difference of each sample in
     both (in the golden's order): the one place a :class:`Comparison` is made, for a whole run
     (:func:`compare`) and for the merge of its shards (``results.combine``)."""
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    shared = [i for i, sample in enumerate(golden.ids) if sample in index]
-    if len(diffs) != len(shared):
-        raise ValueError(f"{len(diffs)} score differences for {len(shared)} shared samples")
-    missing = [golden.ids[i] for i in range(len(golden.ids)) if golden.ids[i] not in index]
-    golden_set = set(golden.ids)
+    g, n = paired_rows(golden, now)
+    if len(diffs) != len(g):
+        raise ValueError(f"{len(diffs)} score differences for {len(g)} shared samples")
+    now_set, golden_set = set(now.ids), set(golden.ids)
+    missing = [sample for sample in golden.ids if sample not in now_set]
     extra = [sample for sample in now.ids if sample not in golden_set]
-    g = np.asarray(shared, dtype=np.int64)
-    n = np.asarray([index[golden.ids[i]] for i in shared], dtype=np.int64)
     g_top1 = golden.topk[g, 0] if len(g) else np.zeros(0, np.int64)
     n_top1 = now.topk[n, 0] if len(n) else np.zeros(0, np.int64)
     same = g_top1 == n_top1
@@ -259,7 +261,7 @@ def comparison_of(
         golden_top5=golden.top5,
         now_top5=now.top5,
         agreement=agreement,
-        samples=len(shared),
+        samples=len(g),
         changed=changed,
         max_score_diff=max_diff,
         max_score_diff_id=max_id,

@@ -24,18 +24,11 @@ import numpy as np
 from .._names import record_command
 from ..errors import GoldenError, ManifestError, ReferenceGoldenMissing
 from ..manifest import Manifest, Reference, Tolerances, load_manifest
-from ..settings import OutsideProject, Settings, resolve_inside
+from ..settings import OutsideProject, Settings, resolve_inside, shown_path
 from . import _store as golden_store
-from ._metrics import AnyScores, Comparison, Results, accuracy, compare
+from ._metrics import AnyScores, Comparison, Results, accuracy, compare, paired_rows
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml")
-
-
-def _shown(path: Path, settings: Settings) -> str:
-    try:
-        return path.relative_to(settings.root).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def resolve_reference(manifest: Manifest, settings: Settings) -> Manifest:
@@ -56,7 +49,7 @@ def resolve_reference(manifest: Manifest, settings: Settings) -> Manifest:
             raise manifest.error(where, str(exc)) from None
         if not path.is_file():
             raise manifest.error(where, f"reference manifest not found: {path}")
-        reference = load_manifest(path, display=_shown(path, settings))
+        reference = load_manifest(path, display=shown_path(path, settings.root))
     else:
         reference = _find_by_name(manifest, folder, value, where, settings)
     _check_comparable(manifest, reference, where)
@@ -76,7 +69,7 @@ def _find_by_name(
             continue
         seen.add(path)
         try:
-            found = load_manifest(path, display=_shown(path, settings))
+            found = load_manifest(path, display=shown_path(path, settings.root))
         except ManifestError:
             if path.stem == name:
                 raise
@@ -85,9 +78,9 @@ def _find_by_name(
             return found
         names.append(found.name)
     known = ", ".join(sorted(names)) or "none"
+    folder_shown = shown_path(folder, settings.root)
     raise manifest.error(
-        where,
-        f"no manifest named {name!r} in {_shown(folder, settings)}/ (manifests there: {known})",
+        where, f"no manifest named {name!r} in {folder_shown}/ (manifests there: {known})"
     )
 
 
@@ -190,12 +183,9 @@ def compare_to_reference(
     """(comparison, reference top-1 %, this top-1 %) over the samples both have."""
     loose = Tolerances(top1=100.0, top5=100.0, agreement=0.0, score=float("inf"))
     comparison = compare(reference, now, now_scores, loose)
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    shared = [i for i, sample in enumerate(reference.ids) if sample in index]
-    if not shared:
+    ref_rows, now_rows = paired_rows(reference, now)
+    if not len(ref_rows):
         return comparison, 0.0, 0.0
-    ref_rows = np.asarray(shared, np.int64)
-    now_rows = np.asarray([index[reference.ids[i]] for i in shared], np.int64)
     ref_top1 = accuracy(reference.topk[ref_rows], reference.labels[ref_rows])[0]
     now_top1 = accuracy(now.topk[now_rows], now.labels[now_rows])[0]
     return comparison, ref_top1, now_top1
@@ -228,11 +218,11 @@ def check_reference(
     reference = resolve_reference(manifest, settings)
     path = golden_store.golden_path(reference, settings)
     recorded = golden_store.read(path)
-    shown = _shown(path, settings)
+    shown = shown_path(path, settings.root)
     if recorded is None:
         raise ReferenceGoldenMissing(
             f"the reference {reference.name!r} has no golden at {shown}: record it first with "
-            f"{record_command(_shown(reference.path, settings))}"
+            f"{record_command(shown_path(reference.path, settings.root))}"
         )
     comparison, ref_top1, now_top1 = compare_to_reference(recorded.results, now, now_scores)
     return ReferenceCheck(

@@ -57,13 +57,13 @@ from .._files import (
     TooDeep,
     atomic_write_bytes,
     parse_json,
-    read_regular_bytes,
+    read_bounded,
     remove_stale_temp_files,
 )
 from .._json_schema import validator
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
-from ..settings import Settings
+from ..settings import Settings, shown_path
 from ._metrics import Results, accuracy
 
 FORMAT = 1
@@ -100,11 +100,13 @@ class Golden:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return {
-            "samples": len(self.results.ids),
-            "top1": round(self.results.top1, 4),
-            "top5": round(self.results.top5, 4),
-        }
+        return metrics_of(self.results)
+
+
+def metrics_of(results: Results) -> dict[str, Any]:
+    """The aggregates a golden stores beside its samples (and checks against them when read)."""
+    top1, top5 = accuracy(results.topk, results.labels)
+    return {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
 
 
 # Folders of the golden directory that belong to other kinds of golden: never accuracy goldens.
@@ -129,14 +131,14 @@ def golden_path(manifest: Manifest, settings: Settings) -> Path:
         raise manifest.error(
             ("golden",),
             f"{manifest.golden!r} is outside the golden directory "
-            f"({_shown_dir(gdir, settings.root)}/): accuracy goldens live there; name a .json "
+            f"({shown_path(gdir, settings.root)}/): accuracy goldens live there; name a .json "
             "file inside it (or leave 'golden' out)",
         )
     parts = candidate.relative_to(gdir).parts
     if len(parts) > 1 and parts[0] in RESERVED:
         raise manifest.error(
             ("golden",),
-            f"{manifest.golden!r} is in {_shown_dir(gdir, settings.root)}/{parts[0]}/, "
+            f"{manifest.golden!r} is in {shown_path(gdir, settings.root)}/{parts[0]}/, "
             f"reserved for {parts[0]} goldens; name a .json file outside "
             f"{' and '.join(f'{r}/' for r in RESERVED)}",
         )
@@ -145,15 +147,9 @@ def golden_path(manifest: Manifest, settings: Settings) -> Path:
     return candidate
 
 
-def _shown_dir(folder: Path, root: Path) -> str:
-    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
-
-
 def manifest_file_of(manifest_path: Path, settings: Settings) -> str:
     """What a golden records as its manifest file: the path relative to the project root."""
-    path = Path(os.path.abspath(manifest_path))
-    inside = path.is_relative_to(settings.root)
-    return path.relative_to(settings.root).as_posix() if inside else str(path)
+    return shown_path(Path(os.path.abspath(manifest_path)), settings.root)
 
 
 def _round(value: float) -> float:
@@ -258,7 +254,7 @@ def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) 
 def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
     """:func:`read_json`'s document and the sha256 of the file's bytes."""
     try:
-        raw = read_regular_bytes(path, golden_dir, limit=MAX_BYTES)
+        raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
         raise GoldenNotAFile(
             f"{exc}: a {what} must be a regular file (a symlink could lead anywhere, a FIFO "
@@ -303,9 +299,9 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     except InvalidField as exc:
         line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
+        field = render_field(exc.field)
         raise GoldenError(
-            f"{where}: {render_field(exc.field)}: {exc.message}; fix it or record it again "
-            "with --mlrepro-update"
+            f"{where}: {field}: {exc.message}; fix it or record it again with --mlrepro-update"
         ) from None
     for array in (golden.results.labels, golden.results.topk, golden.results.topk_scores):
         array.flags.writeable = False  # shared by every later read of these bytes
@@ -342,7 +338,8 @@ class InvalidField(ValueError):
 
 
 def render_field(field: Field) -> str:
-    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``."""
+    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``. Keys are
+    shown as written (``data.img00.png``): a golden's keys are sample ids and field names."""
     text = ""
     for part in field:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
@@ -482,9 +479,7 @@ def _check_samples(rows: list[list[Any]], classes: int) -> Results:
 
 def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
     """The stored aggregates are what the stored samples give (as :attr:`Golden.metrics`)."""
-    top1, top5 = accuracy(results.topk, results.labels)
-    expected = {"samples": len(results.ids), "top1": round(top1, 4), "top5": round(top5, 4)}
-    for key, want in expected.items():
+    for key, want in metrics_of(results).items():
         if abs(metrics[key] - want) > 1e-9:
             raise InvalidField(
                 ("metrics", key),
@@ -497,7 +492,7 @@ def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
     :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
     is laid out otherwise."""
     try:
-        lines = (read_regular_bytes(path, limit=MAX_BYTES) or b"").decode("utf-8").splitlines()
+        lines = (read_bounded(path, MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     if not field:

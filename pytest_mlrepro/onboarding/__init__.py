@@ -14,58 +14,25 @@ Importing this package imports no ML framework: each format's reader imports onl
 
 from __future__ import annotations
 
-from ._data_folder import DataInfo, InitError, checksum_line, read_data, write_checksums
+from ._data_folder import InitError, checksum_line
 from ._discovery import Progress, discover, spread
-from ._init import EXPORTS, InitPlan, InitRequest, Written, module_input_size, plan_init
-from ._manifest_text import Recipe, render_manifest
-from ._model_info import (
-    FRAMEWORK_OF,
-    ModelInfo,
-    ModelReadError,
-    PackageFile,
-    guess_format,
-    read_model,
-)
-from ._presets import (
-    PRESETS,
-    Geometry,
-    Preset,
-    PresetSizeError,
-    StepText,
-    Values,
-    preset_steps,
-    recipe_steps,
-)
+from ._init import EXPORTS, InitPlan, InitRequest, module_input_size, plan_init
+from ._model_info import ModelReadError
+from ._presets import PRESETS, PresetSizeError, preset_steps
 
 __all__ = [
     "EXPORTS",
-    "FRAMEWORK_OF",
     "PRESETS",
-    "DataInfo",
-    "Geometry",
     "InitError",
     "InitPlan",
     "InitRequest",
-    "ModelInfo",
     "ModelReadError",
-    "PackageFile",
-    "Preset",
     "PresetSizeError",
     "Progress",
-    "Recipe",
-    "StepText",
-    "Values",
-    "Written",
     "checksum_line",
     "discover",
-    "guess_format",
     "module_input_size",
     "plan_init",
     "preset_steps",
-    "read_data",
-    "read_model",
-    "recipe_steps",
-    "render_manifest",
     "spread",
-    "write_checksums",
 ]

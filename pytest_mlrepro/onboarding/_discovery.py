@@ -196,17 +196,13 @@ def versus(best: Scored, other: Scored) -> str:
     the true label, or exact McNemar on top-1; each two-sided at 95 %), ``≈`` cannot be told
     apart."""
     n = min(best.n, other.n)
-    ours, theirs = best.likelihood[:n], other.likelihood[:n]
     if np.array_equal(best.predictions[:n], other.predictions[:n]) and np.allclose(
-        ours, theirs, rtol=0.0, atol=1e-6
+        best.likelihood[:n], other.likelihood[:n], rtol=0.0, atol=1e-6
     ):
         return "="
-    right, its = best.correct[:n], other.correct[:n]
-    if worse_by_likelihood(ours, theirs, 0.025) or worse_than(right, its, 0.025):
+    if clearly_worse(best, other, n, 0.05):
         return "<"
-    if worse_by_likelihood(theirs, ours, 0.025) or worse_than(its, right, 0.025):
-        return ">"
-    return "≈"
+    return ">" if clearly_worse(other, best, n, 0.05) else "≈"
 
 
 class _Images:
@@ -278,10 +274,6 @@ class Progress:
                   file=sys.stderr, flush=True)  # fmt: skip
 
         return cls(write, 1.0 if tty else 15.0)
-
-    @classmethod
-    def silent(cls) -> Progress:
-        return cls(None, math.inf)
 
     def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
         now = time.monotonic()
@@ -480,7 +472,7 @@ class Search:
         self.images = _Images(samples, height, width)
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
-        self.progress = progress or Progress.silent()
+        self.progress = progress or Progress(None, math.inf)  # silent
         self.inputs = 0  # model inputs run
         self.start = time.perf_counter()
         self.plan = _Plan([])

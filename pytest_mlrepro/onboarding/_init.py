@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +145,7 @@ def _staged(final: Path) -> Path:
 GREY_PRESETS = ("grey-01", "mnist", "grey-255")
 
 
-def _model_side(model: ModelInfo, channels: int) -> str:
+def _model_side(model: ModelInfo) -> str:
     if model.shape:
         shown = shape_text(model.shape)
         return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
@@ -171,7 +172,7 @@ def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> N
         fix = _bands_fix(channels)
     raise InitError(
         f"--preset {preset.name} makes {made}-channel {what} images, and "
-        f"{_model_side(model, channels)}: it takes {channels} channel{'s' * (channels != 1)}; "
+        f"{_model_side(model)}: it takes {channels} channel{'s' * (channels != 1)}; "
         f"use {fix}"
     )
 
@@ -185,7 +186,7 @@ def _bands_fix(channels: int) -> str:
 
 
 def _bands_refusal(model: ModelInfo, channels: int) -> str:
-    return f"{_model_side(model, channels)}: it takes {channels} channels; {_bands_fix(channels)}"
+    return f"{_model_side(model)}: it takes {channels} channels; {_bands_fix(channels)}"
 
 
 def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
@@ -378,7 +379,10 @@ class _Writer:
             _check_preset_channels(preset, self.channels, self.model)
         steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
         origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
-        origin += _wrapped(f"source: {preset.source}")
+        # Comment lines of at most 92 characters, a long word (a path) never broken.
+        origin += textwrap.wrap(
+            f"source: {preset.source}", 92, break_long_words=False, break_on_hyphens=False
+        )
         return Recipe(steps, origin)
 
     def notes(self) -> list[str]:
@@ -443,17 +447,20 @@ class _Writer:
             self.model.channels_source = found[1] or "the module"
         return channels
 
+    def _settings(self) -> Settings:
+        """The project's settings; the data folder given on the command line is where its data
+        set is found first."""
+        assert self.settings is not None, "a model is run only with the project's settings"
+        folder = self.data.folder.resolve().parent
+        return dataclasses.replace(
+            self.settings, data_mirrors=(folder, *self.settings.data_mirrors)
+        )
+
     def _runner(self) -> Any:
         from ..runners import load_runner
 
-        assert self.settings is not None, "a model is run only with the project's settings"
-        settings = dataclasses.replace(
-            # The data folder given on the command line is where its data set is found first.
-            self.settings,
-            data_mirrors=(self.data.folder.resolve().parent, *self.settings.data_mirrors),
-        )
         try:
-            return load_runner(load_manifest(self.out), "cpu", settings)
+            return load_runner(load_manifest(self.out), "cpu", self._settings())
         except Unavailable:
             raise
         except MlreproError as exc:
@@ -611,12 +618,7 @@ class _Writer:
 
         assert self.size is not None and self.settings is not None
         runner = self._runner()
-        manifest = load_manifest(self.out)
-        settings = dataclasses.replace(
-            self.settings,
-            data_mirrors=(self.data.folder.resolve().parent, *self.settings.data_mirrors),
-        )
-        dataset = resolve_dataset(manifest, settings)
+        dataset = resolve_dataset(load_manifest(self.out), self._settings())
         subset = spread(dataset.samples, self.request.samples)
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
@@ -677,14 +679,10 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
 
     try:
         build(staged)
-    except (InitError, Unavailable):
+    except BaseException as exc:
         discard()
-        raise
-    except Exception as exc:
-        discard()
-        raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
-    except BaseException:
-        discard()
+        if isinstance(exc, Exception) and not isinstance(exc, (InitError, Unavailable)):
+            raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
         raise
     try:
         os.close(open_regular(staged, follow_symlinks=False))
@@ -702,17 +700,6 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
     os.umask(umask)
     staged.chmod(0o666 & ~umask)
     return staged
-
-
-def _wrapped(text: str, width: int = 92) -> list[str]:
-    """``text`` as comment lines of at most ``width`` characters."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
 
 
 def _check_resolution(height: int, width: int, request: InitRequest) -> None:

@@ -204,15 +204,13 @@ def _read_torch_export(info: ModelInfo) -> None:
         info.input_name = str(node.name)
         value = node.meta.get("val")
         if value is not None:
-            shape = [d if isinstance(d, int) else None for d in value.shape]
-            info.shape = tuple(_dim(d) for d in shape)
+            info.shape = tuple(_dim(d) for d in value.shape)  # a symbolic dimension: None
     outputs = [n for n in program.graph.nodes if n.op == "output"]
     if outputs:
         first = outputs[0].args[0][0] if outputs[0].args and outputs[0].args[0] else None
         value = getattr(first, "meta", {}).get("val")
         if value is not None and value.shape:
-            last = value.shape[-1]
-            info.classes = last if isinstance(last, int) else None
+            info.classes = _dim(value.shape[-1])
 
 
 def _read_keras(info: ModelInfo) -> None:

@@ -1,44 +1,14 @@
 """Preprocessing presets: the evaluation recipes of reference implementations, each exact for
-every input size it accepts (it refuses the others), each citing the source file it follows.
+every input size it accepts (it refuses the others), each citing the source file it follows. The
+table of presets (recipe, sizes, source) and what a preset cannot capture (the presets resize with
+Pillow, TensorFlow's pipelines with ``tf.image.resize``) are in docs/onboarding.md, section 2.
 
 A preset is only a starting point: ``mlrepro init`` writes it out step by step in the manifest
 (the manifest stays the single, explicit truth), adapted to the model's size S and layout.
 Values are written as the pipeline's ops compute them: ``(x - mean) / std`` per channel in the
-value range the data has at that point.
-
-======================  =============================================================  ========
-preset                  recipe (S = the model's input size)                            sizes
-======================  =============================================================  ========
-efficientnet-lite0..4   RGB, centre crop S/(S+32) of the shorter side, resize S×S      224, 240,
-                        bicubic, (x − 127) / 128                                       260, 280,
-                                                                                       300 (one)
-efficientnet-lite       the same, for a size no Lite variant names                    any
-inception               RGB, tf.image.central_crop 0.875, resize S×S bilinear,         any
-                        (x − 127.5) / 127.5
-torchvision             RGB, resize shorter side 256, centre crop 224, bilinear, /255,  224
-                        ImageNet mean/std
-timm                    RGB, resize shorter side floor(S / 0.875), centre crop S,       any
-                        bilinear, /255, ImageNet mean/std
-caffe                   BGR, resize 256×256, centre crop S, x − ILSVRC-2012 mean       224, 227
-                        pixel (B 104.007, G 116.669, R 122.679), no scaling
-keras-caffe             BGR, resize S×S nearest (load_img), x − [103.939, 116.779,      any
-                        123.68]
-keras-tf                RGB, resize S×S nearest (load_img), x / 127.5 − 1              any
-keras-torch             RGB, resize S×S nearest (load_img), /255, ImageNet mean/std    any
-grey-01                 L (ITU-R 601-2 luma), resize S×S bilinear, /255 (0..1)         any
-mnist                   L, resize S×S bilinear, /255, (x − 0.1307) / 0.3081            any
-grey-255                L, resize S×S nearest (load_img grayscale), 0..255 as float    any
-cifar10                 RGB, resize S×S bilinear, /255, CIFAR-10 mean/std              any
-cifar100                RGB, resize S×S bilinear, /255, CIFAR-100 mean/std             any
-======================  =============================================================  ========
-
-The grey presets (``order`` L) decode with ``mode: L`` (a colour file becomes grey by ITU-R 601-2
-luma, as Pillow's ``convert("L")``); their models take one channel.
-
-What a preset cannot capture: the reference pipelines of TensorFlow (Google's EfficientNet,
-TF-slim) resize with ``tf.image.resize`` (no antialias), Caffe with scikit-image; the presets
-resize with Pillow (antialiased when shrinking), as the project's example manifest does. A
-manifest that must match TensorFlow's pixels uses ``backend: tf`` (docs/tensorflow.md).
+value range the data has at that point. The grey presets (``order`` L) decode with ``mode: L``
+(a colour file becomes grey by ITU-R 601-2 luma, as Pillow's ``convert("L")``); their models
+take one channel.
 """
 
 from __future__ import annotations
@@ -57,7 +27,6 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # keras/src/applications/imagenet_utils.py, _preprocess_numpy_input(mode="caffe"): the mean
 # pixel, BGR, that the VGG and ResNet Caffe ports subtract.
 KERAS_CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
-CAFFE_MEAN_BGR = KERAS_CAFFE_MEAN_BGR  # the name the discovery candidates use
 # BVLC/caffe python/caffe/imagenet/ilsvrc_2012_mean.npy averaged over its pixels, BGR (as
 # examples/00-classification.ipynb prints it): what python/caffe/classify.py subtracts.
 ILSVRC_MEAN_BGR = (104.0069879317889, 116.66876761696767, 122.6789143406786)

