@@ -23,6 +23,7 @@ from .. import goldens as golden_store
 from .._phases import phase
 from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
+    DiagnosisWording,
     check_pixel_identity,
     explain_class_count,
     record_layer_fingerprints,
@@ -131,6 +132,7 @@ class AccuracyRequest:
     identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
+    diagnosis_wording: DiagnosisWording | None = None  # report.DIAGNOSIS_WORDING, with probes
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
     shared: SharedLoader | None = None  # the session's shared preprocessing for this evaluation
     enrich: bool = False  # --mlrepro-enrich: a reproduced golden gains the evidence it lacks
@@ -580,11 +582,12 @@ class _Run:
 
     def _explain(self, drifted: Drifted, change: DataChange) -> None:
         r = self.r
-        assert r.diagnosis_probes is not None
+        assert r.diagnosis_probes is not None and r.diagnosis_wording is not None
         found: list[Any] = []
         text, cause = explain_drift(
             r.manifest, drifted.golden, drifted.comparison, drifted.result,
-            probes=r.diagnosis_probes, data=change, layers=drifted.layers, found=found,
+            wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
+            layers=drifted.layers, found=found,
         )  # fmt: skip
         self.add("diagnosis", cause)
         for d in found:  # the results file's summary of it (mlrepro merge, the report)

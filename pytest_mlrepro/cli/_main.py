@@ -139,7 +139,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..evaluation import evaluate
     from ..goldens import compare
     from ..plugin._base import counterfactual_samples
-    from ..report import explain, record_command
+    from ..report import DIAGNOSIS_WORDING, explain, record_command
     from ..runners import check_framework
 
     manifest, settings = _prepare(args, config)
@@ -168,7 +168,8 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     )
     print()
     samples = counterfactual_samples(config)
-    print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
+    d = diagnose(manifest, golden, comparison, result, wording=DIAGNOSIS_WORDING, probes=samples)
+    print(visible_lines(d.render()))
     return 1
 
 

@@ -6,12 +6,24 @@ from __future__ import annotations
 from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
-from ._explain import diagnose, explain
+from ._environment_diff import env_change_text
+from ._evidence import (
+    CounterfactualEvidence,
+    DataEvidence,
+    EnvironmentEvidence,
+    Evidence,
+    LayerEvidence,
+    ManifestEvidence,
+    Section,
+    StepEvidence,
+)
+from ._explain import Diagnosis, DiagnosisWording, diagnose, explain
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._pitfalls import backends_in_play, left_out_backends
 from ._pixel_identity import PixelCheck
 from ._pixel_identity import check as check_pixel_identity
 from ._pixel_identity import record as record_pixel_identity
+from ._probe_trials import SCREEN, Counterfactual, restores
 from ._sensitivity import (
     save as save_sensitivity,
 )
@@ -27,14 +39,28 @@ from ._step_fingerprints import (
 from ._step_fingerprints import (
     up_to_date as step_fingerprints_up_to_date,
 )
+from ._wording import short_number
 
 __all__ = [
+    "SCREEN",
+    "Counterfactual",
+    "CounterfactualEvidence",
+    "DataEvidence",
+    "Diagnosis",
+    "DiagnosisWording",
+    "EnvironmentEvidence",
+    "Evidence",
     "FirstStepOutputs",
+    "LayerEvidence",
+    "ManifestEvidence",
     "PixelCheck",
     "ProbeOutputs",
+    "Section",
+    "StepEvidence",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
+    "env_change_text",
     "explain",
     "explain_build_mismatch",
     "explain_class_count",
@@ -43,8 +69,10 @@ __all__ = [
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
+    "restores",
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",
+    "short_number",
     "step_fingerprints_up_to_date",
 ]

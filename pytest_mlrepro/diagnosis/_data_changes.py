@@ -133,15 +133,3 @@ def _label_shift(data: DataChange) -> str:
         f": a label offset, every changed label is the golden's {sign} (with labels shifted by "
         f"{'−' if k > 0 else '+'}{abs(k)}, they are the golden's)"
     )
-
-
-def data_lines(data: DataChange) -> list[str]:
-    lines = data.parts()
-    if not data.files_known:
-        lines.append(
-            "the golden records no checksum of its files (recorded before pytest-mlrepro kept "
-            "them; --mlrepro-update adds them): only labels and the sample set are compared"
-        )
-    elif not data.changed:
-        lines.append(f"unchanged: the {data.samples} files (sha256) and their labels")
-    return lines

@@ -18,6 +18,7 @@ from ._accuracy import (
     reference_refused_record,
     with_reference,
 )
+from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
@@ -35,6 +36,7 @@ from ._text import aligned
 
 __all__ = [
     "CSV_COLUMNS",
+    "DIAGNOSIS_WORDING",
     "accuracy_outcome_text",
     "aligned",
     "audit_lines",
