@@ -24,21 +24,11 @@ from ._pixel_identity import PixelCheck
 from ._pixel_identity import check as check_pixel_identity
 from ._pixel_identity import record as record_pixel_identity
 from ._probe_trials import SCREEN, Counterfactual, restores
-from ._sensitivity import (
-    save as save_sensitivity,
-)
-from ._sensitivity import (
-    sensitivity,
-)
-from ._sensitivity import (
-    table_path as sensitivity_table_path,
-)
-from ._step_fingerprints import (
-    record as record_step_fingerprints,
-)
-from ._step_fingerprints import (
-    up_to_date as step_fingerprints_up_to_date,
-)
+from ._sensitivity import save as save_sensitivity
+from ._sensitivity import sensitivity
+from ._sensitivity import table_path as sensitivity_table_path
+from ._step_fingerprints import record as record_step_fingerprints
+from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
 from ._wording import short_number
 
 __all__ = [

@@ -40,9 +40,6 @@ class ClassMap:
     what: str  # what the map is, in words
     counterfactual: str  # "with labels shifted by −1, 998/1000 predictions match the golden's"
 
-    def sentence(self) -> str:
-        return f"{self.what}: {self.counterfactual}"
-
 
 def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
     """The top-k rows of the samples both have, in the golden's order: (golden's, this run's)."""

@@ -762,31 +762,30 @@ _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (
 )
 
 
+# The category of a manifest edit: by (op, field) first, then by the op alone.
+_CATEGORY_OF_FIELD = {
+    ("decode", "order"): COLOUR,
+    ("decode", "exif_orientation"): EXIF,
+    ("decode", "convert"): GREY,
+    ("decode", "mode"): DEPTH,
+    ("normalize", "on_uint8"): NORM_ORDER,
+}
+_CATEGORY_OF_OP = {
+    "color": COLOUR,
+    "invert": INVERTED,
+    "decode": DECODER,
+    "crop": CROP,
+    "resize": RESIZE,
+    "layout": LAYOUT,
+    "cast": MEAN_STD,
+    "scale": MEAN_STD,
+    "normalize": MEAN_STD,
+}
+
+
 def category_of_change(op: str, field: str | None) -> str | None:
     """The pitfall category a manifest edit of ``op``'s ``field`` (None: the whole step) is."""
-    if op == "color" or (op == "decode" and field == "order"):
-        return COLOUR
-    if op == "decode" and field == "exif_orientation":
-        return EXIF
-    if op == "decode" and field == "convert":
-        return GREY
-    if op == "decode" and field == "mode":
-        return DEPTH
-    if op == "invert":
-        return INVERTED
-    if op == "decode":
-        return DECODER
-    if op == "crop":
-        return CROP
-    if op == "resize":
-        return RESIZE
-    if op == "layout":
-        return LAYOUT
-    if op == "normalize" and field == "on_uint8":
-        return NORM_ORDER
-    if op in ("cast", "scale", "normalize"):
-        return MEAN_STD
-    return None
+    return _CATEGORY_OF_FIELD.get((op, field or ""), _CATEGORY_OF_OP.get(op))
 
 
 __all__ = [

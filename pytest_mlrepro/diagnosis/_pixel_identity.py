@@ -51,10 +51,6 @@ class PixelCheck:
     differ: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
 
-    @property
-    def all_same(self) -> bool:
-        return bool(self.same) and not self.differ and not self.unknown
-
 
 def _probe_digests(probes: Any) -> dict[str, str]:
     """{sample id: decode hash} from a golden's step probes (older goldens' only evidence)."""

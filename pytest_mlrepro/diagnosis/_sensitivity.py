@@ -11,6 +11,7 @@ model is; ``mlrepro pitfalls MANIFEST --save`` writes it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 import time
@@ -107,29 +108,14 @@ class Table:
         return "\n".join(head + lines)
 
     def as_json(self) -> dict[str, Any]:
-        def plain(r: Row) -> dict[str, Any]:
-            return {
-                "key": r.key,
-                "pitfall": r.pitfall,
-                "description": r.description,
-                "top1": None if r.top1 is None else round(r.top1, 4),
-                "top5": None if r.top5 is None else round(r.top5, 4),
-                "agreement": None if r.agreement is None else round(r.agreement, 6),
-                "error": r.error,
-            }
-
-        return {
-            "format": FORMAT,
-            "name": self.name,
-            "framework": self.framework,
-            "device": self.device,
-            "dataset": self.dataset,
-            "samples": self.samples,
-            "limit": self.limit,
-            "declared": plain(self.declared),
-            "rows": [plain(r) for r in self.rows],
-            "environment": self.environment,
-        }
+        """The table as its file keeps it: every field but the run's time, figures rounded."""
+        plain = dataclasses.asdict(self)
+        del plain["seconds"]  # differs on every run: not a change to review
+        for row in (plain["declared"], *plain["rows"]):
+            for name, digits in (("top1", 4), ("top5", 4), ("agreement", 6)):
+                if row[name] is not None:
+                    row[name] = round(row[name], digits)
+        return {"format": FORMAT, **plain}
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
