@@ -45,6 +45,7 @@ from ..pipeline import (
     State,
     Step,
 )
+from ._step_fingerprints import states
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -485,11 +486,8 @@ class _ValueStage:
 
 
 def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
-    state_dtypes = []
-    state = State()
-    for step in steps:
-        state_dtypes.append(state.dtype)
-        state = step.transition(state)
+    # The dtype going into each step.
+    state_dtypes = [s.dtype for s in (State(), *states(steps))]
     # The first step that leaves uint8 starts the value stage.
     start = next(
         (
