@@ -129,10 +129,10 @@ class AccuracyRequest:
     manifest_path: Path
     shown: Callable[[Path], str]  # a path as the run shows it
     evaluate: Evaluate
+    diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
     identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
-    diagnosis_wording: DiagnosisWording | None = None  # report.DIAGNOSIS_WORDING, with probes
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
     shared: SharedLoader | None = None  # the session's shared preprocessing for this evaluation
     enrich: bool = False  # --mlrepro-enrich: a reproduced golden gains the evidence it lacks
@@ -582,7 +582,7 @@ class _Run:
 
     def _explain(self, drifted: Drifted, change: DataChange) -> None:
         r = self.r
-        assert r.diagnosis_probes is not None and r.diagnosis_wording is not None
+        assert r.diagnosis_probes is not None
         found: list[Any] = []
         text, cause = explain_drift(
             r.manifest, drifted.golden, drifted.comparison, drifted.result,

@@ -92,6 +92,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         sensitivity,
         sensitivity_table_path,
     )
+    from ..report import sensitivity_text
     from ..runners import check_framework, load_runner
 
     manifest, settings = _prepare(args, config)
@@ -110,7 +111,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         progress=_Progress(len(dataset.samples)),
         backends=backends,
     )
-    print(visible_lines(table.render()))
+    print(visible_lines(sensitivity_text(table)))
     left_out = left_out_backends(backends)
     if left_out:
         # Said, never silent: a flip to a library the model and pipeline do not use would cost

@@ -24,6 +24,8 @@ from ._pixel_identity import PixelCheck
 from ._pixel_identity import check as check_pixel_identity
 from ._pixel_identity import record as record_pixel_identity
 from ._probe_trials import SCREEN, Counterfactual, restores
+from ._sensitivity import Row as PitfallRow
+from ._sensitivity import Table as PitfallTable
 from ._sensitivity import save as save_sensitivity
 from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
@@ -43,6 +45,8 @@ __all__ = [
     "FirstStepOutputs",
     "LayerEvidence",
     "ManifestEvidence",
+    "PitfallRow",
+    "PitfallTable",
     "PixelCheck",
     "ProbeOutputs",
     "Section",

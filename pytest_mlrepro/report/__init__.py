@@ -23,6 +23,7 @@ from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outco
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
+from ._sensitivity_text import sensitivity_text
 from ._tables import explain, merged_shards_text, summary_table
 from ._terminal import (
     audit_lines,
@@ -67,6 +68,7 @@ __all__ = [
     "reference_outcome_text",
     "reference_refused_record",
     "repeat_lines",
+    "sensitivity_text",
     "shard_lines",
     "summary_table",
     "with_reference",
