@@ -4,7 +4,7 @@ the layout appended to a failure.
 ``diagnosis/`` gathers the facts (``diagnosis/_evidence.py``); the words are here. The accuracy
 check, a layer below ``report/`` in the import contracts (pyproject.toml), writes the sections
 into the results file, so it is handed this wording (:data:`DIAGNOSIS_WORDING`) by the plugin,
-as it is handed the latency wording and the record command.
+as the latency check is handed its decision's wording (``latency_decided_by``).
 """
 
 from __future__ import annotations
