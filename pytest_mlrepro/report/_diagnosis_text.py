@@ -84,18 +84,13 @@ def step_section(e: StepEvidence) -> Section:
     ]
     if later:
         lines.append(f"downstream, {', '.join(later)} differ as well")
-    if not report.probes:
-        return "preprocessing, step by step:", lines
-    return f"preprocessing, step by step, on the golden's {report.probes} step probes:", lines
+    on = f", on the golden's {report.probes} step probes" if report.probes else ""
+    return f"preprocessing, step by step{on}:", lines
 
 
 def layer_section(e: LayerEvidence) -> Section:
-    probes = e.report.probes
-    if probes:
-        return f"the model, layer by layer, on the golden's {probes} layer probes:", (
-            e.report.lines()
-        )
-    return "the model, layer by layer:", e.report.lines()
+    on = f", on the golden's {e.report.probes} layer probes" if e.report.probes else ""
+    return f"the model, layer by layer{on}:", e.report.lines()
 
 
 def counterfactual_section(e: CounterfactualEvidence) -> Section:
