@@ -42,6 +42,7 @@ from pytest_mlrepro.diagnosis import diagnose  # noqa: E402
 from pytest_mlrepro.evaluation._evaluate import _prepare, evaluate  # noqa: E402
 from pytest_mlrepro.goldens import compare  # noqa: E402
 from pytest_mlrepro.manifest import Manifest, load_manifest  # noqa: E402
+from pytest_mlrepro.report import DIAGNOSIS_WORDING  # noqa: E402
 from pytest_mlrepro.runners import Runner, load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings, mirrors_from_env  # noqa: E402
 
@@ -161,7 +162,7 @@ def main() -> int:
                 golden.results, evaluation.results, evaluation.scores, changed.tolerances
             )
             start = time.perf_counter()
-            diagnosis = diagnose(changed, golden, comparison, evaluation)
+            diagnosis = diagnose(changed, golden, comparison, evaluation, wording=DIAGNOSIS_WORDING)
             seconds = time.perf_counter() - start
         one = statistics.median(evaluations)
         first = diagnosis.render().splitlines()[0] if diagnosis.render() else ""

@@ -23,6 +23,7 @@ from .. import goldens as golden_store
 from .._phases import phase
 from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
+    DiagnosisWording,
     check_pixel_identity,
     explain_class_count,
     record_layer_fingerprints,
@@ -128,6 +129,7 @@ class AccuracyRequest:
     manifest_path: Path
     shown: Callable[[Path], str]  # a path as the run shows it
     evaluate: Evaluate
+    diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
     identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
@@ -584,7 +586,8 @@ class _Run:
         found: list[Any] = []
         text, cause = explain_drift(
             r.manifest, drifted.golden, drifted.comparison, drifted.result,
-            probes=r.diagnosis_probes, data=change, layers=drifted.layers, found=found,
+            wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
+            layers=drifted.layers, found=found,
         )  # fmt: skip
         self.add("diagnosis", cause)
         for d in found:  # the results file's summary of it (mlrepro merge, the report)

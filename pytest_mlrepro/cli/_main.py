@@ -77,6 +77,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         sensitivity,
         sensitivity_table_path,
     )
+    from ..report import sensitivity_text
     from ..runners import check_framework, load_runner
 
     manifest, settings = _prepare(args, config)
@@ -95,7 +96,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         progress=_Progress(len(dataset.samples)),
         backends=backends,
     )
-    print(visible_lines(table.render()))
+    print(visible_lines(sensitivity_text(table)))
     left_out = left_out_backends(backends)
     if left_out:
         # Said, never silent: a flip to a library the model and pipeline do not use would cost
@@ -120,7 +121,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..evaluation import evaluate
     from ..goldens import compare
     from ..plugin._base import counterfactual_samples
-    from ..report import explain, record_command
+    from ..report import DIAGNOSIS_WORDING, explain, record_command
     from ..runners import check_framework
 
     manifest, settings = _prepare(args, config)
@@ -149,7 +150,8 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     )
     print()
     samples = counterfactual_samples(config)
-    print(visible_lines(diagnose(manifest, golden, comparison, result, probes=samples).render()))
+    d = diagnose(manifest, golden, comparison, result, wording=DIAGNOSIS_WORDING, probes=samples)
+    print(visible_lines(d.render()))
     return 1
 
 

@@ -6,35 +6,55 @@ from __future__ import annotations
 from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
-from ._explain import diagnose, explain
+from ._environment_diff import env_change_text
+from ._evidence import (
+    CounterfactualEvidence,
+    DataEvidence,
+    EnvironmentEvidence,
+    Evidence,
+    LayerEvidence,
+    ManifestEvidence,
+    Section,
+    StepEvidence,
+)
+from ._explain import Diagnosis, DiagnosisWording, diagnose, explain
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._pitfalls import backends_in_play, left_out_backends
 from ._pixel_identity import PixelCheck
 from ._pixel_identity import check as check_pixel_identity
 from ._pixel_identity import record as record_pixel_identity
-from ._sensitivity import (
-    save as save_sensitivity,
-)
-from ._sensitivity import (
-    sensitivity,
-)
-from ._sensitivity import (
-    table_path as sensitivity_table_path,
-)
-from ._step_fingerprints import (
-    record as record_step_fingerprints,
-)
-from ._step_fingerprints import (
-    up_to_date as step_fingerprints_up_to_date,
-)
+from ._probe_trials import SCREEN, Counterfactual, restores
+from ._sensitivity import Row as PitfallRow
+from ._sensitivity import Table as PitfallTable
+from ._sensitivity import save as save_sensitivity
+from ._sensitivity import sensitivity
+from ._sensitivity import table_path as sensitivity_table_path
+from ._step_fingerprints import record as record_step_fingerprints
+from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
+from ._wording import short_number
 
 __all__ = [
+    "SCREEN",
+    "Counterfactual",
+    "CounterfactualEvidence",
+    "DataEvidence",
+    "Diagnosis",
+    "DiagnosisWording",
+    "EnvironmentEvidence",
+    "Evidence",
     "FirstStepOutputs",
+    "LayerEvidence",
+    "ManifestEvidence",
+    "PitfallRow",
+    "PitfallTable",
     "PixelCheck",
     "ProbeOutputs",
+    "Section",
+    "StepEvidence",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
+    "env_change_text",
     "explain",
     "explain_build_mismatch",
     "explain_class_count",
@@ -43,8 +63,10 @@ __all__ = [
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
+    "restores",
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",
+    "short_number",
     "step_fingerprints_up_to_date",
 ]

@@ -40,9 +40,6 @@ class ClassMap:
     what: str  # what the map is, in words
     counterfactual: str  # "with labels shifted by −1, 998/1000 predictions match the golden's"
 
-    def sentence(self) -> str:
-        return f"{self.what}: {self.counterfactual}"
-
 
 def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
     """The top-k rows of the samples both have, in the golden's order: (golden's, this run's)."""
@@ -167,32 +164,27 @@ def class_count_map(
     if best is None:
         return None
     k, hits = best
-    if more:
-        what = (
-            f"a background class at index 0 — the model has {classes_now} output classes, the "
-            f"golden {recorded} (TF-slim style), and every prediction is the golden's class +1"
-            if k == 1
-            else f"an extra class at the end — the model has {classes_now} output classes, the "
-            f"golden {recorded}, with the golden's indices kept"
-        )
-        fix = (
-            "with the first output dropped (labels shifted by −1)"
-            if k == 1
-            else ("with the last output dropped")
-        )
-    else:
-        what = (
-            f"the background class at index 0 is gone — the model has {classes_now} output "
-            f"classes, the golden {recorded}, and every prediction is the golden's class −1"
-            if k == -1
-            else f"the last class is gone — the model has {classes_now} output classes, the "
-            f"golden {recorded}, with the golden's indices kept"
-        )
-        fix = (
-            "with a background class put back at index 0 (labels shifted by +1)"
-            if k == -1
-            else ("with the indices as they are")
-        )
+    counts = f"the model has {classes_now} output classes, the golden {recorded}"
+    what, fix = {  # (a class more, the shift): what the map is, and what undoes it
+        (True, 1): (
+            f"a background class at index 0 — {counts} (TF-slim style), and every prediction "
+            "is the golden's class +1",
+            "with the first output dropped (labels shifted by −1)",
+        ),
+        (True, 0): (
+            f"an extra class at the end — {counts}, with the golden's indices kept",
+            "with the last output dropped",
+        ),
+        (False, -1): (
+            f"the background class at index 0 is gone — {counts}, and every prediction is the "
+            "golden's class −1",
+            "with a background class put back at index 0 (labels shifted by +1)",
+        ),
+        (False, 0): (
+            f"the last class is gone — {counts}, with the golden's indices kept",
+            "with the indices as they are",
+        ),
+    }[(more, k)]
     as_is = int(np.count_nonzero(n[:, 0] == g[:, 0]))
     return ClassMap(
         "label offset",

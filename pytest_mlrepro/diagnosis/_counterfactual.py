@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 
@@ -107,23 +108,13 @@ class _Walker:
             blobs = list(self.pool.map(_read, samples))
         except _Failed as exc:
             return dict.fromkeys(active, str(exc))
-        for step, group in _group(self.pipelines, active, 0):
-            try:
-                assert isinstance(step, Decode)
-                ids = [sample.id for sample in samples]
-                tensors = list(
-                    self.pool.map(_guard, ids, repeat("decode"), repeat(step.decode), blobs, ids)
-                )
-            except _Failed as exc:
-                out.update(dict.fromkeys(group, str(exc)))
-                continue
-            self._walk(samples, tensors, group, 1, out)
+        self._walk(samples, blobs, active, 0, out)
         return out
 
     def _walk(
         self,
         samples: Sequence[Sample],
-        tensors: list[Tensor],
+        inputs: list[Any],  # the files' bytes at depth 0 (the decode's), then tensors
         group: list[int],
         depth: int,
         out: dict[int, np.ndarray | str],
@@ -131,18 +122,21 @@ class _Walker:
         done = [i for i in group if len(self.pipelines[i]) == depth]
         if done:
             try:
-                scores = self._score(samples, tensors, done)
+                scores = self._score(samples, inputs, done)
             except _Failed as exc:
                 out.update(dict.fromkeys(done, str(exc)))
             else:
                 out.update(dict.fromkeys(done, scores))
         rest = [i for i in group if len(self.pipelines[i]) > depth]
+        ids = [sample.id for sample in samples]
         for step, sub in _group(self.pipelines, rest, depth):
+            apply: Callable[..., Tensor] = step.apply
+            args: tuple[list[Any], ...] = (inputs,)
+            if depth == 0:  # pipelines start with their decode, which also takes the sample id
+                assert isinstance(step, Decode)
+                apply, args = step.decode, (inputs, ids)
             try:
-                ids = [sample.id for sample in samples]
-                following = list(
-                    self.pool.map(_guard, ids, repeat(step.op), repeat(step.apply), tensors)
-                )
+                following = list(self.pool.map(_guard, ids, repeat(step.op), repeat(apply), *args))
             except _Failed as exc:
                 out.update(dict.fromkeys(sub, str(exc)))
                 continue

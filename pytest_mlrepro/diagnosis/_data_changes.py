@@ -28,22 +28,18 @@ def how_files_changed(
     against the decode fingerprints the golden recorded: the same pixels (a lossless
     re-encoding, or metadata only), the same pictures re-encoded (same size, block means
     within a few levels), or other pictures (then nothing is said: the file list says it)."""
-    rows = probes.get("fingerprints") if isinstance(probes, Mapping) else None
     decode = next((s for s in manifest.input.preprocess if s.op == "decode"), None)
-    if not isinstance(rows, list) or decode is None:
+    if decode is None:
         return ""
     same, close, levels = 0, 0, 0.0
-    for row in rows:
-        if not (isinstance(row, list) and len(row) == 4 and row[2] == "decode"):
-            continue
-        sample = by_id.get(str(row[0]))
-        if sample is None or sample.id not in data.ids or not isinstance(row[3], Mapping):
+    for sample_id, then in probe_store.decode_fingerprints(probes).items():
+        sample = by_id.get(sample_id)
+        if sample is None or sample.id not in data.ids:
             continue
         try:
             now = probe_store.fingerprint(probe_store.trace([decode], sample)[0])
         except Exception:  # a file that no longer decodes: the evidence says so elsewhere
             return ""
-        then = row[3]
         if now.get("sha256") == then.get("sha256"):
             same += 1
             continue
@@ -133,15 +129,3 @@ def _label_shift(data: DataChange) -> str:
         f": a label offset, every changed label is the golden's {sign} (with labels shifted by "
         f"{'−' if k > 0 else '+'}{abs(k)}, they are the golden's)"
     )
-
-
-def data_lines(data: DataChange) -> list[str]:
-    lines = data.parts()
-    if not data.files_known:
-        lines.append(
-            "the golden records no checksum of its files (recorded before pytest-mlrepro kept "
-            "them; --mlrepro-update adds them): only labels and the sample set are compared"
-        )
-    elif not data.changed:
-        lines.append(f"unchanged: the {data.samples} files (sha256) and their labels")
-    return lines

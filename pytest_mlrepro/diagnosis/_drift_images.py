@@ -174,13 +174,9 @@ def _first_by_arrays(
         [s.op for s in recorded], [s.op for s in steps]
     ):
         op = steps[now_index].op if now_index is not None else recorded[golden_index or 0].op
+        if now_index is None or golden_index is None:
+            return probe_store.one_sided(op, now_index, golden_index)
         diff = probe_store.StepDiff(op, now_index, golden_index)
-        if now_index is None:
-            diff.text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-            return diff
-        if golden_index is None:
-            diff.text = "step added (not in the golden's pipeline)"
-            return diff
         differing = [
             i
             for i, (g, n) in enumerate(zip(golden_traces, now_traces))

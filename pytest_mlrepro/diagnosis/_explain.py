@@ -22,17 +22,17 @@ When every sample's ranking is the golden's and only the scores moved, the lead 
 score transform changed: a softmax applied twice, a temperature; ``_score_changes.py``) rather
 than naming no cause.
 
-The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence (one
-section per source, each worded by its type in ``_evidence.py``), laid out at 100 columns (this
-module). Nothing here raises on odd input: a diagnosis that cannot be made says why.
+The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence: one
+fact per source (``_evidence.py``), each worded as a section by its renderer in
+``report/_diagnosis_text.py``, which the caller hands in as a :class:`DiagnosisWording`. Nothing
+here raises on odd input: a diagnosis that cannot be made says why.
 """
 
 from __future__ import annotations
 
-import textwrap
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ManifestError
@@ -64,39 +64,38 @@ from ._score_changes import class_permutation, score_transform
 WIDTH = 100
 
 
-@dataclass
+@dataclass(frozen=True)
+class DiagnosisWording:
+    """The words of a diagnosis, which ``report/`` owns (``report.DIAGNOSIS_WORDING``): each
+    evidence's section and the laid-out text. The caller above ``diagnosis/`` hands it in, as
+    the latency check is handed its decision's wording."""
+
+    section: Callable[[Evidence], Section]
+    text: Callable[[Diagnosis, int], str]  # the diagnosis, within a width
+
+
+@dataclass(frozen=True)
 class Diagnosis:
-    """The lead sentence (most likely cause) and the evidence behind it."""
+    """The lead sentence (most likely cause) and the evidence behind it, with its wording."""
 
     lead: str
     cause: str  # a pitfall category, "environment", "model", "runtime" or "unknown"
-    sections: list[Section] = field(default_factory=list)  # each evidence's, in order
+    evidence: tuple[Evidence, ...]  # most telling first
+    wording: DiagnosisWording
     probes: int = 0  # the probe samples (every flip that brings the screened ones back runs on all)
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
     layers: layer_store.LayerReport | None = None  # the model compared layer by layer
 
+    @property
+    def sections(self) -> list[Section]:
+        """Each evidence's section (title, lines), in order."""
+        return [self.wording.section(e) for e in self.evidence]
+
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
-        head = (
-            f"diagnosis ({self.counterfactuals} counterfactuals on {self.probes} probe samples, "
-            f"{self.screen} first, {self.seconds:.1f} s)"
-        )
-        lines = [head]
-        lines += textwrap.wrap(self.lead, width - 2, initial_indent="  ", subsequent_indent="  ")
-        for title, body in self.sections:
-            lines.append("")
-            lines += textwrap.wrap(title, width - 2, initial_indent="  ", subsequent_indent="  ")
-            for line in body:
-                lines += textwrap.wrap(
-                    line,
-                    width - 4,
-                    initial_indent="    ",
-                    subsequent_indent="        ",
-                    break_on_hyphens=False,
-                ) or [""]
-        return "\n".join(lines)
+        return self.wording.text(self, width)
 
 
 def diagnose(
@@ -105,11 +104,13 @@ def diagnose(
     comparison: Comparison,
     evaluation: Evaluation,
     *,
+    wording: DiagnosisWording,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
 ) -> Diagnosis:
     """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring).
 
+    ``wording``: the report's words for it (``report.DIAGNOSIS_WORDING``).
     ``probes`` is the number of samples re-run per counterfactual (0: no counterfactuals).
     ``data``: what changed in the data since the golden (None: not known).
     The model in ``evaluation.runner`` is reused; nothing is reloaded or re-verified.
@@ -134,19 +135,20 @@ def diagnose(
         by_id = {s.id: s for s in evaluation.samples}
         how = how_files_changed(golden.probes, data, by_id, manifest)
         lead, cause = data_lead(data, comparison, lead, flip, how), "data"
-    evidence: list[Evidence] = [
+    evidence: tuple[Evidence, ...] = (
         *([DataEvidence(data)] if data is not None else []),
         ManifestEvidence(changes),
         StepEvidence(steps, _changed_probes(golden, data)),
         *([LayerEvidence(layers)] if layers is not None else []),
         trials,
         EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
-    ]
+    )
     baseline = trials.baseline
     return Diagnosis(
         lead=lead,
         cause=cause,
-        sections=[e.section() for e in evidence],
+        evidence=evidence,
+        wording=wording,
         probes=baseline.probes if baseline is not None else 0,
         screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
         counterfactuals=len(trials.tried),
@@ -273,6 +275,7 @@ def explain(
     comparison: Comparison,
     evaluation: Evaluation,
     *,
+    wording: DiagnosisWording,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
     layers: list[tuple[int, str, float]] | None = None,
@@ -283,7 +286,9 @@ def explain(
     layer comparison's (depth, layer, relative difference) rows (the HTML report's chart);
     ``found`` the :class:`Diagnosis` itself (the results file's summary of it)."""
     try:
-        d = diagnose(manifest, golden, comparison, evaluation, probes=probes, data=data)
+        d = diagnose(
+            manifest, golden, comparison, evaluation, wording=wording, probes=probes, data=data
+        )
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
     if found is not None:
@@ -295,6 +300,7 @@ def explain(
 
 __all__ = [
     "Diagnosis",
+    "DiagnosisWording",
     "diagnose",
     "explain",
 ]

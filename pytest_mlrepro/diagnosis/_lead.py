@@ -78,7 +78,7 @@ def lead_sentence(
         # Flips that give exactly the same outputs here (nearest and OpenCV's linear on 3×
         # block images): name them, this data cannot tell them apart.
         ties = [
-            c.label.split(" instead of ")[0]
+            flip_expects(c.label)
             for c in ranked[1:]
             if c.agree == best.agree and c.probes == best.probes and c.max_diff == best.max_diff
         ]

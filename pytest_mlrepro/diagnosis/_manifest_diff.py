@@ -158,28 +158,13 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
                             )
                         )
             continue
-        if now_index is None:
-            step = old[old_index or 0]
-            out.append(
-                Change(
-                    f"{path}[{old_index}]",
-                    step,
-                    ABSENT,
-                    "preprocess",
-                    pitfalls.category_of_change(_op_of(step), None),
-                )
-            )
-        else:
-            step = new[now_index]
-            out.append(
-                Change(
-                    f"{path}[{now_index}]",
-                    ABSENT,
-                    step,
-                    "preprocess",
-                    pitfalls.category_of_change(_op_of(step), None),
-                )
-            )
+        # A step on one side only: removed (at its old position) or added (at its new one).
+        removed = now_index is None
+        index = old_index if removed else now_index
+        step = old[old_index or 0] if removed else new[now_index or 0]
+        was, now = (step, ABSENT) if removed else (ABSENT, step)
+        category = pitfalls.category_of_change(_op_of(step), None)
+        out.append(Change(f"{path}[{index}]", was, now, "preprocess", category))
 
 
 def recorded_steps(recorded: Mapping[str, Any]) -> tuple[Step, ...] | None:

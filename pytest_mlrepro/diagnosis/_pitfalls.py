@@ -45,6 +45,7 @@ from ..pipeline import (
     State,
     Step,
 )
+from ._step_fingerprints import states
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -485,11 +486,8 @@ class _ValueStage:
 
 
 def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
-    state_dtypes = []
-    state = State()
-    for step in steps:
-        state_dtypes.append(state.dtype)
-        state = step.transition(state)
+    # The dtype going into each step.
+    state_dtypes = [s.dtype for s in (State(), *states(steps))]
     # The first step that leaves uint8 starts the value stage.
     start = next(
         (
@@ -611,33 +609,17 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
                 [cast, Normalize(mean=stage.mean, std=stage.std)],
             )
     # Mean/std scale: other conventions in place of the declared one, each skipped when it is
-    # the declared one.
-    conventions: list[tuple[str, str, tuple[float, ...], tuple[float, ...], list[Step]]] = [
-        (
-            "normalize:imagenet",
-            "ImageNet mean/std (x/255 − mean) / std",
-            tuple(m * 255 for m in IMAGENET_MEAN),
-            tuple(s * 255 for s in IMAGENET_STD),
-            [cast, Scale(divisor=255.0), Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD)],
-        ),
-        ("normalize:x255", "x/255 only", (0.0,), (255.0,), [cast, Scale(divisor=255.0)]),
-        (
-            "normalize:tf",
-            "(x − 127.5) / 127.5 (Keras 'tf' mode)",
-            (127.5,),
-            (127.5,),
-            [cast, Normalize(mean=(127.5,), std=(127.5,))],
-        ),
+    # the declared one. Each: (key, words, divisor, mean, std), the constants in the units the
+    # data has after the divisor (None: no normalize step).
+    Convention = tuple[str, str, float, tuple[float, ...] | None, tuple[float, ...] | None]
+    conventions: list[Convention] = [
+        ("imagenet", "ImageNet mean/std (x/255 − mean) / std", 255.0, IMAGENET_MEAN, IMAGENET_STD),
+        ("x255", "x/255 only", 255.0, None, None),
+        ("tf", "(x − 127.5) / 127.5 (Keras 'tf' mode)", 1.0, (127.5,), (127.5,)),
     ]
     if Pipeline(steps).final.channels == 1:
         conventions.append(
-            (
-                "normalize:mnist",
-                "MNIST mean/std (x/255 − 0.1307) / 0.3081",
-                tuple(m * 255 for m in MNIST_MEAN),
-                tuple(s * 255 for s in MNIST_STD),
-                [cast, Scale(divisor=255.0), Normalize(mean=MNIST_MEAN, std=MNIST_STD)],
-            )
+            ("mnist", "MNIST mean/std (x/255 − 0.1307) / 0.3081", 255.0, MNIST_MEAN, MNIST_STD)
         )
     if has_mean and stage.byte_domain is None:
         # The declared constants in the wrong units: a /255 dropped (0..1 constants on 0..255
@@ -645,33 +627,28 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
         declared_mean = tuple(m / stage.divisor for m in stage.mean)
         declared_std = tuple(s / stage.divisor for s in stage.std)
         if stage.divisor == 255.0:
-            conventions.append(
-                (
-                    "normalize:units-no-255",
-                    f"{_fmt_affine(declared_mean, declared_std)} (the /255 dropped: the "
-                    "mean/std applied to 0..255 data)",
-                    declared_mean,
-                    declared_std,
-                    [cast, Normalize(mean=declared_mean, std=declared_std)],
-                )
-            )
+            desc = f"{_fmt_affine(declared_mean, declared_std)} (the /255 dropped: the mean/std "
+            desc += "applied to 0..255 data)"
+            conventions.append(("units-no-255", desc, 1.0, declared_mean, declared_std))
         elif stage.divisor == 1.0:
-            big_mean = tuple(m * 255 for m in stage.mean)
-            big_std = tuple(s * 255 for s in stage.std)
-            conventions.append(
-                (
-                    "normalize:units-extra-255",
-                    f"{_fmt_affine(big_mean, big_std, 255.0)} (a /255 added: the mean/std "
-                    "applied to 0..1 data)",
-                    big_mean,
-                    big_std,
-                    [cast, Scale(divisor=255.0), Normalize(mean=stage.mean, std=stage.std)],
-                )
-            )
-    for key, desc, mean, std, middle in conventions:
-        if _same_affine(_affine(mean, std), current) and stage.byte_domain is None:
+            big = (tuple(m * 255 for m in stage.mean), tuple(s * 255 for s in stage.std))
+            desc = f"{_fmt_affine(*big, 255.0)} (a /255 added: the mean/std applied to 0..1 data)"
+            conventions.append(("units-extra-255", desc, 255.0, stage.mean, stage.std))
+    for key, desc, divisor, mean, std in conventions:
+        middle: list[Step] = [cast]
+        if divisor != 1.0:
+            middle.append(Scale(divisor=divisor))
+        if mean is not None and std is not None:
+            middle.append(Normalize(mean=mean, std=std))
+        # In byte units, to compare with the declared stage.
+        in_bytes = (
+            ((0.0,), (divisor,))
+            if mean is None or std is None
+            else (tuple(m * divisor for m in mean), tuple(s * divisor for s in std))
+        )
+        if _same_affine(_affine(*in_bytes), current) and stage.byte_domain is None:
             continue
-        yield variant(key, MEAN_STD, f"{desc} instead of {declared}", middle)
+        yield variant(f"normalize:{key}", MEAN_STD, f"{desc} instead of {declared}", middle)
 
 
 # --- grey and deep images: inversion, the grey conversion, the bit depth ---------------------
@@ -762,31 +739,30 @@ _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (
 )
 
 
+# The category of a manifest edit: by (op, field) first, then by the op alone.
+_CATEGORY_OF_FIELD = {
+    ("decode", "order"): COLOUR,
+    ("decode", "exif_orientation"): EXIF,
+    ("decode", "convert"): GREY,
+    ("decode", "mode"): DEPTH,
+    ("normalize", "on_uint8"): NORM_ORDER,
+}
+_CATEGORY_OF_OP = {
+    "color": COLOUR,
+    "invert": INVERTED,
+    "decode": DECODER,
+    "crop": CROP,
+    "resize": RESIZE,
+    "layout": LAYOUT,
+    "cast": MEAN_STD,
+    "scale": MEAN_STD,
+    "normalize": MEAN_STD,
+}
+
+
 def category_of_change(op: str, field: str | None) -> str | None:
     """The pitfall category a manifest edit of ``op``'s ``field`` (None: the whole step) is."""
-    if op == "color" or (op == "decode" and field == "order"):
-        return COLOUR
-    if op == "decode" and field == "exif_orientation":
-        return EXIF
-    if op == "decode" and field == "convert":
-        return GREY
-    if op == "decode" and field == "mode":
-        return DEPTH
-    if op == "invert":
-        return INVERTED
-    if op == "decode":
-        return DECODER
-    if op == "crop":
-        return CROP
-    if op == "resize":
-        return RESIZE
-    if op == "layout":
-        return LAYOUT
-    if op == "normalize" and field == "on_uint8":
-        return NORM_ORDER
-    if op in ("cast", "scale", "normalize"):
-        return MEAN_STD
-    return None
+    return _CATEGORY_OF_FIELD.get((op, field or ""), _CATEGORY_OF_OP.get(op))
 
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..data import Sample
 from ..pipeline import Step
-from ._step_fingerprints import digest, trace
+from ._step_fingerprints import decode_fingerprints, digest, trace
 
 
 def _decode(steps: Sequence[Step]) -> Step | None:
@@ -51,21 +51,11 @@ class PixelCheck:
     differ: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
 
-    @property
-    def all_same(self) -> bool:
-        return bool(self.same) and not self.differ and not self.unknown
-
 
 def _probe_digests(probes: Any) -> dict[str, str]:
     """{sample id: decode hash} from a golden's step probes (older goldens' only evidence)."""
-    rows = probes.get("fingerprints") if isinstance(probes, Mapping) else None
-    out: dict[str, str] = {}
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, list) and len(row) == 4 and row[2] == "decode":
-            fp = row[3]
-            if isinstance(fp, Mapping) and isinstance(fp.get("sha256"), str):
-                out[str(row[0])] = fp["sha256"]
-    return out
+    found = decode_fingerprints(probes).items()
+    return {i: fp["sha256"] for i, fp in found if isinstance(fp.get("sha256"), str)}
 
 
 def check(

@@ -197,11 +197,7 @@ def most_moved(
 
 
 def _evaluate(
-    cf: Counterfactual,
-    scores: np.ndarray,
-    manifest: Manifest,
-    golden_sub: Results,
-    samples: list[Sample],
+    scores: np.ndarray, manifest: Manifest, golden_sub: Results, samples: list[Sample]
 ) -> tuple[int, float]:
     results = results_of(manifest, samples, scores)
     c = compare(golden_sub, results, scores, manifest.tolerances)
@@ -240,7 +236,7 @@ def run_counterfactuals(
             c.error = o.error or "no scores"
             continue
         c.agree, c.max_diff = _evaluate(
-            c, o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
+            o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
         )
         c.probes = len(screen)
         c.noop = _same_scores(o.scores, score_rows(evaluation.scores, rows[: len(screen)]))
@@ -255,7 +251,7 @@ def run_counterfactuals(
             if o.error or o.scores is None:
                 continue  # keep its screening figures
             agree, diff = _evaluate(
-                c, o.scores, manifest, _subset(golden_sub, ids[len(screen) :]), rest
+                o.scores, manifest, _subset(golden_sub, ids[len(screen) :]), rest
             )
             c.agree += agree
             c.max_diff = max(c.max_diff, diff)

@@ -11,8 +11,8 @@ model is; ``mlrepro pitfalls MANIFEST --save`` writes it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import textwrap
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -58,78 +58,15 @@ class Table:
     seconds: float = 0.0
     environment: dict[str, Any] = field(default_factory=dict)
 
-    def subset(self) -> str:
-        return f"the first {self.samples}" if self.limit else f"all {self.samples}"
-
-    def render(self, width: int = 100) -> str:
-        """The table as text, within ``width`` columns."""
-        title = (
-            f"pitfall sensitivity of {self.name} ({self.framework}, {self.device}) on "
-            f"{self.subset()} samples of {self.dataset} ({self.seconds:.0f} s); agreement: the "
-            "share of samples whose top-1 class is the declared pipeline's"
-        )
-        head = [*textwrap.wrap(title, width), ""]
-        numbers = 33  # "  top-1     Δ  top-5  agreement"
-        label = width - numbers - 2
-        lines = [f"{'with':<{label}}  {'top-1':>6} {'Δ top-1':>7} {'top-5':>6} {'agreement':>9}"]
-
-        def row(text: str, r: Row) -> None:
-            wrapped = textwrap.wrap(text, label, subsequent_indent="    ") or [""]
-            if r.error:
-                lines.extend(wrapped)
-                lines.extend(
-                    textwrap.wrap(
-                        f"cannot run: {r.error}",
-                        width - 4,
-                        initial_indent="    ",
-                        subsequent_indent="    ",
-                    )
-                )
-                return
-            assert r.top1 is not None and r.top5 is not None and r.agreement is not None
-            assert self.declared.top1 is not None
-            delta = r.top1 - self.declared.top1
-            shown_delta = "" if r is self.declared else f"{delta:+.2f}"
-            for extra in wrapped[:-1]:
-                lines.append(extra)
-            lines.append(
-                f"{wrapped[-1]:<{label}}  {r.top1:6.2f} {shown_delta:>7} {r.top5:6.2f} "
-                f"{r.agreement * 100:8.1f}%"
-            )
-
-        row("the declared pipeline", self.declared)
-        current = ""
-        for r in self.rows:
-            if r.pitfall != current:
-                current = r.pitfall
-                lines.append(f"{current}:")
-            row(f"  {r.description}", r)
-        return "\n".join(head + lines)
-
     def as_json(self) -> dict[str, Any]:
-        def plain(r: Row) -> dict[str, Any]:
-            return {
-                "key": r.key,
-                "pitfall": r.pitfall,
-                "description": r.description,
-                "top1": None if r.top1 is None else round(r.top1, 4),
-                "top5": None if r.top5 is None else round(r.top5, 4),
-                "agreement": None if r.agreement is None else round(r.agreement, 6),
-                "error": r.error,
-            }
-
-        return {
-            "format": FORMAT,
-            "name": self.name,
-            "framework": self.framework,
-            "device": self.device,
-            "dataset": self.dataset,
-            "samples": self.samples,
-            "limit": self.limit,
-            "declared": plain(self.declared),
-            "rows": [plain(r) for r in self.rows],
-            "environment": self.environment,
-        }
+        """The table as its file keeps it: every field but the run's time, figures rounded."""
+        plain = dataclasses.asdict(self)
+        del plain["seconds"]  # differs on every run: not a change to review
+        for row in (plain["declared"], *plain["rows"]):
+            for name, digits in (("top1", 4), ("top5", 4), ("agreement", 6)):
+                if row[name] is not None:
+                    row[name] = round(row[name], digits)
+        return {"format": FORMAT, **plain}
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:

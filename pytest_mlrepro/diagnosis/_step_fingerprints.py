@@ -24,6 +24,7 @@ import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
+from ._wording import and_list
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -185,6 +186,15 @@ class StepDiff:
         return "differs" if self.differing else "identical"
 
 
+def one_sided(op: str, now_index: int | None, golden_index: int | None) -> StepDiff:
+    """A step in one pipeline only: gone from the golden's (``now_index`` None) or added."""
+    if now_index is None:
+        text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
+    else:
+        text = "step added (not in the golden's pipeline)"
+    return StepDiff(op, now_index, golden_index, text=text)
+
+
 @dataclass
 class StepReport:
     """Which preprocessing step's output first differs from the golden's, and by how much."""
@@ -210,8 +220,7 @@ class StepReport:
         before = [s.op for s in self.steps[: self.steps.index(first)] if s.status == "identical"]
         same = ""
         if before:
-            names = before[0] if len(before) == 1 else ", ".join(before[:-1]) + " and " + before[-1]
-            same = f"; {names} identical"
+            same = f"; {and_list(before)} identical"
         text = f"{first.op}: {first.text}"
         if first.status == "removed":
             after = next((s for s in self.steps if s.status in ("differs", "added")), None)
@@ -277,12 +286,20 @@ def _shape(shape: Any) -> str:
     return "×".join(str(d) for d in shape) if isinstance(shape, list) else str(shape)
 
 
+def _fingerprint_rows(probes: Any) -> list[list[Any]]:
+    """A golden's well-formed ``[sample id, step index, op, fingerprint]`` rows."""
+    rows = probes.get("fingerprints") if isinstance(probes, Mapping) else None
+    rows = rows if isinstance(rows, list) else []
+    return [r for r in rows if isinstance(r, list) and len(r) == 4 and isinstance(r[3], dict)]
+
+
+def decode_fingerprints(probes: Any) -> dict[str, Mapping[str, Any]]:
+    """{sample id: its decode step's fingerprint} from a golden's step probes."""
+    return {str(r[0]): r[3] for r in _fingerprint_rows(probes) if r[2] == "decode"}
+
+
 def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in probes.get("fingerprints", []):
-        if isinstance(row, list) and len(row) == 4 and isinstance(row[3], dict):
-            rows[(str(row[0]), int(row[1]))] = row[3]
-    return rows
+    return {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
 
 
 def align_steps(
@@ -353,22 +370,20 @@ def compare_steps(
     report = StepReport(len(ids))
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
+        if now_index is None or golden_index is None:
+            report.steps.append(one_sided(op, now_index, golden_index))
+            continue
         diff = StepDiff(op, now_index, golden_index)
-        if now_index is not None and golden_index is not None:
-            pairs = [
-                (rows[(i, golden_index)], now_fps[i][now_index])
-                for i in ids
-                if (i, golden_index) in rows
-            ]
-            if pairs:
-                diff.compared = len(pairs)
-                diff.differing, diff.text = describe_difference(
-                    [p[0] for p in pairs], [p[1] for p in pairs]
-                )
-        elif now_index is None:
-            diff.text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-        else:
-            diff.text = "step added (not in the golden's pipeline)"
+        pairs = [
+            (rows[(i, golden_index)], now_fps[i][now_index])
+            for i in ids
+            if (i, golden_index) in rows
+        ]
+        if pairs:
+            diff.compared = len(pairs)
+            diff.differing, diff.text = describe_difference(
+                [p[0] for p in pairs], [p[1] for p in pairs]
+            )
         report.steps.append(diff)
     if recorded_steps is not None:
         _with_recorded(report, rows, ids, by_id, now_arrays, recorded_steps, golden_ops)

@@ -20,7 +20,7 @@ from ..data import Shard
 from ..evaluation import PreprocessingShare
 from ..manifest import Manifest
 from ..pipeline import Pipeline
-from ..report import accuracy_outcome_text
+from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
@@ -117,6 +117,7 @@ class AccuracyItem(EvaluatingItem):
                 identity=self.manifest_identity(),
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
                 diagnosis_probes=diagnosis_probes(config),
+                diagnosis_wording=DIAGNOSIS_WORDING,
                 fingerprint_samples=fingerprint_samples(config),
                 shared=None if share is None else share.loader(*self.preprocessing_use),
                 enrich=is_enrich(config),

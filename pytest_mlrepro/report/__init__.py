@@ -18,10 +18,12 @@ from ._accuracy import (
     reference_refused_record,
     with_reference,
 )
+from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
+from ._sensitivity_text import sensitivity_text
 from ._tables import explain, merged_shards_text, summary_table
 from ._terminal import (
     audit_lines,
@@ -35,6 +37,7 @@ from ._text import aligned
 
 __all__ = [
     "CSV_COLUMNS",
+    "DIAGNOSIS_WORDING",
     "accuracy_outcome_text",
     "aligned",
     "audit_lines",
@@ -65,6 +68,7 @@ __all__ = [
     "reference_outcome_text",
     "reference_refused_record",
     "repeat_lines",
+    "sensitivity_text",
     "shard_lines",
     "summary_table",
     "with_reference",

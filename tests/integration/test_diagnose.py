@@ -10,6 +10,7 @@ failure and only there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -22,10 +23,10 @@ import numpy as np
 import pytest
 from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 
+from pytest_mlrepro.diagnosis import Evidence, Section, record_layer_fingerprints
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
-from pytest_mlrepro.diagnosis import record_layer_fingerprints
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, explain
 from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
 from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
@@ -34,6 +35,7 @@ from pytest_mlrepro.goldens import _store as golden_store
 from pytest_mlrepro.goldens._metrics import Comparison, compare
 from pytest_mlrepro.manifest._spec import load_manifest
 from pytest_mlrepro.pipeline import _steps as pipeline
+from pytest_mlrepro.report import DIAGNOSIS_WORDING as WORDING
 from pytest_mlrepro.settings import Settings
 
 pytest.importorskip("onnxruntime")
@@ -132,7 +134,7 @@ class Lab:
         ev = evaluate(m, "cpu", self.settings)
         comparison = compare(golden.results, ev.results, ev.scores, m.tolerances)
         assert not comparison.ok, "the scenario must drift"
-        return Run(diagnose(m, golden, comparison, ev, probes=n), comparison, ev)
+        return Run(diagnose(m, golden, comparison, ev, wording=WORDING, probes=n), comparison, ev)
 
 
 @pytest.fixture(scope="module")
@@ -409,12 +411,44 @@ def test_counterfactuals_can_be_turned_off(lab: Lab) -> None:
     m = lab.manifest(H.manifest_text("noflips", model, sha, H.replace_step(B, 2, RESIZE_NEAREST)))
     ev = evaluate(m, "cpu", lab.settings)
     c = compare(golden.results, ev.results, ev.scores, m.tolerances)
-    d = diagnose(m, golden, c, ev, probes=0)
+    d = diagnose(m, golden, c, ev, wording=WORDING, probes=0)
     assert d.counterfactuals == 0
     assert "counterfactual probes are turned off" in d.render()
     # Without flips the manifest diff and the step fingerprints still name the edit.
     assert d.cause == pitfalls.RESIZE, d.render()
     assert "resize: mean |Δ|" in d.render()
+
+
+def test_the_words_are_the_wording_handed_in(lab: Lab) -> None:
+    """diagnosis/ gathers facts; the words are the report's, handed in: another wording, other
+    words, for the failure's text and for the sections the results file keeps alike."""
+    model, sha = lab.model()
+    golden = lab.record(H.manifest_text("worded", model, sha))
+    m = lab.manifest(H.manifest_text("worded", model, sha, H.replace_step(B, 2, RESIZE_NEAREST)))
+    ev = evaluate(m, "cpu", lab.settings)
+    c = compare(golden.results, ev.results, ev.scores, m.tolerances)
+    kinds: list[str] = []
+
+    def section(evidence: Evidence) -> Section:
+        kinds.append(type(evidence).__name__)
+        return f"custom {type(evidence).__name__}:", ["a line"]
+
+    custom = dataclasses.replace(WORDING, section=section)
+    found: list[Diagnosis] = []
+    text, cause = explain(m, golden, c, ev, wording=custom, probes=0, found=found)
+    assert cause == pitfalls.RESIZE, text
+    assert "  custom ManifestEvidence:\n    a line" in text
+    assert "  custom EnvironmentEvidence:" in text
+    assert "manifest diff against" not in text  # the report's own words are not used
+    assert [title for title, _ in found[0].sections][:2] == [
+        "custom ManifestEvidence:",
+        "custom StepEvidence:",
+    ]
+    assert {"ManifestEvidence", "StepEvidence", "EnvironmentEvidence"} <= set(kinds)
+    # The report's wording, handed in the same way, says it in its own words.
+    text, _ = explain(m, golden, c, ev, wording=WORDING, probes=0)
+    assert "manifest diff against the manifest the golden was recorded with:" in text
+    assert "custom" not in text
 
 
 def test_manifest_diff_sees_moves_and_ignores_what_cannot_move_outputs() -> None:
@@ -495,7 +529,7 @@ def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) 
     now = {p.name: H.sha256(p) for p in folder.iterdir()}
     change = data_change(golden, ev.results, now)
     assert change.changed
-    return diagnose(m, golden, c, ev, probes=24, data=change)
+    return diagnose(m, golden, c, ev, wording=WORDING, probes=24, data=change)
 
 
 def test_a_model_with_the_normalisation_built_in_is_found_by_dropping_the_manifest_step(

@@ -215,7 +215,6 @@ def from_plain(data: dict[str, object]) -> DriftImage:
         value_range=(float(span[0]), float(span[1])) if isinstance(span, list) else None,
         max_abs_diff=number(data.get("max_abs_diff")),
         changed_fraction=number(data.get("changed_fraction")),
-        amplification=number(data.get("amplification")),
         note=str(data.get("note") or ""),
         level=number(data.get("level")),
         full=number(data.get("full")),

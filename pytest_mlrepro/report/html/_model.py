@@ -137,7 +137,6 @@ class DriftImage:
     value_range: tuple[float, float] | None = None  # the values mapped to black..white
     max_abs_diff: float | None = None
     changed_fraction: float | None = None  # of the values
-    amplification: float | None = None  # (older pictures) the difference image was |Δ| × this
     note: str = ""
     # The difference picture's scale: ``level`` is one level of the output (1 for 8-bit
     # values; the range / 255 for floats), ``full`` the difference drawn white (the range).

@@ -1,0 +1,189 @@
+"""A diagnosis in words: one renderer per evidence type (its section: a title and its lines) and
+the layout appended to a failure.
+
+``diagnosis/`` gathers the facts (``diagnosis/_evidence.py``); the words are here. The accuracy
+check, a layer below ``report/`` in the import contracts (pyproject.toml), writes the sections
+into the results file, so it is handed this wording (:data:`DIAGNOSIS_WORDING`) by the plugin,
+as the latency check is handed its decision's wording (``latency_decided_by``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from ..diagnosis import (
+    SCREEN,
+    Counterfactual,
+    CounterfactualEvidence,
+    DataEvidence,
+    Diagnosis,
+    DiagnosisWording,
+    EnvironmentEvidence,
+    Evidence,
+    LayerEvidence,
+    ManifestEvidence,
+    Section,
+    StepEvidence,
+    env_change_text,
+    restores,
+    short_number,
+)
+
+SHOWN_FLIPS = 6  # counterfactual lines shown
+SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
+SHOWN_ENVIRONMENT = 12  # environment changes shown
+
+
+def data_section(e: DataEvidence) -> Section:
+    data = e.data
+    lines = data.parts()
+    if not data.files_known:
+        lines.append(
+            "the golden records no checksum of its files (recorded before pytest-mlrepro kept "
+            "them; --mlrepro-update adds them): only labels and the sample set are compared"
+        )
+    elif not data.changed:
+        lines.append(f"unchanged: the {data.samples} files (sha256) and their labels")
+    return "the data against the golden's:", lines
+
+
+def manifest_section(e: ManifestEvidence) -> Section:
+    neutral = [c for c in e.changes if c.area == "neutral"]
+    body = [c.text() for c in e.changes if c.area != "neutral"]
+    body = body or ["no change that can move the outputs"]
+    if neutral:
+        body.append(
+            "changes that do not move outputs: "
+            + ", ".join(c.path for c in neutral[:SHOWN_NEUTRAL])
+            + (" …" if len(neutral) > SHOWN_NEUTRAL else "")
+        )
+    return "manifest diff against the manifest the golden was recorded with:", body
+
+
+def step_section(e: StepEvidence) -> Section:
+    report = e.report
+    lines = [report.summary()]
+    if report.environment_step is not None:
+        env = report.environment_step
+        lines.append(
+            f"with the golden's own recorded pipeline, this machine's {env.op} output differs "
+            f"from the golden's: {env.text}"
+        )
+    moved = e.changed_probes
+    if moved:  # a probe whose file changed differs from its fingerprints because of the data
+        lines.append(
+            f"{len(moved)} of these probes' data changed since the golden "
+            f"({', '.join(moved[:3])}): their steps differ because their files did"
+        )
+    later = [
+        s.op
+        for s in report.steps
+        if s.status in ("differs", "added", "removed") and s.op not in lines[0]
+    ]
+    if later:
+        lines.append(f"downstream, {', '.join(later)} differ as well")
+    on = f", on the golden's {report.probes} step probes" if report.probes else ""
+    return f"preprocessing, step by step{on}:", lines
+
+
+def layer_section(e: LayerEvidence) -> Section:
+    on = f", on the golden's {e.report.probes} layer probes" if e.report.probes else ""
+    return f"the model, layer by layer{on}:", e.report.lines()
+
+
+def counterfactual_section(e: CounterfactualEvidence) -> Section:
+    baseline = e.baseline
+    if not e.tried or baseline is None:
+        return "counterfactual probes:", [e.note or "none could run"]
+    ranked = sorted(e.tried, key=Counterfactual.key)
+    lines = [
+        f"as the manifest is now: {baseline.agree}/{baseline.probes} match"
+        f" (max score diff {short_number(baseline.max_diff)})"
+    ]
+    lines += [_flip_line(c, baseline, e.score_tol) for c in ranked[:SHOWN_FLIPS] if not c.error]
+    failed = [c for c in e.tried if c.error]
+    rest = len([c for c in ranked if not c.error]) - min(SHOWN_FLIPS, len(ranked))
+    if rest > 0:
+        lines.append(f"… {rest} more flips, none closer to the golden")
+    if failed:
+        lines.append(
+            f"{len(failed)} flips cannot run on this model/data: "
+            + "; ".join(f"{c.label}: {c.error}" for c in failed[:2])
+            + (" …" if len(failed) > 2 else "")
+        )
+    title = (
+        "counterfactual probes (the probe samples re-run with one pitfall flipped, or one "
+        f"manifest edit undone, at a time, each on {min(SCREEN, baseline.probes)} probes "
+        "first; ✓ = changes the outputs and brings them back to the golden):"
+    )
+    return title, lines
+
+
+def _flip_line(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> str:
+    # ✓ only for a flip that changed the probes' outputs and brought them back: a no-op matches
+    # whatever the manifest as it is matches, and proves nothing.
+    mark = "✓ " if restores(c, baseline, score_tol) else ""
+    reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
+    noop = ", the same outputs as the manifest as it is" if c.noop else ""
+    return (
+        f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
+        f" (max score diff {short_number(c.max_diff)}{noop})"
+    )
+
+
+def environment_section(e: EnvironmentEvidence) -> Section:
+    shown = e.changes[:SHOWN_ENVIRONMENT]
+    lines = [f"{k}: {env_change_text(k, a, b)}" for k, a, b in shown] or ["none"]
+    if len(e.changes) > SHOWN_ENVIRONMENT:
+        lines.append(f"… {len(e.changes) - SHOWN_ENVIRONMENT} more")
+    if not e.golden_has_flags:
+        lines.append(
+            "the golden records no CPU flags, numeric packages or settings (recorded before "
+            "pytest-mlrepro kept them; the golden's next recording adds them)"
+        )
+    return "environment diff against the golden's:", lines
+
+
+# One renderer per evidence type; a type missing here fails loudly in the tests, not silently.
+SECTION_RENDERERS: dict[type[Any], Callable[[Any], Section]] = {
+    DataEvidence: data_section,
+    ManifestEvidence: manifest_section,
+    StepEvidence: step_section,
+    LayerEvidence: layer_section,
+    CounterfactualEvidence: counterfactual_section,
+    EnvironmentEvidence: environment_section,
+}
+
+
+def evidence_section(evidence: Evidence) -> Section:
+    """The section (title, lines) of one piece of evidence, by its type's renderer."""
+    return SECTION_RENDERERS[type(evidence)](evidence)
+
+
+def diagnosis_text(d: Diagnosis, width: int) -> str:
+    """The text appended to a failure: lead first, then the evidence, within ``width``."""
+    head = (
+        f"diagnosis ({d.counterfactuals} counterfactuals on {d.probes} probe samples, "
+        f"{d.screen} first, {d.seconds:.1f} s)"
+    )
+    lines = [head]
+    lines += textwrap.wrap(d.lead, width - 2, initial_indent="  ", subsequent_indent="  ")
+    for title, body in d.sections:
+        lines.append("")
+        lines += textwrap.wrap(title, width - 2, initial_indent="  ", subsequent_indent="  ")
+        for line in body:
+            lines += textwrap.wrap(
+                line,
+                width - 4,
+                initial_indent="    ",
+                subsequent_indent="        ",
+                break_on_hyphens=False,
+            ) or [""]
+    return "\n".join(lines)
+
+
+DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text)
+
+__all__ = ["DIAGNOSIS_WORDING", "diagnosis_text", "evidence_section"]
