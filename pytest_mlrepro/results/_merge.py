@@ -267,9 +267,10 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     failed = [(shard, row) for shard, row in shards if not _compared(row)]
     if failed:
         if all(row.get("outcome") == "skipped" for _, row in shards):
-            merged["outcome"], merged["verdict"] = "skipped", str(first.get("verdict", "skipped"))
+            merged["outcome"] = merged["status"] = "skipped"
+            merged["verdict"] = str(first.get("verdict", "skipped"))
             return merged
-        merged["outcome"] = "failed"
+        merged["outcome"] = merged["status"] = "failed"
         merged["verdict"] = str(failed[0][1].get("verdict") or failed[0][1].get("outcome"))
         merged["failed_shards"] = [
             {"shard": str(shard), "nodeid": row.get("nodeid"), "verdict": row.get("verdict")}
@@ -293,7 +294,7 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         merged["outside_tolerance"] = list(comparison.failures)
         merged["changed_samples"] = changed_samples(comparison.changed, None)
     merged["verdict"] = "pass" if decision.action == "pass" else decision.reason
-    merged["outcome"] = "passed" if decision.action == "pass" else "failed"
+    merged["outcome"] = merged["status"] = "passed" if decision.action == "pass" else "failed"
     merged["per_sample"] = merged_part(parts).to_json()
     return merged
 
