@@ -381,7 +381,6 @@ class _Run:
             decision = accuracy_decision(writes=writes, has_golden=False)
             if decision.action == "record":
                 self._record(path, result, decision.reason, ref)
-                self._finish_reference(ref)
                 return
             raise self._fail("no golden", "no golden")
         recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
@@ -392,7 +391,6 @@ class _Run:
             decision = accuracy_decision(writes=writes, has_golden=True, classes_match=False)
             if decision.action == "record":
                 self._record(path, result, decision.reason, ref)
-                self._finish_reference(ref)
                 return
             named = None
             if r.diagnosis_probes is not None:  # the class indices mapped back, if one map does
@@ -440,7 +438,9 @@ class _Run:
             within_tolerance=comparison.ok,
             manifest_current=manifest_current,
             probes_current=not (asks and manifest_current)
-            or self._probes_up_to_date(golden, result),
+            or step_fingerprints_up_to_date(
+                golden.probes, m.input.preprocess, result.samples, r.fingerprint_samples
+            ),
             data_current=not change.changed and golden.data == self.data_files,
             data_identity_recorded=golden.data is not None,
             manifest_file_current=not comparison.ok
@@ -449,7 +449,6 @@ class _Run:
         )
         if decision.action == "record":
             self._record(path, result, decision.reason, ref)
-            self._finish_reference(ref)
             return
         if decision.action == "pass":
             enriched = self._enrich(path, golden, result, change) if r.enrich else ""
@@ -612,20 +611,15 @@ class _Run:
         r = self.r
         if r.diagnosis_probes is None:
             return
-        with phase("diagnosis"):
-            self._explain(drifted, change)
-
-    def _explain(self, drifted: Drifted, change: DataChange) -> None:
-        r = self.r
-        assert r.diagnosis_probes is not None
         found: list[Any] = []
-        text, cause = explain_drift(
-            r.manifest, drifted.golden, drifted.comparison, drifted.result,
-            probes=r.diagnosis_probes, data=change, layers=drifted.layers, found=found,
-        )  # fmt: skip
-        self.add("diagnosis", cause)
-        for d in found:  # the results file's summary of it (mlrepro merge, the report)
-            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+        with phase("diagnosis"):
+            text, cause = explain_drift(
+                r.manifest, drifted.golden, drifted.comparison, drifted.result,
+                probes=r.diagnosis_probes, data=change, layers=drifted.layers, found=found,
+            )  # fmt: skip
+            self.add("diagnosis", cause)
+            for d in found:  # the results file's summary of it (mlrepro merge, the report)
+                self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
         self.outcome = replace(self.outcome, diagnosis=text)
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
@@ -648,57 +642,48 @@ class _Run:
                 probes["layers"] = layers
         return probes
 
-    def _probes_up_to_date(self, golden: Golden, result: Evaluation) -> bool:
-        steps = self.r.manifest.input.preprocess
-        return step_fingerprints_up_to_date(
-            golden.probes, steps, result.samples, self.r.fingerprint_samples
-        )
-
     def _record(
         self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
     ) -> None:
-        """Write the golden, and say so in the verdict. Results that contradict the manifest's
-        own reference are not written unless --mlrepro-update-despite-reference asks for it."""
-        with phase("writing"):
-            self._write(path, result, action, ref)
-
-    def _write(
-        self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
-    ) -> None:
+        """Write the golden, and say so in the verdict; then the reference's verdict. Results
+        that contradict the manifest's own reference are not written unless
+        --mlrepro-update-despite-reference asks for it."""
         r = self.r
-        if ref is not None and ref.refused:
-            # The reference is refused (outside the project, not found): the manifest is
-            # wrong, and nothing it produced is recorded, as for a refused model.
-            self.outcome = replace(self.outcome, action=action)
-            raise self._fail("reference refused", "error")
-        if ref is not None and ref.agrees is False:
-            if not r.despite_reference:
+        with phase("writing"):
+            if ref is not None and ref.refused:
+                # The reference is refused (outside the project, not found): the manifest is
+                # wrong, and nothing it produced is recorded, as for a refused model.
                 self.outcome = replace(self.outcome, action=action)
-                raise self._fail(
-                    "reference disagreement, not recorded",
-                    f"reference disagreement (golden not {self.outcome.verb})",
-                )
-            action += " despite reference disagreement"
-        golden = Golden(
-            name=r.manifest.name,
-            manifest=r.manifest.normalized(),
-            environment=environment(result.runner_info),
-            results=result.results,
-            probes=self._step_probes(result),
-            data=dict(sorted(self.data_files.items())),
-            pixels=record_pixel_identity(r.manifest.input.preprocess, result.samples),
-            manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
-        )
-        try:
-            golden_store.write(path, golden, r.settings.golden_dir)
-        except OutputError as exc:
-            shown = self.outcome.golden_shown
-            self.outcome = replace(self.outcome, message=str(exc).replace(str(path), shown))
-            raise self._fail("golden not written", "error") from None
-        self.written = True
-        self.outcome = replace(self.outcome, action=action)
-        self._verdict(f"golden {action}")
-        self.add("golden", self.outcome.golden_shown)
+                raise self._fail("reference refused", "error")
+            if ref is not None and ref.agrees is False:
+                if not r.despite_reference:
+                    self.outcome = replace(self.outcome, action=action)
+                    raise self._fail(
+                        "reference disagreement, not recorded",
+                        f"reference disagreement (golden not {self.outcome.verb})",
+                    )
+                action += " despite reference disagreement"
+            golden = Golden(
+                name=r.manifest.name,
+                manifest=r.manifest.normalized(),
+                environment=environment(result.runner_info),
+                results=result.results,
+                probes=self._step_probes(result),
+                data=dict(sorted(self.data_files.items())),
+                pixels=record_pixel_identity(r.manifest.input.preprocess, result.samples),
+                manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
+            )
+            try:
+                golden_store.write(path, golden, r.settings.golden_dir)
+            except OutputError as exc:
+                shown = self.outcome.golden_shown
+                self.outcome = replace(self.outcome, message=str(exc).replace(str(path), shown))
+                raise self._fail("golden not written", "error") from None
+            self.written = True
+            self.outcome = replace(self.outcome, action=action)
+            self._verdict(f"golden {action}")
+            self.add("golden", self.outcome.golden_shown)
+        self._finish_reference(ref)
 
 
 def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:

@@ -15,7 +15,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -389,13 +389,4 @@ def load_results(path: Path | str) -> ResultsFile:
         raise ResultsFileError(
             f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"
         ) from None
-    loaded = validate_results(document, str(path))
-    return ResultsFile(
-        path=path,
-        format=loaded.format,
-        machine=loaded.machine,
-        environment=loaded.environment,
-        shard=loaded.shard,
-        rows=loaded.rows,
-        created=loaded.created,
-    )
+    return replace(validate_results(document, str(path)), path=path)

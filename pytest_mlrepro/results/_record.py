@@ -33,7 +33,6 @@ CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})
 
 _T = typing.TypeVar("_T")
 Outcome = Literal["passed", "failed", "skipped"]
-OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 Status = Literal["passed", "failed", "skipped", "no golden", "recorded", "partial"]
 """A check's standing, as its record states it (pytest's ``outcome`` is how the item ended):
 compared and within tolerance; failed (a drift, an error, a regression, a golden not recorded);
@@ -392,7 +391,6 @@ __all__ = [
     "LISTED",
     "MAX_CLASS",
     "MAX_WHOLE",
-    "OUTCOMES",
     "ChangedSample",
     "ChangedSamples",
     "Diagnosis",
