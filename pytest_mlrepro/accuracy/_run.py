@@ -696,15 +696,3 @@ def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> in
     k = min(5, now.topk.shape[1], golden.topk.shape[1])
     ours, theirs = (np.asarray(side, np.intp) for side in zip(*pairs))
     return int((now.topk[ours, :k] != golden.topk[theirs, :k]).any(axis=1).sum())
-
-
-__all__ = [
-    "AccuracyOutcome",
-    "AccuracyRequest",
-    "AddProperty",
-    "Drifted",
-    "Evaluate",
-    "EvaluationRun",
-    "ReferenceOutcome",
-    "run_accuracy",
-]

@@ -154,13 +154,3 @@ def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
         "variation you accept as determinism.tolerance",
     ]
     return "\n".join(lines)
-
-
-__all__ = [
-    "RunComparison",
-    "RunsComparer",
-    "compare_runs",
-    "controls_in_force",
-    "explain",
-    "seed_everything",
-]

@@ -475,6 +475,3 @@ def _plain(data: Any) -> Any:
 
 def _quiet(attempt: Attempt, limit: float) -> bool:
     return attempt.contention is None or attempt.contention <= limit
-
-
-__all__ = ["LatencyOutcome", "LatencyRequest", "run_latency"]

@@ -25,7 +25,7 @@ from ..errors import MlreproError
 from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._fields import changed_samples
-from ._format import Part, ResultsFileError
+from ._format import Part
 
 EXAMPLES = 5
 """Shards or versions named in one message; the rest are counted."""
@@ -322,17 +322,3 @@ def _tolerances(row: Mapping[str, Any]) -> Tolerances:
         return Tolerances(**{k: float(value[k]) for k in ("top1", "top5", "agreement", "score")})
     except (KeyError, TypeError, ValueError) as exc:
         raise ShardMergeError(f"{row.get('nodeid')}: bad 'tolerances' {value!r}: {exc}") from None
-
-
-__all__ = [
-    "ResultsFileError",
-    "ShardMergeError",
-    "check_shards",
-    "combine",
-    "merge_shards",
-    "merged_part",
-    "metrics",
-    "shard_results",
-    "shard_verdict",
-    "unsharded_nodeid",
-]

@@ -383,29 +383,3 @@ def results_schema() -> dict[str, Any]:
         **root,
         "$defs": dict(sorted(defs.items())),
     }
-
-
-__all__ = [
-    "FORMAT",
-    "FORMATS",
-    "LISTED",
-    "MAX_CLASS",
-    "MAX_WHOLE",
-    "ChangedSample",
-    "ChangedSamples",
-    "Diagnosis",
-    "DiagnosisSection",
-    "Document",
-    "Environment",
-    "Machine",
-    "Outcome",
-    "PerSample",
-    "PhaseTimes",
-    "Row",
-    "SampleResults",
-    "StaleGolden",
-    "Status",
-    "Timing",
-    "record",
-    "results_schema",
-]
