@@ -290,7 +290,9 @@ class _Run:
             verdict=final.verdict,
             missing=final.missing,
             settings_changed=bool(changes),
-            block_changed=baseline.entry.get("latency") != _plain(dataclasses.asdict(block)),
+            # The block as it reads back from the golden's JSON (tuples become lists).
+            block_changed=baseline.entry.get("latency")
+            != json.loads(json.dumps(dataclasses.asdict(block))),
             outpaced=golden_outpaced(ratio),
         )
         decision = latency_decision(
@@ -466,11 +468,6 @@ class _Run:
             "benchmarks": benchmarks,
             "key": key.fields,
         }
-
-
-def _plain(data: Any) -> Any:
-    """``data`` as it reads back from JSON (tuples become lists)."""
-    return json.loads(json.dumps(data))
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:

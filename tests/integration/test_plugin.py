@@ -148,9 +148,15 @@ def test_missing_or_invalid_golden_fails_and_writes_nothing(project: Project) ->
     corrupt = project.golden("tiny_corrupt")
     corrupt.write_bytes(b"{not json")
 
-    result = project.run()
+    result = project.run("--mlrepro-json", "out.json")
     result.assert_outcomes(failed=2)
     assert result.ret == 1
+    rows = json.loads((project.path / "out.json").read_text())["results"]
+    # Both failed; the results file says which had nothing to compare with.
+    assert {row["manifest"]: (row["outcome"], row["status"]) for row in rows} == {
+        "tiny_onnx": ("failed", "no golden"),
+        "tiny_corrupt": ("failed", "failed"),
+    }
     # The exact command that records the missing one, on a line of its own.
     assert "pytest manifests/tiny_onnx.yaml --mlrepro-update" in [
         line.strip() for line in result.outlines
