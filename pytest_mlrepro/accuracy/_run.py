@@ -109,7 +109,7 @@ class ReferenceOutcome:
         return None if self.check is None else self.check.ok
 
 
-@dataclass
+@dataclass(frozen=True)
 class Drifted:
     """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
     them, only when a report is asked for): the golden, the comparison, this run, and the

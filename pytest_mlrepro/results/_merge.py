@@ -101,18 +101,14 @@ def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
     compared with a golden, or parts that overlap."""
     if not parts:
         raise ShardMergeError("no parts to combine")
-    goldens: list[Results] = []
     for number, part in enumerate(parts, 1):
         if part.golden is None:
             raise ShardMergeError(f"part {number} was not compared with a golden")
-        goldens.append(part.golden)
-    now = _union([part.now for part in parts], "run's")
-    golden = _union(goldens, "golden's")
-    diffs: dict[str, float] = {}
-    for part in parts:
-        diffs.update(part.score_diff)
-    shared = [sample for sample in golden.ids if sample in diffs]
-    return comparison_of(golden, now, [diffs[sample] for sample in shared], tolerances)
+    whole = merged_part(parts)
+    assert whole.golden is not None  # every part's was compared
+    shared = [sample for sample in whole.golden.ids if sample in whole.score_diff]
+    diffs = [whole.score_diff[sample] for sample in shared]
+    return comparison_of(whole.golden, whole.now, diffs, tolerances)
 
 
 def merged_part(parts: Sequence[Part]) -> Part:
