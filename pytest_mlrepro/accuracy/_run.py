@@ -148,16 +148,15 @@ class AccuracyRequest:
 
 @dataclass(frozen=True)
 class AccuracyOutcome:
-    """How an accuracy item ends (``end``: pass, fail), its ``status`` (the results file's), why
-    (``reason``, ``verdict``), its properties in order, what its report carries, and the facts
-    the text of a failure needs.
+    """How an accuracy item ends: its ``status`` (the results file's; ``failed`` and ``no golden``
+    fail the item), why (``reason``, ``verdict``), its properties in order, what its report
+    carries, and the facts the text of a failure needs.
 
     ``interrupted``: what ended the run before its verdict, to be raised again by the caller once
     it has taken what was found: the evaluation's own ending of the item (a skip, a failure it
     worded) or an interruption (the item's time limit, Ctrl-C); then ``status`` is None (how the
     item ends is pytest's)."""
 
-    end: Literal["pass", "fail"] = "pass"
     status: Status | None = "passed"
     reason: Reason = "passed"
     verdict: str = ""  # the last verdict the check gave (the evaluation's own are properties)
@@ -186,6 +185,10 @@ class AccuracyOutcome:
     notes: tuple[str, ...] = ()
 
     @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "no golden")
+
+    @property
     def verb(self) -> str:
         """What the golden's writing would have done: ``recorded`` or ``updated``."""
         return "recorded" if self.action == "recorded" else "updated"
@@ -204,13 +207,9 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
         pass
     except BaseException as exc:  # handed back, not lost: see AccuracyOutcome.interrupted
         return run.record(None, exc)
-    o = run.outcome
-    status: Status = (
-        ("no golden" if o.reason == "no golden" else "failed") if o.end == "fail"
-        else "recorded" if run.written
-        else "partial" if run.partial
-        else "passed"
-    )  # fmt: skip
+    status = run.outcome.status
+    if status == "passed":  # not failed: what passed
+        status = "recorded" if run.written else "partial" if run.partial else "passed"
     run.add("status", status)
     return run.record(status, None)
 
@@ -272,7 +271,8 @@ class _Run:
         found before stands); its facts are in the outcome already."""
         if verdict is not None:
             self._verdict(verdict)
-        self.outcome = replace(self.outcome, end="fail", reason=reason)
+        failed: Status = "no golden" if reason == "no golden" else "failed"
+        self.outcome = replace(self.outcome, status=failed, reason=reason)
         return _Ended()
 
     def _identify(self) -> None:
