@@ -242,9 +242,9 @@ def _other_pipeline(
     digest: str | None,
     content: Mapping[str, Any] | None,
     reference: tuple[str | None, Mapping[str, Any] | None],
-) -> str:
-    """Why a cell runs another pipeline, in words: the manifest fields that differ from the
-    common pipeline's (where both record their content), else the digests."""
+) -> tuple[str, tuple[str, ...]]:
+    """Why a cell runs another pipeline, in words, and the manifest fields that differ from the
+    common pipeline's (where both record their content; else the digests, and no fields)."""
     common_digest, common = reference
     if content is not None and common is not None:
         changes = differences(pipeline_of(common), pipeline_of(content))
@@ -253,11 +253,11 @@ def _other_pipeline(
         return (
             f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
             f"{_short(common_digest)})"
-        )
+        ), tuple(path for path, _, _ in changes)
     return (
         f"another pipeline: manifest digest {_short(digest)}, the others' "
         f"{_short(common_digest)} (the manifest {manifest!r} differs on this machine)"
-    )
+    ), ()
 
 
 def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
@@ -312,14 +312,12 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     cells: list[Cell] = []
     per_sample: list[tuple[Cell, Part]] = []
     for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
-        other = None
+        other: str | None = None
         pipeline_fields: tuple[str, ...] = ()
         if pipelines[index] != majority[manifest]:
-            other = _other_pipeline(manifest, digest, entry["content"], reference[manifest])
-            common = reference[manifest][1]
-            if entry["content"] is not None and common is not None:
-                changed = differences(pipeline_of(common), pipeline_of(entry["content"]))
-                pipeline_fields = tuple(path for path, _, _ in changed)
+            other, pipeline_fields = _other_pipeline(
+                manifest, digest, entry["content"], reference[manifest]
+            )
         other_settings = None
         settings_fields: tuple[str, ...] = ()
         if shown_settings[index] != common_settings[manifest]:
