@@ -4,9 +4,9 @@ the item's own evaluation, which knows its skips and failures), the reference ma
 checked, the golden read and compared, the verdict decided (:func:`goldens.accuracy_decision`),
 the golden recorded when the decision says so, and a drift diagnosed.
 
-No pytest and no wording here: :func:`run_accuracy` returns an :class:`AccuracyOutcome` (the
-item's properties in order, its per-sample results, how the item ends and the facts its text
-needs); ``report.accuracy_outcome_text`` words it.
+No pytest and no wording here: :func:`run_accuracy` returns an :class:`AccuracyOutcome`, one
+immutable record (the item's properties in order, its per-sample results, its status, how the
+item ends and the facts its text needs); ``report.accuracy_outcome_text`` words it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,14 @@ from ..goldens import (
     score_diffs,
 )
 from ..manifest import Manifest
-from ..results import Part, changed_samples, diagnosis_summary, shard_results, shard_verdict
+from ..results import (
+    Part,
+    Status,
+    changed_samples,
+    diagnosis_summary,
+    shard_results,
+    shard_verdict,
+)
 from ..settings import Settings
 from ._enrich import enrich
 
@@ -103,7 +110,7 @@ class ReferenceOutcome:
         return None if self.check is None else self.check.ok
 
 
-@dataclass
+@dataclass(frozen=True)
 class Drifted:
     """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
     them, only when a report is asked for): the golden, the comparison, this run, and the
@@ -141,19 +148,21 @@ class AccuracyRequest:
     strict_data: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class AccuracyOutcome:
-    """How an accuracy item ends (``end``: pass, fail), why (``reason``, ``verdict``), its
-    properties in order, what its report carries, and the facts the text of a failure needs.
+    """How an accuracy item ends: its ``status`` (the results file's; ``failed`` and ``no golden``
+    fail the item), why (``reason``, ``verdict``), its properties in order, what its report
+    carries, and the facts the text of a failure needs.
 
     ``interrupted``: what ended the run before its verdict, to be raised again by the caller once
     it has taken what was found: the evaluation's own ending of the item (a skip, a failure it
-    worded) or an interruption (the item's time limit, Ctrl-C)."""
+    worded) or an interruption (the item's time limit, Ctrl-C); then ``status`` is None (how the
+    item ends is pytest's)."""
 
-    end: Literal["pass", "fail"] = "pass"
+    status: Status | None = "passed"
     reason: Reason = "passed"
     verdict: str = ""  # the last verdict the check gave (the evaluation's own are properties)
-    properties: list[tuple[str, Any]] = field(default_factory=list)
+    properties: tuple[tuple[str, Any], ...] = ()
     interrupted: BaseException | None = None
     per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
     classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
@@ -175,7 +184,11 @@ class AccuracyOutcome:
     action: str = ""  # the golden's writing: "recorded", "updated (...)"...
     # Sentences for the run's notes (a passing item's too): an enrichment, or why not; a byte
     # change that is not a data change.
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "no golden")
 
     @property
     def verb(self) -> str:
@@ -195,13 +208,19 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
     except _Ended:
         pass
     except BaseException as exc:  # handed back, not lost: see AccuracyOutcome.interrupted
-        run.outcome.interrupted = exc
-    return run.outcome
+        return run.record(None, exc)
+    status = run.outcome.status
+    if status == "passed":  # not failed: what passed
+        status = "recorded" if run.written else "partial" if run.partial else "passed"
+    run.add("status", status)
+    return run.record(status, None)
 
 
 class _Run:
-    """One check, its outcome filled in as it goes: whatever ends it early (a verdict, the
-    evaluation's skip, the time limit) leaves in the outcome everything found before."""
+    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they
+    are found; the properties and notes in lists), frozen into the record at its end: whatever
+    ends it early (a verdict, the evaluation's skip, the time limit) leaves everything found
+    before."""
 
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
@@ -210,8 +229,11 @@ class _Run:
             device=request.device,
             name=request.manifest.name,
         )
+        self.properties: list[tuple[str, Any]] = []
+        self.notes: list[str] = []
         self.data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self.written = False
+        self.partial = False  # a shard compared: its verdict is the merge's
         # The golden file as read before the run (or the error of reading it), for the verdict
         # too: read once (at 50,000 samples a read takes seconds), and the verdict compares with
         # the very golden whose classes the streamed evaluation kept scores for.
@@ -229,21 +251,30 @@ class _Run:
             raise error
         return golden
 
+    def record(self, status: Status | None, interrupted: BaseException | None) -> AccuracyOutcome:
+        """The check's record, frozen: its facts, properties and notes as they stand."""
+        return replace(
+            self.outcome,
+            status=status,
+            interrupted=interrupted,
+            properties=tuple(self.properties),
+            notes=tuple(self.notes),
+        )
+
     def add(self, key: str, value: Any) -> None:
-        self.outcome.properties.append((key, value))
+        self.properties.append((key, value))
 
     def _verdict(self, verdict: str) -> None:
         self.add("verdict", verdict)
-        self.outcome.verdict = verdict
+        self.outcome = replace(self.outcome, verdict=verdict)
 
-    def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
+    def _fail(self, reason: Reason, verdict: str | None) -> _Ended:
         """End the check with a failure, with its verdict in the properties (None: the verdict
-        found before stands)."""
+        found before stands); its facts are in the outcome already."""
         if verdict is not None:
             self._verdict(verdict)
-        self.outcome.end, self.outcome.reason = "fail", reason
-        for name, value in facts.items():
-            setattr(self.outcome, name, value)
+        failed: Status = "no golden" if reason == "no golden" else "failed"
+        self.outcome = replace(self.outcome, status=failed, reason=reason)
         return _Ended()
 
     def _identify(self) -> None:
@@ -279,7 +310,7 @@ class _Run:
         return tuple(kept)
 
     def run(self) -> None:
-        r, o = self.r, self.outcome
+        r = self.r
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
         for name, text in (
@@ -291,7 +322,7 @@ class _Run:
             self.add(name, text)
         self._identify()
         path = golden_store.golden_path(m, settings)
-        o.golden_shown = r.shown(path)
+        self.outcome = replace(self.outcome, golden_shown=r.shown(path))
         if not writes and not path.exists() and not path.is_symlink():
             # Nothing to compare with: said before the model runs over the whole data set (the
             # data and the model are still found, verified and loaded: runs=0). A golden that
@@ -299,7 +330,8 @@ class _Run:
             # run's numbers.
             _, dataset = r.evaluate(None, self.add)
             self.add("samples", len(dataset.samples))
-            raise self._fail("no golden", "no golden", model_run=False)
+            self.outcome = replace(self.outcome, model_run=False)
+            raise self._fail("no golden", "no golden")
         with phase("comparison"):
             keep = self._compared_with(path)
 
@@ -316,9 +348,9 @@ class _Run:
     ) -> None:
         """The evaluation compared (with the reference's golden, with the golden) and the
         verdict decided: recorded, passed, or a drift diagnosed."""
-        r, o = self.r, self.outcome
+        r = self.r
         m = r.manifest
-        o.classes = dataset.class_names
+        self.outcome = replace(self.outcome, classes=dataset.class_names)
         self.data_files = dataset.checksums
         now = result.results
         for key, value in (
@@ -332,11 +364,12 @@ class _Run:
             self.add(key, value)
         if dataset.identity:  # the data set's version: shards merge only within one
             self.add("data_identity", dataset.identity)
-        with phase("writing"):
-            o.per_sample = Part(now, None, {}).to_json()  # compared with nothing, yet
+        with phase("writing"):  # compared with nothing, yet
+            self.outcome = replace(self.outcome, per_sample=Part(now, None, {}).to_json())
         # Before any golden is written: an update that contradicts the reference is refused.
         if r.shard is None:
-            ref = o.reference = self._check_reference(result)
+            ref = self._check_reference(result)
+            self.outcome = replace(self.outcome, reference=ref)
         else:
             # A reference check decides with tolerances over the whole data set: not a shard's.
             ref = None
@@ -350,44 +383,43 @@ class _Run:
             decision = accuracy_decision(writes=writes, has_golden=False)
             if decision.action == "record":
                 self._record(path, result, decision.reason, ref)
-                self._finish_reference(ref)
                 return
             raise self._fail("no golden", "no golden")
         recorded_classes = int(golden.manifest["dataset"]["classes"])  # validated on reading
         classes_now = int(result.scores.shape[1])
         if recorded_classes != classes_now:
             # Nothing to compare sample by sample: the class indices mean other classes.
-            self.add("golden", o.golden_shown)
+            self.add("golden", self.outcome.golden_shown)
             decision = accuracy_decision(writes=writes, has_golden=True, classes_match=False)
             if decision.action == "record":
                 self._record(path, result, decision.reason, ref)
-                self._finish_reference(ref)
                 return
             named = None
             if r.diagnosis_probes is not None:  # the class indices mapped back, if one map does
                 named = explain_class_count(golden.results, now, recorded_classes, classes_now)
             if named is not None:
                 self.add("diagnosis", named[1])
-            raise self._fail(
-                "classes changed",
-                "drift",
+            self.outcome = replace(
+                self.outcome,
                 recorded_classes=recorded_classes,
                 classes_now=classes_now,
                 diagnosis=None if named is None else named[0],
             )
+            raise self._fail("classes changed", "drift")
         if r.shard is not None:  # the golden's samples of this shard, by the same rule
             golden = replace(golden, results=shard_results(golden.results, r.shard))
         comparison = compare(golden.results, now, result.scores, m.tolerances)
         diffs = score_diffs(golden.results, now, result.scores)
         with phase("writing"):
-            o.per_sample = Part(now, golden.results, diffs).to_json()
+            per_sample = Part(now, golden.results, diffs).to_json()
+            self.outcome = replace(self.outcome, per_sample=per_sample)
         self.add("agreement", round(comparison.agreement, 6))
         self.add("golden_top1", round(comparison.golden_top1, 4))
         self.add("golden_top5", round(comparison.golden_top5, 4))
         self.add("top5_changed", _top5_changed(golden.results, now))
         if math.isfinite(comparison.max_score_diff):
             self.add("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
-        self.add("golden", o.golden_shown)
+        self.add("golden", self.outcome.golden_shown)
         change = data_change(golden, now, self.data_files)
         change = self._same_pixels(golden, change, result)
         if change.changed:
@@ -396,6 +428,7 @@ class _Run:
             # A part: it failed above for its own errors; the tolerance verdict belongs to the
             # merge of all shards (mlrepro merge, or the session for a split item).
             self._verdict(shard_verdict(r.shard))
+            self.partial = True
             return
         # What is out of date is asked only where the decision can depend on it (the step
         # fingerprints cost a pass of the probe samples through the pipeline).
@@ -407,7 +440,9 @@ class _Run:
             within_tolerance=comparison.ok,
             manifest_current=manifest_current,
             probes_current=not (asks and manifest_current)
-            or self._probes_up_to_date(golden, result),
+            or step_fingerprints_up_to_date(
+                golden.probes, m.input.preprocess, result.samples, r.fingerprint_samples
+            ),
             data_current=not change.changed and golden.data == self.data_files,
             data_identity_recorded=golden.data is not None,
             manifest_file_current=not comparison.ok
@@ -416,7 +451,6 @@ class _Run:
         )
         if decision.action == "record":
             self._record(path, result, decision.reason, ref)
-            self._finish_reference(ref)
             return
         if decision.action == "pass":
             enriched = self._enrich(path, golden, result, change) if r.enrich else ""
@@ -428,18 +462,19 @@ class _Run:
                 "the data changed" if comparison.ok else
                 f"{', '.join(comparison.failures)} outside tolerance"
             )  # fmt: skip
+            shown = self.outcome.golden_shown
             self._note(
-                f"golden not enriched ({o.golden_shown} is left as it was): this run does not "
+                f"golden not enriched ({shown} is left as it was): this run does not "
                 f"reproduce it ({why}); evidence is added only to a golden whose every compared "
                 "figure a run reproduces"
             )
         # What a results file keeps of a failed comparison: the levels outside tolerance and the
         # samples whose top-1 changed (the report's table of them).
         self.add("outside_tolerance", list(comparison.failures))
-        self.add("changed_samples", changed_samples(comparison.changed, o.classes))
-        o.drifted = Drifted(golden, comparison, result)
-        o.comparison, o.change = comparison, change
-        self._diagnose(o.drifted, change)
+        self.add("changed_samples", changed_samples(comparison.changed, self.outcome.classes))
+        drifted = Drifted(golden, comparison, result)
+        self.outcome = replace(self.outcome, drifted=drifted, comparison=comparison, change=change)
+        self._diagnose(drifted, change)
         # Within every tolerance, but on other data: named as a data change, with the samples
         # concerned, never as a drift of the results.
         if comparison.ok:
@@ -448,9 +483,9 @@ class _Run:
 
     def _note(self, text: str) -> None:
         """A sentence for the run's notes; the results row keeps them as one list."""
-        if not self.outcome.notes:
-            self.add("notes", self.outcome.notes)  # the same list: later notes join it
-        self.outcome.notes.append(text)
+        if not self.notes:
+            self.add("notes", self.notes)  # the same list: later notes join it
+        self.notes.append(text)
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
         """``change`` without the files whose bytes changed but whose decoded pixels are the
@@ -480,7 +515,7 @@ class _Run:
         """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written
         (accuracy/_enrich.py), the figures untouched. Returns the verdict's note ("" when the
         item does not write goldens)."""
-        r, o = self.r, self.outcome
+        r, o = self.r, self.outcome  # o: the facts so far (the enrichment changes none)
         if not r.records:
             return ""
         if change.changed or not golden_store.manifest_is_current(golden.manifest, r.manifest):
@@ -550,25 +585,26 @@ class _Run:
         """The golden at ``path``, validated and checked to be this manifest's. An invalid one
         fails the item (an update run replaces it: None); one recorded from another manifest
         that still claims it fails the item in every run."""
-        r, o = self.r, self.outcome
+        r, o = self.r, self.outcome  # o: the facts so far (read, not changed)
         shown_golden = o.golden_shown
         try:
             golden = self._golden_file(path)
             if golden is not None:
                 golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
         except golden_store.GoldenNotAFile as exc:
-            message = str(exc).replace(str(path), shown_golden)
-            raise self._fail("golden not a file", "error", message=message) from None
+            self.outcome = replace(o, message=str(exc).replace(str(path), shown_golden))
+            raise self._fail("golden not a file", "error") from None
         except GoldenError as exc:
             if not writes:
-                message = str(exc).replace(str(path), shown_golden)
-                raise self._fail("golden unreadable", "error", message=message) from None
+                self.outcome = replace(o, message=str(exc).replace(str(path), shown_golden))
+                raise self._fail("golden unreadable", "error") from None
             return None
         if golden is None:
             return None
         other = golden_store.claimed_by_another(golden, path, r.manifest, r.settings)
         if other is not None:
-            raise self._fail("golden claimed", "golden claimed", claimed_by=other)
+            self.outcome = replace(o, claimed_by=other)
+            raise self._fail("golden claimed", "golden claimed")
         return golden
 
     def _diagnose(self, drifted: Drifted, change: DataChange) -> None:
@@ -577,22 +613,17 @@ class _Run:
         r = self.r
         if r.diagnosis_probes is None:
             return
-        with phase("diagnosis"):
-            self._explain(drifted, change)
-
-    def _explain(self, drifted: Drifted, change: DataChange) -> None:
-        r = self.r
-        assert r.diagnosis_probes is not None
         found: list[Any] = []
-        text, cause = explain_drift(
-            r.manifest, drifted.golden, drifted.comparison, drifted.result,
-            wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
-            layers=drifted.layers, found=found,
-        )  # fmt: skip
-        self.add("diagnosis", cause)
-        for d in found:  # the results file's summary of it (mlrepro merge, the report)
-            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
-        self.outcome.diagnosis = text
+        with phase("diagnosis"):
+            text, cause = explain_drift(
+                r.manifest, drifted.golden, drifted.comparison, drifted.result,
+                wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
+                layers=drifted.layers, found=found,
+            )  # fmt: skip
+            self.add("diagnosis", cause)
+            for d in found:  # the results file's summary of it (mlrepro merge, the report)
+                self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+        self.outcome = replace(self.outcome, diagnosis=text)
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the
@@ -614,55 +645,48 @@ class _Run:
                 probes["layers"] = layers
         return probes
 
-    def _probes_up_to_date(self, golden: Golden, result: Evaluation) -> bool:
-        steps = self.r.manifest.input.preprocess
-        return step_fingerprints_up_to_date(
-            golden.probes, steps, result.samples, self.r.fingerprint_samples
-        )
-
     def _record(
         self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
     ) -> None:
-        """Write the golden, and say so in the verdict. Results that contradict the manifest's
-        own reference are not written unless --mlrepro-update-despite-reference asks for it."""
+        """Write the golden, and say so in the verdict; then the reference's verdict. Results
+        that contradict the manifest's own reference are not written unless
+        --mlrepro-update-despite-reference asks for it."""
+        r = self.r
         with phase("writing"):
-            self._write(path, result, action, ref)
-
-    def _write(
-        self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
-    ) -> None:
-        r, o = self.r, self.outcome
-        if ref is not None and ref.refused:
-            # The reference is refused (outside the project, not found): the manifest is
-            # wrong, and nothing it produced is recorded, as for a refused model.
-            o.action = action
-            raise self._fail("reference refused", "error")
-        if ref is not None and ref.agrees is False:
-            if not r.despite_reference:
-                o.action = action
-                raise self._fail(
-                    "reference disagreement, not recorded",
-                    f"reference disagreement (golden not {o.verb})",
-                )
-            action += " despite reference disagreement"
-        golden = Golden(
-            name=r.manifest.name,
-            manifest=r.manifest.normalized(),
-            environment=environment(result.runner_info),
-            results=result.results,
-            probes=self._step_probes(result),
-            data=dict(sorted(self.data_files.items())),
-            pixels=record_pixel_identity(r.manifest.input.preprocess, result.samples),
-            manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
-        )
-        try:
-            golden_store.write(path, golden, r.settings.golden_dir)
-        except OutputError as exc:
-            message = str(exc).replace(str(path), o.golden_shown)
-            raise self._fail("golden not written", "error", message=message) from None
-        self.written, o.action = True, action
-        self._verdict(f"golden {action}")
-        self.add("golden", o.golden_shown)
+            if ref is not None and ref.refused:
+                # The reference is refused (outside the project, not found): the manifest is
+                # wrong, and nothing it produced is recorded, as for a refused model.
+                self.outcome = replace(self.outcome, action=action)
+                raise self._fail("reference refused", "error")
+            if ref is not None and ref.agrees is False:
+                if not r.despite_reference:
+                    self.outcome = replace(self.outcome, action=action)
+                    raise self._fail(
+                        "reference disagreement, not recorded",
+                        f"reference disagreement (golden not {self.outcome.verb})",
+                    )
+                action += " despite reference disagreement"
+            golden = Golden(
+                name=r.manifest.name,
+                manifest=r.manifest.normalized(),
+                environment=environment(result.runner_info),
+                results=result.results,
+                probes=self._step_probes(result),
+                data=dict(sorted(self.data_files.items())),
+                pixels=record_pixel_identity(r.manifest.input.preprocess, result.samples),
+                manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
+            )
+            try:
+                golden_store.write(path, golden, r.settings.golden_dir)
+            except OutputError as exc:
+                shown = self.outcome.golden_shown
+                self.outcome = replace(self.outcome, message=str(exc).replace(str(path), shown))
+                raise self._fail("golden not written", "error") from None
+            self.written = True
+            self.outcome = replace(self.outcome, action=action)
+            self._verdict(f"golden {action}")
+            self.add("golden", self.outcome.golden_shown)
+        self._finish_reference(ref)
 
 
 def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:
@@ -675,15 +699,3 @@ def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> in
     k = min(5, now.topk.shape[1], golden.topk.shape[1])
     ours, theirs = (np.asarray(side, np.intp) for side in zip(*pairs))
     return int((now.topk[ours, :k] != golden.topk[theirs, :k]).any(axis=1).sum())
-
-
-__all__ = [
-    "AccuracyOutcome",
-    "AccuracyRequest",
-    "AddProperty",
-    "Drifted",
-    "Evaluate",
-    "EvaluationRun",
-    "ReferenceOutcome",
-    "run_accuracy",
-]

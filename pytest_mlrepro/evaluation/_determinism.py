@@ -13,7 +13,7 @@ import random
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -75,6 +75,11 @@ class RunComparison:
     @property
     def ok(self) -> bool:
         return self.max_abs_diff <= self.tolerance and (self.tolerance > 0 or self.identical)
+
+    @property
+    def status(self) -> Literal["passed", "failed"]:
+        """The determinism check's status (``results.Status``, which the results file states)."""
+        return "passed" if self.ok else "failed"
 
     @property
     def top1_agreement(self) -> float:
@@ -149,13 +154,3 @@ def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
         "variation you accept as determinism.tolerance",
     ]
     return "\n".join(lines)
-
-
-__all__ = [
-    "RunComparison",
-    "RunsComparer",
-    "compare_runs",
-    "controls_in_force",
-    "explain",
-    "seed_everything",
-]

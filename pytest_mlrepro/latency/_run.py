@@ -3,9 +3,10 @@ hardware key, the baseline golden, the model prepared, the attempts measured (al
 session: ``exclusive``), the verdict decided (:func:`latency_decision`) and the golden recorded
 when the decision says so.
 
-No pytest and no wording here: :func:`run_latency` returns a :class:`LatencyOutcome` (the
-item's properties, the row of the latency table and the benchmark file, and how the item ends,
-with the facts its text needs); ``report.latency_outcome_text`` words it.
+No pytest and no wording here: :func:`run_latency` returns a :class:`LatencyOutcome`, one
+immutable record (the item's properties, the row of the latency table and the benchmark file,
+its status, and how the item ends, with the facts its text needs);
+``report.latency_outcome_text`` words it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,16 +89,29 @@ class LatencyRequest:
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
-@dataclass
+Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
+"""The check's standing (``results.Status``, which the results file states): a regression, an
+error, and a golden not recorded because the machine was busy are failures; a contended
+measurement and a missing framework are skipped, not compared."""
+_STATUS: dict[Reason, Status] = {
+    "unavailable": "skipped",
+    "contended": "skipped",
+    "no golden": "no golden",
+}
+
+
+@dataclass(frozen=True)
 class LatencyOutcome:
-    """How a latency item ends (``end``: pass, skip, fail), why (``reason``, ``verdict``), its
-    properties in order, its row, and the facts the text of a skip or failure needs."""
+    """How a latency item ends (``end``: pass, skip, fail), its ``status`` (the results
+    file's), why (``reason``, ``verdict``), its properties in order, its row, and the facts the
+    text of a skip or failure needs."""
 
     end: Literal["pass", "skip", "fail"] = "pass"
+    status: Status = "passed"
     reason: Reason = "measured"
     verdict: str = ""
     strict_fails: bool = True  # a skip fails under --mlrepro-strict
-    properties: list[tuple[str, Any]] = field(default_factory=list)
+    properties: tuple[tuple[str, Any], ...] = ()
     row: dict[str, Any] | None = None
     message: str = ""
     max_contention: float = 0.0
@@ -120,25 +134,44 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
     run = _Run(request)
     with contextlib.suppress(_Ended):
         run.run()
-    return run.outcome
+    o = run.outcome
+    status: Status = (
+        _STATUS.get(o.reason, "failed") if o.end != "pass"
+        else "recorded" if run.written
+        else "passed"
+    )  # fmt: skip
+    run.add("status", status)
+    return replace(o, status=status, properties=tuple(run.properties), row=run.row)
 
 
 class _Run:
+    """One check, its facts gathered as it goes (the outcome replaced as they are found; the
+    properties and the row built in place), frozen into the record at its end."""
+
     def __init__(self, request: LatencyRequest) -> None:
         self.r = request
         self.outcome = LatencyOutcome(max_contention=request.max_contention)
+        self.properties: list[tuple[str, Any]] = []
+        self.row: dict[str, Any] | None = None
+        self.written = False
 
     def add(self, key: str, value: Any) -> None:
-        self.outcome.properties.append((key, value))
+        self.properties.append((key, value))
 
     def _row_base(self) -> dict[str, Any]:
         return {"manifest": self.r.manifest.name, "device": self.r.device, "batch": self.r.batch}
 
     def _verdict(self, verdict: str) -> None:
         self.add("verdict", verdict)
-        self.outcome.verdict = verdict
-        if self.outcome.row is not None:
-            self.outcome.row["verdict"] = verdict
+        self.outcome = replace(self.outcome, verdict=verdict)
+        if self.row is not None:
+            self.row["verdict"] = verdict
+
+    def _error(self, reason: Reason, message: str) -> _Ended:
+        """End the check with a failure of the tool (verdict ``error``)."""
+        self._verdict("error")
+        self.outcome = replace(self.outcome, end="fail", reason=reason, message=message)
+        return _Ended()
 
     def _end(
         self,
@@ -148,21 +181,20 @@ class _Run:
         *,
         strict_fails: bool = True,
         decided: str | None = None,
-        **facts: Any,
     ) -> _Ended:
         """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
-        failure, with its verdict in the properties and the row."""
-        if end == "skip" or self.outcome.row is not None:
-            self.outcome.row = {**(self.outcome.row or self._row_base()), "verdict": verdict}
+        failure, with its verdict in the properties and the row; its facts are in the outcome
+        already."""
+        if end == "skip" or self.row is not None:
+            self.row = {**(self.row or self._row_base()), "verdict": verdict}
         self.add("verdict", verdict)
         if decided is not None:
             self.add("decided_by", decided)
-            assert self.outcome.row is not None
-            self.outcome.row["decided_by"] = decided
-        self.outcome.verdict = verdict
-        self.outcome.end, self.outcome.reason, self.outcome.strict_fails = end, reason, strict_fails
-        for name, value in facts.items():
-            setattr(self.outcome, name, value)
+            assert self.row is not None
+            self.row["decided_by"] = decided
+        self.outcome = replace(
+            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=strict_fails
+        )
         return _Ended()
 
     def run(self) -> None:
@@ -186,7 +218,8 @@ class _Run:
         try:
             version = check_framework(m)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            self.outcome = replace(self.outcome, message=str(exc))
+            raise self._end("skip", "unavailable", "skipped") from None
         self.add("framework_version", version)
         key = key_for(m, r.device, version)
         self.add("hardware_key", key.fields)
@@ -195,32 +228,22 @@ class _Run:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
             if not r.update:
-                self.add("verdict", "error")
-                self.outcome.verdict = "error"
-                self.outcome.end, self.outcome.reason = "fail", "golden invalid"
-                self.outcome.message = str(exc)
-                raise _Ended() from None
+                raise self._error("golden invalid", str(exc)) from None
             baseline = None
         if baseline is None and not r.update:
-            raise self._end(
-                "skip",
-                "no golden",
-                "no golden",
-                decided=r.word_decision(None),
-                key=key.fields,
-                golden_file=r.shown(golden_store.latency_golden_file(r.settings, m, key)),
-            )
+            golden_file = r.shown(golden_store.latency_golden_file(r.settings, m, key))
+            self.outcome = replace(self.outcome, key=key.fields, golden_file=golden_file)
+            raise self._end("skip", "no golden", "no golden", decided=r.word_decision(None))
         try:
             dataset = resolve_dataset(m, r.settings)
             # The batches read and preprocessed (the model's loading: its own phases).
             with phase("preprocessing"):
                 prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            self.outcome = replace(self.outcome, message=str(exc))
+            raise self._end("skip", "unavailable", "skipped") from None
         except MlreproError as exc:
-            self._verdict("error")
-            self.outcome.end, self.outcome.reason, self.outcome.message = "fail", "error", str(exc)
-            raise _Ended() from None
+            raise self._error("error", str(exc)) from None
         settings_now = settings_of(prepared.runner_info)
         for name in ("graph_optimization_level", "providers"):
             if name in prepared.runner_info:
@@ -250,16 +273,15 @@ class _Run:
             self._report(chosen or attempts[-1], None, key, settings_now)
             self._summary(chosen or attempts[-1], None, None)
             if chosen is None:
-                raise self._end(
-                    "skip", "busy", "not recorded", strict_fails=False, least_contention=least
-                )
+                self.outcome = replace(self.outcome, least_contention=least)
+                raise self._end("skip", "busy", "not recorded", strict_fails=False)
             self._record(m, key, chosen, settings_now, "golden recorded")
             return
         final = conclude(assessments)
         self._report(final.attempt, final, key, settings_now, baseline)
         ratio = self._summary(final.attempt, final, baseline)
         changes = changed_settings(baseline, key, settings_now)
-        self.outcome.golden_shown = r.shown(baseline.path)
+        self.outcome = replace(self.outcome, golden_shown=r.shown(baseline.path))
         self.add("golden", self.outcome.golden_shown)
         if changes:
             self.add("changed", {k: [v[0], v[1]] for k, v in changes.items()})
@@ -268,7 +290,9 @@ class _Run:
             verdict=final.verdict,
             missing=final.missing,
             settings_changed=bool(changes),
-            block_changed=baseline.entry.get("latency") != _plain(dataclasses.asdict(block)),
+            # The block as it reads back from the golden's JSON (tuples become lists).
+            block_changed=baseline.entry.get("latency")
+            != json.loads(json.dumps(dataclasses.asdict(block))),
             outpaced=golden_outpaced(ratio),
         )
         decision = latency_decision(
@@ -285,27 +309,27 @@ class _Run:
         # A golden being re-recorded now is stale no more.
         flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
         self.add("stale_golden", flag)
-        assert self.outcome.row is not None  # set by _report
-        self.outcome.row["stale_golden"] = flag
+        assert self.row is not None  # set by _report
+        self.row["stale_golden"] = flag
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
         if decision.action == "not recorded":
-            raise self._end(
-                "skip", "busy", "not recorded", strict_fails=False, least_contention=least
-            )
+            self.outcome = replace(self.outcome, least_contention=least)
+            raise self._end("skip", "busy", "not recorded", strict_fails=False)
         if decision.action == "pass":
             self._verdict(decision.text)
             return
-        facts: dict[str, Any] = {
-            "assessment": final,
-            "baseline": baseline,
-            "changes": dict(changes),
-            "assessments": len(assessments),
-        }
+        self.outcome = replace(
+            self.outcome,
+            assessment=final,
+            baseline=baseline,
+            changes=dict(changes),
+            assessments=len(assessments),
+        )
         if decision.action == "contended":  # reported at the manifest already: a skip
-            raise self._end("skip", "contended", "contended", strict_fails=False, **facts)
-        raise self._end("fail", "regression", "regression", **facts)
+            raise self._end("skip", "contended", "contended", strict_fails=False)
+        raise self._end("fail", "regression", "regression")
 
     def _summary(
         self,
@@ -337,8 +361,8 @@ class _Run:
             fields["stale_golden"] = None
         for name_, value in fields.items():
             self.add(name_, value)
-        assert self.outcome.row is not None  # set by _report
-        self.outcome.row.update(fields)
+        assert self.row is not None  # set by _report
+        self.row.update(fields)
         return ratio
 
     def _record(
@@ -357,9 +381,8 @@ class _Run:
                 r.settings, m, key, r.batch, entry, settings_now
             )
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
-            self._verdict("error")
-            self.outcome.end, self.outcome.reason, self.outcome.message = "fail", "error", str(exc)
-            raise _Ended() from None
+            raise self._error("error", str(exc)) from None
+        self.written = True
         self.add("golden", r.shown(path))
         self._verdict(action)
 
@@ -439,7 +462,7 @@ class _Run:
                     data=measured.seconds.tolist(),
                 )
             )
-        self.outcome.row = {
+        self.row = {
             **self._row_base(),
             "measurements": measurements,
             "benchmarks": benchmarks,
@@ -447,13 +470,5 @@ class _Run:
         }
 
 
-def _plain(data: Any) -> Any:
-    """``data`` as it reads back from JSON (tuples become lists)."""
-    return json.loads(json.dumps(data))
-
-
 def _quiet(attempt: Attempt, limit: float) -> bool:
     return attempt.contention is None or attempt.contention <= limit
-
-
-__all__ = ["LatencyOutcome", "LatencyRequest", "run_latency"]

@@ -7,8 +7,6 @@ and HTML) renders as it is."""
 from __future__ import annotations
 
 from ._build import (
-    NOT_COMPARED,
-    PASSING,
     MatrixError,
     build_matrix,
     majority_top1,
@@ -29,8 +27,6 @@ from ._model import (
 )
 
 __all__ = [
-    "NOT_COMPARED",
-    "PASSING",
     "Cell",
     "Dissent",
     "History",

@@ -25,7 +25,6 @@ sample.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,13 +55,6 @@ from ._model import (
     Status,
 )
 
-PASSING = ("pass", "faster", "identical runs", "within tolerance")
-"""Verdicts that passed a comparison (latency verdicts may carry notes: ``pass (vs <key>)``)."""
-NOT_COMPARED = ("skipped", "contended")
-"""Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
-busy to judge a latency): listed, not failed."""
-_SHARD_PART = re.compile(r"shard \d+/\d+ compared \(verdict at the merge\)")
-"""The verdict of a compared shard (results.shard_verdict)."""
 EXAMPLES = 5
 """Sample ids named per flagged participant."""
 
@@ -71,32 +63,29 @@ class MatrixError(MlreproError):
     """Results files that do not make one matrix (the same item twice from one machine)."""
 
 
-def status_of(verdict: str, outcome: str) -> tuple[Status, str]:
-    """A result's standing for the gate, and the reason when it is not a pass.
+def status_of(status: str, verdict: str, outcome: str) -> tuple[Status, str]:
+    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
+    from the verdict for files older than the field, on reading), and the reason when it is not a
+    pass.
 
     * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
       regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
-      to compare with, latency items included), ``golden recorded``/``golden updated`` (a run
-      that writes goldens compared nothing: record them outside the nightly matrix), ``not
-      recorded``, and any verdict this version does not know (never a pass by default).
-    * ``not compared``: skipped items whose verdict is ``skipped`` or ``contended``.
-    * ``pass``: a passed item whose verdict is ``pass``, ``faster``, ``identical runs`` or
-      ``within tolerance`` (with or without notes in parentheses).
+      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
+      nothing: record them outside the nightly matrix), and any status this version does not
+      know (never a pass by default).
+    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
+      one shard's part shown on its own (its verdict is the merge's, not made yet).
+    * ``pass``: a passed comparison.
     """
-    head = verdict.split(" (", 1)[0].strip()
-    if outcome == "failed":
-        return "fail", verdict or "failed"
-    if outcome == "passed" and head in PASSING:
+    if status == "passed":
         return "pass", ""
-    if outcome == "skipped" and head in NOT_COMPARED:
+    if status == "skipped":
         return "not compared", verdict
-    if outcome == "passed" and _SHARD_PART.fullmatch(verdict):
-        # One shard's part, shown on its own (a shard run's own report): its tolerance verdict
-        # is the merge's, which has not been made.
+    if status == "partial":
         return "not compared", f"{verdict}: merge every shard with mlrepro merge"
-    if head.startswith("golden "):
+    if status == "recorded":
         return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
-    return "fail", verdict or f"no verdict ({outcome})"
+    return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
 
 
 def _str(row: Mapping[str, Any], key: str) -> str | None:
@@ -179,6 +168,7 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
             **{k: first[k] for k in ("manifest", "device", "kind", "framework") if k in first},
             "nodeid": key[6],
             "outcome": "failed",
+            "status": "failed",
             "verdict": f"shards do not merge: {exc}",
         }
 
@@ -186,7 +176,7 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
 def _result(row: Mapping[str, Any], nodeid: str) -> Result:
     """The row's record (its per-sample results left to the agreement), with its standing."""
     verdict = str(row.get("verdict", ""))
-    status, reason = status_of(verdict, str(row.get("outcome", "")))
+    gate, reason = status_of(str(row["status"]), verdict, str(row.get("outcome", "")))
     summary = row.get("diagnosis_summary")
     if summary is None and isinstance(row.get("diagnosis"), str) and row["diagnosis"]:
         summary = {"cause": row["diagnosis"], "lead": ""}  # files before the summary was kept
@@ -196,7 +186,7 @@ def _result(row: Mapping[str, Any], nodeid: str) -> Result:
         kind=_kind(row),
         nodeid=nodeid,
         verdict=verdict,
-        status=status,
+        gate=gate,
         reason=reason,
         per_sample=None,
         diagnosis_summary=None if summary is None else record(Diagnosis, summary),
@@ -252,9 +242,9 @@ def _other_pipeline(
     digest: str | None,
     content: Mapping[str, Any] | None,
     reference: tuple[str | None, Mapping[str, Any] | None],
-) -> str:
-    """Why a cell runs another pipeline, in words: the manifest fields that differ from the
-    common pipeline's (where both record their content), else the digests."""
+) -> tuple[str, tuple[str, ...]]:
+    """Why a cell runs another pipeline, in words, and the manifest fields that differ from the
+    common pipeline's (where both record their content; else the digests, and no fields)."""
     common_digest, common = reference
     if content is not None and common is not None:
         changes = differences(pipeline_of(common), pipeline_of(content))
@@ -263,11 +253,11 @@ def _other_pipeline(
         return (
             f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
             f"{_short(common_digest)})"
-        )
+        ), tuple(path for path, _, _ in changes)
     return (
         f"another pipeline: manifest digest {_short(digest)}, the others' "
         f"{_short(common_digest)} (the manifest {manifest!r} differs on this machine)"
-    )
+    ), ()
 
 
 def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
@@ -322,14 +312,12 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     cells: list[Cell] = []
     per_sample: list[tuple[Cell, Part]] = []
     for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
-        other = None
+        other: str | None = None
         pipeline_fields: tuple[str, ...] = ()
         if pipelines[index] != majority[manifest]:
-            other = _other_pipeline(manifest, digest, entry["content"], reference[manifest])
-            common = reference[manifest][1]
-            if entry["content"] is not None and common is not None:
-                changed = differences(pipeline_of(common), pipeline_of(entry["content"]))
-                pipeline_fields = tuple(path for path, _, _ in changed)
+            other, pipeline_fields = _other_pipeline(
+                manifest, digest, entry["content"], reference[manifest]
+            )
         other_settings = None
         settings_fields: tuple[str, ...] = ()
         if shown_settings[index] != common_settings[manifest]:

@@ -243,13 +243,3 @@ def _changes(
     if len(out) > CHANGES:
         out = [*out[:CHANGES], ("…", f"{len(out) - CHANGES} more differences")]
     return out
-
-
-__all__ = [
-    "History",
-    "HistoryError",
-    "Night",
-    "Point",
-    "Series",
-    "build_history",
-]

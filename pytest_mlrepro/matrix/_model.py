@@ -30,7 +30,7 @@ class Result(Row):
 
     kind: str = "item"  # a row without one: item, or accuracy when it has per-sample results
     verdict: str = ""
-    status: Status = "fail"
+    gate: Status = "fail"  # its standing for the gate, from its status (``status_of``)
     reason: str = ""  # why it failed or was not compared; "" for a pass
 
 
@@ -75,7 +75,7 @@ class Cell:
     @property
     def status(self) -> Status:
         """The worst of its results: fail, then not compared, then pass."""
-        statuses = [r.status for r in self.results] + [r.status for r in self.latency]
+        statuses = [r.gate for r in self.results] + [r.gate for r in self.latency]
         if "fail" in statuses:
             return "fail"
         return "not compared" if "not compared" in statuses else "pass"
@@ -84,14 +84,12 @@ class Cell:
     def problems(self) -> tuple[str, ...]:
         """``accuracy: drift``, ``latency b1: regression``... for each result that did not pass."""
         out = [
-            f"{r.kind}{_shard_note(r.nodeid)}: {r.reason}"
-            for r in self.results
-            if r.status != "pass"
+            f"{r.kind}{_shard_note(r.nodeid)}: {r.reason}" for r in self.results if r.gate != "pass"
         ]
         out += [
             f"latency{'' if r.batch is None else f' b{r.batch}'}{_shard_note(r.nodeid)}: {r.reason}"
             for r in self.latency
-            if r.status != "pass"
+            if r.gate != "pass"
         ]
         return tuple(out)
 
@@ -222,8 +220,8 @@ class Matrix:
     def ok(self) -> bool:
         """The gate: no cell failed, and at least one result was compared and passed (a matrix
         of skips proves nothing)."""
-        statuses = [r.status for c in self.cells for r in c.results]
-        statuses += [r.status for c in self.cells for r in c.latency]
+        statuses = [r.gate for c in self.cells for r in c.results]
+        statuses += [r.gate for c in self.cells for r in c.latency]
         return not self.failed and "pass" in statuses
 
     @property

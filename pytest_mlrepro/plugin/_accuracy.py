@@ -133,7 +133,7 @@ class AccuracyItem(EvaluatingItem):
             keep_layers(self, drifted.layers)
         if outcome.interrupted is not None:  # a skip, a failure worded already, a time limit
             raise outcome.interrupted
-        if outcome.end == "fail":
+        if outcome.failed:
             raise MlreproFailure(accuracy_outcome_text(outcome))
 
 

@@ -91,6 +91,8 @@ class DeterminismItem(EvaluatingItem):
         if comparison.ok:
             verdict = "identical runs" if comparison.identical else "within tolerance"
             self.add_property("verdict", verdict)
+            self.add_property("status", comparison.status)
             return
         self.add_property("verdict", "nondeterministic")
+        self.add_property("status", comparison.status)
         raise MlreproFailure(f"{shown} [{self.device}]: " + explain(comparison, controls))

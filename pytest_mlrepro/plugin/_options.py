@@ -25,15 +25,20 @@ LOCK_INPUT = "mlrepro_latency_lock"
 
 @dataclass(frozen=True)
 class Option:
-    """A command-line option (``dest`` is its name in ``config.option``)."""
+    """A command-line option."""
 
     flag: str
-    dest: str
     help: str
     action: str | None = None
     metavar: str | None = None
     type: Any = None
     default: Any = None
+    named: str = ""  # its name in ``config.option`` where it is not the flag's
+
+    @property
+    def dest(self) -> str:
+        """Its name in ``config.option``: the flag's (``--mlrepro-json``: ``mlrepro_json``)."""
+        return self.named or self.flag.lstrip("-").replace("-", "_")
 
     def add_to(self, group: pytest.OptionGroup) -> None:
         kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help}
@@ -72,52 +77,44 @@ class IniKey:
 OPTIONS = (
     Option(
         "--mlrepro-update",
-        "mlrepro_update",
         "record goldens that are missing or that the results no longer match",
         action="store_true",
     ),
     Option(
         "--mlrepro-enrich",
-        "mlrepro_enrich",
         "add to goldens the evidence they lack (layer and step fingerprints, environment "
         "fields, pixel identities) where the run reproduces them; never changes a figure",
         action="store_true",
     ),
     Option(
         "--mlrepro-strict",
-        "mlrepro_strict",
         "fail, instead of skip, when a framework, data set or device is missing; and fail on "
         "any byte change of the data, even one that decodes to the golden's pixels",
         action="store_true",
     ),
     Option(
         "--mlrepro-json",
-        "mlrepro_json",
         "write a machine-readable results file",
         metavar="PATH",
     ),
     Option(
         "--mlrepro-device",
-        "mlrepro_device",
         "devices to run on (auto: cpu, and cuda when an NVIDIA GPU is present)",
         metavar="auto|cpu|cuda|cpu,cuda",
         default="auto",
     ),
     Option(
         "--mlrepro-no-download",
-        "mlrepro_no_download",
         "never download data sets, even when a manifest gives a URL",
         action="store_true",
     ),
     Option(
         "--mlrepro-no-diagnose",
-        "mlrepro_no_diagnose",
         "on a drift, do not diagnose its likely cause (counterfactual probes)",
         action="store_true",
     ),
     Option(
         "--mlrepro-counterfactual-samples",
-        "mlrepro_counterfactual_samples",
         "samples re-run per pitfall when diagnosing a drift (default: ini "
         "mlrepro_counterfactual_samples, 64; 0: no counterfactuals)",
         metavar="N",
@@ -127,34 +124,30 @@ OPTIONS = (
     # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
     Option(
         "--mlrepro-golden-dir",
-        "mlrepro_golden_dir",
         "where goldens live (overrides the ini key mlrepro_golden_dir)",
         metavar="DIR",
     ),
     Option(
         "--mlrepro-data",
-        "mlrepro_data",
         "a data mirror folder, searched before those of the ini key mlrepro_data (repeatable)",
         action="append",
         metavar="DIR",
     ),
     Option(
         "--mlrepro-cache",
-        "mlrepro_cache",
         "cache for built models and downloaded data (overrides the ini key mlrepro_cache)",
         metavar="DIR",
     ),
     Option(
         "--mlrepro-allowed-root",
-        "mlrepro_allowed_roots",
         "a folder outside the project that manifest paths may point into, besides those "
         "of the ini key mlrepro_allowed_roots (repeatable)",
         action="append",
         metavar="DIR",
+        named="mlrepro_allowed_roots",
     ),
     Option(
         "--mlrepro-fingerprint-samples",
-        "mlrepro_fingerprint_samples",
         "samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
         "key mlrepro_fingerprint_samples)",
         metavar="N",
@@ -162,14 +155,12 @@ OPTIONS = (
     ),
     Option(
         "--mlrepro-machine",
-        "mlrepro_machine",
         "this machine's name in the results file (overrides the ini key mlrepro_machine; "
         "default: the host name)",
         metavar="NAME",
     ),
     Option(
         "--mlrepro-shard",
-        "mlrepro_shard",
         "evaluate shard I of N of every data set (a deterministic 1/N of its samples); "
         "`mlrepro merge` of the N results files gives the verdict (overrides the ini key "
         "mlrepro_shard)",
@@ -177,47 +168,40 @@ OPTIONS = (
     ),
     Option(
         "--mlrepro-shards",
-        "mlrepro_shards",
         "split each accuracy item into K shard items (spread over pytest-xdist workers) "
         "whose results are merged into one verdict (overrides the ini key mlrepro_shards)",
         metavar="K",
     ),
     Option(
         "--mlrepro-threads",
-        "mlrepro_threads",
         "thread counts for latency items, overriding the manifests' runtime "
         "intra_op_threads / inter_op_threads (part of the hardware key)",
         metavar="INTRA[,INTER]",
     ),
     Option(
         "--mlrepro-benchmark-json",
-        "mlrepro_benchmark_json",
         "write latency results in pytest-benchmark's JSON format",
         metavar="PATH",
     ),
     Option(
         "--mlrepro-latency-max-contention",
-        "mlrepro_latency_max_contention",
         "overrides the ini key mlrepro_latency_max_contention",
         metavar="SHARE",
     ),
     Option(
         "--mlrepro-determinism",
-        "mlrepro_determinism",
         "add a determinism item for every manifest (runs its evaluation twice), not only "
         "for manifests with a determinism: block",
         action="store_true",
     ),
     Option(
         "--mlrepro-timeout",
-        "mlrepro_timeout",
         "seconds an accuracy or determinism item may run (overrides the ini key "
         "mlrepro_timeout; a manifest's runtime.timeout_s still comes first)",
         metavar="SECONDS",
     ),
     Option(
         "--mlrepro-update-despite-reference",
-        "mlrepro_update_despite_reference",
         "with --mlrepro-update, record goldens even when the results disagree with the "
         "manifest's reference (by default they are not recorded: the reference says the two "
         "must agree); the item still fails on the disagreement",
@@ -225,7 +209,6 @@ OPTIONS = (
     ),
     Option(
         "--mlrepro-html",
-        "mlrepro_html",
         "write a self-contained HTML report of the session (overrides the ini key "
         "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
         metavar="PATH",

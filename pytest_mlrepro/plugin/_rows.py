@@ -34,6 +34,11 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
         row["per_sample"] = per_sample
     row["nodeid"] = report.nodeid
     row["outcome"] = report.outcome
+    if "status" not in row or (report.failed and row["status"] not in ("failed", "no golden")):
+        # The check's record states its status; an item that ended before its record (a skip,
+        # a failure worded by the evaluation, the time limit) or failed after it (a skip made
+        # a failure by --mlrepro-strict): pytest's outcome.
+        row["status"] = report.outcome
     runs = runs_of(report)
     if runs > 1:  # "runs", not "attempts": a latency row's attempts are its measurement's
         row["runs"] = runs

@@ -117,7 +117,7 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     if outcome == "skipped":
         reason = reports[min(reports)].longrepr
         longrepr = reason if isinstance(reason, tuple) else (fspath, lineno or 0, str(reason))
-    report = pytest.TestReport(
+    return pytest.TestReport(
         nodeid=nodeid,
         location=location,
         keywords=dict(first.keywords),
@@ -127,10 +127,9 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
         sections=[],
         duration=duration,
         user_properties=properties,
+        # Extra attributes, as the session's makereport wrapper gives an item's reports.
+        **({PER_SAMPLE_ATTR: row["per_sample"]} if "per_sample" in row else {}),
     )
-    if "per_sample" in row:
-        setattr(report, PER_SAMPLE_ATTR, row["per_sample"])
-    return report
 
 
 def emit(config: pytest.Config, report: pytest.TestReport) -> None:

@@ -369,7 +369,7 @@ def csv_text(matrix: Matrix) -> str:
                     "max_score_diff": plain(r.max_score_diff),
                     **{name: plain(getattr(r, name)) for name, _ in LISTED},
                     "verdict": r.verdict,
-                    "status": r.status,
+                    "status": r.gate,
                 }
             )
         for lr in c.latency:
@@ -383,7 +383,7 @@ def csv_text(matrix: Matrix) -> str:
                     "golden_p50_ms": plain(lr.golden_p50_ms),
                     "ratio_to_golden": plain(lr.ratio_to_golden),
                     "verdict": lr.verdict,
-                    "status": lr.status,
+                    "status": lr.gate,
                     "decided_by": plain(lr.decided_by),
                     "stale_golden_command": ""
                     if lr.stale_golden is None

@@ -128,20 +128,3 @@ def diagnosis_summary(
             for title, lines in sections
         ],
     }
-
-
-__all__ = [
-    "CHANGED_SAMPLES",
-    "NOT_PIPELINE",
-    "SETTINGS",
-    "canonical_json",
-    "changed_samples",
-    "diagnosis_summary",
-    "differences",
-    "flat",
-    "manifest_digest",
-    "manifest_identity",
-    "pipeline_digest",
-    "pipeline_of",
-    "settings_of",
-]

@@ -15,7 +15,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from ..data import Shard
 from ..errors import MlreproError
 from ..goldens import Results
 from ._fields import manifest_digest
-from ._record import FORMATS, results_schema
+from ._record import FORMATS, Status, results_schema
 
 MAX_BYTES = 256 * MIB
 """The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
@@ -239,8 +239,36 @@ def _bounded_texts(value: Any) -> Any:
     return root[0]
 
 
+_PASSING = ("pass", "faster", "identical runs", "within tolerance")
+"""Verdicts that passed a comparison (latency verdicts may carry notes: ``pass (vs <key>)``)."""
+_NOT_COMPARED = ("skipped", "contended")
+"""Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
+busy to judge a latency): listed, not failed."""
+_SHARD_PART = re.compile(r"shard \d+/\d+ compared \(verdict at the merge\)")
+"""The verdict of a compared shard (``shard_verdict``)."""
+
+
+def derived_status(verdict: str, outcome: str) -> Status:
+    """The status of a row written before the field, read out of its verdict: the one place
+    that parses verdict prose. Any verdict this version does not know is a failure (never a pass
+    by default); so are ``no golden``-less skips and passes with another verdict."""
+    head = verdict.split(" (", 1)[0].strip()
+    if outcome == "failed":
+        return "failed"
+    if outcome == "passed" and head in _PASSING:
+        return "passed"
+    if outcome == "skipped" and head in _NOT_COMPARED:
+        return "skipped"
+    if outcome == "passed" and _SHARD_PART.fullmatch(verdict):
+        return "partial"
+    if head.startswith("golden "):
+        return "recorded"
+    return "no golden" if head == "no golden" else "failed"
+
+
 def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]:
-    """A (schema-valid) row checked beyond the schema, its texts bounded for display."""
+    """A (schema-valid) row checked beyond the schema, its texts bounded for display, its
+    status derived when the file is older than the field."""
     if isinstance(row.get("shard"), dict):
         _shard(row["shard"], (*path, "shard"))
     if isinstance(row.get("per_sample"), dict):
@@ -255,6 +283,8 @@ def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]:
     for key in _NAMES:
         if isinstance(row.get(key), str):
             out[key] = shortened(row[key])
+    if row.get("status") is None:
+        out["status"] = derived_status(str(row.get("verdict") or ""), row["outcome"])
     return out
 
 
@@ -359,13 +389,4 @@ def load_results(path: Path | str) -> ResultsFile:
         raise ResultsFileError(
             f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"
         ) from None
-    loaded = validate_results(document, str(path))
-    return ResultsFile(
-        path=path,
-        format=loaded.format,
-        machine=loaded.machine,
-        environment=loaded.environment,
-        shard=loaded.shard,
-        rows=loaded.rows,
-        created=loaded.created,
-    )
+    return replace(validate_results(document, str(path)), path=path)

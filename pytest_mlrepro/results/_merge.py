@@ -25,7 +25,7 @@ from ..errors import MlreproError
 from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._fields import changed_samples
-from ._format import Part, ResultsFileError
+from ._format import Part
 
 EXAMPLES = 5
 """Shards or versions named in one message; the rest are counted."""
@@ -101,18 +101,14 @@ def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
     compared with a golden, or parts that overlap."""
     if not parts:
         raise ShardMergeError("no parts to combine")
-    goldens: list[Results] = []
     for number, part in enumerate(parts, 1):
         if part.golden is None:
             raise ShardMergeError(f"part {number} was not compared with a golden")
-        goldens.append(part.golden)
-    now = _union([part.now for part in parts], "run's")
-    golden = _union(goldens, "golden's")
-    diffs: dict[str, float] = {}
-    for part in parts:
-        diffs.update(part.score_diff)
-    shared = [sample for sample in golden.ids if sample in diffs]
-    return comparison_of(golden, now, [diffs[sample] for sample in shared], tolerances)
+    whole = merged_part(parts)
+    assert whole.golden is not None  # every part's was compared
+    shared = [sample for sample in whole.golden.ids if sample in whole.score_diff]
+    diffs = [whole.score_diff[sample] for sample in shared]
+    return comparison_of(whole.golden, whole.now, diffs, tolerances)
 
 
 def merged_part(parts: Sequence[Part]) -> Part:
@@ -267,9 +263,10 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     failed = [(shard, row) for shard, row in shards if not _compared(row)]
     if failed:
         if all(row.get("outcome") == "skipped" for _, row in shards):
-            merged["outcome"], merged["verdict"] = "skipped", str(first.get("verdict", "skipped"))
+            merged["outcome"] = merged["status"] = "skipped"
+            merged["verdict"] = str(first.get("verdict", "skipped"))
             return merged
-        merged["outcome"] = "failed"
+        merged["outcome"] = merged["status"] = "failed"
         merged["verdict"] = str(failed[0][1].get("verdict") or failed[0][1].get("outcome"))
         merged["failed_shards"] = [
             {"shard": str(shard), "nodeid": row.get("nodeid"), "verdict": row.get("verdict")}
@@ -293,7 +290,7 @@ def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         merged["outside_tolerance"] = list(comparison.failures)
         merged["changed_samples"] = changed_samples(comparison.changed, None)
     merged["verdict"] = "pass" if decision.action == "pass" else decision.reason
-    merged["outcome"] = "passed" if decision.action == "pass" else "failed"
+    merged["outcome"] = merged["status"] = "passed" if decision.action == "pass" else "failed"
     merged["per_sample"] = merged_part(parts).to_json()
     return merged
 
@@ -321,17 +318,3 @@ def _tolerances(row: Mapping[str, Any]) -> Tolerances:
         return Tolerances(**{k: float(value[k]) for k in ("top1", "top5", "agreement", "score")})
     except (KeyError, TypeError, ValueError) as exc:
         raise ShardMergeError(f"{row.get('nodeid')}: bad 'tolerances' {value!r}: {exc}") from None
-
-
-__all__ = [
-    "ResultsFileError",
-    "ShardMergeError",
-    "check_shards",
-    "combine",
-    "merge_shards",
-    "merged_part",
-    "metrics",
-    "shard_results",
-    "shard_verdict",
-    "unsharded_nodeid",
-]

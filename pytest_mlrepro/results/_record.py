@@ -33,7 +33,11 @@ CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})
 
 _T = typing.TypeVar("_T")
 Outcome = Literal["passed", "failed", "skipped"]
-OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
+Status = Literal["passed", "failed", "skipped", "no golden", "recorded", "partial"]
+"""A check's standing, as its record states it (pytest's ``outcome`` is how the item ended):
+compared and within tolerance; failed (a drift, an error, a regression, a golden not recorded);
+not compared, listed (a missing framework, a machine too busy to judge); nothing to compare
+with; a golden written (nothing compared); one shard compared (the verdict is the merge's)."""
 
 
 def _says(description: str = "", **schema: Any) -> Any:
@@ -166,6 +170,10 @@ class Row:
 
     nodeid: str
     outcome: Outcome
+    status: Status | None = field(
+        default=None,
+        metadata=_says("the check's standing (files before the field: derived from the verdict)"),
+    )
     runs: int | None = _optional("how many times the item ran (absent: once)", minimum=2)
     kind: str | None = None
     manifest: str | None = _optional("the manifest's name")
@@ -332,6 +340,8 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             return schema
         if isinstance(schema.get("type"), str):  # its errors name the type (not "any of")
             return {**schema, "type": [schema["type"], "null"]}
+        if "enum" in schema:  # its errors name the values
+            return {"enum": [*schema["enum"], None]}
         return {"anyOf": [schema, {"type": "null"}]}
     if origin in (list, tuple):
         return {"type": "array", "items": _schema(args[0], defs)}
@@ -373,29 +383,3 @@ def results_schema() -> dict[str, Any]:
         **root,
         "$defs": dict(sorted(defs.items())),
     }
-
-
-__all__ = [
-    "FORMAT",
-    "FORMATS",
-    "LISTED",
-    "MAX_CLASS",
-    "MAX_WHOLE",
-    "OUTCOMES",
-    "ChangedSample",
-    "ChangedSamples",
-    "Diagnosis",
-    "DiagnosisSection",
-    "Document",
-    "Environment",
-    "Machine",
-    "Outcome",
-    "PerSample",
-    "PhaseTimes",
-    "Row",
-    "SampleResults",
-    "StaleGolden",
-    "Timing",
-    "record",
-    "results_schema",
-]

@@ -28,6 +28,7 @@ from helpers import PREPROCESS_BGR, Project
 from pytest_mlrepro.cli import main
 from pytest_mlrepro.goldens import _latency_store as latency_store
 from pytest_mlrepro.goldens import _store as golden_store
+from pytest_mlrepro.results import load_results
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "old"
 # The manifests of the old run that have an old golden here; tiny_swapped drifted (see README).
@@ -94,6 +95,8 @@ def test_old_goldens_judge_a_run_as_the_old_run_was_judged(
         row["manifest"]: row
         for row in json.loads((project.path / "now.json").read_text())["results"]
     }
+    # Today's file states each check's status; the old one's is derived from its verdict.
+    assert [now[name]["status"] for name in MANIFESTS] == ["passed", "failed"]
     for name in MANIFESTS:
         for key in ("outcome", "verdict", "samples", "top1", "top5", "agreement", "diagnosis"):
             assert now[name].get(key) == old[name].get(key), (name, key)
@@ -122,6 +125,17 @@ def test_an_old_results_file_merges_to_the_figures_and_verdicts_it_holds(
         assert float(cell["agreement"]) == row["agreement"]
         assert int(cell["samples"]) == row["samples"]
         assert cell["manifest_digest"] == row["manifest_digest"]
+
+
+def test_an_old_results_file_gets_each_status_derived_from_its_verdict() -> None:
+    written = json.loads((OLD / "results.json").read_text())["results"]
+    assert not [row for row in written if "status" in row]  # written before the field
+    loaded = load_results(OLD / "results.json").rows
+    assert [(row["outcome"], row["verdict"], row["status"]) for row in loaded] == [
+        ("passed", "pass", "passed"),
+        ("passed", "pass", "passed"),
+        ("failed", "drift", "failed"),
+    ]
 
 
 def test_an_old_latency_golden_loads_with_the_baseline_it_records() -> None:

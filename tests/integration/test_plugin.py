@@ -63,9 +63,12 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
     onnx, other = project.golden("tiny_onnx"), project.golden(second)
     assert not onnx.exists() and not other.exists()
 
-    recorded = project.run("--mlrepro-update")
+    recorded = project.run("--mlrepro-update", "--mlrepro-json", "recorded.json")
     recorded.assert_outcomes(passed=2)
     assert recorded.ret == 0
+    # A run that writes goldens passes, and its results say it compared nothing.
+    written = json.loads((project.path / "recorded.json").read_text())["results"]
+    assert [(row["outcome"], row["status"]) for row in written] == [("passed", "recorded")] * 2
     recorded.stdout.fnmatch_lines(
         [
             "tiny_onnx *cpu *onnxruntime *24 *golden recorded",
@@ -104,6 +107,7 @@ def test_record_then_pass_with_results_then_update_is_a_no_op(project: Project) 
         assert row["framework"] == runs_on and row["device"] == "cpu"
         assert row["nodeid"] == f"manifests/{name}.yaml::accuracy[cpu]"
         assert row["outcome"] == "passed" and row["verdict"] == "pass"
+        assert row["status"] == "passed"
         assert row["samples"] == N_SAMPLES
         for key in ("top1", "top5"):
             assert isinstance(row[key], (int, float)) and 0 <= row[key] <= 100
@@ -144,9 +148,15 @@ def test_missing_or_invalid_golden_fails_and_writes_nothing(project: Project) ->
     corrupt = project.golden("tiny_corrupt")
     corrupt.write_bytes(b"{not json")
 
-    result = project.run()
+    result = project.run("--mlrepro-json", "out.json")
     result.assert_outcomes(failed=2)
     assert result.ret == 1
+    rows = json.loads((project.path / "out.json").read_text())["results"]
+    # Both failed; the results file says which had nothing to compare with.
+    assert {row["manifest"]: (row["outcome"], row["status"]) for row in rows} == {
+        "tiny_onnx": ("failed", "no golden"),
+        "tiny_corrupt": ("failed", "failed"),
+    }
     # The exact command that records the missing one, on a line of its own.
     assert "pytest manifests/tiny_onnx.yaml --mlrepro-update" in [
         line.strip() for line in result.outlines

@@ -54,7 +54,7 @@ DRIFTED[3] = [0.2, 0.7, 0.1]
 
 def _outcome(reason: Any, **facts: Any) -> AccuracyOutcome:
     base = AccuracyOutcome(
-        end="fail",
+        status="failed",
         manifest_shown="manifests/tiny.yaml",
         device="cpu",
         name="tiny",

@@ -19,7 +19,7 @@ from pytest_mlrepro.matrix import (
 )
 from pytest_mlrepro.report import csv_text, markdown
 from pytest_mlrepro.report.html import matrix_view
-from pytest_mlrepro.results import ResultsFile, shard_of, validate_results
+from pytest_mlrepro.results import ResultsFile, derived_status, shard_of, validate_results
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
@@ -136,20 +136,50 @@ def results_file(
     return validate_results(document, f"{machine}.json")
 
 
-def test_status_of_decides_which_verdicts_fail_the_gate() -> None:
-    assert status_of("pass", "passed") == ("pass", "")
-    assert status_of("pass (vs cpu-other)", "passed")[0] == "pass"
-    assert status_of("faster", "passed")[0] == "pass"
-    assert status_of("identical runs", "passed")[0] == "pass"
+def test_status_of_decides_the_gate_from_the_status_field() -> None:
+    assert status_of("passed", "pass", "passed") == ("pass", "")
     for verdict in ("drift", "error", "non-finite outputs", "regression", "classes changed"):
-        assert status_of(verdict, "failed") == ("fail", verdict)
-    assert status_of("no golden", "skipped") == ("fail", "no golden")
-    recorded = status_of("golden recorded", "passed")
+        assert status_of("failed", verdict, "failed") == ("fail", verdict)
+    assert status_of("failed", "", "failed") == ("fail", "failed")
+    assert status_of("failed", "", "passed") == ("fail", "no verdict (passed)")
+    assert status_of("no golden", "no golden", "skipped") == ("fail", "no golden")
+    recorded = status_of("recorded", "golden recorded", "passed")
     assert recorded[0] == "fail" and "nothing was compared" in recorded[1]
-    assert status_of("contended", "skipped") == ("not compared", "contended")
-    assert status_of("skipped", "skipped") == ("not compared", "skipped")
-    assert status_of("something new", "passed")[0] == "fail"  # never a pass by default
-    assert status_of("pass", "failed")[0] == "fail"
+    assert status_of("skipped", "contended", "skipped") == ("not compared", "contended")
+    part = status_of("partial", "shard 1/2 compared (verdict at the merge)", "passed")
+    assert part[0] == "not compared" and "merge every shard" in part[1]
+    assert status_of("something new", "pass", "passed")[0] == "fail"  # never a pass by default
+
+
+def test_derived_status_reads_the_verdict_of_a_row_older_than_the_field() -> None:
+    assert derived_status("pass", "passed") == "passed"
+    assert derived_status("pass (vs cpu-other)", "passed") == "passed"
+    assert derived_status("faster", "passed") == "passed"
+    assert derived_status("identical runs", "passed") == "passed"
+    for verdict in ("drift", "error", "non-finite outputs", "regression", "classes changed"):
+        assert derived_status(verdict, "failed") == "failed"
+    assert derived_status("no golden", "skipped") == "no golden"
+    assert derived_status("golden recorded", "passed") == "recorded"
+    assert derived_status("contended", "skipped") == "skipped"
+    assert derived_status("skipped", "skipped") == "skipped"
+    assert derived_status("not recorded", "skipped") == "failed"
+    assert derived_status("shard 1/2 compared (verdict at the merge)", "passed") == "partial"
+    assert derived_status("something new", "passed") == "failed"  # never a pass by default
+    assert derived_status("pass", "failed") == "failed"
+
+
+def test_the_gate_reads_the_status_field_not_the_verdict_wording() -> None:
+    """A verdict reworded by a later version does not change a result's standing: the row's
+    status does; a row without one (an older file) has it derived on reading."""
+    reworded = {**accuracy_row(GOLDEN, verdict="all within tolerance"), "status": "passed"}
+    contradicted = {**accuracy_row(GOLDEN, verdict="pass", manifest="other"), "status": "failed"}
+    older = accuracy_row(GOLDEN, verdict="all within tolerance", manifest="third")
+    file = results_file("alpha", [reworded, contradicted, older])
+    assert [row["status"] for row in file.rows] == ["passed", "failed", "failed"]
+    cells = {c.manifest: c for c in build_matrix([file]).cells}
+    assert cells["tiny"].status == "pass"
+    assert cells["other"].status == "fail" and cells["other"].verdict == "accuracy: pass"
+    assert cells["third"].status == "fail"
 
 
 def test_cells_carry_metrics_latency_and_the_gate_passes_when_all_pass() -> None:

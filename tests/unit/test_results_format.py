@@ -45,6 +45,7 @@ def _document() -> dict[str, Any]:
     row = {
         "nodeid": "manifests/m.yaml::accuracy[cpu]",
         "outcome": "failed",
+        "status": "failed",
         "manifest": "m",
         "manifest_file": "manifests/m.yaml",
         "manifest_digest": "ab" * 32,
@@ -67,7 +68,11 @@ def _document() -> dict[str, Any]:
             "phases": {"model": {"wall": 1.5, "cpu": 2.9}, "other": {"wall": 0.5, "cpu": 0.5}},
         },
     }
-    skipped = {"nodeid": "manifests/t.yaml::accuracy[cpu]", "outcome": "skipped"}
+    skipped = {
+        "nodeid": "manifests/t.yaml::accuracy[cpu]",
+        "outcome": "skipped",
+        "status": "skipped",
+    }
     return {
         "format": FORMAT,
         "machine": {"name": "ci-1", "environment": {"python": "3.11"}},
@@ -96,6 +101,24 @@ def test_the_schema_is_valid_json_schema_for_the_format_written() -> None:
     # An optional field may be absent or null; a field of the core's types is typed whole.
     assert row["properties"]["top1"] == {"type": ["number", "null"]}
     assert schema["$defs"]["Tolerances"]["required"] == ["top1", "top5", "agreement", "score"]
+
+
+def test_the_status_is_read_as_written_and_derived_for_a_row_older_than_the_field(
+    tmp_path: Path,
+) -> None:
+    document = _document()
+    row = document["results"][0]
+    # A status the verdict's wording would not give: the field is read as it is.
+    written = {**row, "nodeid": "a", "status": "partial"}
+    older = {k: v for k, v in row.items() if k != "status"}  # before the field: from the verdict
+    recorded = {**older, "nodeid": "b", "outcome": "passed", "verdict": "golden recorded"}
+    document["results"] = [written, older, recorded]
+    assert _schema_accepts(document)
+    rows = load_results(_write(tmp_path, document)).rows
+    assert [r["status"] for r in rows] == ["partial", "failed", "recorded"]
+    document["results"] = [{**row, "status": "fine"}]
+    with pytest.raises(ResultsFileError, match=r"\$\.results\[0\]\.status: 'fine' is not one of"):
+        load_results(_write(tmp_path, document))
 
 
 def test_a_valid_file_is_read(tmp_path: Path) -> None:

@@ -181,7 +181,7 @@ def _latency_of(cell: Cell) -> tuple[float | None, float | None, bool, str]:
     for r in cell.latency:
         p50 = "-" if r.p50_ms is None else f"{r.p50_ms:.3g} ms"
         notes.append(f"b{r.batch if r.batch is not None else '?'}: p50 {p50} ({r.verdict})")
-    failed = any(r.status == "fail" for r in cell.latency)
+    failed = any(r.gate == "fail" for r in cell.latency)
     return first.p50_ms, first.ratio_to_golden, failed, " — ".join(n for n in notes if n)
 
 
@@ -203,7 +203,7 @@ def _compared_failure(cell: Cell) -> bool:
     a = cell.accuracy
     return (
         a is not None
-        and a.status == "fail"
+        and a.gate == "fail"
         and (
             a.golden_top1 is not None
             or a.diagnosis_summary is not None
@@ -419,7 +419,7 @@ def matrix_view(
                     golden_top1=a.golden_top1,
                     golden_top5=a.golden_top5,
                     agreement=a.agreement,
-                    failed=a.status == "fail",
+                    failed=a.gate == "fail",
                     top1_tolerance=None if tol is None else tol.top1,
                     top5_tolerance=None if tol is None else tol.top5,
                 )
