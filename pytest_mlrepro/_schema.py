@@ -2,8 +2,7 @@
 
 The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
 ``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults; a field whose metadata names a ``convert`` function (value, path, context) is converted
-by it. A dataclass may define ``check(self)`` for rules that span fields; it raises
+defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
 :class:`Invalid` naming the offending field relative to itself.
 """
 
@@ -197,11 +196,7 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         if key in value:
-            custom = f.metadata.get("convert")  # a field converted by its own function
-            if custom is not None:
-                kwargs[f.name] = custom(value[key], (*path, key), ctx)
-            else:
-                kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(path, f"missing required key {key!r}")
     try:
