@@ -39,12 +39,6 @@ def tensorflow() -> Any:
     return tf
 
 
-def decode_tf(data: bytes, dct_method: str, sample: str) -> np.ndarray:
-    """H×W×3 uint8 RGB. JPEG through ``tf.io.decode_jpeg(channels=3, dct_method=...)``; other
-    formats through ``tf.io.decode_image(channels=3)`` (the DCT method only exists for JPEG)."""
-    return decode_tf_channels(data, 3, False, dct_method, sample)
-
-
 def decode_tf_channels(
     data: bytes, channels: int, deep: bool, dct_method: str, sample: str
 ) -> np.ndarray:
