@@ -249,6 +249,7 @@ def _unescape(name: str, path: Path, number: int) -> str:
     return "".join(out)
 
 
+@phase("data verify")
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
@@ -267,8 +268,7 @@ def resolve_dataset(
     ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
     are selected, so only their files are looked for, verified (and downloaded).
     """
-    with phase("data verify"):
-        return _Resolver(manifest, settings, shard).resolve()
+    return _Resolver(manifest, settings, shard).resolve()
 
 
 @dataclass(frozen=True)

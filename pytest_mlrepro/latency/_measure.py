@@ -46,7 +46,6 @@ from ._timing import (
 # Re-exported, explicitly (mypy --strict): the latency item runs one around its measurements.
 from ._timing import ReferenceWorkload as ReferenceWorkload
 
-MEASUREMENTS = ("model", "end_to_end")
 Verdict = Literal["pass", "regression", "faster", "contended"]
 
 
@@ -210,7 +209,7 @@ def stats_ms(stats: Stats) -> dict[str, float | int]:
     """Stats with times in milliseconds (6 significant digits), counts as they are."""
     return {
         name: value if isinstance(value, int) else ms(value)
-        for name, value in stats.as_dict().items()
+        for name, value in dataclasses.asdict(stats).items()
     }
 
 

@@ -196,9 +196,6 @@ class Stats:
             raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
         return float(getattr(self, statistic))
 
-    def as_dict(self) -> dict[str, float | int]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
 
 def summarize(samples: Sequence[float] | np.ndarray) -> Stats:
     """Statistics of ``samples`` (seconds). Raises ValueError on an empty sample."""
@@ -275,13 +272,6 @@ class Judgement:
     ratio: Ratio  # absolute: now / golden
     normalised: Ratio | None  # (now / golden) / (reference now / reference golden)
     outcome: Outcome
-
-    @property
-    def machine_factor(self) -> float | None:
-        """How much slower the reference ran now than when the golden was recorded."""
-        if self.normalised is None:
-            return None
-        return self.ratio.value / self.normalised.value
 
 
 def _bootstrap(

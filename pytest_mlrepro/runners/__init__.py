@@ -60,13 +60,9 @@ def installed_version(framework: str) -> str | None:
     return None
 
 
+@phase("framework import")
 def check_framework(manifest: Manifest) -> str:
     """The installed version of the manifest's framework, or FrameworkUnavailable saying why."""
-    with phase("framework import"):
-        return _check_framework(manifest)
-
-
-def _check_framework(manifest: Manifest) -> str:
     name = manifest.framework.name
     version = installed_version(name)
     install = f"pip install 'pytest-mlrepro[{EXTRAS[name]}]'"
@@ -137,6 +133,7 @@ def _import_framework(name: str) -> None:
         from . import torch  # noqa: F401
 
 
+@phase("model load")
 def load_runner(
     manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
 ) -> Runner:
@@ -152,11 +149,6 @@ def load_runner(
     Its time is the item's ``model load`` phase, but for the verification of the files (``model
     verify``) and a framework's import (``framework import``: once per process, at collection,
     where a session runs)."""
-    with phase("model load"):
-        return _load_runner(manifest, device, settings, shares_cpu)
-
-
-def _load_runner(manifest: Manifest, device: str, settings: Settings, shares_cpu: bool) -> Runner:
     if manifest.framework.name == "onnxruntime":
         with phase("framework import"):
             from .onnx import OnnxRunner

@@ -220,10 +220,6 @@ class OnnxRunner:
             if np.asarray(v).dtype not in (np.int64, np.int32)
         ]
 
-    def synchronize(self) -> None:
-        """Nothing to wait for: ``session.run`` returns when the outputs are computed (and, on
-        CUDA, copied to or bound on their device)."""
-
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The framework call alone on ``batch``, prepared once, for latency measurement.
 

@@ -230,9 +230,6 @@ class TFLiteRunner:
             return dequantize(out, scale, zero_point)
         return np.asarray(out, dtype=np.float32)
 
-    def synchronize(self) -> None:
-        """Nothing to wait for: ``invoke`` returns when the outputs are computed."""
-
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """``invoke`` alone on ``batch`` (set once), for latency measurement."""
         self._resize(tuple(batch.shape))
