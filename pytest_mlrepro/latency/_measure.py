@@ -74,13 +74,7 @@ def key_for(manifest: Manifest, device: str, framework_version: str) -> Hardware
 
 
 def stop_rule(block: Latency) -> StopRule:
-    return StopRule(
-        min_rounds=block.min_rounds,
-        min_time=block.min_time,
-        max_time=block.max_time,
-        warmup_rounds=block.warmup_rounds,
-        warmup_time=block.warmup_time,
-    )
+    return StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
 
 
 # --- what is timed ----------------------------------------------------------------------------
@@ -229,15 +223,11 @@ def entry_for(
     """The golden entry for one batch size from an attempt."""
     reference = {
         **_distribution_json(
-            Measurement(
+            dataclasses.replace(
+                attempt.reference_before,
                 samples_ns=np.concatenate(
                     [attempt.reference_before.samples_ns, attempt.reference_after.samples_ns]
                 ),
-                stopped_by=attempt.reference_before.stopped_by,
-                warmup_rounds=attempt.reference_before.warmup_rounds,
-                warmup_ns=attempt.reference_before.warmup_ns,
-                started=attempt.started,
-                finished=attempt.finished,
             )
         ),
         "workload": attempt.reference,
@@ -281,7 +271,7 @@ def changed_settings(
     baseline: Baseline, key: HardwareKey, settings_now: Mapping[str, Any]
 ) -> dict[str, tuple[Any, Any]]:
     """``{name: (golden, now)}`` for the key fields and the settings that differ."""
-    changes = {k: v for k, v in key.differences(baseline.key).items()}
+    changes = dict(key.differences(baseline.key))
     for name in sorted(set(baseline.settings) | set(settings_now)):
         old, new = baseline.settings.get(name), settings_now.get(name)
         if old != new and name not in changes:
