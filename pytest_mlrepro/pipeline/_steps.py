@@ -529,33 +529,20 @@ class Resize(Step):
             raise Invalid("size", "sizes must be positive")
         if self.shorter_side is not None and self.shorter_side < 1:
             raise Invalid("shorter_side", "must be positive")
-        if self.backend == "pil":
-            if self.method == "area":
-                raise Invalid(
-                    "method", "Pillow has no 'area' filter; its nearest equivalent is 'box'"
-                )
-            if self.antialias is False:
-                raise Invalid(
-                    "antialias",
-                    "Pillow always antialiases when downscaling; use "
-                    "backend 'opencv' for a resize without antialias",
-                )
-        elif self.backend == "tf":
-            if self.method == "box":
-                raise Invalid(
-                    "method",
-                    "tf.image.resize has no 'box' method; its nearest equivalent is 'area'",
-                )
-        else:
-            if self.method == "box":
-                raise Invalid(
-                    "method", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"
-                )
-            if self.antialias:
-                raise Invalid(
-                    "antialias",
-                    "OpenCV has no antialias switch; method 'area' averages when downscaling",
-                )
+        lacking, refusal = _NO_FILTER[self.backend]
+        if self.method == lacking:
+            raise Invalid("method", refusal)
+        if self.backend == "pil" and self.antialias is False:
+            raise Invalid(
+                "antialias",
+                "Pillow always antialiases when downscaling; use "
+                "backend 'opencv' for a resize without antialias",
+            )
+        if self.backend == "opencv" and self.antialias:
+            raise Invalid(
+                "antialias",
+                "OpenCV has no antialias switch; method 'area' averages when downscaling",
+            )
 
     def transition(self, state: State) -> State:
         _need_hwc(state, "resize")
@@ -594,6 +581,12 @@ class Resize(Step):
         return Tensor(_resize_opencv(t.array, th, tw, self.method), t.order, t.layout)
 
 
+# The resize method each backend lacks, and the refusal that names its nearest equivalent.
+_NO_FILTER = {
+    "pil": ("area", "Pillow has no 'area' filter; its nearest equivalent is 'box'"),
+    "opencv": ("box", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"),
+    "tf": ("box", "tf.image.resize has no 'box' method; its nearest equivalent is 'area'"),
+}
 _PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 1}
 
 

@@ -200,15 +200,8 @@ def _provide(
             if _present(target):
                 return
             if mirrored:
-                _fetch(
-                    manifest,
-                    ref,
-                    (*where, "sha256"),
-                    target,
-                    file_url(mirrored[0]),
-                    "mirror",
-                    settings,
-                )
+                source = file_url(mirrored[0])
+                _fetch(manifest, ref, (*where, "sha256"), target, source, "mirror", settings)
             elif url is not None:
                 _fetch(manifest, ref, (*where, "url"), target, url, "url", settings)
             else:
@@ -364,9 +357,7 @@ def _build(
             raise _mismatch(manifest, ref, where, produced)
         os.chmod(tmp, default_file_mode())  # mkstemp's 0600: a shared cache could not read it
         os.replace(tmp, target)
-    except Unavailable:
-        raise
-    except BuildError:
+    except (Unavailable, BuildError):
         raise
     except Exception as exc:
         raise BuildError(
