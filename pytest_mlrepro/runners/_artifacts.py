@@ -60,7 +60,7 @@ from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
-from ._vetting import MAX_ONNX_BYTES, check_size
+from ._vetting import MAX_ONNX_BYTES, check_size, external_data_files
 
 
 def package_dir(package: str) -> Path | None:
@@ -530,18 +530,10 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
             ).format()
         ) from None
     declared = manifest.model.external_data or {}
-    folder = model_path.parent.resolve()
     where = ("model", "external_data")
-    for location in sorted(locations):
-        target = (folder / location).resolve()
-        if Path(location).is_absolute() or not target.is_relative_to(folder):
-            raise IntegrityError(
-                manifest.error(
-                    ("model", "file"),
-                    f"{model_path} reads external data from {location!r}, outside the model's "
-                    f"folder {folder}: refusing to load it",
-                ).format()
-            )
+    # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
+    at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")
+    external_data_files(model_path, locations, at_model_file)
     unpinned = sorted(locations - declared.keys())
     if unpinned:
         lines = "\n".join(
