@@ -137,9 +137,14 @@ def _confine_cache(manifest: Manifest, where: KeyPath, path: Path, settings: Set
     try:
         confine(path, settings.cache_dir)
     except Unconfined as exc:
-        raise IntegrityError(
-            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
+        raise _refused(
+            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
         ) from None
+
+
+def _refused(manifest: Manifest, where: KeyPath, why: str) -> IntegrityError:
+    """An :class:`IntegrityError` at the manifest field ``where`` (file, line, field)."""
+    return IntegrityError(manifest.error(where, why).format())
 
 
 def download_limit(fmt: str) -> int | None:
@@ -207,8 +212,8 @@ def _provide(
             else:
                 _build(manifest, ref, where, target, settings)
     except Unconfined as exc:
-        raise IntegrityError(
-            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
+        raise _refused(
+            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
         ) from None
     except OSError as exc:
         raise write_error(target.parent, exc, "cache") from None
@@ -257,29 +262,26 @@ def _fetch(
             inside=settings.cache_dir,
         )
     except DigestMismatch as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
-                f"it (another version of the model, or a damaged copy); nothing was put in "
-                f"the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
+            f"it (another version of the model, or a damaged copy); nothing was put in "
+            f"the cache ({target.parent})",
         ) from None
     except RefusedRedirect as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
-                f"model); nothing was put in the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
+            f"model); nothing was put in the cache ({target.parent})",
         ) from None
     except TooLarge as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
-                f"the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
+            f"the cache ({target.parent})",
         ) from None
     except SourceUnreadable as exc:
         raise Unavailable(
@@ -458,10 +460,8 @@ def verified(
             try:
                 actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
             except NotARegularFile as exc:  # a link planted in the cache after it was confined
-                raise IntegrityError(
-                    manifest.error(
-                        (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
-                    ).format()
+                raise _refused(
+                    manifest, (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
                 ) from None
             if actual != ref.sha256:
                 raise _integrity_error(manifest, ref, where, path, actual)
@@ -539,13 +539,12 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
         lines = "\n".join(
             f"    {loc}: {_sha_or_missing(model_path.parent / loc)}" for loc in unpinned
         )
-        raise IntegrityError(
-            manifest.error(
-                ("model", "file"),
-                f"{model_path} keeps its weights in external data files that the manifest does "
-                f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
-                f"mean) under model:\n  external_data:\n{lines}",
-            ).format()
+        raise _refused(
+            manifest,
+            ("model", "file"),
+            f"{model_path} keeps its weights in external data files that the manifest does "
+            f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
+            f"mean) under model:\n  external_data:\n{lines}",
         )
     for location in sorted(declared.keys() - locations):
         shown = ", ".join(sorted(locations)) or "none"
@@ -555,20 +554,17 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
     for location in sorted(locations):
         path = model_path.parent / location
         if not path.is_file():
-            raise IntegrityError(
-                manifest.error((*where, location), f"external data file not found: {path}").format()
-            )
+            raise _refused(manifest, (*where, location), f"external data file not found: {path}")
         copy = model.local.parent / location
         copy.parent.mkdir(parents=True, exist_ok=True)
         actual = _copy_hashing(path, copy)
         if actual != declared[location]:
-            raise IntegrityError(
-                manifest.error(
-                    (*where, location),
-                    f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
-                    f"file has {actual} (the model's weights were changed, truncated or "
-                    "replaced: refusing to run it)",
-                ).format()
+            raise _refused(
+                manifest,
+                (*where, location),
+                f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
+                f"file has {actual} (the model's weights were changed, truncated or "
+                "replaced: refusing to run it)",
             )
 
 
