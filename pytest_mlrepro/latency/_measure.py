@@ -33,7 +33,6 @@ from ._decisions import DecisionFacts, RatioFacts
 from ._timing import (
     Judgement,
     Measurement,
-    Stats,
     StopRule,
     cpu_times,
     judge,
@@ -199,18 +198,11 @@ def ms(seconds: float) -> float:
     return float(f"{seconds * 1e3:.6g}")
 
 
-def stats_ms(stats: Stats) -> dict[str, float | int]:
-    """Stats with times in milliseconds (6 significant digits), counts as they are."""
-    return {
-        name: value if isinstance(value, int) else ms(value)
-        for name, value in dataclasses.asdict(stats).items()
-    }
-
-
 def _distribution_json(measurement: Measurement) -> dict[str, Any]:
-    stats = summarize(measurement.seconds)
+    stats = dataclasses.asdict(summarize(measurement.seconds))
     return {
-        "stats": stats_ms(stats),
+        # Times in milliseconds (6 significant digits), counts as they are.
+        "stats": {k: v if isinstance(v, int) else ms(v) for k, v in stats.items()},
         "samples_ms": [ms(v) for v in sketch(measurement.seconds)],
         "stopped_by": measurement.stopped_by,
         "warmup_rounds": measurement.warmup_rounds,

@@ -119,18 +119,14 @@ def import_frameworks(names: Iterable[str]) -> None:
         if installed_version(name) is None:
             continue
         with framework_warnings(), contextlib.suppress(Exception):
-            _import_framework(name)
+            if name == "onnxruntime":
+                from . import onnx  # noqa: F401
+            elif name in ("tensorflow", "tflite"):
+                from .tensorflow import import_framework
 
-
-def _import_framework(name: str) -> None:
-    if name == "onnxruntime":
-        from . import onnx  # noqa: F401
-    elif name in ("tensorflow", "tflite"):
-        from .tensorflow import import_framework
-
-        import_framework(name)
-    else:
-        from . import torch  # noqa: F401
+                import_framework(name)
+            else:
+                from . import torch  # noqa: F401
 
 
 @phase("model load")
