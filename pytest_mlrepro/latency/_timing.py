@@ -113,11 +113,7 @@ def _rounds(
 
 
 def measure(
-    call: Callable[[], object],
-    rule: StopRule,
-    *,
-    pause_gc: bool = True,
-    clock: Callable[[], int] = time.perf_counter_ns,
+    call: Callable[[], object], rule: StopRule, *, clock: Callable[[], int] = time.perf_counter_ns
 ) -> Measurement:
     """Warm ``call`` up, then time it round by round under ``rule``.
 
@@ -141,8 +137,7 @@ def measure(
             )
         warmup_ns = clock() - warm_start
         gc.collect()
-        if pause_gc:
-            gc.disable()
+        gc.disable()
         started = time.time()
         times, capped = _rounds(
             call, rule.min_rounds, int(rule.min_time * 1e9), int(rule.max_time * 1e9), clock
