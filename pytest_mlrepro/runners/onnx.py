@@ -58,10 +58,8 @@ class OnnxRunner:
         self.input_name = input_name
         self.output_name = output_name
         self.info = info
-        self.expected_shape = session.get_inputs()[0].shape
-        for i in session.get_inputs():
-            if i.name == input_name:
-                self.expected_shape = i.shape
+        # The input the manifest names (check_signature found it among the model's).
+        self.expected_shape = next(i.shape for i in session.get_inputs() if i.name == input_name)
         # A model exported with a fixed batch dimension takes exactly that many samples a call.
         first = self.expected_shape[0] if self.expected_shape else None
         fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
