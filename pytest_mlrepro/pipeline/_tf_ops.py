@@ -15,14 +15,6 @@ import numpy as np
 
 from ..errors import SampleError, Unavailable
 
-# The pipeline's method names → tf.image.ResizeMethod values.
-TF_RESIZE_METHODS = {
-    "nearest": "nearest",
-    "bilinear": "bilinear",
-    "bicubic": "bicubic",
-    "area": "area",
-    "lanczos": "lanczos3",
-}
 _JPEG_MAGIC = b"\xff\xd8\xff"
 
 
@@ -72,7 +64,7 @@ def resize_tf(
 ) -> np.ndarray:
     """``tf.image.resize`` of an H×W×C image: float32 out (``nearest`` keeps the dtype)."""
     tf = tensorflow()
-    out = tf.image.resize(
-        array, [height, width], method=TF_RESIZE_METHODS[method], antialias=antialias
-    )
+    # The pipeline's method names are tf.image.ResizeMethod's values, but for Lanczos-3.
+    method = "lanczos3" if method == "lanczos" else method
+    out = tf.image.resize(array, [height, width], method=method, antialias=antialias)
     return np.asarray(out.numpy())
