@@ -62,7 +62,6 @@ class TFLiteRunner:
             d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
         )
         self.output_index = out["index"]
-        self.output_dtype = np.dtype(out["dtype"])
         self.output_quant = out["quantization"]
         self._shape: tuple[int, ...] | None = None
         self.model_content: bytes | None = None  # the verified model, for layer_outputs
