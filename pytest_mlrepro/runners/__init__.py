@@ -79,8 +79,8 @@ def check_framework(manifest: Manifest) -> str:
             f"{name} {version} is installed; the manifest requires {name}{spec}",
             how=f"install a matching version: pip install '{name}{spec}'",
         )
-    uses_tf = any(getattr(s, "backend", None) == "tf" for s in manifest.input.preprocess)
-    if uses_tf and installed_version("tensorflow") is None:
+    # TensorFlow for a preprocessing step's backend (the framework's own was checked above).
+    if "tensorflow" in frameworks_of([manifest]) and installed_version("tensorflow") is None:
         raise FrameworkUnavailable(
             "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
             how="pip install 'pytest-mlrepro[tf]'",
