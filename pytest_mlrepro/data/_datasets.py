@@ -249,6 +249,7 @@ def _unescape(name: str, path: Path, number: int) -> str:
     return "".join(out)
 
 
+@phase("data verify")
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
@@ -267,8 +268,7 @@ def resolve_dataset(
     ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
     are selected, so only their files are looked for, verified (and downloaded).
     """
-    with phase("data verify"):
-        return _Resolver(manifest, settings, shard).resolve()
+    return _Resolver(manifest, settings, shard).resolve()
 
 
 @dataclass(frozen=True)
@@ -513,21 +513,17 @@ class _Resolver:
     # -- labels and class names -----------------------------------------------------------------
 
     def _read(self, folder: Path) -> _Contents:
-        """The samples (those of the shard, when there is one) and the class names."""
-        contents = self._read_all(folder)
-        if self.shard is None:
-            return contents
-        shard = self.shard
-        kept = tuple(sample for sample in contents.samples if shard.holds(sample[0]))
-        return _Contents(samples=kept, class_names=contents.class_names)
-
-    def _read_all(self, folder: Path) -> _Contents:
+        """The samples (the first ``limit``; of those, the shard's when there is one) and the
+        class names."""
+        names: tuple[str, ...] | None = None
         if self.ds.labels_from == "folders":
-            return self._read_folders(folder)
-        samples = self._read_labels(folder / self.ds.labels)
+            samples, names = self._read_folders()
+        else:
+            samples = self._read_labels(folder / self.ds.labels)
         if self.ds.limit is not None:
             samples = samples[: self.ds.limit]
-        names = None
+        if self.shard is not None:
+            samples = [sample for sample in samples if self.shard.holds(sample[0])]
         if self.ds.class_names is not None:
             names = self._read_class_names(folder / self.ds.class_names)
         return _Contents(samples=tuple(samples), class_names=names)
@@ -537,7 +533,7 @@ class _Resolver:
         name as torchvision's ``ImageFolder`` sorts them."""
         return sorted({name.split("/")[0] for name in self.checksums if name.count("/") == 1})
 
-    def _read_folders(self, folder: Path) -> _Contents:
+    def _read_folders(self) -> tuple[list[tuple[str, int]], tuple[str, ...]]:
         """One folder per class: the samples and labels come from the checksum list, which
         pins every image (a file it does not list is never read)."""
         classes = self._class_folders()
@@ -562,12 +558,7 @@ class _Resolver:
         )
         for sample_id, _ in samples:
             self._check_relative(("dataset", "checksums"), sample_id, where)
-        if self.ds.limit is not None:
-            samples = samples[: self.ds.limit]
-        names: tuple[str, ...] = tuple(classes)
-        if self.ds.class_names is not None:
-            names = self._read_class_names(folder / self.ds.class_names)
-        return _Contents(samples=tuple(samples), class_names=names)
+        return samples, tuple(classes)
 
     def _check_class_folders(self, folder: Path, contents: _Contents) -> None:
         """A class folder on disk that the checksum list does not name would shift every later

@@ -12,14 +12,13 @@ from ._evaluate import (
     results_of,
     run_model,
 )
-from ._shared_preprocessing import PreprocessingShare, SharedLoader, ShareStats, step_key
+from ._shared_preprocessing import PreprocessingShare, SharedLoader
 
 __all__ = [
     "Evaluation",
     "PreprocessingShare",
     "Progress",
     "RunComparison",
-    "ShareStats",
     "SharedLoader",
     "compare_runs",
     "controls_in_force",
@@ -29,5 +28,4 @@ __all__ = [
     "postprocessed",
     "results_of",
     "run_model",
-    "step_key",
 ]

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from .._phases import phase
 from ..data import ResolvedDataset, Sample, resolve_dataset
 from ..errors import NonFiniteOutputs, SampleError, SignatureError
+from ..fingerprint import usable_cpu_count
 from ..goldens import (
     KeptScores,
     Results,
@@ -81,13 +82,6 @@ def _prepare(pipe: Pipeline, batch: Sequence[Sample], load: Load | None = None) 
     return _stack(batch, [load(sample) for sample in batch])
 
 
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity, e.g. under taskset or a container)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def preprocessed(
     pipe: Pipeline,
     samples: Sequence[Sample],
@@ -112,7 +106,7 @@ def preprocessed(
     ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
     load = load or (lambda sample: _load(pipe, sample))
     if not overlap:
-        workers = workers or usable_cores()
+        workers = workers or usable_cpu_count()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
             for batch in _batches(samples, batch_size):
                 # Per sample, not per batch: the workers share each batch to its last image.
@@ -188,7 +182,7 @@ def stream_model(
         # The session's shared pass first, on every core (``SharedLoader.fill``). Beside a
         # model on an accelerator it stays in the batches, where it overlaps the model.
         with phase("shared preprocessing"):
-            load.fill(dataset.samples, usable_cores())
+            load.fill(dataset.samples, usable_cpu_count())
     batches = preprocessed(
         pipe, dataset.samples, manifest.runtime.batch_size, overlap=overlap, load=load
     )

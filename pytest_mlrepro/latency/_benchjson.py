@@ -121,26 +121,16 @@ def _git(root: Path, *args: str) -> str | None:
 def commit_info(root: Path) -> dict[str, Any]:
     """pytest-benchmark's ``commit_info`` from git (read-only commands), or ``unversioned``."""
     commit = _git(root, "rev-parse", "HEAD")
+    info: dict[str, Any] = {"id": commit or "unversioned", "time": None, "author_time": None}
+    info.update(dirty=False, project=root.name, branch="(unknown)")
     if not commit:
-        return {
-            "id": "unversioned",
-            "time": None,
-            "author_time": None,
-            "dirty": False,
-            "project": root.name,
-            "branch": "(unknown)",
-        }
+        return info
     times = [*(_git(root, "log", "-1", "--format=%cI%n%aI") or "").splitlines(), "", ""]
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD") or "(unknown)"
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return {
-        "id": commit,
-        "time": times[0] or None,
-        "author_time": times[1] or None,
-        "dirty": bool(status),
-        "project": root.name,
-        "branch": "(detached head)" if branch == "HEAD" else branch,
-    }
+    info.update(time=times[0] or None, author_time=times[1] or None)
+    info["dirty"] = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    info["branch"] = "(detached head)" if branch == "HEAD" else branch
+    return info
 
 
 def document(

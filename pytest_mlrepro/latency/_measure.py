@@ -33,7 +33,6 @@ from ._decisions import DecisionFacts, RatioFacts
 from ._timing import (
     Judgement,
     Measurement,
-    Stats,
     StopRule,
     cpu_times,
     judge,
@@ -46,7 +45,6 @@ from ._timing import (
 # Re-exported, explicitly (mypy --strict): the latency item runs one around its measurements.
 from ._timing import ReferenceWorkload as ReferenceWorkload
 
-MEASUREMENTS = ("model", "end_to_end")
 Verdict = Literal["pass", "regression", "faster", "contended"]
 
 
@@ -75,13 +73,7 @@ def key_for(manifest: Manifest, device: str, framework_version: str) -> Hardware
 
 
 def stop_rule(block: Latency) -> StopRule:
-    return StopRule(
-        min_rounds=block.min_rounds,
-        min_time=block.min_time,
-        max_time=block.max_time,
-        warmup_rounds=block.warmup_rounds,
-        warmup_time=block.warmup_time,
-    )
+    return StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
 
 
 # --- what is timed ----------------------------------------------------------------------------
@@ -206,18 +198,11 @@ def ms(seconds: float) -> float:
     return float(f"{seconds * 1e3:.6g}")
 
 
-def stats_ms(stats: Stats) -> dict[str, float | int]:
-    """Stats with times in milliseconds (6 significant digits), counts as they are."""
-    return {
-        name: value if isinstance(value, int) else ms(value)
-        for name, value in stats.as_dict().items()
-    }
-
-
 def _distribution_json(measurement: Measurement) -> dict[str, Any]:
-    stats = summarize(measurement.seconds)
+    stats = dataclasses.asdict(summarize(measurement.seconds))
     return {
-        "stats": stats_ms(stats),
+        # Times in milliseconds (6 significant digits), counts as they are.
+        "stats": {k: v if isinstance(v, int) else ms(v) for k, v in stats.items()},
         "samples_ms": [ms(v) for v in sketch(measurement.seconds)],
         "stopped_by": measurement.stopped_by,
         "warmup_rounds": measurement.warmup_rounds,
@@ -230,15 +215,11 @@ def entry_for(
     """The golden entry for one batch size from an attempt."""
     reference = {
         **_distribution_json(
-            Measurement(
+            dataclasses.replace(
+                attempt.reference_before,
                 samples_ns=np.concatenate(
                     [attempt.reference_before.samples_ns, attempt.reference_after.samples_ns]
                 ),
-                stopped_by=attempt.reference_before.stopped_by,
-                warmup_rounds=attempt.reference_before.warmup_rounds,
-                warmup_ns=attempt.reference_before.warmup_ns,
-                started=attempt.started,
-                finished=attempt.finished,
             )
         ),
         "workload": attempt.reference,
@@ -282,7 +263,7 @@ def changed_settings(
     baseline: Baseline, key: HardwareKey, settings_now: Mapping[str, Any]
 ) -> dict[str, tuple[Any, Any]]:
     """``{name: (golden, now)}`` for the key fields and the settings that differ."""
-    changes = {k: v for k, v in key.differences(baseline.key).items()}
+    changes = dict(key.differences(baseline.key))
     for name in sorted(set(baseline.settings) | set(settings_now)):
         old, new = baseline.settings.get(name), settings_now.get(name)
         if old != new and name not in changes:

@@ -113,11 +113,7 @@ def _rounds(
 
 
 def measure(
-    call: Callable[[], object],
-    rule: StopRule,
-    *,
-    pause_gc: bool = True,
-    clock: Callable[[], int] = time.perf_counter_ns,
+    call: Callable[[], object], rule: StopRule, *, clock: Callable[[], int] = time.perf_counter_ns
 ) -> Measurement:
     """Warm ``call`` up, then time it round by round under ``rule``.
 
@@ -141,8 +137,7 @@ def measure(
             )
         warmup_ns = clock() - warm_start
         gc.collect()
-        if pause_gc:
-            gc.disable()
+        gc.disable()
         started = time.time()
         times, capped = _rounds(
             call, rule.min_rounds, int(rule.min_time * 1e9), int(rule.max_time * 1e9), clock
@@ -195,9 +190,6 @@ class Stats:
         if statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
         return float(getattr(self, statistic))
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 def summarize(samples: Sequence[float] | np.ndarray) -> Stats:
@@ -275,13 +267,6 @@ class Judgement:
     ratio: Ratio  # absolute: now / golden
     normalised: Ratio | None  # (now / golden) / (reference now / reference golden)
     outcome: Outcome
-
-    @property
-    def machine_factor(self) -> float | None:
-        """How much slower the reference ran now than when the golden was recorded."""
-        if self.normalised is None:
-            return None
-        return self.ratio.value / self.normalised.value
 
 
 def _bootstrap(

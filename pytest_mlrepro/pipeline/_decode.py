@@ -1,5 +1,5 @@
-"""Decoding into the modes other than 8-bit RGB: grey, colour with alpha, 16-bit grey or colour,
-and multi-band arrays (multi-page TIFFs, ``.npy`` files).
+"""Decoding in every mode: colour, grey, colour with alpha, 16-bit grey or colour, and multi-band
+arrays (multi-page TIFFs, ``.npy`` files).
 
 Each backend converts as its library does (Pillow's ``convert``, OpenCV's ``imdecode`` flags and
 ``cvtColor``, tf.io's ``channels``); where the libraries have no common rule the step refuses
@@ -54,6 +54,7 @@ class Decode(Protocol):
     @property
     def dtype(self) -> str | None: ...
 
+
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
 # (checked by the header: no wider or signed samples get here).
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
@@ -73,8 +74,7 @@ def _too_large(sample: str, what: str, size: int) -> SampleError:
 
 
 def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
-    """``data`` as H×W×C in ``step.mode`` (not RGB, which keeps its own path), in the order the
-    step's state names."""
+    """``data`` as H×W×C in ``step.mode``, in the order the step's state names."""
     if step.mode == "bands":
         array = _bands_pil(data, sample, step)
     elif step.backend == "pil":
@@ -122,8 +122,12 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                     return np.asarray(im.convert("L"))
                 assert step.convert is not None
                 return np.asarray(im.convert("RGB"))[:, :, _CHANNEL[step.convert]]
-            rgba = np.asarray(im.convert("RGBA"))
-            return rgba[..., [2, 1, 0, 3]] if step.order == "BGR" else rgba
+            colour = np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
+            return (
+                colour[..., [2, 1, 0, *range(3, colour.shape[2])]]
+                if step.order == "BGR"
+                else colour
+            )
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
 
@@ -193,6 +197,9 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
         flags = cv2.IMREAD_UNCHANGED  # the file's own channels: alpha kept when there is one
     else:
         flags = cv2.IMREAD_COLOR
+    # IMREAD_ANYDEPTH keeps 16-bit samples, reduced to 8 bits by their high byte below: OpenCV's
+    # own reduction (IMREAD_COLOR alone) rounds 16-bit RGB TIFFs through libtiff's RGBA reader,
+    # one level off the high byte that Pillow, tf.io and OpenCV's PNG path keep.
     flags |= cv2.IMREAD_ANYDEPTH
     if not step.exif_orientation:
         flags |= cv2.IMREAD_IGNORE_ORIENTATION
@@ -214,7 +221,7 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
         elif array.shape[2] == 3:
             array = cv2.cvtColor(array, cv2.COLOR_BGR2BGRA)
         return array if step.order == "BGR" else array[..., [2, 1, 0, 3]]
-    if step.mode == "RGB16" and step.order == "RGB":
+    if step.mode in ("RGB", "RGB16") and step.order == "RGB":
         return array[..., ::-1]
     return array
 

@@ -229,9 +229,7 @@ class Decode(Step):
                     "channels and dtype",
                 )
         if self.mode in ("L", "L16", "bands") and self.order != "RGB":
-            raise Invalid(
-                "order", f"mode {self.mode} has no colour order; leave 'order' out"
-            )
+            raise Invalid("order", f"mode {self.mode} has no colour order; leave 'order' out")
         if self.mode == "RGB16" and self.backend == "pil":
             raise Invalid(
                 "mode",
@@ -261,22 +259,7 @@ class Decode(Step):
         # there, before anything is allocated for the pixels, the same way for all three.
         header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
         header.close()
-        if self.mode != "RGB":
-            return Tensor(decode_mode(data, sample, self, header), self.state().order)
-        if self.backend == "tf":
-            from ._tf_ops import decode_tf
-
-            array = decode_tf(data, self.dct_method or "INTEGER_FAST", sample)
-        else:
-            array = (
-                _decode_pil(data, self.exif_orientation, sample)
-                if self.backend == "pil"
-                else (_decode_opencv(data, self.exif_orientation, sample))
-            )
-        native = "BGR" if self.backend == "opencv" else "RGB"
-        if native != self.order:
-            array = np.ascontiguousarray(array[..., ::-1])
-        return Tensor(array, self.order)
+        return Tensor(decode_mode(data, sample, self, header), self.state().order)
 
 
 # Each mode but bands: (channel names in RGB order, channel count, dtype).
@@ -292,9 +275,7 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
-def _open_checked(
-    data: bytes, sample: str, backend: str, floats: bool = False
-) -> PIL.Image.Image:
+def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) -> PIL.Image.Image:
     """The image opened lazily by Pillow (its header only, no pixels decoded), after checking
     its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits
     (``floats``: 32-bit floating-point samples too, which mode bands keeps as float32)."""
@@ -385,46 +366,6 @@ def _ints(value: object) -> list[int]:
     if isinstance(value, tuple | list):
         return [int(v) for v in value if isinstance(v, int)]
     return []
-
-
-def _decode_pil(data: bytes, exif: bool, sample: str) -> np.ndarray:
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            if exif:
-                im = ImageOps.exif_transpose(im)
-            if im.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit samples (checked): high byte
-                gray = (np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8)
-                return np.repeat(gray[:, :, None], 3, axis=2)
-            return np.asarray(im.convert("RGB"))
-    except (
-        UnidentifiedImageError,
-        Image.DecompressionBombError,
-        OSError,
-        SyntaxError,
-        ValueError,
-    ) as exc:
-        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
-
-
-def _decode_opencv(data: bytes, exif: bool, sample: str) -> np.ndarray:
-    import cv2
-
-    # IMREAD_ANYDEPTH keeps 16-bit samples, reduced to 8 bits by their high byte here: OpenCV's
-    # own reduction (IMREAD_COLOR alone) rounds 16-bit RGB TIFFs through libtiff's RGBA reader,
-    # one level off the high byte that Pillow, tf.io and OpenCV's PNG path keep.
-    flags = cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH
-    if not exif:
-        flags |= cv2.IMREAD_IGNORE_ORIENTATION
-    array = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
-    if array is None:
-        raise SampleError(sample, "OpenCV cannot decode it")
-    if array.dtype == np.uint16:
-        array = np.right_shift(array, 8).astype(np.uint8)
-    if array.dtype != np.uint8:  # not expected after the header check: never wrapped silently
-        raise SampleError(sample, f"OpenCV decoded it to {array.dtype}, not 8-bit samples")
-    return array
 
 
 # --- colour order -------------------------------------------------------------------------------
@@ -588,33 +529,20 @@ class Resize(Step):
             raise Invalid("size", "sizes must be positive")
         if self.shorter_side is not None and self.shorter_side < 1:
             raise Invalid("shorter_side", "must be positive")
-        if self.backend == "pil":
-            if self.method == "area":
-                raise Invalid(
-                    "method", "Pillow has no 'area' filter; its nearest equivalent is 'box'"
-                )
-            if self.antialias is False:
-                raise Invalid(
-                    "antialias",
-                    "Pillow always antialiases when downscaling; use "
-                    "backend 'opencv' for a resize without antialias",
-                )
-        elif self.backend == "tf":
-            if self.method == "box":
-                raise Invalid(
-                    "method",
-                    "tf.image.resize has no 'box' method; its nearest equivalent is 'area'",
-                )
-        else:
-            if self.method == "box":
-                raise Invalid(
-                    "method", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"
-                )
-            if self.antialias:
-                raise Invalid(
-                    "antialias",
-                    "OpenCV has no antialias switch; method 'area' averages when downscaling",
-                )
+        lacking, refusal = _NO_FILTER[self.backend]
+        if self.method == lacking:
+            raise Invalid("method", refusal)
+        if self.backend == "pil" and self.antialias is False:
+            raise Invalid(
+                "antialias",
+                "Pillow always antialiases when downscaling; use "
+                "backend 'opencv' for a resize without antialias",
+            )
+        if self.backend == "opencv" and self.antialias:
+            raise Invalid(
+                "antialias",
+                "OpenCV has no antialias switch; method 'area' averages when downscaling",
+            )
 
     def transition(self, state: State) -> State:
         _need_hwc(state, "resize")
@@ -653,6 +581,12 @@ class Resize(Step):
         return Tensor(_resize_opencv(t.array, th, tw, self.method), t.order, t.layout)
 
 
+# The resize method each backend lacks, and the refusal that names its nearest equivalent.
+_NO_FILTER = {
+    "pil": ("area", "Pillow has no 'area' filter; its nearest equivalent is 'box'"),
+    "opencv": ("box", "OpenCV has no 'box' filter; its nearest equivalent is 'area'"),
+    "tf": ("box", "tf.image.resize has no 'box' method; its nearest equivalent is 'area'"),
+}
 _PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 1}
 
 
@@ -677,9 +611,7 @@ def _resize_pil(
     # A 2-D uint8 plane is mode L, uint16 I;16, float32 F.
     planes = [
         np.asarray(
-            Image.fromarray(np.ascontiguousarray(array[:, :, c])).resize(
-                (width, height), resample
-            )
+            Image.fromarray(np.ascontiguousarray(array[:, :, c])).resize((width, height), resample)
         )
         for c in range(channels)
     ]

@@ -15,14 +15,6 @@ import numpy as np
 
 from ..errors import SampleError, Unavailable
 
-# The pipeline's method names → tf.image.ResizeMethod values.
-TF_RESIZE_METHODS = {
-    "nearest": "nearest",
-    "bilinear": "bilinear",
-    "bicubic": "bicubic",
-    "area": "area",
-    "lanczos": "lanczos3",
-}
 _JPEG_MAGIC = b"\xff\xd8\xff"
 
 
@@ -37,12 +29,6 @@ def tensorflow() -> Any:
             how="pip install 'pytest-mlrepro[tf]'",
         ) from None
     return tf
-
-
-def decode_tf(data: bytes, dct_method: str, sample: str) -> np.ndarray:
-    """H×W×3 uint8 RGB. JPEG through ``tf.io.decode_jpeg(channels=3, dct_method=...)``; other
-    formats through ``tf.io.decode_image(channels=3)`` (the DCT method only exists for JPEG)."""
-    return decode_tf_channels(data, 3, False, dct_method, sample)
 
 
 def decode_tf_channels(
@@ -78,7 +64,7 @@ def resize_tf(
 ) -> np.ndarray:
     """``tf.image.resize`` of an H×W×C image: float32 out (``nearest`` keeps the dtype)."""
     tf = tensorflow()
-    out = tf.image.resize(
-        array, [height, width], method=TF_RESIZE_METHODS[method], antialias=antialias
-    )
+    # The pipeline's method names are tf.image.ResizeMethod's values, but for Lanczos-3.
+    method = "lanczos3" if method == "lanczos" else method
+    out = tf.image.resize(array, [height, width], method=method, antialias=antialias)
     return np.asarray(out.numpy())

@@ -60,13 +60,9 @@ def installed_version(framework: str) -> str | None:
     return None
 
 
+@phase("framework import")
 def check_framework(manifest: Manifest) -> str:
     """The installed version of the manifest's framework, or FrameworkUnavailable saying why."""
-    with phase("framework import"):
-        return _check_framework(manifest)
-
-
-def _check_framework(manifest: Manifest) -> str:
     name = manifest.framework.name
     version = installed_version(name)
     install = f"pip install 'pytest-mlrepro[{EXTRAS[name]}]'"
@@ -83,8 +79,8 @@ def _check_framework(manifest: Manifest) -> str:
             f"{name} {version} is installed; the manifest requires {name}{spec}",
             how=f"install a matching version: pip install '{name}{spec}'",
         )
-    uses_tf = any(getattr(s, "backend", None) == "tf" for s in manifest.input.preprocess)
-    if uses_tf and installed_version("tensorflow") is None:
+    # TensorFlow for a preprocessing step's backend (the framework's own was checked above).
+    if "tensorflow" in frameworks_of([manifest]) and installed_version("tensorflow") is None:
         raise FrameworkUnavailable(
             "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
             how="pip install 'pytest-mlrepro[tf]'",
@@ -123,20 +119,17 @@ def import_frameworks(names: Iterable[str]) -> None:
         if installed_version(name) is None:
             continue
         with framework_warnings(), contextlib.suppress(Exception):
-            _import_framework(name)
+            if name == "onnxruntime":
+                from . import onnx  # noqa: F401
+            elif name in ("tensorflow", "tflite"):
+                from .tensorflow import import_framework
+
+                import_framework(name)
+            else:
+                from . import torch  # noqa: F401
 
 
-def _import_framework(name: str) -> None:
-    if name == "onnxruntime":
-        from . import onnx  # noqa: F401
-    elif name in ("tensorflow", "tflite"):
-        from .tensorflow import import_framework
-
-        import_framework(name)
-    else:
-        from . import torch  # noqa: F401
-
-
+@phase("model load")
 def load_runner(
     manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
 ) -> Runner:
@@ -152,11 +145,6 @@ def load_runner(
     Its time is the item's ``model load`` phase, but for the verification of the files (``model
     verify``) and a framework's import (``framework import``: once per process, at collection,
     where a session runs)."""
-    with phase("model load"):
-        return _load_runner(manifest, device, settings, shares_cpu)
-
-
-def _load_runner(manifest: Manifest, device: str, settings: Settings, shares_cpu: bool) -> Runner:
     if manifest.framework.name == "onnxruntime":
         with phase("framework import"):
             from .onnx import OnnxRunner

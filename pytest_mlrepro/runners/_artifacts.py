@@ -60,7 +60,7 @@ from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
 from ._onnx_files import NotOnnx, external_locations
-from ._vetting import MAX_ONNX_BYTES, check_size
+from ._vetting import MAX_ONNX_BYTES, check_size, external_data_files
 
 
 def package_dir(package: str) -> Path | None:
@@ -137,9 +137,14 @@ def _confine_cache(manifest: Manifest, where: KeyPath, path: Path, settings: Set
     try:
         confine(path, settings.cache_dir)
     except Unconfined as exc:
-        raise IntegrityError(
-            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
+        raise _refused(
+            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
         ) from None
+
+
+def _refused(manifest: Manifest, where: KeyPath, why: str) -> IntegrityError:
+    """An :class:`IntegrityError` at the manifest field ``where`` (file, line, field)."""
+    return IntegrityError(manifest.error(where, why).format())
 
 
 def download_limit(fmt: str) -> int | None:
@@ -200,22 +205,15 @@ def _provide(
             if _present(target):
                 return
             if mirrored:
-                _fetch(
-                    manifest,
-                    ref,
-                    (*where, "sha256"),
-                    target,
-                    file_url(mirrored[0]),
-                    "mirror",
-                    settings,
-                )
+                source = file_url(mirrored[0])
+                _fetch(manifest, ref, (*where, "sha256"), target, source, "mirror", settings)
             elif url is not None:
                 _fetch(manifest, ref, (*where, "url"), target, url, "url", settings)
             else:
                 _build(manifest, ref, where, target, settings)
     except Unconfined as exc:
-        raise IntegrityError(
-            manifest.error((*where, "cache"), f"the cache is not safe to use: {exc}").format()
+        raise _refused(
+            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
         ) from None
     except OSError as exc:
         raise write_error(target.parent, exc, "cache") from None
@@ -264,29 +262,26 @@ def _fetch(
             inside=settings.cache_dir,
         )
     except DigestMismatch as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
-                f"it (another version of the model, or a damaged copy); nothing was put in "
-                f"the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
+            f"it (another version of the model, or a damaged copy); nothing was put in "
+            f"the cache ({target.parent})",
         ) from None
     except RefusedRedirect as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
-                f"model); nothing was put in the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
+            f"model); nothing was put in the cache ({target.parent})",
         ) from None
     except TooLarge as exc:
-        raise IntegrityError(
-            manifest.error(
-                where,
-                f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
-                f"the cache ({target.parent})",
-            ).format()
+        raise _refused(
+            manifest,
+            where,
+            f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
+            f"the cache ({target.parent})",
         ) from None
     except SourceUnreadable as exc:
         raise Unavailable(
@@ -364,9 +359,7 @@ def _build(
             raise _mismatch(manifest, ref, where, produced)
         os.chmod(tmp, default_file_mode())  # mkstemp's 0600: a shared cache could not read it
         os.replace(tmp, target)
-    except Unavailable:
-        raise
-    except BuildError:
+    except (Unavailable, BuildError):
         raise
     except Exception as exc:
         raise BuildError(
@@ -467,10 +460,8 @@ def verified(
             try:
                 actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
             except NotARegularFile as exc:  # a link planted in the cache after it was confined
-                raise IntegrityError(
-                    manifest.error(
-                        (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
-                    ).format()
+                raise _refused(
+                    manifest, (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
                 ) from None
             if actual != ref.sha256:
                 raise _integrity_error(manifest, ref, where, path, actual)
@@ -539,30 +530,21 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
             ).format()
         ) from None
     declared = manifest.model.external_data or {}
-    folder = model_path.parent.resolve()
     where = ("model", "external_data")
-    for location in sorted(locations):
-        target = (folder / location).resolve()
-        if Path(location).is_absolute() or not target.is_relative_to(folder):
-            raise IntegrityError(
-                manifest.error(
-                    ("model", "file"),
-                    f"{model_path} reads external data from {location!r}, outside the model's "
-                    f"folder {folder}: refusing to load it",
-                ).format()
-            )
+    # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
+    at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")
+    external_data_files(model_path, locations, at_model_file)
     unpinned = sorted(locations - declared.keys())
     if unpinned:
         lines = "\n".join(
             f"    {loc}: {_sha_or_missing(model_path.parent / loc)}" for loc in unpinned
         )
-        raise IntegrityError(
-            manifest.error(
-                ("model", "file"),
-                f"{model_path} keeps its weights in external data files that the manifest does "
-                f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
-                f"mean) under model:\n  external_data:\n{lines}",
-            ).format()
+        raise _refused(
+            manifest,
+            ("model", "file"),
+            f"{model_path} keeps its weights in external data files that the manifest does "
+            f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
+            f"mean) under model:\n  external_data:\n{lines}",
         )
     for location in sorted(declared.keys() - locations):
         shown = ", ".join(sorted(locations)) or "none"
@@ -572,20 +554,17 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
     for location in sorted(locations):
         path = model_path.parent / location
         if not path.is_file():
-            raise IntegrityError(
-                manifest.error((*where, location), f"external data file not found: {path}").format()
-            )
+            raise _refused(manifest, (*where, location), f"external data file not found: {path}")
         copy = model.local.parent / location
         copy.parent.mkdir(parents=True, exist_ok=True)
         actual = _copy_hashing(path, copy)
         if actual != declared[location]:
-            raise IntegrityError(
-                manifest.error(
-                    (*where, location),
-                    f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
-                    f"file has {actual} (the model's weights were changed, truncated or "
-                    "replaced: refusing to run it)",
-                ).format()
+            raise _refused(
+                manifest,
+                (*where, location),
+                f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
+                f"file has {actual} (the model's weights were changed, truncated or "
+                "replaced: refusing to run it)",
             )
 
 

@@ -20,6 +20,7 @@ from .. import pipeline
 from ..errors import SignatureError
 
 if TYPE_CHECKING:
+    from .._yaml import KeyPath
     from ..manifest import Manifest
 
 CHANNELS = (1, 3, 4)
@@ -128,18 +129,20 @@ def channel_mismatch(
     )
 
 
-def check_channels(
-    manifest: Manifest, shape: Sequence[object], source: str | None = None
-) -> None:
+def check_channels(manifest: Manifest, shape: Sequence[object], source: str | None = None) -> None:
     """A runner's check at load: :class:`SignatureError` at the decode step's ``mode`` (its line)
     when the model input of ``shape`` takes another channel count than the preprocessing
     makes (``source``: :func:`channel_mismatch`'s)."""
     declared = manifest.input
     channels, names = pipeline_channels(declared.preprocess)
     wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names, source)
-    if wrong is not None:
-        where = ("inputs", 0, "preprocess", 0, "decode", "mode")
-        raise SignatureError(manifest.error(where, wrong).format())
+    _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
+
+
+def _refuse(manifest: Manifest, where: KeyPath, why: str | None) -> None:
+    """A :class:`SignatureError` at the manifest field ``where`` (file, line, field), if ``why``."""
+    if why is not None:
+        raise SignatureError(manifest.error(where, why).format())
 
 
 def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
@@ -203,25 +206,18 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
             "classification feeds one"
         )
     if inputs is not None and declared.name not in (*inputs, *signature.aliases):
-        raise SignatureError(
-            manifest.error(
-                ("inputs", 0, "name"),
-                f"{model}'s inputs are {sorted(inputs)}, the manifest names {declared.name!r}",
-            ).format()
-        )
+        why = f"{model}'s inputs are {sorted(inputs)}, the manifest names {declared.name!r}"
+        _refuse(manifest, ("inputs", 0, "name"), why)
     if signature.dtype is not None and signature.dtype != declared.dtype:
-        raise SignatureError(
-            manifest.error(
-                ("inputs", 0, "dtype"),
-                f"model input {declared.name!r} is {signature.dtype}, the manifest declares "
-                f"{declared.dtype}",
-            ).format()
+        why = (
+            f"model input {declared.name!r} is {signature.dtype}, the manifest declares "
+            f"{declared.dtype}"
         )
+        _refuse(manifest, ("inputs", 0, "dtype"), why)
     shape = signature.shape
     if signature.source is None:
-        wrong_layout = layout_mismatch(shape, declared.layout, declared.name)
-        if wrong_layout is not None:
-            raise SignatureError(manifest.error(("inputs", 0, "layout"), wrong_layout).format())
+        why_not = layout_mismatch(shape, declared.layout, declared.name)
+        _refuse(manifest, ("inputs", 0, "layout"), why_not)
     check_channels(manifest, shape, signature.source)
     _check_size(manifest, shape)
     if signature.outputs is None:
@@ -240,10 +236,8 @@ def _check_size(manifest: Manifest, shape: Sequence[object]) -> None:
         return
     height, width, step = fixed
     wrong_size = size_mismatch(shape, declared.layout, declared.name, height, width)
-    if wrong_size is not None:
-        op = declared.preprocess[step].op
-        where = ("inputs", 0, "preprocess", step, op, "size")
-        raise SignatureError(manifest.error(where, wrong_size).format())
+    where = ("inputs", 0, "preprocess", step, declared.preprocess[step].op, "size")
+    _refuse(manifest, where, wrong_size)
 
 
 def _chosen_output(manifest: Manifest, model: str, outputs: list[str]) -> str:
@@ -268,13 +262,12 @@ def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | No
     classes = _fixed(shape[1]) if shape is not None and len(shape) == 2 else None
     if classes is None or classes == manifest.dataset.classes:
         return
-    raise SignatureError(
-        manifest.error(
-            ("dataset", "classes"),
-            f"the model's output {output!r} is {shape_text(shape or ())}: {classes} classes, the "
-            f"manifest declares {manifest.dataset.classes} (a model with a background class "
-            "has one more than its labels): use a model, or labels, with the same classes",
-        ).format()
+    _refuse(
+        manifest,
+        ("dataset", "classes"),
+        f"the model's output {output!r} is {shape_text(shape or ())}: {classes} classes, the "
+        f"manifest declares {manifest.dataset.classes} (a model with a background class "
+        "has one more than its labels): use a model, or labels, with the same classes",
     )
 
 

@@ -58,10 +58,8 @@ class OnnxRunner:
         self.input_name = input_name
         self.output_name = output_name
         self.info = info
-        self.expected_shape = session.get_inputs()[0].shape
-        for i in session.get_inputs():
-            if i.name == input_name:
-                self.expected_shape = i.shape
+        # The input the manifest names (check_signature found it among the model's).
+        self.expected_shape = next(i.shape for i in session.get_inputs() if i.name == input_name)
         # A model exported with a fixed batch dimension takes exactly that many samples a call.
         first = self.expected_shape[0] if self.expected_shape else None
         fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
@@ -219,10 +217,6 @@ class OnnxRunner:
             # Shape arithmetic (int64 and int32 sizes) is not a layer's output.
             if np.asarray(v).dtype not in (np.int64, np.int32)
         ]
-
-    def synchronize(self) -> None:
-        """Nothing to wait for: ``session.run`` returns when the outputs are computed (and, on
-        CUDA, copied to or bound on their device)."""
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The framework call alone on ``batch``, prepared once, for latency measurement.

@@ -22,13 +22,6 @@ from ._signature import ModelSignature, check_signature
 from ._warnings import framework_warnings
 from .torch_archive import vet_export_archive, weights_only_refusal
 
-_TORCH_TYPES = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "uint8": torch.uint8,
-    "int8": torch.int8,
-}
-
 
 def _set_determinism(seed: int | None, deterministic: bool) -> None:
     """The manifest's runtime.seed and deterministic_ops, set every load: the manifest, not an
@@ -98,29 +91,25 @@ def _load_archive(
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
-    with framework_warnings():  # a warning of the load is not a refused file (_warnings)
-        return _load_state_file(manifest, file)
-
-
-def _load_state_file(manifest: Manifest, file: VerifiedFile) -> Any:
     path = file.path
-    try:
-        return torch.load(str(file.local), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise IntegrityError(
-            f"{manifest.source}: refusing {path}: it is not a plain tensor file and loading "
-            f"it would need to run code from the file (weights_only=True refused it): "
-            f"{weights_only_refusal(exc)}"
-        ) from None
-    except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
-        raise InvalidModel(
-            manifest.error(
-                ("model", "weights"),
-                f"{path} is not a torch.save file that torch {torch.__version__} can read "
-                f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
-                "name a state_dict saved with torch.save",
-            ).format()
-        ) from None
+    with framework_warnings():  # a warning of the load is not a refused file (_warnings)
+        try:
+            return torch.load(str(file.local), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise IntegrityError(
+                f"{manifest.source}: refusing {path}: it is not a plain tensor file and loading "
+                f"it would need to run code from the file (weights_only=True refused it): "
+                f"{weights_only_refusal(exc)}"
+            ) from None
+        except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
+            raise InvalidModel(
+                manifest.error(
+                    ("model", "weights"),
+                    f"{path} is not a torch.save file that torch {torch.__version__} can read "
+                    f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
+                    "name a state_dict saved with torch.save",
+                ).format()
+            ) from None
 
 
 class TorchRunner:
@@ -228,9 +217,6 @@ class TorchRunner:
                 ).format()
             ) from None
         return module
-
-    def check_batch(self, batch: np.ndarray, layout: str) -> None:
-        """PyTorch modules declare no input signature; shape errors surface on the first call."""
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
         """Every leaf module's output on ``batch``, in the order the forward calls them, as

@@ -34,6 +34,7 @@ from pytest_mlrepro.fingerprint import environment
 from pytest_mlrepro.goldens import _store as golden_store
 from pytest_mlrepro.goldens._metrics import Comparison, compare
 from pytest_mlrepro.manifest._spec import load_manifest
+from pytest_mlrepro.pipeline import _decode as decoders
 from pytest_mlrepro.pipeline import _steps as pipeline
 from pytest_mlrepro.report import DIAGNOSIS_WORDING as WORDING
 from pytest_mlrepro.settings import Settings
@@ -333,12 +334,8 @@ def test_a_decoder_change_in_the_environment_is_named_with_the_library(
     model, sha = lab.model()
     text = H.manifest_text("env", model, sha, B, "cmyk")
     with monkeypatch.context() as patch:
-        real_opencv = pipeline._decode_opencv
-        patch.setattr(
-            pipeline,
-            "_decode_pil",
-            lambda data, exif, sample: real_opencv(data, exif, sample)[..., ::-1],
-        )
+        # Pillow's decode replaced by OpenCV's (in the same RGB order).
+        patch.setattr(decoders, "_mode_pil", decoders._mode_opencv)
         golden = lab.record(text)
     env = dict(golden.environment, libjpeg="8.0", pillow="12.1.0")
     golden = golden_store.Golden(golden.name, golden.manifest, env, golden.results, golden.probes)

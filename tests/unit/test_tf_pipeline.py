@@ -159,6 +159,13 @@ def test_tf_area_and_nearest_are_opencvs(size: tuple) -> None:
     assert np.array_equal(tf_resize(h, w, "nearest", False), nearest)
 
 
+@pytest.mark.parametrize("method", ["bicubic", "lanczos"])
+def test_tf_methods_are_tf_image_resize_methods_lanczos_its_lanczos3(method: Method) -> None:
+    name = "lanczos3" if method == "lanczos" else method
+    want = tf.image.resize(IMAGE, [20, 30], method=name, antialias=True).numpy()
+    assert np.array_equal(tf_resize(20, 30, method, True), want)
+
+
 def test_tf_resize_returns_float32_as_tensorflow_does() -> None:
     image = np.random.default_rng(1).integers(0, 256, (40, 60, 3), dtype=np.uint8)
     out = tf_resize(20, 30, "bilinear", False, image)

@@ -154,9 +154,6 @@ def test_garbage_collector_is_paused_while_timing_and_restored() -> None:
     assert gc.isenabled()
     measure(call, rule, clock=clock)
     assert seen == [True, True, False, False, False, False] and gc.isenabled()
-    seen.clear()
-    measure(call, rule, clock=clock, pause_gc=False)
-    assert all(seen)
 
 
 def test_stop_rule_rejects_impossible_settings() -> None:
@@ -222,7 +219,8 @@ def test_a_slower_machine_is_not_a_regression() -> None:
     assert j.ratio.low > 1.25
     assert j.outcome == "pass"
     assert j.normalised is not None and j.normalised.value == pytest.approx(1.0, abs=0.06)
-    assert j.machine_factor == pytest.approx(1.8, rel=0.05)
+    # The reference ran 1.8 times slower: the machine, not the model.
+    assert j.ratio.value / j.normalised.value == pytest.approx(1.8, rel=0.05)
 
 
 def test_on_an_idle_machine_the_reference_cannot_excuse_a_slowdown() -> None:
@@ -266,7 +264,7 @@ def test_faster_is_reported_as_faster() -> None:
 
 def test_without_a_reference_the_absolute_ratio_decides() -> None:
     j = judge(dist(0.018, 300, 11), GOLDEN, "p50", 1.25)
-    assert j.normalised is None and j.machine_factor is None and j.outcome == "regression"
+    assert j.normalised is None and j.outcome == "regression"
 
 
 def test_a_ratio_beyond_tolerance_from_few_noisy_rounds_is_not_a_regression() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ._config import import_tensorflow
 from ._runner import TensorFlowRunner
 from ._saved_model import safe_extract
-from ._signature import DEFAULT_SIGNATURE, Shape
+from ._signature import Shape
 from ._tflite import TFLiteRunner, dequantize, litert_interpreter, quantize, signature_names
 
 
@@ -34,7 +34,6 @@ def import_framework(name: str) -> None:
 
 
 __all__ = [
-    "DEFAULT_SIGNATURE",
     "Shape",
     "TFLiteRunner",
     "TensorFlowRunner",

@@ -15,11 +15,6 @@ def import_tensorflow() -> Any:
     return tf
 
 
-def _runtime_setting(manifest: Manifest, name: str, default: Any) -> Any:
-    """A runtime setting that not every version of the schema has (seed, deterministic_ops)."""
-    return getattr(manifest.runtime, name, default)
-
-
 # --- TensorFlow -----------------------------------------------------------------------------
 
 
@@ -43,10 +38,10 @@ def configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:
                     f"{kind}_threads {requested} requested, but TensorFlow had already started "
                     f"with {getter() or 'its default'} in this process"
                 )
-    seed = _runtime_setting(manifest, "seed", None)
+    seed = runtime.seed
     if seed is not None:
         tf.random.set_seed(seed)
-    deterministic = bool(_runtime_setting(manifest, "deterministic_ops", False))
+    deterministic = runtime.deterministic_ops
     if deterministic:
         tf.config.experimental.enable_op_determinism()
     info: dict[str, Any] = {

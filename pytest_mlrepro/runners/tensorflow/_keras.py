@@ -55,9 +55,8 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             scores: np.ndarray = forward(tf.constant(batch)).numpy()
             return scores
 
-    call.keras_model = model  # type: ignore[attr-defined]  # for layer_outputs
-
-    call.keep_alive = model  # type: ignore[attr-defined]
+    # For layer_outputs (the closures keep the model alive as long as the call).
+    call.keras_model = model  # type: ignore[attr-defined]
     return call, signature, output, {"keras_version": keras.__version__}
 
 

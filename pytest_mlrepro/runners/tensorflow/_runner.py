@@ -89,9 +89,6 @@ class TensorFlowRunner:
             return []
         return _keras.layer_outputs(model, batch)
 
-    def synchronize(self) -> None:
-        """Nothing to wait for: ``.numpy()`` returns when the device work is done."""
-
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The model call alone on ``batch``, for latency measurement."""
         call = self._call

@@ -62,7 +62,6 @@ class TFLiteRunner:
             d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
         )
         self.output_index = out["index"]
-        self.output_dtype = np.dtype(out["dtype"])
         self.output_quant = out["quantization"]
         self._shape: tuple[int, ...] | None = None
         self.model_content: bytes | None = None  # the verified model, for layer_outputs
@@ -229,9 +228,6 @@ class TFLiteRunner:
             scale, zero_point = self.output_quant
             return dequantize(out, scale, zero_point)
         return np.asarray(out, dtype=np.float32)
-
-    def synchronize(self) -> None:
-        """Nothing to wait for: ``invoke`` returns when the outputs are computed."""
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """``invoke`` alone on ``batch`` (set once), for latency measurement."""
