@@ -24,6 +24,8 @@ ENTRY = {
     "pytest_mlrepro._names",
     "pytest_mlrepro.plugin",
     "pytest_mlrepro.plugin._hookspecs",
+    # The garbage collector's freeze for a run that imports a framework: gc and pytest only.
+    "pytest_mlrepro.plugin._heap",
     # The JUnit glue: it imports json and pytest's junitxml (pytest's own), nothing of the engine.
     "pytest_mlrepro.plugin._junit",
     "pytest_mlrepro.plugin._options",
