@@ -1,16 +1,20 @@
-"""The frameworks' objects are left out of the garbage collector's walks for the run, and the
-collector is given back as it was at the run's very end (plugin/_heap.py, issue 34). In a
-subprocess: the test process's own objects are frozen already (tests/helpers.py)."""
+"""The frameworks' objects are left out of the garbage collector's walks for the run, the
+collector is given back as it was at the run's very end (a process that goes on after
+``pytest.main()``), and what is alive is set aside again as the interpreter exits, after a last
+collection (plugin/_heap.py, issue 34). In a subprocess: the test process's own objects are
+frozen already (tests/helpers.py)."""
 
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 from helpers import Project
 
 # What the collector holds frozen: at the conftest's import (before any framework), when each
-# item starts, and after pytest's last cleanup (atexit runs after pytest.main returns).
+# item starts, after pytest.main returns (the script below) and at the interpreter's exit (an
+# atexit function registered before the plugin's runs after it).
 RECORDING_CONFTEST = textwrap.dedent("""\
     import atexit
     import gc
@@ -33,6 +37,19 @@ RECORDING_CONFTEST = textwrap.dedent("""\
     """)
 
 
+AFTER_MAIN = textwrap.dedent("""\
+    import sys
+
+    import pytest
+
+    code = pytest.main(["-q", "-p", "no:cacheprovider"])
+    import conftest  # the project's, as pytest imported it
+
+    conftest._record("after main")
+    sys.exit(code)
+    """)
+
+
 def records(project: Project) -> list[dict[str, object]]:
     lines = (project.path / "frozen.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
@@ -47,14 +64,18 @@ def test_objects_alive_after_the_framework_import_are_frozen_for_the_run_only(
 ) -> None:
     only_onnx(serial_project)
     (serial_project.path / "conftest.py").write_text(RECORDING_CONFTEST.format(host=""))
-    serial_project.run(subprocess=True).assert_outcomes(passed=1)
-    seen = records(serial_project)
-    assert seen[0] == {"when": "conftest", "frozen": 0, "ort": False}
-    item = seen[1]
-    assert item["ort"] is True
+    script = serial_project.path / "run.py"
+    script.write_text(AFTER_MAIN)
+    done = serial_project.pytester.run(sys.executable, str(script))
+    assert done.ret == 0, done.stdout.str()
+    when = [r["when"] for r in records(serial_project)]
+    assert when == ["conftest", "manifests/tiny_onnx.yaml::accuracy[cpu]", "after main", "exit"]
+    conftest, item, after_main, at_exit = (r["frozen"] for r in records(serial_project))
+    assert conftest == 0
     # ONNX Runtime and numpy alone leave tens of thousands of objects.
-    assert isinstance(item["frozen"], int) and item["frozen"] > 10_000, item
-    assert seen[-1]["when"] == "exit" and seen[-1]["frozen"] == 0, "the run thawed what it froze"
+    assert isinstance(item, int) and item > 10_000, item
+    assert after_main == 0, "the run thawed what it froze"
+    assert isinstance(at_exit, int) and at_exit > 10_000, "set aside as the interpreter exits"
 
 
 def test_a_run_without_manifests_freezes_nothing(serial_project: Project) -> None:
