@@ -24,6 +24,7 @@ from .._visible import visible_lines
 from ..data import MAX_SHARDS, Shard
 from ..errors import OutputError
 from ..evaluation import PreprocessingShare
+from ..results import Row
 from ..settings import Settings, mirrors_from_env
 from ._options import INI_KEYS
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 PROPERTY_PREFIX = "mlrepro."
 """The prefix of the plugin's user properties (``mlrepro.verdict`` ...)."""
-
-Row = dict[str, Any]
 
 SPLIT_ATTR = "mlrepro_split"
 """A shard item's report attribute: which whole item it is a part of (``_shards.Split``)."""
@@ -71,12 +70,12 @@ class RunState:
     """The plugin's state for one pytest process: what its reports are made of."""
 
     results: list[Row] = field(default_factory=list)
-    """One row per accuracy, determinism or latency item: its ``mlrepro.*`` properties."""
-    latency: list[Row] = field(default_factory=list)
-    """One row per latency item: what the latency table and the benchmark file show."""
-    reference: list[Row] = field(default_factory=list)
-    """One row per item checked against a reference manifest."""
-    drift: list[Row] = field(default_factory=list)
+    """One typed row per accuracy, determinism or latency item (``_rows.results_row``)."""
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    """One per latency item: the data of the latency table and the benchmark file."""
+    reference: list[dict[str, Any]] = field(default_factory=list)
+    """One per item checked against a reference manifest: its reference properties."""
+    drift: list[dict[str, Any]] = field(default_factory=list)
     """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
     audit: GoldenAudit = field(default_factory=GoldenAudit)
     shards: Any = None
@@ -475,7 +474,7 @@ def display_path(config: pytest.Config, path: Path) -> str:
         return str(path)
 
 
-def properties(report: pytest.TestReport) -> Row:
+def properties(report: pytest.TestReport) -> dict[str, Any]:
     """The plugin's user properties of a report, without their ``mlrepro.`` prefix."""
     return {
         k[len(PROPERTY_PREFIX) :]: v
@@ -491,7 +490,6 @@ __all__ = [
     "SPLIT_ATTR",
     "GoldenAudit",
     "MlreproFailure",
-    "Row",
     "RunState",
     "check_outputs",
     "check_settings",

@@ -40,7 +40,8 @@ from ..report.html import (
     write_html,
 )
 from ..report.html import session_view as build
-from ._base import Row, display_path, machine_name, report_output_error, settings_key
+from ..results import Row
+from ._base import display_path, machine_name, report_output_error, settings_key
 
 if TYPE_CHECKING:
     from ..report.html import ReportView
@@ -172,7 +173,7 @@ def drift_of(item: pytest.Item) -> dict[str, Any] | None:
     return item.stash.get(_drift_key, None)
 
 
-def drift_row(report: pytest.TestReport) -> Row | None:
+def drift_row(report: pytest.TestReport) -> dict[str, Any] | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
     if report.when == "call" and isinstance(data, dict):
@@ -207,13 +208,13 @@ def _sensitivity(
     golden_dir = config.stash[settings_key].golden_dir
     found: dict[Path, tuple[Path, str, str]] = {}
     for row in rows:
-        shown = row.get("golden")
-        if not isinstance(shown, str):
+        shown = row.golden
+        if shown is None:
             continue
         golden = Path(shown) if Path(shown).is_absolute() else config.rootpath / shown
         path = sensitivity_table_path(golden, golden_dir)
         if path.is_file():
-            found.setdefault(path, (path, display_path(config, path), str(row.get("manifest"))))
+            found.setdefault(path, (path, display_path(config, path), str(row.manifest)))
     return pitfall_tables(list(found.values()), golden_dir, notes)
 
 
@@ -223,7 +224,7 @@ def session_view(config: pytest.Config, state: RunState) -> ReportView:
 
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
-    accuracy_rows = [r for r in state.results if r.get("kind") != "latency"]
+    accuracy_rows = [r for r in state.results if r.kind != "latency"]
     sensitivity = _sensitivity(config, accuracy_rows, notes)
     env = environment()
     parts = SessionParts(

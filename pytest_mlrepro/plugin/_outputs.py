@@ -14,8 +14,8 @@ from .._files import atomic_write_bytes
 from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document
-from ..results import FORMAT, created_now
-from ._base import Row, machine_name, output_path, report_output_error, results_path, run_shard
+from ..results import FORMAT, Row, created_now, row_json
+from ._base import machine_name, output_path, report_output_error, results_path, run_shard
 
 
 def write_results_file(
@@ -27,14 +27,14 @@ def write_results_file(
     if path is None:
         return
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
-    rows = sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")), r["nodeid"]))
+    rows = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
     shard = run_shard(session.config)
     payload = {
         "format": FORMAT,
         "created": created_now(),  # the history orders nights by it
         "machine": {"name": machine_name(session.config), "environment": environment()},
         "shard": None if shard is None else shard.as_json(),
-        "results": rows,
+        "results": [row_json(row) for row in rows],
     }
     if one_time:
         payload["one_time"] = one_time

@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from ._base import LATENCY_ATTR, PER_SAMPLE_ATTR, SPLIT_ATTR, Row, properties
+from ..results import Row, row_of
+from ._base import LATENCY_ATTR, PER_SAMPLE_ATTR, SPLIT_ATTR, properties
 
 
 def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | None:
-    """An item's metrics from its report (the call, or a skip at setup); None for other
-    reports and for items of other plugins, and for the shard items of a split item (unless
-    ``keep_split``): the whole item's merged report stands for them."""
+    """An item's typed row from its report (the call, or a skip at setup), made once, by
+    ``results.row_of``, from what the report carries as JSON (an xdist worker's too); None for
+    other reports and for items of other plugins, and for the shard items of a split item
+    (unless ``keep_split``): the whole item's merged report stands for them."""
     if report.when != "call" and not (report.skipped and report.when == "setup"):
         return None
     if not keep_split and getattr(report, SPLIT_ATTR, None) is not None:
@@ -42,7 +44,7 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
     runs = runs_of(report)
     if runs > 1:  # "runs", not "attempts": a latency row's attempts are its measurement's
         row["runs"] = runs
-    return row
+    return row_of(row)
 
 
 def runs_of(report: pytest.TestReport) -> int:
@@ -52,7 +54,7 @@ def runs_of(report: pytest.TestReport) -> int:
     return earlier + 1 if isinstance(earlier, int) and earlier >= 0 else 1
 
 
-def reference_row(report: pytest.TestReport) -> Row | None:
+def reference_row(report: pytest.TestReport) -> dict[str, Any] | None:
     """The reference properties of an item checked against a reference; None for other reports
     and items."""
     if report.when != "call":

@@ -28,6 +28,7 @@ from ..report import (
     shard_lines,
     summary_table,
 )
+from ..results import Row
 from ._accuracy import plan_preprocessing
 from ._base import (
     check_outputs,
@@ -211,14 +212,16 @@ class MlreproSession:
         if str(report.outcome) == "rerun":  # not among pytest's own outcomes (its type says)
             return
         state = self.state
-        for rows, row in (
-            (state.results, results_row(report)),
+        row = results_row(report)
+        if row is not None:
+            state.results.append(row)
+        for rows, data in (
             (state.latency, latency_row(report)),
             (state.reference, reference_row(report)),
             (state.drift, drift_row(report)),
         ):
-            if row is not None:
-                rows.append(row)
+            if data is not None:
+                rows.append(data)
         self._gather_shard(report)
 
     def _gather_shard(self, report: pytest.TestReport) -> None:
@@ -260,8 +263,8 @@ class MlreproSession:
             return
         state = self.state
         accuracy = sorted(
-            (r for r in state.results if r.get("kind") != "latency"),
-            key=lambda r: (str(r.get("manifest")), str(r.get("device"))),
+            (r for r in state.results if r.kind != "latency"),
+            key=lambda r: (str(r.manifest), str(r.device)),
         )
         sections: list[tuple[str, list[str]]] = [
             ("mlrepro reference agreement", reference_lines(state.reference)),
@@ -308,7 +311,7 @@ class MlreproSession:
         close_terminal_stderr(config)
 
 
-def _repeat_count(config: pytest.Config, rows: list[dict[str, Any]]) -> int:
+def _repeat_count(config: pytest.Config, rows: list[Row]) -> int:
     """pytest-repeat's ``--count`` in a run that had manifest items (1 otherwise)."""
     if not rows or not config.pluginmanager.hasplugin("repeat"):  # its pytest11 entry point
         return 1

@@ -10,15 +10,16 @@ terminal, JUnit XML and the exit status see it as an item's result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
 from .._visible import visible_lines
+from ..data import Shard
 from ..report import merged_shards_text
-from ..results import ShardMergeError, merge_shards
-from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR, Row
+from ..results import ShardMergeError, merge_shards, row_json, row_of
+from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR
 from ._rows import results_row
 
 
@@ -68,17 +69,16 @@ class Gathering:
         return sorted(nodeid for nodeid in self.reports if nodeid not in self.done)
 
 
-def _row(report: pytest.TestReport) -> Row:
+def _row(report: pytest.TestReport) -> dict[str, Any]:
+    """A shard item's row, as a results file would hold it (what ``merge_shards`` reads)."""
     split = Split.of(report)
     assert split is not None  # only shard items' reports are gathered
-
-    row = results_row(report, keep_split=True) or {}
-    row.setdefault("nodeid", report.nodeid)
-    row.setdefault("outcome", report.outcome)
-    row["shard"] = {"index": split.index, "count": split.count}
-    if "verdict" not in row:
-        row["verdict"] = "error" if report.failed else report.outcome
-    return row
+    row = results_row(report, keep_split=True)
+    if row is None:  # a setup that failed: no properties
+        row = row_of({"nodeid": report.nodeid, "outcome": report.outcome})
+    verdict = row.verdict if row.verdict is not None else "error" if report.failed else None
+    shard = Shard(split.index, split.count)
+    return row_json(replace(row, shard=shard, verdict=verdict or report.outcome))
 
 
 def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:

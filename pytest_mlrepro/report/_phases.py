@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._phases import PHASES, total
+from ..results import Row
 from ._text import aligned
 
 Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
@@ -21,33 +22,25 @@ def _cell(times: Mapping[str, Any] | None) -> str:
     return f"{float(times['wall']):.2f} ({float(times['cpu']):.2f})"
 
 
-def _item(row: Mapping[str, Any]) -> str:
-    name = str(row.get("nodeid", ""))
-    return name.rsplit("/", 1)[-1]
-
-
-def phase_table(
-    rows: Sequence[Mapping[str, Any]], one_time: Mapping[str, Any] | None = None
-) -> Table:
+def phase_table(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> Table:
     """The account of every row that has one, and a last row ``once`` with the session's
     one-time costs; empty rows when no row has an account."""
     accounts = [
-        (row, row["timing"]["phases"])
-        for row in rows
-        if isinstance(row.get("timing"), dict) and isinstance(row["timing"].get("phases"), dict)
+        (row.nodeid, row.timing.call, {k: vars(v) for k, v in row.timing.phases.items()})
+        for row in sorted(rows, key=lambda row: row.nodeid)
+        if row.timing is not None and row.timing.phases is not None
     ]
     if not accounts:
         return (), ()
-    seen = {name for _, account in accounts for name in account} | set(one_time or {})
+    seen = {name for *_, account in accounts for name in account} | set(one_time or {})
     names = [name for name in PHASES if name in seen]
     header = ("item", "call s", "phases s", *names)
     body: list[tuple[str, ...]] = []
-    for row, account in sorted(accounts, key=lambda a: str(a[0].get("nodeid", ""))):
-        call = row["timing"].get("call")
+    for nodeid, call, account in accounts:
         body.append(
             (
-                _item(row),
-                f"{float(call):.2f}" if isinstance(call, (int, float)) else "-",
+                nodeid.rsplit("/", 1)[-1],
+                "-" if call is None else f"{call:.2f}",
                 f"{total(account):.2f}",
                 *(_cell(account.get(name)) for name in names),
             )
@@ -64,9 +57,7 @@ def phase_table(
     return header, tuple(body)
 
 
-def phase_lines(
-    rows: Sequence[Mapping[str, Any]], one_time: Mapping[str, Any] | None = None
-) -> list[str]:
+def phase_lines(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> list[str]:
     """:func:`phase_table` as the terminal's aligned lines, with what the cells are; none when
     no row has an account."""
     header, body = phase_table(rows, one_time)

@@ -10,7 +10,7 @@ from .._names import record_command
 from .._visible import visible
 from ..goldens import Comparison
 from ..manifest import Tolerances
-from ..results import Part, combine
+from ..results import Part, Row, combine
 from ._text import aligned
 
 _LEVEL_NAMES = {
@@ -103,7 +103,7 @@ def explain(
     return "\n".join(lines)
 
 
-def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+def summary_table(rows: Sequence[Row]) -> list[str]:
     header = (
         "manifest",
         "device",
@@ -118,25 +118,24 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     for r in rows:
         table.append(
             (
-                str(r.get("manifest", "")),
-                str(r.get("device", "")),
-                str(r.get("framework", "")),
-                str(r.get("samples", "")),
-                _fmt(r.get("top1")),
-                _fmt(r.get("top5")),
-                _fmt(r.get("agreement"), 4),
+                r.manifest or "",
+                r.device or "",
+                r.framework or "",
+                "" if r.samples is None else str(r.samples),
+                _fmt(r.top1),
+                _fmt(r.top5),
+                _fmt(r.agreement, 4),
                 _verdict(r),
             )
         )
     return aligned(table)
 
 
-def _verdict(row: dict[str, Any]) -> str:
+def _verdict(row: Row) -> str:
     """The verdict, and how many runs it took when the item ran more than once
     (pytest-rerunfailures: the last run's verdict)."""
-    runs = row.get("runs")
-    verdict = str(row.get("verdict", ""))
-    return f"{verdict} ({runs} runs)" if isinstance(runs, int) else verdict
+    verdict = row.verdict or ""
+    return verdict if row.runs is None else f"{verdict} ({row.runs} runs)"
 
 
 def _fmt(value: Any, digits: int = 2) -> str:

@@ -4,10 +4,12 @@ table, the reference agreement, the golden store's audit and what a sharded run 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..data import Shard
 from ..latency import STALE_RATIO
+from ..results import Row
 from ._latency import fmt_ms
 from ._text import aligned
 
@@ -91,14 +93,10 @@ def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def note_lines(rows: list[dict[str, Any]]) -> list[str]:
+def note_lines(rows: Sequence[Row]) -> list[str]:
     """The items' notes (an enrichment, a byte change that is no data change), one per line."""
-    lines = []
-    for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
-        notes = r.get("notes")
-        for note in notes if isinstance(notes, list) else []:
-            lines.append(f"{r.get('manifest')} [{r.get('device')}]: {note}")
-    return lines
+    ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device)))
+    return [f"{r.manifest} [{r.device}]: {note}" for r in ordered for note in r.notes]
 
 
 def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[str]:

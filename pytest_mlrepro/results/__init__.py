@@ -56,6 +56,8 @@ from ._record import (
     Status,
     record,
     results_schema,
+    row_json,
+    row_of,
 )
 
 __all__ = [
@@ -95,6 +97,8 @@ __all__ = [
     "results_from_json",
     "results_schema",
     "results_to_json",
+    "row_json",
+    "row_of",
     "settings_of",
     "shard_of",
     "shard_results",

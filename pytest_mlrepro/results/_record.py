@@ -219,12 +219,18 @@ class Row:
     latency_tolerance: dict[str, float] | None = None
     shards: int | None = _optional("merged from this many shard items", minimum=1)
     batch: int | None = _optional("latency rows: the batch size", minimum=1)
+    notes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
+    """The fields of the row this record does not name (a reference's, the manifest's controls,
+    later versions'): kept, written back as they came (:func:`row_json`); not in the schema."""
 
     @property
     def p50_tolerance(self) -> float | None:
         """Latency rows: the largest p50 ratio now/golden that passes."""
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
 
+
+_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(Row))
 
 LISTED: tuple[tuple[str, str], ...] = tuple(
     (f.name, f.metadata["label"]) for f in dataclasses.fields(Row) if "label" in f.metadata
@@ -274,6 +280,10 @@ def _value(tp: Any, value: Any) -> Any:
     if origin is tuple:
         return tuple(_value(args[0], v) for v in value)
     if origin is list:
+        if args[0] in (int, str):  # per-sample ids and labels: already what JSON gives
+            return list(value)
+        if args[0] is float:
+            return [float(v) for v in value]
         return [_value(args[0], v) for v in value]
     if origin is dict:
         return {k: _value(args[1], v) for k, v in value.items()}
@@ -282,6 +292,38 @@ def _value(tp: Any, value: Any) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return record(tp, value)
     return value
+
+
+def row_of(value: typing.Mapping[str, Any]) -> Row:
+    """The session's typed row of an item's results (its report's ``mlrepro.*`` properties and
+    attributes, JSON as xdist carries them): the fields :class:`Row` names typed, the rest kept
+    in ``extra``."""
+    return record(Row, value, extra={k: v for k, v in value.items() if k not in _ROW_FIELDS})
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """The row as the results file holds it: ``dataclasses.asdict``, but a field left empty
+    (None, no entries) is absent, as the file has it, and ``extra``'s fields sit beside the
+    named ones."""
+    out: dict[str, Any] = _json(row)
+    return out
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        given = getattr(value, f.name)
+        if f.metadata.get("extra"):
+            out.update(given)
+        elif not (f.default in (None, ()) and given == f.default):
+            out[f.name] = _json(given)
+    return out
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
@@ -361,6 +403,8 @@ def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for f in dataclasses.fields(cls):
+        if f.metadata.get("extra"):
+            continue
         properties[f.name] = _merge(_schema(hints[f.name], defs), f.metadata.get("schema", {}))
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             required.append(f.name)

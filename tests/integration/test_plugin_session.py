@@ -3,6 +3,7 @@ conftest can implement, and one session object, registered with pytest, owns the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,52 @@ def test_a_conftest_adds_an_item_kind_through_the_hook(serial_project: Project) 
         ]
     )
     assert result.ret == 0
+
+
+ROWS_CONFTEST = """\
+import json
+
+import pytest
+
+from pytest_mlrepro.plugin._base import state_of
+from pytest_mlrepro.results import Row, row_json
+
+
+@pytest.hookimpl(trylast=True)  # after the plugin's sessionfinish wrote the results file
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    rows = state_of(session.config).results
+    with open("session_rows.json", "w") as out:
+        json.dump([{"type": type(r).__qualname__, "typed": type(r) is Row, "row": row_json(r)}
+                   for r in rows], out)
+"""
+
+
+@pytest.mark.about_xdist  # the worker's JSON made the typed row again on the controller
+def test_the_session_rows_are_typed_and_the_results_file_is_their_json(project: Project) -> None:
+    """The session keeps one typed ``results.Row`` per item, made from the report (under xdist:
+    from the JSON the worker sent, on the controller), and the results file holds exactly
+    ``row_json`` of each: a compared row's per-sample blocks, tolerances and timings included."""
+    project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_new.yaml": project.manifest("tiny_new"),
+        },
+        goldens=["tiny_onnx"],
+    )
+    (project.path / "conftest.py").write_text(ROWS_CONFTEST)
+    result = project.run("--mlrepro-json", "out.json", "-m", "mlrepro_accuracy")
+    result.assert_outcomes(passed=1, failed=1)  # tiny_new has no golden
+    session = json.loads((project.path / "session_rows.json").read_text())
+    written = json.loads((project.path / "out.json").read_text())["results"]
+    assert [(s["type"], s["typed"]) for s in session] == [("Row", True)] * 2
+    by_node = {s["row"]["nodeid"]: s["row"] for s in session}
+    assert {r["nodeid"]: r for r in written} == by_node
+    compared = by_node["manifests/tiny_onnx.yaml::accuracy[cpu]"]
+    assert compared["status"] == "passed" and compared["per_sample"]["golden"] is not None
+    assert set(compared["tolerances"]) == {"top1", "top5", "agreement", "score"}
+    assert by_node["manifests/tiny_new.yaml::accuracy[cpu]"]["status"] == "no golden"
 
 
 def test_the_item_kind_hook_is_documented(pytester: pytest.Pytester) -> None:

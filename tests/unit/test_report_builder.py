@@ -19,6 +19,7 @@ from pytest_mlrepro.results import (
     FORMAT,
     ResultsFileError,
     manifest_identity,
+    row_of,
     validate_results,
 )
 
@@ -130,7 +131,9 @@ def test_a_session_view_is_the_matrix_view_of_its_own_results_document() -> None
     one ``mlrepro merge --html`` makes of the same rows as a file."""
     rows = [_row(MANIFEST, drifted=True)]
     parts = report.SessionParts()
-    session = report.session_view(rows, machine="ci-1", environment={"python": "3.11"}, parts=parts)
+    session = report.session_view(
+        [row_of(r) for r in rows], machine="ci-1", environment={"python": "3.11"}, parts=parts
+    )
     merged = report.matrix_view(build_matrix([_file("ci-1", rows)]), parts=parts)
     assert session.matrix == merged.matrix
     assert session.drift == merged.drift
@@ -139,7 +142,7 @@ def test_a_session_view_is_the_matrix_view_of_its_own_results_document() -> None
     bad = copy.deepcopy(rows)
     bad[0]["manifest_content"]["runtime"]["batch_size"] = 64  # edited after its digest
     with pytest.raises(ResultsFileError, match=r"\$\.results\[0\]\.manifest_content: does not"):
-        report.session_view(bad, machine="ci-1", environment={}, parts=parts)
+        report.session_view([row_of(bad[0])], machine="ci-1", environment={}, parts=parts)
 
 
 def test_a_failed_comparison_gets_its_why_the_diagnosis_the_table_and_the_changed_samples() -> None:
@@ -148,7 +151,7 @@ def test_a_failed_comparison_gets_its_why_the_diagnosis_the_table_and_the_change
         drift=({"manifest": "tiny", "device": "cpu", "thumbnails": {"s0.png": picture}},)
     )
     view = report.session_view(
-        [_row(MANIFEST, drifted=True)], machine="ci-1", environment={}, parts=parts
+        [row_of(_row(MANIFEST, drifted=True))], machine="ci-1", environment={}, parts=parts
     )
     (section,) = view.drift
     assert section.diagnosis == "colour order" and section.lead == SUMMARY["lead"]
@@ -184,7 +187,7 @@ def html_text(page: str) -> str:
 
 def test_a_passing_view_has_no_section_and_says_no_cause() -> None:
     view = report.session_view(
-        [_row(MANIFEST)], machine="ci-1", environment={}, parts=report.SessionParts()
+        [row_of(_row(MANIFEST))], machine="ci-1", environment={}, parts=report.SessionParts()
     )
     assert view.drift == ()
     (row,) = view.matrix.rows
@@ -319,7 +322,9 @@ def test_a_shard_runs_own_report_shows_its_part_as_not_compared_not_failed() -> 
     not compared yet (the merge decides), never a failed merge."""
     row = _row(MANIFEST)
     row.update(shard={"index": 1, "count": 2}, verdict="shard 1/2 compared (verdict at the merge)")
-    view = report.session_view([row], machine="ci-1", environment={}, parts=report.SessionParts())
+    view = report.session_view(
+        [row_of(row)], machine="ci-1", environment={}, parts=report.SessionParts()
+    )
     (shown,) = view.matrix.rows
     assert shown.status == "skip" and view.summary == {"skip": 1}
     cells = dict(zip(report.MATRIX_COLUMNS, shown.cells))

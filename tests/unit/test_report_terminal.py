@@ -15,6 +15,7 @@ from pytest_mlrepro.report import (
     shard_lines,
     summary_table,
 )
+from pytest_mlrepro.results import row_of
 
 
 def test_aligned_columns_start_at_the_same_place_and_lines_end_without_spaces() -> None:
@@ -103,10 +104,12 @@ def test_shard_lines_only_for_a_run_that_is_one_shard() -> None:
 
 
 def test_summary_table_aligns_its_numbers_under_their_headers() -> None:
-    rows: list[dict[str, Any]] = [
-        {"manifest": "m", "device": "cpu", "framework": "torch", "samples": 1000, "top1": 75.1234,
-         "top5": 92.0, "agreement": 0.99876, "verdict": "pass"},
-        {"manifest": "longer_name", "device": "cuda", "verdict": "skipped"},
+    rows = [
+        row_of({"nodeid": "m", "outcome": "passed", "manifest": "m", "device": "cpu",
+                "framework": "torch", "samples": 1000, "top1": 75.1234, "top5": 92.0,
+                "agreement": 0.99876, "verdict": "pass"}),
+        row_of({"nodeid": "l", "outcome": "skipped", "manifest": "longer_name", "device": "cuda",
+                "verdict": "skipped"}),
     ]  # fmt: skip
     header, first, second = summary_table(rows)
     assert first.split() == ["m", "cpu", "torch", "1000", "75.12", "92.00", "0.9988", "pass"]

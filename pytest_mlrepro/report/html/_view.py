@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix
 from ...matrix import Result as MatrixResult
-from ...results import FORMAT, LISTED, validate_results
+from ...results import FORMAT, LISTED, Row, row_json, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
@@ -66,7 +66,7 @@ class SessionParts:
 
 
 def results_document(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
     machine: str,
     environment: Mapping[str, Any],
     created: str | None = None,
@@ -74,8 +74,8 @@ def results_document(
     """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
     but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
     no shard 2 to merge with (its rows' verdict says the merge decides)."""
-    shown = [{k: v for k, v in row.items() if k != "shard"} for row in rows]
-    shown.sort(key=lambda r: (str(r.get("manifest")), str(r.get("device")), str(r.get("nodeid"))))
+    ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
+    shown = [row_json(replace(row, shard=None)) for row in ordered]
     document: dict[str, Any] = {
         "format": FORMAT,
         "machine": {"name": machine, "environment": dict(environment)},
@@ -87,9 +87,7 @@ def results_document(
     return document
 
 
-def session_matrix(
-    rows: Sequence[Mapping[str, Any]], machine: str, environment: Mapping[str, Any]
-) -> Matrix:
+def session_matrix(rows: Sequence[Row], machine: str, environment: Mapping[str, Any]) -> Matrix:
     """The one-machine matrix of a session's rows, through the results document (JSON and back:
     exactly what the file would hold) and the results file's validation. ResultsFileError or
     MatrixError where the rows are not a valid results file."""
@@ -99,7 +97,7 @@ def session_matrix(
 
 
 def session_view(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
     *,
     machine: str,
     environment: Mapping[str, Any],
