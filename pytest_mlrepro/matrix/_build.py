@@ -40,6 +40,7 @@ from ..results import (
     pipeline_digest,
     pipeline_of,
     record,
+    row_json,
     settings_of,
     unsharded_nodeid,
 )
@@ -161,7 +162,7 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
             f"of this item (in {files}): merge one or the other"
         )
     try:
-        return merge_shards(rows)
+        return row_json(merge_shards(rows))
     except ShardMergeError as exc:
         first = rows[0]
         return {

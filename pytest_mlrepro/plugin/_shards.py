@@ -93,16 +93,22 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     where = f"{split.manifest_file} [{rows[0].get('device', '?')}]"
     text: str | None = None
     try:
-        row = merge_shards(rows)
+        merged = merge_shards(rows)
     except ShardMergeError as exc:
-        row = {k: rows[0][k] for k in ("manifest", "device", "framework") if k in rows[0]}
-        row.update(outcome="failed", verdict="shards incomplete")
+        kept: dict[str, Any] = {
+            "nodeid": nodeid,
+            "outcome": "failed",
+            "verdict": "shards incomplete",
+        }
+        kept.update((k, rows[0][k]) for k in ("manifest", "device", "framework") if k in rows[0])
+        merged = row_of(kept)
         text = (
             f"{where}: no verdict: {exc}. The whole item's verdict needs every shard item "
             f"(deselected, stopped early or crashed ones included)."
         )
-    if text is None and row["outcome"] == "failed":
-        text = merged_shards_text(where, row, rows, split.manifest_file, split.classes)
+    if text is None and merged.outcome == "failed":
+        text = merged_shards_text(where, merged, rows, split.manifest_file, split.classes)
+    row = row_json(merged)
     properties: list[tuple[str, object]] = [
         (PROPERTY_PREFIX + key, value)
         for key, value in row.items()

@@ -9,7 +9,6 @@ from typing import Any
 from .._names import record_command
 from .._visible import visible
 from ..goldens import Comparison
-from ..manifest import Tolerances
 from ..results import Part, Row, combine
 from ._text import aligned
 
@@ -144,14 +143,14 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def merged_shards_text(
     where: str,
-    merged: Mapping[str, Any],
+    merged: Row,
     shards: Sequence[Mapping[str, Any]],
     manifest_file: str,
     classes: Sequence[str] | None,
 ) -> str:
     """Why the whole item merged from its shard items' rows (``results.merge_shards``) failed:
     the shard items that failed on their own, else the merged comparison's drift."""
-    failed = merged.get("failed_shards") or []
+    failed = merged.extra.get("failed_shards") or []
     if failed:
         named = "\n".join(
             f"  shard {f['shard']}: {f['verdict']} ({f['nodeid']}, see its own report)"
@@ -159,10 +158,11 @@ def merged_shards_text(
         )
         return f"{where}: {len(failed)} of its {len(shards)} shard items failed:\n{named}"
     parts = [Part.from_json(r["per_sample"]) for r in shards]
-    comparison = combine(parts, Tolerances(**merged["tolerances"]))
+    assert merged.tolerances is not None  # a merged comparison was made with them
+    comparison = combine(parts, merged.tolerances)
     drift = explain(
         comparison,
-        str(merged.get("golden", "the golden")),
+        merged.golden or "the golden",
         classes,
         record_command(manifest_file),
         # What changed in the data since the golden, as each shard found it in its part.

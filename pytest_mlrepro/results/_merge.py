@@ -26,6 +26,7 @@ from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._fields import changed_samples
 from ._format import Part
+from ._record import Row, row_of
 
 EXAMPLES = 5
 """Shards or versions named in one message; the rest are counted."""
@@ -244,11 +245,16 @@ def _added_phases(accounts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
     return added
 
 
-def merge_shards(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The N shard rows of one evaluation (one machine, manifest and device) merged into the row
-    of the unsharded run: its exact metrics and its verdict. A shard that failed on its own
-    (an error, no golden, non-finite outputs, a skip) makes the merged row fail, naming the
-    shard; ShardMergeError when the rows are not each shard once (see :func:`check_shards`)."""
+def merge_shards(rows: Sequence[Mapping[str, Any]]) -> Row:
+    """The N shard rows of one evaluation (one machine, manifest and device) merged into the
+    typed row of the unsharded run: its exact metrics and its verdict. A shard that failed on
+    its own (an error, no golden, non-finite outputs, a skip) makes the merged row fail, naming
+    the shard (``extra["failed_shards"]``); ShardMergeError when the rows are not each shard
+    once (see :func:`check_shards`)."""
+    return row_of(_merged(rows))
+
+
+def _merged(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     shards = check_shards(rows)
     first = shards[0][1]
     merged: dict[str, Any] = {key: first[key] for key in COMMON if key in first}

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from helpers import PREPROCESS_BGR, XDIST, Project, checksum_list, recorded_project_of
 
-from pytest_mlrepro.results import load_results, merge_shards, results_schema
+from pytest_mlrepro.results import Row, load_results, merge_shards, results_schema, row_json
 
 N_IMAGES = 40
 MANIFEST = "manifests/tiny_onnx.yaml"
@@ -85,7 +85,9 @@ def test_shard_runs_merge_into_the_unsharded_run(sharded: Project) -> None:
     assert ids[0] | ids[1] == set(whole["per_sample"]["now"]["ids"])
     # The golden's samples partitioned the same way.
     assert [set(p["per_sample"]["golden"]["ids"]) for p in parts] == ids
-    _same_evaluation(merge_shards(parts), whole)
+    merged = merge_shards(parts)
+    assert isinstance(merged, Row)  # the typed record; the file's row is its JSON
+    _same_evaluation(row_json(merged), whole)
     # What identifies the evaluation is the same in every part.
     for key in ("manifest_file", "manifest_digest", "hardware_slug", "tolerances"):
         assert parts[0][key] == parts[1][key] == whole[key]
@@ -97,8 +99,8 @@ def test_drifted_shard_runs_merge_into_the_unsharded_drift(sharded: Project) -> 
     assert whole["verdict"] == "drift"
     assert 0 < whole["agreement"] < 1
     merged = merge_shards(parts)
-    assert merged["verdict"] == "drift" and merged["outcome"] == "failed"
-    _same_evaluation(merged, whole)
+    assert merged.verdict == "drift" and merged.outcome == "failed"
+    _same_evaluation(row_json(merged), whole)
 
 
 def test_an_update_of_one_shard_is_a_usage_error(sharded: Project) -> None:

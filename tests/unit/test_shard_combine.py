@@ -19,10 +19,12 @@ from pytest_mlrepro.goldens import Results, compare, rounded_scores, score_diffs
 from pytest_mlrepro.manifest import Tolerances
 from pytest_mlrepro.results import (
     Part,
+    Row,
     ShardMergeError,
     combine,
     merge_shards,
     metrics,
+    row_json,
     shard_results,
 )
 
@@ -145,11 +147,13 @@ def test_merge_shards_gives_the_whole_rows_metrics_and_verdict(shard_rows: Any) 
     tolerances = Tolerances()
     whole = compare(golden, now, scores, tolerances)
     merged = merge_shards(list(reversed(rows)))
-    assert {k: merged[k] for k in metrics(whole)} == metrics(whole)
-    assert merged["verdict"] == ("pass" if whole.ok else "drift")
-    assert merged["outcome"] == ("passed" if whole.ok else "failed")
-    assert merged["per_sample"]["now"]["ids"] == list(now.ids)
-    assert "shard" not in merged and merged["shards"] == 3
+    assert isinstance(merged, Row)  # the typed, frozen record
+    assert {k: getattr(merged, k) for k in metrics(whole)} == metrics(whole)
+    assert merged.verdict == ("pass" if whole.ok else "drift")
+    assert merged.outcome == merged.status == ("passed" if whole.ok else "failed")
+    assert merged.per_sample is not None and merged.per_sample.now.ids == list(now.ids)
+    assert merged.shard is None and merged.shards == 3
+    assert "shard" not in row_json(merged)
 
 
 @pytest.mark.parametrize(
@@ -193,11 +197,11 @@ def test_a_shard_that_failed_fails_the_merge_naming_it(shard_rows: Any) -> None:
     rows[1].update(outcome="failed", verdict="non-finite outputs")
     del rows[1]["per_sample"]
     merged = merge_shards(rows)
-    assert merged["outcome"] == "failed" and merged["verdict"] == "non-finite outputs"
-    assert merged["failed_shards"] == [
+    assert merged.outcome == "failed" and merged.verdict == "non-finite outputs"
+    assert merged.extra["failed_shards"] == [
         {"shard": "2/3", "nodeid": rows[1]["nodeid"], "verdict": "non-finite outputs"}
     ]
-    assert "top1" not in merged  # no metrics from an incomplete evaluation
+    assert merged.top1 is None  # no metrics from an incomplete evaluation
 
 
 def test_combine_refuses_overlapping_or_uncompared_parts(shard_rows: Any) -> None:
