@@ -280,11 +280,9 @@ def _value(tp: Any, value: Any) -> Any:
     if origin is tuple:
         return tuple(_value(args[0], v) for v in value)
     if origin is list:
-        if args[0] in (int, str):  # per-sample ids and labels: already what JSON gives
-            return list(value)
-        if args[0] is float:
-            return [float(v) for v in value]
-        return [_value(args[0], v) for v in value]
+        return _items(args[0], value)
+    if origin is dict and args[1] is float:  # a score_diff: 50,000 of them
+        return {k: float(v) for k, v in value.items()}
     if origin is dict:
         return {k: _value(args[1], v) for k, v in value.items()}
     if tp is float:
@@ -292,6 +290,17 @@ def _value(tp: Any, value: Any) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return record(tp, value)
     return value
+
+
+def _items(tp: Any, values: list[Any]) -> list[Any]:
+    """A list of ``tp``; lists of numbers in one pass each (per-sample results hold 50,000)."""
+    if tp is float:
+        return [float(v) for v in values]
+    if tp in (int, str):
+        return list(values)
+    if typing.get_origin(tp) is list:
+        return [_items(typing.get_args(tp)[0], v) for v in values]
+    return [_value(tp, v) for v in values]
 
 
 def row_of(value: typing.Mapping[str, Any]) -> Row:
@@ -310,10 +319,12 @@ def row_json(row: Row) -> dict[str, Any]:
 
 
 def _json(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # numbers, strings: as they are (50,000 per sample)
+        scalars = not value or isinstance(value[0], (str, int, float))
+        return list(value) if scalars else [_json(v) for v in value]
+    if isinstance(value, dict):  # a score_diff's numbers, likewise
+        scalars = not value or isinstance(next(iter(value.values())), (str, int, float))
+        return dict(value) if scalars else {k: _json(v) for k, v in value.items()}
     if not dataclasses.is_dataclass(value) or isinstance(value, type):
         return value
     out: dict[str, Any] = {}
