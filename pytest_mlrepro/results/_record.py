@@ -314,8 +314,7 @@ def row_json(row: Row) -> dict[str, Any]:
     """The row as the results file holds it: ``dataclasses.asdict``, but a field left empty
     (None, no entries) is absent, as the file has it, and ``extra``'s fields sit beside the
     named ones."""
-    out: dict[str, Any] = _json(row)
-    return out
+    return typing.cast(dict[str, Any], _json(row))
 
 
 def _json(value: Any) -> Any:

@@ -11,6 +11,8 @@ import pytest
 from pytest_mlrepro.accuracy import AccuracyOutcome
 from pytest_mlrepro.evaluation import RunComparison
 from pytest_mlrepro.latency import LatencyOutcome
+from pytest_mlrepro.manifest import Tolerances
+from pytest_mlrepro.results import row_json, row_of
 
 
 def test_an_accuracy_record_is_frozen_with_its_properties_and_notes() -> None:
@@ -49,3 +51,31 @@ def test_a_determinism_record_is_frozen_and_states_its_status(
     assert record.status == status
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.tolerance = 1.0  # type: ignore[misc]
+
+
+def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:
+    """``row_of`` types the fields the row names (the rest kept in ``extra``); ``row_json`` is
+    the JSON it was made of: an empty field absent, a required null (no golden) kept."""
+    value = {
+        "nodeid": "m.yaml::accuracy[cpu]",
+        "outcome": "failed",
+        "status": "no golden",
+        "tolerances": {"top1": 0.5, "top5": 0.5, "agreement": 0.99, "score": 0.001},
+        "timing": {"seconds": 0.5, "phases": {"model": {"wall": 0.25, "cpu": 0.5}}},
+        "per_sample": {
+            "now": {"ids": ["a"], "labels": [1], "topk": [[1, 0]], "topk_scores": [[0.9, 0.1]]},
+            "golden": None,
+            "score_diff": {},
+        },
+        "notes": ["a note"],
+        "reference_verdict": "agrees",  # a field the record does not name
+    }
+    row = row_of(value)
+    assert row.tolerances == Tolerances() and row.notes == ("a note",)
+    assert row.timing is not None and row.timing.phases is not None
+    assert (row.timing.phases["model"].wall, row.timing.phases["model"].cpu) == (0.25, 0.5)
+    assert row.per_sample is not None and row.per_sample.golden is None
+    assert row.top1 is None and row.extra == {"reference_verdict": "agrees"}
+    assert row_json(row) == value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.status = "passed"  # type: ignore[misc]
