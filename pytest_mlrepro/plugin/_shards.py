@@ -95,13 +95,9 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     try:
         merged = merge_shards(rows)
     except ShardMergeError as exc:
-        kept: dict[str, Any] = {
-            "nodeid": nodeid,
-            "outcome": "failed",
-            "verdict": "shards incomplete",
-        }
-        kept.update((k, rows[0][k]) for k in ("manifest", "device", "framework") if k in rows[0])
-        merged = row_of(kept)
+        kept: dict[str, Any] = {k: rows[0].get(k) for k in ("manifest", "device", "framework")}
+        kept.update(nodeid=nodeid, outcome="failed", verdict="shards incomplete")
+        merged = row_of(kept)  # a name absent from the shards' rows stays absent (None)
         text = (
             f"{where}: no verdict: {exc}. The whole item's verdict needs every shard item "
             f"(deselected, stopped early or crashed ones included)."

@@ -222,7 +222,8 @@ class Row:
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
     """The fields of the row this record does not name (a reference's, the manifest's controls,
-    later versions'): kept, written back as they came (:func:`row_json`); not in the schema."""
+    later versions') and those given as null: written back as they came (:func:`row_json`); not
+    in the schema."""
 
     @property
     def p50_tolerance(self) -> float | None:
@@ -305,9 +306,11 @@ def _items(tp: Any, values: list[Any]) -> list[Any]:
 
 def row_of(value: typing.Mapping[str, Any]) -> Row:
     """The session's typed row of an item's results (its report's ``mlrepro.*`` properties and
-    attributes, JSON as xdist carries them): the fields :class:`Row` names typed, the rest kept
-    in ``extra``."""
-    return record(Row, value, extra={k: v for k, v in value.items() if k not in _ROW_FIELDS})
+    attributes, JSON as xdist carries them): the fields :class:`Row` names typed; the rest, and
+    the fields given as null (a latency row's ``stale_golden``), kept in ``extra``, so that the
+    file says them as they were given."""
+    extra = {k: v for k, v in value.items() if k not in _ROW_FIELDS or v is None}
+    return record(Row, value, extra=extra)
 
 
 def row_json(row: Row) -> dict[str, Any]:
@@ -329,8 +332,8 @@ def _json(value: Any) -> Any:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(value):
         given = getattr(value, f.name)
-        if f.metadata.get("extra"):
-            out.update(given)
+        if f.metadata.get("extra"):  # the last field: a named one given as well stands
+            out = {**given, **out}
         elif not (f.default in (None, ()) and given == f.default):
             out[f.name] = _json(given)
     return out

@@ -55,7 +55,8 @@ def test_a_determinism_record_is_frozen_and_states_its_status(
 
 def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:
     """``row_of`` types the fields the row names (the rest kept in ``extra``); ``row_json`` is
-    the JSON it was made of: an empty field absent, a required null (no golden) kept."""
+    the JSON it was made of: an empty field absent, a required null (no golden) and a null given
+    kept."""
     value = {
         "nodeid": "m.yaml::accuracy[cpu]",
         "outcome": "failed",
@@ -69,13 +70,15 @@ def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:
         },
         "notes": ["a note"],
         "reference_verdict": "agrees",  # a field the record does not name
+        "stale_golden": None,  # given as null: the file says it so
     }
     row = row_of(value)
     assert row.tolerances == Tolerances() and row.notes == ("a note",)
     assert row.timing is not None and row.timing.phases is not None
     assert (row.timing.phases["model"].wall, row.timing.phases["model"].cpu) == (0.25, 0.5)
     assert row.per_sample is not None and row.per_sample.golden is None
-    assert row.top1 is None and row.extra == {"reference_verdict": "agrees"}
+    assert row.top1 is None and row.stale_golden is None
+    assert row.extra == {"reference_verdict": "agrees", "stale_golden": None}
     assert row_json(row) == value
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.status = "passed"  # type: ignore[misc]
