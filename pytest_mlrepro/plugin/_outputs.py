@@ -54,7 +54,7 @@ def _results_text(payload: dict[str, Any]) -> str:
     """The results file's text: indented to be read, except each row's ``per_sample`` block, one
     line of compact JSON. Why: the per-sample numbers are most of the file, and json's indenting
     encoder is pure Python, its compact one C: the main job's nine rows took 0.46 s indented
-    against 0.11 s compact (docs/measurements.md, issue 34), and the file is 2.6 times smaller."""
+    whole against 0.16 s so (docs/measurements.md, issue 34), and the file is 2.6 times smaller."""
     blocks: list[str] = []
     rows = []
     for row in payload["results"]:
