@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._determinism import RunComparison, compare_runs, controls_in_force, explain
+from ._determinism import RunComparison, compare_runs, controls_in_force
+from ._determinism_check import DeterminismOutcome, judge_runs
 from ._evaluate import (
     Evaluation,
     Progress,
@@ -15,6 +16,7 @@ from ._evaluate import (
 from ._shared_preprocessing import PreprocessingShare, SharedLoader
 
 __all__ = [
+    "DeterminismOutcome",
     "Evaluation",
     "PreprocessingShare",
     "Progress",
@@ -24,7 +26,7 @@ __all__ = [
     "controls_in_force",
     "evaluate",
     "evaluate_runs",
-    "explain",
+    "judge_runs",
     "postprocessed",
     "results_of",
     "run_model",

@@ -4,7 +4,8 @@ A manifest's ``runtime`` sets the controls the frameworks offer (seed, intra/int
 ONNX Runtime's graph optimisation level, deterministic kernels); :func:`seed_everything` applies
 the seed to what is not framework-specific, each runner applies the rest and records it in its
 ``info``. :func:`controls_in_force` is what the results record. :func:`compare_runs` compares the
-score matrices of repeated evaluations, sample by sample.
+score matrices of repeated evaluations, sample by sample (the determinism check's record of
+them: :mod:`._determinism_check`).
 """
 
 from __future__ import annotations
@@ -137,20 +138,3 @@ def compare_runs(
     for other in scores[1:]:
         comparer.update(0, first, other)
     return comparer.comparison()
-
-
-def explain(c: RunComparison, controls: Mapping[str, Any]) -> str:
-    """Why a determinism item failed, and which controls to set."""
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(controls.items()))
-    lines = [
-        f"{c.runs} runs of the same evaluation differ: largest score difference "
-        f"{c.max_abs_diff:.3g} (sample {c.worst_sample}), tolerance {c.tolerance:g}",
-        f"  {len(c.differing_samples)}/{c.samples} samples differ, "
-        f"{len(c.top1_changed)} changed their top-1 class"
-        + (f" (e.g. {', '.join(c.top1_changed[:3])})" if c.top1_changed else ""),
-        f"  controls in force: {shown}",
-        "  to make runs repeatable set, under runtime:, intra_op_threads: 1, seed, "
-        "deterministic_ops: true (and graph_optimization for ONNX Runtime); or declare the "
-        "variation you accept as determinism.tolerance",
-    ]
-    return "\n".join(lines)

@@ -9,15 +9,9 @@ from typing import ClassVar
 import pytest
 
 from ..data import ResolvedDataset
-from ..evaluation import (
-    Evaluation,
-    Progress,
-    RunComparison,
-    controls_in_force,
-    evaluate_runs,
-    explain,
-)
+from ..evaluation import Evaluation, Progress, RunComparison, evaluate_runs, judge_runs
 from ..manifest import Determinism, Manifest
+from ..report import determinism_text
 from ._base import MlreproFailure, display_path, settings_key
 from ._item import EvaluatingItem
 
@@ -73,26 +67,8 @@ class DeterminismItem(EvaluatingItem):
 
         done, _ = self._evaluate(run)
         assert done is not None
-        runs, comparison = done
-        first = runs[0]
-        controls = controls_in_force(m, first.runner_info)
-        facts: tuple[tuple[str, object], ...] = (
-            ("samples", comparison.samples),
-            ("top1", round(first.results.top1, 4)),
-            ("top5", round(first.results.top5, 4)),
-            ("runs", spec.runs),
-            ("agreement", round(comparison.top1_agreement, 6)),
-            ("max_score_diff", float(f"{comparison.max_abs_diff:.3g}")),
-            ("controls", controls),
-            ("timing.seconds", [round(r.seconds, 3) for r in runs]),
-        )
-        for name, fact in facts:
+        outcome = judge_runs(m, *done)
+        for name, fact in outcome.properties:
             self.add_property(name, fact)
-        if comparison.ok:
-            verdict = "identical runs" if comparison.identical else "within tolerance"
-            self.add_property("verdict", verdict)
-            self.add_property("status", comparison.status)
-            return
-        self.add_property("verdict", "nondeterministic")
-        self.add_property("status", comparison.status)
-        raise MlreproFailure(f"{shown} [{self.device}]: " + explain(comparison, controls))
+        if outcome.status == "failed":
+            raise MlreproFailure(f"{shown} [{self.device}]: " + determinism_text(outcome))

@@ -18,6 +18,7 @@ from ._accuracy import (
     reference_refused_record,
     with_reference,
 )
+from ._determinism import determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
@@ -44,6 +45,7 @@ __all__ = [
     "classes_changed",
     "csv_text",
     "data_changed",
+    "determinism_text",
     "explain",
     "explain_latency",
     "explain_reference",

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from pytest_mlrepro.accuracy import AccuracyOutcome
-from pytest_mlrepro.evaluation import RunComparison
+from pytest_mlrepro.evaluation import Evaluation, RunComparison, judge_runs
+from pytest_mlrepro.goldens import Results
 from pytest_mlrepro.latency import LatencyOutcome
-from pytest_mlrepro.manifest import Tolerances
+from pytest_mlrepro.manifest import Manifest, Tolerances, parse_manifest
+from pytest_mlrepro.report import determinism_text
 from pytest_mlrepro.results import row_json, row_of
 
 
@@ -51,6 +54,66 @@ def test_a_determinism_record_is_frozen_and_states_its_status(
     assert record.status == status
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.tolerance = 1.0  # type: ignore[misc]
+
+
+@pytest.fixture
+def manifest_for_records() -> Manifest:
+    data = {
+        "name": "m",
+        "version": "1",
+        "framework": {"name": "onnxruntime"},
+        "model": {"format": "onnx", "file": {"path": "m.onnx", "sha256": "0" * 64}},
+        "inputs": [
+            {
+                "name": "x",
+                "layout": "NCHW",
+                "preprocess": [
+                    {"decode": {}},
+                    {"cast": {"dtype": "float32"}},
+                    {"layout": {"order": "NCHW"}},
+                ],
+            }
+        ],
+        "dataset": {"name": "tiny", "checksums": "tiny.sha256", "classes": 3},
+        "runtime": {"seed": 7},
+    }
+    return parse_manifest(data, "m.yaml", {})
+
+
+def _run(seconds: float, top1_class: int) -> Evaluation:
+    results = Results(
+        ids=("a.png", "b.png"),
+        labels=np.array([1, 0]),
+        topk=np.array([[top1_class, 0], [0, 1]]),
+        topk_scores=np.array([[0.75, 0.25], [0.5, 0.5]]),
+    )
+    info = {"intra_op_threads": 1, "model_path": "m.onnx"}
+    return Evaluation(results, results.topk_scores, info, "data", seconds)
+
+
+@pytest.mark.parametrize(
+    ("worst", "verdict"),
+    [(0.0, "identical runs"), (1e-6, "within tolerance"), (1.0, "nondeterministic")],
+)
+def test_the_determinism_check_makes_one_frozen_record(
+    manifest_for_records: Manifest, worst: float, verdict: str
+) -> None:
+    """``judge_runs`` makes the record the item's properties, the results file and the failure's
+    text read: its verdict and status decided once, the runner's controls in it, not its other
+    facts."""
+    differing = ["b.png"] if worst else []
+    comparison = RunComparison(2, 2, worst, differing[0] if differing else "", differing, [], 1e-5)
+    record = judge_runs(manifest_for_records, [_run(0.5, 1), _run(0.25, 1)], comparison)
+    properties = dict(record.properties)
+    assert record.verdict == verdict == properties["verdict"]
+    assert record.status == ("failed" if worst > 1e-5 else "passed") == properties["status"]
+    assert properties["timing.seconds"] == [0.5, 0.25] and properties["top1"] == 100.0
+    assert "model_path" not in record.controls and record.controls["intra_op_threads"] == 1
+    assert record.controls["seed"] == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.status = "passed"  # type: ignore[misc]
+    text = determinism_text(record)
+    assert "2 runs of the same evaluation differ" in text and "intra_op_threads=1" in text
 
 
 def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:

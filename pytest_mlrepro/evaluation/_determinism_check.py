@@ -1,0 +1,51 @@
+"""The determinism check's verdict on repeated runs of one evaluation, as one immutable record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..manifest import Manifest
+from ._determinism import RunComparison, controls_in_force
+from ._evaluate import Evaluation
+
+
+@dataclass(frozen=True)
+class DeterminismOutcome:
+    """The determinism check's record: its status (``failed`` fails the item), its verdict, its
+    properties in order (what the results file, the merge and the history read) and the facts
+    of a failure's text (:func:`pytest_mlrepro.report.determinism_text`)."""
+
+    status: Literal["passed", "failed"]
+    verdict: Literal["identical runs", "within tolerance", "nondeterministic"]
+    comparison: RunComparison
+    controls: dict[str, Any]
+    properties: tuple[tuple[str, object], ...]
+
+
+def judge_runs(
+    manifest: Manifest, runs: Sequence[Evaluation], comparison: RunComparison
+) -> DeterminismOutcome:
+    """The determinism check's record of ``runs`` (the same evaluation repeated; ``comparison``
+    of their scores, :func:`pytest_mlrepro.evaluation.evaluate_runs`)."""
+    first = runs[0]
+    controls = controls_in_force(manifest, first.runner_info)
+    verdict: Literal["identical runs", "within tolerance", "nondeterministic"] = (
+        "nondeterministic" if not comparison.ok
+        else "identical runs" if comparison.identical
+        else "within tolerance"
+    )  # fmt: skip
+    properties: tuple[tuple[str, object], ...] = (
+        ("samples", comparison.samples),
+        ("top1", round(first.results.top1, 4)),
+        ("top5", round(first.results.top5, 4)),
+        ("runs", comparison.runs),
+        ("agreement", round(comparison.top1_agreement, 6)),
+        ("max_score_diff", float(f"{comparison.max_abs_diff:.3g}")),
+        ("controls", controls),
+        ("timing.seconds", [round(r.seconds, 3) for r in runs]),
+        ("verdict", verdict),
+        ("status", comparison.status),
+    )
+    return DeterminismOutcome(comparison.status, verdict, comparison, controls, properties)
