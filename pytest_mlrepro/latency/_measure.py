@@ -29,10 +29,11 @@ from ..goldens import require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
 from ..runners import Runner, load_runner
 from ..settings import Settings
-from ._decisions import DecisionFacts, RatioFacts
+from ._decisions import DecisionFacts
 from ._timing import (
     Judgement,
     Measurement,
+    ReferenceWorkload,
     StopRule,
     cpu_times,
     judge,
@@ -41,9 +42,6 @@ from ._timing import (
     sketch,
     summarize,
 )
-
-# Re-exported, explicitly (mypy --strict): the latency item runs one around its measurements.
-from ._timing import ReferenceWorkload as ReferenceWorkload
 
 Verdict = Literal["pass", "regression", "faster", "contended"]
 
@@ -350,31 +348,11 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
     return min(pool, key=_worst_ratio)
 
 
-def ratio_facts(assessment: Assessment) -> list[RatioFacts]:
-    """The judgements of ``assessment`` as plain facts (:class:`DecisionFacts`)."""
-    return [
-        RatioFacts(
-            measurement=name,
-            statistic=j.statistic,
-            tolerance=j.tolerance,
-            ratio=j.ratio.value,
-            ratio_low=j.ratio.low,
-            ratio_high=j.ratio.high,
-            normalised=None if j.normalised is None else j.normalised.value,
-            normalised_low=None if j.normalised is None else j.normalised.low,
-            normalised_high=None if j.normalised is None else j.normalised.high,
-            outcome=j.outcome,
-        )
-        for name, js in assessment.judgements.items()
-        for j in js
-    ]
-
-
 def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
     """What decided ``assessment``'s verdict, as facts for the report to word."""
     return DecisionFacts(
         verdict=assessment.verdict,
-        facts=tuple(ratio_facts(assessment)),
+        judgements=tuple((n, j) for n, js in assessment.judgements.items() for j in js),
         reference_comparable=assessment.normalised,
         contention=assessment.attempt.contention,
         idle_contention=IDLE_CONTENTION,

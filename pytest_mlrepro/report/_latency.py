@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..goldens import LatencyBaseline
-from ..latency import Assessment, DecisionFacts, LatencyOutcome, RatioFacts
+from ..latency import Assessment, DecisionFacts, Judgement, LatencyOutcome
 from ._text import aligned
 
 
@@ -164,7 +164,7 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
     None: nothing to compare with yet (no golden for this machine and settings)."""
     if decision is None:
         return "not compared: no latency golden for this machine and settings yet"
-    verdict, facts = decision.verdict, decision.facts
+    verdict, facts = decision.verdict, decision.judgements
     contention, idle_contention = decision.contention, decision.idle_contention
     reference_comparable, max_contention = decision.reference_comparable, decision.max_contention
     if not facts:
@@ -177,42 +177,46 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
         else "the golden's reference workload differs from today's"
     )
 
-    def views(f: RatioFacts) -> str:
-        shown = f"absolute {_x(f.ratio)}"
-        if f.normalised is not None:
-            shown += f", normalised {_x(f.normalised)}"
-        return f"{f.measurement} {f.statistic}: {shown}"
+    def views(fact: tuple[str, Judgement]) -> str:
+        name, j = fact
+        shown = f"absolute {_x(j.ratio.value)}"
+        if j.normalised is not None:
+            shown += f", normalised {_x(j.normalised.value)}"
+        return f"{name} {j.statistic}: {shown}"
 
     # The judgement that came closest to failing (or that failed): the largest lower bound of
     # the ratios that decide.
-    def pressure(f: RatioFacts) -> float:
-        lows = [f.ratio_low]
-        if not absolute_only and f.normalised_low is not None:
-            lows.append(f.normalised_low)
+    def pressure(fact: tuple[str, Judgement]) -> float:
+        j = fact[1]
+        lows = [j.ratio.low]
+        if not absolute_only and j.normalised is not None:
+            lows.append(j.normalised.low)
         return min(lows)
 
     if verdict == "contended":
-        slower = max(facts, key=lambda f: f.ratio_low)
+        slower = max(facts, key=lambda f: f[1].ratio.low)
         busy = "unknown" if contention is None else f"{contention:.0%}"
         return (
-            f"not judged: {views(slower)} above ≤×{slower.tolerance:g} while other processes used "
-            f"{busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be trusted"
+            f"not judged: {views(slower)} above ≤×{slower[1].tolerance:g} while other processes "
+            f"used {busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be "
+            "trusted"
         )
     if verdict == "regression":
-        failed = [f for f in facts if f.outcome == "regression"] or list(facts)
+        failed = [f for f in facts if f[1].outcome == "regression"] or list(facts)
         worst = max(failed, key=pressure)
-        if absolute_only or worst.normalised is None:
+        tolerance = worst[1].tolerance
+        if absolute_only or worst[1].normalised is None:
             return (
-                f"absolute ratio: {views(worst)} confidently above ≤×{worst.tolerance:g} "
+                f"absolute ratio: {views(worst)} confidently above ≤×{tolerance:g} "
                 f"({why_absolute if absolute_only else 'no reference workload'}: the absolute "
                 "ratio alone decides)"
             )
         return (
-            f"both ratios: {views(worst)}, each confidently above ≤×{worst.tolerance:g} (a "
+            f"both ratios: {views(worst)}, each confidently above ≤×{tolerance:g} (a "
             "slower machine would raise the absolute ratio only)"
         )
     if verdict == "faster":
-        slowest = max(facts, key=lambda f: f.ratio_high)
+        name, slowest = max(facts, key=lambda f: f[1].ratio.high)
         below = (
             f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
         )
@@ -222,26 +226,25 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             unused = (
                 ""
                 if slowest.normalised is None
-                else f"; normalised {_x(slowest.normalised)} not used: {why_absolute}"
+                else f"; normalised {_x(slowest.normalised.value)} not used: {why_absolute}"
             )
             return (
-                f"absolute ratio: {slowest.measurement} {slowest.statistic}: absolute "
-                f"{_x(slowest.ratio)} {below} for every measurement{unused}"
+                f"absolute ratio: {name} {slowest.statistic}: absolute "
+                f"{_x(slowest.ratio.value)} {below} for every measurement{unused}"
             )
-        return f"both ratios: {views(slowest)} {below} for every measurement"
+        return f"both ratios: {views((name, slowest))} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
-    tol = f"≤×{closest.tolerance:g}"
-    if absolute_only or closest.normalised is None:
+    c = closest[1]
+    tol = f"≤×{c.tolerance:g}"
+    if absolute_only or c.normalised is None:
         reason = why_absolute if absolute_only else "no reference workload"
         return (
             f"absolute ratio: {views(closest)} within {tol} ({reason}: the absolute ratio "
             "alone decides)"
         )
-    absolute_over = closest.ratio_low > closest.tolerance
-    normalised_over = (
-        closest.normalised_low is not None and closest.normalised_low > closest.tolerance
-    )
+    absolute_over = c.ratio.low > c.tolerance
+    normalised_over = c.normalised.low > c.tolerance
     if normalised_over and not absolute_over:
         return (
             f"absolute ratio: {views(closest)}; the absolute ratio is within {tol}, and a "
