@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from .. import goldens as golden_store
 from .._phases import phase
 from ..data import ResolvedDataset, Shard
@@ -47,6 +45,7 @@ from ..goldens import (
     check_reference,
     compare,
     data_change,
+    paired_rows,
     score_diffs,
 )
 from ..manifest import Manifest
@@ -692,10 +691,8 @@ class _Run:
 def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:
     """The samples in both whose top-5 classes, in order, are not the golden's: a ranking that
     moved below an unchanged top-1 counts (the first sign of a small preprocessing change)."""
-    where = {sample: i for i, sample in enumerate(golden.ids)}
-    pairs = [(i, where[sample]) for i, sample in enumerate(now.ids) if sample in where]
-    if not pairs:
+    theirs, ours = paired_rows(golden, now)
+    if not len(ours):
         return 0
     k = min(5, now.topk.shape[1], golden.topk.shape[1])
-    ours, theirs = (np.asarray(side, np.intp) for side in zip(*pairs))
     return int((now.topk[ours, :k] != golden.topk[theirs, :k]).any(axis=1).sum())

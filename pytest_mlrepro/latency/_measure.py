@@ -23,7 +23,7 @@ import numpy as np
 
 from ..data import ResolvedDataset
 from ..errors import SampleError
-from ..fingerprint import HardwareKey, hardware_key
+from ..fingerprint import HardwareKey
 from ..goldens import LatencyBaseline as Baseline
 from ..goldens import require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
@@ -44,34 +44,6 @@ from ._timing import (
 )
 
 Verdict = Literal["pass", "regression", "faster", "contended"]
-
-
-def with_threads(manifest: Manifest, intra: int | None, inter: int | None) -> Manifest:
-    """``manifest`` with its thread counts replaced where ``intra`` / ``inter`` are given (the
-    ``--mlrepro-threads`` override)."""
-    runtime = manifest.runtime
-    changed = dataclasses.replace(
-        runtime,
-        intra_op_threads=intra if intra is not None else runtime.intra_op_threads,
-        inter_op_threads=inter if inter is not None else runtime.inter_op_threads,
-    )
-    return dataclasses.replace(manifest, runtime=changed)
-
-
-def key_for(manifest: Manifest, device: str, framework_version: str) -> HardwareKey:
-    """The hardware key of ``manifest`` (with its thread settings) on ``device`` here."""
-    runtime = manifest.runtime
-    return hardware_key(
-        device,
-        manifest.framework.name,
-        framework_version,
-        runtime.intra_op_threads,
-        runtime.inter_op_threads,
-    )
-
-
-def stop_rule(block: Latency) -> StopRule:
-    return StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
 
 
 # --- what is timed ----------------------------------------------------------------------------
@@ -358,14 +330,6 @@ def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFac
         idle_contention=IDLE_CONTENTION,
         max_contention=max_contention,
     )
-
-
-def primary_measurement(names: Sequence[str]) -> str | None:
-    """The measurement a result's single ``p50_ms`` stands for: ``model`` when it was timed
-    (the model's own latency, which a hardware matrix compares), else the first."""
-    if "model" in names:
-        return "model"
-    return next(iter(names), None)
 
 
 def _worst_ratio(a: Assessment) -> float:
