@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..goldens import LatencyBaseline
-from ..latency import Assessment, DecisionFacts, Judgement, LatencyOutcome
+from ..latency import DecisionFacts, Judgement, LatencyOutcome
 from ._text import aligned
 
 
@@ -29,53 +27,43 @@ def _plain(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def judgement_rows(assessment: Assessment) -> list[str]:
-    """Golden vs now, one line per measurement and statistic, as a table."""
-    rows: list[tuple[str, ...]] = [
-        ("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")
-    ]
-    for name, js in assessment.judgements.items():
-        for j in js:
-            rows.append(
-                (
-                    name,
-                    j.statistic,
-                    fmt_ms(j.golden),
-                    fmt_ms(j.now),
-                    _fmt_ratio(j.ratio),
-                    _fmt_ratio(j.normalised) if j.normalised else "-",
-                    f"≤×{j.tolerance:g}",
-                    {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
-                )
-            )
-    return aligned(rows, indent="  ")
-
-
-def explain_latency(
-    assessment: Assessment,
-    baseline: LatencyBaseline,
-    changes: Mapping[str, tuple[Any, Any]],
-    attempts: int,
-    golden_shown: str,
-    update_cmd: str,
-    max_contention: float,
-) -> str:
-    """Why a latency item failed (or was not judged), with every number needed to believe it."""
-    a = assessment
+def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
+    """Why a latency item failed (or was not judged), with every number needed to believe it:
+    the judgements of its concluding attempt against ``outcome.baseline``, golden vs now, one
+    line per measurement and statistic, as a table."""
+    a, baseline, attempts = outcome.assessment, outcome.baseline, outcome.assessments
+    assert a is not None and baseline is not None
     stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
     if a.verdict == "contended":
         lead = (
             f"latency not judged: the machine was busy (other processes used "
-            f"{a.attempt.contention:.0%} of the CPUs, more than {max_contention:.0%}) in every "
-            f"one of {attempts} attempts, and the model measured slower than the golden allows"
+            f"{a.attempt.contention:.0%} of the CPUs, more than {outcome.max_contention:.0%}) in "
+            f"every one of {attempts} attempts, and the model measured slower than the golden "
+            "allows"
         )
     else:
         lead = (
             f"latency regression: {stats} beyond the tolerance in every one of {attempts} "
             "attempts, both absolutely and relative to the reference workload"
         )
-    lines = [lead, ""]
-    lines += judgement_rows(a)
+    rows: list[tuple[str, ...]] = [
+        ("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")
+    ]
+    rows += [
+        (
+            name,
+            j.statistic,
+            fmt_ms(j.golden),
+            fmt_ms(j.now),
+            _fmt_ratio(j.ratio),
+            _fmt_ratio(j.normalised) if j.normalised else "-",
+            f"≤×{j.tolerance:g}",
+            {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
+        )
+        for name, js in a.judgements.items()
+        for j in js
+    ]
+    lines = [lead, "", *aligned(rows, indent="  ")]
     ref_now = float(np.median(a.attempt.reference_seconds))
     ref_golden = float(np.median(baseline.reference_samples))
     lines.append("")
@@ -96,14 +84,14 @@ def explain_latency(
             f"(at recording: {_pct(baseline.contention)})"
         )
     lines.append("  [low–high]: one-sided 95% bootstrap bounds of the ratio")
-    if changes:
+    if outcome.changes:
         lines.append("")
         lines.append("  changed since the golden:")
-        for name, (old, new) in changes.items():
+        for name, (old, new) in outcome.changes.items():
             lines.append(f"    {name}: {_plain(old)} → {_plain(new)}")
     lines.append("")
     exact = "" if baseline.exact else " (recorded with other settings on this machine)"
-    lines.append(f"  golden: {golden_shown}{exact}, recorded {baseline.recorded}")
+    lines.append(f"  golden: {outcome.golden_shown}{exact}, recorded {baseline.recorded}")
     if a.verdict == "contended":
         lines.append("  rerun on a quiet machine (or raise mlrepro_latency_max_contention)")
     else:
@@ -139,16 +127,7 @@ def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -
             "machine"
         )
     if reason in ("regression", "contended"):
-        assert outcome.assessment is not None and outcome.baseline is not None
-        text = explain_latency(
-            outcome.assessment,
-            outcome.baseline,
-            outcome.changes,
-            outcome.assessments,
-            outcome.golden_shown,
-            update_cmd,
-            outcome.max_contention,
-        )
+        text = explain_latency(outcome, update_cmd)
         return text if reason == "contended" else f"{where}: {text}"
     return outcome.message  # unavailable, error: the error's own text
 
@@ -263,7 +242,6 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
 __all__ = [
     "explain_latency",
     "fmt_ms",
-    "judgement_rows",
     "latency_decided_by",
     "latency_outcome_text",
 ]
