@@ -236,19 +236,7 @@ class _Run:
         # The golden file as read before the run (or the error of reading it), for the verdict
         # too: read once (at 50,000 samples a read takes seconds), and the verdict compares with
         # the very golden whose classes the streamed evaluation kept scores for.
-        self._golden_read: tuple[Golden | None, GoldenError | OSError | None] | None = None
-
-    def _golden_file(self, path: Path) -> Golden | None:
-        """The golden at ``path``, read once per check; its reading's error raised each time."""
-        if self._golden_read is None:
-            try:
-                self._golden_read = (golden_store.read(path, self.r.settings.golden_dir), None)
-            except (GoldenError, OSError) as exc:
-                self._golden_read = (None, exc)
-        golden, error = self._golden_read
-        if error is not None:
-            raise error
-        return golden
+        self._golden_read: tuple[Golden | None, GoldenError | OSError | None] = (None, None)
 
     def record(self, status: Status | None, interrupted: BaseException | None) -> AccuracyOutcome:
         """The check's record, frozen: its facts, properties and notes as they stand."""
@@ -276,33 +264,18 @@ class _Run:
         self.outcome = replace(self.outcome, status=failed, reason=reason)
         return _Ended()
 
-    def _identify(self) -> None:
-        """What a results file needs to tell this evaluation from others: the manifest's file
-        and digest, the tolerances and the shard (the hardware key: the item's evaluation)."""
-        r = self.r
-        for key, value in r.identity:
-            self.add(key, value)
-        tol = r.manifest.tolerances
-        self.add(
-            "tolerances",
-            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
-        )
-        if r.shard is not None:
-            self.add("shard", r.shard.as_json())
-
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
         evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
         results' top-k classes). Read leniently: a golden that cannot be read is compared with
-        nothing, and its error is reported where it is read for the verdict."""
+        nothing, and its error is kept for :meth:`_read_golden`, which reports it."""
         r = self.r
-        kept: list[golden_store.Results] = []
         try:
-            golden = self._golden_file(path)
-        except (GoldenError, OSError):
-            golden = None
-        if golden is not None:
-            kept.append(golden.results)
+            self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
+        except (GoldenError, OSError) as exc:
+            self._golden_read = (None, exc)
+        golden = self._golden_read[0]
+        kept = [] if golden is None else [golden.results]
         reference = golden_store.reference_results(r.manifest, r.settings)
         if reference is not None:
             kept.append(reference)
@@ -319,7 +292,17 @@ class _Run:
             ("framework", m.framework.name),
         ):
             self.add(name, text)
-        self._identify()
+        # What a results file needs to tell this evaluation from others: the manifest's file and
+        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
+        for key, value in r.identity:
+            self.add(key, value)
+        tol = m.tolerances
+        self.add(
+            "tolerances",
+            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
+        )
+        if r.shard is not None:
+            self.add("shard", r.shard.as_json())
         path = golden_store.golden_path(m, settings)
         self.outcome = replace(self.outcome, golden_shown=r.shown(path))
         if not writes and not path.exists() and not path.is_symlink():
@@ -586,8 +569,10 @@ class _Run:
         that still claims it fails the item in every run."""
         r, o = self.r, self.outcome  # o: the facts so far (read, not changed)
         shown_golden = o.golden_shown
+        golden, error = self._golden_read
         try:
-            golden = self._golden_file(path)
+            if error is not None:
+                raise error
             if golden is not None:
                 golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
         except golden_store.GoldenNotAFile as exc:
