@@ -541,12 +541,10 @@ class _Run:
             self.add("reference_verdict", f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
             return ReferenceOutcome(problem=str(exc), missing=True, error=not r.update)
-        except ManifestError as exc:
+        except MlreproError as exc:  # a ManifestError: the reference itself is refused
             self.add("reference_verdict", "error")
-            return ReferenceOutcome(problem=str(exc), error=True, refused=True)
-        except MlreproError as exc:
-            self.add("reference_verdict", "error")
-            return ReferenceOutcome(problem=str(exc), error=True)
+            refused = isinstance(exc, ManifestError)
+            return ReferenceOutcome(problem=str(exc), error=True, refused=refused)
         for key, value in check.properties():
             self.add(key, value)
         self.add("reference_verdict", "agree" if check.ok else "disagree")
