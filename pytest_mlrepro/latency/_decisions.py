@@ -112,13 +112,8 @@ class DecisionFacts:
     workload is today's, and the machine's contention against the thresholds that gave it
     meaning.
 
-    The rules these facts stand for are those of ``_measure.assess`` and ``_timing.judge``: a
-    regression needs the absolute ratio and the normalised one (divided by how much slower the
-    reference workload runs now) both confidently above the tolerance; on an idle machine (other
-    processes used at most ``idle_contention`` of the CPUs), or when the golden's reference
-    workload is not today's, the absolute ratio alone decides; on a busy machine (more than
-    ``max_contention``) a slowdown is ``contended``, not judged. ``faster`` needs the deciding
-    ratios confidently below 1 / tolerance."""
+    The rules these facts stand for are stated once, by ``_measure.assess`` (contention, an
+    idle machine) and ``_timing.judge`` (the two ratios and their bounds)."""
 
     verdict: str
     judgements: tuple[tuple[str, Judgement], ...]

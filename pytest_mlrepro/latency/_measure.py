@@ -269,7 +269,8 @@ def assess(
     be trusted (the reference and the model suffer from a busy machine differently): an attempt
     whose absolute ratio alone exceeds the tolerance is then ``contended``, not judged either
     way. When they took at most ``IDLE_CONTENTION``, the absolute ratio alone decides (the
-    reference cannot excuse a slowdown on an idle machine). ``faster`` when every judgement is."""
+    reference cannot excuse a slowdown on an idle machine), as it does when the golden's
+    reference workload is not today's. ``faster`` when every judgement is."""
     comparable = baseline.reference == attempt.reference
     # On an idle machine the reference's own spread (7.8 to 12.4 ms p50 between two
     # measurements a minute apart, measured here) exceeds what it would correct for: there it
