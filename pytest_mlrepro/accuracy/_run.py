@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from .. import goldens as golden_store
 from .._phases import phase
 from ..data import ResolvedDataset, Shard
@@ -47,6 +45,7 @@ from ..goldens import (
     check_reference,
     compare,
     data_change,
+    paired_rows,
     score_diffs,
 )
 from ..manifest import Manifest
@@ -237,19 +236,7 @@ class _Run:
         # The golden file as read before the run (or the error of reading it), for the verdict
         # too: read once (at 50,000 samples a read takes seconds), and the verdict compares with
         # the very golden whose classes the streamed evaluation kept scores for.
-        self._golden_read: tuple[Golden | None, GoldenError | OSError | None] | None = None
-
-    def _golden_file(self, path: Path) -> Golden | None:
-        """The golden at ``path``, read once per check; its reading's error raised each time."""
-        if self._golden_read is None:
-            try:
-                self._golden_read = (golden_store.read(path, self.r.settings.golden_dir), None)
-            except (GoldenError, OSError) as exc:
-                self._golden_read = (None, exc)
-        golden, error = self._golden_read
-        if error is not None:
-            raise error
-        return golden
+        self._golden_read: tuple[Golden | None, GoldenError | OSError | None] = (None, None)
 
     def record(self, status: Status | None, interrupted: BaseException | None) -> AccuracyOutcome:
         """The check's record, frozen: its facts, properties and notes as they stand."""
@@ -277,33 +264,18 @@ class _Run:
         self.outcome = replace(self.outcome, status=failed, reason=reason)
         return _Ended()
 
-    def _identify(self) -> None:
-        """What a results file needs to tell this evaluation from others: the manifest's file
-        and digest, the tolerances and the shard (the hardware key: the item's evaluation)."""
-        r = self.r
-        for key, value in r.identity:
-            self.add(key, value)
-        tol = r.manifest.tolerances
-        self.add(
-            "tolerances",
-            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
-        )
-        if r.shard is not None:
-            self.add("shard", r.shard.as_json())
-
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
         evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
         results' top-k classes). Read leniently: a golden that cannot be read is compared with
-        nothing, and its error is reported where it is read for the verdict."""
+        nothing, and its error is kept for :meth:`_read_golden`, which reports it."""
         r = self.r
-        kept: list[golden_store.Results] = []
         try:
-            golden = self._golden_file(path)
-        except (GoldenError, OSError):
-            golden = None
-        if golden is not None:
-            kept.append(golden.results)
+            self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
+        except (GoldenError, OSError) as exc:
+            self._golden_read = (None, exc)
+        golden = self._golden_read[0]
+        kept = [] if golden is None else [golden.results]
         reference = golden_store.reference_results(r.manifest, r.settings)
         if reference is not None:
             kept.append(reference)
@@ -320,7 +292,17 @@ class _Run:
             ("framework", m.framework.name),
         ):
             self.add(name, text)
-        self._identify()
+        # What a results file needs to tell this evaluation from others: the manifest's file and
+        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
+        for key, value in r.identity:
+            self.add(key, value)
+        tol = m.tolerances
+        self.add(
+            "tolerances",
+            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
+        )
+        if r.shard is not None:
+            self.add("shard", r.shard.as_json())
         path = golden_store.golden_path(m, settings)
         self.outcome = replace(self.outcome, golden_shown=r.shown(path))
         if not writes and not path.exists() and not path.is_symlink():
@@ -559,12 +541,10 @@ class _Run:
             self.add("reference_verdict", f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
             return ReferenceOutcome(problem=str(exc), missing=True, error=not r.update)
-        except ManifestError as exc:
+        except MlreproError as exc:  # a ManifestError: the reference itself is refused
             self.add("reference_verdict", "error")
-            return ReferenceOutcome(problem=str(exc), error=True, refused=True)
-        except MlreproError as exc:
-            self.add("reference_verdict", "error")
-            return ReferenceOutcome(problem=str(exc), error=True)
+            refused = isinstance(exc, ManifestError)
+            return ReferenceOutcome(problem=str(exc), error=True, refused=refused)
         for key, value in check.properties():
             self.add(key, value)
         self.add("reference_verdict", "agree" if check.ok else "disagree")
@@ -587,8 +567,10 @@ class _Run:
         that still claims it fails the item in every run."""
         r, o = self.r, self.outcome  # o: the facts so far (read, not changed)
         shown_golden = o.golden_shown
+        golden, error = self._golden_read
         try:
-            golden = self._golden_file(path)
+            if error is not None:
+                raise error
             if golden is not None:
                 golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
         except golden_store.GoldenNotAFile as exc:
@@ -692,10 +674,8 @@ class _Run:
 def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:
     """The samples in both whose top-5 classes, in order, are not the golden's: a ranking that
     moved below an unchanged top-1 counts (the first sign of a small preprocessing change)."""
-    where = {sample: i for i, sample in enumerate(golden.ids)}
-    pairs = [(i, where[sample]) for i, sample in enumerate(now.ids) if sample in where]
-    if not pairs:
+    theirs, ours = paired_rows(golden, now)
+    if not len(ours):
         return 0
     k = min(5, now.topk.shape[1], golden.topk.shape[1])
-    ours, theirs = (np.asarray(side, np.intp) for side in zip(*pairs))
     return int((now.topk[ours, :k] != golden.topk[theirs, :k]).any(axis=1).sum())

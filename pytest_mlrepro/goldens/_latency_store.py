@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,39 +168,20 @@ def find_baseline(
         candidates.append((len(key.differences(other["key"])), recorded, path, other))
     if not candidates:
         return None
-    candidates.sort(key=lambda c: (c[0], _reverse(c[1]), str(c[2])))
-    _, _, path, other = candidates[0]
+    # Stable sorts, the last one deciding: fewest differences, then the latest recorded.
+    candidates.sort(key=lambda c: str(c[2]))
+    candidates.sort(key=lambda c: c[1], reverse=True)
+    _, _, path, other = min(candidates, key=lambda c: c[0])
     return _baseline(path, other, batch, exact=False)
 
 
-def _reverse(text: str) -> tuple[int, ...]:
-    """Sort key putting later ISO timestamps first."""
-    return tuple(-ord(c) for c in text)
+_SAMPLE_LIST = re.compile(r'("samples_ms": )(\[[^\]]*\])')
 
 
 def dumps(data: dict[str, Any]) -> str:
     """Reviewable JSON: sorted keys, two-space indent, each sample list on one line."""
-    lists: dict[str, list[float]] = {}
-
-    def hide(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            out = {}
-            for k, v in obj.items():
-                if k == "samples_ms" and isinstance(v, list):
-                    token = f"@samples{len(lists)}@"
-                    lists[token] = v
-                    out[k] = token
-                else:
-                    out[k] = hide(v)
-            return out
-        if isinstance(obj, list):
-            return [hide(v) for v in obj]
-        return obj
-
-    text = json.dumps(hide(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    for token, values in lists.items():
-        text = text.replace(f'"{token}"', json.dumps(values, allow_nan=False), 1)
-    return text + "\n"
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return _SAMPLE_LIST.sub(lambda m: m[1] + json.dumps(json.loads(m[2])), text) + "\n"
 
 
 def _lock_path(settings: Settings, path: Path) -> Path:

@@ -85,7 +85,7 @@ class KeptScores:
 
     ``classes`` and ``values`` are (N, m): the classes kept for each row and their scores (a
     class may repeat within a row). Asking for a class a row did not keep is an error, never a
-    guess: :meth:`take` raises KeyError."""
+    guess: :func:`take_scores` raises KeyError."""
 
     classes: Indices  # (N, m)
     values: npt.NDArray[np.float64]  # (N, m)
@@ -98,42 +98,37 @@ class KeptScores:
     def __len__(self) -> int:
         return len(self.classes)
 
-    def rows(self, rows: Indices) -> KeptScores:
-        return KeptScores(self.classes[rows], self.values[rows], self.width)
-
-    def take(self, rows: Indices, cols: Indices) -> npt.NDArray[np.float64]:
-        """The scores at ``cols`` (m, k) of the rows ``rows`` (m,), like
-        ``np.take_along_axis(full[rows], cols, axis=1)``."""
-        kept = self.classes[rows]  # (m, M)
-        match = kept[:, None, :] == np.asarray(cols)[:, :, None]  # (m, k, M)
-        found = match.any(axis=2)
-        if not found.all():
-            row, col = (int(x[0]) for x in np.nonzero(~found))
-            raise KeyError(
-                f"class {int(cols[row, col])} of row {int(rows[row])} was not kept by the "
-                "streamed evaluation (only its top-k and its goldens' top-k classes are)"
-            )
-        picked: npt.NDArray[np.float64] = np.take_along_axis(
-            self.values[rows], match.argmax(axis=2), axis=1
-        )
-        return picked
-
 
 AnyScores = Scores | KeptScores
 """A full score matrix, or the part of one a streamed evaluation kept."""
 
 
 def take_scores(scores: AnyScores, rows: Indices, cols: Indices) -> npt.NDArray[np.floating[Any]]:
-    """``scores`` at the classes ``cols`` (m, k) of the rows ``rows`` (m,)."""
-    if isinstance(scores, KeptScores):
-        return scores.take(rows, cols)
-    taken: npt.NDArray[np.floating[Any]] = np.take_along_axis(scores[rows], cols, axis=1)
-    return taken
+    """``scores`` at the classes ``cols`` (m, k) of the rows ``rows`` (m,), like
+    ``np.take_along_axis(full[rows], cols, axis=1)``."""
+    if not isinstance(scores, KeptScores):
+        taken: npt.NDArray[np.floating[Any]] = np.take_along_axis(scores[rows], cols, axis=1)
+        return taken
+    kept = scores.classes[rows]  # (m, M)
+    match = kept[:, None, :] == np.asarray(cols)[:, :, None]  # (m, k, M)
+    found = match.any(axis=2)
+    if not found.all():
+        row, col = (int(x[0]) for x in np.nonzero(~found))
+        raise KeyError(
+            f"class {int(cols[row, col])} of row {int(rows[row])} was not kept by the "
+            "streamed evaluation (only its top-k and its goldens' top-k classes are)"
+        )
+    picked: npt.NDArray[np.float64] = np.take_along_axis(
+        scores.values[rows], match.argmax(axis=2), axis=1
+    )
+    return picked
 
 
 def score_rows(scores: AnyScores, rows: Indices) -> AnyScores:
     """The rows ``rows`` of ``scores``, of the same kind."""
-    return scores.rows(rows) if isinstance(scores, KeptScores) else scores[rows]
+    if isinstance(scores, KeptScores):
+        return KeptScores(scores.classes[rows], scores.values[rows], scores.width)
+    return scores[rows]
 
 
 @dataclass(frozen=True)

@@ -166,16 +166,6 @@ class ReferenceCheck:
             props.append(("reference_max_score_diff", float(f"{self.max_score_diff:.3g}")))
         return props
 
-    def summary(self) -> str:
-        """One line: the agreement and the largest score difference."""
-        c = self.comparison
-        return (
-            f"vs {self.name}: top-1 agreement {self.agreement:.4f} "
-            f"({len(c.changed)}/{c.samples} differ), max |Δ {self.score_space}| "
-            f"{self.max_score_diff:.3g}, top-1 {self.now_top1:.2f}% = "
-            f"{self.top1_ratio:.4f} × reference {self.reference_top1:.2f}%"
-        )
-
 
 def compare_to_reference(
     reference: Results, now: Results, now_scores: AnyScores

@@ -202,16 +202,14 @@ def _dump_probes(probes: dict[str, Any]) -> str:
             )
             rendered = f"[\n      {lines}\n    ]" if value else "[]"
         elif key == "layers" and isinstance(value, dict) and isinstance(value.get("rows"), list):
-            # Layer fingerprints (diagnosis/_layer_fingerprints.py): one layer per line.
-            head = json.dumps(
-                {k: v for k, v in value.items() if k != "rows"}, sort_keys=True, allow_nan=False
-            )[:-1]
+            # Layer fingerprints (diagnosis/_layer_fingerprints.py): one layer per line, after
+            # the other keys.
+            rest = {k: v for k, v in value.items() if k != "rows"}
+            head = json.dumps(rest, sort_keys=True, allow_nan=False)[:-1] + ", " if rest else "{"
             rows = ",\n        ".join(
                 json.dumps(row, ensure_ascii=False, allow_nan=False) for row in value["rows"]
             )
-            rendered = f'{head}, "rows": [\n        {rows}\n      ]}}'
-            if head == "{":
-                rendered = f'{{"rows": [\n        {rows}\n      ]}}'
+            rendered = f'{head}"rows": [\n        {rows}\n      ]}}'
         else:
             rendered = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
         parts.append(f"    {json.dumps(key)}: {rendered}")

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ._timing import Judgement
+
 
 def latency_golden_stale(
     *,
@@ -103,40 +105,18 @@ def golden_outpaced(ratio_to_golden: float | None) -> bool:
 
 
 @dataclass(frozen=True)
-class RatioFacts:
-    """One judged statistic of one measurement, as the verdict saw it (see ``timing.judge``):
-    the absolute ratio now / golden and the ratio normalised by the reference workload, each
-    with its one-sided bootstrap bounds, and the judgement's outcome."""
-
-    measurement: str
-    statistic: str
-    tolerance: float
-    ratio: float
-    ratio_low: float
-    ratio_high: float
-    normalised: float | None
-    normalised_low: float | None
-    normalised_high: float | None
-    outcome: str  # pass, regression, faster
-
-
-@dataclass(frozen=True)
 class DecisionFacts:
     """What decided a latency verdict, as facts for the report to word
-    (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt
-    (none: nothing was compared), whether the golden's reference workload is today's, and the
-    machine's contention against the thresholds that gave it meaning.
+    (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt as
+    (measurement, judgement) pairs (none: nothing was compared), whether the golden's reference
+    workload is today's, and the machine's contention against the thresholds that gave it
+    meaning.
 
-    The rules these facts stand for are those of ``_measure.assess`` and ``_timing.judge``: a
-    regression needs the absolute ratio and the normalised one (divided by how much slower the
-    reference workload runs now) both confidently above the tolerance; on an idle machine (other
-    processes used at most ``idle_contention`` of the CPUs), or when the golden's reference
-    workload is not today's, the absolute ratio alone decides; on a busy machine (more than
-    ``max_contention``) a slowdown is ``contended``, not judged. ``faster`` needs the deciding
-    ratios confidently below 1 / tolerance."""
+    The rules these facts stand for are stated once, by ``_measure.assess`` (contention, an
+    idle machine) and ``_timing.judge`` (the two ratios and their bounds)."""
 
     verdict: str
-    facts: tuple[RatioFacts, ...]
+    judgements: tuple[tuple[str, Judgement], ...]
     reference_comparable: bool
     contention: float | None
     idle_contention: float

@@ -23,16 +23,17 @@ import numpy as np
 
 from ..data import ResolvedDataset
 from ..errors import SampleError
-from ..fingerprint import HardwareKey, hardware_key
+from ..fingerprint import HardwareKey
 from ..goldens import LatencyBaseline as Baseline
 from ..goldens import require_finite, softmax, top_k
 from ..manifest import Latency, Manifest
 from ..runners import Runner, load_runner
 from ..settings import Settings
-from ._decisions import DecisionFacts, RatioFacts
+from ._decisions import DecisionFacts
 from ._timing import (
     Judgement,
     Measurement,
+    ReferenceWorkload,
     StopRule,
     cpu_times,
     judge,
@@ -42,38 +43,7 @@ from ._timing import (
     summarize,
 )
 
-# Re-exported, explicitly (mypy --strict): the latency item runs one around its measurements.
-from ._timing import ReferenceWorkload as ReferenceWorkload
-
 Verdict = Literal["pass", "regression", "faster", "contended"]
-
-
-def with_threads(manifest: Manifest, intra: int | None, inter: int | None) -> Manifest:
-    """``manifest`` with its thread counts replaced where ``intra`` / ``inter`` are given (the
-    ``--mlrepro-threads`` override)."""
-    runtime = manifest.runtime
-    changed = dataclasses.replace(
-        runtime,
-        intra_op_threads=intra if intra is not None else runtime.intra_op_threads,
-        inter_op_threads=inter if inter is not None else runtime.inter_op_threads,
-    )
-    return dataclasses.replace(manifest, runtime=changed)
-
-
-def key_for(manifest: Manifest, device: str, framework_version: str) -> HardwareKey:
-    """The hardware key of ``manifest`` (with its thread settings) on ``device`` here."""
-    runtime = manifest.runtime
-    return hardware_key(
-        device,
-        manifest.framework.name,
-        framework_version,
-        runtime.intra_op_threads,
-        runtime.inter_op_threads,
-    )
-
-
-def stop_rule(block: Latency) -> StopRule:
-    return StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
 
 
 # --- what is timed ----------------------------------------------------------------------------
@@ -299,7 +269,8 @@ def assess(
     be trusted (the reference and the model suffer from a busy machine differently): an attempt
     whose absolute ratio alone exceeds the tolerance is then ``contended``, not judged either
     way. When they took at most ``IDLE_CONTENTION``, the absolute ratio alone decides (the
-    reference cannot excuse a slowdown on an idle machine). ``faster`` when every judgement is."""
+    reference cannot excuse a slowdown on an idle machine), as it does when the golden's
+    reference workload is not today's. ``faster`` when every judgement is."""
     comparable = baseline.reference == attempt.reference
     # On an idle machine the reference's own spread (7.8 to 12.4 ms p50 between two
     # measurements a minute apart, measured here) exceeds what it would correct for: there it
@@ -350,44 +321,16 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
     return min(pool, key=_worst_ratio)
 
 
-def ratio_facts(assessment: Assessment) -> list[RatioFacts]:
-    """The judgements of ``assessment`` as plain facts (:class:`DecisionFacts`)."""
-    return [
-        RatioFacts(
-            measurement=name,
-            statistic=j.statistic,
-            tolerance=j.tolerance,
-            ratio=j.ratio.value,
-            ratio_low=j.ratio.low,
-            ratio_high=j.ratio.high,
-            normalised=None if j.normalised is None else j.normalised.value,
-            normalised_low=None if j.normalised is None else j.normalised.low,
-            normalised_high=None if j.normalised is None else j.normalised.high,
-            outcome=j.outcome,
-        )
-        for name, js in assessment.judgements.items()
-        for j in js
-    ]
-
-
 def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
     """What decided ``assessment``'s verdict, as facts for the report to word."""
     return DecisionFacts(
         verdict=assessment.verdict,
-        facts=tuple(ratio_facts(assessment)),
+        judgements=tuple((n, j) for n, js in assessment.judgements.items() for j in js),
         reference_comparable=assessment.normalised,
         contention=assessment.attempt.contention,
         idle_contention=IDLE_CONTENTION,
         max_contention=max_contention,
     )
-
-
-def primary_measurement(names: Sequence[str]) -> str | None:
-    """The measurement a result's single ``p50_ms`` stands for: ``model`` when it was timed
-    (the model's own latency, which a hardware matrix compares), else the first."""
-    if "model" in names:
-        return "model"
-    return next(iter(names), None)
 
 
 def _worst_ratio(a: Assessment) -> float:

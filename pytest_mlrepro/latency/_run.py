@@ -23,7 +23,7 @@ from .. import goldens as golden_store
 from .._phases import phase
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
-from ..fingerprint import HardwareKey
+from ..fingerprint import HardwareKey, hardware_key
 from ..manifest import Manifest
 from ..runners import check_framework
 from ..settings import Settings
@@ -43,16 +43,12 @@ from ._measure import (
     conclude,
     decision_facts,
     entry_for,
-    key_for,
     measure_attempt,
     ms,
     prepare,
-    primary_measurement,
     settings_of,
-    stop_rule,
-    with_threads,
 )
-from ._timing import ReferenceWorkload, summarize
+from ._timing import ReferenceWorkload, StopRule, summarize
 
 Reason = Literal[
     "measured",  # passed, or a golden recorded
@@ -167,12 +163,6 @@ class _Run:
         if self.row is not None:
             self.row["verdict"] = verdict
 
-    def _error(self, reason: Reason, message: str) -> _Ended:
-        """End the check with a failure of the tool (verdict ``error``)."""
-        self._verdict("error")
-        self.outcome = replace(self.outcome, end="fail", reason=reason, message=message)
-        return _Ended()
-
     def _end(
         self,
         end: Literal["skip", "fail"],
@@ -181,10 +171,11 @@ class _Run:
         *,
         strict_fails: bool = True,
         decided: str | None = None,
+        message: str = "",
     ) -> _Ended:
         """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
-        failure, with its verdict in the properties and the row; its facts are in the outcome
-        already."""
+        failure (verdict ``error``: a failure of the tool, ``message`` its text), with its
+        verdict in the properties and the row; its other facts are in the outcome already."""
         if end == "skip" or self.row is not None:
             self.row = {**(self.row or self._row_base()), "verdict": verdict}
         self.add("verdict", verdict)
@@ -195,13 +186,23 @@ class _Run:
         self.outcome = replace(
             self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=strict_fails
         )
+        if message:
+            self.outcome = replace(self.outcome, message=message)
         return _Ended()
 
     def run(self) -> None:
         r = self.r
         block = r.manifest.latency
         assert block is not None
-        m = with_threads(r.manifest, *r.threads)
+        # The manifest with the --mlrepro-threads override, where given.
+        intra, inter = r.threads
+        runtime = r.manifest.runtime
+        runtime = replace(
+            runtime,
+            intra_op_threads=runtime.intra_op_threads if intra is None else intra,
+            inter_op_threads=runtime.inter_op_threads if inter is None else inter,
+        )
+        m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
         for name, value in (
             ("kind", "latency"),
@@ -218,17 +219,18 @@ class _Run:
         try:
             version = check_framework(m)
         except Unavailable as exc:
-            self.outcome = replace(self.outcome, message=str(exc))
-            raise self._end("skip", "unavailable", "skipped") from None
+            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
         self.add("framework_version", version)
-        key = key_for(m, r.device, version)
+        key = hardware_key(
+            r.device, m.framework.name, version, runtime.intra_op_threads, runtime.inter_op_threads
+        )
         self.add("hardware_key", key.fields)
         self.add("hardware_slug", key.slug)
         try:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
             if not r.update:
-                raise self._error("golden invalid", str(exc)) from None
+                raise self._end("fail", "golden invalid", "error", message=str(exc)) from None
             baseline = None
         if baseline is None and not r.update:
             golden_file = r.shown(golden_store.latency_golden_file(r.settings, m, key))
@@ -240,15 +242,14 @@ class _Run:
             with phase("preprocessing"):
                 prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
         except Unavailable as exc:
-            self.outcome = replace(self.outcome, message=str(exc))
-            raise self._end("skip", "unavailable", "skipped") from None
+            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
-            raise self._error("error", str(exc)) from None
+            raise self._end("fail", "error", "error", message=str(exc)) from None
         settings_now = settings_of(prepared.runner_info)
         for name in ("graph_optimization_level", "providers"):
             if name in prepared.runner_info:
                 self.add(name, prepared.runner_info[name])
-        rule = stop_rule(block)
+        rule = StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
         attempts: list[Attempt] = []
         assessments: list[Assessment] = []
         with ReferenceWorkload() as reference, r.exclusive(), phase("model"):
@@ -340,7 +341,10 @@ class _Run:
         """The one-line latency of the result (``p50_ms`` of the primary measurement, its
         golden's and their ratio) and, in words, what decided the verdict: properties (so, the
         results file) and the terminal table's data. Returns the ratio to the golden."""
-        name = primary_measurement(list(attempt.measurements))
+        # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
+        # own latency, which a hardware matrix compares), else the first.
+        names = list(attempt.measurements)
+        name = "model" if "model" in names else next(iter(names), None)
         now = golden = ratio = None
         if name is not None:
             now = summarize(attempt.measurements[name].seconds).p50
@@ -381,7 +385,7 @@ class _Run:
                 r.settings, m, key, r.batch, entry, settings_now
             )
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
-            raise self._error("error", str(exc)) from None
+            raise self._end("fail", "error", "error", message=str(exc)) from None
         self.written = True
         self.add("golden", r.shown(path))
         self._verdict(action)

@@ -78,10 +78,6 @@ class Measurement:
     def seconds(self) -> np.ndarray:
         return self.samples_ns.astype(np.float64) * 1e-9
 
-    @property
-    def rounds(self) -> int:
-        return int(self.samples_ns.size)
-
 
 def _rounds(
     call: Callable[[], object],

@@ -5,19 +5,7 @@ table they share, and the HTML view (:mod:`.html`)."""
 from __future__ import annotations
 
 from .._names import record_command
-from ._accuracy import (
-    accuracy_outcome_text,
-    classes_changed,
-    data_changed,
-    golden_claimed,
-    golden_unreadable,
-    golden_written,
-    no_golden,
-    reference_disagreement_record,
-    reference_outcome_text,
-    reference_refused_record,
-    with_reference,
-)
+from ._accuracy import accuracy_outcome_text
 from ._determinism import determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
@@ -42,17 +30,12 @@ __all__ = [
     "accuracy_outcome_text",
     "aligned",
     "audit_lines",
-    "classes_changed",
     "csv_text",
-    "data_changed",
     "determinism_text",
     "explain",
     "explain_latency",
     "explain_reference",
     "fmt_ms",
-    "golden_claimed",
-    "golden_unreadable",
-    "golden_written",
     "latency_decided_by",
     "latency_outcome_text",
     "latency_table",
@@ -60,18 +43,13 @@ __all__ = [
     "machine_notes",
     "markdown",
     "merged_shards_text",
-    "no_golden",
     "note_lines",
     "phase_lines",
     "phase_table",
     "record_command",
-    "reference_disagreement_record",
     "reference_lines",
-    "reference_outcome_text",
-    "reference_refused_record",
     "repeat_lines",
     "sensitivity_text",
     "shard_lines",
     "summary_table",
-    "with_reference",
 ]

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..goldens import LatencyBaseline
-from ..latency import Assessment, DecisionFacts, LatencyOutcome, RatioFacts
+from ..latency import DecisionFacts, Judgement, LatencyOutcome
 from ._text import aligned
 
 
@@ -29,53 +27,43 @@ def _plain(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def judgement_rows(assessment: Assessment) -> list[str]:
-    """Golden vs now, one line per measurement and statistic, as a table."""
-    rows: list[tuple[str, ...]] = [
-        ("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")
-    ]
-    for name, js in assessment.judgements.items():
-        for j in js:
-            rows.append(
-                (
-                    name,
-                    j.statistic,
-                    fmt_ms(j.golden),
-                    fmt_ms(j.now),
-                    _fmt_ratio(j.ratio),
-                    _fmt_ratio(j.normalised) if j.normalised else "-",
-                    f"≤×{j.tolerance:g}",
-                    {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
-                )
-            )
-    return aligned(rows, indent="  ")
-
-
-def explain_latency(
-    assessment: Assessment,
-    baseline: LatencyBaseline,
-    changes: Mapping[str, tuple[Any, Any]],
-    attempts: int,
-    golden_shown: str,
-    update_cmd: str,
-    max_contention: float,
-) -> str:
-    """Why a latency item failed (or was not judged), with every number needed to believe it."""
-    a = assessment
+def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
+    """Why a latency item failed (or was not judged), with every number needed to believe it:
+    the judgements of its concluding attempt against ``outcome.baseline``, golden vs now, one
+    line per measurement and statistic, as a table."""
+    a, baseline, attempts = outcome.assessment, outcome.baseline, outcome.assessments
+    assert a is not None and baseline is not None
     stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
     if a.verdict == "contended":
         lead = (
             f"latency not judged: the machine was busy (other processes used "
-            f"{a.attempt.contention:.0%} of the CPUs, more than {max_contention:.0%}) in every "
-            f"one of {attempts} attempts, and the model measured slower than the golden allows"
+            f"{a.attempt.contention:.0%} of the CPUs, more than {outcome.max_contention:.0%}) in "
+            f"every one of {attempts} attempts, and the model measured slower than the golden "
+            "allows"
         )
     else:
         lead = (
             f"latency regression: {stats} beyond the tolerance in every one of {attempts} "
             "attempts, both absolutely and relative to the reference workload"
         )
-    lines = [lead, ""]
-    lines += judgement_rows(a)
+    rows: list[tuple[str, ...]] = [
+        ("measurement", "stat", "golden", "now", "now/golden", "normalised", "tolerance", "")
+    ]
+    rows += [
+        (
+            name,
+            j.statistic,
+            fmt_ms(j.golden),
+            fmt_ms(j.now),
+            _fmt_ratio(j.ratio),
+            _fmt_ratio(j.normalised) if j.normalised else "-",
+            f"≤×{j.tolerance:g}",
+            {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
+        )
+        for name, js in a.judgements.items()
+        for j in js
+    ]
+    lines = [lead, "", *aligned(rows, indent="  ")]
     ref_now = float(np.median(a.attempt.reference_seconds))
     ref_golden = float(np.median(baseline.reference_samples))
     lines.append("")
@@ -96,14 +84,14 @@ def explain_latency(
             f"(at recording: {_pct(baseline.contention)})"
         )
     lines.append("  [low–high]: one-sided 95% bootstrap bounds of the ratio")
-    if changes:
+    if outcome.changes:
         lines.append("")
         lines.append("  changed since the golden:")
-        for name, (old, new) in changes.items():
+        for name, (old, new) in outcome.changes.items():
             lines.append(f"    {name}: {_plain(old)} → {_plain(new)}")
     lines.append("")
     exact = "" if baseline.exact else " (recorded with other settings on this machine)"
-    lines.append(f"  golden: {golden_shown}{exact}, recorded {baseline.recorded}")
+    lines.append(f"  golden: {outcome.golden_shown}{exact}, recorded {baseline.recorded}")
     if a.verdict == "contended":
         lines.append("  rerun on a quiet machine (or raise mlrepro_latency_max_contention)")
     else:
@@ -139,16 +127,7 @@ def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -
             "machine"
         )
     if reason in ("regression", "contended"):
-        assert outcome.assessment is not None and outcome.baseline is not None
-        text = explain_latency(
-            outcome.assessment,
-            outcome.baseline,
-            outcome.changes,
-            outcome.assessments,
-            outcome.golden_shown,
-            update_cmd,
-            outcome.max_contention,
-        )
+        text = explain_latency(outcome, update_cmd)
         return text if reason == "contended" else f"{where}: {text}"
     return outcome.message  # unavailable, error: the error's own text
 
@@ -164,7 +143,7 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
     None: nothing to compare with yet (no golden for this machine and settings)."""
     if decision is None:
         return "not compared: no latency golden for this machine and settings yet"
-    verdict, facts = decision.verdict, decision.facts
+    verdict, facts = decision.verdict, decision.judgements
     contention, idle_contention = decision.contention, decision.idle_contention
     reference_comparable, max_contention = decision.reference_comparable, decision.max_contention
     if not facts:
@@ -177,42 +156,46 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
         else "the golden's reference workload differs from today's"
     )
 
-    def views(f: RatioFacts) -> str:
-        shown = f"absolute {_x(f.ratio)}"
-        if f.normalised is not None:
-            shown += f", normalised {_x(f.normalised)}"
-        return f"{f.measurement} {f.statistic}: {shown}"
+    def views(fact: tuple[str, Judgement]) -> str:
+        name, j = fact
+        shown = f"absolute {_x(j.ratio.value)}"
+        if j.normalised is not None:
+            shown += f", normalised {_x(j.normalised.value)}"
+        return f"{name} {j.statistic}: {shown}"
 
     # The judgement that came closest to failing (or that failed): the largest lower bound of
     # the ratios that decide.
-    def pressure(f: RatioFacts) -> float:
-        lows = [f.ratio_low]
-        if not absolute_only and f.normalised_low is not None:
-            lows.append(f.normalised_low)
+    def pressure(fact: tuple[str, Judgement]) -> float:
+        j = fact[1]
+        lows = [j.ratio.low]
+        if not absolute_only and j.normalised is not None:
+            lows.append(j.normalised.low)
         return min(lows)
 
     if verdict == "contended":
-        slower = max(facts, key=lambda f: f.ratio_low)
+        slower = max(facts, key=lambda f: f[1].ratio.low)
         busy = "unknown" if contention is None else f"{contention:.0%}"
         return (
-            f"not judged: {views(slower)} above ≤×{slower.tolerance:g} while other processes used "
-            f"{busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be trusted"
+            f"not judged: {views(slower)} above ≤×{slower[1].tolerance:g} while other processes "
+            f"used {busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be "
+            "trusted"
         )
     if verdict == "regression":
-        failed = [f for f in facts if f.outcome == "regression"] or list(facts)
+        failed = [f for f in facts if f[1].outcome == "regression"] or list(facts)
         worst = max(failed, key=pressure)
-        if absolute_only or worst.normalised is None:
+        tolerance = worst[1].tolerance
+        if absolute_only or worst[1].normalised is None:
             return (
-                f"absolute ratio: {views(worst)} confidently above ≤×{worst.tolerance:g} "
+                f"absolute ratio: {views(worst)} confidently above ≤×{tolerance:g} "
                 f"({why_absolute if absolute_only else 'no reference workload'}: the absolute "
                 "ratio alone decides)"
             )
         return (
-            f"both ratios: {views(worst)}, each confidently above ≤×{worst.tolerance:g} (a "
+            f"both ratios: {views(worst)}, each confidently above ≤×{tolerance:g} (a "
             "slower machine would raise the absolute ratio only)"
         )
     if verdict == "faster":
-        slowest = max(facts, key=lambda f: f.ratio_high)
+        name, slowest = max(facts, key=lambda f: f[1].ratio.high)
         below = (
             f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
         )
@@ -222,26 +205,25 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             unused = (
                 ""
                 if slowest.normalised is None
-                else f"; normalised {_x(slowest.normalised)} not used: {why_absolute}"
+                else f"; normalised {_x(slowest.normalised.value)} not used: {why_absolute}"
             )
             return (
-                f"absolute ratio: {slowest.measurement} {slowest.statistic}: absolute "
-                f"{_x(slowest.ratio)} {below} for every measurement{unused}"
+                f"absolute ratio: {name} {slowest.statistic}: absolute "
+                f"{_x(slowest.ratio.value)} {below} for every measurement{unused}"
             )
-        return f"both ratios: {views(slowest)} {below} for every measurement"
+        return f"both ratios: {views((name, slowest))} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
-    tol = f"≤×{closest.tolerance:g}"
-    if absolute_only or closest.normalised is None:
+    c = closest[1]
+    tol = f"≤×{c.tolerance:g}"
+    if absolute_only or c.normalised is None:
         reason = why_absolute if absolute_only else "no reference workload"
         return (
             f"absolute ratio: {views(closest)} within {tol} ({reason}: the absolute ratio "
             "alone decides)"
         )
-    absolute_over = closest.ratio_low > closest.tolerance
-    normalised_over = (
-        closest.normalised_low is not None and closest.normalised_low > closest.tolerance
-    )
+    absolute_over = c.ratio.low > c.tolerance
+    normalised_over = c.normalised.low > c.tolerance
     if normalised_over and not absolute_over:
         return (
             f"absolute ratio: {views(closest)}; the absolute ratio is within {tol}, and a "
@@ -260,7 +242,6 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
 __all__ = [
     "explain_latency",
     "fmt_ms",
-    "judgement_rows",
     "latency_decided_by",
     "latency_outcome_text",
 ]

@@ -30,6 +30,7 @@ from pytest_mlrepro._yaml import load_yaml
 from pytest_mlrepro.errors import GoldenError, ManifestError
 from pytest_mlrepro.fingerprint import hardware_key
 from pytest_mlrepro.goldens import _latency_store as latency_goldens
+from pytest_mlrepro.latency import LatencyOutcome
 from pytest_mlrepro.latency import _benchjson as benchjson
 from pytest_mlrepro.latency import _measure as lat
 from pytest_mlrepro.latency._timing import Measurement
@@ -329,9 +330,17 @@ def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judge
     judged = lat.assess(other_ref, baseline, tol, 0.25)
     assert not judged.normalised and judged.verdict == "regression"
     assert judged.judgements["model"][0].normalised is None
-    text = explain_latency(
-        slow, baseline, {"intra_op_threads": ("default", 1)}, 3, "g.json", "CMD", 0.25
+    failed = LatencyOutcome(
+        end="fail",
+        reason="regression",
+        assessment=slow,
+        baseline=baseline,
+        changes={"intra_op_threads": ("default", 1)},
+        assessments=3,
+        golden_shown="g.json",
+        max_contention=0.25,
     )
+    text = explain_latency(failed, "CMD")
     assert text.startswith("latency regression: p50 beyond the tolerance in every one of 3")
     assert "intra_op_threads: default → 1" in text and text.rstrip().endswith("CMD")
     assert re.search(r"model +p50 +10\.\d ms +20\.\d ms +×[12]\.\d\d \[", text), text

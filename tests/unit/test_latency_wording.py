@@ -10,41 +10,46 @@ import pytest
 from pytest_mlrepro.latency import (
     STALE_RATIO,
     DecisionFacts,
-    RatioFacts,
+    Judgement,
     golden_outpaced,
     latency_golden_stale,
     stale_golden,
 )
+from pytest_mlrepro.latency._timing import Outcome, Ratio
 from pytest_mlrepro.report import latency_decided_by
 
 
 def facts(
     ratio: float,
     normalised: float | None,
-    outcome: str = "pass",
+    outcome: Outcome = "pass",
     tolerance: float = 1.25,
     spread: float = 0.05,
     measurement: str = "model",
-) -> RatioFacts:
-    return RatioFacts(
-        measurement=measurement,
+) -> tuple[str, Judgement]:
+    """One judged statistic, as ``DecisionFacts`` holds it (the golden and the now values do not
+    enter the wording)."""
+    judgement = Judgement(
         statistic="p50",
         tolerance=tolerance,
-        ratio=ratio,
-        ratio_low=ratio - spread,
-        ratio_high=ratio + spread,
-        normalised=normalised,
-        normalised_low=None if normalised is None else normalised - spread,
-        normalised_high=None if normalised is None else normalised + spread,
+        golden=0.010,
+        now=0.010 * ratio,
+        ratio=Ratio(ratio, ratio - spread, ratio + spread),
+        normalised=None
+        if normalised is None
+        else Ratio(normalised, normalised - spread, normalised + spread),
         outcome=outcome,
     )
+    return measurement, judgement
 
 
-def decided(verdict: str, *fs: RatioFacts, contention: float | None = 0.10, comparable=True) -> str:
+def decided(
+    verdict: str, *fs: tuple[str, Judgement], contention: float | None = 0.10, comparable=True
+) -> str:
     return latency_decided_by(
         DecisionFacts(
             verdict=verdict,
-            facts=fs,
+            judgements=fs,
             reference_comparable=comparable,
             contention=contention,
             idle_contention=0.05,

@@ -109,7 +109,7 @@ def test_rounds_stop_at_min_rounds_when_min_time_is_already_reached() -> None:
     clock = FakeClock(1000)
     rule = StopRule(min_rounds=10, min_time=0, max_time=1, warmup_rounds=3, warmup_time=0)
     m = measure(clock.call, rule, clock=clock)
-    assert m.rounds == 10 and m.samples_ns.tolist() == [1000] * 10
+    assert m.samples_ns.size == 10 and m.samples_ns.tolist() == [1000] * 10
     assert m.warmup_rounds == 3 and clock.calls == 13
     assert m.stopped_by == "min_rounds_and_time"
 
@@ -118,7 +118,7 @@ def test_rounds_continue_until_min_time_when_min_rounds_come_first() -> None:
     clock = FakeClock(1000)
     rule = StopRule(min_rounds=2, min_time=10e-6, max_time=1, warmup_rounds=0, warmup_time=0)
     m = measure(clock.call, rule, clock=clock)
-    assert m.rounds == 10  # 10 × 1 µs reaches the 10 µs minimum
+    assert m.samples_ns.size == 10  # 10 × 1 µs reaches the 10 µs minimum
     assert m.warmup_rounds == 0
 
 
@@ -126,7 +126,7 @@ def test_max_time_caps_rounds_and_says_so() -> None:
     clock = FakeClock(1000)
     rule = StopRule(min_rounds=1000, min_time=0, max_time=5e-6, warmup_rounds=0, warmup_time=0)
     m = measure(clock.call, rule, clock=clock)
-    assert m.rounds == 5 and m.stopped_by == "max_time"
+    assert m.samples_ns.size == 5 and m.stopped_by == "max_time"
 
 
 def test_warmup_is_excluded_and_runs_until_both_its_rounds_and_time() -> None:
@@ -361,7 +361,7 @@ def test_reference_workload_runs_on_every_usable_cpu_and_computes_its_product() 
         described = ref.describe()
         assert described["threads"] == ref.threads and "matmul" in described["workload"]
         m = ref.measure()
-    assert m.rounds >= ReferenceWorkload.RULE.min_rounds or m.stopped_by == "max_time"
+    assert m.samples_ns.size >= ReferenceWorkload.RULE.min_rounds or m.stopped_by == "max_time"
     with ReferenceWorkload(threads=1) as single:
         assert single.describe()["threads"] == 1
         single.round()
