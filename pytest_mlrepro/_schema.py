@@ -2,7 +2,9 @@
 
 The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
 ``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
+defaults. A field's bounds are declared once, as JSON Schema keywords in its
+``metadata={"schema": {...}}``: :func:`broken_bound` checks them here and the published JSON
+Schema states them. A dataclass may define ``check(self)`` for rules that span fields; it raises
 :class:`Invalid` naming the offending field relative to itself.
 """
 
@@ -197,6 +199,9 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     for key, f in fields.items():
         if key in value:
             kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            problem = broken_bound(f, kwargs[f.name])
+            if problem is not None:
+                raise ctx.error((*path, key), problem)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(path, f"missing required key {key!r}")
     try:
@@ -209,6 +214,33 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
         raise ctx.error(path, broken_rule(cls, exc)) from None
     return obj
+
+
+def broken_bound(f: dataclasses.Field[Any], value: Any) -> str | None:
+    """Which bound of its field ``value`` breaks (``minimum``, ``maximum``, ``exclusiveMinimum``;
+    a list's ``minItems``, ``uniqueItems``), in the field's ``says`` or in words made from the
+    bounds; None when it keeps them (or is None)."""
+    bounds = f.metadata.get("schema", {})
+    low, high, above = (bounds.get(k) for k in ("minimum", "maximum", "exclusiveMinimum"))
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        repeated = bounds.get("uniqueItems") and len(set(value)) != len(value)
+        if len(value) >= bounds.get("minItems", 0) and not repeated:
+            return None
+    elif (
+        (low is None or value >= low)
+        and (high is None or value <= high)
+        and (above is None or value > above)
+    ):
+        return None
+    if "says" in f.metadata:
+        return str(f.metadata["says"])
+    if above is not None:
+        return f"must be above {above} and at most {high}"
+    if high is not None:
+        return f"must be between {low} and {high}"
+    return {0: "must not be negative", 1: "must be positive"}.get(low, f"must be at least {low}")
 
 
 def broken_rule(cls: type, exc: Exception) -> str:
