@@ -198,7 +198,9 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         if key in value:
-            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            # A field may name its own converter (a manifest's preprocessing steps).
+            field_convert = f.metadata.get("convert", functools.partial(convert, hints[f.name]))
+            kwargs[f.name] = field_convert(value[key], (*path, key), ctx)
             problem = broken_bound(f, kwargs[f.name])
             if problem is not None:
                 raise ctx.error((*path, key), problem)

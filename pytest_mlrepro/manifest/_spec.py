@@ -204,12 +204,53 @@ class Model:
                 )
 
 
+def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
+    steps: list[pipeline.Step] = []
+    for index, item in enumerate(value):
+        where = (*path, index)
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ctx.error(
+                where,
+                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
+            )
+        ((op, params),) = item.items()
+        cls = pipeline.STEPS.get(op)
+        if cls is None:
+            known = ", ".join(sorted(pipeline.STEPS))
+            raise ctx.error(
+                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
+            )
+        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
+    try:
+        pipeline.Pipeline(steps)
+    except Invalid as exc:
+        raise ctx.error((*path, *exc.path), exc.message) from None
+    return tuple(steps)
+
+
 @dataclass(frozen=True)
 class Input:
     name: str
     layout: Literal["NCHW", "NHWC"]
-    preprocess: tuple[pipeline.Step, ...] = field(metadata={"steps": True})
+    preprocess: tuple[pipeline.Step, ...] = field(
+        metadata={"steps": True, "convert": _convert_steps}
+    )
     dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+    def check(self) -> None:
+        final = pipeline.Pipeline(self.preprocess).final
+        want_layout = "CHW" if self.layout == "NCHW" else "HWC"
+        if final.layout != want_layout or final.dtype != self.dtype:
+            raise Invalid(
+                "preprocess",
+                f"the steps end with {final.layout} {final.dtype} "
+                f"data but the input is {self.layout} {self.dtype}: add a "
+                f"{'layout' if final.layout != want_layout else 'cast'} step",
+            )
 
 
 @dataclass(frozen=True)
@@ -494,77 +535,16 @@ class Manifest:
         return data
 
 
-def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
-    if not isinstance(value, list) or not value:
-        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
-    steps: list[pipeline.Step] = []
-    for index, item in enumerate(value):
-        where = (*path, index)
-        if isinstance(item, str):
-            item = {item: {}}
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ctx.error(
-                where,
-                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
-            )
-        ((op, params),) = item.items()
-        cls = pipeline.STEPS.get(op)
-        if cls is None:
-            known = ", ".join(sorted(pipeline.STEPS))
-            raise ctx.error(
-                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
-            )
-        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
-    try:
-        pipeline.Pipeline(steps)
-    except Invalid as exc:
-        raise ctx.error((*path, *exc.path), exc.message) from None
-    return tuple(steps)
-
-
-def _convert_input(value: Any, path: KeyPath, ctx: Context) -> Input:
-    if not isinstance(value, dict):
-        raise ctx.error(path, "expected a mapping")
-    rest = {k: v for k, v in value.items() if k != "preprocess"}
-    if "preprocess" not in value:
-        raise ctx.error(path, "missing required key 'preprocess'")
-    steps = _convert_steps(value["preprocess"], (*path, "preprocess"), ctx)
-    shell = convert_dataclass(_InputShell, rest, path, ctx)
-    inp = Input(name=shell.name, layout=shell.layout, dtype=shell.dtype, preprocess=steps)
-    final = pipeline.Pipeline(steps).final
-    want_layout = "CHW" if inp.layout == "NCHW" else "HWC"
-    if final.layout != want_layout or final.dtype != inp.dtype:
-        raise ctx.error(
-            (*path, "preprocess"),
-            f"the steps end with {final.layout} {final.dtype} "
-            f"data but the input is {inp.layout} {inp.dtype}: add a "
-            f"{'layout' if final.layout != want_layout else 'cast'} step",
-        )
-    return inp
-
-
-@dataclass(frozen=True)
-class _InputShell:
-    name: str
-    layout: Literal["NCHW", "NHWC"]
-    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
-
-
 def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
     """Validate plain manifest data into a :class:`Manifest`, or raise ManifestError."""
     ctx = Context(file, lines)
     if not isinstance(data, dict):
         raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
-    rest = dict(data)
-    raw_inputs = rest.pop("inputs", None)
-    if raw_inputs is None:
-        raise ctx.error((), "missing required key 'inputs'")
-    if not isinstance(raw_inputs, list) or len(raw_inputs) != 1:
+    # Said before the input itself is read: a second input is not what is wrong with it.
+    if "inputs" in data and (not isinstance(data["inputs"], list) or len(data["inputs"]) != 1):
         raise ctx.error(("inputs",), "expected a list with one input (image classification)")
-    inputs = tuple(_convert_input(v, ("inputs", i), ctx) for i, v in enumerate(raw_inputs))
-    rest["inputs"] = []
-    shell = convert_dataclass(Manifest, rest, (), ctx)
-    return dataclasses.replace(shell, inputs=inputs, source=file, path=Path(file), lines=lines)
+    manifest = convert_dataclass(Manifest, data, (), ctx)
+    return dataclasses.replace(manifest, source=file, path=Path(file), lines=lines)
 
 
 def _read_manifest(path: Path, shown: str) -> bytes:
