@@ -120,10 +120,10 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
         raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is Any:
         return value
-    if tp is bool:
-        if isinstance(value, bool):
+    if tp is bool or tp is str:
+        if isinstance(value, tp):
             return value
-        raise ctx.error(path, f"expected true or false, got {shown_value(value)}")
+        raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             if abs(value) > 2**53:
@@ -137,10 +137,6 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
                 raise ctx.error(path, f"expected a finite number, got {shown_value(value)}")
             return number
         raise ctx.error(path, f"expected a number, got {shown_value(value)}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ctx.error(path, f"expected a string, got {shown_value(value)}")
     if origin is Literal:
         choices = get_args(tp)
         if value in choices and type(value) in {type(c) for c in choices}:
