@@ -61,36 +61,34 @@ def yaml_key(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get("key", f.name))
 
 
+# How messages name a value of each plain type, and several of them.
+_WORDS: dict[Any, tuple[str, str]] = {
+    bool: ("true or false", "booleans"),
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    str: ("a string", "strings"),
+}
+
+
 def _describe(tp: Any) -> str:
-    origin = get_origin(tp)
-    if tp is bool:
-        return "true or false"
-    if tp is int:
-        return "an integer"
-    if tp is float:
-        return "a number"
-    if tp is str:
-        return "a string"
+    origin, args = get_origin(tp), get_args(tp)
+    if tp in _WORDS:
+        return _WORDS[tp][0]
     if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin is list:
-        return f"a list of {_plural(get_args(tp)[0])}"
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is list or (origin is tuple and args[1:] == (Ellipsis,)):
+        return f"a list of {_plural(args[0])}"
     if origin is tuple:
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {_plural(args[0])}"
         return f"a list of {len(args)} {_plural(args[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
+    if origin is dict or dataclasses.is_dataclass(tp):
         return "a mapping"
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in get_args(tp) if a is not type(None))
+        return " or ".join(_describe(a) for a in args if a is not type(None))
     return str(tp)
 
 
 def _plural(tp: Any) -> str:
-    return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(tp, "items")
+    return _WORDS[tp][1] if tp in _WORDS else "items"
 
 
 def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
