@@ -394,12 +394,6 @@ def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    with contextlib.suppress(OSError):  # the rename itself survives a power loss
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def atomic_write_bytes(
@@ -425,6 +419,12 @@ def atomic_write_bytes(
         ) from None
     except OSError as exc:
         raise write_error(path, exc, what) from None
+    with contextlib.suppress(OSError):  # the rename survives a power loss too
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
