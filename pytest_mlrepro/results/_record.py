@@ -280,11 +280,13 @@ def _value(tp: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         return _value(next(a for a in args if a is not type(None)), value)
     if origin is tuple:
-        return tuple(_items(args[0], value))
+        return tuple(_value(args[0], v) for v in value)
     if origin is list:
         return _items(args[0], value)
-    if origin is dict:  # a score_diff's values: 50,000 numbers
-        return dict(zip(value, _items(args[1], list(value.values()))))
+    if origin is dict and args[1] is float:  # a score_diff: 50,000 of them
+        return {k: float(v) for k, v in value.items()}
+    if origin is dict:
+        return {k: _value(args[1], v) for k, v in value.items()}
     if tp is float:
         return float(value)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
