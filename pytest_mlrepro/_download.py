@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
-import io
 import os
-import tempfile
 import threading
 import time
 import urllib.error
@@ -23,15 +21,9 @@ import urllib.request
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
-from ._files import (
-    confine,
-    default_file_mode,
-    fcntl_module,
-    make_confined_folder,
-    remove_stale_temp_files,
-)
+from ._files import confine, make_confined_folder, remove_stale_temp_files, replacing
 from ._visible import visible
 
 DOWNLOAD_TIMEOUT = 30.0
@@ -112,11 +104,9 @@ def fetch_verified(
 ) -> None:
     """Copy ``url``'s body to ``dest`` if its sha256 is ``sha256``.
 
-    The body goes into a temporary file beside ``dest`` (``.<name>.<random>.part``, mode 0666
-    less the umask, like every file the tool writes: a shared cache stays readable by its group;
-    locked while written, so that a killed download's leftover is told from a live one and
-    removed by the next fetch of the same name), is hashed on the way, synced, and renamed over
-    ``dest`` only when the hash matches.
+    The body goes into a temporary file beside ``dest`` (``_files.replacing``, named
+    ``.<name>.<random>.part``: a killed download's leftover is removed by the next fetch of the
+    same name), is hashed on the way, and replaces ``dest`` only when the hash matches.
 
     ``limit``: the most bytes the file may have (the format's or a configured cap): a larger
     declared ``Content-Length`` is refused before a byte is read, and the stream is cut as soon
@@ -133,26 +123,12 @@ def fetch_verified(
     else:
         dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(dest, suffix=PART_SUFFIX)
-    fcntl = fcntl_module()
-    handle, temp_name = tempfile.mkstemp(
-        dir=dest.parent, prefix=f".{dest.name}.", suffix=PART_SUFFIX
-    )
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(handle, "w+b") as out:
-            fcntl.flock(out.fileno(), fcntl.LOCK_EX)  # released when the file closes
-            os.fchmod(out.fileno(), default_file_mode())
-            actual = _stream_with_retries(url, out, stop, limit)
-            out.flush()
-            os.fsync(out.fileno())
-            if actual != sha256:
-                raise DigestMismatch(actual)
-            if inside is not None:
-                confine(dest, inside)  # a link planted at the name meanwhile is not replaced
-            os.replace(temp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
+    with replacing(dest, suffix=PART_SUFFIX) as out:
+        actual = _stream_with_retries(url, out, stop, limit)
+        if actual != sha256:
+            raise DigestMismatch(actual)
+        if inside is not None:
+            confine(dest, inside)  # a link planted at the name meanwhile is not replaced
 
 
 class _WriteFailed(Exception):
@@ -196,7 +172,7 @@ _OPENER = urllib.request.build_opener(_HttpOnlyRedirects)
 
 
 def _stream_with_retries(
-    url: str, out: io.BufferedRandom, stop: threading.Event | None, limit: int | None
+    url: str, out: BinaryIO, stop: threading.Event | None, limit: int | None
 ) -> str:
     attempts = len(RETRY_DELAYS) + 1
     failures: list[str] = []
@@ -257,9 +233,7 @@ def _declared_length(response: object) -> int | None:
     return int(value.strip())
 
 
-def _stream(
-    url: str, out: io.BufferedRandom, stop: threading.Event | None, limit: int | None
-) -> str:
+def _stream(url: str, out: BinaryIO, stop: threading.Event | None, limit: int | None) -> str:
     digest = hashlib.sha256()
     path = local_path(url)
     if path is not None and not path.is_file():

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import MlreproError, OutputError
 
@@ -373,20 +373,36 @@ def write_error(path: Path, exc: OSError, what: str) -> OutputError:
     return OutputError(f"{path}: cannot write the {what}: {fix}; nothing was changed there")
 
 
+@contextlib.contextmanager
+def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
+    """A temporary file beside ``path`` (``.<name>.<random><suffix>``) that replaces ``path`` when
+    the block ends without an exception (synced first, then renamed over it), and is removed
+    otherwise: readers see the old file or the new one, never a part. The writer holds an
+    exclusive lock on it until the rename, so that :func:`stale_temp_files` can tell a killed
+    writer's leftover from a live one; it gets the mode an editor would give a file (0666 less
+    the umask), not ``mkstemp``'s 0600. OSError when it cannot be made, synced or renamed."""
+    fcntl = fcntl_module()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            os.fchmod(fh.fileno(), default_file_mode())
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
 def atomic_write_bytes(
     path: Path, data: bytes, *, what: str = "file", inside: Path | None = None
 ) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part.
-
-    The data goes to a temporary file beside ``path`` (``.<name>.<random>.tmp``), is synced, and
-    is renamed over ``path``. The writer holds an exclusive lock on the temporary file until the
-    rename, so that :func:`stale_temp_files` can tell a killed writer's leftover from a live one.
-    The file gets the mode an editor would give it (0666 less the umask), not the temporary
-    file's 0600. ``path`` must be a regular file or absent: a symlink, folder or FIFO there is
-    refused, as is a symlinked folder between ``inside`` and ``path``. Any failure raises
-    OutputError (naming the file, what is wrong and the fix) and leaves the old file intact.
-    """
-    fcntl = fcntl_module()
+    """Write ``data`` to ``path`` through :func:`replacing`. ``path`` must be a regular file or
+    absent: a symlink, folder or FIFO there is refused, as is a symlinked folder between
+    ``inside`` and ``path``. Any failure raises OutputError (naming the file, what is wrong and
+    the fix) and leaves the old file intact."""
     try:
         check_real_folders(path, inside)
         with contextlib.suppress(FileNotFoundError):
@@ -394,7 +410,8 @@ def atomic_write_bytes(
             if not stat.S_ISREG(mode):
                 raise NotARegularFile(f"{path} is {_kind(mode)}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with replacing(path) as fh:
+            fh.write(data)
     except NotARegularFile as exc:
         raise OutputError(
             f"{exc}: refusing to replace it with the {what} (a {what} must be a regular "
@@ -402,21 +419,7 @@ def atomic_write_bytes(
         ) from None
     except OSError as exc:
         raise write_error(path, exc, what) from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
-            os.fchmod(fh.fileno(), default_file_mode())
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-            os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise write_error(path, exc, what) from None
-        raise
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # the rename survives a power loss too
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)

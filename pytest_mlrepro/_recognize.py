@@ -41,7 +41,7 @@ always does, whatever its style, and most foreign YAML is then left after a subs
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ._files import FileTooLarge, open_regular, read_bounded
@@ -69,7 +69,6 @@ MANIFEST_KEYS = frozenset(
 )
 """Top-level keys of the manifest schema that generic YAML does not use (not ``name``,
 ``version`` or ``description``)."""
-SECTIONS = ("model", "inputs", "dataset", "framework")
 
 # A mapping key at column 0 (plain or quoted), followed by a colon.
 _TOP_KEY = re.compile(rb"""^["']?([A-Za-z_][A-Za-z0-9_-]*)["']?[ \t]*:""", re.MULTILINE)
@@ -84,34 +83,14 @@ def has_manifest_keys(head: bytes) -> bool:
     return len(top_level_keys(head) & MANIFEST_KEYS) >= MIN_KEYS
 
 
-def _model_shape(value: object) -> bool:
-    return (
-        isinstance(value, Mapping) and "format" in value and ("file" in value or "weights" in value)
-    )
-
-
-def _inputs_shape(value: object) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and isinstance(value[0], Mapping)
-        and "preprocess" in value[0]
-    )
-
-
-def _dataset_shape(value: object) -> bool:
-    return isinstance(value, Mapping) and "checksums" in value
-
-
-def _framework_shape(value: object) -> bool:
-    return isinstance(value, Mapping) and value.get("name") in FRAMEWORKS
-
-
-SHAPES = {
-    "model": _model_shape,
-    "inputs": _inputs_shape,
-    "dataset": _dataset_shape,
-    "framework": _framework_shape,
+# What only a manifest's section looks like, per section (the module docstring's list).
+SHAPES: dict[str, Callable[[object], bool]] = {
+    "model": lambda v: isinstance(v, Mapping) and "format" in v and ("file" in v or "weights" in v),
+    "inputs": lambda v: (
+        isinstance(v, list) and len(v) > 0 and isinstance(v[0], Mapping) and "preprocess" in v[0]
+    ),
+    "dataset": lambda v: isinstance(v, Mapping) and "checksums" in v,
+    "framework": lambda v: isinstance(v, Mapping) and v.get("name") in FRAMEWORKS,
 }
 
 
@@ -129,7 +108,7 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
     except ManifestError:
         return has_manifest_keys(content[:PEEK_BYTES])
     # The cheap pre-filter: every manifest names at least MIN_SHAPES sections as words.
-    if sum(1 for section in SECTIONS if section in text) < MIN_SHAPES:
+    if sum(1 for section in SHAPES if section in text) < MIN_SHAPES:
         return False
     try:
         data, _ = load_yaml(text, file)

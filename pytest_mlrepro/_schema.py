@@ -2,7 +2,9 @@
 
 The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
 ``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults. A dataclass may define ``check(self)`` for rules that span fields; it raises
+defaults. A field's bounds are declared once, as JSON Schema keywords in its
+``metadata={"schema": {...}}``: :func:`broken_bound` checks them here and the published JSON
+Schema states them. A dataclass may define ``check(self)`` for rules that span fields; it raises
 :class:`Invalid` naming the offending field relative to itself.
 """
 
@@ -59,36 +61,34 @@ def yaml_key(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get("key", f.name))
 
 
+# How messages name a value of each plain type, and several of them.
+_WORDS: dict[Any, tuple[str, str]] = {
+    bool: ("true or false", "booleans"),
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    str: ("a string", "strings"),
+}
+
+
 def _describe(tp: Any) -> str:
-    origin = get_origin(tp)
-    if tp is bool:
-        return "true or false"
-    if tp is int:
-        return "an integer"
-    if tp is float:
-        return "a number"
-    if tp is str:
-        return "a string"
+    origin, args = get_origin(tp), get_args(tp)
+    if tp in _WORDS:
+        return _WORDS[tp][0]
     if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin is list:
-        return f"a list of {_plural(get_args(tp)[0])}"
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is list or (origin is tuple and args[1:] == (Ellipsis,)):
+        return f"a list of {_plural(args[0])}"
     if origin is tuple:
-        args = get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {_plural(args[0])}"
         return f"a list of {len(args)} {_plural(args[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
+    if origin is dict or dataclasses.is_dataclass(tp):
         return "a mapping"
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in get_args(tp) if a is not type(None))
+        return " or ".join(_describe(a) for a in args if a is not type(None))
     return str(tp)
 
 
 def _plural(tp: Any) -> str:
-    return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(tp, "items")
+    return _WORDS[tp][1] if tp in _WORDS else "items"
 
 
 def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
@@ -118,10 +118,10 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
         raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is Any:
         return value
-    if tp is bool:
-        if isinstance(value, bool):
+    if tp is bool or tp is str:
+        if isinstance(value, tp):
             return value
-        raise ctx.error(path, f"expected true or false, got {shown_value(value)}")
+        raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             if abs(value) > 2**53:
@@ -135,10 +135,6 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
                 raise ctx.error(path, f"expected a finite number, got {shown_value(value)}")
             return number
         raise ctx.error(path, f"expected a number, got {shown_value(value)}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ctx.error(path, f"expected a string, got {shown_value(value)}")
     if origin is Literal:
         choices = get_args(tp)
         if value in choices and type(value) in {type(c) for c in choices}:
@@ -196,7 +192,12 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         if key in value:
-            kwargs[f.name] = convert(hints[f.name], value[key], (*path, key), ctx)
+            # A field may name its own converter (a manifest's preprocessing steps).
+            field_convert = f.metadata.get("convert", functools.partial(convert, hints[f.name]))
+            kwargs[f.name] = field_convert(value[key], (*path, key), ctx)
+            problem = broken_bound(f, kwargs[f.name])
+            if problem is not None:
+                raise ctx.error((*path, key), problem)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ctx.error(path, f"missing required key {key!r}")
     try:
@@ -209,6 +210,33 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
         raise ctx.error(path, broken_rule(cls, exc)) from None
     return obj
+
+
+def broken_bound(f: dataclasses.Field[Any], value: Any) -> str | None:
+    """Which bound of its field ``value`` breaks (``minimum``, ``maximum``, ``exclusiveMinimum``;
+    a list's ``minItems``, ``uniqueItems``), in the field's ``says`` or in words made from the
+    bounds; None when it keeps them (or is None)."""
+    bounds = f.metadata.get("schema", {})
+    low, high, above = (bounds.get(k) for k in ("minimum", "maximum", "exclusiveMinimum"))
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        repeated = bounds.get("uniqueItems") and len(set(value)) != len(value)
+        if len(value) >= bounds.get("minItems", 0) and not repeated:
+            return None
+    elif (
+        (low is None or value >= low)
+        and (high is None or value <= high)
+        and (above is None or value > above)
+    ):
+        return None
+    if "says" in f.metadata:
+        return str(f.metadata["says"])
+    if above is not None:
+        return f"must be above {above} and at most {high}"
+    if high is not None:
+        return f"must be between {low} and {high}"
+    return {0: "must not be negative", 1: "must be positive"}.get(low, f"must be at least {low}")
 
 
 def broken_rule(cls: type, exc: Exception) -> str:

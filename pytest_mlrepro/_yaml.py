@@ -111,8 +111,9 @@ class _Open:
     key: Node | None = None
 
 
-class _Composer:
-    """Events to a node graph, like ``yaml.composer.Composer`` but iterative and bounded."""
+class _Reader:
+    """One document: its events composed into a node graph (like ``yaml.composer.Composer``, but
+    iteratively and bounded), then measured (aliases expanded) and built into plain values."""
 
     def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
@@ -120,9 +121,16 @@ class _Composer:
         self.line = line
         self.anchors: dict[str, Node] = {}
         self.nodes = 0
+        self.lines: dict[KeyPath, int] = {}
+        self.visited = 0
+        self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
+        self.sizes: dict[int, int] = {}  # node id → values it expands to
 
     def fail(self, mark: _Marked | None, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(mark), format_path(path), message)
+
+    def refuse(self, node: Node, path: KeyPath, message: str) -> ManifestError:
+        return self.fail(node.start_mark, path, message)
 
     def single_document(self) -> Node | None:
         loader = self.loader
@@ -235,20 +243,6 @@ class _Composer:
         # The ignore: libyaml's Mark, as above.
         return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
 
-
-class _Walker:
-    def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
-        self.file = file
-        self.loader = loader
-        self.line = line
-        self.lines: dict[KeyPath, int] = {}
-        self.visited = 0
-        self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
-        self.sizes: dict[int, int] = {}  # node id → values it expands to
-
-    def fail(self, node: Node, path: KeyPath, message: str) -> ManifestError:
-        return ManifestError(self.file, self.line(node.start_mark), format_path(path), message)
-
     def measure(self, node: Node, path: KeyPath, active: set[int]) -> int:
         """How many values ``node`` expands to, aliases followed, counted once per node: an
         alias bomb is refused before any of it is built, at the smallest value that expands to
@@ -257,9 +251,9 @@ class _Walker:
         if key in self.sizes:
             return self.sizes[key]
         if key in active:
-            raise self.fail(node, path, "an alias refers to a value that contains it (a cycle)")
+            raise self.refuse(node, path, "an alias refers to a value that contains it (a cycle)")
         if len(path) > MAX_DEPTH:
-            raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
+            raise self.refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
         total = 1
         if isinstance(node, (MappingNode, SequenceNode)):
             active.add(key)
@@ -273,7 +267,7 @@ class _Walker:
                     total += self.measure(value_node, (*path, name), active)
             active.discard(key)
         if total > MAX_NODES:
-            raise self.fail(
+            raise self.refuse(
                 node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
             )
         self.sizes[key] = total
@@ -282,30 +276,30 @@ class _Walker:
     def build(self, node: Node, path: KeyPath) -> Any:
         self.visited += 1
         if self.visited > MAX_NODES:
-            raise self.fail(
+            raise self.refuse(
                 node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
             )
         if len(path) > MAX_DEPTH:
-            raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
+            raise self.refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
         self.lines.setdefault(path, self.line(node.start_mark))
         if isinstance(node, MappingNode):
             if node.tag != _MAP:
-                raise self.fail(node, path, _tag_refused(node.tag))
+                raise self.refuse(node, path, _tag_refused(node.tag))
             return self._mapping(node, path)
         if isinstance(node, SequenceNode):
             if node.tag != _SEQ:
-                raise self.fail(node, path, _tag_refused(node.tag))
+                raise self.refuse(node, path, _tag_refused(node.tag))
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self._scalar(node, path)
 
     def _scalar(self, node: Node, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
-            raise self.fail(node, path, _tag_refused(node.tag))
+            raise self.refuse(node, path, _tag_refused(node.tag))
         try:
             return self.loader.construct_object(node)
         except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
             problem = getattr(exc, "problem", None) or exc
-            raise self.fail(node, path, f"cannot read value: {problem}") from None
+            raise self.refuse(node, path, f"cannot read value: {problem}") from None
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
@@ -316,7 +310,7 @@ class _Walker:
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE and isinstance(key_node, ScalarNode):
                 if seen_merge:
-                    raise self.fail(key_node, path, "duplicate merge key '<<'")
+                    raise self.refuse(key_node, path, "duplicate merge key '<<'")
                 seen_merge = True
                 self.merging.add(id(node))
                 try:
@@ -325,15 +319,15 @@ class _Walker:
                     self.merging.discard(id(node))
                 continue
             if not isinstance(key_node, ScalarNode):
-                raise self.fail(key_node, path, "mapping keys must be plain strings")
+                raise self.refuse(key_node, path, "mapping keys must be plain strings")
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                raise self.fail(key_node, path, f"mapping key {shown_value(key)} is not a string")
+                raise self.refuse(key_node, path, f"mapping key {shown_value(key)} is not a string")
             key_path = (*path, key)
             if key in explicit:
                 first = self.lines.get(key_path)
                 where = f" (first on line {first})" if first is not None else ""
-                raise self.fail(key_node, key_path, f"duplicate key{where}")
+                raise self.refuse(key_node, key_path, f"duplicate key{where}")
             self.lines[key_path] = self.line(key_node.start_mark)
             explicit[key] = self.build(value_node, key_path)
         return {**merged, **explicit}
@@ -341,9 +335,9 @@ class _Walker:
     def _merge_sources(self, value: Node, path: KeyPath) -> dict[str, Any]:
         sources = value.value if isinstance(value, SequenceNode) else [value]
         if not all(isinstance(s, MappingNode) for s in sources):
-            raise self.fail(value, path, "'<<' merges a mapping or a list of mappings")
+            raise self.refuse(value, path, "'<<' merges a mapping or a list of mappings")
         if any(id(s) in self.merging for s in sources):
-            raise self.fail(value, path, "'<<' merges a mapping into itself")
+            raise self.refuse(value, path, "'<<' merges a mapping into itself")
         merged: dict[str, Any] = {}
         for source in reversed(sources):  # the first mapping listed wins
             merged.update(self.build(source, path))
@@ -414,12 +408,12 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]
     line = _Lines(text)
     try:
         loader = PARSER(text)  # the pure-Python reader checks every character here
-        node = _Composer(file, loader, line).single_document()
+        reader = _Reader(file, loader, line)
+        node = reader.single_document()
         if node is None:
             raise ManifestError(file, 1, "", "the file is empty")
-        walker = _Walker(file, loader, line)
-        walker.measure(node, (), set())
-        return walker.build(node, ()), walker.lines
+        reader.measure(node, (), set())
+        return reader.build(node, ()), reader.lines
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = line(mark) if mark is not None else 1

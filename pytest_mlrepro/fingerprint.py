@@ -252,18 +252,18 @@ def libraries() -> dict[str, Any]:
 
 def environment(runner_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything that may change a result, as plain JSON data."""
+    identity = cpu_identity()  # a copy: its flags are this environment's own
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
-        "cpu": cpu_model(),
+        "cpu": str(identity["cpu"]),
         "cpu_count": os.cpu_count(),
         **libraries(),
+        "cpu_vendor": identity["cpu_vendor"],
+        "cpu_flags": identity["cpu_flags"],
+        "numeric_packages": dict(numeric_packages()),
+        "numeric_settings": numeric_settings(),
     }
-    identity = cpu_identity()
-    env["cpu_vendor"] = identity["cpu_vendor"]
-    env["cpu_flags"] = list(identity["cpu_flags"])
-    env["numeric_packages"] = dict(numeric_packages())
-    env["numeric_settings"] = numeric_settings()
     if runner_info:
         env["runtime"] = dict(runner_info)
     return env

@@ -18,7 +18,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
 from .._names import DEVICES, FRAMEWORKS
-from .._schema import Context, Invalid, convert, convert_dataclass, suggest, to_plain
+from .._schema import Context, Invalid, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError
 
@@ -39,6 +39,15 @@ PATH_MAX = 4096
 CACHE_NAME_MAX = 200
 """The longest cache entry name (bytes): the cache adds ``.origin.json``, ``.lock`` and a
 temporary ``.<name>.<random>.part`` beside it, each of which must fit in :data:`NAME_MAX`."""
+
+
+def _bounded(default: Any, says: str = "", **schema: Any) -> Any:
+    """A field whose values keep the JSON Schema bounds ``schema``: checked on load (the
+    message ``says``, else words made from the bounds) and stated in the published JSON Schema."""
+    return field(default=default, metadata={"schema": schema, **({"says": says} if says else {})})
+
+
+_FRACTION: dict[str, Any] = {"says": "is a fraction between 0 and 1", "minimum": 0, "maximum": 1}
 
 
 def name_problem(value: str, longest: int = NAME_MAX) -> str | None:
@@ -195,12 +204,53 @@ class Model:
                 )
 
 
+def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
+    steps: list[pipeline.Step] = []
+    for index, item in enumerate(value):
+        where = (*path, index)
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ctx.error(
+                where,
+                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
+            )
+        ((op, params),) = item.items()
+        cls = pipeline.STEPS.get(op)
+        if cls is None:
+            known = ", ".join(sorted(pipeline.STEPS))
+            raise ctx.error(
+                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
+            )
+        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
+    try:
+        pipeline.Pipeline(steps)
+    except Invalid as exc:
+        raise ctx.error((*path, *exc.path), exc.message) from None
+    return tuple(steps)
+
+
 @dataclass(frozen=True)
 class Input:
     name: str
     layout: Literal["NCHW", "NHWC"]
-    preprocess: tuple[pipeline.Step, ...] = field(metadata={"steps": True})
+    preprocess: tuple[pipeline.Step, ...] = field(
+        metadata={"steps": True, "convert": _convert_steps}
+    )
     dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
+
+    def check(self) -> None:
+        final = pipeline.Pipeline(self.preprocess).final
+        want_layout = "CHW" if self.layout == "NCHW" else "HWC"
+        if final.layout != want_layout or final.dtype != self.dtype:
+            raise Invalid(
+                "preprocess",
+                f"the steps end with {final.layout} {final.dtype} "
+                f"data but the input is {self.layout} {self.dtype}: add a "
+                f"{'layout' if final.layout != want_layout else 'cast'} step",
+            )
 
 
 @dataclass(frozen=True)
@@ -208,12 +258,8 @@ class Postprocess:
     """``softmax``: turn the output into probabilities (leave false if the model already does)."""
 
     softmax: bool = True
-    top_k: int = 5
+    top_k: int = _bounded(5, minimum=1, maximum=100)
     output: str | None = None
-
-    def check(self) -> None:
-        if not 1 <= self.top_k <= 100:
-            raise Invalid("top_k", "must be between 1 and 100")
 
 
 @dataclass(frozen=True)
@@ -239,10 +285,10 @@ class Dataset:
     labels_dir: str | None = None
     file_column: str = "file"
     label_column: str = "class_index"
-    classes: int = 1000
+    classes: int = _bounded(1000, minimum=1)
     class_names: str | None = None
     url: str | None = None
-    limit: int | None = None
+    limit: int | None = _bounded(None, minimum=1)
 
     def check(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -251,10 +297,6 @@ class Dataset:
             problem = url_problem(self.url)
             if problem is not None:
                 raise Invalid("url", problem)
-        if self.limit is not None and self.limit < 1:
-            raise Invalid("limit", "must be positive")
-        if self.classes < 1:
-            raise Invalid("classes", "must be positive")
         for name in ("checksums", "labels", "labels_dir", "class_names"):
             value = getattr(self, name)
             problem = name_problem(value) if value is not None else None
@@ -289,17 +331,10 @@ class Tolerances:
     Defaults come from measurement: see the README.
     """
 
-    top1: float = 0.5
-    top5: float = 0.5
-    agreement: float = 0.99
-    score: float = 1e-3
-
-    def check(self) -> None:
-        for name in ("top1", "top5", "score"):
-            if getattr(self, name) < 0:
-                raise Invalid(name, "must not be negative")
-        if not 0.0 <= self.agreement <= 1.0:
-            raise Invalid("agreement", "is a fraction between 0 and 1")
+    top1: float = _bounded(0.5, minimum=0)
+    top5: float = _bounded(0.5, minimum=0)
+    agreement: float = _bounded(0.99, **_FRACTION)
+    score: float = _bounded(1e-3, minimum=0)
 
 
 @dataclass(frozen=True)
@@ -314,28 +349,20 @@ class Runtime:
     ``mlrepro_timeout``); it changes no result, so goldens do not record it.
     """
 
-    batch_size: int = 32
-    intra_op_threads: int | None = None
-    inter_op_threads: int | None = None
-    devices: tuple[Literal["cpu", "cuda"], ...] = ("cpu", "cuda")
+    batch_size: int = _bounded(32, minimum=1, maximum=4096)
+    intra_op_threads: int | None = _bounded(None, minimum=1, maximum=1024)
+    inter_op_threads: int | None = _bounded(None, minimum=1, maximum=1024)
+    devices: tuple[Literal["cpu", "cuda"], ...] = _bounded(
+        ("cpu", "cuda"), "name at least one device", minItems=1
+    )
     graph_optimization: Literal["disabled", "basic", "extended", "all"] | None = None
-    seed: int | None = None
+    seed: int | None = _bounded(
+        None, "must be between 0 and 2**32 - 1", minimum=0, maximum=2**32 - 1
+    )
     deterministic_ops: bool = False
-    timeout_s: float | None = None
-
-    def check(self) -> None:
-        if not 1 <= self.batch_size <= 4096:
-            raise Invalid("batch_size", "must be between 1 and 4096")
-        for name in ("intra_op_threads", "inter_op_threads"):
-            value = getattr(self, name)
-            if value is not None and not 1 <= value <= 1024:
-                raise Invalid(name, "must be between 1 and 1024")
-        if not self.devices:
-            raise Invalid("devices", "name at least one device")
-        if self.seed is not None and not 0 <= self.seed < 2**32:
-            raise Invalid("seed", "must be between 0 and 2**32 - 1")
-        if self.timeout_s is not None and not 0 < self.timeout_s <= 86400:
-            raise Invalid("timeout_s", "seconds above 0 and at most 86400 (a day)")
+    timeout_s: float | None = _bounded(
+        None, "seconds above 0 and at most 86400 (a day)", exclusiveMinimum=0, maximum=86400
+    )
 
 
 @dataclass(frozen=True)
@@ -347,14 +374,8 @@ class Determinism:
     ``runtime``'s, shared with the accuracy item.
     """
 
-    runs: int = 2
-    tolerance: float = 0.0
-
-    def check(self) -> None:
-        if not 2 <= self.runs <= 10:
-            raise Invalid("runs", "must be between 2 and 10")
-        if self.tolerance < 0:
-            raise Invalid("tolerance", "must not be negative")
+    runs: int = _bounded(2, minimum=2, maximum=10)
+    tolerance: float = _bounded(0.0, minimum=0)
 
 
 @dataclass(frozen=True)
@@ -368,14 +389,21 @@ class Latency:
     """
 
     batch_sizes: tuple[int, ...] = (1,)
-    measure: tuple[Literal["model", "end_to_end"], ...] = ("model", "end_to_end")
+    measure: tuple[Literal["model", "end_to_end"], ...] = _bounded(
+        ("model", "end_to_end"),
+        "list model and/or end_to_end, each once",
+        minItems=1,
+        uniqueItems=True,
+    )
     tolerance: dict[str, float] = field(default_factory=lambda: {"p50": 1.25})
-    min_rounds: int = 20
-    min_time: float = 1.0
-    max_time: float = 10.0
-    warmup_rounds: int = 5
-    warmup_time: float = 0.2
-    attempts: int = 3
+    min_rounds: int = _bounded(20, minimum=3, maximum=1_000_000)
+    min_time: float = _bounded(1.0, minimum=0)
+    max_time: float = _bounded(
+        10.0, "must be above 0 and at most 3600 (seconds)", exclusiveMinimum=0, maximum=3600
+    )
+    warmup_rounds: int = _bounded(5, minimum=0)
+    warmup_time: float = _bounded(0.2, minimum=0)
+    attempts: int = _bounded(3, minimum=1, maximum=10)
 
     def check(self) -> None:
         if not self.batch_sizes:
@@ -385,8 +413,6 @@ class Latency:
                 raise Invalid(("batch_sizes", i), "must be between 1 and 4096")
             if size in self.batch_sizes[:i]:
                 raise Invalid(("batch_sizes", i), f"batch size {size} is listed twice")
-        if not self.measure or len(set(self.measure)) != len(self.measure):
-            raise Invalid("measure", "list model and/or end_to_end, each once")
         if not self.tolerance:
             raise Invalid("tolerance", "give at least one statistic, e.g. {p50: 1.25}")
         for name, ratio in self.tolerance.items():
@@ -400,16 +426,8 @@ class Latency:
                     ("tolerance", name),
                     "a ratio now/golden above 1 (1.25: up to 25% slower passes)",
                 )
-        if not 3 <= self.min_rounds <= 1_000_000:
-            raise Invalid("min_rounds", "must be between 3 and 1000000")
-        if self.min_time < 0 or self.warmup_time < 0 or self.warmup_rounds < 0:
-            raise Invalid("", "min_time, warmup_time and warmup_rounds must not be negative")
-        if not 0 < self.max_time <= 3600:
-            raise Invalid("max_time", "must be above 0 and at most 3600 (seconds)")
         if self.max_time < self.min_time:
             raise Invalid("max_time", f"must be at least min_time ({self.min_time:g})")
-        if not 1 <= self.attempts <= 10:
-            raise Invalid("attempts", "must be between 1 and 10")
 
 
 @dataclass(frozen=True)
@@ -425,18 +443,13 @@ class Reference:
     """
 
     manifest: str
-    agreement: float = 0.99
-    score: float = 1e-3
-    top1: float = 0.99
+    agreement: float = _bounded(0.99, **_FRACTION)
+    score: float = _bounded(1e-3, minimum=0)
+    top1: float = _bounded(0.99, **_FRACTION)
 
     def check(self) -> None:
         if not self.manifest or "\0" in self.manifest:
             raise Invalid("manifest", "name a manifest or a .yaml path")
-        for name in ("agreement", "top1"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise Invalid(name, "is a fraction between 0 and 1")
-        if self.score < 0:
-            raise Invalid("score", "must not be negative")
 
 
 @dataclass(frozen=True)
@@ -522,77 +535,16 @@ class Manifest:
         return data
 
 
-def _convert_steps(value: Any, path: KeyPath, ctx: Context) -> tuple[pipeline.Step, ...]:
-    if not isinstance(value, list) or not value:
-        raise ctx.error(path, "expected a non-empty list of steps, e.g. '- decode: {backend: pil}'")
-    steps: list[pipeline.Step] = []
-    for index, item in enumerate(value):
-        where = (*path, index)
-        if isinstance(item, str):
-            item = {item: {}}
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ctx.error(
-                where,
-                "each step is a mapping with one key, the op name (e.g. '- resize: {size: 224}')",
-            )
-        ((op, params),) = item.items()
-        cls = pipeline.STEPS.get(op)
-        if cls is None:
-            known = ", ".join(sorted(pipeline.STEPS))
-            raise ctx.error(
-                (*where, op), f"unknown step{suggest(op, pipeline.STEPS)}; known steps: {known}"
-            )
-        steps.append(convert_dataclass(cls, params, (*where, op), ctx))
-    try:
-        pipeline.Pipeline(steps)
-    except Invalid as exc:
-        raise ctx.error((*path, *exc.path), exc.message) from None
-    return tuple(steps)
-
-
-def _convert_input(value: Any, path: KeyPath, ctx: Context) -> Input:
-    if not isinstance(value, dict):
-        raise ctx.error(path, "expected a mapping")
-    rest = {k: v for k, v in value.items() if k != "preprocess"}
-    if "preprocess" not in value:
-        raise ctx.error(path, "missing required key 'preprocess'")
-    steps = _convert_steps(value["preprocess"], (*path, "preprocess"), ctx)
-    shell = convert_dataclass(_InputShell, rest, path, ctx)
-    inp = Input(name=shell.name, layout=shell.layout, dtype=shell.dtype, preprocess=steps)
-    final = pipeline.Pipeline(steps).final
-    want_layout = "CHW" if inp.layout == "NCHW" else "HWC"
-    if final.layout != want_layout or final.dtype != inp.dtype:
-        raise ctx.error(
-            (*path, "preprocess"),
-            f"the steps end with {final.layout} {final.dtype} "
-            f"data but the input is {inp.layout} {inp.dtype}: add a "
-            f"{'layout' if final.layout != want_layout else 'cast'} step",
-        )
-    return inp
-
-
-@dataclass(frozen=True)
-class _InputShell:
-    name: str
-    layout: Literal["NCHW", "NHWC"]
-    dtype: Literal["float32", "float16", "uint8", "int8"] = "float32"
-
-
 def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
     """Validate plain manifest data into a :class:`Manifest`, or raise ManifestError."""
     ctx = Context(file, lines)
     if not isinstance(data, dict):
         raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
-    rest = dict(data)
-    raw_inputs = rest.pop("inputs", None)
-    if raw_inputs is None:
-        raise ctx.error((), "missing required key 'inputs'")
-    if not isinstance(raw_inputs, list) or len(raw_inputs) != 1:
+    # Said before the input itself is read: a second input is not what is wrong with it.
+    if "inputs" in data and (not isinstance(data["inputs"], list) or len(data["inputs"]) != 1):
         raise ctx.error(("inputs",), "expected a list with one input (image classification)")
-    inputs = tuple(_convert_input(v, ("inputs", i), ctx) for i, v in enumerate(raw_inputs))
-    rest["inputs"] = []
-    shell = convert_dataclass(Manifest, rest, (), ctx)
-    return dataclasses.replace(shell, inputs=inputs, source=file, path=Path(file), lines=lines)
+    manifest = convert_dataclass(Manifest, data, (), ctx)
+    return dataclasses.replace(manifest, source=file, path=Path(file), lines=lines)
 
 
 def _read_manifest(path: Path, shown: str) -> bytes:
@@ -640,7 +592,6 @@ __all__ = [
     "Reference",
     "Runtime",
     "Tolerances",
-    "convert",
     "load_manifest",
     "parse_manifest",
 ]

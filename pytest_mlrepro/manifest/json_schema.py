@@ -2,10 +2,10 @@
 
 The manifest schema is declared as data: the dataclasses of :mod:`pytest_mlrepro.manifest._spec`
 and the registered preprocessing steps of :mod:`pytest_mlrepro.pipeline._steps` (field types,
-defaults, required keys). This module walks them and writes JSON Schema (draft-07, what the YAML
-language server of VS Code reads), so the published file cannot drift from the code:
-``tests/unit/test_manifest_schema.py`` checks that the committed ``manifest.schema.json`` equals a
-fresh generation.
+defaults, required keys). The shared writer (:mod:`pytest_mlrepro._json_schema`) walks them into
+JSON Schema (draft-07, what the YAML language server of VS Code reads), so the published file
+cannot drift from the code: ``tests/unit/test_manifest_schema.py`` checks that the committed
+``manifest.schema.json`` equals a fresh generation.
 
 Rules that span fields live in ``check()`` methods, as code; the ones an editor can check are
 restated in :data:`RULES` (a test checks each against the code with manifests both reject). The
@@ -26,31 +26,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import inspect
 import json
 import sys
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 from .. import pipeline
-from .._schema import to_plain, yaml_key
+from .._json_schema import JsonSchema, SchemaWriter
 from . import _spec as spec
 
 SCHEMA_FILE = Path(__file__).parent.parent / "manifest.schema.json"
 DRAFT = "http://json-schema.org/draft-07/schema#"
 
-JsonSchema = dict[str, Any]
-
 _SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"}
-_FRACTION = {"minimum": 0, "maximum": 1}
-_NON_NEGATIVE = {"minimum": 0}
 
 # The rules of the ``check()`` methods that JSON Schema can state, per class and key (merged into
-# the generated property), or per class under "" (merged into the class's object schema).
+# the generated property), or per class under "" (merged into the class's object schema). A
+# field's own bounds are in its metadata (``_spec._bounded``), checked on load and stated here.
 RULES: dict[str, dict[str, JsonSchema]] = {
     "Manifest": {"name": _NAME, "inputs": {"minItems": 1, "maxItems": 1}},
     "FileRef": {
@@ -73,44 +67,15 @@ RULES: dict[str, dict[str, JsonSchema]] = {
             },
         },
     },
-    "Dataset": {
-        "name": _NAME,
-        "url": {"pattern": "^https?://"},
-        "limit": {"minimum": 1},
-        "classes": {"minimum": 1},
-    },
-    "Postprocess": {"top_k": {"minimum": 1, "maximum": 100}},
-    "Tolerances": {
-        "top1": _NON_NEGATIVE,
-        "top5": _NON_NEGATIVE,
-        "score": _NON_NEGATIVE,
-        "agreement": _FRACTION,
-    },
-    "Runtime": {
-        "batch_size": {"minimum": 1, "maximum": 4096},
-        "intra_op_threads": {"minimum": 1, "maximum": 1024},
-        "inter_op_threads": {"minimum": 1, "maximum": 1024},
-        "devices": {"minItems": 1},
-        "seed": {"minimum": 0, "maximum": 2**32 - 1},
-        "timeout_s": {"exclusiveMinimum": 0, "maximum": 86400},
-    },
-    "Determinism": {"runs": {"minimum": 2, "maximum": 10}, "tolerance": _NON_NEGATIVE},
+    "Dataset": {"name": _NAME, "url": {"pattern": "^https?://"}},
     "Latency": {
         "batch_sizes": {"minItems": 1, "uniqueItems": True},
-        "measure": {"minItems": 1, "uniqueItems": True},
         "tolerance": {
             "minProperties": 1,
             "propertyNames": {"enum": list(spec.STATISTICS)},
             "additionalProperties": {"exclusiveMinimum": 1, "maximum": 100},
         },
-        "min_rounds": {"minimum": 3, "maximum": 1_000_000},
-        "min_time": _NON_NEGATIVE,
-        "warmup_time": _NON_NEGATIVE,
-        "warmup_rounds": _NON_NEGATIVE,
-        "max_time": {"exclusiveMinimum": 0, "maximum": 3600},
-        "attempts": {"minimum": 1, "maximum": 10},
     },
-    "Reference": {"agreement": _FRACTION, "top1": _FRACTION, "score": _NON_NEGATIVE},
     "Crop": {
         "fraction": {"exclusiveMinimum": 0, "maximum": 1},
         "": {"oneOf": [{"required": ["fraction"]}, {"required": ["size"]}]},
@@ -120,89 +85,16 @@ RULES: dict[str, dict[str, JsonSchema]] = {
 }
 
 
-class _Builder:
-    """Turns dataclasses into schemas, each class once under ``definitions``."""
+class _ManifestWriter(SchemaWriter):
+    """The manifest's conventions: every object closed, defaults stated, a section left empty
+    (``postprocess:``) read as all defaults; the preprocessing steps are those registered."""
 
     def __init__(self, steps: Mapping[str, type[pipeline.Step]]) -> None:
+        super().__init__(DRAFT, "definitions", RULES, closed=True, defaults=True, nullable=True)
         self.steps = steps
-        self.definitions: dict[str, JsonSchema] = {}
 
-    def of_type(self, tp: Any) -> JsonSchema:
-        origin = get_origin(tp)
-        if origin in (Union, types.UnionType):
-            arms = [self.of_type(a) for a in get_args(tp)]
-            return arms[0] if len(arms) == 1 else {"anyOf": arms}
-        if tp is type(None):
-            return {"type": "null"}
-        if tp is Any:
-            return {}
-        if tp is bool:
-            return {"type": "boolean"}
-        if tp is int:
-            return {"type": "integer"}
-        if tp is float:
-            return {"type": "number"}
-        if tp is str:
-            return {"type": "string"}
-        if origin is Literal:
-            return {"enum": list(get_args(tp))}
-        if origin is list or origin is tuple:
-            args = get_args(tp)
-            if origin is list or (len(args) == 2 and args[1] is Ellipsis):
-                return {"type": "array", "items": self.of_type(args[0])}
-            return {
-                "type": "array",
-                "items": [self.of_type(a) for a in args],
-                "minItems": len(args),
-                "maxItems": len(args),
-            }
-        if origin is dict:
-            return {"type": "object", "additionalProperties": self.of_type(get_args(tp)[1])}
-        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-            return {"$ref": f"#/definitions/{self.define(tp)}"}
-        raise TypeError(f"no JSON Schema for the schema type {tp!r}")
-
-    def define(self, cls: type) -> str:
-        name = cls.__name__
-        if name not in self.definitions:
-            self.definitions[name] = {}  # placeholder: a class may refer to itself
-            self.definitions[name] = self.object_schema(cls)
-        return name
-
-    def object_schema(self, cls: type, *, nullable: bool = True) -> JsonSchema:
-        hints = typing.get_type_hints(cls)
-        rules = RULES.get(cls.__name__, {})
-        properties: dict[str, JsonSchema] = {}
-        required: list[str] = []
-        for f in dataclasses.fields(cls):
-            if not f.init or f.metadata.get("internal"):
-                continue
-            key = yaml_key(f)
-            prop = self.steps_schema() if f.metadata.get("steps") else self.of_type(hints[f.name])
-            prop = {**prop, **rules.get(key, {})}
-            if f.default is not dataclasses.MISSING:
-                prop["default"] = to_plain(f.default)
-            elif f.default_factory is not dataclasses.MISSING:
-                prop["default"] = to_plain(f.default_factory())
-            else:
-                required.append(key)
-            properties[key] = prop
-        unknown = set(rules) - set(properties) - {""}
-        if unknown:
-            raise TypeError(f"RULES name keys {sorted(unknown)} that {cls.__name__} does not have")
-        schema: JsonSchema = {
-            # A mapping value may be left empty (``postprocess:``): it reads as all defaults.
-            "type": ["object", "null"] if nullable else "object",
-            "properties": properties,
-            "additionalProperties": False,
-        }
-        doc = cls.__dict__.get("__doc__")  # its own, not one inherited from Step
-        # dataclasses make up a docstring (the signature) for a class that has none.
-        if doc and not doc.startswith(f"{cls.__name__}("):
-            schema["description"] = inspect.cleandoc(doc)
-        if required:
-            schema["required"] = required
-        return {**schema, **rules.get("", {})}
+    def field_schema(self, f: dataclasses.Field[Any], hint: Any) -> JsonSchema:
+        return self.steps_schema() if f.metadata.get("steps") else super().field_schema(f, hint)
 
     def steps_schema(self) -> JsonSchema:
         ops = sorted(self.steps)
@@ -215,9 +107,7 @@ class _Builder:
                     "description": "one preprocessing step: the op name and its parameters",
                     "minProperties": 1,
                     "maxProperties": 1,
-                    "properties": {
-                        op: {"$ref": f"#/definitions/{self.define(self.steps[op])}"} for op in ops
-                    },
+                    "properties": {op: self.ref(self.steps[op]) for op in ops},
                     "additionalProperties": False,
                 },
             ]
@@ -240,14 +130,8 @@ def builtin_steps() -> dict[str, type[pipeline.Step]]:
 def manifest_json_schema(steps: Mapping[str, type[pipeline.Step]] | None = None) -> JsonSchema:
     """The JSON Schema (draft-07) of a manifest, with the given preprocessing steps (default: the
     built-in ones, what the published file holds)."""
-    builder = _Builder(builtin_steps() if steps is None else steps)
-    root = builder.object_schema(spec.Manifest, nullable=False)
-    return {
-        "$schema": DRAFT,
-        "title": "pytest-mlrepro manifest",
-        **root,
-        "definitions": dict(sorted(builder.definitions.items())),
-    }
+    writer = _ManifestWriter(builtin_steps() if steps is None else steps)
+    return writer.document(spec.Manifest, title="pytest-mlrepro manifest")
 
 
 def render(schema: JsonSchema) -> str:

@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._json_schema import SchemaWriter
 from .._phases import PHASES
 from ..data import MAX_SHARDS, Shard
 from ..manifest import Tolerances
@@ -353,90 +354,30 @@ def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
 
 # --- the schema, from the types ------------------------------------------------------------------
 
-_CLOSED: tuple[type, ...] = (Shard,)
-"""Objects that admit no other field: every other one keeps fields not named here (other
-plugins', later versions')."""
-_EXTRA: dict[type, dict[str, Any]] = {
+_RULES: dict[str, dict[str, dict[str, Any]]] = {
     # The core's own types: the file states them whole (no default stands for a missing field).
-    Tolerances: {"required": ["top1", "top5", "agreement", "score"]},
-    Shard: {
-        "properties": {"index": {"minimum": 1}, "count": {"minimum": 1, "maximum": MAX_SHARDS}}
+    "Tolerances": {"": {"required": ["top1", "top5", "agreement", "score"]}},
+    # Every other object keeps fields not named here (other plugins', later versions').
+    "Shard": {
+        "index": {"minimum": 1},
+        "count": {"minimum": 1, "maximum": MAX_SHARDS},
+        "": {"additionalProperties": False},
     },
 }
-_SCALARS: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    Any: {},
-}
-
-
-def _merge(schema: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(schema)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    if tp in _SCALARS:
-        return dict(_SCALARS[tp])
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (typing.Union, types.UnionType):
-        kinds = [_schema(a, defs) for a in args if a is not type(None)]
-        schema = kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
-        if type(None) not in args:
-            return schema
-        if isinstance(schema.get("type"), str):  # its errors name the type (not "any of")
-            return {**schema, "type": [schema["type"], "null"]}
-        if "enum" in schema:  # its errors name the values
-            return {"enum": [*schema["enum"], None]}
-        return {"anyOf": [schema, {"type": "null"}]}
-    if origin in (list, tuple):
-        return {"type": "array", "items": _schema(args[0], defs)}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": _schema(args[1], defs)}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        name = tp.__name__
-        if name not in defs:
-            defs[name] = {}  # taken: a type that refers to itself stops here
-            defs[name] = _object(tp, defs)
-        return {"$ref": f"#/$defs/{name}"}
-    raise TypeError(f"no JSON Schema for {tp!r}")
-
-
-def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("extra"):
-            continue
-        properties[f.name] = _merge(_schema(hints[f.name], defs), f.metadata.get("schema", {}))
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
-    if cls.__doc__ and "\n\n" not in cls.__doc__:
-        schema["description"] = " ".join(cls.__doc__.split())
-    if cls in _CLOSED:
-        schema["additionalProperties"] = False
-    return _merge(schema, _EXTRA.get(cls, {}))
 
 
 def results_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the results file, made from :class:`Document`."""
-    defs: dict[str, Any] = {}
-    root = _object(Document, defs)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://github.com/pytest-mlrepro/pytest-mlrepro/results.schema.json",
-        "title": f"pytest-mlrepro results file (pytest --mlrepro-json), format {FORMAT}",
-        **root,
-        "$defs": dict(sorted(defs.items())),
-    }
+    writer = SchemaWriter(
+        "https://json-schema.org/draft/2020-12/schema",
+        "$defs",
+        _RULES,
+        closed=False,
+        defaults=False,
+        nullable=False,
+    )
+    return writer.document(
+        Document,
+        **{"$id": "https://github.com/pytest-mlrepro/pytest-mlrepro/results.schema.json"},
+        title=f"pytest-mlrepro results file (pytest --mlrepro-json), format {FORMAT}",
+    )

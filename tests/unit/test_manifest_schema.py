@@ -335,3 +335,55 @@ def test_a_project_writes_a_schema_with_its_custom_steps(tmp_path: Path) -> None
     # The published schema knows only the built-in steps.
     data["inputs"][0]["preprocess"][1] = {"sharpen": {"amount": 2.0}}
     assert not _validator().is_valid(data)
+
+
+# The manifest section each class with bounded fields is read from.
+SECTIONS = {
+    "Postprocess": "postprocess",
+    "Dataset": "dataset",
+    "Tolerances": "tolerances",
+    "Runtime": "runtime",
+    "Determinism": "determinism",
+    "Latency": "latency",
+    "Reference": "reference",
+}
+
+
+def _bound_breakers() -> list[tuple[str, str, object]]:
+    """(section, key, a value just outside the bound) for every bound a field declares in its
+    metadata, the one place the loader and the JSON Schema both read it from."""
+    cases: list[tuple[str, str, object]] = []
+    for name, cls in _schema_classes().items():
+        for f in dataclasses.fields(cls):
+            bounds = f.metadata.get("schema", {})
+            if not bounds:
+                continue
+            assert name in SECTIONS, f"{name}.{f.name}: add its section to SECTIONS"
+            key = yaml_key(f)
+            if "minimum" in bounds:
+                cases.append((SECTIONS[name], key, bounds["minimum"] - 1))
+            if "maximum" in bounds:
+                cases.append((SECTIONS[name], key, bounds["maximum"] + 1))
+            if "exclusiveMinimum" in bounds:
+                cases.append((SECTIONS[name], key, bounds["exclusiveMinimum"]))
+            if bounds.get("minItems"):
+                cases.append((SECTIONS[name], key, []))
+            if bounds.get("uniqueItems"):
+                assert isinstance(f.default, tuple), f"{name}.{f.name}: a list with a default"
+                cases.append((SECTIONS[name], key, [f.default[0]] * 2))
+    return cases
+
+
+@pytest.mark.parametrize(("section", "key", "value"), _bound_breakers())
+def test_a_declared_bound_is_checked_on_load_and_stated_in_the_schema(
+    section: str, key: str, value: object
+) -> None:
+    data = _example()
+    data[section] = {"manifest": "other"} if section == "reference" else data.get(section, {})
+    data[section][key] = value
+    text = yaml.safe_dump(data, sort_keys=False)
+    loaded, lines = load_yaml(text.encode(), "m.yaml")
+    with pytest.raises(ManifestError, match=rf"^m\.yaml:\d+: {section}\.{key}: \w") as refused:
+        spec.parse_manifest(loaded, "m.yaml", lines)
+    assert "Traceback" not in str(refused.value)
+    assert not _validator().is_valid(data), f"{section}.{key}={value!r}: the schema accepts it"
