@@ -186,15 +186,6 @@ class StepDiff:
         return "differs" if self.differing else "identical"
 
 
-def one_sided(op: str, now_index: int | None, golden_index: int | None) -> StepDiff:
-    """A step in one pipeline only: gone from the golden's (``now_index`` None) or added."""
-    if now_index is None:
-        text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-    else:
-        text = "step added (not in the golden's pipeline)"
-    return StepDiff(op, now_index, golden_index, text=text)
-
-
 @dataclass
 class StepReport:
     """Which preprocessing step's output first differs from the golden's, and by how much."""
@@ -371,7 +362,10 @@ def compare_steps(
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
         if now_index is None or golden_index is None:
-            report.steps.append(one_sided(op, now_index, golden_index))
+            text = "step added (not in the golden's pipeline)"
+            if now_index is None:
+                text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
+            report.steps.append(StepDiff(op, now_index, golden_index, text=text))
             continue
         diff = StepDiff(op, now_index, golden_index)
         pairs = [
