@@ -9,16 +9,17 @@ from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
 from ._evidence import (
     CounterfactualEvidence,
-    DataEvidence,
     EnvironmentEvidence,
     Evidence,
-    LayerEvidence,
     ManifestEvidence,
     Section,
     StepEvidence,
 )
 from ._explain import Diagnosis, DiagnosisWording, diagnose, explain
+from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
+from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
+from ._layer_fingerprints import rel as relative_to_std
 from ._pitfalls import backends_in_play, left_out_backends
 from ._pixel_identity import PixelCheck
 from ._pixel_identity import check as check_pixel_identity
@@ -34,16 +35,16 @@ from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
 from ._wording import short_number
 
 __all__ = [
+    "LAYER_TOLERANCE",
     "SCREEN",
     "Counterfactual",
     "CounterfactualEvidence",
-    "DataEvidence",
     "Diagnosis",
     "DiagnosisWording",
     "EnvironmentEvidence",
     "Evidence",
     "FirstStepOutputs",
-    "LayerEvidence",
+    "LayerReport",
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
@@ -63,6 +64,7 @@ __all__ = [
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
+    "relative_to_std",
     "restores",
     "save_sensitivity",
     "sensitivity",

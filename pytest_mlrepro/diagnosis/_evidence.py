@@ -19,13 +19,6 @@ Section = tuple[str, list[str]]  # a title and its lines
 
 
 @dataclass(frozen=True)
-class DataEvidence:
-    """The data set's files against the golden's (sha256 and labels)."""
-
-    data: DataChange
-
-
-@dataclass(frozen=True)
 class ManifestEvidence:
     """The manifest's edits since the golden's recording."""
 
@@ -39,13 +32,6 @@ class StepEvidence:
 
     report: StepReport
     changed_probes: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class LayerEvidence:
-    """The model compared layer by layer on the golden's layer probes."""
-
-    report: LayerReport
 
 
 @dataclass(frozen=True)
@@ -69,21 +55,21 @@ class EnvironmentEvidence:
     golden_has_flags: bool
 
 
+# The data set's files against the golden's (DataChange) and the model compared layer by layer
+# (LayerReport) are their own evidence.
 Evidence = (
-    DataEvidence
+    DataChange
     | ManifestEvidence
     | StepEvidence
-    | LayerEvidence
+    | LayerReport
     | CounterfactualEvidence
     | EnvironmentEvidence
 )
 
 __all__ = [
     "CounterfactualEvidence",
-    "DataEvidence",
     "EnvironmentEvidence",
     "Evidence",
-    "LayerEvidence",
     "ManifestEvidence",
     "Section",
     "StepEvidence",

@@ -48,10 +48,8 @@ from ._data_changes import data_lead, how_files_changed
 from ._environment_diff import env_diff, environment_step_text
 from ._evidence import (
     CounterfactualEvidence,
-    DataEvidence,
     EnvironmentEvidence,
     Evidence,
-    LayerEvidence,
     ManifestEvidence,
     Section,
     StepEvidence,
@@ -86,7 +84,6 @@ class Diagnosis:
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
-    layers: layer_store.LayerReport | None = None  # the model compared layer by layer
 
     @property
     def sections(self) -> list[Section]:
@@ -136,10 +133,10 @@ def diagnose(
         how = how_files_changed(golden.probes, data, by_id, manifest)
         lead, cause = data_lead(data, comparison, lead, flip, how), "data"
     evidence: tuple[Evidence, ...] = (
-        *([DataEvidence(data)] if data is not None else []),
+        *([data] if data is not None else []),
         ManifestEvidence(changes),
         StepEvidence(steps, _changed_probes(golden, data)),
-        *([LayerEvidence(layers)] if layers is not None else []),
+        *([layers] if layers is not None else []),
         trials,
         EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
     )
@@ -153,7 +150,6 @@ def diagnose(
         screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
         counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
-        layers=layers,
     )
 
 
@@ -293,8 +289,9 @@ def explain(
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
     if found is not None:
         found.append(d)
-    if layers is not None and d.layers is not None:
-        layers.extend(d.layers.chart())
+    for e in d.evidence:
+        if layers is not None and isinstance(e, layer_store.LayerReport):
+            layers.extend((diff.index + 1, diff.name, diff.delta) for diff in e.diffs)
     return d.render(), d.cause
 
 

@@ -13,31 +13,33 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from .._visible import visible
 from ..diagnosis import (
+    LAYER_TOLERANCE,
     SCREEN,
     Counterfactual,
     CounterfactualEvidence,
-    DataEvidence,
     Diagnosis,
     DiagnosisWording,
     EnvironmentEvidence,
     Evidence,
-    LayerEvidence,
+    LayerReport,
     ManifestEvidence,
     Section,
     StepEvidence,
     env_change_text,
+    relative_to_std,
     restores,
     short_number,
 )
+from ..goldens import DataChange
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
 SHOWN_ENVIRONMENT = 12  # environment changes shown
 
 
-def data_section(e: DataEvidence) -> Section:
-    data = e.data
+def data_section(data: DataChange) -> Section:
     lines = data.parts()
     if not data.files_known:
         lines.append(
@@ -88,9 +90,28 @@ def step_section(e: StepEvidence) -> Section:
     return f"preprocessing, step by step{on}:", lines
 
 
-def layer_section(e: LayerEvidence) -> Section:
-    on = f", on the golden's {e.report.probes} layer probes" if e.report.probes else ""
-    return f"the model, layer by layer{on}:", e.report.lines()
+def layer_section(report: LayerReport) -> Section:
+    on = f", on the golden's {report.probes} layer probes" if report.probes else ""
+    title = f"the model, layer by layer{on}:"
+    extra = [f"precision: {report.precision}"] if report.precision else []
+    if report.note:
+        return title, [report.note, *extra]
+    lines = [f"{report.layers} layers aligned {report.alignment}", *extra]
+    first = report.first
+    if first is None:
+        lines.append(
+            f"every layer's output is within {LAYER_TOLERANCE:g} of the golden's (relative to "
+            "its std): the model computes what it computed"
+        )
+        return title, lines
+    lines.append(report.lead())
+    same = sum(1 for d in report.diffs if d.index < first.index)
+    lines.append(f"the {same} layers before it are as the golden's")
+    shown = [d for d in report.diffs if d.index >= first.index]
+    for d in shown[:: max(1, len(shown) // 6)][:6]:
+        delta = relative_to_std(d.delta)
+        lines.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {delta}")
+    return title, lines
 
 
 def counterfactual_section(e: CounterfactualEvidence) -> Section:
@@ -148,10 +169,10 @@ def environment_section(e: EnvironmentEvidence) -> Section:
 
 # One renderer per evidence type; a type missing here fails loudly in the tests, not silently.
 SECTION_RENDERERS: dict[type[Any], Callable[[Any], Section]] = {
-    DataEvidence: data_section,
+    DataChange: data_section,
     ManifestEvidence: manifest_section,
     StepEvidence: step_section,
-    LayerEvidence: layer_section,
+    LayerReport: layer_section,
     CounterfactualEvidence: counterfactual_section,
     EnvironmentEvidence: environment_section,
 }
