@@ -130,14 +130,14 @@ def index_map(golden: Results, now: Results) -> ClassMap | None:
     mapping = {old: c.most_common(1)[0][0] for old, c in counts.items()}
     moved = sorted((old, new) for old, new in mapping.items() if old != new)
     shown = ", ".join(f"{old} → {new}" for old, new in moved[:4]) + (" …" if len(moved) > 4 else "")
-    unranked = total - confirmable
-    others = f"the other {unranked} have classes no other sample ranks; " if unranked else ""
+    left = total - confirmable
+    unranked = f"the other {left} have classes no other sample ranks; " if left else ""
     return ClassMap(
         "class index map",
         f"a class-index map — the model's output classes follow another index order "
         f"({shown}; {len(moved)} of {len(mapping)} classes seen moved)",
         f"with each prediction mapped back through the map the other samples' top-k give, "
-        f"{hits}/{confirmable} predictions match the golden's ({others}as they are, "
+        f"{hits}/{confirmable} predictions match the golden's ({unranked}as they are, "
         f"{as_is}/{total})",
     )
 

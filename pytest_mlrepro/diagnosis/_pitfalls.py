@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, TypeVar, get_args, get_origin
 
 from .._schema import Invalid
 from ..manifest import Input, Manifest
@@ -238,6 +238,22 @@ def _try(step: _S, **changes: Any) -> _S | None:
     return new
 
 
+def _flips(
+    steps: tuple[Step, ...],
+    index: int,
+    pitfall: str,
+    name: str,
+    named: Mapping[Any, tuple[str, str]],
+) -> Iterator[Variant]:
+    """``steps[index]`` with its field ``name`` set to each value of ``named`` but its own, where
+    the step's rules allow it; ``named[value]``: that flip's key and words."""
+    step = steps[index]
+    for value, (key, words) in named.items():
+        new = None if value == getattr(step, name) else _try(step, **{name: value})
+        if new is not None:
+            yield Variant(key, pitfall, words, _replace(steps, index, new))
+
+
 def _indices(steps: Sequence[Step], cls: type) -> list[int]:
     return [i for i, s in enumerate(steps) if isinstance(s, cls)]
 
@@ -270,14 +286,10 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     final = Pipeline(steps).final.order
     if final not in COLOUR_ORDERS:
         return  # one grey channel or bands: no colour order to flip, nothing it could change
-    flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
     new_final = ("BGR" if final.startswith("RGB") else "RGB") + final[3:]
-    yield Variant(
-        f"colour:{new_final}",
-        COLOUR,
-        f"{new_final} instead of {final}",
-        _replace(steps, index, dataclasses.replace(step, order=flipped)),
-    )
+    flipped = "BGR" if step.order == "RGB" else "RGB"
+    named = {flipped: (f"colour:{new_final}", f"{new_final} instead of {final}")}
+    yield from _flips(steps, index, COLOUR, "order", named)
 
 
 # --- crop -----------------------------------------------------------------------------------
@@ -302,19 +314,13 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             f"{where}:none", CROP, "no crop (the crop step removed)", _replace(steps, index)
         )
-        if step.fraction is None:
-            continue
-        for fraction in (1.0, 0.875):
-            if math.isclose(fraction, step.fraction):
-                continue
-            new = _try(step, fraction=fraction)
-            if new is not None:
-                yield Variant(
-                    f"{where}:{fraction}",
-                    CROP,
-                    f"crop fraction {fraction} instead of {step.fraction}",
-                    _replace(steps, index, new),
-                )
+        if step.fraction is not None:
+            named = {
+                f: (f"{where}:{f}", f"crop fraction {f} instead of {step.fraction}")
+                for f in (1.0, 0.875)
+                if not math.isclose(f, step.fraction)
+            }
+            yield from _flips(steps, index, CROP, "fraction", named)
 
 
 # --- resize ---------------------------------------------------------------------------------
@@ -401,17 +407,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
             )
     current_dct = getattr(step, "dct_method", None)
     if current_dct is not None:
-        for dct in dct_values:
-            if dct == current_dct:
-                continue
-            new = _try(step, dct_method=dct)
-            if new is not None:
-                yield Variant(
-                    f"decode:dct-{dct}",
-                    DECODER,
-                    f"DCT method {dct} instead of {current_dct}",
-                    _replace(steps, 0, new),
-                )
+        named = {
+            d: (f"decode:dct-{d}", f"DCT method {d} instead of {current_dct}") for d in dct_values
+        }
+        yield from _flips(steps, 0, DECODER, "dct_method", named)
 
 
 _MODULES = {"opencv": "cv2", "tf": "tensorflow"}
@@ -428,44 +427,27 @@ def _available(backend: str) -> bool:
 
 
 def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    step = steps[0]
-    if not isinstance(step, Decode):
-        return
-    new = _try(step, exif_orientation=not step.exif_orientation)
-    if new is not None:
-        yield Variant(
-            f"exif:{'on' if not step.exif_orientation else 'off'}",
-            EXIF,
-            "the EXIF orientation applied"
-            if not step.exif_orientation
-            else "the EXIF orientation ignored",
-            _replace(steps, 0, new),
-        )
+    if isinstance(steps[0], Decode):
+        named = {
+            True: ("exif:on", "the EXIF orientation applied"),
+            False: ("exif:off", "the EXIF orientation ignored"),
+        }
+        yield from _flips(steps, 0, EXIF, "exif_orientation", named)
 
 
 # --- layout ---------------------------------------------------------------------------------
 
 
 def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    named = {
+        "reshape": ("layout:reshape", "the NHWC buffer reshaped as NCHW instead of transposed"),
+        "transpose": ("layout:transpose", "a transpose to NCHW instead of a reshape"),
+    }
     for index in _indices(steps, Layout):
         step = steps[index]
         assert isinstance(step, Layout)
-        if step.order != "NCHW":
-            continue  # NHWC keeps the buffer as it is: there is nothing to reshape
-        other: Literal["transpose", "reshape"] = (
-            "reshape" if step.method == "transpose" else "transpose"
-        )
-        desc = (
-            "the NHWC buffer reshaped as NCHW instead of transposed"
-            if other == "reshape"
-            else "a transpose to NCHW instead of a reshape"
-        )
-        yield Variant(
-            f"layout:{other}",
-            LAYOUT,
-            desc,
-            _replace(steps, index, dataclasses.replace(step, method=other)),
-        )
+        if step.order == "NCHW":  # NHWC keeps the buffer as it is: there is nothing to reshape
+            yield from _flips(steps, index, LAYOUT, "method", named)
 
 
 # --- normalisation: order and mean/std scale ------------------------------------------------
@@ -692,19 +674,12 @@ def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
     """The grey conversion of a colour file: ITU-R 601-2 luma or one channel of it (the luma
     weights mixed up, or a channel taken for grey)."""
     step = steps[0]
-    if not isinstance(step, Decode) or step.mode not in ("L", "L16") or step.convert is None:
-        return
-    for rule, name in _GREY_RULES.items():
-        if rule == step.convert:
-            continue
-        new = _try(step, convert=rule)
-        if new is not None:
-            yield Variant(
-                f"grey:{rule}",
-                GREY,
-                f"grey by {name} instead of {_GREY_RULES[step.convert]}",
-                _replace(steps, 0, new),
-            )
+    if isinstance(step, Decode) and step.mode in ("L", "L16") and step.convert is not None:
+        now = _GREY_RULES[step.convert]
+        named = {
+            r: (f"grey:{r}", f"grey by {name} instead of {now}") for r, name in _GREY_RULES.items()
+        }
+        yield from _flips(steps, 0, GREY, "convert", named)
 
 
 def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
