@@ -343,17 +343,36 @@ def compare_steps(
     pipeline (if not, the environment changed a step's output), and the exact size of the
     difference at the first differing step (full arrays, not thumbnails).
     """
+    report, now_arrays = _compare(probes, steps, samples)
+    if recorded_steps is None or report.note:
+        return report
+    if [s.op for s in recorded_steps] != [str(op) for op in probes.get("steps", [])]:
+        return report
+    try:  # does this machine reproduce the golden with the golden's own pipeline?
+        here, here_arrays = _compare(probes, recorded_steps, samples)
+    except Exception:  # the recorded pipeline no longer runs here: nothing to refine
+        return report
+    report.environment_step = here.first
+    if here.first is None:
+        _measure_first(report, here_arrays, now_arrays)
+    return report
+
+
+def _compare(
+    probes: Any, steps: Sequence[Step], samples: Sequence[Sample]
+) -> tuple[StepReport, dict[str, list[np.ndarray]]]:
+    """The fingerprints of ``steps`` on the golden's step probes against the golden's, and the
+    outputs of every step for each probe."""
     if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
-        return StepReport(
-            0,
-            note="the golden keeps no step fingerprints (re-record it with "
-            "--mlrepro-update to add them)",
+        note = (
+            "the golden keeps no step fingerprints (re-record it with --mlrepro-update to add them)"
         )
+        return StepReport(0, note=note), {}
     golden_ops = [str(op) for op in probes.get("steps", [])]
     by_id = {s.id: s for s in samples}
     ids = [i for i in probes.get("samples", []) if i in by_id]
     if not ids:
-        return StepReport(0, note="none of the golden's step probes is in this run's data set")
+        return StepReport(0, note="none of the golden's step probes is in this run's data set"), {}
     rows = _golden_rows(probes)
     layouts = [s.layout for s in states(steps)]
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
@@ -379,43 +398,16 @@ def compare_steps(
                 [p[0] for p in pairs], [p[1] for p in pairs]
             )
         report.steps.append(diff)
-    if recorded_steps is not None:
-        _with_recorded(report, rows, ids, by_id, now_arrays, recorded_steps, golden_ops)
-    return report
+    return report, now_arrays
 
 
-def _with_recorded(
+def _measure_first(
     report: StepReport,
-    rows: dict[tuple[str, int], dict[str, Any]],
-    ids: list[str],
-    by_id: dict[str, Sample],
+    here: dict[str, list[np.ndarray]],
     now_arrays: dict[str, list[np.ndarray]],
-    recorded_steps: Sequence[Step],
-    golden_ops: list[str],
 ) -> None:
-    """Refine ``report`` with the recorded pipeline run on this machine."""
-    if [s.op for s in recorded_steps] != golden_ops:
-        return
-    layouts = [s.layout for s in states(recorded_steps)]
-    try:
-        here = {i: trace(recorded_steps, by_id[i]) for i in ids}
-    except Exception:  # the recorded pipeline no longer runs here: nothing to refine
-        return
-    # 1. Does this machine reproduce the golden with the golden's own pipeline?
-    for index in range(len(recorded_steps)):
-        golden_fps = [rows[(i, index)] for i in ids if (i, index) in rows]
-        local = [fingerprint(here[i][index], layouts[index]) for i in ids if (i, index) in rows]
-        if not golden_fps:
-            continue
-        differing, text = describe_difference(golden_fps, local)
-        if differing:
-            report.environment_step = StepDiff(
-                golden_ops[index], index, index, len(golden_fps), differing, text
-            )
-            break
-    if report.environment_step is not None:
-        return
-    # 2. The golden is reproduced here: measure the first difference on the full arrays.
+    """With the golden reproduced here (``here``: the recorded pipeline's outputs on this
+    machine), the first difference of ``report`` measured on the full arrays."""
     first = next((s for s in report.steps if s.status in ("differs", "added")), None)
     if first is None or first.now_index is None:
         return
@@ -431,8 +423,8 @@ def _with_recorded(
     assert golden_index is not None
     deltas, maxima, changed, counted = [], [], 0, 0
     dtype = ""
-    for i in ids:
-        a = here[i][golden_index]
+    for i, arrays in here.items():
+        a = arrays[golden_index]
         b = now_arrays[i][first.now_index]
         if a.shape != b.shape:
             return
@@ -449,5 +441,5 @@ def _with_recorded(
     first.text = (
         f"mean |Δ| {short_number(float(np.mean(deltas)))}{unit} "
         f"(max {short_number(float(np.max(maxima)))}, "
-        f"{changed / counted:.0%} of values) on {differing}/{len(ids)} probes"
+        f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
     )
