@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_args, get_origin
 
-from .._schema import Invalid
+from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
 from ..pipeline import (
     COLOUR_ORDERS,
@@ -46,6 +46,7 @@ from ..pipeline import (
     Step,
 )
 from ._step_fingerprints import states
+from ._wording import show_value
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -170,35 +171,13 @@ def backends_of(steps: Sequence[Step]) -> set[str]:
 
 
 def describe_step(step: Step) -> str:
-    """A step in manifest syntax, defaults left out: ``crop: {fraction: 0.875}``."""
-    defaults = type(step)() if _constructible(type(step)) else None
-    params = []
-    for f in dataclasses.fields(step):
-        value = getattr(step, f.name)
-        if defaults is not None and getattr(defaults, f.name) == value and f.name != "order":
-            continue
-        params.append(f"{f.name}: {_plain(value)}")
-    return f"{step.op}: {{{', '.join(params)}}}"
-
-
-def _constructible(cls: type) -> bool:
+    """A step as a manifest diff shows it, defaults left out: ``crop: {fraction: 0.875}``."""
     try:
-        cls()
-    except Exception:
-        return False
-    return True
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_plain(v) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+        defaults = to_plain(type(step)())
+    except Exception:  # a step without defaults for every field: all of them are shown
+        defaults = {}
+    plain = to_plain(step).items()
+    return show_value({step.op: {k: v for k, v in plain if k == "order" or defaults.get(k) != v}})
 
 
 # --- helpers --------------------------------------------------------------------------------

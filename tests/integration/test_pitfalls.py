@@ -239,9 +239,9 @@ def test_decoder_flips_cover_every_backend_and_dct_method() -> None:
         assert any("dct" in v.key or "INTEGER" in v.description for v in decoders)
 
 
-def test_step_descriptions_read_like_the_manifest() -> None:
+def test_step_descriptions_read_as_the_manifest_diff_shows_values() -> None:
     assert pitfalls.describe_step(Crop(fraction=0.875)) == "crop: {fraction: 0.875}"
-    assert pitfalls.describe_step(Decode(order="BGR")) == "decode: {order: BGR}"
+    assert pitfalls.describe_step(Decode(order="BGR")) == "decode: {order: 'BGR'}"
 
 
 # --- running variants on one loaded model ---------------------------------------------------
