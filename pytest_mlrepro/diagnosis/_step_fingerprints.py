@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
-from ._wording import and_list
+from ._wording import and_list, short_number
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -225,10 +225,6 @@ def _unit(dtype: str) -> str:
     return "/255" if dtype == "uint8" else ""
 
 
-def short_number(value: float) -> str:
-    return f"{value:.3g}"
-
-
 def describe_difference(
     golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
 ) -> tuple[int, str]:
@@ -259,7 +255,7 @@ def describe_difference(
             continue
     if not thumbs:
         return len(differing), f"differs {where}"
-    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)))}{unit}"]
+    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}"]
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
@@ -267,7 +263,7 @@ def describe_difference(
     n_detail = float(np.mean([d[1] for d in details]))
     if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
         parts.append(
-            f"detail {short_number(g_detail)} → {short_number(n_detail)} "
+            f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "
             f"({n_detail / g_detail - 1:+.0%})"
         )
     return len(differing), f"{', '.join(parts)} {where}"
@@ -439,7 +435,7 @@ def _measure_first(
     if not differing:
         return
     first.text = (
-        f"mean |Δ| {short_number(float(np.mean(deltas)))}{unit} "
-        f"(max {short_number(float(np.max(maxima)))}, "
+        f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
+        f"(max {short_number(float(np.max(maxima)), 3)}, "
         f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
     )
