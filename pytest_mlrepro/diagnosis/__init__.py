@@ -32,7 +32,7 @@ from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import short_number
+from ._wording import and_list, short_number
 
 __all__ = [
     "LAYER_TOLERANCE",
@@ -52,6 +52,7 @@ __all__ = [
     "ProbeOutputs",
     "Section",
     "StepEvidence",
+    "and_list",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",

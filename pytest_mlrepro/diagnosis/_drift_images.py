@@ -88,7 +88,8 @@ def first_step_outputs(
         report = probe_store.compare_steps(probes, steps, samples, recorded)
         first, environment = report.first, report.environment_step
         if report.note or first is None:
-            return FirstStepOutputs(note=report.summary())
+            same = f"every step's output is identical to the golden's on {report.probes} probes"
+            return FirstStepOutputs(note=report.note or same)
         assert probes is not None  # (a step was compared: the block is well formed)
         ids = [i for i in probes["samples"] if i in by_id]
         chosen = probe_store.select(ids, shown, prefer)

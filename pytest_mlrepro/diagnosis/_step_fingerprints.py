@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
-from ._wording import and_list, short_number
+from ._wording import short_number
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -200,24 +200,6 @@ class StepReport:
     @property
     def first(self) -> StepDiff | None:
         return next((s for s in self.steps if s.status in ("differs", "added", "removed")), None)
-
-    def summary(self) -> str:
-        """``resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical``."""
-        if self.note:
-            return self.note
-        first = self.first
-        if first is None:
-            return f"every step's output is identical to the golden's on {self.probes} probes"
-        before = [s.op for s in self.steps[: self.steps.index(first)] if s.status == "identical"]
-        same = ""
-        if before:
-            same = f"; {and_list(before)} identical"
-        text = f"{first.op}: {first.text}"
-        if first.status == "removed":
-            after = next((s for s in self.steps if s.status in ("differs", "added")), None)
-            if after is not None:
-                text += f"; then {after.op}: {after.text}"
-        return text + same
 
 
 def _unit(dtype: str) -> str:
