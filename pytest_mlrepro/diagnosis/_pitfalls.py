@@ -95,16 +95,6 @@ class Variant:
     description: str
     steps: tuple[Step, ...]
 
-    def apply(self, manifest: Manifest) -> Manifest:
-        """``manifest`` with this variant's preprocessing (everything else unchanged)."""
-        return with_steps(manifest, self.steps)
-
-
-def with_steps(manifest: Manifest, steps: Sequence[Step]) -> Manifest:
-    """``manifest`` whose (only) input has ``steps`` as its preprocessing."""
-    first = dataclasses.replace(manifest.input, preprocess=tuple(steps))
-    return dataclasses.replace(manifest, inputs=(first, *manifest.inputs[1:]))
-
 
 def valid_steps(steps: Sequence[Step], inp: Input) -> bool:
     """Whether ``steps`` pass every static check a manifest's pipeline must pass, and end in the
@@ -731,5 +721,4 @@ __all__ = [
     "describe_step",
     "valid_steps",
     "variants",
-    "with_steps",
 ]
