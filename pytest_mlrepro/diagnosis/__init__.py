@@ -7,15 +7,18 @@ from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
-from ._evidence import (
+from ._explain import (
     CounterfactualEvidence,
+    Diagnosis,
+    DiagnosisWording,
     EnvironmentEvidence,
     Evidence,
     ManifestEvidence,
     Section,
     StepEvidence,
+    diagnose,
+    explain,
 )
-from ._explain import Diagnosis, DiagnosisWording, diagnose, explain
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints

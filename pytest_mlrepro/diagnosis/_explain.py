@@ -23,7 +23,7 @@ score transform changed: a softmax applied twice, a temperature; ``_score_change
 than naming no cause.
 
 The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence: one
-fact per source (``_evidence.py``), each worded as a section by its renderer in
+fact per source (the evidence types below), each worded as a section by its renderer in
 ``report/_diagnosis_text.py``, which the caller hands in as a :class:`DiagnosisWording`. Nothing
 here raises on odd input: a diagnosis that cannot be made says why.
 """
@@ -31,7 +31,7 @@ here raises on odd input: a diagnosis that cannot be made says why.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,20 +46,73 @@ from . import _step_fingerprints as probe_store
 from ._class_maps import constant_shift, index_map
 from ._data_changes import data_lead, how_files_changed
 from ._environment_diff import env_diff, environment_step_text
-from ._evidence import (
-    CounterfactualEvidence,
-    EnvironmentEvidence,
-    Evidence,
-    ManifestEvidence,
-    Section,
-    StepEvidence,
-)
 from ._lead import MODEL_CAUSES, lead_sentence
 from ._manifest_diff import Change, manifest_diff, recorded_steps
-from ._probe_trials import SCREEN, most_moved, probe_order, restoring, run_counterfactuals
+from ._probe_trials import (
+    SCREEN,
+    Counterfactual,
+    most_moved,
+    probe_order,
+    restoring,
+    run_counterfactuals,
+)
 from ._score_changes import class_permutation, score_transform
 
 WIDTH = 100
+
+# The evidence, one type per source: facts only, each worded by its renderer in
+# report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
+# report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
+Section = tuple[str, list[str]]  # a title and its lines
+
+
+@dataclass(frozen=True)
+class ManifestEvidence:
+    """The manifest's edits since the golden's recording."""
+
+    changes: Sequence[Change]
+
+
+@dataclass(frozen=True)
+class StepEvidence:
+    """The golden's step probes re-traced: the first preprocessing step whose output differs.
+    ``changed_probes``: the probes whose data file changed since the golden."""
+
+    report: probe_store.StepReport
+    changed_probes: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class CounterfactualEvidence:
+    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
+    time; ``note`` says why none ran, when none did."""
+
+    tried: Sequence[Counterfactual]
+    baseline: Counterfactual | None
+    score_tol: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class EnvironmentEvidence:
+    """The environment's changes since the golden; ``golden_has_flags``: whether the golden
+    records the CPU flags, numeric packages and settings (goldens recorded before it kept them
+    do not)."""
+
+    changes: Sequence[tuple[str, Any, Any]]
+    golden_has_flags: bool
+
+
+# The data set's files against the golden's (DataChange) and the model compared layer by layer
+# (LayerReport) are their own evidence.
+Evidence = (
+    DataChange
+    | ManifestEvidence
+    | StepEvidence
+    | layer_store.LayerReport
+    | CounterfactualEvidence
+    | EnvironmentEvidence
+)
 
 
 @dataclass(frozen=True)
@@ -296,8 +349,14 @@ def explain(
 
 
 __all__ = [
+    "CounterfactualEvidence",
     "Diagnosis",
     "DiagnosisWording",
+    "EnvironmentEvidence",
+    "Evidence",
+    "ManifestEvidence",
+    "Section",
+    "StepEvidence",
     "diagnose",
     "explain",
 ]
