@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
+from ._data_changes import PixelCheck
+from ._data_changes import check as check_pixel_identity
+from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
 from ._explain import (
@@ -24,9 +27,6 @@ from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._layer_fingerprints import rel as relative_to_std
 from ._pitfalls import backends_in_play, left_out_backends
-from ._pixel_identity import PixelCheck
-from ._pixel_identity import check as check_pixel_identity
-from ._pixel_identity import record as record_pixel_identity
 from ._probe_trials import SCREEN, Counterfactual, restores
 from ._sensitivity import Row as PitfallRow
 from ._sensitivity import Table as PitfallTable
