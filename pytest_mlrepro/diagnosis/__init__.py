@@ -3,7 +3,6 @@ explanation and the sensitivity table."""
 
 from __future__ import annotations
 
-from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
 from ._data_changes import PixelCheck
 from ._data_changes import check as check_pixel_identity
@@ -61,7 +60,6 @@ __all__ = [
     "diagnose",
     "env_change_text",
     "explain",
-    "explain_build_mismatch",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",

@@ -18,6 +18,7 @@ from ._accuracy import (
     reference_refused_record,
     with_reference,
 )
+from ._build_mismatch_text import explain_build_mismatch
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
 from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
@@ -45,6 +46,7 @@ __all__ = [
     "csv_text",
     "data_changed",
     "explain",
+    "explain_build_mismatch",
     "explain_latency",
     "explain_reference",
     "fmt_ms",
