@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -82,20 +82,14 @@ def score_pipelines(
     ]
 
 
+@dataclass
 class _Walker:
-    def __init__(
-        self,
-        runner: Runner,
-        manifest: Manifest,
-        pipelines: list[tuple[Step, ...]],
-        pool: ThreadPoolExecutor,
-    ) -> None:
-        self.runner = runner
-        self.manifest = manifest
-        self.pipelines = pipelines
-        self.pool = pool
-        self.memo: dict[bytes, np.ndarray] = {}  # batch digest → scores, for one chunk
-        self.checked: set[tuple[int, ...]] = set()
+    runner: Runner
+    manifest: Manifest
+    pipelines: list[tuple[Step, ...]]
+    pool: ThreadPoolExecutor
+    memo: dict[bytes, np.ndarray] = field(default_factory=dict)  # batch digest → scores, a chunk's
+    checked: set[tuple[int, ...]] = field(default_factory=set)
 
     def run(self, samples: Sequence[Sample], active: list[int]) -> dict[int, np.ndarray | str]:
         """Scores (or an error) of each active pipeline on one chunk of samples."""
