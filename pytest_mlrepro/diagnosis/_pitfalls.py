@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_args, get_origin
 
@@ -207,6 +207,16 @@ def _try(step: _S, **changes: Any) -> _S | None:
     return new
 
 
+def _valid(step: _S, changes: Iterable[dict[str, Any]]) -> list[_S]:
+    """``step`` with each of ``changes``, where the result keeps the step's rules, each once."""
+    out: list[_S] = []
+    for change in changes:
+        new = _try(step, **change)
+        if new is not None and new not in out:
+            out.append(new)
+    return out
+
+
 def _flips(
     steps: tuple[Step, ...],
     index: int,
@@ -300,13 +310,9 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
         step = steps[index]
         assert isinstance(step, Resize)
         where = _where(steps, index, "resize")
-        candidates: list[Resize] = []
         # Interpolation method on the same backend.
-        for method in _METHODS:
-            if method != step.method and method in _choices(Resize, "method"):
-                new = _try(step, method=method)
-                if new is not None:
-                    candidates.append(new)
+        methods = [m for m in _METHODS if m != step.method and m in _choices(Resize, "method")]
+        candidates = _valid(step, ({"method": m} for m in methods))
         # Another library with the same method (Pillow antialiases when shrinking, OpenCV never:
         # this is the antialias pitfall as well as the backend one).
         mapped = {"box": "area", "area": "box"}.get(step.method, step.method)
@@ -316,21 +322,16 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
             for method in dict.fromkeys((step.method, mapped)):
                 # The backend's default; and with and without antialias where the backend has
                 # a real switch (both values accepted: tf.image.resize).
-                default = _try(step, backend=backend, method=method, antialias=None)
-                switch = [
-                    _try(step, backend=backend, method=method, antialias=value)
-                    for value in (True, False)
-                ]
-                made = [r for r in switch if r is not None] if None not in switch else [default]
-                unique = [r for i, r in enumerate(made) if r is not None and r not in made[:i]]
+                change = {"backend": backend, "method": method}
+                unique = _valid(step, ({**change, "antialias": v} for v in (True, False)))
+                if len(unique) < 2:  # no real switch: the backend's default
+                    unique = _valid(step, [{**change, "antialias": None}])
                 candidates += unique
                 if unique:
                     break
         # An explicit antialias switch, where the backend has one (tf.image.resize).
         if step.antialias is not None:
-            new = _try(step, antialias=not step.antialias)
-            if new is not None:
-                candidates.append(new)
+            candidates += _valid(step, [{"antialias": not step.antialias}])
         for new in candidates:
             yield Variant(
                 f"{where}:{new.backend}-{new.method}"
@@ -357,16 +358,9 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
         if backend == step.backend or not _available(backend):
             continue
         name = _BACKEND_NAMES.get(backend, backend)
-        made: list[Decode] = []
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
-        for dct in [None, *dct_values] if has_dct else [None]:
-            changes: dict[str, Any] = {"backend": backend}
-            if has_dct:
-                changes["dct_method"] = dct
-            new = _try(step, **changes)
-            if new is not None and new not in made:
-                made.append(new)
-        for new in made:
+        dcts = [{"dct_method": d} for d in (None, *dct_values)] if has_dct else [{}]
+        for new in _valid(step, ({"backend": backend, **dct} for dct in dcts)):
             dct = getattr(new, "dct_method", None)
             yield Variant(
                 f"decode:{backend}" + (f"-{dct}" if dct else ""),
