@@ -53,10 +53,6 @@ def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
     return golden.topk[rows_g, :k], now.topk[rows_n, :k]
 
 
-def _signed(k: int, classes: int) -> int:
-    return k - classes if k > classes // 2 else k
-
-
 def _shift_text(k: int) -> str:
     return f"+{k}" if k > 0 else f"−{-k}"
 
@@ -77,7 +73,7 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
         return None
     if total < 4:  # too few to tell a shift from chance
         return None
-    k = _signed(int(k_mod), classes)
+    k = int(k_mod) - classes if k_mod > classes // 2 else int(k_mod)  # signed
     # The rest of the top-k moved alike (a shift of the head, not of one class).
     rest = (n[:, 1:] - g[:, 1:]) % classes
     if rest.size and np.count_nonzero(rest == k_mod) < _RESTORES * 0.8 * rest.size:

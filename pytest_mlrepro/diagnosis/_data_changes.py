@@ -61,12 +61,6 @@ class PixelCheck:
     unknown: list[str] = field(default_factory=list)
 
 
-def _probe_digests(probes: Any) -> dict[str, str]:
-    """{sample id: decode hash} from a golden's step probes (older goldens' only evidence)."""
-    found = decode_fingerprints(probes).items()
-    return {i: fp["sha256"] for i, fp in found if isinstance(fp.get("sha256"), str)}
-
-
 def check(
     pixels: Mapping[str, str] | None,
     probes: Any,
@@ -77,7 +71,10 @@ def check(
     """The ``changed`` files (ids whose sha256 is not the golden's) decoded with the manifest's
     decode step and compared with the golden's decoded-pixel hashes."""
     decode = _decode(steps)
-    known = {**_probe_digests(probes), **(pixels or {})}
+    # The step probes' decode hashes: older goldens' only evidence.
+    from_probes = decode_fingerprints(probes).items()
+    known = {i: fp["sha256"] for i, fp in from_probes if isinstance(fp.get("sha256"), str)}
+    known.update(pixels or {})
     by_id = {s.id: s for s in samples}
     same: list[str] = []
     differ: list[str] = []

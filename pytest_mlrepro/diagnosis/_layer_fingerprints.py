@@ -54,11 +54,6 @@ def fingerprint(array: np.ndarray, dtype: str | None = None) -> list[Any]:
     return [list(values.shape), stored, _stat(mean), _stat(std), _stat(peak), digest]
 
 
-def _batch(manifest: Manifest, samples: Sequence[Sample]) -> np.ndarray:
-    pipe = manifest.pipeline
-    return np.stack([pipe(sample.read(), sample.id) for sample in samples])
-
-
 def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[list[Any]] | None:
     """One row per layer, ``[name, op, *fingerprint]``, in the model's order; None when the
     runner cannot show its layers (no ``layer_outputs``, or it failed)."""
@@ -66,7 +61,7 @@ def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[li
     if capture is None or not samples:
         return None
     try:
-        outputs = capture(_batch(manifest, samples))
+        outputs = capture(np.stack([manifest.pipeline(s.read(), s.id) for s in samples]))
     except Exception:  # a bonus for diagnosis: never costs the golden or the verdict
         return None
     if not outputs:
@@ -164,7 +159,6 @@ class LayerReport:
         verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
         at = visible(last.name)
         return f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
-
 
 
 def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[int, int]], str]:

@@ -267,10 +267,6 @@ def decode_fingerprints(probes: Any) -> dict[str, Mapping[str, Any]]:
     return {str(r[0]): r[3] for r in _fingerprint_rows(probes) if r[2] == "decode"}
 
 
-def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
-
-
 def align_steps(
     golden_ops: Sequence[str], now_ops: Sequence[str]
 ) -> list[tuple[int | None, int | None]]:
@@ -351,7 +347,7 @@ def _compare(
     ids = [i for i in probes.get("samples", []) if i in by_id]
     if not ids:
         return StepReport(0, note="none of the golden's step probes is in this run's data set"), {}
-    rows = _golden_rows(probes)
+    rows = {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
     layouts = [s.layout for s in states(steps)]
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
     now_fps = {i: [fingerprint(a, layouts[k]) for k, a in enumerate(now_arrays[i])] for i in ids}
