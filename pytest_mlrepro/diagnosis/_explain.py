@@ -57,6 +57,7 @@ from ._probe_trials import (
     run_counterfactuals,
 )
 from ._score_changes import class_permutation, score_transform
+from ._step_fingerprints import compare_steps
 
 WIDTH = 100
 
@@ -168,7 +169,7 @@ def diagnose(
     start = time.perf_counter()
     changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
     recorded = recorded_steps(golden.manifest)
-    steps = _trace_steps(manifest, golden, evaluation, recorded)
+    steps = compare_steps(golden.probes, manifest.input.preprocess, evaluation.samples, recorded)
     trials = _counterfactuals(manifest, golden, comparison, evaluation, recorded, changes, probes)
     # With the same pixels going in, where the model's computation changed.
     layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
@@ -213,19 +214,6 @@ def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
         return parse_manifest(golden.manifest, "(recorded manifest)", {}).normalized()
     except ManifestError:
         return golden.manifest
-
-
-def _trace_steps(
-    manifest: Manifest, golden: Golden, evaluation: Evaluation, recorded: tuple[Step, ...] | None
-) -> probe_store.StepReport:
-    """The golden's step probes re-traced: the first step whose output differs from the
-    golden's."""
-    try:
-        return probe_store.compare_steps(
-            golden.probes, manifest.input.preprocess, evaluation.samples, recorded
-        )
-    except Exception as exc:  # a probe that no longer decodes, say: report, do not hide the rest
-        return probe_store.StepReport(0, note=f"the step probes could not be traced: {exc}")
 
 
 def _trace_layers(

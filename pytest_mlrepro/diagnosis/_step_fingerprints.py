@@ -315,9 +315,13 @@ def compare_steps(
     ``recorded_steps`` (the golden's recorded preprocessing, when it can be rebuilt) adds two
     things: whether this machine reproduces the golden's fingerprints with the recorded
     pipeline (if not, the environment changed a step's output), and the exact size of the
-    difference at the first differing step (full arrays, not thumbnails).
+    difference at the first differing step (full arrays, not thumbnails). Never raises: a probe
+    that no longer decodes, say, is said in the report's note.
     """
-    report, now_arrays = _compare(probes, steps, samples)
+    try:
+        report, now_arrays = _compare(probes, steps, samples)
+    except Exception as exc:  # report, do not hide the rest of the diagnosis
+        return StepReport(0, note=f"the step probes could not be traced: {exc}")
     if recorded_steps is None or report.note:
         return report
     if [s.op for s in recorded_steps] != [str(op) for op in probes.get("steps", [])]:
