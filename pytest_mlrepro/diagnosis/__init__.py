@@ -3,26 +3,29 @@ explanation and the sensitivity table."""
 
 from __future__ import annotations
 
-from ._build_mismatch import explain_build_mismatch
 from ._class_maps import explain_class_count
+from ._data_changes import PixelCheck
+from ._data_changes import check as check_pixel_identity
+from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
-from ._evidence import (
+from ._explain import (
     CounterfactualEvidence,
-    DataEvidence,
+    Diagnosis,
+    DiagnosisWording,
     EnvironmentEvidence,
     Evidence,
-    LayerEvidence,
     ManifestEvidence,
     Section,
     StepEvidence,
+    diagnose,
+    explain,
 )
-from ._explain import Diagnosis, DiagnosisWording, diagnose, explain
+from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
+from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
+from ._layer_fingerprints import rel as relative_to_std
 from ._pitfalls import backends_in_play, left_out_backends
-from ._pixel_identity import PixelCheck
-from ._pixel_identity import check as check_pixel_identity
-from ._pixel_identity import record as record_pixel_identity
 from ._probe_trials import SCREEN, Counterfactual, restores
 from ._sensitivity import Row as PitfallRow
 from ._sensitivity import Table as PitfallTable
@@ -31,19 +34,19 @@ from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import short_number
+from ._wording import and_list, short_number
 
 __all__ = [
+    "LAYER_TOLERANCE",
     "SCREEN",
     "Counterfactual",
     "CounterfactualEvidence",
-    "DataEvidence",
     "Diagnosis",
     "DiagnosisWording",
     "EnvironmentEvidence",
     "Evidence",
     "FirstStepOutputs",
-    "LayerEvidence",
+    "LayerReport",
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
@@ -51,18 +54,19 @@ __all__ = [
     "ProbeOutputs",
     "Section",
     "StepEvidence",
+    "and_list",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
     "env_change_text",
     "explain",
-    "explain_build_mismatch",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
+    "relative_to_std",
     "restores",
     "save_sensitivity",
     "sensitivity",

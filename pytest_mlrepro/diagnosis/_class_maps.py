@@ -53,10 +53,6 @@ def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
     return golden.topk[rows_g, :k], now.topk[rows_n, :k]
 
 
-def _signed(k: int, classes: int) -> int:
-    return k - classes if k > classes // 2 else k
-
-
 def _shift_text(k: int) -> str:
     return f"+{k}" if k > 0 else f"−{-k}"
 
@@ -77,7 +73,7 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
         return None
     if total < 4:  # too few to tell a shift from chance
         return None
-    k = _signed(int(k_mod), classes)
+    k = int(k_mod) - classes if k_mod > classes // 2 else int(k_mod)  # signed
     # The rest of the top-k moved alike (a shift of the head, not of one class).
     rest = (n[:, 1:] - g[:, 1:]) % classes
     if rest.size and np.count_nonzero(rest == k_mod) < _RESTORES * 0.8 * rest.size:
@@ -130,17 +126,15 @@ def index_map(golden: Results, now: Results) -> ClassMap | None:
     mapping = {old: c.most_common(1)[0][0] for old, c in counts.items()}
     moved = sorted((old, new) for old, new in mapping.items() if old != new)
     shown = ", ".join(f"{old} → {new}" for old, new in moved[:4]) + (" …" if len(moved) > 4 else "")
+    left = total - confirmable
+    unranked = f"the other {left} have classes no other sample ranks; " if left else ""
     return ClassMap(
         "class index map",
         f"a class-index map — the model's output classes follow another index order "
         f"({shown}; {len(moved)} of {len(mapping)} classes seen moved)",
         f"with each prediction mapped back through the map the other samples' top-k give, "
-        f"{hits}/{confirmable} predictions match the golden's (the other "
-        f"{total - confirmable} have classes no other sample ranks; as they are, "
-        f"{as_is}/{total} match)"
-        if confirmable < total
-        else f"with each prediction mapped back through the map the other samples' top-k give, "
-        f"{hits}/{total} predictions match the golden's (as they are, {as_is}/{total})",
+        f"{hits}/{confirmable} predictions match the golden's ({unranked}as they are, "
+        f"{as_is}/{total})",
     )
 
 

@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -50,7 +50,6 @@ def score_pipelines(
     pipelines: Sequence[Sequence[Step]],
     *,
     chunk: int | None = None,
-    workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Outcome]:
     """Scores of ``samples`` under each of ``pipelines`` (steps, decode first) on ``runner``.
@@ -60,7 +59,7 @@ def score_pipelines(
     ``progress`` is called with the number of samples done after each chunk.
     """
     chunk = chunk or max(1, manifest.runtime.batch_size)
-    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    workers = max(1, min(4, os.cpu_count() or 1))
     parts: list[list[np.ndarray]] = [[] for _ in pipelines]
     errors: list[str | None] = [None] * len(pipelines)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-cf") as pool:
@@ -76,29 +75,21 @@ def score_pipelines(
             if progress is not None:
                 progress(min(start + chunk, len(samples)))
     return [
-        Outcome(None, errors[i]) if errors[i] else Outcome(_concat(parts[i]), None)
-        for i in range(len(pipelines))
+        Outcome(None, error)
+        if error
+        else Outcome(np.concatenate(part) if part else np.zeros((0, 0)))
+        for part, error in zip(parts, errors)
     ]
 
 
-def _concat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros((0, 0))
-
-
+@dataclass
 class _Walker:
-    def __init__(
-        self,
-        runner: Runner,
-        manifest: Manifest,
-        pipelines: list[tuple[Step, ...]],
-        pool: ThreadPoolExecutor,
-    ) -> None:
-        self.runner = runner
-        self.manifest = manifest
-        self.pipelines = pipelines
-        self.pool = pool
-        self.memo: dict[bytes, np.ndarray] = {}  # batch digest → scores, for one chunk
-        self.checked: set[tuple[int, ...]] = set()
+    runner: Runner
+    manifest: Manifest
+    pipelines: list[tuple[Step, ...]]
+    pool: ThreadPoolExecutor
+    memo: dict[bytes, np.ndarray] = field(default_factory=dict)  # batch digest → scores, a chunk's
+    checked: set[tuple[int, ...]] = field(default_factory=set)
 
     def run(self, samples: Sequence[Sample], active: list[int]) -> dict[int, np.ndarray | str]:
         """Scores (or an error) of each active pipeline on one chunk of samples."""

@@ -1,9 +1,21 @@
-"""When the data changed since the golden: how the changed files differ (the same pixels, the
-same pictures re-encoded, or other pictures), and whether the change covers the drift."""
+"""When the data changed since the golden: which changed files are still the golden's input, how
+the others differ, and whether the change covers the drift.
+
+The identity of each file's decoded pixels tells a byte change that is not a data change (a
+JPEG comment added, a PNG stored under a ``.JPEG`` name, an ICC profile inserted) from one that
+is. A golden keeps, per sample, 16 hex digits of the sha256 of the decode step's output (its
+``pixels`` block; :func:`record`). When a file's bytes differ from the golden's, it is decoded
+again (only the changed files) and its hash compared with the golden's: the same pixels are the
+same input to the model. A golden recorded before the block falls back on its step probes,
+whose decode fingerprints hash the same output the same way; a changed file that neither
+covers is unknown, and stays a data change. Of the files that do change the input, the decoded
+step probes tell the same pictures re-encoded from other pictures (:func:`how_files_changed`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -11,10 +23,75 @@ import numpy as np
 from ..data import Sample
 from ..goldens import Comparison, DataChange
 from ..manifest import Manifest
-from . import _step_fingerprints as probe_store
+from ..pipeline import Step
 from ._pitfalls import INVERTED
 from ._probe_trials import Counterfactual
+from ._step_fingerprints import decode_fingerprints, digest, fingerprint, trace
 from ._wording import flip_expects
+
+
+def _decode(steps: Sequence[Step]) -> Step | None:
+    return next((s for s in steps if s.op == "decode"), None)
+
+
+def pixel_digest(decode: Step, sample: Sample) -> str:
+    """16 hex digits of the decode step's output for ``sample`` (the step fingerprints' hash)."""
+    return digest(trace([decode], sample)[0])
+
+
+def record(steps: Sequence[Step], samples: Sequence[Sample]) -> dict[str, str] | None:
+    """The golden's ``pixels`` block: every sample's decoded-pixel hash, sorted by id; None when
+    the pipeline has no decode step or a file does not decode (never costs the golden)."""
+    decode = _decode(steps)
+    if decode is None or not samples:
+        return None
+    try:
+        return {s.id: pixel_digest(decode, s) for s in sorted(samples, key=lambda s: s.id)}
+    except Exception:  # a file that does not decode: the evaluation said so already
+        return None
+
+
+@dataclass(frozen=True)
+class PixelCheck:
+    """The changed files sorted by what their decoded pixels are: the golden's (``same``),
+    others (``differ``), or not known to the golden (``unknown``)."""
+
+    same: list[str] = field(default_factory=list)
+    differ: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+
+def check(
+    pixels: Mapping[str, str] | None,
+    probes: Any,
+    steps: Sequence[Step],
+    samples: Iterable[Sample],
+    changed: Sequence[str],
+) -> PixelCheck:
+    """The ``changed`` files (ids whose sha256 is not the golden's) decoded with the manifest's
+    decode step and compared with the golden's decoded-pixel hashes."""
+    decode = _decode(steps)
+    # The step probes' decode hashes: older goldens' only evidence.
+    from_probes = decode_fingerprints(probes).items()
+    known = {i: fp["sha256"] for i, fp in from_probes if isinstance(fp.get("sha256"), str)}
+    known.update(pixels or {})
+    by_id = {s.id: s for s in samples}
+    same: list[str] = []
+    differ: list[str] = []
+    unknown: list[str] = []
+    for sample_id in changed:
+        sample, then = by_id.get(sample_id), known.get(sample_id)
+        if decode is None or sample is None or then is None:
+            unknown.append(sample_id)
+            continue
+        try:
+            now = pixel_digest(decode, sample)
+        except Exception:  # a file that no longer decodes is not the golden's pixels
+            differ.append(sample_id)
+            continue
+        (same if now == then else differ).append(sample_id)
+    return PixelCheck(same, differ, unknown)
+
 
 # Block means (16 × 16 grid, 0–255 levels) of a decoded picture re-encoded lossily move by a few
 # levels; another picture's move by tens.
@@ -28,16 +105,16 @@ def how_files_changed(
     against the decode fingerprints the golden recorded: the same pixels (a lossless
     re-encoding, or metadata only), the same pictures re-encoded (same size, block means
     within a few levels), or other pictures (then nothing is said: the file list says it)."""
-    decode = next((s for s in manifest.input.preprocess if s.op == "decode"), None)
+    decode = _decode(manifest.input.preprocess)
     if decode is None:
         return ""
     same, close, levels = 0, 0, 0.0
-    for sample_id, then in probe_store.decode_fingerprints(probes).items():
+    for sample_id, then in decode_fingerprints(probes).items():
         sample = by_id.get(sample_id)
         if sample is None or sample.id not in data.ids:
             continue
         try:
-            now = probe_store.fingerprint(probe_store.trace([decode], sample)[0])
+            now = fingerprint(trace([decode], sample)[0])
         except Exception:  # a file that no longer decodes: the evidence says so elsewhere
             return ""
         if now.get("sha256") == then.get("sha256"):

@@ -5,9 +5,8 @@ The golden keeps the manifest it was recorded with, so its preprocessing can be 
 (:func:`~._manifest_diff.recorded_steps`) and re-run here, step by step
 (:func:`~._step_fingerprints.trace`). Which step differs first is the step fingerprints' answer
 (:func:`~._step_fingerprints.compare_steps`, the same one the diagnosis text gives); for a golden
-recorded before it kept step
-fingerprints, the two pipelines' outputs on the probe samples are compared here instead, aligned
-by op the same way.
+recorded before it kept step fingerprints, the recorded pipeline's fingerprints on the shown
+probe samples are made here and compared the same way.
 
 Only a drifted item asks for this (and only when an HTML report is written): the arrays are
 returned as they are, and the report decides how to show them.
@@ -80,23 +79,19 @@ def first_step_outputs(
     steps = tuple(manifest.input.preprocess)
     by_id = {s.id: s for s in samples}
     try:
-        if isinstance(golden.probes, dict) and golden.probes.get("format") == probe_store.FORMAT:
-            report = probe_store.compare_steps(golden.probes, steps, samples, recorded)
-            first = report.first
-            if report.note:
-                return FirstStepOutputs(note=report.note)
-            ids = [i for i in golden.probes.get("samples", []) if i in by_id]
-            if first is None:
-                return FirstStepOutputs(note=report.summary())
-            environment = report.environment_step
-        else:
-            ids = [s.id for s in samples]
-            first, environment = _first_by_arrays(recorded, steps, by_id, ids, prefer, shown), None
-            if first is None:
-                return FirstStepOutputs(
-                    note="every step's output is identical to the golden pipeline's on the "
-                    "probe samples"
-                )
+        probes = golden.probes
+        if not isinstance(probes, dict) or probes.get("format") != probe_store.FORMAT:
+            # A golden recorded before it kept step fingerprints: the recorded pipeline's on a
+            # few probe samples, made here, stand in for them.
+            chosen = probe_store.select(list(by_id), shown, prefer)
+            probes = probe_store.record(recorded, [by_id[i] for i in chosen], shown)
+        report = probe_store.compare_steps(probes, steps, samples, recorded)
+        first, environment = report.first, report.environment_step
+        if report.note or first is None:
+            same = f"every step's output is identical to the golden's on {report.probes} probes"
+            return FirstStepOutputs(note=report.note or same)
+        assert probes is not None  # (a step was compared: the block is well formed)
+        ids = [i for i in probes["samples"] if i in by_id]
         chosen = probe_store.select(ids, shown, prefer)
         golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
         golden_index, now_index = _shown_indices(first, recorded, steps)
@@ -155,39 +150,6 @@ def _shown_indices(
         before = [n for n, g in pairs if g is not None and g < golden_index and n is not None]
         now_index = before[-1] if before else None
     return golden_index, now_index
-
-
-def _first_by_arrays(
-    recorded: Sequence[Step],
-    steps: Sequence[Step],
-    by_id: dict[str, Sample],
-    ids: Sequence[str],
-    prefer: Collection[str],
-    shown: int,
-) -> probe_store.StepDiff | None:
-    """The first differing step found from the outputs themselves (a golden without step
-    fingerprints): both pipelines run here on the shown probe samples."""
-    chosen = probe_store.select(ids, shown, prefer)
-    golden_traces = [probe_store.trace(recorded, by_id[i]) for i in chosen]
-    now_traces = [probe_store.trace(steps, by_id[i]) for i in chosen]
-    for now_index, golden_index in probe_store.align_steps(
-        [s.op for s in recorded], [s.op for s in steps]
-    ):
-        op = steps[now_index].op if now_index is not None else recorded[golden_index or 0].op
-        if now_index is None or golden_index is None:
-            return probe_store.one_sided(op, now_index, golden_index)
-        diff = probe_store.StepDiff(op, now_index, golden_index)
-        differing = [
-            i
-            for i, (g, n) in enumerate(zip(golden_traces, now_traces))
-            if probe_store.digest(g[golden_index]) != probe_store.digest(n[now_index])
-        ]
-        diff.compared = len(chosen)
-        diff.differing = len(differing)
-        if differing:
-            diff.text = f"differs on {len(differing)}/{len(chosen)} probes"
-            return diff
-    return None
 
 
 __all__ = ["FirstStepOutputs", "ProbeOutputs", "first_step_outputs"]

@@ -23,7 +23,7 @@ score transform changed: a softmax applied twice, a temperature; ``_score_change
 than naming no cause.
 
 The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence: one
-fact per source (``_evidence.py``), each worded as a section by its renderer in
+fact per source (the evidence types below), each worded as a section by its renderer in
 ``report/_diagnosis_text.py``, which the caller hands in as a :class:`DiagnosisWording`. Nothing
 here raises on odd input: a diagnosis that cannot be made says why.
 """
@@ -31,7 +31,7 @@ here raises on odd input: a diagnosis that cannot be made says why.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,22 +46,74 @@ from . import _step_fingerprints as probe_store
 from ._class_maps import constant_shift, index_map
 from ._data_changes import data_lead, how_files_changed
 from ._environment_diff import env_diff, environment_step_text
-from ._evidence import (
-    CounterfactualEvidence,
-    DataEvidence,
-    EnvironmentEvidence,
-    Evidence,
-    LayerEvidence,
-    ManifestEvidence,
-    Section,
-    StepEvidence,
-)
 from ._lead import MODEL_CAUSES, lead_sentence
 from ._manifest_diff import Change, manifest_diff, recorded_steps
-from ._probe_trials import SCREEN, most_moved, probe_order, restoring, run_counterfactuals
+from ._probe_trials import (
+    SCREEN,
+    Counterfactual,
+    most_moved,
+    probe_order,
+    restoring,
+    run_counterfactuals,
+)
 from ._score_changes import class_permutation, score_transform
+from ._step_fingerprints import compare_steps
 
 WIDTH = 100
+
+# The evidence, one type per source: facts only, each worded by its renderer in
+# report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
+# report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
+Section = tuple[str, list[str]]  # a title and its lines
+
+
+@dataclass(frozen=True)
+class ManifestEvidence:
+    """The manifest's edits since the golden's recording."""
+
+    changes: Sequence[Change]
+
+
+@dataclass(frozen=True)
+class StepEvidence:
+    """The golden's step probes re-traced: the first preprocessing step whose output differs.
+    ``changed_probes``: the probes whose data file changed since the golden."""
+
+    report: probe_store.StepReport
+    changed_probes: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class CounterfactualEvidence:
+    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
+    time; ``note`` says why none ran, when none did."""
+
+    tried: Sequence[Counterfactual]
+    baseline: Counterfactual | None
+    score_tol: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class EnvironmentEvidence:
+    """The environment's changes since the golden; ``golden_has_flags``: whether the golden
+    records the CPU flags, numeric packages and settings (goldens recorded before it kept them
+    do not)."""
+
+    changes: Sequence[tuple[str, Any, Any]]
+    golden_has_flags: bool
+
+
+# The data set's files against the golden's (DataChange) and the model compared layer by layer
+# (LayerReport) are their own evidence.
+Evidence = (
+    DataChange
+    | ManifestEvidence
+    | StepEvidence
+    | layer_store.LayerReport
+    | CounterfactualEvidence
+    | EnvironmentEvidence
+)
 
 
 @dataclass(frozen=True)
@@ -86,7 +138,6 @@ class Diagnosis:
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
-    layers: layer_store.LayerReport | None = None  # the model compared layer by layer
 
     @property
     def sections(self) -> list[Section]:
@@ -118,7 +169,7 @@ def diagnose(
     start = time.perf_counter()
     changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
     recorded = recorded_steps(golden.manifest)
-    steps = _trace_steps(manifest, golden, evaluation, recorded)
+    steps = compare_steps(golden.probes, manifest.input.preprocess, evaluation.samples, recorded)
     trials = _counterfactuals(manifest, golden, comparison, evaluation, recorded, changes, probes)
     # With the same pixels going in, where the model's computation changed.
     layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
@@ -136,10 +187,10 @@ def diagnose(
         how = how_files_changed(golden.probes, data, by_id, manifest)
         lead, cause = data_lead(data, comparison, lead, flip, how), "data"
     evidence: tuple[Evidence, ...] = (
-        *([DataEvidence(data)] if data is not None else []),
+        *([data] if data is not None else []),
         ManifestEvidence(changes),
         StepEvidence(steps, _changed_probes(golden, data)),
-        *([LayerEvidence(layers)] if layers is not None else []),
+        *([layers] if layers is not None else []),
         trials,
         EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
     )
@@ -153,7 +204,6 @@ def diagnose(
         screen=min(SCREEN, baseline.probes) if baseline is not None else 0,
         counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
-        layers=layers,
     )
 
 
@@ -164,19 +214,6 @@ def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
         return parse_manifest(golden.manifest, "(recorded manifest)", {}).normalized()
     except ManifestError:
         return golden.manifest
-
-
-def _trace_steps(
-    manifest: Manifest, golden: Golden, evaluation: Evaluation, recorded: tuple[Step, ...] | None
-) -> probe_store.StepReport:
-    """The golden's step probes re-traced: the first step whose output differs from the
-    golden's."""
-    try:
-        return probe_store.compare_steps(
-            golden.probes, manifest.input.preprocess, evaluation.samples, recorded
-        )
-    except Exception as exc:  # a probe that no longer decodes, say: report, do not hide the rest
-        return probe_store.StepReport(0, note=f"the step probes could not be traced: {exc}")
 
 
 def _trace_layers(
@@ -293,14 +330,21 @@ def explain(
         return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
     if found is not None:
         found.append(d)
-    if layers is not None and d.layers is not None:
-        layers.extend(d.layers.chart())
+    for e in d.evidence:
+        if layers is not None and isinstance(e, layer_store.LayerReport):
+            layers.extend((diff.index + 1, diff.name, diff.delta) for diff in e.diffs)
     return d.render(), d.cause
 
 
 __all__ = [
+    "CounterfactualEvidence",
     "Diagnosis",
     "DiagnosisWording",
+    "EnvironmentEvidence",
+    "Evidence",
+    "ManifestEvidence",
+    "Section",
+    "StepEvidence",
     "diagnose",
     "explain",
 ]

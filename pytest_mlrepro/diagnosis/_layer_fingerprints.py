@@ -54,11 +54,6 @@ def fingerprint(array: np.ndarray, dtype: str | None = None) -> list[Any]:
     return [list(values.shape), stored, _stat(mean), _stat(std), _stat(peak), digest]
 
 
-def _batch(manifest: Manifest, samples: Sequence[Sample]) -> np.ndarray:
-    pipe = manifest.pipeline
-    return np.stack([pipe(sample.read(), sample.id) for sample in samples])
-
-
 def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[list[Any]] | None:
     """One row per layer, ``[name, op, *fingerprint]``, in the model's order; None when the
     runner cannot show its layers (no ``layer_outputs``, or it failed)."""
@@ -66,7 +61,7 @@ def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[li
     if capture is None or not samples:
         return None
     try:
-        outputs = capture(_batch(manifest, samples))
+        outputs = capture(np.stack([manifest.pipeline(s.read(), s.id) for s in samples]))
     except Exception:  # a bonus for diagnosis: never costs the golden or the verdict
         return None
     if not outputs:
@@ -115,11 +110,12 @@ class LayerDiff:
         dtype = f"{g[3]} → {n[3]}, " if g[3] != n[3] else ""
         return (
             f"{dtype}max |x| {g[6]:.4g} → {n[6]:.4g}, mean {g[4]:.4g} → {n[4]:.4g}, std "
-            f"{g[5]:.4g} → {n[5]:.4g}: {_rel(self.delta)} the golden's std"
+            f"{g[5]:.4g} → {n[5]:.4g}: {rel(self.delta)} the golden's std"
         )
 
 
-def _rel(delta: float) -> str:
+def rel(delta: float) -> str:
+    """A difference relative to the golden's std: ``0.5×``, ``∞``."""
     return "∞" if not math.isfinite(delta) else f"{delta:.2g}×"
 
 
@@ -162,31 +158,7 @@ class LayerReport:
         last = after[-1]
         verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
         at = visible(last.name)
-        return f", and the difference {verb} to {_rel(last.delta)} at the last layer ({at})"
-
-    def lines(self) -> list[str]:
-        extra = [f"precision: {self.precision}"] if self.precision else []
-        if self.note:
-            return [self.note, *extra]
-        out = [f"{self.layers} layers aligned {self.alignment}", *extra]
-        if self.first is None:
-            out.append(
-                f"every layer's output is within {TOLERANCE:g} of the golden's (relative to its "
-                "std): the model computes what it computed"
-            )
-            return out
-        out.append(self.lead())
-        same = sum(1 for d in self.diffs if d.index < self.first.index)
-        out.append(f"the {same} layers before it are as the golden's")
-        shown = [d for d in self.diffs if d.index >= self.first.index]
-        step = max(1, len(shown) // 6)
-        for d in shown[::step][:6]:
-            out.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {_rel(d.delta)}")
-        return out
-
-    def chart(self) -> list[tuple[int, str, float]]:
-        """(depth, name, relative difference) per aligned layer: the HTML report's chart."""
-        return [(d.index + 1, d.name, d.delta) for d in self.diffs]
+        return f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
 
 
 def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[int, int]], str]:
@@ -281,4 +253,4 @@ def compare(
     return report
 
 
-__all__ = ["LAYER_PROBES", "LayerReport", "compare", "fingerprint", "record", "trace"]
+__all__ = ["TOLERANCE", "LayerReport", "compare", "fingerprint", "record", "rel", "trace"]

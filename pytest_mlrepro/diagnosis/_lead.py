@@ -52,18 +52,14 @@ def lead_sentence(
         # The manifest is the golden's, yet a step's output is not: what that step runs on
         # changed. A flip that restores the output is a workaround, not the cause: the golden
         # was recorded with the manifest as it is.
-        second = ""
+        lead = f"Likely cause: the environment — the manifest is unchanged, and {environment_step}."
         if best is not None:
-            second = (
+            lead += (
                 f" A manifest flip happens to restore the output (with {best.label}, "
                 f"{best.agree}/{best.probes} probe predictions match the golden), but the golden "
-                "was recorded with the manifest as it is"
+                "was recorded with the manifest as it is."
             )
-        return (
-            f"Likely cause: the environment — the manifest is unchanged, and {environment_step}."
-            + (f"{second}." if second else ""),
-            "environment",
-        )
+        return lead, "environment"
     if best is not None:
         category = best.category or "preprocessing"
         how = (

@@ -23,11 +23,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, TypeVar, get_args, get_origin
 
-from .._schema import Invalid
+from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
 from ..pipeline import (
     COLOUR_ORDERS,
@@ -46,6 +46,7 @@ from ..pipeline import (
     Step,
 )
 from ._step_fingerprints import states
+from ._wording import show_value
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -93,16 +94,6 @@ class Variant:
     pitfall: str
     description: str
     steps: tuple[Step, ...]
-
-    def apply(self, manifest: Manifest) -> Manifest:
-        """``manifest`` with this variant's preprocessing (everything else unchanged)."""
-        return with_steps(manifest, self.steps)
-
-
-def with_steps(manifest: Manifest, steps: Sequence[Step]) -> Manifest:
-    """``manifest`` whose (only) input has ``steps`` as its preprocessing."""
-    first = dataclasses.replace(manifest.input, preprocess=tuple(steps))
-    return dataclasses.replace(manifest, inputs=(first, *manifest.inputs[1:]))
 
 
 def valid_steps(steps: Sequence[Step], inp: Input) -> bool:
@@ -170,35 +161,13 @@ def backends_of(steps: Sequence[Step]) -> set[str]:
 
 
 def describe_step(step: Step) -> str:
-    """A step in manifest syntax, defaults left out: ``crop: {fraction: 0.875}``."""
-    defaults = type(step)() if _constructible(type(step)) else None
-    params = []
-    for f in dataclasses.fields(step):
-        value = getattr(step, f.name)
-        if defaults is not None and getattr(defaults, f.name) == value and f.name != "order":
-            continue
-        params.append(f"{f.name}: {_plain(value)}")
-    return f"{step.op}: {{{', '.join(params)}}}"
-
-
-def _constructible(cls: type) -> bool:
+    """A step as a manifest diff shows it, defaults left out: ``crop: {fraction: 0.875}``."""
     try:
-        cls()
-    except Exception:
-        return False
-    return True
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_plain(v) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+        defaults = to_plain(type(step)())
+    except Exception:  # a step without defaults for every field: all of them are shown
+        defaults = {}
+    plain = to_plain(step).items()
+    return show_value({step.op: {k: v for k, v in plain if k == "order" or defaults.get(k) != v}})
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -238,6 +207,32 @@ def _try(step: _S, **changes: Any) -> _S | None:
     return new
 
 
+def _valid(step: _S, changes: Iterable[dict[str, Any]]) -> list[_S]:
+    """``step`` with each of ``changes``, where the result keeps the step's rules, each once."""
+    out: list[_S] = []
+    for change in changes:
+        new = _try(step, **change)
+        if new is not None and new not in out:
+            out.append(new)
+    return out
+
+
+def _flips(
+    steps: tuple[Step, ...],
+    index: int,
+    pitfall: str,
+    name: str,
+    named: Mapping[Any, tuple[str, str]],
+) -> Iterator[Variant]:
+    """``steps[index]`` with its field ``name`` set to each value of ``named`` but its own, where
+    the step's rules allow it; ``named[value]``: that flip's key and words."""
+    step = steps[index]
+    for value, (key, words) in named.items():
+        new = None if value == getattr(step, name) else _try(step, **{name: value})
+        if new is not None:
+            yield Variant(key, pitfall, words, _replace(steps, index, new))
+
+
 def _indices(steps: Sequence[Step], cls: type) -> list[int]:
     return [i for i, s in enumerate(steps) if isinstance(s, cls)]
 
@@ -270,14 +265,10 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     final = Pipeline(steps).final.order
     if final not in COLOUR_ORDERS:
         return  # one grey channel or bands: no colour order to flip, nothing it could change
-    flipped: Literal["RGB", "BGR"] = "BGR" if step.order == "RGB" else "RGB"
     new_final = ("BGR" if final.startswith("RGB") else "RGB") + final[3:]
-    yield Variant(
-        f"colour:{new_final}",
-        COLOUR,
-        f"{new_final} instead of {final}",
-        _replace(steps, index, dataclasses.replace(step, order=flipped)),
-    )
+    flipped = "BGR" if step.order == "RGB" else "RGB"
+    named = {flipped: (f"colour:{new_final}", f"{new_final} instead of {final}")}
+    yield from _flips(steps, index, COLOUR, "order", named)
 
 
 # --- crop -----------------------------------------------------------------------------------
@@ -302,19 +293,13 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             f"{where}:none", CROP, "no crop (the crop step removed)", _replace(steps, index)
         )
-        if step.fraction is None:
-            continue
-        for fraction in (1.0, 0.875):
-            if math.isclose(fraction, step.fraction):
-                continue
-            new = _try(step, fraction=fraction)
-            if new is not None:
-                yield Variant(
-                    f"{where}:{fraction}",
-                    CROP,
-                    f"crop fraction {fraction} instead of {step.fraction}",
-                    _replace(steps, index, new),
-                )
+        if step.fraction is not None:
+            named = {
+                f: (f"{where}:{f}", f"crop fraction {f} instead of {step.fraction}")
+                for f in (1.0, 0.875)
+                if not math.isclose(f, step.fraction)
+            }
+            yield from _flips(steps, index, CROP, "fraction", named)
 
 
 # --- resize ---------------------------------------------------------------------------------
@@ -325,13 +310,9 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
         step = steps[index]
         assert isinstance(step, Resize)
         where = _where(steps, index, "resize")
-        candidates: list[Resize] = []
         # Interpolation method on the same backend.
-        for method in _METHODS:
-            if method != step.method and method in _choices(Resize, "method"):
-                new = _try(step, method=method)
-                if new is not None:
-                    candidates.append(new)
+        methods = [m for m in _METHODS if m != step.method and m in _choices(Resize, "method")]
+        candidates = _valid(step, ({"method": m} for m in methods))
         # Another library with the same method (Pillow antialiases when shrinking, OpenCV never:
         # this is the antialias pitfall as well as the backend one).
         mapped = {"box": "area", "area": "box"}.get(step.method, step.method)
@@ -341,21 +322,16 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
             for method in dict.fromkeys((step.method, mapped)):
                 # The backend's default; and with and without antialias where the backend has
                 # a real switch (both values accepted: tf.image.resize).
-                default = _try(step, backend=backend, method=method, antialias=None)
-                switch = [
-                    _try(step, backend=backend, method=method, antialias=value)
-                    for value in (True, False)
-                ]
-                made = [r for r in switch if r is not None] if None not in switch else [default]
-                unique = [r for i, r in enumerate(made) if r is not None and r not in made[:i]]
+                change = {"backend": backend, "method": method}
+                unique = _valid(step, ({**change, "antialias": v} for v in (True, False)))
+                if len(unique) < 2:  # no real switch: the backend's default
+                    unique = _valid(step, [{**change, "antialias": None}])
                 candidates += unique
                 if unique:
                     break
         # An explicit antialias switch, where the backend has one (tf.image.resize).
         if step.antialias is not None:
-            new = _try(step, antialias=not step.antialias)
-            if new is not None:
-                candidates.append(new)
+            candidates += _valid(step, [{"antialias": not step.antialias}])
         for new in candidates:
             yield Variant(
                 f"{where}:{new.backend}-{new.method}"
@@ -382,16 +358,9 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
         if backend == step.backend or not _available(backend):
             continue
         name = _BACKEND_NAMES.get(backend, backend)
-        made: list[Decode] = []
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
-        for dct in [None, *dct_values] if has_dct else [None]:
-            changes: dict[str, Any] = {"backend": backend}
-            if has_dct:
-                changes["dct_method"] = dct
-            new = _try(step, **changes)
-            if new is not None and new not in made:
-                made.append(new)
-        for new in made:
+        dcts = [{"dct_method": d} for d in (None, *dct_values)] if has_dct else [{}]
+        for new in _valid(step, ({"backend": backend, **dct} for dct in dcts)):
             dct = getattr(new, "dct_method", None)
             yield Variant(
                 f"decode:{backend}" + (f"-{dct}" if dct else ""),
@@ -401,17 +370,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
             )
     current_dct = getattr(step, "dct_method", None)
     if current_dct is not None:
-        for dct in dct_values:
-            if dct == current_dct:
-                continue
-            new = _try(step, dct_method=dct)
-            if new is not None:
-                yield Variant(
-                    f"decode:dct-{dct}",
-                    DECODER,
-                    f"DCT method {dct} instead of {current_dct}",
-                    _replace(steps, 0, new),
-                )
+        named = {
+            d: (f"decode:dct-{d}", f"DCT method {d} instead of {current_dct}") for d in dct_values
+        }
+        yield from _flips(steps, 0, DECODER, "dct_method", named)
 
 
 _MODULES = {"opencv": "cv2", "tf": "tensorflow"}
@@ -428,44 +390,27 @@ def _available(backend: str) -> bool:
 
 
 def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    step = steps[0]
-    if not isinstance(step, Decode):
-        return
-    new = _try(step, exif_orientation=not step.exif_orientation)
-    if new is not None:
-        yield Variant(
-            f"exif:{'on' if not step.exif_orientation else 'off'}",
-            EXIF,
-            "the EXIF orientation applied"
-            if not step.exif_orientation
-            else "the EXIF orientation ignored",
-            _replace(steps, 0, new),
-        )
+    if isinstance(steps[0], Decode):
+        named = {
+            True: ("exif:on", "the EXIF orientation applied"),
+            False: ("exif:off", "the EXIF orientation ignored"),
+        }
+        yield from _flips(steps, 0, EXIF, "exif_orientation", named)
 
 
 # --- layout ---------------------------------------------------------------------------------
 
 
 def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
+    named = {
+        "reshape": ("layout:reshape", "the NHWC buffer reshaped as NCHW instead of transposed"),
+        "transpose": ("layout:transpose", "a transpose to NCHW instead of a reshape"),
+    }
     for index in _indices(steps, Layout):
         step = steps[index]
         assert isinstance(step, Layout)
-        if step.order != "NCHW":
-            continue  # NHWC keeps the buffer as it is: there is nothing to reshape
-        other: Literal["transpose", "reshape"] = (
-            "reshape" if step.method == "transpose" else "transpose"
-        )
-        desc = (
-            "the NHWC buffer reshaped as NCHW instead of transposed"
-            if other == "reshape"
-            else "a transpose to NCHW instead of a reshape"
-        )
-        yield Variant(
-            f"layout:{other}",
-            LAYOUT,
-            desc,
-            _replace(steps, index, dataclasses.replace(step, method=other)),
-        )
+        if step.order == "NCHW":  # NHWC keeps the buffer as it is: there is nothing to reshape
+            yield from _flips(steps, index, LAYOUT, "method", named)
 
 
 # --- normalisation: order and mean/std scale ------------------------------------------------
@@ -692,19 +637,12 @@ def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
     """The grey conversion of a colour file: ITU-R 601-2 luma or one channel of it (the luma
     weights mixed up, or a channel taken for grey)."""
     step = steps[0]
-    if not isinstance(step, Decode) or step.mode not in ("L", "L16") or step.convert is None:
-        return
-    for rule, name in _GREY_RULES.items():
-        if rule == step.convert:
-            continue
-        new = _try(step, convert=rule)
-        if new is not None:
-            yield Variant(
-                f"grey:{rule}",
-                GREY,
-                f"grey by {name} instead of {_GREY_RULES[step.convert]}",
-                _replace(steps, 0, new),
-            )
+    if isinstance(step, Decode) and step.mode in ("L", "L16") and step.convert is not None:
+        now = _GREY_RULES[step.convert]
+        named = {
+            r: (f"grey:{r}", f"grey by {name} instead of {now}") for r, name in _GREY_RULES.items()
+        }
+        yield from _flips(steps, 0, GREY, "convert", named)
 
 
 def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
@@ -777,5 +715,4 @@ __all__ = [
     "describe_step",
     "valid_steps",
     "variants",
-    "with_steps",
 ]

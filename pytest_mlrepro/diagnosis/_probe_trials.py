@@ -80,26 +80,17 @@ def _revert_candidates(
             steps = (*now[:now_index], *now[now_index + 1 :])
             mine = [c for c in pre if c.old is ABSENT and c.path.endswith(f"[{now_index}]")]
             label = f"the added {now[now_index].op} step removed"
-        categories = {c.category for c in mine if c.category}
-        out.append(
-            Counterfactual(
-                label,
-                tuple(steps),
-                categories.pop() if len(categories) == 1 else None,
-                mine,
-            )
-        )
+        out.append(Counterfactual(label, tuple(steps), _category(mine), mine))
     if recorded != now:  # (a duplicate of a single revert is dropped by the caller)
-        cats = {c.category for c in pre if c.category}
-        out.append(
-            Counterfactual(
-                "the recorded preprocessing (every edit undone)",
-                recorded,
-                cats.pop() if len(cats) == 1 else None,
-                pre,
-            )
-        )
+        label = "the recorded preprocessing (every edit undone)"
+        out.append(Counterfactual(label, recorded, _category(pre), pre))
     return out
+
+
+def _category(changes: list[Change]) -> str | None:
+    """The pitfall category of manifest edits that all have the same one."""
+    found = {c.category for c in changes if c.category}
+    return found.pop() if len(found) == 1 else None
 
 
 # Manifest steps a re-exported model may have taken inside its graph (then the step runs twice):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
-from ._wording import and_list
+from ._wording import short_number
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -186,15 +186,6 @@ class StepDiff:
         return "differs" if self.differing else "identical"
 
 
-def one_sided(op: str, now_index: int | None, golden_index: int | None) -> StepDiff:
-    """A step in one pipeline only: gone from the golden's (``now_index`` None) or added."""
-    if now_index is None:
-        text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-    else:
-        text = "step added (not in the golden's pipeline)"
-    return StepDiff(op, now_index, golden_index, text=text)
-
-
 @dataclass
 class StepReport:
     """Which preprocessing step's output first differs from the golden's, and by how much."""
@@ -210,32 +201,10 @@ class StepReport:
     def first(self) -> StepDiff | None:
         return next((s for s in self.steps if s.status in ("differs", "added", "removed")), None)
 
-    def summary(self) -> str:
-        """``resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical``."""
-        if self.note:
-            return self.note
-        first = self.first
-        if first is None:
-            return f"every step's output is identical to the golden's on {self.probes} probes"
-        before = [s.op for s in self.steps[: self.steps.index(first)] if s.status == "identical"]
-        same = ""
-        if before:
-            same = f"; {and_list(before)} identical"
-        text = f"{first.op}: {first.text}"
-        if first.status == "removed":
-            after = next((s for s in self.steps if s.status in ("differs", "added")), None)
-            if after is not None:
-                text += f"; then {after.op}: {after.text}"
-        return text + same
-
 
 def _unit(dtype: str) -> str:
     """The unit differences of this dtype are shown in: bytes read best as x/255."""
     return "/255" if dtype == "uint8" else ""
-
-
-def short_number(value: float) -> str:
-    return f"{value:.3g}"
 
 
 def describe_difference(
@@ -268,7 +237,7 @@ def describe_difference(
             continue
     if not thumbs:
         return len(differing), f"differs {where}"
-    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)))}{unit}"]
+    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}"]
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
@@ -276,7 +245,7 @@ def describe_difference(
     n_detail = float(np.mean([d[1] for d in details]))
     if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
         parts.append(
-            f"detail {short_number(g_detail)} → {short_number(n_detail)} "
+            f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "
             f"({n_detail / g_detail - 1:+.0%})"
         )
     return len(differing), f"{', '.join(parts)} {where}"
@@ -296,10 +265,6 @@ def _fingerprint_rows(probes: Any) -> list[list[Any]]:
 def decode_fingerprints(probes: Any) -> dict[str, Mapping[str, Any]]:
     """{sample id: its decode step's fingerprint} from a golden's step probes."""
     return {str(r[0]): r[3] for r in _fingerprint_rows(probes) if r[2] == "decode"}
-
-
-def _golden_rows(probes: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
 
 
 def align_steps(
@@ -350,20 +315,43 @@ def compare_steps(
     ``recorded_steps`` (the golden's recorded preprocessing, when it can be rebuilt) adds two
     things: whether this machine reproduces the golden's fingerprints with the recorded
     pipeline (if not, the environment changed a step's output), and the exact size of the
-    difference at the first differing step (full arrays, not thumbnails).
+    difference at the first differing step (full arrays, not thumbnails). Never raises: a probe
+    that no longer decodes, say, is said in the report's note.
     """
+    try:
+        report, now_arrays = _compare(probes, steps, samples)
+    except Exception as exc:  # report, do not hide the rest of the diagnosis
+        return StepReport(0, note=f"the step probes could not be traced: {exc}")
+    if recorded_steps is None or report.note:
+        return report
+    if [s.op for s in recorded_steps] != [str(op) for op in probes.get("steps", [])]:
+        return report
+    try:  # does this machine reproduce the golden with the golden's own pipeline?
+        here, here_arrays = _compare(probes, recorded_steps, samples)
+    except Exception:  # the recorded pipeline no longer runs here: nothing to refine
+        return report
+    report.environment_step = here.first
+    if here.first is None:
+        _measure_first(report, here_arrays, now_arrays)
+    return report
+
+
+def _compare(
+    probes: Any, steps: Sequence[Step], samples: Sequence[Sample]
+) -> tuple[StepReport, dict[str, list[np.ndarray]]]:
+    """The fingerprints of ``steps`` on the golden's step probes against the golden's, and the
+    outputs of every step for each probe."""
     if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
-        return StepReport(
-            0,
-            note="the golden keeps no step fingerprints (re-record it with "
-            "--mlrepro-update to add them)",
+        note = (
+            "the golden keeps no step fingerprints (re-record it with --mlrepro-update to add them)"
         )
+        return StepReport(0, note=note), {}
     golden_ops = [str(op) for op in probes.get("steps", [])]
     by_id = {s.id: s for s in samples}
     ids = [i for i in probes.get("samples", []) if i in by_id]
     if not ids:
-        return StepReport(0, note="none of the golden's step probes is in this run's data set")
-    rows = _golden_rows(probes)
+        return StepReport(0, note="none of the golden's step probes is in this run's data set"), {}
+    rows = {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
     layouts = [s.layout for s in states(steps)]
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
     now_fps = {i: [fingerprint(a, layouts[k]) for k, a in enumerate(now_arrays[i])] for i in ids}
@@ -371,7 +359,10 @@ def compare_steps(
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
         if now_index is None or golden_index is None:
-            report.steps.append(one_sided(op, now_index, golden_index))
+            text = "step added (not in the golden's pipeline)"
+            if now_index is None:
+                text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
+            report.steps.append(StepDiff(op, now_index, golden_index, text=text))
             continue
         diff = StepDiff(op, now_index, golden_index)
         pairs = [
@@ -385,43 +376,16 @@ def compare_steps(
                 [p[0] for p in pairs], [p[1] for p in pairs]
             )
         report.steps.append(diff)
-    if recorded_steps is not None:
-        _with_recorded(report, rows, ids, by_id, now_arrays, recorded_steps, golden_ops)
-    return report
+    return report, now_arrays
 
 
-def _with_recorded(
+def _measure_first(
     report: StepReport,
-    rows: dict[tuple[str, int], dict[str, Any]],
-    ids: list[str],
-    by_id: dict[str, Sample],
+    here: dict[str, list[np.ndarray]],
     now_arrays: dict[str, list[np.ndarray]],
-    recorded_steps: Sequence[Step],
-    golden_ops: list[str],
 ) -> None:
-    """Refine ``report`` with the recorded pipeline run on this machine."""
-    if [s.op for s in recorded_steps] != golden_ops:
-        return
-    layouts = [s.layout for s in states(recorded_steps)]
-    try:
-        here = {i: trace(recorded_steps, by_id[i]) for i in ids}
-    except Exception:  # the recorded pipeline no longer runs here: nothing to refine
-        return
-    # 1. Does this machine reproduce the golden with the golden's own pipeline?
-    for index in range(len(recorded_steps)):
-        golden_fps = [rows[(i, index)] for i in ids if (i, index) in rows]
-        local = [fingerprint(here[i][index], layouts[index]) for i in ids if (i, index) in rows]
-        if not golden_fps:
-            continue
-        differing, text = describe_difference(golden_fps, local)
-        if differing:
-            report.environment_step = StepDiff(
-                golden_ops[index], index, index, len(golden_fps), differing, text
-            )
-            break
-    if report.environment_step is not None:
-        return
-    # 2. The golden is reproduced here: measure the first difference on the full arrays.
+    """With the golden reproduced here (``here``: the recorded pipeline's outputs on this
+    machine), the first difference of ``report`` measured on the full arrays."""
     first = next((s for s in report.steps if s.status in ("differs", "added")), None)
     if first is None or first.now_index is None:
         return
@@ -437,8 +401,8 @@ def _with_recorded(
     assert golden_index is not None
     deltas, maxima, changed, counted = [], [], 0, 0
     dtype = ""
-    for i in ids:
-        a = here[i][golden_index]
+    for i, arrays in here.items():
+        a = arrays[golden_index]
         b = now_arrays[i][first.now_index]
         if a.shape != b.shape:
             return
@@ -453,7 +417,7 @@ def _with_recorded(
     if not differing:
         return
     first.text = (
-        f"mean |Δ| {short_number(float(np.mean(deltas)))}{unit} "
-        f"(max {short_number(float(np.max(maxima)))}, "
-        f"{changed / counted:.0%} of values) on {differing}/{len(ids)} probes"
+        f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
+        f"(max {short_number(float(np.max(maxima)), 3)}, "
+        f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
     )

@@ -21,10 +21,10 @@ def show_value(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def short_number(value: float) -> str:
+def short_number(value: float, digits: int = 2) -> str:
     if not math.isfinite(value):
         return "-"
-    return "0" if value == 0 else f"{value:.2g}"
+    return "0" if value == 0 else f"{value:.{digits}g}"
 
 
 def and_list(items: Sequence[str]) -> str:

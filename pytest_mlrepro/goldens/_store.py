@@ -91,7 +91,7 @@ class Golden:
     # goldens recorded before it was kept, which still load and get it on their next update.
     manifest_file: str | None = None
     # {sample id: 16 hex digits} of each file's decoded pixels (the decode step's output, as
-    # diagnosis/_pixel_identity.py hashes it): a byte change that decodes to these pixels is not
+    # diagnosis/_data_changes.py hashes it): a byte change that decodes to these pixels is not
     # a data change. None in goldens recorded before it existed (enrichment adds it).
     pixels: dict[str, str] | None = None
     # The sha256 of the golden file as read (None: not read from a file): the golden's identity

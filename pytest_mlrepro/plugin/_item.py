@@ -13,11 +13,11 @@ import pytest
 from .. import goldens as golden_store
 from ..accuracy import AddProperty
 from ..data import ResolvedDataset, Shard, resolve_dataset
-from ..diagnosis import explain_build_mismatch
 from ..errors import BuildMismatch, GoldenError, MlreproError, NonFiniteOutputs, Unavailable
 from ..evaluation import Progress
 from ..fingerprint import hardware_key
 from ..manifest import Manifest
+from ..report import explain_build_mismatch
 from ..results import manifest_identity
 from ..runners import check_framework, load_runner
 from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run_shard, settings_key

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .._names import record_command
 from ._accuracy import accuracy_outcome_text
+from ._build_mismatch_text import explain_build_mismatch
 from ._determinism import determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
@@ -33,6 +34,7 @@ __all__ = [
     "csv_text",
     "determinism_text",
     "explain",
+    "explain_build_mismatch",
     "explain_latency",
     "explain_reference",
     "fmt_ms",

@@ -1,10 +1,11 @@
 """A diagnosis in words: one renderer per evidence type (its section: a title and its lines) and
 the layout appended to a failure.
 
-``diagnosis/`` gathers the facts (``diagnosis/_evidence.py``); the words are here. The accuracy
-check, a layer below ``report/`` in the import contracts (pyproject.toml), writes the sections
-into the results file, so it is handed this wording (:data:`DIAGNOSIS_WORDING`) by the plugin,
-as the latency check is handed its decision's wording (``latency_decided_by``).
+``diagnosis/`` gathers the facts (the evidence types of ``diagnosis/_explain.py``); the words are
+here. The accuracy check, a layer below ``report/`` in the import contracts (pyproject.toml),
+writes the sections into the results file, so it is handed this wording
+(:data:`DIAGNOSIS_WORDING`) by the plugin, as the latency check is handed its decision's wording
+(``latency_decided_by``).
 """
 
 from __future__ import annotations
@@ -13,31 +14,34 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from .._visible import visible
 from ..diagnosis import (
+    LAYER_TOLERANCE,
     SCREEN,
     Counterfactual,
     CounterfactualEvidence,
-    DataEvidence,
     Diagnosis,
     DiagnosisWording,
     EnvironmentEvidence,
     Evidence,
-    LayerEvidence,
+    LayerReport,
     ManifestEvidence,
     Section,
     StepEvidence,
+    and_list,
     env_change_text,
+    relative_to_std,
     restores,
     short_number,
 )
+from ..goldens import DataChange
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
 SHOWN_ENVIRONMENT = 12  # environment changes shown
 
 
-def data_section(e: DataEvidence) -> Section:
-    data = e.data
+def data_section(data: DataChange) -> Section:
     lines = data.parts()
     if not data.files_known:
         lines.append(
@@ -63,8 +67,20 @@ def manifest_section(e: ManifestEvidence) -> Section:
 
 
 def step_section(e: StepEvidence) -> Section:
-    report = e.report
-    lines = [report.summary()]
+    report, first = e.report, e.report.first
+    if report.note or first is None:
+        lines = [
+            report.note
+            or f"every step's output is identical to the golden's on {report.probes} probes"
+        ]
+    else:  # resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical
+        summary = f"{first.op}: {first.text}"
+        if first.status == "removed":
+            after = next((s for s in report.steps if s.status in ("differs", "added")), None)
+            if after is not None:
+                summary += f"; then {after.op}: {after.text}"
+        same = [s.op for s in report.steps[: report.steps.index(first)] if s.status == "identical"]
+        lines = [summary + (f"; {and_list(same)} identical" if same else "")]
     if report.environment_step is not None:
         env = report.environment_step
         lines.append(
@@ -88,9 +104,28 @@ def step_section(e: StepEvidence) -> Section:
     return f"preprocessing, step by step{on}:", lines
 
 
-def layer_section(e: LayerEvidence) -> Section:
-    on = f", on the golden's {e.report.probes} layer probes" if e.report.probes else ""
-    return f"the model, layer by layer{on}:", e.report.lines()
+def layer_section(report: LayerReport) -> Section:
+    on = f", on the golden's {report.probes} layer probes" if report.probes else ""
+    title = f"the model, layer by layer{on}:"
+    extra = [f"precision: {report.precision}"] if report.precision else []
+    if report.note:
+        return title, [report.note, *extra]
+    lines = [f"{report.layers} layers aligned {report.alignment}", *extra]
+    first = report.first
+    if first is None:
+        lines.append(
+            f"every layer's output is within {LAYER_TOLERANCE:g} of the golden's (relative to "
+            "its std): the model computes what it computed"
+        )
+        return title, lines
+    lines.append(report.lead())
+    same = sum(1 for d in report.diffs if d.index < first.index)
+    lines.append(f"the {same} layers before it are as the golden's")
+    shown = [d for d in report.diffs if d.index >= first.index]
+    for d in shown[:: max(1, len(shown) // 6)][:6]:
+        delta = relative_to_std(d.delta)
+        lines.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {delta}")
+    return title, lines
 
 
 def counterfactual_section(e: CounterfactualEvidence) -> Section:
@@ -148,10 +183,10 @@ def environment_section(e: EnvironmentEvidence) -> Section:
 
 # One renderer per evidence type; a type missing here fails loudly in the tests, not silently.
 SECTION_RENDERERS: dict[type[Any], Callable[[Any], Section]] = {
-    DataEvidence: data_section,
+    DataChange: data_section,
     ManifestEvidence: manifest_section,
     StepEvidence: step_section,
-    LayerEvidence: layer_section,
+    LayerReport: layer_section,
     CounterfactualEvidence: counterfactual_section,
     EnvironmentEvidence: environment_section,
 }

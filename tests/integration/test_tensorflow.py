@@ -26,6 +26,7 @@ from pytest_mlrepro.errors import (  # noqa: E402
     SignatureError,
 )
 from pytest_mlrepro.manifest._spec import Manifest, load_manifest  # noqa: E402
+from pytest_mlrepro.report._diagnosis_text import layer_section  # noqa: E402
 from pytest_mlrepro.runners import check_framework, load_runner  # noqa: E402
 from pytest_mlrepro.runners._signature import check_batch_shape  # noqa: E402
 from pytest_mlrepro.runners.tensorflow import dequantize, quantize  # noqa: E402
@@ -490,8 +491,8 @@ def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     int8_runner = load_runner(int8_m, "cpu", settings)
     report = layers.compare(block, int8_runner, int8_m, samples)
     assert report is not None
-    assert "layer outputs are int8 where the golden's had 0" in report.precision, report.lines()
-    text = " ".join(report.lines())
+    text = " ".join(layer_section(report)[1])
+    assert "layer outputs are int8 where the golden's had 0" in report.precision, text
     assert "precision:" in text
     assert [row[1] for row in block["rows"]] == ["MEAN", "FULLY_CONNECTED"]
     assert report.first is not None and report.first.op == "MEAN", text
@@ -549,4 +550,4 @@ def test_a_saved_model_records_the_ops_that_compute_on_its_input(
     assert block is not None and [row[1] for row in block["rows"]] == ops
     same = layers.compare(block, runner, manifest, samples)
     assert same is not None
-    assert same.first is None, same.lines()
+    assert same.first is None, layer_section(same)

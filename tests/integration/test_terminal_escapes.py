@@ -20,6 +20,7 @@ from pytest_mlrepro.diagnosis._layer_fingerprints import LayerDiff, LayerReport
 from pytest_mlrepro.goldens import Results, compare, rounded_scores, top_k
 from pytest_mlrepro.manifest import Tolerances
 from pytest_mlrepro.report import explain
+from pytest_mlrepro.report._diagnosis_text import layer_section
 
 TITLE = "\x1b]0;PWNED-TITLE\x07"
 RED = "\x1b[31mRED"
@@ -74,7 +75,7 @@ def test_layer_names_in_the_layer_table() -> None:
         LayerDiff(1, f"relu{RED}", f"Relu{CSI}", row, shifted, 7.0),
     ]
     report = LayerReport(probes=2, layers=2, alignment="by name", diffs=diffs, first=diffs[0])
-    assert_shown_not_obeyed("\n".join(report.lines()))
+    assert_shown_not_obeyed("\n".join(layer_section(report)[1]))
 
 
 def test_machine_and_manifest_names_from_results_files_in_merge(tmp_path: Path) -> None:

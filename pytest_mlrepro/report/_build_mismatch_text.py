@@ -1,5 +1,6 @@
-"""Why a build did not reproduce its pin: this machine and the build's packages (known when the
-build fails, in the runners layer) against the machine and packages the golden recorded."""
+"""Why a build did not reproduce its pin, in words: this machine and the build's packages (known
+when the build fails, in the runners layer) against the machine and packages the golden
+recorded."""
 
 from __future__ import annotations
 
