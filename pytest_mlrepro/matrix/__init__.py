@@ -11,7 +11,6 @@ from ._build import (
     build_matrix,
     majority_top1,
     pair_agreement,
-    status_of,
 )
 from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
@@ -21,9 +20,9 @@ from ._model import (
     ManifestAgreement,
     Matrix,
     PairAgreement,
-    Result,
     Source,
     Status,
+    status_of,
 )
 
 __all__ = [
@@ -38,7 +37,6 @@ __all__ = [
     "Night",
     "PairAgreement",
     "Point",
-    "Result",
     "Series",
     "Source",
     "Status",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import MlreproError
@@ -34,13 +35,12 @@ from ..results import (
     Diagnosis,
     Part,
     ResultsFile,
+    Row,
     ShardMergeError,
     differences,
     merge_shards,
     pipeline_digest,
     pipeline_of,
-    record,
-    row_json,
     settings_of,
     unsharded_nodeid,
 )
@@ -51,9 +51,7 @@ from ._model import (
     ManifestAgreement,
     Matrix,
     PairAgreement,
-    Result,
     Source,
-    Status,
 )
 
 EXAMPLES = 5
@@ -64,89 +62,52 @@ class MatrixError(MlreproError):
     """Results files that do not make one matrix (the same item twice from one machine)."""
 
 
-def status_of(status: str, verdict: str, outcome: str) -> tuple[Status, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
-    from the verdict for files older than the field, on reading), and the reason when it is not a
-    pass.
-
-    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
-      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
-      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
-      nothing: record them outside the nightly matrix), and any status this version does not
-      know (never a pass by default).
-    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
-      one shard's part shown on its own (its verdict is the merge's, not made yet).
-    * ``pass``: a passed comparison.
-    """
-    if status == "passed":
-        return "pass", ""
-    if status == "skipped":
-        return "not compared", verdict
-    if status == "partial":
-        return "not compared", f"{verdict}: merge every shard with mlrepro merge"
-    if status == "recorded":
-        return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
-    return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
-
-
-def _str(row: Mapping[str, Any], key: str) -> str | None:
-    value = row.get(key)
-    return value if isinstance(value, str) else None
-
-
-# --- rows to results ---------------------------------------------------------------------------
-
-
-def _kind(row: Mapping[str, Any]) -> str:
+def _kind(row: Row) -> str:
     """The row's ``kind``; without one (a manifest that did not load), ``item``, or
     ``accuracy`` when it carries per-sample results."""
-    kind = row.get("kind")
-    if isinstance(kind, str):
-        return kind
-    return "accuracy" if "per_sample" in row else "item"
+    if row.kind is not None:
+        return row.kind
+    return "accuracy" if row.per_sample is not None else "item"
 
 
 _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
-def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
+def _row_key(file: ResultsFile, row: Row) -> _Key:
     """The item a row is a result of. Accuracy rows of shards share their item's key (they are
     merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
     its shard (``<nodeid> (shard 1/2)``)."""
     kind = _kind(row)
-    nodeid = unsharded_nodeid(str(row.get("nodeid", "")))
-    if kind != "accuracy":
-        shard = row.get("shard")
-        if isinstance(shard, Mapping):
-            nodeid += f" (shard {shard.get('index')}/{shard.get('count')})"
-        elif file.shard is not None:
-            nodeid += f" (shard {file.shard})"
+    nodeid = unsharded_nodeid(row.nodeid)
+    shard = row.shard or file.shard
+    if kind != "accuracy" and shard is not None:
+        nodeid += f" (shard {shard})"
     return (
         file.machine,
         # A row without a manifest name (none of this plugin's items write one) still counts:
         # under its node id, so that a failure is never dropped from the gate.
-        str(row.get("manifest") or row.get("nodeid")),
-        _str(row, "manifest_digest"),
-        str(row.get("device", "")),
-        _str(row, "framework_version"),
+        row.manifest or row.nodeid,
+        row.manifest_digest,
+        row.device or "",
+        row.framework_version,
         kind,
         nodeid,
     )
 
 
-def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, dict[str, Any]]]]:
-    groups: dict[_Key, list[tuple[str, dict[str, Any]]]] = {}
+def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, Row]]]:
+    groups: dict[_Key, list[tuple[str, Row]]] = {}
     for file in files:
         for row in file.rows:
             groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     return groups
 
 
-def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
     """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
     given twice) is a failed row naming why."""
     rows = [row for _, row in members]
-    sharded = [row for row in rows if row.get("shard") is not None and key[5] == "accuracy"]
+    sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
     if not sharded:
         if len(rows) > 1:
             files = ", ".join(sorted({path for path, _ in members}))
@@ -162,35 +123,35 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
             f"of this item (in {files}): merge one or the other"
         )
     try:
-        return row_json(merge_shards(rows))
+        return merge_shards(rows)
     except ShardMergeError as exc:
         first = rows[0]
-        return {
-            **{k: first[k] for k in ("manifest", "device", "kind", "framework") if k in first},
-            "nodeid": key[6],
-            "outcome": "failed",
-            "status": "failed",
-            "verdict": f"shards do not merge: {exc}",
-        }
+        return Row(
+            nodeid=key[6],
+            outcome="failed",
+            status="failed",
+            verdict=f"shards do not merge: {exc}",
+            manifest=first.manifest,
+            device=first.device,
+            kind=first.kind,
+            framework=first.framework,
+        )
 
 
-def _result(row: Mapping[str, Any], nodeid: str) -> Result:
-    """The row's record (its per-sample results left to the agreement), with its standing."""
-    verdict = str(row.get("verdict", ""))
-    gate, reason = status_of(str(row["status"]), verdict, str(row.get("outcome", "")))
-    summary = row.get("diagnosis_summary")
-    if summary is None and isinstance(row.get("diagnosis"), str) and row["diagnosis"]:
-        summary = {"cause": row["diagnosis"], "lead": ""}  # files before the summary was kept
-    return record(
-        Result,
+def _result(row: Row, nodeid: str) -> Row:
+    """The row as a cell holds it: its item's node id, its kind and verdict said, the diagnosis
+    of a file written before the summary was kept; its per-sample results left to the
+    agreement."""
+    summary = row.diagnosis_summary
+    if summary is None and row.diagnosis:
+        summary = Diagnosis(cause=row.diagnosis, lead="")
+    return replace(
         row,
-        kind=_kind(row),
         nodeid=nodeid,
-        verdict=verdict,
-        gate=gate,
-        reason=reason,
+        kind=_kind(row),
+        verdict=row.verdict or "",
         per_sample=None,
-        diagnosis_summary=None if summary is None else record(Diagnosis, summary),
+        diagnosis_summary=summary,
     )
 
 
@@ -285,10 +246,10 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
             },
         )
         entry["sources"].update(path for path, _ in members)
-        if entry["content"] is None and isinstance(row.get("manifest_content"), Mapping):
-            entry["content"] = dict(row["manifest_content"])
-        entry["framework"] = entry["framework"] or _str(row, "framework")
-        entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
+        if entry["content"] is None and row.manifest_content is not None:
+            entry["content"] = dict(row.manifest_content)
+        entry["framework"] = entry["framework"] or row.framework
+        entry["slug"] = entry["slug"] or row.hardware_slug
         if kind == "latency":
             entry["latency"].append(_result(row, key[6]))
         else:
@@ -350,10 +311,8 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         )
         cells.append(cell)
         for row, _ in entry["rows"]:
-            if _kind(row) == "accuracy" and isinstance(row.get("per_sample"), Mapping):
-                # A row of a validated file, or merged from the validated rows of its shards.
-                part = Part.from_json(row["per_sample"], checked=True)
-                per_sample.append((cell, part))
+            if _kind(row) == "accuracy" and row.per_sample is not None:
+                per_sample.append((cell, Part.of(row.per_sample)))
                 break
     return Matrix(
         sources=sources,
@@ -375,8 +334,8 @@ def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
         out.append(
             MachineEnvironment(
                 machine=name,
-                cpu=_str(env, "cpu"),
-                cpu_vendor=_str(env, "cpu_vendor"),
+                cpu=env["cpu"] if isinstance(env.get("cpu"), str) else None,
+                cpu_vendor=env["cpu_vendor"] if isinstance(env.get("cpu_vendor"), str) else None,
                 cpu_flags=None if flags is None else tuple(flags),
                 numeric_packages=None if packages is None else dict(packages),
                 numeric_settings=dict(env.get("numeric_settings") or {}),

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import MlreproError
-from ..results import ResultsFile, differences, pipeline_of, settings_of
+from ..results import ResultsFile, Row, differences, pipeline_of, settings_of
 from ._build import MatrixError, build_matrix
 from ._model import Cell, Matrix
 
@@ -179,14 +179,14 @@ def _environment(night: Night, machine: str) -> Mapping[str, Any]:
     return next((f.environment for f in night.files if f.machine == machine), {})
 
 
-def _rows(night: Night, cell: Cell) -> list[Mapping[str, Any]]:
+def _rows(night: Night, cell: Cell) -> list[Row]:
     """The rows of a cell's manifest on its machine and device that night."""
     return [
         row
         for f in night.files
         if f.machine == cell.machine
         for row in f.rows
-        if row.get("manifest") == cell.manifest and str(row.get("device", "")) == cell.device
+        if row.manifest == cell.manifest and (row.device or "") == cell.device
     ]
 
 
@@ -226,8 +226,8 @@ def _changes(
             ("framework", f"{now.framework}: {before.framework_version} → {now.framework_version}")
         )
     for key, what in (("golden_digest", "golden"), ("data_identity", "data set")):
-        old = {str(r[key]) for r in _rows(before_night, before) if key in r}
-        new = {str(r[key]) for r in _rows(now_night, now) if key in r}
+        old = {getattr(r, key) for r in _rows(before_night, before)} - {None}
+        new = {getattr(r, key) for r in _rows(now_night, now)} - {None}
         if old and new and old != new:
             out.append(
                 (

@@ -7,8 +7,8 @@ import csv
 import io
 from collections.abc import Sequence
 
-from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
-from ..results import LISTED
+from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, status_of
+from ..results import LISTED, Row
 from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
@@ -48,7 +48,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _latency_summary(results: Sequence[Result]) -> tuple[str, str]:
+def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
     p50 = "; ".join(
         (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "") + _ms(r.p50_ms)
         for r in results
@@ -260,7 +260,7 @@ def markdown(matrix: Matrix) -> str:
                     _ms(r.p50_ms),
                     _ms(r.golden_p50_ms),
                     _ratio(r.ratio_to_golden),
-                    r.verdict + (" (stale golden)" if r.stale_golden else ""),
+                    f"{r.verdict}{' (stale golden)' if r.stale_golden else ''}",
                     r.decided_by or "-",
                 ]
                 for c, r in latency
@@ -369,7 +369,7 @@ def csv_text(matrix: Matrix) -> str:
                     "max_score_diff": plain(r.max_score_diff),
                     **{name: plain(getattr(r, name)) for name, _ in LISTED},
                     "verdict": r.verdict,
-                    "status": r.gate,
+                    "status": status_of(r)[0],
                 }
             )
         for lr in c.latency:
@@ -383,7 +383,7 @@ def csv_text(matrix: Matrix) -> str:
                     "golden_p50_ms": plain(lr.golden_p50_ms),
                     "ratio_to_golden": plain(lr.ratio_to_golden),
                     "verdict": lr.verdict,
-                    "status": lr.gate,
+                    "status": status_of(lr)[0],
                     "decided_by": plain(lr.decided_by),
                     "stale_golden_command": ""
                     if lr.stale_golden is None
