@@ -140,8 +140,7 @@ def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
 
 def _result(row: Row, nodeid: str) -> Row:
     """The row as a cell holds it: its item's node id, its kind and verdict said, the diagnosis
-    of a file written before the summary was kept; its per-sample results left to the
-    agreement."""
+    of a file written before the summary was kept."""
     summary = row.diagnosis_summary
     if summary is None and row.diagnosis:
         summary = Diagnosis(cause=row.diagnosis, lead="")
@@ -150,7 +149,6 @@ def _result(row: Row, nodeid: str) -> Row:
         nodeid=nodeid,
         kind=_kind(row),
         verdict=row.verdict or "",
-        per_sample=None,
         diagnosis_summary=summary,
     )
 
@@ -199,27 +197,24 @@ def _settings(content: Mapping[str, Any] | None, env: Mapping[str, Any]) -> dict
     return out
 
 
-def _other_pipeline(
-    manifest: str,
-    digest: str | None,
-    content: Mapping[str, Any] | None,
-    reference: tuple[str | None, Mapping[str, Any] | None],
-) -> tuple[str, tuple[str, ...]]:
-    """Why a cell runs another pipeline, in words, and the manifest fields that differ from the
-    common pipeline's (where both record their content; else the digests, and no fields)."""
-    common_digest, common = reference
-    if content is not None and common is not None:
-        changes = differences(pipeline_of(common), pipeline_of(content))
+def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
+    """Why a cell runs another pipeline than the manifest's common one, in words, and the
+    manifest fields that differ (where both record their content; else the digests, and no
+    fields)."""
+    digests = f"manifest digest {_short(cell.manifest_digest)}, the others' " + _short(
+        common.manifest_digest
+    )
+    if cell.manifest_content is not None and common.manifest_content is not None:
+        changes = differences(
+            pipeline_of(common.manifest_content), pipeline_of(cell.manifest_content)
+        )
         shown = "; ".join(f"{k}: {_shown(a)} → {_shown(b)}" for k, a, b in changes[:6])
         more = f" and {len(changes) - 6} more" if len(changes) > 6 else ""
-        return (
-            f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
-            f"{_short(common_digest)})"
-        ), tuple(path for path, _, _ in changes)
+        return f"another pipeline: {shown}{more} ({digests})", tuple(k for k, _, _ in changes)
     return (
-        f"another pipeline: manifest digest {_short(digest)}, the others' "
-        f"{_short(common_digest)} (the manifest {manifest!r} differs on this machine)"
-    ), ()
+        f"another pipeline: {digests} (the manifest {cell.manifest!r} differs on this machine)",
+        (),
+    )
 
 
 def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
@@ -229,91 +224,70 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         Source(path=str(f.path), machine=f.machine, shard=None if f.shard is None else str(f.shard))
         for f in files
     )
-    per_cell: dict[_CellKey, dict[str, Any]] = {}
+    per_cell: dict[_CellKey, tuple[list[Row], set[str]]] = {}
     for key, members in sorted(_grouped(files).items(), key=lambda kv: _sortable(kv[0])):
-        row = _merged(key, members)
-        machine, manifest, digest, device, version, kind, _ = key
-        cell_key: _CellKey = (manifest, digest, machine, device, version)
-        entry = per_cell.setdefault(
-            cell_key,
-            {
-                "rows": [],
-                "latency": [],
-                "sources": set(),
-                "framework": None,
-                "slug": None,
-                "content": None,
-            },
-        )
-        entry["sources"].update(path for path, _ in members)
-        if entry["content"] is None and row.manifest_content is not None:
-            entry["content"] = dict(row.manifest_content)
-        entry["framework"] = entry["framework"] or row.framework
-        entry["slug"] = entry["slug"] or row.hardware_slug
-        if kind == "latency":
-            entry["latency"].append(_result(row, key[6]))
-        else:
-            entry["rows"].append((row, key[6]))
+        machine, manifest, digest, device, version, _, nodeid = key
+        rows, paths = per_cell.setdefault((manifest, digest, machine, device, version), ([], set()))
+        rows.append(_result(_merged(key, members), nodeid))
+        paths.update(path for path, _ in members)
     # By manifest, then machine, device, framework version, and the digest last.
     ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
-    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
-    names = [cell_key[0] for cell_key, _ in ordered]
-    pipelines = [_pipeline_key(cell_key[1], entry["content"]) for cell_key, entry in ordered]
-    majority = _most_common(list(zip(names, pipelines)))
-    # Per manifest: the digest and content of the first cell that runs the common pipeline.
-    reference: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
-    for (cell_key, entry), pipeline in zip(ordered, pipelines):
-        if pipeline == majority[cell_key[0]]:
-            reference.setdefault(cell_key[0], (cell_key[1], entry["content"]))
-    settings = [
-        _settings(entry["content"], environments.get(cell_key[2], {}))
-        for cell_key, entry in ordered
-    ]
-    shown_settings = [_canonical(v) for v in settings]
-    common_settings = _most_common(list(zip(names, shown_settings)))
-    cells: list[Cell] = []
-    per_sample: list[tuple[Cell, Part]] = []
-    for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
-        other: str | None = None
-        pipeline_fields: tuple[str, ...] = ()
-        if pipelines[index] != majority[manifest]:
-            other, pipeline_fields = _other_pipeline(
-                manifest, digest, entry["content"], reference[manifest]
-            )
-        other_settings = None
-        settings_fields: tuple[str, ...] = ()
-        if shown_settings[index] != common_settings[manifest]:
-            usual = next(
-                v for name, v, shown in zip(names, settings, shown_settings)
-                if name == manifest and shown == common_settings[manifest]
-            )  # fmt: skip
-            changed = differences(usual, settings[index])
-            settings_fields = tuple(k for k, _, _ in changed)
-            other_settings = "other settings (the same pipeline, run otherwise): " + "; ".join(
-                f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed
-            )
-        cell = Cell(
+    cells = [
+        Cell(
             manifest=manifest,
             manifest_digest=digest,
             machine=machine,
             device=device,
-            framework=entry["framework"],
+            framework=next((r.framework for r in rows if r.framework), None),
             framework_version=version,
-            hardware_slug=entry["slug"],
-            sources=tuple(sorted(entry["sources"])),
-            results=tuple(_result(row, nodeid) for row, nodeid in entry["rows"]),
-            latency=tuple(sorted(entry["latency"], key=lambda r: (r.batch or 0, r.nodeid))),
-            other_pipeline=other,
-            other_settings=other_settings,
-            manifest_content=entry["content"],
-            pipeline_fields=pipeline_fields,
-            settings_fields=settings_fields,
+            hardware_slug=next((r.hardware_slug for r in rows if r.hardware_slug), None),
+            sources=tuple(sorted(paths)),
+            results=tuple(r for r in rows if r.kind != "latency"),
+            latency=tuple(
+                sorted(
+                    (r for r in rows if r.kind == "latency"), key=lambda r: (r.batch or 0, r.nodeid)
+                )
+            ),
+            other_pipeline=None,
+            manifest_content=next(
+                (dict(r.manifest_content) for r in rows if r.manifest_content is not None), None
+            ),
         )
-        cells.append(cell)
-        for row, _ in entry["rows"]:
-            if _kind(row) == "accuracy" and row.per_sample is not None:
-                per_sample.append((cell, Part.of(row.per_sample)))
-                break
+        for (manifest, digest, machine, device, version), (rows, paths) in ordered
+    ]
+    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
+    pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
+    majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
+    # Per manifest: the first cell that runs the common pipeline.
+    reference: dict[str, Cell] = {}
+    for c, pipeline in zip(cells, pipelines):
+        if pipeline == majority[c.manifest]:
+            reference.setdefault(c.manifest, c)
+    settings = [_settings(c.manifest_content, environments.get(c.machine, {})) for c in cells]
+    shown_settings = [_canonical(v) for v in settings]
+    common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
+    for index, cell in enumerate(cells):
+        if pipelines[index] != majority[cell.manifest]:
+            other, fields = _other_pipeline(cell, reference[cell.manifest])
+            cell = replace(cell, other_pipeline=other, pipeline_fields=fields)
+        if shown_settings[index] != common_settings[cell.manifest]:
+            usual = next(
+                v for c, v, shown in zip(cells, settings, shown_settings)
+                if c.manifest == cell.manifest and shown == common_settings[cell.manifest]
+            )  # fmt: skip
+            changed = differences(usual, settings[index])
+            cell = replace(
+                cell,
+                settings_fields=tuple(k for k, _, _ in changed),
+                other_settings="other settings (the same pipeline, run otherwise): "
+                + "; ".join(f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed),
+            )
+        cells[index] = cell
+    per_sample: list[tuple[Cell, Part]] = []
+    for c in cells:  # the first accuracy result's
+        found = [r.per_sample for r in c.results if r.kind == "accuracy" and r.per_sample]
+        if found:
+            per_sample.append((c, Part.of(found[0])))
     return Matrix(
         sources=sources,
         cells=tuple(cells),
