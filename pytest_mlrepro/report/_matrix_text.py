@@ -4,6 +4,7 @@ CSV (one line per result, then one per pair of the cross-machine agreement)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Sequence
 
@@ -336,6 +337,11 @@ and ``other_machine``, the shared ``samples``, ``agreement`` the share whose top
 ``max_score_diff``; ``flagged`` names those of the two that disagree with the majority)."""
 
 
+_ROW_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Row)})
+"""The columns that are a result's own :class:`~pytest_mlrepro.results.Row` fields (a field of
+another kind's row is empty)."""
+
+
 def csv_text(matrix: Matrix) -> str:
     """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent)."""
     out = io.StringIO()
@@ -356,38 +362,16 @@ def csv_text(matrix: Matrix) -> str:
             "hardware_slug": plain(c.hardware_slug),
             "other_pipeline": plain(c.other_pipeline),
         }
-        for r in c.results:
+        for r in (*c.results, *c.latency):
             writer.writerow(
                 {
-                    **base,
+                    **{name: plain(getattr(r, name)) for name in _ROW_COLUMNS},
+                    **base,  # the cell's
                     "row": "result",
-                    "kind": r.kind,
-                    "samples": plain(r.samples),
-                    "top1": plain(r.top1),
-                    "top5": plain(r.top5),
-                    "agreement": plain(r.agreement),
-                    "max_score_diff": plain(r.max_score_diff),
-                    **{name: plain(getattr(r, name)) for name, _ in LISTED},
-                    "verdict": r.verdict,
                     "status": status_of(r)[0],
-                }
-            )
-        for lr in c.latency:
-            writer.writerow(
-                {
-                    **base,
-                    "row": "result",
-                    "kind": "latency",
-                    "batch": plain(lr.batch),
-                    "p50_ms": plain(lr.p50_ms),
-                    "golden_p50_ms": plain(lr.golden_p50_ms),
-                    "ratio_to_golden": plain(lr.ratio_to_golden),
-                    "verdict": lr.verdict,
-                    "status": status_of(lr)[0],
-                    "decided_by": plain(lr.decided_by),
                     "stale_golden_command": ""
-                    if lr.stale_golden is None
-                    else lr.stale_golden.command,
+                    if r.stale_golden is None
+                    else r.stale_golden.command,
                 }
             )
     for agreement in matrix.agreement:
