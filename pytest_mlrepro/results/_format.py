@@ -131,7 +131,7 @@ def _results(value: SampleResults) -> Results:
     )
 
 
-def results_to_json(results: Results) -> dict[str, Any]:
+def _json(results: Results) -> dict[str, Any]:
     """Plain lists (what JSON, xdist and a results file carry) of ``results``."""
     return {
         "ids": list(results.ids),
@@ -153,8 +153,8 @@ class Part:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "now": results_to_json(self.now),
-            "golden": None if self.golden is None else results_to_json(self.golden),
+            "now": _json(self.now),
+            "golden": None if self.golden is None else _json(self.golden),
             "score_diff": dict(self.score_diff),
         }
 

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -177,7 +177,8 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
     if len(seen) < count:
         # Named up to EXAMPLES, counted beyond: the list of every missing shard of a large N
         # is never built (the count is bounded, data.MAX_SHARDS, but the message need not be).
-        missing = list(itertools.islice(_absent(seen, count), EXAMPLES))
+        absent = (index for index in range(1, count + 1) if index not in seen)
+        missing = list(itertools.islice(absent, EXAMPLES))
         more = count - len(seen) - len(missing)
         problems.append(
             "missing shard "
@@ -194,11 +195,6 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
             f"shards once: pytest --mlrepro-shard I/{count} for I = 1..{count})"
         )
     return sorted(shards, key=lambda pair: pair[0].index)
-
-
-def _absent(seen: Mapping[int, int], count: int) -> Iterator[int]:
-    """The shard indices 1..count not in ``seen``, lazily."""
-    return (index for index in range(1, count + 1) if index not in seen)
 
 
 def _compared(row: Row) -> bool:
