@@ -113,16 +113,6 @@ def build_history(files: Sequence[ResultsFile]) -> History:
     return History(nights=tuple(nights), series=tuple(_series(nights, *key) for key in keys))
 
 
-def _cells(night: Night, manifest: str, machine: str, device: str) -> list[Cell]:
-    """The night's cells of a series: one, or several where its rows differ in framework
-    version or manifest digest (a latency row of an older file without the digest, say)."""
-    return [
-        c
-        for c in night.matrix.cells
-        if (c.manifest, c.machine, c.device) == (manifest, machine, device)
-    ]
-
-
 def _point(index: int, cells: Sequence[Cell]) -> Point:
     a = next((c.accuracy for c in cells if c.accuracy is not None), None)
     band = floor = None
@@ -152,7 +142,10 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
     points = []
     cells: list[tuple[int, Cell]] = []
     for index, night in enumerate(nights):
-        found = _cells(night, manifest, machine, device)
+        # One cell, or several where its rows differ in framework version or manifest digest (a
+        # latency row of an older file without the digest, say).
+        key = (manifest, machine, device)
+        found = [c for c in night.matrix.cells if (c.manifest, c.machine, c.device) == key]
         if found:
             points.append(_point(index, found))
             # The cell whose manifest is compared night to night: the accuracy item's.
