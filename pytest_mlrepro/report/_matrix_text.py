@@ -15,27 +15,15 @@ from ._latency import fmt_ms
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
 
-def _num(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
-
-
-def _pct(value: float | None) -> str:
-    """A fraction (0..1) as a percentage."""
-    return "-" if value is None else f"{value:.2%}"
-
-
-def _points(value: float | None) -> str:
-    """An accuracy the results file keeps in percent (top-1, top-5)."""
-    return "-" if value is None else f"{value:.2f}%"
+def _fmt(value: float | None, template: str) -> str:
+    """``value`` as ``template`` words it ("-" where there is none). The results file keeps
+    top-1 and top-5 in percent ("{:.2f}%"), the agreement as a fraction ("{:.2%}")."""
+    return "-" if value is None else template.format(value)
 
 
 def _ms(value: float | None) -> str:
     """A time the results file keeps in milliseconds."""
     return "-" if value is None else fmt_ms(value / 1e3)
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"×{value:.2f}"
 
 
 def _cell_text(text: str) -> str:
@@ -50,15 +38,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
-    p50 = "; ".join(
-        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "") + _ms(r.p50_ms)
-        for r in results
-    )
+    """The cell's latency p50 and ratio to its golden: each batch's (named where there are
+    several)."""
+    named = [f"b{r.batch} " if len(results) > 1 and r.batch is not None else "" for r in results]
+    p50 = "; ".join(b + _ms(r.p50_ms) for b, r in zip(named, results))
     ratio = "; ".join(
-        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "")
-        + _ratio(r.ratio_to_golden)
-        + (" (stale golden)" if r.stale_golden is not None else "")
-        for r in results
+        b + _fmt(r.ratio_to_golden, "×{:.2f}") + (" (stale golden)" if r.stale_golden else "")
+        for b, r in zip(named, results)
     )
     return p50 or "-", ratio or "-"
 
@@ -80,9 +66,9 @@ def _results_rows(cells: Sequence[Cell]) -> list[list[str]]:
                 c.machine,
                 c.device,
                 f"{c.framework or '-'} {c.framework_version or ''}".strip(),
-                _points(None if acc is None else acc.top1),
-                _points(None if acc is None else acc.top5),
-                _pct(None if acc is None else acc.agreement),
+                _fmt(None if acc is None else acc.top1, "{:.2f}%"),
+                _fmt(None if acc is None else acc.top5, "{:.2f}%"),
+                _fmt(None if acc is None else acc.agreement, "{:.2%}"),
                 p50,
                 ratio,
                 STATUS_MARK[c.status] + ("" if c.status == "pass" else f": {c.verdict}"),
@@ -108,7 +94,7 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
             p.second,
             str(p.shared),
             "-" if p.fraction is None else f"{p.fraction:.2%} ({p.agree}/{p.shared})",
-            _num(p.max_score_diff, 3),
+            _fmt(p.max_score_diff, "{:.3g}"),
             "yes" if p.same_pipeline else "**no**",
         ]
         for p in agreement.pairs
@@ -260,7 +246,7 @@ def markdown(matrix: Matrix) -> str:
                     "-" if r.batch is None else str(r.batch),
                     _ms(r.p50_ms),
                     _ms(r.golden_p50_ms),
-                    _ratio(r.ratio_to_golden),
+                    _fmt(r.ratio_to_golden, "×{:.2f}"),
                     f"{r.verdict}{' (stale golden)' if r.stale_golden else ''}",
                     r.decided_by or "-",
                 ]
