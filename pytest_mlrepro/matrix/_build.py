@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import MlreproError
 from ..results import (
     Diagnosis,
-    Part,
+    PerSample,
     ResultsFile,
     Row,
     ShardMergeError,
@@ -283,11 +283,11 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
                 + "; ".join(f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed),
             )
         cells[index] = cell
-    per_sample: list[tuple[Cell, Part]] = []
+    per_sample: list[tuple[Cell, PerSample]] = []
     for c in cells:  # the first accuracy result's
         found = [r.per_sample for r in c.results if r.kind == "accuracy" and r.per_sample]
         if found:
-            per_sample.append((c, Part.of(found[0])))
+            per_sample.append((c, found[0]))
     return Matrix(
         sources=sources,
         cells=tuple(cells),
@@ -345,7 +345,7 @@ def _labels(cells: Sequence[Cell]) -> list[str]:
 _Sample = tuple[int, dict[int, float]]  # top-1 class, score of each top-k class
 
 
-def _samples(part: Part) -> dict[str, _Sample]:
+def _samples(part: PerSample) -> dict[str, _Sample]:
     now = part.now
     return {
         sample: (
@@ -356,7 +356,7 @@ def _samples(part: Part) -> dict[str, _Sample]:
     }
 
 
-def _golden_top1(part: Part) -> dict[str, int]:
+def _golden_top1(part: PerSample) -> dict[str, int]:
     golden = part.golden
     if golden is None:
         return {}
@@ -379,8 +379,8 @@ def pair_agreement(
     return len(shared), agree, largest
 
 
-def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreement]:
-    by_manifest: dict[str, list[tuple[Cell, Part]]] = {}
+def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgreement]:
+    by_manifest: dict[str, list[tuple[Cell, PerSample]]] = {}
     for cell, part in per_sample:
         by_manifest.setdefault(cell.manifest, []).append((cell, part))
     out = []
