@@ -25,6 +25,7 @@ sample.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -170,12 +171,6 @@ def _short(digest: str | None) -> str:
     return "none" if digest is None else digest[:12]
 
 
-def _canonical(value: object) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 def _shown(value: object) -> str:
     return "unset" if value is None else repr(value) if isinstance(value, str) else str(value)
 
@@ -264,7 +259,7 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         if pipeline == majority[c.manifest]:
             reference.setdefault(c.manifest, c)
     settings = [_settings(c.manifest_content, environments.get(c.machine, {})) for c in cells]
-    shown_settings = [_canonical(v) for v in settings]
+    shown_settings = [json.dumps(v, sort_keys=True, default=str) for v in settings]
     common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
     for index, cell in enumerate(cells):
         if pipelines[index] != majority[cell.manifest]:
@@ -316,10 +311,6 @@ def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
             )
         )
     return tuple(out)
-
-
-def _shown_key(key: str | None) -> str | None:
-    return None if key is None else key.removeprefix("pipeline:")
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -389,6 +380,7 @@ def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgr
             continue
         cells = [c for c, _ in members]
         labels = _labels(cells)
+        keys = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
         samples = [_samples(p) for _, p in members]
         goldens = [_golden_top1(p) for _, p in members]
         pairs = []
@@ -402,10 +394,7 @@ def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgr
                         shared=shared,
                         agree=agree,
                         max_score_diff=largest,
-                        same_pipeline=_pipeline_key(
-                            cells[i].manifest_digest, cells[i].manifest_content
-                        )
-                        == _pipeline_key(cells[j].manifest_digest, cells[j].manifest_content),
+                        same_pipeline=keys[i] == keys[j],
                     )
                 )
         out.append(
@@ -414,8 +403,8 @@ def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgr
                 participants=tuple(labels),
                 # What tells the pipelines apart (the settings do not: see _pipeline_key).
                 digests=tuple(
-                    (label, _shown_key(_pipeline_key(c.manifest_digest, c.manifest_content)))
-                    for label, c in zip(labels, cells)
+                    (label, None if key is None else key.removeprefix("pipeline:"))
+                    for label, key in zip(labels, keys)
                 ),
                 pairs=tuple(pairs),
                 dissent=tuple(_dissent(labels, samples, goldens)),
