@@ -70,7 +70,7 @@ class Gathering:
 
 
 def _row(report: pytest.TestReport) -> Row:
-    """A shard item's row, as a results file would hold it (what ``merge_shards`` reads)."""
+    """A shard item's row with its shard and a verdict (what ``merge_shards`` reads)."""
     split = Split.of(report)
     assert split is not None  # only shard items' reports are gathered
     row = results_row(report, keep_split=True)
