@@ -32,9 +32,9 @@ def _cell_text(text: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table, and the blank line that ends it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows]
-    return lines
+    return lines + ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows] + [""]
 
 
 def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
@@ -103,7 +103,6 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
         ["machine", "machine", "samples", "top-1 agrees", "largest score diff", "same pipeline"],
         rows,
     )
-    lines.append("")
     for d in agreement.dissent:
         if d.flagged:
             lines.append(
@@ -170,7 +169,6 @@ def _machine_lines(matrix: Matrix) -> list[str]:
         ["machine", "CPU", "ISA flags", "numeric packages that differ", "numeric settings"],
         [[m.machine, *machine_columns(matrix, m)] for m in matrix.machines],
     )
-    lines.append("")
     lines += [f"- {note}" for note in machine_notes(matrix)]
     if matrix.machines:
         lines.append("")
@@ -222,7 +220,6 @@ def markdown(matrix: Matrix) -> str:
         ],
         _results_rows(matrix.cells),
     )
-    lines.append("")
     latency = [(c, r) for c in matrix.cells for r in c.latency]
     if latency:
         lines += ["## Latency", ""]
@@ -253,7 +250,6 @@ def markdown(matrix: Matrix) -> str:
                 for c, r in latency
             ],
         )
-        lines.append("")
     if matrix.agreement:
         lines += ["## Cross-machine agreement", ""]
         for agreement in matrix.agreement:
