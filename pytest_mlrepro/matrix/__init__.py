@@ -16,7 +16,6 @@ from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
     Cell,
     Dissent,
-    MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
@@ -30,7 +29,6 @@ __all__ = [
     "Dissent",
     "History",
     "HistoryError",
-    "MachineEnvironment",
     "ManifestAgreement",
     "Matrix",
     "MatrixError",

@@ -34,6 +34,8 @@ from typing import Any
 from ..errors import MlreproError
 from ..results import (
     Diagnosis,
+    Environment,
+    Machine,
     PerSample,
     ResultsFile,
     Row,
@@ -42,13 +44,13 @@ from ..results import (
     merge_shards,
     pipeline_digest,
     pipeline_of,
+    record,
     settings_of,
     unsharded_nodeid,
 )
 from ._model import (
     Cell,
     Dissent,
-    MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
@@ -291,26 +293,12 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     )
 
 
-def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
+def _machines(files: Sequence[ResultsFile]) -> tuple[Machine, ...]:
     """Each machine's environment, by name; the first file of a machine speaks for its shards."""
     first: dict[str, Mapping[str, Any]] = {}
     for f in files:
         first.setdefault(f.machine, f.environment)
-    out = []
-    for name in sorted(first):
-        env = first[name]
-        flags, packages = env.get("cpu_flags"), env.get("numeric_packages")
-        out.append(
-            MachineEnvironment(
-                machine=name,
-                cpu=env["cpu"] if isinstance(env.get("cpu"), str) else None,
-                cpu_vendor=env["cpu_vendor"] if isinstance(env.get("cpu_vendor"), str) else None,
-                cpu_flags=None if flags is None else tuple(flags),
-                numeric_packages=None if packages is None else dict(packages),
-                numeric_settings=dict(env.get("numeric_settings") or {}),
-            )
-        )
-    return tuple(out)
+    return tuple(Machine(name, record(Environment, first[name])) for name in sorted(first))
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:

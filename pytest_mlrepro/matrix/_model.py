@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..results import Diagnosis, Row
+from ..results import Diagnosis, Machine, Row
 
 Status = Literal["pass", "fail", "not compared"]
 """A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
@@ -171,40 +171,26 @@ class ManifestAgreement:
 
 
 @dataclass(frozen=True)
-class MachineEnvironment:
-    """What a machine's results file records of what explains a cross-machine difference: its CPU,
-    the ISA flags that matter, the packages and environment variables that shape numerics.
-
-    ``cpu_flags`` and ``numeric_packages`` are None where the file does not record them (written
-    before they were kept)."""
-
-    machine: str
-    cpu: str | None
-    cpu_vendor: str | None
-    cpu_flags: tuple[str, ...] | None
-    numeric_packages: dict[str, str] | None
-    numeric_settings: dict[str, str]
-
-
-@dataclass(frozen=True)
 class Matrix:
     """The merged matrix: its sources, one cell per manifest × machine × device × framework
-    version, the cross-machine agreement per manifest, and each machine's environment (by name)."""
+    version, the cross-machine agreement per manifest, and each machine's environment (by name:
+    what its first results file records of what explains a cross-machine difference)."""
 
     sources: tuple[Source, ...]
     cells: tuple[Cell, ...]
     agreement: tuple[ManifestAgreement, ...]
-    machines: tuple[MachineEnvironment, ...] = ()
+    machines: tuple[Machine, ...] = ()
 
     @property
     def flags_not_everywhere(self) -> dict[str, tuple[str, ...]]:
         """``{flag: machines that have it}`` for the ISA flags that some machines recording their
         flags have and others do not."""
-        recorded = [m for m in self.machines if m.cpu_flags is not None]
-        every = {f for m in recorded for f in m.cpu_flags or ()}
+        recorded = {
+            m.name: flags for m in self.machines if (flags := m.environment.cpu_flags) is not None
+        }
         out = {
-            flag: tuple(m.machine for m in recorded if flag in (m.cpu_flags or ()))
-            for flag in sorted(every)
+            flag: tuple(name for name, flags in recorded.items() if flag in flags)
+            for flag in sorted({f for flags in recorded.values() for f in flags})
         }
         return {f: names for f, names in out.items() if len(names) < len(recorded)}
 
@@ -212,9 +198,13 @@ class Matrix:
     def package_versions(self) -> dict[str, dict[str, str | None]]:
         """``{package: {machine: version, None where not installed}}`` over the machines that
         record their numeric packages."""
-        recorded = [m for m in self.machines if m.numeric_packages is not None]
-        names = sorted({p for m in recorded for p in m.numeric_packages or {}})
-        return {p: {m.machine: (m.numeric_packages or {}).get(p) for m in recorded} for p in names}
+        known = {
+            m.name: packages
+            for m in self.machines
+            if (packages := m.environment.numeric_packages) is not None
+        }
+        names = sorted({p for packages in known.values() for p in packages})
+        return {p: {name: packages.get(p) for name, packages in known.items()} for p in names}
 
     @property
     def differing_packages(self) -> tuple[str, ...]:

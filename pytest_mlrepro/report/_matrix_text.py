@@ -8,8 +8,8 @@ import dataclasses
 import io
 from collections.abc import Sequence
 
-from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, status_of
-from ..results import LISTED, Row
+from ..matrix import Cell, ManifestAgreement, Matrix, status_of
+from ..results import LISTED, Machine, Row
 from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
@@ -115,10 +115,11 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
     return lines
 
 
-def machine_columns(matrix: Matrix, m: MachineEnvironment) -> tuple[str, str, str, str]:
+def machine_columns(matrix: Matrix, machine: Machine) -> tuple[str, str, str, str]:
     """A machine's CPU (with its vendor), ISA flags, the numeric packages whose versions differ
     between the machines, and its numeric settings, as text ("not recorded" where its results
     file does not say)."""
+    m = machine.environment
     cpu = m.cpu or "-"
     if m.cpu_vendor and m.cpu_vendor not in cpu:
         cpu += f" ({m.cpu_vendor})"
@@ -133,7 +134,7 @@ def machine_columns(matrix: Matrix, m: MachineEnvironment) -> tuple[str, str, st
             )
             or "-"
         )
-    settings = ", ".join(f"{k}={v}" for k, v in sorted(m.numeric_settings.items())) or "-"
+    settings = ", ".join(f"{k}={v}" for k, v in sorted((m.numeric_settings or {}).items())) or "-"
     return cpu, flags, packages, settings
 
 
@@ -159,15 +160,13 @@ def machine_notes(matrix: Matrix) -> list[str]:
 
 def _machine_lines(matrix: Matrix) -> list[str]:
     """The machines table, when any results file records its CPU flags or numeric packages."""
-    recorded = [
-        m for m in matrix.machines if m.cpu_flags is not None or m.numeric_packages is not None
-    ]
-    if not recorded:
+    environments = [m.environment for m in matrix.machines]
+    if all(e.cpu_flags is None and e.numeric_packages is None for e in environments):
         return []
     lines = ["## Machines", ""]
     lines += _table(
         ["machine", "CPU", "ISA flags", "numeric packages that differ", "numeric settings"],
-        [[m.machine, *machine_columns(matrix, m)] for m in matrix.machines],
+        [[m.name, *machine_columns(matrix, m)] for m in matrix.machines],
     )
     lines += [f"- {note}" for note in machine_notes(matrix)]
     if matrix.machines:

@@ -403,4 +403,4 @@ def test_the_machines_table_shows_each_cpu_its_isa_flags_and_the_packages_that_d
 def test_results_files_without_the_cpu_fields_show_no_machines_table() -> None:
     matrix = build_matrix([results_file("alpha", [accuracy_row(GOLDEN)])])
     assert "## Machines" not in markdown(matrix)
-    assert [m.cpu_flags for m in matrix.machines] == [None]
+    assert [m.environment.cpu_flags for m in matrix.machines] == [None]

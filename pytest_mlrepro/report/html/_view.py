@@ -483,7 +483,7 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
     flags, the numeric packages that differ between machines and its settings; then the notes."""
     rows = []
     for m in matrix.machines:
-        if m.cpu_flags is None and m.numeric_packages is None:
+        if m.environment.cpu_flags is None and m.environment.numeric_packages is None:
             continue
         cpu, flags, packages, settings = machine_columns(matrix, m)
         parts = [cpu, f"ISA flags: {flags}"]
@@ -491,7 +491,7 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
             parts.append(f"numeric packages that differ: {packages}")
         if settings != "-":
             parts.append(f"numeric settings: {settings}")
-        rows.append((m.machine, " · ".join(parts)))
+        rows.append((m.name, " · ".join(parts)))
     if rows:
         rows += [("machines", note) for note in machine_notes(matrix)]
     return tuple(rows)
