@@ -145,6 +145,10 @@ def test_the_cpu_and_numeric_environment_is_read_as_written(tmp_path: Path) -> N
     document["machine"]["environment"] = env
     assert _schema_accepts(document)
     assert load_results(_write(tmp_path, document)).environment == env
+    # The fields mlrepro merge reads are typed: a CPU that is not a text is refused, named.
+    env["cpu"] = 7
+    with pytest.raises(ResultsFileError, match=r"\$\.machine\.environment\.cpu: 7 is not of type"):
+        load_results(_write(tmp_path, document))
 
 
 def _set(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]], None]:
