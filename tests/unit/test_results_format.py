@@ -135,7 +135,7 @@ def test_a_valid_file_is_read(tmp_path: Path) -> None:
 
 def test_the_cpu_and_numeric_environment_is_read_as_written(tmp_path: Path) -> None:
     document = _document()
-    env = {
+    env: dict[str, Any] = {
         "python": "3.11",
         "cpu_vendor": "GenuineIntel",
         "cpu_flags": ["avx2", "avx512f"],
