@@ -11,19 +11,17 @@ from ._build import (
     build_matrix,
     majority_top1,
     pair_agreement,
-    status_of,
 )
 from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
     Cell,
     Dissent,
-    MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
-    Result,
     Source,
     Status,
+    status_of,
 )
 
 __all__ = [
@@ -31,14 +29,12 @@ __all__ = [
     "Dissent",
     "History",
     "HistoryError",
-    "MachineEnvironment",
     "ManifestAgreement",
     "Matrix",
     "MatrixError",
     "Night",
     "PairAgreement",
     "Point",
-    "Result",
     "Series",
     "Source",
     "Status",

@@ -25,35 +25,36 @@ sample.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import MlreproError
 from ..results import (
     Diagnosis,
-    Part,
+    Environment,
+    Machine,
+    PerSample,
     ResultsFile,
+    Row,
     ShardMergeError,
     differences,
     merge_shards,
     pipeline_digest,
     pipeline_of,
     record,
-    row_json,
     settings_of,
     unsharded_nodeid,
 )
 from ._model import (
     Cell,
     Dissent,
-    MachineEnvironment,
     ManifestAgreement,
     Matrix,
     PairAgreement,
-    Result,
     Source,
-    Status,
 )
 
 EXAMPLES = 5
@@ -64,89 +65,52 @@ class MatrixError(MlreproError):
     """Results files that do not make one matrix (the same item twice from one machine)."""
 
 
-def status_of(status: str, verdict: str, outcome: str) -> tuple[Status, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
-    from the verdict for files older than the field, on reading), and the reason when it is not a
-    pass.
-
-    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
-      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
-      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
-      nothing: record them outside the nightly matrix), and any status this version does not
-      know (never a pass by default).
-    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
-      one shard's part shown on its own (its verdict is the merge's, not made yet).
-    * ``pass``: a passed comparison.
-    """
-    if status == "passed":
-        return "pass", ""
-    if status == "skipped":
-        return "not compared", verdict
-    if status == "partial":
-        return "not compared", f"{verdict}: merge every shard with mlrepro merge"
-    if status == "recorded":
-        return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
-    return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
-
-
-def _str(row: Mapping[str, Any], key: str) -> str | None:
-    value = row.get(key)
-    return value if isinstance(value, str) else None
-
-
-# --- rows to results ---------------------------------------------------------------------------
-
-
-def _kind(row: Mapping[str, Any]) -> str:
+def _kind(row: Row) -> str:
     """The row's ``kind``; without one (a manifest that did not load), ``item``, or
     ``accuracy`` when it carries per-sample results."""
-    kind = row.get("kind")
-    if isinstance(kind, str):
-        return kind
-    return "accuracy" if "per_sample" in row else "item"
+    if row.kind is not None:
+        return row.kind
+    return "accuracy" if row.per_sample is not None else "item"
 
 
 _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
-def _row_key(file: ResultsFile, row: Mapping[str, Any]) -> _Key:
+def _row_key(file: ResultsFile, row: Row) -> _Key:
     """The item a row is a result of. Accuracy rows of shards share their item's key (they are
     merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
     its shard (``<nodeid> (shard 1/2)``)."""
     kind = _kind(row)
-    nodeid = unsharded_nodeid(str(row.get("nodeid", "")))
-    if kind != "accuracy":
-        shard = row.get("shard")
-        if isinstance(shard, Mapping):
-            nodeid += f" (shard {shard.get('index')}/{shard.get('count')})"
-        elif file.shard is not None:
-            nodeid += f" (shard {file.shard})"
+    nodeid = unsharded_nodeid(row.nodeid)
+    shard = row.shard or file.shard
+    if kind != "accuracy" and shard is not None:
+        nodeid += f" (shard {shard})"
     return (
         file.machine,
         # A row without a manifest name (none of this plugin's items write one) still counts:
         # under its node id, so that a failure is never dropped from the gate.
-        str(row.get("manifest") or row.get("nodeid")),
-        _str(row, "manifest_digest"),
-        str(row.get("device", "")),
-        _str(row, "framework_version"),
+        row.manifest or row.nodeid,
+        row.manifest_digest,
+        row.device or "",
+        row.framework_version,
         kind,
         nodeid,
     )
 
 
-def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, dict[str, Any]]]]:
-    groups: dict[_Key, list[tuple[str, dict[str, Any]]]] = {}
+def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, Row]]]:
+    groups: dict[_Key, list[tuple[str, Row]]] = {}
     for file in files:
         for row in file.rows:
             groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     return groups
 
 
-def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
     """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
     given twice) is a failed row naming why."""
     rows = [row for _, row in members]
-    sharded = [row for row in rows if row.get("shard") is not None and key[5] == "accuracy"]
+    sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
     if not sharded:
         if len(rows) > 1:
             files = ", ".join(sorted({path for path, _ in members}))
@@ -162,35 +126,33 @@ def _merged(key: _Key, members: list[tuple[str, dict[str, Any]]]) -> dict[str, A
             f"of this item (in {files}): merge one or the other"
         )
     try:
-        return row_json(merge_shards(rows))
+        return merge_shards(rows)
     except ShardMergeError as exc:
         first = rows[0]
-        return {
-            **{k: first[k] for k in ("manifest", "device", "kind", "framework") if k in first},
-            "nodeid": key[6],
-            "outcome": "failed",
-            "status": "failed",
-            "verdict": f"shards do not merge: {exc}",
-        }
+        return Row(
+            nodeid=key[6],
+            outcome="failed",
+            status="failed",
+            verdict=f"shards do not merge: {exc}",
+            manifest=first.manifest,
+            device=first.device,
+            kind=first.kind,
+            framework=first.framework,
+        )
 
 
-def _result(row: Mapping[str, Any], nodeid: str) -> Result:
-    """The row's record (its per-sample results left to the agreement), with its standing."""
-    verdict = str(row.get("verdict", ""))
-    gate, reason = status_of(str(row["status"]), verdict, str(row.get("outcome", "")))
-    summary = row.get("diagnosis_summary")
-    if summary is None and isinstance(row.get("diagnosis"), str) and row["diagnosis"]:
-        summary = {"cause": row["diagnosis"], "lead": ""}  # files before the summary was kept
-    return record(
-        Result,
+def _result(row: Row, nodeid: str) -> Row:
+    """The row as a cell holds it: its item's node id, its kind and verdict said, the diagnosis
+    of a file written before the summary was kept."""
+    summary = row.diagnosis_summary
+    if summary is None and row.diagnosis:
+        summary = Diagnosis(cause=row.diagnosis, lead="")
+    return replace(
         row,
-        kind=_kind(row),
         nodeid=nodeid,
-        verdict=verdict,
-        gate=gate,
-        reason=reason,
-        per_sample=None,
-        diagnosis_summary=None if summary is None else record(Diagnosis, summary),
+        kind=_kind(row),
+        verdict=row.verdict or "",
+        diagnosis_summary=summary,
     )
 
 
@@ -209,12 +171,6 @@ def _most_common(pairs: Sequence[tuple[str, str | None]]) -> dict[str, str | Non
 
 def _short(digest: str | None) -> str:
     return "none" if digest is None else digest[:12]
-
-
-def _canonical(value: object) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _shown(value: object) -> str:
@@ -238,27 +194,24 @@ def _settings(content: Mapping[str, Any] | None, env: Mapping[str, Any]) -> dict
     return out
 
 
-def _other_pipeline(
-    manifest: str,
-    digest: str | None,
-    content: Mapping[str, Any] | None,
-    reference: tuple[str | None, Mapping[str, Any] | None],
-) -> tuple[str, tuple[str, ...]]:
-    """Why a cell runs another pipeline, in words, and the manifest fields that differ from the
-    common pipeline's (where both record their content; else the digests, and no fields)."""
-    common_digest, common = reference
-    if content is not None and common is not None:
-        changes = differences(pipeline_of(common), pipeline_of(content))
+def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
+    """Why a cell runs another pipeline than the manifest's common one, in words, and the
+    manifest fields that differ (where both record their content; else the digests, and no
+    fields)."""
+    digests = f"manifest digest {_short(cell.manifest_digest)}, the others' " + _short(
+        common.manifest_digest
+    )
+    if cell.manifest_content is not None and common.manifest_content is not None:
+        changes = differences(
+            pipeline_of(common.manifest_content), pipeline_of(cell.manifest_content)
+        )
         shown = "; ".join(f"{k}: {_shown(a)} → {_shown(b)}" for k, a, b in changes[:6])
         more = f" and {len(changes) - 6} more" if len(changes) > 6 else ""
-        return (
-            f"another pipeline: {shown}{more} (manifest digest {_short(digest)}, the others' "
-            f"{_short(common_digest)})"
-        ), tuple(path for path, _, _ in changes)
+        return f"another pipeline: {shown}{more} ({digests})", tuple(k for k, _, _ in changes)
     return (
-        f"another pipeline: manifest digest {_short(digest)}, the others' "
-        f"{_short(common_digest)} (the manifest {manifest!r} differs on this machine)"
-    ), ()
+        f"another pipeline: {digests} (the manifest {cell.manifest!r} differs on this machine)",
+        (),
+    )
 
 
 def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
@@ -268,93 +221,70 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         Source(path=str(f.path), machine=f.machine, shard=None if f.shard is None else str(f.shard))
         for f in files
     )
-    per_cell: dict[_CellKey, dict[str, Any]] = {}
+    per_cell: dict[_CellKey, tuple[list[Row], set[str]]] = {}
     for key, members in sorted(_grouped(files).items(), key=lambda kv: _sortable(kv[0])):
-        row = _merged(key, members)
-        machine, manifest, digest, device, version, kind, _ = key
-        cell_key: _CellKey = (manifest, digest, machine, device, version)
-        entry = per_cell.setdefault(
-            cell_key,
-            {
-                "rows": [],
-                "latency": [],
-                "sources": set(),
-                "framework": None,
-                "slug": None,
-                "content": None,
-            },
-        )
-        entry["sources"].update(path for path, _ in members)
-        if entry["content"] is None and isinstance(row.get("manifest_content"), Mapping):
-            entry["content"] = dict(row["manifest_content"])
-        entry["framework"] = entry["framework"] or _str(row, "framework")
-        entry["slug"] = entry["slug"] or _str(row, "hardware_slug")
-        if kind == "latency":
-            entry["latency"].append(_result(row, key[6]))
-        else:
-            entry["rows"].append((row, key[6]))
+        machine, manifest, digest, device, version, _, nodeid = key
+        rows, paths = per_cell.setdefault((manifest, digest, machine, device, version), ([], set()))
+        rows.append(_result(_merged(key, members), nodeid))
+        paths.update(path for path, _ in members)
     # By manifest, then machine, device, framework version, and the digest last.
     ordered = sorted(per_cell.items(), key=lambda kv: _sortable((kv[0][0], *kv[0][2:], kv[0][1])))
-    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
-    names = [cell_key[0] for cell_key, _ in ordered]
-    pipelines = [_pipeline_key(cell_key[1], entry["content"]) for cell_key, entry in ordered]
-    majority = _most_common(list(zip(names, pipelines)))
-    # Per manifest: the digest and content of the first cell that runs the common pipeline.
-    reference: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
-    for (cell_key, entry), pipeline in zip(ordered, pipelines):
-        if pipeline == majority[cell_key[0]]:
-            reference.setdefault(cell_key[0], (cell_key[1], entry["content"]))
-    settings = [
-        _settings(entry["content"], environments.get(cell_key[2], {}))
-        for cell_key, entry in ordered
-    ]
-    shown_settings = [_canonical(v) for v in settings]
-    common_settings = _most_common(list(zip(names, shown_settings)))
-    cells: list[Cell] = []
-    per_sample: list[tuple[Cell, Part]] = []
-    for index, ((manifest, digest, machine, device, version), entry) in enumerate(ordered):
-        other: str | None = None
-        pipeline_fields: tuple[str, ...] = ()
-        if pipelines[index] != majority[manifest]:
-            other, pipeline_fields = _other_pipeline(
-                manifest, digest, entry["content"], reference[manifest]
-            )
-        other_settings = None
-        settings_fields: tuple[str, ...] = ()
-        if shown_settings[index] != common_settings[manifest]:
-            usual = next(
-                v for name, v, shown in zip(names, settings, shown_settings)
-                if name == manifest and shown == common_settings[manifest]
-            )  # fmt: skip
-            changed = differences(usual, settings[index])
-            settings_fields = tuple(k for k, _, _ in changed)
-            other_settings = "other settings (the same pipeline, run otherwise): " + "; ".join(
-                f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed
-            )
-        cell = Cell(
+    cells = [
+        Cell(
             manifest=manifest,
             manifest_digest=digest,
             machine=machine,
             device=device,
-            framework=entry["framework"],
+            framework=next((r.framework for r in rows if r.framework), None),
             framework_version=version,
-            hardware_slug=entry["slug"],
-            sources=tuple(sorted(entry["sources"])),
-            results=tuple(_result(row, nodeid) for row, nodeid in entry["rows"]),
-            latency=tuple(sorted(entry["latency"], key=lambda r: (r.batch or 0, r.nodeid))),
-            other_pipeline=other,
-            other_settings=other_settings,
-            manifest_content=entry["content"],
-            pipeline_fields=pipeline_fields,
-            settings_fields=settings_fields,
+            hardware_slug=next((r.hardware_slug for r in rows if r.hardware_slug), None),
+            sources=tuple(sorted(paths)),
+            results=tuple(r for r in rows if r.kind != "latency"),
+            latency=tuple(
+                sorted(
+                    (r for r in rows if r.kind == "latency"), key=lambda r: (r.batch or 0, r.nodeid)
+                )
+            ),
+            other_pipeline=None,
+            manifest_content=next(
+                (dict(r.manifest_content) for r in rows if r.manifest_content is not None), None
+            ),
         )
-        cells.append(cell)
-        for row, _ in entry["rows"]:
-            if _kind(row) == "accuracy" and isinstance(row.get("per_sample"), Mapping):
-                # A row of a validated file, or merged from the validated rows of its shards.
-                part = Part.from_json(row["per_sample"], checked=True)
-                per_sample.append((cell, part))
-                break
+        for (manifest, digest, machine, device, version), (rows, paths) in ordered
+    ]
+    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
+    pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
+    majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
+    # Per manifest: the first cell that runs the common pipeline.
+    reference: dict[str, Cell] = {}
+    for c, pipeline in zip(cells, pipelines):
+        if pipeline == majority[c.manifest]:
+            reference.setdefault(c.manifest, c)
+    settings = [_settings(c.manifest_content, environments.get(c.machine, {})) for c in cells]
+    shown_settings = [json.dumps(v, sort_keys=True, default=str) for v in settings]
+    common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
+    for index, cell in enumerate(cells):
+        if pipelines[index] != majority[cell.manifest]:
+            other, fields = _other_pipeline(cell, reference[cell.manifest])
+            cell = replace(cell, other_pipeline=other, pipeline_fields=fields)
+        if shown_settings[index] != common_settings[cell.manifest]:
+            usual = next(
+                v for c, v, shown in zip(cells, settings, shown_settings)
+                if c.manifest == cell.manifest and shown == common_settings[cell.manifest]
+            )  # fmt: skip
+            changed = differences(usual, settings[index])
+            cell = replace(
+                cell,
+                settings_fields=tuple(k for k, _, _ in changed),
+                other_settings="other settings (the same pipeline, run otherwise): "
+                + "; ".join(f"{k} {_shown(a)} (the others' {_shown(b)})" for k, b, a in changed),
+            )
+        cells[index] = cell
+    per_sample: list[tuple[Cell, PerSample]] = []
+    for c in cells:  # the first accuracy result's
+        found = [r.per_sample for r in c.results if r.kind == "accuracy" and r.per_sample]
+        if found:
+            per_sample.append((c, found[0]))
     return Matrix(
         sources=sources,
         cells=tuple(cells),
@@ -363,30 +293,12 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     )
 
 
-def _machines(files: Sequence[ResultsFile]) -> tuple[MachineEnvironment, ...]:
+def _machines(files: Sequence[ResultsFile]) -> tuple[Machine, ...]:
     """Each machine's environment, by name; the first file of a machine speaks for its shards."""
     first: dict[str, Mapping[str, Any]] = {}
     for f in files:
         first.setdefault(f.machine, f.environment)
-    out = []
-    for name in sorted(first):
-        env = first[name]
-        flags, packages = env.get("cpu_flags"), env.get("numeric_packages")
-        out.append(
-            MachineEnvironment(
-                machine=name,
-                cpu=_str(env, "cpu"),
-                cpu_vendor=_str(env, "cpu_vendor"),
-                cpu_flags=None if flags is None else tuple(flags),
-                numeric_packages=None if packages is None else dict(packages),
-                numeric_settings=dict(env.get("numeric_settings") or {}),
-            )
-        )
-    return tuple(out)
-
-
-def _shown_key(key: str | None) -> str | None:
-    return None if key is None else key.removeprefix("pipeline:")
+    return tuple(Machine(name, record(Environment, first[name])) for name in sorted(first))
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -412,7 +324,7 @@ def _labels(cells: Sequence[Cell]) -> list[str]:
 _Sample = tuple[int, dict[int, float]]  # top-1 class, score of each top-k class
 
 
-def _samples(part: Part) -> dict[str, _Sample]:
+def _samples(part: PerSample) -> dict[str, _Sample]:
     now = part.now
     return {
         sample: (
@@ -423,7 +335,7 @@ def _samples(part: Part) -> dict[str, _Sample]:
     }
 
 
-def _golden_top1(part: Part) -> dict[str, int]:
+def _golden_top1(part: PerSample) -> dict[str, int]:
     golden = part.golden
     if golden is None:
         return {}
@@ -446,8 +358,8 @@ def pair_agreement(
     return len(shared), agree, largest
 
 
-def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreement]:
-    by_manifest: dict[str, list[tuple[Cell, Part]]] = {}
+def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgreement]:
+    by_manifest: dict[str, list[tuple[Cell, PerSample]]] = {}
     for cell, part in per_sample:
         by_manifest.setdefault(cell.manifest, []).append((cell, part))
     out = []
@@ -456,6 +368,7 @@ def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreemen
             continue
         cells = [c for c, _ in members]
         labels = _labels(cells)
+        keys = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
         samples = [_samples(p) for _, p in members]
         goldens = [_golden_top1(p) for _, p in members]
         pairs = []
@@ -469,10 +382,7 @@ def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreemen
                         shared=shared,
                         agree=agree,
                         max_score_diff=largest,
-                        same_pipeline=_pipeline_key(
-                            cells[i].manifest_digest, cells[i].manifest_content
-                        )
-                        == _pipeline_key(cells[j].manifest_digest, cells[j].manifest_content),
+                        same_pipeline=keys[i] == keys[j],
                     )
                 )
         out.append(
@@ -481,8 +391,8 @@ def _agreement(per_sample: Sequence[tuple[Cell, Part]]) -> list[ManifestAgreemen
                 participants=tuple(labels),
                 # What tells the pipelines apart (the settings do not: see _pipeline_key).
                 digests=tuple(
-                    (label, _shown_key(_pipeline_key(c.manifest_digest, c.manifest_content)))
-                    for label, c in zip(labels, cells)
+                    (label, None if key is None else key.removeprefix("pipeline:"))
+                    for label, key in zip(labels, keys)
                 ),
                 pairs=tuple(pairs),
                 dissent=tuple(_dissent(labels, samples, goldens)),

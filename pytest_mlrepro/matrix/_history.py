@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import MlreproError
-from ..results import ResultsFile, differences, pipeline_of, settings_of
+from ..results import ResultsFile, Row, differences, pipeline_of, settings_of
 from ._build import MatrixError, build_matrix
 from ._model import Cell, Matrix
 
@@ -113,16 +113,6 @@ def build_history(files: Sequence[ResultsFile]) -> History:
     return History(nights=tuple(nights), series=tuple(_series(nights, *key) for key in keys))
 
 
-def _cells(night: Night, manifest: str, machine: str, device: str) -> list[Cell]:
-    """The night's cells of a series: one, or several where its rows differ in framework
-    version or manifest digest (a latency row of an older file without the digest, say)."""
-    return [
-        c
-        for c in night.matrix.cells
-        if (c.manifest, c.machine, c.device) == (manifest, machine, device)
-    ]
-
-
 def _point(index: int, cells: Sequence[Cell]) -> Point:
     a = next((c.accuracy for c in cells if c.accuracy is not None), None)
     band = floor = None
@@ -152,7 +142,10 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
     points = []
     cells: list[tuple[int, Cell]] = []
     for index, night in enumerate(nights):
-        found = _cells(night, manifest, machine, device)
+        # One cell, or several where its rows differ in framework version or manifest digest (a
+        # latency row of an older file without the digest, say).
+        key = (manifest, machine, device)
+        found = [c for c in night.matrix.cells if (c.manifest, c.machine, c.device) == key]
         if found:
             points.append(_point(index, found))
             # The cell whose manifest is compared night to night: the accuracy item's.
@@ -179,14 +172,14 @@ def _environment(night: Night, machine: str) -> Mapping[str, Any]:
     return next((f.environment for f in night.files if f.machine == machine), {})
 
 
-def _rows(night: Night, cell: Cell) -> list[Mapping[str, Any]]:
+def _rows(night: Night, cell: Cell) -> list[Row]:
     """The rows of a cell's manifest on its machine and device that night."""
     return [
         row
         for f in night.files
         if f.machine == cell.machine
         for row in f.rows
-        if row.get("manifest") == cell.manifest and str(row.get("device", "")) == cell.device
+        if row.manifest == cell.manifest and (row.device or "") == cell.device
     ]
 
 
@@ -226,8 +219,8 @@ def _changes(
             ("framework", f"{now.framework}: {before.framework_version} → {now.framework_version}")
         )
     for key, what in (("golden_digest", "golden"), ("data_identity", "data set")):
-        old = {str(r[key]) for r in _rows(before_night, before) if key in r}
-        new = {str(r[key]) for r in _rows(now_night, now) if key in r}
+        old = {getattr(r, key) for r in _rows(before_night, before)} - {None}
+        new = {getattr(r, key) for r in _rows(now_night, now)} - {None}
         if old and new and old != new:
             out.append(
                 (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..results import Diagnosis, Row
+from ..results import Diagnosis, Machine, Row
 
 Status = Literal["pass", "fail", "not compared"]
 """A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
@@ -23,15 +23,30 @@ class Source:
     shard: str | None
 
 
-@dataclass(frozen=True)
-class Result(Row):
-    """One item's result in a cell: its row of the results file (the record, typed once by the
-    results layer) with its standing for the gate and, when it is not a pass, why."""
+def status_of(result: Row) -> tuple[Status, str]:
+    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
+    from the verdict for files older than the field, on reading), and the reason when it is not a
+    pass.
 
-    kind: str = "item"  # a row without one: item, or accuracy when it has per-sample results
-    verdict: str = ""
-    gate: Status = "fail"  # its standing for the gate, from its status (``status_of``)
-    reason: str = ""  # why it failed or was not compared; "" for a pass
+    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
+      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
+      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
+      nothing: record them outside the nightly matrix), and any status this version does not
+      know (never a pass by default).
+    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
+      one shard's part shown on its own (its verdict is the merge's, not made yet).
+    * ``pass``: a passed comparison.
+    """
+    status, verdict, outcome = result.status, result.verdict or "", result.outcome
+    if status == "passed":
+        return "pass", ""
+    if status == "skipped":
+        return "not compared", verdict
+    if status == "partial":
+        return "not compared", f"{verdict}: merge every shard with mlrepro merge"
+    if status == "recorded":
+        return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
+    return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
 
 
 def _shard_note(nodeid: str) -> str:
@@ -51,8 +66,8 @@ class Cell:
     framework_version: str | None
     hardware_slug: str | None
     sources: tuple[str, ...]
-    results: tuple[Result, ...]
-    latency: tuple[Result, ...]
+    results: tuple[Row, ...]  # each of its items' row (a cell's: see matrix._build._result)
+    latency: tuple[Row, ...]
     other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
     # Its run settings (threads, batch size… and the machine's numeric variables) where they
     # differ from the manifest's other cells: the same pipeline, run otherwise.
@@ -69,13 +84,13 @@ class Cell:
         return None if accuracy is None else accuracy.diagnosis_summary
 
     @property
-    def accuracy(self) -> Result | None:
+    def accuracy(self) -> Row | None:
         return next((r for r in self.results if r.kind == "accuracy"), None)
 
     @property
     def status(self) -> Status:
         """The worst of its results: fail, then not compared, then pass."""
-        statuses = [r.gate for r in self.results] + [r.gate for r in self.latency]
+        statuses = [status_of(r)[0] for r in (*self.results, *self.latency)]
         if "fail" in statuses:
             return "fail"
         return "not compared" if "not compared" in statuses else "pass"
@@ -83,14 +98,12 @@ class Cell:
     @property
     def problems(self) -> tuple[str, ...]:
         """``accuracy: drift``, ``latency b1: regression``... for each result that did not pass."""
-        out = [
-            f"{r.kind}{_shard_note(r.nodeid)}: {r.reason}" for r in self.results if r.gate != "pass"
-        ]
-        out += [
-            f"latency{'' if r.batch is None else f' b{r.batch}'}{_shard_note(r.nodeid)}: {r.reason}"
-            for r in self.latency
-            if r.gate != "pass"
-        ]
+        out = []
+        for r in (*self.results, *self.latency):
+            gate, reason = status_of(r)
+            if gate != "pass":
+                what = r.kind if r.kind != "latency" or r.batch is None else f"latency b{r.batch}"
+                out.append(f"{what}{_shard_note(r.nodeid)}: {reason}")
         return tuple(out)
 
     @property
@@ -158,40 +171,26 @@ class ManifestAgreement:
 
 
 @dataclass(frozen=True)
-class MachineEnvironment:
-    """What a machine's results file records of what explains a cross-machine difference: its CPU,
-    the ISA flags that matter, the packages and environment variables that shape numerics.
-
-    ``cpu_flags`` and ``numeric_packages`` are None where the file does not record them (written
-    before they were kept)."""
-
-    machine: str
-    cpu: str | None
-    cpu_vendor: str | None
-    cpu_flags: tuple[str, ...] | None
-    numeric_packages: dict[str, str] | None
-    numeric_settings: dict[str, str]
-
-
-@dataclass(frozen=True)
 class Matrix:
     """The merged matrix: its sources, one cell per manifest × machine × device × framework
-    version, the cross-machine agreement per manifest, and each machine's environment (by name)."""
+    version, the cross-machine agreement per manifest, and each machine's environment (by name:
+    what its first results file records of what explains a cross-machine difference)."""
 
     sources: tuple[Source, ...]
     cells: tuple[Cell, ...]
     agreement: tuple[ManifestAgreement, ...]
-    machines: tuple[MachineEnvironment, ...] = ()
+    machines: tuple[Machine, ...] = ()
 
     @property
     def flags_not_everywhere(self) -> dict[str, tuple[str, ...]]:
         """``{flag: machines that have it}`` for the ISA flags that some machines recording their
         flags have and others do not."""
-        recorded = [m for m in self.machines if m.cpu_flags is not None]
-        every = {f for m in recorded for f in m.cpu_flags or ()}
+        recorded = {
+            m.name: flags for m in self.machines if (flags := m.environment.cpu_flags) is not None
+        }
         out = {
-            flag: tuple(m.machine for m in recorded if flag in (m.cpu_flags or ()))
-            for flag in sorted(every)
+            flag: tuple(name for name, flags in recorded.items() if flag in flags)
+            for flag in sorted({f for flags in recorded.values() for f in flags})
         }
         return {f: names for f, names in out.items() if len(names) < len(recorded)}
 
@@ -199,9 +198,13 @@ class Matrix:
     def package_versions(self) -> dict[str, dict[str, str | None]]:
         """``{package: {machine: version, None where not installed}}`` over the machines that
         record their numeric packages."""
-        recorded = [m for m in self.machines if m.numeric_packages is not None]
-        names = sorted({p for m in recorded for p in m.numeric_packages or {}})
-        return {p: {m.machine: (m.numeric_packages or {}).get(p) for m in recorded} for p in names}
+        known = {
+            m.name: packages
+            for m in self.machines
+            if (packages := m.environment.numeric_packages) is not None
+        }
+        names = sorted({p for packages in known.values() for p in packages})
+        return {p: {name: packages.get(p) for name, packages in known.items()} for p in names}
 
     @property
     def differing_packages(self) -> tuple[str, ...]:
@@ -220,10 +223,9 @@ class Matrix:
     def ok(self) -> bool:
         """The gate: no cell failed, and at least one result was compared and passed (a matrix
         of skips proves nothing)."""
-        statuses = [r.gate for c in self.cells for r in c.results]
-        statuses += [r.gate for c in self.cells for r in c.latency]
-        return not self.failed and "pass" in statuses
+        compared = [status_of(r)[0] == "pass" for c in self.cells for r in (*c.results, *c.latency)]
+        return not self.failed and any(compared)
 
     @property
-    def stale_goldens(self) -> tuple[tuple[Cell, Result], ...]:
+    def stale_goldens(self) -> tuple[tuple[Cell, Row], ...]:
         return tuple((c, r) for c in self.cells for r in c.latency if r.stale_golden is not None)

@@ -41,17 +41,13 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
         # a failure worded by the evaluation, the time limit) or failed after it (a skip made
         # a failure by --mlrepro-strict): pytest's outcome.
         row["status"] = report.outcome
-    runs = runs_of(report)
-    if runs > 1:  # "runs", not "attempts": a latency row's attempts are its measurement's
-        row["runs"] = runs
-    return row_of(row)
-
-
-def runs_of(report: pytest.TestReport) -> int:
-    """How many times the item ran for this report: pytest-rerunfailures numbers each attempt's
-    reports (``rerun``: the runs before it); 1 without it."""
+    # How many times the item ran, when more than once: pytest-rerunfailures numbers each
+    # attempt's reports ("rerun": the runs before it). "runs", not "attempts": a latency row's
+    # attempts are its measurement's.
     earlier = getattr(report, "rerun", 0)
-    return earlier + 1 if isinstance(earlier, int) and earlier >= 0 else 1
+    if isinstance(earlier, int) and earlier > 0:
+        row["runs"] = earlier + 1
+    return row_of(row)
 
 
 def reference_row(report: pytest.TestReport) -> dict[str, Any] | None:
@@ -74,4 +70,4 @@ def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["latency_row", "reference_row", "results_row", "runs_of"]
+__all__ = ["latency_row", "reference_row", "results_row"]

@@ -18,7 +18,7 @@ import pytest
 from .._visible import visible_lines
 from ..data import Shard
 from ..report import merged_shards_text
-from ..results import ShardMergeError, merge_shards, row_json, row_of
+from ..results import Row, ShardMergeError, merge_shards, row_json, row_of
 from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR
 from ._rows import results_row
 
@@ -69,8 +69,8 @@ class Gathering:
         return sorted(nodeid for nodeid in self.reports if nodeid not in self.done)
 
 
-def _row(report: pytest.TestReport) -> dict[str, Any]:
-    """A shard item's row, as a results file would hold it (what ``merge_shards`` reads)."""
+def _row(report: pytest.TestReport) -> Row:
+    """A shard item's row with its shard and a verdict (what ``merge_shards`` reads)."""
     split = Split.of(report)
     assert split is not None  # only shard items' reports are gathered
     row = results_row(report, keep_split=True)
@@ -78,7 +78,7 @@ def _row(report: pytest.TestReport) -> dict[str, Any]:
         row = row_of({"nodeid": report.nodeid, "outcome": report.outcome})
     verdict = row.verdict if row.verdict is not None else "error" if report.failed else None
     shard = Shard(split.index, split.count)
-    return row_json(replace(row, shard=shard, verdict=verdict or report.outcome))
+    return replace(row, shard=shard, verdict=verdict or report.outcome)
 
 
 def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
@@ -90,14 +90,19 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     first = reports[min(reports)]
     rows = [_row(reports[i]) for i in sorted(reports)]
     duration = sum(float(getattr(r, "duration", 0.0) or 0.0) for r in reports.values())
-    where = f"{split.manifest_file} [{rows[0].get('device', '?')}]"
+    where = f"{split.manifest_file} [{rows[0].device or '?'}]"
     text: str | None = None
     try:
         merged = merge_shards(rows)
     except ShardMergeError as exc:
-        kept: dict[str, Any] = {k: rows[0].get(k) for k in ("manifest", "device", "framework")}
-        kept.update(nodeid=nodeid, outcome="failed", verdict="shards incomplete")
-        merged = row_of(kept)  # a name absent from the shards' rows stays absent (None)
+        merged = Row(
+            nodeid=nodeid,
+            outcome="failed",
+            verdict="shards incomplete",
+            manifest=rows[0].manifest,
+            device=rows[0].device,
+            framework=rows[0].framework,
+        )
         text = (
             f"{where}: no verdict: {exc}. The whole item's verdict needs every shard item "
             f"(deselected, stopped early or crashed ones included)."

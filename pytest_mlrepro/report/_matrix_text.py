@@ -4,37 +4,26 @@ CSV (one line per result, then one per pair of the cross-machine agreement)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Sequence
 
-from ..matrix import Cell, MachineEnvironment, ManifestAgreement, Matrix, Result
-from ..results import LISTED
+from ..matrix import Cell, ManifestAgreement, Matrix, status_of
+from ..results import LISTED, Machine, Row
 from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
 
-def _num(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
-
-
-def _pct(value: float | None) -> str:
-    """A fraction (0..1) as a percentage."""
-    return "-" if value is None else f"{value:.2%}"
-
-
-def _points(value: float | None) -> str:
-    """An accuracy the results file keeps in percent (top-1, top-5)."""
-    return "-" if value is None else f"{value:.2f}%"
+def _fmt(value: float | None, template: str) -> str:
+    """``value`` as ``template`` words it ("-" where there is none). The results file keeps
+    top-1 and top-5 in percent ("{:.2f}%"), the agreement as a fraction ("{:.2%}")."""
+    return "-" if value is None else template.format(value)
 
 
 def _ms(value: float | None) -> str:
     """A time the results file keeps in milliseconds."""
     return "-" if value is None else fmt_ms(value / 1e3)
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"×{value:.2f}"
 
 
 def _cell_text(text: str) -> str:
@@ -43,21 +32,19 @@ def _cell_text(text: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table, and the blank line that ends it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows]
-    return lines
+    return lines + ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows] + [""]
 
 
-def _latency_summary(results: Sequence[Result]) -> tuple[str, str]:
-    p50 = "; ".join(
-        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "") + _ms(r.p50_ms)
-        for r in results
-    )
+def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
+    """The cell's latency p50 and ratio to its golden: each batch's (named where there are
+    several)."""
+    named = [f"b{r.batch} " if len(results) > 1 and r.batch is not None else "" for r in results]
+    p50 = "; ".join(b + _ms(r.p50_ms) for b, r in zip(named, results))
     ratio = "; ".join(
-        (f"b{r.batch} " if len(results) > 1 and r.batch is not None else "")
-        + _ratio(r.ratio_to_golden)
-        + (" (stale golden)" if r.stale_golden is not None else "")
-        for r in results
+        b + _fmt(r.ratio_to_golden, "×{:.2f}") + (" (stale golden)" if r.stale_golden else "")
+        for b, r in zip(named, results)
     )
     return p50 or "-", ratio or "-"
 
@@ -79,9 +66,9 @@ def _results_rows(cells: Sequence[Cell]) -> list[list[str]]:
                 c.machine,
                 c.device,
                 f"{c.framework or '-'} {c.framework_version or ''}".strip(),
-                _points(None if acc is None else acc.top1),
-                _points(None if acc is None else acc.top5),
-                _pct(None if acc is None else acc.agreement),
+                _fmt(None if acc is None else acc.top1, "{:.2f}%"),
+                _fmt(None if acc is None else acc.top5, "{:.2f}%"),
+                _fmt(None if acc is None else acc.agreement, "{:.2%}"),
                 p50,
                 ratio,
                 STATUS_MARK[c.status] + ("" if c.status == "pass" else f": {c.verdict}"),
@@ -107,7 +94,7 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
             p.second,
             str(p.shared),
             "-" if p.fraction is None else f"{p.fraction:.2%} ({p.agree}/{p.shared})",
-            _num(p.max_score_diff, 3),
+            _fmt(p.max_score_diff, "{:.3g}"),
             "yes" if p.same_pipeline else "**no**",
         ]
         for p in agreement.pairs
@@ -116,7 +103,6 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
         ["machine", "machine", "samples", "top-1 agrees", "largest score diff", "same pipeline"],
         rows,
     )
-    lines.append("")
     for d in agreement.dissent:
         if d.flagged:
             lines.append(
@@ -129,10 +115,11 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
     return lines
 
 
-def machine_columns(matrix: Matrix, m: MachineEnvironment) -> tuple[str, str, str, str]:
+def machine_columns(matrix: Matrix, machine: Machine) -> tuple[str, str, str, str]:
     """A machine's CPU (with its vendor), ISA flags, the numeric packages whose versions differ
     between the machines, and its numeric settings, as text ("not recorded" where its results
     file does not say)."""
+    m = machine.environment
     cpu = m.cpu or "-"
     if m.cpu_vendor and m.cpu_vendor not in cpu:
         cpu += f" ({m.cpu_vendor})"
@@ -147,7 +134,7 @@ def machine_columns(matrix: Matrix, m: MachineEnvironment) -> tuple[str, str, st
             )
             or "-"
         )
-    settings = ", ".join(f"{k}={v}" for k, v in sorted(m.numeric_settings.items())) or "-"
+    settings = ", ".join(f"{k}={v}" for k, v in sorted((m.numeric_settings or {}).items())) or "-"
     return cpu, flags, packages, settings
 
 
@@ -173,17 +160,14 @@ def machine_notes(matrix: Matrix) -> list[str]:
 
 def _machine_lines(matrix: Matrix) -> list[str]:
     """The machines table, when any results file records its CPU flags or numeric packages."""
-    recorded = [
-        m for m in matrix.machines if m.cpu_flags is not None or m.numeric_packages is not None
-    ]
-    if not recorded:
+    environments = [m.environment for m in matrix.machines]
+    if all(e.cpu_flags is None and e.numeric_packages is None for e in environments):
         return []
     lines = ["## Machines", ""]
     lines += _table(
         ["machine", "CPU", "ISA flags", "numeric packages that differ", "numeric settings"],
-        [[m.machine, *machine_columns(matrix, m)] for m in matrix.machines],
+        [[m.name, *machine_columns(matrix, m)] for m in matrix.machines],
     )
-    lines.append("")
     lines += [f"- {note}" for note in machine_notes(matrix)]
     if matrix.machines:
         lines.append("")
@@ -235,7 +219,6 @@ def markdown(matrix: Matrix) -> str:
         ],
         _results_rows(matrix.cells),
     )
-    lines.append("")
     latency = [(c, r) for c in matrix.cells for r in c.latency]
     if latency:
         lines += ["## Latency", ""]
@@ -259,14 +242,13 @@ def markdown(matrix: Matrix) -> str:
                     "-" if r.batch is None else str(r.batch),
                     _ms(r.p50_ms),
                     _ms(r.golden_p50_ms),
-                    _ratio(r.ratio_to_golden),
-                    r.verdict + (" (stale golden)" if r.stale_golden else ""),
+                    _fmt(r.ratio_to_golden, "×{:.2f}"),
+                    f"{r.verdict}{' (stale golden)' if r.stale_golden else ''}",
                     r.decided_by or "-",
                 ]
                 for c, r in latency
             ],
         )
-        lines.append("")
     if matrix.agreement:
         lines += ["## Cross-machine agreement", ""]
         for agreement in matrix.agreement:
@@ -336,6 +318,11 @@ and ``other_machine``, the shared ``samples``, ``agreement`` the share whose top
 ``max_score_diff``; ``flagged`` names those of the two that disagree with the majority)."""
 
 
+_ROW_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Row)})
+"""The columns that are a result's own :class:`~pytest_mlrepro.results.Row` fields (a field of
+another kind's row is empty)."""
+
+
 def csv_text(matrix: Matrix) -> str:
     """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent)."""
     out = io.StringIO()
@@ -356,38 +343,16 @@ def csv_text(matrix: Matrix) -> str:
             "hardware_slug": plain(c.hardware_slug),
             "other_pipeline": plain(c.other_pipeline),
         }
-        for r in c.results:
+        for r in (*c.results, *c.latency):
             writer.writerow(
                 {
-                    **base,
+                    **{name: plain(getattr(r, name)) for name in _ROW_COLUMNS},
+                    **base,  # the cell's
                     "row": "result",
-                    "kind": r.kind,
-                    "samples": plain(r.samples),
-                    "top1": plain(r.top1),
-                    "top5": plain(r.top5),
-                    "agreement": plain(r.agreement),
-                    "max_score_diff": plain(r.max_score_diff),
-                    **{name: plain(getattr(r, name)) for name, _ in LISTED},
-                    "verdict": r.verdict,
-                    "status": r.gate,
-                }
-            )
-        for lr in c.latency:
-            writer.writerow(
-                {
-                    **base,
-                    "row": "result",
-                    "kind": "latency",
-                    "batch": plain(lr.batch),
-                    "p50_ms": plain(lr.p50_ms),
-                    "golden_p50_ms": plain(lr.golden_p50_ms),
-                    "ratio_to_golden": plain(lr.ratio_to_golden),
-                    "verdict": lr.verdict,
-                    "status": lr.gate,
-                    "decided_by": plain(lr.decided_by),
+                    "status": status_of(r)[0],
                     "stale_golden_command": ""
-                    if lr.stale_golden is None
-                    else lr.stale_golden.command,
+                    if r.stale_golden is None
+                    else r.stale_golden.command,
                 }
             )
     for agreement in matrix.agreement:

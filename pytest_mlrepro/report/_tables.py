@@ -3,7 +3,7 @@ the session's summary table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._names import record_command
@@ -144,7 +144,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def merged_shards_text(
     where: str,
     merged: Row,
-    shards: Sequence[Mapping[str, Any]],
+    shards: Sequence[Row],
     manifest_file: str,
     classes: Sequence[str] | None,
 ) -> str:
@@ -157,7 +157,7 @@ def merged_shards_text(
             for f in failed
         )
         return f"{where}: {len(failed)} of its {len(shards)} shard items failed:\n{named}"
-    parts = [Part.from_json(r["per_sample"]) for r in shards]
+    parts = [Part.of(r.per_sample) for r in shards if r.per_sample is not None]
     assert merged.tolerances is not None  # a merged comparison was made with them
     comparison = combine(parts, merged.tolerances)
     drift = explain(
@@ -167,9 +167,9 @@ def merged_shards_text(
         record_command(manifest_file),
         # What changed in the data since the golden, as each shard found it in its part.
         data="; ".join(
-            f"shard {r['shard']['index']}/{r['shard']['count']}: {r['data_changed']}"
+            f"shard {r.shard}: {r.extra['data_changed']}"
             for r in shards
-            if r.get("data_changed")
+            if r.extra.get("data_changed")
         ),
     )
     return (

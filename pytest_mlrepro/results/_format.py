@@ -29,7 +29,7 @@ from ..data import Shard
 from ..errors import MlreproError
 from ..goldens import Results
 from ._fields import manifest_digest
-from ._record import FORMATS, Status, results_schema
+from ._record import FORMATS, PerSample, Row, SampleResults, Status, results_schema, row_of
 
 MAX_BYTES = 256 * MIB
 """The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
@@ -81,20 +81,17 @@ class _Invalid(Exception):
 
 
 @functools.cache
-def _validator(definition: str | None) -> Any:
+def _validator() -> Any:
     """The schema's validator (``_json_schema.validator``: the library's, with its one-pass
-    check of long arrays) for the whole file (None) or one of its definitions."""
-    schema = results_schema()
-    if definition is not None:
-        schema = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
-    return validator(schema)
+    check of long arrays)."""
+    return validator(results_schema())
 
 
-def _schema_check(value: Any, definition: str | None = None) -> None:
+def _schema_check(value: Any) -> None:
     """``value`` against the schema: _Invalid naming the JSON path of the first bad field."""
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(_validator(definition).iter_errors(value))
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(value))
     if error is not None:
         raise _Invalid(tuple(error.absolute_path), shortened(error.message, MESSAGE_LIMIT))
 
@@ -123,19 +120,18 @@ def _samples(value: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
             raise _Invalid((*path, "topk_scores", i), f"expected {width} scores, got {len(scores)}")
 
 
-def results_from_json(value: Mapping[str, Any]) -> Results:
-    """Per-sample results (``{"ids", "labels", "topk", "topk_scores"}``, validated)."""
-    ids = tuple(value["ids"])
-    width = len(value["topk"][0]) if ids else 0
+def _results(value: SampleResults) -> Results:
+    ids = tuple(value.ids)
+    width = len(value.topk[0]) if ids else 0
     return Results(
         ids=ids,
-        labels=np.asarray(value["labels"], np.int64),
-        topk=np.asarray(value["topk"], np.int64).reshape(len(ids), width),
-        topk_scores=np.asarray(value["topk_scores"], np.float64).reshape(len(ids), width),
+        labels=np.asarray(value.labels, np.int64),
+        topk=np.asarray(value.topk, np.int64).reshape(len(ids), width),
+        topk_scores=np.asarray(value.topk_scores, np.float64).reshape(len(ids), width),
     )
 
 
-def results_to_json(results: Results) -> dict[str, Any]:
+def _json(results: Results) -> dict[str, Any]:
     """Plain lists (what JSON, xdist and a results file carry) of ``results``."""
     return {
         "ids": list(results.ids),
@@ -157,28 +153,18 @@ class Part:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "now": results_to_json(self.now),
-            "golden": None if self.golden is None else results_to_json(self.golden),
+            "now": _json(self.now),
+            "golden": None if self.golden is None else _json(self.golden),
             "score_diff": dict(self.score_diff),
         }
 
     @classmethod
-    def from_json(cls, value: Any, where: str = "per_sample", checked: bool = False) -> Part:
-        """A part from its JSON (a results file's ``per_sample``, an xdist worker's);
-        ResultsFileError naming the JSON path below ``where`` of a bad field. ``checked``: the
-        value was validated already (a row of :func:`load_results`): not checked again (at
-        50,000 samples the schema's check takes seconds)."""
-        try:
-            if not checked:
-                _schema_check(value, "PerSample")
-                _per_sample(value, ())
-        except _Invalid as exc:
-            raise ResultsFileError(f"{where}: {json_path(exc.path)}: {exc.message}") from None
-        golden = value["golden"]
+    def of(cls, value: PerSample) -> Part:
+        """The arrays of a row's per-sample results (:class:`PerSample`, of a validated file or
+        of this session's own rows)."""
+        golden = value.golden
         return Part(
-            now=results_from_json(value["now"]),
-            golden=None if golden is None else results_from_json(golden),
-            score_diff={k: float(v) for k, v in value["score_diff"].items()},
+            _results(value.now), None if golden is None else _results(golden), value.score_diff
         )
 
 
@@ -266,9 +252,9 @@ def derived_status(verdict: str, outcome: str) -> Status:
     return "no golden" if head == "no golden" else "failed"
 
 
-def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]:
-    """A (schema-valid) row checked beyond the schema, its texts bounded for display, its
-    status derived when the file is older than the field."""
+def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> Row:
+    """The record of a (schema-valid) row checked beyond the schema, its texts bounded for
+    display, its status derived when the file is older than the field."""
     if isinstance(row.get("shard"), dict):
         _shard(row["shard"], (*path, "shard"))
     if isinstance(row.get("per_sample"), dict):
@@ -285,7 +271,7 @@ def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]:
             out[key] = shortened(row[key])
     if row.get("status") is None:
         out["status"] = derived_status(str(row.get("verdict") or ""), row["outcome"])
-    return out
+    return row_of(out)
 
 
 def _created(text: str) -> datetime:
@@ -303,14 +289,14 @@ def created_now() -> str:
 
 @dataclass(frozen=True)
 class ResultsFile:
-    """A results file, read and validated: its rows stay the plain JSON objects of the file."""
+    """A results file, read and validated: its rows typed (:func:`row_of`), once."""
 
     path: Path
     format: int
     machine: str
     environment: dict[str, Any]
     shard: Shard | None
-    rows: list[dict[str, Any]]
+    rows: tuple[Row, ...]
     created: datetime | None = None  # when it was written (files before the field: None)
 
 
@@ -331,7 +317,7 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
         _schema_check(document)
         shard = None if document["shard"] is None else _shard(document["shard"], ("shard",))
         created = None if document.get("created") is None else _created(document["created"])
-        rows = [_row(row, ("results", i)) for i, row in enumerate(document["results"])]
+        rows = tuple(_row(row, ("results", i)) for i, row in enumerate(document["results"]))
     except _Invalid as exc:
         raise ResultsFileError(
             f"{source}: {json_path(exc.path)}: {exc.message} (not a valid results file)"

@@ -15,7 +15,8 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._fields import changed_samples
 from ._format import Part
-from ._record import Row, row_of
+from ._record import ChangedSamples, PerSample, PhaseTimes, Row, Timing, record
 
 EXAMPLES = 5
 """Shards or versions named in one message; the rest are counted."""
@@ -125,32 +126,26 @@ def merged_part(parts: Sequence[Part]) -> Part:
     )
 
 
-def _shard_of_row(row: Mapping[str, Any]) -> Shard:
-    value = row.get("shard")
-    if not isinstance(value, Mapping):
-        raise ShardMergeError(f"{row.get('nodeid')}: not a shard's row (it has no 'shard')")
-    try:
-        return Shard(int(value["index"]), int(value["count"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ShardMergeError(f"{row.get('nodeid')}: bad 'shard' {value!r}: {exc}") from None
-
-
-def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping[str, Any]]]:
+def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
     """The rows with their shards, in shard order, when they are exactly shards 1..N of one N
     of one evaluation (one manifest, manifest digest and device); else ShardMergeError naming
     the shards missing or given twice, or the field that differs."""
     if not rows:
         raise ShardMergeError("no shard rows to merge")
-    shards = [(_shard_of_row(row), row) for row in rows]
-    what = f"{rows[0].get('manifest')} [{rows[0].get('device')}]"
-    kinds = sorted({str(row.get("kind", "accuracy")) for row in rows} - {"accuracy"})
+    shards = []
+    for row in rows:
+        if row.shard is None:
+            raise ShardMergeError(f"{row.nodeid}: not a shard's row (it has no 'shard')")
+        shards.append((row.shard, row))
+    what = f"{rows[0].manifest} [{rows[0].device}]"
+    kinds = sorted({row.kind or "accuracy" for row in rows} - {"accuracy"})
     if kinds:
         raise ShardMergeError(
             f"{what}: only accuracy rows are merged, not {', '.join(kinds)} rows (each of those "
             "is a verdict of its own)"
         )
     for key in ("manifest", "manifest_digest", "device", "kind"):
-        values = sorted({str(row.get(key)) for row in rows})
+        values = sorted({str(getattr(row, key)) for row in rows})
         if len(values) > 1:
             raise ShardMergeError(
                 f"{what}: the shard rows differ in {key!r} ({', '.join(values)}): they are not "
@@ -161,7 +156,7 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
         # merge into a verdict about no data set at all. A row without the field (a shard that
         # failed before it read the data or the golden, a file of an older version) has no
         # identity to contradict the others'.
-        values = sorted({str(row[key]) for row in rows if key in row})
+        values = sorted({str(getattr(row, key)) for row in rows} - {"None"})
         if len(values) > 1:
             listed = ", ".join(f"{value[:12]}" for value in values[:EXAMPLES])
             raise ShardMergeError(
@@ -182,7 +177,8 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
     if len(seen) < count:
         # Named up to EXAMPLES, counted beyond: the list of every missing shard of a large N
         # is never built (the count is bounded, data.MAX_SHARDS, but the message need not be).
-        missing = list(itertools.islice(_absent(seen, count), EXAMPLES))
+        absent = (index for index in range(1, count + 1) if index not in seen)
+        missing = list(itertools.islice(absent, EXAMPLES))
         more = count - len(seen) - len(missing)
         problems.append(
             "missing shard "
@@ -201,17 +197,9 @@ def check_shards(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Shard, Mapping
     return sorted(shards, key=lambda pair: pair[0].index)
 
 
-def _absent(seen: Mapping[int, int], count: int) -> Iterator[int]:
-    """The shard indices 1..count not in ``seen``, lazily."""
-    return (index for index in range(1, count + 1) if index not in seen)
-
-
-def _compared(row: Mapping[str, Any]) -> bool:
-    per_sample = row.get("per_sample")
+def _compared(row: Row) -> bool:
     return (
-        row.get("outcome") == "passed"
-        and isinstance(per_sample, Mapping)
-        and per_sample.get("golden") is not None
+        row.outcome == "passed" and row.per_sample is not None and row.per_sample.golden is not None
     )
 
 
@@ -230,75 +218,84 @@ COMMON = (
     "hardware_slug",
     "tolerances",
     "golden",
-    "controls",
 )
+"""The fields the shards of one evaluation share, and the merged row keeps (the first's)."""
 
 
-def _added_phases(accounts: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per-phase accounts (``timing.phases``) added up, phase by phase."""
-    added: dict[str, dict[str, float]] = {}
-    for account in accounts:
-        for name, times in account.items():
-            into = added.setdefault(name, {"wall": 0.0, "cpu": 0.0})
-            for what in ("wall", "cpu"):
-                into[what] = round(into[what] + float(times[what]), 4)
-    return added
+def _timing(shards: Sequence[Row]) -> Timing | None:
+    """The shards' durations added up (their phases too, phase by phase), when each has one."""
+    timings = [row.timing for row in shards if row.timing is not None]
+    if len(timings) < len(shards) or not all(isinstance(t.seconds, (int, float)) for t in timings):
+        return None
+    phases: dict[str, PhaseTimes] | None = None
+    if all(t.phases is not None for t in timings):
+        phases = {}
+        for t in timings:
+            for name, times in (t.phases or {}).items():
+                into = phases.get(name, PhaseTimes(0.0, 0.0))
+                phases[name] = PhaseTimes(
+                    round(into.wall + times.wall, 4), round(into.cpu + times.cpu, 4)
+                )
+    return Timing(seconds=round(sum(t.seconds for t in timings), 3), phases=phases)
 
 
-def merge_shards(rows: Sequence[Mapping[str, Any]]) -> Row:
+def merge_shards(rows: Sequence[Row]) -> Row:
     """The N shard rows of one evaluation (one machine, manifest and device) merged into the
     typed row of the unsharded run: its exact metrics and its verdict. A shard that failed on
     its own (an error, no golden, non-finite outputs, a skip) makes the merged row fail, naming
     the shard (``extra["failed_shards"]``); ShardMergeError when the rows are not each shard
     once (see :func:`check_shards`)."""
-    return row_of(_merged(rows))
-
-
-def _merged(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     shards = check_shards(rows)
     first = shards[0][1]
-    merged: dict[str, Any] = {key: first[key] for key in COMMON if key in first}
-    merged["nodeid"] = unsharded_nodeid(str(first.get("nodeid", "")))
-    merged["shards"] = len(shards)
-    seconds = [row.get("timing", {}).get("seconds") for _, row in shards]
-    if all(isinstance(s, (int, float)) for s in seconds):
-        merged["timing"] = {"seconds": round(sum(float(s) for s in seconds), 3)}
-        accounts = [row["timing"].get("phases") for _, row in shards]
-        if all(isinstance(a, dict) for a in accounts):  # the shards' phases, added up
-            merged["timing"]["phases"] = _added_phases(accounts)
+    merged = Row(
+        nodeid=unsharded_nodeid(first.nodeid),
+        outcome="failed",
+        status="failed",
+        shards=len(shards),
+        timing=_timing([row for _, row in shards]),
+        # The manifest's controls, and common fields given as null, as the first shard says.
+        extra={k: v for k, v in first.extra.items() if k in (*COMMON, "controls")},
+        **{key: getattr(first, key) for key in COMMON},
+    )
     failed = [(shard, row) for shard, row in shards if not _compared(row)]
+    if failed and all(row.outcome == "skipped" for _, row in shards):
+        verdict = "skipped" if first.verdict is None else first.verdict
+        return replace(merged, outcome="skipped", status="skipped", verdict=verdict)
     if failed:
-        if all(row.get("outcome") == "skipped" for _, row in shards):
-            merged["outcome"] = merged["status"] = "skipped"
-            merged["verdict"] = str(first.get("verdict", "skipped"))
-            return merged
-        merged["outcome"] = merged["status"] = "failed"
-        merged["verdict"] = str(failed[0][1].get("verdict") or failed[0][1].get("outcome"))
-        merged["failed_shards"] = [
-            {"shard": str(shard), "nodeid": row.get("nodeid"), "verdict": row.get("verdict")}
+        failed_shards = [
+            {"shard": str(shard), "nodeid": row.nodeid, "verdict": row.verdict}
             for shard, row in failed
         ]
-        return merged
-    parts = [
-        Part.from_json(row["per_sample"], f"{row.get('nodeid')} per_sample") for _, row in shards
-    ]
-    tolerances = _tolerances(first)
-    comparison = combine(parts, tolerances)
+        return replace(
+            merged,
+            verdict=str(failed[0][1].verdict or failed[0][1].outcome),
+            extra={**merged.extra, "failed_shards": failed_shards},
+        )
+    parts = [Part.of(row.per_sample) for _, row in shards if row.per_sample is not None]
+    if first.tolerances is None:
+        raise ShardMergeError(f"{first.nodeid}: the row has no 'tolerances'")
+    comparison = combine(parts, first.tolerances)
     decision = accuracy_decision(
         writes=False,
         has_golden=True,
         within_tolerance=comparison.ok,
         # A shard whose part of the data changed: the whole item fails as a data change.
-        data_changed=any(row.get("data_changed") for _, row in shards),
+        data_changed=any(row.extra.get("data_changed") for _, row in shards),
     )
-    merged.update(metrics(comparison))
-    if not comparison.ok:  # what the report shows of a failed comparison (classes unnamed)
-        merged["outside_tolerance"] = list(comparison.failures)
-        merged["changed_samples"] = changed_samples(comparison.changed, None)
-    merged["verdict"] = "pass" if decision.action == "pass" else decision.reason
-    merged["outcome"] = merged["status"] = "passed" if decision.action == "pass" else "failed"
-    merged["per_sample"] = merged_part(parts).to_json()
-    return merged
+    passed = decision.action == "pass"
+    return replace(
+        merged,
+        **metrics(comparison),
+        # What the report shows of a failed comparison (classes unnamed).
+        outside_tolerance=() if comparison.ok else tuple(comparison.failures),
+        changed_samples=None
+        if comparison.ok
+        else record(ChangedSamples, changed_samples(comparison.changed, None)),
+        verdict="pass" if passed else decision.reason,
+        outcome="passed" if passed else "failed",
+        status="passed" if passed else "failed",
+        per_sample=record(PerSample, merged_part(parts).to_json()),
+    )
 
 
 def metrics(comparison: Comparison) -> dict[str, Any]:
@@ -314,13 +311,3 @@ def metrics(comparison: Comparison) -> dict[str, Any]:
     if math.isfinite(comparison.max_score_diff):
         out["max_score_diff"] = float(f"{comparison.max_score_diff:.3g}")
     return out
-
-
-def _tolerances(row: Mapping[str, Any]) -> Tolerances:
-    value = row.get("tolerances")
-    if not isinstance(value, Mapping):
-        raise ShardMergeError(f"{row.get('nodeid')}: the row has no 'tolerances'")
-    try:
-        return Tolerances(**{k: float(value[k]) for k in ("top1", "top5", "agreement", "score")})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ShardMergeError(f"{row.get('nodeid')}: bad 'tolerances' {value!r}: {exc}") from None

@@ -252,6 +252,7 @@ class Environment:
     """The environment fingerprint (``fingerprint.environment``): any fields; those read by
     ``mlrepro merge`` typed (files written before them lack them)."""
 
+    cpu: str | None = None
     cpu_vendor: str | None = None
     cpu_flags: tuple[str, ...] | None = None
     numeric_packages: dict[str, str] | None = None

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import DATA, REPO, needs_imagenet_sample
 
-from pytest_mlrepro.results import load_results, merge_shards, row_json
+from pytest_mlrepro.results import load_results, merge_shards, row_json, row_of
 
 pytestmark = [pytest.mark.slow, needs_imagenet_sample]
 pytest.importorskip("onnxruntime")
@@ -69,7 +69,7 @@ def _rows(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, Any]]:
         *args,
     )
     assert result.ret in (0, 1), result.stdout.str()
-    rows = {row["manifest"]: row for row in load_results(out).rows}
+    rows = {str(row.manifest): row_json(row) for row in load_results(out).rows}
     out.unlink()
     return rows
 
@@ -86,6 +86,6 @@ def test_the_merged_shards_are_the_whole_run(
         parts = [shard[name] for shard in shards]
         assert [p["samples"] for p in parts] != [0, 0]
         assert sum(p["samples"] for p in parts) == row["samples"] == 1000
-        merged = merge_shards(parts)
+        merged = merge_shards([row_of(p) for p in parts])
         assert {k: getattr(merged, k) for k in METRICS} == {k: row.get(k) for k in METRICS}, name
         assert row_json(merged)["per_sample"] == row["per_sample"]

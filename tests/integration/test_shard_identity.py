@@ -62,13 +62,13 @@ def test_every_shard_of_one_version_carries_the_same_identities_and_they_merge(
         row
         for name in ("s1.json", "s2.json")
         for row in load_results(sharded.path / name).rows
-        if "::accuracy[" in row["nodeid"]
+        if "::accuracy[" in row.nodeid
     ]
     assert len(rows) == 2
     for key in ("data_identity", "golden_digest"):
-        assert rows[0][key] == rows[1][key], key
+        assert getattr(rows[0], key) == getattr(rows[1], key), key
     golden = sharded.golden("tiny_onnx").read_bytes()
-    assert rows[0]["golden_digest"] == hashlib.sha256(golden).hexdigest()
+    assert rows[0].golden_digest == hashlib.sha256(golden).hexdigest()
     status, out = merge(sharded, capsys)
     assert status == 0, out
     assert "**PASSED**" in out

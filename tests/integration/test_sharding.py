@@ -19,7 +19,14 @@ import jsonschema
 import pytest
 from helpers import PREPROCESS_BGR, XDIST, Project, checksum_list, recorded_project_of
 
-from pytest_mlrepro.results import Row, load_results, merge_shards, results_schema, row_json
+from pytest_mlrepro.results import (
+    Row,
+    load_results,
+    merge_shards,
+    results_schema,
+    row_json,
+    row_of,
+)
 
 N_IMAGES = 40
 MANIFEST = "manifests/tiny_onnx.yaml"
@@ -43,10 +50,12 @@ def _drift(project: Project) -> None:
 
 
 def _rows(project: Project, name: str) -> dict[str, dict[str, Any]]:
-    """The accuracy rows of a results file, validated (load_results and the JSON Schema)."""
+    """The accuracy rows of a results file, validated (load_results and the JSON Schema), as
+    the file holds them."""
     path = project.path / name
     jsonschema.Draft202012Validator(results_schema()).validate(json.loads(path.read_text()))
-    return {row["nodeid"]: row for row in load_results(path).rows if "accuracy[" in row["nodeid"]}
+    rows = load_results(path).rows
+    return {row.nodeid: row_json(row) for row in rows if "accuracy[" in row.nodeid}
 
 
 def _shard_runs(project: Project, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -85,7 +94,7 @@ def test_shard_runs_merge_into_the_unsharded_run(sharded: Project) -> None:
     assert ids[0] | ids[1] == set(whole["per_sample"]["now"]["ids"])
     # The golden's samples partitioned the same way.
     assert [set(p["per_sample"]["golden"]["ids"]) for p in parts] == ids
-    merged = merge_shards(parts)
+    merged = merge_shards([row_of(p) for p in parts])
     assert isinstance(merged, Row)  # the typed record; the file's row is its JSON
     _same_evaluation(row_json(merged), whole)
     # What identifies the evaluation is the same in every part.
@@ -98,7 +107,7 @@ def test_drifted_shard_runs_merge_into_the_unsharded_drift(sharded: Project) -> 
     whole, parts = _shard_runs(sharded, "--mlrepro-no-diagnose")
     assert whole["verdict"] == "drift"
     assert 0 < whole["agreement"] < 1
-    merged = merge_shards(parts)
+    merged = merge_shards([row_of(p) for p in parts])
     assert merged.verdict == "drift" and merged.outcome == "failed"
     _same_evaluation(row_json(merged), whole)
 
@@ -138,14 +147,16 @@ def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) 
     document = json.loads((serial_project.path / "out.json").read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(document)
     loaded = load_results(serial_project.path / "out.json")
-    kinds = {row.get("kind") or row["verdict"] for row in loaded.rows}
+    kinds = {row.kind or row.verdict for row in loaded.rows}
     assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.rows
-    latency = next(row for row in loaded.rows if row.get("kind") == "latency")
-    assert isinstance(latency["hardware_key"], dict) and latency["hardware_slug"]
-    accuracy = next(row for row in loaded.rows if row.get("kind") == "accuracy")
+    latency = next(row for row in loaded.rows if row.kind == "latency")
+    assert isinstance(latency.hardware_key, dict) and latency.hardware_slug
+    accuracy = next(row for row in loaded.rows if row.kind == "accuracy")
     # A golden was compared: its samples are in the row; the determinism item compared none.
-    assert accuracy["per_sample"]["golden"]["ids"] == accuracy["per_sample"]["now"]["ids"]
-    assert all("per_sample" not in row for row in loaded.rows if row.get("kind") != "accuracy")
+    per_sample = accuracy.per_sample
+    assert per_sample is not None and per_sample.golden is not None
+    assert per_sample.golden.ids == per_sample.now.ids
+    assert all(row.per_sample is None for row in loaded.rows if row.kind != "accuracy")
 
 
 # --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------

@@ -19,7 +19,7 @@ from pytest_mlrepro.matrix import (
 )
 from pytest_mlrepro.report import csv_text, markdown
 from pytest_mlrepro.report.html import matrix_view
-from pytest_mlrepro.results import ResultsFile, derived_status, shard_of, validate_results
+from pytest_mlrepro.results import ResultsFile, Row, derived_status, shard_of, validate_results
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
@@ -136,19 +136,23 @@ def results_file(
     return validate_results(document, f"{machine}.json")
 
 
+def _gate(status: Any, verdict: str, outcome: Any) -> tuple[str, str]:
+    return status_of(Row("n", outcome, status=status, verdict=verdict))
+
+
 def test_status_of_decides_the_gate_from_the_status_field() -> None:
-    assert status_of("passed", "pass", "passed") == ("pass", "")
+    assert _gate("passed", "pass", "passed") == ("pass", "")
     for verdict in ("drift", "error", "non-finite outputs", "regression", "classes changed"):
-        assert status_of("failed", verdict, "failed") == ("fail", verdict)
-    assert status_of("failed", "", "failed") == ("fail", "failed")
-    assert status_of("failed", "", "passed") == ("fail", "no verdict (passed)")
-    assert status_of("no golden", "no golden", "skipped") == ("fail", "no golden")
-    recorded = status_of("recorded", "golden recorded", "passed")
+        assert _gate("failed", verdict, "failed") == ("fail", verdict)
+    assert _gate("failed", "", "failed") == ("fail", "failed")
+    assert _gate("failed", "", "passed") == ("fail", "no verdict (passed)")
+    assert _gate("no golden", "no golden", "skipped") == ("fail", "no golden")
+    recorded = _gate("recorded", "golden recorded", "passed")
     assert recorded[0] == "fail" and "nothing was compared" in recorded[1]
-    assert status_of("skipped", "contended", "skipped") == ("not compared", "contended")
-    part = status_of("partial", "shard 1/2 compared (verdict at the merge)", "passed")
+    assert _gate("skipped", "contended", "skipped") == ("not compared", "contended")
+    part = _gate("partial", "shard 1/2 compared (verdict at the merge)", "passed")
     assert part[0] == "not compared" and "merge every shard" in part[1]
-    assert status_of("something new", "pass", "passed")[0] == "fail"  # never a pass by default
+    assert _gate("something new", "pass", "passed")[0] == "fail"  # never a pass by default
 
 
 def test_derived_status_reads_the_verdict_of_a_row_older_than_the_field() -> None:
@@ -175,7 +179,7 @@ def test_the_gate_reads_the_status_field_not_the_verdict_wording() -> None:
     contradicted = {**accuracy_row(GOLDEN, verdict="pass", manifest="other"), "status": "failed"}
     older = accuracy_row(GOLDEN, verdict="all within tolerance", manifest="third")
     file = results_file("alpha", [reworded, contradicted, older])
-    assert [row["status"] for row in file.rows] == ["passed", "failed", "failed"]
+    assert [row.status for row in file.rows] == ["passed", "failed", "failed"]
     cells = {c.manifest: c for c in build_matrix([file]).cells}
     assert cells["tiny"].status == "pass"
     assert cells["other"].status == "fail" and cells["other"].verdict == "accuracy: pass"
@@ -399,4 +403,4 @@ def test_the_machines_table_shows_each_cpu_its_isa_flags_and_the_packages_that_d
 def test_results_files_without_the_cpu_fields_show_no_machines_table() -> None:
     matrix = build_matrix([results_file("alpha", [accuracy_row(GOLDEN)])])
     assert "## Machines" not in markdown(matrix)
-    assert [m.cpu_flags for m in matrix.machines] == [None]
+    assert [m.environment.cpu_flags for m in matrix.machines] == [None]

@@ -19,12 +19,15 @@ from pytest_mlrepro.goldens import Results, compare, rounded_scores, score_diffs
 from pytest_mlrepro.manifest import Tolerances
 from pytest_mlrepro.results import (
     Part,
+    PerSample,
     Row,
     ShardMergeError,
     combine,
     merge_shards,
     metrics,
+    record,
     row_json,
+    row_of,
     shard_results,
 )
 
@@ -88,7 +91,7 @@ def _parts(golden: Results, now: Results, scores: np.ndarray, count: int) -> lis
         golden_part = shard_results(golden, shard)
         diffs = score_diffs(golden_part, now_part, scores[keep])
         written = json.dumps(Part(now_part, golden_part, diffs).to_json(), allow_nan=False)
-        parts.append(Part.from_json(json.loads(written)))
+        parts.append(Part.of(record(PerSample, json.loads(written))))
     return parts
 
 
@@ -113,6 +116,7 @@ def test_every_sample_is_in_exactly_one_shard(ids: list[str], count: int) -> Non
 
 
 def _row(index: int, count: int, part: Part, **extra: Any) -> dict[str, Any]:
+    """A shard's row as JSON (as a results file holds it): merge_shards takes its record."""
     return {
         "nodeid": "manifests/m.yaml::accuracy[cpu]",
         "kind": "accuracy",
@@ -146,7 +150,7 @@ def test_merge_shards_gives_the_whole_rows_metrics_and_verdict(shard_rows: Any) 
     rows, golden, now, scores = shard_rows
     tolerances = Tolerances()
     whole = compare(golden, now, scores, tolerances)
-    merged = merge_shards(list(reversed(rows)))
+    merged = merge_shards([row_of(r) for r in reversed(rows)])
     assert isinstance(merged, Row)  # the typed, frozen record
     assert {k: getattr(merged, k) for k in metrics(whole)} == metrics(whole)
     assert merged.verdict == ("pass" if whole.ok else "drift")
@@ -169,34 +173,34 @@ def test_merge_shards_names_missing_and_duplicate_shards(
 ) -> None:
     rows = shard_rows[0]
     with pytest.raises(ShardMergeError, match=message):
-        merge_shards([rows[i] for i in keep])
+        merge_shards([row_of(rows[i]) for i in keep])
 
 
 def test_merge_shards_refuses_shards_of_different_manifests(shard_rows: Any) -> None:
     rows = [dict(r) for r in shard_rows[0]]
     rows[1]["manifest_digest"] = "1" * 64
     with pytest.raises(ShardMergeError, match="differ in 'manifest_digest'"):
-        merge_shards(rows)
+        merge_shards([row_of(r) for r in rows])
 
 
 def test_merge_shards_refuses_rows_that_are_not_accuracy_rows(shard_rows: Any) -> None:
     rows = [{**r, "kind": "determinism"} for r in shard_rows[0]]
     with pytest.raises(ShardMergeError, match="only accuracy rows are merged, not determinism"):
-        merge_shards(rows)
+        merge_shards([row_of(r) for r in rows])
 
 
 def test_merge_shards_refuses_shards_of_different_splits(shard_rows: Any) -> None:
     rows = [dict(r) for r in shard_rows[0]]
     rows[2]["shard"] = {"index": 3, "count": 4}
     with pytest.raises(ShardMergeError, match="different splits"):
-        merge_shards(rows)
+        merge_shards([row_of(r) for r in rows])
 
 
 def test_a_shard_that_failed_fails_the_merge_naming_it(shard_rows: Any) -> None:
     rows = [dict(r) for r in shard_rows[0]]
     rows[1].update(outcome="failed", verdict="non-finite outputs")
     del rows[1]["per_sample"]
-    merged = merge_shards(rows)
+    merged = merge_shards([row_of(r) for r in rows])
     assert merged.outcome == "failed" and merged.verdict == "non-finite outputs"
     assert merged.extra["failed_shards"] == [
         {"shard": "2/3", "nodeid": rows[1]["nodeid"], "verdict": "non-finite outputs"}

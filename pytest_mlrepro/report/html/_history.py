@@ -12,31 +12,26 @@ from ._view import matrix_view
 
 def _trend(history: History, series: Series, anchor: str) -> Trend:
     labels = [n.label for n in history.nights]
-
-    def points(value: str) -> tuple[TrendPoint, ...]:
-        out = []
-        for p in series.points:
-            night = labels[p.night]
-            if value == "top1":
-                low, high = p.top1_band if p.top1_band is not None else (None, None)
-                out.append(TrendPoint(night, p.top1, low, high, p.outside))
-            elif value == "agreement":
-                floor = p.agreement_floor
-                share = None if p.agreement is None else 100.0 * p.agreement
-                low = None if floor is None else 100.0 * floor
-                out.append(TrendPoint(night, share, low, None if low is None else 100.0, p.outside))
-            else:
-                out.append(TrendPoint(night, p.p50_ms, None, p.p50_ceiling_ms, p.outside))
-        return tuple(out)
-
+    top1, agreement, latency = [], [], []
+    for p in series.points:
+        night = labels[p.night]
+        low, high = p.top1_band or (None, None)
+        top1.append(TrendPoint(night, p.top1, low, high, p.outside))
+        # The agreement as a percentage: its band from the floor up to 100%.
+        floor = None if p.agreement_floor is None else 100.0 * p.agreement_floor
+        share = None if p.agreement is None else 100.0 * p.agreement
+        agreement.append(
+            TrendPoint(night, share, floor, None if floor is None else 100.0, p.outside)
+        )
+        latency.append(TrendPoint(night, p.p50_ms, None, p.p50_ceiling_ms, p.outside))
     first = None if series.first_outside is None else series.points[series.first_outside]
     return Trend(
         manifest=series.manifest,
         machine=series.machine,
         device=series.device,
-        top1=points("top1"),
-        agreement=points("agreement"),
-        latency_p50_ms=points("latency"),
+        top1=tuple(top1),
+        agreement=tuple(agreement),
+        latency_p50_ms=tuple(latency),
         first_outside=None if first is None else labels[first.night],
         first_outside_why="" if first is None else first.why,
         changes=series.changes,

@@ -26,7 +26,6 @@ _MEASURES = (
 )
 MATRIX_COLUMNS = (*_MEASURES, "likely cause", "pipeline / settings", "verdict")
 NUMERIC_COLUMNS = frozenset(_MEASURES[4:])  # right-aligned, not wrapped
-LEVELS = ("top1", "top5", "agreement", "score")  # the comparison's levels (Comparison.failures)
 
 
 def _num(value: float | int | None, spec: str) -> str:

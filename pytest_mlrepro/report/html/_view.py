@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._visible import shortened
-from ...matrix import Cell, Matrix, build_matrix
-from ...matrix import Result as MatrixResult
+from ...matrix import Cell, Matrix, build_matrix, status_of
 from ...results import FORMAT, LISTED, Row, row_json, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
@@ -179,7 +178,7 @@ def _latency_of(cell: Cell) -> tuple[float | None, float | None, bool, str]:
     for r in cell.latency:
         p50 = "-" if r.p50_ms is None else f"{r.p50_ms:.3g} ms"
         notes.append(f"b{r.batch if r.batch is not None else '?'}: p50 {p50} ({r.verdict})")
-    failed = any(r.gate == "fail" for r in cell.latency)
+    failed = any(status_of(r)[0] == "fail" for r in cell.latency)
     return first.p50_ms, first.ratio_to_golden, failed, " — ".join(n for n in notes if n)
 
 
@@ -201,7 +200,7 @@ def _compared_failure(cell: Cell) -> bool:
     a = cell.accuracy
     return (
         a is not None
-        and a.gate == "fail"
+        and status_of(a)[0] == "fail"
         and (
             a.golden_top1 is not None
             or a.diagnosis_summary is not None
@@ -214,7 +213,7 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _metrics(a: MatrixResult) -> tuple[MetricChange, ...]:
+def _metrics(a: Row) -> tuple[MetricChange, ...]:
     """The golden → now table of a compared accuracy result."""
     tol = a.tolerances
     out = []
@@ -287,7 +286,7 @@ def _drift_set(
         ),
         note=str(p.get("note") or ""),
         anchor=anchor,
-        verdict=a.verdict,
+        verdict=a.verdict or "",
         lead="" if d is None else d.lead,
         sections=() if d is None else tuple((s.title, s.lines) for s in d.sections),
         metrics=_metrics(a),
@@ -417,7 +416,7 @@ def matrix_view(
                     golden_top1=a.golden_top1,
                     golden_top5=a.golden_top5,
                     agreement=a.agreement,
-                    failed=a.gate == "fail",
+                    failed=status_of(a)[0] == "fail",
                     top1_tolerance=None if tol is None else tol.top1,
                     top5_tolerance=None if tol is None else tol.top5,
                 )
@@ -484,7 +483,7 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
     flags, the numeric packages that differ between machines and its settings; then the notes."""
     rows = []
     for m in matrix.machines:
-        if m.cpu_flags is None and m.numeric_packages is None:
+        if m.environment.cpu_flags is None and m.environment.numeric_packages is None:
             continue
         cpu, flags, packages, settings = machine_columns(matrix, m)
         parts = [cpu, f"ISA flags: {flags}"]
@@ -492,7 +491,7 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
             parts.append(f"numeric packages that differ: {packages}")
         if settings != "-":
             parts.append(f"numeric settings: {settings}")
-        rows.append((m.machine, " · ".join(parts)))
+        rows.append((m.name, " · ".join(parts)))
     if rows:
         rows += [("machines", note) for note in machine_notes(matrix)]
     return tuple(rows)
