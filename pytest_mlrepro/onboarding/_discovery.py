@@ -44,6 +44,7 @@ from ..data import Sample
 from ._presets import (
     CAFFE,
     GOOGLE_CROP_PADDING,
+    GREY_CONVERT,
     IMAGENET,
     LITE,
     MINUS_ONE_ONE,
@@ -53,6 +54,7 @@ from ._presets import (
     Geometry,
     StepText,
     Values,
+    decode_steps,
     geometry_steps,
     recipe_steps,
     value_steps,
@@ -72,11 +74,8 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-# What a candidate's decode makes, by its ``order``: colour (RGB, BGR: the file decoded as RGB,
-# BGR flipped after the geometry, which acts per channel), colour and alpha (RGBA, BGRA), or grey
-# (L: ITU-R 601-2 luma, as Pillow's convert("L") computes it; L-red, L-green, L-blue: one channel
-# of the colour image).
-GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
+# What a candidate's decode makes, by its ``order`` (BGR: the file decoded as RGB, flipped after
+# the geometry, which acts per channel).
 DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA"}
 DECODED.update({grey: grey for grey in GREY_CONVERT})
 
@@ -95,27 +94,9 @@ class Candidate:
         inverted = ", inverted (255 − x)" if self.inverted else ""
         return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
 
-    def decode_steps(self) -> list[StepText]:
-        """The decode (and invert) steps as a manifest writes them."""
-        decode: dict[str, object] = {"backend": "pil"}
-        if self.order in GREY_CONVERT:
-            decode.update(mode="L", convert=GREY_CONVERT[self.order])
-        elif self.order in ("RGBA", "BGRA"):
-            decode.update(mode="RGBA", order=self.order[:3])
-        else:
-            decode.update(order=self.order)
-        decode["exif_orientation"] = False
-        steps: list[StepText] = [{"decode": decode}]
-        if self.inverted:
-            steps.append({"invert": {}})
-        return steps
-
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return [
-            *self.decode_steps(),
-            *recipe_steps(self.order[:3] if self.order[:3] in ("RGB", "BGR") else "RGB",
-                          self.geometry, self.values, height, width, layout, dtype)[1:],
-        ]  # fmt: skip
+        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
+                            self.inverted)  # fmt: skip
 
 
 @dataclass
@@ -219,7 +200,7 @@ class _Images:
     def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
         key = (DECODED[candidate.order], candidate.inverted)
         if key not in self.decoded:
-            steps = Candidate(key[0], candidate.geometry, candidate.values, key[1]).decode_steps()
+            steps = decode_steps(*key)
             decoder = _step(steps[0])
             rest = [_step(s) for s in steps[1:]]
             tensors = []

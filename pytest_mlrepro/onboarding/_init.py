@@ -49,7 +49,6 @@ from ..pipeline import MAX_IMAGE_PIXELS
 from ..runners._signature import shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
-from ._discovery import Candidate
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
     CacheFile,
@@ -59,7 +58,7 @@ from ._model_info import (
     package_file,
     read_model,
 )
-from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, channels_of, preset_steps
+from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
@@ -154,14 +153,14 @@ def _model_side(model: ModelInfo) -> str:
 
 def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> None:
     """Refuse ``preset`` for a model whose input takes another channel count, with the fix."""
-    made = channels_of(preset.order)
+    made = preset.channels
     if made == channels:
         return
     what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
     if channels == 1:
         fix = f"a grey preset (--preset {', '.join(GREY_PRESETS)}) or --discover"
     elif channels == 3:
-        colour = sorted(n for n, p in PRESETS.items() if channels_of(p.order) == 3)
+        colour = sorted(n for n, p in PRESETS.items() if p.channels == 3)
         fix = f"a colour preset ({', '.join(colour[:4])}, …) or --discover"
     elif channels == 4:
         fix = (
@@ -355,16 +354,10 @@ class _Writer:
     def _provisional_steps(self, height: int, width: int) -> list[StepText]:
         """A recipe of the model's channel count, to load or ask it (never the final one)."""
         channels = self.channels or 3
-        if channels == 1:
-            return preset_steps(PRESETS["grey-01"], height, width, self.model.layout,
-                                self.model.dtype)  # fmt: skip
-        if channels == 4:
-            return Candidate("RGBA", Geometry("resize"), ZERO_ONE).steps(
-                height, width, self.model.layout, self.model.dtype
-            )
-        if channels != 3:
+        order = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
+        if order is None:
             raise InitError(_bands_refusal(self.model, channels))
-        return preset_steps(PRESETS["keras-tf"], height, width, self.model.layout,
+        return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
                             self.model.dtype)  # fmt: skip
 
     def _preset_recipe(self) -> Recipe:
