@@ -377,7 +377,8 @@ def decode_steps(order: str, inverted: bool = False) -> list[StepText]:
     else:
         decode.update(order=order)
     decode["exif_orientation"] = False
-    return [{"decode": decode}, *([{"invert": {}}] if inverted else [])]
+    invert: list[StepText] = [{"invert": {}}] if inverted else []
+    return [{"decode": decode}, *invert]
 
 
 def recipe_steps(
