@@ -141,51 +141,35 @@ def _staged(final: Path) -> Path:
     return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
 
 
-GREY_PRESETS = ("grey-01", "mnist", "grey-255")
-
-
-def _model_side(model: ModelInfo) -> str:
+def _channel_refusal(model: ModelInfo, channels: int, preset: Preset | None = None) -> str:
+    """Why ``preset`` (without one: every preset and discovery) cannot serve a model whose
+    input takes ``channels`` channels, with the fix."""
+    side = model.channels_source
     if model.shape:
-        shown = shape_text(model.shape)
-        return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
-    return model.channels_source
-
-
-def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> None:
-    """Refuse ``preset`` for a model whose input takes another channel count, with the fix."""
-    made = preset.channels
-    if made == channels:
-        return
-    what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
-    if channels == 1:
-        fix = f"a grey preset (--preset {', '.join(GREY_PRESETS)}) or --discover"
-    elif channels == 3:
-        colour = sorted(n for n, p in PRESETS.items() if p.channels == 3)
-        fix = f"a colour preset ({', '.join(colour[:4])}, …) or --discover"
+        side = (
+            f"the model's input {model.input_name!r} is {shape_text(model.shape)} ({model.layout})"
+        )
+    fitting = [n for n, p in PRESETS.items() if p.channels == channels]
+    fitting = sorted(fitting) if channels == 3 else fitting  # the grey ones: plainest first
+    if fitting:
+        listed = ", ".join(fitting[:4]) + (", …" if len(fitting) > 4 else "")
+        fix = f"a {'grey' if channels == 1 else 'colour'} preset (--preset {listed}) or --discover"
     elif channels == 4:
         fix = (
             "--discover (it searches colour-and-alpha conventions: decode mode RGBA), or "
             "write the decode step 'mode: RGBA' by hand"
         )
     else:
-        fix = _bands_fix(channels)
-    raise InitError(
-        f"--preset {preset.name} makes {made}-channel {what} images, and "
-        f"{_model_side(model)}: it takes {channels} channel{'s' * (channels != 1)}; "
-        f"use {fix}"
-    )
-
-
-def _bands_fix(channels: int) -> str:
-    return (
-        f"a manifest written by hand whose decode reads {channels} bands "
-        f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets and "
-        "discovery cover image files of 1, 3 or 4 channels"
-    )
-
-
-def _bands_refusal(model: ModelInfo, channels: int) -> str:
-    return f"{_model_side(model)}: it takes {channels} channels; {_bands_fix(channels)}"
+        fix = (
+            f"a manifest written by hand whose decode reads {channels} bands "
+            f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets "
+            "and discovery cover image files of 1, 3 or 4 channels"
+        )
+    made = ""
+    if preset is not None:
+        what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
+        made = f"--preset {preset.name} makes {preset.channels}-channel {what} images, and "
+    return f"{made}{side}: it takes {channels} channel{'s' * (channels != 1)}; use {fix}"
 
 
 def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
@@ -227,11 +211,12 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
         (request.size, request.size) if request.size and request.export is None else None
     )
     channels = source.channels
-    if request.preset is not None and channels is not None:
-        # Before anything is hashed or written; a torch module's count is checked when built.
-        _check_preset_channels(PRESETS[request.preset], channels, source)
+    preset = PRESETS[request.preset] if request.preset is not None else None
+    # Before anything is hashed or written; a torch module's count is checked when built.
+    if preset is not None and channels is not None and preset.channels != channels:
+        raise InitError(_channel_refusal(source, channels, preset))
     if request.discover and channels is not None and channels not in (1, 3, 4):
-        raise InitError(_bands_refusal(source, channels))
+        raise InitError(_channel_refusal(source, channels))
     if size is not None:
         _check_resolution(*size, request)  # before anything is hashed or written
     elif source.format not in ("state_dict", "torchscript"):
@@ -356,7 +341,7 @@ class _Writer:
         channels = self.channels or 3
         order = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
         if order is None:
-            raise InitError(_bands_refusal(self.model, channels))
+            raise InitError(_channel_refusal(self.model, channels))
         return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
                             self.model.dtype)  # fmt: skip
 
@@ -368,8 +353,8 @@ class _Writer:
             steps = self._provisional_steps(height, width)
             return Recipe(steps, ["provisional: replaced by the discovered recipe"])
         preset = PRESETS[self.request.preset]
-        if self.channels is not None:
-            _check_preset_channels(preset, self.channels, self.model)
+        if self.channels is not None and preset.channels != self.channels:
+            raise InitError(_channel_refusal(self.model, self.channels, preset))
         steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
         origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
         # Comment lines of at most 92 characters, a long word (a path) never broken.
@@ -615,9 +600,7 @@ class _Writer:
         subset = spread(dataset.samples, self.request.samples)
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
-        channels = self.channels or 3
-        if channels not in (1, 3, 4):
-            raise InitError(_bands_refusal(self.model, channels))
+        channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
         with _model_failure("run on the discovery candidates"):
             found = discover(
                 runner, subset, height, width, self.model.layout, self.model.dtype,
