@@ -184,11 +184,6 @@ def _read_list(path: Path) -> bytes:
     return raw
 
 
-def read_checksums(path: Path) -> dict[str, str]:
-    """``{name: digest}`` of a checksum list (see :func:`read_checksum_lines`)."""
-    return read_checksum_lines(path)[0]
-
-
 def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
     """Read a ``sha256sum`` list: ``<64 hex digits>  <name>`` (text mode) or ``<hex> *<name>``
     (binary mode) per line; returns ``{name: lowercase hex digest}``.
@@ -271,12 +266,8 @@ def resolve_dataset(
     return _Resolver(manifest, settings, shard).resolve()
 
 
-@dataclass(frozen=True)
-class _Contents:
-    """What the labels and class-names files say."""
-
-    samples: tuple[tuple[str, int], ...]  # (id, label), sorted by id, limited
-    class_names: tuple[str, ...] | None
+# What the labels and class-names files say: (id, label) sorted by id and limited, the names.
+_Contents = tuple[list[tuple[str, int]], tuple[str, ...] | None]
 
 
 class _Resolver:
@@ -388,9 +379,10 @@ class _Resolver:
         try:
             confine(path, self.settings.cache_dir, file=file)
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
+
+    def _unsafe_cache(self, exc: Unconfined) -> IntegrityError:
+        return IntegrityError(f"data set {self.ds.name!r}: the cache is not safe to use: {exc}")
 
     def _has(self, kind: str, path: Path) -> bool:
         """Whether ``path`` is a file; in the cache, a regular file not reached through a link
@@ -412,8 +404,8 @@ class _Resolver:
         self._verify(kind, folder, self.meta_in_data)
         contents = self._read(self.meta_dir or folder)
         if self.ds.labels_from == "folders":
-            self._check_class_folders(folder, contents)
-        wanted = [sample_id for sample_id, _ in contents.samples]
+            self._check_class_folders(folder)
+        wanted = [sample_id for sample_id, _ in contents[0]]
         missing = [name for name in wanted if not self._has(kind, folder / name)]
         if missing:
             return f"{len(missing)} of the {len(wanted)} images are missing, e.g. {missing[0]!r}"
@@ -428,12 +420,12 @@ class _Resolver:
                 label=label,
                 sha256=self.checksums[sample_id],
             )
-            for sample_id, label in contents.samples
+            for sample_id, label in contents[0]
         )
         return ResolvedDataset(
             root=folder,
             samples=samples,
-            class_names=contents.class_names,
+            class_names=contents[1],
             origin=origin,
             checksums={sample.id: self.checksums[sample.id] for sample in samples},
             identity=checksums_identity(self.checksums),
@@ -526,7 +518,7 @@ class _Resolver:
             samples = [sample for sample in samples if self.shard.holds(sample[0])]
         if self.ds.class_names is not None:
             names = self._read_class_names(folder / self.ds.class_names)
-        return _Contents(samples=tuple(samples), class_names=names)
+        return samples, names
 
     def _class_folders(self) -> list[str]:
         """The class folders the checksum list names (``<class>/<file>`` entries), sorted by
@@ -560,7 +552,7 @@ class _Resolver:
             self._check_relative(("dataset", "checksums"), sample_id, where)
         return samples, tuple(classes)
 
-    def _check_class_folders(self, folder: Path, contents: _Contents) -> None:
+    def _check_class_folders(self, folder: Path) -> None:
         """A class folder on disk that the checksum list does not name would shift every later
         class index for a reader that lists the folders (``ImageFolder``): refused."""
         listed = set(self._class_folders())
@@ -690,9 +682,7 @@ class _Resolver:
         try:
             make_confined_folder(self.cache, root)
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
         except OSError as exc:
             # Not "unavailable here": the cache cannot be written; the item fails.
             raise write_error(self.cache, exc, "data set cache folder") from None
@@ -705,7 +695,7 @@ class _Resolver:
             self._fetch_all(base, need)
             fetched += need
             contents = self._read(self.meta_dir or self.cache)
-            wanted = [sample_id for sample_id, _ in contents.samples]
+            wanted = [sample_id for sample_id, _ in contents[0]]
             have = [name for name in wanted if self._has("cache", self.cache / name)]
             self._verify("cache", self.cache, have)
             need = [name for name in wanted if name not in set(have)]
@@ -765,9 +755,7 @@ class _Resolver:
                 f"{self.cache}"
             ) from None
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
         except DigestMismatch as exc:
             raise IntegrityError(
                 f"{name!r} downloaded from {url} does not match "
@@ -805,7 +793,6 @@ __all__ = [
     "ResolvedDataset",
     "Sample",
     "read_checksum_lines",
-    "read_checksums",
     "resolve_dataset",
     "sha256_file",
 ]
