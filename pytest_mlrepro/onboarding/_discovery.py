@@ -114,12 +114,10 @@ class Scored:
     def top1(self) -> float:
         return float(self.correct.mean()) if self.n else 0.0
 
-    @property
-    def mean_likelihood(self) -> float:
-        """The mean log-likelihood of the true label (nats): the ranking's statistic."""
-        return float(self.likelihood.mean()) if self.n else -math.inf
-
-    def mean_likelihood_on(self, n: int) -> float:
+    def mean_likelihood(self, n: int | None = None) -> float:
+        """The mean log-likelihood of the true label (nats) on the first ``n`` samples (all):
+        the ranking's statistic."""
+        n = self.n if n is None else n
         return float(self.likelihood[:n].mean()) if n else -math.inf
 
     @property
@@ -154,7 +152,7 @@ class Discovery:
             ties += mark in ("=", "≈") and scored.n == best.n
             lines.append(
                 f" {mark}{rank:3d}. {100 * scored.top1:6.2f}%  [{100 * low:5.1f}, "
-                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood:8.4f}  "
+                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood():8.4f}  "
                 f"n={scored.n:<5d} {scored.candidate.label}"
             )
         lines.append(
@@ -376,7 +374,7 @@ def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
     close = [s for s in scored if not worse_than(
         top.correct[: paired(s)], s.correct[: paired(s)], alpha)]  # fmt: skip
     far = [s for s in scored if s not in close]
-    return sorted(close, key=lambda s: -s.mean_likelihood_on(cut(s))) + sorted(
+    return sorted(close, key=lambda s: -s.mean_likelihood(cut(s))) + sorted(
         far, key=lambda s: -s.correct[: cut(s)].mean()
     )
 
@@ -423,16 +421,6 @@ def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return floored
 
 
-@dataclass
-class _Plan:
-    """The work left, for the estimate: (candidates, samples) per stage still to come."""
-
-    stages: list[tuple[int, int]]
-
-    def left(self) -> int:
-        return sum(n * count for n, count in self.stages)
-
-
 class Search:
     """Scores candidates on growing prefixes of the subset; results are cached and extended.
     Every candidate sees the same images in the same order, so any two are compared paired."""
@@ -456,7 +444,8 @@ class Search:
         self.progress = progress or Progress(None, math.inf)  # silent
         self.inputs = 0  # model inputs run
         self.start = time.perf_counter()
-        self.plan = _Plan([])
+        # The work left, for the estimate: (candidates, samples) per stage still to come.
+        self.stages: list[tuple[int, int]] = []
         self.stage = ""
         self.stopped_early: list[str] = []
 
@@ -509,8 +498,8 @@ class Search:
         alpha = ALPHA / (len(alive) * looks)
         dropped: list[Scored] = []
         n = min(chunk, budget)
-        if self.plan.stages:
-            self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
+        if self.stages:
+            self.stages.pop(0)  # this stage: counted from here on by what is alive
         while True:
             scored = [self.score(c, n) for c in alive]
             leader = best_first(scored, n, alpha / 2)[0]
@@ -526,11 +515,11 @@ class Search:
                     keep.append(item)
             alive = [s.candidate for s in keep]
             last = len(alive) == 1 or n >= budget
-            left = len(alive) * (budget - n) + self.plan.left()
+            left = len(alive) * (budget - n) + sum(c * k for c, k in self.stages)
             self.progress(
                 f"{name}, {len(alive)} candidate(s) left on {n}/{budget} images",
-                self.inputs, 0 if last and not self.plan.stages else left,
-                time.perf_counter() - self.start, last and not self.plan.stages,
+                self.inputs, 0 if last and not self.stages else left,
+                time.perf_counter() - self.start, last and not self.stages,
             )  # fmt: skip
             if last:
                 break
@@ -567,8 +556,7 @@ def discover(
     geometries = _geometries(height)
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
     starts = _first_candidates(search, channels, base, coarse)
-    search.plan = _Plan([(len(starts), coarse), (len(geometries), middle), (5, middle),
-                         (3, total)])  # fmt: skip
+    search.stages = [(len(starts), coarse), (len(geometries), middle), (5, middle), (3, total)]
     # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
     # points here.
     first = search.race("1 colour order × values", starts, coarse)
@@ -597,13 +585,13 @@ def discover(
             break
         runner_up = top
         top = winner.candidate
-        search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
+        search.stages = [(len(geometries), middle), (5, middle), (4, total)]
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
     finalists = [s for s in search.scored.values() if s.n == most]
     rest = [s for s in search.scored.values() if s.n < most]
     ranking = best_first(finalists, most, ALPHA) + sorted(
-        rest, key=lambda s: (-s.mean_likelihood, -s.n)
+        rest, key=lambda s: (-s.mean_likelihood(), -s.n)
     )
     return Discovery(
         ranking=ranking,
@@ -713,8 +701,8 @@ def _refine(
         ]
         third = search.race("3 crop fraction", [*contenders, *tried], middle)
         contenders = [s.candidate for s in third[:2]]
-    elif search.plan.stages:
-        search.plan.stages.pop(0)  # no crop to tune
+    elif search.stages:
+        search.stages.pop(0)  # no crop to tune
     finalists = list(contenders)
     # The resize method is decided on the whole subset, where the likelihood test has the power
     # to tell bilinear from bicubic (on step 2's 64 images it rarely can): the best geometry
