@@ -85,6 +85,9 @@ def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image)
         array = _mode_tf(data, sample, step, header.format or "")
     if array.ndim == 2:
         array = array[:, :, None]
+    # OpenCV decodes colour as BGR(A), Pillow and tf.io as RGB(A): flipped to the step's order.
+    if array.shape[2] >= 3 and (step.order == "BGR") != (step.backend == "opencv"):
+        array = array[..., [2, 1, 0, *range(3, array.shape[2])]]
     return np.ascontiguousarray(array)
 
 
@@ -122,12 +125,7 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                     return np.asarray(im.convert("L"))
                 assert step.convert is not None
                 return np.asarray(im.convert("RGB"))[:, :, _CHANNEL[step.convert]]
-            colour = np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
-            return (
-                colour[..., [2, 1, 0, *range(3, colour.shape[2])]]
-                if step.order == "BGR"
-                else colour
-            )
+            return np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
 
@@ -220,9 +218,6 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
             array = cv2.cvtColor(array, cv2.COLOR_GRAY2BGRA)
         elif array.shape[2] == 3:
             array = cv2.cvtColor(array, cv2.COLOR_BGR2BGRA)
-        return array if step.order == "BGR" else array[..., [2, 1, 0, 3]]
-    if step.mode in ("RGB", "RGB16") and step.order == "RGB":
-        return array[..., ::-1]
     return array
 
 
@@ -247,8 +242,6 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
     if step.mode in ("L", "L16") and not one:
         assert step.convert is not None
         return array[:, :, _CHANNEL[step.convert]]
-    if step.order == "BGR":
-        return array[..., [2, 1, 0, *range(3, array.shape[2])]]
     return array
 
 
