@@ -207,9 +207,7 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     source.package = package
     data = read_data(request.data, request.labels)
     plan = InitPlan(request, project, source, data)
-    size = plan.size_from_signature() or (
-        (request.size, request.size) if request.size and request.export is None else None
-    )
+    size = plan.size if request.export is None else None
     channels = source.channels
     preset = PRESETS[request.preset] if request.preset is not None else None
     # Before anything is hashed or written; a torch module's count is checked when built.
@@ -228,14 +226,35 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     return plan
 
 
-@dataclass
 class InitPlan:
-    """One init, its inputs read; :meth:`complete` writes it."""
+    """One init, its inputs read (:func:`plan_init`); :meth:`complete` writes it, rewriting the
+    staged manifest as what it says becomes known (the size from a builder or module, the
+    number of classes from a run, the discovered recipe)."""
 
-    request: InitRequest
-    project: Path
-    source: ModelInfo  # the model file given (for --export: the builder's weights)
-    data: DataInfo
+    def __init__(
+        self, request: InitRequest, project: Path, source: ModelInfo, data: DataInfo
+    ) -> None:
+        self.request, self.project, self.data = request, project, data
+        self.source = source  # the model file given (for --export: the builder's weights)
+        self.model = source  # the model the manifest runs (for --export: the exported file)
+        self.settings: Settings | None = None
+        self.say: Say = print
+        # The manifest's final path; its staged one and the checksum list it names: complete()'s.
+        self.final = self.out = self.checksums = request.output
+        self.classes = source.classes or data.classes
+        fixed = source.resolution if request.export is None else None
+        if fixed is not None and request.size is not None and fixed != (request.size,) * 2:
+            raise InitError(
+                f"{source.path}: the model's input is {fixed[0]}×{fixed[1]} (its "
+                f"signature {list(source.shape)}); --size {request.size} contradicts it"
+            )
+        self.size: tuple[int, int] | None = fixed
+        if fixed is None and request.size is not None:
+            self.size = (request.size, request.size)
+            source.size_source = "--size"
+        self.channels: int | None = source.channels
+        self.recipe = Recipe([], [])
+        self._notes: list[str] = []
 
     @property
     def needs_project(self) -> bool:
@@ -250,37 +269,26 @@ class InitPlan:
             or self.source.resolution is None
         )
 
-    def size_from_signature(self) -> tuple[int, int] | None:
-        """The input size the model file fixes, checked against ``--size``; None if free."""
-        fixed = self.source.resolution if self.request.export is None else None
-        size = self.request.size
-        if fixed is not None and size is not None and fixed != (size, size):
-            raise InitError(
-                f"{self.source.path}: the model's input is {fixed[0]}×{fixed[1]} (its "
-                f"signature {list(self.source.shape)}); --size {size} contradicts it"
-            )
-        return fixed
-
     def complete(self, settings: Settings | None, say: Say = print) -> Written:
         """Write the manifest and the checksum list (and an export); nothing on failure."""
-        request = self.request
-        out = request.output
+        out = self.request.output
         checksums = out.parent / "datasets" / f"{self.data.folder.name}.sha256"
         staged_checksums, staged_out = _staged(checksums), _staged(out)
+        self.settings, self.say = settings, say
+        self.out, self.checksums = staged_out, staged_checksums
         made = [p for p in (checksums.parent, out.parent) if not p.exists()]
         created: list[Path] = []  # files made at their final place, removed on failure
         moves: list[tuple[Path, Path]] = []  # other staged files and their final place
         done = False
         try:
-            state = _Writer(self, settings, staged_out, out, staged_checksums, say)
             count = write_checksums(self.data, staged_checksums)
-            written = state.run(created, moves, made)
+            written = self.run(created, moves, made)
             # The final text names the final checksum list and model file.
-            state.checksums = checksums
+            self.checksums = checksums
             for staged, final in moves:
-                if state.model.path == staged:
-                    state.model.path = final
-            state.write()
+                if self.model.path == staged:
+                    self.model.path = final
+            self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
             for staged, final in moves:
                 os.replace(staged, final)
@@ -296,35 +304,7 @@ class InitPlan:
             for folder in made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
-        return Written(out, checksums, count, written, state.notes())
-
-
-class _Writer:
-    """The staged manifest, rewritten as what it says becomes known (the size from a builder
-    or module, the number of classes from a run, the discovered recipe)."""
-
-    def __init__(
-        self,
-        plan: InitPlan,
-        settings: Settings | None,
-        out: Path,
-        final: Path,
-        checksums: Path,
-        say: Say,
-    ) -> None:
-        self.plan, self.request, self.data = plan, plan.request, plan.data
-        self.settings = settings
-        self.out, self.final, self.checksums = out, final, checksums
-        self.say = say
-        self.model = plan.source
-        self.classes = self.model.classes or self.data.classes
-        self.size: tuple[int, int] | None = plan.size_from_signature()
-        if self.size is None and self.request.size is not None:
-            self.size = (self.request.size, self.request.size)
-            self.model.size_source = "--size"
-        self.channels: int | None = self.model.channels
-        self.recipe = Recipe([], [])
-        self._notes: list[str] = []
+        return Written(out, checksums, count, written, self.notes())
 
     # --- the manifest text ----------------------------------------------------------------
 
@@ -393,7 +373,7 @@ class _Writer:
             self._ask_classes()
         if request.discover:
             self._discover()
-        if not self.model.path.resolve().is_relative_to(self.plan.project.resolve()) and (
+        if not self.model.path.resolve().is_relative_to(self.project.resolve()) and (
             self.model.package is None and self.model.cache is None
         ):
             # A test run refuses model files outside the project (allowed roots aside).
