@@ -56,6 +56,7 @@ from ._model_info import (
     PackageFile,
     locate_package_file,
     package_file,
+    positive_size,
     read_model,
 )
 from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
@@ -122,17 +123,13 @@ def module_input_size(module: object) -> tuple[tuple[int, int], str] | None:
 
 
 def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
-    def positive(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    if positive(value):
-        assert isinstance(value, int)
-        return value, value
-    if isinstance(value, (tuple, list)):
-        items = list(value)[-2:] if last_two and len(value) == 3 else list(value)
-        if len(items) == 2 and all(positive(v) for v in items):
-            return int(items[0]), int(items[1])
-    return None
+    items = list(value) if isinstance(value, (tuple, list)) else [value, value]
+    if last_two and len(items) == 3:
+        items = items[1:]  # (C, H, W)
+    if len(items) != 2:
+        return None
+    height, width = (positive_size(v) for v in items)
+    return (height, width) if height and width else None
 
 
 def _staged(final: Path) -> Path:

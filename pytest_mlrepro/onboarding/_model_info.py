@@ -16,6 +16,7 @@ from .._files import sha256_file
 from ..errors import MlreproError
 from ..runners import model_layout, read_onnx, vet_model_file
 from ..runners._artifacts import package_dir
+from ..runners._signature import model_channels
 
 FRAMEWORK_OF = {
     "onnx": "onnxruntime",
@@ -80,9 +81,7 @@ class ModelInfo:
     @property
     def channels(self) -> int | None:
         """The channel count the input signature fixes (its channel axis), else None."""
-        if len(self.shape) != 4:
-            return None
-        return _dim(self.shape[1] if self.layout == "NCHW" else self.shape[3])
+        return model_channels(self.shape, self.layout)
 
     @property
     def resolution(self) -> tuple[int, int] | None:
@@ -93,7 +92,8 @@ class ModelInfo:
         return (h, w) if h and w else None
 
 
-def _dim(value: object) -> int | None:
+def positive_size(value: object) -> int | None:
+    """``value`` when it is a size (a positive int), else None (a symbolic dimension)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -162,8 +162,8 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
 
 
 def _set_shape(info: ModelInfo, shape: Sequence[object], out: Sequence[object]) -> None:
-    info.shape = tuple(_dim(d) for d in shape)
-    info.classes = _dim(out[-1]) if out else None
+    info.shape = tuple(positive_size(d) for d in shape)
+    info.classes = positive_size(out[-1]) if out else None
 
 
 def _read_onnx(info: ModelInfo) -> None:
@@ -204,13 +204,13 @@ def _read_torch_export(info: ModelInfo) -> None:
         info.input_name = str(node.name)
         value = node.meta.get("val")
         if value is not None:
-            info.shape = tuple(_dim(d) for d in value.shape)  # a symbolic dimension: None
+            info.shape = tuple(positive_size(d) for d in value.shape)  # a symbolic dimension: None
     outputs = [n for n in program.graph.nodes if n.op == "output"]
     if outputs:
         first = outputs[0].args[0][0] if outputs[0].args and outputs[0].args[0] else None
         value = getattr(first, "meta", {}).get("val")
         if value is not None and value.shape:
-            info.classes = _dim(value.shape[-1])
+            info.classes = positive_size(value.shape[-1])
 
 
 def _read_keras(info: ModelInfo) -> None:
@@ -311,5 +311,6 @@ __all__ = [
     "guess_format",
     "locate_package_file",
     "package_file",
+    "positive_size",
     "read_model",
 ]
