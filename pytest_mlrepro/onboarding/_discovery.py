@@ -198,16 +198,12 @@ class _Images:
     def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
         key = (DECODED[candidate.order], candidate.inverted)
         if key not in self.decoded:
-            steps = decode_steps(*key)
-            decoder = _step(steps[0])
-            rest = [_step(s) for s in steps[1:]]
-            tensors = []
-            for data, sample in zip(self.files, self.ids, strict=True):
-                tensor = decoder.decode(data, sample)  # type: ignore[attr-defined]
-                for step in rest:
-                    tensor = step.apply(tensor)
-                tensors.append(tensor)
-            self.decoded[key] = tensors
+            # A file that fails to decode is a SampleError naming it, as in a test run.
+            pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key)])
+            self.decoded[key] = [
+                pipe.run(pipe.decode(data, sample), 1, len(pipe.steps), sample)
+                for data, sample in zip(self.files, self.ids, strict=True)
+            ]
         return self.decoded[key]
 
     def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
