@@ -688,21 +688,19 @@ class _Resolver:
             raise write_error(self.cache, exc, "data set cache folder") from None
         with _locked(self.cache.parent / f"{self.ds.name}.lock", root):
             # Another process may have fetched some or all of it while we waited for the lock.
-            fetched: list[str] = []
-            have = [name for name in self.meta_in_data if self._has("cache", self.cache / name)]
-            self._verify("cache", self.cache, have)
-            need = [name for name in self.meta_in_data if name not in have]
-            self._fetch_all(base, need)
-            fetched += need
+            fetched = self._fill_cache(base, self.meta_in_data)
             contents = self._read(self.meta_dir or self.cache)
-            wanted = [sample_id for sample_id, _ in contents[0]]
-            have = [name for name in wanted if self._has("cache", self.cache / name)]
-            self._verify("cache", self.cache, have)
-            need = [name for name in wanted if name not in set(have)]
-            self._fetch_all(base, need)
-            fetched += need
+            fetched = self._fill_cache(base, [sample_id for sample_id, _ in contents[0]]) or fetched
         origin = f"downloaded from {base} into {self.cache}" if fetched else f"cache {self.cache}"
         return self._result(self.cache, contents, origin)
+
+    def _fill_cache(self, base: str, names: Sequence[str]) -> bool:
+        """Verify the files of ``names`` the cache holds, download the others; whether any was."""
+        have = {name for name in names if self._has("cache", self.cache / name)}
+        self._verify("cache", self.cache, [name for name in names if name in have])
+        need = [name for name in names if name not in have]
+        self._fetch_all(base, need)
+        return bool(need)
 
     def _fetch_all(self, base: str, names: Sequence[str]) -> None:
         """Download ``names`` in parallel; on the first failure stop the others and raise it."""
