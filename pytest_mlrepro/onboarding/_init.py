@@ -51,7 +51,6 @@ from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
-    CacheFile,
     ModelInfo,
     PackageFile,
     locate_package_file,
@@ -371,7 +370,7 @@ class InitPlan:
         if request.discover:
             self._discover()
         if not self.model.path.resolve().is_relative_to(self.project.resolve()) and (
-            self.model.package is None and self.model.cache is None
+            self.model.package is None and self.model.artifact is None
         ):
             # A test run refuses model files outside the project (allowed roots aside).
             self._notes.append(
@@ -514,7 +513,6 @@ class InitPlan:
                 os.replace(staged, target)
                 created.append(target)
             staged.unlink(missing_ok=True)
-            cache = CacheFile(target.name, request.artifact)
             file = target
         else:
             target = request.export_to or Path("models") / f"{request.name}.onnx"
@@ -530,10 +528,9 @@ class InitPlan:
             file = _built(target, lambda path: export_onnx(
                 module, path, size=(height, width), layout=self.model.layout), what)  # fmt: skip
             moves.append((file, target))
-            cache = None
         weights = self.model
         exported = read_model(file, request.export)
-        exported.cache = cache
+        exported.artifact = request.artifact
         exported.size_source = weights.size_source + f" (exported at {self.size[0]})"
         if exported.resolution not in (None, self.size):
             raise InitError(f"{target}: exported with input {exported.shape}, not {self.size}")

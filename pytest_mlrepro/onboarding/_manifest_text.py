@@ -117,10 +117,10 @@ def _reference(model: ModelInfo, here: Path) -> list[str]:
             f"    package: {_scalar(model.package.name)}  # a file inside this installed package",
             f"    path: {_scalar(model.package.path)}",
         ]
-    if model.cache is not None:
+    if model.artifact is not None:
         return [
-            f"    cache: {_scalar(model.cache.name)}  # in the mlrepro cache, made when missing by",
-            f"    build: {_scalar(model.cache.build)}  # this artifact builder (conftest.py)",
+            f"    cache: {_scalar(model.path.name)}  # in the mlrepro cache, made when missing by",
+            f"    build: {_scalar(model.artifact)}  # this artifact builder (conftest.py)",
         ]
     return [f"    path: {_scalar(_rel(model.path, here))}  # relative to this file"]
 

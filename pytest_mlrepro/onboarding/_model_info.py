@@ -42,15 +42,6 @@ class PackageFile:
     path: str  # relative to the package's folder, "/"-separated
 
 
-@dataclass(frozen=True)
-class CacheFile:
-    """A file in the mlrepro cache that a registered artifact builder makes:
-    ``{cache: name, build: build}``."""
-
-    name: str
-    build: str
-
-
 @dataclass
 class ModelInfo:
     path: Path
@@ -64,7 +55,7 @@ class ModelInfo:
     builder: str | None = None
     notes: list[str] = field(default_factory=list)
     package: PackageFile | None = None  # where the file is, when inside an installed package
-    cache: CacheFile | None = None  # where the file is, when the cache builds it
+    artifact: str | None = None  # the artifact builder that makes the file in the cache
     size_source: str = "the model's input signature"  # what told the input size
     channels_source: str = "the model's input signature"  # what told the channel count
 
@@ -304,7 +295,6 @@ def locate_package_file(text: str) -> tuple[Path, PackageFile]:
 
 __all__ = [
     "FRAMEWORK_OF",
-    "CacheFile",
     "ModelInfo",
     "ModelReadError",
     "PackageFile",
