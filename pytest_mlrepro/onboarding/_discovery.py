@@ -89,8 +89,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        shown = {"L": "L (luma)", "L-red": "L (red)", "L-green": "L (green)",
-                 "L-blue": "L (blue)"}.get(self.order, self.order)  # fmt: skip
+        grey = GREY_CONVERT.get(self.order)
+        shown = f"L ({grey})" if grey else self.order
         inverted = ", inverted (255 − x)" if self.inverted else ""
         return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
 

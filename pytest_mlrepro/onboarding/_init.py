@@ -332,7 +332,8 @@ class InitPlan:
         if self.channels is not None and preset.channels != self.channels:
             raise InitError(_channel_refusal(self.model, self.channels, preset))
         steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
-        origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
+        geometry = preset.geometry(height, width).label
+        origin = [f"preset {preset.name!r}: {preset.order}, {geometry}, {preset.values.label}"]
         # Comment lines of at most 92 characters, a long word (a path) never broken.
         origin += textwrap.wrap(
             f"source: {preset.source}", 92, break_long_words=False, break_on_hyphens=False

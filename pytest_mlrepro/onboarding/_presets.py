@@ -153,9 +153,6 @@ class Preset:
         scale = self.resize_to or math.floor(size / TIMM_CROP_PCT)
         return Geometry("resize_then_crop", method=self.method, scale=scale)
 
-    def describe(self, height: int, width: int) -> str:
-        return f"{self.order}, {self.geometry(height, width).label}, {self.values.label}"
-
 
 def _other_presets(preset: Preset, size: int) -> str:
     fitting = [
