@@ -248,12 +248,9 @@ def _unescape(name: str, path: Path, number: int) -> str:
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
-    """Find the manifest's data set, verify the files it uses and read its labels.
-
-    Looks in ``<mirror>/<name>`` for each of ``settings.data_mirrors``, then in
-    ``<cache_dir>/datasets/<name>``, and uses the first folder holding the labels, the class
-    names and every selected image. Failing that, downloads the missing files into the cache when
-    the manifest has a ``url`` and ``settings.allow_download`` is set.
+    """Find the manifest's data set (the first folder, in the module docstring's order, that
+    holds the labels, the class names and every selected image), verify the files it uses and
+    read its labels.
 
     Raises :class:`~pytest_mlrepro.errors.ManifestError` for a bad checksum list, labels or class
     names; :class:`~pytest_mlrepro.errors.IntegrityError` when a file does not match its sha256;
