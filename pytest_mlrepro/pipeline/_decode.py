@@ -138,9 +138,7 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
         with Image.open(io.BytesIO(data)) as image:
             pages: list[np.ndarray] = []
             count = int(getattr(image, "n_frames", 1))
-            first = np.dtype(np.float32 if image.mode == "F" else np.uint8).itemsize
-            if image.mode in _PIL_16:
-                first = 2
+            first = 4 if image.mode == "F" else 2 if image.mode in _PIL_16 else 1
             bands = len(image.getbands())
             size = count * image.width * image.height * bands * first
             if size > MAX_DECODED_BYTES:
@@ -174,12 +172,16 @@ def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
     if array.dtype.kind == "b":  # a bilevel image: Pillow's 0/255 bytes
         array = array.astype(np.uint8) * np.uint8(255)
     if array.dtype != np.dtype(str(step.dtype)) or array.shape[2] != step.channels:
-        raise SampleError(
-            sample,
-            f"it holds {array.shape[2]} band{'s' * (array.shape[2] != 1)} of {array.dtype}, the "
-            f"manifest decodes {step.channels} of {step.dtype} (decode.channels, decode.dtype)",
-        )
+        raise _other_bands(sample, array.shape[2], array.dtype, step)
     return array
+
+
+def _other_bands(sample: str, bands: int, dtype: np.dtype, step: Decode) -> SampleError:
+    return SampleError(
+        sample,
+        f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
+        f"{step.channels} of {step.dtype} (decode.channels, decode.dtype)",
+    )
 
 
 # --- OpenCV -------------------------------------------------------------------------------------
@@ -273,11 +275,7 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
         raise _too_large(sample, "×".join(map(str, shape)) + f" {dtype}", size)
     want = np.dtype(str(step.dtype))
     if (dtype.kind, dtype.itemsize) != (want.kind, want.itemsize) or bands != step.channels:
-        raise SampleError(
-            sample,
-            f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
-            f"{step.channels} of {step.dtype} (decode.channels, decode.dtype)",
-        )
+        raise _other_bands(sample, bands, dtype, step)
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
