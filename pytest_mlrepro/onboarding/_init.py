@@ -361,8 +361,7 @@ class InitPlan:
             self._settle_size(module)
             if request.export is not None:
                 made_file = self._export(module, created, moves, made)
-        if self.size is None:  # pragma: no cover - _settle_size refuses first
-            raise InitError("no input size")
+        assert self.size is not None  # _settle_size refused otherwise
         _check_resolution(*self.size, request)
         self.recipe = self._preset_recipe()
         self.write()
@@ -454,7 +453,7 @@ class InitPlan:
                     f"{found[1]} says {found[0][0]}×{found[0][1]}; --size {self.size[0]} used"
                 )
             return
-        if found is None or found[0] is None:
+        if found is None:
             what = f"model builder {self.model.builder!r}" if self.model.builder else "the module"
             raise InitError(
                 f"{self.model.path}: cannot tell the input size: {what} does not declare it "
@@ -462,10 +461,7 @@ class InitPlan:
                 "attribute on the module), and a wrong size is a silently wrong recipe: "
                 "give --size S"
             )
-        size, where = found
-        assert size is not None
-        self.size = size
-        self.model.size_source = where
+        self.size, self.model.size_source = found
 
     def _export(
         self,
