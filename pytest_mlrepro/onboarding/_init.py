@@ -424,13 +424,8 @@ class InitPlan:
 
     def _load_module(self) -> Any:
         """The PyTorch module (a builder's, its weights loaded and verified by the runner that
-        a test run uses; or a TorchScript file's), from a provisional staged manifest."""
-        if self.model.format not in ("state_dict", "torchscript"):
-            raise InitError(
-                f"{self.model.path}: its signature leaves the input size free: give --size S"
-            )
-        if self.settings is None:
-            raise InitError("the module is loaded with the project's configuration")
+        a test run uses; or a TorchScript file's: plan_init refused any other format whose
+        size is free), from a provisional staged manifest."""
         known = self.size
         # Only to load the module: the size of this text's steps plays no part in loading.
         self.size = known or (1, 1)
