@@ -513,12 +513,12 @@ class InitPlan:
             if module is None:
                 raise InitError(f"{self.model.path}: no PyTorch module to export")
             made += [p for p in (target.parent, *target.parents) if not p.exists()]
-            height, width = self.size
+            size, channels, layout = self.size, self.channels or 3, self.model.layout
             # Staged beside its place (a file it replaces stays until init succeeds); the
             # staged manifest runs the staged file.
             what = f"the export of model builder {self.model.builder!r}'s module to ONNX"
             file = _built(target, lambda path: export_onnx(
-                module, path, size=(height, width), layout=self.model.layout), what)  # fmt: skip
+                module, path, size=size, channels=channels, layout=layout), what)  # fmt: skip
             moves.append((file, target))
         weights = self.model
         exported = read_model(file, request.export)
