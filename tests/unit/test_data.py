@@ -204,7 +204,7 @@ def served_copy(tiny: Tiny) -> Path:
     return served
 
 
-# -- read_checksums / sha256_file ------------------------------------------------------------
+# -- read_checksum_lines / sha256_file -------------------------------------------------------------
 
 
 def test_read_checksums_formats(tmp_path: Path) -> None:
