@@ -455,8 +455,9 @@ class Search:
         values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
         values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         decoded = DECODED[candidate.order]
-        predictions: list[np.ndarray] = []
-        likelihoods: list[np.ndarray] = []
+        # Extended from what the candidate was scored on before (its first ``start`` samples).
+        predictions = [have.predictions if have else np.zeros(0, np.int64)]
+        likelihoods = [have.likelihood if have else np.zeros(0, np.float64)]
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
@@ -471,11 +472,7 @@ class Search:
             labels = self.labels[start + first : start + first + len(batch)]
             likelihoods.append(log_likelihood(out, labels))
             self.inputs += len(batch)
-        new = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
-        likelihood = np.concatenate(likelihoods) if likelihoods else np.zeros(0, np.float64)
-        if have is not None:
-            new = np.concatenate([have.predictions, new])
-            likelihood = np.concatenate([have.likelihood, likelihood])
+        new, likelihood = np.concatenate(predictions), np.concatenate(likelihoods)
         scored = Scored(candidate, new == self.labels[: len(new)], new, likelihood)
         self.scored[candidate] = scored
         return scored
