@@ -174,14 +174,18 @@ def checksums_identity(checksums: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _read_list(path: Path) -> bytes:
+def _read_list(path: Path) -> str:
     """A checksum list, labels or class-names file through the one bounded reader: a FIFO, a
     device (a link to ``/dev/zero``) or a file over ``MAX_LIST_BYTES`` is refused (OSError)
-    without being read or blocking; FileNotFoundError when there is none."""
+    without being read or blocking; FileNotFoundError when there is none; ValueError when it
+    is not UTF-8 text."""
     raw = read_bounded(path, MAX_LIST_BYTES, follow_symlinks=True)
     if raw is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
-    return raw
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
@@ -194,10 +198,7 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
     digests, raises :class:`ValueError` naming the file and the line number. The second dict
     gives each name's line, so that a file that does not match names the line that pins it.
     """
-    try:
-        text = _read_list(path).decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = _read_list(path)
     result: dict[str, str] = {}
     lines: dict[str, int] = {}
     for number, raw in enumerate(text.split("\n"), 1):
@@ -570,13 +571,11 @@ class _Resolver:
 
     def _read_text(self, field: KeyPath, path: Path) -> str:
         try:
-            return _read_list(path).decode("utf-8-sig")
+            return _read_list(path)
         except OSError as exc:
             raise self._error(field, f"cannot read {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise self._error(
-                field, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
+        except ValueError as exc:  # not UTF-8 text
+            raise self._error(field, str(exc)) from None
 
     def _read_labels(self, path: Path) -> list[tuple[str, int]]:
         ds = self.ds
