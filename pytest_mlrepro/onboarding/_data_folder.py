@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import sha256_file
@@ -31,7 +31,6 @@ class DataInfo:
     label_column: str = "class_index"
     class_names: str | None = None
     classes: int = 0  # the least number of classes the labels need
-    notes: list[str] = field(default_factory=list)
 
     @property
     def files(self) -> list[str]:

@@ -300,7 +300,7 @@ class InitPlan:
             for folder in made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
-        return Written(out, checksums, count, written, self.notes())
+        return Written(out, checksums, count, written, [*self._notes, *self.model.notes])
 
     # --- the manifest text ----------------------------------------------------------------
 
@@ -339,9 +339,6 @@ class InitPlan:
             f"source: {preset.source}", 92, break_long_words=False, break_on_hyphens=False
         )
         return Recipe(steps, origin)
-
-    def notes(self) -> list[str]:
-        return [*self._notes, *self.data.notes, *self.model.notes]
 
     # --- the steps ----------------------------------------------------------------------
 
