@@ -442,7 +442,6 @@ class Search:
         self.start = time.perf_counter()
         # The work left, for the estimate: (candidates, samples) per stage still to come.
         self.stages: list[tuple[int, int]] = []
-        self.stage = ""
         self.stopped_early: list[str] = []
 
     def score(self, candidate: Candidate, count: int) -> Scored:
