@@ -9,6 +9,7 @@ the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -40,8 +41,6 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
     if args.limit is not None:
         if args.limit < 1:
             raise UsageError("--limit must be at least 1")
-        import dataclasses
-
         manifest = dataclasses.replace(
             manifest, dataset=dataclasses.replace(manifest.dataset, limit=args.limit)
         )
