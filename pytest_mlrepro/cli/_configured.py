@@ -59,12 +59,10 @@ def guarded(command: Callable[[], int]) -> int:
     """The command's exit status; its errors printed as one line."""
     try:
         return command()
-    except (UsageError, pytest.UsageError, ManifestError) as exc:
+    except (UsageError, pytest.UsageError, MlreproError) as exc:
         print(f"mlrepro: {visible_lines(str(exc))}", file=sys.stderr)
-        return USAGE_ERROR
-    except MlreproError as exc:
-        print(f"mlrepro: {visible_lines(str(exc))}", file=sys.stderr)
-        return 1
+        usage = isinstance(exc, (UsageError, pytest.UsageError, ManifestError))
+        return USAGE_ERROR if usage else 1
     except KeyboardInterrupt:
         return 130
 

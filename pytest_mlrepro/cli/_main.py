@@ -9,6 +9,7 @@ the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import pytest
 
 from .._visible import visible_lines
 from ..settings import shown_path
-from ._configured import USAGE_ERROR, Handler, UsageError, guarded, pytest_args, run
+from ._configured import Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
 from ._merge import add_history_parser, add_schema_parser, history, merge, schema
@@ -40,8 +41,6 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
     if args.limit is not None:
         if args.limit < 1:
             raise UsageError("--limit must be at least 1")
-        import dataclasses
-
         manifest = dataclasses.replace(
             manifest, dataset=dataclasses.replace(manifest.dataset, limit=args.limit)
         )
@@ -235,22 +234,20 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
     args, passed = parse_args(argv)
-    if args.command == "init":  # writes the manifest that the other commands start from
-        return guarded(lambda: init(args, passed))
     if args.command == "schema":  # the types' schema: no pytest session
         return schema(args)
+    return guarded(lambda: _command(args, passed))
+
+
+def _command(args: argparse.Namespace, passed: list[str]) -> int:
+    if args.command == "init":  # writes the manifest that the other commands start from
+        return init(args, passed)
     if args.command in ("merge", "history"):  # read results files only: no pytest session
         if passed:
-            print(f"mlrepro {args.command}: unknown arguments: {' '.join(passed)}", file=sys.stderr)
-            return USAGE_ERROR
-        command = merge if args.command == "merge" else history
-        return guarded(lambda: command(args))
+            raise UsageError(f"{args.command}: unknown arguments: {' '.join(passed)}")
+        return merge(args) if args.command == "merge" else history(args)
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
-    try:
-        return run(handler, args, passed)
-    except UsageError as exc:
-        print(f"mlrepro: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+    return run(handler, args, passed)
 
 
 __all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]

@@ -174,19 +174,18 @@ def checksums_identity(checksums: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _read_list(path: Path) -> bytes:
+def _read_list(path: Path) -> str:
     """A checksum list, labels or class-names file through the one bounded reader: a FIFO, a
     device (a link to ``/dev/zero``) or a file over ``MAX_LIST_BYTES`` is refused (OSError)
-    without being read or blocking; FileNotFoundError when there is none."""
+    without being read or blocking; FileNotFoundError when there is none; ValueError when it
+    is not UTF-8 text."""
     raw = read_bounded(path, MAX_LIST_BYTES, follow_symlinks=True)
     if raw is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
-    return raw
-
-
-def read_checksums(path: Path) -> dict[str, str]:
-    """``{name: digest}`` of a checksum list (see :func:`read_checksum_lines`)."""
-    return read_checksum_lines(path)[0]
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
@@ -199,10 +198,7 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
     digests, raises :class:`ValueError` naming the file and the line number. The second dict
     gives each name's line, so that a file that does not match names the line that pins it.
     """
-    try:
-        text = _read_list(path).decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = _read_list(path)
     result: dict[str, str] = {}
     lines: dict[str, int] = {}
     for number, raw in enumerate(text.split("\n"), 1):
@@ -253,12 +249,9 @@ def _unescape(name: str, path: Path, number: int) -> str:
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
-    """Find the manifest's data set, verify the files it uses and read its labels.
-
-    Looks in ``<mirror>/<name>`` for each of ``settings.data_mirrors``, then in
-    ``<cache_dir>/datasets/<name>``, and uses the first folder holding the labels, the class
-    names and every selected image. Failing that, downloads the missing files into the cache when
-    the manifest has a ``url`` and ``settings.allow_download`` is set.
+    """Find the manifest's data set (the first folder, in the module docstring's order, that
+    holds the labels, the class names and every selected image), verify the files it uses and
+    read its labels.
 
     Raises :class:`~pytest_mlrepro.errors.ManifestError` for a bad checksum list, labels or class
     names; :class:`~pytest_mlrepro.errors.IntegrityError` when a file does not match its sha256;
@@ -271,12 +264,8 @@ def resolve_dataset(
     return _Resolver(manifest, settings, shard).resolve()
 
 
-@dataclass(frozen=True)
-class _Contents:
-    """What the labels and class-names files say."""
-
-    samples: tuple[tuple[str, int], ...]  # (id, label), sorted by id, limited
-    class_names: tuple[str, ...] | None
+# What the labels and class-names files say: (id, label) sorted by id and limited, the names.
+_Contents = tuple[list[tuple[str, int]], tuple[str, ...] | None]
 
 
 class _Resolver:
@@ -388,9 +377,10 @@ class _Resolver:
         try:
             confine(path, self.settings.cache_dir, file=file)
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
+
+    def _unsafe_cache(self, exc: Unconfined) -> IntegrityError:
+        return IntegrityError(f"data set {self.ds.name!r}: the cache is not safe to use: {exc}")
 
     def _has(self, kind: str, path: Path) -> bool:
         """Whether ``path`` is a file; in the cache, a regular file not reached through a link
@@ -412,8 +402,8 @@ class _Resolver:
         self._verify(kind, folder, self.meta_in_data)
         contents = self._read(self.meta_dir or folder)
         if self.ds.labels_from == "folders":
-            self._check_class_folders(folder, contents)
-        wanted = [sample_id for sample_id, _ in contents.samples]
+            self._check_class_folders(folder)
+        wanted = [sample_id for sample_id, _ in contents[0]]
         missing = [name for name in wanted if not self._has(kind, folder / name)]
         if missing:
             return f"{len(missing)} of the {len(wanted)} images are missing, e.g. {missing[0]!r}"
@@ -428,12 +418,12 @@ class _Resolver:
                 label=label,
                 sha256=self.checksums[sample_id],
             )
-            for sample_id, label in contents.samples
+            for sample_id, label in contents[0]
         )
         return ResolvedDataset(
             root=folder,
             samples=samples,
-            class_names=contents.class_names,
+            class_names=contents[1],
             origin=origin,
             checksums={sample.id: self.checksums[sample.id] for sample in samples},
             identity=checksums_identity(self.checksums),
@@ -526,7 +516,7 @@ class _Resolver:
             samples = [sample for sample in samples if self.shard.holds(sample[0])]
         if self.ds.class_names is not None:
             names = self._read_class_names(folder / self.ds.class_names)
-        return _Contents(samples=tuple(samples), class_names=names)
+        return samples, names
 
     def _class_folders(self) -> list[str]:
         """The class folders the checksum list names (``<class>/<file>`` entries), sorted by
@@ -560,7 +550,7 @@ class _Resolver:
             self._check_relative(("dataset", "checksums"), sample_id, where)
         return samples, tuple(classes)
 
-    def _check_class_folders(self, folder: Path, contents: _Contents) -> None:
+    def _check_class_folders(self, folder: Path) -> None:
         """A class folder on disk that the checksum list does not name would shift every later
         class index for a reader that lists the folders (``ImageFolder``): refused."""
         listed = set(self._class_folders())
@@ -581,13 +571,11 @@ class _Resolver:
 
     def _read_text(self, field: KeyPath, path: Path) -> str:
         try:
-            return _read_list(path).decode("utf-8-sig")
+            return _read_list(path)
         except OSError as exc:
             raise self._error(field, f"cannot read {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise self._error(
-                field, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
+        except ValueError as exc:  # not UTF-8 text
+            raise self._error(field, str(exc)) from None
 
     def _read_labels(self, path: Path) -> list[tuple[str, int]]:
         ds = self.ds
@@ -690,29 +678,25 @@ class _Resolver:
         try:
             make_confined_folder(self.cache, root)
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
         except OSError as exc:
             # Not "unavailable here": the cache cannot be written; the item fails.
             raise write_error(self.cache, exc, "data set cache folder") from None
         with _locked(self.cache.parent / f"{self.ds.name}.lock", root):
             # Another process may have fetched some or all of it while we waited for the lock.
-            fetched: list[str] = []
-            have = [name for name in self.meta_in_data if self._has("cache", self.cache / name)]
-            self._verify("cache", self.cache, have)
-            need = [name for name in self.meta_in_data if name not in have]
-            self._fetch_all(base, need)
-            fetched += need
+            fetched = self._fill_cache(base, self.meta_in_data)
             contents = self._read(self.meta_dir or self.cache)
-            wanted = [sample_id for sample_id, _ in contents.samples]
-            have = [name for name in wanted if self._has("cache", self.cache / name)]
-            self._verify("cache", self.cache, have)
-            need = [name for name in wanted if name not in set(have)]
-            self._fetch_all(base, need)
-            fetched += need
+            fetched = self._fill_cache(base, [sample_id for sample_id, _ in contents[0]]) or fetched
         origin = f"downloaded from {base} into {self.cache}" if fetched else f"cache {self.cache}"
         return self._result(self.cache, contents, origin)
+
+    def _fill_cache(self, base: str, names: Sequence[str]) -> bool:
+        """Verify the files of ``names`` the cache holds, download the others; whether any was."""
+        have = {name for name in names if self._has("cache", self.cache / name)}
+        self._verify("cache", self.cache, [name for name in names if name in have])
+        need = [name for name in names if name not in have]
+        self._fetch_all(base, need)
+        return bool(need)
 
     def _fetch_all(self, base: str, names: Sequence[str]) -> None:
         """Download ``names`` in parallel; on the first failure stop the others and raise it."""
@@ -765,9 +749,7 @@ class _Resolver:
                 f"{self.cache}"
             ) from None
         except Unconfined as exc:
-            raise IntegrityError(
-                f"data set {self.ds.name!r}: the cache is not safe to use: {exc}"
-            ) from None
+            raise self._unsafe_cache(exc) from None
         except DigestMismatch as exc:
             raise IntegrityError(
                 f"{name!r} downloaded from {url} does not match "
@@ -805,7 +787,6 @@ __all__ = [
     "ResolvedDataset",
     "Sample",
     "read_checksum_lines",
-    "read_checksums",
     "resolve_dataset",
     "sha256_file",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import sha256_file
@@ -31,7 +31,6 @@ class DataInfo:
     label_column: str = "class_index"
     class_names: str | None = None
     classes: int = 0  # the least number of classes the labels need
-    notes: list[str] = field(default_factory=list)
 
     @property
     def files(self) -> list[str]:
@@ -44,13 +43,11 @@ def read_data(folder: Path, labels: str | None = None) -> DataInfo:
     class index, or one folder per class (torchvision's ``ImageFolder``)."""
     if not folder.is_dir():
         raise InitError(f"--data {folder}: no such folder")
-    names = CLASS_NAME_FILES
-    class_names = next((n for n in names if (folder / n).is_file()), None)
-    csvs = [labels] if labels else (["labels.csv"] if (folder / "labels.csv").is_file() else [])
-    if not csvs:
-        csvs = sorted(p.name for p in folder.glob("*.csv"))[:1]
-    if csvs:
-        return _confined(_read_labels_file(folder, csvs[0], class_names))
+    class_names = next((n for n in CLASS_NAME_FILES if (folder / n).is_file()), None)
+    found = sorted(p.name for p in folder.glob("*.csv"))
+    labels = labels or ("labels.csv" if "labels.csv" in found else next(iter(found), None))
+    if labels:
+        return _confined(_read_labels_file(folder, labels, class_names))
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     images = [
         f"{c}/{p.name}"

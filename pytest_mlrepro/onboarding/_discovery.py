@@ -44,6 +44,7 @@ from ..data import Sample
 from ._presets import (
     CAFFE,
     GOOGLE_CROP_PADDING,
+    GREY_CONVERT,
     IMAGENET,
     LITE,
     MINUS_ONE_ONE,
@@ -53,6 +54,7 @@ from ._presets import (
     Geometry,
     StepText,
     Values,
+    decode_steps,
     geometry_steps,
     recipe_steps,
     value_steps,
@@ -72,11 +74,8 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-# What a candidate's decode makes, by its ``order``: colour (RGB, BGR: the file decoded as RGB,
-# BGR flipped after the geometry, which acts per channel), colour and alpha (RGBA, BGRA), or grey
-# (L: ITU-R 601-2 luma, as Pillow's convert("L") computes it; L-red, L-green, L-blue: one channel
-# of the colour image).
-GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
+# What a candidate's decode makes, by its ``order`` (BGR: the file decoded as RGB, flipped after
+# the geometry, which acts per channel).
 DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA"}
 DECODED.update({grey: grey for grey in GREY_CONVERT})
 
@@ -90,32 +89,14 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        shown = {"L": "L (luma)", "L-red": "L (red)", "L-green": "L (green)",
-                 "L-blue": "L (blue)"}.get(self.order, self.order)  # fmt: skip
+        grey = GREY_CONVERT.get(self.order)
+        shown = f"L ({grey})" if grey else self.order
         inverted = ", inverted (255 − x)" if self.inverted else ""
         return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
 
-    def decode_steps(self) -> list[StepText]:
-        """The decode (and invert) steps as a manifest writes them."""
-        decode: dict[str, object] = {"backend": "pil"}
-        if self.order in GREY_CONVERT:
-            decode.update(mode="L", convert=GREY_CONVERT[self.order])
-        elif self.order in ("RGBA", "BGRA"):
-            decode.update(mode="RGBA", order=self.order[:3])
-        else:
-            decode.update(order=self.order)
-        decode["exif_orientation"] = False
-        steps: list[StepText] = [{"decode": decode}]
-        if self.inverted:
-            steps.append({"invert": {}})
-        return steps
-
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return [
-            *self.decode_steps(),
-            *recipe_steps(self.order[:3] if self.order[:3] in ("RGB", "BGR") else "RGB",
-                          self.geometry, self.values, height, width, layout, dtype)[1:],
-        ]  # fmt: skip
+        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
+                            self.inverted)  # fmt: skip
 
 
 @dataclass
@@ -133,12 +114,10 @@ class Scored:
     def top1(self) -> float:
         return float(self.correct.mean()) if self.n else 0.0
 
-    @property
-    def mean_likelihood(self) -> float:
-        """The mean log-likelihood of the true label (nats): the ranking's statistic."""
-        return float(self.likelihood.mean()) if self.n else -math.inf
-
-    def mean_likelihood_on(self, n: int) -> float:
+    def mean_likelihood(self, n: int | None = None) -> float:
+        """The mean log-likelihood of the true label (nats) on the first ``n`` samples (all):
+        the ranking's statistic."""
+        n = self.n if n is None else n
         return float(self.likelihood[:n].mean()) if n else -math.inf
 
     @property
@@ -173,7 +152,7 @@ class Discovery:
             ties += mark in ("=", "≈") and scored.n == best.n
             lines.append(
                 f" {mark}{rank:3d}. {100 * scored.top1:6.2f}%  [{100 * low:5.1f}, "
-                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood:8.4f}  "
+                f"{100 * high:5.1f}]  log-lik {scored.mean_likelihood():8.4f}  "
                 f"n={scored.n:<5d} {scored.candidate.label}"
             )
         lines.append(
@@ -219,16 +198,12 @@ class _Images:
     def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
         key = (DECODED[candidate.order], candidate.inverted)
         if key not in self.decoded:
-            steps = Candidate(key[0], candidate.geometry, candidate.values, key[1]).decode_steps()
-            decoder = _step(steps[0])
-            rest = [_step(s) for s in steps[1:]]
-            tensors = []
-            for data, sample in zip(self.files, self.ids, strict=True):
-                tensor = decoder.decode(data, sample)  # type: ignore[attr-defined]
-                for step in rest:
-                    tensor = step.apply(tensor)
-                tensors.append(tensor)
-            self.decoded[key] = tensors
+            # A file that fails to decode is a SampleError naming it, as in a test run.
+            pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key)])
+            self.decoded[key] = [
+                pipe.run(pipe.decode(data, sample), 1, len(pipe.steps), sample)
+                for data, sample in zip(self.files, self.ids, strict=True)
+            ]
         return self.decoded[key]
 
     def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
@@ -395,7 +370,7 @@ def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
     close = [s for s in scored if not worse_than(
         top.correct[: paired(s)], s.correct[: paired(s)], alpha)]  # fmt: skip
     far = [s for s in scored if s not in close]
-    return sorted(close, key=lambda s: -s.mean_likelihood_on(cut(s))) + sorted(
+    return sorted(close, key=lambda s: -s.mean_likelihood(cut(s))) + sorted(
         far, key=lambda s: -s.correct[: cut(s)].mean()
     )
 
@@ -442,16 +417,6 @@ def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return floored
 
 
-@dataclass
-class _Plan:
-    """The work left, for the estimate: (candidates, samples) per stage still to come."""
-
-    stages: list[tuple[int, int]]
-
-    def left(self) -> int:
-        return sum(n * count for n, count in self.stages)
-
-
 class Search:
     """Scores candidates on growing prefixes of the subset; results are cached and extended.
     Every candidate sees the same images in the same order, so any two are compared paired."""
@@ -475,8 +440,8 @@ class Search:
         self.progress = progress or Progress(None, math.inf)  # silent
         self.inputs = 0  # model inputs run
         self.start = time.perf_counter()
-        self.plan = _Plan([])
-        self.stage = ""
+        # The work left, for the estimate: (candidates, samples) per stage still to come.
+        self.stages: list[tuple[int, int]] = []
         self.stopped_early: list[str] = []
 
     def score(self, candidate: Candidate, count: int) -> Scored:
@@ -489,8 +454,9 @@ class Search:
         values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
         values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         decoded = DECODED[candidate.order]
-        predictions: list[np.ndarray] = []
-        likelihoods: list[np.ndarray] = []
+        # Extended from what the candidate was scored on before (its first ``start`` samples).
+        predictions = [have.predictions if have else np.zeros(0, np.int64)]
+        likelihoods = [have.likelihood if have else np.zeros(0, np.float64)]
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
@@ -505,11 +471,7 @@ class Search:
             labels = self.labels[start + first : start + first + len(batch)]
             likelihoods.append(log_likelihood(out, labels))
             self.inputs += len(batch)
-        new = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
-        likelihood = np.concatenate(likelihoods) if likelihoods else np.zeros(0, np.float64)
-        if have is not None:
-            new = np.concatenate([have.predictions, new])
-            likelihood = np.concatenate([have.likelihood, likelihood])
+        new, likelihood = np.concatenate(predictions), np.concatenate(likelihoods)
         scored = Scored(candidate, new == self.labels[: len(new)], new, likelihood)
         self.scored[candidate] = scored
         return scored
@@ -528,8 +490,8 @@ class Search:
         alpha = ALPHA / (len(alive) * looks)
         dropped: list[Scored] = []
         n = min(chunk, budget)
-        if self.plan.stages:
-            self.plan.stages.pop(0)  # this stage: counted from here on by what is alive
+        if self.stages:
+            self.stages.pop(0)  # this stage: counted from here on by what is alive
         while True:
             scored = [self.score(c, n) for c in alive]
             leader = best_first(scored, n, alpha / 2)[0]
@@ -545,11 +507,11 @@ class Search:
                     keep.append(item)
             alive = [s.candidate for s in keep]
             last = len(alive) == 1 or n >= budget
-            left = len(alive) * (budget - n) + self.plan.left()
+            left = len(alive) * (budget - n) + sum(c * k for c, k in self.stages)
             self.progress(
                 f"{name}, {len(alive)} candidate(s) left on {n}/{budget} images",
-                self.inputs, 0 if last and not self.plan.stages else left,
-                time.perf_counter() - self.start, last and not self.plan.stages,
+                self.inputs, 0 if last and not self.stages else left,
+                time.perf_counter() - self.start, last and not self.stages,
             )  # fmt: skip
             if last:
                 break
@@ -586,8 +548,7 @@ def discover(
     geometries = _geometries(height)
     base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
     starts = _first_candidates(search, channels, base, coarse)
-    search.plan = _Plan([(len(starts), coarse), (len(geometries), middle), (5, middle),
-                         (3, total)])  # fmt: skip
+    search.stages = [(len(starts), coarse), (len(geometries), middle), (5, middle), (3, total)]
     # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
     # points here.
     first = search.race("1 colour order × values", starts, coarse)
@@ -616,13 +577,13 @@ def discover(
             break
         runner_up = top
         top = winner.candidate
-        search.plan = _Plan([(len(geometries), middle), (5, middle), (4, total)])
+        search.stages = [(len(geometries), middle), (5, middle), (4, total)]
     # The finalists on the most samples first (the best of all rounds), then the rest.
     most = max(s.n for s in search.scored.values())
     finalists = [s for s in search.scored.values() if s.n == most]
     rest = [s for s in search.scored.values() if s.n < most]
     ranking = best_first(finalists, most, ALPHA) + sorted(
-        rest, key=lambda s: (-s.mean_likelihood, -s.n)
+        rest, key=lambda s: (-s.mean_likelihood(), -s.n)
     )
     return Discovery(
         ranking=ranking,
@@ -732,8 +693,8 @@ def _refine(
         ]
         third = search.race("3 crop fraction", [*contenders, *tried], middle)
         contenders = [s.candidate for s in third[:2]]
-    elif search.plan.stages:
-        search.plan.stages.pop(0)  # no crop to tune
+    elif search.stages:
+        search.stages.pop(0)  # no crop to tune
     finalists = list(contenders)
     # The resize method is decided on the whole subset, where the likelihood test has the power
     # to tell bilinear from bicubic (on step 2's 64 images it rarely can): the best geometry

@@ -49,17 +49,16 @@ from ..pipeline import MAX_IMAGE_PIXELS
 from ..runners._signature import shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
-from ._discovery import Candidate
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
-    CacheFile,
     ModelInfo,
     PackageFile,
     locate_package_file,
     package_file,
+    positive_size,
     read_model,
 )
-from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, channels_of, preset_steps
+from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
@@ -123,17 +122,13 @@ def module_input_size(module: object) -> tuple[tuple[int, int], str] | None:
 
 
 def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
-    def positive(v: object) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    if positive(value):
-        assert isinstance(value, int)
-        return value, value
-    if isinstance(value, (tuple, list)):
-        items = list(value)[-2:] if last_two and len(value) == 3 else list(value)
-        if len(items) == 2 and all(positive(v) for v in items):
-            return int(items[0]), int(items[1])
-    return None
+    items = list(value) if isinstance(value, (tuple, list)) else [value, value]
+    if last_two and len(items) == 3:
+        items = items[1:]  # (C, H, W)
+    if len(items) != 2:
+        return None
+    height, width = (positive_size(v) for v in items)
+    return (height, width) if height and width else None
 
 
 def _staged(final: Path) -> Path:
@@ -142,51 +137,35 @@ def _staged(final: Path) -> Path:
     return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
 
 
-GREY_PRESETS = ("grey-01", "mnist", "grey-255")
-
-
-def _model_side(model: ModelInfo) -> str:
+def _channel_refusal(model: ModelInfo, channels: int, preset: Preset | None = None) -> str:
+    """Why ``preset`` (without one: every preset and discovery) cannot serve a model whose
+    input takes ``channels`` channels, with the fix."""
+    side = model.channels_source
     if model.shape:
-        shown = shape_text(model.shape)
-        return f"the model's input {model.input_name!r} is {shown} ({model.layout})"
-    return model.channels_source
-
-
-def _check_preset_channels(preset: Preset, channels: int, model: ModelInfo) -> None:
-    """Refuse ``preset`` for a model whose input takes another channel count, with the fix."""
-    made = channels_of(preset.order)
-    if made == channels:
-        return
-    what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
-    if channels == 1:
-        fix = f"a grey preset (--preset {', '.join(GREY_PRESETS)}) or --discover"
-    elif channels == 3:
-        colour = sorted(n for n, p in PRESETS.items() if channels_of(p.order) == 3)
-        fix = f"a colour preset ({', '.join(colour[:4])}, …) or --discover"
+        side = (
+            f"the model's input {model.input_name!r} is {shape_text(model.shape)} ({model.layout})"
+        )
+    fitting = [n for n, p in PRESETS.items() if p.channels == channels]
+    fitting = sorted(fitting) if channels == 3 else fitting  # the grey ones: plainest first
+    if fitting:
+        listed = ", ".join(fitting[:4]) + (", …" if len(fitting) > 4 else "")
+        fix = f"a {'grey' if channels == 1 else 'colour'} preset (--preset {listed}) or --discover"
     elif channels == 4:
         fix = (
             "--discover (it searches colour-and-alpha conventions: decode mode RGBA), or "
             "write the decode step 'mode: RGBA' by hand"
         )
     else:
-        fix = _bands_fix(channels)
-    raise InitError(
-        f"--preset {preset.name} makes {made}-channel {what} images, and "
-        f"{_model_side(model)}: it takes {channels} channel{'s' * (channels != 1)}; "
-        f"use {fix}"
-    )
-
-
-def _bands_fix(channels: int) -> str:
-    return (
-        f"a manifest written by hand whose decode reads {channels} bands "
-        f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets and "
-        "discovery cover image files of 1, 3 or 4 channels"
-    )
-
-
-def _bands_refusal(model: ModelInfo, channels: int) -> str:
-    return f"{_model_side(model)}: it takes {channels} channels; {_bands_fix(channels)}"
+        fix = (
+            f"a manifest written by hand whose decode reads {channels} bands "
+            f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets "
+            "and discovery cover image files of 1, 3 or 4 channels"
+        )
+    made = ""
+    if preset is not None:
+        what = "grey (L)" if preset.order == "L" else f"colour ({preset.order})"
+        made = f"--preset {preset.name} makes {preset.channels}-channel {what} images, and "
+    return f"{made}{side}: it takes {channels} channel{'s' * (channels != 1)}; use {fix}"
 
 
 def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
@@ -224,15 +203,14 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     source.package = package
     data = read_data(request.data, request.labels)
     plan = InitPlan(request, project, source, data)
-    size = plan.size_from_signature() or (
-        (request.size, request.size) if request.size and request.export is None else None
-    )
+    size = plan.size if request.export is None else None
     channels = source.channels
-    if request.preset is not None and channels is not None:
-        # Before anything is hashed or written; a torch module's count is checked when built.
-        _check_preset_channels(PRESETS[request.preset], channels, source)
+    preset = PRESETS[request.preset] if request.preset is not None else None
+    # Before anything is hashed or written; a torch module's count is checked when built.
+    if preset is not None and channels is not None and preset.channels != channels:
+        raise InitError(_channel_refusal(source, channels, preset))
     if request.discover and channels is not None and channels not in (1, 3, 4):
-        raise InitError(_bands_refusal(source, channels))
+        raise InitError(_channel_refusal(source, channels))
     if size is not None:
         _check_resolution(*size, request)  # before anything is hashed or written
     elif source.format not in ("state_dict", "torchscript"):
@@ -244,14 +222,35 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     return plan
 
 
-@dataclass
 class InitPlan:
-    """One init, its inputs read; :meth:`complete` writes it."""
+    """One init, its inputs read (:func:`plan_init`); :meth:`complete` writes it, rewriting the
+    staged manifest as what it says becomes known (the size from a builder or module, the
+    number of classes from a run, the discovered recipe)."""
 
-    request: InitRequest
-    project: Path
-    source: ModelInfo  # the model file given (for --export: the builder's weights)
-    data: DataInfo
+    def __init__(
+        self, request: InitRequest, project: Path, source: ModelInfo, data: DataInfo
+    ) -> None:
+        self.request, self.project, self.data = request, project, data
+        self.source = source  # the model file given (for --export: the builder's weights)
+        self.model = source  # the model the manifest runs (for --export: the exported file)
+        self.settings: Settings | None = None
+        self.say: Say = print
+        # The manifest's final path; its staged one and the checksum list it names: complete()'s.
+        self.final = self.out = self.checksums = request.output
+        self.classes = source.classes or data.classes
+        fixed = source.resolution if request.export is None else None
+        if fixed is not None and request.size is not None and fixed != (request.size,) * 2:
+            raise InitError(
+                f"{source.path}: the model's input is {fixed[0]}×{fixed[1]} (its "
+                f"signature {list(source.shape)}); --size {request.size} contradicts it"
+            )
+        self.size: tuple[int, int] | None = fixed
+        if fixed is None and request.size is not None:
+            self.size = (request.size, request.size)
+            source.size_source = "--size"
+        self.channels: int | None = source.channels
+        self.recipe = Recipe([], [])
+        self._notes: list[str] = []
 
     @property
     def needs_project(self) -> bool:
@@ -266,37 +265,26 @@ class InitPlan:
             or self.source.resolution is None
         )
 
-    def size_from_signature(self) -> tuple[int, int] | None:
-        """The input size the model file fixes, checked against ``--size``; None if free."""
-        fixed = self.source.resolution if self.request.export is None else None
-        size = self.request.size
-        if fixed is not None and size is not None and fixed != (size, size):
-            raise InitError(
-                f"{self.source.path}: the model's input is {fixed[0]}×{fixed[1]} (its "
-                f"signature {list(self.source.shape)}); --size {size} contradicts it"
-            )
-        return fixed
-
     def complete(self, settings: Settings | None, say: Say = print) -> Written:
         """Write the manifest and the checksum list (and an export); nothing on failure."""
-        request = self.request
-        out = request.output
+        out = self.request.output
         checksums = out.parent / "datasets" / f"{self.data.folder.name}.sha256"
         staged_checksums, staged_out = _staged(checksums), _staged(out)
+        self.settings, self.say = settings, say
+        self.out, self.checksums = staged_out, staged_checksums
         made = [p for p in (checksums.parent, out.parent) if not p.exists()]
         created: list[Path] = []  # files made at their final place, removed on failure
         moves: list[tuple[Path, Path]] = []  # other staged files and their final place
         done = False
         try:
-            state = _Writer(self, settings, staged_out, out, staged_checksums, say)
             count = write_checksums(self.data, staged_checksums)
-            written = state.run(created, moves, made)
+            written = self.run(created, moves, made)
             # The final text names the final checksum list and model file.
-            state.checksums = checksums
+            self.checksums = checksums
             for staged, final in moves:
-                if state.model.path == staged:
-                    state.model.path = final
-            state.write()
+                if self.model.path == staged:
+                    self.model.path = final
+            self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
             for staged, final in moves:
                 os.replace(staged, final)
@@ -312,35 +300,7 @@ class InitPlan:
             for folder in made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
-        return Written(out, checksums, count, written, state.notes())
-
-
-class _Writer:
-    """The staged manifest, rewritten as what it says becomes known (the size from a builder
-    or module, the number of classes from a run, the discovered recipe)."""
-
-    def __init__(
-        self,
-        plan: InitPlan,
-        settings: Settings | None,
-        out: Path,
-        final: Path,
-        checksums: Path,
-        say: Say,
-    ) -> None:
-        self.plan, self.request, self.data = plan, plan.request, plan.data
-        self.settings = settings
-        self.out, self.final, self.checksums = out, final, checksums
-        self.say = say
-        self.model = plan.source
-        self.classes = self.model.classes or self.data.classes
-        self.size: tuple[int, int] | None = plan.size_from_signature()
-        if self.size is None and self.request.size is not None:
-            self.size = (self.request.size, self.request.size)
-            self.model.size_source = "--size"
-        self.channels: int | None = self.model.channels
-        self.recipe = Recipe([], [])
-        self._notes: list[str] = []
+        return Written(out, checksums, count, written, [*self._notes, *self.model.notes])
 
     # --- the manifest text ----------------------------------------------------------------
 
@@ -355,16 +315,10 @@ class _Writer:
     def _provisional_steps(self, height: int, width: int) -> list[StepText]:
         """A recipe of the model's channel count, to load or ask it (never the final one)."""
         channels = self.channels or 3
-        if channels == 1:
-            return preset_steps(PRESETS["grey-01"], height, width, self.model.layout,
-                                self.model.dtype)  # fmt: skip
-        if channels == 4:
-            return Candidate("RGBA", Geometry("resize"), ZERO_ONE).steps(
-                height, width, self.model.layout, self.model.dtype
-            )
-        if channels != 3:
-            raise InitError(_bands_refusal(self.model, channels))
-        return preset_steps(PRESETS["keras-tf"], height, width, self.model.layout,
+        order = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
+        if order is None:
+            raise InitError(_channel_refusal(self.model, channels))
+        return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
                             self.model.dtype)  # fmt: skip
 
     def _preset_recipe(self) -> Recipe:
@@ -375,18 +329,16 @@ class _Writer:
             steps = self._provisional_steps(height, width)
             return Recipe(steps, ["provisional: replaced by the discovered recipe"])
         preset = PRESETS[self.request.preset]
-        if self.channels is not None:
-            _check_preset_channels(preset, self.channels, self.model)
+        if self.channels is not None and preset.channels != self.channels:
+            raise InitError(_channel_refusal(self.model, self.channels, preset))
         steps = preset_steps(preset, height, width, self.model.layout, self.model.dtype)
-        origin = [f"preset {preset.name!r}: {preset.describe(height, width)}"]
+        geometry = preset.geometry(height, width).label
+        origin = [f"preset {preset.name!r}: {preset.order}, {geometry}, {preset.values.label}"]
         # Comment lines of at most 92 characters, a long word (a path) never broken.
         origin += textwrap.wrap(
             f"source: {preset.source}", 92, break_long_words=False, break_on_hyphens=False
         )
         return Recipe(steps, origin)
-
-    def notes(self) -> list[str]:
-        return [*self._notes, *self.data.notes, *self.model.notes]
 
     # --- the steps ----------------------------------------------------------------------
 
@@ -406,8 +358,7 @@ class _Writer:
             self._settle_size(module)
             if request.export is not None:
                 made_file = self._export(module, created, moves, made)
-        if self.size is None:  # pragma: no cover - _settle_size refuses first
-            raise InitError("no input size")
+        assert self.size is not None  # _settle_size refused otherwise
         _check_resolution(*self.size, request)
         self.recipe = self._preset_recipe()
         self.write()
@@ -415,8 +366,8 @@ class _Writer:
             self._ask_classes()
         if request.discover:
             self._discover()
-        if not self.model.path.resolve().is_relative_to(self.plan.project.resolve()) and (
-            self.model.package is None and self.model.cache is None
+        if not self.model.path.resolve().is_relative_to(self.project.resolve()) and (
+            self.model.package is None and self.model.artifact is None
         ):
             # A test run refuses model files outside the project (allowed roots aside).
             self._notes.append(
@@ -470,13 +421,8 @@ class _Writer:
 
     def _load_module(self) -> Any:
         """The PyTorch module (a builder's, its weights loaded and verified by the runner that
-        a test run uses; or a TorchScript file's), from a provisional staged manifest."""
-        if self.model.format not in ("state_dict", "torchscript"):
-            raise InitError(
-                f"{self.model.path}: its signature leaves the input size free: give --size S"
-            )
-        if self.settings is None:
-            raise InitError("the module is loaded with the project's configuration")
+        a test run uses; or a TorchScript file's: plan_init refused any other format whose
+        size is free), from a provisional staged manifest."""
         known = self.size
         # Only to load the module: the size of this text's steps plays no part in loading.
         self.size = known or (1, 1)
@@ -499,7 +445,7 @@ class _Writer:
                     f"{found[1]} says {found[0][0]}×{found[0][1]}; --size {self.size[0]} used"
                 )
             return
-        if found is None or found[0] is None:
+        if found is None:
             what = f"model builder {self.model.builder!r}" if self.model.builder else "the module"
             raise InitError(
                 f"{self.model.path}: cannot tell the input size: {what} does not declare it "
@@ -507,10 +453,7 @@ class _Writer:
                 "attribute on the module), and a wrong size is a silently wrong recipe: "
                 "give --size S"
             )
-        size, where = found
-        assert size is not None
-        self.size = size
-        self.model.size_source = where
+        self.size, self.model.size_source = found
 
     def _export(
         self,
@@ -559,7 +502,6 @@ class _Writer:
                 os.replace(staged, target)
                 created.append(target)
             staged.unlink(missing_ok=True)
-            cache = CacheFile(target.name, request.artifact)
             file = target
         else:
             target = request.export_to or Path("models") / f"{request.name}.onnx"
@@ -568,17 +510,16 @@ class _Writer:
             if module is None:
                 raise InitError(f"{self.model.path}: no PyTorch module to export")
             made += [p for p in (target.parent, *target.parents) if not p.exists()]
-            height, width = self.size
+            size, channels, layout = self.size, self.channels or 3, self.model.layout
             # Staged beside its place (a file it replaces stays until init succeeds); the
             # staged manifest runs the staged file.
             what = f"the export of model builder {self.model.builder!r}'s module to ONNX"
             file = _built(target, lambda path: export_onnx(
-                module, path, size=(height, width), layout=self.model.layout), what)  # fmt: skip
+                module, path, size=size, channels=channels, layout=layout), what)  # fmt: skip
             moves.append((file, target))
-            cache = None
         weights = self.model
         exported = read_model(file, request.export)
-        exported.cache = cache
+        exported.artifact = request.artifact
         exported.size_source = weights.size_source + f" (exported at {self.size[0]})"
         if exported.resolution not in (None, self.size):
             raise InitError(f"{target}: exported with input {exported.shape}, not {self.size}")
@@ -622,9 +563,7 @@ class _Writer:
         subset = spread(dataset.samples, self.request.samples)
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
-        channels = self.channels or 3
-        if channels not in (1, 3, 4):
-            raise InitError(_bands_refusal(self.model, channels))
+        channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
         with _model_failure("run on the discovery candidates"):
             found = discover(
                 runner, subset, height, width, self.model.layout, self.model.dtype,

@@ -71,7 +71,7 @@ def render_manifest(
         f"    dtype: {model.dtype}",
         f"    layout: {model.layout}  # "
         + (
-            f"from the model's input shape {_shape(model.shape)}"
+            f"from the model's input shape {shape_text(model.shape)}"
             if model.shape
             else "channels first: the model file records no input shape"
         ),
@@ -117,16 +117,12 @@ def _reference(model: ModelInfo, here: Path) -> list[str]:
             f"    package: {_scalar(model.package.name)}  # a file inside this installed package",
             f"    path: {_scalar(model.package.path)}",
         ]
-    if model.cache is not None:
+    if model.artifact is not None:
         return [
-            f"    cache: {_scalar(model.cache.name)}  # in the mlrepro cache, made when missing by",
-            f"    build: {_scalar(model.cache.build)}  # this artifact builder (conftest.py)",
+            f"    cache: {_scalar(model.path.name)}  # in the mlrepro cache, made when missing by",
+            f"    build: {_scalar(model.artifact)}  # this artifact builder (conftest.py)",
         ]
     return [f"    path: {_scalar(_rel(model.path, here))}  # relative to this file"]
-
-
-def _shape(shape: tuple[int | None, ...]) -> str:
-    return shape_text(shape) if shape else "unknown"
 
 
 __all__ = ["Recipe", "render_manifest"]

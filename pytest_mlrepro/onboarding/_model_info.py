@@ -16,6 +16,7 @@ from .._files import sha256_file
 from ..errors import MlreproError
 from ..runners import model_layout, read_onnx, vet_model_file
 from ..runners._artifacts import package_dir
+from ..runners._signature import model_channels
 
 FRAMEWORK_OF = {
     "onnx": "onnxruntime",
@@ -41,15 +42,6 @@ class PackageFile:
     path: str  # relative to the package's folder, "/"-separated
 
 
-@dataclass(frozen=True)
-class CacheFile:
-    """A file in the mlrepro cache that a registered artifact builder makes:
-    ``{cache: name, build: build}``."""
-
-    name: str
-    build: str
-
-
 @dataclass
 class ModelInfo:
     path: Path
@@ -63,7 +55,7 @@ class ModelInfo:
     builder: str | None = None
     notes: list[str] = field(default_factory=list)
     package: PackageFile | None = None  # where the file is, when inside an installed package
-    cache: CacheFile | None = None  # where the file is, when the cache builds it
+    artifact: str | None = None  # the artifact builder that makes the file in the cache
     size_source: str = "the model's input signature"  # what told the input size
     channels_source: str = "the model's input signature"  # what told the channel count
 
@@ -80,9 +72,7 @@ class ModelInfo:
     @property
     def channels(self) -> int | None:
         """The channel count the input signature fixes (its channel axis), else None."""
-        if len(self.shape) != 4:
-            return None
-        return _dim(self.shape[1] if self.layout == "NCHW" else self.shape[3])
+        return model_channels(self.shape, self.layout)
 
     @property
     def resolution(self) -> tuple[int, int] | None:
@@ -93,7 +83,8 @@ class ModelInfo:
         return (h, w) if h and w else None
 
 
-def _dim(value: object) -> int | None:
+def positive_size(value: object) -> int | None:
+    """``value`` when it is a size (a positive int), else None (a symbolic dimension)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -162,8 +153,8 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
 
 
 def _set_shape(info: ModelInfo, shape: Sequence[object], out: Sequence[object]) -> None:
-    info.shape = tuple(_dim(d) for d in shape)
-    info.classes = _dim(out[-1]) if out else None
+    info.shape = tuple(positive_size(d) for d in shape)
+    info.classes = positive_size(out[-1]) if out else None
 
 
 def _read_onnx(info: ModelInfo) -> None:
@@ -204,13 +195,13 @@ def _read_torch_export(info: ModelInfo) -> None:
         info.input_name = str(node.name)
         value = node.meta.get("val")
         if value is not None:
-            info.shape = tuple(_dim(d) for d in value.shape)  # a symbolic dimension: None
+            info.shape = tuple(positive_size(d) for d in value.shape)  # a symbolic dimension: None
     outputs = [n for n in program.graph.nodes if n.op == "output"]
     if outputs:
         first = outputs[0].args[0][0] if outputs[0].args and outputs[0].args[0] else None
         value = getattr(first, "meta", {}).get("val")
         if value is not None and value.shape:
-            info.classes = _dim(value.shape[-1])
+            info.classes = positive_size(value.shape[-1])
 
 
 def _read_keras(info: ModelInfo) -> None:
@@ -304,12 +295,12 @@ def locate_package_file(text: str) -> tuple[Path, PackageFile]:
 
 __all__ = [
     "FRAMEWORK_OF",
-    "CacheFile",
     "ModelInfo",
     "ModelReadError",
     "PackageFile",
     "guess_format",
     "locate_package_file",
     "package_file",
+    "positive_size",
     "read_model",
 ]

@@ -121,7 +121,7 @@ class Preset:
     @property
     def channels(self) -> int:
         """How many channels the preset's pipeline gives the model: 1 grey, else 3."""
-        return channels_of(self.order)
+        return 1 if self.order == "L" else 3
 
     def geometry(self, height: int, width: int) -> Geometry:
         """The geometry at ``height`` × ``width``; refused where the source does not define it."""
@@ -152,9 +152,6 @@ class Preset:
         # timm transforms_imagenet_eval: scale_size = math.floor(img_size / crop_pct).
         scale = self.resize_to or math.floor(size / TIMM_CROP_PCT)
         return Geometry("resize_then_crop", method=self.method, scale=scale)
-
-    def describe(self, height: int, width: int) -> str:
-        return f"{self.order}, {self.geometry(height, width).label}, {self.values.label}"
 
 
 def _other_presets(preset: Preset, size: int) -> str:
@@ -360,28 +357,34 @@ def value_steps(values: Values, dtype: str) -> list[StepText]:
     return steps
 
 
-def channels_of(order: str) -> int:
-    """The channels a recipe of this ``order`` gives: ``L`` (grey) 1, ``RGB``/``BGR`` 3."""
-    return 1 if order == "L" else 3
+# What a recipe's decode makes, by its ``order``: colour (RGB, BGR), colour and alpha (RGBA,
+# BGRA), or grey (L: ITU-R 601-2 luma, as Pillow's convert("L") computes it; L-red, L-green,
+# L-blue: one channel of the colour image).
+GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
 
 
-def decode_step(order: str) -> StepText:
-    """The decode step of a recipe in ``order``: ``L`` is grey (mode L, by ITU-R 601-2 luma as
-    Pillow computes it), ``RGB`` and ``BGR`` colour."""
-    if order == "L":
-        return {"decode": {"backend": "pil", "mode": "L", "convert": "luma",
-                           "exif_orientation": False}}  # fmt: skip
-    return {"decode": {"backend": "pil", "order": order, "exif_orientation": False}}
+def decode_steps(order: str, inverted: bool = False) -> list[StepText]:
+    """The decode step of a recipe in ``order`` (a key of GREY_CONVERT, RGB, BGR, RGBA or
+    BGRA), then ``invert`` when ``inverted`` (255 − x: white digits on black, negatives)."""
+    decode: dict[str, object] = {"backend": "pil"}
+    if order in GREY_CONVERT:
+        decode.update(mode="L", convert=GREY_CONVERT[order])
+    elif order in ("RGBA", "BGRA"):
+        decode.update(mode="RGBA", order=order[:3])
+    else:
+        decode.update(order=order)
+    decode["exif_orientation"] = False
+    invert: list[StepText] = [{"invert": {}}] if inverted else []
+    return [{"decode": decode}, *invert]
 
 
 def recipe_steps(
     order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
-    dtype: str,
+    dtype: str, inverted: bool = False,
 ) -> list[StepText]:  # fmt: skip
-    """Every step of a recipe, written out in full (no default left implicit); ``order`` L
-    decodes grey."""
+    """Every step of a recipe, written out in full (no default left implicit)."""
     return [
-        decode_step(order),
+        *decode_steps(order, inverted),
         *geometry_steps(geometry, height, width),
         *value_steps(values, dtype),
         {"layout": {"order": layout}},
@@ -397,14 +400,14 @@ def preset_steps(
 
 
 __all__ = [
+    "GREY_CONVERT",
     "PRESETS",
     "Geometry",
     "Preset",
     "PresetSizeError",
     "StepText",
     "Values",
-    "channels_of",
-    "decode_step",
+    "decode_steps",
     "preset_steps",
     "recipe_steps",
 ]

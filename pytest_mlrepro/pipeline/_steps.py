@@ -34,9 +34,8 @@ if TYPE_CHECKING:
 
 ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
-# A model input's element types (and what a pipeline may end with).
-DType = Literal["float32", "float16", "uint8", "int8"]
-# What a cast may produce: the model inputs' types, and uint16 (16-bit images before a resize).
+# What a cast may produce: a model input's element types (float32, float16, uint8, int8), and
+# uint16 (16-bit images before a resize).
 CastDType = Literal["float32", "float16", "uint8", "uint16", "int8"]
 # What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
 # or colour, or every band of a multi-band file as it holds them.

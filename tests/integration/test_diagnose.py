@@ -334,8 +334,8 @@ def test_a_decoder_change_in_the_environment_is_named_with_the_library(
     model, sha = lab.model()
     text = H.manifest_text("env", model, sha, B, "cmyk")
     with monkeypatch.context() as patch:
-        # Pillow's decode replaced by OpenCV's (in the same RGB order).
-        patch.setattr(decoders, "_mode_pil", decoders._mode_opencv)
+        # Pillow's decode replaced by OpenCV's (BGR, flipped to the same RGB order).
+        patch.setattr(decoders, "_mode_pil", lambda *a: decoders._mode_opencv(*a)[..., ::-1])
         golden = lab.record(text)
     env = dict(golden.environment, libjpeg="8.0", pillow="12.1.0")
     golden = golden_store.Golden(golden.name, golden.manifest, env, golden.results, golden.probes)

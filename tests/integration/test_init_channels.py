@@ -201,8 +201,8 @@ def test_a_torch_builder_of_one_channel_gets_a_grey_manifest(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Weights without a signature: the channels come from the builder's first convolution,
-    before the weights are loaded; a colour preset is refused naming it, a grey one and
-    discovery write grey manifests that pass."""
+    before the weights are loaded; a colour preset is refused naming it, a grey one,
+    discovery and an export to ONNX write grey manifests that pass."""
     torch = pytest.importorskip("torch")
     weights = {
         "0.weight": torch.tensor([[[[-10.0]]], [[[10.0]]]]),
@@ -219,11 +219,14 @@ def test_a_torch_builder_of_one_channel_gets_a_grey_manifest(
                 "-o", "manifests/preset.yaml") == 0  # fmt: skip
     assert init(*common, "--discover", "--name", "found",
                 "-o", "manifests/found.yaml") == 0, capsys.readouterr()  # fmt: skip
-    for name in ("preset", "found"):
+    # Exported to ONNX at the module's own channel count (a 3-channel trace would fail).
+    assert init(*common, "--preset", "grey-01", "--export", "onnx", "--name", "exported",
+                "-o", "manifests/exported.yaml") == 0, capsys.readouterr()  # fmt: skip
+    for name in ("preset", "found", "exported"):
         manifest = load_manifest(project.path / "manifests" / f"{name}.yaml")
         assert manifest.input.preprocess[0].mode == "L"  # type: ignore[attr-defined]
     result = project.runpytest(*QUIET, "manifests/", "--mlrepro-update")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*100.00*golden recorded*"])
 
 

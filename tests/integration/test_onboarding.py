@@ -19,7 +19,7 @@ from helpers import (
 from init_helpers import init_project
 
 from pytest_mlrepro.cli import main
-from pytest_mlrepro.data._datasets import read_checksums
+from pytest_mlrepro.data._datasets import read_checksum_lines
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.onboarding import checksum_line
 from pytest_mlrepro.onboarding.export import export_onnx
@@ -75,7 +75,7 @@ def test_init_record_pass_then_drift_is_diagnosed(
     assert manifest.model.file.sha256 == sha256(project.path / "models" / "tiny.onnx")
     assert manifest.input.name == "input" and manifest.input.layout == "NCHW"
     assert manifest.dataset.classes == 3
-    checksums = read_checksums(project.path / "manifests" / "datasets" / "tiny.sha256")
+    checksums = read_checksum_lines(project.path / "manifests" / "datasets" / "tiny.sha256")[0]
     assert "labels.csv" in checksums and len(checksums) == 25
     project.runpytest(*QUIET, "manifests/tiny.yaml", "--mlrepro-update").assert_outcomes(passed=1)
     project.runpytest(*QUIET, "manifests/tiny.yaml").assert_outcomes(passed=1)
@@ -143,7 +143,8 @@ def test_class_folders_are_a_data_set(
     assert status == 0, capsys.readouterr()
     manifest = load_manifest(project.path / "manifests" / "folders.yaml")
     assert manifest.dataset.labels_from == "folders"
-    checksums = read_checksums(project.path / "manifests" / "datasets" / "tinyfolders.sha256")
+    listed = project.path / "manifests" / "datasets" / "tinyfolders.sha256"
+    checksums = read_checksum_lines(listed)[0]
     assert "b green's/img01.png" in checksums and len(checksums) == 24
     result = project.runpytest(*QUIET, "manifests/folders.yaml", "--mlrepro-update")
     result.assert_outcomes(passed=1)
@@ -158,7 +159,7 @@ def test_checksum_lines_read_back_for_odd_names(tmp_path: Path) -> None:
     names = ["yellow lady's slipper.JPEG", "back\\slash.png", "two  spaces.png"]
     path = tmp_path / "list.sha256"
     path.write_text("".join(checksum_line("ab" * 32, n) for n in names))
-    assert read_checksums(path) == {n: "ab" * 32 for n in names}
+    assert read_checksum_lines(path)[0] == {n: "ab" * 32 for n in names}
 
 
 def test_init_reads_a_torchscript_model(

@@ -73,9 +73,9 @@ READERS = {
     "checksum list": """
         import sys
         from pathlib import Path
-        from pytest_mlrepro.data._datasets import read_checksums
+        from pytest_mlrepro.data._datasets import read_checksum_lines
         try:
-            read_checksums(Path(sys.argv[1]))
+            read_checksum_lines(Path(sys.argv[1]))
             print("read")
         except (OSError, ValueError) as exc:
             print("refused:", exc)

@@ -27,7 +27,6 @@ from pytest_mlrepro.data._datasets import (
     ResolvedDataset,
     Sample,
     read_checksum_lines,
-    read_checksums,
     resolve_dataset,
     sha256_file,
 )
@@ -205,7 +204,7 @@ def served_copy(tiny: Tiny) -> Path:
     return served
 
 
-# -- read_checksums / sha256_file ------------------------------------------------------------
+# -- read_checksum_lines / sha256_file -------------------------------------------------------------
 
 
 def test_read_checksums_formats(tmp_path: Path) -> None:
@@ -216,7 +215,7 @@ def test_read_checksums_formats(tmp_path: Path) -> None:
         f"   \n{c}  ./sub/x y.png\n\\{a}  back\\\\slash\\nnewline\n",
         encoding="utf-8",
     )
-    assert read_checksums(path) == {
+    assert read_checksum_lines(path)[0] == {
         "plain.png": a,
         "it's a file.jpg": "b" * 64,
         "sub/x y.png": c,
@@ -238,14 +237,14 @@ def test_read_checksums_malformed_line_names_its_number(tmp_path: Path, bad: str
     path = tmp_path / "list.sha256"
     path.write_text(f"# header\n{'a' * 64}  ok.png\n{bad}\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 3\b"):
-        read_checksums(path)
+        read_checksum_lines(path)
 
 
 def test_read_checksums_conflicting_duplicate(tmp_path: Path) -> None:
     path = tmp_path / "list.sha256"
     path.write_text(f"{'a' * 64}  x.png\n{'a' * 64}  x.png\n{'b' * 64}  x.png\n")
     with pytest.raises(ValueError, match=r"line 3.*twice"):
-        read_checksums(path)
+        read_checksum_lines(path)
 
 
 SURROGATES: tuple[Literal["Cs"]] = ("Cs",)  # not encodable as UTF-8: no file name has one
@@ -275,7 +274,7 @@ def test_read_checksums_round_trip(tmp_path: Path, entries: dict[str, bytes], bi
         lines.append(f"{prefix}{raw.hex()} {'*' if binary else ' '}{shown}")
     path = tmp_path / "round.sha256"
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
-    assert read_checksums(path) == {name: raw.hex() for name, raw in entries.items()}
+    assert read_checksum_lines(path)[0] == {name: raw.hex() for name, raw in entries.items()}
 
 
 def test_sha256_file(tmp_path: Path) -> None:
