@@ -540,9 +540,14 @@ def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
     ctx = Context(file, lines)
     if not isinstance(data, dict):
         raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
-    # Said before the input itself is read: a second input is not what is wrong with it.
-    if "inputs" in data and (not isinstance(data["inputs"], list) or len(data["inputs"]) != 1):
+    # The input is read first, as the author of a custom step tests it: its pipeline's error is
+    # said even of a manifest that holds nothing else yet. A second input is said before the
+    # input itself is read: it is not what is wrong with the input.
+    if "inputs" not in data:
+        raise ctx.error((), "missing required key 'inputs'")
+    if not isinstance(data["inputs"], list) or len(data["inputs"]) != 1:
         raise ctx.error(("inputs",), "expected a list with one input (image classification)")
+    convert_dataclass(Input, data["inputs"][0], ("inputs", 0), ctx)
     manifest = convert_dataclass(Manifest, data, (), ctx)
     return dataclasses.replace(manifest, source=file, path=Path(file), lines=lines)
 
