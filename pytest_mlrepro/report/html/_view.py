@@ -215,45 +215,27 @@ def _num(value: float | None, spec: str) -> str:
 
 
 def _metrics(a: MatrixResult) -> tuple[MetricChange, ...]:
-    """The golden → now table of a compared accuracy result."""
+    """The golden → now table of a compared accuracy result: per level (the tolerance's field)
+    its name, the golden's value (a golden agrees with itself, at no score distance), the now
+    value, their format, and how the tolerance bounds it."""
     tol = a.tolerances
-    out = []
-    for level, name, golden, now, allowed, spec in (
-        ("top1", "top-1 %", a.golden_top1, a.top1, None if tol is None else tol.top1, ".2f"),
-        ("top5", "top-5 %", a.golden_top5, a.top5, None if tol is None else tol.top5, ".2f"),
-    ):
-        change = None if golden is None or now is None else now - golden
-        out.append(
-            MetricChange(
-                name,
-                _num(golden, spec),
-                _num(now, spec),
-                "-" if change is None else f"{change:+.2f}",
-                "-" if allowed is None else f"±{allowed:g}",
-                level in a.outside_tolerance,
-            )
-        )
-    out.append(
-        MetricChange(
-            "top-1 agreement",
-            "1.0000",
-            _num(a.agreement, ".4f"),
-            "-" if a.agreement is None else f"{a.agreement - 1:+.4f}",
-            "-" if tol is None else f"≥ {tol.agreement:g}",
-            "agreement" in a.outside_tolerance,
-        )
+    levels = (
+        ("top1", "top-1 %", a.golden_top1, a.top1, ".2f", "±"),
+        ("top5", "top-5 %", a.golden_top5, a.top5, ".2f", "±"),
+        ("agreement", "top-1 agreement", 1.0, a.agreement, ".4f", "≥ "),
+        ("score", "max score diff", 0.0, a.max_score_diff, ".3g", "≤ "),
     )
-    out.append(
+    return tuple(
         MetricChange(
-            "max score diff",
-            "0",
-            _num(a.max_score_diff, ".3g"),
-            "-" if a.max_score_diff is None else f"+{a.max_score_diff:.3g}",
-            "-" if tol is None else f"≤ {tol.score:g}",
-            "score" in a.outside_tolerance,
+            name,
+            _num(golden, spec),
+            _num(now, spec),
+            "-" if golden is None or now is None else format(now - golden, "+" + spec),
+            "-" if tol is None else f"{bound}{getattr(tol, level):g}",
+            level in a.outside_tolerance,
         )
+        for level, name, golden, now, spec, bound in levels
     )
-    return tuple(out)
 
 
 def _drift_set(
