@@ -85,6 +85,22 @@ def _label(*parts: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def _rows(
+    axes: Any, ticks: tuple[Sequence[float], Sequence[str], Sequence[bool]], x: str, title: str
+) -> str:
+    """A chart of one row per item finished: ``ticks`` the rows' positions, labels and whether
+    each failed (its label red), ``x`` the axis's name; its figure as a ``data:`` URI."""
+    at, labels, failed = ticks
+    axes.set_yticks(at, labels, fontsize=8)
+    for tick, bad in zip(axes.get_yticklabels(), failed):
+        if bad:
+            tick.set_color(FAIL)
+    axes.set_xlabel(x)
+    axes.set_title(title, fontsize=10)
+    axes.grid(axis="x", alpha=0.3)
+    return _data_uri(axes.figure)
+
+
 @_plain_text
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     """Top-1 and top-5 as their change against the golden (percentage points), each on its
@@ -131,15 +147,13 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     axes.axvline(0.0, color="black", linewidth=0.8)
     axes.set_xlim(-reach * 1.3, reach * 1.3)
     axes.set_ylim(len(points) - 0.5, -0.5)
-    axes.set_yticks(y, labels, fontsize=8)
-    for tick, p in zip(axes.get_yticklabels(), points):
-        if p.failed:
-            tick.set_color(FAIL)
-    axes.set_xlabel("change against the golden (percentage points); grey: the tolerance band")
-    axes.set_title("Accuracy: the change against the golden", fontsize=10)
     figure.legend(fontsize=7, loc="outside lower center", ncols=2)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    return _rows(
+        axes,
+        (y, labels, [p.failed for p in points]),
+        "change against the golden (percentage points); grey: the tolerance band",
+        "Accuracy: the change against the golden",
+    )
 
 
 def _delta(now: float | None, golden: float | None) -> float | None:
@@ -189,18 +203,12 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
         f"{_label(s.label, s.machine)}  ({_short(s.verdict)})" if s.verdict else s.label
         for s in series
     ]
-    axes.set_yticks(range(1, len(series) + 1), labels, fontsize=8)
-    for tick, s in zip(axes.get_yticklabels(), series):
-        if s.failed:
-            tick.set_color(FAIL)
     axes.invert_yaxis()
     values = [v for s in series for v in s.rounds_ms if v > 0]
     if values and max(values) / min(values) > 30:  # very different models: a log scale
         axes.set_xscale("log")
-    axes.set_xlabel("milliseconds per round")
-    axes.set_title("Latency distributions (rounds)", fontsize=10)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    ticks = (range(1, len(series) + 1), labels, [s.failed for s in series])
+    return _rows(axes, ticks, "milliseconds per round", "Latency distributions (rounds)")
 
 
 def _horizontal() -> dict[str, Any]:
@@ -280,15 +288,11 @@ def agreement_chart(cross: CrossMachine) -> str | None:
         diff = "" if p.max_score_diff is None else f", max score diff {p.max_score_diff:.3g}"
         # The label inside the bar, at its start: the axis ends at 100 %, where a bar can.
         axes.text(start + 0.5, yy, f"{value:.2f}%{diff}", va="center", fontsize=7, color="white")
-    axes.set_yticks(y, [_label(p.manifest, f"{p.machine_a} vs {p.machine_b}") for p in pairs])
-    for tick in axes.get_yticklabels():
-        tick.set_fontsize(8)
     axes.set_xlim(start, 100)
     axes.invert_yaxis()
-    axes.set_xlabel("samples whose top-1 agrees (%)")
-    axes.set_title("Cross-machine agreement", fontsize=10)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    labels = [_label(p.manifest, f"{p.machine_a} vs {p.machine_b}") for p in pairs]
+    ticks = (y, labels, ())  # a flagged pair's bar is red: its label is not
+    return _rows(axes, ticks, "samples whose top-1 agrees (%)", "Cross-machine agreement")
 
 
 def layer_chart(drift: DriftSet) -> str | None:
