@@ -6,11 +6,10 @@ one SVG never clash with another's). Text is drawn as paths: the page needs no f
 from __future__ import annotations
 
 import base64
-import functools
 import io
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._model import (
     AccuracyPoint,
@@ -27,29 +26,6 @@ if TYPE_CHECKING:
 WIDTH = 11.0  # inches at 100 dpi: the page's width at 1280 pixels
 PASS, FAIL, GOLDEN, MUTED = "#2e7d32", "#c62828", "#9e9e9e", "#607d8b"
 TOP1, TOP5 = "#1565c0", "#64b5f6"
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _plain_text(chart: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Build and save the chart with matplotlib's mathtext and usetex off: every text artist
-    (tick labels, titles, legends, annotations) reads these settings when it is made or drawn.
-
-    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
-    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
-    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
-    LaTeX would run on it."""
-
-    @functools.wraps(chart)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        import matplotlib
-
-        with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-            return chart(*args, **kwargs)
-
-    return wrapper
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -101,7 +77,6 @@ def _rows(
     return _data_uri(axes.figure)
 
 
-@_plain_text
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     """Top-1 and top-5 as their change against the golden (percentage points), each on its
     tolerance band (grey): a 0.2-point drift is as visible as it is against a 0.5-point
@@ -166,7 +141,6 @@ def _band(low: float, high: float, bottom: float, height: float) -> Any:
     return Rectangle((low, bottom), high - low, height, color="#cfd8dc", zorder=1, linewidth=0)
 
 
-@_plain_text
 def latency_chart(series: Sequence[LatencySeries]) -> str | None:
     """The distribution of every latency measurement's rounds (box plot, milliseconds), with the
     golden's p50 as a diamond; a failed one in red."""
@@ -220,7 +194,6 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-@_plain_text
 def sensitivity_chart(table: SensitivityTable) -> str:
     """Top-1 and agreement with the declared pipeline under each pitfall, worst agreement
     first; variants that cannot run are listed with "cannot run"."""
@@ -271,7 +244,6 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     return _data_uri(figure)
 
 
-@_plain_text
 def agreement_chart(cross: CrossMachine) -> str | None:
     """Cross-machine top-1 agreement per manifest and pair of machines; a flagged pair red."""
     pairs = list(cross.pairs)
@@ -328,7 +300,6 @@ def layer_chart(drift: DriftSet) -> str | None:
     return _data_uri(figure)
 
 
-@_plain_text
 def trend_chart(trend: Trend) -> str | None:
     """A series over the nights: top-1, agreement with the golden and latency p50, one panel
     each, a point per night (red: outside tolerance) on its tolerance band (grey), the first
@@ -398,12 +369,23 @@ def trend_chart(trend: Trend) -> str | None:
 
 
 def charts(view: Any) -> dict[str, Any]:
-    """Every chart of a :class:`~._model.ReportView` (None where it has no data)."""
-    return {
-        "accuracy": accuracy_chart(view.accuracy),
-        "latency": latency_chart(view.latency),
-        "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
-        "agreement": None if view.cross_machine is None else agreement_chart(view.cross_machine),
-        "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
-        "trends": {t.anchor: trend_chart(t) for t in view.trends},
-    }
+    """Every chart of a :class:`~._model.ReportView` (None where it has no data), built and
+    saved with matplotlib's mathtext and usetex off: every text artist (tick labels, titles,
+    legends, annotations) reads these settings when it is made or drawn.
+
+    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
+    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
+    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
+    LaTeX would run on it."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        cross = view.cross_machine
+        return {
+            "accuracy": accuracy_chart(view.accuracy),
+            "latency": latency_chart(view.latency),
+            "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
+            "agreement": None if cross is None else agreement_chart(cross),
+            "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
+            "trends": {t.anchor: trend_chart(t) for t in view.trends},
+        }
