@@ -14,7 +14,6 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,7 @@ from ..report.html import (
 )
 from ..report.html import session_view as build
 from ..results import Row
-from ._base import display_path, machine_name, report_output_error, settings_key
+from ._base import display_path, machine_name, output_path, report_output_error, settings_key
 
 if TYPE_CHECKING:
     from ..report.html import ReportView
@@ -55,15 +54,9 @@ _drift_key = pytest.StashKey[dict[str, Any]]()
 def html_path(config: pytest.Config) -> Path | None:
     """The report's path: the option's relative to where pytest runs, the ini key's relative
     to the rootdir; None when no report is asked for."""
-    given = config.getoption("mlrepro_html", default=None)
-    if given:
-        path = Path(given)
-        return path if path.is_absolute() else Path(os.getcwd()) / path
     ini = str(config.getini("mlrepro_html") or "").strip()
-    if ini:
-        path = Path(ini)
-        return path if path.is_absolute() else config.rootpath / path
-    return None
+    # Path's "/" keeps an absolute ini path as it is.
+    return output_path(config, "mlrepro_html") or (config.rootpath / ini if ini else None)
 
 
 def check_html_target(config: pytest.Config) -> None:
