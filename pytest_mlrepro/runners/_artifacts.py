@@ -52,15 +52,13 @@ from ..errors import (
     BuildError,
     BuildMismatch,
     IntegrityError,
-    InvalidModel,
     MlreproError,
     Unavailable,
 )
 from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric_packages
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
-from ._onnx_files import NotOnnx, external_locations
-from ._vetting import MAX_ONNX_BYTES, check_size, external_data_files
+from ._vetting import MAX_ONNX_BYTES, check_size, read_onnx
 
 
 def package_dir(package: str) -> Path | None:
@@ -519,21 +517,11 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
     file the manifest does not pin, or one whose content changed, is an integrity error (no
     update can absorb it)."""
     model_path = model.path
-    try:
-        locations = external_locations(model.local.read_bytes())
-    except NotOnnx as exc:
-        raise InvalidModel(
-            manifest.error(
-                ("model", "file"),
-                f"{model_path} is not a valid ONNX model (its protobuf does not parse: {exc}); "
-                "check model.format, and re-export the model if the file is damaged",
-            ).format()
-        ) from None
-    declared = manifest.model.external_data or {}
-    where = ("model", "external_data")
     # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
     at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")
-    external_data_files(model_path, locations, at_model_file)
+    locations = set(read_onnx(model_path, at_model_file, local=model.local)[1])
+    declared = manifest.model.external_data or {}
+    where = ("model", "external_data")
     unpinned = sorted(locations - declared.keys())
     if unpinned:
         lines = "\n".join(
