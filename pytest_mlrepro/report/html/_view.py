@@ -87,33 +87,23 @@ def results_document(
     return document
 
 
-def session_matrix(rows: Sequence[Row], machine: str, environment: Mapping[str, Any]) -> Matrix:
-    """The one-machine matrix of a session's rows, through the results document (JSON and back:
-    exactly what the file would hold) and the results file's validation. ResultsFileError or
-    MatrixError where the rows are not a valid results file."""
-    document = results_document(rows, machine, environment)
-    text = json.dumps(document, sort_keys=True, allow_nan=False)
-    return build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
-
-
 def session_view(
     rows: Sequence[Row],
     *,
     machine: str,
     environment: Mapping[str, Any],
     parts: SessionParts,
-    title: str = "pytest-mlrepro report",
     subtitle: str = "",
     generated: str = "",
 ) -> ReportView:
-    """The page of one session: :func:`matrix_view` of :func:`session_matrix`."""
-    return matrix_view(
-        session_matrix(rows, machine, environment),
-        title=title,
-        subtitle=subtitle,
-        generated=generated,
-        parts=parts,
-    )
+    """The page of one session: :func:`matrix_view` of the one-machine matrix of its rows, made
+    through the results document (JSON and back: exactly what the file would hold) and the
+    results file's validation. ResultsFileError or MatrixError where the rows are not a valid
+    results file."""
+    text = json.dumps(results_document(rows, machine, environment), sort_keys=True, allow_nan=False)
+    matrix = build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
+    title = "pytest-mlrepro report"
+    return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
 
 
 def latency_series(rows: Sequence[Mapping[str, Any]]) -> tuple[LatencySeries, ...]:
@@ -487,6 +477,5 @@ __all__ = [
     "latency_series",
     "matrix_view",
     "results_document",
-    "session_matrix",
     "session_view",
 ]
