@@ -236,21 +236,18 @@ class TorchRunner:
             scores: np.ndarray = out.float().cpu().numpy()
             return scores
 
-    def synchronize(self) -> None:
-        """Wait for the GPU work queued so far (CUDA calls return before the kernels finish)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The module call alone on ``batch``, already a tensor on the device, for latency
-        measurement; the call waits for the device, and leaves the output where it is."""
+        measurement; the call waits for the device (CUDA calls return before the kernels
+        finish), and leaves the output where it is."""
         tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
-        module, sync = self.module, self.synchronize
+        module, device = self.module, self.device
 
         def call() -> None:
             with torch.inference_mode():
                 module(tensor)
-            sync()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
         return call
 
