@@ -133,7 +133,7 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
 def _channels(golden: str, now: str) -> str:
     if golden == now:
         return f"channels in {now} order"
-    return f"channels in the order of each output: golden {golden}, now {now}"
+    return f"channels in the order of each output: {_layouts(golden, now)}"
 
 
 def _layouts(golden: str, now: str) -> str:
@@ -141,11 +141,9 @@ def _layouts(golden: str, now: str) -> str:
 
 
 def _dtypes(probes: list[Any]) -> str:
-    kinds = []
-    for p in probes[:1]:
-        for side, array in (("golden", p.golden), ("now", p.now)):
-            if array is not None:
-                kinds.append((side, str(array.dtype)))
+    """The first probe's dtypes: one when both outputs have it, else each side's."""
+    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
+    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
     if len({k for _, k in kinds}) == 1:
         return kinds[0][1]
     return ", ".join(f"{side} {kind}" for side, kind in kinds)

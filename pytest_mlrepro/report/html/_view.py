@@ -239,25 +239,24 @@ def _drift_set(
     p = pictures or {}
     thumbnails = p.get("thumbnails") or {}
     changed = a.changed_samples
+    # The pictures' words, as the worker sent them (plain data).
+    words: dict[str, Any] = {
+        k: str(p.get(k) or "")
+        for k in ("step", "status", "description", "channels", "layout", "dtype", "note")
+    }
     return DriftSet(
         manifest=cell.manifest,
         machine=cell.machine if show_machine else "",
         device=cell.device,
-        step=str(p.get("step") or ""),
-        status=str(p.get("status") or ""),
-        description=str(p.get("description") or ""),
+        **words,
         golden_index=_index(p.get("golden_index")),
         now_index=_index(p.get("now_index")),
-        channels=str(p.get("channels") or ""),
-        layout=str(p.get("layout") or ""),
-        dtype=str(p.get("dtype") or ""),
         diagnosis="" if d is None else d.cause,
         probes=tuple(from_plain(x) for x in p.get("probes") or () if isinstance(x, dict)),
         layers=tuple(
             (int(depth), shortened(str(name)), float(delta))
             for depth, name, delta in p.get("layers") or ()
         ),
-        note=str(p.get("note") or ""),
         anchor=anchor,
         verdict=a.verdict,
         lead="" if d is None else d.lead,
