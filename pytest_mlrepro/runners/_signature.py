@@ -77,13 +77,6 @@ def model_channels(shape: Sequence[object], layout: str) -> int | None:
     return fixed_size(shape[1] if layout == "NCHW" else shape[3])
 
 
-def pipeline_channels(steps: Sequence[pipeline.Step]) -> tuple[int, str]:
-    """(channels, what they are: RGB, BGR, L, RGBA, BGRA or bands) of what the preprocessing
-    gives the model, known before any image is read."""
-    final = pipeline.Pipeline(steps).final
-    return final.channels, final.order
-
-
 def channel_fix(channels: int) -> str:
     """The decode step that gives ``channels`` channels, as a manifest writes it."""
     if channels == 1:
@@ -128,16 +121,6 @@ def channel_mismatch(
         f"the preprocessing makes {channels}-channel images{what}, {model_side}: it takes "
         f"{model} channel{'s' * (model != 1)}; {channel_fix(model)}"
     )
-
-
-def check_channels(manifest: Manifest, shape: Sequence[object], source: str | None = None) -> None:
-    """A runner's check at load: :class:`SignatureError` at the decode step's ``mode`` (its line)
-    when the model input of ``shape`` takes another channel count than the preprocessing
-    makes (``source``: :func:`channel_mismatch`'s)."""
-    declared = manifest.input
-    channels, names = pipeline_channels(declared.preprocess)
-    wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names, source)
-    _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
 
 
 def _refuse(manifest: Manifest, where: KeyPath, why: str | None) -> None:
@@ -219,7 +202,13 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
     if signature.source is None:
         why_not = layout_mismatch(shape, declared.layout, declared.name)
         _refuse(manifest, ("inputs", 0, "layout"), why_not)
-    check_channels(manifest, shape, signature.source)
+    # The channels (and what they are: RGB, BGR, L, RGBA, BGRA or bands) the preprocessing
+    # makes, known before any image is read, at the decode step's mode.
+    made = pipeline.Pipeline(declared.preprocess).final
+    wrong = channel_mismatch(
+        shape, declared.layout, declared.name, made.channels, made.order, signature.source
+    )
+    _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
     _check_size(manifest, shape)
     if signature.outputs is None:
         return None
@@ -318,13 +307,11 @@ __all__ = [
     "channel_fix",
     "channel_mismatch",
     "check_batch_shape",
-    "check_channels",
     "check_signature",
     "fixed_size",
     "layout_mismatch",
     "model_channels",
     "model_layout",
-    "pipeline_channels",
     "pipeline_size",
     "shape_text",
     "size_mismatch",
