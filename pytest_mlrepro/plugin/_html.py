@@ -90,13 +90,9 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
     try:
         changed = [c.id for c in comparison.changed]
         outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
+        shown = ("step", "status", "description", "golden_index", "now_index", "note")
+        data.update({name: getattr(outputs, name) for name in shown})
         data.update(
-            step=outputs.step,
-            status=outputs.status,
-            description=outputs.description,
-            golden_index=outputs.golden_index,
-            now_index=outputs.now_index,
-            note=outputs.note,
             channels=_channels(outputs.golden_order, outputs.now_order),
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),
