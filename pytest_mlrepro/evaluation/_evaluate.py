@@ -126,13 +126,11 @@ Progress = Callable[[int], None]
 
 
 def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
-    check = getattr(runner, "check_batch", None)
-    if check is not None:
-        try:
-            check(batch, manifest.input.layout)
-        except SignatureError as exc:  # name the manifest line the mismatch comes from
-            where = ("inputs", 0, "preprocess")
-            raise SignatureError(manifest.error(where, str(exc)).format()) from None
+    try:
+        runner.check_batch(batch, manifest.input.layout)
+    except SignatureError as exc:  # name the manifest line the mismatch comes from
+        where = ("inputs", 0, "preprocess")
+        raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
 # Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).

@@ -44,11 +44,14 @@ EXTRAS = {"onnxruntime": "onnx", "torch": "torch", "tensorflow": "tf", "tflite":
 
 
 class Runner(Protocol):
-    """A loaded model on one device. ``info`` records everything that can change its outputs."""
+    """A loaded model on one device. ``info`` records everything that can change its outputs;
+    ``check_batch`` refuses a batch the model's declared input cannot take, before it runs."""
 
     info: dict[str, Any]
 
     def __call__(self, batch: np.ndarray) -> np.ndarray: ...
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None: ...
 
 
 def installed_version(framework: str) -> str | None:

@@ -18,7 +18,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, MlreproError
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
-from ._signature import ModelSignature, check_signature
+from ._signature import CheckedInput, ModelSignature, check_signature
 from ._warnings import first_line, framework_warnings, loading
 from .torch_archive import vet_export_archive, weights_only_refusal
 
@@ -89,11 +89,14 @@ def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
             ) from None
 
 
-class TorchRunner:
+class TorchRunner(CheckedInput):
     def __init__(self, module: Any, device: torch.device, info: dict[str, Any]) -> None:
         self.module = module
         self.device = device
         self.info = info
+        # A module declares no input: its batches are not checked before it runs (a shape it
+        # rejects is its own error, see __call__).
+        self.input_name, self.input_shape = "input", ()
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TorchRunner:

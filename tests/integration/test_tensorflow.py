@@ -76,7 +76,7 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     check_framework(manifest)
     runner = load_runner(manifest, "cpu", settings_for(tmp_path))
     batch = images()
-    runner.check_batch(batch, "NHWC")  # type: ignore[attr-defined]  # each runner has one
+    runner.check_batch(batch, "NHWC")
     out = runner(batch)
     assert out.shape == (4, 3)
     np.testing.assert_allclose(out, expected(batch), rtol=1e-5, atol=1e-5)
