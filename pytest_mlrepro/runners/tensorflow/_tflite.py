@@ -207,17 +207,8 @@ class TFLiteRunner(CheckedInput):
             return quantize(batch, scale, zero_point, self.input_dtype)
         return np.ascontiguousarray(batch, dtype=self.input_dtype)
 
-    def _resize(self, shape: tuple[int, ...]) -> None:
-        """Resize the input tensor to the batch's shape (dynamic dimensions only: strict)."""
-        if self._shape != shape:
-            self.interpreter.resize_tensor_input(self.input_index, list(shape), strict=True)
-            self.interpreter.allocate_tensors()
-            self._shape = shape
-
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        self._resize(tuple(batch.shape))
-        self.interpreter.set_tensor(self.input_index, self._prepare(batch))
-        self.interpreter.invoke()
+        self.model_call(batch)()
         out = self.interpreter.get_tensor(self.output_index)
         if "output_quantization" in self.info:
             scale, zero_point = self.output_quant
@@ -225,8 +216,12 @@ class TFLiteRunner(CheckedInput):
         return np.asarray(out, dtype=np.float32)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """``invoke`` alone on ``batch`` (set once), for latency measurement."""
-        self._resize(tuple(batch.shape))
+        """``invoke`` alone on ``batch`` (set once), for latency measurement. The input tensor
+        is resized to the batch's shape first (dynamic dimensions only: strict)."""
+        if self._shape != batch.shape:
+            self.interpreter.resize_tensor_input(self.input_index, list(batch.shape), strict=True)
+            self.interpreter.allocate_tensors()
+            self._shape = batch.shape
         self.interpreter.set_tensor(self.input_index, self._prepare(batch))
         invoke: Callable[[], object] = self.interpreter.invoke
         return invoke
