@@ -24,21 +24,15 @@ class ReportUnavailable(MlreproError):
     """The HTML report's libraries are not installed."""
 
 
-def missing_libraries() -> list[str]:
-    """The report's libraries that cannot be imported (none: a report can be made). Imported,
-    not only looked for: a broken install is as missing as an absent one."""
+def require_libraries(what: str = "the HTML report") -> None:
+    """ReportUnavailable, naming the missing libraries and the extra, unless both are there.
+    Imported, not only looked for: a broken install is as missing as an absent one."""
     missing = []
     for name in LIBRARIES:
         try:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
-    return missing
-
-
-def require_libraries(what: str = "the HTML report") -> None:
-    """ReportUnavailable, naming the missing libraries and the extra, unless both are there."""
-    missing = missing_libraries()
     if missing:
         raise ReportUnavailable(
             f"{what} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
