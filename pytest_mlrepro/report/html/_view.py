@@ -66,25 +66,19 @@ class SessionParts:
 
 
 def results_document(
-    rows: Sequence[Row],
-    machine: str,
-    environment: Mapping[str, Any],
-    created: str | None = None,
+    rows: Sequence[Row], machine: str, environment: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
     but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
     no shard 2 to merge with (its rows' verdict says the merge decides)."""
     ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
     shown = [row_json(replace(row, shard=None)) for row in ordered]
-    document: dict[str, Any] = {
+    return {
         "format": FORMAT,
         "machine": {"name": machine, "environment": dict(environment)},
         "shard": None,
         "results": shown,
     }
-    if created is not None:
-        document["created"] = created
-    return document
 
 
 def session_view(
