@@ -162,9 +162,7 @@ def drift_image(
     if g is None or n is None:
         return base
     if g.shape != n.shape:
-        return DriftImage(
-            **{**base.__dict__, "note": "the outputs differ in shape: no difference image"}
-        )
+        return dataclasses.replace(base, note="the outputs differ in shape: no difference image")
     diff = np.abs(g - n).max(axis=2)  # the largest difference over the channels, per pixel
     finite = np.isfinite(diff)
     note = "" if finite.all() else "non-finite values (shown black) in an output"
@@ -175,16 +173,14 @@ def drift_image(
     full = hi - lo if hi > lo else 1.0
     level = full / LEVELS
     fraction = level_fraction(reduce(diff[:, :, None], factor, "max")[:, :, 0], level, full)
-    return DriftImage(
-        **{
-            **base.__dict__,
-            "diff_png": to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
-            "max_abs_diff": peak,
-            "changed_fraction": float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
-            "note": note,
-            "level": level,
-            "full": full,
-        }
+    return dataclasses.replace(
+        base,
+        diff_png=to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
+        max_abs_diff=peak,
+        changed_fraction=float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
+        note=note,
+        level=level,
+        full=full,
     )
 
 

@@ -61,7 +61,7 @@ def render_html(view: ReportView) -> str:
     return template.render(
         view=view,
         charts=charts(view),
-        fmt=_fmt,
+        fmt=fmt,
         median=_median,
         numeric_columns=NUMERIC_COLUMNS,
         legend=legend,
@@ -84,6 +84,6 @@ def _median(values: tuple[float, ...]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _fmt(value: float | None, spec: str = ".2f", none: str = "-") -> str:
+def fmt(value: float | None, spec: str = ".2f") -> str:
     """A number for a cell of the page ("-" for none)."""
-    return none if value is None else format(value, spec)
+    return "-" if value is None else format(value, spec)

@@ -40,6 +40,7 @@ from ._model import (
     ReportView,
     SensitivityTable,
 )
+from ._render import fmt
 
 _MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
 SESSION_SOURCE = "this session's results"
@@ -194,10 +195,6 @@ def _compared_failure(cell: Cell) -> bool:
     )
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _metrics(a: MatrixResult) -> tuple[MetricChange, ...]:
     """The golden → now table of a compared accuracy result: per level (the tolerance's field)
     its name, the golden's value (a golden agrees with itself, at no score distance), the now
@@ -212,8 +209,8 @@ def _metrics(a: MatrixResult) -> tuple[MetricChange, ...]:
     return tuple(
         MetricChange(
             name,
-            _num(golden, spec),
-            _num(now, spec),
+            fmt(golden, spec),
+            fmt(now, spec),
             "-" if golden is None or now is None else format(now - golden, "+" + spec),
             "-" if tol is None else f"{bound}{getattr(tol, level):g}",
             level in a.outside_tolerance,
