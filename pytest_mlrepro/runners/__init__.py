@@ -21,7 +21,6 @@ from .._phases import phase
 from ..errors import FrameworkUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
-from ._onnx_files import external_locations as external_locations
 from ._signature import model_layout as model_layout
 from ._vetting import read_onnx as read_onnx
 from ._vetting import vet_model_file as vet_model_file
