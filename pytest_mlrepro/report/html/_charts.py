@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 WIDTH = 11.0  # inches at 100 dpi: the page's width at 1280 pixels
 PASS, FAIL, GOLDEN, MUTED = "#2e7d32", "#c62828", "#9e9e9e", "#607d8b"
 TOP1, TOP5 = "#1565c0", "#64b5f6"
+BAND = "#cfd8dc"  # a tolerance band
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -49,12 +50,6 @@ def _data_uri(figure: Figure) -> str:
 
 def _height(rows: int, per_row: float = 0.32, base: float = 1.3) -> float:
     return min(40.0, base + per_row * max(1, rows))
-
-
-def _short(verdict: str) -> str:
-    """A verdict without its parenthesised detail (``faster (vs <hardware key>)``): an axis label
-    has room for the word; the matrix has the rest."""
-    return verdict.split(" (", 1)[0]
 
 
 def _label(*parts: str) -> str:
@@ -93,7 +88,9 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     for yy, p in zip(y, points):
         for offset, tol in ((-0.18, p.top1_tolerance), (0.18, p.top5_tolerance)):
             if tol is not None:
-                axes.add_patch(_band(-tol, tol, yy + offset - 0.15, 0.3))
+                axes.barh(
+                    yy + offset, 2 * tol, height=0.3, left=-tol, color=BAND, zorder=1, linewidth=0
+                )
                 reach = max(reach, tol)
     series = (
         (-0.18, "top-1", TOP1, "o", [_delta(p.top1, p.golden_top1) for p in points]),
@@ -135,12 +132,6 @@ def _delta(now: float | None, golden: float | None) -> float | None:
     return None if now is None or golden is None else now - golden
 
 
-def _band(low: float, high: float, bottom: float, height: float) -> Any:
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((low, bottom), high - low, height, color="#cfd8dc", zorder=1, linewidth=0)
-
-
 def latency_chart(series: Sequence[LatencySeries]) -> str | None:
     """The distribution of every latency measurement's rounds (box plot, milliseconds), with the
     golden's p50 as a diamond; a failed one in red."""
@@ -173,8 +164,10 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
             label="golden p50",
         )
         axes.legend(fontsize=7, loc="lower right")
+    # A verdict without its parenthesised detail (``faster (vs <hardware key>)``): an axis
+    # label has room for the word; the matrix has the rest.
     labels = [
-        f"{_label(s.label, s.machine)}  ({_short(s.verdict)})" if s.verdict else s.label
+        f"{_label(s.label, s.machine)}  ({s.verdict.split(' (', 1)[0]})" if s.verdict else s.label
         for s in series
     ]
     axes.invert_yaxis()
@@ -330,7 +323,7 @@ def trend_chart(trend: Trend) -> str | None:
         if any(not math.isnan(v) for v in lows + highs):
             bottom = [lo if not math.isnan(lo) else 0.0 for lo in lows]
             axes.fill_between(
-                xs, bottom, highs, color="#cfd8dc", step="mid", linewidth=0, label="tolerance"
+                xs, bottom, highs, color=BAND, step="mid", linewidth=0, label="tolerance"
             )
         axes.plot(xs, values, color=MUTED, linewidth=1, zorder=2)
         axes.scatter(
