@@ -2,7 +2,7 @@
 said as what they are.
 
 The loaders turn whatever a framework raises while it parses a file into "not a model file"
-(``InvalidModel``). A warning is not such an error: under ``-W error`` (or a filter that makes it
+(:func:`loading`, at the manifest's field). A warning is not such an error: under ``-W error`` (or a filter that makes it
 one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would be raised inside the load
 and reported as a damaged archive. :func:`framework_warnings` records the warnings of the load
 (none of them raises there) and issues them again once the load has succeeded, outside the
