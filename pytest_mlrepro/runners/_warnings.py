@@ -2,12 +2,13 @@
 said as what they are.
 
 The loaders turn whatever a framework raises while it parses a file into "not a model file"
-(:func:`loading`, at the manifest's field). A warning is not such an error: under ``-W error`` (or a filter that makes it
-one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would be raised inside the load
-and reported as a damaged archive. :func:`framework_warnings` records the warnings of the load
-(none of them raises there) and issues them again once the load has succeeded, outside the
-loader's error handling: the run's own filters then decide, as for any other code (shown in
-pytest's warnings summary, or raised as the warning it is under ``-W error``).
+(:func:`loading`, at the manifest's field). A warning is not such an error: under ``-W error``
+(or a filter that makes it one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would
+be raised inside the load and reported as a damaged archive. :func:`framework_warnings` records
+the warnings of the load (none of them raises there) and issues them again once the load has
+succeeded, outside the loader's error handling: the run's own filters then decide, as for any
+other code (shown in pytest's warnings summary, or raised as the warning it is under ``-W
+error``).
 """
 
 from __future__ import annotations
