@@ -62,10 +62,6 @@ Load = Callable[[Sample], np.ndarray]
 shared prefixes (``SharedLoader``)."""
 
 
-def _load(pipe: Pipeline, sample: Sample) -> np.ndarray:
-    return pipe(read_sample(sample), sample.id)
-
-
 def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
@@ -75,11 +71,6 @@ def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
             f"({sorted(shapes)}): add a crop or resize to a fixed size",
         )
     return np.stack(arrays)
-
-
-def _prepare(pipe: Pipeline, batch: Sequence[Sample], load: Load | None = None) -> np.ndarray:
-    load = load or (lambda sample: _load(pipe, sample))
-    return _stack(batch, [load(sample) for sample in batch])
 
 
 def preprocessed(
@@ -104,7 +95,7 @@ def preprocessed(
     the other.
 
     ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
-    load = load or (lambda sample: _load(pipe, sample))
+    load = load or (lambda sample: pipe(read_sample(sample), sample.id))
     if not overlap:
         workers = workers or usable_cpu_count()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
@@ -117,7 +108,7 @@ def preprocessed(
         pending: deque[Future[np.ndarray]] = deque()
         batches = _batches(samples, batch_size)
         for batch in batches:
-            pending.append(pool.submit(_prepare, pipe, batch, load))
+            pending.append(pool.submit(lambda b: _stack(b, [load(s) for s in b]), batch))
             if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:
@@ -135,13 +126,11 @@ Progress = Callable[[int], None]
 
 
 def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
-    check = getattr(runner, "check_batch", None)
-    if check is not None:
-        try:
-            check(batch, manifest.input.layout)
-        except SignatureError as exc:  # name the manifest line the mismatch comes from
-            where = ("inputs", 0, "preprocess")
-            raise SignatureError(manifest.error(where, str(exc)).format()) from None
+    try:
+        runner.check_batch(batch, manifest.input.layout)
+    except SignatureError as exc:  # name the manifest line the mismatch comes from
+        where = ("inputs", 0, "preprocess")
+        raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
 # Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).
@@ -191,7 +180,7 @@ def stream_model(
     freed = FreedPages()
     # The model's blocks from the heap while it runs, when the preprocessing does not run
     # beside it (``model_allocation``).
-    allocation = contextlib.nullcontext if overlaps(runner) else model_allocation
+    allocation = contextlib.nullcontext if overlap else model_allocation
     # Closed here when the model raises (a time limit's interruption included), so that the
     # thread pool shuts down in this thread, not whenever the garbage collector finalises the
     # generator: finalised inside another thread's start-up, it joined threads there and hung.

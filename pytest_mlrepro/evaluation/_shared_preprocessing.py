@@ -135,18 +135,14 @@ class PreprocessingShare:
     def held_bytes(self) -> int:
         return self._held
 
-    def _get(self, prefix: Prefix, sha256: str) -> Tensor | None:
+    def _get(self, prefix: Prefix, sha256: str, reuse: bool = True) -> Tensor | None:
+        """The tensor kept for the sample, counted as reused unless only looked for."""
         with self._lock:
             node = self._nodes.get(prefix)
             kept = None if node is None else node.tensors.get(sha256)
-            if kept is not None:
+            if kept is not None and reuse:
                 self.stats.reused += 1
             return kept
-
-    def _has(self, prefix: Prefix, sha256: str) -> bool:
-        with self._lock:
-            node = self._nodes.get(prefix)
-            return node is not None and sha256 in node.tensors
 
     def _put(self, prefix: Prefix, sha256: str, tensor: Tensor) -> None:
         with self._lock:
@@ -209,7 +205,8 @@ class SharedLoader:
         if self.share._spent:
             return []
         deepest = self.prefixes[0][1]
-        return [s for s in samples if s.sha256 and not self.share._has(deepest, s.sha256)]
+        kept = self.share._get
+        return [s for s in samples if s.sha256 and kept(deepest, s.sha256, False) is None]
 
     def fill(self, samples: Sequence[Sample], workers: int) -> int:
         """Compute and keep, before the evaluation's first batch and on ``workers`` threads,

@@ -14,7 +14,6 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,7 @@ from ..report.html import (
 )
 from ..report.html import session_view as build
 from ..results import Row
-from ._base import display_path, machine_name, report_output_error, settings_key
+from ._base import display_path, machine_name, output_path, report_output_error, settings_key
 
 if TYPE_CHECKING:
     from ..report.html import ReportView
@@ -55,15 +54,9 @@ _drift_key = pytest.StashKey[dict[str, Any]]()
 def html_path(config: pytest.Config) -> Path | None:
     """The report's path: the option's relative to where pytest runs, the ini key's relative
     to the rootdir; None when no report is asked for."""
-    given = config.getoption("mlrepro_html", default=None)
-    if given:
-        path = Path(given)
-        return path if path.is_absolute() else Path(os.getcwd()) / path
     ini = str(config.getini("mlrepro_html") or "").strip()
-    if ini:
-        path = Path(ini)
-        return path if path.is_absolute() else config.rootpath / path
-    return None
+    # Path's "/" keeps an absolute ini path as it is.
+    return output_path(config, "mlrepro_html") or (config.rootpath / ini if ini else None)
 
 
 def check_html_target(config: pytest.Config) -> None:
@@ -97,13 +90,9 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
     try:
         changed = [c.id for c in comparison.changed]
         outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
+        shown = ("step", "status", "description", "golden_index", "now_index", "note")
+        data.update({name: getattr(outputs, name) for name in shown})
         data.update(
-            step=outputs.step,
-            status=outputs.status,
-            description=outputs.description,
-            golden_index=outputs.golden_index,
-            now_index=outputs.now_index,
-            note=outputs.note,
             channels=_channels(outputs.golden_order, outputs.now_order),
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),
@@ -140,7 +129,7 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
 def _channels(golden: str, now: str) -> str:
     if golden == now:
         return f"channels in {now} order"
-    return f"channels in the order of each output: golden {golden}, now {now}"
+    return f"channels in the order of each output: {_layouts(golden, now)}"
 
 
 def _layouts(golden: str, now: str) -> str:
@@ -148,11 +137,9 @@ def _layouts(golden: str, now: str) -> str:
 
 
 def _dtypes(probes: list[Any]) -> str:
-    kinds = []
-    for p in probes[:1]:
-        for side, array in (("golden", p.golden), ("now", p.now)):
-            if array is not None:
-                kinds.append((side, str(array.dtype)))
+    """The first probe's dtypes: one when both outputs have it, else each side's."""
+    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
+    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
     if len({k for _, k in kinds}) == 1:
         return kinds[0][1]
     return ", ".join(f"{side} {kind}" for side, kind in kinds)

@@ -25,36 +25,28 @@ def _cell(times: Mapping[str, Any] | None) -> str:
 def phase_table(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> Table:
     """The account of every row that has one, and a last row ``once`` with the session's
     one-time costs; empty rows when no row has an account."""
-    accounts = [
-        (row.nodeid, row.timing.call, {k: vars(v) for k, v in row.timing.phases.items()})
+    accounts: list[tuple[str, float | None, Mapping[str, Any]]] = [
+        (row.nodeid.rsplit("/", 1)[-1], row.timing.call, {k: vars(v) for k, v in phases.items()})
         for row in sorted(rows, key=lambda row: row.nodeid)
-        if row.timing is not None and row.timing.phases is not None
+        if row.timing is not None and (phases := row.timing.phases) is not None
     ]
     if not accounts:
         return (), ()
-    seen = {name for *_, account in accounts for name in account} | set(one_time or {})
+    if one_time:
+        accounts.append(("once for the session", None, one_time))
+    seen = {name for *_, account in accounts for name in account}
     names = [name for name in PHASES if name in seen]
     header = ("item", "call s", "phases s", *names)
-    body: list[tuple[str, ...]] = []
-    for nodeid, call, account in accounts:
-        body.append(
-            (
-                nodeid.rsplit("/", 1)[-1],
-                "-" if call is None else f"{call:.2f}",
-                f"{total(account):.2f}",
-                *(_cell(account.get(name)) for name in names),
-            )
+    body = tuple(
+        (
+            label,
+            "-" if call is None else f"{call:.2f}",
+            f"{total(dict(account)):.2f}",
+            *(_cell(account.get(name)) for name in names),
         )
-    if one_time:
-        body.append(
-            (
-                "once for the session",
-                "-",
-                f"{total(dict(one_time)):.2f}",
-                *(_cell(one_time.get(name)) for name in names),
-            )
-        )
-    return header, tuple(body)
+        for label, call, account in accounts
+    )
+    return header, body
 
 
 def phase_lines(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> list[str]:

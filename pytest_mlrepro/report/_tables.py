@@ -47,19 +47,12 @@ def explain(
     lines.append("")
     rows = [
         ("", "golden", "now", "change", "tolerance"),
-        (
-            "top-1 %",
-            f"{c.golden_top1:.2f}",
-            f"{c.now_top1:.2f}",
-            f"{c.now_top1 - c.golden_top1:+.2f}",
-            f"±{tol.top1:g}",
-        ),
-        (
-            "top-5 %",
-            f"{c.golden_top5:.2f}",
-            f"{c.now_top5:.2f}",
-            f"{c.now_top5 - c.golden_top5:+.2f}",
-            f"±{tol.top5:g}",
+        *(
+            (f"top-{k} %", f"{golden:.2f}", f"{now:.2f}", f"{now - golden:+.2f}", f"±{allowed:g}")
+            for k, golden, now, allowed in (
+                (1, c.golden_top1, c.now_top1, tol.top1),
+                (5, c.golden_top5, c.now_top5, tol.top5),
+            )
         ),
         (
             "top-1 agreement",

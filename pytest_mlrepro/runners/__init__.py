@@ -21,7 +21,6 @@ from .._phases import phase
 from ..errors import FrameworkUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
-from ._onnx_files import external_locations as external_locations
 from ._signature import model_layout as model_layout
 from ._vetting import read_onnx as read_onnx
 from ._vetting import vet_model_file as vet_model_file
@@ -44,11 +43,14 @@ EXTRAS = {"onnxruntime": "onnx", "torch": "torch", "tensorflow": "tf", "tflite":
 
 
 class Runner(Protocol):
-    """A loaded model on one device. ``info`` records everything that can change its outputs."""
+    """A loaded model on one device. ``info`` records everything that can change its outputs;
+    ``check_batch`` refuses a batch the model's declared input cannot take, before it runs."""
 
     info: dict[str, Any]
 
     def __call__(self, batch: np.ndarray) -> np.ndarray: ...
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None: ...
 
 
 def installed_version(framework: str) -> str | None:
@@ -108,6 +110,23 @@ def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
     return sorted(names)
 
 
+def _runner_class(name: str) -> Any:
+    """The runner class of the framework ``name``, its framework imported now (ImportError when
+    it is installed but does not import)."""
+    if name == "onnxruntime":
+        from .onnx import OnnxRunner
+
+        return OnnxRunner
+    if name == "torch":
+        from .torch import TorchRunner
+
+        return TorchRunner
+    from .tensorflow import TensorFlowRunner, TFLiteRunner, import_framework
+
+    import_framework(name)
+    return TFLiteRunner if name == "tflite" else TensorFlowRunner
+
+
 def import_frameworks(names: Iterable[str]) -> None:
     """Import each installed framework of ``names`` (its runner's module) now, once for the
     process: a run imports them before its first item, so that no per-item time limit (the
@@ -116,17 +135,9 @@ def import_frameworks(names: Iterable[str]) -> None:
     not installed, or does not import, is left to the items that need it: each reports why.
     Their warnings are issued after the import (``_warnings``)."""
     for name in names:
-        if installed_version(name) is None:
-            continue
-        with framework_warnings(), contextlib.suppress(Exception):
-            if name == "onnxruntime":
-                from . import onnx  # noqa: F401
-            elif name in ("tensorflow", "tflite"):
-                from .tensorflow import import_framework
-
-                import_framework(name)
-            else:
-                from . import torch  # noqa: F401
+        if installed_version(name) is not None:
+            with framework_warnings(), contextlib.suppress(Exception):
+                _runner_class(name)
 
 
 @phase("model load")
@@ -145,27 +156,17 @@ def load_runner(
     Its time is the item's ``model load`` phase, but for the verification of the files (``model
     verify``) and a framework's import (``framework import``: once per process, at collection,
     where a session runs)."""
-    if manifest.framework.name == "onnxruntime":
+    name = manifest.framework.name
+    try:
         with phase("framework import"):
-            from .onnx import OnnxRunner
-
-        return OnnxRunner.load(manifest, device, settings, shares_cpu=shares_cpu)
-    if manifest.framework.name in ("tensorflow", "tflite"):
-        name = manifest.framework.name
-        try:
-            with phase("framework import"):
-                from .tensorflow import TensorFlowRunner, TFLiteRunner, import_framework
-
-                import_framework(name)
-        except ImportError as exc:
-            raise FrameworkUnavailable(
-                f"{name} is installed but cannot be imported: {exc}",
-                how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
-            ) from None
-        if manifest.framework.name == "tflite":
-            return TFLiteRunner.load(manifest, device, settings)
-        return TensorFlowRunner.load(manifest, device, settings)
-    with phase("framework import"):
-        from .torch import TorchRunner
-
-    return TorchRunner.load(manifest, device, settings)
+            runner_class = _runner_class(name)
+    except ImportError as exc:
+        raise FrameworkUnavailable(
+            f"{name} is installed but cannot be imported: {exc}",
+            how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
+        ) from None
+    if name == "onnxruntime":
+        runner: Runner = runner_class.load(manifest, device, settings, shares_cpu=shares_cpu)
+    else:
+        runner = runner_class.load(manifest, device, settings)
+    return runner

@@ -52,15 +52,13 @@ from ..errors import (
     BuildError,
     BuildMismatch,
     IntegrityError,
-    InvalidModel,
     MlreproError,
     Unavailable,
 )
 from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric_packages
 from ..manifest import FileRef, Manifest
 from ..settings import OutsideProject, Settings, resolve_inside
-from ._onnx_files import NotOnnx, external_locations
-from ._vetting import MAX_ONNX_BYTES, check_size, external_data_files
+from ._vetting import MAX_ONNX_BYTES, check_size, read_onnx
 
 
 def package_dir(package: str) -> Path | None:
@@ -108,10 +106,11 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
     else:
         assert ref.cache is not None
         path = cache_path(ref.cache, settings)
-        _confine_cache(manifest, where, path, settings)
-        if not _present(path):
-            _provide(manifest, ref, where, path, settings)
-        _confine_cache(manifest, where, path, settings)
+        with _safe_cache(manifest, where):
+            confine(path, settings.cache_dir)
+            if not _present(path):
+                _provide(manifest, ref, where, path, settings)
+            confine(path, settings.cache_dir)
     if not path.is_file():
         raise manifest.error((*where, "path"), f"file not found: {path}")
     return path
@@ -130,16 +129,16 @@ def _present(path: Path) -> bool:
         return False
 
 
-def _confine_cache(manifest: Manifest, where: KeyPath, path: Path, settings: Settings) -> None:
-    """The cache is a shared place: refuse ``path`` (before anything behind it is read) when a
-    folder on the way or the file is a link, or writable by every user and owned by another
-    (``_files.confine``)."""
+@contextlib.contextmanager
+def _safe_cache(manifest: Manifest, where: KeyPath, after: str = "") -> Iterator[None]:
+    """The cache is a shared place: a path in it is refused (before anything behind it is read)
+    when a folder on the way or the file is a link, or writable by every user and owned by
+    another (``_files.confine``), or not a regular file when it is read."""
     try:
-        confine(path, settings.cache_dir)
-    except Unconfined as exc:
-        raise _refused(
-            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
-        ) from None
+        yield
+    except (Unconfined, NotARegularFile) as exc:
+        why = f"the cache is not safe to use: {exc}{after}"
+        raise _refused(manifest, (*where, "cache"), why) from None
 
 
 def _refused(manifest: Manifest, where: KeyPath, why: str) -> IntegrityError:
@@ -152,7 +151,6 @@ def download_limit(fmt: str) -> int | None:
     protobuf's 2 GiB cannot be a model (``_vetting.MAX_ONNX_BYTES``), nor can a TFLite file
     over FlatBuffers' 2 GiB; the configured cap (``MLREPRO_MAX_DOWNLOAD``, bytes) when it is
     smaller."""
-    # protobuf (ONNX) and FlatBuffers (TFLite) hold at most 2 GiB in one file.
     limits = [MAX_ONNX_BYTES] if fmt in ("onnx", "tflite") else []
     configured = configured_download_cap()
     if configured is not None:
@@ -201,7 +199,7 @@ def _provide(
         # xdist workers may all want the same file: one provides it, the others wait and reuse
         # it. The lock file is never followed (a planted link there creates nothing outside).
         with file_lock(target.with_name(target.name + ".lock"), inside=root):
-            _confine_cache(manifest, where, target, settings)
+            confine(target, root)
             if _present(target):
                 return
             if mirrored:
@@ -211,10 +209,8 @@ def _provide(
                 _fetch(manifest, ref, (*where, "url"), target, url, "url", settings)
             else:
                 _build(manifest, ref, where, target, settings)
-    except Unconfined as exc:
-        raise _refused(
-            manifest, (*where, "cache"), f"the cache is not safe to use: {exc}"
-        ) from None
+    except Unconfined:
+        raise  # the cache is not safe to use (_safe_cache), not a write error
     except OSError as exc:
         raise write_error(target.parent, exc, "cache") from None
 
@@ -457,12 +453,9 @@ def verified(
     with tempfile.TemporaryDirectory(prefix="mlrepro-model-") as private:
         local = Path(private) / path.name
         with phase("model verify"):
-            try:
+            # A link planted in the cache after it was confined is not read.
+            with _safe_cache(manifest, where, after=": not read"):
                 actual = _copy_hashing(path, local, follow_symlinks=ref.cache is None)
-            except NotARegularFile as exc:  # a link planted in the cache after it was confined
-                raise _refused(
-                    manifest, (*where, "cache"), f"the cache is not safe to use: {exc}: not read"
-                ) from None
             if actual != ref.sha256:
                 raise _integrity_error(manifest, ref, where, path, actual)
         yield VerifiedFile(path, local)
@@ -519,21 +512,11 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
     file the manifest does not pin, or one whose content changed, is an integrity error (no
     update can absorb it)."""
     model_path = model.path
-    try:
-        locations = external_locations(model.local.read_bytes())
-    except NotOnnx as exc:
-        raise InvalidModel(
-            manifest.error(
-                ("model", "file"),
-                f"{model_path} is not a valid ONNX model (its protobuf does not parse: {exc}); "
-                "check model.format, and re-export the model if the file is damaged",
-            ).format()
-        ) from None
-    declared = manifest.model.external_data or {}
-    where = ("model", "external_data")
     # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
     at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")
-    external_data_files(model_path, locations, at_model_file)
+    locations = set(read_onnx(model_path, at_model_file, local=model.local)[1])
+    declared = manifest.model.external_data or {}
+    where = ("model", "external_data")
     unpinned = sorted(locations - declared.keys())
     if unpinned:
         lines = "\n".join(

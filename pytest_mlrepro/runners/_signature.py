@@ -28,7 +28,8 @@ CHANNELS = (1, 3, 4)
 _SIZE_KEEPING = (pipeline.Color, pipeline.Cast, pipeline.Scale, pipeline.Normalize, pipeline.Layout)
 
 
-def _fixed(dim: object) -> int | None:
+def fixed_size(dim: object) -> int | None:
+    """A dimension's size; None for a name, None or a non-positive number (no size)."""
     return dim if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 else None
 
 
@@ -46,7 +47,7 @@ def model_layout(shape: Sequence[object]) -> Literal["NCHW", "NHWC"] | None:
     and ``mlrepro init`` writes one."""
     if len(shape) != 4:
         return None
-    first, last = _fixed(shape[1]) in CHANNELS, _fixed(shape[3]) in CHANNELS
+    first, last = fixed_size(shape[1]) in CHANNELS, fixed_size(shape[3]) in CHANNELS
     if first and not last:
         return "NCHW"
     if last and not first:
@@ -73,14 +74,7 @@ def model_channels(shape: Sequence[object], layout: str) -> int | None:
     axis), or None when that axis is symbolic or the input is not rank 4."""
     if len(shape) != 4:
         return None
-    return _fixed(shape[1] if layout == "NCHW" else shape[3])
-
-
-def pipeline_channels(steps: Sequence[pipeline.Step]) -> tuple[int, str]:
-    """(channels, what they are: RGB, BGR, L, RGBA, BGRA or bands) of what the preprocessing
-    gives the model, known before any image is read."""
-    final = pipeline.Pipeline(steps).final
-    return final.channels, final.order
+    return fixed_size(shape[1] if layout == "NCHW" else shape[3])
 
 
 def channel_fix(channels: int) -> str:
@@ -129,16 +123,6 @@ def channel_mismatch(
     )
 
 
-def check_channels(manifest: Manifest, shape: Sequence[object], source: str | None = None) -> None:
-    """A runner's check at load: :class:`SignatureError` at the decode step's ``mode`` (its line)
-    when the model input of ``shape`` takes another channel count than the preprocessing
-    makes (``source``: :func:`channel_mismatch`'s)."""
-    declared = manifest.input
-    channels, names = pipeline_channels(declared.preprocess)
-    wrong = channel_mismatch(shape, declared.layout, declared.name, channels, names, source)
-    _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
-
-
 def _refuse(manifest: Manifest, where: KeyPath, why: str | None) -> None:
     """A :class:`SignatureError` at the manifest field ``where`` (file, line, field), if ``why``."""
     if why is not None:
@@ -168,7 +152,7 @@ def size_mismatch(
     if len(shape) != 4:
         return None
     dims = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
-    want = tuple(_fixed(d) for d in dims)
+    want = tuple(fixed_size(d) for d in dims)
     if (want[0] is None or want[0] == height) and (want[1] is None or want[1] == width):
         return None
     shown = shape_text(shape)
@@ -218,7 +202,13 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
     if signature.source is None:
         why_not = layout_mismatch(shape, declared.layout, declared.name)
         _refuse(manifest, ("inputs", 0, "layout"), why_not)
-    check_channels(manifest, shape, signature.source)
+    # The channels (and what they are: RGB, BGR, L, RGBA, BGRA or bands) the preprocessing
+    # makes, known before any image is read, at the decode step's mode.
+    made = pipeline.Pipeline(declared.preprocess).final
+    wrong = channel_mismatch(
+        shape, declared.layout, declared.name, made.channels, made.order, signature.source
+    )
+    _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
     _check_size(manifest, shape)
     if signature.outputs is None:
         return None
@@ -259,7 +249,7 @@ def _chosen_output(manifest: Manifest, model: str, outputs: list[str]) -> str:
 
 def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | None) -> None:
     """The class count a (batch, classes) output declares, before any image is decoded."""
-    classes = _fixed(shape[1]) if shape is not None and len(shape) == 2 else None
+    classes = fixed_size(shape[1]) if shape is not None and len(shape) == 2 else None
     if classes is None or classes == manifest.dataset.classes:
         return
     _refuse(
@@ -282,10 +272,10 @@ def check_batch_shape(
             f"the model input {name!r} has rank {len(expected)} {shape_text(expected)}, the "
             f"pipeline produces {got} ({layout})"
         )
-    if all(_fixed(want) in (None, size) for want, size in zip(expected[1:], got[1:])):
+    if all(fixed_size(want) in (None, size) for want, size in zip(expected[1:], got[1:])):
         return
     hint = "a size mismatch (check the crop and resize steps)"
-    sizes = [_fixed(d) for d in expected[1:]]
+    sizes = [fixed_size(d) for d in expected[1:]]
     if sorted(d for d in sizes if d is not None) == sorted(got[1:]):
         model = model_layout(expected)
         hint = (
@@ -299,17 +289,29 @@ def check_batch_shape(
     )
 
 
+class CheckedInput:
+    """A runner whose model declares its input: ``input_name``, and ``input_shape`` (empty when
+    the model declares none), which each batch is checked against before the model runs."""
+
+    input_name: str
+    input_shape: Sequence[object]
+
+    def check_batch(self, batch: np.ndarray, layout: str) -> None:
+        if self.input_shape:
+            check_batch_shape(self.input_name, self.input_shape, batch, layout)
+
+
 __all__ = [
+    "CheckedInput",
     "ModelSignature",
     "channel_fix",
     "channel_mismatch",
     "check_batch_shape",
-    "check_channels",
     "check_signature",
+    "fixed_size",
     "layout_mismatch",
     "model_channels",
     "model_layout",
-    "pipeline_channels",
     "pipeline_size",
     "shape_text",
     "size_mismatch",

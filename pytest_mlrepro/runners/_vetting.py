@@ -45,16 +45,18 @@ def vet_model_file(path: Path, fmt: str, source: str) -> None:
         vet_export_archive(path, source)
 
 
-def read_onnx(path: Path, source: str) -> tuple[bytes, dict[str, Path]]:
+def read_onnx(path: Path, source: str, local: Path | None = None) -> tuple[bytes, dict[str, Path]]:
     """The bytes of the ONNX model at ``path`` (size checked first) and its external data files,
-    each location confined to the model's folder; nothing is parsed by onnx yet."""
+    each location confined to the model's folder; nothing is parsed by onnx yet. ``local``: the
+    copy to read instead (a runner's verified private copy of ``path``)."""
     check_size(path, "onnx", source)
-    data = path.read_bytes()
+    data = (local or path).read_bytes()
     try:
         locations = external_locations(data)
     except NotOnnx as exc:
         raise InvalidModel(
-            f"{source}: {path} is not a valid ONNX model (its protobuf does not parse: {exc})"
+            f"{source}: {path} is not a valid ONNX model (its protobuf does not parse: {exc}); "
+            "check model.format, and re-export the model if the file is damaged"
         ) from None
     return data, external_data_files(path, locations, source)
 

@@ -1,12 +1,14 @@
-"""A framework's warnings while it loads a model, kept apart from its errors.
+"""A framework's load of a model file: its warnings kept apart from its errors, and its errors
+said as what they are.
 
 The loaders turn whatever a framework raises while it parses a file into "not a model file"
-(``InvalidModel``). A warning is not such an error: under ``-W error`` (or a filter that makes it
-one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would be raised inside the load
-and reported as a damaged archive. :func:`framework_warnings` records the warnings of the load
-(none of them raises there) and issues them again once the load has succeeded, outside the
-loader's error handling: the run's own filters then decide, as for any other code (shown in
-pytest's warnings summary, or raised as the warning it is under ``-W error``).
+(:func:`loading`, at the manifest's field). A warning is not such an error: under ``-W error``
+(or a filter that makes it one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would
+be raised inside the load and reported as a damaged archive. :func:`framework_warnings` records
+the warnings of the load (none of them raises there) and issues them again once the load has
+succeeded, outside the loader's error handling: the run's own filters then decide, as for any
+other code (shown in pytest's warnings summary, or raised as the warning it is under ``-W
+error``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+
+from ..errors import InvalidModel, MlreproError
+from ..manifest import Manifest
 
 
 @contextlib.contextmanager
@@ -27,4 +32,31 @@ def framework_warnings() -> Iterator[None]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-__all__ = ["framework_warnings"]
+def first_line(exc: BaseException) -> str:
+    """What an exception says, in one line: its message's first line, else its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def loading(
+    manifest: Manifest,
+    what: str,
+    hint: str = "",
+    error: type[MlreproError] = InvalidModel,
+    field: str = "file",
+) -> Iterator[None]:
+    """The body loads the model file of ``model.<field>``: whatever the framework raises is an
+    ``error`` at that manifest field (file, line, field) that reads ``what (its type: its first
+    line)hint``. Entered inside :func:`framework_warnings` (``with framework_warnings(),
+    loading(...)``): a warning of the load is issued after it, never made such an error."""
+    try:
+        yield
+    except MlreproError:
+        raise
+    except Exception as exc:  # the framework's own types (protobuf, flatbuffer, zip, ...)
+        why = f"{what} ({type(exc).__name__}: {first_line(exc)}){hint}"
+        raise error(manifest.error(("model", field), why).format()) from None
+
+
+__all__ = ["first_line", "framework_warnings", "loading"]

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
-from ..errors import DeviceUnavailable, InvalidModel
+from ..errors import DeviceUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
-from ._artifacts import VerifiedFile, check_external_data, verified
-from ._signature import ModelSignature, check_batch_shape, check_signature
-from ._warnings import framework_warnings
+from ._artifacts import check_external_data, verified
+from ._signature import CheckedInput, ModelSignature, check_signature, fixed_size
+from ._warnings import framework_warnings, loading
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
@@ -33,39 +33,24 @@ _ORT_TYPES = {
 }
 
 
-def _session(manifest: Manifest, model: VerifiedFile, options: Any, providers: list[Any]) -> Any:
-    """An inference session on the verified copy; a file ORT cannot load is named as such."""
-    with framework_warnings():  # a warning of the load is not a damaged file (_warnings)
-        try:
-            return ort.InferenceSession(str(model.local), options, providers=providers)
-        except Exception as exc:  # ORT's own exception types (InvalidProtobuf, Fail, ...)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InvalidModel(
-                manifest.error(
-                    ("model", "file"),
-                    f"{model.path} is not a model that onnxruntime {ort.__version__} can load "
-                    f"({type(exc).__name__}: {first}); check that it is an ONNX model "
-                    "(model.format) and re-export it if it is damaged",
-                ).format()
-            ) from None
-
-
-class OnnxRunner:
+class OnnxRunner(CheckedInput):
     def __init__(
-        self, session: ort.InferenceSession, input_name: str, output_name: str, info: dict[str, Any]
+        self,
+        session: ort.InferenceSession,
+        input_name: str,
+        input_shape: Sequence[object],
+        output_name: str,
+        model_bytes: bytes,
+        options: Any,
     ) -> None:
         self.session = session
-        self.input_name = input_name
+        self.input_name, self.input_shape = input_name, input_shape
         self.output_name = output_name
-        self.info = info
-        # The input the manifest names (check_signature found it among the model's).
-        self.expected_shape = next(i.shape for i in session.get_inputs() if i.name == input_name)
+        self.model_bytes = model_bytes  # the verified model, for layer_outputs
+        self.options = options
         # A model exported with a fixed batch dimension takes exactly that many samples a call.
-        first = self.expected_shape[0] if self.expected_shape else None
-        fixed = isinstance(first, int) and not isinstance(first, bool) and first > 0
-        self.fixed_batch: int | None = first if fixed else None
-        self.model_bytes: bytes | None = None  # the verified model, for layer_outputs
-        self.options: Any = None
+        self.fixed_batch = fixed_size(input_shape[0]) if input_shape else None
+        self.info: dict[str, Any] = {}
 
     @classmethod
     def load(
@@ -101,7 +86,16 @@ class OnnxRunner:
             providers = ["CPUExecutionProvider"]
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
-            session = _session(manifest, model, options, providers)
+            with (
+                framework_warnings(),
+                loading(
+                    manifest,
+                    f"{model.path} is not a model that onnxruntime {ort.__version__} can load",
+                    "; check that it is an ONNX model (model.format) and re-export it if it is "
+                    "damaged",
+                ),
+            ):
+                session = ort.InferenceSession(str(model.local), options, providers=providers)
             # The verified bytes, for layer fingerprints (a second session that keeps every node
             # output): read from the copy the session loaded, never from the file again.
             model_bytes = model.local.read_bytes()
@@ -126,9 +120,7 @@ class OnnxRunner:
         )
         wanted = check_signature(manifest, signature)
         assert wanted is not None  # the model names its outputs
-        runner = cls(session, declared.name, wanted, {})
-        runner.model_bytes = model_bytes
-        runner.options = options
+        runner = cls(session, declared.name, signature.shape, wanted, model_bytes, options)
         runner.info = {
             "framework": "onnxruntime",
             "framework_version": ort.__version__,
@@ -139,15 +131,11 @@ class OnnxRunner:
             "graph_optimization_level": graph_level,
             "deterministic_compute": runtime.deterministic_ops,
             "seed": runtime.seed,
-            "input_shape": [d if isinstance(d, int) else str(d) for d in runner.expected_shape],
+            "input_shape": [d if isinstance(d, int) else str(d) for d in runner.input_shape],
         }
         if runner.fixed_batch is not None and runner.fixed_batch != runtime.batch_size:
             runner.info["model_batch"] = runner.fixed_batch  # batches are split and padded
         return runner
-
-    def check_batch(self, batch: np.ndarray, layout: str) -> None:
-        """The batch's shape against the model's input signature, before the model runs."""
-        check_batch_shape(self.input_name, self.expected_shape, batch, layout)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         size = self.fixed_batch
@@ -175,7 +163,7 @@ class OnnxRunner:
         weights live in external files are not traced (their copy would need those files)."""
         import onnx
 
-        if self.model_bytes is None or self.fixed_batch not in (None, len(batch)):
+        if self.fixed_batch not in (None, len(batch)):
             return []
         from onnx import numpy_helper
 

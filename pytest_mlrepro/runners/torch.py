@@ -14,12 +14,12 @@ import torch
 
 from .. import registry
 from .._visible import described
-from ..errors import BuildError, DeviceUnavailable, IntegrityError, InvalidModel, SignatureError
+from ..errors import BuildError, DeviceUnavailable, IntegrityError, MlreproError, SignatureError
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
-from ._signature import ModelSignature, check_signature
-from ._warnings import framework_warnings
+from ._signature import CheckedInput, ModelSignature, check_signature
+from ._warnings import first_line, framework_warnings, loading
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 
@@ -66,33 +66,19 @@ def _set_threads(intra: int | None, inter: int | None) -> None:
             torch.set_num_interop_threads(inter)
 
 
-def _load_archive(
-    manifest: Manifest, file: VerifiedFile, kind: str, load: Callable[..., Any]
-) -> Any:
-    """``load`` of the verified copy, with a file that is not a ``kind`` archive reported as
-    such (under the name it was found by)."""
-    path, local = file.path, str(file.local)
-    # torch's warnings (torch.jit.load's DeprecationWarning in 2.13) issued after the load, so
-    # that -W error never makes one a damaged archive (_warnings).
-    with framework_warnings():
-        try:
-            return load(local, map_location="cpu") if kind == "TorchScript" else load(local)
-        except Exception as exc:  # whatever a damaged archive makes the parser raise
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InvalidModel(
-                manifest.error(
-                    ("model", "file"),
-                    f"{path} is not a {kind} archive that this torch {torch.__version__} can "
-                    f"load ({first}); check model.format",
-                ).format()
-            ) from None
-
-
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
     path = file.path
-    with framework_warnings():  # a warning of the load is not a refused file (_warnings)
+    with (
+        framework_warnings(),
+        loading(
+            manifest,
+            f"{path} is not a torch.save file that torch {torch.__version__} can read",
+            "; model.weights must name a state_dict saved with torch.save",
+            field="weights",
+        ),
+    ):
         try:
             return torch.load(str(file.local), map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
@@ -101,22 +87,16 @@ def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
                 f"it would need to run code from the file (weights_only=True refused it): "
                 f"{weights_only_refusal(exc)}"
             ) from None
-        except Exception as exc:  # any other parse failure (a garbage file: IndexError, ...)
-            raise InvalidModel(
-                manifest.error(
-                    ("model", "weights"),
-                    f"{path} is not a torch.save file that torch {torch.__version__} can read "
-                    f"({type(exc).__name__}: {weights_only_refusal(exc)}); model.weights must "
-                    "name a state_dict saved with torch.save",
-                ).format()
-            ) from None
 
 
-class TorchRunner:
+class TorchRunner(CheckedInput):
     def __init__(self, module: Any, device: torch.device, info: dict[str, Any]) -> None:
         self.module = module
         self.device = device
         self.info = info
+        # A module declares no input: its batches are not checked before it runs (a shape it
+        # rejects is its own error, see __call__).
+        self.input_name, self.input_shape = "input", ()
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TorchRunner:
@@ -137,13 +117,26 @@ class TorchRunner:
         else:
             assert model.file is not None
             with verified(manifest, model.file, ("model", "file"), settings) as file:
-                if model.format == "torchscript":
-                    module = _load_archive(manifest, file, "TorchScript", torch.jit.load)
-                else:
+                kind = "TorchScript" if model.format == "torchscript" else "torch.export"
+                if model.format != "torchscript":
                     # torch.export.load may unpickle code: the archive is vetted first.
                     vet_export_archive(file.local, manifest.source, shown=file.path)
-                    archive = _load_archive(manifest, file, "torch.export", torch.export.load)
-                    module = archive.module()
+                # torch's warnings (torch.jit.load's DeprecationWarning in 2.13) are issued
+                # after the load: -W error never makes one a damaged archive (_warnings).
+                with (
+                    framework_warnings(),
+                    loading(
+                        manifest,
+                        f"{file.path} is not a {kind} archive that this torch {torch.__version__} "
+                        "can load",
+                        "; check model.format",
+                    ),
+                ):
+                    if model.format == "torchscript":
+                        jit_load: Callable[..., Any] = torch.jit.load  # untyped in torch
+                        module = jit_load(str(file.local), map_location="cpu")
+                    else:
+                        module = torch.export.load(str(file.local)).module()
         if hasattr(module, "eval") and model.format != "torch_export":
             module.eval()
         found = input_shape(module, manifest.input.layout)
@@ -183,39 +176,29 @@ class TorchRunner:
             )
         with verified(manifest, model.weights, ("model", "weights"), settings) as file:
             state = _load_state(manifest, file)
-        path = file.path
+
+        def refused(error: type[MlreproError], field: str, why: str) -> MlreproError:
+            return error(manifest.error(("model", field), why).format())
+
         if not isinstance(state, dict):
-            raise BuildError(
-                manifest.error(
-                    ("model", "weights"), f"{path} holds a {type(state).__name__}, not a state_dict"
-                ).format()
-            )
+            why = f"{file.path} holds a {type(state).__name__}, not a state_dict"
+            raise refused(BuildError, "weights", why)
         try:
             module = builder()
         except Exception as exc:
-            raise BuildError(
-                manifest.error(
-                    ("model", "builder"),
-                    f"model builder {model.builder!r} failed: {type(exc).__name__}: {exc}",
-                ).format()
-            ) from exc
+            why = f"model builder {model.builder!r} failed: {type(exc).__name__}: {exc}"
+            raise refused(BuildError, "builder", why) from exc
         if not isinstance(module, torch.nn.Module):
-            raise BuildError(
-                manifest.error(
-                    ("model", "builder"),
-                    f"model builder {model.builder!r} returned {described(module)}, not a "
-                    "torch.nn.Module: return the model's module (its weights are loaded into it)",
-                ).format()
+            why = (
+                f"model builder {model.builder!r} returned {described(module)}, not a "
+                "torch.nn.Module: return the model's module (its weights are loaded into it)"
             )
+            raise refused(BuildError, "builder", why)
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:
-            raise SignatureError(
-                manifest.error(
-                    ("model", "weights"),
-                    f"the weights do not fit the model from builder {model.builder!r}: {exc}",
-                ).format()
-            ) from None
+            why = f"the weights do not fit the model from builder {model.builder!r}: {exc}"
+            raise refused(SignatureError, "weights", why) from None
         return module
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
@@ -248,30 +231,26 @@ class TorchRunner:
             try:
                 out = self.module(tensor)
             except RuntimeError as exc:
-                first = str(exc).splitlines()[0]
                 raise SignatureError(
-                    f"the model rejected a batch of shape {list(batch.shape)}: {first}"
+                    f"the model rejected a batch of shape {list(batch.shape)}: {first_line(exc)}"
                 ) from None
             if isinstance(out, (tuple, list)):
                 out = out[0]
             scores: np.ndarray = out.float().cpu().numpy()
             return scores
 
-    def synchronize(self) -> None:
-        """Wait for the GPU work queued so far (CUDA calls return before the kernels finish)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The module call alone on ``batch``, already a tensor on the device, for latency
-        measurement; the call waits for the device, and leaves the output where it is."""
+        measurement; the call waits for the device (CUDA calls return before the kernels
+        finish), and leaves the output where it is."""
         tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
-        module, sync = self.module, self.synchronize
+        module, device = self.module, self.device
 
         def call() -> None:
             with torch.inference_mode():
                 module(tensor)
-            sync()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
         return call
 

@@ -77,7 +77,7 @@ def test_each_format_computes_the_model(fmt: str, tmp_path: Path, tf_assets: Pat
     check_framework(manifest)
     runner = load_runner(manifest, "cpu", settings_for(tmp_path))
     batch = images()
-    runner.check_batch(batch, "NHWC")  # type: ignore[attr-defined]  # each runner has one
+    runner.check_batch(batch, "NHWC")
     out = runner(batch)
     assert out.shape == (4, 3)
     np.testing.assert_allclose(out, expected(batch), rtol=1e-5, atol=1e-5)
@@ -96,7 +96,8 @@ def test_a_keras_model_is_traced_at_load_not_in_its_first_batch(
     size, runs the model's Python again."""
     manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "keras", assets=tf_assets))
     runner = load_runner(manifest, "cpu", settings_for(tmp_path))
-    model = runner._call.keras_model  # type: ignore[attr-defined]
+    # The Keras model, as the runner's layers are read from it: partial(layer_outputs, model).
+    model = runner.loaded.layers.args[0]  # type: ignore[attr-defined]
     traced: list[object] = []
     original = model.call
 

@@ -12,12 +12,12 @@ import pytest
 
 from pytest_mlrepro.errors import SignatureError
 from pytest_mlrepro.manifest import load_manifest
-from pytest_mlrepro.pipeline import Decode
+from pytest_mlrepro.pipeline import Decode, Pipeline
 from pytest_mlrepro.runners._signature import (
+    ModelSignature,
     channel_mismatch,
-    check_channels,
+    check_signature,
     model_channels,
-    pipeline_channels,
 )
 
 
@@ -59,10 +59,13 @@ def test_a_symbolic_or_matching_axis_passes(shape: list[object], layout: str) ->
 
 
 def test_the_pipelines_count_comes_from_the_decode_mode() -> None:
-    assert pipeline_channels([Decode(mode="L")]) == (1, "L")
-    assert pipeline_channels([Decode(mode="RGBA", order="BGR")]) == (4, "BGRA")
-    bands = Decode(backend="numpy", mode="bands", channels=9, dtype="uint16")
-    assert pipeline_channels([bands]) == (9, "bands")
+    def made(step: Decode) -> tuple[int, str]:
+        final = Pipeline([step]).final
+        return final.channels, final.order
+
+    assert made(Decode(mode="L")) == (1, "L")
+    assert made(Decode(mode="RGBA", order="BGR")) == (4, "BGRA")
+    assert made(Decode(backend="numpy", mode="bands", channels=9, dtype="uint16")) == (9, "bands")
 
 
 MANIFEST = """\
@@ -81,13 +84,13 @@ dataset: {name: d, checksums: d.sha256, classes: 3}
 """ % ("a" * 64)
 
 
-def test_check_channels_names_the_decode_line(tmp_path: Path) -> None:
+def test_the_channel_check_names_the_decode_line(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(textwrap.dedent(MANIFEST))
     manifest = load_manifest(path)
-    check_channels(manifest, ["n", 3, "h", "w"])
+    check_signature(manifest, ModelSignature("the model", ["n", 3, "h", "w"]))
     with pytest.raises(SignatureError) as info:
-        check_channels(manifest, ["n", 1, "h", "w"])
+        check_signature(manifest, ModelSignature("the model", ["n", 1, "h", "w"]))
     assert "m.yaml:9: inputs[0].preprocess[0].decode.mode: the preprocessing makes 3-channel" in (
         str(info.value)
     )

@@ -64,7 +64,10 @@ def cpu_runner(path: Path) -> OnnxRunner:
 
     make_onnx(path)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return OnnxRunner(session, "input", "logits", {"device": "cpu"})
+    shape = session.get_inputs()[0].shape
+    runner = OnnxRunner(session, "input", shape, "logits", path.read_bytes(), None)
+    runner.info = {"device": "cpu"}
+    return runner
 
 
 def run(runner: OnnxRunner, samples: list[Sample], overlap: bool) -> tuple[Recorded, list]:

@@ -244,3 +244,13 @@ def test_a_large_output_is_shown_reduced_and_a_single_differing_pixel_stays_visi
         _view(drift=(report.DriftSet("m", "a", "cpu", "decode", probes=(image,)),))
     )
     assert "shown at 1/3 size" in page
+
+
+def test_a_tex_like_manifest_name_is_drawn_as_text_in_the_layer_chart() -> None:
+    """Every chart is made with mathtext off (``charts``), the layer chart too: its title names
+    the manifest, which a TeX-like name (``$\\foo{$``) would otherwise crash."""
+    drift = report.DriftSet(
+        "$\\foo{$", "a", "cpu", "decode", layers=((0, "conv", 0.5), (1, "fc", 2e-3)), anchor="d1"
+    )
+    page = report.render_html(_view(drift=(drift,)))
+    assert 'alt="difference from the golden by layer depth"' in page

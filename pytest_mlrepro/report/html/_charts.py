@@ -6,11 +6,10 @@ one SVG never clash with another's). Text is drawn as paths: the page needs no f
 from __future__ import annotations
 
 import base64
-import functools
 import io
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._model import (
     AccuracyPoint,
@@ -27,29 +26,7 @@ if TYPE_CHECKING:
 WIDTH = 11.0  # inches at 100 dpi: the page's width at 1280 pixels
 PASS, FAIL, GOLDEN, MUTED = "#2e7d32", "#c62828", "#9e9e9e", "#607d8b"
 TOP1, TOP5 = "#1565c0", "#64b5f6"
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _plain_text(chart: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Build and save the chart with matplotlib's mathtext and usetex off: every text artist
-    (tick labels, titles, legends, annotations) reads these settings when it is made or drawn.
-
-    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
-    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
-    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
-    LaTeX would run on it."""
-
-    @functools.wraps(chart)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        import matplotlib
-
-        with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-            return chart(*args, **kwargs)
-
-    return wrapper
+BAND = "#cfd8dc"  # a tolerance band
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -75,17 +52,26 @@ def _height(rows: int, per_row: float = 0.32, base: float = 1.3) -> float:
     return min(40.0, base + per_row * max(1, rows))
 
 
-def _short(verdict: str) -> str:
-    """A verdict without its parenthesised detail (``faster (vs <hardware key>)``): an axis label
-    has room for the word; the matrix has the rest."""
-    return verdict.split(" (", 1)[0]
-
-
 def _label(*parts: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
-@_plain_text
+def _rows(
+    axes: Any, ticks: tuple[Sequence[float], Sequence[str], Sequence[bool]], x: str, title: str
+) -> str:
+    """A chart of one row per item finished: ``ticks`` the rows' positions, labels and whether
+    each failed (its label red), ``x`` the axis's name; its figure as a ``data:`` URI."""
+    at, labels, failed = ticks
+    axes.set_yticks(at, labels, fontsize=8)
+    for tick, bad in zip(axes.get_yticklabels(), failed):
+        if bad:
+            tick.set_color(FAIL)
+    axes.set_xlabel(x)
+    axes.set_title(title, fontsize=10)
+    axes.grid(axis="x", alpha=0.3)
+    return _data_uri(axes.figure)
+
+
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     """Top-1 and top-5 as their change against the golden (percentage points), each on its
     tolerance band (grey): a 0.2-point drift is as visible as it is against a 0.5-point
@@ -102,7 +88,9 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     for yy, p in zip(y, points):
         for offset, tol in ((-0.18, p.top1_tolerance), (0.18, p.top5_tolerance)):
             if tol is not None:
-                axes.add_patch(_band(-tol, tol, yy + offset - 0.15, 0.3))
+                axes.barh(
+                    yy + offset, 2 * tol, height=0.3, left=-tol, color=BAND, zorder=1, linewidth=0
+                )
                 reach = max(reach, tol)
     series = (
         (-0.18, "top-1", TOP1, "o", [_delta(p.top1, p.golden_top1) for p in points]),
@@ -131,28 +119,19 @@ def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
     axes.axvline(0.0, color="black", linewidth=0.8)
     axes.set_xlim(-reach * 1.3, reach * 1.3)
     axes.set_ylim(len(points) - 0.5, -0.5)
-    axes.set_yticks(y, labels, fontsize=8)
-    for tick, p in zip(axes.get_yticklabels(), points):
-        if p.failed:
-            tick.set_color(FAIL)
-    axes.set_xlabel("change against the golden (percentage points); grey: the tolerance band")
-    axes.set_title("Accuracy: the change against the golden", fontsize=10)
     figure.legend(fontsize=7, loc="outside lower center", ncols=2)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    return _rows(
+        axes,
+        (y, labels, [p.failed for p in points]),
+        "change against the golden (percentage points); grey: the tolerance band",
+        "Accuracy: the change against the golden",
+    )
 
 
 def _delta(now: float | None, golden: float | None) -> float | None:
     return None if now is None or golden is None else now - golden
 
 
-def _band(low: float, high: float, bottom: float, height: float) -> Any:
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((low, bottom), high - low, height, color="#cfd8dc", zorder=1, linewidth=0)
-
-
-@_plain_text
 def latency_chart(series: Sequence[LatencySeries]) -> str | None:
     """The distribution of every latency measurement's rounds (box plot, milliseconds), with the
     golden's p50 as a diamond; a failed one in red."""
@@ -185,22 +164,18 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
             label="golden p50",
         )
         axes.legend(fontsize=7, loc="lower right")
+    # A verdict without its parenthesised detail (``faster (vs <hardware key>)``): an axis
+    # label has room for the word; the matrix has the rest.
     labels = [
-        f"{_label(s.label, s.machine)}  ({_short(s.verdict)})" if s.verdict else s.label
+        f"{_label(s.label, s.machine)}  ({s.verdict.split(' (', 1)[0]})" if s.verdict else s.label
         for s in series
     ]
-    axes.set_yticks(range(1, len(series) + 1), labels, fontsize=8)
-    for tick, s in zip(axes.get_yticklabels(), series):
-        if s.failed:
-            tick.set_color(FAIL)
     axes.invert_yaxis()
     values = [v for s in series for v in s.rounds_ms if v > 0]
     if values and max(values) / min(values) > 30:  # very different models: a log scale
         axes.set_xscale("log")
-    axes.set_xlabel("milliseconds per round")
-    axes.set_title("Latency distributions (rounds)", fontsize=10)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    ticks = (range(1, len(series) + 1), labels, [s.failed for s in series])
+    return _rows(axes, ticks, "milliseconds per round", "Latency distributions (rounds)")
 
 
 def _horizontal() -> dict[str, Any]:
@@ -212,7 +187,6 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-@_plain_text
 def sensitivity_chart(table: SensitivityTable) -> str:
     """Top-1 and agreement with the declared pipeline under each pitfall, worst agreement
     first; variants that cannot run are listed with "cannot run"."""
@@ -263,7 +237,6 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     return _data_uri(figure)
 
 
-@_plain_text
 def agreement_chart(cross: CrossMachine) -> str | None:
     """Cross-machine top-1 agreement per manifest and pair of machines; a flagged pair red."""
     pairs = list(cross.pairs)
@@ -280,15 +253,11 @@ def agreement_chart(cross: CrossMachine) -> str | None:
         diff = "" if p.max_score_diff is None else f", max score diff {p.max_score_diff:.3g}"
         # The label inside the bar, at its start: the axis ends at 100 %, where a bar can.
         axes.text(start + 0.5, yy, f"{value:.2f}%{diff}", va="center", fontsize=7, color="white")
-    axes.set_yticks(y, [_label(p.manifest, f"{p.machine_a} vs {p.machine_b}") for p in pairs])
-    for tick in axes.get_yticklabels():
-        tick.set_fontsize(8)
     axes.set_xlim(start, 100)
     axes.invert_yaxis()
-    axes.set_xlabel("samples whose top-1 agrees (%)")
-    axes.set_title("Cross-machine agreement", fontsize=10)
-    axes.grid(axis="x", alpha=0.3)
-    return _data_uri(figure)
+    labels = [_label(p.manifest, f"{p.machine_a} vs {p.machine_b}") for p in pairs]
+    ticks = (y, labels, ())  # a flagged pair's bar is red: its label is not
+    return _rows(axes, ticks, "samples whose top-1 agrees (%)", "Cross-machine agreement")
 
 
 def layer_chart(drift: DriftSet) -> str | None:
@@ -324,7 +293,6 @@ def layer_chart(drift: DriftSet) -> str | None:
     return _data_uri(figure)
 
 
-@_plain_text
 def trend_chart(trend: Trend) -> str | None:
     """A series over the nights: top-1, agreement with the golden and latency p50, one panel
     each, a point per night (red: outside tolerance) on its tolerance band (grey), the first
@@ -355,7 +323,7 @@ def trend_chart(trend: Trend) -> str | None:
         if any(not math.isnan(v) for v in lows + highs):
             bottom = [lo if not math.isnan(lo) else 0.0 for lo in lows]
             axes.fill_between(
-                xs, bottom, highs, color="#cfd8dc", step="mid", linewidth=0, label="tolerance"
+                xs, bottom, highs, color=BAND, step="mid", linewidth=0, label="tolerance"
             )
         axes.plot(xs, values, color=MUTED, linewidth=1, zorder=2)
         axes.scatter(
@@ -394,12 +362,23 @@ def trend_chart(trend: Trend) -> str | None:
 
 
 def charts(view: Any) -> dict[str, Any]:
-    """Every chart of a :class:`~._model.ReportView` (None where it has no data)."""
-    return {
-        "accuracy": accuracy_chart(view.accuracy),
-        "latency": latency_chart(view.latency),
-        "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
-        "agreement": None if view.cross_machine is None else agreement_chart(view.cross_machine),
-        "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
-        "trends": {t.anchor: trend_chart(t) for t in view.trends},
-    }
+    """Every chart of a :class:`~._model.ReportView` (None where it has no data), built and
+    saved with matplotlib's mathtext and usetex off: every text artist (tick labels, titles,
+    legends, annotations) reads these settings when it is made or drawn.
+
+    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
+    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
+    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
+    LaTeX would run on it."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        cross = view.cross_machine
+        return {
+            "accuracy": accuracy_chart(view.accuracy),
+            "latency": latency_chart(view.latency),
+            "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
+            "agreement": None if cross is None else agreement_chart(cross),
+            "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
+            "trends": {t.anchor: trend_chart(t) for t in view.trends},
+        }

@@ -6,7 +6,9 @@ item can make its pictures where it runs, and send a few small PNGs, not the arr
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
+from typing import Any
 
 import numpy as np
 
@@ -160,9 +162,7 @@ def drift_image(
     if g is None or n is None:
         return base
     if g.shape != n.shape:
-        return DriftImage(
-            **{**base.__dict__, "note": "the outputs differ in shape: no difference image"}
-        )
+        return dataclasses.replace(base, note="the outputs differ in shape: no difference image")
     diff = np.abs(g - n).max(axis=2)  # the largest difference over the channels, per pixel
     finite = np.isfinite(diff)
     note = "" if finite.all() else "non-finite values (shown black) in an output"
@@ -173,50 +173,26 @@ def drift_image(
     full = hi - lo if hi > lo else 1.0
     level = full / LEVELS
     fraction = level_fraction(reduce(diff[:, :, None], factor, "max")[:, :, 0], level, full)
-    return DriftImage(
-        **{
-            **base.__dict__,
-            "diff_png": to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
-            "max_abs_diff": peak,
-            "changed_fraction": float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
-            "note": note,
-            "level": level,
-            "full": full,
-        }
+    return dataclasses.replace(
+        base,
+        diff_png=to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
+        max_abs_diff=peak,
+        changed_fraction=float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
+        note=note,
+        level=level,
+        full=full,
     )
 
 
 def plain(image: DriftImage) -> dict[str, object]:
     """A :class:`DriftImage` as JSON-able data (what an xdist worker sends with its report)."""
-    data = dict(image.__dict__)
-    data["golden_shape"] = list(image.golden_shape)
-    data["now_shape"] = list(image.now_shape)
-    data["value_range"] = None if image.value_range is None else list(image.value_range)
-    return data
+    return dataclasses.asdict(image)
 
 
-def from_plain(data: dict[str, object]) -> DriftImage:
-    """The reverse of :func:`plain`."""
-
-    def shape(value: object) -> tuple[int, ...]:
-        return tuple(int(d) for d in value) if isinstance(value, list) else ()
-
-    def number(value: object) -> float | None:
-        return float(value) if isinstance(value, (int, float)) else None
-
-    span = data.get("value_range")
-    return DriftImage(
-        sample=str(data.get("sample", "")),
-        golden_png=str(data.get("golden_png") or ""),
-        now_png=str(data.get("now_png") or ""),
-        diff_png=str(data.get("diff_png") or ""),
-        golden_shape=shape(data.get("golden_shape")),
-        now_shape=shape(data.get("now_shape")),
-        value_range=(float(span[0]), float(span[1])) if isinstance(span, list) else None,
-        max_abs_diff=number(data.get("max_abs_diff")),
-        changed_fraction=number(data.get("changed_fraction")),
-        note=str(data.get("note") or ""),
-        level=number(data.get("level")),
-        full=number(data.get("full")),
-        reduced=factor if isinstance(factor := data.get("reduced"), int) else 1,
-    )
+def from_plain(data: dict[str, Any]) -> DriftImage:
+    """The reverse of :func:`plain`, after a trip through JSON (its lists made tuples again)."""
+    known = {f.name for f in dataclasses.fields(DriftImage)}
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known
+    }
+    return DriftImage(**fields)

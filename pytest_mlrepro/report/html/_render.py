@@ -24,21 +24,15 @@ class ReportUnavailable(MlreproError):
     """The HTML report's libraries are not installed."""
 
 
-def missing_libraries() -> list[str]:
-    """The report's libraries that cannot be imported (none: a report can be made). Imported,
-    not only looked for: a broken install is as missing as an absent one."""
+def require_libraries(what: str = "the HTML report") -> None:
+    """ReportUnavailable, naming the missing libraries and the extra, unless both are there.
+    Imported, not only looked for: a broken install is as missing as an absent one."""
     missing = []
     for name in LIBRARIES:
         try:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
-    return missing
-
-
-def require_libraries(what: str = "the HTML report") -> None:
-    """ReportUnavailable, naming the missing libraries and the extra, unless both are there."""
-    missing = missing_libraries()
     if missing:
         raise ReportUnavailable(
             f"{what} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
@@ -67,7 +61,7 @@ def render_html(view: ReportView) -> str:
     return template.render(
         view=view,
         charts=charts(view),
-        fmt=_fmt,
+        fmt=fmt,
         median=_median,
         numeric_columns=NUMERIC_COLUMNS,
         legend=legend,
@@ -90,6 +84,6 @@ def _median(values: tuple[float, ...]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _fmt(value: float | None, spec: str = ".2f", none: str = "-") -> str:
+def fmt(value: float | None, spec: str = ".2f") -> str:
     """A number for a cell of the page ("-" for none)."""
-    return none if value is None else format(value, spec)
+    return "-" if value is None else format(value, spec)

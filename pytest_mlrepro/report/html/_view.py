@@ -39,6 +39,7 @@ from ._model import (
     ReportView,
     SensitivityTable,
 )
+from ._render import fmt
 
 _MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
 SESSION_SOURCE = "this session's results"
@@ -65,34 +66,19 @@ class SessionParts:
 
 
 def results_document(
-    rows: Sequence[Row],
-    machine: str,
-    environment: Mapping[str, Any],
-    created: str | None = None,
+    rows: Sequence[Row], machine: str, environment: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
     but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
     no shard 2 to merge with (its rows' verdict says the merge decides)."""
     ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
     shown = [row_json(replace(row, shard=None)) for row in ordered]
-    document: dict[str, Any] = {
+    return {
         "format": FORMAT,
         "machine": {"name": machine, "environment": dict(environment)},
         "shard": None,
         "results": shown,
     }
-    if created is not None:
-        document["created"] = created
-    return document
-
-
-def session_matrix(rows: Sequence[Row], machine: str, environment: Mapping[str, Any]) -> Matrix:
-    """The one-machine matrix of a session's rows, through the results document (JSON and back:
-    exactly what the file would hold) and the results file's validation. ResultsFileError or
-    MatrixError where the rows are not a valid results file."""
-    document = results_document(rows, machine, environment)
-    text = json.dumps(document, sort_keys=True, allow_nan=False)
-    return build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
 
 
 def session_view(
@@ -101,18 +87,17 @@ def session_view(
     machine: str,
     environment: Mapping[str, Any],
     parts: SessionParts,
-    title: str = "pytest-mlrepro report",
     subtitle: str = "",
     generated: str = "",
 ) -> ReportView:
-    """The page of one session: :func:`matrix_view` of :func:`session_matrix`."""
-    return matrix_view(
-        session_matrix(rows, machine, environment),
-        title=title,
-        subtitle=subtitle,
-        generated=generated,
-        parts=parts,
-    )
+    """The page of one session: :func:`matrix_view` of the one-machine matrix of its rows, made
+    through the results document (JSON and back: exactly what the file would hold) and the
+    results file's validation. ResultsFileError or MatrixError where the rows are not a valid
+    results file."""
+    text = json.dumps(results_document(rows, machine, environment), sort_keys=True, allow_nan=False)
+    matrix = build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
+    title = "pytest-mlrepro report"
+    return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
 
 
 def latency_series(rows: Sequence[Mapping[str, Any]]) -> tuple[LatencySeries, ...]:
@@ -209,50 +194,28 @@ def _compared_failure(cell: Cell) -> bool:
     )
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _metrics(a: Row) -> tuple[MetricChange, ...]:
-    """The golden → now table of a compared accuracy result."""
+    """The golden → now table of a compared accuracy result: per level (the tolerance's field)
+    its name, the golden's value (a golden agrees with itself, at no score distance), the now
+    value, their format, and how the tolerance bounds it."""
     tol = a.tolerances
-    out = []
-    for level, name, golden, now, allowed, spec in (
-        ("top1", "top-1 %", a.golden_top1, a.top1, None if tol is None else tol.top1, ".2f"),
-        ("top5", "top-5 %", a.golden_top5, a.top5, None if tol is None else tol.top5, ".2f"),
-    ):
-        change = None if golden is None or now is None else now - golden
-        out.append(
-            MetricChange(
-                name,
-                _num(golden, spec),
-                _num(now, spec),
-                "-" if change is None else f"{change:+.2f}",
-                "-" if allowed is None else f"±{allowed:g}",
-                level in a.outside_tolerance,
-            )
-        )
-    out.append(
-        MetricChange(
-            "top-1 agreement",
-            "1.0000",
-            _num(a.agreement, ".4f"),
-            "-" if a.agreement is None else f"{a.agreement - 1:+.4f}",
-            "-" if tol is None else f"≥ {tol.agreement:g}",
-            "agreement" in a.outside_tolerance,
-        )
+    levels = (
+        ("top1", "top-1 %", a.golden_top1, a.top1, ".2f", "±"),
+        ("top5", "top-5 %", a.golden_top5, a.top5, ".2f", "±"),
+        ("agreement", "top-1 agreement", 1.0, a.agreement, ".4f", "≥ "),
+        ("score", "max score diff", 0.0, a.max_score_diff, ".3g", "≤ "),
     )
-    out.append(
+    return tuple(
         MetricChange(
-            "max score diff",
-            "0",
-            _num(a.max_score_diff, ".3g"),
-            "-" if a.max_score_diff is None else f"+{a.max_score_diff:.3g}",
-            "-" if tol is None else f"≤ {tol.score:g}",
-            "score" in a.outside_tolerance,
+            name,
+            fmt(golden, spec),
+            fmt(now, spec),
+            "-" if golden is None or now is None else format(now - golden, "+" + spec),
+            "-" if tol is None else f"{bound}{getattr(tol, level):g}",
+            level in a.outside_tolerance,
         )
+        for level, name, golden, now, spec, bound in levels
     )
-    return tuple(out)
 
 
 def _drift_set(
@@ -266,25 +229,24 @@ def _drift_set(
     p = pictures or {}
     thumbnails = p.get("thumbnails") or {}
     changed = a.changed_samples
+    # The pictures' words, as the worker sent them (plain data).
+    words: dict[str, Any] = {
+        k: str(p.get(k) or "")
+        for k in ("step", "status", "description", "channels", "layout", "dtype", "note")
+    }
     return DriftSet(
         manifest=cell.manifest,
         machine=cell.machine if show_machine else "",
         device=cell.device,
-        step=str(p.get("step") or ""),
-        status=str(p.get("status") or ""),
-        description=str(p.get("description") or ""),
+        **words,
         golden_index=_index(p.get("golden_index")),
         now_index=_index(p.get("now_index")),
-        channels=str(p.get("channels") or ""),
-        layout=str(p.get("layout") or ""),
-        dtype=str(p.get("dtype") or ""),
         diagnosis="" if d is None else d.cause,
         probes=tuple(from_plain(x) for x in p.get("probes") or () if isinstance(x, dict)),
         layers=tuple(
             (int(depth), shortened(str(name)), float(delta))
             for depth, name, delta in p.get("layers") or ()
         ),
-        note=str(p.get("note") or ""),
         anchor=anchor,
         verdict=a.verdict or "",
         lead="" if d is None else d.lead,
@@ -504,6 +466,5 @@ __all__ = [
     "latency_series",
     "matrix_view",
     "results_document",
-    "session_matrix",
     "session_view",
 ]

@@ -9,11 +9,11 @@ Every runner checks the manifest's input (name, dtype, layout, shape) against th
 signature when it loads, and each batch's shape before the model sees it: an NHWC model fed an
 NCHW pipeline is a :class:`SignatureError` naming both layouts, not a silent 0%.
 
-One module per responsibility: ``_signature`` (what each format hands the signature check that
-every runner family shares, ``runners/_signature.py``), ``_config`` (TensorFlow's threads,
-determinism, seed and device), ``_saved_model``, ``_keras`` and ``_frozen_graph`` (loading each
-format, and its layers), ``_runner`` (the TensorFlow runner), ``_tflite`` (the LiteRT runner
-and quantisation).
+One module per responsibility: ``_config`` (TensorFlow's threads, determinism, seed and device,
+and what each format's loader hands the runner and the signature check every runner family
+shares, ``runners/_signature.py``), ``_saved_model``, ``_keras`` and ``_frozen_graph`` (loading
+each format, and its layers), ``_runner`` (the TensorFlow runner), ``_tflite`` (the LiteRT
+runner and quantisation).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 from ._config import import_tensorflow
 from ._runner import TensorFlowRunner
 from ._saved_model import safe_extract
-from ._signature import Shape
 from ._tflite import TFLiteRunner, dequantize, litert_interpreter, quantize, signature_names
 
 
@@ -34,7 +33,6 @@ def import_framework(name: str) -> None:
 
 
 __all__ = [
-    "Shape",
     "TFLiteRunner",
     "TensorFlowRunner",
     "dequantize",

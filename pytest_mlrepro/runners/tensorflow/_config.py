@@ -1,21 +1,52 @@
-"""TensorFlow's process-wide settings for a run: thread pools, op determinism, the seed, and the
-device the model is placed on."""
+"""TensorFlow's process-wide settings for a run (thread pools, op determinism, the seed, the
+device the model is placed on), and what each TensorFlow format's loader gives the runner: the
+model's call and its :class:`~pytest_mlrepro.runners._signature.ModelSignature` (checked by the
+signature check every runner family shares), TensorFlow's shapes and dtypes read as plain values.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ...errors import DeviceUnavailable
 from ...manifest import Manifest
+from .._signature import ModelSignature
+
+DEFAULT_SIGNATURE = "serving_default"
+Shape = list[int | None]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A TensorFlow format's loaded model: its call, what it declares (checked against the
+    manifest), the output that holds the class scores, what the runner's info adds for this
+    format, and every layer's output on a batch as (name, op, value) (None: the format shows
+    none)."""
+
+    call: Callable[[np.ndarray], np.ndarray]
+    signature: ModelSignature
+    output: str
+    info: dict[str, Any]
+    layers: Callable[[np.ndarray], list[tuple[str, str, np.ndarray]]] | None = None
+
+
+def tf_dtype_name(dtype: Any) -> str:
+    return str(getattr(dtype, "name", dtype))
+
+
+def dims(shape: Any) -> Shape:
+    """A TensorFlow or TFLite shape as sizes, None where a dimension has none."""
+    return [None if d is None or d < 0 else int(d) for d in list(shape)]
 
 
 def import_tensorflow() -> Any:
     import tensorflow as tf
 
     return tf
-
-
-# --- TensorFlow -----------------------------------------------------------------------------
 
 
 def configure_tensorflow(tf: Any, manifest: Manifest) -> dict[str, Any]:

@@ -12,19 +12,19 @@ import numpy as np
 from ...errors import SignatureError
 from ...manifest import Manifest
 from .._signature import ModelSignature, check_signature
-from ._signature import Loaded, dims, tf_dtype_name
+from .._warnings import framework_warnings, loading
+from ._config import Loaded, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     """The frozen graph at ``path``, run in a session with the manifest's thread counts."""
     v1 = tf.compat.v1
     graph_def = v1.GraphDef()
-    try:
+    with (
+        framework_warnings(),
+        loading(manifest, f"{path.name} is not a TensorFlow GraphDef", error=SignatureError),
+    ):
         graph_def.ParseFromString(path.read_bytes())
-    except Exception as exc:  # protobuf's DecodeError
-        raise SignatureError(
-            f"{manifest.source}: {path.name} is not a TensorFlow GraphDef: {exc}"
-        ) from None
     graph = tf.Graph()
     with graph.as_default():
         v1.import_graph_def(graph_def, name="")
@@ -69,16 +69,12 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         outputs={output: _shape(output_tensor)},
     )
     check_signature(manifest, described)
-    return (
-        call,
-        described,
-        output_tensor.name,
-        {
-            # Per-session thread pools: a frozen graph gets the manifest's counts.
-            "session_intra_op_threads": runtime.intra_op_threads or "default",
-            "session_inter_op_threads": runtime.inter_op_threads or "default",
-        },
-    )
+    # Per-session thread pools: a frozen graph gets the manifest's counts.
+    threads = {
+        "session_intra_op_threads": runtime.intra_op_threads or "default",
+        "session_inter_op_threads": runtime.inter_op_threads or "default",
+    }
+    return Loaded(call, described, output_tensor.name, threads)
 
 
 def _shape(tensor: Any) -> list[int | None]:

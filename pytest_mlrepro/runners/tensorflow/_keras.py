@@ -3,6 +3,7 @@ called through one traced function; and its layers, every layer's output in the 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +12,20 @@ import numpy as np
 from ...errors import SignatureError
 from ...manifest import Manifest
 from .._signature import ModelSignature, check_signature
-from ._signature import Loaded, dims, tf_dtype_name
+from .._warnings import framework_warnings, loading
+from ._config import Loaded, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     """The Keras model at ``path``, its one input checked against the manifest's."""
     import keras
 
-    try:
+    with (
+        framework_warnings(),
+        loading(manifest, f"Keras cannot load {path.name}", error=SignatureError),
+    ):
         # safe_mode refuses to deserialise Python lambdas: nothing in the file runs as code.
         model = keras.saving.load_model(path, compile=False, safe_mode=True)
-    except (ValueError, TypeError, OSError) as exc:
-        raise SignatureError(
-            f"{manifest.source}: Keras cannot load {path.name}: {str(exc).splitlines()[0]}"
-        ) from None
     tensor = model.inputs[0]
     output_names = list(getattr(model, "output_names", None) or []) or ["output_0"]
     signature = ModelSignature(
@@ -55,9 +56,8 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             scores: np.ndarray = forward(tf.constant(batch)).numpy()
             return scores
 
-    # For layer_outputs (the closures keep the model alive as long as the call).
-    call.keras_model = model  # type: ignore[attr-defined]
-    return call, signature, output, {"keras_version": keras.__version__}
+    layers = functools.partial(layer_outputs, model)
+    return Loaded(call, signature, output, {"keras_version": keras.__version__}, layers)
 
 
 def layer_outputs(model: Any, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:

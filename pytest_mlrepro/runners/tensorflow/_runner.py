@@ -3,7 +3,8 @@ format's module and called on numpy batches."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,24 +12,18 @@ import numpy as np
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
-from .._signature import check_batch_shape, shape_text
+from .._signature import CheckedInput, shape_text
 from . import _frozen_graph, _keras, _saved_model
-from ._config import choose_tf_device, configure_tensorflow, import_tensorflow
+from ._config import Loaded, choose_tf_device, configure_tensorflow, import_tensorflow
 
 
-class TensorFlowRunner:
+class TensorFlowRunner(CheckedInput):
     """A SavedModel signature, a Keras model or a frozen graph, called on numpy batches."""
 
-    def __init__(
-        self,
-        call: Callable[[np.ndarray], np.ndarray],
-        input_name: str,
-        input_shape: Sequence[object],
-        info: dict[str, Any],
-    ) -> None:
-        self._call = call
+    def __init__(self, loaded: Loaded, input_name: str, info: dict[str, Any]) -> None:
+        self.loaded = loaded
         self.input_name = input_name
-        self.input_shape = input_shape
+        self.input_shape = list(loaded.signature.shape)
         self.info = info
 
     @classmethod
@@ -48,32 +43,28 @@ class TensorFlowRunner:
             verified(manifest, model.file, ("model", "file"), settings) as file,
             tf.device(tf_device),
         ):
-            call, signature, output, extra = loader(tf, manifest, file.local, tf_device)
+            loaded = loader(tf, manifest, file.local, tf_device)
+        signature = loaded.signature
         # Checked by the loader (runners/_signature.py): one input, which the manifest names.
         assert signature.inputs is not None
-        name, shape = signature.inputs[0], list(signature.shape)
+        name = signature.inputs[0]
         info = {
             "framework": "tensorflow",
             "framework_version": tf.__version__,
             "device": device,
             "tf_device": tf_device,
             "format": model.format,
-            **extra,
+            **loaded.info,
             "input": name,
-            "output": output,
-            "input_shape": shape_text(shape),
+            "output": loaded.output,
+            "input_shape": shape_text(list(signature.shape)),
             **threads,
             **device_info,
         }
-        return cls(call, name, shape, info)
-
-    def check_batch(self, batch: np.ndarray, layout: str) -> None:
-        """The batch's shape against the model's input signature, before the model runs."""
-        if self.input_shape:
-            check_batch_shape(self.input_name, self.input_shape, batch, layout)
+        return cls(loaded, name, info)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        return np.asarray(self._call(batch))
+        return np.asarray(self.loaded.call(batch))
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
         """Every layer's output on ``batch``, in the model's order, as (name, op, value). A Keras
@@ -81,15 +72,8 @@ class TensorFlowRunner:
         SavedModel: every op of its signature's graph that computes on the input (constants
         and the arithmetic on weights left out), fetched from the graph with its variables
         frozen (:func:`._saved_model.layer_outputs`). Frozen graphs give none."""
-        model = getattr(self._call, "keras_model", None)
-        signature = getattr(self._call, "signature", None)
-        if model is None and signature is not None:
-            return _saved_model.layer_outputs(signature, batch)
-        if model is None:
-            return []
-        return _keras.layer_outputs(model, batch)
+        return [] if self.loaded.layers is None else self.loaded.layers(batch)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
         """The model call alone on ``batch``, for latency measurement."""
-        call = self._call
-        return lambda: call(batch)
+        return functools.partial(self.loaded.call, batch)

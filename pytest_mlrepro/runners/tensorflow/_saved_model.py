@@ -3,6 +3,7 @@ the ops of the signature's graph that compute on the input."""
 
 from __future__ import annotations
 
+import functools
 import tarfile
 import tempfile
 import weakref
@@ -14,8 +15,7 @@ import numpy as np
 from ...errors import IntegrityError, SignatureError
 from ...manifest import Manifest
 from .._signature import ModelSignature, check_signature
-from ._config import import_tensorflow
-from ._signature import DEFAULT_SIGNATURE, Loaded, dims, tf_dtype_name
+from ._config import DEFAULT_SIGNATURE, Loaded, dims, import_tensorflow, tf_dtype_name
 
 
 def safe_extract(archive: Path, target: Path) -> None:
@@ -80,11 +80,11 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
             return scores
 
     # The loaded object and its files live as long as the runner's call does.
-    # (The ignores on keep_alive: mypy has no attributes on a function object.)
+    # (The ignore: mypy has no attributes on a function object.)
     call.keep_alive = (loaded, folder)  # type: ignore[attr-defined]
-    call.signature = signature  # type: ignore[attr-defined]  # for layer_outputs
     weakref.finalize(call, folder.cleanup)
-    return call, described, output, {"signature": name}
+    layers = functools.partial(layer_outputs, signature)
+    return Loaded(call, described, output, {"signature": name}, layers)
 
 
 # Ops that move or describe tensors without computing on their values: not layers.

@@ -14,8 +14,9 @@ from ...errors import DeviceUnavailable, SignatureError
 from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
-from .._signature import ModelSignature, check_batch_shape, check_signature, shape_text
-from ._signature import Shape, dims
+from .._signature import CheckedInput, ModelSignature, check_signature, shape_text
+from .._warnings import framework_warnings, loading
+from ._config import Shape, dims
 
 
 def litert_interpreter() -> tuple[Any, str]:
@@ -44,11 +45,18 @@ def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     return floats
 
 
-class TFLiteRunner:
+class TFLiteRunner(CheckedInput):
     """A ``.tflite`` model on LiteRT's interpreter; quantised inputs and outputs are converted
     with the model's own scale and zero point."""
 
-    def __init__(self, interpreter: Any, info: dict[str, Any], quantized_input: bool) -> None:
+    def __init__(
+        self,
+        interpreter: Any,
+        info: dict[str, Any],
+        quantized_input: bool,
+        model_content: bytes,
+        output: dict[str, Any],
+    ) -> None:
         self.interpreter = interpreter
         self.info = info
         self.quantized_input = quantized_input
@@ -58,13 +66,10 @@ class TFLiteRunner:
         self.input_quant = details["quantization"]
         self.input_shape: Shape = dims(details["shape_signature"])
         self.input_name = info["input"]
-        out = next(
-            d for d in interpreter.get_output_details() if d["name"] == info["output_tensor"]
-        )
-        self.output_index = out["index"]
-        self.output_quant = out["quantization"]
+        self.output_index = output["index"]
+        self.output_quant = output["quantization"]
         self._shape: tuple[int, ...] | None = None
-        self.model_content: bytes | None = None  # the verified model, for layer_outputs
+        self.model_content = model_content  # the verified model, for layer_outputs
 
     @classmethod
     def load(cls, manifest: Manifest, device: str, settings: Settings) -> TFLiteRunner:
@@ -76,18 +81,16 @@ class TFLiteRunner:
         interpreter_class, version = litert_interpreter()
         assert manifest.model.file is not None
         threads = manifest.runtime.intra_op_threads
-        try:
-            with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
-                path = file.path
-                # The interpreter maps the verified copy; the mapping outlives its removal.
+        with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
+            # The interpreter maps the verified copy; the mapping outlives its removal.
+            with (
+                framework_warnings(),
+                loading(manifest, f"LiteRT cannot load {file.path.name}", error=SignatureError),
+            ):
                 interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
-                # The verified bytes, for layer fingerprints (a second interpreter that keeps
-                # every intermediate tensor): read from the copy the interpreter mapped.
-                model_content = file.local.read_bytes()
-        except ValueError as exc:
-            raise SignatureError(
-                f"{manifest.source}: LiteRT cannot load {path.name}: {exc}"
-            ) from None
+            # The verified bytes, for layer fingerprints (a second interpreter that keeps
+            # every intermediate tensor): read from the copy the interpreter mapped.
+            model_content = file.local.read_bytes()
         inputs = interpreter.get_input_details()
         outputs = interpreter.get_output_details()
         # Names: the signature's (``input``), or the tensor's (``serving_default_input:0``).
@@ -153,13 +156,7 @@ class TFLiteRunner:
                 "scale": float(out_scale),
                 "zero_point": int(out_zero),
             }
-        runner = cls(interpreter, info, quantized_input)
-        runner.model_content = model_content
-        return runner
-
-    def check_batch(self, batch: np.ndarray, layout: str) -> None:
-        """The batch's shape against the model's input signature, before the model runs."""
-        check_batch_shape(self.input_name, self.input_shape, batch, layout)
+        return cls(interpreter, info, quantized_input, model_content, out_detail)
 
     def layer_outputs(
         self, batch: np.ndarray
@@ -169,8 +166,6 @@ class TFLiteRunner:
         preserves every intermediate tensor. Quantised tensors are dequantised with their own
         scale and zero point (so that an int8 model compares with its float32 golden), and
         keep their stored dtype."""
-        if self.model_content is None:
-            return []
         interpreter_class, _ = litert_interpreter()
         traced = interpreter_class(
             model_content=self.model_content, experimental_preserve_all_tensors=True
@@ -212,17 +207,8 @@ class TFLiteRunner:
             return quantize(batch, scale, zero_point, self.input_dtype)
         return np.ascontiguousarray(batch, dtype=self.input_dtype)
 
-    def _resize(self, shape: tuple[int, ...]) -> None:
-        """Resize the input tensor to the batch's shape (dynamic dimensions only: strict)."""
-        if self._shape != shape:
-            self.interpreter.resize_tensor_input(self.input_index, list(shape), strict=True)
-            self.interpreter.allocate_tensors()
-            self._shape = shape
-
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        self._resize(tuple(batch.shape))
-        self.interpreter.set_tensor(self.input_index, self._prepare(batch))
-        self.interpreter.invoke()
+        self.model_call(batch)()
         out = self.interpreter.get_tensor(self.output_index)
         if "output_quantization" in self.info:
             scale, zero_point = self.output_quant
@@ -230,8 +216,12 @@ class TFLiteRunner:
         return np.asarray(out, dtype=np.float32)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """``invoke`` alone on ``batch`` (set once), for latency measurement."""
-        self._resize(tuple(batch.shape))
+        """``invoke`` alone on ``batch`` (set once), for latency measurement. The input tensor
+        is resized to the batch's shape first (dynamic dimensions only: strict)."""
+        if self._shape != batch.shape:
+            self.interpreter.resize_tensor_input(self.input_index, list(batch.shape), strict=True)
+            self.interpreter.allocate_tensors()
+            self._shape = batch.shape
         self.interpreter.set_tensor(self.input_index, self._prepare(batch))
         invoke: Callable[[], object] = self.interpreter.invoke
         return invoke
