@@ -112,11 +112,10 @@ class ReferenceOutcome:
 @dataclass(frozen=True)
 class Drifted:
     """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
-    them, only when a report is asked for): the golden, the comparison, this run, and the
-    diagnosis's layer comparison, (depth, layer, relative difference) rows."""
+    them, only when a report is asked for) besides the outcome's comparison: the golden, this
+    run, and the diagnosis's layer comparison, (depth, layer, relative difference) rows."""
 
     golden: Golden
-    comparison: Comparison
     result: Evaluation
     layers: list[tuple[int, str, float]] = field(default_factory=list)
 
@@ -454,9 +453,9 @@ class _Run:
         # samples whose top-1 changed (the report's table of them).
         self.add("outside_tolerance", list(comparison.failures))
         self.add("changed_samples", changed_samples(comparison.changed, self.outcome.classes))
-        drifted = Drifted(golden, comparison, result)
+        drifted = Drifted(golden, result)
         self.outcome = replace(self.outcome, drifted=drifted, comparison=comparison, change=change)
-        self._diagnose(drifted, change)
+        self._diagnose(drifted, comparison, change)
         # Within every tolerance, but on other data: named as a data change, with the samples
         # concerned, never as a drift of the results.
         if comparison.ok:
@@ -589,7 +588,7 @@ class _Run:
             raise self._fail("golden claimed", "golden claimed")
         return golden
 
-    def _diagnose(self, drifted: Drifted, change: DataChange) -> None:
+    def _diagnose(self, drifted: Drifted, comparison: Comparison, change: DataChange) -> None:
         """The drift's likely cause (diagnosis/_explain.py), for the failure's text; nothing
         when diagnosis is turned off."""
         r = self.r
@@ -598,7 +597,7 @@ class _Run:
         found: list[Any] = []
         with phase("diagnosis"):
             text, cause = explain_drift(
-                r.manifest, drifted.golden, drifted.comparison, drifted.result,
+                r.manifest, drifted.golden, comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
                 layers=drifted.layers, found=found,
             )  # fmt: skip

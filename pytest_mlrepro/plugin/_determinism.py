@@ -55,7 +55,8 @@ class DeterminismItem(EvaluatingItem):
             ("framework", m.framework.name),
         ):
             self.add_property(key, value)
-        self.add_manifest_identity()
+        for key, value in self.manifest_identity():
+            self.add_property(key, value)
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())
         device, settings = self.device, self.config.stash[settings_key]

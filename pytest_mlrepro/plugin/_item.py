@@ -20,7 +20,7 @@ from ..fingerprint import hardware_key
 from ..manifest import Manifest
 from ..results import manifest_identity
 from ..runners import check_framework, load_runner
-from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run_shard, settings_key
+from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, options, settings_key
 from ._progress import TerminalProgress
 
 T = TypeVar("T")
@@ -91,10 +91,6 @@ class ManifestItem(pytest.Item):
         identity = manifest_identity(self.manifest.normalized())
         return (("manifest_file", display_path(self.config, self.path)), *identity.items())
 
-    def add_manifest_identity(self) -> None:
-        for key, value in self.manifest_identity():
-            self.add_property(key, value)
-
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
         set by the plugin's one ``pytest_runtest_makereport`` wrapper. None here."""
@@ -125,7 +121,7 @@ class EvaluatingItem(ManifestItem):
     ) -> None:
         super().__init__(manifest=manifest, device=device, **kwargs)
         # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
-        self.shard = shard if shard is not None else run_shard(self.config)
+        self.shard = shard if shard is not None else options(self.config).shard
 
     def parameters(self) -> dict[str, str]:
         shard = {} if self.shard is None else {"shard": f"{self.shard.index}/{self.shard.count}"}
@@ -150,7 +146,7 @@ class EvaluatingItem(ManifestItem):
         add("hardware_slug", key.slug)
 
     def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
-        if is_strict(self.config):
+        if options(self.config).strict:
             add("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
         add("verdict", "skipped")

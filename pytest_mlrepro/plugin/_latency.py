@@ -20,10 +20,7 @@ from ._base import (
     LATENCY_ATTR,
     MlreproFailure,
     display_path,
-    is_strict,
-    is_update,
-    latency_threads,
-    max_contention,
+    options,
     settings_key,
 )
 from ._item import ManifestItem, loadgroup
@@ -76,7 +73,7 @@ class LatencyItem(ManifestItem):
         return record_command(f"{display_path(self.config, self.path)}::{self.name}", *extra)
 
     def runtest(self) -> None:
-        config = self.config
+        config, given = self.config, options(self.config)
         update_cmd = self._update_cmd()
         outcome = run_latency(
             LatencyRequest(
@@ -84,9 +81,9 @@ class LatencyItem(ManifestItem):
                 device=self.device,
                 batch=self.batch,
                 settings=config.stash[settings_key],
-                update=is_update(config),
-                threads=latency_threads(config),
-                max_contention=max_contention(config),
+                update=given.update,
+                threads=given.threads,
+                max_contention=given.max_contention,
                 name=self.name,
                 nodeid=self.nodeid,
                 update_cmd=update_cmd,
@@ -105,6 +102,6 @@ class LatencyItem(ManifestItem):
         text = latency_outcome_text(outcome, update_cmd, where)
         if outcome.end == "fail":
             raise MlreproFailure(text)
-        if outcome.strict_fails and is_strict(config):
+        if outcome.strict_fails and given.strict:
             raise MlreproFailure(f"{text}\n(a failure because of --mlrepro-strict)")
         pytest.skip(text)  # reported at the manifest (the session's makereport wrapper)
