@@ -74,7 +74,9 @@ class JunitGlue:
             return (yield)
         if report.nodeid in self._retried:
             self._retried.discard(report.nodeid)
-            case = _open_case(xml, report)
+            # The test case pytest's reporter has open for this item, by its own look-up (its
+            # keys changed with pytest 9.2: structured node ids, not text).
+            case = xml.node_reporter(report)
             try:
                 return (yield)
             finally:
@@ -94,12 +96,6 @@ class JunitGlue:
             return (yield)
         finally:
             report.user_properties = original
-
-
-def _open_case(xml: LogXML, report: pytest.TestReport) -> object | None:
-    """The test case pytest's reporter has open for ``report``'s item, by its own look-up (its
-    keys changed with pytest 9.2: structured node ids, not text)."""
-    return xml.node_reporter(report)
 
 
 def _drop_case(xml: LogXML, case: object | None) -> None:
