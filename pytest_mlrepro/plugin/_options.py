@@ -9,8 +9,8 @@ is the engine's (:func:`pytest_mlrepro.plugin._base.setting`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pytest
 
@@ -63,15 +63,10 @@ class IniKey:
     name: str
     help: str
     default: Any = ""
-    type: str | None = None
-    defaults: tuple[str, ...] = field(default=())
+    type: Literal["paths", "linelist"] | None = None
 
     def add_to(self, parser: pytest.Parser) -> None:
-        default = list(self.defaults) if self.type == "linelist" else self.default
-        if self.type is None:
-            parser.addini(self.name, help=self.help, default=default)
-        else:
-            parser.addini(self.name, help=self.help, type=self.type, default=default)  # type: ignore[arg-type]
+        parser.addini(self.name, help=self.help, type=self.type, default=self.default)
 
 
 OPTIONS = (
@@ -266,7 +261,7 @@ INI_KEYS = (
         "mlrepro_manifests",
         "glob patterns (relative to rootdir) of the YAML files that are manifests",
         type="linelist",
-        defaults=DEFAULT_PATTERNS,
+        default=list(DEFAULT_PATTERNS),
     ),
     IniKey(
         "mlrepro_latency_max_contention",
@@ -308,7 +303,7 @@ def given(config: pytest.Config) -> bool:
 def _ini_given(config: pytest.Config, key: IniKey) -> bool:
     value = config.getini(key.name)
     if key.type == "linelist":
-        return list(value) != list(key.defaults)
+        return list(value) != list(key.default)
     return bool(value) if key.type == "paths" else str(value) != str(key.default)
 
 
