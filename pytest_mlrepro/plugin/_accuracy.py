@@ -131,10 +131,6 @@ class AccuracyItem(EvaluatingItem):
             raise MlreproFailure(accuracy_outcome_text(outcome))
 
 
-def shard_item_name(device: str, index: int, count: int) -> str:
-    return f"accuracy[{device}][shard{index}of{count}]"
-
-
 def accuracy_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
@@ -146,7 +142,7 @@ def accuracy_items(
         return [
             AccuracyItem.from_parent(
                 parent,
-                name=shard_item_name(device, index, count),
+                name=f"accuracy[{device}][shard{index}of{count}]",
                 manifest=manifest,
                 device=device,
                 records=False,

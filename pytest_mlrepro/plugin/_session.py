@@ -47,12 +47,11 @@ from ._golden_audit import (
     audit_findings,
     gather_worker_audit,
     mark_shared_goldens,
-    note_collected,
-    note_deselected,
     refuse_shared_golden,
     share_audit,
 )
 from ._html import check_html_target, drift_row, write_html_report
+from ._invalid import ManifestErrorItem
 from ._item import ManifestItem
 from ._latency import LatencyItem, latency_items
 from ._outputs import write_benchmark_file, write_results_file
@@ -117,10 +116,11 @@ class MlreproSession:
         ]
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
-        note_collected(item)
+        if isinstance(item, ManifestErrorItem):  # for the golden audit
+            self.state.audit.broken.add(item.path)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        note_deselected(items)
+        self.state.audit.deselected += len(items)
 
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
