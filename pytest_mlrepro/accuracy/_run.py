@@ -284,16 +284,15 @@ class _Run:
         r = self.r
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
-        for name, text in (
+        # What a results file needs to tell this evaluation from others: the manifest's file and
+        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
+        for key, value in (
             ("kind", "accuracy"),
             ("manifest", m.name),
             ("device", r.device),
             ("framework", m.framework.name),
+            *r.identity,
         ):
-            self.add(name, text)
-        # What a results file needs to tell this evaluation from others: the manifest's file and
-        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
-        for key, value in r.identity:
             self.add(key, value)
         tol = m.tolerances
         self.add(

@@ -53,9 +53,8 @@ class DeterminismItem(EvaluatingItem):
             ("manifest", m.name),
             ("device", self.device),
             ("framework", m.framework.name),
+            *self.manifest_identity(),
         ):
-            self.add_property(key, value)
-        for key, value in self.manifest_identity():
             self.add_property(key, value)
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())
