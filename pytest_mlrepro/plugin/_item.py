@@ -132,19 +132,6 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _hardware(self, framework_version: str, add: AddProperty) -> None:
-        """The hardware key of this evaluation (its fields, and the slug that names it)."""
-        m = self.manifest
-        key = hardware_key(
-            self.device,
-            m.framework.name,
-            framework_version,
-            m.runtime.intra_op_threads,
-            m.runtime.inter_op_threads,
-        )
-        add("hardware_key", key.fields)
-        add("hardware_slug", key.slug)
-
     def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
         if options(self.config).strict:
             add("verdict", "unavailable (strict)")
@@ -166,7 +153,17 @@ class EvaluatingItem(ManifestItem):
         try:
             version = check_framework(m)
             add("framework_version", version)
-            self._hardware(version, add)
+            # The hardware key of this evaluation: its fields, and the slug that names it.
+            runtime = m.runtime
+            key = hardware_key(
+                self.device,
+                m.framework.name,
+                version,
+                runtime.intra_op_threads,
+                runtime.inter_op_threads,
+            )
+            add("hardware_key", key.fields)
+            add("hardware_slug", key.slug)
             dataset = resolve_dataset(m, settings, self.shard)
             if run is None:
                 load_runner(m, self.device, settings)
