@@ -41,15 +41,10 @@ class Option:
         return self.named or self.flag.lstrip("-").replace("-", "_")
 
     def add_to(self, group: pytest.OptionGroup) -> None:
-        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help}
-        if self.action == "store_true":
-            kwargs.update(action="store_true")
-        else:
-            kwargs.update(default=self.default, metavar=self.metavar)
-            if self.action is not None:
-                kwargs.update(action=self.action)
-            if self.type is not None:
-                kwargs.update(type=self.type)
+        action = self.action or "store"
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": action}
+        if action != "store_true":  # a flag takes no value: no default, metavar nor type
+            kwargs.update(default=self.default, metavar=self.metavar, type=self.type)
         group.addoption(self.flag, **kwargs)
 
     @property
