@@ -1,6 +1,6 @@
 """Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
-every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: :func:`own_items`)
-and get the plugin's markers; a manifest that does not load becomes one error item."""
+every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: the session's) and
+get the plugin's markers; a manifest that does not load becomes one error item."""
 
 from __future__ import annotations
 
