@@ -98,18 +98,14 @@ class JunitGlue:
             report.user_properties = original
 
 
-def _drop_case(xml: LogXML, case: object | None) -> None:
+def _drop_case(xml: LogXML, case: object) -> None:
     """The test case of an attempt that was run again leaves the file: one test case per item,
     the last attempt's (pytest's reporter writes the retried attempt as a test case without
     its failure, and counted nothing for it). Its list of test cases is internal: left alone if
     it changes."""
     cases = getattr(xml, "node_reporters_ordered", None)
-    if case is None or not isinstance(cases, list):
-        return
-    for index, found in enumerate(cases):
-        if found is case:
-            del cases[index]
-            return
+    if isinstance(cases, list) and case in cases:  # reporters compare by identity
+        cases.remove(case)
 
 
 __all__ = ["SUITE_PROPERTY", "as_json", "register"]
