@@ -93,10 +93,7 @@ class MlreproSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.state = state_of(config)
-
-    @property
-    def is_worker(self) -> bool:
-        return is_worker(self.config)
+        self.is_worker = is_worker(config)
 
     # --- collection ---------------------------------------------------------------------------
 
