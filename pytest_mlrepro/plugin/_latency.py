@@ -67,14 +67,11 @@ class LatencyItem(ManifestItem):
             return {LATENCY_ATTR: self.report_data}
         return {}
 
-    def _update_cmd(self) -> str:
-        threads = self.config.getoption("mlrepro_threads")
-        extra = (f"--mlrepro-threads {threads}",) if threads else ()
-        return record_command(f"{display_path(self.config, self.path)}::{self.name}", *extra)
-
     def runtest(self) -> None:
         config, given = self.config, options(self.config)
-        update_cmd = self._update_cmd()
+        threads = config.getoption("mlrepro_threads")
+        extra = (f"--mlrepro-threads {threads}",) if threads else ()
+        update_cmd = record_command(f"{display_path(config, self.path)}::{self.name}", *extra)
         outcome = run_latency(
             LatencyRequest(
                 manifest=self.manifest,
