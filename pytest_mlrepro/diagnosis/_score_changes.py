@@ -8,7 +8,7 @@ import numpy as np
 
 from ..data import ResolvedDataset
 from ..evaluation import Evaluation, run_model
-from ..goldens import Comparison, Golden, Results, paired_rows
+from ..goldens import Comparison, Golden, Results
 from ..manifest import Manifest
 from ._manifest_diff import Change
 from ._wording import short_number
@@ -64,10 +64,12 @@ def score_transform(
     """When every shared sample ranks its classes as the golden did (its recorded top-k, in
     order) and only the scores moved: the sentence that says so and why; else None."""
     g, now = golden.results, evaluation.results
-    shared, rows = paired_rows(g, now)
-    if not len(shared) or comparison.changed or "score" not in comparison.failures:
+    index = {sample: i for i, sample in enumerate(now.ids)}
+    shared = [i for i, sample in enumerate(g.ids) if sample in index]
+    if not shared or comparison.changed or "score" not in comparison.failures:
         return None
     k = min(g.topk.shape[1], now.topk.shape[1])
+    rows = np.asarray([index[g.ids[i]] for i in shared], np.int64)
     if not np.array_equal(g.topk[shared, :k], now.topk[rows, :k]):
         return None
     lead = (
