@@ -276,11 +276,16 @@ def environment(runner_info: dict[str, Any] | None = None) -> dict[str, Any]:
 HARDWARE_FIELDS = ("device", "machine", "cpu", "cpu_count", "usable_cpus", "cpu_quota", "gpu")
 
 
-def usable_cpu_count() -> int:
-    """CPUs this process may run on (its affinity: ``taskset``, container cpusets)."""
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on (its affinity: ``taskset``, container cpusets), or all
+    of them where that is unknown."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))
+
+
+def usable_cpu_count() -> int:
+    return len(usable_cpus())
 
 
 def cpu_quota() -> float | None:

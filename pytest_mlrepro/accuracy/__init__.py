@@ -7,9 +7,7 @@ from ._run import (
     AccuracyOutcome,
     AccuracyRequest,
     AddProperty,
-    Drifted,
     Evaluate,
-    EvaluationRun,
     ReferenceOutcome,
     run_accuracy,
 )
@@ -18,9 +16,7 @@ __all__ = [
     "AccuracyOutcome",
     "AccuracyRequest",
     "AddProperty",
-    "Drifted",
     "Evaluate",
-    "EvaluationRun",
     "ReferenceOutcome",
     "run_accuracy",
 ]

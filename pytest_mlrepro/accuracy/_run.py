@@ -112,11 +112,10 @@ class ReferenceOutcome:
 @dataclass(frozen=True)
 class Drifted:
     """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
-    them, only when a report is asked for): the golden, the comparison, this run, and the
-    diagnosis's layer comparison, (depth, layer, relative difference) rows."""
+    them, only when a report is asked for) besides the outcome's comparison: the golden, this
+    run, and the diagnosis's layer comparison, (depth, layer, relative difference) rows."""
 
     golden: Golden
-    comparison: Comparison
     result: Evaluation
     layers: list[tuple[int, str, float]] = field(default_factory=list)
 
@@ -285,16 +284,15 @@ class _Run:
         r = self.r
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
-        for name, text in (
+        # What a results file needs to tell this evaluation from others: the manifest's file and
+        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
+        for key, value in (
             ("kind", "accuracy"),
             ("manifest", m.name),
             ("device", r.device),
             ("framework", m.framework.name),
+            *r.identity,
         ):
-            self.add(name, text)
-        # What a results file needs to tell this evaluation from others: the manifest's file and
-        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
-        for key, value in r.identity:
             self.add(key, value)
         tol = m.tolerances
         self.add(
@@ -454,9 +452,9 @@ class _Run:
         # samples whose top-1 changed (the report's table of them).
         self.add("outside_tolerance", list(comparison.failures))
         self.add("changed_samples", changed_samples(comparison.changed, self.outcome.classes))
-        drifted = Drifted(golden, comparison, result)
+        drifted = Drifted(golden, result)
         self.outcome = replace(self.outcome, drifted=drifted, comparison=comparison, change=change)
-        self._diagnose(drifted, change)
+        self._diagnose(drifted, comparison, change)
         # Within every tolerance, but on other data: named as a data change, with the samples
         # concerned, never as a drift of the results.
         if comparison.ok:
@@ -589,7 +587,7 @@ class _Run:
             raise self._fail("golden claimed", "golden claimed")
         return golden
 
-    def _diagnose(self, drifted: Drifted, change: DataChange) -> None:
+    def _diagnose(self, drifted: Drifted, comparison: Comparison, change: DataChange) -> None:
         """The drift's likely cause (diagnosis/_explain.py), for the failure's text; nothing
         when diagnosis is turned off."""
         r = self.r
@@ -598,7 +596,7 @@ class _Run:
         found: list[Any] = []
         with phase("diagnosis"):
             text, cause = explain_drift(
-                r.manifest, drifted.golden, drifted.comparison, drifted.result,
+                r.manifest, drifted.golden, comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
                 layers=drifted.layers, found=found,
             )  # fmt: skip

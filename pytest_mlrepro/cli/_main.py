@@ -119,7 +119,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
-    from ..plugin._base import counterfactual_samples
+    from ..plugin._base import options
     from ..report import DIAGNOSIS_WORDING, explain, record_command
     from ..runners import check_framework
 
@@ -148,7 +148,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
         )
     )
     print()
-    samples = counterfactual_samples(config)
+    samples = options(config).counterfactual_samples
     d = diagnose(manifest, golden, comparison, result, wording=DIAGNOSIS_WORDING, probes=samples)
     print(visible_lines(d.render()))
     return 1

@@ -13,13 +13,11 @@ from ._decisions import (
     latency_golden_stale,
     stale_golden,
 )
-from ._measure import Assessment
 from ._run import LatencyOutcome, LatencyRequest, run_latency
 from ._timing import Judgement
 
 __all__ = [
     "STALE_RATIO",
-    "Assessment",
     "DecisionFacts",
     "Judgement",
     "LatencyDecision",

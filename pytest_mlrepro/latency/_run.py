@@ -210,9 +210,8 @@ class _Run:
             ("device", r.device),
             ("batch", r.batch),
             ("framework", m.framework.name),
+            *r.identity,
         ):
-            self.add(name, value)
-        for name, value in r.identity:
             self.add(name, value)
         self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
         self.add("inter_op_threads", m.runtime.inter_op_threads or "default")

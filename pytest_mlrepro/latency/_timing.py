@@ -18,7 +18,6 @@ callables timed.
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..fingerprint import usable_cpus
 from ..manifest import STATISTICS
 
 SKETCH_SIZE = 256
@@ -345,13 +345,6 @@ def judge(
 
 
 # --- contention -------------------------------------------------------------------------------
-
-
-def usable_cpus() -> tuple[int, ...]:
-    """The CPUs this process may run on (its affinity), or all of them where that is unknown."""
-    if hasattr(os, "sched_getaffinity"):
-        return tuple(sorted(os.sched_getaffinity(0)))
-    return tuple(range(os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,6 @@ class EngineLoader:
         assert self._session is not None
         return self._session
 
-    @property
-    def loaded(self) -> bool:
-        return self._session is not None
-
     def pytest_collect_file(
         self, file_path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
@@ -101,14 +97,14 @@ class EngineLoader:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """An xdist controller collects nothing: a worker's report of an item of the plugin loads
         the engine, which gets this report (the hook call in progress does not include it)."""
-        if not self.loaded and _of_the_plugin(report):
+        if self._session is None and _of_the_plugin(report):
             self.engine().pytest_runtest_logreport(report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """A worker's share of the golden audit, when it collected manifests."""
         output = getattr(node, "workeroutput", None) or {}
-        if not self.loaded and any(key.startswith("mlrepro") for key in output):
+        if self._session is None and any(key.startswith("mlrepro") for key in output):
             self.engine().pytest_testnodedown(node, error)
 
     @pytest.hookimpl(optionalhook=True)

@@ -25,14 +25,8 @@ from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
     MlreproFailure,
-    diagnosis_probes,
     display_path,
-    fingerprint_samples,
-    is_enrich,
-    is_strict,
-    is_update,
-    item_shards,
-    preprocessing_memory,
+    options,
     settings_key,
     state_of,
 )
@@ -101,7 +95,7 @@ class AccuracyItem(EvaluatingItem):
         return attributes
 
     def runtest(self) -> None:
-        config = self.config
+        config, given = self.config, options(self.config)
         share = state_of(config).preprocessing
         outcome = run_accuracy(
             AccuracyRequest(
@@ -109,36 +103,32 @@ class AccuracyItem(EvaluatingItem):
                 device=self.device,
                 settings=config.stash[settings_key],
                 shard=self.shard,
-                update=is_update(config),
+                update=given.update,
                 records=self.records,
                 manifest_path=self.path,
                 shown=functools.partial(display_path, config),
                 evaluate=self._evaluate,
                 identity=self.manifest_identity(),
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
-                diagnosis_probes=diagnosis_probes(config),
+                diagnosis_probes=given.diagnosis_probes,
                 diagnosis_wording=DIAGNOSIS_WORDING,
-                fingerprint_samples=fingerprint_samples(config),
+                fingerprint_samples=given.fingerprint_samples,
                 shared=None if share is None else share.loader(*self.preprocessing_use),
-                enrich=is_enrich(config),
-                strict_data=is_strict(config),
+                enrich=given.enrich,
+                strict_data=given.strict,
             )
         )
         for key, value in outcome.properties:
             self.add_property(key, value)
         self.classes, self.per_sample = outcome.classes, outcome.per_sample
-        drifted = outcome.drifted
-        if drifted is not None:  # the HTML report's pictures (only when one is asked for)
-            collect_drift(self, drifted.golden, drifted.comparison, drifted.result)
+        drifted, comparison = outcome.drifted, outcome.comparison
+        if drifted is not None and comparison is not None:  # the HTML report's pictures
+            collect_drift(self, drifted.golden, comparison, drifted.result)
             keep_layers(self, drifted.layers)
         if outcome.interrupted is not None:  # a skip, a failure worded already, a time limit
             raise outcome.interrupted
         if outcome.failed:
             raise MlreproFailure(accuracy_outcome_text(outcome))
-
-
-def shard_item_name(device: str, index: int, count: int) -> str:
-    return f"accuracy[{device}][shard{index}of{count}]"
 
 
 def accuracy_items(
@@ -147,12 +137,12 @@ def accuracy_items(
     """One accuracy item per device; the first device's item is the one that records goldens.
     With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
     device's verdict by the session (``_shards.py``)."""
-    count = item_shards(parent.config)
+    count = options(parent.config).item_shards
     if count > 1:
         return [
             AccuracyItem.from_parent(
                 parent,
-                name=shard_item_name(device, index, count),
+                name=f"accuracy[{device}][shard{index}of{count}]",
                 manifest=manifest,
                 device=device,
                 records=False,
@@ -183,7 +173,7 @@ def plan_preprocessing(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Plan the preprocessing shared by the accuracy items that will run (``items``, the
     deselected ones gone): only where two of them can share, and the budget allows any."""
     uses = [item.preprocessing_use for item in items if isinstance(item, AccuracyItem)]
-    budget = preprocessing_memory(config)
+    budget = options(config).preprocessing_memory
     if len(uses) > 1 and budget > 0:
         share = state_of(config).preprocessing = PreprocessingShare(budget)
         share.plan(uses)

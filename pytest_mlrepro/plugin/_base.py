@@ -81,8 +81,6 @@ class RunState:
     shards: Any = None
     """The shard items' reports until their whole item's verdict (``_shards.Gathering``), on
     the controller (or the one process) of a run with ``mlrepro_shards``."""
-    default_timeout: float = 0.0
-    """Seconds an item may run when its manifest sets no limit (0: none)."""
     terminal_stderr_fd: int | None = None
     """The terminal's stderr, duplicated once a time limit is armed (:func:`terminal_stderr`)."""
     preprocessing: PreprocessingShare | None = None
@@ -238,64 +236,92 @@ def flag(text: str) -> bool:
     return text.lower() not in ("false", "0", "no")
 
 
-def counterfactual_samples(config: pytest.Config) -> int:
-    """Samples re-run per counterfactual when a drift is diagnosed (0: no counterfactuals)."""
-    return setting(config, "mlrepro_counterfactual_samples", whole_number())
+@dataclass(frozen=True)
+class RunOptions:
+    """The plugin's settings for this run's items, each read and checked once, when the engine
+    is configured (a value refused, or a combination that cannot work, is a usage error before
+    anything runs): :func:`read_options`."""
+
+    update: bool  # --mlrepro-update
+    enrich: bool  # --mlrepro-enrich: a golden the run reproduces gains the evidence it lacks
+    strict: bool  # --mlrepro-strict: a missing framework, data set or device fails an item
+    shard: Shard | None  # the shard this run evaluates (--mlrepro-shard); None: the whole data
+    # How many shard items each accuracy item is split into (--mlrepro-shards; 1: not split).
+    item_shards: int
+    threads: tuple[int | None, int | None]  # --mlrepro-threads for latency items: (intra, inter)
+    max_contention: float
+    counterfactual_samples: int  # samples re-run per counterfactual of a diagnosis (0: none)
+    diagnosis_probes: int | None  # counterfactual_samples; None when diagnosis is turned off
+    fingerprint_samples: int  # samples whose per-step fingerprints a recorded golden keeps
+    preprocessing_memory: int  # bytes the preprocessing shared between manifests may hold
+    timeout: float  # seconds an item may run when its manifest sets no limit (0: none)
 
 
-def diagnosis_probes(config: pytest.Config) -> int | None:
-    """Samples re-run per counterfactual on a failure; None when diagnosis is turned off."""
-    enabled = flag(str(config.getini("mlrepro_diagnose")).strip())
-    if config.getoption("mlrepro_no_diagnose") or not enabled:
-        return None
-    return counterfactual_samples(config)
+options_key = pytest.StashKey[RunOptions]()
 
 
-def preprocessing_memory(config: pytest.Config) -> int:
-    """Bytes the preprocessing shared between a session's manifests may hold (0: none shared)."""
-    return setting(config, "mlrepro_preprocessing_memory", whole_number()) * 1024 * 1024
+def options(config: pytest.Config) -> RunOptions:
+    """This run's options (read at configure: :func:`read_options`)."""
+    return config.stash[options_key]
 
 
-def fingerprint_samples(config: pytest.Config) -> int:
-    """Samples whose per-step fingerprints a recorded golden keeps (0: none)."""
-    return setting(config, "mlrepro_fingerprint_samples", whole_number())
-
-
-def run_shard(config: pytest.Config) -> Shard | None:
-    """The shard this run evaluates (``--mlrepro-shard I/N`` / ini ``mlrepro_shard``); None:
-    the whole data set."""
-    return setting(config, "mlrepro_shard", shard, "--mlrepro-shard / mlrepro_shard")
-
-
-def item_shards(config: pytest.Config) -> int:
-    """How many shard items each accuracy item is split into (``--mlrepro-shards K`` / ini
-    ``mlrepro_shards``; 1: not split). Not split under ``--mlrepro-update`` (a golden is recorded
-    from every sample) nor when the run is one shard already (``--mlrepro-shard``). At most
-    ``MAX_SHARDS``, checked before any item is made: each shard is an item per device."""
+def read_options(config: pytest.Config) -> RunOptions:
+    """Every setting of the items read and checked, then the combinations that cannot work."""
+    update = bool(config.getoption("mlrepro_update"))
+    enrich = bool(config.getoption("mlrepro_enrich", False))
+    shard_now = setting(config, "mlrepro_shard", shard, "--mlrepro-shard / mlrepro_shard")
+    # At most MAX_SHARDS, checked before any item is made: each shard is an item per device.
     per_item = whole_number(1, MAX_SHARDS, " shard items per accuracy item")
-    count = setting(config, "mlrepro_shards", lambda text: per_item(text or "1"))
-    if config.getoption("mlrepro_update") or run_shard(config) is not None:
-        return 1
-    return count
-
-
-def latency_threads(config: pytest.Config) -> tuple[int | None, int | None]:
-    """``--mlrepro-threads`` for latency items: (intra, inter), None where not given."""
-    return setting(config, "mlrepro_threads", threads, "--mlrepro-threads {value!r}")
-
-
-def max_contention(config: pytest.Config) -> float:
-    return setting(
+    item_shards = setting(config, "mlrepro_shards", lambda text: per_item(text or "1"))
+    threads_now = setting(config, "mlrepro_threads", threads, "--mlrepro-threads {value!r}")
+    contention = setting(
         config,
         "mlrepro_latency_max_contention",
         share,
         "--mlrepro-latency-max-contention / mlrepro_latency_max_contention {value!r}",
     )
-
-
-def default_timeout(config: pytest.Config) -> float:
-    """``--mlrepro-timeout`` / ini ``mlrepro_timeout``: seconds (0: no limit)."""
-    return setting(config, "mlrepro_timeout", seconds)
+    counterfactuals = setting(config, "mlrepro_counterfactual_samples", whole_number())
+    fingerprints = setting(config, "mlrepro_fingerprint_samples", whole_number())
+    memory_mib = setting(config, "mlrepro_preprocessing_memory", whole_number())
+    diagnose = flag(str(config.getini("mlrepro_diagnose")).strip())
+    if shard_now is not None and update:
+        raise pytest.UsageError(
+            f"--mlrepro-update cannot record goldens from shard {shard_now} of the data: a golden "
+            "needs every sample. Run the update without --mlrepro-shard. Nothing was run."
+        )
+    if enrich and update:
+        raise pytest.UsageError(
+            "--mlrepro-enrich and --mlrepro-update cannot be combined: an update records the "
+            "golden anew, an enrichment adds evidence to a golden it leaves as it is. Nothing "
+            "was run."
+        )
+    if enrich and shard_now is not None:
+        raise pytest.UsageError(
+            f"--mlrepro-enrich cannot enrich goldens from shard {shard_now} of the data: it "
+            "adds evidence only where the whole golden is reproduced. Nothing was run."
+        )
+    if config.getoption("mlrepro_update_despite_reference") and not update:
+        raise pytest.UsageError(
+            "--mlrepro-update-despite-reference only applies with --mlrepro-update"
+        )
+    return RunOptions(
+        update=update,
+        enrich=enrich,
+        strict=bool(config.getoption("mlrepro_strict")),
+        shard=shard_now,
+        # Not split under --mlrepro-update (a golden is recorded from every sample) nor when the
+        # run is one shard already (--mlrepro-shard).
+        item_shards=1 if update or shard_now is not None else item_shards,
+        threads=threads_now,
+        max_contention=contention,
+        counterfactual_samples=counterfactuals,
+        diagnosis_probes=(
+            None if config.getoption("mlrepro_no_diagnose") or not diagnose else counterfactuals
+        ),
+        fingerprint_samples=fingerprints,
+        preprocessing_memory=memory_mib * 1024 * 1024,
+        timeout=setting(config, "mlrepro_timeout", seconds),
+    )
 
 
 def machine_name(config: pytest.Config) -> str:
@@ -304,54 +330,9 @@ def machine_name(config: pytest.Config) -> str:
     return str(option_or_ini(config, "mlrepro_machine")).strip() or platform.node() or "unknown"
 
 
-def is_strict(config: pytest.Config) -> bool:
-    """Whether a missing framework, data set or device fails an item (--mlrepro-strict)."""
-    return bool(config.getoption("mlrepro_strict"))
-
-
-def is_update(config: pytest.Config) -> bool:
-    return bool(config.getoption("mlrepro_update"))
-
-
-def is_enrich(config: pytest.Config) -> bool:
-    """--mlrepro-enrich: a golden the run reproduces gains the evidence it lacks."""
-    return bool(config.getoption("mlrepro_enrich", False))
-
-
 def is_worker(config: pytest.Config) -> bool:
     """Whether this is an xdist worker (whose reports the controller gathers)."""
     return hasattr(config, "workerinput")
-
-
-def check_settings(config: pytest.Config) -> None:
-    """Usage errors before anything runs: every setting read once, and the combinations that
-    cannot work."""
-    shard_now = run_shard(config)
-    item_shards(config)
-    latency_threads(config)
-    max_contention(config)
-    counterfactual_samples(config)
-    fingerprint_samples(config)
-    if shard_now is not None and is_update(config):
-        raise pytest.UsageError(
-            f"--mlrepro-update cannot record goldens from shard {shard_now} of the data: a golden "
-            "needs every sample. Run the update without --mlrepro-shard. Nothing was run."
-        )
-    if is_enrich(config) and is_update(config):
-        raise pytest.UsageError(
-            "--mlrepro-enrich and --mlrepro-update cannot be combined: an update records the "
-            "golden anew, an enrichment adds evidence to a golden it leaves as it is. Nothing "
-            "was run."
-        )
-    if is_enrich(config) and shard_now is not None:
-        raise pytest.UsageError(
-            f"--mlrepro-enrich cannot enrich goldens from shard {shard_now} of the data: it "
-            "adds evidence only where the whole golden is reproduced. Nothing was run."
-        )
-    if config.getoption("mlrepro_update_despite_reference") and not is_update(config):
-        raise pytest.UsageError(
-            "--mlrepro-update-despite-reference only applies with --mlrepro-update"
-        )
 
 
 # --- the project's settings -----------------------------------------------------------------------
@@ -445,7 +426,7 @@ def check_outputs(config: pytest.Config) -> None:
         target = output_path(config, option)
         if target is not None:
             checks.append((target.parent, what))
-    if is_update(config):
+    if options(config).update:
         check_golden_dir(config)
         checks.append((config.stash[settings_key].golden_dir, "goldens (--mlrepro-update)"))
     for folder, what in checks:
@@ -490,26 +471,19 @@ __all__ = [
     "SPLIT_ATTR",
     "GoldenAudit",
     "MlreproFailure",
+    "RunOptions",
     "RunState",
     "check_outputs",
-    "check_settings",
-    "counterfactual_samples",
-    "default_timeout",
-    "diagnosis_probes",
     "display_path",
-    "fingerprint_samples",
-    "is_strict",
-    "is_update",
     "is_worker",
-    "item_shards",
-    "latency_threads",
     "machine_name",
-    "max_contention",
     "option_or_ini",
+    "options",
+    "options_key",
     "properties",
+    "read_options",
     "report_output_error",
     "results_path",
-    "run_shard",
     "setting",
     "settings_from",
     "settings_key",

@@ -1,10 +1,8 @@
 """Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
-every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: :func:`own_items`)
-and get the plugin's markers; a manifest that does not load becomes one error item."""
+every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: the session's) and
+get the plugin's markers; a manifest that does not load becomes one error item."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -12,29 +10,10 @@ from .. import goldens as golden_store
 from ..errors import ManifestError
 from ..manifest import DEVICES, Manifest, load_manifest
 from ..runners import cuda_present, frameworks_of, import_frameworks
-from ._accuracy import accuracy_items
 from ._base import display_path, settings_key, state_of
-from ._determinism import determinism_items
 from ._heap import set_aside
 from ._invalid import ManifestErrorItem
-from ._latency import latency_items
 from ._options import KINDS, MARKER
-
-
-def collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector:
-    """The collector of a manifest (the entry point recognised it: ``_recognize``)."""
-    return ManifestFile.from_parent(parent, path=file_path)
-
-
-def own_items(
-    parent: pytest.Collector, manifest: Manifest, devices: list[str]
-) -> list[pytest.Item]:
-    """The plugin's own kinds: accuracy, latency and determinism items."""
-    return [
-        *accuracy_items(parent, manifest, devices),
-        *latency_items(parent, manifest, devices),
-        *determinism_items(parent, manifest, devices),
-    ]
 
 
 def devices_for(manifest: Manifest, config: pytest.Config) -> list[str]:
@@ -98,8 +77,6 @@ def preload_frameworks(session: pytest.Session) -> None:
     ``--collect-only``): before any item's time limit starts, ours or pytest-timeout's, and
     charged to no item's duration (pytest-split, pytest's ``--durations``). Under xdist each
     worker imports those of the items it collected."""
-    if session.config.option.collectonly:
-        return
     # Items of every kind (other plugins' too) that carry their manifest.
     found = (getattr(item, "manifest", None) for item in session.items)
     names = frameworks_of(m for m in found if isinstance(m, Manifest))
@@ -116,10 +93,8 @@ def _kind_order(item: pytest.Item) -> int:
 
 __all__ = [
     "ManifestFile",
-    "collect_file",
     "devices_for",
     "is_mlrepro_item",
     "markers_for",
-    "own_items",
     "preload_frameworks",
 ]

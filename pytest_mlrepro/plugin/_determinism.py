@@ -53,9 +53,9 @@ class DeterminismItem(EvaluatingItem):
             ("manifest", m.name),
             ("device", self.device),
             ("framework", m.framework.name),
+            *self.manifest_identity(),
         ):
             self.add_property(key, value)
-        self.add_manifest_identity()
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())
         device, settings = self.device, self.config.stash[settings_key]

@@ -14,7 +14,6 @@ from .. import goldens as golden_audit
 from ..manifest import is_manifest
 from ._accuracy import AccuracyItem
 from ._base import GoldenAudit, MlreproFailure, display_path, settings_key, state_of
-from ._invalid import ManifestErrorItem
 
 _conflict_key = pytest.StashKey[str]()
 WORKER_OUTPUT = "mlrepro_golden_audit"
@@ -32,16 +31,6 @@ def refuse_shared_golden(item: pytest.Item) -> None:
         ):
             item.add_property(key, value)
         raise MlreproFailure(conflict)
-
-
-def note_collected(item: pytest.Item) -> None:
-    if isinstance(item, ManifestErrorItem):
-        state_of(item.config).audit.broken.add(item.path)
-
-
-def note_deselected(items: list[pytest.Item]) -> None:
-    if items:
-        state_of(items[0].config).audit.deselected += len(items)
 
 
 def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,7 +20,7 @@ from ..manifest import Manifest
 from ..report import explain_build_mismatch
 from ..results import manifest_identity
 from ..runners import check_framework, load_runner
-from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, is_strict, run_shard, settings_key
+from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, options, settings_key
 from ._progress import TerminalProgress
 
 T = TypeVar("T")
@@ -91,10 +91,6 @@ class ManifestItem(pytest.Item):
         identity = manifest_identity(self.manifest.normalized())
         return (("manifest_file", display_path(self.config, self.path)), *identity.items())
 
-    def add_manifest_identity(self) -> None:
-        for key, value in self.manifest_identity():
-            self.add_property(key, value)
-
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
         set by the plugin's one ``pytest_runtest_makereport`` wrapper. None here."""
@@ -125,7 +121,7 @@ class EvaluatingItem(ManifestItem):
     ) -> None:
         super().__init__(manifest=manifest, device=device, **kwargs)
         # The samples evaluated: a shard item's shard, else the run's (--mlrepro-shard), else all.
-        self.shard = shard if shard is not None else run_shard(self.config)
+        self.shard = shard if shard is not None else options(self.config).shard
 
     def parameters(self) -> dict[str, str]:
         shard = {} if self.shard is None else {"shard": f"{self.shard.index}/{self.shard.count}"}
@@ -136,21 +132,8 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _hardware(self, framework_version: str, add: AddProperty) -> None:
-        """The hardware key of this evaluation (its fields, and the slug that names it)."""
-        m = self.manifest
-        key = hardware_key(
-            self.device,
-            m.framework.name,
-            framework_version,
-            m.runtime.intra_op_threads,
-            m.runtime.inter_op_threads,
-        )
-        add("hardware_key", key.fields)
-        add("hardware_slug", key.slug)
-
     def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
-        if is_strict(self.config):
+        if options(self.config).strict:
             add("verdict", "unavailable (strict)")
             raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
         add("verdict", "skipped")
@@ -170,7 +153,17 @@ class EvaluatingItem(ManifestItem):
         try:
             version = check_framework(m)
             add("framework_version", version)
-            self._hardware(version, add)
+            # The hardware key of this evaluation: its fields, and the slug that names it.
+            runtime = m.runtime
+            key = hardware_key(
+                self.device,
+                m.framework.name,
+                version,
+                runtime.intra_op_threads,
+                runtime.inter_op_threads,
+            )
+            add("hardware_key", key.fields)
+            add("hardware_slug", key.slug)
             dataset = resolve_dataset(m, settings, self.shard)
             if run is None:
                 load_runner(m, self.device, settings)

@@ -74,7 +74,9 @@ class JunitGlue:
             return (yield)
         if report.nodeid in self._retried:
             self._retried.discard(report.nodeid)
-            case = _open_case(xml, report)
+            # The test case pytest's reporter has open for this item, by its own look-up (its
+            # keys changed with pytest 9.2: structured node ids, not text).
+            case = xml.node_reporter(report)
             try:
                 return (yield)
             finally:
@@ -96,24 +98,14 @@ class JunitGlue:
             report.user_properties = original
 
 
-def _open_case(xml: LogXML, report: pytest.TestReport) -> object | None:
-    """The test case pytest's reporter has open for ``report``'s item, by its own look-up (its
-    keys changed with pytest 9.2: structured node ids, not text)."""
-    return xml.node_reporter(report)
-
-
-def _drop_case(xml: LogXML, case: object | None) -> None:
+def _drop_case(xml: LogXML, case: object) -> None:
     """The test case of an attempt that was run again leaves the file: one test case per item,
     the last attempt's (pytest's reporter writes the retried attempt as a test case without
     its failure, and counted nothing for it). Its list of test cases is internal: left alone if
     it changes."""
     cases = getattr(xml, "node_reporters_ordered", None)
-    if case is None or not isinstance(cases, list):
-        return
-    for index, found in enumerate(cases):
-        if found is case:
-            del cases[index]
-            return
+    if isinstance(cases, list) and case in cases:  # reporters compare by identity
+        cases.remove(case)
 
 
 __all__ = ["SUITE_PROPERTY", "as_json", "register"]

@@ -20,10 +20,7 @@ from ._base import (
     LATENCY_ATTR,
     MlreproFailure,
     display_path,
-    is_strict,
-    is_update,
-    latency_threads,
-    max_contention,
+    options,
     settings_key,
 )
 from ._item import ManifestItem, loadgroup
@@ -70,23 +67,20 @@ class LatencyItem(ManifestItem):
             return {LATENCY_ATTR: self.report_data}
         return {}
 
-    def _update_cmd(self) -> str:
-        threads = self.config.getoption("mlrepro_threads")
-        extra = (f"--mlrepro-threads {threads}",) if threads else ()
-        return record_command(f"{display_path(self.config, self.path)}::{self.name}", *extra)
-
     def runtest(self) -> None:
-        config = self.config
-        update_cmd = self._update_cmd()
+        config, given = self.config, options(self.config)
+        threads = config.getoption("mlrepro_threads")
+        extra = (f"--mlrepro-threads {threads}",) if threads else ()
+        update_cmd = record_command(f"{display_path(config, self.path)}::{self.name}", *extra)
         outcome = run_latency(
             LatencyRequest(
                 manifest=self.manifest,
                 device=self.device,
                 batch=self.batch,
                 settings=config.stash[settings_key],
-                update=is_update(config),
-                threads=latency_threads(config),
-                max_contention=max_contention(config),
+                update=given.update,
+                threads=given.threads,
+                max_contention=given.max_contention,
                 name=self.name,
                 nodeid=self.nodeid,
                 update_cmd=update_cmd,
@@ -105,6 +99,6 @@ class LatencyItem(ManifestItem):
         text = latency_outcome_text(outcome, update_cmd, where)
         if outcome.end == "fail":
             raise MlreproFailure(text)
-        if outcome.strict_fails and is_strict(config):
+        if outcome.strict_fails and given.strict:
             raise MlreproFailure(f"{text}\n(a failure because of --mlrepro-strict)")
         pytest.skip(text)  # reported at the manifest (the session's makereport wrapper)

@@ -67,18 +67,15 @@ def _hard_kill(seconds: float, what: str, report_fd: int) -> None:
 
 
 @contextlib.contextmanager
-def time_limit(
-    seconds: float | None, what: str, grace: float | None = None, report_fd: int = 2
-) -> Iterator[None]:
+def time_limit(seconds: float | None, what: str, report_fd: int = 2) -> Iterator[None]:
     """Run the body with a soft limit of ``seconds`` (``ItemTimeout``) and a hard one of
     ``seconds + grace`` (the process ends, after writing why and every thread's stack to
-    ``report_fd``); ``grace`` defaults to half the limit, at least ``HARD_KILL_GRACE_S``, time
-    for a long native call or an import to return. ``None`` or 0: no limit."""
+    ``report_fd``); the grace is half the limit, at least ``HARD_KILL_GRACE_S``, time for a long
+    native call or an import to return. ``None`` or 0: no limit."""
     if not seconds or seconds <= 0:
         yield
         return
-    if grace is None:
-        grace = max(HARD_KILL_GRACE_S, seconds / 2)
+    grace = max(HARD_KILL_GRACE_S, seconds / 2)
     soft = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     watchdog = threading.Timer(
         seconds + grace if soft else seconds,

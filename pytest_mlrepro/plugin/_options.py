@@ -9,8 +9,8 @@ is the engine's (:func:`pytest_mlrepro.plugin._base.setting`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pytest
 
@@ -41,15 +41,10 @@ class Option:
         return self.named or self.flag.lstrip("-").replace("-", "_")
 
     def add_to(self, group: pytest.OptionGroup) -> None:
-        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help}
-        if self.action == "store_true":
-            kwargs.update(action="store_true")
-        else:
-            kwargs.update(default=self.default, metavar=self.metavar)
-            if self.action is not None:
-                kwargs.update(action=self.action)
-            if self.type is not None:
-                kwargs.update(type=self.type)
+        action = self.action or "store"
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": action}
+        if action != "store_true":  # a flag takes no value: no default, metavar nor type
+            kwargs.update(default=self.default, metavar=self.metavar, type=self.type)
         group.addoption(self.flag, **kwargs)
 
     @property
@@ -63,15 +58,10 @@ class IniKey:
     name: str
     help: str
     default: Any = ""
-    type: str | None = None
-    defaults: tuple[str, ...] = field(default=())
+    type: Literal["paths", "linelist"] | None = None
 
     def add_to(self, parser: pytest.Parser) -> None:
-        default = list(self.defaults) if self.type == "linelist" else self.default
-        if self.type is None:
-            parser.addini(self.name, help=self.help, default=default)
-        else:
-            parser.addini(self.name, help=self.help, type=self.type, default=default)  # type: ignore[arg-type]
+        parser.addini(self.name, help=self.help, type=self.type, default=self.default)
 
 
 OPTIONS = (
@@ -266,7 +256,7 @@ INI_KEYS = (
         "mlrepro_manifests",
         "glob patterns (relative to rootdir) of the YAML files that are manifests",
         type="linelist",
-        defaults=DEFAULT_PATTERNS,
+        default=list(DEFAULT_PATTERNS),
     ),
     IniKey(
         "mlrepro_latency_max_contention",
@@ -308,7 +298,7 @@ def given(config: pytest.Config) -> bool:
 def _ini_given(config: pytest.Config, key: IniKey) -> bool:
     value = config.getini(key.name)
     if key.type == "linelist":
-        return list(value) != list(key.defaults)
+        return list(value) != list(key.default)
     return bool(value) if key.type == "paths" else str(value) != str(key.default)
 
 

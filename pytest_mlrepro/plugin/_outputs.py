@@ -15,7 +15,7 @@ from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document
 from ..results import FORMAT, Row, created_now, row_json
-from ._base import machine_name, output_path, report_output_error, results_path, run_shard
+from ._base import machine_name, options, output_path, report_output_error, results_path
 
 
 def write_results_file(
@@ -28,7 +28,7 @@ def write_results_file(
         return
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
     rows = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
-    shard = run_shard(session.config)
+    shard = options(session.config).shard
     payload = {
         "format": FORMAT,
         "created": created_now(),  # the history orders nights by it

@@ -29,31 +29,31 @@ from ..report import (
     summary_table,
 )
 from ..results import Row
-from ._accuracy import plan_preprocessing
+from ._accuracy import accuracy_items, plan_preprocessing
 from ._base import (
     check_outputs,
-    check_settings,
     close_terminal_stderr,
-    default_timeout,
     is_worker,
-    run_shard,
+    options,
+    options_key,
+    read_options,
     settings_from,
     settings_key,
     state_of,
 )
-from ._collect import collect_file, is_mlrepro_item, own_items, preload_frameworks
+from ._collect import ManifestFile, is_mlrepro_item, preload_frameworks
+from ._determinism import determinism_items
 from ._golden_audit import (
     audit_findings,
     gather_worker_audit,
     mark_shared_goldens,
-    note_collected,
-    note_deselected,
     refuse_shared_golden,
     share_audit,
 )
 from ._html import check_html_target, drift_row, write_html_report
+from ._invalid import ManifestErrorItem
 from ._item import ManifestItem
-from ._latency import LatencyItem
+from ._latency import LatencyItem, latency_items
 from ._outputs import write_benchmark_file, write_results_file
 from ._phases import accounted, one_time
 from ._reporters import tell_allure
@@ -72,10 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """The settings read and checked (usage errors before anything runs), the session object
     registered."""
     config.stash[settings_key] = settings_from(config)
-    check_settings(config)
+    config.stash[options_key] = read_options(config)
     check_outputs(config)
     check_html_target(config)
-    state_of(config).default_timeout = default_timeout(config)
     session_of(config)
 
 
@@ -94,28 +93,31 @@ class MlreproSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.state = state_of(config)
-
-    @property
-    def is_worker(self) -> bool:
-        return is_worker(self.config)
+        self.is_worker = is_worker(config)
 
     # --- collection ---------------------------------------------------------------------------
 
     def collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector:
-        """A manifest's collector, for the entry point's ``pytest_collect_file``."""
-        return collect_file(file_path, parent)
+        """A manifest's collector, for the entry point's ``pytest_collect_file`` (which
+        recognised it: ``_recognize``)."""
+        return ManifestFile.from_parent(parent, path=file_path)
 
     def pytest_mlrepro_make_items(
         self, parent: pytest.File, manifest: Manifest, devices: list[str]
     ) -> list[pytest.Item]:
         """The plugin's own kinds: accuracy, latency and determinism items."""
-        return own_items(parent, manifest, devices)
+        return [
+            *accuracy_items(parent, manifest, devices),
+            *latency_items(parent, manifest, devices),
+            *determinism_items(parent, manifest, devices),
+        ]
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
-        note_collected(item)
+        if isinstance(item, ManifestErrorItem):  # for the golden audit
+            self.state.audit.broken.add(item.path)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        note_deselected(items)
+        self.state.audit.deselected += len(items)
 
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
@@ -275,7 +277,7 @@ class MlreproSession:
                 "mlrepro",
                 (summary_table(accuracy) if accuracy else [])
                 + (
-                    shard_lines(run_shard(config), config.getoption("mlrepro_json"))
+                    shard_lines(options(config).shard, config.getoption("mlrepro_json"))
                     if state.results
                     else []
                 ),

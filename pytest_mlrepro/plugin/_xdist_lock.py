@@ -34,30 +34,27 @@ class SessionLock:
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
-        fcntl = fcntl_module()
-        with open(self.turnstile, "a+b") as gate:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
-            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
-        with open(self.main, "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        with _held(self.turnstile, alone=True):
+            pass  # waits while a latency item waits to measure or measures
+        with _held(self.main, alone=False):
+            yield
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        fcntl = fcntl_module()
-        with open(self.turnstile, "a+b") as gate, open(self.main, "a+b") as fh:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            finally:
-                fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+        with _held(self.turnstile, alone=True), _held(self.main, alone=True):
+            yield
+
+
+@contextlib.contextmanager
+def _held(path: Path, alone: bool) -> Iterator[None]:
+    """The lock of file ``path``, held alone (exclusive) or shared, while the body runs."""
+    fcntl = fcntl_module()
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def use_lock(config: pytest.Config, latency_items: bool) -> None:
@@ -75,12 +72,7 @@ def session_lock(config: pytest.Config) -> SessionLock | None:
     return config.stash.get(_lock_key, None)
 
 
-@contextlib.contextmanager
-def exclusive(config: pytest.Config) -> Iterator[None]:
+def exclusive(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
     """Nothing else runs in the session meanwhile (a latency item measuring)."""
     lock = session_lock(config)
-    if lock is None:
-        yield
-        return
-    with lock.exclusive():
-        yield
+    return contextlib.nullcontext() if lock is None else lock.exclusive()

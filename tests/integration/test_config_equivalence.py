@@ -18,7 +18,7 @@ import pytest
 
 from pytest_mlrepro import Settings
 from pytest_mlrepro.cli import _main as cli
-from pytest_mlrepro.plugin._base import counterfactual_samples, fingerprint_samples, settings_key
+from pytest_mlrepro.plugin._base import options, settings_key
 
 MANIFEST = "manifests/m.yaml"
 PYTEST_9 = int(pytest.__version__.split(".")[0]) >= 9
@@ -102,8 +102,8 @@ def snapshot(config: pytest.Config) -> dict[str, object]:
     """What the plugin works with, from one configuration."""
     return {
         "settings": config.stash[settings_key],
-        "probes": counterfactual_samples(config),
-        "step": fingerprint_samples(config),
+        "probes": options(config).counterfactual_samples,
+        "step": options(config).fingerprint_samples,
         "timeout": config.getoption("mlrepro_timeout") or config.getini("mlrepro_timeout"),
         "plugins": sorted(
             Path(file).relative_to(config.rootpath).as_posix()

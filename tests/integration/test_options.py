@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import Project
 
-from pytest_mlrepro.plugin._base import max_contention
+from pytest_mlrepro.plugin._base import options
 from pytest_mlrepro.plugin._options import INI_KEYS, OPTIONS
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -75,9 +75,9 @@ def test_latency_max_contention_overrides_its_ini_key_and_is_checked(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makeini("[pytest]\nmlrepro_latency_max_contention = 0.9\n")
-    assert max_contention(pytester.parseconfigure()) == 0.9
+    assert options(pytester.parseconfigure()).max_contention == 0.9
     given = pytester.parseconfigure("--mlrepro-latency-max-contention", "0.1")
-    assert max_contention(given) == 0.1
+    assert options(given).max_contention == 0.1
 
     bad = pytester.runpytest("--mlrepro-latency-max-contention", "2")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
