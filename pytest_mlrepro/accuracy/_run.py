@@ -595,17 +595,16 @@ class _Run:
         r = self.r
         if r.diagnosis_probes is None:
             return
-        found: list[Any] = []
         with phase("diagnosis"):
-            text, cause = explain_drift(
+            d = explain_drift(
                 r.manifest, drifted.golden, drifted.comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
-                layers=drifted.layers, found=found,
             )  # fmt: skip
-            self.add("diagnosis", cause)
-            for d in found:  # the results file's summary of it (mlrepro merge, the report)
-                self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
-        self.outcome = replace(self.outcome, diagnosis=text)
+            self.add("diagnosis", d.cause)
+            # The results file's summary of it (mlrepro merge, the report), the HTML's layer chart.
+            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+            drifted.layers.extend(d.layer_rows)
+        self.outcome = replace(self.outcome, diagnosis=d.render())
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the

@@ -144,6 +144,16 @@ class Diagnosis:
         """Each evidence's section (title, lines), in order."""
         return [self.wording.section(e) for e in self.evidence]
 
+    @property
+    def layer_rows(self) -> list[tuple[int, str, float]]:
+        """The layer comparison's (depth, layer, relative difference) rows (the HTML chart)."""
+        return [
+            (diff.index + 1, diff.name, diff.delta)
+            for e in self.evidence
+            if isinstance(e, layer_store.LayerReport)
+            for diff in e.diffs
+        ]
+
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
         return self.wording.text(self, width)
@@ -315,25 +325,15 @@ def explain(
     wording: DiagnosisWording,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
-    layers: list[tuple[int, str, float]] | None = None,
-    found: list[Diagnosis] | None = None,
-) -> tuple[str, str]:
-    """(text, cause) of :func:`diagnose`; never raises: a diagnosis that fails says so and the
-    verdict it would have explained stands on its own. ``layers``, when given, receives the
-    layer comparison's (depth, layer, relative difference) rows (the HTML report's chart);
-    ``found`` the :class:`Diagnosis` itself (the results file's summary of it)."""
+) -> Diagnosis:
+    """:func:`diagnose`, never raising: a diagnosis that fails is one whose lead says why (cause
+    ``error``, no evidence), and the verdict it would have explained stands on its own."""
     try:
-        d = diagnose(
+        return diagnose(
             manifest, golden, comparison, evaluation, wording=wording, probes=probes, data=data
         )
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
-        return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
-    if found is not None:
-        found.append(d)
-    for e in d.evidence:
-        if layers is not None and isinstance(e, layer_store.LayerReport):
-            layers.extend((diff.index + 1, diff.name, diff.delta) for diff in e.diffs)
-    return d.render(), d.cause
+        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
 
 
 __all__ = [

@@ -199,6 +199,8 @@ def evidence_section(evidence: Evidence) -> Section:
 
 def diagnosis_text(d: Diagnosis, width: int) -> str:
     """The text appended to a failure: lead first, then the evidence, within ``width``."""
+    if not d.evidence:  # the diagnosis failed: its lead says why
+        return d.lead
     head = (
         f"diagnosis ({d.counterfactuals} counterfactuals on {d.probes} probe samples, "
         f"{d.screen} first, {d.seconds:.1f} s)"

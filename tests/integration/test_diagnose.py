@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import diag_helpers as H
 import numpy as np
@@ -431,21 +431,25 @@ def test_the_words_are_the_wording_handed_in(lab: Lab) -> None:
         return f"custom {type(evidence).__name__}:", ["a line"]
 
     custom = dataclasses.replace(WORDING, section=section)
-    found: list[Diagnosis] = []
-    text, cause = explain(m, golden, c, ev, wording=custom, probes=0, found=found)
-    assert cause == pitfalls.RESIZE, text
+    found = explain(m, golden, c, ev, wording=custom, probes=0)
+    text = found.render()
+    assert found.cause == pitfalls.RESIZE, text
     assert "  custom ManifestEvidence:\n    a line" in text
     assert "  custom EnvironmentEvidence:" in text
     assert "manifest diff against" not in text  # the report's own words are not used
-    assert [title for title, _ in found[0].sections][:2] == [
+    assert [title for title, _ in found.sections][:2] == [
         "custom ManifestEvidence:",
         "custom StepEvidence:",
     ]
     assert {"ManifestEvidence", "StepEvidence", "EnvironmentEvidence"} <= set(kinds)
     # The report's wording, handed in the same way, says it in its own words.
-    text, _ = explain(m, golden, c, ev, wording=WORDING, probes=0)
+    text = explain(m, golden, c, ev, wording=WORDING, probes=0).render()
     assert "manifest diff against the manifest the golden was recorded with:" in text
     assert "custom" not in text
+    # A diagnosis that fails says why instead of raising: the verdict stands on its own.
+    failed = explain(m, golden, cast(Any, None), ev, wording=WORDING, probes=0)
+    assert failed.cause == "error" and not failed.layer_rows
+    assert failed.render().startswith("diagnosis failed (AttributeError: "), failed.render()
 
 
 def test_manifest_diff_sees_moves_and_ignores_what_cannot_move_outputs() -> None:
