@@ -33,6 +33,7 @@ from ._sensitivity import save as save_sensitivity
 from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
 from ._step_fingerprints import record as record_step_fingerprints
+from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
 from ._wording import and_list, short_number
 
@@ -68,6 +69,7 @@ __all__ = [
     "record_step_fingerprints",
     "relative_to_std",
     "restores",
+    "same_step_outputs",
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",

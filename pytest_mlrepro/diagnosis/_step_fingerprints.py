@@ -262,6 +262,18 @@ def _fingerprint_rows(probes: Any) -> list[list[Any]]:
     return [r for r in rows if isinstance(r, list) and len(r) == 4 and isinstance(r[3], dict)]
 
 
+def same_outputs(probes: Any, fresh: Mapping[str, Any]) -> bool:
+    """Whether a golden's step probes are ``fresh`` (this run's :func:`record`): the same probe
+    samples and steps, and every step output hashing as the golden recorded it."""
+    if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
+        return False
+    if probes.get("samples") != fresh["samples"] or probes.get("steps") != fresh["steps"]:
+        return False
+    then = {(str(r[0]), int(r[1])): r[3].get("sha256") for r in _fingerprint_rows(probes)}
+    now = {(str(r[0]), int(r[1])): r[3]["sha256"] for r in fresh["fingerprints"]}
+    return bool(now) and all(then.get(key) == sha for key, sha in now.items())
+
+
 def decode_fingerprints(probes: Any) -> dict[str, Mapping[str, Any]]:
     """{sample id: its decode step's fingerprint} from a golden's step probes."""
     return {str(r[0]): r[3] for r in _fingerprint_rows(probes) if r[2] == "decode"}
