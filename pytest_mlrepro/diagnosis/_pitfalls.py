@@ -657,8 +657,7 @@ def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             f"depth:{mode}",
             DEPTH,
-            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of "
-            f"{step.mode}",
+            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of {step.mode}",
             _replace(steps, 0, new),
         )
 

@@ -162,29 +162,13 @@ def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]
     return out + longer[min(len(a), len(b)) :]
 
 
-def _subset(results: Results, ids: Sequence[str]) -> Results:
-    index = {sample: i for i, sample in enumerate(results.ids)}
-    rows = np.asarray([index[i] for i in ids], dtype=np.int64)
-    return Results(
-        ids=tuple(ids),
-        labels=results.labels[rows],
-        topk=results.topk[rows],
-        topk_scores=results.topk_scores[rows],
-    )
-
-
 def most_moved(
     golden: Results, evaluation: Evaluation, shared: Sequence[str], tol: float
 ) -> list[str]:
-    index = {sample: i for i, sample in enumerate(evaluation.results.ids)}
-    g_index = {sample: i for i, sample in enumerate(golden.ids)}
-    moved = []
-    for sample in shared:
-        g, n = g_index[sample], index[sample]
-        now = take_scores(evaluation.scores, np.asarray([n]), golden.topk[g : g + 1])[0]
-        if np.abs(now - golden.topk_scores[g]).max() > tol:
-            moved.append(sample)
-    return moved
+    """The samples of ``shared`` whose scores of the golden's top-k moved beyond ``tol``."""
+    then = golden.subset(shared)
+    now = take_scores(evaluation.scores, evaluation.results.rows(shared), then.topk)
+    return [s for s, diff in zip(shared, np.abs(now - then.topk_scores).max(axis=1)) if diff > tol]
 
 
 def _evaluate(
@@ -205,9 +189,9 @@ def run_counterfactuals(
 ) -> tuple[list[Counterfactual], Counterfactual]:
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
-    golden_sub = _subset(golden.results, ids)
-    now_sub = _subset(evaluation.results, ids)
-    rows = np.asarray([evaluation.results.ids.index(i) for i in ids], dtype=np.int64)
+    golden_sub = golden.results.subset(ids)
+    now_sub = evaluation.results.subset(ids)
+    rows = evaluation.results.rows(ids)
     base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
     baseline = Counterfactual(
         "the manifest as it is",
@@ -226,9 +210,7 @@ def run_counterfactuals(
         if o.error or o.scores is None:
             c.error = o.error or "no scores"
             continue
-        c.agree, c.max_diff = _evaluate(
-            o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
-        )
+        c.agree, c.max_diff = _evaluate(o.scores, manifest, golden_sub.subset(ids[:SCREEN]), screen)
         c.probes = len(screen)
         c.noop = _same_scores(o.scores, score_rows(evaluation.scores, rows[: len(screen)]))
     if len(samples) > len(screen):
@@ -241,9 +223,7 @@ def run_counterfactuals(
         for c, o in zip(finalists, outcomes):
             if o.error or o.scores is None:
                 continue  # keep its screening figures
-            agree, diff = _evaluate(
-                o.scores, manifest, _subset(golden_sub, ids[len(screen) :]), rest
-            )
+            agree, diff = _evaluate(o.scores, manifest, golden_sub.subset(ids[len(screen) :]), rest)
             c.agree += agree
             c.max_diff = max(c.max_diff, diff)
             c.probes = len(samples)
