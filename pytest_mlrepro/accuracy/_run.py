@@ -23,14 +23,12 @@ from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
     DiagnosisWording,
     check_pixel_identity,
+    diagnose,
     explain_class_count,
     record_layer_fingerprints,
     record_pixel_identity,
     record_step_fingerprints,
     step_fingerprints_up_to_date,
-)
-from ..diagnosis import (
-    explain as explain_drift,
 )
 from ..errors import GoldenError, ManifestError, MlreproError, OutputError
 from ..evaluation import Evaluation, Progress, SharedLoader, controls_in_force, evaluate
@@ -596,7 +594,7 @@ class _Run:
         if r.diagnosis_probes is None:
             return
         with phase("diagnosis"):
-            d = explain_drift(
+            d = diagnose(
                 r.manifest, drifted.golden, drifted.comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
             )  # fmt: skip

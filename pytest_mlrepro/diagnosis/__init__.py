@@ -19,7 +19,6 @@ from ._explain import (
     Section,
     StepEvidence,
     diagnose,
-    explain,
 )
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerReport
@@ -60,7 +59,6 @@ __all__ = [
     "check_pixel_identity",
     "diagnose",
     "env_change_text",
-    "explain",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",

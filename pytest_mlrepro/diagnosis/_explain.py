@@ -169,41 +169,47 @@ def diagnose(
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
 ) -> Diagnosis:
-    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring).
+    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring). Never
+    raises: a diagnosis that fails is one whose lead says why (cause ``error``, no evidence), and
+    the verdict it would have explained stands on its own.
 
-    ``wording``: the report's words for it (``report.DIAGNOSIS_WORDING``).
-    ``probes`` is the number of samples re-run per counterfactual (0: no counterfactuals).
-    ``data``: what changed in the data since the golden (None: not known).
-    The model in ``evaluation.runner`` is reused; nothing is reloaded or re-verified.
+    ``wording``: the report's words (``report.DIAGNOSIS_WORDING``); ``probes``: the samples
+    re-run per counterfactual (0: none); ``data``: what changed in the data since the golden
+    (None: not known). The model in ``evaluation.runner`` is reused, never reloaded.
     """
     start = time.perf_counter()
-    changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
-    recorded = recorded_steps(golden.manifest)
-    steps = compare_steps(golden.probes, manifest.input.preprocess, evaluation.samples, recorded)
-    trials = _counterfactuals(manifest, golden, comparison, evaluation, recorded, changes, probes)
-    # With the same pixels going in, where the model's computation changed.
-    layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
-    env_now = environment(evaluation.runner_info)
-    env_changes = env_diff(golden.environment, env_now)
-    env_step = environment_step_text(steps, manifest.input.preprocess, env_now, env_changes)
-    lead, cause = _likely_cause(
-        manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
-        env_step,
-    )  # fmt: skip
-    if data is not None and data.changed:
-        restored = restoring(list(trials.tried), trials.baseline, manifest.tolerances.score)
-        flip = restored[0] if restored and not restored[0].reverts else None
-        by_id = {s.id: s for s in evaluation.samples}
-        how = how_files_changed(golden.probes, data, by_id, manifest)
-        lead, cause = data_lead(data, comparison, lead, flip, how), "data"
-    evidence: tuple[Evidence, ...] = (
-        *([data] if data is not None else []),
-        ManifestEvidence(changes),
-        StepEvidence(steps, _changed_probes(golden, data)),
-        *([layers] if layers is not None else []),
-        trials,
-        EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
-    )
+    try:
+        changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
+        recorded, pre = recorded_steps(golden.manifest), manifest.input.preprocess
+        steps = compare_steps(golden.probes, pre, evaluation.samples, recorded)
+        trials = _counterfactuals(
+            manifest, golden, comparison, evaluation, recorded, changes, probes
+        )
+        # With the same pixels going in, where the model's computation changed.
+        layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
+        env_now = environment(evaluation.runner_info)
+        env_changes = env_diff(golden.environment, env_now)
+        env_step = environment_step_text(steps, pre, env_now, env_changes)
+        lead, cause = _likely_cause(
+            manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
+            env_step,
+        )  # fmt: skip
+        if data is not None and data.changed:
+            restored = restoring(list(trials.tried), trials.baseline, manifest.tolerances.score)
+            flip = restored[0] if restored and not restored[0].reverts else None
+            by_id = {s.id: s for s in evaluation.samples}
+            how = how_files_changed(golden.probes, data, by_id, manifest)
+            lead, cause = data_lead(data, comparison, lead, flip, how), "data"
+        evidence: tuple[Evidence, ...] = (
+            *([data] if data is not None else []),
+            ManifestEvidence(changes),
+            StepEvidence(steps, _changed_probes(golden, data)),
+            *([layers] if layers is not None else []),
+            trials,
+            EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
+        )
+    except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
+        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
     baseline = trials.baseline
     return Diagnosis(
         lead=lead,
@@ -316,26 +322,6 @@ def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
     return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
 
 
-def explain(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    *,
-    wording: DiagnosisWording,
-    probes: int = probe_store.PROBES,
-    data: DataChange | None = None,
-) -> Diagnosis:
-    """:func:`diagnose`, never raising: a diagnosis that fails is one whose lead says why (cause
-    ``error``, no evidence), and the verdict it would have explained stands on its own."""
-    try:
-        return diagnose(
-            manifest, golden, comparison, evaluation, wording=wording, probes=probes, data=data
-        )
-    except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
-        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
-
-
 __all__ = [
     "CounterfactualEvidence",
     "Diagnosis",
@@ -346,5 +332,4 @@ __all__ = [
     "Section",
     "StepEvidence",
     "diagnose",
-    "explain",
 ]

@@ -26,7 +26,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro.diagnosis import Evidence, Section, record_layer_fingerprints
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, explain
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
 from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
 from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
@@ -431,7 +431,7 @@ def test_the_words_are_the_wording_handed_in(lab: Lab) -> None:
         return f"custom {type(evidence).__name__}:", ["a line"]
 
     custom = dataclasses.replace(WORDING, section=section)
-    found = explain(m, golden, c, ev, wording=custom, probes=0)
+    found = diagnose(m, golden, c, ev, wording=custom, probes=0)
     text = found.render()
     assert found.cause == pitfalls.RESIZE, text
     assert "  custom ManifestEvidence:\n    a line" in text
@@ -443,11 +443,11 @@ def test_the_words_are_the_wording_handed_in(lab: Lab) -> None:
     ]
     assert {"ManifestEvidence", "StepEvidence", "EnvironmentEvidence"} <= set(kinds)
     # The report's wording, handed in the same way, says it in its own words.
-    text = explain(m, golden, c, ev, wording=WORDING, probes=0).render()
+    text = diagnose(m, golden, c, ev, wording=WORDING, probes=0).render()
     assert "manifest diff against the manifest the golden was recorded with:" in text
     assert "custom" not in text
     # A diagnosis that fails says why instead of raising: the verdict stands on its own.
-    failed = explain(m, golden, cast(Any, None), ev, wording=WORDING, probes=0)
+    failed = diagnose(m, golden, cast(Any, None), ev, wording=WORDING, probes=0)
     assert failed.cause == "error" and not failed.layer_rows
     assert failed.render().startswith("diagnosis failed (AttributeError: "), failed.render()
 
