@@ -31,6 +31,10 @@ from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
 from ..pipeline import (
     COLOUR_ORDERS,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    MNIST_MEAN,
+    MNIST_STD,
     Cast,
     CastDType,
     Color,
@@ -63,12 +67,6 @@ DEPTH = "bit depth"
 CATEGORIES = (
     COLOUR, CROP, RESIZE, DECODER, EXIF, LAYOUT, NORM_ORDER, MEAN_STD, INVERTED, GREY, DEPTH,
 )  # fmt: skip
-# pytorch/examples mnist/main.py: Normalize((0.1307,), (0.3081,)) on 0..1 grey values.
-MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
 _BACKEND_NAMES = {"pil": "Pillow", "opencv": "OpenCV", "tf": "TensorFlow"}
 _OPENCV_METHODS = {
     "nearest": "INTER_NEAREST",
@@ -706,8 +704,6 @@ __all__ = [
     "CATEGORIES",
     "DEPTH",
     "GREY",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
     "INVERTED",
     "Variant",
     "category_of_change",

@@ -53,8 +53,8 @@ CAST = "cast: {dtype: float32}"
 SCALE = "scale: {divisor: 255}"
 IMAGENET = "normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}"
 NORM_127 = "normalize: {mean: [127, 127, 127], std: [128, 128, 128]}"
-IMAGENET_MEAN = np.array(pitfalls.IMAGENET_MEAN)
-IMAGENET_STD = np.array(pitfalls.IMAGENET_STD)
+IMAGENET_MEAN = np.array(pipeline.IMAGENET_MEAN)
+IMAGENET_STD = np.array(pipeline.IMAGENET_STD)
 
 
 def values(*middle: str) -> list[str]:
