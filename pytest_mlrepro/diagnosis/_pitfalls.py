@@ -188,10 +188,6 @@ def _choices(cls: type, name: str) -> tuple[Any, ...]:
     return ()
 
 
-def _has(step: Step, name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(step))
-
-
 _S = TypeVar("_S", bound=Step)
 
 
@@ -348,10 +344,11 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, Decode):
         return
     current = _BACKEND_NAMES.get(step.backend, step.backend)
-    has_dct = _has(step, "dct_method")
-    dct_values = [d for d in _choices(type(step), "dct_method") if d is not None] if has_dct else []
-    if getattr(step, "dct_method", None):
-        current += f" ({step.dct_method})"
+    has_dct = hasattr(step, "dct_method")
+    dct_values = [d for d in _choices(type(step), "dct_method") if d is not None]
+    current_dct = getattr(step, "dct_method", None)
+    if current_dct:
+        current += f" ({current_dct})"
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
             continue
@@ -366,7 +363,6 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
                 f"the {name} decoder" + (f" ({dct})" if dct else "") + f" instead of {current}",
                 _replace(steps, 0, new),
             )
-    current_dct = getattr(step, "dct_method", None)
     if current_dct is not None:
         named = {
             d: (f"decode:dct-{d}", f"DCT method {d} instead of {current_dct}") for d in dct_values
