@@ -10,7 +10,6 @@ from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
 from ._explain import (
-    CounterfactualEvidence,
     Diagnosis,
     DiagnosisWording,
     EnvironmentEvidence,
@@ -25,7 +24,7 @@ from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._layer_fingerprints import rel as relative_to_std
 from ._pitfalls import backends_in_play, left_out_backends
-from ._probe_trials import SCREEN, Counterfactual, restores
+from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
 from ._sensitivity import Row as PitfallRow
 from ._sensitivity import Table as PitfallTable
 from ._sensitivity import save as save_sensitivity
@@ -66,7 +65,6 @@ __all__ = [
     "record_pixel_identity",
     "record_step_fingerprints",
     "relative_to_std",
-    "restores",
     "same_step_outputs",
     "save_sensitivity",
     "sensitivity",

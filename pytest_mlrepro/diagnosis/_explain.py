@@ -50,10 +50,9 @@ from ._lead import MODEL_CAUSES, lead_sentence
 from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
-    Counterfactual,
+    CounterfactualEvidence,
     most_moved,
     probe_order,
-    restoring,
     run_counterfactuals,
 )
 from ._score_changes import class_permutation, score_transform
@@ -61,7 +60,8 @@ from ._step_fingerprints import compare_steps
 
 WIDTH = 100
 
-# The evidence, one type per source: facts only, each worded by its renderer in
+# The evidence, one type per source (CounterfactualEvidence in _probe_trials.py, whose lead
+# sentence asks it which flips restore the probes): facts only, each worded by its renderer in
 # report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
 # report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
 Section = tuple[str, list[str]]  # a title and its lines
@@ -81,17 +81,6 @@ class StepEvidence:
 
     report: probe_store.StepReport
     changed_probes: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class CounterfactualEvidence:
-    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
-    time; ``note`` says why none ran, when none did."""
-
-    tried: Sequence[Counterfactual]
-    baseline: Counterfactual | None
-    score_tol: float
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -195,7 +184,7 @@ def diagnose(
             env_step,
         )  # fmt: skip
         if data is not None and data.changed:
-            restored = restoring(list(trials.tried), trials.baseline, manifest.tolerances.score)
+            restored = trials.restoring()
             flip = restored[0] if restored and not restored[0].reverts else None
             by_id = {s.id: s for s in evaluation.samples}
             how = how_files_changed(golden.probes, data, by_id, manifest)
@@ -271,8 +260,7 @@ def _counterfactuals(
     if not changed:  # same predictions, scores moved: prefer the samples that moved most
         changed = most_moved(golden.results, evaluation, shared, score_tol)
     ids = probe_order(shared, probes, changed)
-    tried, baseline = run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
-    return CounterfactualEvidence(tried, baseline, score_tol)
+    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
 
 
 def _likely_cause(
@@ -296,9 +284,8 @@ def _likely_cause(
     if class_map is None and permutation is None:
         class_map = index_map(golden.results, evaluation.results)
     lead, cause = lead_sentence(
-        changes, steps, list(trials.tried), trials.baseline, env_changes, score_tol, transform,
-        permutation, class_map, env_step,
-    )  # fmt: skip
+        changes, steps, trials, env_changes, transform, permutation, class_map, env_step
+    )
     if layers is None or cause not in MODEL_CAUSES:
         return lead, cause
     if layers.precision:

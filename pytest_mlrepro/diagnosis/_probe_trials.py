@@ -186,7 +186,7 @@ def run_counterfactuals(
     ids: list[str],
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
-) -> tuple[list[Counterfactual], Counterfactual]:
+) -> CounterfactualEvidence:
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
     golden_sub = golden.results.subset(ids)
@@ -227,7 +227,7 @@ def run_counterfactuals(
             c.agree += agree
             c.max_diff = max(c.max_diff, diff)
             c.probes = len(samples)
-    return candidates, baseline
+    return CounterfactualEvidence(candidates, baseline, manifest.tolerances.score)
 
 
 # Outputs this close to the manifest's own are the same outputs (a batch of another size may
@@ -251,21 +251,27 @@ def reproduces(c: Counterfactual, score_tol: float) -> bool:
     return c.probes > 0 and c.agree == c.probes and c.max_diff <= score_tol
 
 
-def restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
-    """Whether a counterfactual brings the probes back: every probe prediction matches (or the
-    scores come back within tolerance), clearly better than the manifest as it is."""
-    if c.error or not c.probes or c.noop:
-        return False
-    if reproduces(c, score_tol):
-        return not reproduces(baseline, score_tol)
-    full = c.agree == c.probes and c.probes >= baseline.probes // 2
-    return full and (c.fraction > baseline.fraction or c.max_diff < baseline.max_diff / 10)
+@dataclass(frozen=True)
+class CounterfactualEvidence:
+    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
+    time; ``note`` says why none ran, when none did."""
 
+    tried: Sequence[Counterfactual]
+    baseline: Counterfactual | None
+    score_tol: float
+    note: str = ""
 
-def restoring(
-    tried: list[Counterfactual], baseline: Counterfactual | None, score_tol: float
-) -> list[Counterfactual]:
-    """The flips that bring the probes back, best first."""
-    if not tried or baseline is None:
-        return []
-    return sorted((c for c in tried if restores(c, baseline, score_tol)), key=Counterfactual.key)
+    def restores(self, c: Counterfactual) -> bool:
+        """Whether ``c`` brings the probes back: every probe prediction matches (or the scores
+        come back within tolerance), clearly better than the manifest as it is."""
+        base, tol = self.baseline, self.score_tol
+        if base is None or c.error or not c.probes or c.noop:
+            return False
+        if reproduces(c, tol):
+            return not reproduces(base, tol)
+        full = c.agree == c.probes and c.probes >= base.probes // 2
+        return full and (c.fraction > base.fraction or c.max_diff < base.max_diff / 10)
+
+    def restoring(self) -> list[Counterfactual]:
+        """The flips that bring the probes back, best first."""
+        return sorted(filter(self.restores, self.tried), key=Counterfactual.key)
