@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..goldens import Results
+from ._wording import signed
 
 # A map names the cause only when it brings back nearly every prediction (a few may sit on the
 # classes it cannot carry: the last class pushed out of a sliced head) and the predictions as
@@ -56,10 +57,6 @@ def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
     return g.topk[:, :k], n.topk[:, :k]
 
 
-def _shift_text(k: int) -> str:
-    return f"+{k}" if k > 0 else f"−{-k}"
-
-
 def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | None:
     """Every prediction is the golden's class + k (modulo ``classes``), k ≠ 0."""
     g, n = _pairs(golden, now)
@@ -89,8 +86,8 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
         )
     return ClassMap(
         "label offset",
-        f"a label offset — every prediction is the golden's class {_shift_text(k)}{hint}",
-        f"with labels shifted by {_shift_text(-k)}, {hits}/{total} predictions match the "
+        f"a label offset — every prediction is the golden's class {signed(k)}{hint}",
+        f"with labels shifted by {signed(-k)}, {hits}/{total} predictions match the "
         f"golden's (as they are, {as_is}/{total})",
     )
 
