@@ -32,7 +32,7 @@ from ..diagnosis import (
     record_layer_fingerprints,
     record_pixel_identity,
     record_step_fingerprints,
-    step_fingerprints_up_to_date,
+    same_step_outputs,
 )
 from ..errors import MlreproError
 from ..goldens import Golden
@@ -47,24 +47,6 @@ class Enrichment:
     golden: Golden | None = None
     added: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
-
-
-def _step_rows_match(recorded: Any, fresh: Mapping[str, Any], ids: Sequence[str]) -> bool:
-    """Whether every step output of the probes ``ids`` hashes as the golden recorded it."""
-    if not isinstance(recorded, Mapping):
-        return False
-
-    def hashes(block: Mapping[str, Any]) -> dict[tuple[str, int], str]:
-        rows = block.get("fingerprints")
-        out: dict[tuple[str, int], str] = {}
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, list) and len(row) == 4 and isinstance(row[3], Mapping):
-                out[(str(row[0]), int(row[1]))] = str(row[3].get("sha256"))
-        return out
-
-    then, now = hashes(recorded), hashes(fresh)
-    wanted = [key for key in now if key[0] in set(ids)]
-    return bool(wanted) and all(then.get(key) == now[key] for key in wanted)
 
 
 def enrich(
@@ -94,10 +76,7 @@ def enrich(
         out.added.append("step fingerprints")
     if fresh is not None and probes is not None and "layers" not in probes and runner is not None:
         ids = [str(i) for i in probes.get("samples", [])]
-        if probes is not fresh and not (
-            step_fingerprints_up_to_date(probes, steps, samples, fingerprint_samples)
-            and _step_rows_match(probes, fresh, ids)
-        ):
+        if probes is not fresh and not same_step_outputs(probes, fresh):
             out.left_out.append(
                 "layer fingerprints (the step probes' preprocessed outputs are not the ones the "
                 "golden recorded: the model's input would not be the golden's)"

@@ -23,14 +23,12 @@ from ..data import ResolvedDataset, Shard
 from ..diagnosis import (
     DiagnosisWording,
     check_pixel_identity,
+    diagnose,
     explain_class_count,
     record_layer_fingerprints,
     record_pixel_identity,
     record_step_fingerprints,
     step_fingerprints_up_to_date,
-)
-from ..diagnosis import (
-    explain as explain_drift,
 )
 from ..errors import GoldenError, ManifestError, MlreproError, OutputError
 from ..evaluation import Evaluation, Progress, SharedLoader, controls_in_force, evaluate
@@ -593,17 +591,16 @@ class _Run:
         r = self.r
         if r.diagnosis_probes is None:
             return
-        found: list[Any] = []
         with phase("diagnosis"):
-            text, cause = explain_drift(
+            d = diagnose(
                 r.manifest, drifted.golden, comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
-                layers=drifted.layers, found=found,
             )  # fmt: skip
-            self.add("diagnosis", cause)
-            for d in found:  # the results file's summary of it (mlrepro merge, the report)
-                self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
-        self.outcome = replace(self.outcome, diagnosis=text)
+            self.add("diagnosis", d.cause)
+            # The results file's summary of it (mlrepro merge, the report), the HTML's layer chart.
+            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+            drifted.layers.extend(d.layer_rows)
+        self.outcome = replace(self.outcome, diagnosis=d.render())
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the

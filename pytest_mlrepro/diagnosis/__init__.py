@@ -10,7 +10,6 @@ from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
 from ._environment_diff import env_change_text
 from ._explain import (
-    CounterfactualEvidence,
     Diagnosis,
     DiagnosisWording,
     EnvironmentEvidence,
@@ -19,20 +18,20 @@ from ._explain import (
     Section,
     StepEvidence,
     diagnose,
-    explain,
 )
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._layer_fingerprints import rel as relative_to_std
 from ._pitfalls import backends_in_play, left_out_backends
-from ._probe_trials import SCREEN, Counterfactual, restores
+from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
 from ._sensitivity import Row as PitfallRow
 from ._sensitivity import Table as PitfallTable
 from ._sensitivity import save as save_sensitivity
 from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
 from ._step_fingerprints import record as record_step_fingerprints
+from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
 from ._wording import and_list, short_number
 
@@ -59,7 +58,6 @@ __all__ = [
     "check_pixel_identity",
     "diagnose",
     "env_change_text",
-    "explain",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
@@ -67,7 +65,7 @@ __all__ = [
     "record_pixel_identity",
     "record_step_fingerprints",
     "relative_to_std",
-    "restores",
+    "same_step_outputs",
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",

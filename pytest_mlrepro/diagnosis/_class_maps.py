@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..goldens import Results
+from ._wording import signed
 
 # A map names the cause only when it brings back nearly every prediction (a few may sit on the
 # classes it cannot carry: the last class pushed out of a sliced head) and the predictions as
@@ -41,20 +42,19 @@ class ClassMap:
     counterfactual: str  # "with labels shifted by −1, 998/1000 predictions match the golden's"
 
 
+def shared_rows(golden: Results, now: Results) -> tuple[Results, Results]:
+    """The results of the samples both have, in the golden's order: (golden's, this run's)."""
+    present = set(now.ids)
+    shared = [sample for sample in golden.ids if sample in present]
+    return golden.subset(shared), now.subset(shared)
+
+
 def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k rows of the samples both have, in the golden's order: (golden's, this run's)."""
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    shared = [(g, index[s]) for g, s in enumerate(golden.ids) if s in index]
-    if not shared:
-        return np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64)
-    k = min(golden.topk.shape[1], now.topk.shape[1])
-    rows_g = np.asarray([g for g, _ in shared], np.int64)
-    rows_n = np.asarray([n for _, n in shared], np.int64)
-    return golden.topk[rows_g, :k], now.topk[rows_n, :k]
-
-
-def _shift_text(k: int) -> str:
-    return f"+{k}" if k > 0 else f"−{-k}"
+    """The top-k classes of the samples both have, in the golden's order: (golden's, this
+    run's), to the shorter k."""
+    g, n = shared_rows(golden, now)
+    k = min(g.topk.shape[1], n.topk.shape[1])
+    return g.topk[:, :k], n.topk[:, :k]
 
 
 def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | None:
@@ -86,8 +86,8 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
         )
     return ClassMap(
         "label offset",
-        f"a label offset — every prediction is the golden's class {_shift_text(k)}{hint}",
-        f"with labels shifted by {_shift_text(-k)}, {hits}/{total} predictions match the "
+        f"a label offset — every prediction is the golden's class {signed(k)}{hint}",
+        f"with labels shifted by {signed(-k)}, {hits}/{total} predictions match the "
         f"golden's (as they are, {as_is}/{total})",
     )
 
@@ -201,4 +201,11 @@ def explain_class_count(
     return "\n".join(lines), found.cause
 
 
-__all__ = ["ClassMap", "class_count_map", "constant_shift", "explain_class_count", "index_map"]
+__all__ = [
+    "ClassMap",
+    "class_count_map",
+    "constant_shift",
+    "explain_class_count",
+    "index_map",
+    "shared_rows",
+]

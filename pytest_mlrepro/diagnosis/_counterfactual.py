@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data import Sample
 from ..errors import SampleError, SignatureError
-from ..evaluation import postprocessed
+from ..evaluation import postprocessed, step_key
 from ..goldens import nonfinite_rows
 from ..manifest import Manifest
 from ..pipeline import Decode, Step, Tensor
@@ -183,20 +183,12 @@ def _group(
     pipelines: list[tuple[Step, ...]], indices: list[int], depth: int
 ) -> list[tuple[Step, list[int]]]:
     """Pipelines grouped by their step at ``depth``, in first-seen order."""
-    groups: dict[object, tuple[Step, list[int]]] = {}
+    groups: dict[str, tuple[Step, list[int]]] = {}
     for index in indices:
         step = pipelines[index][depth]
-        groups.setdefault(_key(step), (step, []))[1].append(index)
+        # By what the step computes (a custom step may hold a list: not hashable).
+        groups.setdefault(step_key(step), (step, []))[1].append(index)
     return list(groups.values())
-
-
-def _key(step: Step) -> object:
-    """Steps are frozen dataclasses, hashable unless a custom one holds a list."""
-    try:
-        hash(step)
-    except TypeError:
-        return (type(step), repr(step))
-    return step
 
 
 def _read(sample: Sample) -> bytes:

@@ -27,7 +27,7 @@ from ..pipeline import Step
 from ._pitfalls import INVERTED
 from ._probe_trials import Counterfactual
 from ._step_fingerprints import decode_fingerprints, digest, fingerprint, trace
-from ._wording import flip_expects
+from ._wording import flip_expects, signed
 
 
 def _decode(steps: Sequence[Step]) -> Step | None:
@@ -201,8 +201,7 @@ def _label_shift(data: DataChange) -> str:
     if len(shifts) != 1 or len(data.labels) < max(2, data.samples // 2):
         return ""
     k = shifts.pop()
-    sign = f"+{k}" if k > 0 else f"−{-k}"
     return (
-        f": a label offset, every changed label is the golden's {sign} (with labels shifted by "
-        f"{'−' if k > 0 else '+'}{abs(k)}, they are the golden's)"
+        f": a label offset, every changed label is the golden's {signed(k)} (with labels shifted "
+        f"by {signed(-k)}, they are the golden's)"
     )

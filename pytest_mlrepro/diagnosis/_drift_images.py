@@ -22,7 +22,6 @@ import numpy as np
 from ..data import Sample
 from ..goldens import Golden
 from ..manifest import Manifest
-from ..pipeline import Step
 from . import _step_fingerprints as probe_store
 from ._manifest_diff import recorded_steps
 
@@ -94,7 +93,7 @@ def first_step_outputs(
         ids = [i for i in probes["samples"] if i in by_id]
         chosen = probe_store.select(ids, shown, prefer)
         golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
-        golden_index, now_index = _shown_indices(first, recorded, steps)
+        golden_index, now_index = report.compared_outputs(first)
         out = FirstStepOutputs(
             step=first.op,
             status=first.status,
@@ -134,22 +133,6 @@ def first_step_outputs(
         out.note = f"{first.op} is gone from the current pipeline: the golden pipeline's output "
         out.note += "of it is shown beside the current pipeline's output of the step before it"
     return out
-
-
-def _shown_indices(
-    first: probe_store.StepDiff, recorded: Sequence[Step], steps: Sequence[Step]
-) -> tuple[int | None, int | None]:
-    """(golden index, now index) of the outputs to show: the step on both sides; for a step on
-    one side only, the other side's output of the step before it."""
-    golden_index, now_index = first.golden_index, first.now_index
-    pairs = probe_store.align_steps([s.op for s in recorded], [s.op for s in steps])
-    if golden_index is None and now_index is not None:
-        before = [g for n, g in pairs if n is not None and n < now_index and g is not None]
-        golden_index = before[-1] if before else None
-    elif now_index is None and golden_index is not None:
-        before = [n for n, g in pairs if g is not None and g < golden_index and n is not None]
-        now_index = before[-1] if before else None
-    return golden_index, now_index
 
 
 __all__ = ["FirstStepOutputs", "ProbeOutputs", "first_step_outputs"]

@@ -50,10 +50,9 @@ from ._lead import MODEL_CAUSES, lead_sentence
 from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
-    Counterfactual,
+    CounterfactualEvidence,
     most_moved,
     probe_order,
-    restoring,
     run_counterfactuals,
 )
 from ._score_changes import class_permutation, score_transform
@@ -61,7 +60,8 @@ from ._step_fingerprints import compare_steps
 
 WIDTH = 100
 
-# The evidence, one type per source: facts only, each worded by its renderer in
+# The evidence, one type per source (CounterfactualEvidence in _probe_trials.py, whose lead
+# sentence asks it which flips restore the probes): facts only, each worded by its renderer in
 # report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
 # report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
 Section = tuple[str, list[str]]  # a title and its lines
@@ -81,17 +81,6 @@ class StepEvidence:
 
     report: probe_store.StepReport
     changed_probes: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class CounterfactualEvidence:
-    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
-    time; ``note`` says why none ran, when none did."""
-
-    tried: Sequence[Counterfactual]
-    baseline: Counterfactual | None
-    score_tol: float
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,6 +133,16 @@ class Diagnosis:
         """Each evidence's section (title, lines), in order."""
         return [self.wording.section(e) for e in self.evidence]
 
+    @property
+    def layer_rows(self) -> list[tuple[int, str, float]]:
+        """The layer comparison's (depth, layer, relative difference) rows (the HTML chart)."""
+        return [
+            (diff.index + 1, diff.name, diff.delta)
+            for e in self.evidence
+            if isinstance(e, layer_store.LayerReport)
+            for diff in e.diffs
+        ]
+
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
         return self.wording.text(self, width)
@@ -159,41 +158,47 @@ def diagnose(
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
 ) -> Diagnosis:
-    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring).
+    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring). Never
+    raises: a diagnosis that fails is one whose lead says why (cause ``error``, no evidence), and
+    the verdict it would have explained stands on its own.
 
-    ``wording``: the report's words for it (``report.DIAGNOSIS_WORDING``).
-    ``probes`` is the number of samples re-run per counterfactual (0: no counterfactuals).
-    ``data``: what changed in the data since the golden (None: not known).
-    The model in ``evaluation.runner`` is reused; nothing is reloaded or re-verified.
+    ``wording``: the report's words (``report.DIAGNOSIS_WORDING``); ``probes``: the samples
+    re-run per counterfactual (0: none); ``data``: what changed in the data since the golden
+    (None: not known). The model in ``evaluation.runner`` is reused, never reloaded.
     """
     start = time.perf_counter()
-    changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
-    recorded = recorded_steps(golden.manifest)
-    steps = compare_steps(golden.probes, manifest.input.preprocess, evaluation.samples, recorded)
-    trials = _counterfactuals(manifest, golden, comparison, evaluation, recorded, changes, probes)
-    # With the same pixels going in, where the model's computation changed.
-    layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
-    env_now = environment(evaluation.runner_info)
-    env_changes = env_diff(golden.environment, env_now)
-    env_step = environment_step_text(steps, manifest.input.preprocess, env_now, env_changes)
-    lead, cause = _likely_cause(
-        manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
-        env_step,
-    )  # fmt: skip
-    if data is not None and data.changed:
-        restored = restoring(list(trials.tried), trials.baseline, manifest.tolerances.score)
-        flip = restored[0] if restored and not restored[0].reverts else None
-        by_id = {s.id: s for s in evaluation.samples}
-        how = how_files_changed(golden.probes, data, by_id, manifest)
-        lead, cause = data_lead(data, comparison, lead, flip, how), "data"
-    evidence: tuple[Evidence, ...] = (
-        *([data] if data is not None else []),
-        ManifestEvidence(changes),
-        StepEvidence(steps, _changed_probes(golden, data)),
-        *([layers] if layers is not None else []),
-        trials,
-        EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
-    )
+    try:
+        changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
+        recorded, pre = recorded_steps(golden.manifest), manifest.input.preprocess
+        steps = compare_steps(golden.probes, pre, evaluation.samples, recorded)
+        trials = _counterfactuals(
+            manifest, golden, comparison, evaluation, recorded, changes, probes
+        )
+        # With the same pixels going in, where the model's computation changed.
+        layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
+        env_now = environment(evaluation.runner_info)
+        env_changes = env_diff(golden.environment, env_now)
+        env_step = environment_step_text(steps, pre, env_now, env_changes)
+        lead, cause = _likely_cause(
+            manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
+            env_step,
+        )  # fmt: skip
+        if data is not None and data.changed:
+            restored = trials.restoring()
+            flip = restored[0] if restored and not restored[0].reverts else None
+            by_id = {s.id: s for s in evaluation.samples}
+            how = how_files_changed(golden.probes, data, by_id, manifest)
+            lead, cause = data_lead(data, comparison, lead, flip, how), "data"
+        evidence: tuple[Evidence, ...] = (
+            *([data] if data is not None else []),
+            ManifestEvidence(changes),
+            StepEvidence(steps, _changed_probes(golden, data)),
+            *([layers] if layers is not None else []),
+            trials,
+            EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
+        )
+    except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
+        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
     baseline = trials.baseline
     return Diagnosis(
         lead=lead,
@@ -255,8 +260,7 @@ def _counterfactuals(
     if not changed:  # same predictions, scores moved: prefer the samples that moved most
         changed = most_moved(golden.results, evaluation, shared, score_tol)
     ids = probe_order(shared, probes, changed)
-    tried, baseline = run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
-    return CounterfactualEvidence(tried, baseline, score_tol)
+    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
 
 
 def _likely_cause(
@@ -280,9 +284,8 @@ def _likely_cause(
     if class_map is None and permutation is None:
         class_map = index_map(golden.results, evaluation.results)
     lead, cause = lead_sentence(
-        changes, steps, list(trials.tried), trials.baseline, env_changes, score_tol, transform,
-        permutation, class_map, env_step,
-    )  # fmt: skip
+        changes, steps, trials, env_changes, transform, permutation, class_map, env_step
+    )
     if layers is None or cause not in MODEL_CAUSES:
         return lead, cause
     if layers.precision:
@@ -306,36 +309,6 @@ def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
     return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
 
 
-def explain(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    *,
-    wording: DiagnosisWording,
-    probes: int = probe_store.PROBES,
-    data: DataChange | None = None,
-    layers: list[tuple[int, str, float]] | None = None,
-    found: list[Diagnosis] | None = None,
-) -> tuple[str, str]:
-    """(text, cause) of :func:`diagnose`; never raises: a diagnosis that fails says so and the
-    verdict it would have explained stands on its own. ``layers``, when given, receives the
-    layer comparison's (depth, layer, relative difference) rows (the HTML report's chart);
-    ``found`` the :class:`Diagnosis` itself (the results file's summary of it)."""
-    try:
-        d = diagnose(
-            manifest, golden, comparison, evaluation, wording=wording, probes=probes, data=data
-        )
-    except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
-        return f"diagnosis failed ({type(exc).__name__}: {exc})", "error"
-    if found is not None:
-        found.append(d)
-    for e in d.evidence:
-        if layers is not None and isinstance(e, layer_store.LayerReport):
-            layers.extend((diff.index + 1, diff.name, diff.delta) for diff in e.diffs)
-    return d.render(), d.cause
-
-
 __all__ = [
     "CounterfactualEvidence",
     "Diagnosis",
@@ -346,5 +319,4 @@ __all__ = [
     "Section",
     "StepEvidence",
     "diagnose",
-    "explain",
 ]

@@ -139,26 +139,22 @@ class LayerReport:
     precision: str = ""  # how the model's precision changed, when it did (see _precision)
 
     def lead(self) -> str:
-        """The clause a lead sentence adds: where the model's outputs first differ."""
+        """The clause a lead sentence adds: where the model's outputs first differ, and whether
+        the difference grows from there to the last layer."""
         f = self.first
         if f is None:
             return ""
-        return (
+        text = (
             f"the first layer whose output differs is {visible(f.op)} {f.name!r} "
-            f"(layer {f.index + 1} of {self.layers}: {f.text()}){self._growth()}"
+            f"(layer {f.index + 1} of {self.layers}: {f.text()})"
         )
-
-    def _growth(self) -> str:
-        f = self.first
-        if f is None:
-            return ""
         after = [d for d in self.diffs if d.index > f.index]
         if not after:
-            return ""
+            return text
         last = after[-1]
         verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
         at = visible(last.name)
-        return f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
+        return text + f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
 
 
 def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[int, int]], str]:

@@ -10,7 +10,7 @@ from . import _step_fingerprints as probe_store
 from ._class_maps import ClassMap
 from ._environment_diff import env_text, model_run_env, relevant_env
 from ._manifest_diff import Change
-from ._probe_trials import Counterfactual, reproduces, restoring
+from ._probe_trials import CounterfactualEvidence, reproduces
 from ._wording import and_list, flip_expects, short_number
 
 # Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
@@ -20,10 +20,8 @@ MODEL_CAUSES = ("model", "runtime", "unknown")
 def lead_sentence(
     changes: list[Change],
     steps_report: probe_store.StepReport,
-    tried: list[Counterfactual],
-    baseline: Counterfactual | None,
+    trials: CounterfactualEvidence,
     env_changes: list[tuple[str, Any, Any]],
-    score_tol: float,
     transform: str | None = None,
     permutation: str | None = None,
     class_map: ClassMap | None = None,
@@ -45,7 +43,7 @@ def lead_sentence(
         return f"Likely cause: {class_map.what}{where}: {class_map.counterfactual}.", (
             class_map.cause
         )
-    ranked = restoring(tried, baseline, score_tol)
+    ranked, score_tol = trials.restoring(), trials.score_tol
     best = ranked[0] if ranked else None
     moving = [c for c in changes if c.area != "neutral"]
     if environment_step is not None and not moving:

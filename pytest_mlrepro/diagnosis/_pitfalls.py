@@ -31,6 +31,10 @@ from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
 from ..pipeline import (
     COLOUR_ORDERS,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    MNIST_MEAN,
+    MNIST_STD,
     Cast,
     CastDType,
     Color,
@@ -63,12 +67,6 @@ DEPTH = "bit depth"
 CATEGORIES = (
     COLOUR, CROP, RESIZE, DECODER, EXIF, LAYOUT, NORM_ORDER, MEAN_STD, INVERTED, GREY, DEPTH,
 )  # fmt: skip
-# pytorch/examples mnist/main.py: Normalize((0.1307,), (0.3081,)) on 0..1 grey values.
-MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
 _BACKEND_NAMES = {"pil": "Pillow", "opencv": "OpenCV", "tf": "TensorFlow"}
 _OPENCV_METHODS = {
     "nearest": "INTER_NEAREST",
@@ -188,10 +186,6 @@ def _choices(cls: type, name: str) -> tuple[Any, ...]:
         if get_origin(arm) is typing.Literal:
             return get_args(arm)
     return ()
-
-
-def _has(step: Step, name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(step))
 
 
 _S = TypeVar("_S", bound=Step)
@@ -350,10 +344,11 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, Decode):
         return
     current = _BACKEND_NAMES.get(step.backend, step.backend)
-    has_dct = _has(step, "dct_method")
-    dct_values = [d for d in _choices(type(step), "dct_method") if d is not None] if has_dct else []
-    if getattr(step, "dct_method", None):
-        current += f" ({step.dct_method})"
+    has_dct = hasattr(step, "dct_method")
+    dct_values = [d for d in _choices(type(step), "dct_method") if d is not None]
+    current_dct = getattr(step, "dct_method", None)
+    if current_dct:
+        current += f" ({current_dct})"
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
             continue
@@ -368,7 +363,6 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
                 f"the {name} decoder" + (f" ({dct})" if dct else "") + f" instead of {current}",
                 _replace(steps, 0, new),
             )
-    current_dct = getattr(step, "dct_method", None)
     if current_dct is not None:
         named = {
             d: (f"decode:dct-{d}", f"DCT method {d} instead of {current_dct}") for d in dct_values
@@ -657,8 +651,7 @@ def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             f"depth:{mode}",
             DEPTH,
-            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of "
-            f"{step.mode}",
+            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of {step.mode}",
             _replace(steps, 0, new),
         )
 
@@ -707,8 +700,6 @@ __all__ = [
     "CATEGORIES",
     "DEPTH",
     "GREY",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
     "INVERTED",
     "Variant",
     "category_of_change",

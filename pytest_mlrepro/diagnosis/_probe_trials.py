@@ -162,29 +162,13 @@ def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]
     return out + longer[min(len(a), len(b)) :]
 
 
-def _subset(results: Results, ids: Sequence[str]) -> Results:
-    index = {sample: i for i, sample in enumerate(results.ids)}
-    rows = np.asarray([index[i] for i in ids], dtype=np.int64)
-    return Results(
-        ids=tuple(ids),
-        labels=results.labels[rows],
-        topk=results.topk[rows],
-        topk_scores=results.topk_scores[rows],
-    )
-
-
 def most_moved(
     golden: Results, evaluation: Evaluation, shared: Sequence[str], tol: float
 ) -> list[str]:
-    index = {sample: i for i, sample in enumerate(evaluation.results.ids)}
-    g_index = {sample: i for i, sample in enumerate(golden.ids)}
-    moved = []
-    for sample in shared:
-        g, n = g_index[sample], index[sample]
-        now = take_scores(evaluation.scores, np.asarray([n]), golden.topk[g : g + 1])[0]
-        if np.abs(now - golden.topk_scores[g]).max() > tol:
-            moved.append(sample)
-    return moved
+    """The samples of ``shared`` whose scores of the golden's top-k moved beyond ``tol``."""
+    then = golden.subset(shared)
+    now = take_scores(evaluation.scores, evaluation.results.rows(shared), then.topk)
+    return [s for s, diff in zip(shared, np.abs(now - then.topk_scores).max(axis=1)) if diff > tol]
 
 
 def _evaluate(
@@ -202,12 +186,12 @@ def run_counterfactuals(
     ids: list[str],
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
-) -> tuple[list[Counterfactual], Counterfactual]:
+) -> CounterfactualEvidence:
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
-    golden_sub = _subset(golden.results, ids)
-    now_sub = _subset(evaluation.results, ids)
-    rows = np.asarray([evaluation.results.ids.index(i) for i in ids], dtype=np.int64)
+    golden_sub = golden.results.subset(ids)
+    now_sub = evaluation.results.subset(ids)
+    rows = evaluation.results.rows(ids)
     base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
     baseline = Counterfactual(
         "the manifest as it is",
@@ -226,9 +210,7 @@ def run_counterfactuals(
         if o.error or o.scores is None:
             c.error = o.error or "no scores"
             continue
-        c.agree, c.max_diff = _evaluate(
-            o.scores, manifest, _subset(golden_sub, ids[:SCREEN]), screen
-        )
+        c.agree, c.max_diff = _evaluate(o.scores, manifest, golden_sub.subset(ids[:SCREEN]), screen)
         c.probes = len(screen)
         c.noop = _same_scores(o.scores, score_rows(evaluation.scores, rows[: len(screen)]))
     if len(samples) > len(screen):
@@ -241,13 +223,11 @@ def run_counterfactuals(
         for c, o in zip(finalists, outcomes):
             if o.error or o.scores is None:
                 continue  # keep its screening figures
-            agree, diff = _evaluate(
-                o.scores, manifest, _subset(golden_sub, ids[len(screen) :]), rest
-            )
+            agree, diff = _evaluate(o.scores, manifest, golden_sub.subset(ids[len(screen) :]), rest)
             c.agree += agree
             c.max_diff = max(c.max_diff, diff)
             c.probes = len(samples)
-    return candidates, baseline
+    return CounterfactualEvidence(candidates, baseline, manifest.tolerances.score)
 
 
 # Outputs this close to the manifest's own are the same outputs (a batch of another size may
@@ -271,21 +251,27 @@ def reproduces(c: Counterfactual, score_tol: float) -> bool:
     return c.probes > 0 and c.agree == c.probes and c.max_diff <= score_tol
 
 
-def restores(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> bool:
-    """Whether a counterfactual brings the probes back: every probe prediction matches (or the
-    scores come back within tolerance), clearly better than the manifest as it is."""
-    if c.error or not c.probes or c.noop:
-        return False
-    if reproduces(c, score_tol):
-        return not reproduces(baseline, score_tol)
-    full = c.agree == c.probes and c.probes >= baseline.probes // 2
-    return full and (c.fraction > baseline.fraction or c.max_diff < baseline.max_diff / 10)
+@dataclass(frozen=True)
+class CounterfactualEvidence:
+    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
+    time; ``note`` says why none ran, when none did."""
 
+    tried: Sequence[Counterfactual]
+    baseline: Counterfactual | None
+    score_tol: float
+    note: str = ""
 
-def restoring(
-    tried: list[Counterfactual], baseline: Counterfactual | None, score_tol: float
-) -> list[Counterfactual]:
-    """The flips that bring the probes back, best first."""
-    if not tried or baseline is None:
-        return []
-    return sorted((c for c in tried if restores(c, baseline, score_tol)), key=Counterfactual.key)
+    def restores(self, c: Counterfactual) -> bool:
+        """Whether ``c`` brings the probes back: every probe prediction matches (or the scores
+        come back within tolerance), clearly better than the manifest as it is."""
+        base, tol = self.baseline, self.score_tol
+        if base is None or c.error or not c.probes or c.noop:
+            return False
+        if reproduces(c, tol):
+            return not reproduces(base, tol)
+        full = c.agree == c.probes and c.probes >= base.probes // 2
+        return full and (c.fraction > base.fraction or c.max_diff < base.max_diff / 10)
+
+    def restoring(self) -> list[Counterfactual]:
+        """The flips that bring the probes back, best first."""
+        return sorted(filter(self.restores, self.tried), key=Counterfactual.key)

@@ -10,6 +10,7 @@ from ..data import ResolvedDataset
 from ..evaluation import Evaluation, run_model
 from ..goldens import Comparison, Golden, Results
 from ..manifest import Manifest
+from ._class_maps import shared_rows
 from ._manifest_diff import Change
 from ._wording import short_number
 
@@ -18,24 +19,17 @@ def class_permutation(golden: Results, evaluation: Evaluation, score_tol: float)
     """When the model's output classes were exchanged: every shared sample's recorded top-k
     scores come back, in order, on other classes, and those classes map one to one (a
     permutation, the same on every sample). The sentence that names it, or None."""
-    now = evaluation.results
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    k = min(golden.topk.shape[1], now.topk.shape[1])
+    g, n = shared_rows(golden, evaluation.results)
+    k = min(g.topk.shape[1], n.topk.shape[1])
+    diffs = np.abs(n.topk_scores[:, :k] - g.topk_scores[:, :k]).max(axis=1)
+    if not g.ids or not np.all(diffs <= score_tol):
+        return None
     mapping: dict[int, int] = {}
-    worst, samples = 0.0, 0
-    for g, sample in enumerate(golden.ids):
-        n = index.get(sample)
-        if n is None:
-            continue
-        diff = float(np.abs(now.topk_scores[n, :k] - golden.topk_scores[g, :k]).max())
-        if not diff <= score_tol:
+    for old, new in zip(g.topk[:, :k].ravel().tolist(), n.topk[:, :k].ravel().tolist()):
+        if mapping.setdefault(old, new) != new:
             return None
-        for old, new in zip(golden.topk[g, :k].tolist(), now.topk[n, :k].tolist()):
-            if mapping.setdefault(int(old), int(new)) != new:
-                return None
-        worst, samples = max(worst, diff), samples + 1
     moved = {old: new for old, new in mapping.items() if old != new}
-    if not samples or not moved or set(moved) != set(moved.values()):
+    if not moved or set(moved) != set(moved.values()):
         return None
     pairs, said = [], set()
     for old, new in sorted(moved.items()):
@@ -49,8 +43,8 @@ def class_permutation(golden: Results, evaluation: Evaluation, score_tol: float)
             said.add(old)
     return (
         f"its output classes are permuted ({', '.join(pairs[:6])}{' …' if len(pairs) > 6 else ''}"
-        f"): on all {samples} samples the golden's top-{k} scores come back on the exchanged "
-        f"classes (max diff {short_number(worst)})"
+        f"): on all {len(g.ids)} samples the golden's top-{k} scores come back on the "
+        f"exchanged classes (max diff {short_number(float(diffs.max()))})"
     )
 
 
@@ -63,18 +57,15 @@ def score_transform(
 ) -> str | None:
     """When every shared sample ranks its classes as the golden did (its recorded top-k, in
     order) and only the scores moved: the sentence that says so and why; else None."""
-    g, now = golden.results, evaluation.results
-    index = {sample: i for i, sample in enumerate(now.ids)}
-    shared = [i for i, sample in enumerate(g.ids) if sample in index]
-    if not shared or comparison.changed or "score" not in comparison.failures:
+    g, now = shared_rows(golden.results, evaluation.results)
+    if not g.ids or comparison.changed or "score" not in comparison.failures:
         return None
     k = min(g.topk.shape[1], now.topk.shape[1])
-    rows = np.asarray([index[g.ids[i]] for i in shared], np.int64)
-    if not np.array_equal(g.topk[shared, :k], now.topk[rows, :k]):
+    if not np.array_equal(g.topk[:, :k], now.topk[:, :k]):
         return None
     lead = (
         f"the ranking is identical to the golden's on every sample (top-{k} classes in the "
-        f"same order on all {len(shared)}), only the scores moved (max diff "
+        f"same order on all {len(g.ids)}), only the scores moved (max diff "
         f"{short_number(comparison.max_score_diff)} on {comparison.max_score_diff_id})"
     )
     post = [c for c in changes if c.path.startswith("postprocess")]

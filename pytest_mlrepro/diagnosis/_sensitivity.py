@@ -58,16 +58,6 @@ class Table:
     seconds: float = 0.0
     environment: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
-        """The table as its file keeps it: every field but the run's time, figures rounded."""
-        plain = dataclasses.asdict(self)
-        del plain["seconds"]  # differs on every run: not a change to review
-        for row in (plain["declared"], *plain["rows"]):
-            for name, digits in (("top1", 4), ("top5", 4), ("agreement", 6)):
-                if row[name] is not None:
-                    row[name] = round(row[name], digits)
-        return {"format": FORMAT, **plain}
-
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
     """Where the table of the golden at ``golden`` is kept: in the pitfalls namespace,
@@ -81,9 +71,16 @@ def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
 
 
 def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
-    """Write the table (reviewable JSON, keys sorted), atomically; OutputError if it cannot be
-    written (see ``_files.atomic_write_bytes``)."""
-    text = json.dumps(table.as_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """Write the table (reviewable JSON, keys sorted: every field but the run's time, figures
+    rounded), atomically; OutputError if it cannot be written (``_files.atomic_write_bytes``)."""
+    plain = dataclasses.asdict(table)
+    del plain["seconds"]  # differs on every run: not a change to review
+    for row in (plain["declared"], *plain["rows"]):
+        for name, digits in (("top1", 4), ("top5", 4), ("agreement", 6)):
+            if row[name] is not None:
+                row[name] = round(row[name], digits)
+    text = json.dumps({"format": FORMAT, **plain}, indent=2, sort_keys=True, ensure_ascii=False)
+    text += "\n"
     atomic_write_bytes(path, text.encode("utf-8"), what="pitfall table", inside=golden_dir)
 
 

@@ -201,6 +201,17 @@ class StepReport:
     def first(self) -> StepDiff | None:
         return next((s for s in self.steps if s.status in ("differs", "added", "removed")), None)
 
+    def compared_outputs(self, diff: StepDiff) -> tuple[int | None, int | None]:
+        """(golden index, now index) of the outputs that show ``diff``: the step's on both
+        sides; for a step on one side only, the other side's output of the step before it."""
+        before = self.steps[: self.steps.index(diff)][::-1]
+        golden, now = diff.golden_index, diff.now_index
+        if golden is None:
+            golden = next((s.golden_index for s in before if s.golden_index is not None), None)
+        if now is None:
+            now = next((s.now_index for s in before if s.now_index is not None), None)
+        return golden, now
+
 
 def _unit(dtype: str) -> str:
     """The unit differences of this dtype are shown in: bytes read best as x/255."""
@@ -260,6 +271,18 @@ def _fingerprint_rows(probes: Any) -> list[list[Any]]:
     rows = probes.get("fingerprints") if isinstance(probes, Mapping) else None
     rows = rows if isinstance(rows, list) else []
     return [r for r in rows if isinstance(r, list) and len(r) == 4 and isinstance(r[3], dict)]
+
+
+def same_outputs(probes: Any, fresh: Mapping[str, Any]) -> bool:
+    """Whether a golden's step probes are ``fresh`` (this run's :func:`record`): the same probe
+    samples and steps, and every step output hashing as the golden recorded it."""
+    if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
+        return False
+    if probes.get("samples") != fresh["samples"] or probes.get("steps") != fresh["steps"]:
+        return False
+    then = {(str(r[0]), int(r[1])): r[3].get("sha256") for r in _fingerprint_rows(probes)}
+    now = {(str(r[0]), int(r[1])): r[3]["sha256"] for r in fresh["fingerprints"]}
+    return bool(now) and all(then.get(key) == sha for key, sha in now.items())
 
 
 def decode_fingerprints(probes: Any) -> dict[str, Mapping[str, Any]]:
@@ -387,23 +410,15 @@ def _measure_first(
     """With the golden reproduced here (``here``: the recorded pipeline's outputs on this
     machine), the first difference of ``report`` measured on the full arrays."""
     first = next((s for s in report.steps if s.status in ("differs", "added")), None)
-    if first is None or first.now_index is None:
+    # An added step's output is compared with the recorded output of the step before it.
+    golden_index, now_index = report.compared_outputs(first) if first else (None, None)
+    if first is None or golden_index is None or now_index is None:
         return
-    golden_index = first.golden_index
-    if golden_index is None:
-        # An added step: compare its output with the recorded output of the step before it.
-        previous = [
-            s for s in report.steps[: report.steps.index(first)] if s.golden_index is not None
-        ]
-        if not previous:
-            return
-        golden_index = previous[-1].golden_index
-    assert golden_index is not None
     deltas, maxima, changed, counted = [], [], 0, 0
     dtype = ""
     for i, arrays in here.items():
         a = arrays[golden_index]
-        b = now_arrays[i][first.now_index]
+        b = now_arrays[i][now_index]
         if a.shape != b.shape:
             return
         diff = np.abs(a.astype(np.float64) - b.astype(np.float64))

@@ -13,7 +13,7 @@ from ._evaluate import (
     results_of,
     run_model,
 )
-from ._shared_preprocessing import PreprocessingShare, SharedLoader
+from ._shared_preprocessing import PreprocessingShare, SharedLoader, step_key
 
 __all__ = [
     "DeterminismOutcome",
@@ -30,4 +30,5 @@ __all__ = [
     "postprocessed",
     "results_of",
     "run_model",
+    "step_key",
 ]

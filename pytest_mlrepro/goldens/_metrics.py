@@ -76,6 +76,16 @@ class Results:
     def top5(self) -> float:
         return accuracy(self.topk, self.labels)[1]
 
+    def rows(self, ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The row of each of ``ids`` (KeyError: one that is not here)."""
+        index = {sample: i for i, sample in enumerate(self.ids)}
+        return np.asarray([index[i] for i in ids], dtype=np.int64)
+
+    def subset(self, ids: Sequence[str]) -> Results:
+        """The results of ``ids``, in that order (KeyError: one that is not here)."""
+        rows = self.rows(ids)
+        return Results(tuple(ids), self.labels[rows], self.topk[rows], self.topk_scores[rows])
+
 
 @dataclass(frozen=True)
 class KeptScores:

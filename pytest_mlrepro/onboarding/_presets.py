@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import MlreproError
+from ..pipeline import IMAGENET_MEAN, IMAGENET_STD, MNIST_MEAN, MNIST_STD
 
 # A step as it is written in a manifest: {op: {parameter: value}}.
 StepText = dict[str, dict[str, object]]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 # keras/src/applications/imagenet_utils.py, _preprocess_numpy_input(mode="caffe"): the mean
 # pixel, BGR, that the VGG and ResNet Caffe ports subtract.
 KERAS_CAFFE_MEAN_BGR = (103.939, 116.779, 123.68)
@@ -38,9 +37,6 @@ GOOGLE_CROP_PADDING = 32
 LITE_SIZES = {0: 224, 1: 240, 2: 260, 3: 280, 4: 300}
 # timm/data/constants.py DEFAULT_CROP_PCT.
 TIMM_CROP_PCT = 0.875
-# pytorch/examples mnist/main.py: transforms.Normalize((0.1307,), (0.3081,)), the MNIST training
-# set's mean and std on 0..1 values.
-MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 # The CIFAR training sets' per-channel mean and std over every pixel, on 0..1 values: for
 # CIFAR-10, torchvision/datasets/cifar.py CIFAR10(train=True).data (N×32×32×3 uint8)
 # .mean(axis=(0, 1, 2)) / 255, likewise .std (kuangliu/pytorch-cifar issue #19: its main.py's

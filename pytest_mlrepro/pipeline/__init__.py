@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from ._steps import (
     COLOUR_ORDERS,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
     MAX_IMAGE_PIXELS,
+    MNIST_MEAN,
+    MNIST_STD,
     STEPS,
     Cast,
     CastDType,
@@ -26,7 +30,11 @@ from ._steps import (
 
 __all__ = [
     "COLOUR_ORDERS",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
     "MAX_IMAGE_PIXELS",
+    "MNIST_MEAN",
+    "MNIST_STD",
     "STEPS",
     "Cast",
     "CastDType",

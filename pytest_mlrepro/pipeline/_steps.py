@@ -716,6 +716,12 @@ class Invert(Step):
         return Tensor(np.asarray(top - t.array, t.array.dtype), t.order, t.layout)
 
 
+# The constants most models are trained with, on 0..1 values: torchvision's ImageNet mean and
+# std, and pytorch/examples mnist/main.py's Normalize((0.1307,), (0.3081,)).
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
+
+
 @register_step
 @dataclass(frozen=True)
 class Normalize(Step):

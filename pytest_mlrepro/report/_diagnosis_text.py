@@ -31,7 +31,6 @@ from ..diagnosis import (
     and_list,
     env_change_text,
     relative_to_std,
-    restores,
     short_number,
 )
 from ..goldens import DataChange
@@ -137,7 +136,7 @@ def counterfactual_section(e: CounterfactualEvidence) -> Section:
         f"as the manifest is now: {baseline.agree}/{baseline.probes} match"
         f" (max score diff {short_number(baseline.max_diff)})"
     ]
-    lines += [_flip_line(c, baseline, e.score_tol) for c in ranked[:SHOWN_FLIPS] if not c.error]
+    lines += [_flip_line(c, e) for c in ranked[:SHOWN_FLIPS] if not c.error]
     failed = [c for c in e.tried if c.error]
     rest = len([c for c in ranked if not c.error]) - min(SHOWN_FLIPS, len(ranked))
     if rest > 0:
@@ -156,10 +155,10 @@ def counterfactual_section(e: CounterfactualEvidence) -> Section:
     return title, lines
 
 
-def _flip_line(c: Counterfactual, baseline: Counterfactual, score_tol: float) -> str:
+def _flip_line(c: Counterfactual, e: CounterfactualEvidence) -> str:
     # ✓ only for a flip that changed the probes' outputs and brought them back: a no-op matches
     # whatever the manifest as it is matches, and proves nothing.
-    mark = "✓ " if restores(c, baseline, score_tol) else ""
+    mark = "✓ " if e.restores(c) else ""
     reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
     noop = ", the same outputs as the manifest as it is" if c.noop else ""
     return (
@@ -199,6 +198,8 @@ def evidence_section(evidence: Evidence) -> Section:
 
 def diagnosis_text(d: Diagnosis, width: int) -> str:
     """The text appended to a failure: lead first, then the evidence, within ``width``."""
+    if not d.evidence:  # the diagnosis failed: its lead says why
+        return d.lead
     head = (
         f"diagnosis ({d.counterfactuals} counterfactuals on {d.probes} probe samples, "
         f"{d.screen} first, {d.seconds:.1f} s)"

@@ -52,14 +52,7 @@ def unsharded_nodeid(nodeid: str) -> str:
 
 def shard_results(results: Results, shard: Shard) -> Results:
     """The samples of ``results`` that belong to ``shard``, in their order."""
-    keep = [i for i, sample in enumerate(results.ids) if shard.holds(sample)]
-    index = np.asarray(keep, dtype=np.int64)
-    return Results(
-        ids=tuple(results.ids[i] for i in keep),
-        labels=results.labels[index],
-        topk=results.topk[index],
-        topk_scores=results.topk_scores[index],
-    )
+    return results.subset([sample for sample in results.ids if shard.holds(sample)])
 
 
 def _union(parts: Sequence[Results], what: str) -> Results:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import diag_helpers as H
 import numpy as np
@@ -26,7 +26,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro.diagnosis import Evidence, Section, record_layer_fingerprints
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose, explain
+from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
 from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
 from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
@@ -53,8 +53,8 @@ CAST = "cast: {dtype: float32}"
 SCALE = "scale: {divisor: 255}"
 IMAGENET = "normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}"
 NORM_127 = "normalize: {mean: [127, 127, 127], std: [128, 128, 128]}"
-IMAGENET_MEAN = np.array(pitfalls.IMAGENET_MEAN)
-IMAGENET_STD = np.array(pitfalls.IMAGENET_STD)
+IMAGENET_MEAN = np.array(pipeline.IMAGENET_MEAN)
+IMAGENET_STD = np.array(pipeline.IMAGENET_STD)
 
 
 def values(*middle: str) -> list[str]:
@@ -431,21 +431,25 @@ def test_the_words_are_the_wording_handed_in(lab: Lab) -> None:
         return f"custom {type(evidence).__name__}:", ["a line"]
 
     custom = dataclasses.replace(WORDING, section=section)
-    found: list[Diagnosis] = []
-    text, cause = explain(m, golden, c, ev, wording=custom, probes=0, found=found)
-    assert cause == pitfalls.RESIZE, text
+    found = diagnose(m, golden, c, ev, wording=custom, probes=0)
+    text = found.render()
+    assert found.cause == pitfalls.RESIZE, text
     assert "  custom ManifestEvidence:\n    a line" in text
     assert "  custom EnvironmentEvidence:" in text
     assert "manifest diff against" not in text  # the report's own words are not used
-    assert [title for title, _ in found[0].sections][:2] == [
+    assert [title for title, _ in found.sections][:2] == [
         "custom ManifestEvidence:",
         "custom StepEvidence:",
     ]
     assert {"ManifestEvidence", "StepEvidence", "EnvironmentEvidence"} <= set(kinds)
     # The report's wording, handed in the same way, says it in its own words.
-    text, _ = explain(m, golden, c, ev, wording=WORDING, probes=0)
+    text = diagnose(m, golden, c, ev, wording=WORDING, probes=0).render()
     assert "manifest diff against the manifest the golden was recorded with:" in text
     assert "custom" not in text
+    # A diagnosis that fails says why instead of raising: the verdict stands on its own.
+    failed = diagnose(m, golden, cast(Any, None), ev, wording=WORDING, probes=0)
+    assert failed.cause == "error" and not failed.layer_rows
+    assert failed.render().startswith("diagnosis failed (AttributeError: "), failed.render()
 
 
 def test_manifest_diff_sees_moves_and_ignores_what_cannot_move_outputs() -> None:

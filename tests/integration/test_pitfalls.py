@@ -24,6 +24,8 @@ from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
 from pytest_mlrepro.evaluation import postprocessed, run_model
 from pytest_mlrepro.manifest._spec import load_manifest
 from pytest_mlrepro.pipeline._steps import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
     Color,
     Crop,
     Decode,
@@ -146,7 +148,7 @@ def test_one_flip_changes_one_thing(tmp_path: Path) -> None:
     assert saturate[3] == Normalize(mean=(127.0,) * 3, std=(128.0,) * 3, on_uint8="saturate")
     imagenet = by_key["normalize:imagenet"].steps
     assert imagenet[4] == Scale(divisor=255.0)
-    assert imagenet[5] == Normalize(mean=pitfalls.IMAGENET_MEAN, std=pitfalls.IMAGENET_STD)
+    assert imagenet[5] == Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD)
     assert by_key["resize:opencv-bilinear"].steps[2] == Resize(size=(12, 12), backend="opencv")
     assert (
         "OpenCV INTER_LINEAR instead of Pillow bilinear"
@@ -213,7 +215,7 @@ def test_normalisation_variants_follow_what_is_declared(tmp_path: Path) -> None:
     assert "normalize:imagenet" not in by_key
     dropped = by_key["normalize:units-no-255"]
     assert [s.op for s in dropped.steps][3:5] == ["cast", "normalize"]
-    assert dropped.steps[4] == Normalize(mean=pitfalls.IMAGENET_MEAN, std=pitfalls.IMAGENET_STD)
+    assert dropped.steps[4] == Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD)
     bytes_first = steps_manifest(
         tmp_path,
         [*head, "normalize: {mean: [127], std: [128], on_uint8: wrap}", "cast: {}", *tail],

@@ -1,6 +1,7 @@
 """The step fingerprints' comparison (diagnosis/_step_fingerprints.py) on a probe that no longer
 decodes: it says why it cannot compare in the report's note, never raises, so that the rest of
-a drift's diagnosis stands."""
+a drift's diagnosis stands. And whether a golden's step probes are this run's (what enrichment
+asks before it adds layer fingerprints)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import numpy as np
 from PIL import Image
 
 from pytest_mlrepro.data import Sample
-from pytest_mlrepro.diagnosis._step_fingerprints import compare_steps, record
-from pytest_mlrepro.pipeline import Decode
+from pytest_mlrepro.diagnosis._step_fingerprints import compare_steps, record, same_outputs
+from pytest_mlrepro.pipeline import Decode, Invert
 
 
 def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> None:
@@ -27,3 +28,25 @@ def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> No
     broken = compare_steps(probes, steps, [sample], recorded_steps=steps)
     assert broken.note.startswith("the step probes could not be traced: "), broken.note
     assert "a.png" in broken.note and broken.steps == []
+
+
+def test_step_probes_are_the_same_outputs_only_when_every_step_hashes_alike(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.png"
+    Image.fromarray(np.full((4, 4), 7, np.uint8)).save(path)
+    sample = Sample("a.png", path, 0)
+    steps = (Decode(mode="L"),)
+    golden = record(steps, [sample], 1)
+    fresh = record(steps, [sample], 1)
+    assert golden is not None and fresh is not None
+    assert same_outputs(golden, fresh)
+    # The same probe and steps, a step output that is not the recorded one.
+    tampered = [[*row[:3], {**row[3], "sha256": "0" * 16}] for row in golden["fingerprints"]]
+    assert not same_outputs({**golden, "fingerprints": tampered}, fresh)
+    assert not same_outputs({**golden, "fingerprints": []}, fresh)
+    # Other steps, another format, or no probes at all.
+    other = record((*steps, Invert()), [sample], 1)
+    assert other is not None and not same_outputs(other, fresh)
+    assert not same_outputs({**golden, "format": 0}, fresh)
+    assert not same_outputs(None, fresh)
