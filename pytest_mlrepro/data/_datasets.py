@@ -363,7 +363,7 @@ class _Resolver:
         candidates = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
         candidates.append(("cache", self.cache))
         for kind, folder in candidates:
-            found = self._try_folder(kind, folder)
+            found = self._from_folder(kind, folder)
             if isinstance(found, ResolvedDataset):
                 return found
             searched.append(f"{folder} ({found})")
@@ -390,25 +390,40 @@ class _Resolver:
         self._confine(path)
         return path.exists()
 
-    def _try_folder(self, kind: str, folder: Path) -> ResolvedDataset | str:
-        """The data set from ``folder`` if it holds every file needed, else why not."""
+    def _from_folder(
+        self, kind: str, folder: Path, download_from: str | None = None
+    ) -> ResolvedDataset | str:
+        """The data set from ``folder`` if it holds every file needed, else why not; with
+        ``download_from`` (into the cache, under its lock), the files it lacks are fetched."""
         if kind == "cache":
             self._confine(folder, file=False)
         if not folder.is_dir():
             return "no such folder"
-        for name in self.meta_in_data:
-            if not self._has(kind, folder / name):
-                return f"no {name}"
-        self._verify(kind, folder, self.meta_in_data)
+        missing_meta = self._provide(kind, folder, self.meta_in_data, download_from)
+        if missing_meta and download_from is None:
+            return f"no {missing_meta[0]}"
         contents = self._read(self.meta_dir or folder)
         if self.ds.labels_from == "folders":
             self._check_class_folders(folder)
         wanted = [sample_id for sample_id, _ in contents[0]]
-        missing = [name for name in wanted if not self._has(kind, folder / name)]
-        if missing:
+        missing = self._provide(kind, folder, wanted, download_from)
+        if missing and download_from is None:
             return f"{len(missing)} of the {len(wanted)} images are missing, e.g. {missing[0]!r}"
-        self._verify(kind, folder, wanted)
-        return self._result(folder, contents, f"{kind} {folder}")
+        origin = f"{kind} {folder}"
+        if missing_meta or missing:  # downloaded (else the search stopped above)
+            origin = f"downloaded from {download_from} into {folder}"
+        return self._result(folder, contents, origin)
+
+    def _provide(
+        self, kind: str, folder: Path, names: Sequence[str], download_from: str | None
+    ) -> list[str]:
+        """The files of ``names`` that ``folder`` lacks, downloaded when ``download_from`` says
+        from where; the others are verified unless some are missing and stay so."""
+        missing = [name for name in names if not self._has(kind, folder / name)]
+        if not missing or download_from is not None:
+            self._verify(kind, folder, sorted(set(names) - set(missing)))
+            self._fetch_all(download_from or "", missing)  # no name to fetch without a url
+        return missing
 
     def _result(self, folder: Path, contents: _Contents, origin: str) -> ResolvedDataset:
         samples = tuple(
@@ -684,19 +699,9 @@ class _Resolver:
             raise write_error(self.cache, exc, "data set cache folder") from None
         with _locked(self.cache.parent / f"{self.ds.name}.lock", root):
             # Another process may have fetched some or all of it while we waited for the lock.
-            fetched = self._fill_cache(base, self.meta_in_data)
-            contents = self._read(self.meta_dir or self.cache)
-            fetched = self._fill_cache(base, [sample_id for sample_id, _ in contents[0]]) or fetched
-        origin = f"downloaded from {base} into {self.cache}" if fetched else f"cache {self.cache}"
-        return self._result(self.cache, contents, origin)
-
-    def _fill_cache(self, base: str, names: Sequence[str]) -> bool:
-        """Verify the files of ``names`` the cache holds, download the others; whether any was."""
-        have = {name for name in names if self._has("cache", self.cache / name)}
-        self._verify("cache", self.cache, [name for name in names if name in have])
-        need = [name for name in names if name not in have]
-        self._fetch_all(base, need)
-        return bool(need)
+            found = self._from_folder("cache", self.cache, base)
+        assert isinstance(found, ResolvedDataset)  # a download leaves no file missing
+        return found
 
     def _fetch_all(self, base: str, names: Sequence[str]) -> None:
         """Download ``names`` in parallel; on the first failure stop the others and raise it."""
