@@ -122,7 +122,6 @@ class _Reader:
         self.anchors: dict[str, Node] = {}
         self.nodes = 0
         self.lines: dict[KeyPath, int] = {}
-        self.visited = 0
         self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
         self.sizes: dict[int, int] = {}  # node id → values it expands to
 
@@ -274,13 +273,8 @@ class _Reader:
         return total
 
     def build(self, node: Node, path: KeyPath) -> Any:
-        self.visited += 1
-        if self.visited > MAX_NODES:
-            raise self.refuse(
-                node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
-            )
-        if len(path) > MAX_DEPTH:
-            raise self.refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
+        # Bounded by measure(), which load_yaml calls first: build visits no more nodes, and
+        # none deeper, than it counted (merged mappings are built at their mapping's depth).
         self.lines.setdefault(path, self.line(node.start_mark))
         if isinstance(node, MappingNode):
             if node.tag != _MAP:
