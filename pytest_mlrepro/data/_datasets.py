@@ -72,42 +72,35 @@ FileState = tuple[str, int, int, int, int, int]
 set back."""
 
 
-class _HashedFiles:
-    """The sha256 of the data files this process has hashed, by the file's state when it was
-    read: a session whose items verify one data set (the example's six) hashes each file once,
-    not once per item. Only a file whose state is the same before and after its hashing is kept.
-    What a later verification skips is never what is decoded: every read of a sample hashes its
-    bytes again (:meth:`Sample.read`)."""
-
-    def __init__(self) -> None:
-        self._digests: dict[FileState, str] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def state(path: Path, follow_symlinks: bool) -> FileState | None:
-        try:
-            st = os.stat(path, follow_symlinks=follow_symlinks)
-        except OSError:
-            return None  # the hashing says why
-        if not stat.S_ISREG(st.st_mode):
-            return None  # refused by the hashing (not a regular file)
-        return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-    def sha256(self, path: Path, *, follow_symlinks: bool) -> str:
-        before = self.state(path, follow_symlinks)
-        if before is not None:
-            with self._lock:
-                known = self._digests.get(before)
-            if known is not None:
-                return known
-        digest = sha256_file(path, follow_symlinks=follow_symlinks)
-        if before is not None and self.state(path, follow_symlinks) == before:
-            with self._lock:
-                self._digests[before] = digest
-        return digest
+# The sha256 of the data files this process has hashed, by the file's state when it was read: a
+# session whose items verify one data set (the example's six) hashes each file once, not once per
+# item. Only a file whose state is the same before and after its hashing is kept. What a later
+# verification skips is never what is decoded: every read of a sample hashes its bytes again
+# (Sample.read). Threads share it: a dict's single get and set need no lock.
+_hashed: dict[FileState, str] = {}
 
 
-_hashed = _HashedFiles()
+def _file_state(path: Path, follow_symlinks: bool) -> FileState | None:
+    try:
+        st = os.stat(path, follow_symlinks=follow_symlinks)
+    except OSError:
+        return None  # the hashing says why
+    if not stat.S_ISREG(st.st_mode):
+        return None  # refused by the hashing (not a regular file)
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _sha256_once(path: Path, *, follow_symlinks: bool) -> str:
+    before = _file_state(path, follow_symlinks)
+    known = _hashed.get(before) if before is not None else None
+    if known is not None:
+        return known
+    digest = sha256_file(path, follow_symlinks=follow_symlinks)
+    if before is not None and _file_state(path, follow_symlinks) == before:
+        _hashed[before] = digest
+    return digest
+
+
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
 _CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
@@ -232,17 +225,14 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def _unescape(name: str, path: Path, number: int) -> str:
-    out: list[str] = []
-    chars = iter(name)
-    for char in chars:
-        if char != "\\":
-            out.append(char)
-            continue
-        following = next(chars, "")
-        if following not in _ESCAPES:
-            raise ValueError(f"{path}, line {number}: unknown escape '\\{following}' in the name")
-        out.append(_ESCAPES[following])
-    return "".join(out)
+    def one(escape: re.Match[str]) -> str:
+        if escape.group(1) not in _ESCAPES:
+            raise ValueError(
+                f"{path}, line {number}: unknown escape '\\{escape.group(1)}' in the name"
+            )
+        return _ESCAPES[escape.group(1)]
+
+    return re.sub(r"\\(.?)", one, name, flags=re.DOTALL)
 
 
 @phase("data verify")
@@ -479,7 +469,7 @@ class _Resolver:
 
         def digest(path: Path) -> str:
             # In the cache, a link is never followed (nor hashed, nor its digest shown).
-            return _hashed.sha256(path, follow_symlinks=not cached)
+            return _sha256_once(path, follow_symlinks=not cached)
 
         try:
             if len(paths) == 1:

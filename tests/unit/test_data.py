@@ -760,7 +760,7 @@ def test_a_session_hashes_each_file_once_until_it_changes(
         hashed.append(Path(path).name)
         return sha256_file(path, follow_symlinks=follow_symlinks)
 
-    monkeypatch.setattr(_datasets, "_hashed", _datasets._HashedFiles())
+    monkeypatch.setattr(_datasets, "_hashed", {})
     monkeypatch.setattr(_datasets, "sha256_file", counting)
     first = resolve_dataset(tiny.manifest(), tiny.settings())
     assert set(SORTED_IDS) <= set(hashed)
