@@ -162,8 +162,8 @@ def make_confined_folder(folder: Path, root: Path) -> None:
 def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
     """An exclusive lock between processes (pytest-xdist workers) on ``path``.
 
-    The lock file is created exclusively, or opened without following a link (``O_NOFOLLOW``),
-    and must be a regular file: a link planted at its name (dangling or not) is refused, never
+    The lock file is created or opened without following a link (``O_NOFOLLOW``), and must be a
+    regular file: a link planted at its name (dangling or not) is refused, never
     followed, so nothing is created or opened outside. ``inside``: the confined root ``path``
     lies in (:func:`confine`: the folders on the way are checked, and created without following
     links)."""
@@ -173,18 +173,16 @@ def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
         confine(path, inside)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    # O_NOFOLLOW holds with O_CREAT too: a link at the name, dangling or not, fails (ELOOP).
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CREAT
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, default_file_mode())
-    except FileExistsError:
-        try:
-            fd = os.open(path, flags)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise Unconfined(
-                    f"{path} is a symbolic link: a lock file is never followed; remove it"
-                ) from None
-            raise
+        fd = os.open(path, flags, default_file_mode())
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unconfined(
+                f"{path} is a symbolic link: a lock file is never followed; remove it"
+            ) from None
+        raise
     with open(fd, "a+b") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
