@@ -89,6 +89,11 @@ def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image)
     # (3 channels as a reversed view, whose copy below costs half a gather's).
     if array.shape[2] >= 3 and (step.order == "BGR") != (step.backend == "opencv"):
         array = array[..., ::-1] if array.shape[2] == 3 else array[..., [2, 1, 0, 3]]
+    # Grey by one channel (decode.convert): every backend hands the colour image (mode L and L16
+    # have order RGB), a grey file stays as it is.
+    channel = _CHANNEL.get(step.convert or "")
+    if channel is not None and array.shape[2] >= 3:
+        array = array[:, :, channel : channel + 1]
     return np.ascontiguousarray(array)
 
 
@@ -121,11 +126,9 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                     return grey
                 im = Image.fromarray(grey, "L")
             if step.mode == "L":
-                if step.convert == "luma" or im.mode in ("L", "1", "LA", "La"):
-                    # ITU-R 601-2 luma, Pillow's integer arithmetic; a grey file stays as it is
-                    return np.asarray(im.convert("L"))
-                assert step.convert is not None
-                return np.asarray(im.convert("RGB"))[:, :, _CHANNEL[step.convert]]
+                # ITU-R 601-2 luma, Pillow's integer arithmetic; a grey file stays as it is
+                as_grey = step.convert == "luma" or im.mode in ("L", "1", "LA", "La")
+                return np.asarray(im.convert("L" if as_grey else "RGB"))
             return np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
@@ -213,9 +216,6 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
         _wanted_16(sample, step, 16 if array.dtype == np.uint16 else 8)
     elif array.dtype == np.uint16:  # 16-bit samples to 8 bits: the high byte, as mode RGB does
         array = np.right_shift(array, 8).astype(np.uint8)
-    if array.ndim == 3 and step.mode in ("L", "L16"):  # one channel of the colour image (BGR)
-        assert step.convert is not None
-        return array[:, :, 2 - _CHANNEL[step.convert]]
     if step.mode == "RGBA":
         if array.ndim == 2 or array.shape[2] == 1:
             array = cv2.cvtColor(array, cv2.COLOR_GRAY2BGRA)
@@ -241,11 +241,7 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
         _wanted_16(sample, step, 16 if png_is_16_bit(data) else 8)
     one = step.mode in ("L", "L16") and step.convert == "luma"
     channels = 1 if one else 4 if step.mode == "RGBA" else 3
-    array = decode_tf_channels(data, channels, deep, step.dct_method or "INTEGER_FAST", sample)
-    if step.mode in ("L", "L16") and not one:
-        assert step.convert is not None
-        return array[:, :, _CHANNEL[step.convert]]
-    return array
+    return decode_tf_channels(data, channels, deep, step.dct_method or "INTEGER_FAST", sample)
 
 
 # --- numpy --------------------------------------------------------------------------------------
