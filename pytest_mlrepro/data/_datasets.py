@@ -472,11 +472,8 @@ class _Resolver:
             return _sha256_once(path, follow_symlinks=not cached)
 
         try:
-            if len(paths) == 1:
-                digests = [digest(paths[0])]
-            else:
-                with ThreadPoolExecutor(min(_HASH_WORKERS, len(paths))) as pool:
-                    digests = list(pool.map(digest, paths))
+            with ThreadPoolExecutor(min(_HASH_WORKERS, len(paths))) as pool:
+                digests = list(pool.map(digest, paths))
         except NotARegularFile as exc:
             raise IntegrityError(
                 f"data set {self.ds.name!r}: {exc}: not read (a data set file must be a "

@@ -228,7 +228,7 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
 
 def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.ndarray:
-    from ._tf_ops import decode_tf_channels, png_is_16_bit
+    from ._tf_ops import decode_tf_channels
 
     deep = step.mode in ("L16", "RGB16")
     if deep and file_format != "PNG":
@@ -238,7 +238,7 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
             "use backend 'opencv' for it",
         )
     if deep:  # tf.io would widen 8-bit samples (× 257): refused before, as the others do
-        _wanted_16(sample, step, 16 if png_is_16_bit(data) else 8)
+        _wanted_16(sample, step, 16 if len(data) > 24 and data[24] == 16 else 8)  # IHDR depth
     one = step.mode in ("L", "L16") and step.convert == "luma"
     channels = 1 if one else 4 if step.mode == "RGBA" else 3
     return decode_tf_channels(data, channels, deep, step.dct_method or "INTEGER_FAST", sample)

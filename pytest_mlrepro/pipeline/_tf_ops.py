@@ -54,11 +54,6 @@ def decode_tf_channels(
     return np.asarray(image.numpy())
 
 
-def png_is_16_bit(data: bytes) -> bool:
-    """Whether a PNG's IHDR declares 16-bit samples (its bit depth byte, offset 24)."""
-    return len(data) > 24 and data[24] == 16
-
-
 def resize_tf(
     array: np.ndarray, height: int, width: int, method: str, antialias: bool
 ) -> np.ndarray:
