@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -131,14 +131,6 @@ def fetch_verified(
             confine(dest, inside)  # a link planted at the name meanwhile is not replaced
 
 
-class _WriteFailed(Exception):
-    """A local write failed while streaming (kept apart from errors of the source)."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 class _Transient(Exception):
     """A failure worth another attempt; ``str()`` says what it was."""
 
@@ -235,6 +227,17 @@ def _declared_length(response: object) -> int | None:
 
 def _stream(url: str, out: BinaryIO, stop: threading.Event | None, limit: int | None) -> str:
     digest = hashlib.sha256()
+    # The source's chunks, written here: a local write's OSError is not the source's failure.
+    with contextlib.closing(_chunks(url, stop, limit)) as chunks:
+        for chunk in chunks:
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
+
+
+def _chunks(
+    url: str, stop: threading.Event | None, limit: int | None
+) -> Generator[bytes, None, None]:
     path = local_path(url)
     if path is not None and not path.is_file():
         # urllib would open a FIFO and wait on it forever, or read a folder listing.
@@ -258,15 +261,8 @@ def _stream(url: str, out: BinaryIO, stop: threading.Event | None, limit: int | 
                         f"the body passed the limit of {limit} bytes: the download was stopped "
                         "there"
                     )
-                digest.update(chunk)
-                try:
-                    out.write(chunk)
-                except OSError as exc:
-                    raise _WriteFailed(exc) from None
-    except _WriteFailed as failed:
-        raise failed.error from None
+                yield chunk
     except (OSError, http.client.HTTPException, ValueError) as exc:
         if _is_transient(exc):
             raise _Transient(str(exc) or type(exc).__name__) from None
         raise SourceUnreadable(str(exc)) from None
-    return digest.hexdigest()
