@@ -18,9 +18,8 @@ import re
 import stat
 import threading
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
@@ -684,9 +683,18 @@ class _Resolver:
         except OSError as exc:
             # Not "unavailable here": the cache cannot be written; the item fails.
             raise write_error(self.cache, exc, "data set cache folder") from None
-        with _locked(self.cache.parent / f"{self.ds.name}.lock", root):
-            # Another process may have fetched some or all of it while we waited for the lock.
-            found = self._from_folder("cache", self.cache, base)
+        lock = self.cache.parent / f"{self.ds.name}.lock"
+        try:
+            with file_lock(lock, inside=root):
+                # Another process may have fetched some or all of it while we waited for the lock.
+                found = self._from_folder("cache", self.cache, base)
+        except Unconfined as exc:
+            raise self._unsafe_cache(exc) from None
+        except OSError as exc:
+            raise DatasetUnavailable(
+                f"cannot lock {lock}: {exc.strerror or exc}",
+                how="set MLREPRO_CACHE to a writable folder",
+            ) from None
         assert isinstance(found, ResolvedDataset)  # a download leaves no file missing
         return found
 
@@ -759,20 +767,6 @@ class _Resolver:
         except OSError as exc:
             # A local failure (disk full, I/O error) is not "unavailable here": the item fails.
             raise write_error(dest, exc, "downloaded data set file") from None
-
-
-@contextmanager
-def _locked(path: Path, root: Path) -> Iterator[None]:
-    try:
-        with file_lock(path, inside=root):
-            yield
-    except Unconfined as exc:
-        raise IntegrityError(f"the cache is not safe to use: {exc}") from None
-    except OSError as exc:
-        raise DatasetUnavailable(
-            f"cannot lock {path}: {exc.strerror or exc}",
-            how="set MLREPRO_CACHE to a writable folder",
-        ) from None
 
 
 __all__ = [
