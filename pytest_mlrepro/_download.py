@@ -100,7 +100,7 @@ def fetch_verified(
     *,
     stop: threading.Event | None = None,
     limit: int | None = None,
-    inside: Path | None = None,
+    inside: Path,
 ) -> None:
     """Copy ``url``'s body to ``dest`` if its sha256 is ``sha256``.
 
@@ -117,18 +117,14 @@ def fetch_verified(
 
     Raises SourceUnreadable, RefusedRedirect, TooLarge, DigestMismatch, Stopped,
     ``_files.Unconfined``, or OSError for a local write failure; ``dest`` is then untouched."""
-    if inside is not None:
-        make_confined_folder(dest.parent, inside)
-        confine(dest, inside)
-    else:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+    make_confined_folder(dest.parent, inside)
+    confine(dest, inside)
     remove_stale_temp_files(dest, suffix=PART_SUFFIX)
     with replacing(dest, suffix=PART_SUFFIX) as out:
         actual = _stream_with_retries(url, out, stop, limit)
         if actual != sha256:
             raise DigestMismatch(actual)
-        if inside is not None:
-            confine(dest, inside)  # a link planted at the name meanwhile is not replaced
+        confine(dest, inside)  # a link planted at the name meanwhile is not replaced
 
 
 class _Transient(Exception):

@@ -159,7 +159,7 @@ def make_confined_folder(folder: Path, root: Path) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
+def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
     """An exclusive lock between processes (pytest-xdist workers) on ``path``.
 
     The lock file is created or opened without following a link (``O_NOFOLLOW``), and must be a
@@ -168,11 +168,8 @@ def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
     lies in (:func:`confine`: the folders on the way are checked, and created without following
     links)."""
     fcntl = fcntl_module()
-    if inside is not None:
-        make_confined_folder(path.parent, inside)
-        confine(path, inside)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    make_confined_folder(path.parent, inside)
+    confine(path, inside)
     # O_NOFOLLOW holds with O_CREAT too: a link at the name, dangling or not, fails (ELOOP).
     flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CREAT
     try:
@@ -187,7 +184,7 @@ def file_lock(path: Path, *, inside: Path | None = None) -> Iterator[None]:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Unconfined(f"{path} is {_kind(info.st_mode)}, not a lock file: remove it")
-        if inside is not None and _writable_by_strangers(info):
+        if _writable_by_strangers(info):
             raise Unconfined(_strangers_message(path, info, "file"))
         os.set_blocking(fh.fileno(), True)
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)

@@ -288,9 +288,10 @@ def test_without_fcntl_a_lock_fails_with_a_clear_message(pytester: pytest.Pytest
     code = (
         "import sys; sys.modules['fcntl'] = None\n"
         "from pytest_mlrepro import MlreproError\n"
+        "from pathlib import Path\n"
         "from pytest_mlrepro._files import file_lock\n"
         "try:\n"
-        "    with file_lock(__import__('pathlib').Path('x.lock')):\n"
+        "    with file_lock(Path('x.lock'), inside=Path('.')):\n"
         "        print('locked')\n"
         "except MlreproError as exc:\n"
         "    print(f'refused: {exc}')\n"

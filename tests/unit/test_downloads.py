@@ -133,7 +133,9 @@ def test_a_declared_length_over_the_limit_is_refused_before_a_byte_is_kept(
 
     server = serve({"/m.onnx": huge})
     with pytest.raises(TooLarge, match=r"declares 107374182400 bytes, more than the limit of "):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, limit=2**31 - 1)
+        fetch_verified(
+            f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, limit=2**31 - 1, inside=tmp_path
+        )
     assert leftovers(tmp_path) == [], "no file and no .part kept"
 
 
@@ -153,7 +155,9 @@ def test_a_stream_past_the_limit_is_stopped_there(
 
     server = serve({"/m.onnx": endless})
     with pytest.raises(TooLarge, match="passed the limit of 1048576 bytes"):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, limit=1 << 20)
+        fetch_verified(
+            f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, limit=1 << 20, inside=tmp_path
+        )
     server.close()  # waits for the handler: ``sent`` is final
     # The reader stopped after at most two chunks; what else was sent sat in socket buffers.
     assert server.sent < 64 << 20, "the server could not stream the 256 MiB it offered"
@@ -170,7 +174,7 @@ def test_transient_failures_are_retried_and_announced(
 ) -> None:
     server = serve({"/m.onnx": first_then_body(first, times=2)})
     with pytest.warns(DownloadRetried) as warned:
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert (tmp_path / "m.onnx").read_bytes() == BODY
     assert server.counts["/m.onnx"] == 3
     messages = [str(w.message) for w in warned]
@@ -193,7 +197,7 @@ def test_a_timeout_is_retried(
     server = serve({"/m.onnx": first_then_body(silent)})
     try:
         with pytest.warns(DownloadRetried, match="timed out"):
-            fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+            fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     finally:
         release.set()
     assert (tmp_path / "m.onnx").read_bytes() == BODY
@@ -207,7 +211,7 @@ def test_retries_are_bounded_and_the_failure_says_how_many(
         pytest.warns(DownloadRetried),
         pytest.raises(SourceUnreadable, match=r"gave up after 3 attempts"),
     ):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert server.counts["/m.onnx"] == 3
     assert leftovers(tmp_path) == []
 
@@ -217,7 +221,7 @@ def test_a_missing_file_is_not_retried(
 ) -> None:
     server = serve({})
     with pytest.raises(SourceUnreadable, match="404"):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert server.counts["/m.onnx"] == 1
 
 
@@ -232,7 +236,7 @@ def test_redirects_lead_only_to_http_and_https(
 
     server = serve({"/m.onnx": redirect})
     with pytest.raises(RefusedRedirect, match="follows redirects only to http and https"):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert leftovers(tmp_path) == []
     assert server.counts["/m.onnx"] == 1, "a refused redirect is not a transient failure"
 
@@ -246,7 +250,7 @@ def test_a_redirect_to_http_is_followed(
         handler.end_headers()
 
     server = serve({"/m.onnx": redirect, "/elsewhere.onnx": body})
-    fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+    fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert (tmp_path / "m.onnx").read_bytes() == BODY
 
 
@@ -265,7 +269,7 @@ def test_a_killed_downloads_part_file_is_cleaned_like_a_stale_golden_temp_file(
     server = serve({"/m.onnx": body})
     with open(busy, "rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert leftovers(tmp_path) == [".m.onnx.b5sy.part", ".m.onnx.l1v3.part", "m.onnx"]
 
 
@@ -274,7 +278,7 @@ def test_a_failed_download_leaves_no_part_file(
 ) -> None:
     server = serve({"/m.onnx": body})
     with pytest.raises(_download.DigestMismatch):
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", "0" * 64)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", "0" * 64, inside=tmp_path)
     assert leftovers(tmp_path) == []
 
 
@@ -284,7 +288,10 @@ def test_a_lock_file_planted_as_a_link_is_never_followed(tmp_path: Path) -> None
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "m.onnx.lock").symlink_to(outside / "created")
-    with pytest.raises(Unconfined, match="is a symbolic link"), file_lock(cache / "m.onnx.lock"):
+    with (
+        pytest.raises(Unconfined, match="is a symbolic link"),
+        file_lock(cache / "m.onnx.lock", inside=cache),
+    ):
         pass
     assert list(outside.iterdir()) == [], "nothing is created through the link"
 
@@ -328,5 +335,5 @@ def test_a_retry_notice_turned_into_an_error_does_not_end_the_download(
     server = serve({"/m.onnx": first_then_body(status(503))})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # as under pytest -W error
-        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA)
+        fetch_verified(f"{server.url}/m.onnx", tmp_path / "m.onnx", SHA, inside=tmp_path)
     assert (tmp_path / "m.onnx").read_bytes() == BODY
