@@ -287,12 +287,11 @@ class _Resolver:
                 self.meta_dir = resolve_inside(manifest.path.parent, self.ds.labels_dir, settings)
             except OutsideProject as exc:
                 raise self._error(("dataset", "labels_dir"), str(exc)) from None
-            for name in self.meta:
-                if not (self.meta_dir / name).is_file():
-                    raise self._error(
-                        ("dataset", "labels_dir"), f"{self.meta_dir / name} does not exist"
-                    )
-            self._verify("project", self.meta_dir, self.meta)
+            missing = self._provide("project", self.meta_dir, self.meta, None)
+            if missing:
+                raise self._error(
+                    ("dataset", "labels_dir"), f"{self.meta_dir / missing[0]} does not exist"
+                )
         self.meta_in_data = [] if self.meta_dir is not None else list(self.meta)
 
     # -- the checksum list and the files it covers ---------------------------------------------
