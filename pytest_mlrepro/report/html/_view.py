@@ -19,7 +19,7 @@ from typing import Any
 
 from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import FORMAT, Row, row_json, validate_results
+from ...results import Row, results_document, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
@@ -62,22 +62,6 @@ class SessionParts:
     """Where each item's time went (``report.phase_table``)."""
 
 
-def results_document(
-    rows: Sequence[Row], machine: str, environment: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
-    but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
-    no shard 2 to merge with (its rows' verdict says the merge decides)."""
-    ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
-    shown = [row_json(replace(row, shard=None)) for row in ordered]
-    return {
-        "format": FORMAT,
-        "machine": {"name": machine, "environment": dict(environment)},
-        "shard": None,
-        "results": shown,
-    }
-
-
 def session_view(
     rows: Sequence[Row],
     *,
@@ -91,7 +75,10 @@ def session_view(
     through the results document (JSON and back: exactly what the file would hold) and the
     results file's validation. ResultsFileError or MatrixError where the rows are not a valid
     results file."""
-    text = json.dumps(results_document(rows, machine, environment), sort_keys=True, allow_nan=False)
+    # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
+    # (their verdict says the merge decides).
+    whole = [replace(row, shard=None) for row in rows]
+    text = json.dumps(results_document(whole, machine, environment), allow_nan=False)
     matrix = build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
     title = "pytest-mlrepro report"
     return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
@@ -379,6 +366,5 @@ __all__ = [
     "environment_rows",
     "latency_series",
     "matrix_view",
-    "results_document",
     "session_view",
 ]
