@@ -322,6 +322,9 @@ and ``other_machine``, the shared ``samples``, ``agreement`` the share whose top
 _ROW_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Row)})
 """The columns that are a result's own :class:`~pytest_mlrepro.results.Row` fields (a field of
 another kind's row is empty)."""
+_CELL_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Cell)})
+"""The columns that are the cell's own fields (its manifest, machine, device, framework...): the
+same in each of its results' lines."""
 
 
 def csv_text(matrix: Matrix) -> str:
@@ -334,16 +337,7 @@ def csv_text(matrix: Matrix) -> str:
         return "" if value is None else value
 
     for c in matrix.cells:
-        base = {
-            "manifest": c.manifest,
-            "manifest_digest": plain(c.manifest_digest),
-            "machine": c.machine,
-            "device": c.device,
-            "framework": plain(c.framework),
-            "framework_version": plain(c.framework_version),
-            "hardware_slug": plain(c.hardware_slug),
-            "other_pipeline": plain(c.other_pipeline),
-        }
+        base = {name: plain(getattr(c, name)) for name in _CELL_COLUMNS}
         for r in (*c.results, *c.latency):
             writer.writerow(
                 {
