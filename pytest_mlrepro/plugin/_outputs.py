@@ -13,7 +13,7 @@ from .._files import atomic_write_bytes
 from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document
-from ..results import Row, created_now, results_document, results_text
+from ..results import Row, created_now, results_text
 from ._base import machine_name, options, output_path, report_output_error, results_path
 
 
@@ -26,7 +26,7 @@ def write_results_file(
     if path is None:
         return
     config = session.config
-    document = results_document(
+    text = results_text(
         rows,
         machine_name(config),
         environment(),
@@ -34,7 +34,6 @@ def write_results_file(
         created=created_now(),
         one_time=one_time,
     )
-    text = results_text(document)
     try:
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
     except OutputError as exc:

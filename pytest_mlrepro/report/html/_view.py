@@ -19,7 +19,7 @@ from typing import Any
 
 from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import Row, results_document, validate_results
+from ...results import Row, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
@@ -78,8 +78,8 @@ def session_view(
     # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
     # (their verdict says the merge decides).
     whole = [replace(row, shard=None) for row in rows]
-    text = json.dumps(results_document(whole, machine, environment), allow_nan=False)
-    matrix = build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
+    document = json.loads(results_text(whole, machine, environment))
+    matrix = build_matrix([validate_results(document, SESSION_SOURCE)])
     title = "pytest-mlrepro report"
     return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
 
