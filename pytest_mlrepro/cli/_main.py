@@ -23,8 +23,8 @@ from ..settings import shown_path
 from ._configured import Handler, UsageError, guarded, pytest_args, run
 from ._init import add_parser as add_init
 from ._init import init
-from ._merge import add_history_parser, add_schema_parser, history, merge, schema
-from ._merge import add_parser as add_merge
+from ._merge import add_parser as add_results_commands
+from ._merge import history, merge, schema
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -220,9 +220,7 @@ def _parser() -> argparse.ArgumentParser:
         "the ini key mlrepro_counterfactual_samples, 64)",
     )
     add_init(commands)
-    add_merge(commands)
-    add_history_parser(commands)
-    add_schema_parser(commands)
+    add_results_commands(commands)
     return parser
 
 

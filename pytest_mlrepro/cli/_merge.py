@@ -19,9 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._visible import visible_lines
+from ..errors import MlreproError
+
+if TYPE_CHECKING:
+    from ..results import ResultsFile
 
 USAGE_ERROR = 2
 
@@ -32,30 +36,49 @@ DESCRIPTION = (
     "and the cross-machine agreement per sample. Prints it as Markdown. Exit status 0: every "
     "cell passed; 1: a cell failed; 2: a results file is unreadable or invalid."
 )
+HISTORY_DESCRIPTION = (
+    "Read results files (pytest --mlrepro-json) of many nights: the files of one UTC day (their "
+    "'created' time) are merged as mlrepro merge merges them, then each manifest × machine × "
+    "device is followed over the nights (top-1, agreement with the golden, latency p50, each "
+    "with its tolerance band), with the first night outside tolerance and what changed that "
+    "night (environment, manifest pipeline and settings, golden, data). Exit status 0; 2: a "
+    "results file is unreadable, invalid or has no time, or a night's files do not merge."
+)
+
+
+def _results_command(commands: Any, name: str, help: str, description: str, html: str) -> Any:
+    """A subcommand that reads results files (``merge``, ``history``): their arguments and
+    ``--html``."""
+    command = commands.add_parser(name, help=help, description=description)
+    command.add_argument(
+        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
+    )
+    command.add_argument("--html", metavar="PATH", help=html)
+    return command
 
 
 def add_parser(commands: Any) -> None:
-    """The ``merge`` subcommand's arguments."""
-    merge = commands.add_parser(
+    """The ``merge``, ``history`` and ``schema`` subcommands' arguments."""
+    merge = _results_command(
+        commands,
         "merge",
-        help="merge results files of several machines into one matrix (CI gate)",
-        description=DESCRIPTION,
-    )
-    merge.add_argument(
-        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
+        "merge results files of several machines into one matrix (CI gate)",
+        DESCRIPTION,
+        "write the matrix as an HTML report (the report extra)",
     )
     merge.add_argument("--markdown", metavar="PATH", help="also write the Markdown to PATH")
     merge.add_argument("--csv", metavar="PATH", help="write the matrix as CSV to PATH")
     merge.add_argument(
-        "--html", metavar="PATH", help="write the matrix as an HTML report (the report extra)"
-    )
-    merge.add_argument(
         "--quiet", "-q", action="store_true", help="print only the verdict line, not the matrix"
     )
-
-
-def add_schema_parser(commands: Any) -> None:
-    """The ``schema`` subcommand: the JSON Schema of a file the plugin writes."""
+    _results_command(
+        commands,
+        "history",
+        "follow results files over many nights: trends and the first night outside tolerance",
+        HISTORY_DESCRIPTION,
+        "write the history as an HTML page (the report extra)",
+    )
+    # The JSON Schema of a file the plugin writes.
     schema = commands.add_parser(
         "schema",
         help="print the JSON Schema of the results file",
@@ -88,30 +111,37 @@ def schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _files(args: argparse.Namespace) -> list[ResultsFile]:
+    """The results files named, read and validated; first, with ``--html``, that the report
+    extra is installed (the one output that can be unavailable, said before any work)."""
+    from ..results import load_results
+
+    if args.html:
+        from ..report.html import require_libraries
+
+        require_libraries(f"mlrepro {args.command} --html")
+    return [load_results(Path(path)) for path in args.results]
+
+
+def _write_html(args: argparse.Namespace, view: Any, what: str) -> None:
+    from ..report.html import write_html
+
+    write_html(Path(args.html), view, what=f"{what} (mlrepro {args.command} --html)")
+
+
 def merge(args: argparse.Namespace) -> int:
     """Run ``mlrepro merge``; returns its exit status."""
     from .._files import atomic_write_bytes
-    from ..errors import MlreproError
     from ..matrix import build_matrix
     from ..report import csv_text, markdown
-    from ..results import load_results
 
     try:
-        if args.html:  # first: the one output that can be unavailable, said before any work
-            from ..report.html import require_libraries
-
-            require_libraries("mlrepro merge --html")
-        files = [load_results(Path(path)) for path in args.results]
-        matrix = build_matrix(files)
+        matrix = build_matrix(_files(args))
         text = markdown(matrix)
         if args.html:
-            from ..report.html import matrix_view, write_html
+            from ..report.html import matrix_view
 
-            write_html(
-                Path(args.html),
-                matrix_view(matrix, generated=_now()),
-                what="HTML matrix (mlrepro merge --html)",
-            )
+            _write_html(args, matrix_view(matrix, generated=_now()), "HTML matrix")
         outputs = [
             (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
             (args.csv, csv_text(matrix), "CSV matrix (mlrepro merge --csv)"),
@@ -121,7 +151,7 @@ def merge(args: argparse.Namespace) -> int:
                 atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
     # ResultsFileError, MatrixError, OutputError, ReportUnavailable
     except MlreproError as exc:
-        print(f"mlrepro merge: {visible_lines(str(exc))}", file=sys.stderr)
+        print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
     # Machine and manifest names come from the results files: shown, never obeyed.
     text = visible_lines(text)
@@ -129,81 +159,23 @@ def merge(args: argparse.Namespace) -> int:
     return 0 if matrix.ok else 1
 
 
-HISTORY_DESCRIPTION = (
-    "Read results files (pytest --mlrepro-json) of many nights: the files of one UTC day (their "
-    "'created' time) are merged as mlrepro merge merges them, then each manifest × machine × "
-    "device is followed over the nights (top-1, agreement with the golden, latency p50, each "
-    "with its tolerance band), with the first night outside tolerance and what changed that "
-    "night (environment, manifest pipeline and settings, golden, data). Exit status 0; 2: a "
-    "results file is unreadable, invalid or has no time, or a night's files do not merge."
-)
-
-
-def add_history_parser(commands: Any) -> None:
-    """The ``history`` subcommand's arguments."""
-    history = commands.add_parser(
-        "history",
-        help="follow results files over many nights: trends and the first night outside tolerance",
-        description=HISTORY_DESCRIPTION,
-    )
-    history.add_argument(
-        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
-    )
-    history.add_argument(
-        "--html", metavar="PATH", help="write the history as an HTML page (the report extra)"
-    )
-
-
 def history(args: argparse.Namespace) -> int:
     """Run ``mlrepro history``; returns its exit status."""
-    from ..errors import MlreproError
     from ..matrix import build_history
-    from ..results import load_results
+    from ..report import history_text
 
     try:
+        built = build_history(_files(args))
         if args.html:
-            from ..report.html import require_libraries
+            from ..report.html import history_view
 
-            require_libraries("mlrepro history --html")
-        files = [load_results(Path(path)) for path in args.results]
-        built = build_history(files)
-        if args.html:
-            from ..report.html import history_view, write_html
-
-            write_html(
-                Path(args.html),
-                history_view(built, generated=_now()),
-                what="HTML history (mlrepro history --html)",
-            )
+            _write_html(args, history_view(built, generated=_now()), "HTML history")
     # ResultsFileError, HistoryError, OutputError, ReportUnavailable
     except MlreproError as exc:
-        print(f"mlrepro history: {visible_lines(str(exc))}", file=sys.stderr)
+        print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
     print(visible_lines(history_text(built)), end="")
     return 0
-
-
-def history_text(built: Any) -> str:
-    """The history in words: the nights, then per series its last values and, when it left
-    tolerance, the night and what changed."""
-    nights = built.nights
-    lines = [f"{len(nights)} nights: " + ", ".join(n.day for n in nights), ""]
-    for s in built.series:
-        last = s.points[-1]
-        numbers = [
-            f"top-1 {last.top1:.2f}" if last.top1 is not None else "",
-            f"agreement {last.agreement:.4f}" if last.agreement is not None else "",
-            f"p50 {last.p50_ms:.3g} ms" if last.p50_ms is not None else "",
-        ]
-        shown = ", ".join(n for n in numbers if n)
-        lines.append(f"{s.label}: {len(s.points)} nights; latest {shown or '-'}")
-        if s.first_outside is None:
-            lines.append("  inside tolerance every night")
-        else:
-            point = s.points[s.first_outside]
-            lines.append(f"  first outside tolerance: {nights[point.night].label} ({point.why})")
-            lines += [f"    {what}: {how}" for what, how in s.changes]
-    return "\n".join(lines) + "\n"
 
 
 def _now() -> str:
@@ -212,4 +184,4 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-__all__ = ["add_history_parser", "add_parser", "history", "history_text", "merge"]
+__all__ = ["add_parser", "history", "merge"]

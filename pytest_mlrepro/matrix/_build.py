@@ -183,14 +183,13 @@ def _pipeline_key(digest: str | None, content: Mapping[str, Any] | None) -> str 
     return f"pipeline:{pipeline_digest(content)}" if content is not None else digest
 
 
-def _settings(content: Mapping[str, Any] | None, env: Mapping[str, Any]) -> dict[str, Any]:
+def _settings(content: Mapping[str, Any] | None, env: Environment) -> dict[str, Any]:
     """A cell's run settings: the manifest's runtime block and the machine's numeric and
     thread variables (``OMP_NUM_THREADS``…), flattened."""
     out = {} if content is None else dict(settings_of(content))
     out.pop("runtime.timeout_s", None)  # changes no result
-    variables = env.get("numeric_settings")
-    if isinstance(variables, Mapping):
-        out.update({f"environment {k}": v for k, v in sorted(variables.items())})
+    variables = env.numeric_settings or {}
+    out.update({f"environment {k}": v for k, v in sorted(variables.items())})
     return out
 
 
@@ -252,7 +251,8 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         )
         for (manifest, digest, machine, device, version), (rows, paths) in ordered
     ]
-    environments = {f.machine: f.environment for f in reversed(files)}  # a machine's first
+    machines = _machines(files)
+    environments = {m.name: m.environment for m in machines}
     pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
     majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
     # Per manifest: the first cell that runs the common pipeline.
@@ -260,7 +260,7 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     for c, pipeline in zip(cells, pipelines):
         if pipeline == majority[c.manifest]:
             reference.setdefault(c.manifest, c)
-    settings = [_settings(c.manifest_content, environments.get(c.machine, {})) for c in cells]
+    settings = [_settings(c.manifest_content, environments[c.machine]) for c in cells]
     shown_settings = [json.dumps(v, sort_keys=True, default=str) for v in settings]
     common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
     for index, cell in enumerate(cells):
@@ -289,7 +289,7 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
         sources=sources,
         cells=tuple(cells),
         agreement=tuple(_agreement(per_sample)),
-        machines=_machines(files),
+        machines=machines,
     )
 
 

@@ -10,7 +10,14 @@ from ._build_mismatch_text import explain_build_mismatch
 from ._determinism import determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
-from ._matrix_text import CSV_COLUMNS, csv_text, machine_columns, machine_notes, markdown
+from ._matrix_text import (
+    CSV_COLUMNS,
+    csv_text,
+    history_text,
+    machine_columns,
+    machine_notes,
+    markdown,
+)
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
 from ._sensitivity_text import sensitivity_text
@@ -38,6 +45,7 @@ __all__ = [
     "explain_latency",
     "explain_reference",
     "fmt_ms",
+    "history_text",
     "latency_decided_by",
     "latency_outcome_text",
     "latency_table",

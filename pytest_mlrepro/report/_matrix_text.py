@@ -1,5 +1,6 @@
 """The matrix as text: Markdown (what ``mlrepro merge`` prints, and a CI job summary shows) and
-CSV (one line per result, then one per pair of the cross-machine agreement)."""
+CSV (one line per result, then one per pair of the cross-machine agreement); and the history of
+many nights in words (what ``mlrepro history`` prints)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dataclasses
 import io
 from collections.abc import Sequence
 
-from ..matrix import Cell, ManifestAgreement, Matrix, status_of
+from ..matrix import Cell, History, ManifestAgreement, Matrix, status_of
 from ..results import LISTED, Machine, Row
 from ._latency import fmt_ms
 
@@ -321,6 +322,9 @@ and ``other_machine``, the shared ``samples``, ``agreement`` the share whose top
 _ROW_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Row)})
 """The columns that are a result's own :class:`~pytest_mlrepro.results.Row` fields (a field of
 another kind's row is empty)."""
+_CELL_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasses.fields(Cell)})
+"""The columns that are the cell's own fields (its manifest, machine, device, framework...): the
+same in each of its results' lines."""
 
 
 def csv_text(matrix: Matrix) -> str:
@@ -333,16 +337,7 @@ def csv_text(matrix: Matrix) -> str:
         return "" if value is None else value
 
     for c in matrix.cells:
-        base = {
-            "manifest": c.manifest,
-            "manifest_digest": plain(c.manifest_digest),
-            "machine": c.machine,
-            "device": c.device,
-            "framework": plain(c.framework),
-            "framework_version": plain(c.framework_version),
-            "hardware_slug": plain(c.hardware_slug),
-            "other_pipeline": plain(c.other_pipeline),
-        }
+        base = {name: plain(getattr(c, name)) for name in _CELL_COLUMNS}
         for r in (*c.results, *c.latency):
             writer.writerow(
                 {
@@ -372,3 +367,26 @@ def csv_text(matrix: Matrix) -> str:
                 }
             )
     return out.getvalue()
+
+
+def history_text(built: History) -> str:
+    """The history in words: the nights, then per series its last values and, when it left
+    tolerance, the night and what changed."""
+    nights = built.nights
+    lines = [f"{len(nights)} nights: " + ", ".join(n.day for n in nights), ""]
+    for s in built.series:
+        last = s.points[-1]
+        numbers = [
+            f"top-1 {last.top1:.2f}" if last.top1 is not None else "",
+            f"agreement {last.agreement:.4f}" if last.agreement is not None else "",
+            f"p50 {last.p50_ms:.3g} ms" if last.p50_ms is not None else "",
+        ]
+        shown = ", ".join(n for n in numbers if n)
+        lines.append(f"{s.label}: {len(s.points)} nights; latest {shown or '-'}")
+        if s.first_outside is None:
+            lines.append("  inside tolerance every night")
+        else:
+            point = s.points[s.first_outside]
+            lines.append(f"  first outside tolerance: {nights[point.night].label} ({point.why})")
+            lines += [f"    {what}: {how}" for what, how in s.changes]
+    return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from ._format import (
     derived_status,
     json_path,
     load_results,
+    shard_verdict,
     validate_results,
 )
 from ._merge import (
@@ -35,7 +36,6 @@ from ._merge import (
     merge_shards,
     metrics,
     shard_results,
-    shard_verdict,
     unsharded_nodeid,
 )
 from ._record import (
@@ -54,6 +54,7 @@ from ._record import (
     Status,
     record,
     results_schema,
+    results_text,
     row_json,
     row_of,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "pipeline_of",
     "record",
     "results_schema",
+    "results_text",
     "row_json",
     "row_of",
     "settings_of",

@@ -28,14 +28,11 @@ LINES = 40
 """Lines kept per diagnosis section (a section's own length is bounded by the diagnosis)."""
 
 
-def canonical_json(value: Any) -> str:
-    """The one serialisation a digest is taken of: sorted keys, no spaces."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
 def manifest_digest(content: Mapping[str, Any]) -> str:
-    """sha256 of a normalised manifest: the row's ``manifest_digest``."""
-    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+    """sha256 of a normalised manifest (its one serialisation: sorted keys, no spaces): the
+    row's ``manifest_digest``."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def manifest_identity(content: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +60,7 @@ def pipeline_of(content: Mapping[str, Any]) -> dict[str, Any]:
 def pipeline_digest(content: Mapping[str, Any]) -> str:
     """sha256 of :func:`pipeline_of`: rows with the same pipeline digest compute the same thing,
     whatever their thread counts."""
-    return hashlib.sha256(canonical_json(pipeline_of(content)).encode()).hexdigest()
+    return manifest_digest(pipeline_of(content))
 
 
 def flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -93,12 +90,10 @@ def _name(classes: Sequence[str] | None, index: int) -> str:
     return str(index)
 
 
-def changed_samples(
-    changed: Sequence[Any], classes: Sequence[str] | None, limit: int = CHANGED_SAMPLES
-) -> dict[str, Any]:
+def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> dict[str, Any]:
     """The samples whose top-1 changed against the golden (``goldens.Changed``: id, label,
     golden and now class with their scores), named with the data set's classes: the first
-    ``limit`` of them and how many there are."""
+    :data:`CHANGED_SAMPLES` of them and how many there are."""
     return {
         "count": len(changed),
         "samples": [
@@ -110,7 +105,7 @@ def changed_samples(
                 "now": _name(classes, int(c.now)),
                 "now_score": round(float(c.now_score), 6),
             }
-            for c in changed[:limit]
+            for c in changed[:CHANGED_SAMPLES]
         ],
     }
 

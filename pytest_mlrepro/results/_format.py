@@ -230,8 +230,12 @@ _PASSING = ("pass", "faster", "identical runs", "within tolerance")
 _NOT_COMPARED = ("skipped", "contended")
 """Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
 busy to judge a latency): listed, not failed."""
-_SHARD_PART = re.compile(r"shard \d+/\d+ compared \(verdict at the merge\)")
-"""The verdict of a compared shard (``shard_verdict``)."""
+_SHARD_PART = " compared (verdict at the merge)"
+
+
+def shard_verdict(shard: Shard) -> str:
+    """The verdict of a shard that was compared: its tolerance verdict is the merge's."""
+    return f"shard {shard}{_SHARD_PART}"
 
 
 def derived_status(verdict: str, outcome: str) -> Status:
@@ -245,7 +249,7 @@ def derived_status(verdict: str, outcome: str) -> Status:
         return "passed"
     if outcome == "skipped" and head in _NOT_COMPARED:
         return "skipped"
-    if outcome == "passed" and _SHARD_PART.fullmatch(verdict):
+    if outcome == "passed" and re.fullmatch(r"shard \d+/\d+" + re.escape(_SHARD_PART), verdict):
         return "partial"
     if head.startswith("golden "):
         return "recorded"

@@ -40,11 +40,6 @@ class ShardMergeError(MlreproError):
     different manifests, a part without its per-sample results."""
 
 
-def shard_verdict(shard: Shard) -> str:
-    """The verdict of a shard that was compared: its tolerance verdict is the merge's."""
-    return f"shard {shard} compared (verdict at the merge)"
-
-
 def unsharded_nodeid(nodeid: str) -> str:
     """The node id of the whole item a shard item's node id belongs to (itself for others)."""
     return SHARD_SUFFIX.sub("", nodeid)

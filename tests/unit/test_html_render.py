@@ -10,8 +10,10 @@ import re
 import numpy as np
 import pytest
 
+from pytest_mlrepro.matrix import Cell
 from pytest_mlrepro.report import html as report
 from pytest_mlrepro.report.html import _render
+from pytest_mlrepro.results import Row
 
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
@@ -187,28 +189,49 @@ def test_without_the_libraries_the_error_names_the_extra(monkeypatch: pytest.Mon
     )
 
 
-def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
-    row = report.matrix_row(
+def _cell(results: tuple[Row, ...] = (), latency: tuple[Row, ...] = ()) -> Cell:
+    return Cell(
         manifest="m",
+        manifest_digest=None,
         machine="ci-a",
         device="cuda",
-        status="fail",
-        verdict="drift; latency: regression",
-        framework="onnxruntime",
-        version="1.20.0",
+        framework="onnxruntime" if results else None,
+        framework_version="1.20.0" if results else None,
+        hardware_slug=None,
+        sources=(),
+        results=results,
+        latency=latency,
+        other_pipeline=None,
+    )
+
+
+def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
+    accuracy = Row(
+        nodeid="m.yaml::accuracy[cuda]",
+        outcome="failed",
+        status="failed",
+        kind="accuracy",
+        verdict="drift",
         samples=1000,
         top1=74.9,
         top5=92.0,
         agreement=0.97,
         max_score_diff=0.0123,
-        listed=(5,),  # results.LISTED: top5_changed
-        failed_levels=("top1", "agreement"),
-        latency_p50_ms=12.345,
-        latency_ratio=1.94,
-        latency_failed=True,
-        latency_note="p50 ×1.94 the golden's (normalised ×1.02: the machine was slower)",
-        anchor="drift-1",
+        top5_changed=5,  # results.LISTED
+        outside_tolerance=("top1", "agreement"),
     )
+    latency = Row(
+        nodeid="m.yaml::latency[cuda]",
+        outcome="failed",
+        status="failed",
+        kind="latency",
+        verdict="regression",
+        batch=1,
+        p50_ms=12.345,
+        ratio_to_golden=1.94,
+        decided_by="p50 ×1.94 the golden's (normalised ×1.02: the machine was slower)",
+    )
+    row = report.matrix_row(_cell((accuracy,), (latency,)), anchor="drift-1")
     cells = dict(zip(report.MATRIX_COLUMNS, row.cells))
     assert [c.text for c in row.cells] == [
         "m", "ci-a", "cuda", "onnxruntime", "1.20.0", "1000", "74.90", "92.00", "0.9700",
@@ -217,7 +240,8 @@ def test_a_matrix_row_marks_the_failed_levels_and_the_latency() -> None:
     marked = {name for name, cell in cells.items() if cell.status == "fail"}
     assert marked == {"top-1 %", "agreement", "latency p50", "×golden", "verdict"}
     assert cells["×golden"].title.startswith("p50 ×1.94")
-    empty = report.matrix_row(manifest="m", machine="a", device="cpu", status="skip", verdict="")
+    assert cells["×golden"].title.endswith("b1: p50 12.3 ms (regression)")
+    empty = report.matrix_row(_cell())
     assert [c.text for c in empty.cells][3:] == ["-"] * 13
     page = report.render_html(_view(matrix=report.MatrixTable(report.MATRIX_COLUMNS, (row,))))
     assert '<a href="#drift-1">drift; latency: regression</a>' in page

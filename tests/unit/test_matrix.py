@@ -19,7 +19,15 @@ from pytest_mlrepro.matrix import (
 )
 from pytest_mlrepro.report import csv_text, markdown
 from pytest_mlrepro.report.html import matrix_view
-from pytest_mlrepro.results import ResultsFile, Row, derived_status, shard_of, validate_results
+from pytest_mlrepro.results import (
+    ResultsFile,
+    Row,
+    Shard,
+    derived_status,
+    shard_of,
+    shard_verdict,
+    validate_results,
+)
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
@@ -168,6 +176,9 @@ def test_derived_status_reads_the_verdict_of_a_row_older_than_the_field() -> Non
     assert derived_status("skipped", "skipped") == "skipped"
     assert derived_status("not recorded", "skipped") == "failed"
     assert derived_status("shard 1/2 compared (verdict at the merge)", "passed") == "partial"
+    # The verdict a compared shard writes is the one read back as partial (one wording).
+    assert derived_status(shard_verdict(Shard(12, 40)), "passed") == "partial"
+    assert derived_status("shard x/2 compared (verdict at the merge)", "passed") == "failed"
     assert derived_status("something new", "passed") == "failed"  # never a pass by default
     assert derived_status("pass", "failed") == "failed"
 

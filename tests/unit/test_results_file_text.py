@@ -1,4 +1,4 @@
-"""The results file's text (plugin/_outputs.py): the same JSON as the payload, indented to be
+"""The results file's text (results.results_text): the JSON of the rows' document, indented to be
 read, each row's per-sample block on one compact line (json's C encoder: issue 34)."""
 
 from __future__ import annotations
@@ -9,36 +9,49 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_mlrepro.plugin._outputs import _results_text
+from pytest_mlrepro.results import Row, results_text, row_json, row_of
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 
 
-def payload(verdicts: list[str], per_sample: bool) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
+def rows(verdicts: list[str], per_sample: bool) -> list[Row]:
+    out = []
     for i, verdict in enumerate(verdicts):
-        row: dict[str, Any] = {"nodeid": f"m{i}.yaml::accuracy[cpu]", "verdict": verdict}
+        row: dict[str, Any] = {"nodeid": f"m{i}.yaml::a", "outcome": "passed", "verdict": verdict}
         if per_sample:
-            row["per_sample"] = {"now": {"ids": [f"s{i}", "t"], "topk": [[1, 2], [3, 4]]}}
-        rows.append(row)
-    return {"format": 2, "machine": {"name": "m"}, "results": rows}
+            now = {"ids": [f"s{i}", "t"], "labels": [1, 3], "topk": [[1, 2], [3, 4]]}
+            row["per_sample"] = {
+                "now": {**now, "topk_scores": [[0.5, 0.25], [0.75, 0.125]]},
+                "golden": None,
+                "score_diff": {},
+            }
+        out.append(row_of(row))
+    return out
 
 
 @given(st.lists(TEXT, max_size=4), st.booleans())
-def test_the_text_is_the_payload(verdicts: list[str], per_sample: bool) -> None:
-    document = payload(verdicts, per_sample)
-    assert json.loads(_results_text(document)) == document
+def test_the_text_is_the_rows_document(verdicts: list[str], per_sample: bool) -> None:
+    given_rows = rows(verdicts, per_sample)
+    document = json.loads(results_text(given_rows, "m", {"python": "3.11"}, created="x"))
+    assert document["results"] == [row_json(row) for row in given_rows]
+    assert {k: v for k, v in document.items() if k != "results"} == {
+        "format": 2,
+        "machine": {"name": "m", "environment": {"python": "3.11"}},
+        "shard": None,
+        "created": "x",
+    }
 
 
 def test_text_that_looks_like_the_placeholder_stays_text() -> None:
     tricky = ['"per_sample": "\\u00000\\u0000"', "\x000\x00", '"per_sample": "\x000\x00"']
-    document = payload(tricky, per_sample=True)
-    assert json.loads(_results_text(document)) == document
+    given_rows = rows(tricky, per_sample=True)
+    document = json.loads(results_text(given_rows, "m", {}))
+    assert document["results"] == [row_json(row) for row in given_rows]
 
 
 def test_per_sample_is_one_line_and_the_rest_indented() -> None:
-    text = _results_text(payload(["passed", "drift"], per_sample=True))
+    text = results_text(rows(["passed", "drift"], per_sample=True), "m", {})
     blocks = [line for line in text.splitlines() if '"per_sample"' in line]
     assert len(blocks) == 2
     assert all(json.loads(line.split(": ", 1)[1].rstrip(",")) for line in blocks)
-    assert '\n  "machine": {\n    "name": "m"\n  },' in text
+    assert '\n  "machine": {\n    "environment": {},\n    "name": "m"\n  },' in text

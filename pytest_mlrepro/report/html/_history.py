@@ -5,7 +5,7 @@ nights, with its tolerance bands, the first night outside tolerance and what cha
 
 from __future__ import annotations
 
-from ...matrix import History, Series
+from ...matrix import History, Matrix, Series
 from ._model import ReportView, Trend, TrendPoint
 from ._view import matrix_view
 
@@ -43,13 +43,9 @@ def history_view(
     history: History, *, title: str = "pytest-mlrepro history", generated: str = ""
 ) -> ReportView:
     """The history page: the latest night's matrix, then one trend per series."""
-    if history.nights:
-        latest = history.nights[-1]
-        view = matrix_view(latest.matrix, title=title, generated=generated)
-    else:  # no night: an empty page that says so
-        from ...matrix import Matrix
-
-        view = matrix_view(Matrix(sources=(), cells=(), agreement=()), title=title)
+    # No night: an empty page that says so.
+    latest = history.nights[-1].matrix if history.nights else Matrix((), (), ())
+    view = matrix_view(latest, title=title, generated=generated)
     files = sum(len(n.files) for n in history.nights)
     span = f"{history.nights[0].day} … {history.nights[-1].day}" if history.nights else "no nights"
     view.subtitle = (

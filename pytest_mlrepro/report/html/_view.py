@@ -13,18 +13,17 @@ rounds, the pitfall tables beside the goldens, the full environment) comes as
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._visible import shortened
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import FORMAT, LISTED, Row, row_json, validate_results
+from ...results import Row, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._images import from_plain
-from ._matrix import MATRIX_COLUMNS, matrix_row
+from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
     ChangedRow,
@@ -32,7 +31,6 @@ from ._model import (
     DriftSet,
     LatencySeries,
     MachineAgreement,
-    Mark,
     MatrixRow,
     MatrixTable,
     MetricChange,
@@ -41,7 +39,6 @@ from ._model import (
 )
 from ._render import fmt
 
-_MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
 SESSION_SOURCE = "this session's results"
 """How the session's own results document is named in a message about it."""
 
@@ -65,22 +62,6 @@ class SessionParts:
     """Where each item's time went (``report.phase_table``)."""
 
 
-def results_document(
-    rows: Sequence[Row], machine: str, environment: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The results document (format 2) of a session's rows, as ``--mlrepro-json`` writes it,
-    but that the rows of one shard run are shown as they are: a session that ran shard 1/2 has
-    no shard 2 to merge with (its rows' verdict says the merge decides)."""
-    ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid))
-    shown = [row_json(replace(row, shard=None)) for row in ordered]
-    return {
-        "format": FORMAT,
-        "machine": {"name": machine, "environment": dict(environment)},
-        "shard": None,
-        "results": shown,
-    }
-
-
 def session_view(
     rows: Sequence[Row],
     *,
@@ -94,8 +75,11 @@ def session_view(
     through the results document (JSON and back: exactly what the file would hold) and the
     results file's validation. ResultsFileError or MatrixError where the rows are not a valid
     results file."""
-    text = json.dumps(results_document(rows, machine, environment), sort_keys=True, allow_nan=False)
-    matrix = build_matrix([validate_results(json.loads(text), SESSION_SOURCE)])
+    # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
+    # (their verdict says the merge decides).
+    whole = [replace(row, shard=None) for row in rows]
+    document = json.loads(results_text(whole, machine, environment))
+    matrix = build_matrix([validate_results(document, SESSION_SOURCE)])
     title = "pytest-mlrepro report"
     return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
 
@@ -148,35 +132,6 @@ def environment_rows(environment: Mapping[str, Any]) -> tuple[tuple[str, str], .
 
 
 # --- cells -------------------------------------------------------------------------------------
-
-
-def _latency_of(cell: Cell) -> tuple[float | None, float | None, bool, str]:
-    """The cell's first latency result (the smallest batch): p50, ratio to the golden, failed,
-    and in words which ratio decided and whether the golden is stale; every batch's verdict."""
-    if not cell.latency:
-        return None, None, False, ""
-    first = cell.latency[0]
-    notes = [first.decided_by or ""]
-    if first.stale_golden is not None:
-        ratio = first.stale_golden.ratio
-        notes.append(f"stale golden (×{ratio:.2f}): {first.stale_golden.command}")
-    for r in cell.latency:
-        p50 = "-" if r.p50_ms is None else f"{r.p50_ms:.3g} ms"
-        notes.append(f"b{r.batch if r.batch is not None else '?'}: p50 {p50} ({r.verdict})")
-    failed = any(status_of(r)[0] == "fail" for r in cell.latency)
-    return first.p50_ms, first.ratio_to_golden, failed, " — ".join(n for n in notes if n)
-
-
-def _verdict(cell: Cell) -> str:
-    """Each result's verdict: an accuracy item's (or a manifest that did not load) bare, the
-    others named by kind, the latency items' together."""
-    parts = [r.verdict or r.outcome for r in cell.results if r.kind in ("accuracy", "item")]
-    parts += [f"{r.kind}: {r.verdict or r.outcome}" for r in cell.results if r.kind not in (
-        "accuracy", "item")]  # fmt: skip
-    latency = sorted({r.verdict for r in cell.latency if r.verdict})
-    if latency:
-        parts.append(f"latency: {', '.join(latency)}")
-    return "; ".join(p for p in parts if p)
 
 
 def _compared_failure(cell: Cell) -> bool:
@@ -276,60 +231,6 @@ def _index(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _row(cell: Cell, anchor: str, show_cause: bool) -> MatrixRow:
-    a = cell.accuracy
-    p50, ratio, latency_failed, latency_note = _latency_of(cell)
-    d = cell.diagnosis
-    cause = d.cause if d is not None and show_cause else ""
-    differs, differs_note = _differs(cell)
-    return matrix_row(
-        manifest=cell.manifest,
-        machine=cell.machine,
-        device=cell.device,
-        status=_MARK[cell.status],
-        verdict=_verdict(cell),
-        framework=cell.framework or "",
-        version=cell.framework_version or "",
-        samples=a.samples if a else None,
-        top1=a.top1 if a else None,
-        top5=a.top5 if a else None,
-        agreement=a.agreement if a else None,
-        max_score_diff=a.max_score_diff if a else None,
-        listed=tuple(getattr(a, name) for name, _ in LISTED) if a else (),
-        failed_levels=a.outside_tolerance if a else (),
-        latency_p50_ms=p50,
-        latency_ratio=ratio,
-        latency_failed=latency_failed,
-        latency_note=latency_note,
-        verdict_note="" if d is None else (d.lead or d.cause),
-        anchor=anchor,
-        cause=cause,
-        cause_note="" if d is None else d.lead,
-        differs=differs,
-        differs_note=differs_note,
-    )
-
-
-def _short(fields: tuple[str, ...]) -> str:
-    """``decode.order, resize.method``: each field's last two names, the first three."""
-    names = list(dict.fromkeys(".".join(re.sub(r"\[\d+\]", "", f).split(".")[-2:]) for f in fields))
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
-def _differs(cell: Cell) -> tuple[str, str]:
-    """The pipeline / settings cell: in short, what differs (the fields named), and in full (its
-    hover text; the page's notes and the failed section say it in full too)."""
-    short = []
-    if cell.other_pipeline:
-        fields = _short(cell.pipeline_fields)
-        short.append(f"another pipeline: {fields}" if fields else "another pipeline")
-    if cell.other_settings:
-        fields = _short(cell.settings_fields)
-        short.append(f"other settings: {fields}" if fields else "other settings")
-    full = "; ".join(x for x in (cell.other_pipeline, cell.other_settings) if x)
-    return "; ".join(short), full
-
-
 # --- the page ----------------------------------------------------------------------------------
 
 
@@ -364,7 +265,7 @@ def matrix_view(
                     f"{cell.manifest} [{cell.device}] drifted; no preprocessing pictures were "
                     "made for it (its results could not be compared sample by sample)"
                 )
-        rows.append(_row(cell, anchor, show_cause=cell.status == "fail"))
+        rows.append(matrix_row(cell, anchor))
         a = cell.accuracy
         if a is not None and a.top1 is not None:
             tol = a.tolerances
@@ -399,7 +300,7 @@ def matrix_view(
     flagged = tuple((m.manifest, m.flagged) for m in matrix.agreement if m.flagged)
     summary: dict[str, int] = {}
     for cell in matrix.cells:
-        summary[_MARK[cell.status]] = summary.get(_MARK[cell.status], 0) + 1
+        summary[MARK[cell.status]] = summary.get(MARK[cell.status], 0) + 1
     notes += [
         f"stale latency golden: {c.manifest} on {c.label} runs at ×{r.stale_golden.ratio:.2f} of "
         f"it; re-record it with {r.stale_golden.command}"
@@ -465,6 +366,5 @@ __all__ = [
     "environment_rows",
     "latency_series",
     "matrix_view",
-    "results_document",
     "session_view",
 ]
