@@ -21,18 +21,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._files import check_writable_folder
-from ..diagnosis import first_step_outputs, sensitivity_table_path
+from ..diagnosis import PitfallTable, first_step_outputs, read_sensitivity, sensitivity_table_path
 from ..errors import MlreproError, OutputError
 from ..fingerprint import environment
 from ..report import phase_table
 from ..report.html import (
     ReportUnavailable,
-    SensitivityTable,
     SessionParts,
     drift_image,
     environment_rows,
     latency_series,
-    pitfall_tables,
     plain,
     require_libraries,
     thumbnail,
@@ -190,19 +188,27 @@ def write_html_report(session: pytest.Session, state: RunState) -> None:
 
 def _sensitivity(
     config: pytest.Config, rows: list[Row], notes: list[str]
-) -> list[SensitivityTable]:
-    """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/)."""
+) -> list[tuple[str, PitfallTable]]:
+    """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/),
+    each with its path as shown; one that cannot be read is a note, not shown."""
     golden_dir = config.stash[settings_key].golden_dir
-    found: dict[Path, tuple[Path, str, str]] = {}
+    found: dict[Path, tuple[str, PitfallTable]] = {}
     for row in rows:
-        shown = row.golden
-        if shown is None:
+        if row.golden is None:
             continue
-        golden = Path(shown) if Path(shown).is_absolute() else config.rootpath / shown
-        path = sensitivity_table_path(golden, golden_dir)
-        if path.is_file():
-            found.setdefault(path, (path, display_path(config, path), str(row.manifest)))
-    return pitfall_tables(list(found.values()), golden_dir, notes)
+        golden = Path(row.golden)
+        path = sensitivity_table_path(config.rootpath / golden, golden_dir)
+        shown = display_path(config, path)
+        if path in found or not path.is_file():
+            continue
+        try:
+            table = read_sensitivity(path, golden_dir)
+        except MlreproError as exc:
+            notes.append(f"the pitfall table {shown} could not be read ({exc}); not shown")
+            continue
+        if table is not None:
+            found[path] = (shown, table)
+    return list(found.values())
 
 
 def session_view(config: pytest.Config, state: RunState) -> ReportView:

@@ -9,7 +9,9 @@ import re
 
 import numpy as np
 import pytest
+from helpers import pitfall_table
 
+from pytest_mlrepro.diagnosis import PitfallRow
 from pytest_mlrepro.report import html as report
 from pytest_mlrepro.report.html import _render
 
@@ -118,14 +120,12 @@ def test_charts_of_every_kind_are_inline_svg() -> None:
     view = _view(
         latency=(report.LatencySeries("m cpu b1 model", (1.0, 1.2, 1.1), golden_p50_ms=1.0),),
         sensitivity=(
-            report.SensitivityTable(
-                "m",
+            (
                 "golden/pitfalls/m.json",
-                10,
-                80.0,
-                (
-                    report.SensitivityBar("colour order", "BGR instead of RGB", 40.0, 0.5),
-                    report.SensitivityBar("crop", "no crop", None, None, "shape mismatch"),
+                pitfall_table(
+                    80.0,
+                    PitfallRow("bgr", "colour order", "BGR instead of RGB", 40.0, 60.0, 0.5),
+                    PitfallRow("crop", "crop", "no crop", error="shape mismatch"),
                 ),
             ),
         ),

@@ -21,13 +21,10 @@ from ._model import (
     MatrixRow,
     MatrixTable,
     ReportView,
-    SensitivityBar,
-    SensitivityTable,
     TableCell,
     Trend,
     TrendPoint,
 )
-from ._pitfalls import pitfall_tables
 from ._render import (
     ReportUnavailable,
     render_html,
@@ -54,8 +51,6 @@ __all__ = [
     "MatrixTable",
     "ReportUnavailable",
     "ReportView",
-    "SensitivityBar",
-    "SensitivityTable",
     "SessionParts",
     "TableCell",
     "Trend",
@@ -68,7 +63,6 @@ __all__ = [
     "level_colour",
     "matrix_row",
     "matrix_view",
-    "pitfall_tables",
     "plain",
     "render_html",
     "require_libraries",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._visible import shortened
+from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
 from ...results import FORMAT, LISTED, Row, row_json, validate_results
 from .._matrix_text import machine_columns, machine_notes
@@ -37,7 +38,6 @@ from ._model import (
     MatrixTable,
     MetricChange,
     ReportView,
-    SensitivityTable,
 )
 from ._render import fmt
 
@@ -58,7 +58,7 @@ class SessionParts:
 
     drift: tuple[Mapping[str, Any], ...] = ()
     latency: tuple[LatencySeries, ...] = ()
-    sensitivity: tuple[SensitivityTable, ...] = ()
+    sensitivity: tuple[tuple[str, PitfallTable], ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     phases: Table = ((), ())
