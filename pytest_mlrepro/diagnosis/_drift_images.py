@@ -42,14 +42,13 @@ class ProbeOutputs:
 class FirstStepOutputs:
     """The first differing step and its outputs on a few probe samples.
 
-    ``step`` is "" when no step differs (or none could be compared); ``note`` says why, or adds
-    what the pictures cannot show (an environment that changes the golden's own pipeline)."""
+    ``first`` is None when no step differs (or none could be compared); ``note`` says why, or
+    adds what the pictures cannot show (an environment that changes the golden's own pipeline).
+    The indexes are of the outputs shown (``StepReport.compared_outputs``)."""
 
-    step: str = ""
-    status: str = ""  # differs | added | removed
-    description: str = ""  # how it differs, in words (the step fingerprints' text)
-    golden_index: int | None = None  # the step's position in the golden's pipeline
-    now_index: int | None = None  # and in the current one
+    first: probe_store.StepDiff | None = None
+    golden_index: int | None = None
+    now_index: int | None = None
     golden_layout: str = "HWC"
     now_layout: str = "HWC"
     golden_order: str = "RGB"  # the channel order of the shown outputs
@@ -94,13 +93,7 @@ def first_step_outputs(
         chosen = probe_store.select(ids, shown, prefer)
         golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
         golden_index, now_index = report.compared_outputs(first)
-        out = FirstStepOutputs(
-            step=first.op,
-            status=first.status,
-            description=first.text,
-            golden_index=golden_index,
-            now_index=now_index,
-        )
+        out = FirstStepOutputs(first, golden_index, now_index)
         if golden_index is not None:
             out.golden_layout = golden_states[golden_index].layout
             out.golden_order = golden_states[golden_index].order

@@ -88,9 +88,13 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
     try:
         changed = [c.id for c in comparison.changed]
         outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
-        shown = ("step", "status", "description", "golden_index", "now_index", "note")
-        data.update({name: getattr(outputs, name) for name in shown})
+        if outputs.first is not None:
+            first = outputs.first
+            data.update(step=first.op, status=first.status, description=first.text)
         data.update(
+            golden_index=outputs.golden_index,
+            now_index=outputs.now_index,
+            note=outputs.note,
             channels=_channels(outputs.golden_order, outputs.now_order),
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...diagnosis import PitfallTable
+from ...diagnosis import LAYER_TOLERANCE, PitfallTable
 from ._model import (
     AccuracyPoint,
     CrossMachine,
@@ -266,17 +266,17 @@ def layer_chart(drift: DriftSet) -> str | None:
     start to differ, and whether the difference grows after it; the tolerance dashed."""
     if not drift.layers:
         return None
-    floor = drift.layer_tolerance / 100  # identical layers drawn on the axis, not at zero
+    floor = LAYER_TOLERANCE / 100  # identical layers drawn on the axis, not at zero
     depth = [d for d, _, _ in drift.layers]
     values = [max(v, floor) if math.isfinite(v) else 1e6 for _, _, v in drift.layers]
     figure = _figure(WIDTH, 2.6)
     axes = figure.add_subplot()
-    colours = [FAIL if v > drift.layer_tolerance else PASS for v in values]
+    colours = [FAIL if v > LAYER_TOLERANCE else PASS for v in values]
     axes.plot(depth, values, color=MUTED, linewidth=1)
     axes.scatter(depth, values, color=colours, s=12, zorder=3)
-    axes.axhline(drift.layer_tolerance, color="black", linestyle="--", linewidth=1)
+    axes.axhline(LAYER_TOLERANCE, color="black", linestyle="--", linewidth=1)
     axes.set_yscale("log")
-    first = next(((d, name) for d, name, v in drift.layers if v > drift.layer_tolerance), None)
+    first = next(((d, name) for d, name, v in drift.layers if v > LAYER_TOLERANCE), None)
     if first is not None:
         axes.annotate(
             f"first: {first[1]}",

@@ -145,7 +145,6 @@ class DriftSet:
     # The model compared layer by layer (layer fingerprints): (depth, layer, difference relative
     # to the golden's std), in the model's order; () when the golden keeps none.
     layers: tuple[tuple[int, str, float], ...] = ()
-    layer_tolerance: float = 1e-3
     note: str = ""
     anchor: str = ""
     verdict: str = ""
