@@ -14,6 +14,7 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,6 @@ from ..report.html import (
     drift_image,
     environment_rows,
     latency_series,
-    plain,
     require_libraries,
     thumbnail,
     write_html,
@@ -74,12 +74,13 @@ def check_html_target(config: pytest.Config) -> None:
 # --- the drifted item's pictures ----------------------------------------------------------------
 
 
-def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
+def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     """For a drifted accuracy item, when a report is asked for: the first differing step's
-    outputs on a few probe samples, as pictures, kept for its report. Never fails the item (a
-    picture that cannot be made is a note in the report)."""
+    outputs on a few probe samples, as pictures, and the diagnosis's layer comparison, kept for
+    its report. Never fails the item (a picture that cannot be made is a note in the report)."""
     if html_path(item.config) is None:
         return
+    golden, result = drifted.golden, drifted.result
     data: dict[str, Any] = {
         "manifest": item.manifest.name,
         "device": item.device,
@@ -99,7 +100,7 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),
             probes=[
-                plain(
+                asdict(
                     drift_image(
                         p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout
                     )
@@ -110,6 +111,9 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
     except Exception as exc:  # the report is a bonus: the verdict stands on its own
         data.update(step="", probes=[], note=f"no pictures ({type(exc).__name__}: {exc})")
     data["thumbnails"] = _thumbnails(result.samples, [c.id for c in comparison.changed])
+    # inf (a shape change) is kept as a large number: the data crosses to the xdist
+    # controller as JSON.
+    data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in drifted.layers]
     item.stash[_drift_key] = data
 
 
@@ -145,15 +149,6 @@ def _dtypes(probes: list[Any]) -> str:
     if len({k for _, k in kinds}) == 1:
         return kinds[0][1]
     return ", ".join(f"{side} {kind}" for side, kind in kinds)
-
-
-def keep_layers(item: Any, layers: list[tuple[int, str, float]]) -> None:
-    """The diagnosis's layer comparison, for the drifted item's chart (when a report is asked
-    for: collect_drift made its entry). inf (a shape change) is kept as a large number: the
-    report's data crosses to the xdist controller as JSON."""
-    data = item.stash.get(_drift_key, None)
-    if data is not None and layers:
-        data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in layers]
 
 
 def drift_of(item: pytest.Item) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ model, each from what it has.
 from __future__ import annotations
 
 from ._history import history_view
-from ._images import drift_image, from_plain, level_colour, plain, thumbnail
+from ._images import drift_image, from_plain, level_colour, thumbnail
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
@@ -63,7 +63,6 @@ __all__ = [
     "level_colour",
     "matrix_row",
     "matrix_view",
-    "plain",
     "render_html",
     "require_libraries",
     "session_view",

@@ -184,13 +184,9 @@ def drift_image(
     )
 
 
-def plain(image: DriftImage) -> dict[str, object]:
-    """A :class:`DriftImage` as JSON-able data (what an xdist worker sends with its report)."""
-    return dataclasses.asdict(image)
-
-
 def from_plain(data: dict[str, Any]) -> DriftImage:
-    """The reverse of :func:`plain`, after a trip through JSON (its lists made tuples again)."""
+    """A :class:`DriftImage` from its ``dataclasses.asdict`` (what an xdist worker sends with
+    its report), after a trip through JSON (its lists made tuples again)."""
     known = {f.name for f in dataclasses.fields(DriftImage)}
     fields: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known
