@@ -60,11 +60,9 @@ class Table:
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
-    """Where the table of the golden at ``golden`` is kept: in the pitfalls namespace,
-    ``<golden dir>/pitfalls/<the golden's path in the golden dir>``
-    (``golden/pitfalls/<name>.json``;
-    a folder of its own, like ``golden/latency/``, so that no tool mistakes it for an accuracy
-    golden). Without ``golden_dir``: ``pitfalls/<golden's name>`` in the golden's folder."""
+    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path in
+    the golden dir>``, a folder of its own like ``golden/latency/`` (no tool mistakes it for an
+    accuracy golden); without ``golden_dir``: ``pitfalls/<its name>`` in the golden's folder."""
     if golden_dir is not None and golden.is_relative_to(golden_dir):
         return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
     return golden.parent / "pitfalls" / golden.name
