@@ -80,15 +80,10 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     its report. Never fails the item (a picture that cannot be made is a note in the report)."""
     if html_path(item.config) is None:
         return
-    golden, result = drifted.golden, drifted.result
-    data: dict[str, Any] = {
-        "manifest": item.manifest.name,
-        "device": item.device,
-        "failures": list(comparison.failures),  # the levels outside tolerance: marked cells
-    }
+    samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
+    data: dict[str, Any] = {"manifest": item.manifest.name, "device": item.device}
     try:
-        changed = [c.id for c in comparison.changed]
-        outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
+        outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
         if outputs.first is not None:
             first = outputs.first
             data.update(step=first.op, status=first.status, description=first.text)
@@ -110,7 +105,7 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
         )
     except Exception as exc:  # the report is a bonus: the verdict stands on its own
         data.update(step="", probes=[], note=f"no pictures ({type(exc).__name__}: {exc})")
-    data["thumbnails"] = _thumbnails(result.samples, [c.id for c in comparison.changed])
+    data["thumbnails"] = _thumbnails(samples, changed)
     # inf (a shape change) is kept as a large number: the data crosses to the xdist
     # controller as JSON.
     data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in drifted.layers]
@@ -160,9 +155,7 @@ def drift_of(item: pytest.Item) -> dict[str, Any] | None:
 def drift_row(report: pytest.TestReport) -> dict[str, Any] | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
-    if report.when == "call" and isinstance(data, dict):
-        return {**data, "nodeid": report.nodeid}
-    return None
+    return data if report.when == "call" and isinstance(data, dict) else None
 
 
 # --- the page at the end of the session ---------------------------------------------------------

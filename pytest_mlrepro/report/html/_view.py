@@ -51,7 +51,7 @@ class SessionParts:
     """What a session's page has beyond its results rows.
 
     ``drift``: per drifted item, the plain data its worker sent (``manifest``, ``device``, the
-    first differing step's pictures as :func:`~._images.plain` dicts, ``layers``,
+    first differing step's pictures as ``DriftImage`` dicts (``dataclasses.asdict``), ``layers``,
     ``thumbnails`` ``{sample id: base64 PNG}``); ``latency``: the rounds of each latency
     measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
     the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
