@@ -261,11 +261,9 @@ def agreement_chart(cross: CrossMachine) -> str | None:
     return _rows(axes, ticks, "samples whose top-1 agrees (%)", "Cross-machine agreement")
 
 
-def layer_chart(drift: DriftSet) -> str | None:
+def layer_chart(drift: DriftSet) -> str:
     """The difference from the golden by layer depth (log scale): where the model's outputs
     start to differ, and whether the difference grows after it; the tolerance dashed."""
-    if not drift.layers:
-        return None
     floor = LAYER_TOLERANCE / 100  # identical layers drawn on the axis, not at zero
     depth = [d for d, _, _ in drift.layers]
     values = [max(v, floor) if math.isfinite(v) else 1e6 for _, _, v in drift.layers]
