@@ -62,10 +62,9 @@ def first_step_outputs(
     golden: Golden,
     samples: Sequence[Sample],
     prefer: Collection[str] = (),
-    shown: int = SHOWN,
 ) -> FirstStepOutputs:
     """The outputs of the first preprocessing step whose output differs from the golden
-    pipeline's, for ``shown`` probe samples (half of them, where possible, from ``prefer``: the
+    pipeline's, for ``SHOWN`` probe samples (half of them, where possible, from ``prefer``: the
     samples whose prediction changed). Never raises for a pipeline that cannot run: the
     ``note`` says so."""
     recorded = recorded_steps(golden.manifest)
@@ -81,8 +80,8 @@ def first_step_outputs(
         if not isinstance(probes, dict) or probes.get("format") != probe_store.FORMAT:
             # A golden recorded before it kept step fingerprints: the recorded pipeline's on a
             # few probe samples, made here, stand in for them.
-            chosen = probe_store.select(list(by_id), shown, prefer)
-            probes = probe_store.record(recorded, [by_id[i] for i in chosen], shown)
+            chosen = probe_store.select(list(by_id), SHOWN, prefer)
+            probes = probe_store.record(recorded, [by_id[i] for i in chosen], SHOWN)
         report = probe_store.compare_steps(probes, steps, samples, recorded)
         first, environment = report.first, report.environment_step
         if report.note or first is None:
@@ -90,7 +89,7 @@ def first_step_outputs(
             return FirstStepOutputs(note=report.note or same)
         assert probes is not None  # (a step was compared: the block is well formed)
         ids = [i for i in probes["samples"] if i in by_id]
-        chosen = probe_store.select(ids, shown, prefer)
+        chosen = probe_store.select(ids, SHOWN, prefer)
         golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
         golden_index, now_index = report.compared_outputs(first)
         out = FirstStepOutputs(first, golden_index, now_index)
