@@ -866,3 +866,12 @@ def dev_zero_link(tmp_path: Path) -> Path:
     path = tmp_path / "r.json"
     path.symlink_to("/dev/zero")
     return path
+
+
+def pitfall_table(declared_top1: float, *rows: Any) -> Any:
+    """A pitfall sensitivity table of manifest "m" on 10 samples, as ``mlrepro pitfalls`` makes
+    it: the declared pipeline's top-1 and the variants' ``PitfallRow``s."""
+    from pytest_mlrepro.diagnosis import PitfallRow, PitfallTable
+
+    declared = PitfallRow("declared", "", "the declared pipeline", declared_top1, 90.0, 1.0)
+    return PitfallTable("m", "onnxruntime", "cpu", "d", 10, None, declared, list(rows))

@@ -27,6 +27,7 @@ from ._pitfalls import backends_in_play, left_out_backends
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
 from ._sensitivity import Row as PitfallRow
 from ._sensitivity import Table as PitfallTable
+from ._sensitivity import read as read_sensitivity
 from ._sensitivity import save as save_sensitivity
 from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
@@ -61,6 +62,7 @@ __all__ = [
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
+    "read_sensitivity",
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",

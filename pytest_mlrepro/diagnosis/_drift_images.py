@@ -42,14 +42,13 @@ class ProbeOutputs:
 class FirstStepOutputs:
     """The first differing step and its outputs on a few probe samples.
 
-    ``step`` is "" when no step differs (or none could be compared); ``note`` says why, or adds
-    what the pictures cannot show (an environment that changes the golden's own pipeline)."""
+    ``first`` is None when no step differs (or none could be compared); ``note`` says why, or
+    adds what the pictures cannot show (an environment that changes the golden's own pipeline).
+    The indexes are of the outputs shown (``StepReport.compared_outputs``)."""
 
-    step: str = ""
-    status: str = ""  # differs | added | removed
-    description: str = ""  # how it differs, in words (the step fingerprints' text)
-    golden_index: int | None = None  # the step's position in the golden's pipeline
-    now_index: int | None = None  # and in the current one
+    first: probe_store.StepDiff | None = None
+    golden_index: int | None = None
+    now_index: int | None = None
     golden_layout: str = "HWC"
     now_layout: str = "HWC"
     golden_order: str = "RGB"  # the channel order of the shown outputs
@@ -63,10 +62,9 @@ def first_step_outputs(
     golden: Golden,
     samples: Sequence[Sample],
     prefer: Collection[str] = (),
-    shown: int = SHOWN,
 ) -> FirstStepOutputs:
     """The outputs of the first preprocessing step whose output differs from the golden
-    pipeline's, for ``shown`` probe samples (half of them, where possible, from ``prefer``: the
+    pipeline's, for ``SHOWN`` probe samples (half of them, where possible, from ``prefer``: the
     samples whose prediction changed). Never raises for a pipeline that cannot run: the
     ``note`` says so."""
     recorded = recorded_steps(golden.manifest)
@@ -82,8 +80,8 @@ def first_step_outputs(
         if not isinstance(probes, dict) or probes.get("format") != probe_store.FORMAT:
             # A golden recorded before it kept step fingerprints: the recorded pipeline's on a
             # few probe samples, made here, stand in for them.
-            chosen = probe_store.select(list(by_id), shown, prefer)
-            probes = probe_store.record(recorded, [by_id[i] for i in chosen], shown)
+            chosen = probe_store.select(list(by_id), SHOWN, prefer)
+            probes = probe_store.record(recorded, [by_id[i] for i in chosen], SHOWN)
         report = probe_store.compare_steps(probes, steps, samples, recorded)
         first, environment = report.first, report.environment_step
         if report.note or first is None:
@@ -91,16 +89,10 @@ def first_step_outputs(
             return FirstStepOutputs(note=report.note or same)
         assert probes is not None  # (a step was compared: the block is well formed)
         ids = [i for i in probes["samples"] if i in by_id]
-        chosen = probe_store.select(ids, shown, prefer)
+        chosen = probe_store.select(ids, SHOWN, prefer)
         golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
         golden_index, now_index = report.compared_outputs(first)
-        out = FirstStepOutputs(
-            step=first.op,
-            status=first.status,
-            description=first.text,
-            golden_index=golden_index,
-            now_index=now_index,
-        )
+        out = FirstStepOutputs(first, golden_index, now_index)
         if golden_index is not None:
             out.golden_layout = golden_states[golden_index].layout
             out.golden_order = golden_states[golden_index].order

@@ -25,7 +25,7 @@ from .._files import atomic_write_bytes
 from ..data import Sample
 from ..errors import MlreproError
 from ..fingerprint import environment
-from ..goldens import accuracy, top_k
+from ..goldens import accuracy, read_json, top_k
 from ..manifest import Manifest
 from ..runners import Runner
 from ._counterfactual import score_pipelines
@@ -60,11 +60,9 @@ class Table:
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
-    """Where the table of the golden at ``golden`` is kept: in the pitfalls namespace,
-    ``<golden dir>/pitfalls/<the golden's path in the golden dir>``
-    (``golden/pitfalls/<name>.json``;
-    a folder of its own, like ``golden/latency/``, so that no tool mistakes it for an accuracy
-    golden). Without ``golden_dir``: ``pitfalls/<golden's name>`` in the golden's folder."""
+    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path in
+    the golden dir>``, a folder of its own like ``golden/latency/`` (no tool mistakes it for an
+    accuracy golden); without ``golden_dir``: ``pitfalls/<its name>`` in the golden's folder."""
     if golden_dir is not None and golden.is_relative_to(golden_dir):
         return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
     return golden.parent / "pitfalls" / golden.name
@@ -82,6 +80,48 @@ def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
     text = json.dumps({"format": FORMAT, **plain}, indent=2, sort_keys=True, ensure_ascii=False)
     text += "\n"
     atomic_write_bytes(path, text.encode("utf-8"), what="pitfall table", inside=golden_dir)
+
+
+def read(path: Path, golden_dir: Path | None = None) -> Table | None:
+    """The table :func:`save` wrote at ``path``, through the golden store's bounded reader (a
+    golden of its own kind); None if there is none; MlreproError if it cannot be read or is
+    not a table."""
+    data = read_json(path, "pitfall table", golden_dir)
+    if data is None:
+        return None
+    try:
+        table = Table(
+            name=str(data["name"]),
+            framework=str(data["framework"]),
+            device=str(data["device"]),
+            dataset=str(data["dataset"]),
+            samples=int(data["samples"]),
+            limit=None if data.get("limit") is None else int(data["limit"]),
+            declared=_row(data["declared"]),
+            rows=[_row(r) for r in data["rows"]],
+            environment=dict(data.get("environment") or {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MlreproError(f"{path}: not a pitfall table ({type(exc).__name__}: {exc})") from None
+    if table.declared.top1 is None:
+        raise MlreproError(f"{path}: not a pitfall table (the declared pipeline has no top-1)")
+    return table
+
+
+def _row(data: dict[str, Any]) -> Row:
+    def number(name: str) -> float | None:
+        return None if data.get(name) is None else float(data[name])
+
+    error = data.get("error")
+    return Row(
+        key=str(data["key"]),
+        pitfall=str(data["pitfall"]),
+        description=str(data["description"]),
+        top1=number("top1"),
+        top5=number("top5"),
+        agreement=number("agreement"),
+        error=None if error is None else str(error),
+    )
 
 
 def sensitivity(

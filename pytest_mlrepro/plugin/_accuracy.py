@@ -30,7 +30,7 @@ from ._base import (
     settings_key,
     state_of,
 )
-from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of, keep_layers
+from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of
 from ._item import EvaluatingItem, loadgroup
 
 
@@ -123,8 +123,7 @@ class AccuracyItem(EvaluatingItem):
         self.classes, self.per_sample = outcome.classes, outcome.per_sample
         drifted, comparison = outcome.drifted, outcome.comparison
         if drifted is not None and comparison is not None:  # the HTML report's pictures
-            collect_drift(self, drifted.golden, comparison, drifted.result)
-            keep_layers(self, drifted.layers)
+            collect_drift(self, drifted, comparison)
         if outcome.interrupted is not None:  # a skip, a failure worded already, a time limit
             raise outcome.interrupted
         if outcome.failed:

@@ -14,6 +14,7 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,19 +22,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._files import check_writable_folder
-from ..diagnosis import first_step_outputs, sensitivity_table_path
+from ..diagnosis import PitfallTable, first_step_outputs, read_sensitivity, sensitivity_table_path
 from ..errors import MlreproError, OutputError
 from ..fingerprint import environment
 from ..report import phase_table
 from ..report.html import (
     ReportUnavailable,
-    SensitivityTable,
     SessionParts,
     drift_image,
     environment_rows,
     latency_series,
-    pitfall_tables,
-    plain,
     require_libraries,
     thumbnail,
     write_html,
@@ -76,28 +74,28 @@ def check_html_target(config: pytest.Config) -> None:
 # --- the drifted item's pictures ----------------------------------------------------------------
 
 
-def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
+def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     """For a drifted accuracy item, when a report is asked for: the first differing step's
-    outputs on a few probe samples, as pictures, kept for its report. Never fails the item (a
-    picture that cannot be made is a note in the report)."""
+    outputs on a few probe samples, as pictures, and the diagnosis's layer comparison, kept for
+    its report. Never fails the item (a picture that cannot be made is a note in the report)."""
     if html_path(item.config) is None:
         return
-    data: dict[str, Any] = {
-        "manifest": item.manifest.name,
-        "device": item.device,
-        "failures": list(comparison.failures),  # the levels outside tolerance: marked cells
-    }
+    samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
+    data: dict[str, Any] = {"manifest": item.manifest.name, "device": item.device}
     try:
-        changed = [c.id for c in comparison.changed]
-        outputs = first_step_outputs(item.manifest, golden, result.samples, prefer=changed)
-        shown = ("step", "status", "description", "golden_index", "now_index", "note")
-        data.update({name: getattr(outputs, name) for name in shown})
+        outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
+        if outputs.first is not None:
+            first = outputs.first
+            data.update(step=first.op, status=first.status, description=first.text)
         data.update(
+            golden_index=outputs.golden_index,
+            now_index=outputs.now_index,
+            note=outputs.note,
             channels=_channels(outputs.golden_order, outputs.now_order),
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),
             probes=[
-                plain(
+                asdict(
                     drift_image(
                         p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout
                     )
@@ -107,7 +105,10 @@ def collect_drift(item: Any, golden: Any, comparison: Any, result: Any) -> None:
         )
     except Exception as exc:  # the report is a bonus: the verdict stands on its own
         data.update(step="", probes=[], note=f"no pictures ({type(exc).__name__}: {exc})")
-    data["thumbnails"] = _thumbnails(result.samples, [c.id for c in comparison.changed])
+    data["thumbnails"] = _thumbnails(samples, changed)
+    # inf (a shape change) is kept as a large number: the data crosses to the xdist
+    # controller as JSON.
+    data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in drifted.layers]
     item.stash[_drift_key] = data
 
 
@@ -145,15 +146,6 @@ def _dtypes(probes: list[Any]) -> str:
     return ", ".join(f"{side} {kind}" for side, kind in kinds)
 
 
-def keep_layers(item: Any, layers: list[tuple[int, str, float]]) -> None:
-    """The diagnosis's layer comparison, for the drifted item's chart (when a report is asked
-    for: collect_drift made its entry). inf (a shape change) is kept as a large number: the
-    report's data crosses to the xdist controller as JSON."""
-    data = item.stash.get(_drift_key, None)
-    if data is not None and layers:
-        data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in layers]
-
-
 def drift_of(item: pytest.Item) -> dict[str, Any] | None:
     """The pictures :func:`collect_drift` kept for ``item``, for its call's report (an attribute
     of plain data, which xdist's report serialisation carries to the controller)."""
@@ -163,9 +155,7 @@ def drift_of(item: pytest.Item) -> dict[str, Any] | None:
 def drift_row(report: pytest.TestReport) -> dict[str, Any] | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
-    if report.when == "call" and isinstance(data, dict):
-        return {**data, "nodeid": report.nodeid}
-    return None
+    return data if report.when == "call" and isinstance(data, dict) else None
 
 
 # --- the page at the end of the session ---------------------------------------------------------
@@ -190,19 +180,27 @@ def write_html_report(session: pytest.Session, state: RunState) -> None:
 
 def _sensitivity(
     config: pytest.Config, rows: list[Row], notes: list[str]
-) -> list[SensitivityTable]:
-    """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/)."""
+) -> list[tuple[str, PitfallTable]]:
+    """The pitfall sensitivity tables kept beside the goldens of these rows (golden/pitfalls/),
+    each with its path as shown; one that cannot be read is a note, not shown."""
     golden_dir = config.stash[settings_key].golden_dir
-    found: dict[Path, tuple[Path, str, str]] = {}
+    found: dict[Path, tuple[str, PitfallTable]] = {}
     for row in rows:
-        shown = row.golden
-        if shown is None:
+        if row.golden is None:
             continue
-        golden = Path(shown) if Path(shown).is_absolute() else config.rootpath / shown
-        path = sensitivity_table_path(golden, golden_dir)
-        if path.is_file():
-            found.setdefault(path, (path, display_path(config, path), str(row.manifest)))
-    return pitfall_tables(list(found.values()), golden_dir, notes)
+        golden = Path(row.golden)
+        path = sensitivity_table_path(config.rootpath / golden, golden_dir)
+        shown = display_path(config, path)
+        if path in found or not path.is_file():
+            continue
+        try:
+            table = read_sensitivity(path, golden_dir)
+        except MlreproError as exc:
+            notes.append(f"the pitfall table {shown} could not be read ({exc}); not shown")
+            continue
+        if table is not None:
+            found[path] = (shown, table)
+    return list(found.values())
 
 
 def session_view(config: pytest.Config, state: RunState) -> ReportView:

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_helpers import needs_chromium, open_page, screenshot
-from helpers import Project, drifted_project, short_reference
+from helpers import Project, drifted_project, pitfall_table, short_reference
 
 from pytest_mlrepro.cli import main
+from pytest_mlrepro.diagnosis import PitfallRow
 from pytest_mlrepro.report.html import MATRIX_COLUMNS as COLUMNS
 
 pytest.importorskip("onnxruntime")
@@ -42,11 +43,7 @@ def _report_libraries_loaded() -> None:
             ),
         ),
         latency=(report.LatencySeries("m", (1.0, 2.0, 3.0), golden_p50_ms=2.0),),
-        sensitivity=(
-            report.SensitivityTable(
-                "m", "x", 1, 50.0, (report.SensitivityBar("p", "d", 1.0, 0.5),)
-            ),
-        ),
+        sensitivity=(("x", pitfall_table(50.0, PitfallRow("p", "p", "d", 1.0, 2.0, 0.5))),),
         cross_machine=report.CrossMachine((report.MachineAgreement("m", "a", "b", 0.9),)),
     )
     report.render_html(view)

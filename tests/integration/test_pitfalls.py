@@ -20,7 +20,8 @@ from helpers import CHILD_TIMEOUT_S, command_in_process
 from pytest_mlrepro.data._datasets import resolve_dataset
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis._counterfactual import score_pipelines
-from pytest_mlrepro.diagnosis._sensitivity import save, sensitivity, table_path
+from pytest_mlrepro.diagnosis._sensitivity import read, save, sensitivity, table_path
+from pytest_mlrepro.errors import MlreproError
 from pytest_mlrepro.evaluation import postprocessed, run_model
 from pytest_mlrepro.manifest._spec import load_manifest
 from pytest_mlrepro.pipeline._steps import (
@@ -328,6 +329,15 @@ def test_the_sensitivity_table(tiny, tmp_path: Path) -> None:
     assert {r["key"]: r["agreement"] for r in saved["rows"]}["colour:BGR"] == round(
         rows["colour:BGR"].agreement, 6
     )
+    # Read back as the report shows it: the same table, its figures rounded as saved.
+    again = read(path)
+    assert again is not None and again.rows[0].key == table.rows[0].key
+    assert again.declared.top1 == round(table.declared.top1 or 0.0, 4)
+    assert read(tmp_path / "none.json") is None
+    del saved["declared"]
+    path.write_text(json.dumps(saved))
+    with pytest.raises(MlreproError, match=f"{re.escape(str(path))}: not a pitfall table"):
+        read(path)
     only = sensitivity(
         manifest, runner, dataset.samples[:5], only=["colour order", "layout:reshape"]
     )

@@ -22,6 +22,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, make_project, manifest_text
 from pytest_mlrepro import goldens
 from pytest_mlrepro.data import resolve_dataset
 from pytest_mlrepro.diagnosis import FirstStepOutputs, first_step_outputs
+from pytest_mlrepro.diagnosis._step_fingerprints import StepDiff
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.report import html as report
 from pytest_mlrepro.settings import Settings
@@ -37,6 +38,11 @@ class Drift:
     outputs: FirstStepOutputs
     pictures: tuple[report.DriftImage, ...]
     page: str  # the page of a DriftSet made of them
+
+    @property
+    def first(self) -> StepDiff:
+        assert self.outputs.first is not None, self.outputs.note
+        return self.outputs.first
 
 
 def _decode(data: str) -> np.ndarray:
@@ -73,9 +79,9 @@ def _drift(tmp_path: Path, assets: Path, edit: tuple[str, str], *, probes: bool 
         manifest="tiny_onnx",
         machine="",
         device="cpu",
-        step=outputs.step,
-        status=outputs.status,
-        description=outputs.description,
+        step=outputs.first.op if outputs.first else "",
+        status=outputs.first.status if outputs.first else "",
+        description=outputs.first.text if outputs.first else "",
         golden_index=outputs.golden_index,
         now_index=outputs.now_index,
         channels=f"channels in {outputs.now_order} order",
@@ -119,7 +125,7 @@ def test_the_pictures_are_of_the_first_differing_step(
     kind: str,
 ) -> None:
     drift = _drift(tmp_path, mlrepro_assets, edit)
-    assert (drift.outputs.step, drift.outputs.status) == (step, "differs")
+    assert (drift.first.op, drift.first.status) == (step, "differs")
     assert len(drift.outputs.probes) == 3
     for probe in drift.outputs.probes:
         assert probe.golden is not None and probe.now is not None
@@ -162,7 +168,7 @@ def test_a_removed_step_is_shown_beside_the_step_before_it(
 ) -> None:
     line = "      - {crop: {size: [32, 32], rounding: google}}\n"
     drift = _drift(tmp_path, mlrepro_assets, (line, ""))
-    assert (drift.outputs.step, drift.outputs.status) == ("crop", "removed")
+    assert (drift.first.op, drift.first.status) == ("crop", "removed")
     page = drift.page
     assert '<span class="step first-step">crop</span>' in page
     assert "crop is gone from the current pipeline" in page
@@ -178,10 +184,10 @@ def test_a_golden_without_step_fingerprints_still_gets_its_pictures(
 ) -> None:
     """The recorded pipeline's fingerprints are made here to find the first differing step."""
     drift = _drift(tmp_path, mlrepro_assets, (PREPROCESS_RGB, PREPROCESS_BGR), probes=False)
-    assert drift.outputs.step == "decode"
+    assert drift.first.op == "decode"
     assert '<span class="step first-step">decode</span>' in drift.page
-    assert "on 3/3 probes" in drift.outputs.description
-    assert html.escape(drift.outputs.description) in drift.page
+    assert "on 3/3 probes" in drift.first.text
+    assert html.escape(drift.first.text) in drift.page
     assert [k for k, _ in PNG.findall(drift.page)] == [
         "drift-golden",
         "drift-now",

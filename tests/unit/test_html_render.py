@@ -4,12 +4,15 @@ determinism), tensors as pictures, and the usage error without the report's libr
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import re
 
 import numpy as np
 import pytest
+from helpers import pitfall_table
 
+from pytest_mlrepro.diagnosis import PitfallRow
 from pytest_mlrepro.matrix import Cell
 from pytest_mlrepro.report import html as report
 from pytest_mlrepro.report.html import _render
@@ -120,14 +123,12 @@ def test_charts_of_every_kind_are_inline_svg() -> None:
     view = _view(
         latency=(report.LatencySeries("m cpu b1 model", (1.0, 1.2, 1.1), golden_p50_ms=1.0),),
         sensitivity=(
-            report.SensitivityTable(
-                "m",
+            (
                 "golden/pitfalls/m.json",
-                10,
-                80.0,
-                (
-                    report.SensitivityBar("colour order", "BGR instead of RGB", 40.0, 0.5),
-                    report.SensitivityBar("crop", "no crop", None, None, "shape mismatch"),
+                pitfall_table(
+                    80.0,
+                    PitfallRow("bgr", "colour order", "BGR instead of RGB", 40.0, 60.0, 0.5),
+                    PitfallRow("crop", "crop", "no crop", error="shape mismatch"),
                 ),
             ),
         ),
@@ -161,7 +162,7 @@ def test_an_output_is_shown_in_its_own_channel_order_on_one_scale() -> None:
     assert tuple(now[1, 1]) == (85, 85, 255)  # blue first: the channel order as it is
     assert tuple(diff[0, 0]) == (255, 255, 255)  # the largest difference is white
     assert image.changed_fraction == pytest.approx(2 / 3)  # red and blue differ, green not
-    assert report.from_plain(report.plain(image)) == image
+    assert report.from_plain(dataclasses.asdict(image)) == image
 
 
 def test_outputs_that_cannot_be_compared_say_why() -> None:
@@ -263,7 +264,7 @@ def test_a_large_output_is_shown_reduced_and_a_single_differing_pixel_stays_visi
     assert tuple(diff[167, 0]) == tuple(int(one_level[i : i + 2], 16) for i in (1, 3, 5))
     assert tuple(diff[167, 0]) == (96, 0, 0) and int(diff.sum()) == 96
     assert image.level == 1.0 and image.full == 255.0
-    assert report.from_plain(report.plain(image)) == image
+    assert report.from_plain(dataclasses.asdict(image)) == image
     page = report.render_html(
         _view(drift=(report.DriftSet("m", "a", "cpu", "decode", probes=(image,)),))
     )

@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 import pytest
+from helpers import pitfall_table
 
+from pytest_mlrepro.diagnosis import PitfallRow
 from pytest_mlrepro.matrix import build_matrix
 from pytest_mlrepro.report import html as report
 from pytest_mlrepro.results import (
@@ -280,9 +282,7 @@ def test_agreement_and_sensitivity_axes_end_at_100_percent() -> None:
     texts = _axis_limits(_svg(agreement_chart(cross) or ""))
     ticks = [float(t) for t in texts if re.fullmatch(r"\d+(\.\d+)?", t)]
     assert max(ticks) == 100.0, ticks
-    table = report.SensitivityTable(
-        "m", "x", 6, 50.0, (report.SensitivityBar("p", "d", 50.0, 1.0),)
-    )
+    table = pitfall_table(50.0, PitfallRow("p", "p", "d", 50.0, 60.0, 1.0))
     texts = _axis_limits(_svg(sensitivity_chart(table)))
     ticks = [float(t) for t in texts if re.fullmatch(r"\d+(\.\d+)?", t)]
     assert max(ticks) == 100.0, ticks

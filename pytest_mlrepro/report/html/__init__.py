@@ -9,7 +9,7 @@ model, each from what it has.
 from __future__ import annotations
 
 from ._history import history_view
-from ._images import drift_image, from_plain, level_colour, plain, thumbnail
+from ._images import drift_image, from_plain, level_colour, thumbnail
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
@@ -21,13 +21,10 @@ from ._model import (
     MatrixRow,
     MatrixTable,
     ReportView,
-    SensitivityBar,
-    SensitivityTable,
     TableCell,
     Trend,
     TrendPoint,
 )
-from ._pitfalls import pitfall_tables
 from ._render import (
     ReportUnavailable,
     render_html,
@@ -54,8 +51,6 @@ __all__ = [
     "MatrixTable",
     "ReportUnavailable",
     "ReportView",
-    "SensitivityBar",
-    "SensitivityTable",
     "SessionParts",
     "TableCell",
     "Trend",
@@ -68,8 +63,6 @@ __all__ = [
     "level_colour",
     "matrix_row",
     "matrix_view",
-    "pitfall_tables",
-    "plain",
     "render_html",
     "require_libraries",
     "session_view",

@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...diagnosis import LAYER_TOLERANCE, PitfallTable
 from ._model import (
     AccuracyPoint,
     CrossMachine,
     DriftSet,
     LatencySeries,
-    SensitivityTable,
     Trend,
 )
 
@@ -187,11 +187,11 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-def sensitivity_chart(table: SensitivityTable) -> str:
+def sensitivity_chart(table: PitfallTable) -> str:
     """Top-1 and agreement with the declared pipeline under each pitfall, worst agreement
     first; variants that cannot run are listed with "cannot run"."""
     bars = sorted(
-        table.bars,
+        table.rows,
         key=lambda b: (b.agreement is None, b.agreement if b.agreement is not None else 0.0),
     )
     figure = _figure(WIDTH, _height(len(bars), 0.3, 1.6))
@@ -207,7 +207,8 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     ]
     right.barh(y, agreement, color=colours)
     left.barh(y, top1, color=TOP1)
-    left.axvline(table.declared_top1, color="black", linestyle="--", linewidth=1)
+    declared = table.declared.top1 or 0.0  # a table without it is not read (diagnosis.read)
+    left.axvline(declared, color="black", linestyle="--", linewidth=1)
     for yy, bar, value in zip(y, bars, agreement):
         text = "cannot run" if bar.error else f"{value:.1f}%"
         # Inside the bar's end when it is long: the axis stops at 100 %.
@@ -228,8 +229,8 @@ def sensitivity_chart(table: SensitivityTable) -> str:
     left.set_xlabel("top-1 (%)")
     right.set_xlabel("agreement with the declared top-1 (%)")
     figure.suptitle(
-        f"Pitfall sensitivity of {table.manifest} ({table.samples} samples; dashed: the declared "
-        f"pipeline's top-1, {table.declared_top1:.2f}%)",
+        f"Pitfall sensitivity of {table.name} ({table.samples} samples; dashed: the declared "
+        f"pipeline's top-1, {declared:.2f}%)",
         fontsize=10,
     )
     for axes in (left, right):
@@ -260,22 +261,20 @@ def agreement_chart(cross: CrossMachine) -> str | None:
     return _rows(axes, ticks, "samples whose top-1 agrees (%)", "Cross-machine agreement")
 
 
-def layer_chart(drift: DriftSet) -> str | None:
+def layer_chart(drift: DriftSet) -> str:
     """The difference from the golden by layer depth (log scale): where the model's outputs
     start to differ, and whether the difference grows after it; the tolerance dashed."""
-    if not drift.layers:
-        return None
-    floor = drift.layer_tolerance / 100  # identical layers drawn on the axis, not at zero
+    floor = LAYER_TOLERANCE / 100  # identical layers drawn on the axis, not at zero
     depth = [d for d, _, _ in drift.layers]
     values = [max(v, floor) if math.isfinite(v) else 1e6 for _, _, v in drift.layers]
     figure = _figure(WIDTH, 2.6)
     axes = figure.add_subplot()
-    colours = [FAIL if v > drift.layer_tolerance else PASS for v in values]
+    colours = [FAIL if v > LAYER_TOLERANCE else PASS for v in values]
     axes.plot(depth, values, color=MUTED, linewidth=1)
     axes.scatter(depth, values, color=colours, s=12, zorder=3)
-    axes.axhline(drift.layer_tolerance, color="black", linestyle="--", linewidth=1)
+    axes.axhline(LAYER_TOLERANCE, color="black", linestyle="--", linewidth=1)
     axes.set_yscale("log")
-    first = next(((d, name) for d, name, v in drift.layers if v > drift.layer_tolerance), None)
+    first = next(((d, name) for d, name, v in drift.layers if v > LAYER_TOLERANCE), None)
     if first is not None:
         axes.annotate(
             f"first: {first[1]}",
@@ -377,7 +376,7 @@ def charts(view: Any) -> dict[str, Any]:
         return {
             "accuracy": accuracy_chart(view.accuracy),
             "latency": latency_chart(view.latency),
-            "sensitivity": [(t, sensitivity_chart(t)) for t in view.sensitivity],
+            "sensitivity": [(s, t, sensitivity_chart(t)) for s, t in view.sensitivity],
             "agreement": None if cross is None else agreement_chart(cross),
             "layers": {d.anchor: layer_chart(d) for d in view.drift if d.layers},
             "trends": {t.anchor: trend_chart(t) for t in view.trends},

@@ -18,11 +18,6 @@ from ._model import DriftImage
 MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
 
 
-def reduction(height: int, width: int, max_side: int = MAX_SIDE) -> int:
-    """The integer factor that brings the longer side to at most ``max_side`` (1: as it is)."""
-    return max(1, -(-max(height, width) // max_side))
-
-
 def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
     """An H × W × C image reduced ``factor`` times on both sides: the mean of each block (a
     picture), or its maximum (a difference, so that a single differing pixel stays visible).
@@ -86,9 +81,10 @@ def to_png(image: np.ndarray, lo: float, hi: float) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def heat(diff: np.ndarray, gain: float) -> np.ndarray:
-    """A single-channel |Δ| as a black → red → yellow → white heat map (H × W × 3, 0..255)."""
-    t = np.clip(diff * gain / 255.0, 0.0, 1.0)
+def heat(fraction: np.ndarray) -> np.ndarray:
+    """A single-channel |Δ| on the 0..1 scale of :func:`level_fraction` as a black → red →
+    yellow → white heat map (H × W × 3, 0..255)."""
+    t = np.clip(fraction, 0.0, 1.0)
     red = np.clip(t * 3.0, 0, 1)
     green = np.clip(t * 3.0 - 1.0, 0, 1)
     blue = np.clip(t * 3.0 - 2.0, 0, 1)
@@ -112,7 +108,7 @@ def level_fraction(diff: np.ndarray | float, level: float, full: float) -> np.nd
 def level_colour(levels: float) -> str:
     """The colour (#rrggbb) of a difference of ``levels`` levels (the legend's swatches)."""
     t = float(level_fraction(levels, 1.0, LEVELS))
-    r, g, b = (int(round(v)) for v in heat(np.array([[t * 255.0]]), 1.0)[0, 0])
+    r, g, b = (int(round(v)) for v in heat(np.array([[t]]))[0, 0])
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
@@ -147,7 +143,8 @@ def drift_image(
         shapes = " and ".join(str(tuple(a.shape)) for a in shown)
         return DriftImage(sample, note=f"outputs of shape {shapes} are not images")
     lo, hi = value_range(*shown)
-    factor = max(reduction(*a.shape[:2]) for a in (g, n) if a is not None)
+    # The integer factor that brings the longer side to at most MAX_SIDE (1: as it is).
+    factor = max([1, *(-(-max(a.shape[:2]) // MAX_SIDE) for a in (g, n) if a is not None)])
     golden_png = "" if g is None else to_png(reduce(_shown_channels(g), factor, "mean"), lo, hi)
     now_png = "" if n is None else to_png(reduce(_shown_channels(n), factor, "mean"), lo, hi)
     base = DriftImage(
@@ -175,7 +172,7 @@ def drift_image(
     fraction = level_fraction(reduce(diff[:, :, None], factor, "max")[:, :, 0], level, full)
     return dataclasses.replace(
         base,
-        diff_png=to_png(heat(fraction * 255.0, 1.0), 0.0, 255.0),
+        diff_png=to_png(heat(fraction), 0.0, 255.0),
         max_abs_diff=peak,
         changed_fraction=float(np.count_nonzero(np.abs(g - n))) / max(1, g.size),
         note=note,
@@ -184,13 +181,9 @@ def drift_image(
     )
 
 
-def plain(image: DriftImage) -> dict[str, object]:
-    """A :class:`DriftImage` as JSON-able data (what an xdist worker sends with its report)."""
-    return dataclasses.asdict(image)
-
-
 def from_plain(data: dict[str, Any]) -> DriftImage:
-    """The reverse of :func:`plain`, after a trip through JSON (its lists made tuples again)."""
+    """A :class:`DriftImage` from its ``dataclasses.asdict`` (what an xdist worker sends with
+    its report), after a trip through JSON (its lists made tuples again)."""
     known = {f.name for f in dataclasses.fields(DriftImage)}
     fields: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known

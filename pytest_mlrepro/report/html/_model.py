@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ...diagnosis import PitfallTable
+
 Mark = Literal["", "pass", "fail", "skip", "warn"]
 """How a table cell or row is marked: "" neutral, "fail" red, "warn" amber, "skip" grey."""
 
@@ -77,28 +79,6 @@ class LatencySeries:
     golden_p50_ms: float | None = None
     verdict: str = ""
     failed: bool = False
-
-
-@dataclass(frozen=True)
-class SensitivityBar:
-    """One pitfall variant of the sensitivity table (percentages; agreement a fraction)."""
-
-    pitfall: str
-    description: str
-    top1: float | None
-    agreement: float | None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class SensitivityTable:
-    """A manifest's pitfall sensitivity table (``mlrepro pitfalls --save``), as a chart."""
-
-    manifest: str
-    source: str  # the file it was read from, as shown
-    samples: int
-    declared_top1: float
-    bars: tuple[SensitivityBar, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +145,6 @@ class DriftSet:
     # The model compared layer by layer (layer fingerprints): (depth, layer, difference relative
     # to the golden's std), in the model's order; () when the golden keeps none.
     layers: tuple[tuple[int, str, float], ...] = ()
-    layer_tolerance: float = 1e-3
     note: str = ""
     anchor: str = ""
     verdict: str = ""
@@ -242,7 +221,8 @@ class ReportView:
     generated: str = ""  # when, in words (UTC)
     accuracy: tuple[AccuracyPoint, ...] = ()
     latency: tuple[LatencySeries, ...] = ()
-    sensitivity: tuple[SensitivityTable, ...] = ()
+    # The pitfall tables kept beside the goldens, each with the file it was read from, as shown.
+    sensitivity: tuple[tuple[str, PitfallTable], ...] = ()
     cross_machine: CrossMachine | None = None
     drift: tuple[DriftSet, ...] = ()
     notes: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._visible import shortened
+from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
 from ...results import Row, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
@@ -35,7 +36,6 @@ from ._model import (
     MatrixTable,
     MetricChange,
     ReportView,
-    SensitivityTable,
 )
 from ._render import fmt
 
@@ -48,14 +48,14 @@ class SessionParts:
     """What a session's page has beyond its results rows.
 
     ``drift``: per drifted item, the plain data its worker sent (``manifest``, ``device``, the
-    first differing step's pictures as :func:`~._images.plain` dicts, ``layers``,
+    first differing step's pictures as ``DriftImage`` dicts (``dataclasses.asdict``), ``layers``,
     ``thumbnails`` ``{sample id: base64 PNG}``); ``latency``: the rounds of each latency
     measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
     the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
 
     drift: tuple[Mapping[str, Any], ...] = ()
     latency: tuple[LatencySeries, ...] = ()
-    sensitivity: tuple[SensitivityTable, ...] = ()
+    sensitivity: tuple[tuple[str, PitfallTable], ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     phases: Table = ((), ())
