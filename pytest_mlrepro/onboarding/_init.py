@@ -46,7 +46,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import shape_text
+from ..runners._signature import fixed_size, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._manifest_text import Recipe, render_manifest
@@ -55,7 +55,6 @@ from ._model_info import (
     PackageFile,
     locate_package_file,
     package_file,
-    positive_size,
     read_model,
 )
 from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
@@ -127,7 +126,7 @@ def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
         items = items[1:]  # (C, H, W)
     if len(items) != 2:
         return None
-    height, width = (positive_size(v) for v in items)
+    height, width = (fixed_size(v) for v in items)
     return (height, width) if height and width else None
 
 
