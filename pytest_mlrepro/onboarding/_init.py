@@ -554,7 +554,7 @@ class InitPlan:
 
     def _discover(self) -> None:
         from ..data import resolve_dataset
-        from ._discovery import Progress, discover, spread
+        from ._discovery import Progress, Search, spread
 
         assert self.size is not None and self.settings is not None
         runner = self._runner()
@@ -564,10 +564,9 @@ class InitPlan:
         height, width = self.size
         channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
         with _model_failure("run on the discovery candidates"):
-            found = discover(
-                runner, subset, height, width, self.model.layout, self.model.dtype,
-                progress=Progress.to_terminal(), channels=channels,
-            )  # fmt: skip
+            search = Search(runner, subset, height, width, self.model.layout, self.model.dtype,
+                            progress=Progress.to_terminal())  # fmt: skip
+            found = search.discover(channels)
         self.say(found.render())
         best = found.best
         steps = best.candidate.steps(height, width, self.model.layout, self.model.dtype)
