@@ -233,8 +233,8 @@ def _step(text: StepText) -> pipeline.Step:
 
 
 class Progress:
-    """Where discovery is and how long it has left, on stderr: rewritten in place on a
-    terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
+    """Where a long command is (discovery: and how long it has left), on stderr: rewritten in
+    place on a terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
 
     def __init__(self, write: Callable[[str], None] | None, interval: float) -> None:
         self.write, self.interval = write, interval
@@ -250,19 +250,23 @@ class Progress:
 
         return cls(write, 1.0 if tty else 15.0)
 
-    def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
+    def show(self, text: str, last: bool) -> None:
+        """``text``, unless the last was shown less than the interval ago (``last`` always)."""
         now = time.monotonic()
         if self.write is None or not (last or now - self.last >= self.interval):
             return
         self.last = now
+        self.write(text)
+        if last and sys.stderr.isatty():
+            print(file=sys.stderr)
+
+    def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
         # The estimate is an upper bound: every candidate still in the race run to the end of
         # its stage's budget, at the rate measured so far; eliminations only shorten it.
         rate = elapsed / done if done else 0.0
         estimate = f", at most {_duration(rate * left)} left" if done else ""
-        self.write(f"  discovery: {stage}; {done} model inputs run in {_duration(elapsed)}"
-                   f"{estimate}")  # fmt: skip
-        if last and sys.stderr.isatty():
-            print(file=sys.stderr)
+        self.show(f"  discovery: {stage}; {done} model inputs run in {_duration(elapsed)}"
+                  f"{estimate}", last)  # fmt: skip
 
 
 def _duration(seconds: float) -> str:
