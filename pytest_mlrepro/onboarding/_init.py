@@ -250,6 +250,11 @@ class InitPlan:
         self.channels: int | None = source.channels
         self.recipe = Recipe([], [])
         self._notes: list[str] = []
+        # What complete() made, all undone by a failure: files made at their final place, other
+        # staged files and their final place, folders made.
+        self.created: list[Path] = []
+        self.moves: list[tuple[Path, Path]] = []
+        self.made: list[Path] = []
 
     @property
     def needs_project(self) -> bool:
@@ -271,32 +276,30 @@ class InitPlan:
         staged_checksums, staged_out = _staged(checksums), _staged(out)
         self.settings, self.say = settings, say
         self.out, self.checksums = staged_out, staged_checksums
-        made = [p for p in (checksums.parent, out.parent) if not p.exists()]
-        created: list[Path] = []  # files made at their final place, removed on failure
-        moves: list[tuple[Path, Path]] = []  # other staged files and their final place
+        self.made += [p for p in (checksums.parent, out.parent) if not p.exists()]
         done = False
         try:
             count = write_checksums(self.data, staged_checksums)
-            written = self.run(created, moves, made)
+            written = self.run()
             # The final text names the final checksum list and model file.
             self.checksums = checksums
-            for staged, final in moves:
+            for staged, final in self.moves:
                 if self.model.path == staged:
                     self.model.path = final
             self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
-            for staged, final in moves:
+            for staged, final in self.moves:
                 os.replace(staged, final)
             os.replace(staged_checksums, checksums)
             os.replace(staged_out, out)
             done = True
         finally:
-            for path in (staged_checksums, staged_out, *(staged for staged, _ in moves)):
+            for path in (staged_checksums, staged_out, *(staged for staged, _ in self.moves)):
                 path.unlink(missing_ok=True)
             if not done:
-                for path in created:
+                for path in self.created:
                     path.unlink(missing_ok=True)
-            for folder in made:  # folders init made, left empty by a failure
+            for folder in self.made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
         return Written(out, checksums, count, written, [*self._notes, *self.model.notes])
@@ -341,12 +344,8 @@ class InitPlan:
 
     # --- the steps ----------------------------------------------------------------------
 
-    def run(
-        self, created: list[Path], moves: list[tuple[Path, Path]], made: list[Path]
-    ) -> Path | None:
-        """Size, export, classes and recipe, each settled; the model file made, if any.
-        ``created``: files made at their final place; ``moves``: files staged beside theirs;
-        ``made``: folders made (all undone by a failure)."""
+    def run(self) -> Path | None:
+        """Size, export, classes and recipe, each settled; the model file made, if any."""
         request = self.request
         made_file = None
         if self.channels is None and self.model.builder is not None:
@@ -356,7 +355,7 @@ class InitPlan:
             module = self._load_module()
             self._settle_size(module)
             if request.export is not None:
-                made_file = self._export(module, created, moves, made)
+                made_file = self._export(module)
         assert self.size is not None  # _settle_size refused otherwise
         _check_resolution(*self.size, request)
         self.recipe = self._preset_recipe()
@@ -454,13 +453,7 @@ class InitPlan:
             )
         self.size, self.model.size_source = found
 
-    def _export(
-        self,
-        module: Any,
-        created: list[Path],
-        moves: list[tuple[Path, Path]],
-        made: list[Path],
-    ) -> Path:
+    def _export(self, module: Any) -> Path:
         """The builder's module as ONNX (fixed bytes in the project), or as ONNX or TFLite
         (``--artifact``) built into the cache by a registered artifact builder; the manifest
         then runs that file."""
@@ -481,7 +474,7 @@ class InitPlan:
             assert self.settings is not None
             target = cache_path(f"{request.name}.{request.export}", self.settings)
             root = self.settings.cache_dir
-            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            self.made += [p for p in (target.parent, *target.parents) if not p.exists()]
             try:
                 # The cache is a shared place: no link followed in it (``_files.confine``).
                 make_confined_folder(target.parent, root)
@@ -499,7 +492,7 @@ class InitPlan:
             if not target.exists():
                 # Into the cache at once: the runner finds it there when init runs the model.
                 os.replace(staged, target)
-                created.append(target)
+                self.created.append(target)
             staged.unlink(missing_ok=True)
             file = target
         else:
@@ -508,14 +501,14 @@ class InitPlan:
                 raise InitError(f"{target} exists (--force overwrites it)")
             if module is None:
                 raise InitError(f"{self.model.path}: no PyTorch module to export")
-            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            self.made += [p for p in (target.parent, *target.parents) if not p.exists()]
             size, channels, layout = self.size, self.channels or 3, self.model.layout
             # Staged beside its place (a file it replaces stays until init succeeds); the
             # staged manifest runs the staged file.
             what = f"the export of model builder {self.model.builder!r}'s module to ONNX"
             file = _built(target, lambda path: export_onnx(
                 module, path, size=size, channels=channels, layout=layout), what)  # fmt: skip
-            moves.append((file, target))
+            self.moves.append((file, target))
         weights = self.model
         exported = read_model(file, request.export)
         exported.artifact = request.artifact
