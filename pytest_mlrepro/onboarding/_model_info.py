@@ -14,19 +14,14 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
+from ..manifest._spec import TF_FORMATS
 from ..runners import model_layout, read_onnx, vet_model_file
 from ..runners._artifacts import package_dir
 from ..runners._signature import fixed_size, model_channels
 
-FRAMEWORK_OF = {
-    "onnx": "onnxruntime",
-    "torchscript": "torch",
-    "torch_export": "torch",
-    "state_dict": "torch",
-    "saved_model": "tensorflow",
-    "keras": "tensorflow",
-    "tflite": "tflite",
-}
+# The framework that reads each format (TensorFlow's and TFLite's: the manifest's table).
+FRAMEWORK_OF = dict.fromkeys(("torchscript", "torch_export", "state_dict"), "torch")
+FRAMEWORK_OF |= {"onnx": "onnxruntime"} | {f: fw for fw, fs in TF_FORMATS.items() for f in fs}
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 10: "float16"}
 
 
