@@ -539,7 +539,7 @@ class InitPlan:
             if self.model.layout == "NCHW"
             else (1, height, width, channels)
         )
-        with _model_failure("asked its number of classes with one blank image"):
+        with _failure("the model failed when asked its number of classes with one blank image"):
             out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
         self.classes = int(out.reshape(out.shape[0], -1).shape[1])
         self.say(f"the model outputs {self.classes} classes (asked with one blank image)")
@@ -556,7 +556,7 @@ class InitPlan:
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
         channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
-        with _model_failure("run on the discovery candidates"):
+        with _failure("the model failed when run on the discovery candidates"):
             search = Search(runner, subset, height, width, self.model.layout, self.model.dtype,
                             progress=Progress.to_terminal())  # fmt: skip
             found = search.discover(channels)
@@ -578,17 +578,15 @@ class InitPlan:
 
 
 @contextlib.contextmanager
-def _model_failure(what: str) -> Iterator[None]:
-    """A framework's own exception while init runs the model, said as init's error (what was
-    being done, the framework's words), never a raw traceback; the project's errors pass."""
+def _failure(what: str) -> Iterator[None]:
+    """A framework's or a builder's own exception, said as init's error (``what`` failed, then
+    its words), never a raw traceback; the project's errors and interrupts pass."""
     try:
         yield
-    except (MlreproError, KeyboardInterrupt):
+    except MlreproError:
         raise
     except Exception as exc:
-        raise InitError(
-            f"the model failed when {what}: {type(exc).__name__}: {visible(str(exc))}"
-        ) from None
+        raise InitError(f"{what}: {type(exc).__name__}: {visible(str(exc))}") from None
 
 
 def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
@@ -608,11 +606,10 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
                 staged.unlink()
 
     try:
-        build(staged)
-    except BaseException as exc:
+        with _failure(f"{what} failed"):
+            build(staged)
+    except BaseException:
         discard()
-        if isinstance(exc, Exception) and not isinstance(exc, (InitError, Unavailable)):
-            raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
         raise
     try:
         os.close(open_regular(staged, follow_symlinks=False))
