@@ -18,7 +18,7 @@ import pytest
 
 from .._visible import visible_lines
 from ..settings import shown_path
-from ._configured import Handler, UsageError, guarded, pytest_args, run
+from ._configured import Handler, UsageError, guarded, run
 from ._init import add_parser as add_init
 from ._init import init
 from ._merge import add_history_parser, add_schema_parser, history, merge, schema
@@ -138,7 +138,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlrepro",
         description="pytest-mlrepro from the command line: pitfall sensitivity tables and drift "
@@ -210,14 +210,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    """The command's own arguments, and the rest (pytest's)."""
-    return _parser().parse_known_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
-    args, passed = parse_args(argv)
+    args, passed = parser().parse_known_args(argv)  # the command's own arguments, pytest's
     if args.command == "schema":  # the types' schema: no pytest session
         return schema(args)
     return guarded(lambda: _command(args, passed))
@@ -234,4 +229,4 @@ def _command(args: argparse.Namespace, passed: list[str]) -> int:
     return run(handler, args, passed)
 
 
-__all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]
+__all__ = ["main", "parser"]
