@@ -259,15 +259,11 @@ class InitPlan:
     @property
     def needs_project(self) -> bool:
         """Whether completing needs the project's configuration (its registered builders and
-        settings): to ask a builder or a loaded module, or to run the model at all."""
-        return (
-            self.source.builder is not None
-            or self.source.format == "torchscript"
-            or self.request.discover
-            or self.request.export is not None
-            or self.source.classes is None
-            or self.source.resolution is None
-        )
+        settings): to ask a builder (--export has one) or a loaded module, or to run the model at
+        all. A TorchScript file records no input size: its resolution is None."""
+        source = self.source
+        asks = source.builder is not None or source.classes is None or source.resolution is None
+        return self.request.discover or asks
 
     def complete(self, settings: Settings | None, say: Say = print) -> Written:
         """Write the manifest and the checksum list (and an export); nothing on failure."""
