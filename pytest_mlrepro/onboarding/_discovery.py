@@ -195,8 +195,8 @@ class _Images:
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
         self.cache: dict[tuple[str, bool, Geometry], list[np.ndarray]] = {}
 
-    def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
-        key = (DECODED[candidate.order], candidate.inverted)
+    def _decoded(self, key: tuple[str, bool]) -> list[pipeline.Tensor]:
+        """The images decoded as ``key`` says: (a decoding of DECODED, inverted or not)."""
         if key not in self.decoded:
             # A file that fails to decode is a SampleError naming it, as in a test run.
             pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key)])
@@ -207,10 +207,10 @@ class _Images:
         return self.decoded[key]
 
     def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
-        geometry = candidate.geometry
-        done = self.cache.setdefault((DECODED[candidate.order], candidate.inverted, geometry), [])
-        steps = [_step(s) for s in geometry_steps(geometry, self.height, self.width)]
-        for tensor in self._decoded(candidate)[len(done) : count]:
+        key = (DECODED[candidate.order], candidate.inverted)
+        done = self.cache.setdefault((*key, candidate.geometry), [])
+        steps = [_step(s) for s in geometry_steps(candidate.geometry, self.height, self.width)]
+        for tensor in self._decoded(key)[len(done) : count]:
             for step in steps:
                 tensor = step.apply(tensor)
             done.append(tensor.array)
@@ -219,10 +219,8 @@ class _Images:
     def grey_statistics(self, count: int) -> tuple[float, float]:
         """The mean and standard deviation of the first ``count`` images decoded grey (luma),
         in 0..1: the data set's own normalisation, a candidate for grey models."""
-        values = np.concatenate([
-            t.array.astype(np.float64).ravel() / 255.0
-            for t in self._decoded(Candidate("L", Geometry("resize"), ZERO_ONE))[:count]
-        ])  # fmt: skip
+        grey = self._decoded(("L", False))[:count]
+        values = np.concatenate([t.array.astype(np.float64).ravel() / 255.0 for t in grey])
         return float(values.mean()), float(values.std()) or 1.0
 
 
