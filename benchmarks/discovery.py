@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     from pytest_mlrepro.data import resolve_dataset
     from pytest_mlrepro.evaluation import evaluate
     from pytest_mlrepro.manifest import load_manifest
-    from pytest_mlrepro.onboarding import Progress, discover, spread
+    from pytest_mlrepro.onboarding import Progress, Search, spread
     from pytest_mlrepro.onboarding._discovery import versus
     from pytest_mlrepro.settings import Settings, mirrors_from_env
 
@@ -61,8 +61,8 @@ def main(argv: list[str]) -> int:
                 return session.run(None, {name: batch})[0]  # type: ignore[attr-defined]
 
             start = time.perf_counter()
-            found = discover(run, subset, 224, 224, variant.layout, "float32",
-                             progress=Progress.to_terminal())  # fmt: skip
+            found = Search(run, subset, 224, 224, variant.layout, "float32",
+                           progress=Progress.to_terminal()).discover()  # fmt: skip
             seconds = time.perf_counter() - start
             best = found.best
             other = next(

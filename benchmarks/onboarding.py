@@ -106,7 +106,7 @@ def discovery_ratio(project: Path, manifest_path: Path, samples: int = 300) -> N
     from pytest_mlrepro.data import resolve_dataset
     from pytest_mlrepro.evaluation import evaluate
     from pytest_mlrepro.manifest import load_manifest
-    from pytest_mlrepro.onboarding import Progress, discover, spread
+    from pytest_mlrepro.onboarding import Progress, Search, spread
     from pytest_mlrepro.runners import load_runner
     from pytest_mlrepro.settings import Settings, mirrors_from_env
 
@@ -123,8 +123,8 @@ def discovery_ratio(project: Path, manifest_path: Path, samples: int = 300) -> N
     layout = fresh.input.layout
     shape = fresh.input.preprocess[2].size  # type: ignore[attr-defined]
     start = time.perf_counter()
-    found = discover(runner, spread(dataset.samples, samples), shape[0], shape[1], layout,
-                     fresh.input.dtype, progress=Progress.to_terminal())  # fmt: skip
+    found = Search(runner, spread(dataset.samples, samples), shape[0], shape[1], layout,
+                   fresh.input.dtype, progress=Progress.to_terminal()).discover()  # fmt: skip
     seconds = time.perf_counter() - start
     print(found.render())
     load = os.getloadavg()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +18,7 @@ import pytest
 
 from .._visible import visible_lines
 from ..settings import shown_path
-from ._configured import Handler, UsageError, guarded, pytest_args, run
+from ._configured import Handler, UsageError, guarded, run
 from ._init import add_parser as add_init
 from ._init import init
 from ._merge import add_parser as add_results_commands
@@ -47,22 +45,6 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
     return manifest, config.stash[settings_key]
 
 
-class _Progress:
-    """``  320/1000 samples`` on stderr, at most every few seconds, when it is a terminal."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.last = time.monotonic()
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int) -> None:
-        now = time.monotonic()
-        if self.enabled and (now - self.last > 2 or done == self.total):
-            self.last = now
-            end = "\n" if done == self.total else "\r"
-            print(f"  {done}/{self.total} samples", end=end, file=sys.stderr, flush=True)
-
-
 # --- commands ---------------------------------------------------------------------------------
 
 
@@ -76,6 +58,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         sensitivity,
         sensitivity_table_path,
     )
+    from ..onboarding import Progress
     from ..report import sensitivity_text
     from ..runners import check_framework, load_runner
 
@@ -84,6 +67,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
     dataset = resolve_dataset(manifest, settings)
     runner = load_runner(manifest, args.device, settings)
     backends = backends_in_play(manifest) | set(args.backend or ())
+    terminal, total = Progress.to_terminal(), len(dataset.samples)
     table = sensitivity(
         manifest,
         runner,
@@ -92,7 +76,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         dataset=manifest.dataset.name,
         limit=manifest.dataset.limit,
         only=args.only or (),
-        progress=_Progress(len(dataset.samples)),
+        progress=lambda done: terminal.show(f"  {done}/{total} samples", done == total),
         backends=backends,
     )
     print(visible_lines(sensitivity_text(table)))
@@ -154,7 +138,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlrepro",
         description="pytest-mlrepro from the command line: pitfall sensitivity tables and drift "
@@ -224,14 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    """The command's own arguments, and the rest (pytest's)."""
-    return _parser().parse_known_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mlrepro`` command; returns the exit status (0 ok, 1 drift or error, 2 usage)."""
-    args, passed = parse_args(argv)
+    args, passed = parser().parse_known_args(argv)  # the command's own arguments, pytest's
     if args.command == "schema":  # the types' schema: no pytest session
         return schema(args)
     return guarded(lambda: _command(args, passed))
@@ -248,4 +227,4 @@ def _command(args: argparse.Namespace, passed: list[str]) -> int:
     return run(handler, args, passed)
 
 
-__all__ = ["Handler", "main", "parse_args", "pytest_args", "run"]
+__all__ = ["main", "parser"]

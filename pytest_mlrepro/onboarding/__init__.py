@@ -15,7 +15,7 @@ Importing this package imports no ML framework: each format's reader imports onl
 from __future__ import annotations
 
 from ._data_folder import InitError, checksum_line
-from ._discovery import Progress, discover, spread
+from ._discovery import Progress, Search, spread
 from ._init import EXPORTS, InitPlan, InitRequest, module_input_size, plan_init
 from ._model_info import ModelReadError
 from ._presets import PRESETS, PresetSizeError, preset_steps
@@ -29,8 +29,8 @@ __all__ = [
     "ModelReadError",
     "PresetSizeError",
     "Progress",
+    "Search",
     "checksum_line",
-    "discover",
     "module_input_size",
     "plan_init",
     "preset_steps",

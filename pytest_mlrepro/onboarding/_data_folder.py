@@ -47,7 +47,7 @@ def read_data(folder: Path, labels: str | None = None) -> DataInfo:
     found = sorted(p.name for p in folder.glob("*.csv"))
     labels = labels or ("labels.csv" if "labels.csv" in found else next(iter(found), None))
     if labels:
-        return _confined(_read_labels_file(folder, labels, class_names))
+        return _read_labels_file(folder, labels, class_names)
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     images = [
         f"{c}/{p.name}"
@@ -101,14 +101,13 @@ def _read_labels_file(folder: Path, name: str, class_names: str | None) -> DataI
             f"{columns} (expected e.g. 'file' and 'class_index')"
         )
     images = [str(r[file_column]) for r in rows]
-    _confined(DataInfo(folder, "file", images))  # before any image is looked at
+    data = DataInfo(folder, "file", images, name, file_column, label_column, class_names)
+    _confined(data)  # before any image is looked at
     missing = [i for i in images if not (folder / i).is_file()]
     if missing:
         raise InitError(f"{path} names {len(missing)} missing images, e.g. {missing[0]!r}")
-    top = max(int(str(r[label_column]).strip()) for r in rows)
-    return DataInfo(
-        folder, "file", images, name, file_column, label_column, class_names, classes=top + 1
-    )
+    data.classes = max(int(str(r[label_column]).strip()) for r in rows) + 1
+    return data
 
 
 def checksum_line(digest: str, name: str) -> str:

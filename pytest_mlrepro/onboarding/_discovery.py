@@ -195,8 +195,8 @@ class _Images:
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
         self.cache: dict[tuple[str, bool, Geometry], list[np.ndarray]] = {}
 
-    def _decoded(self, candidate: Candidate) -> list[pipeline.Tensor]:
-        key = (DECODED[candidate.order], candidate.inverted)
+    def _decoded(self, key: tuple[str, bool]) -> list[pipeline.Tensor]:
+        """The images decoded as ``key`` says: (a decoding of DECODED, inverted or not)."""
         if key not in self.decoded:
             # A file that fails to decode is a SampleError naming it, as in a test run.
             pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key)])
@@ -207,10 +207,10 @@ class _Images:
         return self.decoded[key]
 
     def geometry(self, candidate: Candidate, count: int) -> list[np.ndarray]:
-        geometry = candidate.geometry
-        done = self.cache.setdefault((DECODED[candidate.order], candidate.inverted, geometry), [])
-        steps = [_step(s) for s in geometry_steps(geometry, self.height, self.width)]
-        for tensor in self._decoded(candidate)[len(done) : count]:
+        key = (DECODED[candidate.order], candidate.inverted)
+        done = self.cache.setdefault((*key, candidate.geometry), [])
+        steps = [_step(s) for s in geometry_steps(candidate.geometry, self.height, self.width)]
+        for tensor in self._decoded(key)[len(done) : count]:
             for step in steps:
                 tensor = step.apply(tensor)
             done.append(tensor.array)
@@ -219,10 +219,8 @@ class _Images:
     def grey_statistics(self, count: int) -> tuple[float, float]:
         """The mean and standard deviation of the first ``count`` images decoded grey (luma),
         in 0..1: the data set's own normalisation, a candidate for grey models."""
-        values = np.concatenate([
-            t.array.astype(np.float64).ravel() / 255.0
-            for t in self._decoded(Candidate("L", Geometry("resize"), ZERO_ONE))[:count]
-        ])  # fmt: skip
+        grey = self._decoded(("L", False))[:count]
+        values = np.concatenate([t.array.astype(np.float64).ravel() / 255.0 for t in grey])
         return float(values.mean()), float(values.std()) or 1.0
 
 
@@ -233,8 +231,8 @@ def _step(text: StepText) -> pipeline.Step:
 
 
 class Progress:
-    """Where discovery is and how long it has left, on stderr: rewritten in place on a
-    terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
+    """Where a long command is (discovery: and how long it has left), on stderr: rewritten in
+    place on a terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
 
     def __init__(self, write: Callable[[str], None] | None, interval: float) -> None:
         self.write, self.interval = write, interval
@@ -250,19 +248,23 @@ class Progress:
 
         return cls(write, 1.0 if tty else 15.0)
 
-    def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
+    def show(self, text: str, last: bool) -> None:
+        """``text``, unless the last was shown less than the interval ago (``last`` always)."""
         now = time.monotonic()
         if self.write is None or not (last or now - self.last >= self.interval):
             return
         self.last = now
+        self.write(text)
+        if last and sys.stderr.isatty():
+            print(file=sys.stderr)
+
+    def __call__(self, stage: str, done: int, left: int, elapsed: float, last: bool) -> None:
         # The estimate is an upper bound: every candidate still in the race run to the end of
         # its stage's budget, at the rate measured so far; eliminations only shorten it.
         rate = elapsed / done if done else 0.0
         estimate = f", at most {_duration(rate * left)} left" if done else ""
-        self.write(f"  discovery: {stage}; {done} model inputs run in {_duration(elapsed)}"
-                   f"{estimate}")  # fmt: skip
-        if last and sys.stderr.isatty():
-            print(file=sys.stderr)
+        self.show(f"  discovery: {stage}; {done} model inputs run in {_duration(elapsed)}"
+                  f"{estimate}", last)  # fmt: skip
 
 
 def _duration(seconds: float) -> str:
@@ -524,74 +526,63 @@ class Search:
             )
         return best_first(keep, n, alpha / 2) + best_first(dropped, 0, alpha / 2)
 
-
-def discover(
-    run: Callable[[np.ndarray], np.ndarray],
-    samples: Sequence[Sample],
-    height: int,
-    width: int,
-    layout: str,
-    dtype: str,
-    batch_size: int = 32,
-    progress: Progress | None = None,
-    channels: int = 3,
-) -> Discovery:
-    """Search the known conventions on ``samples`` (spread over the data set) with ``run`` (a
-    loaded model: batch → outputs), racing the candidates of each step (see :meth:`Search.race`).
-    ``channels``: what the model's input takes, 1 (grey conventions), 3 (colour) or 4 (colour
-    and alpha)."""
-    if channels not in (1, 3, 4):
-        raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
-    search = Search(run, samples, height, width, layout, dtype, batch_size, progress)
-    total = len(samples)
-    coarse, middle = min(total, 48), min(total, 64)
-    geometries = _geometries(height)
-    base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
-    starts = _first_candidates(search, channels, base, coarse)
-    search.stages = [(len(starts), coarse), (len(geometries), middle), (5, middle), (3, total)]
-    # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
-    # points here.
-    first = search.race("1 colour order × values", starts, coarse)
-    if channels == 1:
-        # 1b. the grey from one channel of a colour file instead of luma (the same tensors on
-        # grey files: tied, the luma candidate stays first).
-        lead = first[0].candidate
-        singles = [dataclasses.replace(lead, order=o) for o in ("L-red", "L-green", "L-blue")]
-        first = [*search.race("1b grey conversion", [lead, *singles], coarse), *first[1:]]
-    runner_up = first[1].candidate if len(first) > 1 else None
-    top = first[0].candidate
-    # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong values
-    # (the runner-up's, in the best geometry, beat them), the geometry found stands (resizing
-    # and cropping act on the pixels before the values are set, so the values rarely change which
-    # is best): the new values are raced in the other finalist geometries on the whole subset.
-    # A wrong colour order is another matter (the model sees another picture): the geometry is
-    # searched again for it, once.
-    for _ in range(2):
-        final, geometries_found = _refine(search, top, runner_up, middle, total, geometries)
-        winner = final[0]
-        if not _overturned(winner, final, top):
-            break
-        if (winner.candidate.order, winner.candidate.inverted) == (top.order, top.inverted):
-            others = [dataclasses.replace(winner.candidate, geometry=g) for g in geometries_found]
-            search.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
-            break
-        runner_up = top
-        top = winner.candidate
-        search.stages = [(len(geometries), middle), (5, middle), (4, total)]
-    # The finalists on the most samples first (the best of all rounds), then the rest.
-    most = max(s.n for s in search.scored.values())
-    finalists = [s for s in search.scored.values() if s.n == most]
-    rest = [s for s in search.scored.values() if s.n < most]
-    ranking = best_first(finalists, most, ALPHA) + sorted(
-        rest, key=lambda s: (-s.mean_likelihood(), -s.n)
-    )
-    return Discovery(
-        ranking=ranking,
-        seconds=time.perf_counter() - search.start,
-        evaluated=len(search.scored),
-        notes=search.stopped_early,
-        inputs=search.inputs,
-    )
+    def discover(self, channels: int = 3) -> Discovery:
+        """Search the known conventions on the subset (spread over the data set), racing the
+        candidates of each step (see :meth:`race`). ``channels``: what the model's input takes,
+        1 (grey conventions), 3 (colour) or 4 (colour and alpha)."""
+        if channels not in (1, 3, 4):
+            raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
+        total = len(self.labels)
+        coarse, middle = min(total, 48), min(total, 64)
+        geometries = _geometries(self.images.height)
+        base = Geometry("crop_then_resize", 0.875, "bilinear", "google")
+        starts = _first_candidates(self, channels, base, coarse)
+        self.stages = [(len(starts), coarse), (len(geometries), middle), (5, middle), (3, total)]
+        # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
+        # points here.
+        first = self.race("1 colour order × values", starts, coarse)
+        if channels == 1:
+            # 1b. the grey from one channel of a colour file instead of luma (the same tensors on
+            # grey files: tied, the luma candidate stays first).
+            lead = first[0].candidate
+            singles = [dataclasses.replace(lead, order=o) for o in ("L-red", "L-green", "L-blue")]
+            first = [*self.race("1b grey conversion", [lead, *singles], coarse), *first[1:]]
+        runner_up = first[1].candidate if len(first) > 1 else None
+        top = first[0].candidate
+        # 2-4. When the finalists show clearly that step 1, on few images, picked the wrong
+        # values (the runner-up's, in the best geometry, beat them), the geometry found stands
+        # (resizing and cropping act on the pixels before the values are set, so the values
+        # rarely change which is best): the new values are raced in the other finalist
+        # geometries on the whole subset. A wrong colour order is another matter (the model sees
+        # another picture): the geometry is searched again for it, once.
+        for _ in range(2):
+            final, geometries_found = _refine(self, top, runner_up, middle, total, geometries)
+            winner = final[0]
+            if not _overturned(winner, final, top):
+                break
+            if (winner.candidate.order, winner.candidate.inverted) == (top.order, top.inverted):
+                others = [
+                    dataclasses.replace(winner.candidate, geometry=g) for g in geometries_found
+                ]
+                self.race("4 finalists, the new values", [winner.candidate, *others], total, 32)
+                break
+            runner_up = top
+            top = winner.candidate
+            self.stages = [(len(geometries), middle), (5, middle), (4, total)]
+        # The finalists on the most samples first (the best of all rounds), then the rest.
+        most = max(s.n for s in self.scored.values())
+        finalists = [s for s in self.scored.values() if s.n == most]
+        rest = [s for s in self.scored.values() if s.n < most]
+        ranking = best_first(finalists, most, ALPHA) + sorted(
+            rest, key=lambda s: (-s.mean_likelihood(), -s.n)
+        )
+        return Discovery(
+            ranking=ranking,
+            seconds=time.perf_counter() - self.start,
+            evaluated=len(self.scored),
+            notes=self.stopped_early,
+            inputs=self.inputs,
+        )
 
 
 def for_channels(values: Values, channels: int) -> Values:
@@ -725,7 +716,7 @@ __all__ = [
     "Discovery",
     "Progress",
     "Scored",
-    "discover",
+    "Search",
     "log_likelihood",
     "mcnemar_tail",
     "spread",

@@ -46,7 +46,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import shape_text
+from ..runners._signature import fixed_size, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._manifest_text import Recipe, render_manifest
@@ -55,7 +55,6 @@ from ._model_info import (
     PackageFile,
     locate_package_file,
     package_file,
-    positive_size,
     read_model,
 )
 from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
@@ -127,7 +126,7 @@ def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
         items = items[1:]  # (C, H, W)
     if len(items) != 2:
         return None
-    height, width = (positive_size(v) for v in items)
+    height, width = (fixed_size(v) for v in items)
     return (height, width) if height and width else None
 
 
@@ -251,19 +250,20 @@ class InitPlan:
         self.channels: int | None = source.channels
         self.recipe = Recipe([], [])
         self._notes: list[str] = []
+        # What complete() made, all undone by a failure: files made at their final place, other
+        # staged files and their final place, folders made.
+        self.created: list[Path] = []
+        self.moves: list[tuple[Path, Path]] = []
+        self.made: list[Path] = []
 
     @property
     def needs_project(self) -> bool:
         """Whether completing needs the project's configuration (its registered builders and
-        settings): to ask a builder or a loaded module, or to run the model at all."""
-        return (
-            self.source.builder is not None
-            or self.source.format == "torchscript"
-            or self.request.discover
-            or self.request.export is not None
-            or self.source.classes is None
-            or self.source.resolution is None
-        )
+        settings): to ask a builder (--export has one) or a loaded module, or to run the model at
+        all. A TorchScript file records no input size: its resolution is None."""
+        source = self.source
+        asks = source.builder is not None or source.classes is None or source.resolution is None
+        return self.request.discover or asks
 
     def complete(self, settings: Settings | None, say: Say = print) -> Written:
         """Write the manifest and the checksum list (and an export); nothing on failure."""
@@ -272,32 +272,30 @@ class InitPlan:
         staged_checksums, staged_out = _staged(checksums), _staged(out)
         self.settings, self.say = settings, say
         self.out, self.checksums = staged_out, staged_checksums
-        made = [p for p in (checksums.parent, out.parent) if not p.exists()]
-        created: list[Path] = []  # files made at their final place, removed on failure
-        moves: list[tuple[Path, Path]] = []  # other staged files and their final place
+        self.made += [p for p in (checksums.parent, out.parent) if not p.exists()]
         done = False
         try:
             count = write_checksums(self.data, staged_checksums)
-            written = self.run(created, moves, made)
+            written = self.run()
             # The final text names the final checksum list and model file.
             self.checksums = checksums
-            for staged, final in moves:
+            for staged, final in self.moves:
                 if self.model.path == staged:
                     self.model.path = final
             self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
-            for staged, final in moves:
+            for staged, final in self.moves:
                 os.replace(staged, final)
             os.replace(staged_checksums, checksums)
             os.replace(staged_out, out)
             done = True
         finally:
-            for path in (staged_checksums, staged_out, *(staged for staged, _ in moves)):
+            for path in (staged_checksums, staged_out, *(staged for staged, _ in self.moves)):
                 path.unlink(missing_ok=True)
             if not done:
-                for path in created:
+                for path in self.created:
                     path.unlink(missing_ok=True)
-            for folder in made:  # folders init made, left empty by a failure
+            for folder in self.made:  # folders init made, left empty by a failure
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
         return Written(out, checksums, count, written, [*self._notes, *self.model.notes])
@@ -342,12 +340,8 @@ class InitPlan:
 
     # --- the steps ----------------------------------------------------------------------
 
-    def run(
-        self, created: list[Path], moves: list[tuple[Path, Path]], made: list[Path]
-    ) -> Path | None:
-        """Size, export, classes and recipe, each settled; the model file made, if any.
-        ``created``: files made at their final place; ``moves``: files staged beside theirs;
-        ``made``: folders made (all undone by a failure)."""
+    def run(self) -> Path | None:
+        """Size, export, classes and recipe, each settled; the model file made, if any."""
         request = self.request
         made_file = None
         if self.channels is None and self.model.builder is not None:
@@ -357,7 +351,7 @@ class InitPlan:
             module = self._load_module()
             self._settle_size(module)
             if request.export is not None:
-                made_file = self._export(module, created, moves, made)
+                made_file = self._export(module)
         assert self.size is not None  # _settle_size refused otherwise
         _check_resolution(*self.size, request)
         self.recipe = self._preset_recipe()
@@ -455,13 +449,7 @@ class InitPlan:
             )
         self.size, self.model.size_source = found
 
-    def _export(
-        self,
-        module: Any,
-        created: list[Path],
-        moves: list[tuple[Path, Path]],
-        made: list[Path],
-    ) -> Path:
+    def _export(self, module: Any) -> Path:
         """The builder's module as ONNX (fixed bytes in the project), or as ONNX or TFLite
         (``--artifact``) built into the cache by a registered artifact builder; the manifest
         then runs that file."""
@@ -482,7 +470,7 @@ class InitPlan:
             assert self.settings is not None
             target = cache_path(f"{request.name}.{request.export}", self.settings)
             root = self.settings.cache_dir
-            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            self.made += [p for p in (target.parent, *target.parents) if not p.exists()]
             try:
                 # The cache is a shared place: no link followed in it (``_files.confine``).
                 make_confined_folder(target.parent, root)
@@ -500,7 +488,7 @@ class InitPlan:
             if not target.exists():
                 # Into the cache at once: the runner finds it there when init runs the model.
                 os.replace(staged, target)
-                created.append(target)
+                self.created.append(target)
             staged.unlink(missing_ok=True)
             file = target
         else:
@@ -509,14 +497,14 @@ class InitPlan:
                 raise InitError(f"{target} exists (--force overwrites it)")
             if module is None:
                 raise InitError(f"{self.model.path}: no PyTorch module to export")
-            made += [p for p in (target.parent, *target.parents) if not p.exists()]
+            self.made += [p for p in (target.parent, *target.parents) if not p.exists()]
             size, channels, layout = self.size, self.channels or 3, self.model.layout
             # Staged beside its place (a file it replaces stays until init succeeds); the
             # staged manifest runs the staged file.
             what = f"the export of model builder {self.model.builder!r}'s module to ONNX"
             file = _built(target, lambda path: export_onnx(
                 module, path, size=size, channels=channels, layout=layout), what)  # fmt: skip
-            moves.append((file, target))
+            self.moves.append((file, target))
         weights = self.model
         exported = read_model(file, request.export)
         exported.artifact = request.artifact
@@ -547,7 +535,7 @@ class InitPlan:
             if self.model.layout == "NCHW"
             else (1, height, width, channels)
         )
-        with _model_failure("asked its number of classes with one blank image"):
+        with _failure("the model failed when asked its number of classes with one blank image"):
             out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
         self.classes = int(out.reshape(out.shape[0], -1).shape[1])
         self.say(f"the model outputs {self.classes} classes (asked with one blank image)")
@@ -555,7 +543,7 @@ class InitPlan:
 
     def _discover(self) -> None:
         from ..data import resolve_dataset
-        from ._discovery import Progress, discover, spread
+        from ._discovery import Progress, Search, spread
 
         assert self.size is not None and self.settings is not None
         runner = self._runner()
@@ -564,11 +552,10 @@ class InitPlan:
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
         channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
-        with _model_failure("run on the discovery candidates"):
-            found = discover(
-                runner, subset, height, width, self.model.layout, self.model.dtype,
-                progress=Progress.to_terminal(), channels=channels,
-            )  # fmt: skip
+        with _failure("the model failed when run on the discovery candidates"):
+            search = Search(runner, subset, height, width, self.model.layout, self.model.dtype,
+                            progress=Progress.to_terminal())  # fmt: skip
+            found = search.discover(channels)
         self.say(found.render())
         best = found.best
         steps = best.candidate.steps(height, width, self.model.layout, self.model.dtype)
@@ -587,17 +574,15 @@ class InitPlan:
 
 
 @contextlib.contextmanager
-def _model_failure(what: str) -> Iterator[None]:
-    """A framework's own exception while init runs the model, said as init's error (what was
-    being done, the framework's words), never a raw traceback; the project's errors pass."""
+def _failure(what: str) -> Iterator[None]:
+    """A framework's or a builder's own exception, said as init's error (``what`` failed, then
+    its words), never a raw traceback; the project's errors and interrupts pass."""
     try:
         yield
-    except (MlreproError, KeyboardInterrupt):
+    except MlreproError:
         raise
     except Exception as exc:
-        raise InitError(
-            f"the model failed when {what}: {type(exc).__name__}: {visible(str(exc))}"
-        ) from None
+        raise InitError(f"{what}: {type(exc).__name__}: {visible(str(exc))}") from None
 
 
 def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
@@ -617,11 +602,10 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
                 staged.unlink()
 
     try:
-        build(staged)
-    except BaseException as exc:
+        with _failure(f"{what} failed"):
+            build(staged)
+    except BaseException:
         discard()
-        if isinstance(exc, Exception) and not isinstance(exc, (InitError, Unavailable)):
-            raise InitError(f"{what} failed: {type(exc).__name__}: {visible(str(exc))}") from None
         raise
     try:
         os.close(open_regular(staged, follow_symlinks=False))

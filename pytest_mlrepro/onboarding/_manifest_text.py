@@ -8,22 +8,26 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .._names import record_command
 from ..runners._signature import shape_text
 from ._data_folder import DataInfo
 from ._model_info import ModelInfo
 from ._presets import StepText
 
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
 
 def _scalar(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
+    """``value`` in YAML's flow style: JSON (which YAML reads alike), a list item by item, and a
+    plain word unquoted only where YAML reads it back as that word (``yes`` and ``null`` are
+    quoted: YAML would read a boolean and a null)."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    text = str(value)
-    return text if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", text) else json.dumps(text)
+    if isinstance(value, str) and _PLAIN.fullmatch(value) and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value)
 
 
 def _flow(params: dict[str, object]) -> str:

@@ -14,19 +14,14 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
+from ..manifest._spec import TF_FORMATS
 from ..runners import model_layout, read_onnx, vet_model_file
 from ..runners._artifacts import package_dir
-from ..runners._signature import model_channels
+from ..runners._signature import fixed_size, model_channels
 
-FRAMEWORK_OF = {
-    "onnx": "onnxruntime",
-    "torchscript": "torch",
-    "torch_export": "torch",
-    "state_dict": "torch",
-    "saved_model": "tensorflow",
-    "keras": "tensorflow",
-    "tflite": "tflite",
-}
+# The framework that reads each format (TensorFlow's and TFLite's: the manifest's table).
+FRAMEWORK_OF = dict.fromkeys(("torchscript", "torch_export", "state_dict"), "torch")
+FRAMEWORK_OF |= {"onnx": "onnxruntime"} | {f: fw for fw, fs in TF_FORMATS.items() for f in fs}
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 10: "float16"}
 
 
@@ -81,11 +76,6 @@ class ModelInfo:
             return None
         h, w = (self.shape[2], self.shape[3]) if self.layout == "NCHW" else self.shape[1:3]
         return (h, w) if h and w else None
-
-
-def positive_size(value: object) -> int | None:
-    """``value`` when it is a size (a positive int), else None (a symbolic dimension)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def guess_format(path: Path) -> str:
@@ -153,8 +143,8 @@ def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -
 
 
 def _set_shape(info: ModelInfo, shape: Sequence[object], out: Sequence[object]) -> None:
-    info.shape = tuple(positive_size(d) for d in shape)
-    info.classes = positive_size(out[-1]) if out else None
+    info.shape = tuple(fixed_size(d) for d in shape)
+    info.classes = fixed_size(out[-1]) if out else None
 
 
 def _read_onnx(info: ModelInfo) -> None:
@@ -195,13 +185,13 @@ def _read_torch_export(info: ModelInfo) -> None:
         info.input_name = str(node.name)
         value = node.meta.get("val")
         if value is not None:
-            info.shape = tuple(positive_size(d) for d in value.shape)  # a symbolic dimension: None
+            info.shape = tuple(fixed_size(d) for d in value.shape)  # a symbolic dimension: None
     outputs = [n for n in program.graph.nodes if n.op == "output"]
     if outputs:
         first = outputs[0].args[0][0] if outputs[0].args and outputs[0].args[0] else None
         value = getattr(first, "meta", {}).get("val")
         if value is not None and value.shape:
-            info.classes = positive_size(value.shape[-1])
+            info.classes = fixed_size(value.shape[-1])
 
 
 def _read_keras(info: ModelInfo) -> None:
@@ -301,6 +291,5 @@ __all__ = [
     "guess_format",
     "locate_package_file",
     "package_file",
-    "positive_size",
     "read_model",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_mlrepro import Settings
-from pytest_mlrepro.cli import _main as cli
+from pytest_mlrepro.cli import _configured, _main
 from pytest_mlrepro.plugin._base import options, settings_key
 
 MANIFEST = "manifests/m.yaml"
@@ -121,8 +121,8 @@ def _through_the_command(args: tuple[str, ...], manifest: str = MANIFEST) -> dic
         seen.update(snapshot(config))
         return 0
 
-    parsed, passed = cli.parse_args(["diagnose", manifest, *args])
-    assert cli.run(capture, parsed, passed) == 0
+    parsed, passed = _main.parser().parse_known_args(["diagnose", manifest, *args])
+    assert _configured.run(capture, parsed, passed) == 0
     return seen
 
 
@@ -168,9 +168,9 @@ def test_the_command_reports_pytest_usage_errors_as_its_own(
     (pytester.path / "manifests").mkdir()
     (pytester.path / MANIFEST).write_text("name: m\n")
     (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_timeout = soon\n")
-    assert cli.main(["diagnose", MANIFEST]) == 2
+    assert _main.main(["diagnose", MANIFEST]) == 2
     assert "mlrepro: mlrepro_timeout: expected seconds, got 'soon'" in capsys.readouterr().err
-    assert cli.main(["diagnose", MANIFEST, "--no-such-option"]) == 2
+    assert _main.main(["diagnose", MANIFEST, "--no-such-option"]) == 2
 
 
 def test_an_explicit_path_option_is_relative_to_where_the_command_runs(

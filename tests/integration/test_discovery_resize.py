@@ -22,7 +22,7 @@ from helpers import DATA
 
 from pytest_mlrepro import pipeline
 from pytest_mlrepro.data import Sample
-from pytest_mlrepro.onboarding import discover, spread
+from pytest_mlrepro.onboarding import Search, spread
 from pytest_mlrepro.onboarding._discovery import Candidate, Scored, versus
 from pytest_mlrepro.onboarding._presets import (
     CAFFE,
@@ -132,8 +132,8 @@ def test_discovery_finds_the_bilinear_truth_under_each_convention(
 ) -> None:
     order, values, layout = CONVENTIONS[name]
     subset = spread(_samples(DATA / "digits-test"), 300)
-    found = discover(_reparametrised(bilinear_model, order, values, layout), subset,
-                     SIZE, SIZE, layout, "float32")  # fmt: skip
+    model = _reparametrised(bilinear_model, order, values, layout)
+    found = Search(model, subset, SIZE, SIZE, layout, "float32").discover()
     best = found.best
     assert best.n == 300, found.render()
     assert best.candidate.values == values, found.render()

@@ -147,6 +147,19 @@ def test_init_refuses_labels_rows_outside_the_data_folder(
     assert _written(project) == []
 
 
+def test_init_refuses_a_class_names_file_linked_out_of_the_data_folder(
+    project: Path, tmp_path: Path
+) -> None:
+    """The class names beside a labels CSV are hashed like the images: a link out is refused."""
+    outside = tmp_path / "names.txt"
+    outside.write_text("a\nb\nc\n")
+    (project / "data" / "tiny" / "synset.txt").symlink_to(outside)
+    result = init(project, "models/tiny.onnx", *INIT)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "'synset.txt' resolves to" in result.stderr, result.stderr
+    assert _written(project) == []
+
+
 def test_a_failed_init_leaves_no_half_made_files(project: Path) -> None:
     """Discovery fails (a label the model's 3 classes cannot have): nothing is left, and a
     manifest that was there (--force) is as it was."""

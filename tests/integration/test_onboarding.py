@@ -155,6 +155,20 @@ def test_class_folders_are_a_data_set(
     result.stdout.fnmatch_lines(["*class folders that*do*not list: '0 extra'*"])
 
 
+def test_a_word_yaml_reads_as_another_type_is_written_quoted(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data folder named ``yes`` (a boolean to YAML, unquoted) is the data set's name in the
+    manifest init writes: the manifest loads, and names it."""
+    shutil.copytree(project.path / "data" / "tiny", project.path / "data" / "yes")
+    status = init(
+        "models/tiny.onnx", "--data", "data/yes", "--preset", "efficientnet-lite",
+        "--size", "16", "-o", "manifests/yes.yaml",
+    )  # fmt: skip
+    assert status == 0, capsys.readouterr()
+    assert load_manifest(project.path / "manifests" / "yes.yaml").dataset.name == "yes"
+
+
 def test_checksum_lines_read_back_for_odd_names(tmp_path: Path) -> None:
     names = ["yellow lady's slipper.JPEG", "back\\slash.png", "two  spaces.png"]
     path = tmp_path / "list.sha256"

@@ -388,6 +388,7 @@ def mlrepro(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_command_prints_and_saves_the_table(cli_project: Path) -> None:
     done = mlrepro(cli_project, "pitfalls", "manifests/blocks.yaml", "--limit", "12", "--save")
     assert done.returncode == 0, done.stderr
+    assert "12/12 samples" in done.stderr  # the progress, a line in a log (stderr no terminal)
     out = done.stdout
     assert "pitfall sensitivity of blocks_model (onnxruntime" in out
     assert "on the first 12 samples of blocks" in out

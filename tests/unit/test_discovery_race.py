@@ -13,7 +13,7 @@ import pytest
 from helpers import make_images
 
 from pytest_mlrepro.data import Sample
-from pytest_mlrepro.onboarding import Progress, discover
+from pytest_mlrepro.onboarding import Progress
 from pytest_mlrepro.onboarding._discovery import Candidate, Search, worse_than
 from pytest_mlrepro.onboarding._presets import IMAGENET, MINUS_ONE_ONE, ZERO_ONE, Geometry
 
@@ -61,8 +61,8 @@ def channel_means(batch: np.ndarray) -> np.ndarray:
 
 def test_clearly_worse_candidates_go_after_the_first_images(samples: list[Sample]) -> None:
     calls: list[tuple[str, int, int, bool]] = []
-    found = discover(channel_means, samples, 16, 16, "NCHW", "float32",
-                     progress=_Recorder(calls))  # fmt: skip
+    search = Search(channel_means, samples, 16, 16, "NCHW", "float32", progress=_Recorder(calls))
+    found = search.discover()
     assert found.best.candidate.order == "RGB" and found.best.top1 == 1.0
     bgr = [s for s in found.ranking if s.candidate.order == "BGR"]
     assert bgr and all(s.n == 16 for s in bgr)  # dropped after the first round of 16
