@@ -145,15 +145,3 @@ def _oversized_manifest(path: Path) -> bool:
         return False
     return has_manifest_keys(head)
 
-
-__all__ = [
-    "MANIFEST_KEYS",
-    "MAX_BYTES",
-    "MIN_KEYS",
-    "MIN_SHAPES",
-    "PEEK_BYTES",
-    "has_manifest_shape",
-    "is_manifest",
-    "looks_like_manifest",
-    "top_level_keys",
-]

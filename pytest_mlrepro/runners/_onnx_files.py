@@ -135,5 +135,3 @@ def external_locations(data: bytes) -> set[str]:
         raise NotOnnx("no graph")
     return out
 
-
-__all__ = ["NotOnnx", "external_locations"]

@@ -300,19 +300,3 @@ class CheckedInput:
         if self.input_shape:
             check_batch_shape(self.input_name, self.input_shape, batch, layout)
 
-
-__all__ = [
-    "CheckedInput",
-    "ModelSignature",
-    "channel_fix",
-    "channel_mismatch",
-    "check_batch_shape",
-    "check_signature",
-    "fixed_size",
-    "layout_mismatch",
-    "model_channels",
-    "model_layout",
-    "pipeline_size",
-    "shape_text",
-    "size_mismatch",
-]

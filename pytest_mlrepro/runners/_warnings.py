@@ -58,5 +58,3 @@ def loading(
         why = f"{what} ({type(exc).__name__}: {first_line(exc)}){hint}"
         raise error(manifest.error(("model", field), why).format()) from None
 
-
-__all__ = ["first_line", "framework_warnings", "loading"]
