@@ -383,7 +383,9 @@ def _build_packages(builder: str) -> dict[str, str]:
     uses = registry.artifact_builder_uses(builder)
     if not uses:
         return {name: version for name, version in installed.items() if version is not None}
-    return {name: installed.get(name) or installed_version(name) for name in uses}
+    return {
+        name: installed.get(name) or installed_version(name) or "not installed" for name in uses
+    }
 
 
 def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -> BuildMismatch:
