@@ -262,9 +262,8 @@ class _Reduced:
     def __call__(self, start: int, raw: np.ndarray) -> None:
         rows = slice(start, start + len(raw))
         scores = postprocessed(self.manifest, raw)
-        topk = top_k(scores, self.manifest.postprocess.top_k)
+        topk, self.topk_scores[rows] = _top(self.manifest, scores)
         self.topk[rows] = topk
-        self.topk_scores[rows] = rounded_scores(np.take_along_axis(scores, topk, axis=1))
         columns = [topk]
         for results, index in self.keep:
             # A sample the golden lacks keeps its own top-1 in that golden's place: a column
@@ -279,12 +278,7 @@ class _Reduced:
         self.values[rows] = np.take_along_axis(scores, cols, axis=1)
 
     def done(self, samples: Sequence[Sample]) -> tuple[Results, KeptScores]:
-        results = Results(
-            ids=tuple(s.id for s in samples),
-            labels=np.asarray([s.label for s in samples], np.int64),
-            topk=self.topk,
-            topk_scores=self.topk_scores,
-        )
+        results = _results(samples, self.topk, self.topk_scores)
         return results, KeptScores(self.classes, self.values, self.manifest.dataset.classes)
 
 
@@ -386,10 +380,15 @@ def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:
 
 def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) -> Results:
     """Per-sample results (top-k classes and their rounded scores) as goldens keep them."""
+    return _results(samples, *_top(manifest, scores))
+
+
+def _top(manifest: Manifest, scores: Scores) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's top-k classes and their rounded scores."""
     topk = top_k(scores, manifest.postprocess.top_k)
-    return Results(
-        ids=tuple(s.id for s in samples),
-        labels=np.asarray([s.label for s in samples], np.int64),
-        topk=topk,
-        topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
-    )
+    return topk, rounded_scores(np.take_along_axis(scores, topk, axis=1))
+
+
+def _results(samples: Sequence[Sample], topk: np.ndarray, topk_scores: np.ndarray) -> Results:
+    labels = np.asarray([s.label for s in samples], np.int64)
+    return Results(tuple(s.id for s in samples), labels, topk, topk_scores)

@@ -478,17 +478,16 @@ def _integrity_error(
             f"either way). Another manifest version (or another job sharing this cache) likely "
             f"left it there; remove it to have the pinned file provided: rm {path}"
         )
-    if ref.cache is not None:
+    mismatch = f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}"
+    if ref.cache is None:
         return IntegrityError(
-            f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}, the "
-            f"file has {actual}, and the cache has no record of writing it (tampered, "
-            "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to "
-            f"run it; remove it to have the pinned file provided: rm {path}"
+            f"{mismatch}, the file has {actual} (tampered, truncated or replaced: refusing to run "
+            "it)"
         )
     return IntegrityError(
-        f"{line}: sha256 mismatch for {path}: the manifest expects "
-        f"{ref.sha256}, the file has {actual} (tampered, truncated or "
-        "replaced: refusing to run it)"
+        f"{mismatch}, the file has {actual}, and the cache has no record of writing it (tampered, "
+        "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to run it; "
+        f"remove it to have the pinned file provided: rm {path}"
     )
 
 

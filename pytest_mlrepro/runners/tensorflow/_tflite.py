@@ -50,24 +50,17 @@ class TFLiteRunner(CheckedInput):
     with the model's own scale and zero point."""
 
     def __init__(
-        self,
-        interpreter: Any,
-        info: dict[str, Any],
-        quantized_input: bool,
-        model_content: bytes,
-        output: dict[str, Any],
+        self, interpreter: Any, info: dict[str, Any], model_content: bytes, output_index: int
     ) -> None:
         self.interpreter = interpreter
+        # What the runner converts with: the quantisation its info records (absent: none).
         self.info = info
-        self.quantized_input = quantized_input
         details = interpreter.get_input_details()[0]
         self.input_index = details["index"]
         self.input_dtype = np.dtype(details["dtype"])
-        self.input_quant = details["quantization"]
         self.input_shape: Shape = dims(details["shape_signature"])
         self.input_name = info["input"]
-        self.output_index = output["index"]
-        self.output_quant = output["quantization"]
+        self.output_index = output_index
         self._shape: tuple[int, ...] | None = None
         self.model_content = model_content  # the verified model, for layer_outputs
 
@@ -156,7 +149,7 @@ class TFLiteRunner(CheckedInput):
                 "scale": float(out_scale),
                 "zero_point": int(out_zero),
             }
-        return cls(interpreter, info, quantized_input, model_content, out_detail)
+        return cls(interpreter, info, model_content, out_detail["index"])
 
     def layer_outputs(
         self, batch: np.ndarray
@@ -202,17 +195,17 @@ class TFLiteRunner(CheckedInput):
         return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:
-        if self.quantized_input:
-            scale, zero_point = self.input_quant
-            return quantize(batch, scale, zero_point, self.input_dtype)
+        quant = self.info.get("input_quantization")
+        if quant is not None:
+            return quantize(batch, quant["scale"], quant["zero_point"], self.input_dtype)
         return np.ascontiguousarray(batch, dtype=self.input_dtype)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         self.model_call(batch)()
         out = self.interpreter.get_tensor(self.output_index)
-        if "output_quantization" in self.info:
-            scale, zero_point = self.output_quant
-            return dequantize(out, scale, zero_point)
+        quant = self.info.get("output_quantization")
+        if quant is not None:
+            return dequantize(out, quant["scale"], quant["zero_point"])
         return np.asarray(out, dtype=np.float32)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
@@ -236,11 +229,8 @@ def signature_names(interpreter: Any) -> dict[str, Any]:
             key = next(iter(signatures))
             runner = interpreter.get_signature_runner(key)
             inputs = runner.get_input_details()
-            outputs = runner.get_output_details()
-            out = {}
             details = {d["index"]: d["name"] for d in interpreter.get_output_details()}
-            for name, detail in outputs.items():
-                out[name] = details.get(detail["index"], name)
+            out = {n: details.get(d["index"], n) for n, d in runner.get_output_details().items()}
             if len(inputs) == 1:
                 return {"input": next(iter(inputs)), "outputs": out}
             return {"outputs": out}
