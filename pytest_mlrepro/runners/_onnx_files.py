@@ -134,4 +134,3 @@ def external_locations(data: bytes) -> set[str]:
     if not found_graph:
         raise NotOnnx("no graph")
     return out
-

@@ -299,4 +299,3 @@ class CheckedInput:
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
         if self.input_shape:
             check_batch_shape(self.input_name, self.input_shape, batch, layout)
-

@@ -77,4 +77,3 @@ def external_data_files(path: Path, locations: set[str], source: str) -> dict[st
             )
         files[location] = inside
     return files
-

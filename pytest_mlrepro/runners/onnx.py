@@ -14,7 +14,7 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import check_external_data, verified
 from ._signature import CheckedInput, ModelSignature, check_signature, fixed_size
-from ._warnings import framework_warnings, loading
+from ._warnings import loading
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
@@ -86,14 +86,10 @@ class OnnxRunner(CheckedInput):
             providers = ["CPUExecutionProvider"]
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
-            with (
-                framework_warnings(),
-                loading(
-                    manifest,
-                    f"{model.path} is not a model that onnxruntime {ort.__version__} can load",
-                    "; check that it is an ONNX model (model.format) and re-export it if it is "
-                    "damaged",
-                ),
+            with loading(
+                manifest,
+                f"{model.path} is not a model that onnxruntime {ort.__version__} can load",
+                "; check that it is an ONNX model (model.format) and re-export it if it is damaged",
             ):
                 session = ort.InferenceSession(str(model.local), options, providers=providers)
             # The verified bytes, for layer fingerprints (a second session that keeps every node

@@ -19,7 +19,7 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
 from ._signature import CheckedInput, ModelSignature, check_signature
-from ._warnings import first_line, framework_warnings, loading
+from ._warnings import first_line, loading
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 
@@ -70,14 +70,11 @@ def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
     path = file.path
-    with (
-        framework_warnings(),
-        loading(
-            manifest,
-            f"{path} is not a torch.save file that torch {torch.__version__} can read",
-            "; model.weights must name a state_dict saved with torch.save",
-            field="weights",
-        ),
+    with loading(
+        manifest,
+        f"{path} is not a torch.save file that torch {torch.__version__} can read",
+        "; model.weights must name a state_dict saved with torch.save",
+        field="weights",
     ):
         try:
             return torch.load(str(file.local), map_location="cpu", weights_only=True)
@@ -123,14 +120,11 @@ class TorchRunner(CheckedInput):
                     vet_export_archive(file.local, manifest.source, shown=file.path)
                 # torch's warnings (torch.jit.load's DeprecationWarning in 2.13) are issued
                 # after the load: -W error never makes one a damaged archive (_warnings).
-                with (
-                    framework_warnings(),
-                    loading(
-                        manifest,
-                        f"{file.path} is not a {kind} archive that this torch {torch.__version__} "
-                        "can load",
-                        "; check model.format",
-                    ),
+                with loading(
+                    manifest,
+                    f"{file.path} is not a {kind} archive that this torch {torch.__version__} "
+                    "can load",
+                    "; check model.format",
                 ):
                     if model.format == "torchscript":
                         jit_load: Callable[..., Any] = torch.jit.load  # untyped in torch

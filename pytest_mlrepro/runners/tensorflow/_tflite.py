@@ -15,7 +15,7 @@ from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
 from .._signature import CheckedInput, ModelSignature, check_signature, shape_text
-from .._warnings import framework_warnings, loading
+from .._warnings import loading
 from ._config import Shape, dims
 
 
@@ -76,10 +76,7 @@ class TFLiteRunner(CheckedInput):
         threads = manifest.runtime.intra_op_threads
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
             # The interpreter maps the verified copy; the mapping outlives its removal.
-            with (
-                framework_warnings(),
-                loading(manifest, f"LiteRT cannot load {file.path.name}", error=SignatureError),
-            ):
+            with loading(manifest, f"LiteRT cannot load {file.path.name}", error=SignatureError):
                 interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
             # The verified bytes, for layer fingerprints (a second interpreter that keeps
             # every intermediate tensor): read from the copy the interpreter mapped.
