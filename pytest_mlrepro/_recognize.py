@@ -144,4 +144,3 @@ def _oversized_manifest(path: Path) -> bool:
     except OSError:  # NotARegularFile included
         return False
     return has_manifest_keys(head)
-
