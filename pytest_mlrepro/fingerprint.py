@@ -398,7 +398,5 @@ def hardware_key(
         "inter_op_threads": inter_op_threads or "default",
     }
     if device == "cuda":
-        gpu = gpu_info() or {"gpu": "unknown", "gpu_driver": "unknown"}
-        fields["gpu"] = gpu["gpu"]
-        fields["gpu_driver"] = gpu["gpu_driver"]
+        fields.update(gpu_info() or {"gpu": "unknown", "gpu_driver": "unknown"})
     return HardwareKey(fields)

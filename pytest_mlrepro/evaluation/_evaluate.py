@@ -125,14 +125,6 @@ Progress = Callable[[int], None]
 """Told the number of samples done after each batch (a terminal display, see progress.py)."""
 
 
-def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
-    try:
-        runner.check_batch(batch, manifest.input.layout)
-    except SignatureError as exc:  # name the manifest line the mismatch comes from
-        where = ("inputs", 0, "preprocess")
-        raise SignatureError(manifest.error(where, str(exc)).format()) from None
-
-
 # Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).
 TRIM_EVERY = 256
 
@@ -186,8 +178,12 @@ def stream_model(
     # generator: finalised inside another thread's start-up, it joined threads there and hung.
     with contextlib.closing(batches):
         for i, batch in enumerate(_prepared(batches)):
-            if i == 0:
-                _check_first(runner, manifest, batch)
+            if i == 0:  # the first batch against the model's input, at the manifest's line
+                try:
+                    runner.check_batch(batch, manifest.input.layout)
+                except SignatureError as exc:
+                    where = ("inputs", 0, "preprocess")
+                    raise SignatureError(manifest.error(where, str(exc)).format()) from None
             with phase("model"), allocation():
                 out = np.asarray(runner(batch))
             if out.ndim != 2 or out.shape[0] != batch.shape[0]:

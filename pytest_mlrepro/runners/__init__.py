@@ -159,8 +159,7 @@ def load_runner(
             f"{name} is installed but cannot be imported: {exc}",
             how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
         ) from None
-    if name == "onnxruntime":
-        runner: Runner = runner_class.load(manifest, device, settings, shares_cpu=shares_cpu)
-    else:
-        runner = runner_class.load(manifest, device, settings)
+    # Only ONNX Runtime's load takes shares_cpu (see above).
+    extra = {"shares_cpu": shares_cpu} if name == "onnxruntime" else {}
+    runner: Runner = runner_class.load(manifest, device, settings, **extra)
     return runner

@@ -18,7 +18,6 @@ from ._warnings import loading
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
-    None: "ORT_ENABLE_ALL",
     "all": "ORT_ENABLE_ALL",
     "extended": "ORT_ENABLE_EXTENDED",
     "basic": "ORT_ENABLE_BASIC",
@@ -61,7 +60,7 @@ class OnnxRunner(CheckedInput):
         options = ort.SessionOptions()
         options.intra_op_num_threads = runtime.intra_op_threads or 0
         options.inter_op_num_threads = runtime.inter_op_threads or 0
-        graph_level = _GRAPH_LEVELS[runtime.graph_optimization]
+        graph_level = _GRAPH_LEVELS[runtime.graph_optimization or "all"]
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, graph_level)
         options.log_severity_level = 3
         options.use_deterministic_compute = runtime.deterministic_ops
