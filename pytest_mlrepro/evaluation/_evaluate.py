@@ -96,15 +96,13 @@ def preprocessed(
 
     ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
     load = load or (lambda sample: pipe(read_sample(sample), sample.id))
-    if not overlap:
-        workers = workers or usable_cpu_count()
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+    workers = workers or (max(1, min(4, os.cpu_count() or 1)) if overlap else usable_cpu_count())
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+        if not overlap:
             for batch in _batches(samples, batch_size):
                 # Per sample, not per batch: the workers share each batch to its last image.
                 yield _stack(batch, list(pool.map(load, batch)))
-        return
-    workers = workers or max(1, min(4, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+            return
         pending: deque[Future[np.ndarray]] = deque()
         batches = _batches(samples, batch_size)
         for batch in batches:

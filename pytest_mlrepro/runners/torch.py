@@ -58,14 +58,6 @@ def _use_deterministic_algorithms(mode: bool) -> None:
 _DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
 
 
-def _set_threads(intra: int | None, inter: int | None) -> None:
-    torch.set_num_threads(intra or _DEFAULT_INTRA_OP_THREADS)
-    if inter and torch.get_num_interop_threads() != inter:
-        # Only settable before the first parallel work; the recorded value tells what held.
-        with contextlib.suppress(RuntimeError):
-            torch.set_num_interop_threads(inter)
-
-
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
@@ -106,7 +98,12 @@ class TorchRunner(CheckedInput):
             raise DeviceUnavailable(why, how="install a CUDA build of torch and check nvidia-smi")
         target = torch.device(device)
         runtime = manifest.runtime
-        _set_threads(runtime.intra_op_threads, runtime.inter_op_threads)
+        torch.set_num_threads(runtime.intra_op_threads or _DEFAULT_INTRA_OP_THREADS)
+        inter = runtime.inter_op_threads
+        if inter and torch.get_num_interop_threads() != inter:
+            # Only settable before the first parallel work; the recorded value tells what held.
+            with contextlib.suppress(RuntimeError):
+                torch.set_num_interop_threads(inter)
         _set_determinism(runtime.seed, runtime.deterministic_ops)
         model = manifest.model
         if model.format == "state_dict":
