@@ -129,9 +129,7 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
         return _oversized_manifest(path)
     except OSError:  # not a regular file (a FIFO would block the run), or unreadable
         return False
-    if content is None:
-        return False
-    return looks_like_manifest(content, str(path))
+    return content is not None and looks_like_manifest(content, str(path))
 
 
 def _oversized_manifest(path: Path) -> bool:

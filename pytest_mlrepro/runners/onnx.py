@@ -71,18 +71,14 @@ class OnnxRunner(CheckedInput):
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         if runtime.seed is not None:
             ort.set_seed(runtime.seed)  # random ops (RandomNormal, Dropout in training mode)
+        providers: list[Any] = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise DeviceUnavailable(
                     "this onnxruntime build has no CUDAExecutionProvider",
                     how="pip install onnxruntime-gpu (instead of onnxruntime)",
                 )
-            providers: list[Any] = [
-                ("CUDAExecutionProvider", {"device_id": 0}),
-                "CPUExecutionProvider",
-            ]
-        else:
-            providers = ["CPUExecutionProvider"]
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": 0}))
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
             with loading(
