@@ -290,13 +290,8 @@ def cpu_quota() -> float | None:
     try:
         with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
             quota, period = fh.read().split()[:2]
-    except (OSError, ValueError):
-        return None
-    if quota == "max":
-        return None
-    try:
-        return round(int(quota) / int(period), 2)
-    except (ValueError, ZeroDivisionError):
+        return None if quota == "max" else round(int(quota) / int(period), 2)
+    except (OSError, ValueError, ZeroDivisionError):
         return None
 
 
