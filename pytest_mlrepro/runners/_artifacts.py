@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric_packages
 from ..manifest import FileRef, Manifest
-from ..settings import OutsideProject, Settings, resolve_inside
+from ..settings import OutsideProject, Settings, resolve_inside, resolve_within
 from ._vetting import MAX_ONNX_BYTES, check_size, read_onnx
 
 
@@ -222,14 +222,12 @@ def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Se
     path = local_path(ref.url)
     if path is None:
         return ref.url
-    resolved = path.resolve()
-    if not any(
-        resolved.is_relative_to(root)
-        for root in (settings.root, *settings.allowed_roots, *settings.data_mirrors)
-    ):
+    roots = (settings.root, *settings.allowed_roots, *settings.data_mirrors)
+    resolved = resolve_within(path.parent, path.name, roots)
+    if resolved is None:
         raise manifest.error(
             (*where, "url"),
-            f"{ref.url!r} resolves to {resolved}, outside the project ({settings.root}), the "
+            f"{ref.url!r} resolves to {path.resolve()}, outside the project ({settings.root}), the "
             "data mirrors and every allowed root; allow it with the ini key "
             "mlrepro_allowed_roots",
         )
