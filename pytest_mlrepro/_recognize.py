@@ -129,9 +129,7 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
         return _oversized_manifest(path)
     except OSError:  # not a regular file (a FIFO would block the run), or unreadable
         return False
-    if content is None:
-        return False
-    return looks_like_manifest(content, str(path))
+    return content is not None and looks_like_manifest(content, str(path))
 
 
 def _oversized_manifest(path: Path) -> bool:
@@ -144,16 +142,3 @@ def _oversized_manifest(path: Path) -> bool:
     except OSError:  # NotARegularFile included
         return False
     return has_manifest_keys(head)
-
-
-__all__ = [
-    "MANIFEST_KEYS",
-    "MAX_BYTES",
-    "MIN_KEYS",
-    "MIN_SHAPES",
-    "PEEK_BYTES",
-    "has_manifest_shape",
-    "is_manifest",
-    "looks_like_manifest",
-    "top_level_keys",
-]

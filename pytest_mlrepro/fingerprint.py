@@ -165,11 +165,9 @@ def numeric_packages() -> dict[str, str | None]:
     """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` (those not installed
     are left out), and ``numpy-blas``: the BLAS numpy uses. Read from package metadata: no
     framework is imported."""
-    found: dict[str, str | None] = {}
-    for dist in NUMERIC_PACKAGES:
-        version = _version(dist)
-        if version is not None:
-            found[dist] = version
+    found: dict[str, str | None] = {
+        dist: version for dist in NUMERIC_PACKAGES if (version := installed_version(dist))
+    }
     blas = _numpy_blas()
     if blas is not None:
         found["numpy-blas"] = blas
@@ -213,18 +211,14 @@ def numeric_settings() -> dict[str, str]:
     }
 
 
-def _version(*dists: str) -> str | None:
+def installed_version(*dists: str) -> str | None:
+    """The installed version of the first of the distributions ``dists`` that is installed."""
     for dist in dists:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
-
-
-def installed_version(dist: str) -> str:
-    """The installed version of the distribution ``dist``, or ``"not installed"``."""
-    return _version(dist) or "not installed"
 
 
 def describe_cpu(env: Mapping[str, Any]) -> str:
@@ -242,11 +236,13 @@ def libraries() -> dict[str, Any]:
     from PIL import features
 
     return {
-        "numpy": _version("numpy"),
-        "pillow": _version("pillow", "Pillow"),
+        "numpy": installed_version("numpy"),
+        "pillow": installed_version("pillow", "Pillow"),
         "libjpeg": features.version("jpg"),
         "libjpeg_turbo": features.check_feature("libjpeg_turbo"),
-        "opencv": _version("opencv-python", "opencv-python-headless", "opencv-contrib-python"),
+        "opencv": installed_version(
+            "opencv-python", "opencv-python-headless", "opencv-contrib-python"
+        ),
     }
 
 
@@ -294,13 +290,8 @@ def cpu_quota() -> float | None:
     try:
         with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
             quota, period = fh.read().split()[:2]
-    except (OSError, ValueError):
-        return None
-    if quota == "max":
-        return None
-    try:
-        return round(int(quota) / int(period), 2)
-    except (ValueError, ZeroDivisionError):
+        return None if quota == "max" else round(int(quota) / int(period), 2)
+    except (OSError, ValueError, ZeroDivisionError):
         return None
 
 
@@ -364,13 +355,9 @@ class HardwareKey:
         parts += [str(f["framework"]), _slug_part(str(f["framework_version"]), 20), threads, digest]
         return "-".join(parts)
 
-    @property
-    def hardware(self) -> dict[str, Any]:
-        return {k: self.fields.get(k) for k in HARDWARE_FIELDS}
-
     def same_hardware(self, other: dict[str, Any]) -> bool:
         """Whether ``other`` (a key's fields) names the same machine and device."""
-        return all(other.get(k) == v for k, v in self.hardware.items())
+        return all(other.get(k) == self.fields.get(k) for k in HARDWARE_FIELDS)
 
     def differences(self, other: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         """Fields that differ: ``{name: (other's value, this key's value)}``."""
@@ -406,7 +393,5 @@ def hardware_key(
         "inter_op_threads": inter_op_threads or "default",
     }
     if device == "cuda":
-        gpu = gpu_info() or {"gpu": "unknown", "gpu_driver": "unknown"}
-        fields["gpu"] = gpu["gpu"]
-        fields["gpu_driver"] = gpu["gpu_driver"]
+        fields.update(gpu_info() or {"gpu": "unknown", "gpu_driver": "unknown"})
     return HardwareKey(fields)

@@ -19,13 +19,12 @@ ModelBuilder = Callable[[], Any]
 ArtifactBuilder = Callable[[Path], None]
 F = TypeVar("F", bound=Callable[..., Any])
 
-_model_builders: dict[str, ModelBuilder] = {}
-# The input size (height, width) a model builder declares its module takes (mlrepro init reads it).
-_model_input_sizes: dict[str, tuple[int, int]] = {}
-_artifact_builders: dict[str, ArtifactBuilder] = {}
-# The distributions whose versions shape each artifact builder's bytes (named when a build does
-# not reproduce its pin).
-_artifact_uses: dict[str, tuple[str, ...]] = {}
+# Each model builder with the input size (height, width) it declares its module takes (mlrepro
+# init reads it).
+_model_builders: dict[str, tuple[ModelBuilder, tuple[int, int] | None]] = {}
+# Each artifact builder with the distributions whose versions shape its bytes (named when a
+# build does not reproduce its pin).
+_artifact_builders: dict[str, tuple[ArtifactBuilder, tuple[str, ...]]] = {}
 
 
 def model_builder(
@@ -40,11 +39,7 @@ def model_builder(
         raise ValueError(f"model_builder({name!r}): input_size {input_size!r} is no size")
 
     def register(fn: F) -> F:
-        _model_builders[name] = fn
-        if size is not None:
-            _model_input_sizes[name] = (int(size[0]), int(size[1]))
-        else:
-            _model_input_sizes.pop(name, None)
+        _model_builders[name] = (fn, None if size is None else (int(size[0]), int(size[1])))
         return fn
 
     return register
@@ -58,28 +53,27 @@ def artifact_builder(name: str, *, uses: Sequence[str] = ()) -> Callable[[F], F]
     versions (left out: every numeric package installed)."""
 
     def register(fn: F) -> F:
-        _artifact_builders[name] = fn
-        _artifact_uses[name] = tuple(uses)
+        _artifact_builders[name] = (fn, tuple(uses))
         return fn
 
     return register
 
 
 def get_model_builder(name: str) -> ModelBuilder | None:
-    return _model_builders.get(name)
+    return _model_builders.get(name, (None, None))[0]
 
 
 def model_input_size(name: str) -> tuple[int, int] | None:
     """The input size the model builder ``name`` declared, if it did."""
-    return _model_input_sizes.get(name)
+    return _model_builders.get(name, (None, None))[1]
 
 
 def get_artifact_builder(name: str) -> ArtifactBuilder | None:
-    return _artifact_builders.get(name)
+    return _artifact_builders.get(name, (None, ()))[0]
 
 
 def artifact_builder_uses(name: str) -> tuple[str, ...]:
-    return _artifact_uses.get(name, ())
+    return _artifact_builders.get(name, (None, ()))[1]
 
 
 def registered() -> dict[str, list[str]]:

@@ -492,9 +492,7 @@ def _registered_builders_kept() -> Iterator[None]:
 
     tables: list[dict[str, Any]] = [
         registry._model_builders,
-        registry._model_input_sizes,
         registry._artifact_builders,
-        registry._artifact_uses,
     ]
     saved = [dict(table) for table in tables]
     try:

@@ -96,15 +96,13 @@ def preprocessed(
 
     ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
     load = load or (lambda sample: pipe(read_sample(sample), sample.id))
-    if not overlap:
-        workers = workers or usable_cpu_count()
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+    workers = workers or (max(1, min(4, os.cpu_count() or 1)) if overlap else usable_cpu_count())
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+        if not overlap:
             for batch in _batches(samples, batch_size):
                 # Per sample, not per batch: the workers share each batch to its last image.
                 yield _stack(batch, list(pool.map(load, batch)))
-        return
-    workers = workers or max(1, min(4, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
+            return
         pending: deque[Future[np.ndarray]] = deque()
         batches = _batches(samples, batch_size)
         for batch in batches:
@@ -123,14 +121,6 @@ def overlaps(runner: Runner) -> bool:
 
 Progress = Callable[[int], None]
 """Told the number of samples done after each batch (a terminal display, see progress.py)."""
-
-
-def _check_first(runner: Runner, manifest: Manifest, batch: np.ndarray) -> None:
-    try:
-        runner.check_batch(batch, manifest.input.layout)
-    except SignatureError as exc:  # name the manifest line the mismatch comes from
-        where = ("inputs", 0, "preprocess")
-        raise SignatureError(manifest.error(where, str(exc)).format()) from None
 
 
 # Samples between two checks of whether freed heap pages are to be handed back (``FreedPages``).
@@ -186,8 +176,12 @@ def stream_model(
     # generator: finalised inside another thread's start-up, it joined threads there and hung.
     with contextlib.closing(batches):
         for i, batch in enumerate(_prepared(batches)):
-            if i == 0:
-                _check_first(runner, manifest, batch)
+            if i == 0:  # the first batch against the model's input, at the manifest's line
+                try:
+                    runner.check_batch(batch, manifest.input.layout)
+                except SignatureError as exc:
+                    where = ("inputs", 0, "preprocess")
+                    raise SignatureError(manifest.error(where, str(exc)).format()) from None
             with phase("model"), allocation():
                 out = np.asarray(runner(batch))
             if out.ndim != 2 or out.shape[0] != batch.shape[0]:
@@ -262,9 +256,8 @@ class _Reduced:
     def __call__(self, start: int, raw: np.ndarray) -> None:
         rows = slice(start, start + len(raw))
         scores = postprocessed(self.manifest, raw)
-        topk = top_k(scores, self.manifest.postprocess.top_k)
+        topk, self.topk_scores[rows] = _top(self.manifest, scores)
         self.topk[rows] = topk
-        self.topk_scores[rows] = rounded_scores(np.take_along_axis(scores, topk, axis=1))
         columns = [topk]
         for results, index in self.keep:
             # A sample the golden lacks keeps its own top-1 in that golden's place: a column
@@ -279,12 +272,7 @@ class _Reduced:
         self.values[rows] = np.take_along_axis(scores, cols, axis=1)
 
     def done(self, samples: Sequence[Sample]) -> tuple[Results, KeptScores]:
-        results = Results(
-            ids=tuple(s.id for s in samples),
-            labels=np.asarray([s.label for s in samples], np.int64),
-            topk=self.topk,
-            topk_scores=self.topk_scores,
-        )
+        results = _results(samples, self.topk, self.topk_scores)
         return results, KeptScores(self.classes, self.values, self.manifest.dataset.classes)
 
 
@@ -386,10 +374,15 @@ def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:
 
 def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) -> Results:
     """Per-sample results (top-k classes and their rounded scores) as goldens keep them."""
+    return _results(samples, *_top(manifest, scores))
+
+
+def _top(manifest: Manifest, scores: Scores) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's top-k classes and their rounded scores."""
     topk = top_k(scores, manifest.postprocess.top_k)
-    return Results(
-        ids=tuple(s.id for s in samples),
-        labels=np.asarray([s.label for s in samples], np.int64),
-        topk=topk,
-        topk_scores=rounded_scores(np.take_along_axis(scores, topk, axis=1)),
-    )
+    return topk, rounded_scores(np.take_along_axis(scores, topk, axis=1))
+
+
+def _results(samples: Sequence[Sample], topk: np.ndarray, topk_scores: np.ndarray) -> Results:
+    labels = np.asarray([s.label for s in samples], np.int64)
+    return Results(tuple(s.id for s in samples), labels, topk, topk_scores)

@@ -7,7 +7,6 @@ the CUDA probe looks for the NVIDIA driver, so collection stays cheap.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import shutil
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from .._phases import phase
 from ..errors import FrameworkUnavailable
+from ..fingerprint import installed_version
 from ..manifest import Manifest
 from ..settings import Settings
 from ._signature import model_layout as model_layout
@@ -53,20 +53,11 @@ class Runner(Protocol):
     def check_batch(self, batch: np.ndarray, layout: str) -> None: ...
 
 
-def installed_version(framework: str) -> str | None:
-    for dist in DISTRIBUTIONS[framework]:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 @phase("framework import")
 def check_framework(manifest: Manifest) -> str:
     """The installed version of the manifest's framework, or FrameworkUnavailable saying why."""
     name = manifest.framework.name
-    version = installed_version(name)
+    version = installed_version(*DISTRIBUTIONS[name])
     install = f"pip install 'pytest-mlrepro[{EXTRAS[name]}]'"
     if version is None:
         raise FrameworkUnavailable(f"{name} is not installed", how=install)
@@ -82,7 +73,10 @@ def check_framework(manifest: Manifest) -> str:
             how=f"install a matching version: pip install '{name}{spec}'",
         )
     # TensorFlow for a preprocessing step's backend (the framework's own was checked above).
-    if "tensorflow" in frameworks_of([manifest]) and installed_version("tensorflow") is None:
+    if (
+        "tensorflow" in frameworks_of([manifest])
+        and installed_version(*DISTRIBUTIONS["tensorflow"]) is None
+    ):
         raise FrameworkUnavailable(
             "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
             how="pip install 'pytest-mlrepro[tf]'",
@@ -135,7 +129,7 @@ def import_frameworks(names: Iterable[str]) -> None:
     not installed, or does not import, is left to the items that need it: each reports why.
     Their warnings are issued after the import (``_warnings``)."""
     for name in names:
-        if installed_version(name) is not None:
+        if installed_version(*DISTRIBUTIONS[name]) is not None:
             with framework_warnings(), contextlib.suppress(Exception):
                 _runner_class(name)
 
@@ -165,8 +159,7 @@ def load_runner(
             f"{name} is installed but cannot be imported: {exc}",
             how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
         ) from None
-    if name == "onnxruntime":
-        runner: Runner = runner_class.load(manifest, device, settings, shares_cpu=shares_cpu)
-    else:
-        runner = runner_class.load(manifest, device, settings)
+    # Only ONNX Runtime's load takes shares_cpu (see above).
+    extra = {"shares_cpu": shares_cpu} if name == "onnxruntime" else {}
+    runner: Runner = runner_class.load(manifest, device, settings, **extra)
     return runner

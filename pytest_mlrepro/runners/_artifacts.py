@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..fingerprint import cpu_identity, describe_cpu, installed_version, numeric_packages
 from ..manifest import FileRef, Manifest
-from ..settings import OutsideProject, Settings, resolve_inside
+from ..settings import OutsideProject, Settings, resolve_inside, resolve_within
 from ._vetting import MAX_ONNX_BYTES, check_size, read_onnx
 
 
@@ -222,14 +222,12 @@ def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Se
     path = local_path(ref.url)
     if path is None:
         return ref.url
-    resolved = path.resolve()
-    if not any(
-        resolved.is_relative_to(root)
-        for root in (settings.root, *settings.allowed_roots, *settings.data_mirrors)
-    ):
+    roots = (settings.root, *settings.allowed_roots, *settings.data_mirrors)
+    resolved = resolve_within(path.parent, path.name, roots)
+    if resolved is None:
         raise manifest.error(
             (*where, "url"),
-            f"{ref.url!r} resolves to {resolved}, outside the project ({settings.root}), the "
+            f"{ref.url!r} resolves to {path.resolve()}, outside the project ({settings.root}), the "
             "data mirrors and every allowed root; allow it with the ini key "
             "mlrepro_allowed_roots",
         )
@@ -383,7 +381,9 @@ def _build_packages(builder: str) -> dict[str, str]:
     uses = registry.artifact_builder_uses(builder)
     if not uses:
         return {name: version for name, version in installed.items() if version is not None}
-    return {name: installed.get(name) or installed_version(name) for name in uses}
+    return {
+        name: installed.get(name) or installed_version(name) or "not installed" for name in uses
+    }
 
 
 def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -> BuildMismatch:
@@ -476,17 +476,16 @@ def _integrity_error(
             f"either way). Another manifest version (or another job sharing this cache) likely "
             f"left it there; remove it to have the pinned file provided: rm {path}"
         )
-    if ref.cache is not None:
+    mismatch = f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}"
+    if ref.cache is None:
         return IntegrityError(
-            f"{line}: sha256 mismatch for {path}: the manifest expects {ref.sha256}, the "
-            f"file has {actual}, and the cache has no record of writing it (tampered, "
-            "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to "
-            f"run it; remove it to have the pinned file provided: rm {path}"
+            f"{mismatch}, the file has {actual} (tampered, truncated or replaced: refusing to run "
+            "it)"
         )
     return IntegrityError(
-        f"{line}: sha256 mismatch for {path}: the manifest expects "
-        f"{ref.sha256}, the file has {actual} (tampered, truncated or "
-        "replaced: refusing to run it)"
+        f"{mismatch}, the file has {actual}, and the cache has no record of writing it (tampered, "
+        "truncated, placed by hand, or left by an older pytest-mlrepro): refusing to run it; "
+        f"remove it to have the pinned file provided: rm {path}"
     )
 
 

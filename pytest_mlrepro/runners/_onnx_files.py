@@ -134,6 +134,3 @@ def external_locations(data: bytes) -> set[str]:
     if not found_graph:
         raise NotOnnx("no graph")
     return out
-
-
-__all__ = ["NotOnnx", "external_locations"]

@@ -77,15 +77,12 @@ def model_channels(shape: Sequence[object], layout: str) -> int | None:
     return fixed_size(shape[1] if layout == "NCHW" else shape[3])
 
 
-def channel_fix(channels: int) -> str:
-    """The decode step that gives ``channels`` channels, as a manifest writes it."""
-    if channels == 1:
-        return "decode with 'mode: L' (grey; a colour file by ITU-R 601-2 luma, 'convert: luma')"
-    if channels == 3:
-        return "decode with 'mode: RGB' (colour; a grey file's channel repeated)"
-    if channels == 4:
-        return "decode with 'mode: RGBA' (colour and alpha), or 'mode: bands' for 4 bands"
-    return f"decode with 'mode: bands, channels: {channels}' (a multi-band TIFF or .npy array)"
+# The decode step that gives a channel count, as a manifest writes it (else 'mode: bands').
+_CHANNEL_FIXES = {
+    1: "decode with 'mode: L' (grey; a colour file by ITU-R 601-2 luma, 'convert: luma')",
+    3: "decode with 'mode: RGB' (colour; a grey file's channel repeated)",
+    4: "decode with 'mode: RGBA' (colour and alpha), or 'mode: bands' for 4 bands",
+}
 
 
 def channel_mismatch(
@@ -117,9 +114,10 @@ def channel_mismatch(
         )
     what = f" ({names})" if names else ""
     model_side = source or f"the model's input {input_name!r} is {shown} ({layout})"
+    bands = f"decode with 'mode: bands, channels: {model}' (a multi-band TIFF or .npy array)"
     return (
         f"the preprocessing makes {channels}-channel images{what}, {model_side}: it takes "
-        f"{model} channel{'s' * (model != 1)}; {channel_fix(model)}"
+        f"{model} channel{'s' * (model != 1)}; {_CHANNEL_FIXES.get(model, bands)}"
     )
 
 
@@ -299,20 +297,3 @@ class CheckedInput:
     def check_batch(self, batch: np.ndarray, layout: str) -> None:
         if self.input_shape:
             check_batch_shape(self.input_name, self.input_shape, batch, layout)
-
-
-__all__ = [
-    "CheckedInput",
-    "ModelSignature",
-    "channel_fix",
-    "channel_mismatch",
-    "check_batch_shape",
-    "check_signature",
-    "fixed_size",
-    "layout_mismatch",
-    "model_channels",
-    "model_layout",
-    "pipeline_size",
-    "shape_text",
-    "size_mismatch",
-]

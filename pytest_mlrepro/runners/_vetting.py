@@ -77,6 +77,3 @@ def external_data_files(path: Path, locations: set[str], source: str) -> dict[st
             )
         files[location] = inside
     return files
-
-
-__all__ = ["MAX_ONNX_BYTES", "check_size", "external_data_files", "read_onnx", "vet_model_file"]

@@ -15,19 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import InvalidModel, MlreproError
 from ..manifest import Manifest
 
 
 @contextlib.contextmanager
-def framework_warnings() -> Iterator[None]:
+def framework_warnings(refuse: Callable[[Exception], MlreproError] | None = None) -> Iterator[None]:
     """Record the warnings of the body; issue them again when it ends without an error (a load
-    that fails reports its error, not the warnings on its way)."""
+    that fails reports its error, not the warnings on its way). ``refuse``: what a framework's
+    own error in the body becomes (:func:`loading`); the warnings are issued outside it."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        yield
+        try:
+            yield
+        except MlreproError:
+            raise
+        except Exception as exc:  # the framework's own types (protobuf, flatbuffer, zip, ...)
+            if refuse is None:
+                raise
+            raise refuse(exc) from None
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
@@ -38,25 +46,20 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@contextlib.contextmanager
 def loading(
     manifest: Manifest,
     what: str,
     hint: str = "",
     error: type[MlreproError] = InvalidModel,
     field: str = "file",
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """The body loads the model file of ``model.<field>``: whatever the framework raises is an
     ``error`` at that manifest field (file, line, field) that reads ``what (its type: its first
-    line)hint``. Entered inside :func:`framework_warnings` (``with framework_warnings(),
-    loading(...)``): a warning of the load is issued after it, never made such an error."""
-    try:
-        yield
-    except MlreproError:
-        raise
-    except Exception as exc:  # the framework's own types (protobuf, flatbuffer, zip, ...)
+    line)hint``, its warnings issued after the load (:func:`framework_warnings`), never made
+    such an error."""
+
+    def refuse(exc: Exception) -> MlreproError:
         why = f"{what} ({type(exc).__name__}: {first_line(exc)}){hint}"
-        raise error(manifest.error(("model", field), why).format()) from None
+        return error(manifest.error(("model", field), why).format())
 
-
-__all__ = ["first_line", "framework_warnings", "loading"]
+    return framework_warnings(refuse)

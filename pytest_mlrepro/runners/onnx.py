@@ -14,11 +14,10 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import check_external_data, verified
 from ._signature import CheckedInput, ModelSignature, check_signature, fixed_size
-from ._warnings import framework_warnings, loading
+from ._warnings import loading
 
 # The manifest's runtime.graph_optimization (None: ONNX Runtime's default, all) to ORT's levels.
 _GRAPH_LEVELS = {
-    None: "ORT_ENABLE_ALL",
     "all": "ORT_ENABLE_ALL",
     "extended": "ORT_ENABLE_EXTENDED",
     "basic": "ORT_ENABLE_BASIC",
@@ -61,7 +60,7 @@ class OnnxRunner(CheckedInput):
         options = ort.SessionOptions()
         options.intra_op_num_threads = runtime.intra_op_threads or 0
         options.inter_op_num_threads = runtime.inter_op_threads or 0
-        graph_level = _GRAPH_LEVELS[runtime.graph_optimization]
+        graph_level = _GRAPH_LEVELS[runtime.graph_optimization or "all"]
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, graph_level)
         options.log_severity_level = 3
         options.use_deterministic_compute = runtime.deterministic_ops
@@ -72,28 +71,20 @@ class OnnxRunner(CheckedInput):
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         if runtime.seed is not None:
             ort.set_seed(runtime.seed)  # random ops (RandomNormal, Dropout in training mode)
+        providers: list[Any] = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise DeviceUnavailable(
                     "this onnxruntime build has no CUDAExecutionProvider",
                     how="pip install onnxruntime-gpu (instead of onnxruntime)",
                 )
-            providers: list[Any] = [
-                ("CUDAExecutionProvider", {"device_id": 0}),
-                "CPUExecutionProvider",
-            ]
-        else:
-            providers = ["CPUExecutionProvider"]
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": 0}))
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as model:
             check_external_data(manifest, model)  # every file ORT reads for the model is pinned
-            with (
-                framework_warnings(),
-                loading(
-                    manifest,
-                    f"{model.path} is not a model that onnxruntime {ort.__version__} can load",
-                    "; check that it is an ONNX model (model.format) and re-export it if it is "
-                    "damaged",
-                ),
+            with loading(
+                manifest,
+                f"{model.path} is not a model that onnxruntime {ort.__version__} can load",
+                "; check that it is an ONNX model (model.format) and re-export it if it is damaged",
             ):
                 session = ort.InferenceSession(str(model.local), options, providers=providers)
             # The verified bytes, for layer fingerprints (a second session that keeps every node

@@ -19,7 +19,7 @@ from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
 from ._signature import CheckedInput, ModelSignature, check_signature
-from ._warnings import first_line, framework_warnings, loading
+from ._warnings import first_line, loading
 from .torch_archive import vet_export_archive, weights_only_refusal
 
 
@@ -58,26 +58,15 @@ def _use_deterministic_algorithms(mode: bool) -> None:
 _DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
 
 
-def _set_threads(intra: int | None, inter: int | None) -> None:
-    torch.set_num_threads(intra or _DEFAULT_INTRA_OP_THREADS)
-    if inter and torch.get_num_interop_threads() != inter:
-        # Only settable before the first parallel work; the recorded value tells what held.
-        with contextlib.suppress(RuntimeError):
-            torch.set_num_interop_threads(inter)
-
-
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
     """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
     would need to run code is refused, any other parse failure named."""
     path = file.path
-    with (
-        framework_warnings(),
-        loading(
-            manifest,
-            f"{path} is not a torch.save file that torch {torch.__version__} can read",
-            "; model.weights must name a state_dict saved with torch.save",
-            field="weights",
-        ),
+    with loading(
+        manifest,
+        f"{path} is not a torch.save file that torch {torch.__version__} can read",
+        "; model.weights must name a state_dict saved with torch.save",
+        field="weights",
     ):
         try:
             return torch.load(str(file.local), map_location="cpu", weights_only=True)
@@ -109,7 +98,12 @@ class TorchRunner(CheckedInput):
             raise DeviceUnavailable(why, how="install a CUDA build of torch and check nvidia-smi")
         target = torch.device(device)
         runtime = manifest.runtime
-        _set_threads(runtime.intra_op_threads, runtime.inter_op_threads)
+        torch.set_num_threads(runtime.intra_op_threads or _DEFAULT_INTRA_OP_THREADS)
+        inter = runtime.inter_op_threads
+        if inter and torch.get_num_interop_threads() != inter:
+            # Only settable before the first parallel work; the recorded value tells what held.
+            with contextlib.suppress(RuntimeError):
+                torch.set_num_interop_threads(inter)
         _set_determinism(runtime.seed, runtime.deterministic_ops)
         model = manifest.model
         if model.format == "state_dict":
@@ -123,14 +117,11 @@ class TorchRunner(CheckedInput):
                     vet_export_archive(file.local, manifest.source, shown=file.path)
                 # torch's warnings (torch.jit.load's DeprecationWarning in 2.13) are issued
                 # after the load: -W error never makes one a damaged archive (_warnings).
-                with (
-                    framework_warnings(),
-                    loading(
-                        manifest,
-                        f"{file.path} is not a {kind} archive that this torch {torch.__version__} "
-                        "can load",
-                        "; check model.format",
-                    ),
+                with loading(
+                    manifest,
+                    f"{file.path} is not a {kind} archive that this torch {torch.__version__} "
+                    "can load",
+                    "; check model.format",
                 ):
                     if model.format == "torchscript":
                         jit_load: Callable[..., Any] = torch.jit.load  # untyped in torch

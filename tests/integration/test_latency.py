@@ -28,7 +28,7 @@ from helpers import CHILD_TIMEOUT_S, Project, manifest_text, sha256, short_refer
 from pytest_mlrepro import fingerprint
 from pytest_mlrepro._yaml import load_yaml
 from pytest_mlrepro.errors import GoldenError, ManifestError
-from pytest_mlrepro.fingerprint import hardware_key
+from pytest_mlrepro.fingerprint import hardware_key, installed_version
 from pytest_mlrepro.goldens import _latency_store as latency_goldens
 from pytest_mlrepro.latency import LatencyOutcome
 from pytest_mlrepro.latency import _benchjson as benchjson
@@ -36,7 +36,6 @@ from pytest_mlrepro.latency import _measure as lat
 from pytest_mlrepro.latency._timing import Measurement
 from pytest_mlrepro.manifest._spec import Manifest, parse_manifest
 from pytest_mlrepro.report import explain_latency
-from pytest_mlrepro.runners import installed_version
 from pytest_mlrepro.settings import Settings
 
 # --- the hardware key -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import SignatureError
 from ...manifest import Manifest
 from .._signature import ModelSignature, check_signature
-from .._warnings import framework_warnings, loading
+from .._warnings import loading
 from ._config import Loaded, dims, tf_dtype_name
 
 
@@ -20,10 +20,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     """The frozen graph at ``path``, run in a session with the manifest's thread counts."""
     v1 = tf.compat.v1
     graph_def = v1.GraphDef()
-    with (
-        framework_warnings(),
-        loading(manifest, f"{path.name} is not a TensorFlow GraphDef", error=SignatureError),
-    ):
+    with loading(manifest, f"{path.name} is not a TensorFlow GraphDef", error=SignatureError):
         graph_def.ParseFromString(path.read_bytes())
     graph = tf.Graph()
     with graph.as_default():

@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import SignatureError
 from ...manifest import Manifest
 from .._signature import ModelSignature, check_signature
-from .._warnings import framework_warnings, loading
+from .._warnings import loading
 from ._config import Loaded, dims, tf_dtype_name
 
 
@@ -20,10 +20,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
     """The Keras model at ``path``, its one input checked against the manifest's."""
     import keras
 
-    with (
-        framework_warnings(),
-        loading(manifest, f"Keras cannot load {path.name}", error=SignatureError),
-    ):
+    with loading(manifest, f"Keras cannot load {path.name}", error=SignatureError):
         # safe_mode refuses to deserialise Python lambdas: nothing in the file runs as code.
         model = keras.saving.load_model(path, compile=False, safe_mode=True)
     tensor = model.inputs[0]

@@ -67,11 +67,8 @@ class TensorFlowRunner(CheckedInput):
         return np.asarray(self.loaded.call(batch))
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """Every layer's output on ``batch``, in the model's order, as (name, op, value). A Keras
-        model: a second model over the loaded one whose outputs are all its layers'. A
-        SavedModel: every op of its signature's graph that computes on the input (constants
-        and the arithmetic on weights left out), fetched from the graph with its variables
-        frozen (:func:`._saved_model.layer_outputs`). Frozen graphs give none."""
+        """Every layer's output on ``batch``, in the model's order, as (name, op, value), as the
+        format's module reads them (``_keras``, ``_saved_model``); frozen graphs give none."""
         return [] if self.loaded.layers is None else self.loaded.layers(batch)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:

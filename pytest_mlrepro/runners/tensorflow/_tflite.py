@@ -15,7 +15,7 @@ from ...manifest import Manifest
 from ...settings import Settings
 from .._artifacts import verified
 from .._signature import CheckedInput, ModelSignature, check_signature, shape_text
-from .._warnings import framework_warnings, loading
+from .._warnings import loading
 from ._config import Shape, dims
 
 
@@ -50,24 +50,17 @@ class TFLiteRunner(CheckedInput):
     with the model's own scale and zero point."""
 
     def __init__(
-        self,
-        interpreter: Any,
-        info: dict[str, Any],
-        quantized_input: bool,
-        model_content: bytes,
-        output: dict[str, Any],
+        self, interpreter: Any, info: dict[str, Any], model_content: bytes, output_index: int
     ) -> None:
         self.interpreter = interpreter
+        # What the runner converts with: the quantisation its info records (absent: none).
         self.info = info
-        self.quantized_input = quantized_input
         details = interpreter.get_input_details()[0]
         self.input_index = details["index"]
         self.input_dtype = np.dtype(details["dtype"])
-        self.input_quant = details["quantization"]
         self.input_shape: Shape = dims(details["shape_signature"])
         self.input_name = info["input"]
-        self.output_index = output["index"]
-        self.output_quant = output["quantization"]
+        self.output_index = output_index
         self._shape: tuple[int, ...] | None = None
         self.model_content = model_content  # the verified model, for layer_outputs
 
@@ -83,10 +76,7 @@ class TFLiteRunner(CheckedInput):
         threads = manifest.runtime.intra_op_threads
         with verified(manifest, manifest.model.file, ("model", "file"), settings) as file:
             # The interpreter maps the verified copy; the mapping outlives its removal.
-            with (
-                framework_warnings(),
-                loading(manifest, f"LiteRT cannot load {file.path.name}", error=SignatureError),
-            ):
+            with loading(manifest, f"LiteRT cannot load {file.path.name}", error=SignatureError):
                 interpreter = interpreter_class(model_path=str(file.local), num_threads=threads)
             # The verified bytes, for layer fingerprints (a second interpreter that keeps
             # every intermediate tensor): read from the copy the interpreter mapped.
@@ -156,7 +146,7 @@ class TFLiteRunner(CheckedInput):
                 "scale": float(out_scale),
                 "zero_point": int(out_zero),
             }
-        return cls(interpreter, info, quantized_input, model_content, out_detail)
+        return cls(interpreter, info, model_content, out_detail["index"])
 
     def layer_outputs(
         self, batch: np.ndarray
@@ -202,17 +192,17 @@ class TFLiteRunner(CheckedInput):
         return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:
-        if self.quantized_input:
-            scale, zero_point = self.input_quant
-            return quantize(batch, scale, zero_point, self.input_dtype)
+        quant = self.info.get("input_quantization")
+        if quant is not None:
+            return quantize(batch, quant["scale"], quant["zero_point"], self.input_dtype)
         return np.ascontiguousarray(batch, dtype=self.input_dtype)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         self.model_call(batch)()
         out = self.interpreter.get_tensor(self.output_index)
-        if "output_quantization" in self.info:
-            scale, zero_point = self.output_quant
-            return dequantize(out, scale, zero_point)
+        quant = self.info.get("output_quantization")
+        if quant is not None:
+            return dequantize(out, quant["scale"], quant["zero_point"])
         return np.asarray(out, dtype=np.float32)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
@@ -236,11 +226,8 @@ def signature_names(interpreter: Any) -> dict[str, Any]:
             key = next(iter(signatures))
             runner = interpreter.get_signature_runner(key)
             inputs = runner.get_input_details()
-            outputs = runner.get_output_details()
-            out = {}
             details = {d["index"]: d["name"] for d in interpreter.get_output_details()}
-            for name, detail in outputs.items():
-                out[name] = details.get(detail["index"], name)
+            out = {n: details.get(d["index"], n) for n, d in runner.get_output_details().items()}
             if len(inputs) == 1:
                 return {"input": next(iter(inputs)), "outputs": out}
             return {"outputs": out}
