@@ -133,7 +133,8 @@ class AccuracyRequest:
     shown: Callable[[Path], str]  # a path as the run shows it
     evaluate: Evaluate
     diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
-    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    # The row's first properties: kind, manifest, device, framework, the manifest's identity.
+    head: tuple[tuple[str, Any], ...] = ()
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
@@ -282,16 +283,9 @@ class _Run:
         r = self.r
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
-        # What a results file needs to tell this evaluation from others: the manifest's file and
-        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
-        for key, value in (
-            ("kind", "accuracy"),
-            ("manifest", m.name),
-            ("device", r.device),
-            ("framework", m.framework.name),
-            *r.identity,
-        ):
-            self.add(key, value)
+        # What a results file needs to tell this evaluation from others: the row's head, the
+        # tolerances and the shard (the hardware key: the item's evaluation).
+        self.properties.extend(r.head)
         tol = m.tolerances
         self.add(
             "tolerances",

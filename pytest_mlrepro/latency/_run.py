@@ -81,7 +81,8 @@ class LatencyRequest:
     # What decided the verdict, in words (``report.latency_decided_by``; None: no golden yet):
     # the wording is the report's, the facts the check's.
     word_decision: Callable[[DecisionFacts | None], str]
-    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    # The row's first properties: kind, manifest, device, batch, framework, manifest identity.
+    head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
@@ -204,15 +205,7 @@ class _Run:
         )
         m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
-        for name, value in (
-            ("kind", "latency"),
-            ("manifest", m.name),
-            ("device", r.device),
-            ("batch", r.batch),
-            ("framework", m.framework.name),
-            *r.identity,
-        ):
-            self.add(name, value)
+        self.properties.extend(r.head)
         self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
         self.add("inter_op_threads", m.runtime.inter_op_threads or "default")
         try:

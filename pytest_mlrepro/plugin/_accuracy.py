@@ -108,7 +108,7 @@ class AccuracyItem(EvaluatingItem):
                 manifest_path=self.path,
                 shown=functools.partial(display_path, config),
                 evaluate=self._evaluate,
-                identity=self.manifest_identity(),
+                head=self.row_head(),
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
                 diagnosis_probes=given.diagnosis_probes,
                 diagnosis_wording=DIAGNOSIS_WORDING,

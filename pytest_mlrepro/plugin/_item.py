@@ -84,12 +84,22 @@ class ManifestItem(pytest.Item):
         and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
-    def manifest_identity(self) -> tuple[tuple[str, Any], ...]:
-        """The manifest's file (relative to the rootdir), the sha256 of its normalised content
-        and that content: rows of the same pipeline are recognisable across machines, and two
-        results files can say what differs (results files)."""
-        identity = manifest_identity(self.manifest.normalized())
-        return (("manifest_file", display_path(self.config, self.path)), *identity.items())
+    def row_head(self, *parameters: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """The properties that open every row of the item: its kind, manifest, device (and
+        ``parameters``), framework, then the manifest's file (relative to the rootdir), the
+        sha256 of its normalised content and that content: rows of the same pipeline are
+        recognisable across machines, and two results files can say what differs."""
+        m = self.manifest
+        identity = manifest_identity(m.normalized())
+        return (
+            ("kind", self.kind),
+            ("manifest", m.name),
+            ("device", self.device),
+            *parameters,
+            ("framework", m.framework.name),
+            ("manifest_file", display_path(self.config, self.path)),
+            *identity.items(),
+        )
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
