@@ -27,7 +27,7 @@ from ..fingerprint import HardwareKey, hardware_key
 from ..manifest import Manifest
 from ..runners import check_framework
 from ..settings import Settings
-from ._benchjson import benchmark_entry
+from ._benchjson import stats_entry
 from ._decisions import (
     DecisionFacts,
     golden_outpaced,
@@ -424,16 +424,27 @@ class _Run:
                     }
                 )
             measurements[name] = row
-            benchmarks.append(
-                benchmark_entry(
+            params = {"device": r.device, "batch": r.batch, "measurement": name}
+            benchmarks.append(  # one of pytest-benchmark's ``benchmarks`` (latency/_benchjson.py)
+                {
+                    "group": f"{r.manifest.name} {r.device} b{r.batch}",
                     # The manifest first: pytest-benchmark's tables show the name alone, and two
                     # manifests have the same items (latency[cpu-b1]).
-                    name=f"{r.manifest.name}::{r.name}::{name}",
-                    fullname=f"{r.nodeid}::{name}",
-                    group=f"{r.manifest.name} {r.device} b{r.batch}",
-                    params={"device": r.device, "batch": r.batch, "measurement": name},
-                    stats=stats,
-                    options={
+                    "name": f"{r.manifest.name}::{r.name}::{name}",
+                    "fullname": f"{r.nodeid}::{name}",
+                    "params": params,
+                    "param": "-".join(str(v) for v in params.values()),
+                    "extra_info": {
+                        "manifest": r.manifest.name,
+                        "hardware_key": key.slug,
+                        "settings": settings_now,
+                        "warmup_rounds": measured.warmup_rounds,
+                        "stopped_by": measured.stopped_by,
+                        "contention": attempt.contention,
+                        "items_per_second": r.batch / stats.p50 if stats.p50 else None,
+                        "golden": None if baseline is None else str(baseline.slug),
+                    },
+                    "options": {
                         "disable_gc": True,
                         "timer": "perf_counter_ns",
                         "min_rounds": block.min_rounds,
@@ -445,18 +456,8 @@ class _Run:
                         "precision": None,
                         "confidence": None,
                     },
-                    extra_info={
-                        "manifest": r.manifest.name,
-                        "hardware_key": key.slug,
-                        "settings": settings_now,
-                        "warmup_rounds": measured.warmup_rounds,
-                        "stopped_by": measured.stopped_by,
-                        "contention": attempt.contention,
-                        "items_per_second": r.batch / stats.p50 if stats.p50 else None,
-                        "golden": None if baseline is None else str(baseline.slug),
-                    },
-                    data=measured.seconds.tolist(),
-                )
+                    "stats": stats_entry(stats, measured.seconds.tolist()),
+                }
             )
         self.row = {
             **self._row_base(),
