@@ -138,31 +138,38 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
         else "passed"
     )  # fmt: skip
     run.add("status", status)
-    return replace(o, status=status, properties=tuple(run.properties), row=run.row)
+    row = None
+    if run.measured is not None or o.end == "skip":  # the table lists what was skipped too
+        r = request
+        row = {"manifest": r.manifest.name, "device": r.device, "batch": r.batch}
+        row.update(run.measured or {})
+        # The row's facts are the properties', as they last stand.
+        row.update((k, v) for k, v in run.properties if k in _ROW_FACTS)
+    return replace(o, status=status, properties=tuple(run.properties), row=row)
+
+
+_ROW_FACTS = ("p50_ms", "golden_p50_ms", "ratio_to_golden", "decided_by", "stale_golden", "verdict")
+"""The properties the latency table's row repeats."""
 
 
 class _Run:
     """One check, its facts gathered as it goes (the outcome replaced as they are found; the
-    properties and the row built in place), frozen into the record at its end."""
+    properties and the measured part of the row built in place), frozen into the record at its
+    end."""
 
     def __init__(self, request: LatencyRequest) -> None:
         self.r = request
         self.outcome = LatencyOutcome(max_contention=request.max_contention)
         self.properties: list[tuple[str, Any]] = []
-        self.row: dict[str, Any] | None = None
+        self.measured: dict[str, Any] | None = None  # the row's measurements, once measured
         self.written = False
 
     def add(self, key: str, value: Any) -> None:
         self.properties.append((key, value))
 
-    def _row_base(self) -> dict[str, Any]:
-        return {"manifest": self.r.manifest.name, "device": self.r.device, "batch": self.r.batch}
-
     def _verdict(self, verdict: str) -> None:
         self.add("verdict", verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
-        if self.row is not None:
-            self.row["verdict"] = verdict
 
     def _end(
         self,
@@ -176,14 +183,10 @@ class _Run:
     ) -> _Ended:
         """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
         failure (verdict ``error``: a failure of the tool, ``message`` its text), with its
-        verdict in the properties and the row; its other facts are in the outcome already."""
-        if end == "skip" or self.row is not None:
-            self.row = {**(self.row or self._row_base()), "verdict": verdict}
+        verdict in the properties; its other facts are in the outcome already."""
         self.add("verdict", verdict)
         if decided is not None:
             self.add("decided_by", decided)
-            assert self.row is not None
-            self.row["decided_by"] = decided
         self.outcome = replace(
             self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=strict_fails
         )
@@ -302,8 +305,6 @@ class _Run:
         # A golden being re-recorded now is stale no more.
         flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
         self.add("stale_golden", flag)
-        assert self.row is not None  # set by _report
-        self.row["stale_golden"] = flag
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
@@ -347,18 +348,12 @@ class _Run:
         decided = self.r.word_decision(
             None if assessment is None else decision_facts(assessment, self.r.max_contention)
         )
-        fields: dict[str, Any] = {
-            "p50_ms": None if now is None else ms(now),
-            "golden_p50_ms": None if golden is None else ms(golden),
-            "ratio_to_golden": None if ratio is None else round(ratio, 4),
-            "decided_by": decided,
-        }
+        self.add("p50_ms", None if now is None else ms(now))
+        self.add("golden_p50_ms", None if golden is None else ms(golden))
+        self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
+        self.add("decided_by", decided)
         if assessment is None:  # recording: nothing to be stale
-            fields["stale_golden"] = None
-        for name_, value in fields.items():
-            self.add(name_, value)
-        assert self.row is not None  # set by _report
-        self.row.update(fields)
+            self.add("stale_golden", None)
         return ratio
 
     def _record(
@@ -459,12 +454,7 @@ class _Run:
                     "stats": stats_entry(stats, measured.seconds.tolist()),
                 }
             )
-        self.row = {
-            **self._row_base(),
-            "measurements": measurements,
-            "benchmarks": benchmarks,
-            "key": key.fields,
-        }
+        self.measured = {"measurements": measurements, "benchmarks": benchmarks, "key": key.fields}
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:
