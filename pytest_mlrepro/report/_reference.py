@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from .._visible import visible
 from ..goldens import ReferenceCheck
+from ._tables import class_label
 from ._text import aligned
 
 
@@ -61,16 +62,10 @@ def explain_reference(
         lines += ["", f"  {len(c.changed)} samples predict another top-1 class, e.g.:"]
         for ch in c.changed[:examples]:
             lines.append(
-                f"    {visible(ch.id)}: reference {_label(classes, ch.golden)} "
-                f"({ch.golden_score:.3g}) → {_label(classes, ch.now)} ({ch.now_score:.3g})"
+                f"    {visible(ch.id)}: reference {class_label(classes, ch.golden)} "
+                f"({ch.golden_score:.3g}) → {class_label(classes, ch.now)} ({ch.now_score:.3g})"
             )
     return "\n".join(lines)
-
-
-def _label(classes: Sequence[str] | None, index: int) -> str:
-    if classes and 0 <= index < len(classes):
-        return f"{index} {visible(classes[index])}"
-    return str(index)
 
 
 __all__ = ["explain_reference"]
