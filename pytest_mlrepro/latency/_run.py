@@ -90,6 +90,8 @@ Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
 """The check's standing (``results.Status``, which the results file states): a regression, an
 error, and a golden not recorded because the machine was busy are failures; a contended
 measurement and a missing framework are skipped, not compared."""
+_SKIPS = ("unavailable", "no golden", "busy", "contended")
+"""The reasons that skip the item (the others fail it)."""
 _STATUS: dict[Reason, Status] = {
     "unavailable": "skipped",
     "contended": "skipped",
@@ -172,26 +174,20 @@ class _Run:
         self.outcome = replace(self.outcome, verdict=verdict)
 
     def _end(
-        self,
-        end: Literal["skip", "fail"],
-        reason: Reason,
-        verdict: str,
-        *,
-        strict_fails: bool = True,
-        decided: str | None = None,
-        message: str = "",
+        self, reason: Reason, verdict: str, decided: str | None = None, **facts: Any
     ) -> _Ended:
-        """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
-        failure (verdict ``error``: a failure of the tool, ``message`` its text), with its
-        verdict in the properties; its other facts are in the outcome already."""
+        """End the check: a skip (:data:`_SKIPS`; a failure under --mlrepro-strict, unless the
+        machine was busy) or a failure (verdict ``error``: a failure of the tool, ``message`` its
+        text), with its verdict in the properties and ``facts``, the outcome's fields its text
+        needs besides those found before."""
         self.add("verdict", verdict)
         if decided is not None:
             self.add("decided_by", decided)
+        end: Literal["skip", "fail"] = "skip" if reason in _SKIPS else "fail"
+        busy = reason in ("busy", "contended")  # the machine's doing, not the model's
         self.outcome = replace(
-            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=strict_fails
+            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=not busy, **facts
         )
-        if message:
-            self.outcome = replace(self.outcome, message=message)
         return _Ended()
 
     def run(self) -> None:
@@ -214,7 +210,7 @@ class _Run:
         try:
             version = check_framework(m)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            raise self._end("unavailable", "skipped", message=str(exc)) from None
         self.add("framework_version", version)
         key = hardware_key(
             r.device, m.framework.name, version, runtime.intra_op_threads, runtime.inter_op_threads
@@ -225,21 +221,23 @@ class _Run:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
             if not r.update:
-                raise self._end("fail", "golden invalid", "error", message=str(exc)) from None
+                raise self._end("golden invalid", "error", message=str(exc)) from None
             baseline = None
         if baseline is None and not r.update:
             golden_file = r.shown(golden_store.latency_golden_file(r.settings, m, key))
-            self.outcome = replace(self.outcome, key=key.fields, golden_file=golden_file)
-            raise self._end("skip", "no golden", "no golden", decided=r.word_decision(None))
+            decided = r.word_decision(None)
+            raise self._end(
+                "no golden", "no golden", decided, key=key.fields, golden_file=golden_file
+            )
         try:
             dataset = resolve_dataset(m, r.settings)
             # The batches read and preprocessed (the model's loading: its own phases).
             with phase("preprocessing"):
                 prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            raise self._end("unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
-            raise self._end("fail", "error", "error", message=str(exc)) from None
+            raise self._end("error", "error", message=str(exc)) from None
         settings_now = settings_of(prepared.runner_info)
         for name in ("graph_optimization_level", "providers"):
             if name in prepared.runner_info:
@@ -269,8 +267,7 @@ class _Run:
             self._report(chosen or attempts[-1], None, key, settings_now)
             self._summary(chosen or attempts[-1], None, None)
             if chosen is None:
-                self.outcome = replace(self.outcome, least_contention=least)
-                raise self._end("skip", "busy", "not recorded", strict_fails=False)
+                raise self._end("busy", "not recorded", least_contention=least)
             self._record(m, key, chosen, settings_now, "golden recorded")
             return
         final = conclude(assessments)
@@ -309,21 +306,18 @@ class _Run:
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
         if decision.action == "not recorded":
-            self.outcome = replace(self.outcome, least_contention=least)
-            raise self._end("skip", "busy", "not recorded", strict_fails=False)
+            raise self._end("busy", "not recorded", least_contention=least)
         if decision.action == "pass":
             self._verdict(decision.text)
             return
-        self.outcome = replace(
-            self.outcome,
-            assessment=final,
-            baseline=baseline,
-            changes=dict(changes),
-            assessments=len(assessments),
-        )
-        if decision.action == "contended":  # reported at the manifest already: a skip
-            raise self._end("skip", "contended", "contended", strict_fails=False)
-        raise self._end("fail", "regression", "regression")
+        # A skip when contended (reported at the manifest already), else a regression.
+        reason: Reason = "contended" if decision.action == "contended" else "regression"
+        facts: dict[str, Any] = {
+            "assessment": final,
+            "baseline": baseline,
+            "changes": dict(changes),
+        }
+        raise self._end(reason, reason, assessments=len(assessments), **facts)
 
     def _summary(
         self,
@@ -372,7 +366,7 @@ class _Run:
                 r.settings, m, key, r.batch, entry, settings_now
             )
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
-            raise self._end("fail", "error", "error", message=str(exc)) from None
+            raise self._end("error", "error", message=str(exc)) from None
         self.written = True
         self.add("golden", r.shown(path))
         self._verdict(action)
