@@ -265,14 +265,12 @@ class _Run:
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
             chosen = next((a for a in attempts if _quiet(a, limit)), None)
             self._report(chosen or attempts[-1], None, key, settings_now)
-            self._summary(chosen or attempts[-1], None, None)
             if chosen is None:
                 raise self._end("busy", "not recorded", least_contention=least)
             self._record(m, key, chosen, settings_now, "golden recorded")
             return
         final = conclude(assessments)
-        self._report(final.attempt, final, key, settings_now, baseline)
-        ratio = self._summary(final.attempt, final, baseline)
+        ratio = self._report(final.attempt, final, key, settings_now, baseline)
         changes = changed_settings(baseline, key, settings_now)
         self.outcome = replace(self.outcome, golden_shown=r.shown(baseline.path))
         self.add("golden", self.outcome.golden_shown)
@@ -319,37 +317,6 @@ class _Run:
         }
         raise self._end(reason, reason, assessments=len(assessments), **facts)
 
-    def _summary(
-        self,
-        attempt: Attempt,
-        assessment: Assessment | None,
-        baseline: golden_store.LatencyBaseline | None,
-    ) -> float | None:
-        """The one-line latency of the result (``p50_ms`` of the primary measurement, its
-        golden's and their ratio) and, in words, what decided the verdict: properties (so, the
-        results file) and the terminal table's data. Returns the ratio to the golden."""
-        # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
-        # own latency, which a hardware matrix compares), else the first.
-        names = list(attempt.measurements)
-        name = "model" if "model" in names else next(iter(names), None)
-        now = golden = ratio = None
-        if name is not None:
-            now = summarize(attempt.measurements[name].seconds).p50
-            recorded = None if baseline is None else baseline.measurements.get(name)
-            if recorded is not None:
-                golden = recorded.get("p50")
-                ratio = now / golden if golden > 0 else None
-        decided = self.r.word_decision(
-            None if assessment is None else decision_facts(assessment, self.r.max_contention)
-        )
-        self.add("p50_ms", None if now is None else ms(now))
-        self.add("golden_p50_ms", None if golden is None else ms(golden))
-        self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
-        self.add("decided_by", decided)
-        if assessment is None:  # recording: nothing to be stale
-            self.add("stale_golden", None)
-        return ratio
-
     def _record(
         self,
         m: Manifest,
@@ -378,9 +345,11 @@ class _Run:
         key: HardwareKey,
         settings_now: dict[str, Any],
         baseline: golden_store.LatencyBaseline | None = None,
-    ) -> None:
+    ) -> float | None:
         """Scalar properties (JUnit, --mlrepro-json) and the data of the terminal table and of
-        the pytest-benchmark file (carried on the report, also across xdist)."""
+        the pytest-benchmark file (carried on the report, also across xdist), ending with the
+        one-line latency of the result (``p50_ms`` of the primary measurement, its golden's and
+        their ratio) and, in words, what decided the verdict. Returns the ratio to the golden."""
         r = self.r
         block = r.manifest.latency
         assert block is not None
@@ -449,6 +418,27 @@ class _Run:
                 }
             )
         self.measured = {"measurements": measurements, "benchmarks": benchmarks, "key": key.fields}
+        # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
+        # own latency, which a hardware matrix compares), else the first.
+        names = list(attempt.measurements)
+        primary = "model" if "model" in names else next(iter(names), None)
+        now = golden = ratio = None
+        if primary is not None:
+            now = summarize(attempt.measurements[primary].seconds).p50
+            recorded = None if baseline is None else baseline.measurements.get(primary)
+            if recorded is not None:
+                golden = recorded.get("p50")
+                ratio = now / golden if golden > 0 else None
+        decided = r.word_decision(
+            None if assessment is None else decision_facts(assessment, r.max_contention)
+        )
+        self.add("p50_ms", None if now is None else ms(now))
+        self.add("golden_p50_ms", None if golden is None else ms(golden))
+        self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
+        self.add("decided_by", decided)
+        if assessment is None:  # recording: nothing to be stale
+            self.add("stale_golden", None)
+        return ratio
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:
