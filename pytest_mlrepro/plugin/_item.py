@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 
@@ -142,13 +142,6 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
-        if options(self.config).strict:
-            add("verdict", "unavailable (strict)")
-            raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
-        add("verdict", "skipped")
-        pytest.skip(str(exc))
-
     def _evaluate(
         self, run: Run[T] | None, add: AddProperty | None = None
     ) -> tuple[T | None, ResolvedDataset]:
@@ -181,7 +174,11 @@ class EvaluatingItem(ManifestItem):
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 return run(dataset, progress), dataset
         except Unavailable as exc:
-            self._unavailable(exc, add)
+            strict = options(self.config).strict
+            add("verdict", "unavailable (strict)" if strict else "skipped")
+            if strict:
+                raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)") from None
+            pytest.skip(str(exc))
         except NonFiniteOutputs as exc:
             # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
             add("verdict", "non-finite outputs")
