@@ -40,7 +40,7 @@ def explain_reference(
         (
             "top-1 agreement",
             "1.0000",
-            f"{check.agreement:.4f}",
+            f"{c.agreement:.4f}",
             f"{len(c.changed)}/{c.samples} differ",
             f"≥{tol.agreement:g}",
             "agreement",
@@ -48,7 +48,7 @@ def explain_reference(
         (
             f"max |Δ {check.score_space}|",
             "0",
-            f"{check.max_score_diff:.3g}",
+            f"{c.max_score_diff:.3g}",
             c.max_score_diff_id or "-",
             f"≤{tol.score:g}",
             "score",
