@@ -133,7 +133,8 @@ class AccuracyRequest:
     shown: Callable[[Path], str]  # a path as the run shows it
     evaluate: Evaluate
     diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
-    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    # The row's first properties: kind, manifest, device, framework, the manifest's identity.
+    head: tuple[tuple[str, Any], ...] = ()
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
@@ -252,13 +253,14 @@ class _Run:
         self.add("verdict", verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
 
-    def _fail(self, reason: Reason, verdict: str | None) -> _Ended:
+    def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
         """End the check with a failure, with its verdict in the properties (None: the verdict
-        found before stands); its facts are in the outcome already."""
+        found before stands) and ``facts``, the outcome's fields its text needs besides those
+        found before."""
         if verdict is not None:
             self._verdict(verdict)
         failed: Status = "no golden" if reason == "no golden" else "failed"
-        self.outcome = replace(self.outcome, status=failed, reason=reason)
+        self.outcome = replace(self.outcome, status=failed, reason=reason, **facts)
         return _Ended()
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
@@ -282,16 +284,9 @@ class _Run:
         r = self.r
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
-        # What a results file needs to tell this evaluation from others: the manifest's file and
-        # digest, the tolerances and the shard (the hardware key: the item's evaluation).
-        for key, value in (
-            ("kind", "accuracy"),
-            ("manifest", m.name),
-            ("device", r.device),
-            ("framework", m.framework.name),
-            *r.identity,
-        ):
-            self.add(key, value)
+        # What a results file needs to tell this evaluation from others: the row's head, the
+        # tolerances and the shard (the hardware key: the item's evaluation).
+        self.properties.extend(r.head)
         tol = m.tolerances
         self.add(
             "tolerances",
@@ -308,8 +303,7 @@ class _Run:
             # run's numbers.
             _, dataset = r.evaluate(None, self.add)
             self.add("samples", len(dataset.samples))
-            self.outcome = replace(self.outcome, model_run=False)
-            raise self._fail("no golden", "no golden")
+            raise self._fail("no golden", "no golden", model_run=False)
         with phase("comparison"):
             keep = self._compared_with(path)
 
@@ -377,13 +371,13 @@ class _Run:
                 named = explain_class_count(golden.results, now, recorded_classes, classes_now)
             if named is not None:
                 self.add("diagnosis", named[1])
-            self.outcome = replace(
-                self.outcome,
+            raise self._fail(
+                "classes changed",
+                "drift",
                 recorded_classes=recorded_classes,
                 classes_now=classes_now,
                 diagnosis=None if named is None else named[0],
             )
-            raise self._fail("classes changed", "drift")
         if r.shard is not None:  # the golden's samples of this shard, by the same rule
             golden = replace(golden, results=shard_results(golden.results, r.shard))
         comparison = compare(golden.results, now, result.scores, m.tolerances)
@@ -562,27 +556,25 @@ class _Run:
         fails the item (an update run replaces it: None); one recorded from another manifest
         that still claims it fails the item in every run."""
         r, o = self.r, self.outcome  # o: the facts so far (read, not changed)
-        shown_golden = o.golden_shown
         golden, error = self._golden_read
         try:
             if error is not None:
                 raise error
             if golden is not None:
                 golden_store.check_owner(golden, path, r.manifest, (str(path), o.manifest_shown))
-        except golden_store.GoldenNotAFile as exc:
-            self.outcome = replace(o, message=str(exc).replace(str(path), shown_golden))
-            raise self._fail("golden not a file", "error") from None
         except GoldenError as exc:
-            if not writes:
-                self.outcome = replace(o, message=str(exc).replace(str(path), shown_golden))
-                raise self._fail("golden unreadable", "error") from None
-            return None
+            # Not a file (a symlink, a folder...) is never replaced; an invalid one, by an update.
+            not_a_file = isinstance(exc, golden_store.GoldenNotAFile)
+            if writes and not not_a_file:
+                return None
+            reason: Reason = "golden not a file" if not_a_file else "golden unreadable"
+            message = str(exc).replace(str(path), o.golden_shown)
+            raise self._fail(reason, "error", message=message) from None
         if golden is None:
             return None
         other = golden_store.claimed_by_another(golden, path, r.manifest, r.settings)
         if other is not None:
-            self.outcome = replace(o, claimed_by=other)
-            raise self._fail("golden claimed", "golden claimed")
+            raise self._fail("golden claimed", "golden claimed", claimed_by=other)
         return golden
 
     def _diagnose(self, drifted: Drifted, comparison: Comparison, change: DataChange) -> None:
@@ -630,19 +622,19 @@ class _Run:
         --mlrepro-update-despite-reference asks for it."""
         r = self.r
         with phase("writing"):
+            disagrees = ref is not None and ref.agrees is False
+            if disagrees and r.despite_reference:
+                action += " despite reference disagreement"
+            self.outcome = replace(self.outcome, action=action)  # done, or what is refused
             if ref is not None and ref.refused:
                 # The reference is refused (outside the project, not found): the manifest is
                 # wrong, and nothing it produced is recorded, as for a refused model.
-                self.outcome = replace(self.outcome, action=action)
                 raise self._fail("reference refused", "error")
-            if ref is not None and ref.agrees is False:
-                if not r.despite_reference:
-                    self.outcome = replace(self.outcome, action=action)
-                    raise self._fail(
-                        "reference disagreement, not recorded",
-                        f"reference disagreement (golden not {self.outcome.verb})",
-                    )
-                action += " despite reference disagreement"
+            if disagrees and not r.despite_reference:
+                raise self._fail(
+                    "reference disagreement, not recorded",
+                    f"reference disagreement (golden not {self.outcome.verb})",
+                )
             golden = Golden(
                 name=r.manifest.name,
                 manifest=r.manifest.normalized(),
@@ -656,11 +648,9 @@ class _Run:
             try:
                 golden_store.write(path, golden, r.settings.golden_dir)
             except OutputError as exc:
-                shown = self.outcome.golden_shown
-                self.outcome = replace(self.outcome, message=str(exc).replace(str(path), shown))
-                raise self._fail("golden not written", "error") from None
+                message = str(exc).replace(str(path), self.outcome.golden_shown)
+                raise self._fail("golden not written", "error", message=message) from None
             self.written = True
-            self.outcome = replace(self.outcome, action=action)
             self._verdict(f"golden {action}")
             self.add("golden", self.outcome.golden_shown)
         self._finish_reference(ref)

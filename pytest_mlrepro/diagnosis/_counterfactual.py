@@ -149,10 +149,9 @@ class _Walker:
         if cached is not None:
             return cached
         key = tuple(group)
-        check = getattr(self.runner, "check_batch", None)
         try:
-            if check is not None and key not in self.checked:
-                check(batch, self.manifest.input.layout)
+            if key not in self.checked:
+                self.runner.check_batch(batch, self.manifest.input.layout)
                 self.checked.add(key)
             size = max(1, self.manifest.runtime.batch_size)
             raw = [

@@ -121,14 +121,6 @@ class ReferenceCheck:
     tolerances: Reference
 
     @property
-    def agreement(self) -> float:
-        return self.comparison.agreement
-
-    @property
-    def max_score_diff(self) -> float:
-        return self.comparison.max_score_diff
-
-    @property
     def top1_ratio(self) -> float:
         if self.reference_top1 == 0:
             return 1.0 if self.now_top1 == 0 else float("inf")
@@ -137,13 +129,13 @@ class ReferenceCheck:
     @property
     def failures(self) -> list[str]:
         """The levels outside tolerance: ``samples``, ``agreement``, ``score``, ``top1``."""
-        tol = self.tolerances
-        if self.comparison.samples == 0:
+        tol, c = self.tolerances, self.comparison
+        if c.samples == 0:
             return ["samples"]
         out = []
-        if self.agreement < tol.agreement - 1e-12:
+        if c.agreement < tol.agreement - 1e-12:
             out.append("agreement")
-        if self.max_score_diff > tol.score:
+        if c.max_score_diff > tol.score:
             out.append("score")
         if self.top1_ratio < tol.top1 - 1e-12:
             out.append("top1")
@@ -158,12 +150,13 @@ class ReferenceCheck:
         props: list[tuple[str, Any]] = [
             ("reference", self.name),
             ("reference_samples", self.comparison.samples),
-            ("reference_agreement", round(self.agreement, 6)),
+            ("reference_agreement", round(self.comparison.agreement, 6)),
             ("reference_top1_ratio", round(self.top1_ratio, 6)),
             ("reference_score_space", self.score_space),
         ]
-        if np.isfinite(self.max_score_diff):
-            props.append(("reference_max_score_diff", float(f"{self.max_score_diff:.3g}")))
+        distance = self.comparison.max_score_diff
+        if np.isfinite(distance):
+            props.append(("reference_max_score_diff", float(f"{distance:.3g}")))
         return props
 
 

@@ -369,17 +369,14 @@ def _schema_validator() -> Any:
     return validator(schema, strict_integers=True)
 
 
-def _document_order(path: Any) -> list[tuple[int, int | str]]:
-    return [(0, part) if isinstance(part, int) else (1, part) for part in path]
-
-
 def _check_schema(data: Any) -> None:
     """InvalidField for the first field (in the file's order) that breaks the schema, in the
     words of that field's title ("expected a class index (an integer), got "3" (a string)")."""
     errors = list(_schema_validator().iter_errors(data))
     if not errors:
         return
-    error = min(errors, key=lambda e: _document_order(e.absolute_path))
+    # The first error in document order (at one depth, an index sorts before a key).
+    error = min(errors, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path])
     field: Field = tuple(error.absolute_path)
     if error.validator == "required":
         missing = next(key for key in error.validator_value if key not in error.instance)

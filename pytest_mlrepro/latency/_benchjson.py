@@ -27,44 +27,20 @@ FORMAT_VERSION = "5.3.1"
 MAX_DATA = 100_000
 
 
-def stats_entry(stats: Stats) -> dict[str, Any]:
+def stats_entry(stats: Stats, data: Sequence[float]) -> dict[str, Any]:
     """pytest-benchmark's ``stats`` mapping from our statistics (seconds): its names for ours
-    (``median``), less the quantiles it does not know, plus what it derives."""
+    (``median``), less the quantiles it does not know, plus what it derives, and the rounds
+    themselves (``data``) up to :data:`MAX_DATA` of them."""
     entry = {k: v for k, v in dataclasses.asdict(stats).items() if k not in ("p50", "p90", "p99")}
-    return {
-        **entry,
-        "median": stats.p50,
-        "outliers": f"{stats.stddev_outliers};{stats.iqr_outliers}",
-        "ops": stats.rounds / stats.total if stats.total else 0.0,
-        "iterations": 1,
-    }
-
-
-def benchmark_entry(
-    *,
-    name: str,
-    fullname: str,
-    group: str | None,
-    params: Mapping[str, Any] | None,
-    stats: Stats,
-    options: Mapping[str, Any],
-    extra_info: Mapping[str, Any],
-    data: Sequence[float] | None = None,
-) -> dict[str, Any]:
-    """One element of ``benchmarks``."""
-    entry_stats = stats_entry(stats)
-    if data is not None and len(data) <= MAX_DATA:
-        entry_stats["data"] = [float(v) for v in data]
-    return {
-        "group": group,
-        "name": name,
-        "fullname": fullname,
-        "params": dict(params) if params is not None else None,
-        "param": "-".join(str(v) for v in params.values()) if params else None,
-        "extra_info": dict(extra_info),
-        "options": dict(options),
-        "stats": entry_stats,
-    }
+    entry.update(
+        median=stats.p50,
+        outliers=f"{stats.stddev_outliers};{stats.iqr_outliers}",
+        ops=stats.rounds / stats.total if stats.total else 0.0,
+        iterations=1,
+    )
+    if len(data) <= MAX_DATA:
+        entry["data"] = [float(v) for v in data]
+    return entry
 
 
 def machine_info(hardware_keys: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:

@@ -91,9 +91,7 @@ def prepare(
     request = _request(dataset, batch)
     pipe = manifest.pipeline
     prepared_input = np.stack([pipe(data, sample) for sample, data in request])
-    check = getattr(runner, "check_batch", None)
-    if check is not None:
-        check(prepared_input, manifest.input.layout)
+    runner.check_batch(prepared_input, manifest.input.layout)
     # Fails early, with the runner's message, on a signature mismatch; and on NaN/Inf outputs,
     # which the end-to-end measurement's top-k would otherwise rank (it refuses them mid-timing).
     require_finite(np.asarray(runner(prepared_input)), [sample for sample, _ in request])

@@ -27,7 +27,7 @@ from ..fingerprint import HardwareKey, hardware_key
 from ..manifest import Manifest
 from ..runners import check_framework
 from ..settings import Settings
-from ._benchjson import benchmark_entry
+from ._benchjson import stats_entry
 from ._decisions import (
     DecisionFacts,
     golden_outpaced,
@@ -81,7 +81,8 @@ class LatencyRequest:
     # What decided the verdict, in words (``report.latency_decided_by``; None: no golden yet):
     # the wording is the report's, the facts the check's.
     word_decision: Callable[[DecisionFacts | None], str]
-    identity: tuple[tuple[str, Any], ...] = ()  # the manifest's file and digest, as properties
+    # The row's first properties: kind, manifest, device, batch, framework, manifest identity.
+    head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
@@ -89,6 +90,8 @@ Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
 """The check's standing (``results.Status``, which the results file states): a regression, an
 error, and a golden not recorded because the machine was busy are failures; a contended
 measurement and a missing framework are skipped, not compared."""
+_SKIPS = ("unavailable", "no golden", "busy", "contended")
+"""The reasons that skip the item (the others fail it)."""
 _STATUS: dict[Reason, Status] = {
     "unavailable": "skipped",
     "contended": "skipped",
@@ -137,57 +140,54 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
         else "passed"
     )  # fmt: skip
     run.add("status", status)
-    return replace(o, status=status, properties=tuple(run.properties), row=run.row)
+    row = None
+    if run.measured is not None or o.end == "skip":  # the table lists what was skipped too
+        r = request
+        row = {"manifest": r.manifest.name, "device": r.device, "batch": r.batch}
+        row.update(run.measured or {})
+        # The row's facts are the properties', as they last stand.
+        row.update((k, v) for k, v in run.properties if k in _ROW_FACTS)
+    return replace(o, status=status, properties=tuple(run.properties), row=row)
+
+
+_ROW_FACTS = ("p50_ms", "golden_p50_ms", "ratio_to_golden", "decided_by", "stale_golden", "verdict")
+"""The properties the latency table's row repeats."""
 
 
 class _Run:
     """One check, its facts gathered as it goes (the outcome replaced as they are found; the
-    properties and the row built in place), frozen into the record at its end."""
+    properties and the measured part of the row built in place), frozen into the record at its
+    end."""
 
     def __init__(self, request: LatencyRequest) -> None:
         self.r = request
         self.outcome = LatencyOutcome(max_contention=request.max_contention)
         self.properties: list[tuple[str, Any]] = []
-        self.row: dict[str, Any] | None = None
+        self.measured: dict[str, Any] | None = None  # the row's measurements, once measured
         self.written = False
 
     def add(self, key: str, value: Any) -> None:
         self.properties.append((key, value))
 
-    def _row_base(self) -> dict[str, Any]:
-        return {"manifest": self.r.manifest.name, "device": self.r.device, "batch": self.r.batch}
-
     def _verdict(self, verdict: str) -> None:
         self.add("verdict", verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
-        if self.row is not None:
-            self.row["verdict"] = verdict
 
     def _end(
-        self,
-        end: Literal["skip", "fail"],
-        reason: Reason,
-        verdict: str,
-        *,
-        strict_fails: bool = True,
-        decided: str | None = None,
-        message: str = "",
+        self, reason: Reason, verdict: str, decided: str | None = None, **facts: Any
     ) -> _Ended:
-        """End the check: a skip (a failure under --mlrepro-strict when ``strict_fails``) or a
-        failure (verdict ``error``: a failure of the tool, ``message`` its text), with its
-        verdict in the properties and the row; its other facts are in the outcome already."""
-        if end == "skip" or self.row is not None:
-            self.row = {**(self.row or self._row_base()), "verdict": verdict}
+        """End the check: a skip (:data:`_SKIPS`; a failure under --mlrepro-strict, unless the
+        machine was busy) or a failure (verdict ``error``: a failure of the tool, ``message`` its
+        text), with its verdict in the properties and ``facts``, the outcome's fields its text
+        needs besides those found before."""
         self.add("verdict", verdict)
         if decided is not None:
             self.add("decided_by", decided)
-            assert self.row is not None
-            self.row["decided_by"] = decided
+        end: Literal["skip", "fail"] = "skip" if reason in _SKIPS else "fail"
+        busy = reason in ("busy", "contended")  # the machine's doing, not the model's
         self.outcome = replace(
-            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=strict_fails
+            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=not busy, **facts
         )
-        if message:
-            self.outcome = replace(self.outcome, message=message)
         return _Ended()
 
     def run(self) -> None:
@@ -204,21 +204,13 @@ class _Run:
         )
         m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
-        for name, value in (
-            ("kind", "latency"),
-            ("manifest", m.name),
-            ("device", r.device),
-            ("batch", r.batch),
-            ("framework", m.framework.name),
-            *r.identity,
-        ):
-            self.add(name, value)
+        self.properties.extend(r.head)
         self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
         self.add("inter_op_threads", m.runtime.inter_op_threads or "default")
         try:
             version = check_framework(m)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            raise self._end("unavailable", "skipped", message=str(exc)) from None
         self.add("framework_version", version)
         key = hardware_key(
             r.device, m.framework.name, version, runtime.intra_op_threads, runtime.inter_op_threads
@@ -229,21 +221,23 @@ class _Run:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
             if not r.update:
-                raise self._end("fail", "golden invalid", "error", message=str(exc)) from None
+                raise self._end("golden invalid", "error", message=str(exc)) from None
             baseline = None
         if baseline is None and not r.update:
             golden_file = r.shown(golden_store.latency_golden_file(r.settings, m, key))
-            self.outcome = replace(self.outcome, key=key.fields, golden_file=golden_file)
-            raise self._end("skip", "no golden", "no golden", decided=r.word_decision(None))
+            decided = r.word_decision(None)
+            raise self._end(
+                "no golden", "no golden", decided, key=key.fields, golden_file=golden_file
+            )
         try:
             dataset = resolve_dataset(m, r.settings)
             # The batches read and preprocessed (the model's loading: its own phases).
             with phase("preprocessing"):
                 prepared = prepare(m, r.device, r.batch, r.settings, dataset, block.measure)
         except Unavailable as exc:
-            raise self._end("skip", "unavailable", "skipped", message=str(exc)) from None
+            raise self._end("unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
-            raise self._end("fail", "error", "error", message=str(exc)) from None
+            raise self._end("error", "error", message=str(exc)) from None
         settings_now = settings_of(prepared.runner_info)
         for name in ("graph_optimization_level", "providers"):
             if name in prepared.runner_info:
@@ -271,15 +265,12 @@ class _Run:
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
             chosen = next((a for a in attempts if _quiet(a, limit)), None)
             self._report(chosen or attempts[-1], None, key, settings_now)
-            self._summary(chosen or attempts[-1], None, None)
             if chosen is None:
-                self.outcome = replace(self.outcome, least_contention=least)
-                raise self._end("skip", "busy", "not recorded", strict_fails=False)
+                raise self._end("busy", "not recorded", least_contention=least)
             self._record(m, key, chosen, settings_now, "golden recorded")
             return
         final = conclude(assessments)
-        self._report(final.attempt, final, key, settings_now, baseline)
-        ratio = self._summary(final.attempt, final, baseline)
+        ratio = self._report(final.attempt, final, key, settings_now, baseline)
         changes = changed_settings(baseline, key, settings_now)
         self.outcome = replace(self.outcome, golden_shown=r.shown(baseline.path))
         self.add("golden", self.outcome.golden_shown)
@@ -309,64 +300,22 @@ class _Run:
         # A golden being re-recorded now is stale no more.
         flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
         self.add("stale_golden", flag)
-        assert self.row is not None  # set by _report
-        self.row["stale_golden"] = flag
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
         if decision.action == "not recorded":
-            self.outcome = replace(self.outcome, least_contention=least)
-            raise self._end("skip", "busy", "not recorded", strict_fails=False)
+            raise self._end("busy", "not recorded", least_contention=least)
         if decision.action == "pass":
             self._verdict(decision.text)
             return
-        self.outcome = replace(
-            self.outcome,
-            assessment=final,
-            baseline=baseline,
-            changes=dict(changes),
-            assessments=len(assessments),
-        )
-        if decision.action == "contended":  # reported at the manifest already: a skip
-            raise self._end("skip", "contended", "contended", strict_fails=False)
-        raise self._end("fail", "regression", "regression")
-
-    def _summary(
-        self,
-        attempt: Attempt,
-        assessment: Assessment | None,
-        baseline: golden_store.LatencyBaseline | None,
-    ) -> float | None:
-        """The one-line latency of the result (``p50_ms`` of the primary measurement, its
-        golden's and their ratio) and, in words, what decided the verdict: properties (so, the
-        results file) and the terminal table's data. Returns the ratio to the golden."""
-        # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
-        # own latency, which a hardware matrix compares), else the first.
-        names = list(attempt.measurements)
-        name = "model" if "model" in names else next(iter(names), None)
-        now = golden = ratio = None
-        if name is not None:
-            now = summarize(attempt.measurements[name].seconds).p50
-            recorded = None if baseline is None else baseline.measurements.get(name)
-            if recorded is not None:
-                golden = recorded.get("p50")
-                ratio = now / golden if golden > 0 else None
-        decided = self.r.word_decision(
-            None if assessment is None else decision_facts(assessment, self.r.max_contention)
-        )
-        fields: dict[str, Any] = {
-            "p50_ms": None if now is None else ms(now),
-            "golden_p50_ms": None if golden is None else ms(golden),
-            "ratio_to_golden": None if ratio is None else round(ratio, 4),
-            "decided_by": decided,
+        # A skip when contended (reported at the manifest already), else a regression.
+        reason: Reason = "contended" if decision.action == "contended" else "regression"
+        facts: dict[str, Any] = {
+            "assessment": final,
+            "baseline": baseline,
+            "changes": dict(changes),
         }
-        if assessment is None:  # recording: nothing to be stale
-            fields["stale_golden"] = None
-        for name_, value in fields.items():
-            self.add(name_, value)
-        assert self.row is not None  # set by _report
-        self.row.update(fields)
-        return ratio
+        raise self._end(reason, reason, assessments=len(assessments), **facts)
 
     def _record(
         self,
@@ -384,7 +333,7 @@ class _Run:
                 r.settings, m, key, r.batch, entry, settings_now
             )
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
-            raise self._end("fail", "error", "error", message=str(exc)) from None
+            raise self._end("error", "error", message=str(exc)) from None
         self.written = True
         self.add("golden", r.shown(path))
         self._verdict(action)
@@ -396,9 +345,11 @@ class _Run:
         key: HardwareKey,
         settings_now: dict[str, Any],
         baseline: golden_store.LatencyBaseline | None = None,
-    ) -> None:
+    ) -> float | None:
         """Scalar properties (JUnit, --mlrepro-json) and the data of the terminal table and of
-        the pytest-benchmark file (carried on the report, also across xdist)."""
+        the pytest-benchmark file (carried on the report, also across xdist), ending with the
+        one-line latency of the result (``p50_ms`` of the primary measurement, its golden's and
+        their ratio) and, in words, what decided the verdict. Returns the ratio to the golden."""
         r = self.r
         block = r.manifest.latency
         assert block is not None
@@ -431,16 +382,27 @@ class _Run:
                     }
                 )
             measurements[name] = row
-            benchmarks.append(
-                benchmark_entry(
+            params = {"device": r.device, "batch": r.batch, "measurement": name}
+            benchmarks.append(  # one of pytest-benchmark's ``benchmarks`` (latency/_benchjson.py)
+                {
+                    "group": f"{r.manifest.name} {r.device} b{r.batch}",
                     # The manifest first: pytest-benchmark's tables show the name alone, and two
                     # manifests have the same items (latency[cpu-b1]).
-                    name=f"{r.manifest.name}::{r.name}::{name}",
-                    fullname=f"{r.nodeid}::{name}",
-                    group=f"{r.manifest.name} {r.device} b{r.batch}",
-                    params={"device": r.device, "batch": r.batch, "measurement": name},
-                    stats=stats,
-                    options={
+                    "name": f"{r.manifest.name}::{r.name}::{name}",
+                    "fullname": f"{r.nodeid}::{name}",
+                    "params": params,
+                    "param": "-".join(str(v) for v in params.values()),
+                    "extra_info": {
+                        "manifest": r.manifest.name,
+                        "hardware_key": key.slug,
+                        "settings": settings_now,
+                        "warmup_rounds": measured.warmup_rounds,
+                        "stopped_by": measured.stopped_by,
+                        "contention": attempt.contention,
+                        "items_per_second": r.batch / stats.p50 if stats.p50 else None,
+                        "golden": None if baseline is None else str(baseline.slug),
+                    },
+                    "options": {
                         "disable_gc": True,
                         "timer": "perf_counter_ns",
                         "min_rounds": block.min_rounds,
@@ -452,25 +414,31 @@ class _Run:
                         "precision": None,
                         "confidence": None,
                     },
-                    extra_info={
-                        "manifest": r.manifest.name,
-                        "hardware_key": key.slug,
-                        "settings": settings_now,
-                        "warmup_rounds": measured.warmup_rounds,
-                        "stopped_by": measured.stopped_by,
-                        "contention": attempt.contention,
-                        "items_per_second": r.batch / stats.p50 if stats.p50 else None,
-                        "golden": None if baseline is None else str(baseline.slug),
-                    },
-                    data=measured.seconds.tolist(),
-                )
+                    "stats": stats_entry(stats, measured.seconds.tolist()),
+                }
             )
-        self.row = {
-            **self._row_base(),
-            "measurements": measurements,
-            "benchmarks": benchmarks,
-            "key": key.fields,
-        }
+        self.measured = {"measurements": measurements, "benchmarks": benchmarks, "key": key.fields}
+        # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
+        # own latency, which a hardware matrix compares), else the first.
+        names = list(attempt.measurements)
+        primary = "model" if "model" in names else next(iter(names), None)
+        now = golden = ratio = None
+        if primary is not None:
+            now = summarize(attempt.measurements[primary].seconds).p50
+            recorded = None if baseline is None else baseline.measurements.get(primary)
+            if recorded is not None:
+                golden = recorded.get("p50")
+                ratio = now / golden if golden > 0 else None
+        decided = r.word_decision(
+            None if assessment is None else decision_facts(assessment, r.max_contention)
+        )
+        self.add("p50_ms", None if now is None else ms(now))
+        self.add("golden_p50_ms", None if golden is None else ms(golden))
+        self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
+        self.add("decided_by", decided)
+        if assessment is None:  # recording: nothing to be stale
+            self.add("stale_golden", None)
+        return ratio
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:

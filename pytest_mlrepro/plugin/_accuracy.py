@@ -67,25 +67,18 @@ class AccuracyItem(EvaluatingItem):
         if share is not None:  # run, failed or skipped: its use is over
             share.finished(*self.preprocessing_use)
 
-    @property
-    def split(self) -> dict[str, Any] | None:
-        """For a shard item: the whole item it is a part of (``_shards.Split``), else None."""
-        if self.split_of is None or self.shard is None:
-            return None
-        return {
-            "nodeid": self.split_of,
-            "index": self.shard.index,
-            "count": self.shard.count,
-            "manifest_file": display_path(self.config, self.path),
-            "classes": None if self.classes is None else list(self.classes),
-        }
-
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Every report of a shard item: the whole item it is a part of. The call's report: the
         per-sample results, and the drifted item's pictures (when an HTML report is asked for)."""
         attributes: dict[str, Any] = {}
-        if self.split is not None:
-            attributes[SPLIT_ATTR] = self.split
+        if self.split_of is not None and self.shard is not None:  # _shards.Split
+            attributes[SPLIT_ATTR] = {
+                "nodeid": self.split_of,
+                "index": self.shard.index,
+                "count": self.shard.count,
+                "manifest_file": display_path(self.config, self.path),
+                "classes": None if self.classes is None else list(self.classes),
+            }
         if when == "call":
             if self.per_sample is not None:
                 attributes[PER_SAMPLE_ATTR] = self.per_sample
@@ -108,7 +101,7 @@ class AccuracyItem(EvaluatingItem):
                 manifest_path=self.path,
                 shown=functools.partial(display_path, config),
                 evaluate=self._evaluate,
-                identity=self.manifest_identity(),
+                head=self.row_head(),
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
                 diagnosis_probes=given.diagnosis_probes,
                 diagnosis_wording=DIAGNOSIS_WORDING,

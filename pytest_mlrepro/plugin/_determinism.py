@@ -48,13 +48,7 @@ class DeterminismItem(EvaluatingItem):
     def runtest(self) -> None:
         m, spec = self.manifest, self.spec
         shown = display_path(self.config, self.path)
-        for key, value in (
-            ("kind", "determinism"),
-            ("manifest", m.name),
-            ("device", self.device),
-            ("framework", m.framework.name),
-            *self.manifest_identity(),
-        ):
+        for key, value in self.row_head():
             self.add_property(key, value)
         if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
             self.add_property("shard", self.shard.as_json())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 
@@ -84,12 +84,22 @@ class ManifestItem(pytest.Item):
         and the session's tables read them)."""
         self.user_properties.append((PROPERTY_PREFIX + key, value))
 
-    def manifest_identity(self) -> tuple[tuple[str, Any], ...]:
-        """The manifest's file (relative to the rootdir), the sha256 of its normalised content
-        and that content: rows of the same pipeline are recognisable across machines, and two
-        results files can say what differs (results files)."""
-        identity = manifest_identity(self.manifest.normalized())
-        return (("manifest_file", display_path(self.config, self.path)), *identity.items())
+    def row_head(self, *parameters: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """The properties that open every row of the item: its kind, manifest, device (and
+        ``parameters``), framework, then the manifest's file (relative to the rootdir), the
+        sha256 of its normalised content and that content: rows of the same pipeline are
+        recognisable across machines, and two results files can say what differs."""
+        m = self.manifest
+        identity = manifest_identity(m.normalized())
+        return (
+            ("kind", self.kind),
+            ("manifest", m.name),
+            ("device", self.device),
+            *parameters,
+            ("framework", m.framework.name),
+            ("manifest_file", display_path(self.config, self.path)),
+            *identity.items(),
+        )
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
@@ -132,13 +142,6 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _unavailable(self, exc: Unavailable, add: AddProperty) -> NoReturn:
-        if options(self.config).strict:
-            add("verdict", "unavailable (strict)")
-            raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)")
-        add("verdict", "skipped")
-        pytest.skip(str(exc))
-
     def _evaluate(
         self, run: Run[T] | None, add: AddProperty | None = None
     ) -> tuple[T | None, ResolvedDataset]:
@@ -171,7 +174,11 @@ class EvaluatingItem(ManifestItem):
             with TerminalProgress(self.config, len(dataset.samples)) as progress:
                 return run(dataset, progress), dataset
         except Unavailable as exc:
-            self._unavailable(exc, add)
+            strict = options(self.config).strict
+            add("verdict", "unavailable (strict)" if strict else "skipped")
+            if strict:
+                raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)") from None
+            pytest.skip(str(exc))
         except NonFiniteOutputs as exc:
             # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
             add("verdict", "non-finite outputs")

@@ -86,7 +86,7 @@ class LatencyItem(ManifestItem):
                 update_cmd=update_cmd,
                 shown=functools.partial(display_path, config),
                 word_decision=latency_decided_by,
-                identity=self.manifest_identity(),
+                head=self.row_head(("batch", self.batch)),
                 exclusive=functools.partial(exclusive, config),
             )
         )

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from .._visible import visible
 from ..goldens import ReferenceCheck
+from ._tables import class_label
 from ._text import aligned
 
 
@@ -39,7 +40,7 @@ def explain_reference(
         (
             "top-1 agreement",
             "1.0000",
-            f"{check.agreement:.4f}",
+            f"{c.agreement:.4f}",
             f"{len(c.changed)}/{c.samples} differ",
             f"≥{tol.agreement:g}",
             "agreement",
@@ -47,7 +48,7 @@ def explain_reference(
         (
             f"max |Δ {check.score_space}|",
             "0",
-            f"{check.max_score_diff:.3g}",
+            f"{c.max_score_diff:.3g}",
             c.max_score_diff_id or "-",
             f"≤{tol.score:g}",
             "score",
@@ -61,16 +62,10 @@ def explain_reference(
         lines += ["", f"  {len(c.changed)} samples predict another top-1 class, e.g.:"]
         for ch in c.changed[:examples]:
             lines.append(
-                f"    {visible(ch.id)}: reference {_label(classes, ch.golden)} "
-                f"({ch.golden_score:.3g}) → {_label(classes, ch.now)} ({ch.now_score:.3g})"
+                f"    {visible(ch.id)}: reference {class_label(classes, ch.golden)} "
+                f"({ch.golden_score:.3g}) → {class_label(classes, ch.now)} ({ch.now_score:.3g})"
             )
     return "\n".join(lines)
-
-
-def _label(classes: Sequence[str] | None, index: int) -> str:
-    if classes and 0 <= index < len(classes):
-        return f"{index} {visible(classes[index])}"
-    return str(index)
 
 
 __all__ = ["explain_reference"]

@@ -21,7 +21,8 @@ _LEVEL_NAMES = {
 }
 
 
-def _name(classes: Sequence[str] | None, index: int) -> str:
+def class_label(classes: Sequence[str] | None, index: int) -> str:
+    """A class index with its name where the data set names it (``3 cat``)."""
     if classes and 0 <= index < len(classes):
         return f"{index} {visible(classes[index])}"
     return str(index)
@@ -83,8 +84,9 @@ def explain(
         for ch in c.changed[:examples]:
             label_mark = "✓" if ch.now == ch.label else ("was ✓" if ch.golden == ch.label else "")
             lines.append(
-                f"    {visible(ch.id)}: {_name(classes, ch.golden)} ({ch.golden_score:.3f}) → "
-                f"{_name(classes, ch.now)} ({ch.now_score:.3f})  {label_mark}".rstrip()
+                f"    {visible(ch.id)}: {class_label(classes, ch.golden)} "
+                f"({ch.golden_score:.3f}) → {class_label(classes, ch.now)} "
+                f"({ch.now_score:.3f})  {label_mark}".rstrip()
             )
     lines += [
         "",

@@ -52,7 +52,7 @@ def check_of(
 
 def test_identical_results_agree() -> None:
     check = check_of(REF_SCORES.copy(), Reference("ref", agreement=1.0, score=0.0, top1=1.0))
-    assert check.ok and check.agreement == 1.0 and check.max_score_diff == 0.0
+    assert check.ok and check.comparison.agreement == 1.0 and check.comparison.max_score_diff == 0.0
     assert check.top1_ratio == 1.0 and check.reference_top1 == 75.0
 
 
@@ -60,7 +60,7 @@ def test_one_flipped_sample_fails_agreement_and_names_it() -> None:
     now = REF_SCORES.copy()
     now[3] = [0.3, 0.6, 0.1]  # d: class 0 → 1 (and 1 is d's label: accuracy goes up)
     check = check_of(now, Reference("ref", agreement=0.9, score=1.0, top1=0.99))
-    assert check.agreement == 0.75 and check.failures == ["agreement"]
+    assert check.comparison.agreement == 0.75 and check.failures == ["agreement"]
     assert check.top1_ratio == pytest.approx(100 / 75)
     text = explain_reference(check, ["cat", "dog", "fish"])
     assert "disagrees with its reference 'ref' (golden/ref.json): top-1 agreement" in text
@@ -72,8 +72,8 @@ def test_score_distance_is_over_the_references_top_k() -> None:
     now = REF_SCORES.copy()
     now[1] = [0.1, 0.75, 0.15]  # same top-1; the reference's top-2 (1, then 0 or 2) moved
     check = check_of(now, Reference("ref", agreement=1.0, score=0.01, top1=0.99))
-    assert check.agreement == 1.0
-    assert check.max_score_diff == pytest.approx(0.05)
+    assert check.comparison.agreement == 1.0
+    assert check.comparison.max_score_diff == pytest.approx(0.05)
     assert check.comparison.max_score_diff_id == "b"
     assert check.failures == ["score"]
 
