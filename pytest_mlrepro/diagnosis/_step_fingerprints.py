@@ -138,16 +138,12 @@ def record(
     by_id = {s.id: s for s in samples}
     ids = select([s.id for s in samples], n)
     layouts = [s.layout for s in states(steps)]
-    rows: list[list[Any]] = []
-    for sample_id in ids:
-        for index, array in enumerate(trace(steps, by_id[sample_id])):
-            rows.append([sample_id, index, steps[index].op, fingerprint(array, layouts[index])])
-    return {
-        "format": FORMAT,
-        "samples": ids,
-        "steps": [s.op for s in steps],
-        "fingerprints": rows,
-    }
+    rows = [
+        [sample_id, index, steps[index].op, fingerprint(array, layouts[index])]
+        for sample_id in ids
+        for index, array in enumerate(trace(steps, by_id[sample_id]))
+    ]
+    return {"format": FORMAT, "samples": ids, "steps": [s.op for s in steps], "fingerprints": rows}
 
 
 def up_to_date(probes: Any, steps: Sequence[Step], samples: Sequence[Sample], n: int) -> bool:
