@@ -199,13 +199,3 @@ def explain_class_count(
     lines = ["diagnosis (from the golden's recorded top-k and this run's; no model re-run)"]
     lines += textwrap.wrap(lead, width - 2, initial_indent="  ", subsequent_indent="  ")
     return "\n".join(lines), found.cause
-
-
-__all__ = [
-    "ClassMap",
-    "class_count_map",
-    "constant_shift",
-    "explain_class_count",
-    "index_map",
-    "shared_rows",
-]

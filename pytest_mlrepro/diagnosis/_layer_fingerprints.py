@@ -247,6 +247,3 @@ def compare(
         report.diffs.append(LayerDiff(ni, str(n[0]), str(n[1]), g, n, _delta(g, n)))
     report.first = next((d for d in report.diffs if d.delta > TOLERANCE), None)
     return report
-
-
-__all__ = ["TOLERANCE", "LayerReport", "compare", "fingerprint", "record", "rel", "trace"]
