@@ -248,8 +248,7 @@ def describe_difference(
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
-    g_detail = float(np.mean([d[0] for d in details]))
-    n_detail = float(np.mean([d[1] for d in details]))
+    g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
     if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
         parts.append(
             f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "
