@@ -61,7 +61,7 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
     """Every prediction is the golden's class + k (modulo ``classes``), k ≠ 0."""
     g, n = _pairs(golden, now)
     total = len(g)
-    if total == 0 or classes < 2:
+    if total < 4 or classes < 2:  # too few to tell a shift from chance
         return None
     offsets = (n[:, 0] - g[:, 0]) % classes
     as_is = int(np.count_nonzero(offsets == 0))
@@ -70,8 +70,6 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
         return None
     k_mod, hits = found[0]
     if hits < _RESTORES * total or as_is > _AS_IS * total:
-        return None
-    if total < 4:  # too few to tell a shift from chance
         return None
     k = int(k_mod) - classes if k_mod > classes // 2 else int(k_mod)  # signed
     # The rest of the top-k moved alike (a shift of the head, not of one class).
@@ -199,13 +197,3 @@ def explain_class_count(
     lines = ["diagnosis (from the golden's recorded top-k and this run's; no model re-run)"]
     lines += textwrap.wrap(lead, width - 2, initial_indent="  ", subsequent_indent="  ")
     return "\n".join(lines), found.cause
-
-
-__all__ = [
-    "ClassMap",
-    "class_count_map",
-    "constant_shift",
-    "explain_class_count",
-    "index_map",
-    "shared_rows",
-]

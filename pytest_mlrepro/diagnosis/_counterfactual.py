@@ -204,6 +204,3 @@ def _guard(sample: str, op: str, fn: Callable[..., Tensor], *args: object) -> Te
         raise _Failed(str(exc)) from None
     except Exception as exc:
         raise _Failed(f"{sample}: {op} failed: {exc}") from None
-
-
-__all__ = ["Outcome", "score_pipelines"]

@@ -76,21 +76,19 @@ def check(
     known = {i: fp["sha256"] for i, fp in from_probes if isinstance(fp.get("sha256"), str)}
     known.update(pixels or {})
     by_id = {s.id: s for s in samples}
-    same: list[str] = []
-    differ: list[str] = []
-    unknown: list[str] = []
+    found = PixelCheck()
     for sample_id in changed:
         sample, then = by_id.get(sample_id), known.get(sample_id)
         if decode is None or sample is None or then is None:
-            unknown.append(sample_id)
+            found.unknown.append(sample_id)
             continue
         try:
             now = pixel_digest(decode, sample)
         except Exception:  # a file that no longer decodes is not the golden's pixels
-            differ.append(sample_id)
+            found.differ.append(sample_id)
             continue
-        (same if now == then else differ).append(sample_id)
-    return PixelCheck(same, differ, unknown)
+        (found.same if now == then else found.differ).append(sample_id)
+    return found
 
 
 # Block means (16 × 16 grid, 0–255 levels) of a decoded picture re-encoded lossily move by a few
@@ -153,24 +151,24 @@ def data_lead(
     """The lead when the data changed: what changed (and how, where the decoded probes tell:
     ``how``), then whether it covers the drift. A flip that brings the probes back on the
     changed data is the more specific cause: it leads."""
-    lead = "Likely cause: the data — " + "; ".join(data.parts()) + (f"; {how}" if how else "")
+    parts = "; ".join(data.parts())
+    lead = f"Likely cause: the data — {parts}" + (f"; {how}" if how else "")
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     rest = other.removeprefix("Likely cause")
     if flip is not None and data.files and not elsewhere and flip.category == INVERTED:
         # The files are negatives: said as what restores them, not as a step they "need".
         return (
-            f"Likely cause: {INVERTED}, in the changed data — " + "; ".join(data.parts())
-            + f": the new files are {flip.label} restores the golden ({flip.agree}/"
-            f"{flip.probes} probe predictions match)."
-        )  # fmt: skip
+            f"Likely cause: {INVERTED}, in the changed data — {parts}: the new files are "
+            f"{flip.label} restores the golden ({flip.agree}/{flip.probes} probe predictions "
+            "match)."
+        )
     if flip is not None and data.files and not elsewhere and not how:
         # (When the decoded probes show the same pictures re-encoded, that is the change: a
         # flip that happens to bring the probes back on them is no cause.)
         return (
-            f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
-            + "; ".join(data.parts())
-            + f", and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
+            f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — {parts}, "
+            f"and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
             f"golden: the new files need {flip_expects(flip.label)}."
         )
     if moved and not elsewhere:

@@ -307,16 +307,3 @@ def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
         return []
     listed = golden.probes.get("samples")
     return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
-
-
-__all__ = [
-    "CounterfactualEvidence",
-    "Diagnosis",
-    "DiagnosisWording",
-    "EnvironmentEvidence",
-    "Evidence",
-    "ManifestEvidence",
-    "Section",
-    "StepEvidence",
-    "diagnose",
-]

@@ -45,10 +45,9 @@ def fingerprint(array: np.ndarray, dtype: str | None = None) -> list[Any]:
     ``dtype``: the dtype the model stores it in, when the values were dequantised."""
     values = np.asarray(array)
     as_float = values.astype(np.float64, copy=False)
-    finite = as_float[np.isfinite(as_float)] if as_float.size else as_float
-    mean = float(finite.mean()) if finite.size else 0.0
-    std = float(finite.std()) if finite.size else 0.0
-    peak = float(np.abs(finite).max()) if finite.size else 0.0
+    finite = as_float[np.isfinite(as_float)]
+    finite = finite if finite.size else np.zeros(1)  # no finite value: every statistic 0
+    mean, std, peak = float(finite.mean()), float(finite.std()), float(np.abs(finite).max())
     digest = hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:8]
     stored = dtype or str(values.dtype)
     return [list(values.shape), stored, _stat(mean), _stat(std), _stat(peak), digest]
@@ -247,6 +246,3 @@ def compare(
         report.diffs.append(LayerDiff(ni, str(n[0]), str(n[1]), g, n, _delta(g, n)))
     report.first = next((d for d in report.diffs if d.delta > TOLERANCE), None)
     return report
-
-
-__all__ = ["TOLERANCE", "LayerReport", "compare", "fingerprint", "record", "rel", "trace"]

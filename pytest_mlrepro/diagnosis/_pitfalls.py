@@ -694,16 +694,3 @@ _CATEGORY_OF_OP = {
 def category_of_change(op: str, field: str | None) -> str | None:
     """The pitfall category a manifest edit of ``op``'s ``field`` (None: the whole step) is."""
     return _CATEGORY_OF_FIELD.get((op, field or ""), _CATEGORY_OF_OP.get(op))
-
-
-__all__ = [
-    "CATEGORIES",
-    "DEPTH",
-    "GREY",
-    "INVERTED",
-    "Variant",
-    "category_of_change",
-    "describe_step",
-    "valid_steps",
-    "variants",
-]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 import numpy as np
@@ -155,11 +156,7 @@ def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]
     wanted = set(changed)
     a = [i for i in chosen if i in wanted]
     b = [i for i in chosen if i not in wanted]
-    out: list[str] = []
-    for x, y in zip(a, b):
-        out += [x, y]
-    longer = a if len(a) > len(b) else b
-    return out + longer[min(len(a), len(b)) :]
+    return [i for pair in zip_longest(a, b) for i in pair if i is not None]
 
 
 def most_moved(

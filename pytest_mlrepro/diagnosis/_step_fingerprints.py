@@ -138,16 +138,12 @@ def record(
     by_id = {s.id: s for s in samples}
     ids = select([s.id for s in samples], n)
     layouts = [s.layout for s in states(steps)]
-    rows: list[list[Any]] = []
-    for sample_id in ids:
-        for index, array in enumerate(trace(steps, by_id[sample_id])):
-            rows.append([sample_id, index, steps[index].op, fingerprint(array, layouts[index])])
-    return {
-        "format": FORMAT,
-        "samples": ids,
-        "steps": [s.op for s in steps],
-        "fingerprints": rows,
-    }
+    rows = [
+        [sample_id, index, steps[index].op, fingerprint(array, layouts[index])]
+        for sample_id in ids
+        for index, array in enumerate(trace(steps, by_id[sample_id]))
+    ]
+    return {"format": FORMAT, "samples": ids, "steps": [s.op for s in steps], "fingerprints": rows}
 
 
 def up_to_date(probes: Any, steps: Sequence[Step], samples: Sequence[Sample], n: int) -> bool:
@@ -252,8 +248,7 @@ def describe_difference(
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
-    g_detail = float(np.mean([d[0] for d in details]))
-    n_detail = float(np.mean([d[1] for d in details]))
+    g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
     if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
         parts.append(
             f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "

@@ -221,5 +221,3 @@ def diagnosis_text(d: Diagnosis, width: int) -> str:
 
 
 DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text)
-
-__all__ = ["DIAGNOSIS_WORDING", "diagnosis_text", "evidence_section"]

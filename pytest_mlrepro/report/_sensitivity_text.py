@@ -53,6 +53,3 @@ def sensitivity_text(table: PitfallTable, width: int = 100) -> str:
             lines.append(f"{current}:")
         row(f"  {r.description}", r)
     return "\n".join(head + lines)
-
-
-__all__ = ["sensitivity_text"]
