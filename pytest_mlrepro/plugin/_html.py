@@ -14,7 +14,7 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,10 +27,12 @@ from ..errors import MlreproError, OutputError
 from ..fingerprint import environment
 from ..report import phase_table
 from ..report.html import (
+    DriftSet,
     ReportUnavailable,
     SessionParts,
     drift_image,
     environment_rows,
+    from_plain,
     latency_series,
     require_libraries,
     thumbnail,
@@ -81,35 +83,39 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     if html_path(item.config) is None:
         return
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
-    data: dict[str, Any] = {"manifest": item.manifest.name, "device": item.device}
+    # inf (a shape change) is kept as a large number: the data crosses to the xdist
+    # controller as JSON.
+    layers = tuple((d, n, v if math.isfinite(v) else 1e6) for d, n, v in drifted.layers)
+    pictures = DriftSet(
+        item.manifest.name,
+        "",
+        item.device,
+        "",
+        layers=layers,
+        thumbnails=_thumbnails(samples, changed),
+    )
     try:
         outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
-        if outputs.first is not None:
-            first = outputs.first
-            data.update(step=first.op, status=first.status, description=first.text)
-        data.update(
+        first = outputs.first
+        pictures = replace(
+            pictures,
+            step="" if first is None else first.op,
+            status="" if first is None else first.status,
+            description="" if first is None else first.text,
             golden_index=outputs.golden_index,
             now_index=outputs.now_index,
             note=outputs.note,
             channels=_channels(outputs.golden_order, outputs.now_order),
             layout=_layouts(outputs.golden_layout, outputs.now_layout),
             dtype=_dtypes(outputs.probes),
-            probes=[
-                asdict(
-                    drift_image(
-                        p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout
-                    )
-                )
+            probes=tuple(
+                drift_image(p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout)
                 for p in outputs.probes
-            ],
+            ),
         )
     except Exception as exc:  # the report is a bonus: the verdict stands on its own
-        data.update(step="", probes=[], note=f"no pictures ({type(exc).__name__}: {exc})")
-    data["thumbnails"] = _thumbnails(samples, changed)
-    # inf (a shape change) is kept as a large number: the data crosses to the xdist
-    # controller as JSON.
-    data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in drifted.layers]
-    item.stash[_drift_key] = data
+        pictures = replace(pictures, note=f"no pictures ({type(exc).__name__}: {exc})")
+    item.stash[_drift_key] = asdict(pictures)
 
 
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
@@ -152,10 +158,10 @@ def drift_of(item: pytest.Item) -> dict[str, Any] | None:
     return item.stash.get(_drift_key, None)
 
 
-def drift_row(report: pytest.TestReport) -> dict[str, Any] | None:
+def drift_row(report: pytest.TestReport) -> DriftSet | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
-    return data if report.when == "call" and isinstance(data, dict) else None
+    return from_plain(data) if report.when == "call" and isinstance(data, dict) else None
 
 
 # --- the page at the end of the session ---------------------------------------------------------

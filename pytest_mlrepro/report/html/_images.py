@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...pipeline import channels_last
-from ._model import DriftImage
+from ._model import DriftImage, DriftSet
 
 MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
 
@@ -181,11 +181,15 @@ def drift_image(
     )
 
 
-def from_plain(data: dict[str, Any]) -> DriftImage:
-    """A :class:`DriftImage` from its ``dataclasses.asdict`` (what an xdist worker sends with
-    its report), after a trip through JSON (its lists made tuples again)."""
-    known = {f.name for f in dataclasses.fields(DriftImage)}
-    fields: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known
-    }
-    return DriftImage(**fields)
+def from_plain(data: dict[str, Any]) -> DriftSet:
+    """A :class:`DriftSet` from its ``dataclasses.asdict`` (what an xdist worker sends with its
+    report), after a trip through JSON (its lists made tuples again)."""
+    fields: dict[str, Any] = {k: _tuples(v) for k, v in data.items() if k != "probes"}
+    probes = tuple(DriftImage(**_tuples(p)) for p in data.get("probes") or ())
+    return DriftSet(**fields, probes=probes)
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
