@@ -30,11 +30,11 @@ from ..report.html import (
     DriftSet,
     ReportUnavailable,
     SessionParts,
-    drift_image,
     environment_rows,
     from_plain,
     latency_series,
     require_libraries,
+    step_pictures,
     thumbnail,
     write_html,
 )
@@ -83,45 +83,22 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     if html_path(item.config) is None:
         return
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
+    pictures = DriftSet(item.manifest.name, "", item.device, "")
+    try:
+        outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
+        pictures = step_pictures(outputs, pictures)
+    except Exception as exc:  # the report is a bonus: the verdict stands on its own
+        pictures = replace(pictures, note=f"no pictures ({type(exc).__name__}: {exc})")
     # inf (a shape change) is kept as a large number: the data crosses to the xdist
     # controller as JSON.
     layers = tuple((d, n, v if math.isfinite(v) else 1e6) for d, n, v in drifted.layers)
-    pictures = DriftSet(
-        item.manifest.name,
-        "",
-        item.device,
-        "",
-        layers=layers,
-        thumbnails=_thumbnails(samples, changed),
-    )
-    try:
-        outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
-        first = outputs.first
-        pictures = replace(
-            pictures,
-            step="" if first is None else first.op,
-            status="" if first is None else first.status,
-            description="" if first is None else first.text,
-            golden_index=outputs.golden_index,
-            now_index=outputs.now_index,
-            note=outputs.note,
-            channels=_channels(outputs.golden_order, outputs.now_order),
-            layout=_layouts(outputs.golden_layout, outputs.now_layout),
-            dtype=_dtypes(outputs.probes),
-            probes=tuple(
-                drift_image(p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout)
-                for p in outputs.probes
-            ),
-        )
-    except Exception as exc:  # the report is a bonus: the verdict stands on its own
-        pictures = replace(pictures, note=f"no pictures ({type(exc).__name__}: {exc})")
-    item.stash[_drift_key] = asdict(pictures)
+    thumbnails = _thumbnails(samples, changed)
+    item.stash[_drift_key] = asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
 
 
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     """Small pictures of the first changed samples (by id): read through the sample's verified
     read; one that cannot be read has none (its row shows the id alone)."""
-
     wanted = set(changed[:THUMBNAILS])
     out = {}
     for sample in samples:
@@ -131,25 +108,6 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
             except Exception:  # a picture is a bonus: an unreadable file is the verdict's matter
                 out[sample.id] = ""
     return out
-
-
-def _channels(golden: str, now: str) -> str:
-    if golden == now:
-        return f"channels in {now} order"
-    return f"channels in the order of each output: {_layouts(golden, now)}"
-
-
-def _layouts(golden: str, now: str) -> str:
-    return now if golden == now else f"golden {golden}, now {now}"
-
-
-def _dtypes(probes: list[Any]) -> str:
-    """The first probe's dtypes: one when both outputs have it, else each side's."""
-    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
-    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
-    if len({k for _, k in kinds}) == 1:
-        return kinds[0][1]
-    return ", ".join(f"{side} {kind}" for side, kind in kinds)
 
 
 def drift_of(item: pytest.Item) -> dict[str, Any] | None:

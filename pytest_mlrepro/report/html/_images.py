@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnosis import FirstStepOutputs, ProbeOutputs
 from ...pipeline import channels_last
 from ._model import DriftImage, DriftSet
 
@@ -179,6 +180,46 @@ def drift_image(
         level=level,
         full=full,
     )
+
+
+def step_pictures(outputs: FirstStepOutputs, drift: DriftSet) -> DriftSet:
+    """``drift`` with the pictures of the first differing step's outputs and their words."""
+    first, golden_layout, now_layout = outputs.first, outputs.golden_layout, outputs.now_layout
+    return dataclasses.replace(
+        drift,
+        step="" if first is None else first.op,
+        status="" if first is None else first.status,
+        description="" if first is None else first.text,
+        golden_index=outputs.golden_index,
+        now_index=outputs.now_index,
+        note=outputs.note,
+        channels=_channels(outputs.golden_order, outputs.now_order),
+        layout=_layouts(golden_layout, now_layout),
+        dtype=_dtypes(outputs.probes),
+        probes=tuple(
+            drift_image(p.sample, p.golden, p.now, golden_layout, now_layout)
+            for p in outputs.probes
+        ),
+    )
+
+
+def _channels(golden: str, now: str) -> str:
+    if golden == now:
+        return f"channels in {now} order"
+    return f"channels in the order of each output: {_layouts(golden, now)}"
+
+
+def _layouts(golden: str, now: str) -> str:
+    return now if golden == now else f"golden {golden}, now {now}"
+
+
+def _dtypes(probes: list[ProbeOutputs]) -> str:
+    """The first probe's dtypes: one when both outputs have it, else each side's."""
+    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
+    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
+    if len({k for _, k in kinds}) == 1:
+        return kinds[0][1]
+    return ", ".join(f"{side} {kind}" for side, kind in kinds)
 
 
 def from_plain(data: dict[str, Any]) -> DriftSet:
