@@ -31,6 +31,8 @@ from ._options import INI_KEYS
 if TYPE_CHECKING:
     from _pytest.capture import CaptureManager
 
+    from ..report.html import DriftSet
+
 PROPERTY_PREFIX = "mlrepro."
 """The prefix of the plugin's user properties (``mlrepro.verdict`` ...)."""
 
@@ -75,7 +77,7 @@ class RunState:
     """One per latency item: the data of the latency table and the benchmark file."""
     reference: list[dict[str, Any]] = field(default_factory=list)
     """One per item checked against a reference manifest: its reference properties."""
-    drift: list[dict[str, Any]] = field(default_factory=list)
+    drift: list[DriftSet] = field(default_factory=list)
     """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
     audit: GoldenAudit = field(default_factory=GoldenAudit)
     shards: Any = None

@@ -14,7 +14,7 @@ samples and makes thumbnails of its changed samples, only when a report is asked
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,12 +27,14 @@ from ..errors import MlreproError, OutputError
 from ..fingerprint import environment
 from ..report import phase_table
 from ..report.html import (
+    DriftSet,
     ReportUnavailable,
     SessionParts,
-    drift_image,
     environment_rows,
+    from_plain,
     latency_series,
     require_libraries,
+    step_pictures,
     thumbnail,
     write_html,
 )
@@ -81,41 +83,22 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     if html_path(item.config) is None:
         return
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
-    data: dict[str, Any] = {"manifest": item.manifest.name, "device": item.device}
+    pictures = DriftSet(item.manifest.name, "", item.device, "")
     try:
         outputs = first_step_outputs(item.manifest, drifted.golden, samples, prefer=changed)
-        if outputs.first is not None:
-            first = outputs.first
-            data.update(step=first.op, status=first.status, description=first.text)
-        data.update(
-            golden_index=outputs.golden_index,
-            now_index=outputs.now_index,
-            note=outputs.note,
-            channels=_channels(outputs.golden_order, outputs.now_order),
-            layout=_layouts(outputs.golden_layout, outputs.now_layout),
-            dtype=_dtypes(outputs.probes),
-            probes=[
-                asdict(
-                    drift_image(
-                        p.sample, p.golden, p.now, outputs.golden_layout, outputs.now_layout
-                    )
-                )
-                for p in outputs.probes
-            ],
-        )
+        pictures = step_pictures(outputs, pictures)
     except Exception as exc:  # the report is a bonus: the verdict stands on its own
-        data.update(step="", probes=[], note=f"no pictures ({type(exc).__name__}: {exc})")
-    data["thumbnails"] = _thumbnails(samples, changed)
+        pictures = replace(pictures, note=f"no pictures ({type(exc).__name__}: {exc})")
     # inf (a shape change) is kept as a large number: the data crosses to the xdist
     # controller as JSON.
-    data["layers"] = [[d, n, v if math.isfinite(v) else 1e6] for d, n, v in drifted.layers]
-    item.stash[_drift_key] = data
+    layers = tuple((d, n, v if math.isfinite(v) else 1e6) for d, n, v in drifted.layers)
+    thumbnails = _thumbnails(samples, changed)
+    item.stash[_drift_key] = asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
 
 
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     """Small pictures of the first changed samples (by id): read through the sample's verified
     read; one that cannot be read has none (its row shows the id alone)."""
-
     wanted = set(changed[:THUMBNAILS])
     out = {}
     for sample in samples:
@@ -127,35 +110,16 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     return out
 
 
-def _channels(golden: str, now: str) -> str:
-    if golden == now:
-        return f"channels in {now} order"
-    return f"channels in the order of each output: {_layouts(golden, now)}"
-
-
-def _layouts(golden: str, now: str) -> str:
-    return now if golden == now else f"golden {golden}, now {now}"
-
-
-def _dtypes(probes: list[Any]) -> str:
-    """The first probe's dtypes: one when both outputs have it, else each side's."""
-    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
-    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
-    if len({k for _, k in kinds}) == 1:
-        return kinds[0][1]
-    return ", ".join(f"{side} {kind}" for side, kind in kinds)
-
-
 def drift_of(item: pytest.Item) -> dict[str, Any] | None:
     """The pictures :func:`collect_drift` kept for ``item``, for its call's report (an attribute
     of plain data, which xdist's report serialisation carries to the controller)."""
     return item.stash.get(_drift_key, None)
 
 
-def drift_row(report: pytest.TestReport) -> dict[str, Any] | None:
+def drift_row(report: pytest.TestReport) -> DriftSet | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
-    return data if report.when == "call" and isinstance(data, dict) else None
+    return from_plain(data) if report.when == "call" and isinstance(data, dict) else None
 
 
 # --- the page at the end of the session ---------------------------------------------------------

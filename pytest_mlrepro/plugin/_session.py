@@ -217,11 +217,12 @@ class MlreproSession:
         row = results_row(report)
         if row is not None:
             state.results.append(row)
-        for rows, data in (
+        kept: tuple[tuple[list[Any], object], ...] = (
             (state.latency, latency_row(report)),
             (state.reference, reference_row(report)),
             (state.drift, drift_row(report)),
-        ):
+        )
+        for rows, data in kept:
             if data is not None:
                 rows.append(data)
         self._gather_shard(report)

@@ -150,7 +150,7 @@ def test_a_session_view_is_the_matrix_view_of_its_own_results_document() -> None
 def test_a_failed_comparison_gets_its_why_the_diagnosis_the_table_and_the_changed_samples() -> None:
     picture = _thumbnail()
     parts = report.SessionParts(
-        drift=({"manifest": "tiny", "device": "cpu", "thumbnails": {"s0.png": picture}},)
+        drift=(report.DriftSet("tiny", "", "cpu", "", thumbnails={"s0.png": picture}),)
     )
     view = report.session_view(
         [row_of(_row(MANIFEST, drifted=True))], machine="ci-1", environment={}, parts=parts

@@ -9,7 +9,7 @@ model, each from what it has.
 from __future__ import annotations
 
 from ._history import history_view
-from ._images import drift_image, from_plain, level_colour, thumbnail
+from ._images import drift_image, from_plain, level_colour, step_pictures, thumbnail
 from ._matrix import MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
@@ -66,6 +66,7 @@ __all__ = [
     "render_html",
     "require_libraries",
     "session_view",
+    "step_pictures",
     "thumbnail",
     "write_html",
 ]

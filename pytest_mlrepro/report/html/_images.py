@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnosis import FirstStepOutputs, ProbeOutputs
 from ...pipeline import channels_last
-from ._model import DriftImage
+from ._model import DriftImage, DriftSet
 
 MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
 
@@ -181,11 +182,55 @@ def drift_image(
     )
 
 
-def from_plain(data: dict[str, Any]) -> DriftImage:
-    """A :class:`DriftImage` from its ``dataclasses.asdict`` (what an xdist worker sends with
-    its report), after a trip through JSON (its lists made tuples again)."""
-    known = {f.name for f in dataclasses.fields(DriftImage)}
-    fields: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known
-    }
-    return DriftImage(**fields)
+def step_pictures(outputs: FirstStepOutputs, drift: DriftSet) -> DriftSet:
+    """``drift`` with the pictures of the first differing step's outputs and their words."""
+    first, golden_layout, now_layout = outputs.first, outputs.golden_layout, outputs.now_layout
+    return dataclasses.replace(
+        drift,
+        step="" if first is None else first.op,
+        status="" if first is None else first.status,
+        description="" if first is None else first.text,
+        golden_index=outputs.golden_index,
+        now_index=outputs.now_index,
+        note=outputs.note,
+        channels=_channels(outputs.golden_order, outputs.now_order),
+        layout=_layouts(golden_layout, now_layout),
+        dtype=_dtypes(outputs.probes),
+        probes=tuple(
+            drift_image(p.sample, p.golden, p.now, golden_layout, now_layout)
+            for p in outputs.probes
+        ),
+    )
+
+
+def _channels(golden: str, now: str) -> str:
+    if golden == now:
+        return f"channels in {now} order"
+    return f"channels in the order of each output: {_layouts(golden, now)}"
+
+
+def _layouts(golden: str, now: str) -> str:
+    return now if golden == now else f"golden {golden}, now {now}"
+
+
+def _dtypes(probes: list[ProbeOutputs]) -> str:
+    """The first probe's dtypes: one when both outputs have it, else each side's."""
+    sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
+    kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
+    if len({k for _, k in kinds}) == 1:
+        return kinds[0][1]
+    return ", ".join(f"{side} {kind}" for side, kind in kinds)
+
+
+def from_plain(data: dict[str, Any]) -> DriftSet:
+    """A :class:`DriftSet` from its ``dataclasses.asdict`` (what an xdist worker sends with its
+    report), after a trip through JSON (its lists made tuples again)."""
+    fields: dict[str, Any] = {k: _tuples(v) for k, v in data.items() if k != "probes"}
+    probes = tuple(DriftImage(**_tuples(p)) for p in data.get("probes") or ())
+    return DriftSet(**fields, probes=probes)
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

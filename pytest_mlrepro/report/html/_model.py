@@ -13,6 +13,7 @@ with a :data:`Mark`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -127,7 +128,10 @@ class DriftImage:
 
 @dataclass(frozen=True)
 class DriftSet:
-    """The preprocessing pictures of one drifted item."""
+    """One drifted item's section. A session's item makes the pictures' part where it runs
+    (``step`` .. ``layers``, ``thumbnails``); its ``dataclasses.asdict`` travels with the item's
+    report (across xdist as JSON) and :func:`~._images.from_plain` rebuilds it on the controller,
+    where its results row fills the rest."""
 
     manifest: str
     machine: str
@@ -155,6 +159,7 @@ class DriftSet:
     changed_count: int = 0  # all of them (``changed`` lists the first few)
     other_pipeline: str = ""
     other_settings: str = ""
+    thumbnails: Mapping[str, str] = field(default_factory=dict)  # changed sample id: base64 PNG
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from ...matrix import Cell, Matrix, build_matrix, status_of
 from ...results import Row, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
-from ._images import from_plain
 from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
 from ._model import (
     AccuracyPoint,
@@ -47,13 +46,12 @@ SESSION_SOURCE = "this session's results"
 class SessionParts:
     """What a session's page has beyond its results rows.
 
-    ``drift``: per drifted item, the plain data its worker sent (``manifest``, ``device``, the
-    first differing step's pictures as ``DriftImage`` dicts (``dataclasses.asdict``), ``layers``,
-    ``thumbnails`` ``{sample id: base64 PNG}``); ``latency``: the rounds of each latency
+    ``drift``: per drifted item, the pictures' part of its section, as its worker made it;
+    ``latency``: the rounds of each latency
     measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
     the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
 
-    drift: tuple[Mapping[str, Any], ...] = ()
+    drift: tuple[DriftSet, ...] = ()
     latency: tuple[LatencySeries, ...] = ()
     sensitivity: tuple[tuple[str, PitfallTable], ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
@@ -173,35 +171,19 @@ def _metrics(a: Row) -> tuple[MetricChange, ...]:
     )
 
 
-def _drift_set(
-    cell: Cell, anchor: str, pictures: Mapping[str, Any] | None, show_machine: bool
-) -> DriftSet:
+def _drift_set(cell: Cell, anchor: str, pictures: DriftSet | None, show_machine: bool) -> DriftSet:
     """A failing item's section: its verdict, the diagnosis (sentence and evidence), the golden
     → now table, the changed samples and, from a session, the first differing step's pictures."""
     a = cell.accuracy
     assert a is not None  # _compared_failure
     d = a.diagnosis_summary
-    p = pictures or {}
-    thumbnails = p.get("thumbnails") or {}
+    p = pictures or DriftSet(cell.manifest, "", cell.device, step="")
     changed = a.changed_samples
-    # The pictures' words, as the worker sent them (plain data).
-    words: dict[str, Any] = {
-        k: str(p.get(k) or "")
-        for k in ("step", "status", "description", "channels", "layout", "dtype", "note")
-    }
-    return DriftSet(
-        manifest=cell.manifest,
+    return replace(
+        p,
         machine=cell.machine if show_machine else "",
-        device=cell.device,
-        **words,
-        golden_index=_index(p.get("golden_index")),
-        now_index=_index(p.get("now_index")),
         diagnosis="" if d is None else d.cause,
-        probes=tuple(from_plain(x) for x in p.get("probes") or () if isinstance(x, dict)),
-        layers=tuple(
-            (int(depth), shortened(str(name)), float(delta))
-            for depth, name, delta in p.get("layers") or ()
-        ),
+        layers=tuple((depth, shortened(name), delta) for depth, name, delta in p.layers),
         anchor=anchor,
         verdict=a.verdict or "",
         lead="" if d is None else d.lead,
@@ -217,18 +199,15 @@ def _drift_set(
                 now=s.now,
                 golden_score=s.golden_score,
                 now_score=s.now_score,
-                thumbnail_png=str(thumbnails.get(s.id) or ""),
+                thumbnail_png=p.thumbnails.get(s.id, ""),
             )
             for s in changed.samples
         ),
         changed_count=0 if changed is None else changed.count,
         other_pipeline=cell.other_pipeline or "",
         other_settings=cell.other_settings or "",
+        thumbnails={},  # shown in ``changed``
     )
-
-
-def _index(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -247,9 +226,7 @@ def matrix_view(
     accuracy as its change against the golden, cross-machine agreement, latency, pitfall tables
     and the environment."""
     machines = sorted({c.machine for c in matrix.cells} | {s.machine for s in matrix.sources})
-    pictures = {
-        (str(d.get("manifest")), str(d.get("device"))): d for d in (parts.drift if parts else ())
-    }
+    pictures = {(d.manifest, d.device): d for d in (parts.drift if parts else ())}
     rows: list[MatrixRow] = []
     points: list[AccuracyPoint] = []
     drift: list[DriftSet] = []
