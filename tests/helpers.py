@@ -873,3 +873,25 @@ def pitfall_table(declared_top1: float, *rows: Any) -> Any:
 
     declared = PitfallRow("declared", "", "the declared pipeline", declared_top1, 90.0, 1.0)
     return PitfallTable("m", "onnxruntime", "cpu", "d", 10, None, declared, list(rows))
+
+
+def tiny_manifest(**runtime: Any) -> Any:
+    """A manifest parsed from a minimal mapping (no file behind it), with ``runtime`` set."""
+    from pytest_mlrepro.manifest import parse_manifest
+
+    data = {
+        "name": "m",
+        "version": "1",
+        "framework": {"name": "onnxruntime"},
+        "model": {"format": "onnx", "file": {"path": "m.onnx", "sha256": "0" * 64}},
+        "inputs": [
+            {
+                "name": "input",
+                "layout": "NCHW",
+                "preprocess": [{"decode": {}}, {"cast": {}}, {"layout": {}}],
+            }
+        ],
+        "dataset": {"name": "d", "checksums": "d.sha256"},
+        "runtime": runtime,
+    }
+    return parse_manifest(data, "m.yaml", {})

@@ -184,11 +184,7 @@ def diagnose(
             env_step,
         )  # fmt: skip
         if data is not None and data.changed:
-            restored = trials.restoring()
-            flip = restored[0] if restored and not restored[0].reverts else None
-            by_id = {s.id: s for s in evaluation.samples}
-            how = how_files_changed(golden.probes, data, by_id, manifest)
-            lead, cause = data_lead(data, comparison, lead, flip, how), "data"
+            lead, cause = _data_cause(manifest, golden, comparison, evaluation, trials, data, lead)
         evidence: tuple[Evidence, ...] = (
             *([data] if data is not None else []),
             ManifestEvidence(changes),
@@ -210,6 +206,24 @@ def diagnose(
         counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
     )
+
+
+def _data_cause(
+    manifest: Manifest,
+    golden: Golden,
+    comparison: Comparison,
+    evaluation: Evaluation,
+    trials: CounterfactualEvidence,
+    data: DataChange,
+    lead: str,
+) -> tuple[str, str]:
+    """The lead when the data changed since the golden: the data is the cause, said with how its
+    files changed and the counterfactual that restores the results, if one does."""
+    restored = trials.restoring()
+    flip = restored[0] if restored and not restored[0].reverts else None
+    by_id = {s.id: s for s in evaluation.samples}
+    how = how_files_changed(golden.probes, data, by_id, manifest)
+    return data_lead(data, comparison, lead, flip, how), "data"
 
 
 def _recorded_plain(golden: Golden) -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from helpers import (
     Project,
     make_empty_weights,
     state_dict_manifest,
+    tiny_manifest,
 )
 
 from pytest_mlrepro.evaluation._determinism import (
@@ -29,7 +30,6 @@ from pytest_mlrepro.evaluation._determinism import (
     controls_in_force,
     seed_everything,
 )
-from pytest_mlrepro.manifest._spec import parse_manifest
 
 IDS = ("a.png", "b.png", "c.png")
 
@@ -96,7 +96,7 @@ def test_seed_everything_seeds_python_and_numpy() -> None:
 
 
 def test_controls_recorded_include_the_seed_and_the_runner_settings() -> None:
-    manifest = _tiny_manifest(seed=5, deterministic_ops=True)
+    manifest = tiny_manifest(seed=5, deterministic_ops=True)
     info = {
         "intra_op_threads": 1,
         "graph_optimization_level": "ORT_ENABLE_BASIC",
@@ -108,25 +108,6 @@ def test_controls_recorded_include_the_seed_and_the_runner_settings() -> None:
         "seed": 5,
         "deterministic_ops": True,
     }
-
-
-def _tiny_manifest(**runtime: Any) -> Any:
-    data = {
-        "name": "m",
-        "version": "1",
-        "framework": {"name": "onnxruntime"},
-        "model": {"format": "onnx", "file": {"path": "m.onnx", "sha256": "0" * 64}},
-        "inputs": [
-            {
-                "name": "input",
-                "layout": "NCHW",
-                "preprocess": [{"decode": {}}, {"cast": {}}, {"layout": {}}],
-            }
-        ],
-        "dataset": {"name": "d", "checksums": "d.sha256"},
-        "runtime": runtime,
-    }
-    return parse_manifest(data, "m.yaml", {})
 
 
 # --- through the plugin -------------------------------------------------------------------------

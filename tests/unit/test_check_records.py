@@ -8,12 +8,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import tiny_manifest
 
 from pytest_mlrepro.accuracy import AccuracyOutcome
 from pytest_mlrepro.evaluation import Evaluation, RunComparison, judge_runs
 from pytest_mlrepro.goldens import Results
 from pytest_mlrepro.latency import LatencyOutcome
-from pytest_mlrepro.manifest import Manifest, Tolerances, parse_manifest
+from pytest_mlrepro.manifest import Manifest, Tolerances
 from pytest_mlrepro.report import determinism_text
 from pytest_mlrepro.results import row_json, row_of
 
@@ -58,26 +59,7 @@ def test_a_determinism_record_is_frozen_and_states_its_status(
 
 @pytest.fixture
 def manifest_for_records() -> Manifest:
-    data = {
-        "name": "m",
-        "version": "1",
-        "framework": {"name": "onnxruntime"},
-        "model": {"format": "onnx", "file": {"path": "m.onnx", "sha256": "0" * 64}},
-        "inputs": [
-            {
-                "name": "x",
-                "layout": "NCHW",
-                "preprocess": [
-                    {"decode": {}},
-                    {"cast": {"dtype": "float32"}},
-                    {"layout": {"order": "NCHW"}},
-                ],
-            }
-        ],
-        "dataset": {"name": "tiny", "checksums": "tiny.sha256", "classes": 3},
-        "runtime": {"seed": 7},
-    }
-    return parse_manifest(data, "m.yaml", {})
+    return tiny_manifest(seed=7)
 
 
 def _run(seconds: float, top1_class: int) -> Evaluation:
