@@ -15,6 +15,8 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Literal
 
 from .._json_schema import SchemaWriter
@@ -226,15 +228,13 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
     """The fields of the row this record does not name (a reference's, the manifest's controls,
     later versions') and those given as null: written back as they came (:func:`row_json`); not
-    in the schema."""
+    in the schema. (Any record's ``extra`` field is filled so by :func:`record`.)"""
 
     @property
     def p50_tolerance(self) -> float | None:
         """Latency rows: the largest p50 ratio now/golden that passes."""
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
 
-
-_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(Row))
 
 LISTED: tuple[tuple[str, str], ...] = tuple(
     (f.name, f.metadata["label"]) for f in dataclasses.fields(Row) if "label" in f.metadata
@@ -259,11 +259,12 @@ class Environment:
     cpu_flags: tuple[str, ...] | None = None
     numeric_packages: dict[str, str] | None = None
     numeric_settings: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
 
 
 @dataclass(frozen=True)
 class Document:
-    """A results file (``pytest --mlrepro-json``)."""
+    """A results file (``pytest --mlrepro-json``); read back (``load_results``), its ``path``."""
 
     format: int = field(metadata=_says(enum=list(FORMATS)))
     machine: Machine
@@ -271,6 +272,12 @@ class Document:
     results: tuple[Row, ...]
     created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
     one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+    path: Path | None = field(default=None, metadata={"internal": True})
+
+
+def created_time(text: str) -> datetime:
+    """A (schema-valid) ``created`` as a time; ValueError for one that is not (2026-02-30)."""
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 # --- records from (validated) JSON --------------------------------------------------------------
@@ -310,17 +317,14 @@ def _items(tp: Any, values: list[Any]) -> list[Any]:
 
 def row_of(value: typing.Mapping[str, Any]) -> Row:
     """The session's typed row of an item's results (its report's ``mlrepro.*`` properties and
-    attributes, JSON as xdist carries them): the fields :class:`Row` names typed; the rest, and
-    the fields given as null (a latency row's ``stale_golden``), kept in ``extra``, so that the
-    file says them as they were given."""
-    extra = {k: v for k, v in value.items() if k not in _ROW_FIELDS or v is None}
-    return record(Row, value, extra=extra)
+    attributes, JSON as xdist carries them): :func:`record`, the rest kept in ``extra``."""
+    return record(Row, value)
 
 
-def row_json(row: Row) -> dict[str, Any]:
-    """The row as the results file holds it: ``dataclasses.asdict``, but a field left empty
-    (None, no entries) is absent, as the file has it, and ``extra``'s fields sit beside the
-    named ones."""
+def row_json(row: object) -> dict[str, Any]:
+    """A record (a row, an environment) as the results file holds it: ``dataclasses.asdict``,
+    but a field left empty (None, no entries) is absent, as the file has it, and ``extra``'s
+    fields sit beside the named ones."""
     return typing.cast(dict[str, Any], _json(row))
 
 
@@ -389,14 +393,18 @@ def _json(value: Any) -> Any:
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
-    """The record ``cls`` of a JSON object that its schema accepts (fields of other plugins and
-    later versions left out), with the fields ``given`` as they are."""
+    """The record ``cls`` of a JSON object that its schema accepts, with the fields ``given`` as
+    they are. Fields of other plugins and later versions, and those given as null (a latency
+    row's ``stale_golden``), go to its ``extra`` field if it has one (so that the file says them
+    as they were given), else are left out."""
     hints = typing.get_type_hints(cls)
-    fields = {
-        f.name: _value(hints[f.name], value[f.name])
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-        if f.name in value and f.name not in given
-    }
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.metadata.get("extra"):
+            names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            fields[f.name] = {k: v for k, v in value.items() if k not in names or v is None}
+        elif f.name in value and f.name not in given:
+            fields[f.name] = _value(hints[f.name], value[f.name])
     return cls(**fields, **given)
 
 
