@@ -294,9 +294,7 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
 
 def _machines(files: Sequence[Document]) -> tuple[Machine, ...]:
     """Each machine's environment, by name; the first file of a machine speaks for its shards."""
-    first: dict[str, Machine] = {}
-    for f in files:
-        first.setdefault(f.machine.name, f.machine)
+    first = {f.machine.name: f.machine for f in reversed(files)}  # the first file's stands
     return tuple(first[name] for name in sorted(first))
 
 

@@ -15,7 +15,7 @@ night outside tolerance and what changed that night against the night before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -168,7 +168,7 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
     )
 
 
-def _environment(night: Night, machine: str) -> Mapping[str, Any]:
+def _environment(night: Night, machine: str) -> dict[str, Any]:
     return next(
         (row_json(f.machine.environment) for f in night.files if f.machine.name == machine), {}
     )
@@ -212,9 +212,8 @@ def _changes(
                 "(the files do not record the manifest's content: which field, unknown)",
             )
         )
-    env_before = _environment(before_night, machine)
-    env_now = _environment(now_night, machine)
-    for path, a, b in differences(dict(env_before), dict(env_now)):
+    envs = (_environment(before_night, machine), _environment(now_night, machine))
+    for path, a, b in differences(*envs):
         out.append(("environment", f"{path}: {_shown(a)} → {_shown(b)}"))
     if before.framework_version != now.framework_version:
         out.append(

@@ -333,18 +333,10 @@ _PER_SAMPLE = re.compile(r'"per_sample": "\\u0000(\d+)\\u0000"')
 that no other text of the file can be (a quote inside a string is escaped there)."""
 
 
-def results_text(
-    rows: typing.Iterable[Row],
-    machine: str,
-    environment: typing.Mapping[str, Any],
-    shard: Shard | None = None,
-    *,
-    created: str | None = None,
-    one_time: dict[str, dict[str, float]] | None = None,
-) -> str:
-    """The results file (format 2, docs/results.md) of ``rows``: what ``--mlrepro-json`` writes
-    and the session's page reads back; ``created`` and ``one_time`` (the costs the process paid
-    once for all its items) left out when not given.
+def results_text(document: Document) -> str:
+    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json``
+    writes and the session's page reads back; ``created`` and ``one_time`` (the costs the process
+    paid once for all its items) left out when None.
 
     Indented to be read, except each row's ``per_sample`` block, one line of compact JSON. Why:
     the per-sample numbers are most of the file, and json's indenting encoder is pure Python, its
@@ -353,23 +345,14 @@ def results_text(
     blocks: list[str] = []
     results = []
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
-    for row in sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid)):
+    for row in sorted(document.results, key=lambda r: (str(r.manifest), str(r.device), r.nodeid)):
         value = row_json(row)
         if "per_sample" in value:
             blocks.append(json.dumps(value["per_sample"], sort_keys=True, allow_nan=False))
             value["per_sample"] = f"\0{len(blocks) - 1}\0"
         results.append(value)
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "machine": {"name": machine, "environment": dict(environment)},
-        "shard": None if shard is None else shard.as_json(),
-        "results": results,
-    }
-    if created is not None:
-        document["created"] = created  # the history orders nights by it
-    if one_time:
-        document["one_time"] = one_time
-    text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
+    plain = {**row_json(dataclasses.replace(document, results=(), path=None)), "results": results}
+    text = json.dumps(plain, indent=2, sort_keys=True, allow_nan=False)
     return _PER_SAMPLE.sub(lambda m: f'"per_sample": {blocks[int(m[1])]}', text)
 
 
