@@ -25,7 +25,7 @@ from .._visible import visible_lines
 from ..errors import MlreproError
 
 if TYPE_CHECKING:
-    from ..results import ResultsFile
+    from ..results import Document
 
 USAGE_ERROR = 2
 
@@ -111,7 +111,7 @@ def schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _files(args: argparse.Namespace) -> list[ResultsFile]:
+def _files(args: argparse.Namespace) -> list[Document]:
     """The results files named, read and validated; first, with ``--html``, that the report
     extra is installed (the one output that can be unavailable, said before any work)."""
     from ..results import load_results

@@ -34,17 +34,16 @@ from typing import Any
 from ..errors import MlreproError
 from ..results import (
     Diagnosis,
+    Document,
     Environment,
     Machine,
     PerSample,
-    ResultsFile,
     Row,
     ShardMergeError,
     differences,
     merge_shards,
     pipeline_digest,
     pipeline_of,
-    record,
     settings_of,
     unsharded_nodeid,
 )
@@ -76,7 +75,7 @@ def _kind(row: Row) -> str:
 _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
-def _row_key(file: ResultsFile, row: Row) -> _Key:
+def _row_key(file: Document, row: Row) -> _Key:
     """The item a row is a result of. Accuracy rows of shards share their item's key (they are
     merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
     its shard (``<nodeid> (shard 1/2)``)."""
@@ -86,7 +85,7 @@ def _row_key(file: ResultsFile, row: Row) -> _Key:
     if kind != "accuracy" and shard is not None:
         nodeid += f" (shard {shard})"
     return (
-        file.machine,
+        file.machine.name,
         # A row without a manifest name (none of this plugin's items write one) still counts:
         # under its node id, so that a failure is never dropped from the gate.
         row.manifest or row.nodeid,
@@ -98,10 +97,10 @@ def _row_key(file: ResultsFile, row: Row) -> _Key:
     )
 
 
-def _grouped(files: Sequence[ResultsFile]) -> dict[_Key, list[tuple[str, Row]]]:
+def _grouped(files: Sequence[Document]) -> dict[_Key, list[tuple[str, Row]]]:
     groups: dict[_Key, list[tuple[str, Row]]] = {}
     for file in files:
-        for row in file.rows:
+        for row in file.results:
             groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     return groups
 
@@ -213,11 +212,11 @@ def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
     )
 
 
-def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
+def build_matrix(files: Sequence[Document]) -> Matrix:
     """The matrix of ``files`` (loaded with :func:`pytest_mlrepro.results.load_results`).
     MatrixError when two files claim the same item of one machine."""
     sources = tuple(
-        Source(path=str(f.path), machine=f.machine, shard=None if f.shard is None else str(f.shard))
+        Source(str(f.path), f.machine.name, None if f.shard is None else str(f.shard))
         for f in files
     )
     per_cell: dict[_CellKey, tuple[list[Row], set[str]]] = {}
@@ -293,12 +292,10 @@ def build_matrix(files: Sequence[ResultsFile]) -> Matrix:
     )
 
 
-def _machines(files: Sequence[ResultsFile]) -> tuple[Machine, ...]:
+def _machines(files: Sequence[Document]) -> tuple[Machine, ...]:
     """Each machine's environment, by name; the first file of a machine speaks for its shards."""
-    first: dict[str, Mapping[str, Any]] = {}
-    for f in files:
-        first.setdefault(f.machine, f.environment)
-    return tuple(Machine(name, record(Environment, first[name])) for name in sorted(first))
+    first = {f.machine.name: f.machine for f in reversed(files)}  # the first file's stands
+    return tuple(first[name] for name in sorted(first))
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:

@@ -15,13 +15,13 @@ night outside tolerance and what changed that night against the night before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..errors import MlreproError
-from ..results import ResultsFile, Row, differences, pipeline_of, settings_of
+from ..results import Document, Row, created_time, differences, pipeline_of, row_json, settings_of
 from ._build import MatrixError, build_matrix
 from ._model import Cell, Matrix
 
@@ -40,7 +40,7 @@ class Night:
 
     day: str  # YYYY-MM-DD
     first: datetime  # the earliest file's time
-    files: tuple[ResultsFile, ...]
+    files: tuple[Document, ...]
     matrix: Matrix
 
     @property
@@ -86,11 +86,11 @@ class History:
     series: tuple[Series, ...]
 
 
-def build_history(files: Sequence[ResultsFile]) -> History:
+def build_history(files: Sequence[Document]) -> History:
     """The history of ``files`` (loaded and validated with :func:`~pytest_mlrepro.results.
     load_results`). HistoryError for a file without a time, or a night whose files do not make
     one matrix (the message names the night and why)."""
-    by_day: dict[str, list[ResultsFile]] = {}
+    by_day: dict[str, list[tuple[datetime, Document]]] = {}
     for f in files:
         if f.created is None:
             raise HistoryError(
@@ -98,17 +98,17 @@ def build_history(files: Sequence[ResultsFile]) -> History:
                 "pytest-mlrepro before it kept one): a history cannot place it among the nights; "
                 "leave it out, or write it again with this version's pytest --mlrepro-json"
             )
-        by_day.setdefault(f.created.strftime("%Y-%m-%d"), []).append(f)
+        created = created_time(f.created)
+        by_day.setdefault(created.strftime("%Y-%m-%d"), []).append((created, f))
     nights = []
     for day in sorted(by_day):
-        members = sorted(by_day[day], key=lambda f: (f.created, str(f.path)))
+        timed = sorted(by_day[day], key=lambda tf: (tf[0], str(tf[1].path)))
+        members = tuple(f for _, f in timed)
         try:
             matrix = build_matrix(members)
         except MatrixError as exc:
             raise HistoryError(f"the night of {day}: {exc}") from None
-        first = members[0].created
-        assert first is not None
-        nights.append(Night(day=day, first=first, files=tuple(members), matrix=matrix))
+        nights.append(Night(day=day, first=timed[0][0], files=members, matrix=matrix))
     keys = sorted({(c.manifest, c.machine, c.device) for n in nights for c in n.matrix.cells})
     return History(nights=tuple(nights), series=tuple(_series(nights, *key) for key in keys))
 
@@ -168,8 +168,10 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
     )
 
 
-def _environment(night: Night, machine: str) -> Mapping[str, Any]:
-    return next((f.environment for f in night.files if f.machine == machine), {})
+def _environment(night: Night, machine: str) -> dict[str, Any]:
+    return next(
+        (row_json(f.machine.environment) for f in night.files if f.machine.name == machine), {}
+    )
 
 
 def _rows(night: Night, cell: Cell) -> list[Row]:
@@ -177,8 +179,8 @@ def _rows(night: Night, cell: Cell) -> list[Row]:
     return [
         row
         for f in night.files
-        if f.machine == cell.machine
-        for row in f.rows
+        if f.machine.name == cell.machine
+        for row in f.results
         if row.manifest == cell.manifest and (row.device or "") == cell.device
     ]
 
@@ -210,9 +212,8 @@ def _changes(
                 "(the files do not record the manifest's content: which field, unknown)",
             )
         )
-    env_before = _environment(before_night, machine)
-    env_now = _environment(now_night, machine)
-    for path, a, b in differences(dict(env_before), dict(env_now)):
+    envs = (_environment(before_night, machine), _environment(now_night, machine))
+    for path, a, b in differences(*envs):
         out.append(("environment", f"{path}: {_shown(a)} → {_shown(b)}"))
     if before.framework_version != now.framework_version:
         out.append(

@@ -13,7 +13,7 @@ from .._files import atomic_write_bytes
 from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document
-from ..results import Row, created_now, results_text
+from ..results import FORMAT, Document, Row, created_now, record, results_text
 from ._base import machine_name, options, output_path, report_output_error, results_path
 
 
@@ -26,13 +26,12 @@ def write_results_file(
     if path is None:
         return
     config = session.config
+    given = {"name": machine_name(config), "environment": environment()}
+    document = {"format": FORMAT, "machine": given, "created": created_now()}
+    if one_time:
+        document["one_time"] = one_time
     text = results_text(
-        rows,
-        machine_name(config),
-        environment(),
-        options(config).shard,
-        created=created_now(),
-        one_time=one_time,
+        record(Document, document, shard=options(config).shard, results=tuple(rows))
     )
     try:
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")

@@ -29,7 +29,19 @@ from ..data import Shard
 from ..errors import MlreproError
 from ..goldens import Results
 from ._fields import manifest_digest
-from ._record import FORMATS, PerSample, Row, SampleResults, Status, results_schema, row_of
+from ._record import (
+    FORMATS,
+    Document,
+    Machine,
+    PerSample,
+    Row,
+    SampleResults,
+    Status,
+    created_time,
+    record,
+    results_schema,
+    row_of,
+)
 
 MAX_BYTES = 256 * MIB
 """The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
@@ -278,33 +290,12 @@ def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> Row:
     return row_of(out)
 
 
-def _created(text: str) -> datetime:
-    """The results file's ``created`` (schema-valid: ``2026-11-24T07:09:11Z``) as a time."""
-    try:
-        return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    except ValueError as exc:
-        raise _Invalid(("created",), f"not a valid time: {text!r} ({exc})") from None
-
-
 def created_now() -> str:
     """The ``created`` field of a results file written now."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class ResultsFile:
-    """A results file, read and validated: its rows typed (:func:`row_of`), once."""
-
-    path: Path
-    format: int
-    machine: str
-    environment: dict[str, Any]
-    shard: Shard | None
-    rows: tuple[Row, ...]
-    created: datetime | None = None  # when it was written (files before the field: None)
-
-
-def validate_results(document: Any, source: str = "results") -> ResultsFile:
+def validate_results(document: Any, source: str = "results") -> Document:
     """The one validating constructor of a results file (a parsed document): its format, the
     schema, then the rules beyond it; ResultsFileError naming ``source`` and the JSON path of
     the first bad field."""
@@ -320,26 +311,33 @@ def validate_results(document: Any, source: str = "results") -> ResultsFile:
             )
         _schema_check(document)
         shard = None if document["shard"] is None else _shard(document["shard"], ("shard",))
-        created = None if document.get("created") is None else _created(document["created"])
+        created = document.get("created")
+        try:
+            created is None or created_time(created)
+        except ValueError as exc:
+            raise _Invalid(("created",), f"not a valid time: {created!r} ({exc})") from None
         rows = tuple(_row(row, ("results", i)) for i, row in enumerate(document["results"]))
     except _Invalid as exc:
         raise ResultsFileError(
             f"{source}: {json_path(exc.path)}: {exc.message} (not a valid results file)"
         ) from None
     machine = document["machine"]
-    return ResultsFile(
-        path=Path(source),
-        format=document["format"],
-        # Shown in every table and page: bounded (the file keeps them whole).
-        machine=shortened(machine["name"]),
-        environment=dict(_bounded_texts(machine["environment"])),
+    # Shown in every table and page: bounded (the file keeps them whole).
+    shown = {
+        "name": shortened(machine["name"]),
+        "environment": _bounded_texts(machine["environment"]),
+    }
+    return record(
+        Document,
+        document,
+        machine=record(Machine, shown),
         shard=shard,
-        rows=rows,
-        created=created,
+        results=rows,
+        path=Path(source),
     )
 
 
-def load_results(path: Path | str) -> ResultsFile:
+def load_results(path: Path | str) -> Document:
     """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote).
 
     These files are other jobs' artifacts: the one bounded reader refuses a FIFO or a device

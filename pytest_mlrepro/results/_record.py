@@ -15,6 +15,8 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Literal
 
 from .._json_schema import SchemaWriter
@@ -226,15 +228,13 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
     """The fields of the row this record does not name (a reference's, the manifest's controls,
     later versions') and those given as null: written back as they came (:func:`row_json`); not
-    in the schema."""
+    in the schema. (Any record's ``extra`` field is filled so by :func:`record`.)"""
 
     @property
     def p50_tolerance(self) -> float | None:
         """Latency rows: the largest p50 ratio now/golden that passes."""
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
 
-
-_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(Row))
 
 LISTED: tuple[tuple[str, str], ...] = tuple(
     (f.name, f.metadata["label"]) for f in dataclasses.fields(Row) if "label" in f.metadata
@@ -259,11 +259,12 @@ class Environment:
     cpu_flags: tuple[str, ...] | None = None
     numeric_packages: dict[str, str] | None = None
     numeric_settings: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
 
 
 @dataclass(frozen=True)
 class Document:
-    """A results file (``pytest --mlrepro-json``)."""
+    """A results file (``pytest --mlrepro-json``); read back (``load_results``), its ``path``."""
 
     format: int = field(metadata=_says(enum=list(FORMATS)))
     machine: Machine
@@ -271,6 +272,12 @@ class Document:
     results: tuple[Row, ...]
     created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
     one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+    path: Path | None = field(default=None, metadata={"internal": True})
+
+
+def created_time(text: str) -> datetime:
+    """A (schema-valid) ``created`` as a time; ValueError for one that is not (2026-02-30)."""
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 # --- records from (validated) JSON --------------------------------------------------------------
@@ -310,17 +317,14 @@ def _items(tp: Any, values: list[Any]) -> list[Any]:
 
 def row_of(value: typing.Mapping[str, Any]) -> Row:
     """The session's typed row of an item's results (its report's ``mlrepro.*`` properties and
-    attributes, JSON as xdist carries them): the fields :class:`Row` names typed; the rest, and
-    the fields given as null (a latency row's ``stale_golden``), kept in ``extra``, so that the
-    file says them as they were given."""
-    extra = {k: v for k, v in value.items() if k not in _ROW_FIELDS or v is None}
-    return record(Row, value, extra=extra)
+    attributes, JSON as xdist carries them): :func:`record`, the rest kept in ``extra``."""
+    return record(Row, value)
 
 
-def row_json(row: Row) -> dict[str, Any]:
-    """The row as the results file holds it: ``dataclasses.asdict``, but a field left empty
-    (None, no entries) is absent, as the file has it, and ``extra``'s fields sit beside the
-    named ones."""
+def row_json(row: object) -> dict[str, Any]:
+    """A record (a row, an environment) as the results file holds it: ``dataclasses.asdict``,
+    but a field left empty (None, no entries) is absent, as the file has it, and ``extra``'s
+    fields sit beside the named ones."""
     return typing.cast(dict[str, Any], _json(row))
 
 
@@ -329,18 +333,10 @@ _PER_SAMPLE = re.compile(r'"per_sample": "\\u0000(\d+)\\u0000"')
 that no other text of the file can be (a quote inside a string is escaped there)."""
 
 
-def results_text(
-    rows: typing.Iterable[Row],
-    machine: str,
-    environment: typing.Mapping[str, Any],
-    shard: Shard | None = None,
-    *,
-    created: str | None = None,
-    one_time: dict[str, dict[str, float]] | None = None,
-) -> str:
-    """The results file (format 2, docs/results.md) of ``rows``: what ``--mlrepro-json`` writes
-    and the session's page reads back; ``created`` and ``one_time`` (the costs the process paid
-    once for all its items) left out when not given.
+def results_text(document: Document) -> str:
+    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json``
+    writes and the session's page reads back; ``created`` and ``one_time`` (the costs the process
+    paid once for all its items) left out when None.
 
     Indented to be read, except each row's ``per_sample`` block, one line of compact JSON. Why:
     the per-sample numbers are most of the file, and json's indenting encoder is pure Python, its
@@ -349,23 +345,14 @@ def results_text(
     blocks: list[str] = []
     results = []
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
-    for row in sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.nodeid)):
+    for row in sorted(document.results, key=lambda r: (str(r.manifest), str(r.device), r.nodeid)):
         value = row_json(row)
         if "per_sample" in value:
             blocks.append(json.dumps(value["per_sample"], sort_keys=True, allow_nan=False))
             value["per_sample"] = f"\0{len(blocks) - 1}\0"
         results.append(value)
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "machine": {"name": machine, "environment": dict(environment)},
-        "shard": None if shard is None else shard.as_json(),
-        "results": results,
-    }
-    if created is not None:
-        document["created"] = created  # the history orders nights by it
-    if one_time:
-        document["one_time"] = one_time
-    text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
+    plain = {**row_json(dataclasses.replace(document, results=(), path=None)), "results": results}
+    text = json.dumps(plain, indent=2, sort_keys=True, allow_nan=False)
     return _PER_SAMPLE.sub(lambda m: f'"per_sample": {blocks[int(m[1])]}', text)
 
 
@@ -389,14 +376,18 @@ def _json(value: Any) -> Any:
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
-    """The record ``cls`` of a JSON object that its schema accepts (fields of other plugins and
-    later versions left out), with the fields ``given`` as they are."""
+    """The record ``cls`` of a JSON object that its schema accepts, with the fields ``given`` as
+    they are. Fields of other plugins and later versions, and those given as null (a latency
+    row's ``stale_golden``), go to its ``extra`` field if it has one (so that the file says them
+    as they were given), else are left out."""
     hints = typing.get_type_hints(cls)
-    fields = {
-        f.name: _value(hints[f.name], value[f.name])
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-        if f.name in value and f.name not in given
-    }
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.metadata.get("extra"):
+            names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+            fields[f.name] = {k: v for k, v in value.items() if k not in names or v is None}
+        elif f.name in value and f.name not in given:
+            fields[f.name] = _value(hints[f.name], value[f.name])
     return cls(**fields, **given)
 
 

@@ -69,7 +69,7 @@ def _rows(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, Any]]:
         *args,
     )
     assert result.ret in (0, 1), result.stdout.str()
-    rows = {str(row.manifest): row_json(row) for row in load_results(out).rows}
+    rows = {str(row.manifest): row_json(row) for row in load_results(out).results}
     out.unlink()
     return rows
 

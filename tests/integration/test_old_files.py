@@ -130,7 +130,7 @@ def test_an_old_results_file_merges_to_the_figures_and_verdicts_it_holds(
 def test_an_old_results_file_gets_each_status_derived_from_its_verdict() -> None:
     written = json.loads((OLD / "results.json").read_text())["results"]
     assert not [row for row in written if "status" in row]  # written before the field
-    loaded = load_results(OLD / "results.json").rows
+    loaded = load_results(OLD / "results.json").results
     assert [(row.outcome, row.verdict, row.status) for row in loaded] == [
         ("passed", "pass", "passed"),
         ("passed", "pass", "passed"),

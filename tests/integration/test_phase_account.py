@@ -31,7 +31,7 @@ def test_each_item_accounts_for_its_call_by_phase(serial_project: Project) -> No
     run.assert_outcomes(passed=1, failed=1)
 
     loaded = load_results(results)  # the file's own validation accepts the accounts
-    rows = {str(row.manifest): row_json(row) for row in loaded.rows}
+    rows = {str(row.manifest): row_json(row) for row in loaded.results}
     assert set(rows) == {"tiny_onnx", "tiny_loose"}
     for name, row in rows.items():
         timing = row["timing"]

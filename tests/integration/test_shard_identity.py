@@ -61,7 +61,7 @@ def test_every_shard_of_one_version_carries_the_same_identities_and_they_merge(
     rows = [
         row
         for name in ("s1.json", "s2.json")
-        for row in load_results(sharded.path / name).rows
+        for row in load_results(sharded.path / name).results
         if "::accuracy[" in row.nodeid
     ]
     assert len(rows) == 2

@@ -54,7 +54,7 @@ def _rows(project: Project, name: str) -> dict[str, dict[str, Any]]:
     the file holds them."""
     path = project.path / name
     jsonschema.Draft202012Validator(results_schema()).validate(json.loads(path.read_text()))
-    rows = load_results(path).rows
+    rows = load_results(path).results
     return {row.nodeid: row_json(row) for row in rows if "accuracy[" in row.nodeid}
 
 
@@ -147,16 +147,16 @@ def test_a_results_file_of_every_kind_of_item_is_valid(serial_project: Project) 
     document = json.loads((serial_project.path / "out.json").read_text())
     jsonschema.Draft202012Validator(results_schema()).validate(document)
     loaded = load_results(serial_project.path / "out.json")
-    kinds = {row.kind or row.verdict for row in loaded.rows}
-    assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.rows
-    latency = next(row for row in loaded.rows if row.kind == "latency")
+    kinds = {row.kind or row.verdict for row in loaded.results}
+    assert kinds == {"accuracy", "latency", "determinism", "invalid manifest"}, loaded.results
+    latency = next(row for row in loaded.results if row.kind == "latency")
     assert isinstance(latency.hardware_key, dict) and latency.hardware_slug
-    accuracy = next(row for row in loaded.rows if row.kind == "accuracy")
+    accuracy = next(row for row in loaded.results if row.kind == "accuracy")
     # A golden was compared: its samples are in the row; the determinism item compared none.
     per_sample = accuracy.per_sample
     assert per_sample is not None and per_sample.golden is not None
     assert per_sample.golden.ids == per_sample.now.ids
-    assert all(row.per_sample is None for row in loaded.rows if row.kind != "accuracy")
+    assert all(row.per_sample is None for row in loaded.results if row.kind != "accuracy")
 
 
 # --- mlrepro_shards = K: shard items merged into the whole item's verdict --------------------

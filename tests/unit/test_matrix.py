@@ -20,7 +20,7 @@ from pytest_mlrepro.matrix import (
 from pytest_mlrepro.report import csv_text, markdown
 from pytest_mlrepro.report.html import matrix_view
 from pytest_mlrepro.results import (
-    ResultsFile,
+    Document,
     Row,
     Shard,
     derived_status,
@@ -134,7 +134,7 @@ def results_file(
     rows: list[dict[str, Any]],
     shard: dict[str, int] | None = None,
     environment: dict[str, Any] | None = None,
-) -> ResultsFile:
+) -> Document:
     document = {
         "format": 2,
         "machine": {"name": machine, "environment": environment or {"python": "3.12"}},
@@ -190,7 +190,7 @@ def test_the_gate_reads_the_status_field_not_the_verdict_wording() -> None:
     contradicted = {**accuracy_row(GOLDEN, verdict="pass", manifest="other"), "status": "failed"}
     older = accuracy_row(GOLDEN, verdict="all within tolerance", manifest="third")
     file = results_file("alpha", [reworded, contradicted, older])
-    assert [row.status for row in file.rows] == ["passed", "failed", "failed"]
+    assert [row.status for row in file.results] == ["passed", "failed", "failed"]
     cells = {c.manifest: c for c in build_matrix([file]).cells}
     assert cells["tiny"].status == "pass"
     assert cells["other"].status == "fail" and cells["other"].verdict == "accuracy: pass"

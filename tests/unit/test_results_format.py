@@ -115,7 +115,7 @@ def test_the_status_is_read_as_written_and_derived_for_a_row_older_than_the_fiel
     recorded = {**older, "nodeid": "b", "outcome": "passed", "verdict": "golden recorded"}
     document["results"] = [written, older, recorded]
     assert _schema_accepts(document)
-    rows = load_results(_write(tmp_path, document)).rows
+    rows = load_results(_write(tmp_path, document)).results
     assert [r.status for r in rows] == ["partial", "failed", "recorded"]
     document["results"] = [{**row, "status": "fine"}]
     with pytest.raises(ResultsFileError, match=r"\$\.results\[0\]\.status: 'fine' is not one of"):
@@ -126,10 +126,10 @@ def test_a_valid_file_is_read(tmp_path: Path) -> None:
     document = _document()
     assert _schema_accepts(document)
     loaded = load_results(_write(tmp_path, document))
-    assert loaded.format == FORMAT and loaded.machine == "ci-1" and loaded.shard is None
-    assert [row_json(row) for row in loaded.rows] == document["results"]
-    assert loaded.rows[0].per_sample is not None
-    part = Part.of(loaded.rows[0].per_sample)
+    assert loaded.format == FORMAT and loaded.machine.name == "ci-1" and loaded.shard is None
+    assert [row_json(row) for row in loaded.results] == document["results"]
+    assert loaded.results[0].per_sample is not None
+    part = Part.of(loaded.results[0].per_sample)
     assert part.golden is not None and part.golden.ids == ("a.png", "b.png", "c.png")
 
 
@@ -144,7 +144,7 @@ def test_the_cpu_and_numeric_environment_is_read_as_written(tmp_path: Path) -> N
     }
     document["machine"]["environment"] = env
     assert _schema_accepts(document)
-    assert load_results(_write(tmp_path, document)).environment == env
+    assert row_json(load_results(_write(tmp_path, document)).machine.environment) == env
     # The fields mlrepro merge reads are typed: a CPU that is not a text is refused, named.
     env["cpu"] = 7
     with pytest.raises(ResultsFileError, match=r"\$\.machine\.environment\.cpu: 7 is not of type"):
@@ -392,7 +392,7 @@ def test_per_sample_lists_are_judged_as_the_library_judges_them(
     assert _schema_accepts(document) is accepted
     file = _write(tmp_path, document)
     if accepted:
-        per_sample = load_results(file).rows[0].per_sample
+        per_sample = load_results(file).results[0].per_sample
         assert per_sample is not None and per_sample.now.labels[1] == value
         return
     field = r"\$\.results\[0\]\.per_sample\.now\.labels\[1\]"

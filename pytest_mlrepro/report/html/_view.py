@@ -20,7 +20,7 @@ from typing import Any
 from ..._visible import shortened
 from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import Row, results_text, validate_results
+from ...results import FORMAT, Document, Row, record, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
 from .._phases import Table
 from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
@@ -75,8 +75,9 @@ def session_view(
     results file."""
     # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
     # (their verdict says the merge decides).
-    whole = [replace(row, shard=None) for row in rows]
-    document = json.loads(results_text(whole, machine, environment))
+    whole = tuple(replace(row, shard=None) for row in rows)
+    given = {"format": FORMAT, "machine": {"name": machine, "environment": environment}}
+    document = json.loads(results_text(record(Document, given, shard=None, results=whole)))
     matrix = build_matrix([validate_results(document, SESSION_SOURCE)])
     title = "pytest-mlrepro report"
     return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
