@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,21 +38,33 @@ sys.path.insert(0, str(ROOT))
 
 import conftest  # noqa: E402, F401  (registers the example's model builders)
 from pytest_mlrepro import goldens as golden_store  # noqa: E402
-from pytest_mlrepro.data import ResolvedDataset, resolve_dataset  # noqa: E402
+from pytest_mlrepro.data import (  # noqa: E402
+    ResolvedDataset,
+    Sample,
+    resolve_dataset,
+)
 from pytest_mlrepro.diagnosis import diagnose  # noqa: E402
-from pytest_mlrepro.evaluation._evaluate import _prepare, evaluate  # noqa: E402
+from pytest_mlrepro.evaluation._evaluate import _stack, evaluate  # noqa: E402
+from pytest_mlrepro.evaluation._shared_preprocessing import read_sample  # noqa: E402
 from pytest_mlrepro.goldens import compare  # noqa: E402
 from pytest_mlrepro.manifest import Manifest, load_manifest  # noqa: E402
+from pytest_mlrepro.pipeline import Pipeline  # noqa: E402
 from pytest_mlrepro.report import DIAGNOSIS_WORDING  # noqa: E402
 from pytest_mlrepro.runners import Runner, load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings, mirrors_from_env  # noqa: E402
+
+
+def prepare_batch(pipe: Pipeline, batch: Sequence[Sample]) -> np.ndarray:
+    """One batch read and preprocessed in this thread, as the evaluation stacks it."""
+    return _stack(batch, [pipe(read_sample(sample), sample.id) for sample in batch])
 
 
 def batches_of(manifest: Manifest, dataset: ResolvedDataset) -> list[np.ndarray]:
     size = manifest.runtime.batch_size
     samples = dataset.samples
     return [
-        _prepare(manifest.pipeline, samples[i : i + size]) for i in range(0, len(samples), size)
+        prepare_batch(manifest.pipeline, samples[i : i + size])
+        for i in range(0, len(samples), size)
     ]
 
 

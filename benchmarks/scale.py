@@ -264,9 +264,10 @@ def models_alone_seconds(data: Path) -> dict[str, float]:
     preprocessed beforehand (wall seconds, model loading excluded). Their sum is the least the
     main job's evaluations can take."""
     sys.path.insert(0, str(ROOT))
+    from evaluation_throughput import batches_of
+
     import conftest  # noqa: F401  (registers the example's model builders)
     from pytest_mlrepro.data import resolve_dataset
-    from pytest_mlrepro.evaluation._evaluate import _prepare
     from pytest_mlrepro.manifest import load_manifest
     from pytest_mlrepro.runners import load_runner
     from pytest_mlrepro.settings import Settings
@@ -276,11 +277,7 @@ def models_alone_seconds(data: Path) -> dict[str, float]:
     for path in sorted((ROOT / "manifests").glob("*.yaml")):
         manifest = load_manifest(path)
         dataset = resolve_dataset(manifest, settings)
-        size = manifest.runtime.batch_size
-        samples = dataset.samples
-        batches = [
-            _prepare(manifest.pipeline, samples[i : i + size]) for i in range(0, len(samples), size)
-        ]
+        batches = batches_of(manifest, dataset)
         runner = load_runner(manifest, "cpu", settings, shares_cpu=True)
         runner(batches[0])  # warm-up: the first call allocates
         start = time.perf_counter()

@@ -31,9 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from evaluation_throughput import batches_of  # noqa: E402
+
 import conftest  # noqa: E402, F401  (registers the example's model builders)
 from pytest_mlrepro.data import resolve_dataset  # noqa: E402
-from pytest_mlrepro.evaluation._evaluate import _prepare, preprocessed  # noqa: E402
+from pytest_mlrepro.evaluation._evaluate import preprocessed  # noqa: E402
 from pytest_mlrepro.manifest import load_manifest  # noqa: E402
 from pytest_mlrepro.runners import Runner, load_runner  # noqa: E402
 from pytest_mlrepro.settings import Settings, mirrors_from_env  # noqa: E402
@@ -75,9 +77,7 @@ def main() -> int:
     settings = Settings.for_project(ROOT, data_mirrors=mirrors_from_env())
     dataset = resolve_dataset(manifest, settings)
     size, samples = manifest.runtime.batch_size, dataset.samples
-    tensors = [
-        _prepare(manifest.pipeline, samples[i : i + size]) for i in range(0, len(samples), size)
-    ]
+    tensors = batches_of(manifest, dataset)
     plain = load_runner(manifest, "cpu", settings)
     sharing = load_runner(manifest, "cpu", settings, shares_cpu=True)
     for runner in (plain, sharing):
