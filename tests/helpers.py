@@ -9,7 +9,6 @@ The data set ``tiny`` holds 24 PNG images (40 × 48) in 3 classes: noise dominat
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import gc
 import hashlib
@@ -448,9 +447,11 @@ def keep_installed_modules(before: set[str]) -> None:
         top = name.partition(".")[0]
         if top not in installed:
             origin = getattr(sys.modules.get(top), "__file__", None)
-            installed[top] = isinstance(origin, str) and bool(origin) and str(
-                Path(origin).resolve()
-            ).startswith(roots)
+            installed[top] = (
+                isinstance(origin, str)
+                and bool(origin)
+                and str(Path(origin).resolve()).startswith(roots)
+            )
         if installed[top]:
             _KEPT_MODULES[name] = module
     if len(_KEPT_MODULES) - kept >= FREEZE_AFTER_MODULES:
@@ -766,16 +767,16 @@ def state_dict_manifest(
 
 
 def short_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The latency items of in-process runs measure the reference workload for 0.05 s (not
-    0.2 s) before and after each attempt. The tests through the plugin assert on no reference's
-    precision: their verdicts come from 15x slowdowns of a model, contention is not judged
-    (``mlrepro_latency_max_contention = 1``), and a regression must hold absolutely too, so a
-    noisier reference cannot make one. The rule itself: test_timing.py; subprocess and xdist
-    runs keep it."""
-    from pytest_mlrepro.latency._timing import ReferenceWorkload
+    """The latency items of in-process runs measure the reference workload in blocks of 2 rounds
+    between 2 slices (not 4 rounds between 8). The tests through the plugin assert on no
+    reference's precision: their verdicts come from 15x slowdowns of a model, contention is not
+    judged (``mlrepro_latency_max_contention = 1``), and a regression must hold absolutely too,
+    so a noisier reference cannot make one. The rule itself: test_timing.py; subprocess and
+    xdist runs keep it."""
+    from pytest_mlrepro.latency import _timing
 
-    rule = dataclasses.replace(ReferenceWorkload.RULE, min_rounds=5, min_time=0.05)
-    monkeypatch.setattr(ReferenceWorkload, "RULE", rule)
+    monkeypatch.setattr(_timing, "REFERENCE_BLOCK_ROUNDS", 2)
+    monkeypatch.setattr(_timing, "INTERLEAVE_SLICES", 2)
 
 
 def run_patiently(project: Project, *args: str, timeout: float = 600) -> pytest.RunResult:

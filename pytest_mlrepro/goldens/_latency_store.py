@@ -64,6 +64,7 @@ class Baseline:
     contention: float | None
     reference: dict[str, Any]
     reference_samples: np.ndarray
+    reference_blocks: np.ndarray  # block medians (seconds): the host's speed at recording
     measurements: dict[str, Distribution]
     entry: dict[str, Any]
 
@@ -81,6 +82,17 @@ def _distribution(raw: Mapping[str, Any], where: str) -> Distribution:
     if not np.all(np.isfinite(values)) or np.any(values < 0):
         raise ValueError(f"{where}: samples must be finite and non-negative")
     return Distribution(stats=seconds, samples=values)
+
+
+def _blocks(raw: Mapping[str, Any], where: str) -> None:
+    blocks = raw.get("blocks_ms")
+    if blocks is None:
+        return
+    if not isinstance(blocks, list) or not blocks:
+        raise ValueError(f"{where}: 'blocks_ms' must be a non-empty list")
+    values = np.asarray([float(v) for v in blocks])
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"{where}: 'blocks_ms' must be finite and positive")
 
 
 def read_golden(path: Path) -> dict[str, Any] | None:
@@ -103,6 +115,7 @@ def read_golden(path: Path) -> dict[str, Any] | None:
             for name, raw in entry["measurements"].items():
                 _distribution(raw, f"batch {batch} {name}")
             _distribution(entry["reference"], f"batch {batch} reference")
+            _blocks(entry["reference"], f"batch {batch} reference")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise GoldenError(
             f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
@@ -118,10 +131,18 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
     # same recording session, and one short measurement alone can be a lucky one (seen here: 7.8
     # against 12.4 ms p50 between two batch sizes recorded a minute apart on an idle machine),
     # which would then excuse a real slowdown as "the machine is slower now".
-    pooled = [
-        _distribution(other["reference"], "reference").samples
+    same = [
+        other["reference"]
         for other in data["batches"].values()
         if other["reference"].get("workload", {}) == workload
+    ]
+    pooled = [_distribution(ref, "reference").samples for ref in same]
+    # Blocks: the medians of the reference blocks interleaved with the recording's rounds; a
+    # golden recorded before blocks existed counts each batch size's reference as one block.
+    blocks = [
+        value * 1e-3
+        for ref, samples in zip(same, pooled, strict=True)
+        for value in ref.get("blocks_ms") or [float(np.median(samples)) * 1e3]
     ]
     return Baseline(
         path=path,
@@ -133,6 +154,7 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
         contention=entry.get("contention"),
         reference=dict(workload),
         reference_samples=np.concatenate(pooled),
+        reference_blocks=np.asarray(blocks, dtype=np.float64),
         measurements={
             name: _distribution(raw, name) for name, raw in entry["measurements"].items()
         },

@@ -14,11 +14,12 @@ from ._decisions import (
     stale_golden,
 )
 from ._run import LatencyOutcome, LatencyRequest, run_latency
-from ._timing import Judgement
+from ._timing import HostFactor, Judgement
 
 __all__ = [
     "STALE_RATIO",
     "DecisionFacts",
+    "HostFactor",
     "Judgement",
     "LatencyDecision",
     "LatencyOutcome",

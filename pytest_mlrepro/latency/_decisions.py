@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ._timing import Judgement
+from ._timing import HostFactor, Judgement
 
 
 def latency_golden_stale(
@@ -47,9 +47,10 @@ class LatencyDecision:
     """``record``: write the golden (``text``: ``golden recorded`` or ``golden updated``).
     ``not recorded``: the golden is out of date but the machine was too busy to record it.
     ``pass``: ``text`` is the verdict with its notes. ``contended``: skipped, the machine was
-    too busy to judge. ``regression``: a failure."""
+    too busy to judge. ``inconclusive``: skipped (a failure under --mlrepro-strict), the evidence
+    could not tell a slower host from a slower model. ``regression``: a failure."""
 
-    action: Literal["record", "not recorded", "pass", "contended", "regression"]
+    action: Literal["record", "not recorded", "pass", "contended", "inconclusive", "regression"]
     text: str
 
 
@@ -71,7 +72,8 @@ def latency_decision(
     :param stale: :func:`latency_golden_stale`.
     :param quiet: whether the concluding attempt ran with little enough contention to record.
     :param exact: whether the baseline is this hardware key's own golden.
-    :param verdict: the concluded verdict (``pass``, ``faster``, ``regression``, ``contended``).
+    :param verdict: the concluded verdict (``pass``, ``faster``, ``regression``, ``contended``,
+        ``inconclusive``).
     :param baseline_slug: the baseline's hardware key, named when it is a neighbour's.
     :param missing: measurements the golden lacks.
     :param assessments: attempts judged; ``attempts``: attempts allowed.
@@ -89,6 +91,8 @@ def latency_decision(
         return LatencyDecision("pass", verdict + note)
     if verdict == "contended":
         return LatencyDecision("contended", "contended")
+    if verdict == "inconclusive":
+        return LatencyDecision("inconclusive", "inconclusive")
     return LatencyDecision("regression", "regression")
 
 
@@ -109,18 +113,19 @@ class DecisionFacts:
     """What decided a latency verdict, as facts for the report to word
     (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt as
     (measurement, judgement) pairs (none: nothing was compared), whether the golden's reference
-    workload is today's, and the machine's contention against the thresholds that gave it
-    meaning.
+    workload is comparable with today's, the host factor and whether it may excuse a slowdown,
+    and the machine's contention against the threshold that gave it meaning.
 
-    The rules these facts stand for are stated once, by ``_measure.assess`` (contention, an
-    idle machine) and ``_timing.judge`` (the two ratios and their bounds)."""
+    The rules these facts stand for are stated once, by ``_measure.assess`` (contention, the
+    reference's comparability) and ``_timing.judge`` (the two ratios and their bounds)."""
 
     verdict: str
     judgements: tuple[tuple[str, Judgement], ...]
     reference_comparable: bool
     contention: float | None
-    idle_contention: float
     max_contention: float
+    host: HostFactor | None = None
+    host_may_excuse: bool = True
 
 
 def stale_golden(ratio_to_golden: float | None, command: str) -> dict[str, object] | None:

@@ -31,19 +31,21 @@ from ..runners import Runner, load_runner
 from ..settings import Settings
 from ._decisions import DecisionFacts
 from ._timing import (
+    HostFactor,
     Judgement,
     Measurement,
     ReferenceWorkload,
     StopRule,
     cpu_times,
+    host_factor,
     judge,
-    measure,
+    measure_interleaved,
     other_load,
     sketch,
     summarize,
 )
 
-Verdict = Literal["pass", "regression", "faster", "contended"]
+Verdict = Literal["pass", "regression", "faster", "contended", "inconclusive"]
 
 
 # --- what is timed ----------------------------------------------------------------------------
@@ -116,11 +118,11 @@ def prepare(
 
 @dataclass(frozen=True)
 class Attempt:
-    """One pass over the measurements, between two reference measurements."""
+    """One pass over the measurements, each timed in slices between blocks of the reference
+    workload (:func:`timing.measure_interleaved`)."""
 
     measurements: dict[str, Measurement]
-    reference_before: Measurement
-    reference_after: Measurement
+    reference_blocks: tuple[np.ndarray, ...]  # seconds per round, in time order
     reference: dict[str, Any]  # ReferenceWorkload.describe()
     contention: float | None  # other processes' share of the usable CPUs, 0..1
     started: float
@@ -128,33 +130,38 @@ class Attempt:
 
     @property
     def reference_seconds(self) -> np.ndarray:
-        return np.concatenate([self.reference_before.seconds, self.reference_after.seconds])
+        return np.concatenate(self.reference_blocks)
+
+    @property
+    def block_medians(self) -> np.ndarray:
+        """One observation of the host's speed per block (seconds)."""
+        return np.asarray([float(np.median(b)) for b in self.reference_blocks])
 
     @property
     def reference_drift(self) -> float:
-        """p50 of the reference after / before: far from 1 when the machine changed meanwhile."""
-        return float(
-            np.median(self.reference_after.seconds) / np.median(self.reference_before.seconds)
-        )
+        """Slowest / fastest block median: far from 1 when the machine changed meanwhile."""
+        medians = self.block_medians
+        return float(medians.max() / medians.min())
 
 
 def measure_attempt(
     calls: Mapping[str, Callable[[], object]], rule: StopRule, reference: ReferenceWorkload
 ) -> Attempt:
-    """Reference, each measurement, reference; CPU usage read around it all."""
+    """Each measurement interleaved with reference blocks; CPU usage read around it all."""
     before = cpu_times()
-    ref_before = reference.measure()
-    measured = {name: measure(call, rule) for name, call in calls.items()}
-    ref_after = reference.measure()
+    measured: dict[str, Measurement] = {}
+    blocks: list[np.ndarray] = []
+    for name, call in calls.items():
+        measured[name], some = measure_interleaved(call, rule, reference.round)
+        blocks += some
     after = cpu_times()
     return Attempt(
         measurements=measured,
-        reference_before=ref_before,
-        reference_after=ref_after,
+        reference_blocks=tuple(blocks),
         reference=reference.describe(),
         contention=other_load(before, after),
-        started=ref_before.started,
-        finished=ref_after.finished,
+        started=min(m.started for m in measured.values()),
+        finished=max(m.finished for m in measured.values()),
     )
 
 
@@ -181,15 +188,14 @@ def entry_for(
     attempt: Attempt, settings_now: dict[str, Any], block: Latency, batch: int
 ) -> dict[str, Any]:
     """The golden entry for one batch size from an attempt."""
+    first = next(iter(attempt.measurements.values()))
+    pooled = dataclasses.replace(
+        first, samples_ns=np.round(attempt.reference_seconds * 1e9).astype(np.int64)
+    )
     reference = {
-        **_distribution_json(
-            dataclasses.replace(
-                attempt.reference_before,
-                samples_ns=np.concatenate(
-                    [attempt.reference_before.samples_ns, attempt.reference_after.samples_ns]
-                ),
-            )
-        ),
+        **_distribution_json(pooled),
+        # The host's speed block by block: the spread that bounds "this host is ×F slower".
+        "blocks_ms": [ms(v) for v in attempt.block_medians],
         "workload": attempt.reference,
     }
     return {
@@ -248,10 +254,21 @@ class Assessment:
     verdict: Verdict
     missing: tuple[str, ...]  # measurements the baseline does not have
     normalised: bool  # whether the reference made the normalised ratio possible
+    host: HostFactor | None = None  # reference now / at recording, with its bounds
+    host_may_excuse: bool = True  # False: the golden's reference ran under other software
 
 
-IDLE_CONTENTION = 0.05
-"""Share of the CPUs other processes may use while the machine still counts as idle."""
+def reference_comparison(attempt: Attempt, baseline: Baseline) -> tuple[HostFactor | None, bool]:
+    """The host factor of ``attempt`` against ``baseline`` and whether it may excuse a
+    slowdown. None when the workloads differ in kind or thread count (nothing comparable); not
+    allowed to excuse when only the numpy that ran it differs (its kernels may have changed
+    speed: a slower host and a slower numpy look alike)."""
+    now, then = attempt.reference, baseline.reference
+    same_work = all(now.get(k) == then.get(k) for k in ("workload", "threads"))
+    if not same_work or not baseline.reference_blocks.size:
+        return None, False
+    host = host_factor(attempt.block_medians, baseline.reference_blocks)
+    return host, now == then
 
 
 def assess(
@@ -260,20 +277,15 @@ def assess(
     tolerance: Mapping[str, float],
     max_contention: float,
 ) -> Assessment:
-    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`).
+    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`), the
+    normalised ratio against the host factor (:func:`reference_comparison`).
 
-    The attempt is a regression when any judgement is. When other processes took more than
-    ``max_contention`` of the CPUs meanwhile, neither the absolute nor the normalised ratio can
-    be trusted (the reference and the model suffer from a busy machine differently): an attempt
-    whose absolute ratio alone exceeds the tolerance is then ``contended``, not judged either
-    way. When they took at most ``IDLE_CONTENTION``, the absolute ratio alone decides (the
-    reference cannot excuse a slowdown on an idle machine), as it does when the golden's
-    reference workload is not today's. ``faster`` when every judgement is."""
-    comparable = baseline.reference == attempt.reference
-    # On an idle machine the reference's own spread (7.8 to 12.4 ms p50 between two
-    # measurements a minute apart, measured here) exceeds what it would correct for: there it
-    # may not excuse a slowdown, and the absolute ratio decides.
-    idle = attempt.contention is not None and attempt.contention <= IDLE_CONTENTION
+    The attempt is a regression when any judgement is, inconclusive when none is but one is
+    inconclusive, ``faster`` when every judgement is. When other processes took more than
+    ``max_contention`` of the CPUs meanwhile, neither ratio can be trusted (the reference and
+    the model suffer from a busy machine differently): an attempt whose absolute ratio exceeds
+    the tolerance is then ``contended``, not judged either way."""
+    host, may_excuse = reference_comparison(attempt, baseline)
     judgements: dict[str, tuple[Judgement, ...]] = {}
     missing = []
     for name, measured in attempt.measurements.items():
@@ -288,11 +300,10 @@ def assess(
                 golden.samples,
                 statistic,
                 ratio,
-                now_reference=attempt.reference_seconds if comparable else None,
-                golden_reference=baseline.reference_samples if comparable else None,
+                host=host,
+                host_may_excuse=may_excuse,
                 now_value=now_stats.get(statistic),
                 golden_value=golden.get(statistic),
-                reference_may_excuse=not idle,
             )
             for statistic, ratio in tolerance.items()
         )
@@ -300,23 +311,32 @@ def assess(
     contended = attempt.contention is not None and attempt.contention > max_contention
     slower = any(j.ratio.low > j.tolerance for j in every)
     verdict: Verdict = "pass"
-    if any(j.outcome == "regression" for j in every) or (slower and contended):
-        verdict = "contended" if contended else "regression"
+    if slower and contended:
+        verdict = "contended"
+    elif any(j.outcome == "regression" for j in every):
+        verdict = "regression"
+    elif any(j.outcome == "inconclusive" for j in every):
+        verdict = "inconclusive"
     elif every and all(j.outcome == "faster" for j in every):
         verdict = "faster"
-    return Assessment(attempt, judgements, verdict, tuple(missing), comparable)
+    return Assessment(
+        attempt, judgements, verdict, tuple(missing), host is not None, host, may_excuse
+    )
 
 
 def conclude(assessments: Sequence[Assessment]) -> Assessment:
     """The verdict over attempts: the first that passes (or is faster) wins; else a regression if
-    one uncontended attempt showed it (the one with the smallest slowdown is reported: the
-    regression held even there); else contended."""
+    one uncontended attempt showed it and none was merely inconclusive (the one with the
+    smallest slowdown is reported: the regression held even there); else the inconclusive
+    attempt closest to a pass; else contended."""
     for a in assessments:
         if a.verdict in ("pass", "faster"):
             return a
-    regressions = [a for a in assessments if a.verdict == "regression"]
-    pool = regressions or list(assessments)
-    return min(pool, key=_worst_ratio)
+    for verdict in ("inconclusive", "regression"):
+        pool = [a for a in assessments if a.verdict == verdict]
+        if pool:
+            return min(pool, key=_worst_ratio)
+    return min(assessments, key=_worst_ratio)
 
 
 def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
@@ -326,8 +346,9 @@ def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFac
         judgements=tuple((n, j) for n, js in assessment.judgements.items() for j in js),
         reference_comparable=assessment.normalised,
         contention=assessment.attempt.contention,
-        idle_contention=IDLE_CONTENTION,
         max_contention=max_contention,
+        host=assessment.host,
+        host_may_excuse=assessment.host_may_excuse,
     )
 
 

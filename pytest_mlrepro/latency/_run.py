@@ -59,6 +59,7 @@ Reason = Literal[
     "busy",  # nothing recorded: the machine was busy in every attempt (``least_contention``)
     "regression",  # slower than the golden allows in every attempt (``assessment``...)
     "contended",  # slower, but the machine was busy: not judged (``assessment``...)
+    "inconclusive",  # slower absolutely; a slower host cannot be told apart (``assessment``...)
 ]
 
 
@@ -90,11 +91,12 @@ Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
 """The check's standing (``results.Status``, which the results file states): a regression, an
 error, and a golden not recorded because the machine was busy are failures; a contended
 measurement and a missing framework are skipped, not compared."""
-_SKIPS = ("unavailable", "no golden", "busy", "contended")
+_SKIPS = ("unavailable", "no golden", "busy", "contended", "inconclusive")
 """The reasons that skip the item (the others fail it)."""
 _STATUS: dict[Reason, Status] = {
     "unavailable": "skipped",
     "contended": "skipped",
+    "inconclusive": "skipped",
     "no golden": "no golden",
 }
 
@@ -308,8 +310,10 @@ class _Run:
         if decision.action == "pass":
             self._verdict(decision.text)
             return
-        # A skip when contended (reported at the manifest already), else a regression.
-        reason: Reason = "contended" if decision.action == "contended" else "regression"
+        # A skip when contended or inconclusive, else a regression.
+        reason: Reason = (
+            decision.action if decision.action in ("contended", "inconclusive") else "regression"
+        )
         facts: dict[str, Any] = {
             "assessment": final,
             "baseline": baseline,

@@ -7,10 +7,14 @@ callables timed.
   count and a minimum time are reached, or a time cap; the loop is a ``perf_counter_ns`` pair
   around one call, with the garbage collector paused, so that it adds well under a microsecond.
 * :func:`summarize` gives min, p50, p90, p99, mean, stddev, quartiles, IQR and outlier counts.
-* :func:`judge` compares two distributions on a chosen statistic, absolutely and normalised by a
-  reference workload measured alongside each (:class:`ReferenceWorkload`), with bootstrap
-  confidence bounds: a regression is declared only when both ratios are confidently beyond the
-  tolerance.
+* :func:`measure_interleaved` times a call in slices with blocks of a fixed reference workload
+  (:class:`ReferenceWorkload`) between them, so that the reference sees the same machine as the
+  model throughout; :func:`host_factor` turns the blocks of now and of the recording into "this
+  host runs ×F slower", with bounds from the blocks' own spread on both sides.
+* :func:`judge` compares two distributions on a chosen statistic, absolutely and normalised by
+  the host factor, with confidence bounds: a regression needs both ratios confidently beyond the
+  tolerance, a pass by normalisation needs the normalised ratio confidently within it, and what
+  lies between is inconclusive.
 * :func:`cpu_times` / :func:`other_load` read ``/proc/stat`` to tell how much of the CPUs other
   processes used while we measured (contention).
 """
@@ -22,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +37,7 @@ from ..manifest import STATISTICS
 SKETCH_SIZE = 256
 """Samples kept per distribution in a golden and resampled by the bootstrap (:func:`sketch`)."""
 
-Outcome = Literal["pass", "regression", "faster"]
+Outcome = Literal["pass", "regression", "faster", "inconclusive"]
 
 
 # --- the measurement loop ---------------------------------------------------------------------
@@ -111,13 +116,52 @@ def _rounds(
 def measure(
     call: Callable[[], object], rule: StopRule, *, clock: Callable[[], int] = time.perf_counter_ns
 ) -> Measurement:
-    """Warm ``call`` up, then time it round by round under ``rule``.
+    """Warm ``call`` up, then time it round by round under ``rule`` (no reference blocks).
 
     ``call`` must do the whole unit of work, device synchronisation included (a GPU call that
     returns before the kernels finish would be timed as nearly free). The garbage collector is
     paused during the rounds (a collection in the middle of a round is Python's cost, not the
     model's) and runs once between warm-up and timing. ``clock``: nanoseconds, monotonic."""
+    return measure_interleaved(call, rule, None, slices=1, clock=clock)[0]
+
+
+INTERLEAVE_SLICES = 8
+"""Slices a measurement's timed rounds are cut into, with a reference block before each and one
+after the last: the reference then samples the machine over the whole measurement, not only
+before and after it (a minute-long measurement outlasts a noisy neighbour's burst)."""
+
+REFERENCE_BLOCK_ROUNDS = 4
+"""Reference rounds per block; a block's median is one observation of the host's speed."""
+
+
+def measure_interleaved(
+    call: Callable[[], object],
+    rule: StopRule,
+    reference_round: Callable[[], object] | None,
+    *,
+    slices: int | None = None,
+    block_rounds: int | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> tuple[Measurement, list[np.ndarray]]:
+    """Warm ``call`` up, then time it in ``slices`` slices of ``rule``'s rounds and times (each
+    slice ``1/slices`` of them), a block of ``block_rounds`` reference rounds before each slice
+    and after the last. Returns the call's measurement (every timed round, in order) and the
+    reference blocks (seconds per round; none without ``reference_round``). ``slices`` and
+    ``block_rounds`` default to :data:`INTERLEAVE_SLICES` and :data:`REFERENCE_BLOCK_ROUNDS`."""
+    slices = slices or INTERLEAVE_SLICES
+    block_rounds = block_rounds or REFERENCE_BLOCK_ROUNDS
     was_enabled = gc.isenabled()
+    per_rounds = -(-rule.min_rounds // slices)  # ceil: min_rounds holds over the slices
+    per_min, per_max = int(rule.min_time * 1e9 / slices), int(rule.max_time * 1e9 / slices)
+    blocks: list[np.ndarray] = []
+    samples: list[int] = []
+    capped = False
+
+    def block() -> None:
+        if reference_round is not None:
+            times, _ = _rounds(reference_round, block_rounds, 0, per_max, clock)
+            blocks.append(np.asarray(times, dtype=np.float64) * 1e-9)
+
     try:
         warm_start = clock()
         warm = 0
@@ -131,25 +175,31 @@ def measure(
                     clock,
                 )[0]
             )
+        if reference_round is not None:  # its first round pays for thread starts: not counted
+            reference_round()
         warmup_ns = clock() - warm_start
         gc.collect()
         gc.disable()
         started = time.time()
-        times, capped = _rounds(
-            call, rule.min_rounds, int(rule.min_time * 1e9), int(rule.max_time * 1e9), clock
-        )
+        for _ in range(slices):
+            block()
+            times, cut = _rounds(call, per_rounds, per_min, per_max, clock)
+            samples.extend(times)
+            capped = capped or cut
+        block()
         finished = time.time()
     finally:
         if was_enabled:
             gc.enable()
-    return Measurement(
-        samples_ns=np.asarray(times, dtype=np.int64),
+    measurement = Measurement(
+        samples_ns=np.asarray(samples, dtype=np.int64),
         stopped_by="max_time" if capped else "min_rounds_and_time",
         warmup_rounds=warm,
         warmup_ns=warmup_ns,
         started=started,
         finished=finished,
     )
+    return measurement, blocks
 
 
 # --- statistics -------------------------------------------------------------------------------
@@ -245,11 +295,88 @@ def _statistic(values: np.ndarray, statistic: str, axis: int | None = None) -> A
 
 @dataclass(frozen=True)
 class Ratio:
-    """now / golden, with a one-sided bootstrap bound on each side at the given confidence."""
+    """now / golden, with a one-sided bound on each side at the given confidence."""
 
     value: float
     low: float
     high: float
+
+
+HOST_SPREAD_PRIOR = 0.10
+"""The spread (standard deviation of the log) assumed for reference blocks when neither side has
+two blocks to measure it with: the swing of the reference's p50 between two measurements a minute
+apart on an idle 2-core VM here (docs/latency.md)."""
+
+HOST_SPREAD_FLOOR = 0.01
+"""The least spread a side's blocks are credited with: eight blocks that agree to 0.1% say little
+about the next minute."""
+
+
+@dataclass(frozen=True)
+class HostFactor:
+    """How much slower the host runs the reference workload now than when the golden was
+    recorded (reference now / reference at recording, > 1: slower now), with one-sided bounds.
+
+    Each side is a set of blocks (a block's median is one observation of the host's speed); the
+    factor is the ratio of the sides' medians, and its bounds come from the blocks' spread on
+    both sides, so that a recording whose reference swung (one lucky block) gives wide bounds,
+    which cannot excuse a slowdown."""
+
+    value: float
+    low: float
+    high: float
+    log_se: float  # standard error of log(value)
+    blocks_now: int
+    blocks_golden: int
+
+
+def _log_spread(logs: np.ndarray) -> float | None:
+    return float(np.std(logs, ddof=1)) if logs.size >= 2 else None
+
+
+def host_factor(
+    now_blocks: Sequence[float] | np.ndarray,
+    golden_blocks: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+) -> HostFactor:
+    """The host factor from block medians (seconds) of now and of the recording.
+
+    Log-normal model: ``log F = median(log now) - median(log golden)``, its standard error from
+    each side's own spread (a side with one block borrows the other's; neither:
+    :data:`HOST_SPREAD_PRIOR`), medians counted with their efficiency (π/2 variance) from three
+    blocks on."""
+    now_raw = np.asarray(now_blocks, dtype=np.float64)
+    golden_raw = np.asarray(golden_blocks, dtype=np.float64)
+    sides = (now_raw, golden_raw)
+    if any(v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0) for v in sides):
+        raise ValueError("host_factor needs finite, positive blocks on both sides")
+    now_log, golden_log = np.log(now_raw), np.log(golden_raw)
+    s_now, s_golden = _log_spread(now_log), _log_spread(golden_log)
+    s_now = s_now if s_now is not None else s_golden
+    s_golden = s_golden if s_golden is not None else s_now
+    spreads = [
+        max(HOST_SPREAD_FLOOR, s if s is not None else HOST_SPREAD_PRIOR) for s in (s_now, s_golden)
+    ]
+    variance = sum(
+        s * s * (np.pi / 2 if n >= 3 else 1.0) / n
+        for s, n in zip(spreads, (now_log.size, golden_log.size), strict=True)
+    )
+    log_f = float(np.median(now_log) - np.median(golden_log))
+    se = float(np.sqrt(variance))
+    z = _z(confidence)
+    return HostFactor(
+        float(np.exp(log_f)),
+        float(np.exp(log_f - z * se)),
+        float(np.exp(log_f + z * se)),
+        se,
+        int(now_log.size),
+        int(golden_log.size),
+    )
+
+
+def _z(confidence: float) -> float:
+    """The one-sided normal quantile at ``confidence`` (0.95: 1.645)."""
+    return NormalDist().inv_cdf(confidence)
 
 
 @dataclass(frozen=True)
@@ -261,8 +388,9 @@ class Judgement:
     golden: float  # seconds
     now: float  # seconds
     ratio: Ratio  # absolute: now / golden
-    normalised: Ratio | None  # (now / golden) / (reference now / reference golden)
+    normalised: Ratio | None  # (now / golden) / host factor
     outcome: Outcome
+    host: HostFactor | None = None
 
 
 def _bootstrap(
@@ -278,32 +406,29 @@ def judge(
     statistic: str,
     tolerance: float,
     *,
-    now_reference: Sequence[float] | np.ndarray | None = None,
-    golden_reference: Sequence[float] | np.ndarray | None = None,
+    host: HostFactor | None = None,
+    host_may_excuse: bool = True,
     now_value: float | None = None,
     golden_value: float | None = None,
-    reference_may_excuse: bool = True,
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
 ) -> Judgement:
     """Compare latency samples ``now`` with ``golden`` (seconds) on ``statistic``.
 
-    The absolute ratio is ``stat(now) / stat(golden)``. With both reference samples given, the
-    normalised ratio divides it by ``p50(now_reference) / p50(golden_reference)``: how much slower
-    the machine itself runs a fixed workload now. Each ratio gets one-sided bootstrap bounds at
-    ``confidence`` (resampling all the samples involved; a fixed seed makes the verdict a pure
-    function of the data).
+    The absolute ratio is ``stat(now) / stat(golden)``, its bounds from a bootstrap of both
+    samples. With a ``host`` factor, the normalised ratio divides it by the factor, its bounds
+    from the bootstrap and the factor's own uncertainty together. A fixed seed makes the verdict
+    a pure function of the data.
 
-    * ``regression``: the absolute *and* the normalised ratio are confidently above
-      ``tolerance`` (their lower bounds exceed it). A slower machine raises the absolute ratio
-      only; a lucky reference round raises the normalised one only; neither alone fails.
+    * ``regression``: both ratios confidently above ``tolerance`` (their lower bounds exceed it);
+      without a host factor, the absolute one.
+    * ``pass``: the absolute ratio is not confidently above it; or it is, and the normalised one is
+      confidently within it (the host is slower as a whole, by a measured, bounded factor).
+    * ``inconclusive``: the absolute ratio is confidently above, and the normalised one neither
+      confidently above nor within (or the host may not excuse: ``host_may_excuse=False``, when
+      the golden's reference ran under other software).
     * ``faster``: both confidently below ``1 / tolerance``.
-    * ``pass`` otherwise.
-
-    With ``reference_may_excuse=False`` the normalised ratio is still computed and reported, but
-    the outcome follows the absolute ratio alone (the caller knows the machine was idle, so a
-    slower reference is the reference's own noise, not a busier machine).
 
     ``now_value`` / ``golden_value`` give the statistic of the full samples when ``now`` /
     ``golden`` are sketches (the bounds come from the sketches).
@@ -324,24 +449,21 @@ def judge(
     )
     ratio = Ratio(now_v / golden_v, *map(float, np.percentile(boot, [tail, 100 - tail])))
     normalised = None
-    if now_reference is not None and golden_reference is not None:
-        ref_now, ref_golden = sketch(now_reference), sketch(golden_reference)
-        if ref_now.size and ref_golden.size:
-            factor = float(np.median(ref_now) / np.median(ref_golden))
-            boot_factor = _bootstrap(ref_now, "p50", resamples, rng) / _bootstrap(
-                ref_golden, "p50", resamples, rng
-            )
-            norm = boot / boot_factor
-            normalised = Ratio(
-                ratio.value / factor, *map(float, np.percentile(norm, [tail, 100 - tail]))
-            )
-    views = [ratio] if normalised is None or not reference_may_excuse else [ratio, normalised]
+    if host is not None:
+        factors = np.exp(np.log(host.value) + host.log_se * rng.standard_normal(resamples))
+        normalised = Ratio(
+            ratio.value / host.value,
+            *map(float, np.percentile(boot / factors, [tail, 100 - tail])),
+        )
     outcome: Outcome = "pass"
-    if all(v.low > tolerance for v in views):
-        outcome = "regression"
-    elif all(v.high < 1.0 / tolerance for v in views):
+    if ratio.low > tolerance:
+        if normalised is None or normalised.low > tolerance:
+            outcome = "regression"
+        elif normalised.high > tolerance or not host_may_excuse:
+            outcome = "inconclusive"
+    elif ratio.high < 1.0 / tolerance and (normalised is None or normalised.high < 1.0 / tolerance):
         outcome = "faster"
-    return Judgement(statistic, tolerance, golden_v, now_v, ratio, normalised, outcome)
+    return Judgement(statistic, tolerance, golden_v, now_v, ratio, normalised, outcome, host)
 
 
 # --- contention -------------------------------------------------------------------------------
@@ -426,7 +548,6 @@ class ReferenceWorkload:
     # like a model call does (1.6 ms rounds swung ×1.4 between measurements on a loaded 2-core
     # machine, 10 ms rounds ×1.1).
     REPEAT = 128
-    RULE = StopRule(min_rounds=15, min_time=0.2, max_time=2.0, warmup_rounds=2, warmup_time=0.02)
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or len(usable_cpus())
@@ -471,7 +592,3 @@ class ReferenceWorkload:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-    def measure(self) -> Measurement:
-        """Time rounds of the workload with :attr:`RULE`."""
-        return measure(self.round, self.RULE)

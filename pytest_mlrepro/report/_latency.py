@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..latency import DecisionFacts, Judgement, LatencyOutcome
+from ..latency import DecisionFacts, HostFactor, Judgement, LatencyOutcome
 from ._text import aligned
 
 
@@ -41,6 +41,12 @@ def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
             f"every one of {attempts} attempts, and the model measured slower than the golden "
             "allows"
         )
+    elif a.verdict == "inconclusive":
+        lead = (
+            f"latency inconclusive: {stats} beyond the tolerance absolutely, in {attempts} "
+            "attempts, but the reference workload could not tell whether this host or the model "
+            "is slower"
+        )
     else:
         lead = (
             f"latency regression: {stats} beyond the tolerance in every one of {attempts} "
@@ -58,21 +64,28 @@ def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
             _fmt_ratio(j.ratio),
             _fmt_ratio(j.normalised) if j.normalised else "-",
             f"≤×{j.tolerance:g}",
-            {"regression": "✗", "faster": "faster"}.get(j.outcome, ""),
+            {"regression": "✗", "faster": "faster", "inconclusive": "?"}.get(j.outcome, ""),
         )
         for name, js in a.judgements.items()
         for j in js
     ]
     lines = [lead, "", *aligned(rows, indent="  ")]
-    ref_now = float(np.median(a.attempt.reference_seconds))
-    ref_golden = float(np.median(baseline.reference_samples))
+    ref_now = float(np.median(a.attempt.block_medians))
+    ref_golden = float(np.median(baseline.reference_blocks))
     lines.append("")
-    if a.normalised:
+    if a.host is not None:
+        h = a.host
         lines.append(
-            f"  reference workload p50: {fmt_ms(ref_golden)} at recording, {fmt_ms(ref_now)} "
-            f"now (machine ×{ref_now / ref_golden:.2f}; after/before the model "
-            f"×{a.attempt.reference_drift:.2f})"
+            f"  reference workload p50: {fmt_ms(ref_golden)} at recording "
+            f"({h.blocks_golden} blocks), {fmt_ms(ref_now)} now ({h.blocks_now} blocks, "
+            f"slowest/fastest ×{a.attempt.reference_drift:.2f}): host "
+            f"{_fmt_ratio(h)}"
         )
+        if not a.host_may_excuse:
+            lines.append(
+                f"  the golden's reference ran under other software ({baseline.reference} → "
+                f"{a.attempt.reference}): it may not excuse a slowdown"
+            )
     else:
         lines.append(
             "  reference workload differs from the golden's "
@@ -94,6 +107,14 @@ def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
     lines.append(f"  golden: {outcome.golden_shown}{exact}, recorded {baseline.recorded}")
     if a.verdict == "contended":
         lines.append("  rerun on a quiet machine (or raise mlrepro_latency_max_contention)")
+    elif a.verdict == "inconclusive":
+        lines += [
+            "  to settle it, measure again alone on this host (more reference blocks narrow the "
+            "bounds):",
+            f"    {update_cmd.replace(' --mlrepro-update', ' -p no:xdist')}",
+            "  or, if this host is a reference machine of its own, record its golden:",
+            f"    {update_cmd}",
+        ]
     else:
         lines += ["  if the change is intended, record a new golden:", f"    {update_cmd}"]
     return "\n".join(lines)
@@ -126,115 +147,116 @@ def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -
             f"mlrepro_latency_max_contention = {outcome.max_contention:g}); rerun on a quiet "
             "machine"
         )
-    if reason in ("regression", "contended"):
+    if reason in ("regression", "contended", "inconclusive"):
         text = explain_latency(outcome, update_cmd)
-        return text if reason == "contended" else f"{where}: {text}"
+        return f"{where}: {text}" if reason == "regression" else text
     return outcome.message  # unavailable, error: the error's own text
 
 
-def _x(value: float) -> str:
-    return f"×{value:.2f}"
+def _host(host: HostFactor) -> str:
+    direction = "slower" if host.value >= 1 else "faster"
+    return (
+        f"this host runs the reference ×{host.value:.2f} [{host.low:.2f}–{host.high:.2f}] "
+        f"{direction} than the recording host"
+    )
 
 
 def latency_decided_by(decision: DecisionFacts | None) -> str:
     """In words, which ratio decided a latency verdict (``pass``, ``faster``, ``regression``,
-    ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not misread as a
-    missed regression; the rules behind it are :class:`~pytest_mlrepro.latency.DecisionFacts`'.
-    None: nothing to compare with yet (no golden for this machine and settings)."""
+    ``inconclusive``, ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not
+    misread as a missed regression; the rules behind it are
+    :class:`~pytest_mlrepro.latency.DecisionFacts`'. None: nothing to compare with yet."""
     if decision is None:
         return "not compared: no latency golden for this machine and settings yet"
-    verdict, facts = decision.verdict, decision.judgements
-    contention, idle_contention = decision.contention, decision.idle_contention
-    reference_comparable, max_contention = decision.reference_comparable, decision.max_contention
+    verdict, facts, host = decision.verdict, decision.judgements, decision.host
     if not facts:
         return "not compared: no measurement of the golden to compare with"
-    idle = contention is not None and contention <= idle_contention
-    absolute_only = idle or not reference_comparable
-    why_absolute = (
-        "the machine was idle, so the reference workload may not excuse a slowdown"
-        if idle
-        else "the golden's reference workload differs from today's"
-    )
 
     def views(fact: tuple[str, Judgement]) -> str:
         name, j = fact
-        shown = f"absolute {_x(j.ratio.value)}"
+        shown = f"absolute {_fmt_ratio(j.ratio)}"
         if j.normalised is not None:
-            shown += f", normalised {_x(j.normalised.value)}"
+            shown += f", normalised {_fmt_ratio(j.normalised)}"
         return f"{name} {j.statistic}: {shown}"
 
     # The judgement that came closest to failing (or that failed): the largest lower bound of
     # the ratios that decide.
     def pressure(fact: tuple[str, Judgement]) -> float:
         j = fact[1]
-        lows = [j.ratio.low]
-        if not absolute_only and j.normalised is not None:
-            lows.append(j.normalised.low)
-        return min(lows)
+        return min(j.ratio.low, j.normalised.low if j.normalised is not None else j.ratio.low)
 
+    no_reference = (
+        "the golden's reference workload is not comparable with today's"
+        if not decision.reference_comparable
+        else "no reference workload"
+    )
     if verdict == "contended":
         slower = max(facts, key=lambda f: f[1].ratio.low)
-        busy = "unknown" if contention is None else f"{contention:.0%}"
+        busy = "unknown" if decision.contention is None else f"{decision.contention:.0%}"
         return (
             f"not judged: {views(slower)} above ≤×{slower[1].tolerance:g} while other processes "
-            f"used {busy} of the CPUs (more than {max_contention:.0%}): neither ratio can be "
-            "trusted"
+            f"used {busy} of the CPUs (more than {decision.max_contention:.0%}): neither ratio "
+            "can be trusted"
         )
     if verdict == "regression":
         failed = [f for f in facts if f[1].outcome == "regression"] or list(facts)
         worst = max(failed, key=pressure)
-        tolerance = worst[1].tolerance
-        if absolute_only or worst[1].normalised is None:
+        tol = f"≤×{worst[1].tolerance:g}"
+        if host is None or worst[1].normalised is None:
             return (
-                f"absolute ratio: {views(worst)} confidently above ≤×{tolerance:g} "
-                f"({why_absolute if absolute_only else 'no reference workload'}: the absolute "
-                "ratio alone decides)"
+                f"absolute ratio: {views(worst)} confidently above {tol} ({no_reference}: the "
+                "absolute ratio alone decides)"
             )
         return (
-            f"both ratios: {views(worst)}, each confidently above ≤×{tolerance:g} (a "
-            "slower machine would raise the absolute ratio only)"
+            f"both ratios: {views(worst)}, each confidently above {tol}; {_host(host)}, which "
+            "does not account for it"
+        )
+    if verdict == "inconclusive":
+        unsure = [f for f in facts if f[1].outcome == "inconclusive"] or list(facts)
+        worst = max(unsure, key=pressure)
+        tol = f"≤×{worst[1].tolerance:g}"
+        assert host is not None  # an inconclusive judgement has a host factor
+        why = (
+            "the golden's reference workload ran under another numpy, so a slower host cannot "
+            "be told from slower software"
+            if not decision.host_may_excuse
+            else f"the normalised ratio's bounds straddle {tol}: a slower host and a slower "
+            "model cannot be told apart"
+        )
+        return (
+            f"inconclusive: {views(worst)}, absolute confidently above {tol}; {_host(host)}; {why}"
         )
     if verdict == "faster":
         name, slowest = max(facts, key=lambda f: f[1].ratio.high)
         below = (
             f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
         )
-        if absolute_only or slowest.normalised is None:
-            # The normalised ratio is named apart: it did not decide, and beside "below" it would
-            # read as if it were below too.
-            unused = (
-                ""
-                if slowest.normalised is None
-                else f"; normalised {_x(slowest.normalised.value)} not used: {why_absolute}"
-            )
+        if slowest.normalised is None:
             return (
                 f"absolute ratio: {name} {slowest.statistic}: absolute "
-                f"{_x(slowest.ratio.value)} {below} for every measurement{unused}"
+                f"{_fmt_ratio(slowest.ratio)} {below} for every measurement"
             )
         return f"both ratios: {views((name, slowest))} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
     c = closest[1]
     tol = f"≤×{c.tolerance:g}"
-    if absolute_only or c.normalised is None:
-        reason = why_absolute if absolute_only else "no reference workload"
+    if c.normalised is None or host is None:
         return (
-            f"absolute ratio: {views(closest)} within {tol} ({reason}: the absolute ratio "
+            f"absolute ratio: {views(closest)} within {tol} ({no_reference}: the absolute ratio "
             "alone decides)"
         )
-    absolute_over = c.ratio.low > c.tolerance
-    normalised_over = c.normalised.low > c.tolerance
-    if normalised_over and not absolute_over:
+    if c.ratio.low > c.tolerance:
+        return (
+            f"normalised ratio: {_host(host)}; normalised {_fmt_ratio(c.normalised)}, within "
+            f"{tol} ({closest[0]} {c.statistic} absolute {_fmt_ratio(c.ratio)}: the host, not "
+            "the model)"
+        )
+    if c.normalised.low > c.tolerance:
         return (
             f"absolute ratio: {views(closest)}; the absolute ratio is within {tol}, and a "
             "regression needs both ratios above it (the normalised one alone is high when the "
             "reference workload ran faster now than at recording)"
-        )
-    if absolute_over and not normalised_over:
-        return (
-            f"normalised ratio: {views(closest)}; the machine itself runs the reference "
-            f"workload slower now, and the normalised ratio is within {tol} (a regression needs "
-            "both ratios above it)"
         )
     return f"both ratios within {tol}: {views(closest)}"
 

@@ -187,14 +187,16 @@ def measured(ms: float, seed: int, n: int = 60) -> Measurement:
     return Measurement(values.astype(np.int64), "min_rounds_and_time", 3, 1000, 10.0, 11.0)
 
 
-def attempt(model_ms: float, ref_ms: float = 2.0, contention: float = 0.02, seed: int = 0):
+def attempt(
+    model_ms: float, ref_ms: float = 2.0, contention: float = 0.02, seed: int = 0, blocks: int = 10
+):
+    """An attempt of two measurements whose reference ran in ``blocks`` blocks of 4 rounds."""
     return lat.Attempt(
         measurements={
             "model": measured(model_ms, seed),
             "end_to_end": measured(3 * model_ms, seed + 1),
         },
-        reference_before=measured(ref_ms, seed + 2, 20),
-        reference_after=measured(ref_ms, seed + 3, 20),
+        reference_blocks=tuple(measured(ref_ms, seed + 2 + i, 4).seconds for i in range(blocks)),
         reference=dict(REFERENCE),
         contention=contention,
         started=10.0,
@@ -300,9 +302,13 @@ def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judge
     busy_machine = lat.assess(
         attempt(20.0, ref_ms=4.0, contention=0.15, seed=40), baseline, tol, 0.25
     )
-    # On an idle machine a slower reference is its own noise: it cannot excuse the slowdown.
-    idle_machine = lat.assess(
-        attempt(20.0, ref_ms=4.0, contention=lat.IDLE_CONTENTION, seed=40), baseline, tol, 0.25
+    # An idle host that is slower as a whole (another VM of the class): the same.
+    slower_host = lat.assess(
+        attempt(20.0, ref_ms=4.0, contention=0.0, seed=40), baseline, tol, 0.25
+    )
+    # A real slowdown on that slower host: still one.
+    slower_model_on_slower_host = lat.assess(
+        attempt(36.0, ref_ms=4.0, contention=0.0, seed=45), baseline, tol, 0.25
     )
     contended = lat.assess(attempt(20.0, contention=0.6, seed=50), baseline, tol, 0.25)
     # On a busy machine, a slowdown the reference explains is not judged either (the two suffer
@@ -317,17 +323,30 @@ def test_a_regression_must_hold_in_every_attempt_and_busy_machines_are_not_judge
     assert slow.verdict == "regression"
     assert {j.outcome for j in slow.judgements["end_to_end"]} == {"regression"}
     assert busy_machine.verdict == "pass"  # everything, the reference too, ran 2× slower
-    assert idle_machine.verdict == "regression" and idle_machine.normalised
+    assert slower_host.verdict == "pass" and slower_host.host is not None
+    assert slower_host.host.low > 1.8
+    assert slower_model_on_slower_host.verdict == "regression"
     assert contended.verdict == "contended"
     assert fast.verdict == "faster"
     assert lat.conclude([slow, same]).verdict == "pass"  # one clean attempt clears it
     assert lat.conclude([slow, contended]).verdict == "regression"
     assert lat.conclude([contended, contended]).verdict == "contended"
-    # A reference that is not the golden's cannot normalise: the absolute ratio decides.
+    # A reference of another kind cannot normalise: the absolute ratio decides.
     other_ref = attempt(20.0, seed=70)
-    other_ref = dataclasses.replace(other_ref, reference={**REFERENCE, "numpy": "other"})
+    other_ref = dataclasses.replace(other_ref, reference={**REFERENCE, "threads": 7})
     judged = lat.assess(other_ref, baseline, tol, 0.25)
     assert not judged.normalised and judged.verdict == "regression"
+    # The same reference under another numpy may convict but not acquit: a slower host is then
+    # inconclusive, and an inconclusive attempt keeps a regression from being concluded.
+    numpy = {**REFERENCE, "numpy": "other"}
+    slower_host_numpy = dataclasses.replace(slower_host.attempt, reference=numpy)
+    unsure = lat.assess(slower_host_numpy, baseline, tol, 0.25)
+    assert unsure.normalised and not unsure.host_may_excuse and unsure.verdict == "inconclusive"
+    assert lat.conclude([slow, unsure]).verdict == "inconclusive"
+    assert (
+        lat.assess(dataclasses.replace(slow.attempt, reference=numpy), baseline, tol, 0.25).verdict
+        == "regression"
+    )
     assert judged.judgements["model"][0].normalised is None
     failed = LatencyOutcome(
         end="fail",
@@ -704,7 +723,8 @@ def test_unchanged_passes_and_a_slowdown_is_a_regression_with_golden_now_and_set
             "reference workload",
             "  measurement *stat *golden *now *now/golden *normalised *tolerance",
             "  model *p50 *ms *ms *×* [[]*[]] *×* [[]*[]] *≤×2 *✗",
-            "  reference workload p50: * at recording, * now (machine ×*",
+            "  reference workload p50: * at recording (* blocks), * now (* blocks, "
+            "slowest/fastest ×*): host ×*",
             "  changed since the golden:",
             "    intra_op_threads: default → 1",
             f"  golden: golden/latency/sleepy/{golden.name} (recorded with other settings on "
@@ -857,4 +877,7 @@ def test_the_baseline_pools_the_reference_of_every_batch_size_recorded(store) ->
     assert one is not None and eight is not None
     assert one.reference_samples.size == eight.reference_samples.size == 80
     assert np.median(one.reference_samples) == pytest.approx(2.5e-3, rel=0.1)
+    # Every block of both recordings bounds the host factor: 10 blocks each.
+    assert one.reference_blocks.size == eight.reference_blocks.size == 20
+    assert sorted(np.round(one.reference_blocks * 1e3).astype(int).tolist()) == [2] * 10 + [3] * 10
     assert one.measurements["model"].samples.size != 0
