@@ -70,8 +70,10 @@ def added_operator_model(source: Path, target: Path) -> str:
     inp, out = graph.input[0].name, graph.output[0].name
     weights = np.random.default_rng(0).standard_normal((48, 3, 5, 5)).astype(np.float32)
     graph.initializer.extend(
-        [numpy_helper.from_array(weights, "extra_w"), numpy_helper.from_array(
-            np.zeros((), np.float32), "extra_zero")]
+        [
+            numpy_helper.from_array(weights, "extra_w"),
+            numpy_helper.from_array(np.zeros((), np.float32), "extra_zero"),
+        ]
     )
     for node in graph.node:  # the old output becomes an intermediate
         node.output[:] = [f"{out}_before" if o == out else o for o in node.output]
@@ -138,7 +140,7 @@ def run(folder: Path, condition: str, batch: int, fraction: float, out: Path) ->
     if slowed:
         thread.join()
     rows = json.loads(out.read_text())["results"] if out.exists() else []
-    row = next((r for r in rows if r.get("nodeid") == item or r.get("item") == item), None)
+    row = next((r for r in rows if str(r.get("nodeid", "")).split("@")[0] == item), None)
     verdict = str((row or {}).get("verdict", "no result"))
     return {
         "condition": condition,

@@ -865,6 +865,47 @@ def test_a_busy_machine_records_nothing_and_a_slowdown_there_is_contended_not_fa
     )
 
 
+def test_a_slowdown_a_loosely_measured_host_might_explain_is_inconclusive_not_a_verdict(
+    project: Project, sleepy_weights: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The golden is edited so that today's model runs ×3 slower absolutely (a sleep: no load
+    # makes it less), while its reference blocks say the recording host was ×3 faster with a
+    # spread (×100 between its two blocks) that bounds the host factor only within about ×/÷45,
+    # whatever today's reference measures. The normalised ratio's bounds then straddle the
+    # tolerance: neither a pass nor a regression, a skip that says why and how to settle it; a
+    # failure under --mlrepro-strict.
+    sleepy_project(project, sleepy_weights)
+    monkeypatch.setenv("SLEEPY_MS", "20")
+    project.run("-k", "latency", "--mlrepro-update").assert_outcomes(passed=1)
+    (golden,) = golden_files(project, "sleepy")
+    data = json.loads(golden.read_text())
+    entry = data["batches"]["1"]
+    model = entry["measurements"]["model"]
+    model["samples_ms"] = [v / 3 for v in model["samples_ms"]]
+    counts = ("rounds", "iqr_outliers", "stddev_outliers")
+    model["stats"] = {k: v if k in counts else v / 3 for k, v in model["stats"].items()}
+    block = float(np.median(entry["reference"]["blocks_ms"])) / 3
+    entry["reference"]["blocks_ms"] = [block / 10, block * 10]
+    golden.write_text(latency_goldens.dumps(data))
+    run = project.run("-k", "latency", "-rs", "--mlrepro-json", "out.json")
+    run.assert_outcomes(skipped=1)
+    run.stdout.fnmatch_lines(
+        [
+            "SKIPPED *latency inconclusive: p50 beyond the tolerance absolutely, in 2 attempts, "
+            "but the reference workload could not tell whether this host or the model is slower",
+            "*to settle it, measure again alone on this host*",
+            "*pytest 'manifests/sleepy.yaml::latency[[]cpu-b1[]]' -p no:xdist",
+        ]
+    )
+    row = results(project)["manifests/sleepy.yaml::latency[cpu-b1]"]
+    assert row["verdict"] == "inconclusive" and row["status"] == "skipped"
+    assert row["decided_by"].startswith("inconclusive: model p50: absolute ×")
+    assert "straddle ≤×2" in row["decided_by"]
+    strict = project.run("-k", "latency", "--mlrepro-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*(a failure because of --mlrepro-strict)*"])
+
+
 def test_the_baseline_pools_the_reference_of_every_batch_size_recorded(store) -> None:
     # One short reference measurement can be a lucky one; the golden file's batch sizes were
     # recorded on the same machine in the same session, so all of them make the baseline.
