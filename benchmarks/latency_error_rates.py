@@ -126,10 +126,15 @@ def run(folder: Path, condition: str, batch: int, fraction: float, out: Path) ->
     if condition.startswith("threads-1"):
         args += ["--mlrepro-threads", "1"]
     started = time.perf_counter()
+    # A session of its own: the throttle stops and continues its whole process group.
     proc = subprocess.Popen(
-        args, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, text=True,
-    )  # fmt: skip
+        args,
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+    )
     stop = threading.Event()
     slowed = condition == "slower-host" or condition.endswith(SLOW)
     thread = threading.Thread(target=throttle, args=(proc.pid, fraction, stop), daemon=True)
@@ -164,10 +169,9 @@ def main() -> None:
     conditions = ["unchanged", "slower-host", *REGRESSIONS, *(c + SLOW for c in REGRESSIONS)]
     if args.conditions:
         conditions = args.conditions.split(",")
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), "unknown",
-    )  # fmt: skip
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    cpu = names[0] if names else "unknown"
     print(f"CPU: {cpu}, {os.cpu_count()} CPUs; batch {args.batch}; throttle {args.throttle}")
     runs: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,16 +182,19 @@ def main() -> None:
                 folder = folders[condition.removesuffix(SLOW)]
                 result = run(folder, condition, args.batch, args.throttle, Path(tmp) / "r.json")
                 runs.append(result)
-                print(f"round {round_ + 1} {condition:26} {result['verdict']:12} "
-                      f"{result['seconds']:6.1f} s  {result['decided_by']}", flush=True)  # fmt: skip
-    print("\ncondition                  " + "  ".join(
-        f"{v:>12}" for v in ("pass", "regression", "inconclusive", "contended", "other")))  # fmt: skip
+                print(
+                    f"round {round_ + 1} {condition:26} {result['verdict']:12} "
+                    f"{result['seconds']:6.1f} s  {result['decided_by']}",
+                    flush=True,
+                )
+    columns = ("pass", "regression", "inconclusive", "contended")
+    print("\n" + f"{'condition':26} " + "  ".join(f"{c:>12}" for c in (*columns, "other")))
     for condition in conditions:
-        counts = collections.Counter(str(r["verdict"]) for r in runs if r["condition"] == condition)
-        other = sum(n for v, n in counts.items() if v not in ("pass", "regression", "inconclusive", "contended", "faster"))  # fmt: skip
-        print(f"{condition:26} " + "  ".join(f"{n:>12}" for n in (
-            counts["pass"] + counts["faster"], counts["regression"], counts["inconclusive"],
-            counts["contended"], other)))  # fmt: skip
+        verdicts = [str(r["verdict"]) for r in runs if r["condition"] == condition]
+        counts = collections.Counter("pass" if v == "faster" else v for v in verdicts)
+        other = sum(n for v, n in counts.items() if v not in columns)
+        cells = [counts[c] for c in columns] + [other]
+        print(f"{condition:26} " + "  ".join(f"{n:>12}" for n in cells))
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
 
