@@ -162,7 +162,7 @@ def profile_json(profile: OperatorProfile) -> dict[str, Any]:
         "operators_ms": _ms(profile.operators_ms * 1e-3),
         "operators": [
             {"name": o.name, "kind": o.kind, "provider": o.provider, "ms": o.ms}
-            for o in profile.operators
+            for o in sorted(profile.operators, key=lambda o: o.name)
         ],
     }
 
