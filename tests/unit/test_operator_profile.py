@@ -122,10 +122,9 @@ def test_ort_trace_parsing_drops_warm_up_calls_and_sums_per_call() -> None:
 
 
 def test_a_runtime_without_a_profiler_says_so() -> None:
-    class NoProfiler:
-        info: dict[str, object] = {}
-
-    found = take_profile(NoProfiler(), np.zeros((1, 3)), "tflite")
+    # The TensorFlow and TFLite runners have no operator_times: their Python APIs give no
+    # per-operator times (docs/latency.md).
+    found = take_profile(object(), np.zeros((1, 3)), "tflite")
     assert isinstance(found, NoProfile) and found.runtime == "tflite"
     findings = operator_findings(None, found)
     lines = operators_text(record(Operators, findings_json(findings)))
@@ -256,10 +255,12 @@ def test_nothing_slower_in_the_operators_says_the_time_went_elsewhere() -> None:
 def test_a_golden_without_a_profile_gives_the_enrich_command() -> None:
     findings = operator_findings(None, profile(MODEL))
     assert findings.missing == "golden" and findings.comparison is None
+    ops = record(Operators, findings_json(findings))
     lines = operators_text(
-        record(Operators, findings_json(findings)), "pytest 'm.yaml::latency[cpu-b1]' --mlrepro-enrich",
+        ops,
+        "pytest 'm.yaml::latency[cpu-b1]' --mlrepro-enrich",
         "pytest 'm.yaml::latency[cpu-b1]' --mlrepro-update",
-    )  # fmt: skip
+    )
     assert lines[0].endswith("add one with a run that reproduces the golden:")
     assert lines[1] == "    pytest 'm.yaml::latency[cpu-b1]' --mlrepro-enrich"
     assert lines[-1] == "    pytest 'm.yaml::latency[cpu-b1]' --mlrepro-update"
