@@ -304,3 +304,18 @@ def test_findings_are_a_valid_results_row_field() -> None:
     jsonschema.Draft202012Validator(results_schema()).validate(json.loads(json.dumps(document)))
     typed = record(Operators, row["operators"])
     assert typed.compared and typed.unfused and typed.new_kinds[0].kind == "Clip"
+
+
+def test_torch_profiler_gives_each_op_types_self_time() -> None:
+    torch = pytest.importorskip("torch")
+    from pytest_mlrepro.runners.torch import TorchRunner
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    runner = TorchRunner(module, torch.device("cpu"), {"device": "cpu"})
+    batch = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype("f4")
+    found = take_profile(runner, batch, "torch")
+    assert isinstance(found, OperatorProfile), found
+    names = [o.name for o in found.operators]
+    assert names == sorted(names) and all(o.name == o.kind for o in found.operators)
+    assert any("conv" in n for n in names) and any("relu" in n for n in names), names
+    assert found.calls == PROFILE_CALLS and found.source.startswith("torch.profiler")
