@@ -150,7 +150,7 @@ def operators_lead(ops: Operators) -> str:
         return "no operator took more time"
     n = len(ops.operators)
     head = "most operators, evenly" if ops.pattern == "evenly" else "concentrated"
-    return f"{head}: {n} {unit} took {_pct(ops.covered)} of the added time"
+    return f"{head}: {n} {unit if n != 1 else unit[:-1]} took {_pct(ops.covered)} of the added time"
 
 
 __all__ = ["operators_lead", "operators_text"]

@@ -65,7 +65,7 @@ def test_update_records_the_profile_and_a_regression_names_the_operators(
     for o in profile["operators"]:
         o["ms"] = o["ms"] / 100
     write(golden, data)
-    slow = project.run("-k", "latency", "--mlrepro-json", "out.json")
+    slow = project.run("-k", "latency", "--mlrepro-json", "out.json", "--mlrepro-html", "r.html")
     slow.assert_outcomes(failed=1)
     slow.stdout.fnmatch_lines(
         [
@@ -84,6 +84,13 @@ def test_update_records_the_profile_and_a_regression_names_the_operators(
     assert ops["golden_nodes"] == ops["now_nodes"] == len(profile["operators"])
     assert not ops["unfused"] and "changes" not in ops  # none: left out, as empty fields are
     assert ops["pattern"] in ("evenly", "concentrated")
+    # The HTML page: a section per regression, its lead and the same lines.
+    page = (project.path / "r.html").read_text()
+    section = page.split('<section id="operators">')[1].split("</section>")[0]
+    assert 'data-manifest="tiny_onnx"' in section and 'data-batch="1"' in section
+    assert f"th{'ese' if len(ops['operators']) > 1 else 'is'} {len(ops['operators'])} " in section
+    assert "which operators got slower (onnxruntime&#39;s profiler" in section
+    assert all(o["name"] in section for o in ops["operators"])
 
     # A golden without a profile: the regression says so, with the command that adds one.
     del data["batches"]["1"]["profile"]

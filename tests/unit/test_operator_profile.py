@@ -177,7 +177,7 @@ def test_one_operator_much_slower_is_concentrated_and_named_first() -> None:
     assert len(c.operators) == 1 and c.top3 > 0.9
     lead = operators_lead(record(Operators, findings_json(operator_findings(
         profile_json(golden), now))))  # fmt: skip
-    assert lead == f"concentrated: 1 operators took {c.covered:.0%} of the added time"
+    assert lead == f"concentrated: 1 operator took {c.covered:.0%} of the added time"
 
 
 # Graph optimisation "all" (as ONNX Runtime runs EfficientNet-Lite0): 10 fused convolutions in
