@@ -94,7 +94,6 @@ class LatencyRequest:
     head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     enrich: bool = False  # --mlrepro-enrich: a golden this run reproduces gains its profile
-    enrich_cmd: str = ""  # the command that does it
 
 
 Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
@@ -323,9 +322,7 @@ class _Run:
         if decision.action == "not recorded":
             raise self._end("busy", "not recorded", least_contention=least)
         if decision.action == "pass":
-            enriched = ""
-            if r.enrich and final.verdict == "pass" and not changes:
-                enriched = self._enrich(m, key, baseline)
+            enriched = self._enrich(m, key, baseline, final.verdict, changes) if r.enrich else ""
             self._verdict(f"{decision.text} ({enriched})" if enriched else decision.text)
             return
         # A skip when contended (reported at the manifest already), else a regression.
@@ -365,35 +362,49 @@ class _Run:
         self._verdict(action)
 
     def _enrich(
-        self, m: Manifest, key: HardwareKey, baseline: golden_store.LatencyBaseline
+        self,
+        m: Manifest,
+        key: HardwareKey,
+        baseline: golden_store.LatencyBaseline,
+        verdict: str,
+        changes: dict[str, tuple[Any, Any]],
     ) -> str:
-        """--mlrepro-enrich on a run that reproduces this key's own golden: the operator profile
-        it lacks added, every recorded figure left as it is. Returns the verdict's note."""
+        """--mlrepro-enrich on a run that reproduces this key's own golden (verdict ``pass``,
+        the same settings): the operator profile it lacks added, every recorded figure left as
+        it is. Returns the verdict's note."""
         r = self.r
         shown = r.shown(baseline.path)
-        if not baseline.exact:
+        if not baseline.exact or changes:
             return self._note(
                 "golden not enriched",
-                f"{shown} was recorded with other settings: this run's profile would not "
-                "describe it",
+                f"golden not enriched ({shown} is left as it was): it was recorded with other "
+                f"settings ({', '.join(changes)}), so this run's profile would not describe it",
+            )
+        if verdict != "pass":
+            return self._note(
+                "golden not enriched",
+                f"golden not enriched ({shown} is left as it was): this run does not reproduce "
+                f"it ({verdict}); a profile is added only on a run that passes",
             )
         if "profile" in baseline.entry:
-            return self._note("golden complete", f"{shown} has an operator profile already")
+            return self._note("golden complete", f"golden {shown} has an operator profile already")
         if not isinstance(self.profile, OperatorProfile):
             why = "" if self.profile is None else f": {self.profile.why}"
             return self._note(
-                "golden not enriched", f"no operator profile for {m.framework.name}{why}"
+                "golden not enriched",
+                f"golden {shown} not enriched: no operator profile for {m.framework.name}{why}",
             )
         try:
             golden_store.add_latency_profile(
                 r.settings, m, key, r.batch, profile_json(self.profile), baseline.entry
             )
         except (GoldenError, OutputError) as exc:
-            return self._note("golden not enriched", str(exc).replace(str(baseline.path), shown))
+            why = str(exc).replace(str(baseline.path), shown)
+            return self._note("golden not enriched", f"golden not enriched: {why}")
         self.add("golden_enriched", ["operator profile"])
         return self._note(
             "golden enriched",
-            f"{shown} enriched with an operator profile ({len(self.profile.operators)} "
+            f"golden {shown} enriched with an operator profile ({len(self.profile.operators)} "
             "operators); no figure changed",
         )
 

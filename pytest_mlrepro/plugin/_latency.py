@@ -91,7 +91,6 @@ class LatencyItem(ManifestItem):
                 head=self.row_head(("batch", self.batch)),
                 exclusive=functools.partial(exclusive, config),
                 enrich=given.enrich,
-                enrich_cmd=enrich_cmd,
             )
         )
         for key, value in outcome.properties:

@@ -122,8 +122,8 @@ def test_enrich_adds_the_profile_and_changes_no_recorded_figure(serial_project: 
     run.stdout.fnmatch_lines(
         [
             "*= mlrepro notes =*",
-            f"tiny_onnx [[]cpu[]]: {shown} enriched with an operator profile (* operators); no "
-            "figure changed",
+            f"tiny_onnx [[]cpu[]]: golden {shown} enriched with an operator profile (* operators);"
+            " no figure changed",
         ]
     )
     row = results(project)[ITEM]
@@ -142,3 +142,15 @@ def test_enrich_adds_the_profile_and_changes_no_recorded_figure(serial_project: 
     again.assert_outcomes(passed=1)
     assert results(project)[ITEM]["verdict"] == "pass (golden complete)"
     assert golden.read_bytes() == enriched
+
+    # A run that does not reproduce the golden (here: a golden edited 10,000× faster, without a
+    # profile) adds nothing: the regression offers the commands, the file stays as it was.
+    model = data["batches"]["1"]["measurements"]["model"]
+    model["samples_ms"] = [v / 10_000 for v in model["samples_ms"]]
+    model["stats"] = {k: v if k in COUNTS else v / 10_000 for k, v in model["stats"].items()}
+    edited = write(golden, data)
+    slow = project.run("-k", "latency", "--mlrepro-enrich", "--mlrepro-json", "out.json")
+    slow.assert_outcomes(failed=1)
+    slow.stdout.fnmatch_lines(["  which operators got slower: the golden has no operator profile*"])
+    assert golden.read_bytes() == edited
+    assert "golden_enriched" not in results(project)[ITEM]
