@@ -67,6 +67,11 @@ def operators_text(ops: Operators, enrich_cmd: str = "", update_cmd: str = "") -
             "    no operator took more time: the added time is outside the operators "
             f"(the whole call {_ms(ops.golden_call_ms)} → {_ms(ops.now_call_ms)} as profiled)"
         )
+    elif not ops.by_node:  # op types: "most operators" would not be what was compared
+        lines.append(
+            f"    the op types that slowed hold {_pct(ops.slowed)} of the golden's operator "
+            f"time; op types the golden did not run took {_pct(ops.new_share)} of the added time"
+        )
     elif ops.pattern == "evenly":
         q1, median, q3 = (list(ops.ratios) + [None] * 3)[:3]
         spread = (
@@ -82,9 +87,10 @@ def operators_text(ops: Operators, enrich_cmd: str = "", update_cmd: str = "") -
     else:
         lines.append(
             f"    concentrated: the 3 largest took {_pct(ops.top3)} of the added time; the "
-            f"operators that slowed hold {_pct(ops.slowed)} of the golden's operator time"
+            f"operators that took 75% of it hold {_pct(ops.spread)} of the golden's operator "
+            "time"
             + (
-                f", and {unit} the golden did not run took {_pct(ops.new_share)}"
+                f", and operators the golden did not run took {_pct(ops.new_share)}"
                 if ops.new_share
                 else ""
             )
@@ -149,6 +155,9 @@ def operators_lead(ops: Operators) -> str:
     if ops.pattern == "none":
         return "no operator took more time"
     n = len(ops.operators)
+    if not ops.by_node:
+        kinds = f"{n} op type{'s' if n != 1 else ''}"
+        return f"the graph changed: {kinds} took {_pct(ops.covered)} of the added time"
     head = "most operators, evenly" if ops.pattern == "evenly" else "concentrated"
     return f"{head}: {n} {unit if n != 1 else unit[:-1]} took {_pct(ops.covered)} of the added time"
 

@@ -188,6 +188,7 @@ class Operators:
     covered: float | None = None
     top3: float | None = None
     slowed: float | None = None
+    spread: float | None = None
     new_share: float | None = None
     ratios: tuple[float | None, ...] = ()
     golden_nodes: int | None = None
