@@ -8,6 +8,7 @@ from ._audit import conflict_message, golden_conflicts, stale_temp_files, unused
 from ._data_identity import DataChange, data_change
 from ._decisions import AccuracyDecision, accuracy_decision
 from ._latency_store import Baseline as LatencyBaseline
+from ._latency_store import add_profile as add_latency_profile
 from ._latency_store import find_baseline as find_latency_baseline
 from ._latency_store import golden_file as latency_golden_file
 from ._latency_store import record as record_latency_golden
@@ -62,6 +63,7 @@ __all__ = [
     "Scores",
     "accuracy",
     "accuracy_decision",
+    "add_latency_profile",
     "check_owner",
     "check_reference",
     "claimed_by_another",

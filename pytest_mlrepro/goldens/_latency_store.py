@@ -10,6 +10,7 @@ that slows the model down is a regression, reported with what changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -21,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from .._files import atomic_write_bytes, file_lock
+from .._json_schema import validator
 from ..errors import GoldenError, OutputError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
 from ..settings import Settings
-from ._store import read_json
+from ._store import SCHEMA_FILE, read_json
 
 FORMAT = 1
 """The latency golden's format."""
@@ -116,12 +118,29 @@ def read_golden(path: Path) -> dict[str, Any] | None:
                 _distribution(raw, f"batch {batch} {name}")
             _distribution(entry["reference"], f"batch {batch} reference")
             _blocks(entry["reference"], f"batch {batch} reference")
+            if "profile" in entry:
+                _check_profile(entry["profile"], f"batch {batch} profile")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise GoldenError(
             f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
             "record it again with --mlrepro-update"
         ) from None
     return data
+
+
+@functools.cache
+def _profile_validator() -> Any:
+    """The validator of a latency golden's ``profile`` (``golden.schema.json#/$defs``)."""
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return validator({"$defs": schema["$defs"], "$ref": "#/$defs/latency_profile"})
+
+
+def _check_profile(raw: Any, where: str) -> None:
+    """ValueError naming the first field of an operator profile that breaks the schema."""
+    for error in _profile_validator().iter_errors(raw):
+        field = ".".join(str(p) for p in error.absolute_path)
+        expected = error.schema.get("title") or error.message
+        raise ValueError(f"{where}{'.' + field if field else ''}: expected {expected}")
 
 
 def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:
@@ -246,5 +265,38 @@ def record(
                 path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
             )
     except OSError as exc:  # the body raises GoldenError / OutputError: this is the lock's
+        raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
+    return path
+
+
+def add_profile(
+    settings: Settings,
+    manifest: Manifest,
+    key: HardwareKey,
+    batch: int,
+    profile: dict[str, Any],
+    read: Mapping[str, Any],
+) -> Path:
+    """Add an operator ``profile`` to ``batch``'s entry of this key's golden (--mlrepro-enrich),
+    every other byte of the file as it was: under the lock :func:`record` takes, the file read
+    again and replaced atomically only if the entry is still ``read`` (the entry the run judged
+    against) and has no profile yet. GoldenError when the golden changed meanwhile (nothing
+    written); OutputError when it cannot be written (the old file intact)."""
+    path = golden_file(settings, manifest, key)
+    lock = _lock_path(settings, path)
+    try:
+        with file_lock(lock, inside=settings.cache_dir):
+            data = read_golden(path)
+            entry = None if data is None else data["batches"].get(str(batch))
+            if data is None or entry is None or entry != read or "profile" in entry:
+                raise GoldenError(
+                    f"{path}: changed since this run read it (another process wrote it); "
+                    "nothing added"
+                )
+            entry["profile"] = profile
+            atomic_write_bytes(
+                path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
+            )
+    except OSError as exc:
         raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
     return path

@@ -13,6 +13,19 @@ from ._decisions import (
     latency_golden_stale,
     stale_golden,
 )
+from ._profile import (
+    NoProfile,
+    OperatorFindings,
+    OperatorProfile,
+    OperatorTime,
+    ProfileComparison,
+    compare_profiles,
+    findings_json,
+    operator_findings,
+    profile_from_json,
+    profile_json,
+    take_profile,
+)
 from ._run import LatencyOutcome, LatencyRequest, run_latency
 from ._timing import HostFactor, Judgement
 
@@ -24,10 +37,21 @@ __all__ = [
     "LatencyDecision",
     "LatencyOutcome",
     "LatencyRequest",
+    "NoProfile",
+    "OperatorFindings",
+    "OperatorProfile",
+    "OperatorTime",
+    "ProfileComparison",
+    "compare_profiles",
     "document",
+    "findings_json",
     "golden_outpaced",
     "latency_decision",
     "latency_golden_stale",
+    "operator_findings",
+    "profile_from_json",
+    "profile_json",
     "run_latency",
     "stale_golden",
+    "take_profile",
 ]

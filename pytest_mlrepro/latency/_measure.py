@@ -58,6 +58,7 @@ class Prepared:
     calls: dict[str, Callable[[], object]]
     runner_info: dict[str, Any]
     runner: Runner
+    model_input: np.ndarray | None = None  # the prepared batch (the operator profile's input)
 
 
 def _request(dataset: ResolvedDataset, batch: int) -> list[tuple[str, bytes]]:
@@ -113,7 +114,9 @@ def prepare(
             top_k(scores, post.top_k)
 
         calls["end_to_end"] = end_to_end
-    return Prepared(calls=calls, runner_info=dict(runner.info), runner=runner)
+    return Prepared(
+        calls=calls, runner_info=dict(runner.info), runner=runner, model_input=prepared_input
+    )
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,15 @@ from ._measure import (
     prepare,
     settings_of,
 )
+from ._profile import (
+    NoProfile,
+    OperatorFindings,
+    OperatorProfile,
+    findings_json,
+    operator_findings,
+    profile_json,
+    take_profile,
+)
 from ._timing import ReferenceWorkload, StopRule, summarize
 
 Reason = Literal[
@@ -85,6 +94,7 @@ class LatencyRequest:
     # The row's first properties: kind, manifest, device, batch, framework, manifest identity.
     head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    enrich: bool = False  # --mlrepro-enrich: a golden this run reproduces gains its profile
 
 
 Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
@@ -124,6 +134,8 @@ class LatencyOutcome:
     baseline: golden_store.LatencyBaseline | None = None
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     assessments: int = 0
+    operators: OperatorFindings | None = None  # a slowdown's operator diagnosis
+    notes: tuple[str, ...] = ()  # facts for the run's notes: an enrichment, or why not
 
 
 class _Ended(Exception):
@@ -167,6 +179,7 @@ class _Run:
         self.properties: list[tuple[str, Any]] = []
         self.measured: dict[str, Any] | None = None  # the row's measurements, once measured
         self.written = False
+        self.profile: OperatorProfile | NoProfile | None = None  # today's, when taken
 
     def add(self, key: str, value: Any) -> None:
         self.properties.append((key, value))
@@ -259,6 +272,9 @@ class _Run:
                 assessments.append(assessment)
                 if assessment.verdict in ("pass", "faster"):
                     break
+            # After the timed rounds, never among them: the profiler's own pass.
+            if _profile_wanted(r, baseline, assessments):
+                self.profile = take_profile(prepared.runner, prepared.model_input, m.framework.name)
         del prepared  # the model's memory goes before the verdict is written
         self.add("attempts", len(attempts))
         self.add("latency_tolerance", dict(block.tolerance))  # the history's band
@@ -308,7 +324,8 @@ class _Run:
         if decision.action == "not recorded":
             raise self._end("busy", "not recorded", least_contention=least)
         if decision.action == "pass":
-            self._verdict(decision.text)
+            enriched = self._enrich(m, key, baseline, final.verdict, changes) if r.enrich else ""
+            self._verdict(f"{decision.text} ({enriched})" if enriched else decision.text)
             return
         # A skip when contended or inconclusive, else a regression.
         reason: Reason = (
@@ -319,6 +336,10 @@ class _Run:
             "baseline": baseline,
             "changes": dict(changes),
         }
+        if reason in ("regression", "inconclusive") and self.profile is not None:
+            findings = operator_findings(baseline.entry.get("profile"), self.profile)
+            self.add("operators", findings_json(findings))
+            facts["operators"] = findings
         raise self._end(reason, reason, assessments=len(assessments), **facts)
 
     def _record(
@@ -332,6 +353,8 @@ class _Run:
         assert m.latency is not None
         r = self.r
         entry = entry_for(attempt, settings_now, m.latency, r.batch)
+        if isinstance(self.profile, OperatorProfile):
+            entry["profile"] = profile_json(self.profile)
         try:
             path = golden_store.record_latency_golden(
                 r.settings, m, key, r.batch, entry, settings_now
@@ -341,6 +364,62 @@ class _Run:
         self.written = True
         self.add("golden", r.shown(path))
         self._verdict(action)
+
+    def _enrich(
+        self,
+        m: Manifest,
+        key: HardwareKey,
+        baseline: golden_store.LatencyBaseline,
+        verdict: str,
+        changes: dict[str, tuple[Any, Any]],
+    ) -> str:
+        """--mlrepro-enrich on a run that reproduces this key's own golden (verdict ``pass``,
+        the same settings): the operator profile it lacks added, every recorded figure left as
+        it is. Returns the verdict's note."""
+        r = self.r
+        shown = r.shown(baseline.path)
+        if not baseline.exact or changes:
+            return self._note(
+                "golden not enriched",
+                f"golden not enriched ({shown} is left as it was): it was recorded with other "
+                f"settings ({', '.join(changes)}), so this run's profile would not describe it",
+            )
+        if verdict != "pass":
+            return self._note(
+                "golden not enriched",
+                f"golden not enriched ({shown} is left as it was): this run does not reproduce "
+                f"it ({verdict}); a profile is added only on a run that passes",
+            )
+        if "profile" in baseline.entry:
+            return self._note("golden complete", f"golden {shown} has an operator profile already")
+        if not isinstance(self.profile, OperatorProfile):
+            why = "" if self.profile is None else f": {self.profile.why}"
+            return self._note(
+                "golden not enriched",
+                f"golden {shown} not enriched: no operator profile for {m.framework.name}{why}",
+            )
+        try:
+            golden_store.add_latency_profile(
+                r.settings, m, key, r.batch, profile_json(self.profile), baseline.entry
+            )
+        except (GoldenError, OutputError) as exc:
+            why = str(exc).replace(str(baseline.path), shown)
+            return self._note("golden not enriched", f"golden not enriched: {why}")
+        self.add("golden_enriched", ["operator profile"])
+        return self._note(
+            "golden enriched",
+            f"golden {shown} enriched with an operator profile ({len(self.profile.operators)} "
+            "operators); no figure changed",
+        )
+
+    def _note(self, verdict_note: str, text: str) -> str:
+        """A sentence for the run's notes (the results row's ``notes``); returns
+        ``verdict_note``, the verdict's note."""
+        notes = (*self.outcome.notes, text)
+        self.outcome = replace(self.outcome, notes=notes)
+        self.properties = [(k, v) for k, v in self.properties if k != "notes"]
+        self.add("notes", list(notes))
+        return verdict_note
 
     def _report(
         self,
@@ -443,6 +522,20 @@ class _Run:
         if assessment is None:  # recording: nothing to be stale
             self.add("stale_golden", None)
         return ratio
+
+
+def _profile_wanted(
+    r: LatencyRequest,
+    baseline: golden_store.LatencyBaseline | None,
+    assessments: list[Assessment],
+) -> bool:
+    """Whether the operator profile is taken: for a golden that may be recorded, a golden that
+    may be enriched, and a slowdown to explain (the last attempt did not pass: none did)."""
+    if baseline is None or r.update:
+        return True
+    if r.enrich and baseline.exact and "profile" not in baseline.entry:
+        return True
+    return bool(assessments) and assessments[-1].verdict not in ("pass", "faster")
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from .._names import record_command
+from .._names import enrich_command, record_command
 from ..latency import LatencyRequest, run_latency
 from ..manifest import Manifest
 from ..report import latency_decided_by, latency_outcome_text
@@ -71,7 +71,9 @@ class LatencyItem(ManifestItem):
         config, given = self.config, options(self.config)
         threads = config.getoption("mlrepro_threads")
         extra = (f"--mlrepro-threads {threads}",) if threads else ()
-        update_cmd = record_command(f"{display_path(config, self.path)}::{self.name}", *extra)
+        target = f"{display_path(config, self.path)}::{self.name}"
+        update_cmd = record_command(target, *extra)
+        enrich_cmd = enrich_command(target, *extra)
         outcome = run_latency(
             LatencyRequest(
                 manifest=self.manifest,
@@ -88,6 +90,7 @@ class LatencyItem(ManifestItem):
                 word_decision=latency_decided_by,
                 head=self.row_head(("batch", self.batch)),
                 exclusive=functools.partial(exclusive, config),
+                enrich=given.enrich,
             )
         )
         for key, value in outcome.properties:
@@ -96,7 +99,7 @@ class LatencyItem(ManifestItem):
         if outcome.end == "pass":
             return
         where = f"{display_path(config, self.path)} [{self.device}, batch {self.batch}]"
-        text = latency_outcome_text(outcome, update_cmd, where)
+        text = latency_outcome_text(outcome, update_cmd, where, enrich_cmd)
         if outcome.end == "fail":
             raise MlreproFailure(text)
         if outcome.strict_fails and given.strict:

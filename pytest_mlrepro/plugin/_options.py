@@ -73,7 +73,8 @@ OPTIONS = (
     Option(
         "--mlrepro-enrich",
         "add to goldens the evidence they lack (layer and step fingerprints, environment "
-        "fields, pixel identities) where the run reproduces them; never changes a figure",
+        "fields, pixel identities, latency operator profiles) where the run reproduces them; "
+        "never changes a figure",
         action="store_true",
     ),
     Option(

@@ -272,7 +272,7 @@ class MlreproSession:
         sections: list[tuple[str, list[str]]] = [
             ("mlrepro reference agreement", reference_lines(state.reference)),
             ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
-            ("mlrepro notes", note_lines(accuracy)),
+            ("mlrepro notes", note_lines(state.results)),  # latency rows' too (an enrichment)
             ("mlrepro latency", latency_table(state.latency) if state.latency else []),
             (
                 "mlrepro",

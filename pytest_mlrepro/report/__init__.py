@@ -18,6 +18,7 @@ from ._matrix_text import (
     machine_notes,
     markdown,
 )
+from ._operators import operators_lead, operators_text
 from ._phases import phase_lines, phase_table
 from ._reference import explain_reference
 from ._sensitivity_text import sensitivity_text
@@ -54,6 +55,8 @@ __all__ = [
     "markdown",
     "merged_shards_text",
     "note_lines",
+    "operators_lead",
+    "operators_text",
     "phase_lines",
     "phase_table",
     "record_command",

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..latency import DecisionFacts, HostFactor, Judgement, LatencyOutcome
+from ..latency import DecisionFacts, HostFactor, Judgement, LatencyOutcome, findings_json
+from ..results import Operators, record
+from ._operators import operators_text
 from ._text import aligned
 
 
@@ -27,7 +29,7 @@ def _plain(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
+def explain_latency(outcome: LatencyOutcome, update_cmd: str, enrich_cmd: str = "") -> str:
     """Why a latency item failed (or was not judged), with every number needed to believe it:
     the judgements of its concluding attempt against ``outcome.baseline``, golden vs now, one
     line per measurement and statistic, as a table."""
@@ -102,6 +104,10 @@ def explain_latency(outcome: LatencyOutcome, update_cmd: str) -> str:
         lines.append("  changed since the golden:")
         for name, (old, new) in outcome.changes.items():
             lines.append(f"    {name}: {_plain(old)} → {_plain(new)}")
+    if outcome.operators is not None:  # a regression's: which operators took the added time
+        lines.append("")
+        ops = record(Operators, findings_json(outcome.operators))
+        lines += operators_text(ops, enrich_cmd, update_cmd)
     lines.append("")
     exact = "" if baseline.exact else " (recorded with other settings on this machine)"
     lines.append(f"  golden: {outcome.golden_shown}{exact}, recorded {baseline.recorded}")
@@ -124,9 +130,12 @@ def _pct(value: float | None) -> str:
     return "unknown" if value is None or not math.isfinite(value) else f"{value:.0%}"
 
 
-def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -> str:
+def latency_outcome_text(
+    outcome: LatencyOutcome, update_cmd: str, where: str, enrich_cmd: str = ""
+) -> str:
     """The text of a latency item that did not pass (``where``: the manifest as shown, the
-    device and the batch; ``update_cmd``: the command that re-records its golden)."""
+    device and the batch; ``update_cmd``: the command that re-records its golden,
+    ``enrich_cmd`` the one that adds what it lacks)."""
     reason = outcome.reason
     if reason == "golden invalid":
         return f"{outcome.message}\n(only --mlrepro-update replaces it: {update_cmd})"
@@ -148,7 +157,7 @@ def latency_outcome_text(outcome: LatencyOutcome, update_cmd: str, where: str) -
             "machine"
         )
     if reason in ("regression", "contended", "inconclusive"):
-        text = explain_latency(outcome, update_cmd)
+        text = explain_latency(outcome, update_cmd, enrich_cmd)
         return f"{where}: {text}" if reason == "regression" else text
     return outcome.message  # unavailable, error: the error's own text
 

@@ -130,6 +130,79 @@ class StaleGolden:
 
 
 @dataclass(frozen=True)
+class OperatorShare:
+    """An operator (or, compared by op type, an op type) that took part of a latency
+    regression's added time: its time per call, golden and now (null: not run there), in ms."""
+
+    name: str
+    kind: str
+    added_ms: float
+    share: float = field(metadata=_says("of the added time", minimum=0, maximum=1))
+    golden_ms: float | None = None
+    now_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class OpTypeShare:
+    """An op type's time per call and node count, golden and now (ms)."""
+
+    kind: str
+    golden_ms: float
+    now_ms: float
+    golden_nodes: int
+    now_nodes: int
+    added_ms: float
+    share: float = field(metadata=_says("of the time the op types added", minimum=0, maximum=1))
+
+
+@dataclass(frozen=True)
+class OperatorChange:
+    """A node run under its golden name as another op type or by another provider."""
+
+    name: str
+    golden_kind: str
+    now_kind: str
+    change: str
+    golden_provider: str | None = None
+    now_provider: str | None = None
+
+
+@dataclass(frozen=True)
+class Operators:
+    """A latency regression's operator diagnosis (docs/latency.md, "Which operators got
+    slower"): the golden's operator profile compared with today's, or why not (``missing``:
+    ``golden``, the golden has none; ``now``, the runtime gives none, ``why``)."""
+
+    runtime: str
+    compared: bool
+    missing: str | None = None
+    why: str | None = None
+    golden_ms: float | None = _optional("the operators' time per call in the golden (ms)")
+    now_ms: float | None = None
+    golden_call_ms: float | None = None
+    now_call_ms: float | None = None
+    added_ms: float | None = _optional("the sum of every operator's increase (ms per call)")
+    by_node: bool | None = _optional("compared node by node (else op type by op type)")
+    matched: float | None = None
+    pattern: Literal["evenly", "concentrated", "none"] | None = None
+    covered: float | None = None
+    top3: float | None = None
+    slowed: float | None = None
+    spread: float | None = None
+    new_share: float | None = None
+    ratios: tuple[float | None, ...] = ()
+    golden_nodes: int | None = None
+    now_nodes: int | None = None
+    unfused: bool | None = None
+    dequantised: bool | None = None
+    operators: tuple[OperatorShare, ...] = ()
+    kinds: tuple[OpTypeShare, ...] = ()
+    new_kinds: tuple[OpTypeShare, ...] = ()
+    gone_kinds: tuple[OpTypeShare, ...] = ()
+    changes: tuple[OperatorChange, ...] = ()
+
+
+@dataclass(frozen=True)
 class ChangedSample:
     """A sample whose top-1 changed against the golden, classes as ``index name``."""
 
@@ -207,6 +280,7 @@ class Row:
     ratio_to_golden: float | None = None
     decided_by: str | None = None
     stale_golden: StaleGolden | None = None
+    operators: Operators | None = None
     manifest_content: dict[str, Any] | None = None
     golden_top1: float | None = None
     golden_top5: float | None = None

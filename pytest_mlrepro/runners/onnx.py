@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +16,7 @@ from ..errors import DeviceUnavailable
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import check_external_data, verified
+from ._profiling import ProfiledCalls, ProfileUnavailable, ort_operator_calls
 from ._signature import CheckedInput, ModelSignature, check_signature, fixed_size
 from ._warnings import loading
 
@@ -207,12 +211,16 @@ class OnnxRunner(CheckedInput):
         if self.fixed_batch is not None and len(batch) != self.fixed_batch:
             # The model runs at its own batch size: what is timed is the split, padded run.
             return functools.partial(self, batch)
+        return self._bound_call(self.session, batch)
+
+    def _bound_call(self, session: ort.InferenceSession, batch: np.ndarray) -> Callable[[], object]:
+        """``session``'s call on ``batch`` as :meth:`model_call` times it."""
         if self.info.get("device") == "cuda":
-            binding = self.session.io_binding()
+            binding = session.io_binding()
             on_gpu = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(batch), "cuda", 0)
             binding.bind_ortvalue_input(self.input_name, on_gpu)
             binding.bind_output(self.output_name, "cuda", 0)
-            run_bound = self.session.run_with_iobinding
+            run_bound = session.run_with_iobinding
             wait = binding.synchronize_outputs
 
             def call() -> None:
@@ -221,4 +229,38 @@ class OnnxRunner(CheckedInput):
 
             call.keep_alive = on_gpu  # type: ignore[attr-defined]  # the input outlives the loop
             return call
-        return functools.partial(self.session.run, [self.output_name], {self.input_name: batch})
+        return functools.partial(session.run, [self.output_name], {self.input_name: batch})
+
+    def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
+        """Each node's kernel time in ``calls`` calls on ``batch`` (after ``warmup`` more), as
+        :meth:`model_call` makes them, from ONNX Runtime's profiler: a second session of the
+        verified model with this one's options (threads, graph optimisation) and providers, and
+        profiling on. Its trace file goes to a temporary folder, removed afterwards.
+        ProfileUnavailable when it cannot be taken."""
+        if self.fixed_batch not in (None, len(batch)):
+            raise ProfileUnavailable(
+                f"the model runs at its own fixed batch of {self.fixed_batch} (split calls)"
+            )
+        with tempfile.TemporaryDirectory(prefix="mlrepro-ort-profile-") as folder:
+            # The options are read when a session is made: this session's are left as they were.
+            self.options.enable_profiling = True
+            self.options.profile_file_prefix = str(Path(folder) / "profile")
+            try:
+                providers = self.session.get_providers()
+                settings = self.session.get_provider_options()
+                session = ort.InferenceSession(
+                    self.model_bytes,
+                    self.options,
+                    providers=providers,
+                    provider_options=[settings.get(p, {}) for p in providers],
+                )
+            except Exception as exc:  # a model whose weights live in external files
+                raise ProfileUnavailable(f"onnxruntime could not profile it: {exc}") from None
+            finally:
+                self.options.enable_profiling = False
+            call = self._bound_call(session, batch)
+            for _ in range(warmup + calls):
+                call()
+            trace = Path(session.end_profiling())
+            events = json.loads(trace.read_text(encoding="utf-8"))
+        return ort_operator_calls(events, skip=warmup)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import pickle
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..errors import BuildError, DeviceUnavailable, IntegrityError, MlreproError
 from ..manifest import Manifest
 from ..settings import Settings
 from ._artifacts import VerifiedFile, verified
+from ._profiling import OperatorCalls, ProfiledCalls
 from ._signature import CheckedInput, ModelSignature, check_signature
 from ._warnings import first_line, loading
 from .torch_archive import vet_export_archive, weights_only_refusal
@@ -244,6 +246,45 @@ class TorchRunner(CheckedInput):
                 torch.cuda.synchronize(device)
 
         return call
+
+    def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
+        """Each op's self time in ``calls`` calls on ``batch`` (after ``warmup`` more), as
+        :meth:`model_call` makes them, from ``torch.profiler``: one profiler per call, its
+        ``key_averages`` (one entry per op type, ``aten::conv2d``: a module's ops carry no node
+        name), self CPU time, or the device's on CUDA."""
+        from torch.profiler import ProfilerActivity, profile
+
+        call = self.model_call(batch)
+        for _ in range(warmup):
+            call()
+        activities = [ProfilerActivity.CPU]
+        cuda = self.device.type == "cuda"
+        if cuda:
+            activities.append(ProfilerActivity.CUDA)
+        per_call: list[dict[str, float]] = []
+        durations = []
+        for _ in range(calls):
+            with profile(activities=activities) as prof:
+                start = time.perf_counter()
+                call()
+                durations.append(time.perf_counter() - start)
+            times: dict[str, float] = {}
+            for e in prof.key_averages():
+                us = e.self_device_time_total if cuda else e.self_cpu_time_total
+                if us > 0:
+                    times[e.key] = times.get(e.key, 0.0) + us * 1e-6
+            per_call.append(times)
+        names = sorted({name for times in per_call for name in times})
+        return ProfiledCalls(
+            source="torch.profiler: self "
+            + ("device" if cuda else "CPU")
+            + " time per op type (key_averages)",
+            call_seconds=tuple(durations),
+            operators=tuple(
+                OperatorCalls(name, name, None, tuple(t.get(name, 0.0) for t in per_call))
+                for name in names
+            ),
+        )
 
 
 def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | None:

@@ -83,6 +83,19 @@ class LatencySeries:
 
 
 @dataclass(frozen=True)
+class OperatorSection:
+    """A latency regression's operators (``report.operators_text``): which took the added
+    time."""
+
+    manifest: str
+    machine: str
+    device: str
+    batch: int | None
+    lead: str  # one sentence (``report.operators_lead``)
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class MachineAgreement:
     """Two machines' results of the same manifest, sample by sample."""
 
@@ -226,6 +239,7 @@ class ReportView:
     generated: str = ""  # when, in words (UTC)
     accuracy: tuple[AccuracyPoint, ...] = ()
     latency: tuple[LatencySeries, ...] = ()
+    operators: tuple[OperatorSection, ...] = ()  # latency regressions: which operators
     # The pitfall tables kept beside the goldens, each with the file it was read from, as shown.
     sensitivity: tuple[tuple[str, PitfallTable], ...] = ()
     cross_machine: CrossMachine | None = None

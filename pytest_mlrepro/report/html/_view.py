@@ -17,11 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..._names import enrich_command
 from ..._visible import shortened
 from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
 from ...results import FORMAT, Document, Row, record, results_text, validate_results
 from .._matrix_text import machine_columns, machine_notes
+from .._operators import operators_lead, operators_text
 from .._phases import Table
 from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
 from ._model import (
@@ -34,6 +36,7 @@ from ._model import (
     MatrixRow,
     MatrixTable,
     MetricChange,
+    OperatorSection,
     ReportView,
 )
 from ._render import fmt
@@ -276,6 +279,22 @@ def matrix_view(
         for p in m.pairs
     )
     flagged = tuple((m.manifest, m.flagged) for m in matrix.agreement if m.flagged)
+    operators = tuple(
+        OperatorSection(
+            manifest=c.manifest,
+            machine=c.machine,
+            device=c.device,
+            batch=r.batch,
+            lead=operators_lead(r.operators),
+            lines=tuple(
+                line.removeprefix("  ")  # indented under the terminal's failure text
+                for line in operators_text(r.operators, enrich_command(r.nodeid.split("@")[0]))
+            ),
+        )
+        for c in matrix.cells
+        for r in c.latency
+        if r.operators is not None
+    )
     summary: dict[str, int] = {}
     for cell in matrix.cells:
         summary[MARK[cell.status]] = summary.get(MARK[cell.status], 0) + 1
@@ -303,6 +322,7 @@ def matrix_view(
         generated=generated,
         accuracy=tuple(points),
         latency=parts.latency if parts else (),
+        operators=operators,
         sensitivity=parts.sensitivity if parts else (),
         cross_machine=CrossMachine(pairs=pairs, flagged=flagged) if pairs else None,
         drift=tuple(drift),

@@ -1,0 +1,94 @@
+"""Per-operator times of repeated model calls, from each runtime's own profiler, as plain data
+(:class:`ProfiledCalls`): what ``latency._profile`` turns into a golden's operator profile.
+
+ONNX Runtime writes a Chrome-trace JSON (``SessionOptions.enable_profiling``, file named by
+``end_profiling``): a ``Session`` event ``model_run`` per call, and per node a ``Node`` event
+``<node name>_kernel_time`` whose ``args`` name the op type (``op_name``) and the execution
+provider; :func:`ort_operator_calls` reads it. torch's per-call ``key_averages`` (self CPU time
+per op) is read in ``runners/torch.py``. No framework is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KERNEL_SUFFIX = "_kernel_time"
+"""ONNX Runtime's suffix of a node's kernel event (``<node>_fence_before`` and ``_after`` are
+synchronisation, not the operator)."""
+
+
+@dataclass(frozen=True)
+class OperatorCalls:
+    """One operator's time in each profiled call (seconds, in call order: 0 when it did not run
+    in that call)."""
+
+    name: str  # the node's name (ONNX Runtime), the op's (torch: one entry per op type)
+    kind: str  # op type: Conv, FusedConv, QLinearConv, aten::conv2d
+    provider: str | None  # ONNX Runtime's execution provider; None where the runtime says none
+    seconds: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ProfiledCalls:
+    """``calls`` model calls as a runtime's profiler saw them: each call's whole duration, and
+    every operator's time per call (sorted by name)."""
+
+    source: str  # the profiler, in a few words
+    call_seconds: tuple[float, ...]
+    operators: tuple[OperatorCalls, ...]
+
+
+class ProfileUnavailable(Exception):
+    """The runtime's profiler could not profile this model (the message says why)."""
+
+
+def ort_operator_calls(events: Iterable[Mapping[str, Any]], skip: int) -> ProfiledCalls:
+    """The calls of an ONNX Runtime profile (its parsed JSON events) after the first ``skip``
+    (warm-up), each node's kernel time summed per call. A node event belongs to the
+    ``model_run`` whose interval holds its start."""
+    runs: list[tuple[int, int]] = []
+    nodes: list[tuple[int, str, str, str | None, int]] = []
+    for e in events:
+        name, ts, dur = str(e.get("name", "")), e.get("ts"), e.get("dur")
+        if not isinstance(ts, int) or not isinstance(dur, int):
+            continue
+        if e.get("cat") == "Session" and name == "model_run":
+            runs.append((ts, ts + dur))
+        elif e.get("cat") == "Node" and name.endswith(KERNEL_SUFFIX):
+            args = e.get("args") or {}
+            provider, kind = args.get("provider"), str(args.get("op_name", "?"))
+            node = name[: -len(KERNEL_SUFFIX)] or f"{kind}_{args.get('node_index', '?')}"
+            nodes.append(
+                (
+                    ts,
+                    node,
+                    kind,
+                    None if provider is None else str(provider),
+                    dur,
+                )
+            )
+    runs.sort()
+    kept = runs[skip:]
+    if not kept:
+        raise ProfileUnavailable("the profile holds no model run after the warm-up")
+    per_node: dict[str, list[float]] = {}
+    kinds: dict[str, tuple[str, str | None]] = {}
+    for ts, name, kind, provider, dur in nodes:
+        index = next((i for i, (a, b) in enumerate(kept) if a <= ts <= b), None)
+        if index is None:
+            continue  # a warm-up call's
+        times = per_node.setdefault(name, [0.0] * len(kept))
+        times[index] += dur * 1e-6  # microseconds
+        kinds.setdefault(name, (kind, provider))
+    return ProfiledCalls(
+        source="onnxruntime profiler (SessionOptions.enable_profiling): kernel time per node",
+        call_seconds=tuple((b - a) * 1e-6 for a, b in kept),
+        operators=tuple(
+            OperatorCalls(name, *kinds[name], tuple(per_node[name])) for name in sorted(per_node)
+        ),
+    )
+
+
+__all__ = ["OperatorCalls", "ProfileUnavailable", "ProfiledCalls", "ort_operator_calls"]
