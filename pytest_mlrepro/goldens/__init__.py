@@ -46,13 +46,23 @@ from ._store import (
     rounded_scores,
     write,
 )
+from ._writer import (
+    Based,
+    GoldenChanged,
+    check_confined,
+    current_digest,
+    golden_lock,
+    write_golden,
+)
 
 __all__ = [
     "AccuracyDecision",
     "AnyScores",
+    "Based",
     "Comparison",
     "DataChange",
     "Golden",
+    "GoldenChanged",
     "GoldenNotAFile",
     "KeptScores",
     "LatencyBaseline",
@@ -62,15 +72,18 @@ __all__ = [
     "Scores",
     "accuracy",
     "accuracy_decision",
+    "check_confined",
     "check_owner",
     "check_reference",
     "claimed_by_another",
     "compare",
     "comparison_of",
     "conflict_message",
+    "current_digest",
     "data_change",
     "find_latency_baseline",
     "golden_conflicts",
+    "golden_lock",
     "golden_path",
     "latency_golden_file",
     "manifest_file_of",
@@ -91,4 +104,5 @@ __all__ = [
     "top_k",
     "unused_goldens",
     "write",
+    "write_golden",
 ]

@@ -10,7 +10,6 @@ that slows the model down is a regression, reported with what changed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -20,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .._files import atomic_write_bytes, file_lock
-from ..errors import GoldenError, OutputError
+from ..errors import GoldenError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
-from ..settings import Settings
-from ._store import read_json
+from ..settings import Settings, shown_path
+from ._store import read_document
+from ._writer import Based, golden_lock, replace_locked
 
 FORMAT = 1
 """The latency golden's format."""
@@ -86,9 +85,17 @@ def _distribution(raw: Mapping[str, Any], where: str) -> Distribution:
 def read_golden(path: Path) -> dict[str, Any] | None:
     """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
     is not a latency golden."""
-    data = read_json(path, "latency golden")
-    if data is None:
+    found = read_golden_document(path)
+    return None if found is None else found[0]
+
+
+def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
+    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares:
+    ``_writer.Based``)."""
+    found = read_document(path, "latency golden", None)
+    if found is None:
         return None
+    data, digest = found
     try:
         if (
             not isinstance(data, dict)
@@ -104,11 +111,13 @@ def read_golden(path: Path) -> dict[str, Any] | None:
                 _distribution(raw, f"batch {batch} {name}")
             _distribution(entry["reference"], f"batch {batch} reference")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GoldenError(
+        error = GoldenError(
             f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
             "record it again with --mlrepro-update"
-        ) from None
-    return data
+        )
+        error.digest = digest
+        raise error from None
+    return data, digest
 
 
 def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:
@@ -184,12 +193,6 @@ def dumps(data: dict[str, Any]) -> str:
     return _SAMPLE_LIST.sub(lambda m: m[1] + json.dumps(json.loads(m[2])), text) + "\n"
 
 
-def _lock_path(settings: Settings, path: Path) -> Path:
-    # Next to the cache, not in golden/: a lock file must never end up committed.
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return settings.cache_dir / "locks" / f"latency-{digest}.lock"
-
-
 def record(
     settings: Settings,
     manifest: Manifest,
@@ -202,27 +205,26 @@ def record(
     other key's file, stay as they are. Read-modify-write under a lock between processes, the
     file replaced atomically."""
     path = golden_file(settings, manifest, key)
-    lock = _lock_path(settings, path)
-    try:
-        # The lock is in the cache, a shared place: confined like its model files (no link
-        # followed, nothing created through a planted name).
-        with file_lock(lock, inside=settings.cache_dir):
-            try:
-                data = read_golden(path)
-            except GoldenError:
-                data = None  # only --mlrepro-update gets here: it replaces a broken file
-            if data is None:
-                data = {"format": FORMAT, "kind": "latency", "batches": {}}
-            data.update(
-                name=manifest.name,
-                key=key.fields,
-                slug=key.slug,
-                environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
-            )
-            data["batches"][str(batch)] = entry
-            atomic_write_bytes(
-                path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
-            )
-    except OSError as exc:  # the body raises GoldenError / OutputError: this is the lock's
-        raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
+    # Read-modify-write under the golden's lock, written the one way (goldens/_writer.py): the
+    # read is inside the lock, so no other writer's entry is lost.
+    with golden_lock(settings, path, "latency golden"):
+        try:
+            found = read_golden_document(path)
+            based_on = Based(None if found is None else found[1])
+            data = None if found is None else found[0]
+        except GoldenError as exc:  # only --mlrepro-update gets here: it replaces a broken file
+            based_on, data = Based(exc.digest), None
+        if data is None:
+            data = {"format": FORMAT, "kind": "latency", "batches": {}}
+        data.update(
+            name=manifest.name,
+            key=key.fields,
+            slug=key.slug,
+            environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
+        )
+        data["batches"][str(batch)] = entry
+        replace_locked(
+            path, dumps(data).encode("utf-8"), settings, based_on, what="latency golden",
+            rerun=f"pytest {shown_path(manifest.path, settings.root)} --mlrepro-update",
+        )  # fmt: skip
     return path
