@@ -28,6 +28,7 @@ from ..errors import SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
 from ._decode import decode_mode, decode_npy
 from ._decode import too_many as _too_many
+from ._decode import wide_samples as _wide_samples
 
 if TYPE_CHECKING:
     import PIL.Image
@@ -335,36 +336,6 @@ def _declared_size(data: bytes) -> tuple[int, int] | None:
         except Exception:  # not this format after all: the next plugin may know it
             continue
     return None
-
-
-def _wide_samples(image: PIL.Image.Image) -> str | None:
-    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
-    every backend reduces to 8 bits by the high byte), else None. Read from the header."""
-    mode = image.mode
-    if mode == "F" or mode.startswith("F;"):
-        return "floating-point"
-    if mode.startswith("I;16"):
-        return "16-bit signed integer" if mode.endswith("S") else None
-    if mode == "I" or mode.startswith("I;32"):
-        # Pillow's mode "I" (int32) holds 16-bit PGM files as well as 32-bit TIFF ones.
-        bits, signed = 32, True
-        if image.format == "PPM":
-            bits, signed = 16, False  # maxval is at most 65535
-        elif image.format == "TIFF":
-            tags = getattr(image, "tag_v2", {})
-            bits = max(_ints(tags.get(258)) or [32])  # BitsPerSample
-            signed = any(kind != 1 for kind in _ints(tags.get(339)) or [1])  # SampleFormat
-        if bits > 16 or signed:
-            return f"{bits}-bit {'signed ' if signed else ''}integer"
-    return None
-
-
-def _ints(value: object) -> list[int]:
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [int(v) for v in value if isinstance(v, int)]
-    return []
 
 
 # --- colour order -------------------------------------------------------------------------------
