@@ -17,14 +17,15 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from .._schema import Invalid
-from ..errors import SampleError, Unavailable
+from .._schema import Invalid, unbuildable
+from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
 from ._decode import decode_mode, decode_npy
 from ._decode import too_many as _too_many
@@ -111,11 +112,53 @@ class Step:
 STEPS: dict[str, type[Step]] = {}
 
 
+class StepRegistrationError(MlreproError):
+    """A preprocessing step that cannot be registered (names the class, the op and the field)."""
+
+
+def is_builtin(cls: type[Step]) -> bool:
+    """Whether ``cls`` is one of pytest-mlrepro's own steps (not a registered custom one)."""
+    return cls.__module__.split(".")[0] == __name__.split(".")[0]
+
+
 def register_step(cls: type[Step]) -> type[Step]:
-    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator)."""
+    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator).
+
+    StepRegistrationError when ``cls`` is no dataclass, when its op is a built-in step's (a
+    registration would silently replace it for every manifest), or when a field has a type the
+    manifest loader cannot build (a bare ``list``): said here, naming the field, rather than
+    when the first manifest using it loads."""
+    name = getattr(cls, "__name__", repr(cls))
     if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls.__name__} must be a dataclass")
-    STEPS[cls.op] = cls
+        raise StepRegistrationError(f"step {name} must be a dataclass")
+    op = getattr(cls, "op", None)
+    if not isinstance(op, str) or not op:
+        raise StepRegistrationError(f"step {name} must name its op (op = 'my_step')")
+    existing = STEPS.get(op)
+    if (
+        existing is not None
+        and existing is not cls
+        and is_builtin(existing)
+        and not is_builtin(cls)
+    ):
+        raise StepRegistrationError(
+            f"step {name} (op {op!r}): {op!r} is a built-in step; registering it would replace "
+            "the built-in for every manifest: give the step another op name"
+        )
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:
+        raise StepRegistrationError(
+            f"step {name} (op {op!r}): its field types cannot be resolved "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    for f in dataclasses.fields(cls):
+        why = unbuildable(hints.get(f.name, Any)) if f.init else None
+        if why is not None:
+            raise StepRegistrationError(
+                f"step {name} (op {op!r}): field {f.name!r}: {why}; a manifest could not give it"
+            )
+    STEPS[op] = cls
     return cls
 
 

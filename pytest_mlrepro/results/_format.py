@@ -368,19 +368,23 @@ def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS)
     """:func:`load_results` of each of ``paths``, at most ``max_rows`` rows and
     :data:`MAX_TOTAL_BYTES` bytes in all (``mlrepro merge``, ``mlrepro history``): the file that
     would pass either is refused (a ResultsFileError naming it) before it is parsed."""
-    documents: list[Document] = []
-    rows = size = 0
-    for given in paths:
+    size = 0
+    for given in paths:  # every size first: nothing is read when they are too many bytes
         path = Path(given)
         with contextlib.suppress(OSError):  # load_results says what is wrong with the file
-            size += os.stat(path).st_size
+            own = os.stat(path).st_size
+            size += own if own <= MAX_BYTES else 0  # (a file over its own limit: said so)
             if size > MAX_TOTAL_BYTES:
                 raise ResultsFileError(
-                    f"{path}: not read: the files named so far hold {size} bytes, more than the "
-                    f"limit of {MAX_TOTAL_BYTES} for all files read together "
-                    "(pytest_mlrepro.results.MAX_TOTAL_BYTES); merge fewer files"
+                    f"{path}: not read: the files named up to it hold {size} bytes, more than "
+                    f"the limit of {MAX_TOTAL_BYTES} for all files read together "
+                    "(pytest_mlrepro.results.MAX_TOTAL_BYTES); nothing was read. Merge fewer "
+                    "files"
                 )
-        document = load_results(path, rows_left=max_rows - rows, max_rows=max_rows)
+    documents: list[Document] = []
+    rows = 0
+    for given in paths:
+        document = load_results(Path(given), rows_left=max_rows - rows, max_rows=max_rows)
         rows += len(document.results)
         documents.append(document)
     return documents

