@@ -12,6 +12,7 @@ raises them name their module; the others are here::
     ├── InvalidModel         a model file is not a valid model of its format (names the file)
     ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
+    ├── StepRegistrationError  (pipeline/_steps.py) a custom step that cannot be registered
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
     │   ├── GoldenNotAFile          a symlink, FIFO, folder or device where a golden should be
     │   └── ReferenceGoldenMissing  the reference manifest has no golden yet

@@ -18,7 +18,7 @@ import dataclasses
 import io
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -841,18 +841,35 @@ class Layout(Step):
 # --- the pipeline -------------------------------------------------------------------------------
 
 
-class Pipeline:
-    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order."""
+StepBroken = Callable[[int, str, str], Exception]
+"""How a pipeline words a registered step that broke its contract: ``(index, op, message) ->``
+the exception to raise (a manifest's error at the step's line, ``Manifest.pipeline``)."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+
+def _broken(index: int, op: str, message: str) -> Exception:
+    return MlreproError(f"preprocessing step {index} ({op}): {message}")
+
+
+class Pipeline:
+    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order.
+
+    What a registered (custom) step's ``apply`` returns is checked against what its
+    ``transition`` declared: a :class:`Tensor` of a numpy array of the declared dtype, with the
+    declared channels on the declared layout's axis; anything else is ``broken(index, op,
+    message)``, raised before the next step sees it (never recorded into a golden)."""
+
+    def __init__(self, steps: Sequence[Step], broken: StepBroken = _broken) -> None:
         self.steps = list(steps)
         if not self.steps or not isinstance(self.steps[0], Decode):
             raise Invalid((0,), "the first preprocessing step must be 'decode'")
         self.decoder: Decode = self.steps[0]
+        self.broken = broken
+        self.states: list[State] = []  # each step's output, as its transition declared it
         self.final = self.validate()
 
     def validate(self) -> State:
         state = State()
+        self.states = []
         for index, step in enumerate(self.steps):
             if index > 0 and isinstance(step, Decode):
                 raise Invalid((index,), "'decode' can only be the first step")
@@ -866,7 +883,47 @@ class Pipeline:
                     f"{type(step).__name__}.transition() failed with {type(exc).__name__}: "
                     f"{exc} (it should raise pytest_mlrepro.Invalid naming the problem)",
                 ) from None
+            self.states.append(state)
         return state
+
+    def _checked(self, index: int, t: object) -> Tensor:
+        """``t``, what step ``index`` returned, when it keeps the step's declared contract (only
+        registered steps are checked: the built-in ones are tested)."""
+        step = self.steps[index]
+        if isinstance(t, Tensor) and is_builtin(type(step)):
+            return t
+        declared = self.states[index]
+        name = f"registered step {step.op!r} ({type(step).__name__}.apply)"
+        if not isinstance(t, Tensor):
+            shown = repr(t) if len(repr(t)) <= 40 else type(t).__name__
+            raise self.broken(
+                index, step.op, f"{name} returned {shown}, not a pytest_mlrepro.Tensor"
+            )
+        array = t.array
+        if not isinstance(array, np.ndarray):
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned a Tensor of a {type(array).__name__}, not of a numpy array",
+            )
+        if array.dtype != np.dtype(declared.dtype):
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned {array.dtype} samples, its transition() declared "
+                f"{declared.dtype}: cast them, or declare what it returns",
+            )
+        axis = 0 if declared.layout == "CHW" else 2
+        channels = array.shape[axis] if array.ndim == 3 else (1 if array.ndim == 2 else None)
+        if channels != declared.channels:
+            shape = "×".join(map(str, array.shape))
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned a {shape} array, its transition() declared "
+                f"{declared.channels} channel(s) in layout {declared.layout}",
+            )
+        return t
 
     def __call__(self, data: bytes, sample: str) -> np.ndarray:
         return self.run(self.decode(data, sample), 1, len(self.steps), sample).array
@@ -892,6 +949,7 @@ class Pipeline:
                 raise
             except Exception as exc:  # a step failing on one sample names that sample
                 raise SampleError(sample, f"{step.op} failed: {exc}") from exc
+            t = self._checked(index, t)
             if t.array.size == 0:  # no pixels left: never passed on as a (black) image
                 raise SampleError(
                     sample,
@@ -904,7 +962,7 @@ class Pipeline:
         """The output after every step, for diagnosis."""
         t = self.decoder.decode(data, sample)
         out = [(self.decoder.op, t.array)]
-        for step in self.steps[1:]:
-            t = step.apply(t)
+        for index, step in enumerate(self.steps[1:], start=1):
+            t = self._checked(index, step.apply(t))
             out.append((step.op, t.array))
         return out
