@@ -171,6 +171,7 @@ def test_enrich_and_enrich_the_second_is_refused_and_the_first_stays(bare: BareP
     status, out = held.finish()
     assert path.read_bytes() == enriched
     assert "golden not enriched: golden/tiny_onnx.json: the golden changed since this run" in out
+    assert status == 0, out
 
 
 def test_shards_that_read_two_recordings_never_merge_into_a_verdict(bare: BareProject) -> None:
@@ -217,7 +218,7 @@ def test_the_writer_itself_refuses_a_golden_folder_linked_outside(tmp_path: Path
     outside.mkdir()
     (project_root / "golden").symlink_to(outside, target_is_directory=True)
     settings = Settings.for_project(project_root, cache_dir=tmp_path / "cache")
-    with pytest.raises(OutputError, match="leads \\(through a symbolic link\\) to .*outside"):
+    with pytest.raises(OutputError, match=r"leads \(through a symbolic link\) to .*outside"):
         golden_store.write_golden(
             settings.golden_dir / "x.json", b"{}", settings, golden_store.Based(None)
         )
