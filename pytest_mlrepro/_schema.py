@@ -168,6 +168,40 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
     raise TypeError(f"unsupported schema type {tp!r}")  # a bug in the schema, not in the manifest
 
 
+def unbuildable(tp: Any, seen: frozenset[type] = frozenset()) -> str | None:
+    """Why :func:`convert` cannot build a value of type ``tp`` from a manifest (a bare ``list``
+    or ``dict`` that does not say what it holds, a type it has no rule for), None when it can:
+    asked when a type is registered, so that a field the loader cannot build is an error there,
+    not a ``TypeError`` while a manifest loads."""
+    origin, args = get_origin(tp), get_args(tp)
+    if tp in (Any, bool, str, int, float, type(None)) or origin is Literal:
+        return None
+    if origin in (Union, types.UnionType):
+        return next((why for arm in args if (why := unbuildable(arm, seen))), None)
+    if tp in (list, tuple, dict) or (origin in (list, tuple, dict) and not args):
+        name = getattr(tp, "__name__", str(tp))
+        example = "dict[str, float]" if dict in (tp, origin) else f"{name}[float]"
+        return f"a bare {name} does not say what it holds: name the item type ({example})"
+    if origin in (list, tuple):
+        items = [a for a in args if a is not Ellipsis]
+        return next((why for arm in items if (why := unbuildable(arm, seen))), None)
+    if origin is dict:
+        return unbuildable(args[0], seen) or unbuildable(args[1], seen)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if tp in seen:
+            return None
+        try:
+            hints = typing.get_type_hints(tp)
+        except Exception as exc:  # a forward reference that does not resolve, ...
+            return f"its type hints cannot be resolved ({type(exc).__name__}: {exc})"
+        for f in dataclasses.fields(tp):
+            why = unbuildable(hints.get(f.name, Any), seen | {tp})
+            if why is not None:
+                return f"{tp.__name__}.{f.name}: {why}"
+        return None
+    return f"{tp!r} is not a type a manifest value can be read as"
+
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 

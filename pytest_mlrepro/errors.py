@@ -12,12 +12,14 @@ raises them name their module; the others are here::
     ├── InvalidModel         a model file is not a valid model of its format (names the file)
     ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
     ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
+    ├── StepRegistrationError  (pipeline/_steps.py) a custom step that cannot be registered
     ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
     │   ├── GoldenNotAFile          a symlink, FIFO, folder or device where a golden should be
     │   └── ReferenceGoldenMissing  the reference manifest has no golden yet
     ├── BuildError           a registered builder failed or produced an unexpected artifact
     │   └── BuildMismatch    its bytes are not the pinned ones (names this machine and packages)
     ├── OutputError          a file the tool writes (golden, results file) cannot be written
+    │   └── GoldenChanged    (goldens/_writer.py) the golden changed since the writer read it
     ├── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
     │   ├── FrameworkUnavailable   not installed, or its version is outside the constraint
     │   ├── DatasetUnavailable     no mirror, no cache and no way to download
@@ -100,7 +102,11 @@ class SampleError(MlreproError):
 
 class GoldenError(MlreproError):
     """A golden file exists but cannot be read as a golden (or, for the subclass
-    ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet)."""
+    ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet).
+    ``digest``: the sha256 of the bytes that were read, when they were (an update that replaces
+    an invalid golden replaces those very bytes, never another run's golden written since)."""
+
+    digest: str | None = None
 
 
 class GoldenNotAFile(GoldenError):

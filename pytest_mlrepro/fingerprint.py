@@ -118,12 +118,64 @@ def cpu_identity() -> dict[str, Any]:
     return {**identity, "cpu_flags": list(identity["cpu_flags"])}
 
 
+MAX_CPUINFO_BYTES = 4 << 20
+"""The most bytes of a CPU description read (4 MiB: /proc/cpuinfo of a 1,024-CPU x86 machine
+holds about 1.5 MB); a larger one is not the machine's description."""
+CPUINFO_READ_S = 2.0
+"""How long reading a CPU description may take (checked between 64 KiB reads; a regular file
+on a local disk takes microseconds)."""
+
+
+class CpuinfoUnreadable(UserWarning):
+    """The file ``MLREPRO_CPUINFO`` names cannot be read as a CPU description: this machine's
+    own /proc/cpuinfo is read instead (said once per file)."""
+
+
+def read_cpuinfo(path: str) -> str:
+    """The text of the CPU description at ``path``: a regular file only (a FIFO is never waited
+    on, a device such as /dev/zero never read), at most :data:`MAX_CPUINFO_BYTES`, read within
+    :data:`CPUINFO_READ_S`. OSError (ValueError for the bounds) saying what is wrong."""
+    import stat
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file (a FIFO, a device or a folder)")
+        if info.st_size > MAX_CPUINFO_BYTES:  # /proc files say 0: their read is bounded below
+            raise ValueError(f"{info.st_size} bytes, larger than {MAX_CPUINFO_BYTES}")
+        os.set_blocking(fd, True)
+        deadline = time.monotonic() + CPUINFO_READ_S
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 16):
+            size += len(chunk)
+            if size > MAX_CPUINFO_BYTES:
+                raise ValueError(f"larger than {MAX_CPUINFO_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise ValueError(f"not read within {CPUINFO_READ_S} s")
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 @cache
 def _cpu_identity_of(cpuinfo_path: str) -> dict[str, Any]:
     try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as fh:
-            text: str | None = fh.read()
-    except OSError:
+        text: str | None = read_cpuinfo(cpuinfo_path)
+    except (OSError, ValueError) as exc:
+        if cpuinfo_path != _PROC_CPUINFO:
+            import warnings
+
+            warnings.warn(
+                f"{CPUINFO_ENV}={cpuinfo_path}: cannot read it as a CPU description ({exc}); "
+                f"this machine's own {_PROC_CPUINFO} is read instead",
+                CpuinfoUnreadable,
+                stacklevel=2,
+            )
+            return _cpu_identity_of(_PROC_CPUINFO)
         text = None
     return read_cpu_identity(text)
 

@@ -30,6 +30,10 @@ class Settings:
     data_mirrors: tuple[Path, ...] = ()
     allowed_roots: tuple[Path, ...] = ()
     allow_download: bool = True
+    # The golden directory as given (symlinks not resolved) when it was given inside the project:
+    # a link there (or in a folder above it) must not take goldens outside (golden_dir_confined).
+    # None when it was given outside on purpose, or the settings were made without for_project.
+    golden_dir_given: Path | None = None
 
     @classmethod
     def for_project(
@@ -42,15 +46,36 @@ class Settings:
         allowed_roots: Sequence[Path] = (),
         allow_download: bool = True,
     ) -> Settings:
+        given = Path(os.path.normpath(root.absolute() / golden_dir))
+        inside = given.is_relative_to(Path(os.path.normpath(root.absolute())))
         root = root.resolve()
         return cls(
             root=root,
             golden_dir=(root / golden_dir).resolve(),
+            golden_dir_given=given if inside else None,
             cache_dir=(cache_dir or default_cache_dir()).resolve(),
             data_mirrors=tuple(dict.fromkeys(p.resolve() for p in data_mirrors)),
             allowed_roots=tuple(p.resolve() for p in allowed_roots),
             allow_download=allow_download,
         )
+
+
+def golden_dir_escape(settings: Settings) -> str | None:
+    """Why goldens must not be written in ``settings.golden_dir``, or None when they may: the
+    directory was given inside the project, but a symbolic link (it, or a folder above it) takes
+    it outside the project and every allowed root, so that a write would land wherever the link
+    names. A directory given outside the project on purpose (an absolute --mlrepro-golden-dir)
+    is the user's choice."""
+    given = settings.golden_dir_given
+    resolved = settings.golden_dir
+    if given is None or any(
+        resolved.is_relative_to(root) for root in (settings.root, *settings.allowed_roots)
+    ):
+        return None
+    return (
+        f"the golden directory {given} leads (through a symbolic link) to {resolved}, outside "
+        f"the project ({settings.root})"
+    )
 
 
 def shown_path(path: Path, *bases: Path) -> str:

@@ -235,6 +235,9 @@ class _Run:
         # too: read once (at 50,000 samples a read takes seconds), and the verdict compares with
         # the very golden whose classes the streamed evaluation kept scores for.
         self._golden_read: tuple[Golden | None, GoldenError | OSError | None] = (None, None)
+        # What a write of the golden is based on: the digest of the bytes read then (a golden
+        # written by another run since is never written over: goldens/_writer.py).
+        self._based_on = golden_store.Based(None)
 
     def record(self, status: Status | None, interrupted: BaseException | None) -> AccuracyOutcome:
         """The check's record, frozen: its facts, properties and notes as they stand."""
@@ -273,7 +276,9 @@ class _Run:
             self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
         except (GoldenError, OSError) as exc:
             self._golden_read = (None, exc)
-        golden = self._golden_read[0]
+        golden, error = self._golden_read
+        read_digest = golden.digest if golden is not None else getattr(error, "digest", None)
+        self._based_on = golden_store.Based(read_digest)
         kept = [] if golden is None else [golden.results]
         reference = golden_store.reference_results(r.manifest, r.settings)
         if reference is not None:
@@ -506,7 +511,11 @@ class _Run:
             self._note(f"golden {o.golden_shown} has every evidence this run records{left}")
             return "golden complete"
         try:
-            golden_store.write(path, found.golden, r.settings.golden_dir)
+            golden_store.write(
+                path, found.golden, r.settings.golden_dir, settings=r.settings,
+                based_on=self._based_on,
+                rerun=f"pytest {r.shown(r.manifest_path)} --mlrepro-enrich",
+            )  # fmt: skip
         except OutputError as exc:
             self._note(f"golden not enriched: {str(exc).replace(str(path), o.golden_shown)}")
             return "golden not enriched"
@@ -646,7 +655,11 @@ class _Run:
                 manifest_file=golden_store.manifest_file_of(r.manifest_path, r.settings),
             )
             try:
-                golden_store.write(path, golden, r.settings.golden_dir)
+                golden_store.write(
+                    path, golden, r.settings.golden_dir, settings=r.settings,
+                    based_on=self._based_on,
+                    rerun=f"pytest {r.shown(r.manifest_path)} --mlrepro-update",
+                )  # fmt: skip
             except OutputError as exc:
                 message = str(exc).replace(str(path), self.outcome.golden_shown)
                 raise self._fail("golden not written", "error", message=message) from None

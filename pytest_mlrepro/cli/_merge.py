@@ -114,13 +114,13 @@ def schema(args: argparse.Namespace) -> int:
 def _files(args: argparse.Namespace) -> list[Document]:
     """The results files named, read and validated; first, with ``--html``, that the report
     extra is installed (the one output that can be unavailable, said before any work)."""
-    from ..results import load_results
+    from ..results import load_results_files
 
     if args.html:
         from ..report.html import require_libraries
 
         require_libraries(f"mlrepro {args.command} --html")
-    return [load_results(Path(path)) for path in args.results]
+    return load_results_files([Path(path) for path in args.results])
 
 
 def _write_html(args: argparse.Namespace, view: Any, what: str) -> None:

@@ -47,13 +47,23 @@ from ._store import (
     rounded_scores,
     write,
 )
+from ._writer import (
+    Based,
+    GoldenChanged,
+    check_confined,
+    current_digest,
+    golden_lock,
+    write_golden,
+)
 
 __all__ = [
     "AccuracyDecision",
     "AnyScores",
+    "Based",
     "Comparison",
     "DataChange",
     "Golden",
+    "GoldenChanged",
     "GoldenNotAFile",
     "KeptScores",
     "LatencyBaseline",
@@ -64,15 +74,18 @@ __all__ = [
     "accuracy",
     "accuracy_decision",
     "add_latency_profile",
+    "check_confined",
     "check_owner",
     "check_reference",
     "claimed_by_another",
     "compare",
     "comparison_of",
     "conflict_message",
+    "current_digest",
     "data_change",
     "find_latency_baseline",
     "golden_conflicts",
+    "golden_lock",
     "golden_path",
     "latency_golden_file",
     "manifest_file_of",
@@ -93,4 +106,5 @@ __all__ = [
     "top_k",
     "unused_goldens",
     "write",
+    "write_golden",
 ]

@@ -11,7 +11,6 @@ that slows the model down is a regression, reported with what changed.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -21,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from .._files import atomic_write_bytes, file_lock
 from .._json_schema import validator
-from ..errors import GoldenError, OutputError
+from ..errors import GoldenError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
-from ..settings import Settings
-from ._store import SCHEMA_FILE, read_json
+from ..settings import Settings, shown_path
+from ._store import SCHEMA_FILE, read_document
+from ._writer import Based, golden_lock, replace_locked
 
 FORMAT = 1
 """The latency golden's format."""
@@ -100,9 +99,17 @@ def _blocks(raw: Mapping[str, Any], where: str) -> None:
 def read_golden(path: Path) -> dict[str, Any] | None:
     """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
     is not a latency golden."""
-    data = read_json(path, "latency golden")
-    if data is None:
+    found = read_golden_document(path)
+    return None if found is None else found[0]
+
+
+def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
+    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares:
+    ``_writer.Based``)."""
+    found = read_document(path, "latency golden", None)
+    if found is None:
         return None
+    data, digest = found
     try:
         if (
             not isinstance(data, dict)
@@ -121,11 +128,13 @@ def read_golden(path: Path) -> dict[str, Any] | None:
             if "profile" in entry:
                 _check_profile(entry["profile"], f"batch {batch} profile")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GoldenError(
+        error = GoldenError(
             f"{path}: not a valid latency golden ({type(exc).__name__}: {exc}); fix it or "
             "record it again with --mlrepro-update"
-        ) from None
-    return data
+        )
+        error.digest = digest
+        raise error from None
+    return data, digest
 
 
 @functools.cache
@@ -225,12 +234,6 @@ def dumps(data: dict[str, Any]) -> str:
     return _SAMPLE_LIST.sub(lambda m: m[1] + json.dumps(json.loads(m[2])), text) + "\n"
 
 
-def _lock_path(settings: Settings, path: Path) -> Path:
-    # Next to the cache, not in golden/: a lock file must never end up committed.
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return settings.cache_dir / "locks" / f"latency-{digest}.lock"
-
-
 def record(
     settings: Settings,
     manifest: Manifest,
@@ -243,29 +246,28 @@ def record(
     other key's file, stay as they are. Read-modify-write under a lock between processes, the
     file replaced atomically."""
     path = golden_file(settings, manifest, key)
-    lock = _lock_path(settings, path)
-    try:
-        # The lock is in the cache, a shared place: confined like its model files (no link
-        # followed, nothing created through a planted name).
-        with file_lock(lock, inside=settings.cache_dir):
-            try:
-                data = read_golden(path)
-            except GoldenError:
-                data = None  # only --mlrepro-update gets here: it replaces a broken file
-            if data is None:
-                data = {"format": FORMAT, "kind": "latency", "batches": {}}
-            data.update(
-                name=manifest.name,
-                key=key.fields,
-                slug=key.slug,
-                environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
-            )
-            data["batches"][str(batch)] = entry
-            atomic_write_bytes(
-                path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
-            )
-    except OSError as exc:  # the body raises GoldenError / OutputError: this is the lock's
-        raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
+    # Read-modify-write under the golden's lock, written the one way (goldens/_writer.py): the
+    # read is inside the lock, so no other writer's entry is lost.
+    with golden_lock(settings, path, "latency golden"):
+        try:
+            found = read_golden_document(path)
+            based_on = Based(None if found is None else found[1])
+            data = None if found is None else found[0]
+        except GoldenError as exc:  # only --mlrepro-update gets here: it replaces a broken file
+            based_on, data = Based(exc.digest), None
+        if data is None:
+            data = {"format": FORMAT, "kind": "latency", "batches": {}}
+        data.update(
+            name=manifest.name,
+            key=key.fields,
+            slug=key.slug,
+            environment=environment({k: v for k, v in runner_info.items() if k != "device"}),
+        )
+        data["batches"][str(batch)] = entry
+        replace_locked(
+            path, dumps(data).encode("utf-8"), settings, based_on, what="latency golden",
+            rerun=f"pytest {shown_path(manifest.path, settings.root)} --mlrepro-update",
+        )  # fmt: skip
     return path
 
 
@@ -283,20 +285,19 @@ def add_profile(
     against) and has no profile yet. GoldenError when the golden changed meanwhile (nothing
     written); OutputError when it cannot be written (the old file intact)."""
     path = golden_file(settings, manifest, key)
-    lock = _lock_path(settings, path)
-    try:
-        with file_lock(lock, inside=settings.cache_dir):
-            data = read_golden(path)
-            entry = None if data is None else data["batches"].get(str(batch))
-            if data is None or entry is None or entry != read or "profile" in entry:
-                raise GoldenError(
-                    f"{path}: changed since this run read it (another process wrote it); "
-                    "nothing added"
-                )
-            entry["profile"] = profile
-            atomic_write_bytes(
-                path, dumps(data).encode("utf-8"), what="latency golden", inside=settings.golden_dir
+    # The one writer (goldens/_writer.py): confined, locked, and based on what was read under
+    # the lock, which must still hold the entry the run judged against.
+    with golden_lock(settings, path, "latency golden"):
+        found = read_golden_document(path)
+        entry = None if found is None else found[0]["batches"].get(str(batch))
+        if found is None or entry is None or entry != read or "profile" in entry:
+            raise GoldenError(
+                f"{path}: changed since this run read it (another process wrote it); nothing added"
             )
-    except OSError as exc:
-        raise OutputError(f"{lock}: cannot lock the latency golden {path}: {exc}") from None
+        data, digest = found
+        entry["profile"] = profile
+        replace_locked(
+            path, dumps(data).encode("utf-8"), settings, Based(digest), what="latency golden",
+            rerun=f"pytest {shown_path(manifest.path, settings.root)} --mlrepro-enrich",
+        )  # fmt: skip
     return path

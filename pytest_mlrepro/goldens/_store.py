@@ -65,6 +65,7 @@ from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings, shown_path
 from ._metrics import Results, accuracy
+from ._writer import Based, write_golden
 
 FORMAT = 1
 MAX_BYTES = 256 * MIB
@@ -216,14 +217,31 @@ def _dump_probes(probes: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(parts) + "\n  }"
 
 
-def write(path: Path, golden: Golden, golden_dir: Path | None = None) -> None:
+def write(
+    path: Path,
+    golden: Golden,
+    golden_dir: Path | None = None,
+    *,
+    settings: Settings | None = None,
+    based_on: Based | None = None,
+    rerun: str = "",
+) -> None:
     """Replace the golden at ``path`` atomically (readers see the old file or the new one), first
     removing temporary files that killed writers left beside it. OutputError (old golden intact)
     if it cannot be written, or if ``path`` is a symlink, folder or FIFO, or a folder between
-    ``golden_dir`` and it is a symlink."""
+    ``golden_dir`` and it is a symlink.
+
+    With ``settings`` and ``based_on`` (what every writer of pytest-mlrepro passes), the write
+    goes the one way of :mod:`._writer`: the golden directory confined, the golden's lock held,
+    and refused (GoldenChanged, naming ``rerun``) when the file is no longer what ``based_on``
+    read. Without them (a library user's own script) only the atomic replacement is made."""
+    data = dumps(golden).encode("utf-8")
+    if settings is not None and based_on is not None:
+        write_golden(path, data, settings, based_on, rerun=rerun)
+        return
     if path.parent.is_dir() and not path.parent.is_symlink():
         remove_stale_temp_files(path)
-    atomic_write_bytes(path, dumps(golden).encode("utf-8"), what="golden", inside=golden_dir)
+    atomic_write_bytes(path, data, what="golden", inside=golden_dir)
 
 
 def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
@@ -245,12 +263,14 @@ def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) 
     syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
     folder between ``golden_dir`` and it is a symlink), larger than ``MAX_BYTES`` or nested
     deeper than ``MAX_DEPTH``. Shared by every kind of golden file."""
-    found = _read_document(path, what, golden_dir)
+    found = read_document(path, what, golden_dir)
     return None if found is None else found[0]
 
 
-def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
-    """:func:`read_json`'s document and the sha256 of the file's bytes."""
+def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
+    """:func:`read_json`'s document and the sha256 of the file's bytes (the digest a write
+    based on this read compares, :mod:`._writer`); a GoldenError for bytes that are no valid
+    JSON carries their ``digest`` too."""
     try:
         raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
@@ -267,25 +287,28 @@ def _read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any,
         raise GoldenError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
     if raw is None:
         return None
+    digest = hashlib.sha256(raw).hexdigest()
     try:
-        return parse_json(raw, MAX_DEPTH), hashlib.sha256(raw).hexdigest()
+        return parse_json(raw, MAX_DEPTH), digest
     except UnicodeDecodeError as exc:
-        raise GoldenError(f"{path}: cannot read the {what}: {exc}") from None
+        error = GoldenError(f"{path}: cannot read the {what}: {exc}")
     except json.JSONDecodeError as exc:
-        raise GoldenError(
+        error = GoldenError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix it or record "
             "it again with --mlrepro-update"
-        ) from None
+        )
     except (TooDeep, ValueError) as exc:
-        raise GoldenError(
+        error = GoldenError(
             f"{path}: not a valid {what} ({exc}); fix it or record it again with --mlrepro-update"
-        ) from None
+        )
+    error.digest = digest
+    raise error from None
 
 
 def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
     """The golden at ``path``, validated (:func:`validate`); None if there is none; GoldenError
     naming the file, the line where it can and the field if the file is not a valid golden."""
-    found = _read_document(path, "golden", golden_dir)
+    found = read_document(path, "golden", golden_dir)
     if found is None:
         return None
     data, digest = found
@@ -298,9 +321,11 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
         line = _line_of(path, exc.field, data)
         where = f"{path}:{line}" if line else str(path)
         field = render_field(exc.field)
-        raise GoldenError(
+        error = GoldenError(
             f"{where}: {field}: {exc.message}; fix it or record it again with --mlrepro-update"
-        ) from None
+        )
+        error.digest = digest
+        raise error from None
     for array in (golden.results.labels, golden.results.topk, golden.results.topk_scores):
         array.flags.writeable = False  # shared by every later read of these bytes
     _validated[digest] = golden

@@ -515,7 +515,13 @@ class Manifest:
 
     @property
     def pipeline(self) -> pipeline.Pipeline:
-        return pipeline.Pipeline(self.input.preprocess)
+        """The first input's pipeline; a registered step that breaks its contract is this
+        manifest's error at that step's line."""
+
+        def broken(index: int, op: str, message: str) -> Exception:
+            return self.error(("inputs", 0, "preprocess", index, op), message)
+
+        return pipeline.Pipeline(self.input.preprocess, broken)
 
     def error(self, path: KeyPath, message: str) -> ManifestError:
         """An error about field ``path`` of this manifest, with its file and line."""

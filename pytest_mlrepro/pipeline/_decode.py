@@ -59,10 +59,13 @@ class Decode(Protocol):
 # (checked by the header: no wider or signed samples get here).
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _CHANNEL = {"red": 0, "green": 1, "blue": 2}
+MAX_PAGES = 1024
+"""The most pages of a multi-page file decoded as bands (a hyperspectral image has a few
+hundred); a file with more is refused when the page after them is found."""
 MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 4 * 2
 """The most bytes a multi-band sample may decode to: what the largest image any mode accepts
 holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
-a TIFF's page count are checked against it before its pixels are read."""
+each page of a TIFF are checked against it before their pixels are read."""
 
 
 def _too_large(sample: str, what: str, size: int) -> SampleError:
@@ -135,27 +138,31 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
 
 def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
-    """Every page of the file (a TIFF may hold several), each page's bands in its order."""
-    from PIL import Image, ImageSequence
+    """Every page of the file (a TIFF may hold several), each page's bands in its order. Each
+    page is checked from its header before its pixels are decoded: its pixel count, its sample
+    format (32-bit and signed integers are refused as on the first page: never cast to 16 bits,
+    which would wrap them) and the bytes all pages decode to; at most :data:`MAX_PAGES` pages
+    (the pages are walked one by one: Pillow's page count reads every page's header first)."""
+    from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data)) as image:
             pages: list[np.ndarray] = []
-            count = int(getattr(image, "n_frames", 1))
-            first = 4 if image.mode == "F" else 2 if image.mode in _PIL_16 else 1
-            bands = len(image.getbands())
-            size = count * image.width * image.height * bands * first
-            if size > MAX_DECODED_BYTES:
-                raise _too_large(sample, f"{count} pages of {image.width}×{image.height}", size)
             decoded = 0
-            for page in ImageSequence.Iterator(image):
-                array = np.asarray(page)
-                if page.mode in _PIL_16:
+            while True:
+                decoded += _page_checked(image, sample, len(pages) + 1, decoded)
+                array = np.asarray(image)
+                if image.mode in _PIL_16:  # 16-bit unsigned (checked): exact in uint16
                     array = array.astype(np.uint16)
-                decoded += array.nbytes
-                if decoded > MAX_DECODED_BYTES:  # pages larger than the first one said
-                    raise _too_large(sample, f"{len(pages) + 1} pages so far", decoded)
                 pages.append(array[:, :, None] if array.ndim == 2 else array)
+                if len(pages) == MAX_PAGES and _has_next(image, MAX_PAGES):
+                    raise SampleError(
+                        sample,
+                        f"it has more than {MAX_PAGES} pages (pytest_mlrepro.pipeline._decode."
+                        "MAX_PAGES): refused before the pages after them are read",
+                    )
+                if not _has_next(image, len(pages)):
+                    break
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
         raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
     shapes = {p.shape[:2] for p in pages}
@@ -169,6 +176,40 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
     if len(dtypes) != 1:
         raise SampleError(sample, f"its pages differ in sample type ({sorted(map(str, dtypes))})")
     return _finite(_as_declared(np.concatenate(pages, axis=2), sample, step), sample)
+
+
+def _has_next(image: PIL.Image.Image, index: int) -> bool:
+    """Whether the file has a page after the ``index`` read so far; if so, the image is there."""
+    try:
+        image.seek(index)
+    except EOFError:
+        return False
+    return True
+
+
+def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) -> int:
+    """The bytes page ``page`` (the image's current one) decodes to, from its header; this
+    sample's error when its pixel count, its samples or the bytes of all pages so far pass
+    their limits."""
+    width, height = image.size
+    where = f"page {page}" if page > 1 else "its first page"
+    if width * height > MAX_IMAGE_PIXELS:
+        raise SampleError(
+            sample, f"{where}: " + too_many(f"{width}×{height} = {width * height} pixels")
+        )
+    wide = wide_samples(image)
+    if wide is not None and not (wide == "floating-point" and image.mode == "F"):
+        raise SampleError(
+            sample,
+            f"{where} has {wide} samples ({image.format} mode {image.mode}): only 8-bit and "
+            "16-bit unsigned integer (and 32-bit floating-point) bands are decoded; wider or "
+            "signed samples would wrap around, so convert the file with the range you mean",
+        )
+    depth = 4 if image.mode == "F" else 2 if image.mode in _PIL_16 else 1
+    size = width * height * len(image.getbands()) * depth
+    if decoded + size > MAX_DECODED_BYTES:
+        raise _too_large(sample, f"{page} pages so far, the last {width}×{height}", decoded + size)
+    return size
 
 
 def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
@@ -186,6 +227,37 @@ def _other_bands(sample: str, bands: int, dtype: np.dtype, step: Decode) -> Samp
         f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
         f"{step.channels} of {step.dtype} (decode.channels, decode.dtype)",
     )
+
+
+def wide_samples(image: PIL.Image.Image) -> str | None:
+    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
+    every backend reduces to 8 bits by the high byte), else None. Read from the header (of the
+    page the image is at: each page of a multi-page TIFF is checked so)."""
+    mode = image.mode
+    if mode == "F" or mode.startswith("F;"):
+        return "floating-point"
+    if mode.startswith("I;16"):
+        return "16-bit signed integer" if mode.endswith("S") else None
+    if mode == "I" or mode.startswith("I;32"):
+        # Pillow's mode "I" (int32) holds 16-bit PGM files as well as 32-bit TIFF ones.
+        bits, signed = 32, True
+        if image.format == "PPM":
+            bits, signed = 16, False  # maxval is at most 65535
+        elif image.format == "TIFF":
+            tags = getattr(image, "tag_v2", {})
+            bits = max(_ints(tags.get(258)) or [32])  # BitsPerSample
+            signed = any(kind != 1 for kind in _ints(tags.get(339)) or [1])  # SampleFormat
+        if bits > 16 or signed:
+            return f"{bits}-bit {'signed ' if signed else ''}integer"
+    return None
+
+
+def _ints(value: object) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [int(v) for v in value if isinstance(v, int)]
+    return []
 
 
 # --- OpenCV -------------------------------------------------------------------------------------

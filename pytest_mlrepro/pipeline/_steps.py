@@ -17,17 +17,19 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-from collections.abc import Sequence
+import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from .._schema import Invalid
-from ..errors import SampleError, Unavailable
+from .._schema import Invalid, unbuildable
+from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
 from ._decode import decode_mode, decode_npy
 from ._decode import too_many as _too_many
+from ._decode import wide_samples as _wide_samples
 
 if TYPE_CHECKING:
     import PIL.Image
@@ -110,11 +112,53 @@ class Step:
 STEPS: dict[str, type[Step]] = {}
 
 
+class StepRegistrationError(MlreproError):
+    """A preprocessing step that cannot be registered (names the class, the op and the field)."""
+
+
+def is_builtin(cls: type[Step]) -> bool:
+    """Whether ``cls`` is one of pytest-mlrepro's own steps (not a registered custom one)."""
+    return cls.__module__.split(".")[0] == __name__.split(".")[0]
+
+
 def register_step(cls: type[Step]) -> type[Step]:
-    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator)."""
+    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator).
+
+    StepRegistrationError when ``cls`` is no dataclass, when its op is a built-in step's (a
+    registration would silently replace it for every manifest), or when a field has a type the
+    manifest loader cannot build (a bare ``list``): said here, naming the field, rather than
+    when the first manifest using it loads."""
+    name = getattr(cls, "__name__", repr(cls))
     if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls.__name__} must be a dataclass")
-    STEPS[cls.op] = cls
+        raise StepRegistrationError(f"step {name} must be a dataclass")
+    op = getattr(cls, "op", None)
+    if not isinstance(op, str) or not op:
+        raise StepRegistrationError(f"step {name} must name its op (op = 'my_step')")
+    existing = STEPS.get(op)
+    if (
+        existing is not None
+        and existing is not cls
+        and is_builtin(existing)
+        and not is_builtin(cls)
+    ):
+        raise StepRegistrationError(
+            f"step {name} (op {op!r}): {op!r} is a built-in step; registering it would replace "
+            "the built-in for every manifest: give the step another op name"
+        )
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:
+        raise StepRegistrationError(
+            f"step {name} (op {op!r}): its field types cannot be resolved "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    for f in dataclasses.fields(cls):
+        why = unbuildable(hints.get(f.name, Any)) if f.init else None
+        if why is not None:
+            raise StepRegistrationError(
+                f"step {name} (op {op!r}): field {f.name!r}: {why}; a manifest could not give it"
+            )
+    STEPS[op] = cls
     return cls
 
 
@@ -335,36 +379,6 @@ def _declared_size(data: bytes) -> tuple[int, int] | None:
         except Exception:  # not this format after all: the next plugin may know it
             continue
     return None
-
-
-def _wide_samples(image: PIL.Image.Image) -> str | None:
-    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
-    every backend reduces to 8 bits by the high byte), else None. Read from the header."""
-    mode = image.mode
-    if mode == "F" or mode.startswith("F;"):
-        return "floating-point"
-    if mode.startswith("I;16"):
-        return "16-bit signed integer" if mode.endswith("S") else None
-    if mode == "I" or mode.startswith("I;32"):
-        # Pillow's mode "I" (int32) holds 16-bit PGM files as well as 32-bit TIFF ones.
-        bits, signed = 32, True
-        if image.format == "PPM":
-            bits, signed = 16, False  # maxval is at most 65535
-        elif image.format == "TIFF":
-            tags = getattr(image, "tag_v2", {})
-            bits = max(_ints(tags.get(258)) or [32])  # BitsPerSample
-            signed = any(kind != 1 for kind in _ints(tags.get(339)) or [1])  # SampleFormat
-        if bits > 16 or signed:
-            return f"{bits}-bit {'signed ' if signed else ''}integer"
-    return None
-
-
-def _ints(value: object) -> list[int]:
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [int(v) for v in value if isinstance(v, int)]
-    return []
 
 
 # --- colour order -------------------------------------------------------------------------------
@@ -827,18 +841,35 @@ class Layout(Step):
 # --- the pipeline -------------------------------------------------------------------------------
 
 
-class Pipeline:
-    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order."""
+StepBroken = Callable[[int, str, str], Exception]
+"""How a pipeline words a registered step that broke its contract: ``(index, op, message) ->``
+the exception to raise (a manifest's error at the step's line, ``Manifest.pipeline``)."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+
+def _broken(index: int, op: str, message: str) -> Exception:
+    return MlreproError(f"preprocessing step {index} ({op}): {message}")
+
+
+class Pipeline:
+    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order.
+
+    What a registered (custom) step's ``apply`` returns is checked against what its
+    ``transition`` declared: a :class:`Tensor` of a numpy array of the declared dtype, with the
+    declared channels on the declared layout's axis; anything else is ``broken(index, op,
+    message)``, raised before the next step sees it (never recorded into a golden)."""
+
+    def __init__(self, steps: Sequence[Step], broken: StepBroken = _broken) -> None:
         self.steps = list(steps)
         if not self.steps or not isinstance(self.steps[0], Decode):
             raise Invalid((0,), "the first preprocessing step must be 'decode'")
         self.decoder: Decode = self.steps[0]
+        self.broken = broken
+        self.states: list[State] = []  # each step's output, as its transition declared it
         self.final = self.validate()
 
     def validate(self) -> State:
         state = State()
+        self.states = []
         for index, step in enumerate(self.steps):
             if index > 0 and isinstance(step, Decode):
                 raise Invalid((index,), "'decode' can only be the first step")
@@ -852,7 +883,47 @@ class Pipeline:
                     f"{type(step).__name__}.transition() failed with {type(exc).__name__}: "
                     f"{exc} (it should raise pytest_mlrepro.Invalid naming the problem)",
                 ) from None
+            self.states.append(state)
         return state
+
+    def _checked(self, index: int, t: object) -> Tensor:
+        """``t``, what step ``index`` returned, when it keeps the step's declared contract (only
+        registered steps are checked: the built-in ones are tested)."""
+        step = self.steps[index]
+        if isinstance(t, Tensor) and is_builtin(type(step)):
+            return t
+        declared = self.states[index]
+        name = f"registered step {step.op!r} ({type(step).__name__}.apply)"
+        if not isinstance(t, Tensor):
+            shown = repr(t) if len(repr(t)) <= 40 else type(t).__name__
+            raise self.broken(
+                index, step.op, f"{name} returned {shown}, not a pytest_mlrepro.Tensor"
+            )
+        array = t.array
+        if not isinstance(array, np.ndarray):
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned a Tensor of a {type(array).__name__}, not of a numpy array",
+            )
+        if array.dtype != np.dtype(declared.dtype):
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned {array.dtype} samples, its transition() declared "
+                f"{declared.dtype}: cast them, or declare what it returns",
+            )
+        axis = 0 if declared.layout == "CHW" else 2
+        channels = array.shape[axis] if array.ndim == 3 else (1 if array.ndim == 2 else None)
+        if channels != declared.channels:
+            shape = "×".join(map(str, array.shape))
+            raise self.broken(
+                index,
+                step.op,
+                f"{name} returned a {shape} array, its transition() declared "
+                f"{declared.channels} channel(s) in layout {declared.layout}",
+            )
+        return t
 
     def __call__(self, data: bytes, sample: str) -> np.ndarray:
         return self.run(self.decode(data, sample), 1, len(self.steps), sample).array
@@ -878,6 +949,7 @@ class Pipeline:
                 raise
             except Exception as exc:  # a step failing on one sample names that sample
                 raise SampleError(sample, f"{step.op} failed: {exc}") from exc
+            t = self._checked(index, t)
             if t.array.size == 0:  # no pixels left: never passed on as a (black) image
                 raise SampleError(
                     sample,
@@ -890,7 +962,7 @@ class Pipeline:
         """The output after every step, for diagnosis."""
         t = self.decoder.decode(data, sample)
         out = [(self.decoder.op, t.array)]
-        for step in self.steps[1:]:
-            t = step.apply(t)
+        for index, step in enumerate(self.steps[1:], start=1):
+            t = self._checked(index, step.apply(t))
             out.append((step.op, t.array))
         return out

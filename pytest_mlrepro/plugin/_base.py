@@ -25,7 +25,7 @@ from ..data import MAX_SHARDS, Shard
 from ..errors import OutputError
 from ..evaluation import PreprocessingShare
 from ..results import Row
-from ..settings import Settings, mirrors_from_env
+from ..settings import Settings, golden_dir_escape, mirrors_from_env
 from ._options import INI_KEYS
 
 if TYPE_CHECKING:
@@ -378,24 +378,18 @@ def golden_dir_given(config: pytest.Config) -> Path:
     return config.rootpath / str(config.getini("mlrepro_golden_dir"))
 
 
-def check_golden_dir(config: pytest.Config) -> None:
+def check_golden_dir(config: pytest.Config, option: str) -> None:
     """A usage error when the golden directory is inside the project as given but a symlink
-    (it, or a folder above it) takes it outside the project and every allowed root: an update
-    would write goldens into whatever folder the link names. A directory given outside the
-    project on purpose (an absolute --mlrepro-golden-dir) is the user's choice."""
-    settings = config.stash[settings_key]
-    given = Path(os.path.normpath(golden_dir_given(config).absolute()))
-    resolved = settings.golden_dir
-    roots = (settings.root, *settings.allowed_roots)
-    if not given.is_relative_to(config.rootpath) or any(
-        resolved.is_relative_to(root) for root in roots
-    ):
+    (it, or a folder above it) takes it outside the project and every allowed root: ``option``
+    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names.
+    A directory given outside the project on purpose (an absolute --mlrepro-golden-dir) is the
+    user's choice. (The golden writer refuses it too: goldens/_writer.py.)"""
+    escape = golden_dir_escape(config.stash[settings_key])
+    if escape is None:
         return
     raise pytest.UsageError(
-        f"the golden directory {given} leads (through a symbolic link) to {resolved}, outside "
-        f"the project ({settings.root}): --mlrepro-update would write goldens there. Make it a "
-        "real folder inside the project, or allow the target with the ini key "
-        "mlrepro_allowed_roots. Nothing was run."
+        f"{escape}: {option} would write goldens there. Make it a real folder inside the "
+        "project, or allow the target with the ini key mlrepro_allowed_roots. Nothing was run."
     )
 
 
@@ -429,8 +423,10 @@ def check_outputs(config: pytest.Config) -> None:
         if target is not None:
             checks.append((target.parent, what))
     if options(config).update:
-        check_golden_dir(config)
+        check_golden_dir(config, "--mlrepro-update")
         checks.append((config.stash[settings_key].golden_dir, "goldens (--mlrepro-update)"))
+    elif options(config).enrich:
+        check_golden_dir(config, "--mlrepro-enrich")
     for folder, what in checks:
         try:
             check_writable_folder(folder, what)

@@ -26,7 +26,16 @@ def write_results_file(
     if path is None:
         return
     config = session.config
-    given = {"name": machine_name(config), "environment": environment()}
+    late: str | None = None
+    try:
+        found = environment()
+    except Exception as exc:  # the results come first: an environment read must not cost them
+        found = {}
+        late = (
+            f"the environment could not be read for the results file {path} "
+            f"({type(exc).__name__}: {exc}); the file was written without it"
+        )
+    given = {"name": machine_name(config), "environment": found}
     document = {"format": FORMAT, "machine": given, "created": created_now()}
     if one_time:
         document["one_time"] = one_time
@@ -37,6 +46,8 @@ def write_results_file(
         atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
     except OutputError as exc:
         report_output_error(session, str(exc))
+    if late is not None:
+        report_output_error(session, late)
 
 
 def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:

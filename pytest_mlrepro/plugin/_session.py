@@ -37,6 +37,7 @@ from ._base import (
     options,
     options_key,
     read_options,
+    report_output_error,
     settings_from,
     settings_key,
     state_of,
@@ -300,14 +301,21 @@ class MlreproSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
-        files: the benchmark file, the results file and the HTML report (on the controller
+        files: the results file, the benchmark file and the HTML report (on the controller
         only)."""
         share_audit(session, self.state.audit)
         if self.is_worker:
             return
         self._finish_shards(session)
-        write_benchmark_file(session, self.state.latency)
+        # The results file first: whatever fails after it (the benchmark file, the page) is said
+        # in one line and costs nothing written before.
         write_results_file(session, self.state.results, self.state.one_time)
+        try:
+            write_benchmark_file(session, self.state.latency)
+        except Exception as exc:  # said, not a traceback at exit
+            report_output_error(
+                session, f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
+            )
         write_html_report(session, self.state)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

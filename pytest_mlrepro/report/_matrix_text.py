@@ -327,11 +327,41 @@ _CELL_COLUMNS = tuple(c for c in CSV_COLUMNS if c in {f.name for f in dataclasse
 same in each of its results' lines."""
 
 
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet evaluates a text cell by (OWASP, "CSV Injection"): a cell starting with one
+of them is written with a single quote before it."""
+
+
+def inert_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: a string starting with a formula's lead character
+    gets a leading single quote (OWASP's recommendation: ``=HYPERLINK(…)`` is shown, not
+    followed; ``+cmd|…`` is not run). Numbers are numbers: a negative one stays as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
+    return value
+
+
+class _InertWriter:
+    """``csv.DictWriter`` whose every text cell is :func:`inert_cell`. A row with a carriage
+    return in a cell is written with every cell quoted: the csv module quotes only the line
+    terminator's characters (``\n``), and a bare CR would end the row in a reader."""
+
+    def __init__(self, out: io.StringIO) -> None:
+        self.writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+        self.quoted = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n", quoting=csv.QUOTE_ALL)
+        self.writer.writeheader()
+
+    def writerow(self, row: dict[str, object]) -> None:
+        cells = {k: inert_cell(v) for k, v in row.items()}
+        carriage = any(isinstance(v, str) and "\r" in v for v in cells.values())
+        (self.quoted if carriage else self.writer).writerow(cells)
+
+
 def csv_text(matrix: Matrix) -> str:
-    """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent)."""
+    """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent; text that
+    a spreadsheet would evaluate neutralised, :func:`inert_cell`)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    writer = _InertWriter(out)
 
     def plain(value: object) -> object:
         return "" if value is None else value

@@ -20,12 +20,15 @@ from ._fields import (
 )
 from ._format import (
     BEYOND_SCHEMA,
+    MAX_ROWS,
+    MAX_TOTAL_BYTES,
     Part,
     ResultsFileError,
     created_now,
     derived_status,
     json_path,
     load_results,
+    load_results_files,
     shard_verdict,
     validate_results,
 )
@@ -67,6 +70,8 @@ __all__ = [
     "FORMAT",
     "FORMATS",
     "LISTED",
+    "MAX_ROWS",
+    "MAX_TOTAL_BYTES",
     "ChangedSample",
     "ChangedSamples",
     "Diagnosis",
@@ -93,6 +98,7 @@ __all__ = [
     "differences",
     "json_path",
     "load_results",
+    "load_results_files",
     "manifest_identity",
     "merge_shards",
     "metrics",

@@ -11,10 +11,12 @@ of a ``KeyError`` deep inside a merge.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,10 +44,22 @@ from ._record import (
     results_schema,
     row_of,
 )
+from ._record import (
+    MAX_ROWS as RECORD_MAX_ROWS,
+)
 
 MAX_BYTES = 256 * MIB
 """The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
 per-sample results. A larger file is refused unread (``mlrepro merge`` exits 2)."""
+MAX_ROWS = RECORD_MAX_ROWS
+"""The most rows a results file holds, and the most that ``mlrepro merge`` and ``mlrepro
+history`` read from all their files together (a run writes one row per item: 10,000 are a
+thousand manifests on ten devices). More are refused before the file is parsed (its rows counted
+by their ``"nodeid":`` keys), not after minutes and gigabytes of parsing and validating
+(validating a row takes about a millisecond: 10,000 take seconds)."""
+MAX_TOTAL_BYTES = 1 << 30
+"""The most bytes ``mlrepro merge`` and ``mlrepro history`` read from all their files together
+(1 GiB: four of the largest single files)."""
 MAX_DEPTH = 64
 """The deepest nesting of a results file (those this version writes nest fewer than 10 levels)."""
 
@@ -337,13 +351,56 @@ def validate_results(document: Any, source: str = "results") -> Document:
     )
 
 
-def load_results(path: Path | str) -> Document:
+def _too_many_rows(path: Path, counted: int, left: int, limit: int = MAX_ROWS) -> str:
+    allowed = (
+        f"the limit of {limit} rows"
+        if left == limit
+        else f"the {left} rows left of the limit of {limit} for all files read together"
+    )
+    return (
+        f'{path}: not read: it holds {counted} rows (counted by their "nodeid" keys), more than '
+        f"{allowed} (pytest_mlrepro.results.MAX_ROWS); refused before it is parsed. Merge fewer "
+        "files, or split the run's items over several results files"
+    )
+
+
+def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS) -> list[Document]:
+    """:func:`load_results` of each of ``paths``, at most ``max_rows`` rows and
+    :data:`MAX_TOTAL_BYTES` bytes in all (``mlrepro merge``, ``mlrepro history``): the file that
+    would pass either is refused (a ResultsFileError naming it) before it is parsed."""
+    size = 0
+    for given in paths:  # every size first: nothing is read when they are too many bytes
+        path = Path(given)
+        with contextlib.suppress(OSError):  # load_results says what is wrong with the file
+            own = os.stat(path).st_size
+            size += own if own <= MAX_BYTES else 0  # (a file over its own limit: said so)
+            if size > MAX_TOTAL_BYTES:
+                raise ResultsFileError(
+                    f"{path}: not read: the files named up to it hold {size} bytes, more than "
+                    f"the limit of {MAX_TOTAL_BYTES} for all files read together "
+                    "(pytest_mlrepro.results.MAX_TOTAL_BYTES); nothing was read. Merge fewer "
+                    "files"
+                )
+    documents: list[Document] = []
+    rows = 0
+    for given in paths:
+        document = load_results(Path(given), rows_left=max_rows - rows, max_rows=max_rows)
+        rows += len(document.results)
+        documents.append(document)
+    return documents
+
+
+def load_results(
+    path: Path | str, *, rows_left: int = MAX_ROWS, max_rows: int = MAX_ROWS
+) -> Document:
     """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote).
 
     These files are other jobs' artifacts: the one bounded reader refuses a FIFO or a device
     (a link to ``/dev/zero``) without blocking, and a file over ``MAX_BYTES`` unread; the parse
-    refuses nesting deeper than ``MAX_DEPTH``. Every failure is a ResultsFileError naming the
-    file."""
+    refuses nesting deeper than ``MAX_DEPTH``, and a file of more than ``rows_left`` rows
+    (of ``max_rows`` for all files read together: :data:`MAX_ROWS`) is refused before it is
+    parsed. Every failure is a ResultsFileError
+    naming the file."""
     path = Path(path)
     try:
         raw = read_bounded(path, MAX_BYTES, follow_symlinks=True)
@@ -355,6 +412,11 @@ def load_results(path: Path | str) -> Document:
         ) from None
     if raw is None:
         raise ResultsFileError(f"{path}: cannot read the results file: No such file or directory")
+    # Every row has one "nodeid" key: their count bounds the rows (a sample id or a score_diff
+    # key spelt "nodeid" can only make it larger), without parsing the file.
+    counted = raw.count(b'"nodeid":') + raw.count(b'"nodeid" :')
+    if counted > rows_left:
+        raise ResultsFileError(_too_many_rows(path, counted, rows_left, max_rows))
     try:
         document = parse_json(raw, MAX_DEPTH, allow_nan=False)
     except UnicodeDecodeError as exc:
@@ -377,4 +439,7 @@ def load_results(path: Path | str) -> Document:
         raise ResultsFileError(
             f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"
         ) from None
+    rows = document.get("results") if isinstance(document, dict) else None
+    if isinstance(rows, list) and len(rows) > rows_left:  # keys spelt otherwise ("nodeid"  :)
+        raise ResultsFileError(_too_many_rows(path, len(rows), rows_left, max_rows))
     return replace(validate_results(document, str(path)), path=path)

@@ -31,6 +31,8 @@ FORMATS = (2,)
 MAX_CLASS = (1 << 31) - 1
 """The largest class index (and label) read: a model's classes are counted in int32 anywhere, so
 a class index of 10**30 is a field error, not an ``OverflowError`` in the array that holds it."""
+MAX_ROWS = 10_000
+"""The most rows a results file holds (``_format.MAX_ROWS`` says why)."""
 MAX_WHOLE = (1 << 53) - 1
 """The largest other whole number read (a count): exact as a JSON number anywhere."""
 SHA256 = {"pattern": "^[0-9a-f]{64}$", "description": "a sha256 in 64 lower-case hex digits"}
@@ -265,25 +267,27 @@ class Row:
     hardware_key: dict[str, Any] | None = None
     hardware_slug: str | None = None
     samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
-    top1: float | None = None
-    top5: float | None = None
-    agreement: float | None = None
-    max_score_diff: float | None = None
+    top1: float | None = _optional("top-1 accuracy in percent", minimum=0, maximum=100)
+    top5: float | None = _optional("top-5 accuracy in percent", minimum=0, maximum=100)
+    agreement: float | None = _optional(
+        "the share of samples whose top-1 is the golden's", minimum=0, maximum=1
+    )
+    max_score_diff: float | None = _optional(minimum=0)
     verdict: str | None = None
     golden: str | None = None
     tolerances: Tolerances | None = None
     shard: Shard | None = None
     timing: Timing | None = None
     per_sample: PerSample | None = None
-    p50_ms: float | None = None
-    golden_p50_ms: float | None = None
-    ratio_to_golden: float | None = None
+    p50_ms: float | None = _optional(minimum=0)
+    golden_p50_ms: float | None = _optional(minimum=0)
+    ratio_to_golden: float | None = _optional(minimum=0)
     decided_by: str | None = None
     stale_golden: StaleGolden | None = None
     operators: Operators | None = None
     manifest_content: dict[str, Any] | None = None
-    golden_top1: float | None = None
-    golden_top5: float | None = None
+    golden_top1: float | None = _optional("the golden's top-1 in percent", minimum=0, maximum=100)
+    golden_top5: float | None = _optional("the golden's top-5 in percent", minimum=0, maximum=100)
     top5_changed: int | None = _listed(
         "top-5 changed",
         "accuracy rows compared with a golden: the samples whose top-5 classes, in order, are "
@@ -343,7 +347,7 @@ class Document:
     format: int = field(metadata=_says(enum=list(FORMATS)))
     machine: Machine
     shard: Shard | None
-    results: tuple[Row, ...]
+    results: tuple[Row, ...] = field(metadata=_says(maxItems=MAX_ROWS))
     created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
     one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
     path: Path | None = field(default=None, metadata={"internal": True})

@@ -100,7 +100,13 @@ def test_the_schema_is_valid_json_schema_for_the_format_written() -> None:
     row = schema["$defs"]["Row"]
     assert row["required"] == ["nodeid", "outcome"]
     # An optional field may be absent or null; a field of the core's types is typed whole.
-    assert row["properties"]["top1"] == {"type": ["number", "null"]}
+    # Bounded by what a run can produce (issue 45): a percentage.
+    assert row["properties"]["top1"] == {
+        "type": ["number", "null"],
+        "minimum": 0,
+        "maximum": 100,
+        "description": "top-1 accuracy in percent",
+    }
     assert schema["$defs"]["Tolerances"]["required"] == ["top1", "top5", "agreement", "score"]
 
 
