@@ -3,7 +3,7 @@ pytest-benchmark's JSON format."""
 
 from __future__ import annotations
 
-from ._benchjson import document
+from ._benchjson import document, head_commit
 from ._decisions import (
     STALE_RATIO,
     DecisionFacts,
@@ -25,6 +25,7 @@ __all__ = [
     "LatencyRequest",
     "document",
     "golden_outpaced",
+    "head_commit",
     "latency_decision",
     "latency_golden_stale",
     "run_latency",

@@ -10,6 +10,7 @@ registered. The state the hooks build is in ``config.stash`` (:class:`~._base.Ru
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
+from ._tracking import read_tracking, track_session, tracking_uri
 from ._xdist_lock import session_lock, use_lock
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = read_options(config)
     check_outputs(config)
     check_html_target(config)
+    read_tracking(config)
     session_of(config)
 
 
@@ -300,15 +303,23 @@ class MlreproSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
-        files: the benchmark file, the results file and the HTML report (on the controller
-        only)."""
+        files: the benchmark file, the results file and the HTML report, and both logged to
+        the tracking store when one is asked for (on the controller only)."""
         share_audit(session, self.state.audit)
         if self.is_worker:
             return
         self._finish_shards(session)
         write_benchmark_file(session, self.state.latency)
-        write_results_file(session, self.state.results, self.state.one_time)
-        write_html_report(session, self.state)
+        uri = tracking_uri(session.config)
+        results = write_results_file(
+            session, self.state.results, self.state.one_time, needed=uri is not None
+        )
+        if uri is None or results is None:
+            write_html_report(session, self.state)
+            return
+        with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:
+            page = write_html_report(session, self.state, fallback=Path(folder) / "report.html")
+            track_session(session, uri, results, page)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)

@@ -1,0 +1,147 @@
+"""Results in a tracking store (issue 42; docs/tracking.md): ``--mlrepro-track`` logs a session
+to MLflow, read back here through MLflow's own client, never through the plugin's code. These
+use the embedded SQLite store in the test's own folder (no server: tests/integration/
+test_tracking_server.py runs against a real one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import CHILD_TIMEOUT_S, Project
+
+mlflow = pytest.importorskip("mlflow", reason="the track extra (MLflow) is not installed")
+
+ITEM = "manifests/tiny_onnx.yaml::accuracy[cpu]"
+
+
+@pytest.fixture(autouse=True)
+def _no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No usage data from the tests, and no tracking URI or experiment of the host's."""
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def tiny(serial_project: Project) -> Project:
+    return serial_project.make(
+        {"tiny_onnx.yaml": serial_project.manifest("tiny_onnx")}, goldens=["tiny_onnx"]
+    )
+
+
+def runs_of(uri: str) -> tuple[Any, list[Any], list[Any]]:
+    """(client, session runs, item runs) of the experiment ``mlrepro`` at ``uri``."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("mlrepro")
+    assert experiment is not None, "no experiment 'mlrepro' in the store"
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    sessions = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    items = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return client, sessions, items
+
+
+def test_the_sqlite_default_holds_one_run_per_session_with_the_items_nested(tiny: Project) -> None:
+    result = tiny.run("--mlrepro-json", "results.json", "--mlrepro-track")
+    result.assert_outcomes(passed=1)
+    store = tiny.path / "mlflow.db"
+    assert store.is_file()  # MLflow's own default name, in the project root
+    result.stdout.fnmatch_lines([f"mlrepro: logged 1 item to MLflow at sqlite:///{store} (run *)"])
+    row = next(r for r in json.loads((tiny.path / "results.json").read_text())["results"])
+    client, sessions, items = runs_of(f"sqlite:///{store}")
+    (session,) = sessions
+    (item,) = items
+    assert session.info.status == item.info.status == "FINISHED"
+    assert item.data.tags["mlflow.parentRunId"] == session.info.run_id
+    assert item.info.run_name == ITEM
+    assert item.data.metrics["top1"] == row["top1"]
+    assert item.data.metrics["top5"] == row["top5"]
+    assert item.data.metrics["agreement"] == row["agreement"]
+    assert item.data.metrics["max_score_diff"] == row["max_score_diff"]
+    for phase, times in row["timing"]["phases"].items():
+        assert item.data.metrics[f"phase.{phase}.wall"] == times["wall"]
+    assert item.data.params["manifest_digest"] == row["manifest_digest"]
+    assert item.data.params["framework"] == "onnxruntime"
+    assert item.data.params["framework_version"] == row["framework_version"]
+    assert item.data.params["machine_key"] == row["hardware_slug"]
+    model = row["manifest_content"]["model"]["file"]["sha256"]
+    assert item.data.params["model_sha256"] == model
+    assert len(item.data.params["preprocessing_digest"]) == 64
+    assert item.data.tags["verdict"] == "pass" and item.data.tags["status"] == "passed"
+    # The results file and the page are the session run's artifacts; the file is the one written.
+    names = {a.path for a in client.list_artifacts(session.info.run_id)}
+    assert names == {"results.json", "report.html"}
+    local = Path(client.download_artifacts(session.info.run_id, "results.json", str(tiny.path)))
+    assert local.read_bytes() == (tiny.path / "results.json").read_bytes()
+    page = client.download_artifacts(session.info.run_id, "report.html", str(tiny.path))
+    assert "<html" in Path(page).read_text().lower()
+    assert session.data.tags["mlrepro.machine"] == session.data.params["machine"]
+    # A second session: a second run, with its own item.
+    tiny.run("--mlrepro-track").assert_outcomes(passed=1)
+    _, sessions, items = runs_of(f"sqlite:///{store}")
+    assert len(sessions) == 2 and len(items) == 2
+    assert {i.data.tags["mlflow.parentRunId"] for i in items} == {s.info.run_id for s in sessions}
+
+
+def test_the_uri_given_and_the_ini_key(tiny: Project, tmp_path: Path) -> None:
+    """A URI given wins over MLFLOW_TRACKING_URI and the ini key; the ini key alone tracks."""
+    elsewhere = tmp_path / "elsewhere.db"
+    tiny.run(f"--mlrepro-track=sqlite:///{elsewhere}").assert_outcomes(passed=1)
+    _, sessions, _ = runs_of(f"sqlite:///{elsewhere}")
+    assert len(sessions) == 1 and not (tiny.path / "mlflow.db").exists()
+    ini = tiny.path / "pytest.ini"
+    ini.write_text(ini.read_text() + f"mlrepro_track = sqlite:///{tiny.path / 'ini.db'}\n")
+    tiny.run().assert_outcomes(passed=1)
+    assert len(runs_of(f"sqlite:///{tiny.path / 'ini.db'}")[1]) == 1
+
+
+def test_a_session_without_tracking_imports_no_mlflow(tiny: Project) -> None:
+    (tiny.path / "conftest.py").write_text(
+        "import json, sys\n\n\n"
+        "def pytest_unconfigure(config):\n"
+        "    with open('modules.json', 'w') as fh:\n"
+        "        json.dump(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow'), fh)\n"
+    )
+    tiny.run("--mlrepro-json", "r.json", subprocess=True).assert_outcomes(passed=1)
+    assert json.loads((tiny.path / "modules.json").read_text()) == []
+    assert not (tiny.path / "mlflow.db").exists()
+
+
+def test_a_store_that_refuses_keeps_the_results_and_says_how_to_log_them(
+    tiny: Project, tmp_path: Path
+) -> None:
+    """The store cannot be written (its folder is a file): the verdict and exit status stand,
+    the results file is kept, and the command printed logs it; run twice, it logs it once."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    bad = f"sqlite:///{blocker}/store.db"
+    result = tiny.run(f"--mlrepro-track={bad}")
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    (line,) = [ln for ln in result.outlines if "could not log the results to MLflow" in ln]
+    kept = tiny.path / ".mlrepro" / "untracked"
+    (kept_file,) = kept.iterdir()
+    assert f"they are kept in .mlrepro/untracked/{kept_file.name}" in line
+    command = line.split("log them later with: ", 1)[1]
+    assert command == f"mlrepro track .mlrepro/untracked/{kept_file.name} --uri {bad}"
+    good = f"sqlite:///{tmp_path / 'later.db'}"
+    args = ["track", str(kept_file), "--uri", good]
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_mlrepro.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            cwd=tiny.path,
+            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+        )
+        assert done.returncode == 0, done.stderr
+    assert "already logged" in done.stdout
+    _, sessions, items = runs_of(good)
+    assert len(sessions) == 1 and len(items) == 1
+    assert sessions[0].data.tags["mlrepro.results_file"] == str(kept_file)
