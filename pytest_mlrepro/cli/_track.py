@@ -64,7 +64,8 @@ def track(args: argparse.Namespace) -> int:
             print(f"mlrepro track: {visible_lines(str(exc))}", file=sys.stderr)
             status = USAGE_ERROR
             continue
-        what = "already logged" if logged.already else f"logged {logged.items} items"
+        items = f"{logged.items} item{'s' * (logged.items != 1)}"
+        what = "already logged" if logged.already else f"logged {items}"
         print(visible_lines(f"{name}: {what} to {shown_uri(uri)} (run {logged.run_id})"))
     return status
 

@@ -10,6 +10,7 @@ the tag ``mlrepro.complete``: it is deleted and the file logged anew.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import time
@@ -45,6 +46,9 @@ REQUEST_LIMITS = {
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     # No usage data sent anywhere from the user's test run.
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    # Not "View run … at: URL" on stdout for each item (nor the request that reads the run
+    # back to say it).
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 REMOTE_WORKERS = 8
 """Items logged at once to a server (each a few requests); an embedded store takes one at a time
@@ -68,13 +72,19 @@ class Logged:
 
 @contextlib.contextmanager
 def bounded_requests() -> Iterator[None]:
-    """:data:`REQUEST_LIMITS` where the environment does not set them, for the block's time."""
+    """:data:`REQUEST_LIMITS` where the environment does not set them, and MLflow's own logger
+    quiet but for warnings (it says "View run … at: URL" for every run it ends), for the block's
+    time."""
     added = [name for name in REQUEST_LIMITS if name not in os.environ]
     for name in added:
         os.environ[name] = REQUEST_LIMITS[name]
+    logger = logging.getLogger("mlflow")
+    level = logger.level
+    logger.setLevel(max(logging.WARNING, level))
     try:
         yield
     finally:
+        logger.setLevel(level)
         for name in added:
             os.environ.pop(name, None)
 
