@@ -19,7 +19,7 @@ _free_port() {
 
 _pg_bin() {
     local found
-    found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
     if [ -z "$found" ] && command -v initdb >/dev/null 2>&1; then
         found=$(dirname "$(command -v initdb)")
     fi
@@ -62,7 +62,9 @@ start_tracking_server() {
     "${tracking_as[@]}" "$bin/createdb" -h 127.0.0.1 -p "$pg_port" -U mlflow mlflow
     export MLREPRO_TEST_MLFLOW_BACKEND="postgresql+psycopg2://mlflow@127.0.0.1:$pg_port/mlflow"
     port=$(_free_port)
-    MLFLOW_DISABLE_TELEMETRY=true mlflow server --host 127.0.0.1 --port "$port" --workers 2 \
+    # No job runner (its task queues start a dozen processes the tracking API does not need).
+    MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
+        mlflow server --host 127.0.0.1 --port "$port" --workers 2 \
         --backend-store-uri "$MLREPRO_TEST_MLFLOW_BACKEND" \
         --artifacts-destination "$tracking_dir/artifacts" \
         >"$tracking_dir/mlflow.log" 2>&1 &

@@ -61,7 +61,7 @@ from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
-from ._tracking import read_tracking, track_session, tracking_uri
+from ._tracking import read_tracking, track_session, tracking_lines, tracking_uri
 from ._xdist_lock import session_lock, use_lock
 
 if TYPE_CHECKING:
@@ -288,6 +288,8 @@ class MlreproSession:
             ),
             # pytest-repeat's option (absent without it): said once, where manifest items ran.
             ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
+            # What was logged to the tracking store, or could not be (--mlrepro-track).
+            ("mlrepro tracking", tracking_lines(config)),
             # Where each item's time went: under -v (the results file and the page keep it).
             (
                 "mlrepro phases",

@@ -70,7 +70,7 @@ def track_session(
             page=page,
         )
     except TrackingError as exc:
-        _say(session, _not_logged(session, uri, results, str(exc)), yellow=True)
+        _say(session, _not_logged(session, uri, results, str(exc)))
         return
     items = f"{logged.items} item{'s' * (logged.items != 1)}"
     what = "already logged" if logged.already else f"logged {items}"
@@ -111,10 +111,19 @@ def _not_logged(session: pytest.Session, uri: str, results: ResultsFile, reason:
     )
 
 
-def _say(session: pytest.Session, line: str, yellow: bool = False) -> None:
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+said_key = pytest.StashKey[list[str]]()
+
+
+def _say(session: pytest.Session, line: str) -> None:
+    """Kept for the terminal summary's section (under xdist the progress line is still open at
+    the session's end); printed at once without a terminal reporter."""
     text = f"mlrepro: {visible_lines(line)}"
-    if reporter is not None:
-        reporter.write_line(text, yellow=yellow)
-    else:
+    if session.config.pluginmanager.get_plugin("terminalreporter") is None:
         print(text)
+    else:
+        session.config.stash.setdefault(said_key, []).append(text)
+
+
+def tracking_lines(config: pytest.Config) -> list[str]:
+    """What the tracking said at the session's end (the terminal summary's section)."""
+    return config.stash.get(said_key, [])

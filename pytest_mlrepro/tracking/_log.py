@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,9 +73,8 @@ class Logged:
 
 @contextlib.contextmanager
 def bounded_requests() -> Iterator[None]:
-    """:data:`REQUEST_LIMITS` where the environment does not set them, and MLflow's own logger
-    quiet but for warnings (it says "View run … at: URL" for every run it ends), for the block's
-    time."""
+    """:data:`REQUEST_LIMITS` where the environment does not set them, MLflow's own logger quiet
+    but for warnings, and no Python warning raised, for the block's time."""
     added = [name for name in REQUEST_LIMITS if name not in os.environ]
     for name in added:
         os.environ[name] = REQUEST_LIMITS[name]
@@ -82,11 +82,43 @@ def bounded_requests() -> Iterator[None]:
     level = logger.level
     logger.setLevel(max(logging.WARNING, level))
     try:
-        yield
+        # MLflow's and SQLAlchemy's deprecation warnings are theirs: not the user's test run's
+        # (under -W error, one would make the logging fail).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
     finally:
         logger.setLevel(level)
         for name in added:
             os.environ.pop(name, None)
+
+
+@contextlib.contextmanager
+def sqlite_write_ahead(uri: str) -> Iterator[None]:
+    """For an SQLite store, the connections opened in the block in write-ahead-log mode with
+    ``synchronous=NORMAL``: a commit no longer waits for the disk to sync (MLflow commits once per
+    call, three calls per item), which made logging 100 items about three times faster on the
+    development machine. WAL is the database file's own setting from then on (what ``mlflow ui``
+    reads concurrently, too); NORMAL loses no committed run on a crash of the process, only, at
+    worst, the last commits on a power loss (the results file is written before)."""
+    if not uri.startswith("sqlite:"):
+        yield
+        return
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def write_ahead(connection: Any, _record: Any) -> None:
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+
+    event.listen(Engine, "connect", write_ahead)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "connect", write_ahead)
 
 
 def client(uri: str) -> Any:
@@ -133,7 +165,7 @@ def log_results(
     """Log the results file whose bytes are ``data`` (``document`` read from them) to ``uri``;
     TrackingError, naming the store, when it cannot be done."""
     try:
-        with bounded_requests():
+        with bounded_requests(), sqlite_write_ahead(uri):
             return _log(uri, data, document, file_name, page)
     except Exception as exc:
         raise failure(uri, exc) from None

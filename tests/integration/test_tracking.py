@@ -88,6 +88,27 @@ def test_the_sqlite_default_holds_one_run_per_session_with_the_items_nested(tiny
     assert {i.data.tags["mlflow.parentRunId"] for i in items} == {s.info.run_id for s in sessions}
 
 
+def test_under_xdist_the_controller_logs_one_run_with_every_workers_items(
+    serial_project: Project,
+) -> None:
+    project = serial_project.make(
+        {
+            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": serial_project.manifest("tiny_loose"),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    result = project.run("-n", "2", "--mlrepro-track", subprocess=True)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["mlrepro: logged 2 items to MLflow at sqlite:///*"])
+    _, sessions, items = runs_of(f"sqlite:///{project.path / 'mlflow.db'}")
+    assert len(sessions) == 1
+    assert sorted(i.info.run_name for i in items) == [
+        "manifests/tiny_loose.yaml::accuracy[cpu]",
+        "manifests/tiny_onnx.yaml::accuracy[cpu]",
+    ]
+
+
 def test_the_uri_given_and_the_ini_key(tiny: Project, tmp_path: Path) -> None:
     """A URI given wins over MLFLOW_TRACKING_URI and the ini key; the ini key alone tracks."""
     elsewhere = tmp_path / "elsewhere.db"

@@ -175,6 +175,7 @@ def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its workers in its process group, killed with it
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
     )
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 240
