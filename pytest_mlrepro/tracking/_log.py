@@ -78,6 +78,9 @@ def bounded_requests() -> Iterator[None]:
     added = [name for name in REQUEST_LIMITS if name not in os.environ]
     for name in added:
         os.environ[name] = REQUEST_LIMITS[name]
+    # Imported first: importing MLflow sets its logger's level (to INFO).
+    with contextlib.suppress(ImportError):
+        import mlflow  # noqa: F401
     logger = logging.getLogger("mlflow")
     level = logger.level
     logger.setLevel(max(logging.WARNING, level))
@@ -119,6 +122,14 @@ def sqlite_write_ahead(uri: str) -> Iterator[None]:
         yield
     finally:
         event.remove(Engine, "connect", write_ahead)
+        # The log written into the database file and emptied: MLflow's pooled connections stay
+        # open until the process ends, which leaves ``mlflow.db-wal`` beside it (empty, now).
+        if uri.startswith("sqlite:///"):
+            with (
+                contextlib.suppress(sqlite3.Error),
+                contextlib.closing(sqlite3.connect(uri[len("sqlite:///") :])) as database,
+            ):
+                database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def client(uri: str) -> Any:
