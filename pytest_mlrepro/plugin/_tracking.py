@@ -42,7 +42,8 @@ def read_tracking(config: pytest.Config) -> None:
     if given is None and ini.lower() in _OFF:
         config.stash[track_key] = None
         return
-    uri = chosen_uri(given or None, None if ini.lower() in _DEFAULT else ini, config.rootpath)
+    ini_uri = None if ini.lower() in (*_OFF, *_DEFAULT) else ini
+    uri = chosen_uri(given or None, ini_uri, config.rootpath)
     config.stash[track_key] = uri
     if not is_worker(config) and importlib.util.find_spec("mlflow") is None:
         raise pytest.UsageError(
