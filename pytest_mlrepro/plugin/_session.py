@@ -316,7 +316,8 @@ class MlreproSession:
         results = write_results_file(
             session, self.state.results, self.state.one_time, needed=uri is not None
         )
-        if uri is None or results is None:
+        if uri is None or results is None or not self.state.results:
+            # Tracked only where manifest items ran (not a --collect-only, nor a run of others).
             write_html_report(session, self.state)
             return
         with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:

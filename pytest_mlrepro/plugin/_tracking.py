@@ -44,6 +44,13 @@ def read_tracking(config: pytest.Config) -> None:
         return
     ini_uri = None if ini.lower() in (*_OFF, *_DEFAULT) else ini
     uri = chosen_uri(given or None, ini_uri, config.rootpath)
+    if not re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:", uri):
+        # `pytest --mlrepro-track manifests/` would otherwise take the path for the store.
+        raise pytest.UsageError(
+            f"--mlrepro-track {shown_uri(uri)!r}: not a tracking URI (sqlite:///PATH, "
+            "http://HOST:PORT, ...); the option's value is optional: give it after the paths, "
+            "or as --mlrepro-track=URI. Nothing was run."
+        )
     config.stash[track_key] = uri
     if not is_worker(config) and importlib.util.find_spec("mlflow") is None:
         raise pytest.UsageError(

@@ -121,6 +121,14 @@ def test_the_uri_given_and_the_ini_key(tiny: Project, tmp_path: Path) -> None:
     assert len(runs_of(f"sqlite:///{tiny.path / 'ini.db'}")[1]) == 1
 
 
+def test_a_path_taken_for_the_uri_is_a_usage_error(tiny: Project) -> None:
+    """``pytest --mlrepro-track manifests/``: argparse gives the path to the option."""
+    result = tiny.run("--mlrepro-track", "manifests/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mlrepro-track 'manifests/': not a tracking URI*"])
+    assert not (tiny.path / "mlflow.db").exists()
+
+
 def test_a_session_without_tracking_imports_no_mlflow(tiny: Project) -> None:
     (tiny.path / "conftest.py").write_text(
         "import json, sys\n\n\n"
