@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,31 @@ def test_the_uri_given_and_the_ini_key(tiny: Project, tmp_path: Path) -> None:
     ini.write_text(ini.read_text() + f"mlrepro_track = sqlite:///{tiny.path / 'ini.db'}\n")
     tiny.run().assert_outcomes(passed=1)
     assert len(runs_of(f"sqlite:///{tiny.path / 'ini.db'}")[1]) == 1
+
+
+def test_credentials_are_never_written_nor_shown(
+    tiny: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that is down, its URI with a user name and password, and MLflow's password
+    variable set: neither appears in the output, the results file or the command to log it."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "envsecret123")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    result = tiny.run(
+        "--mlrepro-json", "results.json", f"--mlrepro-track=http://alice:pw4321@127.0.0.1:{port}"
+    )
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    shown = "\n".join(result.outlines + result.errlines)
+    written = (tiny.path / "results.json").read_text()
+    for secret in ("pw4321", "alice", "envsecret123"):
+        assert secret not in shown and secret not in written
+    uri = f"http://127.0.0.1:{port}"
+    result.stdout.fnmatch_lines(
+        [f"*could not log the results to MLflow ({uri}: *: mlrepro track results.json --uri {uri}"]
+    )
 
 
 def test_a_path_taken_for_the_uri_is_a_usage_error(tiny: Project) -> None:
