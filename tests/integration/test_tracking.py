@@ -5,6 +5,7 @@ test_tracking_server.py runs against a real one)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -200,3 +201,30 @@ def test_a_store_that_refuses_keeps_the_results_and_says_how_to_log_them(
     _, sessions, items = runs_of(good)
     assert len(sessions) == 1 and len(items) == 1
     assert sessions[0].data.tags["mlrepro.results_file"] == str(kept_file)
+
+
+def test_a_run_cut_short_is_replaced_by_the_whole_file(tmp_path: Path) -> None:
+    """A session run of the file without ``mlrepro.complete`` (the store went away mid-way) is
+    deleted, and the file logged whole: one active run, with every item."""
+    old = Path(__file__).resolve().parents[1] / "data" / "old" / "results.json"
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("mlrepro")
+    digest = hashlib.sha256(old.read_bytes()).hexdigest()
+    partial = client.create_run(
+        experiment, tags={"mlrepro.kind": "session", "mlrepro.results_sha256": digest}
+    ).info.run_id
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_mlrepro.cli", "track", str(old), "--uri", uri],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+    )
+    assert done.returncode == 0, done.stderr
+    _, sessions, items = runs_of(uri)
+    (session,) = sessions
+    assert session.info.run_id != partial and session.data.tags["mlrepro.complete"] == "true"
+    assert client.get_run(partial).info.lifecycle_stage == "deleted"
+    assert len(items) == len(json.loads(old.read_text())["results"])
