@@ -18,6 +18,8 @@ import pytest
 from helpers import CHILD_TIMEOUT_S, Project
 
 mlflow = pytest.importorskip("mlflow", reason="the track extra (MLflow) is not installed")
+# MLflow's own SQLite store, opened here to read it back, warns of SQLAlchemy's deprecations.
+pytestmark = pytest.mark.filterwarnings("ignore:.*loader strategy is deprecated:DeprecationWarning")
 
 ITEM = "manifests/tiny_onnx.yaml::accuracy[cpu]"
 

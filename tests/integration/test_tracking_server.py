@@ -25,6 +25,8 @@ from helpers import CHILD_TIMEOUT_S, QUIET, Project
 from machines import write_cpuinfo
 
 mlflow = pytest.importorskip("mlflow", reason="the track extra (MLflow) is not installed")
+# MLflow's own SQLite store, opened here to read it back, warns of SQLAlchemy's deprecations.
+pytestmark = pytest.mark.filterwarnings("ignore:.*loader strategy is deprecated:DeprecationWarning")
 
 SERVER = os.environ.get("MLREPRO_TEST_MLFLOW_URI", "")
 BACKEND = os.environ.get("MLREPRO_TEST_MLFLOW_BACKEND", "")
