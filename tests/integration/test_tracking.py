@@ -211,7 +211,7 @@ def test_a_run_cut_short_is_replaced_by_the_whole_file(tmp_path: Path) -> None:
     old = Path(__file__).resolve().parents[1] / "data" / "old" / "results.json"
     uri = f"sqlite:///{tmp_path / 'store.db'}"
     client = mlflow.MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("mlrepro")
+    experiment = client.create_experiment("mlrepro", (tmp_path / "mlruns").as_uri())
     digest = hashlib.sha256(old.read_bytes()).hexdigest()
     partial = client.create_run(
         experiment, tags={"mlrepro.kind": "session", "mlrepro.results_sha256": digest}
