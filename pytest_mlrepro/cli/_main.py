@@ -1,5 +1,5 @@
 """``mlrepro``: the command-line front door to what the pytest items do (``init``, ``pitfalls``,
-``diagnose``, ``merge``, ``history``, ``schema``; their options: docs/cli.md, or
+``diagnose``, ``merge``, ``history``, ``track``, ``schema``; their options: docs/cli.md, or
 ``mlrepro COMMAND --help``).
 
 This module is argument handling only. Each command runs inside pytest's own configuration of
@@ -23,6 +23,8 @@ from ._init import add_parser as add_init
 from ._init import init
 from ._merge import add_parser as add_results_commands
 from ._merge import history, merge, schema
+from ._track import add_parser as add_track
+from ._track import track
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -205,6 +207,7 @@ def parser() -> argparse.ArgumentParser:
     )
     add_init(commands)
     add_results_commands(commands)
+    add_track(commands)
     return parser
 
 
@@ -219,10 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, passed: list[str]) -> int:
     if args.command == "init":  # writes the manifest that the other commands start from
         return init(args, passed)
-    if args.command in ("merge", "history"):  # read results files only: no pytest session
+    if args.command in ("merge", "history", "track"):  # results files only: no pytest session
         if passed:
             raise UsageError(f"{args.command}: unknown arguments: {' '.join(passed)}")
-        return merge(args) if args.command == "merge" else history(args)
+        return {"merge": merge, "history": history, "track": track}[args.command](args)
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     return run(handler, args, passed)
 

@@ -51,9 +51,15 @@ def _results_command(commands: Any, name: str, help: str, description: str, html
     ``--html``."""
     command = commands.add_parser(name, help=help, description=description)
     command.add_argument(
-        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
+        "results", nargs="*", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
     )
     command.add_argument("--html", metavar="PATH", help=html)
+    command.add_argument(
+        "--track",
+        metavar="URI",
+        help="read the results files from this MLflow tracking store instead (logged by "
+        "pytest --mlrepro-track or mlrepro track; docs/tracking.md)",
+    )
     return command
 
 
@@ -66,17 +72,27 @@ def add_parser(commands: Any) -> None:
         DESCRIPTION,
         "write the matrix as an HTML report (the report extra)",
     )
+    merge.add_argument(
+        "--night",
+        metavar="DATE",
+        help="with --track: the results files of this UTC day (YYYY-MM-DD)",
+    )
     merge.add_argument("--markdown", metavar="PATH", help="also write the Markdown to PATH")
     merge.add_argument("--csv", metavar="PATH", help="write the matrix as CSV to PATH")
     merge.add_argument(
         "--quiet", "-q", action="store_true", help="print only the verdict line, not the matrix"
     )
-    _results_command(
+    history = _results_command(
         commands,
         "history",
         "follow results files over many nights: trends and the first night outside tolerance",
         HISTORY_DESCRIPTION,
         "write the history as an HTML page (the report extra)",
+    )
+    history.add_argument(
+        "--since",
+        metavar="DATE",
+        help="with --track: the nights from this UTC day (YYYY-MM-DD) on",
     )
     # The JSON Schema of a file the plugin writes.
     schema = commands.add_parser(
@@ -120,7 +136,48 @@ def _files(args: argparse.Namespace) -> list[Document]:
         from ..report.html import require_libraries
 
         require_libraries(f"mlrepro {args.command} --html")
+    if args.track is not None:
+        return _tracked(args)
     return load_results_files([Path(path) for path in args.results])
+
+
+def _day(text: str | None, option: str) -> str | None:
+    from datetime import datetime
+
+    if text is None:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").strftime("%Y-%m-%d")
+    except ValueError:
+        raise MlreproError(f"{option} {text!r}: expected a UTC day, YYYY-MM-DD") from None
+
+
+def _tracked(args: argparse.Namespace) -> list[Document]:
+    """The results files logged to the store ``--track`` names: a merge's night, a history's
+    nights (from ``--since``)."""
+    from ..tracking import shown_uri, tracked_documents
+
+    night = _day(getattr(args, "night", None), "--night")
+    since = _day(getattr(args, "since", None), "--since")
+    documents = tracked_documents(args.track, night=night, since=since)
+    if not documents:
+        which = f" of the night {night}" if night else f" since {since}" if since else ""
+        raise MlreproError(f"no results{which} in the tracking store {shown_uri(args.track)}")
+    return documents
+
+
+def check_sources(args: argparse.Namespace) -> None:
+    """Results files or ``--track``, one of them; ``--night`` and ``--since`` only with
+    ``--track``; a merge from a store names its night."""
+    if args.track is not None and args.results:
+        raise MlreproError("give results files or --track URI, not both")
+    if args.track is None and not args.results:
+        raise MlreproError("no results: give results files, or --track URI")
+    for option in ("night", "since"):
+        if getattr(args, option, None) is not None and args.track is None:
+            raise MlreproError(f"--{option} reads a tracking store: give --track URI too")
+    if args.command == "merge" and args.track is not None and args.night is None:
+        raise MlreproError("merge --track reads one night: give --night YYYY-MM-DD")
 
 
 def _write_html(args: argparse.Namespace, view: Any, what: str) -> None:
@@ -136,6 +193,7 @@ def merge(args: argparse.Namespace) -> int:
     from ..report import csv_text, markdown
 
     try:
+        check_sources(args)
         matrix = build_matrix(_files(args))
         text = markdown(matrix)
         if args.html:
@@ -149,7 +207,7 @@ def merge(args: argparse.Namespace) -> int:
         for target, content, what in outputs:
             if target:
                 atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
-    # ResultsFileError, MatrixError, OutputError, ReportUnavailable
+    # ResultsFileError, MatrixError, OutputError, ReportUnavailable, TrackingError
     except MlreproError as exc:
         print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
@@ -165,12 +223,13 @@ def history(args: argparse.Namespace) -> int:
     from ..report import history_text
 
     try:
+        check_sources(args)
         built = build_history(_files(args))
         if args.html:
             from ..report.html import history_view
 
             _write_html(args, history_view(built, generated=_now()), "HTML history")
-    # ResultsFileError, HistoryError, OutputError, ReportUnavailable
+    # ResultsFileError, HistoryError, OutputError, ReportUnavailable, TrackingError
     except MlreproError as exc:
         print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
         return USAGE_ERROR

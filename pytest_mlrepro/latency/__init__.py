@@ -3,7 +3,7 @@ pytest-benchmark's JSON format."""
 
 from __future__ import annotations
 
-from ._benchjson import document
+from ._benchjson import document, head_commit
 from ._decisions import (
     STALE_RATIO,
     DecisionFacts,
@@ -46,6 +46,7 @@ __all__ = [
     "document",
     "findings_json",
     "golden_outpaced",
+    "head_commit",
     "latency_decision",
     "latency_golden_stale",
     "operator_findings",

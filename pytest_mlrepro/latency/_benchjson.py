@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -83,6 +84,12 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip()
+
+
+def head_commit(root: Path) -> str | None:
+    """The commit checked out in ``root`` (``git rev-parse HEAD``), None outside git."""
+    commit = _git(root, "rev-parse", "HEAD")
+    return commit if commit and re.fullmatch(r"[0-9a-f]{40,64}", commit) else None
 
 
 def commit_info(root: Path) -> dict[str, Any]:

@@ -125,21 +125,33 @@ def drift_row(report: pytest.TestReport) -> DriftSet | None:
 # --- the page at the end of the session ---------------------------------------------------------
 
 
-def write_html_report(session: pytest.Session, state: RunState) -> None:
-    """The report, when --mlrepro-html (or the ini key) asks for one (on the controller)."""
-    path = html_path(session.config)
+def write_html_report(
+    session: pytest.Session, state: RunState, fallback: Path | None = None
+) -> Path | None:
+    """The report, when --mlrepro-html (or the ini key) asks for one (on the controller), else
+    at ``fallback`` when given and the report's libraries are installed (a page for the tracking
+    store); returns the page written, None when none was."""
+    path = html_path(session.config) or fallback
     if path is None:
-        return
+        return None
+    if path == fallback:
+        try:
+            require_libraries()
+        except ReportUnavailable:
+            return None
 
     try:
         view = session_view(session.config, state)
         write_html(path, view, what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
+        return None
     except Exception as exc:  # a report that cannot be made is said, not a traceback at exit
         report_output_error(
             session, f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
         )
+        return None
+    return path
 
 
 def _sensitivity(

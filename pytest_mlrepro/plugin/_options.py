@@ -34,6 +34,9 @@ class Option:
     type: Any = None
     default: Any = None
     named: str = ""  # its name in ``config.option`` where it is not the flag's
+    # An option whose value may be left out (argparse's nargs="?"): ``const`` when it is.
+    optional_value: bool = False
+    const: Any = None
 
     @property
     def dest(self) -> str:
@@ -45,6 +48,8 @@ class Option:
         kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": action}
         if action != "store_true":  # a flag takes no value: no default, metavar nor type
             kwargs.update(default=self.default, metavar=self.metavar, type=self.type)
+        if self.optional_value:
+            kwargs.update(nargs="?", const=self.const)
         group.addoption(self.flag, **kwargs)
 
     @property
@@ -204,6 +209,16 @@ OPTIONS = (
         "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
         metavar="PATH",
     ),
+    Option(
+        "--mlrepro-track",
+        "log the session to an MLflow tracking store: URI, else MLFLOW_TRACKING_URI, else the "
+        "ini key mlrepro_track, else sqlite:///<rootdir>/mlflow.db (needs the track extra: "
+        "pip install 'pytest-mlrepro[track]'; docs/tracking.md). Give it after the paths, or "
+        "as --mlrepro-track=URI",
+        metavar="URI",
+        optional_value=True,
+        const="",
+    ),
 )
 
 INI_KEYS = (
@@ -275,6 +290,11 @@ INI_KEYS = (
     IniKey(
         "mlrepro_html",
         "write a self-contained HTML report of the session to this path (relative to the rootdir)",
+    ),
+    IniKey(
+        "mlrepro_track",
+        "log every session to an MLflow tracking store: its URI, or true for "
+        "MLFLOW_TRACKING_URI, else sqlite:///<rootdir>/mlflow.db (default: no tracking)",
     ),
 )
 

@@ -5,6 +5,8 @@ format (``--mlrepro-benchmark-json``). The HTML page is :mod:`._html`'s."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,19 +14,34 @@ import pytest
 from .._files import atomic_write_bytes
 from ..errors import OutputError
 from ..fingerprint import environment
-from ..latency import document
+from ..latency import document, head_commit
 from ..results import FORMAT, Document, Row, created_now, record, results_text
 from ._base import machine_name, options, output_path, report_output_error, results_path
 
 
+@dataclass(frozen=True)
+class ResultsFile:
+    """The results file of the session: its bytes, as a record, and where it was written (None:
+    not written, no --mlrepro-json, or it could not be)."""
+
+    data: bytes
+    document: Document
+    path: Path | None
+
+
 def write_results_file(
-    session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]] | None = None
-) -> None:
-    """The results file (format 2, docs/results.md), when --mlrepro-json asks for one;
-    ``one_time``: the costs the process paid once for all its items (none: left out)."""
+    session: pytest.Session,
+    rows: list[Row],
+    one_time: dict[str, dict[str, float]] | None = None,
+    *,
+    needed: bool = False,
+) -> ResultsFile | None:
+    """The results file (format 2, docs/results.md), written when --mlrepro-json asks for one;
+    made without it too when ``needed`` (a tracking store logs it); ``one_time``: the costs the
+    process paid once for all its items (none: left out)."""
     path = results_path(session.config)
-    if path is None:
-        return
+    if path is None and not needed:
+        return None
     config = session.config
     late: str | None = None
     try:
@@ -36,18 +53,23 @@ def write_results_file(
             f"({type(exc).__name__}: {exc}); the file was written without it"
         )
     given = {"name": machine_name(config), "environment": found}
-    document = {"format": FORMAT, "machine": given, "created": created_now()}
+    document: dict[str, Any] = {"format": FORMAT, "machine": given, "created": created_now()}
     if one_time:
         document["one_time"] = one_time
-    text = results_text(
-        record(Document, document, shard=options(config).shard, results=tuple(rows))
-    )
-    try:
-        atomic_write_bytes(path, (text + "\n").encode(), what="results file (--mlrepro-json)")
-    except OutputError as exc:
-        report_output_error(session, str(exc))
+    commit = head_commit(config.rootpath)
+    if commit is not None:
+        document["commit"] = commit
+    made = record(Document, document, shard=options(config).shard, results=tuple(rows))
+    data = (results_text(made) + "\n").encode()
+    if path is not None:
+        try:
+            atomic_write_bytes(path, data, what="results file (--mlrepro-json)")
+        except OutputError as exc:
+            report_output_error(session, str(exc))
+            path = None
     if late is not None:
         report_output_error(session, late)
+    return ResultsFile(data, made, path)
 
 
 def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:

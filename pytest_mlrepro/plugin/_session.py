@@ -10,6 +10,7 @@ registered. The state the hooks build is in ``config.stash`` (:class:`~._base.Ru
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ from ._reporters import tell_allure
 from ._rows import latency_row, reference_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
+from ._tracking import read_tracking, track_session, tracking_lines, tracking_uri
 from ._xdist_lock import session_lock, use_lock
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = read_options(config)
     check_outputs(config)
     check_html_target(config)
+    read_tracking(config)
     session_of(config)
 
 
@@ -286,6 +289,8 @@ class MlreproSession:
             ),
             # pytest-repeat's option (absent without it): said once, where manifest items ran.
             ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
+            # What was logged to the tracking store, or could not be (--mlrepro-track).
+            ("mlrepro tracking", tracking_lines(config)),
             # Where each item's time went: under -v (the results file and the page keep it).
             (
                 "mlrepro phases",
@@ -301,22 +306,31 @@ class MlreproSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
-        files: the results file, the benchmark file and the HTML report (on the controller
-        only)."""
+        files: the results file first, the benchmark file and the HTML report, and both logged to
+        the tracking store when one is asked for (on the controller only)."""
         share_audit(session, self.state.audit)
         if self.is_worker:
             return
         self._finish_shards(session)
-        # The results file first: whatever fails after it (the benchmark file, the page) is said
-        # in one line and costs nothing written before.
-        write_results_file(session, self.state.results, self.state.one_time)
+        # The results file first: whatever fails after it (the benchmark file, the page, the
+        # tracking store) is said in one line and costs nothing written before.
+        uri = tracking_uri(session.config)
+        results = write_results_file(
+            session, self.state.results, self.state.one_time, needed=uri is not None
+        )
         try:
             write_benchmark_file(session, self.state.latency)
         except Exception as exc:  # said, not a traceback at exit
             report_output_error(
                 session, f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
             )
-        write_html_report(session, self.state)
+        if uri is None or results is None or not self.state.results:
+            # Tracked only where manifest items ran (not a --collect-only, nor a run of others).
+            write_html_report(session, self.state)
+            return
+        with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:
+            page = write_html_report(session, self.state, fallback=Path(folder) / "report.html")
+            track_session(session, uri, results, page)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)

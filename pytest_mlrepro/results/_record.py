@@ -350,6 +350,10 @@ class Document:
     results: tuple[Row, ...] = field(metadata=_says(maxItems=MAX_ROWS))
     created: str | None = _optional("when the file was written (UTC, ISO 8601)", pattern=CREATED)
     one_time: dict[str, PhaseTimes] | None = field(default=None, metadata=PHASE_ACCOUNT)
+    commit: str | None = _optional(
+        "the project's git commit (HEAD) when the file was written; absent outside git",
+        pattern="^[0-9a-f]{40,64}$",
+    )
     path: Path | None = field(default=None, metadata={"internal": True})
 
 

@@ -361,8 +361,9 @@ def test_missing_framework_version_or_data_skips_and_strict_fails(project: Proje
 # --- no framework is imported before it is needed ---------------------------------------------
 
 
-# The frameworks, and the HTML report's libraries (imported only when a report is asked for).
-FORBIDDEN = ("torch", "tensorflow", "onnxruntime", "jinja2", "matplotlib")
+# The frameworks, the HTML report's libraries (imported only when a report is asked for), and
+# MLflow (only when a session tracks, at its end).
+FORBIDDEN = ("torch", "tensorflow", "onnxruntime", "jinja2", "matplotlib", "mlflow")
 
 
 def test_importing_the_plugin_imports_no_framework(tmp_path: Path) -> None:

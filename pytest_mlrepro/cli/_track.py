@@ -1,0 +1,73 @@
+"""``mlrepro track RESULTS... [--uri URI]``: results files (``pytest --mlrepro-json``, or those a
+session kept when its tracking store was away) logged to an MLflow tracking store after the
+fact, as ``--mlrepro-track`` logs a session: one run per file, its items nested. Idempotent: a
+file already logged whole is not logged again (the run is tagged with the file's sha256).
+
+Exit status 0: every file logged (or there already); 2: a file unreadable or invalid, or the
+store cannot be reached or refuses (the message names the store, never its credentials: those
+come from MLflow's own variables, MLFLOW_TRACKING_USERNAME / _PASSWORD / _TOKEN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._visible import visible_lines
+from ..errors import MlreproError
+
+USAGE_ERROR = 2
+URI_HELP = (
+    "the tracking store (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the current "
+    "folder); credentials from MLflow's variables, never in the URI"
+)
+
+
+def add_parser(commands: Any) -> None:
+    track = commands.add_parser(
+        "track",
+        help="log results files to an MLflow tracking store (after the fact, idempotently)",
+        description="Log results files (pytest --mlrepro-json, or those a session kept when its "
+        "store was away) to an MLflow tracking store, as --mlrepro-track logs a session: one "
+        "run per file with its items nested. A file logged before is not logged twice. Exit "
+        "status 0; 2: a file is invalid or the store cannot take it.",
+    )
+    track.add_argument(
+        "results", nargs="+", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
+    )
+    track.add_argument("--uri", metavar="URI", help=URI_HELP)
+
+
+def store_uri(given: str | None) -> str:
+    """The store a command uses: ``given``, else MLFLOW_TRACKING_URI, else the current folder's
+    embedded default."""
+    from ..tracking import chosen_uri
+
+    return chosen_uri(given, None, Path.cwd())
+
+
+def track(args: argparse.Namespace) -> int:
+    """Run ``mlrepro track``; returns its exit status."""
+    from ..results import load_results
+    from ..tracking import log_results, shown_uri
+
+    uri = store_uri(args.uri)
+    status = 0
+    for name in args.results:
+        path = Path(name)
+        try:
+            document = load_results(path)
+            logged = log_results(uri, path.read_bytes(), document, file_name=name)
+        except (MlreproError, OSError) as exc:
+            print(f"mlrepro track: {visible_lines(str(exc))}", file=sys.stderr)
+            status = USAGE_ERROR
+            continue
+        items = f"{logged.items} item{'s' * (logged.items != 1)}"
+        what = "already logged" if logged.already else f"logged {items}"
+        print(visible_lines(f"{name}: {what} to {shown_uri(uri)} (run {logged.run_id})"))
+    return status
+
+
+__all__ = ["add_parser", "store_uri", "track"]

@@ -1,0 +1,69 @@
+"""Where results are tracked: the tracking URI a run asks for, the embedded default, and the URI
+as it may be shown (never with the credentials a URI can carry)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_DB = "mlflow.db"
+"""The embedded store's file in the project root: MLflow's own default name
+(``sqlite:///mlflow.db``, MLflow 3), so that ``mlflow ui`` run in the project root finds it."""
+ARTIFACTS = "mlruns"
+"""The embedded store's artifact folder, beside its database (MLflow's default name too)."""
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
+EXPERIMENT = "mlrepro"
+"""The experiment the runs are logged in when MLFLOW_EXPERIMENT_NAME does not name one."""
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]*@")
+
+
+def default_uri(root: Path) -> str:
+    """The embedded default: an SQLite file in the project root (no server)."""
+    return f"sqlite:///{root.resolve() / DEFAULT_DB}"
+
+
+def chosen_uri(given: str | None, ini: str | None, root: Path) -> str:
+    """The URI a run logs to: the one given on the command line, else MLFLOW_TRACKING_URI, else
+    the ini file's, else the embedded default."""
+    for uri in (given, os.environ.get(TRACKING_URI_ENV), ini):
+        if uri and uri.strip():
+            return uri.strip()
+    return default_uri(root)
+
+
+def experiment_name() -> str:
+    return os.environ.get(EXPERIMENT_ENV, "").strip() or EXPERIMENT
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: beside a local SQLite store's file (MLflow's
+    own default is the working directory's ``mlruns``, which a later ``mlflow ui`` run elsewhere
+    would not find); a server's stores decide for themselves (None)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri[len("sqlite:///") :])
+    return (database.parent / ARTIFACTS).resolve().as_uri()
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` without the user name and password it may carry (``https://u:p@host`` →
+    ``https://host``): what a message, a page or a file may say."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return _USERINFO.sub(r"\g<scheme>", uri)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def scrubbed(text: str, uri: str) -> str:
+    """``text`` (an exception's message) with ``uri`` shown as :func:`shown_uri` shows it, any
+    other ``scheme://user:password@`` stripped, and the credentials MLflow reads from the
+    environment replaced, should a library have quoted them."""
+    text = _USERINFO.sub(r"\g<scheme>", text.replace(uri, shown_uri(uri)))
+    for name in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        secret = os.environ.get(name, "")
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
