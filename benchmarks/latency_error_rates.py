@@ -115,7 +115,7 @@ def project(tmp: Path, data: Path) -> dict[str, Path]:
         shutil.copytree(ROOT / "golden" / "latency", folder / "golden" / "latency")
         (folder / "pytest.ini").write_text("[pytest]\n")
         folders[name] = folder
-    folders["threads-1"] = folders["unchanged"]
+    folders["threads-1"] = folders["slower-host"] = folders["unchanged"]
     return folders
 
 
