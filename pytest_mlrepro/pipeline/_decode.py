@@ -53,6 +53,8 @@ class Decode(Protocol):
     def channels(self) -> int | None: ...
     @property
     def dtype(self) -> str | None: ...
+    @property
+    def axes(self) -> str | None: ...
 
 
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
@@ -248,8 +250,9 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 
 
 def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
-    """A ``.npy`` array (H×W, or H×W×C), read without pickle, its header checked before the
-    array is read: the pixel limit, and the band count and dtype the step declares."""
+    """A ``.npy`` array (H×W, H×W×C, or C×H×W with ``axes: CHW``), read without pickle, its
+    header checked before the array is read: the pixel limit, and the band count and dtype the
+    step declares."""
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
@@ -259,14 +262,15 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
     except (ValueError, OSError, SyntaxError) as exc:
         raise SampleError(sample, f"numpy cannot read it as a .npy array: {exc}") from None
+    first = step.axes == "CHW"
     if len(shape) not in (2, 3):
-        raise SampleError(
-            sample, f"its array has shape {shape}: an image is H×W or H×W×C (channels last)"
-        )
-    if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
-        pixels = f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"
+        layout = "C×H×W (axes: CHW)" if first else "H×W×C (channels last)"
+        raise SampleError(sample, f"its array has shape {shape}: an image is H×W or {layout}")
+    height, width = shape[-2:] if first and len(shape) == 3 else shape[:2]
+    if height * width > MAX_IMAGE_PIXELS:
+        pixels = f"{width}×{height} = {height * width} pixels"
         raise SampleError(sample, too_many(pixels))
-    bands = shape[2] if len(shape) == 3 else 1
+    bands = (shape[0] if first else shape[2]) if len(shape) == 3 else 1
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size > MAX_DECODED_BYTES:
         raise _too_large(sample, "×".join(map(str, shape)) + f" {dtype}", size)
@@ -281,6 +285,8 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
         array = np.ascontiguousarray(array)
     if array.ndim == 2:
         array = array[:, :, None]
+    elif first:
+        array = array.transpose(1, 2, 0)
     # Native byte order: a big-endian file's values, in the layout every step expects.
     return _finite(np.ascontiguousarray(array.astype(want, copy=False)), sample)
 

@@ -148,7 +148,8 @@ class Decode(Step):
     * ``bands``: every band the file holds, as it holds them: ``channels`` of ``dtype``
       (uint8, uint16 or float32); a multi-page TIFF gives one band per page (backend ``pil``),
       a ``.npy`` array (H×W or H×W×C, backend ``numpy``, read without pickle) its own. A sample
-      with another band count or dtype is its error.
+      with another band count or dtype is its error. ``axes: CHW`` reads a ``.npy`` array
+      stored bands first (C×H×W, as rasterio and most satellite tools write them).
 
     ``exif_orientation``: apply the EXIF rotation (OpenCV does by default, Pillow and tf.io do
     not). ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats:
@@ -171,6 +172,8 @@ class Decode(Step):
     # Mode bands only: how many bands every sample has, and their element type.
     channels: int | None = field(default=None, metadata={"plain_omit_none": True})
     dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
+    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:
@@ -227,6 +230,11 @@ class Decode(Step):
                     "backend numpy reads .npy arrays as they are: use mode bands with their "
                     "channels and dtype",
                 )
+        if self.axes is not None and (self.mode, self.backend) != ("bands", "numpy"):
+            raise Invalid(
+                "axes",
+                "only a .npy array (mode bands, backend numpy) has an axis order to state",
+            )
         if self.mode in ("L", "L16", "bands") and self.order != "RGB":
             raise Invalid("order", f"mode {self.mode} has no colour order; leave 'order' out")
         if self.mode == "RGB16" and self.backend == "pil":
