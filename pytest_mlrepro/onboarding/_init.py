@@ -224,6 +224,18 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
         raise InitError(refused)
     if preset is not None and channels is not None and preset.channels != channels:
         raise InitError(_channel_refusal(source, channels, preset))
+    if facts is not None and facts.without_alpha and channels == 4:
+        # A decode of mode RGBA would give these an opaque alpha that the files do not have:
+        # the golden would record it as if it were data.
+        listed = ", ".join(repr(n) for n in facts.without_alpha[:5])
+        more = len(facts.without_alpha) - 5
+        raise InitError(
+            f"the data set is colour with alpha, and {len(facts.without_alpha)} of the "
+            f"{facts.files} files read have no alpha channel ({listed}"
+            f"{f', and {more} more' if more > 0 else ''}): decode mode RGBA would give them an "
+            "opaque alpha the files do not hold; save them with their alpha, or take them out "
+            "of the data set"
+        )
     bands = facts.bands if facts is not None and facts.family == "bands" else None
     if bands is not None and channels is not None and channels != bands:
         raise InitError(

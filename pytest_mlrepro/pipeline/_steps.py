@@ -770,11 +770,21 @@ class Normalize(Step):
         for name in ("mean", "std"):
             count = len(getattr(self, name))
             if count not in (1, state.channels):
+                # More values than the decode makes channels: most often the decode is what is
+                # wrong (mode RGB for a model of colour and alpha, or of N bands).
+                decode = (
+                    f"; or, if the model takes {count} channels, the decode is what to change "
+                    f"(it makes {state.channels}): "
+                    + ("mode: RGBA (colour and alpha) or " if count == 4 else "")
+                    + f"'mode: bands, channels: {count}'"
+                    if count > state.channels
+                    else ""
+                )
                 raise Invalid(
                     name,
                     f"{count} values for {state.channels} channel"
                     f"{'s' * (state.channels != 1)} ({state.order}): give one value, or one "
-                    "per channel",
+                    f"per channel{decode}",
                 )
         return dataclasses.replace(
             state, dtype="float32" if state.dtype == "uint8" else state.dtype

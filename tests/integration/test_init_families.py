@@ -380,3 +380,20 @@ def test_a_poor_best_is_said_before_it_is_written(
     assert "near chance for 2 classes (50.0%)" in out
     text = (project.path / "manifests" / "poor.yaml").read_text()
     assert "# TODO: the best recipe found is poor" in text
+
+
+def test_an_rgba_data_set_with_files_without_alpha_is_refused_naming_them(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from PIL import Image
+
+    folder = project.path / "data" / "rgba"
+    for name in ("a001.png", "a002.png"):
+        with Image.open(folder / name) as image:
+            image.convert("RGB").save(folder / name)
+    status = main(["init", "models/rgba.onnx", "--data", "data/rgba", "--discover",
+                   "-o", "manifests/m.yaml"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "2 of the 128 files read have no alpha channel ('a001.png', 'a002.png')" in err, err
+    assert not (project.path / "manifests").exists()
