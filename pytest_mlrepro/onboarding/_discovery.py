@@ -90,6 +90,7 @@ class Candidate:
     values: Values
     inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
     bands: Bands | None = None  # order "bands": how the files decode
+    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
 
     @property
     def label(self) -> str:
@@ -105,7 +106,7 @@ class Candidate:
 
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
         return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
-                            self.inverted, self.bands)  # fmt: skip
+                            self.inverted, self.bands, self.opaque)  # fmt: skip
 
 
 @dataclass
@@ -198,9 +199,14 @@ class _Images:
     channel; each inverted or not), and each geometry's S×S images computed once per decoding."""
 
     def __init__(
-        self, samples: Sequence[Sample], height: int, width: int, bands: Bands | None = None
+        self,
+        samples: Sequence[Sample],
+        height: int,
+        width: int,
+        bands: Bands | None = None,
+        opaque: bool = False,
     ) -> None:
-        self.height, self.width, self.bands = height, width, bands
+        self.height, self.width, self.bands, self.opaque = height, width, bands, opaque
         self.ids = [s.id for s in samples]
         self.files = [s.read() for s in samples]
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
@@ -210,7 +216,8 @@ class _Images:
         """The images decoded as ``key`` says: (a decoding of DECODED, inverted or not)."""
         if key not in self.decoded:
             # A file that fails to decode is a SampleError naming it, as in a test run.
-            pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key, self.bands)])
+            steps = decode_steps(*key, self.bands, self.opaque)
+            pipe = pipeline.Pipeline([_step(s) for s in steps])
             self.decoded[key] = [
                 pipe.run(pipe.decode(data, sample), 1, len(pipe.steps), sample)
                 for data, sample in zip(self.files, self.ids, strict=True)
@@ -461,7 +468,10 @@ class Search:
         self.run = run
         self.labels = np.asarray([s.label for s in samples], np.int64)
         self.facts = facts  # what the files are (init read them): the candidates follow
-        self.images = _Images(samples, height, width, facts.decode if facts else None)
+        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
+        self.opaque = facts is None or facts.family != "rgba"
+        self.images = _Images(samples, height, width, facts.decode if facts else None,
+                              self.opaque)  # fmt: skip
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
         self.progress = progress or Progress(None, math.inf)  # silent
@@ -708,7 +718,7 @@ def _first_candidates(
         return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
     if channels == 4:
         return [
-            Candidate(order, base, for_channels(values, 4))
+            Candidate(order, base, for_channels(values, 4), opaque=search.opaque)
             for order in ("RGBA", "BGRA")
             for values in VALUES
         ]

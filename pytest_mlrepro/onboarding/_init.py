@@ -357,8 +357,9 @@ class InitPlan:
             order = "L16"
         if order is None:
             raise InitError(_channel_refusal(self.model, channels))
+        opaque = facts is None or facts.family != "rgba"  # files without alpha: declared
         return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
-                            self.model.dtype, bands=bands)  # fmt: skip
+                            self.model.dtype, bands=bands, opaque=opaque)  # fmt: skip
 
     def _preset_recipe(self) -> Recipe:
         assert self.size is not None

@@ -371,10 +371,13 @@ class Bands:
     axes: Literal["HWC", "CHW"] = "HWC"
 
 
-def decode_steps(order: str, inverted: bool = False, bands: Bands | None = None) -> list[StepText]:
+def decode_steps(
+    order: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False
+) -> list[StepText]:
     """The decode step of a recipe in ``order`` (a key of GREY_CONVERT, RGB, BGR, RGBA, BGRA,
     L16: 16-bit grey, or bands: ``bands`` as the files hold them), then ``invert`` when
-    ``inverted`` (255 − x, 65535 − x for 16 bits: white digits on black, negatives)."""
+    ``inverted`` (255 − x, 65535 − x for 16 bits: white digits on black, negatives).
+    ``opaque``: RGBA of files without alpha, declared (``alpha: add-opaque``)."""
     decode: dict[str, object] = {"backend": "pil"}
     if order in GREY_CONVERT:
         decode.update(mode="L", convert=GREY_CONVERT[order])
@@ -389,6 +392,8 @@ def decode_steps(order: str, inverted: bool = False, bands: Bands | None = None)
             decode["axes"] = "CHW"
     elif order in ("RGBA", "BGRA"):
         decode.update(mode="RGBA", order=order[:3])
+        if opaque:
+            decode["alpha"] = "add-opaque"
     else:
         decode.update(order=order)
     if decode["backend"] != "numpy":
@@ -399,11 +404,11 @@ def decode_steps(order: str, inverted: bool = False, bands: Bands | None = None)
 
 def recipe_steps(
     order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
-    dtype: str, inverted: bool = False, bands: Bands | None = None,
+    dtype: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False,
 ) -> list[StepText]:  # fmt: skip
     """Every step of a recipe, written out in full (no default left implicit)."""
     return [
-        *decode_steps(order, inverted, bands),
+        *decode_steps(order, inverted, bands, opaque),
         *geometry_steps(geometry, height, width),
         *value_steps(values, dtype),
         {"layout": {"order": layout}},

@@ -137,7 +137,9 @@ class Decode(Step):
     * ``RGB`` (the default): 3 × uint8, in ``order``. Grey, palette and CMYK files are converted
       as the backend converts them, an alpha channel is dropped, 16-bit samples keep their high
       byte (every backend alike).
-    * ``RGBA``: 4 × uint8 (``order: BGR`` gives BGRA); a file without alpha gets an opaque one.
+    * ``RGBA``: 4 × uint8 (``order: BGR`` gives BGRA). A file without alpha is this sample's
+      error (an opaque alpha invented for it would be recorded as data), unless the step declares
+      ``alpha: add-opaque``: then it gets an opaque one, as the backend converts.
     * ``L``: 1 × uint8 grey. A colour file becomes grey by ``convert``: ``luma`` (ITU-R 601-2,
       L = 0.299 R + 0.587 G + 0.114 B, with the backend's own integer rounding: Pillow's
       ``convert("L")``, OpenCV's ``IMREAD_GRAYSCALE``, tf.io's ``channels=1``) or one of its
@@ -174,6 +176,8 @@ class Decode(Step):
     dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
     # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
     axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
+    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:
@@ -230,6 +234,8 @@ class Decode(Step):
                     "backend numpy reads .npy arrays as they are: use mode bands with their "
                     "channels and dtype",
                 )
+        if self.alpha is not None and self.mode != "RGBA":
+            raise Invalid("alpha", f"only mode RGBA has an alpha to add; mode {self.mode} has none")
         if self.axes is not None and (self.mode, self.backend) != ("bands", "numpy"):
             raise Invalid(
                 "axes",
@@ -266,6 +272,14 @@ class Decode(Step):
         # there, before anything is allocated for the pixels, the same way for all three.
         header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
         header.close()
+        if self.mode == "RGBA" and self.alpha is None and not _has_alpha(header):
+            raise SampleError(
+                sample,
+                f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
+                "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
+                "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
+                "step to give files without one an opaque alpha",
+            )
         return Tensor(decode_mode(data, sample, self, header), self.state().order)
 
 
@@ -277,6 +291,11 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "L16": ("L", 1, "uint16"),
     "RGB16": ("RGB", 3, "uint16"),
 }
+
+
+def _has_alpha(header: PIL.Image.Image) -> bool:
+    """Whether the file holds an alpha channel (or a palette transparency), from its header."""
+    return header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
 
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")

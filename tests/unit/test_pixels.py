@@ -140,9 +140,11 @@ def test_bicubic_on_grey_clips_its_overshoot_instead_of_wrapping(
     image = np.zeros((8, 8, 1), np.uint8)
     image[2:6, 2:6] = 255
     out = Resize(size=16, method="bicubic", backend=backend).apply(Tensor(image, "L")).array
-    floats = Resize(size=16, method="bicubic", backend=backend).apply(
-        Tensor(image.astype(np.float32), "L")
-    ).array
+    floats = (
+        Resize(size=16, method="bicubic", backend=backend)
+        .apply(Tensor(image.astype(np.float32), "L"))
+        .array
+    )
     assert floats.max() > 255.5 and floats.min() < -0.5  # it does overshoot both ways
     assert (out[..., 0][floats[..., 0] > 255.5] == 255).all()  # clipped at white, not wrapped
     assert (out[..., 0][floats[..., 0] < -0.5] == 0).all()  # and at black
@@ -243,7 +245,15 @@ def test_decode_l_by_one_channel(backend: str, rule: str, channel: int) -> None:
 @pytest.mark.parametrize("order", ["RGB", "BGR"])
 @pytest.mark.parametrize("name", ["rgba.png", "rgb.png", "grey.png", "palette.png"])
 def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: str) -> None:
-    pil = Decode(backend="pil", mode="RGBA", order=order).decode(FILES[name], name).array  # type: ignore[arg-type]
+    """With ``alpha: add-opaque`` declared, a file without alpha gets an opaque one, as each
+    backend converts (without it: the next test)."""
+    pil = (
+        Decode(backend="pil", mode="RGBA", order=order, alpha="add-opaque")
+        .decode(  # type: ignore[arg-type]
+            FILES[name], name
+        )
+        .array
+    )
     with Image.open(io.BytesIO(FILES[name])) as image:
         expected = np.asarray(image.convert("RGBA"))
     if order == "BGR":
@@ -251,9 +261,26 @@ def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: 
     np.testing.assert_array_equal(pil, expected)
     if name == "palette.png":
         return  # OpenCV expands a palette without Pillow's alpha rules: compared above only
-    cv = Decode(backend="opencv", mode="RGBA", order=order).decode(FILES[name], name).array  # type: ignore[arg-type]
+    cv = (
+        Decode(backend="opencv", mode="RGBA", order=order, alpha="add-opaque")
+        .decode(  # type: ignore[arg-type]
+            FILES[name], name
+        )
+        .array
+    )
     np.testing.assert_array_equal(cv, expected)
     assert Decode(mode="RGBA", order=order).state().order == f"{order}A"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["pil", "opencv"])
+@pytest.mark.parametrize("name", ["rgb.png", "grey.png"])
+def test_decode_rgba_of_a_file_without_alpha_is_its_error(name: str, backend: str) -> None:
+    """An opaque alpha is never invented silently: it would be recorded in a golden as data."""
+    with pytest.raises(SampleError, match=r"it has no alpha channel .*'alpha: add-opaque'"):
+        Decode(backend=backend, mode="RGBA").decode(FILES[name], name)  # type: ignore[arg-type]
+    assert Decode(backend=backend, mode="RGBA").decode(FILES["rgba.png"], "r").array.shape[2] == 4  # type: ignore[arg-type]
+    with pytest.raises(Invalid, match="only mode RGBA has an alpha"):
+        Decode(mode="RGB", alpha="add-opaque").check()
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
@@ -278,7 +305,11 @@ def test_decode_tf_modes_are_tf_ios_own() -> None:
     tf = pytest.importorskip("tensorflow")
     grey = Decode(backend="tf", mode="L").decode(FILES["rgb.png"], "rgb.png").array
     np.testing.assert_array_equal(grey, tf.io.decode_png(FILES["rgb.png"], channels=1).numpy())
-    rgba = Decode(backend="tf", mode="RGBA").decode(FILES["rgb.png"], "rgb.png").array
+    rgba = (
+        Decode(backend="tf", mode="RGBA", alpha="add-opaque")
+        .decode(FILES["rgb.png"], "rgb.png")
+        .array
+    )
     np.testing.assert_array_equal(rgba, tf.io.decode_png(FILES["rgb.png"], channels=4).numpy())
     deep = Decode(backend="tf", mode="RGB16").decode(cv2_png(BGR16), "c.png").array
     np.testing.assert_array_equal(deep, BGR16[..., ::-1])
