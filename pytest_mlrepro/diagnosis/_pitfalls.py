@@ -352,6 +352,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
             continue
+        if "numpy" in (backend, step.backend):
+            # A .npy array has one reader and an image file none in numpy: a flip between them
+            # cannot apply to the data, it could only fail on every file.
+            continue
         name = _BACKEND_NAMES.get(backend, backend)
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
         dcts = [{"dct_method": d} for d in (None, *dct_values)] if has_dct else [{}]

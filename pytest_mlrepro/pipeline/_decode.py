@@ -10,6 +10,7 @@ or dtype other than the manifest's.
 from __future__ import annotations
 
 import io
+import re
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -65,6 +66,16 @@ MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 4 * 2
 """The most bytes a multi-band sample may decode to: what the largest image any mode accepts
 holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
 a TIFF's page count are checked against it before its pixels are read."""
+
+
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def library_words(exc: BaseException) -> str:
+    """A library's error message as a report shows it: the file it names by an object's repr
+    (Pillow: ``cannot identify image file <_io.BytesIO object at 0x7f…>``) said as "the file"
+    (the sample's id names it), so that no memory address reaches a report."""
+    return _OBJECT_REPR.sub("the file", str(exc))
 
 
 def _too_large(sample: str, what: str, size: int) -> SampleError:
@@ -133,7 +144,7 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                 return np.asarray(im.convert("L" if as_grey else "RGB"))
             return np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
 
 
 def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
@@ -159,7 +170,7 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                     raise _too_large(sample, f"{len(pages) + 1} pages so far", decoded)
                 pages.append(array[:, :, None] if array.ndim == 2 else array)
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
     shapes = {p.shape[:2] for p in pages}
     if len(shapes) != 1:
         raise SampleError(
@@ -300,4 +311,11 @@ def _finite(array: np.ndarray, sample: str) -> np.ndarray:
     return array
 
 
-__all__ = ["MAX_DECODED_BYTES", "MAX_IMAGE_PIXELS", "decode_mode", "decode_npy", "too_many"]
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "MAX_IMAGE_PIXELS",
+    "decode_mode",
+    "decode_npy",
+    "library_words",
+    "too_many",
+]

@@ -26,7 +26,7 @@ import numpy as np
 from .._schema import Invalid
 from ..errors import SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
-from ._decode import decode_mode, decode_npy
+from ._decode import decode_mode, decode_npy, library_words
 from ._decode import too_many as _too_many
 
 if TYPE_CHECKING:
@@ -320,13 +320,13 @@ def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) 
         raise SampleError(sample, _too_many(what)) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         if backend == "pil":
-            raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
         # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
         library = "OpenCV" if backend == "opencv" else "tf.io"
         raise SampleError(
             sample,
-            f"{library} cannot decode it: its size cannot be read from its header ({exc}), and "
-            "the pixel limit is checked before decoding",
+            f"{library} cannot decode it: its size cannot be read from its header "
+            f"({library_words(exc)}), and the pixel limit is checked before decoding",
         ) from None
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:

@@ -210,7 +210,9 @@ def _logistic(features: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, flo
     return w, float(beta[-1] - w @ mu)
 
 
-def _model(path: Path, family: Family, features: np.ndarray, labels: np.ndarray) -> None:
+def _model(
+    path: Path, family: Family, features: np.ndarray, labels: np.ndarray
+) -> tuple[np.ndarray, float]:
     """The per-channel means of the input times a head fitted on ``features`` (the truth's
     per-channel means) by logistic regression: logits (0, w·f + b)."""
     from onnx import TensorProto, helper, numpy_helper
@@ -245,6 +247,7 @@ def _model(path: Path, family: Family, features: np.ndarray, labels: np.ndarray)
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
+    return w, b
 
 
 def _predict(model: Path, batch: np.ndarray) -> np.ndarray:
@@ -273,7 +276,8 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
         truth = _tensors(_steps(_truth_steps(family, list(decoded))), files)
         axes = (2, 3) if family.layout == "NCHW" else (1, 2)
         model = root / "models" / f"{family.name}.onnx"
-        _model(model, family, truth.mean(axis=axes).astype(np.float64), labels)
+        w, b = _model(model, family, truth.mean(axis=axes).astype(np.float64), labels)
+        np.savez(root / "data" / f"{family.name}.fit.npz", w=w, b=b)
         predicted = _predict(model, truth)
         assert (predicted == labels).mean() >= 0.7, family.name  # the truth works
         np.save(root / "data" / f"{family.name}.truth.npy", predicted)
@@ -397,3 +401,46 @@ def test_an_rgba_data_set_with_files_without_alpha_is_refused_naming_them(
     assert status == 1, err
     assert "2 of the 128 files read have no alpha channel ('a001.png', 'a002.png')" in err, err
     assert not (project.path / "manifests").exists()
+
+
+@pytest.mark.slow
+def test_an_nhwc_tflite_model_of_13_bands(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The npy_hwc model as Keras → TFLite (its signature [1, 32, 32, 13]: the layout told by
+    the data's 13 bands): init discovers a manifest that agrees with the truth, run by LiteRT."""
+    pytest.importorskip("tensorflow")
+    import keras
+    import tensorflow as tf
+
+    from pytest_mlrepro.runners.tensorflow import litert_interpreter
+
+    fit = np.load(project.path / "data" / "npy_hwc.fit.npz")
+    inputs = keras.Input(shape=(32, 32, 13), name="input")
+    dense = keras.layers.Dense(2, name="logits")
+    model = keras.Model(inputs, dense(keras.layers.GlobalAveragePooling2D()(inputs)))
+    dense.set_weights([np.stack([np.zeros(13), fit["w"]], 1).astype(np.float32),
+                       np.asarray([0.0, float(fit["b"])], np.float32)])  # fmt: skip
+    path = project.path / "models" / "bands.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    status = main(["init", "models/bands.tflite", "--data", "data/npy_hwc", "--discover",
+                   "-o", "manifests/bands.yaml"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    manifest = load_manifest(project.path / "manifests" / "bands.yaml")
+    assert manifest.input.layout == "NHWC"
+    assert manifest.input.preprocess[0].channels == 13  # type: ignore[attr-defined]
+    folder = project.path / "data" / "npy_hwc"
+    files = [folder / line.split(",")[0]
+             for line in (folder / "labels.csv").read_text().splitlines()[1:]]  # fmt: skip
+    interpreter_class, _ = litert_interpreter()
+    interpreter = interpreter_class(model_path=str(path))
+    interpreter.allocate_tensors()
+    found = []
+    for tensor in _tensors(list(manifest.input.preprocess), files):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], tensor[None])
+        interpreter.invoke()
+        found.append(int(interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+                         .argmax()))  # fmt: skip
+    truth = np.load(project.path / "data" / "npy_hwc.truth.npy")
+    assert float((np.asarray(found) == truth).mean()) >= 0.99, out

@@ -528,3 +528,21 @@ def test_a_multi_band_sample_larger_than_any_image_is_refused_before_decoding() 
     step = Decode(backend="numpy", mode="bands", channels=13, dtype="float32")
     with pytest.raises(SampleError, match="it would decode to 832000000 bytes"):
         step.decode(header.getvalue(), "big.npy")
+
+
+def test_a_file_pillow_cannot_identify_is_said_without_an_object_repr() -> None:
+    """Pillow names the stream it was given (``<_io.BytesIO object at 0x…>``): a report says
+    "the file", never a memory address."""
+    with pytest.raises(SampleError) as info:
+        Decode(backend="pil").decode(b"\x93NUMPY not an image", "tile.npy")
+    assert "Pillow cannot decode it" in str(info.value)
+    assert "object at 0x" not in str(info.value) and "the file" in str(info.value)
+
+
+def test_no_decoder_flip_is_tried_between_npy_arrays_and_image_files() -> None:
+    from pytest_mlrepro.diagnosis._pitfalls import _decoder
+
+    steps = (Decode(backend="numpy", mode="bands", channels=13, dtype="uint16"),)
+    assert list(_decoder(steps)) == []
+    image_steps = (Decode(backend="pil", mode="bands", channels=5, dtype="uint16"),)
+    assert all("numpy" not in v.key for v in _decoder(image_steps))
