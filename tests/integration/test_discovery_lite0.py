@@ -20,6 +20,8 @@ pytest.importorskip("onnx")
 
 from lite0_variants import VARIANTS, Variant, lite0_source, write_variant  # noqa: E402
 
+from pytest_mlrepro.onboarding._presets import LITE, MINUS_ONE_ONE  # noqa: E402
+
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_discovery_finds_the_convention_and_the_crop(variant: Variant, tmp_path: Path) -> None:
@@ -40,7 +42,11 @@ def test_discovery_finds_the_convention_and_the_crop(variant: Variant, tmp_path:
         spread(samples, 300), 224, 224, variant.layout, "float32",
     ).discover()  # fmt: skip
     best = found.best.candidate
-    assert (best.order, best.values) == (variant.order, variant.values), found.render()
+    assert best.order == variant.order, found.render()
+    # (x − 127)/128 and (x − 127.5)/127.5 are within each other's noise on any sample this size
+    # (docs/onboarding.md, "What discovery cannot tell apart"): either is the variant's.
+    close = {LITE, MINUS_ONE_ONE}
+    assert best.values == variant.values or {best.values, variant.values} <= close, found.render()
     geometry = best.geometry
     assert geometry.kind in ("crop_then_resize", "resize_then_crop"), found.render()
     assert abs(geometry.fraction - 0.875) < 0.01, found.render()
