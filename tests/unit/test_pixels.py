@@ -546,3 +546,17 @@ def test_no_decoder_flip_is_tried_between_npy_arrays_and_image_files() -> None:
     assert list(_decoder(steps)) == []
     image_steps = (Decode(backend="pil", mode="bands", channels=5, dtype="uint16"),)
     assert all("numpy" not in v.key for v in _decoder(image_steps))
+
+
+def test_an_rgba_resize_backend_flip_says_that_pillow_premultiplies() -> None:
+    """The whole story of an RGBA resize through another library, said with the flip."""
+    pytest.importorskip("cv2")
+    from pytest_mlrepro.diagnosis._pitfalls import _resize
+
+    rgba = (Decode(mode="RGBA"), Resize(size=(8, 8), backend="pil"))
+    words = {v.key: v.description for v in _resize(rgba)}
+    opencv = next(d for k, d in words.items() if ":opencv-" in k)
+    assert "Pillow premultiplies the colours by alpha while it filters, OpenCV filters" in opencv
+    assert not any("premultiplies" in d for k, d in words.items() if ":pil-" in k)
+    rgb = (Decode(), Resize(size=(8, 8), backend="pil"))
+    assert not any("premultiplies" in v.description for v in _resize(rgb))
