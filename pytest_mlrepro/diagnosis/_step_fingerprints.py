@@ -210,8 +210,9 @@ class StepReport:
 
 
 def _unit(dtype: str) -> str:
-    """The unit differences of this dtype are shown in: bytes read best as x/255."""
-    return "/255" if dtype == "uint8" else ""
+    """The unit differences of this dtype are shown in: bytes read best as x/255, 16-bit
+    samples as x/65535 (a difference of 2.37e+04 is a third of their range, not 93 bytes)."""
+    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
 
 
 def describe_difference(

@@ -560,3 +560,15 @@ def test_an_rgba_resize_backend_flip_says_that_pillow_premultiplies() -> None:
     assert not any("premultiplies" in d for k, d in words.items() if ":pil-" in k)
     rgb = (Decode(), Resize(size=(8, 8), backend="pil"))
     assert not any("premultiplies" in v.description for v in _resize(rgb))
+
+
+def test_a_16_bit_step_difference_is_said_in_16_bit_units() -> None:
+    from pytest_mlrepro.diagnosis._step_fingerprints import describe_difference
+
+    def print_of(value: float, sha: str) -> dict[str, object]:
+        return {"sha256": sha, "shape": [4, 4, 1], "dtype": "uint16",
+                "thumb": [[value]], "mean": [value], "detail": [1.0]}  # fmt: skip
+
+    count, words = describe_difference([print_of(30000.0, "a")], [print_of(6300.0, "b")])
+    assert count == 1
+    assert "thumbnail mean |Δ| 2.37e+04/65535" in words and "/255" not in words, words
