@@ -454,11 +454,15 @@ def _measure_first(
         return
     deltas, maxima, changed, counted = [], [], 0, 0
     dtype = ""
+    means: list[tuple[np.ndarray, np.ndarray]] = []
     for i, arrays in here.items():
         a = arrays[golden_index]
         b = now_arrays[i][now_index]
         if a.shape != b.shape:
             return
+        if a.ndim == 3 and a.shape[2] <= 64:  # H×W×C: per-channel means, for the mechanism
+            means.append((a.mean(axis=(0, 1), dtype=np.float64),
+                          b.mean(axis=(0, 1), dtype=np.float64)))  # fmt: skip
         diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
         deltas.append(diff.mean())
         maxima.append(diff.max())
@@ -469,8 +473,10 @@ def _measure_first(
     differing = sum(1 for d in maxima if d > 0)
     if not differing:
         return
+    mechanism = channel_mechanism([m for m in means if not np.array_equal(*m)])
     first.text = (
-        f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
+        (f"{mechanism}, " if mechanism else "")
+        + f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
         f"(max {short_number(float(np.max(maxima)), 3)}, "
         f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
     )
