@@ -247,11 +247,15 @@ class _Images:
         normalisation, a candidate for any channel count."""
         arrays = self._decoded((decoded, False))[:count]
         channels = arrays[0].array.shape[2]
-        flat = np.concatenate(
-            [t.array.reshape(-1, channels).astype(np.float64) for t in arrays], axis=0
-        )
-        std = flat.std(axis=0)
-        return flat.mean(axis=0), np.where(std > 0, std, 1.0)
+        total, squares, pixels = np.zeros(channels), np.zeros(channels), 0
+        for tensor in arrays:  # image by image: no copy of the whole subset as float64
+            flat = tensor.array.reshape(-1, channels).astype(np.float64)
+            total += flat.sum(axis=0)
+            squares += np.square(flat).sum(axis=0)
+            pixels += len(flat)
+        mean = total / pixels
+        std = np.sqrt(np.maximum(squares / pixels - mean**2, 0.0))
+        return mean, np.where(std > 0, std, 1.0)
 
 
 def _step(text: StepText) -> pipeline.Step:
@@ -715,7 +719,13 @@ def _first_candidates(
             for values in listed
         ]
     if channels == 3:
-        return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
+        means, stds = search.images.statistics("RGB", len(search.labels))
+        label = "/255, the data set's own per-channel mean/std"
+        return [
+            Candidate(order, base, values)
+            for order, index in (("RGB", [0, 1, 2]), ("BGR", [2, 1, 0]))
+            for values in (*VALUES, _own(label, 255.0, means[index], stds[index]))
+        ]
     if channels == 4:
         return [
             Candidate(order, base, for_channels(values, 4), opaque=search.opaque)

@@ -245,7 +245,7 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     if request.discover and channels is not None and channels not in (1, 3, 4, bands):
         raise InitError(_channel_refusal(source, channels))
     if size is not None:
-        _check_resolution(*size, request)  # before anything is hashed or written
+        _check_resolution(*size, request, facts)  # before anything is hashed or written
     elif source.format not in ("state_dict", "torchscript"):
         # Only a PyTorch module can be asked: any other file that leaves it free needs --size.
         raise InitError(
@@ -395,7 +395,7 @@ class InitPlan:
             if request.export is not None:
                 made_file = self._export(module)
         assert self.size is not None  # _settle_size refused otherwise
-        _check_resolution(*self.size, request)
+        _check_resolution(*self.size, request, self.facts)
         self.recipe = self._preset_recipe()
         self.write()
         if self.model.classes is None:
@@ -744,16 +744,22 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
     return staged
 
 
-def _check_resolution(height: int, width: int, request: InitRequest) -> None:
-    """Refuse an input resolution that init could not even allocate, before writing anything."""
+def _check_resolution(
+    height: int, width: int, request: InitRequest, facts: DataFacts | None = None
+) -> None:
+    """Refuse an input resolution that init could not even allocate, before writing anything
+    (a pixel of the data's files: 3 bytes of colour, or its bands of their dtype)."""
     if height * width > MAX_IMAGE_PIXELS:
         # The same bound as an image a test run decodes: a larger tensor is no photo.
         raise InitError(
             f"the input resolution {height}×{width} is more than {MAX_IMAGE_PIXELS} pixels (the "
             "most an image may have): give the model's real input size with --size S"
         )
-    if request.discover and request.samples * height * width * 3 > MAX_DISCOVERY_BYTES:
-        most = max(1, MAX_DISCOVERY_BYTES // (height * width * 3))
+    pixel = 3
+    if facts is not None:
+        pixel = max(3, facts.bands * {"uint8": 1, "uint16": 2}.get(facts.dtype, 4))
+    if request.discover and request.samples * height * width * pixel > MAX_DISCOVERY_BYTES:
+        most = max(1, MAX_DISCOVERY_BYTES // (height * width * pixel))
         raise InitError(
             f"--discover on {request.samples} images of {height}×{width} would need more than "
             f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"

@@ -444,3 +444,17 @@ def test_an_nhwc_tflite_model_of_13_bands(
                          .argmax()))  # fmt: skip
     truth = np.load(project.path / "data" / "npy_hwc.truth.npy")
     assert float((np.asarray(found) == truth).mean()) >= 0.99, out
+
+
+def test_the_discovery_memory_bound_counts_the_bands(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """13 bands of 16 bits are 26 bytes a pixel, not 3: the subset that would not fit is
+    refused before anything is read, with the count that fits."""
+    most = 2 * 1024**3 // (32 * 32 * 13 * 2)
+    status = main(["init", "models/npy_hwc.onnx", "--data", "data/npy_hwc", "--discover",
+                   "--samples", str(most + 1), "-o", "manifests/m.yaml"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert f"give --samples {most} or fewer" in err, err
+    assert not (project.path / "manifests").exists()
