@@ -719,13 +719,9 @@ def _first_candidates(
             for values in listed
         ]
     if channels == 3:
-        means, stds = search.images.statistics("RGB", len(search.labels))
-        label = "/255, the data set's own per-channel mean/std"
-        return [
-            Candidate(order, base, values)
-            for order, index in (("RGB", [0, 1, 2]), ("BGR", [2, 1, 0]))
-            for values in (*VALUES, _own(label, 255.0, means[index], stds[index]))
-        ]
+        # No measured mean/std here: on photographs it is ImageNet's, within the noise, and
+        # would be written in place of the named convention the model was trained with.
+        return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
     if channels == 4:
         return [
             Candidate(order, base, for_channels(values, 4), opaque=search.opaque)

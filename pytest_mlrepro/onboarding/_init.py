@@ -386,6 +386,13 @@ class InitPlan:
         """Size, export, classes and recipe, each settled; the model file made, if any."""
         request = self.request
         made_file = None
+        if self.facts is not None:  # what init read of the files, said before anything else
+            self.say(f"the data's files: {self.facts.described}")
+            if self.facts.family == "grey16" and self.channels == 3:
+                self.say(
+                    "  the model takes colour: the 16-bit grey files are decoded as RGB, by their "
+                    "high byte (Pillow reads 16-bit images as 8 bits in colour modes)"
+                )
         if self.channels is None and self.model.builder is not None:
             self.channels = self._builder_channels()
         if self.size is None or request.export is not None:
@@ -596,8 +603,6 @@ class InitPlan:
         facts = self.facts
         # 1, 3 or 4, or the data's band count: the provisional recipe refused others.
         channels = self.channels or (facts.bands if facts is not None else 3)
-        if facts is not None:
-            self.say(f"the data's files: {facts.described}")
         with _failure("the model failed when run on the discovery candidates"):
             search = Search(runner, subset, height, width, self.model.layout, self.model.dtype,
                             progress=Progress.to_terminal(), facts=facts)  # fmt: skip

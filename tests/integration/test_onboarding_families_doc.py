@@ -38,7 +38,10 @@ def test_the_walkthrough_runs_as_documented(
     monkeypatch.delenv("MLREPRO_DATA", raising=False)
     monkeypatch.setenv("MLREPRO_CACHE", str(pytester.path / ".mlrepro-cache"))
     (pytester.path / "pytest.ini").write_text("[pytest]\nmlrepro_data = data\n")
-    (pytester.path / "make_example.py").write_text(block_after("family-example-script", "python"))
+    script = block_after("family-example-script", "python")
+    # The documented script is the repository's example, word for word.
+    assert script == (REPO / "examples" / "make_family_example.py").read_text(encoding="utf-8")
+    (pytester.path / "make_family_example.py").write_text(script)
     make, init = block_after(f"family-walkthrough-{family}", "sh").strip().splitlines()
     subprocess.run([sys.executable, *shlex.split(make)[1:]], cwd=pytester.path, check=True,
                    timeout=120)  # fmt: skip
