@@ -52,7 +52,7 @@ def explain(
             (f"top-{k} %", f"{golden:.2f}", f"{now:.2f}", f"{now - golden:+.2f}", f"±{allowed:g}")
             for k, golden, now, allowed in (
                 (1, c.golden_top1, c.now_top1, tol.top1),
-                (5, c.golden_top5, c.now_top5, tol.top5),
+                (c.k, c.golden_top5, c.now_top5, tol.top5),
             )
         ),
         (
