@@ -326,14 +326,29 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
         # An explicit antialias switch, where the backend has one (tf.image.resize).
         if step.antialias is not None:
             candidates += _valid(step, [{"antialias": not step.antialias}])
+        alpha = isinstance(steps[0], Decode) and steps[0].mode == "RGBA"
         for new in candidates:
             yield Variant(
                 f"{where}:{new.backend}-{new.method}"
                 + ("" if new.antialias is None else f"-aa{int(new.antialias)}"),
                 RESIZE,
-                f"{_resize_name(new)} instead of {_resize_name(step)}",
+                f"{_resize_name(new)} instead of {_resize_name(step)}"
+                + (_premultiplied(step.backend, new.backend) if alpha else ""),
                 _replace(steps, index, new),
             )
+
+
+def _premultiplied(was: str, now: str) -> str:
+    """The mechanism of a resize backend flip on colour-and-alpha images: Pillow filters RGBA
+    premultiplied by alpha (a transparent pixel's colour weighs nothing), OpenCV and
+    tf.image.resize filter each channel alone (it bleeds into its opaque neighbours)."""
+    if "pil" not in (was, now) or was == now:
+        return ""
+    other = _BACKEND_NAMES.get(now if was == "pil" else was, "the other library")
+    return (
+        f" (on colour with alpha: Pillow premultiplies the colours by alpha while it filters, "
+        f"{other} filters each channel alone, so the colours next to transparent pixels differ)"
+    )
 
 
 # --- decoder and EXIF -----------------------------------------------------------------------
@@ -351,6 +366,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
         current += f" ({current_dct})"
     for backend in _choices(type(step), "backend"):
         if backend == step.backend or not _available(backend):
+            continue
+        if "numpy" in (backend, step.backend):
+            # A .npy array has one reader and an image file none in numpy: a flip between them
+            # cannot apply to the data, it could only fail on every file.
             continue
         name = _BACKEND_NAMES.get(backend, backend)
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.

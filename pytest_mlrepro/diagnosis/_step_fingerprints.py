@@ -210,8 +210,9 @@ class StepReport:
 
 
 def _unit(dtype: str) -> str:
-    """The unit differences of this dtype are shown in: bytes read best as x/255."""
-    return "/255" if dtype == "uint8" else ""
+    """The unit differences of this dtype are shown in: bytes read best as x/255, 16-bit
+    samples as x/65535 (a difference of 2.37e+04 is a third of their range, not 93 bytes)."""
+    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
 
 
 def describe_difference(
@@ -244,7 +245,11 @@ def describe_difference(
             continue
     if not thumbs:
         return len(differing), f"differs {where}"
-    parts = [f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}"]
+    pairs = [(np.asarray(golden[i]["mean"], np.float64), np.asarray(now[i]["mean"], np.float64))
+             for i in differing if "mean" in golden[i] and "mean" in now[i]]  # fmt: skip
+    mechanism = channel_mechanism(pairs)
+    parts = [mechanism] if mechanism else []
+    parts.append(f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}")
     shift = np.mean(means, axis=0)
     if np.abs(shift).max() > 0:
         parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
@@ -255,6 +260,44 @@ def describe_difference(
             f"({n_detail / g_detail - 1:+.0%})"
         )
     return len(differing), f"{', '.join(parts)} {where}"
+
+
+def channel_mechanism(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> str | None:
+    """What the per-channel means of the same probes (golden, now) show, when every probe
+    shows it: the channels in another order (a band permutation: the same means, moved), or
+    the colours premultiplied by alpha (4 channels: alpha the same, every colour mean scaled
+    down by one factor; scaled up: un-premultiplied). None when they show neither."""
+    if not pairs or any(g.shape != n.shape or g.size < 2 for g, n in pairs):
+        return None
+    orders = []
+    for g, n in pairs:
+        if np.allclose(g, n, rtol=1e-6, atol=1e-9) or not np.allclose(
+            np.sort(g), np.sort(n), rtol=1e-3, atol=1e-6
+        ):
+            break
+        # now[i] holds the golden's channel order[i] (matched by their means).
+        orders.append(tuple(int(j) for j in np.argsort(g)[np.argsort(np.argsort(n))]))
+    else:
+        if len(set(orders)) == 1 and len(set(orders[0])) == len(orders[0]):
+            moved = ", ".join(f"{i}←{j}" for i, j in enumerate(orders[0]) if i != j)
+            return f"the channels in another order (now ← golden, by their means: {moved})"
+    if all(g.size == 4 for g, _ in pairs):
+        ratios = []
+        for g, n in pairs:
+            if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
+                return None
+            ratio = n[:3] / g[:3]
+            if np.ptp(ratio) > 0.05 * ratio.mean() or abs(ratio.mean() - 1) < 0.01:
+                return None
+            ratios.append(float(ratio.mean()))
+        factor = float(np.mean(ratios))
+        if factor < 1:
+            return (
+                f"the colours premultiplied by alpha (alpha the same, every colour mean × "
+                f"{factor:.2f})"
+            )
+        return f"the colours un-premultiplied (alpha the same, every colour mean × {factor:.2f})"
+    return None
 
 
 def _shape(shape: Any) -> str:
@@ -411,11 +454,15 @@ def _measure_first(
         return
     deltas, maxima, changed, counted = [], [], 0, 0
     dtype = ""
+    means: list[tuple[np.ndarray, np.ndarray]] = []
     for i, arrays in here.items():
         a = arrays[golden_index]
         b = now_arrays[i][now_index]
         if a.shape != b.shape:
             return
+        if a.ndim == 3 and a.shape[2] <= 64:  # H×W×C: per-channel means, for the mechanism
+            means.append((a.mean(axis=(0, 1), dtype=np.float64),
+                          b.mean(axis=(0, 1), dtype=np.float64)))  # fmt: skip
         diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
         deltas.append(diff.mean())
         maxima.append(diff.max())
@@ -426,8 +473,10 @@ def _measure_first(
     differing = sum(1 for d in maxima if d > 0)
     if not differing:
         return
+    mechanism = channel_mechanism([m for m in means if not np.array_equal(*m)])
     first.text = (
-        f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
+        (f"{mechanism}, " if mechanism else "")
+        + f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
         f"(max {short_number(float(np.max(maxima)), 3)}, "
         f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
     )

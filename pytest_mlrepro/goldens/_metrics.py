@@ -165,6 +165,7 @@ class Comparison:
     tolerances: Tolerances
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    k: int = 5  # what "top-5" counts: the results' top-k, at most 5 (top_k 3: top-3)
 
     @property
     def failures(self) -> list[str]:
@@ -273,4 +274,5 @@ def comparison_of(
         tolerances=tol,
         missing=missing,
         extra=extra,
+        k=min(5, now.topk.shape[1], golden.topk.shape[1]) if now.topk.ndim == 2 else 5,
     )

@@ -12,7 +12,7 @@ from .._files import sha256_file
 from ..errors import MlreproError
 from ..settings import resolve_within
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".npy")
 CLASS_NAME_FILES = ("synset.txt", "synsets.txt", "class_names.txt", "classes.txt")
 _INT = re.compile(r"[0-9]+")
 

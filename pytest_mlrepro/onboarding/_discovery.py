@@ -41,6 +41,7 @@ import numpy as np
 
 from .. import pipeline
 from ..data import Sample
+from ._data_probe import DataFacts
 from ._presets import (
     CAFFE,
     GOOGLE_CROP_PADDING,
@@ -51,6 +52,7 @@ from ._presets import (
     MNIST,
     RAW,
     ZERO_ONE,
+    Bands,
     Geometry,
     StepText,
     Values,
@@ -76,7 +78,8 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 # What a candidate's decode makes, by its ``order`` (BGR: the file decoded as RGB, flipped after
 # the geometry, which acts per channel).
-DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA"}
+DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA", "L16": "L16"}
+DECODED["bands"] = "bands"
 DECODED.update({grey: grey for grey in GREY_CONVERT})
 
 
@@ -86,17 +89,24 @@ class Candidate:
     geometry: Geometry
     values: Values
     inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
+    bands: Bands | None = None  # order "bands": how the files decode
+    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
 
     @property
     def label(self) -> str:
         grey = GREY_CONVERT.get(self.order)
         shown = f"L ({grey})" if grey else self.order
+        if self.order == "L16":
+            shown = "L16 (16-bit grey)"
+        elif self.bands is not None:
+            axes = ", C×H×W" if self.bands.axes == "CHW" else ""
+            shown = f"{self.bands.channels} bands of {self.bands.dtype}{axes}"
         inverted = ", inverted (255 − x)" if self.inverted else ""
         return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
 
     def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
         return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
-                            self.inverted)  # fmt: skip
+                            self.inverted, self.bands, self.opaque)  # fmt: skip
 
 
 @dataclass
@@ -188,8 +198,15 @@ class _Images:
     """The subset's files read once, decoded once per decoding (RGB; RGBA; grey by luma or one
     channel; each inverted or not), and each geometry's S×S images computed once per decoding."""
 
-    def __init__(self, samples: Sequence[Sample], height: int, width: int) -> None:
-        self.height, self.width = height, width
+    def __init__(
+        self,
+        samples: Sequence[Sample],
+        height: int,
+        width: int,
+        bands: Bands | None = None,
+        opaque: bool = False,
+    ) -> None:
+        self.height, self.width, self.bands, self.opaque = height, width, bands, opaque
         self.ids = [s.id for s in samples]
         self.files = [s.read() for s in samples]
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
@@ -199,7 +216,8 @@ class _Images:
         """The images decoded as ``key`` says: (a decoding of DECODED, inverted or not)."""
         if key not in self.decoded:
             # A file that fails to decode is a SampleError naming it, as in a test run.
-            pipe = pipeline.Pipeline([_step(s) for s in decode_steps(*key)])
+            steps = decode_steps(*key, self.bands, self.opaque)
+            pipe = pipeline.Pipeline([_step(s) for s in steps])
             self.decoded[key] = [
                 pipe.run(pipe.decode(data, sample), 1, len(pipe.steps), sample)
                 for data, sample in zip(self.files, self.ids, strict=True)
@@ -222,6 +240,22 @@ class _Images:
         grey = self._decoded(("L", False))[:count]
         values = np.concatenate([t.array.astype(np.float64).ravel() / 255.0 for t in grey])
         return float(values.mean()), float(values.std()) or 1.0
+
+    def statistics(self, decoded: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per channel, the mean and standard deviation of the first ``count`` images decoded
+        as ``decoded`` (a value of DECODED), in the values the decode gives: the data set's own
+        normalisation, a candidate for any channel count."""
+        arrays = self._decoded((decoded, False))[:count]
+        channels = arrays[0].array.shape[2]
+        total, squares, pixels = np.zeros(channels), np.zeros(channels), 0
+        for tensor in arrays:  # image by image: no copy of the whole subset as float64
+            flat = tensor.array.reshape(-1, channels).astype(np.float64)
+            total += flat.sum(axis=0)
+            squares += np.square(flat).sum(axis=0)
+            pixels += len(flat)
+        mean = total / pixels
+        std = np.sqrt(np.maximum(squares / pixels - mean**2, 0.0))
+        return mean, np.where(std > 0, std, 1.0)
 
 
 def _step(text: StepText) -> pipeline.Step:
@@ -433,10 +467,15 @@ class Search:
         dtype: str,
         batch_size: int = 32,
         progress: Progress | None = None,
+        facts: DataFacts | None = None,
     ) -> None:
         self.run = run
         self.labels = np.asarray([s.label for s in samples], np.int64)
-        self.images = _Images(samples, height, width)
+        self.facts = facts  # what the files are (init read them): the candidates follow
+        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
+        self.opaque = facts is None or facts.family != "rgba"
+        self.images = _Images(samples, height, width, facts.decode if facts else None,
+                              self.opaque)  # fmt: skip
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
         self.progress = progress or Progress(None, math.inf)  # silent
@@ -445,6 +484,7 @@ class Search:
         # The work left, for the estimate: (candidates, samples) per stage still to come.
         self.stages: list[tuple[int, int]] = []
         self.stopped_early: list[str] = []
+        self.survivors = 0  # how many the last race left in it
 
     def score(self, candidate: Candidate, count: int) -> Scored:
         count = min(count, len(self.labels))
@@ -462,7 +502,8 @@ class Search:
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
-                tensor = pipeline.Tensor(array, "L" if decoded in GREY_CONVERT else decoded)
+                names = "L" if decoded in GREY_CONVERT or decoded == "L16" else decoded
+                tensor = pipeline.Tensor(array, names)
                 if candidate.order in ("BGR", "BGRA"):
                     tensor = pipeline.Color(order="BGR").apply(tensor)
                 for step in values:
@@ -518,6 +559,7 @@ class Search:
             if last:
                 break
             n = min(n + chunk, budget)
+        self.survivors = len(alive)
         if len(alive) == 1 and n < budget:
             self.stopped_early.append(
                 f"  {name}: the best was clear after {n} of {budget} images "
@@ -529,8 +571,10 @@ class Search:
     def discover(self, channels: int = 3) -> Discovery:
         """Search the known conventions on the subset (spread over the data set), racing the
         candidates of each step (see :meth:`race`). ``channels``: what the model's input takes,
-        1 (grey conventions), 3 (colour) or 4 (colour and alpha)."""
-        if channels not in (1, 3, 4):
+        1 (grey conventions), 3 (colour) or 4 (colour and alpha), or the band count of a
+        multi-band data set (``facts``)."""
+        bands = self.facts is not None and self.facts.family == "bands"
+        if channels not in (1, 3, 4) and not bands:
             raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
         total = len(self.labels)
         coarse, middle = min(total, 48), min(total, 64)
@@ -541,7 +585,7 @@ class Search:
         # 1. colour order (or grey decoding) × values, one geometry: the conventions differ by many
         # points here.
         first = self.race("1 colour order × values", starts, coarse)
-        if channels == 1:
+        if channels == 1 and first[0].candidate.order == "L":
             # 1b. the grey from one channel of a colour file instead of luma (the same tensors on
             # grey files: tied, the luma candidate stays first).
             lead = first[0].candidate
@@ -598,17 +642,89 @@ def for_channels(values: Values, channels: int) -> Values:
     raise ValueError(f"{values.label}: no grey form")
 
 
+def _short(value: float) -> float:
+    """``value`` to 6 significant digits: what a manifest shows of a measured statistic."""
+    return float(f"{value:.6g}")
+
+
+def _own(label: str, divisor: float | None, mean: np.ndarray, std: np.ndarray) -> Values:
+    """The data set's own per-channel mean/std as a value convention (in the units after
+    ``divisor``)."""
+    scale = divisor or 1.0
+    return Values(label, divisor, tuple(_short(m / scale) for m in mean),
+                  tuple(_short(s / scale) for s in std))  # fmt: skip
+
+
+def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
+    """Value conventions for 16-bit grey or multi-band data: divided by the dtype's range, by
+    4095 (12-bit data in 16 bits) or by the data's own maximum; −1..1 over the dtype's range;
+    raw; the data set's own per-channel mean/std, and one mean/std for every channel."""
+    channels, word = facts.bands, "band" if facts.family == "bands" else "channel"
+    found = [Values(f"/{d:g} ({why})", d, None, None) for d, why in facts.range_divisors()]
+    if facts.dtype in ("uint8", "uint16"):
+        half = 127.5 if facts.dtype == "uint8" else 32767.5
+        found.append(Values(f"(x - {half:g}) / {half:g}", None, (half,) * channels,
+                            (half,) * channels))  # fmt: skip
+    found.append(Values(f"raw {facts.dtype} values as float", None, None, None))
+    decoded = "bands" if facts.family == "bands" else "L16"
+    # Measured on the whole subset (decoded once, as every later step needs it anyway): the
+    # closer to the data set's own statistics, the closer to what the model was trained with.
+    mean, std = search.images.statistics(decoded, len(search.labels))
+    found.append(_own(f"the data set's own per-{word} mean/std", None, mean, std))
+    if channels > 1:
+        flat_mean = float(np.mean(mean))
+        flat_std = float(np.sqrt(np.mean(std**2 + (mean - flat_mean) ** 2)))
+        found.append(_own(f"the data set's mean/std, the same on every {word}", None,
+                          np.full(channels, flat_mean), np.full(channels, flat_std)))  # fmt: skip
+    return found
+
+
+def _alpha_values(search: Search) -> dict[str, list[Values]]:
+    """Value conventions for colour and alpha, per colour order: the colour conventions with
+    alpha left as it is scaled, and with alpha normalised like the colours where every colour
+    is normalised alike; the data set's own per-channel mean/std (on 0..1)."""
+    found: dict[str, list[Values]] = {}
+    mean, std = search.images.statistics("RGBA", len(search.labels))
+    for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3])):
+        values = [for_channels(v, 4) for v in VALUES]
+        for same in (MINUS_ONE_ONE, LITE):
+            assert same.mean is not None and same.std is not None
+            values.append(dataclasses.replace(
+                same, label=f"{same.label}, alpha too", mean=same.mean + same.mean[:1],
+                std=same.std + same.std[:1]))  # fmt: skip
+        values.append(_own("/255, the data set's own per-channel mean/std", 255.0,
+                           mean[index], std[index]))  # fmt: skip
+        found[order] = values
+    return found
+
+
 def _first_candidates(
     search: Search, channels: int, base: Geometry, coarse: int
 ) -> list[Candidate]:
-    """Step 1's candidates: colour order × the six value conventions (3 channels; 4: with alpha);
-    for grey, luma and its negative × 0..1, −1..1, (x − 127)/128, raw, MNIST's mean/std and
-    the data set's own mean/std (measured on the subset)."""
+    """Step 1's candidates, from what the files are (``search.facts``): colour order × the six
+    value conventions (3 channels; 4: with alpha, alpha left as it is scaled or normalised like
+    the colours, and the data set's own mean/std); for grey, luma and its negative × 0..1,
+    −1..1, (x − 127)/128, raw, MNIST's mean/std and the data set's own mean/std (measured on the
+    subset); for 16-bit grey and multi-band data, their ranges and own statistics."""
+    facts = search.facts
+    if facts is not None and facts.family == "bands":
+        return [Candidate("bands", base, v, bands=facts.decode)
+                for v in _wide_values(search, facts)]  # fmt: skip
+    if facts is not None and facts.family == "grey16" and channels == 1:
+        return [Candidate("L16", base, v) for v in _wide_values(search, facts)]
+    if facts is not None and facts.family == "rgba" and channels == 4:
+        return [
+            Candidate(order, base, values)
+            for order, listed in _alpha_values(search).items()
+            for values in listed
+        ]
     if channels == 3:
+        # No measured mean/std here: on photographs it is ImageNet's, within the noise, and
+        # would be written in place of the named convention the model was trained with.
         return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
     if channels == 4:
         return [
-            Candidate(order, base, for_channels(values, 4))
+            Candidate(order, base, for_channels(values, 4), opaque=search.opaque)
             for order in ("RGBA", "BGRA")
             for values in VALUES
         ]
@@ -683,7 +799,10 @@ def _refine(
             for f in fractions
         ]
         third = search.race("3 crop fraction", [*contenders, *tried], middle)
-        contenders = [s.candidate for s in third[:2]]
+        # Every crop the race could not tell apart from the best goes on to the whole subset
+        # (up to four): on 64 images 0.8 and 0.875 are often within each other's noise, and
+        # keeping only the first two dropped the true crop before it was seen on the rest.
+        contenders = [s.candidate for s in third[: max(2, min(4, search.survivors))]]
     elif search.stages:
         search.stages.pop(0)  # no crop to tune
     finalists = list(contenders)

@@ -30,7 +30,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,9 +46,10 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import fixed_size, shape_text
+from ..runners._signature import fixed_size, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
+from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
     ModelInfo,
@@ -58,6 +59,9 @@ from ._model_info import (
     read_model,
 )
 from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
+
+if TYPE_CHECKING:
+    from ._discovery import Candidate, Discovery
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
@@ -156,9 +160,10 @@ def _channel_refusal(model: ModelInfo, channels: int, preset: Preset | None = No
         )
     else:
         fix = (
-            f"a manifest written by hand whose decode reads {channels} bands "
-            f"('mode: bands, channels: {channels}', a multi-band TIFF or .npy array): presets "
-            "and discovery cover image files of 1, 3 or 4 channels"
+            f"--discover on data of {channels} bands (multi-page TIFFs or .npy arrays: it reads "
+            "them and searches band-wise conventions), or write the decode "
+            f"'mode: bands, channels: {channels}' by hand: presets cover image files of 1 or 3 "
+            "channels"
         )
     made = ""
     if preset is not None:
@@ -201,17 +206,46 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
     source = read_model(path, fmt, request.builder)
     source.package = package
     data = read_data(request.data, request.labels)
+    # The files first: what they are decides the layout a signature leaves open, the decode
+    # and the candidates (16-bit, alpha, bands).
+    told = source.channels if model_layout(source.shape) is not None else None
+    facts = read_facts(data, told)
+    if facts is not None and model_layout(source.shape) is None:
+        source.layout_from_data = layout_from_bands(source.shape, facts.bands)
     plan = InitPlan(request, project, source, data)
+    plan.facts = facts
     size = plan.size if request.export is None else None
     channels = source.channels
     preset = PRESETS[request.preset] if request.preset is not None else None
-    # Before anything is hashed or written; a torch module's count is checked when built.
+    # Before anything is hashed or written; a torch module's count is checked when built. The
+    # files first: a preset that cannot read them is refused for that, whatever the model.
+    refused = family_refusal(facts, f"--preset {preset.name}") if facts and preset else None
+    if refused is not None:
+        raise InitError(refused)
     if preset is not None and channels is not None and preset.channels != channels:
         raise InitError(_channel_refusal(source, channels, preset))
-    if request.discover and channels is not None and channels not in (1, 3, 4):
+    if facts is not None and facts.without_alpha and channels == 4:
+        # A decode of mode RGBA would give these an opaque alpha that the files do not have:
+        # the golden would record it as if it were data.
+        listed = ", ".join(repr(n) for n in facts.without_alpha[:5])
+        more = len(facts.without_alpha) - 5
+        raise InitError(
+            f"the data set is colour with alpha, and {len(facts.without_alpha)} of the "
+            f"{facts.files} files read have no alpha channel ({listed}"
+            f"{f', and {more} more' if more > 0 else ''}): decode mode RGBA would give them an "
+            "opaque alpha the files do not hold; save them with their alpha, or take them out "
+            "of the data set"
+        )
+    bands = facts.bands if facts is not None and facts.family == "bands" else None
+    if bands is not None and channels is not None and channels != bands:
+        raise InitError(
+            f"the data's files are {facts.described if facts else ''}; "
+            f"{_channel_refusal(source, channels).split(';')[0]}: a model of another band count"
+        )
+    if request.discover and channels is not None and channels not in (1, 3, 4, bands):
         raise InitError(_channel_refusal(source, channels))
     if size is not None:
-        _check_resolution(*size, request)  # before anything is hashed or written
+        _check_resolution(*size, request, facts)  # before anything is hashed or written
     elif source.format not in ("state_dict", "torchscript"):
         # Only a PyTorch module can be asked: any other file that leaves it free needs --size.
         raise InitError(
@@ -248,6 +282,7 @@ class InitPlan:
             self.size = (request.size, request.size)
             source.size_source = "--size"
         self.channels: int | None = source.channels
+        self.facts: DataFacts | None = None  # what the data's files are (plan_init read them)
         self.recipe = Recipe([], [])
         self._notes: list[str] = []
         # What complete() made, all undone by a failure: files made at their final place, other
@@ -312,12 +347,19 @@ class InitPlan:
 
     def _provisional_steps(self, height: int, width: int) -> list[StepText]:
         """A recipe of the model's channel count, to load or ask it (never the final one)."""
-        channels = self.channels or 3
+        facts = self.facts
+        bands = facts.decode if facts is not None else None
+        channels = self.channels or (bands.channels if bands else 3)
         order = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
+        if bands is not None and bands.channels == channels:
+            order = "bands"
+        elif facts is not None and facts.family == "grey16" and channels == 1:
+            order = "L16"
         if order is None:
             raise InitError(_channel_refusal(self.model, channels))
+        opaque = facts is None or facts.family != "rgba"  # files without alpha: declared
         return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
-                            self.model.dtype)  # fmt: skip
+                            self.model.dtype, bands=bands, opaque=opaque)  # fmt: skip
 
     def _preset_recipe(self) -> Recipe:
         assert self.size is not None
@@ -344,6 +386,13 @@ class InitPlan:
         """Size, export, classes and recipe, each settled; the model file made, if any."""
         request = self.request
         made_file = None
+        if self.facts is not None:  # what init read of the files, said before anything else
+            self.say(f"the data's files: {self.facts.described}")
+            if self.facts.family == "grey16" and self.channels == 3:
+                self.say(
+                    "  the model takes colour: the 16-bit grey files are decoded as RGB, by their "
+                    "high byte (Pillow reads 16-bit images as 8 bits in colour modes)"
+                )
         if self.channels is None and self.model.builder is not None:
             self.channels = self._builder_channels()
         if self.size is None or request.export is not None:
@@ -353,7 +402,7 @@ class InitPlan:
             if request.export is not None:
                 made_file = self._export(module)
         assert self.size is not None  # _settle_size refused otherwise
-        _check_resolution(*self.size, request)
+        _check_resolution(*self.size, request, self.facts)
         self.recipe = self._preset_recipe()
         self.write()
         if self.model.classes is None:
@@ -551,10 +600,12 @@ class InitPlan:
         subset = spread(dataset.samples, self.request.samples)
         self.say(f"discovering the recipe on {len(subset)} of {len(dataset.samples)} images ...")
         height, width = self.size
-        channels = self.channels or 3  # 1, 3 or 4: the provisional recipe refused others
+        facts = self.facts
+        # 1, 3 or 4, or the data's band count: the provisional recipe refused others.
+        channels = self.channels or (facts.bands if facts is not None else 3)
         with _failure("the model failed when run on the discovery candidates"):
             search = Search(runner, subset, height, width, self.model.layout, self.model.dtype,
-                            progress=Progress.to_terminal())  # fmt: skip
+                            progress=Progress.to_terminal(), facts=facts)  # fmt: skip
             found = search.discover(channels)
         self.say(found.render())
         best = found.best
@@ -564,13 +615,86 @@ class InitPlan:
             f"top-1 {100 * best.top1:.2f}% on {best.n} images, 95% interval "
             f"[{100 * best.interval[0]:.1f}, {100 * best.interval[1]:.1f}]",
         ]
+        if facts is not None:
+            origin.append(f"the data's files, read first: {facts.described}")
         if len(found.ranking) > 1:
             second = found.ranking[1]
             origin.append(
                 f"runner-up: {second.candidate.label}: {100 * second.top1:.2f}% on {second.n}"
             )
-        self.recipe = Recipe(steps, origin)
+        doubts, notes = doubts_about(found, self.classes, steps)
+        for line in doubts:
+            self.say(line)
+        for line in doubts:  # comment lines of at most 92 characters
+            origin += textwrap.wrap(f"TODO: {line}", 92, break_long_words=False,
+                                    subsequent_indent="  ")  # fmt: skip
+        self.recipe = Recipe(steps, origin, notes)
         self.write()
+
+
+def _differences(best: Candidate, other: Candidate) -> list[tuple[str, str]]:
+    """Which parts of a recipe ``other`` changes against ``best``: (the step's op, what)."""
+    parts: list[tuple[str, str]] = []
+    if (best.order, best.inverted, best.bands) != (other.order, other.inverted, other.bands):
+        parts.append(("decode", "the decoding or colour order"))
+    shape, other_shape = best.geometry, other.geometry
+    if (shape.kind, shape.fraction) != (other_shape.kind, other_shape.fraction):
+        parts.append(("crop", "the crop"))
+    if best.geometry.method != other.geometry.method:
+        parts.append(("resize", "the resize method"))
+    if best.values != other.values:
+        parts.append(("normalize" if best.values.mean else "scale", "the values"))
+    return parts
+
+
+def doubts_about(
+    found: Discovery, classes: int, steps: list[StepText]
+) -> tuple[list[str], dict[int, str]]:
+    """What to say before writing a discovered recipe when its best is poor (top-1 near
+    chance) or cannot be told apart from the next candidates on these samples: sentences with
+    the runners-up and what would tell them apart, and a TODO comment per undecided step (by
+    the step's index)."""
+    from ._discovery import versus
+
+    best = found.best
+    lines: list[str] = []
+    notes: dict[int, str] = {}
+    chance = 1.0 / max(classes, 1)
+    low, high = best.interval
+    runners = [s for s in found.ranking[1:4] if s.n == best.n]
+    named = "; ".join(f"{s.candidate.label} ({100 * s.top1:.1f}%)" for s in runners) or "none"
+    # Near chance: not told apart from it (its interval reaches it), or within a few points.
+    if low <= chance or best.top1 <= min(2 * chance, chance + 0.1):
+        lines.append(
+            f"the best recipe found is poor: top-1 {100 * best.top1:.1f}% on {best.n} images "
+            f"(95% interval {100 * low:.1f} to {100 * high:.1f}%), near chance for {classes} "
+            f"classes ({100 * chance:.1f}%): none of the searched conventions reproduces a "
+            f"working model. Runners-up: {named}. What would tell: the model's own "
+            "preprocessing (its training code or documentation), the labels (is class_index "
+            "the model's numbering?), or a decode the search does not cover"
+        )
+    ops = [next(iter(step)) for step in steps]
+    for other in runners:
+        if versus(best, other) != "≈":
+            continue
+        parts = _differences(best.candidate, other.candidate)
+        if not parts:
+            continue
+        what = " and ".join(p[1] for p in parts)
+        lines.append(
+            f"undecided: {best.candidate.label} and {other.candidate.label} "
+            f"({100 * best.top1:.1f}% and {100 * other.top1:.1f}% top-1) cannot be told apart "
+            f"on {best.n} images; they differ in {what}. What would tell them apart: more "
+            "images (--samples N, if the data set has them), or the model's own preprocessing "
+            "(its training code or documentation) for that step"
+        )
+        for op, part in parts:
+            index = next((i for i, name in enumerate(ops) if name == op), None)
+            if index is None and op == "crop":
+                index = next((i for i, name in enumerate(ops) if name == "resize"), None)
+            if index is not None and index not in notes:
+                notes[index] = f"TODO: undecided, {part}: {other.candidate.label} is as likely"
+    return lines, notes
 
 
 @contextlib.contextmanager
@@ -625,16 +749,22 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
     return staged
 
 
-def _check_resolution(height: int, width: int, request: InitRequest) -> None:
-    """Refuse an input resolution that init could not even allocate, before writing anything."""
+def _check_resolution(
+    height: int, width: int, request: InitRequest, facts: DataFacts | None = None
+) -> None:
+    """Refuse an input resolution that init could not even allocate, before writing anything
+    (a pixel of the data's files: 3 bytes of colour, or its bands of their dtype)."""
     if height * width > MAX_IMAGE_PIXELS:
         # The same bound as an image a test run decodes: a larger tensor is no photo.
         raise InitError(
             f"the input resolution {height}×{width} is more than {MAX_IMAGE_PIXELS} pixels (the "
             "most an image may have): give the model's real input size with --size S"
         )
-    if request.discover and request.samples * height * width * 3 > MAX_DISCOVERY_BYTES:
-        most = max(1, MAX_DISCOVERY_BYTES // (height * width * 3))
+    pixel = 3
+    if facts is not None:
+        pixel = max(3, facts.bands * {"uint8": 1, "uint16": 2}.get(facts.dtype, 4))
+    if request.discover and request.samples * height * width * pixel > MAX_DISCOVERY_BYTES:
+        most = max(1, MAX_DISCOVERY_BYTES // (height * width * pixel))
         raise InitError(
             f"--discover on {request.samples} images of {height}×{width} would need more than "
             f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"

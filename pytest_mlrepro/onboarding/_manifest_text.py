@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -42,6 +42,8 @@ def _rel(path: Path, start: Path) -> str:
 class Recipe:
     steps: list[StepText]
     origin: list[str]  # comment lines: where the recipe came from
+    # A comment after a step, by the step's index: a TODO on a step discovery left undecided.
+    notes: dict[int, str] = field(default_factory=dict)
 
 
 def render_manifest(
@@ -76,15 +78,17 @@ def render_manifest(
         f"    layout: {model.layout}  # "
         + (
             f"from the model's input shape {shape_text(model.shape)}"
+            + (" and the data's band count" if model.layout_from_data else "")
             if model.shape
             else "channels first: the model file records no input shape"
         ),
         "    preprocess:",
     ]
     lines += [f"      # {line}" for line in recipe.origin]
-    lines += [
-        f"      - {op}: {_flow(params)}" for step in recipe.steps for op, params in step.items()
-    ]
+    for index, step in enumerate(recipe.steps):
+        ((op, params),) = step.items()
+        note = recipe.notes.get(index)
+        lines.append(f"      - {op}: {_flow(params)}" + (f"  # {note}" if note else ""))
     lines += [
         "postprocess:",
         "  softmax: true  # the model outputs logits (set false if it outputs probabilities)",

@@ -53,6 +53,9 @@ class ModelInfo:
     artifact: str | None = None  # the artifact builder that makes the file in the cache
     size_source: str = "the model's input signature"  # what told the input size
     channels_source: str = "the model's input signature"  # what told the channel count
+    # The layout when the signature alone cannot tell it (no 1, 3 or 4 on either channel axis):
+    # told by the axis that matches the data's band count (``_data_probe.layout_from_bands``).
+    layout_from_data: str | None = None
 
     @property
     def framework(self) -> str:
@@ -61,8 +64,8 @@ class ModelInfo:
     @property
     def layout(self) -> str:
         """NCHW or NHWC from the channel dimension, by the runners' rule (NCHW when the shape
-        does not tell)."""
-        return model_layout(self.shape) or "NCHW"
+        does not tell, unless the data's band count told it)."""
+        return model_layout(self.shape) or self.layout_from_data or "NCHW"
 
     @property
     def channels(self) -> int | None:

@@ -359,28 +359,56 @@ def value_steps(values: Values, dtype: str) -> list[StepText]:
 GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue"}
 
 
-def decode_steps(order: str, inverted: bool = False) -> list[StepText]:
-    """The decode step of a recipe in ``order`` (a key of GREY_CONVERT, RGB, BGR, RGBA or
-    BGRA), then ``invert`` when ``inverted`` (255 − x: white digits on black, negatives)."""
+@dataclass(frozen=True)
+class Bands:
+    """How a multi-band data set decodes (order ``bands``): ``channels`` bands of ``dtype``, a
+    multi-page TIFF (backend ``pil``) or ``.npy`` arrays (backend ``numpy``, ``axes`` HWC or
+    CHW), as ``mlrepro init`` read them from the files."""
+
+    channels: int
+    dtype: str
+    backend: Literal["pil", "numpy"]
+    axes: Literal["HWC", "CHW"] = "HWC"
+
+
+def decode_steps(
+    order: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False
+) -> list[StepText]:
+    """The decode step of a recipe in ``order`` (a key of GREY_CONVERT, RGB, BGR, RGBA, BGRA,
+    L16: 16-bit grey, or bands: ``bands`` as the files hold them), then ``invert`` when
+    ``inverted`` (255 − x, 65535 − x for 16 bits: white digits on black, negatives).
+    ``opaque``: RGBA of files without alpha, declared (``alpha: add-opaque``)."""
     decode: dict[str, object] = {"backend": "pil"}
     if order in GREY_CONVERT:
         decode.update(mode="L", convert=GREY_CONVERT[order])
+    elif order == "L16":
+        decode.update(mode="L16", convert="luma")
+    elif order == "bands":
+        if bands is None:
+            raise ValueError("a bands decode needs its band count and dtype")
+        decode.update(backend=bands.backend, mode="bands", channels=bands.channels,
+                      dtype=bands.dtype)  # fmt: skip
+        if bands.axes == "CHW":
+            decode["axes"] = "CHW"
     elif order in ("RGBA", "BGRA"):
         decode.update(mode="RGBA", order=order[:3])
+        if opaque:
+            decode["alpha"] = "add-opaque"
     else:
         decode.update(order=order)
-    decode["exif_orientation"] = False
+    if decode["backend"] != "numpy":
+        decode["exif_orientation"] = False
     invert: list[StepText] = [{"invert": {}}] if inverted else []
     return [{"decode": decode}, *invert]
 
 
 def recipe_steps(
     order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
-    dtype: str, inverted: bool = False,
+    dtype: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False,
 ) -> list[StepText]:  # fmt: skip
     """Every step of a recipe, written out in full (no default left implicit)."""
     return [
-        *decode_steps(order, inverted),
+        *decode_steps(order, inverted, bands, opaque),
         *geometry_steps(geometry, height, width),
         *value_steps(values, dtype),
         {"layout": {"order": layout}},
@@ -398,6 +426,7 @@ def preset_steps(
 __all__ = [
     "GREY_CONVERT",
     "PRESETS",
+    "Bands",
     "Geometry",
     "Preset",
     "PresetSizeError",

@@ -10,6 +10,7 @@ or dtype other than the manifest's.
 from __future__ import annotations
 
 import io
+import re
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -53,6 +54,8 @@ class Decode(Protocol):
     def channels(self) -> int | None: ...
     @property
     def dtype(self) -> str | None: ...
+    @property
+    def axes(self) -> str | None: ...
 
 
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
@@ -66,6 +69,16 @@ MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 4 * 2
 """The most bytes a multi-band sample may decode to: what the largest image any mode accepts
 holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
 each page of a TIFF are checked against it before their pixels are read."""
+
+
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def library_words(exc: BaseException) -> str:
+    """A library's error message as a report shows it: the file it names by an object's repr
+    (Pillow: ``cannot identify image file <_io.BytesIO object at 0x7f…>``) said as "the file"
+    (the sample's id names it), so that no memory address reaches a report."""
+    return _OBJECT_REPR.sub("the file", str(exc))
 
 
 def _too_large(sample: str, what: str, size: int) -> SampleError:
@@ -134,7 +147,7 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                 return np.asarray(im.convert("L" if as_grey else "RGB"))
             return np.asarray(im.convert(step.mode))  # RGB or RGBA: alpha stays last
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
 
 
 def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
@@ -164,7 +177,7 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
                 if not _has_next(image, len(pages)):
                     break
     except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+        raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
     shapes = {p.shape[:2] for p in pages}
     if len(shapes) != 1:
         raise SampleError(
@@ -320,8 +333,9 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 
 
 def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
-    """A ``.npy`` array (H×W, or H×W×C), read without pickle, its header checked before the
-    array is read: the pixel limit, and the band count and dtype the step declares."""
+    """A ``.npy`` array (H×W, H×W×C, or C×H×W with ``axes: CHW``), read without pickle, its
+    header checked before the array is read: the pixel limit, and the band count and dtype the
+    step declares."""
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
@@ -331,14 +345,15 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
     except (ValueError, OSError, SyntaxError) as exc:
         raise SampleError(sample, f"numpy cannot read it as a .npy array: {exc}") from None
+    first = step.axes == "CHW"
     if len(shape) not in (2, 3):
-        raise SampleError(
-            sample, f"its array has shape {shape}: an image is H×W or H×W×C (channels last)"
-        )
-    if shape[0] * shape[1] > MAX_IMAGE_PIXELS:
-        pixels = f"{shape[1]}×{shape[0]} = {shape[0] * shape[1]} pixels"
+        layout = "C×H×W (axes: CHW)" if first else "H×W×C (channels last)"
+        raise SampleError(sample, f"its array has shape {shape}: an image is H×W or {layout}")
+    height, width = shape[-2:] if first and len(shape) == 3 else shape[:2]
+    if height * width > MAX_IMAGE_PIXELS:
+        pixels = f"{width}×{height} = {height * width} pixels"
         raise SampleError(sample, too_many(pixels))
-    bands = shape[2] if len(shape) == 3 else 1
+    bands = (shape[0] if first else shape[2]) if len(shape) == 3 else 1
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size > MAX_DECODED_BYTES:
         raise _too_large(sample, "×".join(map(str, shape)) + f" {dtype}", size)
@@ -353,6 +368,8 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
         array = np.ascontiguousarray(array)
     if array.ndim == 2:
         array = array[:, :, None]
+    elif first:
+        array = array.transpose(1, 2, 0)
     # Native byte order: a big-endian file's values, in the layout every step expects.
     return _finite(np.ascontiguousarray(array.astype(want, copy=False)), sample)
 
@@ -366,4 +383,11 @@ def _finite(array: np.ndarray, sample: str) -> np.ndarray:
     return array
 
 
-__all__ = ["MAX_DECODED_BYTES", "MAX_IMAGE_PIXELS", "decode_mode", "decode_npy", "too_many"]
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "MAX_IMAGE_PIXELS",
+    "decode_mode",
+    "decode_npy",
+    "library_words",
+    "too_many",
+]

@@ -27,7 +27,7 @@ import numpy as np
 from .._schema import Invalid, unbuildable
 from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
-from ._decode import decode_mode, decode_npy
+from ._decode import decode_mode, decode_npy, library_words
 from ._decode import too_many as _too_many
 from ._decode import wide_samples as _wide_samples
 
@@ -181,7 +181,9 @@ class Decode(Step):
     * ``RGB`` (the default): 3 × uint8, in ``order``. Grey, palette and CMYK files are converted
       as the backend converts them, an alpha channel is dropped, 16-bit samples keep their high
       byte (every backend alike).
-    * ``RGBA``: 4 × uint8 (``order: BGR`` gives BGRA); a file without alpha gets an opaque one.
+    * ``RGBA``: 4 × uint8 (``order: BGR`` gives BGRA). A file without alpha is this sample's
+      error (an opaque alpha invented for it would be recorded as data), unless the step declares
+      ``alpha: add-opaque``: then it gets an opaque one, as the backend converts.
     * ``L``: 1 × uint8 grey. A colour file becomes grey by ``convert``: ``luma`` (ITU-R 601-2,
       L = 0.299 R + 0.587 G + 0.114 B, with the backend's own integer rounding: Pillow's
       ``convert("L")``, OpenCV's ``IMREAD_GRAYSCALE``, tf.io's ``channels=1``) or one of its
@@ -192,7 +194,8 @@ class Decode(Step):
     * ``bands``: every band the file holds, as it holds them: ``channels`` of ``dtype``
       (uint8, uint16 or float32); a multi-page TIFF gives one band per page (backend ``pil``),
       a ``.npy`` array (H×W or H×W×C, backend ``numpy``, read without pickle) its own. A sample
-      with another band count or dtype is its error.
+      with another band count or dtype is its error. ``axes: CHW`` reads a ``.npy`` array
+      stored bands first (C×H×W, as rasterio and most satellite tools write them).
 
     ``exif_orientation``: apply the EXIF rotation (OpenCV does by default, Pillow and tf.io do
     not). ``backend: tf`` decodes with ``tf.io.decode_jpeg`` (other formats:
@@ -215,6 +218,10 @@ class Decode(Step):
     # Mode bands only: how many bands every sample has, and their element type.
     channels: int | None = field(default=None, metadata={"plain_omit_none": True})
     dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
+    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
+    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:
@@ -271,6 +278,13 @@ class Decode(Step):
                     "backend numpy reads .npy arrays as they are: use mode bands with their "
                     "channels and dtype",
                 )
+        if self.alpha is not None and self.mode != "RGBA":
+            raise Invalid("alpha", f"only mode RGBA has an alpha to add; mode {self.mode} has none")
+        if self.axes is not None and (self.mode, self.backend) != ("bands", "numpy"):
+            raise Invalid(
+                "axes",
+                "only a .npy array (mode bands, backend numpy) has an axis order to state",
+            )
         if self.mode in ("L", "L16", "bands") and self.order != "RGB":
             raise Invalid("order", f"mode {self.mode} has no colour order; leave 'order' out")
         if self.mode == "RGB16" and self.backend == "pil":
@@ -302,6 +316,14 @@ class Decode(Step):
         # there, before anything is allocated for the pixels, the same way for all three.
         header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
         header.close()
+        if self.mode == "RGBA" and self.alpha is None and not _has_alpha(header):
+            raise SampleError(
+                sample,
+                f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
+                "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
+                "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
+                "step to give files without one an opaque alpha",
+            )
         return Tensor(decode_mode(data, sample, self, header), self.state().order)
 
 
@@ -313,6 +335,11 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "L16": ("L", 1, "uint16"),
     "RGB16": ("RGB", 3, "uint16"),
 }
+
+
+def _has_alpha(header: PIL.Image.Image) -> bool:
+    """Whether the file holds an alpha channel (or a palette transparency), from its header."""
+    return header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
 
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
@@ -337,13 +364,13 @@ def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) 
         raise SampleError(sample, _too_many(what)) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         if backend == "pil":
-            raise SampleError(sample, f"Pillow cannot decode it: {exc}") from None
+            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
         # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
         library = "OpenCV" if backend == "opencv" else "tf.io"
         raise SampleError(
             sample,
-            f"{library} cannot decode it: its size cannot be read from its header ({exc}), and "
-            "the pixel limit is checked before decoding",
+            f"{library} cannot decode it: its size cannot be read from its header "
+            f"({library_words(exc)}), and the pixel limit is checked before decoding",
         ) from None
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
@@ -776,11 +803,21 @@ class Normalize(Step):
         for name in ("mean", "std"):
             count = len(getattr(self, name))
             if count not in (1, state.channels):
+                # More values than the decode makes channels: most often the decode is what is
+                # wrong (mode RGB for a model of colour and alpha, or of N bands).
+                decode = (
+                    f"; or, if the model takes {count} channels, the decode is what to change "
+                    f"(it makes {state.channels}): "
+                    + ("mode: RGBA (colour and alpha) or " if count == 4 else "")
+                    + f"'mode: bands, channels: {count}'"
+                    if count > state.channels
+                    else ""
+                )
                 raise Invalid(
                     name,
                     f"{count} values for {state.channels} channel"
                     f"{'s' * (state.channels != 1)} ({state.order}): give one value, or one "
-                    "per channel",
+                    f"per channel{decode}",
                 )
         return dataclasses.replace(
             state, dtype="float32" if state.dtype == "uint8" else state.dtype

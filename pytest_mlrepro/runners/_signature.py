@@ -79,7 +79,8 @@ def model_channels(shape: Sequence[object], layout: str) -> int | None:
 
 # The decode step that gives a channel count, as a manifest writes it (else 'mode: bands').
 _CHANNEL_FIXES = {
-    1: "decode with 'mode: L' (grey; a colour file by ITU-R 601-2 luma, 'convert: luma')",
+    1: "decode with 'mode: L' (grey; a colour file by ITU-R 601-2 luma, 'convert: luma'), or "
+    "'mode: L16' for files with 16-bit samples (mode L reads only their high byte)",
     3: "decode with 'mode: RGB' (colour; a grey file's channel repeated)",
     4: "decode with 'mode: RGBA' (colour and alpha), or 'mode: bands' for 4 bands",
 }

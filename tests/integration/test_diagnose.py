@@ -862,7 +862,11 @@ def test_a_drift_failure_carries_the_diagnosis(project: Project) -> None:
     flat = " ".join(section.split())
     assert "with RGB instead of BGR, 24/24 probe predictions match the golden" in flat
     assert "manifest diff against the manifest the golden was recorded with:" in flat
-    assert "decode: mean |Δ|" in flat  # the first step whose output changed
+    # The first step whose output changed, and how: its channel means are the golden's, moved.
+    assert (
+        "decode: the channels in another order (now ← golden, by their means: 0←2, 2←0), "
+        "mean |Δ|" in flat
+    ), flat
     # The verdict comes first, untouched; the diagnosis follows it.
     verdict = next(
         i for i, line in enumerate(lines) if line.startswith("manifests/tiny_onnx.yaml [cpu]:")

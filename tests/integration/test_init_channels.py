@@ -140,6 +140,8 @@ def test_discovery_on_a_four_channel_model_decodes_rgba(
     manifest = load_manifest(project.path / "manifests" / "rgba.yaml")
     decode = manifest.input.preprocess[0]
     assert (decode.mode, decode.order) == ("RGBA", "RGB")  # type: ignore[attr-defined]
+    # The files are RGB: the opaque alpha the model is fed is declared, not invented silently.
+    assert decode.alpha == "add-opaque"  # type: ignore[attr-defined]
     assert manifest.input.layout == "NHWC"
     result = project.runpytest(*QUIET, "manifests/rgba.yaml", "--mlrepro-update")
     result.assert_outcomes(passed=1)

@@ -552,3 +552,27 @@ def test_a_saved_model_records_the_ops_that_compute_on_its_input(
     same = layers.compare(block, runner, manifest, samples)
     assert same is not None
     assert same.first is None, layer_section(same)
+
+
+def test_tflite_layer_outputs_keep_litert_s_debugging_warning_out(
+    tmp_path: Path, tf_assets: Path
+) -> None:
+    """Reading every tensor needs LiteRT's experimental_preserve_all_tensors, for which it warns
+    that it is for debugging: that is its use here, and the warning stays out of the output."""
+    import warnings
+
+    from pytest_mlrepro.data import resolve_dataset
+
+    settings = Settings.for_project(
+        tmp_path, cache_dir=tmp_path / "cache", data_mirrors=[tf_assets / "data"]
+    )
+    manifest = manifest_at(tmp_path, tf_assets, tf_manifest_text("m", "tflite", assets=tf_assets))
+    (tmp_path / "manifests" / "tiny.sha256").write_text(checksum_list(tf_assets / "data" / "tiny"))
+    samples = resolve_dataset(manifest, settings).samples
+    runner = load_runner(manifest, "cpu", settings)
+    batch = np.stack([manifest.pipeline(s.read(), s.id) for s in samples[:2]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = runner.layer_outputs(batch)  # type: ignore[attr-defined]
+    assert outputs, "no layer outputs"
+    assert not [w for w in caught if "preserve_all_tensors" in str(w.message)], caught

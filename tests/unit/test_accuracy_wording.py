@@ -240,3 +240,11 @@ def test_a_golden_written_despite_the_reference_says_both() -> None:
     first, rest = text.split("\n", 1)
     assert first == f"{WHERE}: golden {action}: golden/tiny.json"
     assert rest.startswith(f"{WHERE}: disagrees with its reference 'tiny_onnx'")
+
+
+def test_the_drift_table_heads_the_top_k_row_by_its_k() -> None:
+    """Three classes keep a top-3: what the table calls top-5 elsewhere is top-3 here."""
+    comparison = _comparison(DRIFTED)
+    assert comparison.k == 3
+    text = explain(comparison, "golden/tiny.json", ("cat", "dog", "fox"), RECORD)
+    assert "top-3 %" in text and "top-5 %" not in text

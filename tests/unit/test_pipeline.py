@@ -691,6 +691,22 @@ def test_normalize_values_must_match_the_channels(kwargs: dict, field: str, word
     assert words in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("count", "fix"),
+    [(4, "mode: RGBA (colour and alpha) or 'mode: bands, channels: 4'"),
+     (13, "'mode: bands, channels: 13'")],
+)  # fmt: skip
+def test_more_normalize_values_than_channels_point_at_the_decode(count: int, fix: str) -> None:
+    """Mode RGB before a normalize of 4 or 13 values: the decode is the likelier mistake (a
+    model of colour and alpha, or of 13 bands), and the message says what to decode with."""
+    with pytest.raises(Invalid) as info:
+        Pipeline([Decode(), Cast(), Normalize(mean=(0.5,) * count, std=(0.5,) * count)])
+    message = info.value.message
+    assert f"{count} values for 3 channels (RGB)" in message
+    assert f"if the model takes {count} channels, the decode is what to change" in message
+    assert fix in message
+
+
 def test_normalize_transition() -> None:
     with pytest.raises(Invalid, match=r"put 'cast: \{dtype: float32\}' before"):
         Normalize().transition(State(dtype="uint8"))

@@ -140,9 +140,11 @@ def test_bicubic_on_grey_clips_its_overshoot_instead_of_wrapping(
     image = np.zeros((8, 8, 1), np.uint8)
     image[2:6, 2:6] = 255
     out = Resize(size=16, method="bicubic", backend=backend).apply(Tensor(image, "L")).array
-    floats = Resize(size=16, method="bicubic", backend=backend).apply(
-        Tensor(image.astype(np.float32), "L")
-    ).array
+    floats = (
+        Resize(size=16, method="bicubic", backend=backend)
+        .apply(Tensor(image.astype(np.float32), "L"))
+        .array
+    )
     assert floats.max() > 255.5 and floats.min() < -0.5  # it does overshoot both ways
     assert (out[..., 0][floats[..., 0] > 255.5] == 255).all()  # clipped at white, not wrapped
     assert (out[..., 0][floats[..., 0] < -0.5] == 0).all()  # and at black
@@ -243,7 +245,15 @@ def test_decode_l_by_one_channel(backend: str, rule: str, channel: int) -> None:
 @pytest.mark.parametrize("order", ["RGB", "BGR"])
 @pytest.mark.parametrize("name", ["rgba.png", "rgb.png", "grey.png", "palette.png"])
 def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: str) -> None:
-    pil = Decode(backend="pil", mode="RGBA", order=order).decode(FILES[name], name).array  # type: ignore[arg-type]
+    """With ``alpha: add-opaque`` declared, a file without alpha gets an opaque one, as each
+    backend converts (without it: the next test)."""
+    pil = (
+        Decode(backend="pil", mode="RGBA", order=order, alpha="add-opaque")
+        .decode(  # type: ignore[arg-type]
+            FILES[name], name
+        )
+        .array
+    )
     with Image.open(io.BytesIO(FILES[name])) as image:
         expected = np.asarray(image.convert("RGBA"))
     if order == "BGR":
@@ -251,9 +261,26 @@ def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: 
     np.testing.assert_array_equal(pil, expected)
     if name == "palette.png":
         return  # OpenCV expands a palette without Pillow's alpha rules: compared above only
-    cv = Decode(backend="opencv", mode="RGBA", order=order).decode(FILES[name], name).array  # type: ignore[arg-type]
+    cv = (
+        Decode(backend="opencv", mode="RGBA", order=order, alpha="add-opaque")
+        .decode(  # type: ignore[arg-type]
+            FILES[name], name
+        )
+        .array
+    )
     np.testing.assert_array_equal(cv, expected)
     assert Decode(mode="RGBA", order=order).state().order == f"{order}A"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["pil", "opencv"])
+@pytest.mark.parametrize("name", ["rgb.png", "grey.png"])
+def test_decode_rgba_of_a_file_without_alpha_is_its_error(name: str, backend: str) -> None:
+    """An opaque alpha is never invented silently: it would be recorded in a golden as data."""
+    with pytest.raises(SampleError, match=r"it has no alpha channel .*'alpha: add-opaque'"):
+        Decode(backend=backend, mode="RGBA").decode(FILES[name], name)  # type: ignore[arg-type]
+    assert Decode(backend=backend, mode="RGBA").decode(FILES["rgba.png"], "r").array.shape[2] == 4  # type: ignore[arg-type]
+    with pytest.raises(Invalid, match="only mode RGBA has an alpha"):
+        Decode(mode="RGB", alpha="add-opaque").check()
 
 
 @pytest.mark.parametrize("backend", ["pil", "opencv"])
@@ -278,7 +305,11 @@ def test_decode_tf_modes_are_tf_ios_own() -> None:
     tf = pytest.importorskip("tensorflow")
     grey = Decode(backend="tf", mode="L").decode(FILES["rgb.png"], "rgb.png").array
     np.testing.assert_array_equal(grey, tf.io.decode_png(FILES["rgb.png"], channels=1).numpy())
-    rgba = Decode(backend="tf", mode="RGBA").decode(FILES["rgb.png"], "rgb.png").array
+    rgba = (
+        Decode(backend="tf", mode="RGBA", alpha="add-opaque")
+        .decode(FILES["rgb.png"], "rgb.png")
+        .array
+    )
     np.testing.assert_array_equal(rgba, tf.io.decode_png(FILES["rgb.png"], channels=4).numpy())
     deep = Decode(backend="tf", mode="RGB16").decode(cv2_png(BGR16), "c.png").array
     np.testing.assert_array_equal(deep, BGR16[..., ::-1])
@@ -497,3 +528,73 @@ def test_a_multi_band_sample_larger_than_any_image_is_refused_before_decoding() 
     step = Decode(backend="numpy", mode="bands", channels=13, dtype="float32")
     with pytest.raises(SampleError, match="it would decode to 832000000 bytes"):
         step.decode(header.getvalue(), "big.npy")
+
+
+def test_a_file_pillow_cannot_identify_is_said_without_an_object_repr() -> None:
+    """Pillow names the stream it was given (``<_io.BytesIO object at 0x…>``): a report says
+    "the file", never a memory address."""
+    with pytest.raises(SampleError) as info:
+        Decode(backend="pil").decode(b"\x93NUMPY not an image", "tile.npy")
+    assert "Pillow cannot decode it" in str(info.value)
+    assert "object at 0x" not in str(info.value) and "the file" in str(info.value)
+
+
+def test_no_decoder_flip_is_tried_between_npy_arrays_and_image_files() -> None:
+    from pytest_mlrepro.diagnosis._pitfalls import _decoder
+
+    steps = (Decode(backend="numpy", mode="bands", channels=13, dtype="uint16"),)
+    assert list(_decoder(steps)) == []
+    image_steps = (Decode(backend="pil", mode="bands", channels=5, dtype="uint16"),)
+    assert all("numpy" not in v.key for v in _decoder(image_steps))
+
+
+def test_an_rgba_resize_backend_flip_says_that_pillow_premultiplies() -> None:
+    """The whole story of an RGBA resize through another library, said with the flip."""
+    pytest.importorskip("cv2")
+    from pytest_mlrepro.diagnosis._pitfalls import _resize
+
+    rgba = (Decode(mode="RGBA"), Resize(size=(8, 8), backend="pil"))
+    words = {v.key: v.description for v in _resize(rgba)}
+    opencv = next(d for k, d in words.items() if ":opencv-" in k)
+    assert "Pillow premultiplies the colours by alpha while it filters, OpenCV filters" in opencv
+    assert not any("premultiplies" in d for k, d in words.items() if ":pil-" in k)
+    rgb = (Decode(), Resize(size=(8, 8), backend="pil"))
+    assert not any("premultiplies" in v.description for v in _resize(rgb))
+
+
+def test_a_16_bit_step_difference_is_said_in_16_bit_units() -> None:
+    from pytest_mlrepro.diagnosis._step_fingerprints import describe_difference
+
+    def print_of(value: float, sha: str) -> dict[str, object]:
+        return {"sha256": sha, "shape": [4, 4, 1], "dtype": "uint16",
+                "thumb": [[value]], "mean": [value], "detail": [1.0]}  # fmt: skip
+
+    count, words = describe_difference([print_of(30000.0, "a")], [print_of(6300.0, "b")])
+    assert count == 1
+    assert "thumbnail mean |Δ| 2.37e+04/65535" in words and "/255" not in words, words
+
+
+def test_a_band_permutation_and_premultiplied_alpha_are_said_as_mechanisms() -> None:
+    """The per-channel means of the decoded probes show both: the same means moved, or every
+    colour mean scaled by one factor with alpha the same."""
+    from pytest_mlrepro.diagnosis._step_fingerprints import channel_mechanism, describe_difference
+
+    rng = np.random.default_rng(3)
+    bands = [rng.uniform(100, 5000, 5) for _ in range(3)]
+    swapped = [(g, g[[0, 3, 2, 1, 4]]) for g in bands]
+    assert channel_mechanism(swapped) == (
+        "the channels in another order (now ← golden, by their means: 1←3, 3←1)"
+    )
+    rgba = [np.asarray([120.0, 90.0, 60.0, 128.0]), np.asarray([100.0, 80.0, 70.0, 200.0])]
+    premultiplied = [(g, np.concatenate([g[:3] * g[3] / 255, g[3:]])) for g in rgba]
+    said = channel_mechanism(premultiplied)
+    assert said is not None and said.startswith("the colours premultiplied by alpha")
+    assert channel_mechanism([(g, g + 3.0) for g in rgba]) is None  # a shift: neither
+
+    def print_of(mean: np.ndarray, sha: str) -> dict[str, object]:
+        return {"sha256": sha, "shape": [4, 4, 5], "dtype": "uint16", "thumb": [[1.0]],
+                "mean": mean.tolist(), "detail": [1.0]}  # fmt: skip
+
+    _, words = describe_difference([print_of(g, "a") for g, _ in swapped],
+                                   [print_of(n, "b") for _, n in swapped])  # fmt: skip
+    assert words.startswith("the channels in another order"), words

@@ -15,7 +15,7 @@ from pytest_mlrepro.report import (
     shard_lines,
     summary_table,
 )
-from pytest_mlrepro.results import row_of
+from pytest_mlrepro.results import Row, row_of
 
 
 def test_aligned_columns_start_at_the_same_place_and_lines_end_without_spaces() -> None:
@@ -115,3 +115,28 @@ def test_summary_table_aligns_its_numbers_under_their_headers() -> None:
     assert first.split() == ["m", "cpu", "torch", "1000", "75.12", "92.00", "0.9988", "pass"]
     assert second.split() == ["longer_name", "cuda", "-", "-", "-", "skipped"]
     assert first.index("75.12") == header.index("top-1")
+
+
+def test_the_top_k_column_is_headed_by_its_k() -> None:
+    """With postprocess.top_k 3 the column holds top-3 accuracy: it says so."""
+
+    def row(name: str, k: int) -> Row:
+        per_sample = {
+            "now": {
+                "ids": ["a"],
+                "labels": [0],
+                "topk": [list(range(k))],
+                "topk_scores": [[0.5] * k],
+            },
+            "golden": None,
+            "score_diff": {},
+        }
+        return row_of({"nodeid": name, "outcome": "passed", "manifest": name, "samples": 1,
+                       "top1": 100.0, "top5": 100.0, "verdict": "pass",
+                       "per_sample": per_sample})  # fmt: skip
+
+    header = summary_table([row("m", 3)])[0]
+    assert "top-3" in header.split() and "top-5" not in header
+    header, three, five = summary_table([row("m", 3), row("n", 10)])
+    assert "top-5" in header.split()
+    assert "100.00 (top-3)" in three and "(top-" not in five

@@ -5,6 +5,7 @@ op's output for the layer fingerprints."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -157,9 +158,14 @@ class TFLiteRunner(CheckedInput):
         scale and zero point (so that an int8 model compares with its float32 golden), and
         keep their stored dtype."""
         interpreter_class, _ = litert_interpreter()
-        traced = interpreter_class(
-            model_content=self.model_content, experimental_preserve_all_tensors=True
-        )
+        with warnings.catch_warnings():
+            # LiteRT warns that preserving every tensor is for debugging and costs memory:
+            # that is what this is, on one probe batch, and the warning would otherwise reach
+            # the users' pytest output as if something were wrong with their model.
+            warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors")
+            traced = interpreter_class(
+                model_content=self.model_content, experimental_preserve_all_tensors=True
+            )
         details = traced.get_input_details()[0]
         traced.resize_tensor_input(details["index"], list(batch.shape), strict=True)
         traced.allocate_tensors()
