@@ -263,11 +263,12 @@ class Assessment:
 
 def reference_comparison(attempt: Attempt, baseline: Baseline) -> tuple[HostFactor | None, bool]:
     """The host factor of ``attempt`` against ``baseline`` and whether it may excuse a
-    slowdown. None when the workloads differ in kind or thread count (nothing comparable); not
+    slowdown. None when the workloads differ in kind, thread count or timing method (a golden
+    recorded before the reference was interleaved: nothing comparable); not
     allowed to excuse when only the numpy that ran it differs (its kernels may have changed
     speed: a slower host and a slower numpy look alike)."""
     now, then = attempt.reference, baseline.reference
-    same_work = all(now.get(k) == then.get(k) for k in ("workload", "threads"))
+    same_work = all(now.get(k) == then.get(k) for k in ("workload", "threads", "method"))
     if not same_work or not baseline.reference_blocks.size:
         return None, False
     host = host_factor(attempt.block_medians, baseline.reference_blocks)

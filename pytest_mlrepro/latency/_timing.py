@@ -565,6 +565,10 @@ class ReferenceWorkload:
             "workload": f"matmul {self.STACK}x{self.SIZE}x{self.SIZE} float32 x{self.REPEAT}",
             "threads": self.threads,
             "numpy": np.__version__,
+            # How it was timed: blocks between a model's rounds run beside the runtime's
+            # spinning worker threads (ONNX Runtime's: about ×2 on 2 cores, measured), so only
+            # references timed the same way compare.
+            "method": f"interleaved {INTERLEAVE_SLICES}x{REFERENCE_BLOCK_ROUNDS}",
         }
 
     def _work(self, index: int) -> None:
