@@ -34,6 +34,7 @@ class Option:
     type: Any = None
     default: Any = None
     named: str = ""  # its name in ``config.option`` where it is not the flag's
+    const: Any = None  # the value of the flag given without one (its value is then optional)
 
     @property
     def dest(self) -> str:
@@ -45,6 +46,8 @@ class Option:
         kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": action}
         if action != "store_true":  # a flag takes no value: no default, metavar nor type
             kwargs.update(default=self.default, metavar=self.metavar, type=self.type)
+        if self.const is not None:
+            kwargs.update(nargs="?", const=self.const)
         group.addoption(self.flag, **kwargs)
 
     @property
@@ -198,6 +201,15 @@ OPTIONS = (
         action="store_true",
     ),
     Option(
+        "--mlrepro-changed",
+        "run only the manifest items whose manifest, model, data checksum list or labels, "
+        "golden, builder or preprocessing code changed since the git ref REF (default HEAD: "
+        "the uncommitted and untracked changes); the others are deselected (overrides the ini "
+        "key mlrepro_changed). Give it as --mlrepro-changed=REF before paths",
+        metavar="REF",
+        const="HEAD",
+    ),
+    Option(
         "--mlrepro-html",
         "write a self-contained HTML report of the session (overrides the ini key "
         "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
@@ -270,6 +282,11 @@ INI_KEYS = (
         "seconds an accuracy or determinism item may run (per evaluation) when its "
         "manifest sets no runtime.timeout_s (default 0: no limit)",
         default="0",
+    ),
+    IniKey(
+        "mlrepro_changed",
+        "run only the manifest items whose dependencies changed since this git ref "
+        "(default: empty, every item)",
     ),
     IniKey(
         "mlrepro_html",

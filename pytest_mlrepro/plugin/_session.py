@@ -41,6 +41,7 @@ from ._base import (
     settings_key,
     state_of,
 )
+from ._changed import changed_lines, nothing_changed_is_ok, read_changes, select_changed
 from ._collect import ManifestFile, is_mlrepro_item, preload_frameworks
 from ._determinism import determinism_items
 from ._golden_audit import (
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = read_options(config)
     check_outputs(config)
     check_html_target(config)
+    read_changes(config)
     session_of(config)
 
 
@@ -122,6 +124,7 @@ class MlreproSession:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        select_changed(config, items)
         mark_shared_goldens(config, items)
         use_lock(config, any(isinstance(i, LatencyItem) for i in items))
 
@@ -134,15 +137,16 @@ class MlreproSession:
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
-    ) -> str | None:
+    ) -> str | list[str] | None:
         """Where goldens, data and cache are, after "collected N items", when manifests were
         collected (a run without them shows nothing of the plugin). Under xdist the controller
         collects nothing, so the line is not shown there."""
         if not any(is_mlrepro_item(item) for item in items):
-            return None
+            return changed_lines(config) or None
         s = config.stash[settings_key]
         mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
-        return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+        where = f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+        return [where, *changed_lines(config)]
 
     # --- running --------------------------------------------------------------------------------
 
@@ -305,6 +309,7 @@ class MlreproSession:
         share_audit(session, self.state.audit)
         if self.is_worker:
             return
+        nothing_changed_is_ok(session)
         self._finish_shards(session)
         write_benchmark_file(session, self.state.latency)
         write_results_file(session, self.state.results, self.state.one_time)
