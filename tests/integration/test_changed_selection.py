@@ -214,5 +214,3 @@ def test_outside_a_git_work_tree_is_a_usage_error(serial_project: Project) -> No
     result = serial_project.run("--mlrepro-changed")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --mlrepro-changed HEAD: git rev-parse*"])
-
-
