@@ -209,6 +209,7 @@ class MlreproSession:
         if isinstance(item, ManifestItem):
             for name, value in item.report_attributes(call.when).items():
                 setattr(report, name, value)
+            item.locate_failure(report)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
