@@ -4,6 +4,7 @@ the data set share (:class:`EvaluatingItem`: the accuracy and the determinism it
 from __future__ import annotations
 
 import re
+import sysconfig
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,11 @@ def key_path(field: str) -> tuple[str | int, ...]:
     return tuple(name or int(index) for name, index in _KEY.findall(field))
 
 
+def _is_pytest_timeout(exc: BaseException) -> bool:
+    """pytest-timeout's signal-mode failure (``pytest.fail`` with its message)."""
+    return isinstance(exc, pytest.fail.Exception) and "from pytest-timeout" in str(exc)
+
+
 class ManifestItem(pytest.Item):
     """What every item of a manifest shares: its manifest and device, its properties, and a
     failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
@@ -146,6 +152,8 @@ class ManifestItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
+        if _is_pytest_timeout(excinfo.value):
+            return self._timed_out(excinfo)
         try:
             return super().repr_failure(excinfo, style=style)
         except TypeError:
@@ -190,6 +198,28 @@ class ManifestItem(pytest.Item):
         shown = display_path(self.config, self.path)
         located.reprcrash = FailurePlace(shown, line, first.removeprefix(f"{shown}:{line}: "))
         report.longrepr = located
+
+    def _timed_out(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+        """pytest-timeout's signal-mode failure in a few lines (not its traceback through the
+        evaluation, ~1,400 lines): the limit, where the item was, and the plugin's own limit,
+        which stops an evaluation cleanly; the summary row's verdict says ``timeout``."""
+        if not any(k == PROPERTY_PREFIX + "verdict" for k, _ in self.user_properties):
+            self.add_property("verdict", "timeout")
+        stdlib = sysconfig.get_paths()["stdlib"]
+        ours = [
+            e for e in excinfo.traceback
+            if not str(e.path).startswith(stdlib)
+            and "pytest_timeout" not in str(e.path) and "_pytest" not in str(e.path)
+        ]  # fmt: skip
+        where = (
+            f"\n  it was in {ours[-1].path}:{ours[-1].lineno + 1} ({ours[-1].name})" if ours else ""
+        )
+        shown = display_path(self.config, self.path)
+        return (
+            f"{shown} [{self.device}]: {excinfo.value}{where}\n"
+            "  (--mlrepro-timeout, or the manifest's runtime.timeout_s, stops an evaluation "
+            "cleanly and names its phase)"
+        )
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, f"{self.manifest.name}::{self.name}"
