@@ -8,7 +8,7 @@ of its node id. For manifest items that made files that are
 * invalid under the default family, ``xunit2``, whose schema has no per-test ``<properties>``:
   there the items' ``mlrepro.*`` properties go to the test suite's ``<properties>`` instead (which
   the schema allows), one property per item, named ``mlrepro:<node id>``, its value a JSON object
-  of the item's properties (without the ``mlrepro.`` prefix);
+  of the item's verdict and figures (:data:`SUITE_FIELDS`, without the ``mlrepro.`` prefix);
 * unreadable as data: under ``xunit1``/``legacy`` each ``mlrepro.*`` property stays in its test
   case, its value JSON;
 * ambiguous where a viewer shows only a test case's name (``accuracy[cpu]`` of four manifests):
@@ -34,6 +34,19 @@ PREFIX = "mlrepro."
 SUITE_PROPERTY = "mlrepro:"
 """The test suite property of one item under xunit2: ``mlrepro:<node id>``."""
 PLUGIN_NAME = "mlrepro-junit"
+SUITE_FIELDS = frozenset(
+    {
+        "kind", "manifest", "device", "shard", "framework", "framework_version",
+        "hardware_key", "hardware_slug", "status", "verdict", "samples", "top1", "top5",
+        "golden_top1", "golden_top5", "agreement", "max_score_diff",
+        "outside_tolerance", "diagnosis", "reference_verdict",
+    }
+)  # fmt: skip
+"""An item's properties in its test-suite property (xunit2): the verdict and its figures. The
+rest (the manifest's normalised content, the changed samples, the diagnosis's evidence, timings:
+kilobytes an item)
+is the results file's (``--mlrepro-json``); a viewer that prints the suite's properties first
+(xunit-viewer) then shows a line an item, not 29 KB before the first test."""
 
 
 def register(config: pytest.Config) -> None:
@@ -90,7 +103,7 @@ class JunitGlue:
         else:
             report.user_properties = others
             if ours:
-                values = {k[len(PREFIX) :]: v for k, v in ours}
+                values = {k[len(PREFIX) :]: v for k, v in ours if k[len(PREFIX) :] in SUITE_FIELDS}
                 xml.add_global_property(SUITE_PROPERTY + report.nodeid, as_json(values))
         try:
             return (yield)
