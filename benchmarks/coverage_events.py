@@ -99,9 +99,8 @@ def main(argv: list[str]) -> int:
             {f: c for f, c in by_file.items() if "pytest_mlrepro" in Path(f).parts}
         )
         for file, count in hot.most_common(3):
-            print(
-                f"    {count:>10,}  {Path(file).relative_to(REPO) if REPO in Path(file).parents else file}"
-            )
+            shown = Path(file).relative_to(REPO) if REPO in Path(file).parents else file
+            print(f"    {count:>10,}  {shown}")
     return 0
 
 
