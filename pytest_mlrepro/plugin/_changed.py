@@ -81,6 +81,25 @@ def select_changed(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_told_key] = lines
 
 
+WORKER_OUTPUT = "mlrepro_changed_deselected"
+"""An xdist worker's word to the controller (which collects nothing) that it deselected items."""
+
+
+def share_changed(session: pytest.Session) -> None:
+    """An xdist worker tells the controller whether its selection deselected items."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[WORKER_OUTPUT] = session.config.stash.get(_dropped_key, False)
+
+
+def gather_changed(node: object) -> None:
+    """Controller side (xdist): a worker's word that it deselected items."""
+    output = getattr(node, "workeroutput", None) or {}
+    config = getattr(node, "config", None)
+    if output.get(WORKER_OUTPUT) and isinstance(config, pytest.Config):
+        config.stash[_dropped_key] = True
+
+
 def nothing_changed_is_ok(session: pytest.Session) -> None:
     """A run whose every item was deselected because nothing they depend on changed passed
     (pytest says "no tests collected", exit 5: a CI job of "what this change touches" would
@@ -98,7 +117,9 @@ def changed_lines(config: pytest.Config) -> list[str]:
 __all__ = [
     "changed_lines",
     "changed_ref",
+    "gather_changed",
     "nothing_changed_is_ok",
     "read_changes",
     "select_changed",
+    "share_changed",
 ]

@@ -41,7 +41,14 @@ from ._base import (
     settings_key,
     state_of,
 )
-from ._changed import changed_lines, nothing_changed_is_ok, read_changes, select_changed
+from ._changed import (
+    changed_lines,
+    gather_changed,
+    nothing_changed_is_ok,
+    read_changes,
+    select_changed,
+    share_changed,
+)
 from ._collect import ManifestFile, is_mlrepro_item, preload_frameworks
 from ._determinism import determinism_items
 from ._golden_audit import (
@@ -246,8 +253,9 @@ class MlreproSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller side (xdist): gather each worker's audit."""
+        """Controller side (xdist): gather each worker's audit, and whether it deselected."""
         gather_worker_audit(node)
+        gather_changed(node)
 
     # --- the end ---------------------------------------------------------------------------------
 
@@ -308,6 +316,7 @@ class MlreproSession:
         files: the benchmark file, the results file and the HTML report (on the controller
         only)."""
         share_audit(session, self.state.audit)
+        share_changed(session)
         if self.is_worker:
             return
         nothing_changed_is_ok(session)

@@ -214,3 +214,14 @@ def test_outside_a_git_work_tree_is_a_usage_error(serial_project: Project) -> No
     result = serial_project.run("--mlrepro-changed")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --mlrepro-changed HEAD: git rev-parse*"])
+
+
+def test_under_xdist_too(history: Project) -> None:
+    """The workers select alike (each asks git), and nothing touched is a pass there too."""
+    edit(history.path / "models" / "tiny_b.onnx")
+    commit(history, "b")
+    result = history.run("--collect-only", "-q", "-n", "2", "--mlrepro-changed=HEAD~1")
+    assert result.ret == 0, result.stdout.str()
+    commit(history, "nothing")
+    result = history.run("-n", "2", "--mlrepro-changed=HEAD~1", "--mlrepro-no-diagnose")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
