@@ -31,6 +31,7 @@ raises them name their module; the others are here::
     ├── HistoryError         (matrix/_history.py) files that do not make a history
     ├── ReportUnavailable    (report/html/_render.py) the HTML report's libraries are missing
     ├── TrackingError        (tracking/_log.py) the tracking store cannot be reached or refuses
+    ├── ChangedFilesError    (changes/_git.py) git cannot say what changed since a ref
     │   ``mlrepro init``:
     ├── InitError            (onboarding/_data_folder.py) what init cannot do with its files
     ├── PresetSizeError      (onboarding/_presets.py) a size the preset's source does not define

@@ -177,6 +177,7 @@ class AccuracyOutcome:
     comparison: Comparison | None = None
     change: DataChange | None = None
     diagnosis: str | None = None  # the diagnosis's text; None when diagnosis is turned off
+    blamed: str | None = None  # the manifest field the diagnosis points at (Diagnosis.blamed)
     reference: ReferenceOutcome | None = None
     action: str = ""  # the golden's writing: "recorded", "updated (...)"...
     # Sentences for the run's notes (a passing item's too): an enrichment, or why not; a byte
@@ -601,7 +602,7 @@ class _Run:
             # The results file's summary of it (mlrepro merge, the report), the HTML's layer chart.
             self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
             drifted.layers.extend(d.layer_rows)
-        self.outcome = replace(self.outcome, diagnosis=d.render())
+        self.outcome = replace(self.outcome, diagnosis=d.render(), blamed=d.blamed)
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
         """Per-step fingerprints for the golden; None if they cannot be made (never costs the

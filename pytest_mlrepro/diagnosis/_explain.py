@@ -143,6 +143,27 @@ class Diagnosis:
             for diff in e.diffs
         ]
 
+    @property
+    def blamed(self) -> str | None:
+        """The manifest field the evidence points at (``inputs[0].preprocess[2].scale.divisor``),
+        where the failure is located: the manifest edit undone by the best flip that brings the
+        probes back, else the manifest's first edit since the golden, else the first
+        preprocessing step whose output differs; a cause in the model, the ``model`` block."""
+        for e in self.evidence:
+            if isinstance(e, CounterfactualEvidence):
+                for flip in e.restoring():
+                    if flip.reverts:
+                        return flip.reverts[0].path
+        for e in self.evidence:
+            if isinstance(e, ManifestEvidence) and e.changes:
+                return e.changes[0].path
+        for e in self.evidence:
+            if isinstance(e, StepEvidence) and e.report.first is not None:
+                index = e.report.first.now_index
+                if index is not None:
+                    return f"inputs[0].preprocess[{index}]"
+        return "model" if self.cause in MODEL_CAUSES else None
+
     def render(self, width: int = WIDTH) -> str:
         """The text appended to a failure: lead first, then the evidence, within ``width``."""
         return self.wording.text(self, width)

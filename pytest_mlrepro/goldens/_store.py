@@ -444,7 +444,16 @@ def _check_finite(data: Any) -> None:
     """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
     ``Infinity``, which JSON (so JSON Schema) does not know and this store never writes: one in a
     golden was put there by hand, and a NaN compares unequal to everything, so that no later
-    check may see it."""
+    check may see it.
+
+    JSON's C encoder refuses a non-finite number at C speed (no Python line runs per value, so
+    coverage's tracer does not pay for each of the golden's thousands of numbers); only a
+    document it refuses is walked, to name the field."""
+    try:
+        json.dumps(data, allow_nan=False)
+        return
+    except ValueError:
+        pass
     stack: list[tuple[Field, Any]] = [((), data)]
     while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
         field, value = stack.pop()

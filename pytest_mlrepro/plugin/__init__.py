@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .._names import matches_patterns
-from . import _heap, _hookspecs, _junit
+from . import _heap, _hookspecs, _junit, _selectors
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
 if TYPE_CHECKING:
@@ -54,14 +54,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # Before any plugin's pytest_configure registers its cleanups: this one then runs last.
     _heap.register(config)
+    # The run's paths before pytest-picked's pytest_configure replaces them (_selectors).
+    _selectors.remember_args(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     _junit.register(config)
+    follows_picked = _selectors.register(config)
     loader = EngineLoader(config)
     config.pluginmanager.register(loader, LAZY_PLUGIN)
-    if given(config):
+    if follows_picked or given(config):
         loader.engine()
 
 

@@ -114,6 +114,7 @@ class AccuracyItem(EvaluatingItem):
         for key, value in outcome.properties:
             self.add_property(key, value)
         self.classes, self.per_sample = outcome.classes, outcome.per_sample
+        self.blamed = outcome.blamed
         drifted, comparison = outcome.drifted, outcome.comparison
         if drifted is not None and comparison is not None:  # the HTML report's pictures
             collect_drift(self, drifted, comparison)

@@ -3,6 +3,8 @@ the data set share (:class:`EvaluatingItem`: the accuracy and the determinism it
 
 from __future__ import annotations
 
+import re
+import sysconfig
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -52,11 +54,51 @@ def loadgroup(config: pytest.Config, group: str) -> str | None:
     return group if getattr(config.option, "loadgroup", False) else None
 
 
+class LocatedFailure(str):
+    """A failure's text that knows its place in the manifest: ``reprcrash`` is what pytest's
+    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``). The text itself is what
+    every reader of a string ``longrepr`` gets (reporters, pytest-xdist, which sends it as
+    ``str()``: a plain string)."""
+
+    reprcrash: FailurePlace
+
+    def toterminal(self, tw: Any) -> None:
+        tw.line(str(self))
+
+
+class FailurePlace:
+    """Where a failure is, as pytest's crash location reads: path, line and message."""
+
+    def __init__(self, path: str, lineno: int, message: str) -> None:
+        self.path, self.lineno, self.message = path, lineno, message
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
+
+
+_LEADING_PLACE = re.compile(r"(?P<file>[^\n:]+):(?P<line>\d+):")
+_KEY = re.compile(r"(\w+)|\[(\d+)\]")
+# A verdict without a blamed field is located at the block it is about.
+_VERDICT_BLOCKS = {"data changed": "dataset"}
+
+
+def key_path(field: str) -> tuple[str | int, ...]:
+    """``inputs[0].preprocess[2].scale.divisor`` as the manifest's key path."""
+    return tuple(name or int(index) for name, index in _KEY.findall(field))
+
+
+def _is_pytest_timeout(exc: BaseException) -> bool:
+    """pytest-timeout's signal-mode failure (``pytest.fail`` with its message)."""
+    return isinstance(exc, pytest.fail.Exception) and "from pytest-timeout" in str(exc)
+
+
 class ManifestItem(pytest.Item):
     """What every item of a manifest shares: its manifest and device, its properties, and a
     failure shown as its message alone (an :class:`MlreproFailure` is the whole story)."""
 
     kind: ClassVar[str] = ""
+    blamed: str | None = None
+    """The manifest field this run's diagnosis points at (``scale.divisor``'s full path)."""
 
     def __init__(
         self, *, manifest: Manifest, device: str, xdist_group: str | None = None, **kwargs: Any
@@ -72,6 +114,7 @@ class ManifestItem(pytest.Item):
         properties would otherwise pile up in the results and JUnit XML)."""
         kept = self.stash.setdefault(_properties_before_runs, len(self.user_properties))
         del self.user_properties[kept:]
+        self.blamed = None
 
     def parameters(self) -> dict[str, str]:
         """What tells this item from its siblings of the same kind (the part of its name in
@@ -109,6 +152,8 @@ class ManifestItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
+        if _is_pytest_timeout(excinfo.value):
+            return self._timed_out(excinfo)
         try:
             return super().repr_failure(excinfo, style=style)
         except TypeError:
@@ -117,6 +162,64 @@ class ManifestItem(pytest.Item):
             # formatter subtracts from it and the session ends in an INTERNALERROR. Python's own
             # format prints such an entry: the failure is reported, the session goes on.
             return "".join(traceback.format_exception(excinfo.value)).rstrip()
+
+    def failure_line(self, text: str) -> int | None:
+        """The manifest line a failure of this item is located at: the line its text names
+        (an error worded ``<manifest>:<line>: field: ...``), else the line of the field the
+        diagnosis blames, else of the block the verdict is about (``model``: the results
+        drifted; ``dataset``, ``latency``, ``determinism``); None when the manifest has no such
+        line."""
+        leading = _LEADING_PLACE.match(text)
+        if leading and leading["file"] == display_path(self.config, self.path):
+            return int(leading["line"])
+        verdict = next((v for k, v in self.user_properties if k == PROPERTY_PREFIX + "verdict"), "")
+        block = _VERDICT_BLOCKS.get(str(verdict), self.kind if self.kind != "accuracy" else "")
+        blamed = self.blamed or block or "model"
+        lines = self.manifest.lines
+        path = key_path(blamed)
+        for cut in range(len(path), 0, -1):  # the field, else the closest key above it
+            if path[:cut] in lines:
+                return lines[path[:cut]]
+        return lines.get(("model",))
+
+    def locate_failure(self, report: pytest.TestReport) -> None:
+        """A failed call's report located at its manifest line (:meth:`failure_line`): its
+        ``location`` (what pytest-github-actions-annotate-failures annotates, an IDE opens)
+        and its crash line (``--tb=line``)."""
+        if not (report.failed and report.when == "call" and isinstance(report.longrepr, str)):
+            return
+        line = self.failure_line(report.longrepr)
+        if line is None:
+            return
+        path, _, domain = report.location
+        report.location = (path, line - 1, domain)  # pytest's locations count from 0
+        located = LocatedFailure(report.longrepr)
+        first = report.longrepr.splitlines()[0] if report.longrepr else ""
+        shown = display_path(self.config, self.path)
+        located.reprcrash = FailurePlace(shown, line, first.removeprefix(f"{shown}:{line}: "))
+        report.longrepr = located
+
+    def _timed_out(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+        """pytest-timeout's signal-mode failure in a few lines (not its traceback through the
+        evaluation, ~1,400 lines): the limit, where the item was, and the plugin's own limit,
+        which stops an evaluation cleanly; the summary row's verdict says ``timeout``."""
+        if not any(k == PROPERTY_PREFIX + "verdict" for k, _ in self.user_properties):
+            self.add_property("verdict", "timeout")
+        stdlib = sysconfig.get_paths()["stdlib"]
+        ours = [
+            e for e in excinfo.traceback
+            if not str(e.path).startswith(stdlib)
+            and "pytest_timeout" not in str(e.path) and "_pytest" not in str(e.path)
+        ]  # fmt: skip
+        where = (
+            f"\n  it was in {ours[-1].path}:{ours[-1].lineno + 1} ({ours[-1].name})" if ours else ""
+        )
+        shown = display_path(self.config, self.path)
+        return (
+            f"{shown} [{self.device}]: {excinfo.value}{where}\n"
+            "  (--mlrepro-timeout, or the manifest's runtime.timeout_s, stops an evaluation "
+            "cleanly and names its phase)"
+        )
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, 0, f"{self.manifest.name}::{self.name}"
@@ -205,4 +308,4 @@ class EvaluatingItem(ManifestItem):
         return explain_build_mismatch(exc, env, display_path(self.config, path))
 
 
-__all__ = ["EvaluatingItem", "ManifestItem"]
+__all__ = ["EvaluatingItem", "FailurePlace", "LocatedFailure", "ManifestItem", "key_path"]

@@ -204,6 +204,16 @@ OPTIONS = (
         action="store_true",
     ),
     Option(
+        "--mlrepro-changed",
+        "run only the manifest items whose manifest, model, data checksum list or labels, "
+        "golden, builder or preprocessing code changed since the git ref REF (default HEAD: "
+        "the uncommitted and untracked changes); the others are deselected (overrides the ini "
+        "key mlrepro_changed). Give it as --mlrepro-changed=REF before paths",
+        metavar="REF",
+        optional_value=True,
+        const="HEAD",
+    ),
+    Option(
         "--mlrepro-html",
         "write a self-contained HTML report of the session (overrides the ini key "
         "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
@@ -286,6 +296,11 @@ INI_KEYS = (
         "seconds an accuracy or determinism item may run (per evaluation) when its "
         "manifest sets no runtime.timeout_s (default 0: no limit)",
         default="0",
+    ),
+    IniKey(
+        "mlrepro_changed",
+        "run only the manifest items whose dependencies changed since this git ref "
+        "(default: empty, every item)",
     ),
     IniKey(
         "mlrepro_html",

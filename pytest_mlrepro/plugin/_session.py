@@ -43,6 +43,14 @@ from ._base import (
     settings_key,
     state_of,
 )
+from ._changed import (
+    changed_lines,
+    gather_changed,
+    nothing_changed_is_ok,
+    read_changes,
+    select_changed,
+    share_changed,
+)
 from ._collect import ManifestFile, is_mlrepro_item, preload_frameworks
 from ._determinism import determinism_items
 from ._golden_audit import (
@@ -79,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
     check_outputs(config)
     check_html_target(config)
     read_tracking(config)
+    read_changes(config)
     session_of(config)
 
 
@@ -126,6 +135,7 @@ class MlreproSession:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        select_changed(config, items)
         mark_shared_goldens(config, items)
         use_lock(config, any(isinstance(i, LatencyItem) for i in items))
 
@@ -138,15 +148,16 @@ class MlreproSession:
 
     def pytest_report_collectionfinish(
         self, config: pytest.Config, items: list[pytest.Item]
-    ) -> str | None:
+    ) -> str | list[str] | None:
         """Where goldens, data and cache are, after "collected N items", when manifests were
         collected (a run without them shows nothing of the plugin). Under xdist the controller
         collects nothing, so the line is not shown there."""
         if not any(is_mlrepro_item(item) for item in items):
-            return None
+            return changed_lines(config) or None
         s = config.stash[settings_key]
         mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
-        return f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+        where = f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
+        return [where, *changed_lines(config)]
 
     # --- running --------------------------------------------------------------------------------
 
@@ -209,6 +220,7 @@ class MlreproSession:
         if isinstance(item, ManifestItem):
             for name, value in item.report_attributes(call.when).items():
                 setattr(report, name, value)
+            item.locate_failure(report)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -245,8 +257,9 @@ class MlreproSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller side (xdist): gather each worker's audit."""
+        """Controller side (xdist): gather each worker's audit, and whether it deselected."""
         gather_worker_audit(node)
+        gather_changed(node)
 
     # --- the end ---------------------------------------------------------------------------------
 
@@ -309,8 +322,10 @@ class MlreproSession:
         files: the results file first, the benchmark file and the HTML report, and both logged to
         the tracking store when one is asked for (on the controller only)."""
         share_audit(session, self.state.audit)
+        share_changed(session)
         if self.is_worker:
             return
+        nothing_changed_is_ok(session)
         self._finish_shards(session)
         # The results file first: whatever fails after it (the benchmark file, the page, the
         # tracking store) is said in one line and costs nothing written before.

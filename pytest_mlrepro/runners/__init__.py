@@ -21,6 +21,7 @@ from ..errors import FrameworkUnavailable
 from ..fingerprint import installed_version
 from ..manifest import Manifest
 from ..settings import Settings
+from ._artifacts import package_dir as package_dir
 from ._signature import model_layout as model_layout
 from ._vetting import read_onnx as read_onnx
 from ._vetting import vet_model_file as vet_model_file

@@ -29,6 +29,8 @@ ENTRY = {
     # The JUnit glue: it imports json and pytest's junitxml (pytest's own), nothing of the engine.
     "pytest_mlrepro.plugin._junit",
     "pytest_mlrepro.plugin._options",
+    # pytest-testmon's and pytest-picked's glue (issue 44): pytest and _names, nothing else.
+    "pytest_mlrepro.plugin._selectors",
 }
 
 MODULES_CONFTEST = """\

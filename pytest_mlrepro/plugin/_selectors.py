@@ -1,0 +1,115 @@
+"""Manifest items beside the plugins that pick tests by what changed, which see Python files only:
+neither ever gives a manifest a stale pass.
+
+* pytest-picked (``--picked``, ``--picked=only``) replaces the run's paths with the test files git
+  says changed: a change of a manifest, a model, a checksum list or a golden left no manifest to
+  run. Here the manifests of the run's own paths are put back, and selected by what they depend
+  on, since the ref picked compares with (``--mlrepro-changed``: HEAD in its default mode, its
+  parent branch in ``--mode=branch``). Its ``first`` mode deselects nothing.
+* pytest-testmon selects tests by the Python code they ran; a model file, a checksum list or a
+  golden is no Python code, so a manifest whose model changed looked unchanged. Under its
+  selection, manifest items always run: they are taken out of the tests and files it deselects
+  (its select plugin's lists, read once the run starts). ``--mlrepro-changed`` still narrows them.
+
+Each says so once, in the run's header. Loaded by the entry point: it imports nothing of the
+engine, and does nothing in a run without either plugin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .._names import matches_patterns
+
+PLUGIN_NAME = "mlrepro-selectors"
+TESTMON_SELECT = "TestmonSelect"
+"""The name pytest-testmon registers its selecting plugin under (testmon 2.x)."""
+_args_key = pytest.StashKey[list[str]]()
+
+
+def remember_args(config: pytest.Config) -> None:
+    """The run's paths before any plugin's ``pytest_configure`` (pytest-picked's replaces them)."""
+    config.stash[_args_key] = list(config.args)
+
+
+def picked_ref(config: pytest.Config) -> str | None:
+    """The git ref pytest-picked compares with when it selects (``--picked only``), else None."""
+    if config.getoption("picked", None) != "only":
+        return None
+    if config.getoption("picked_mode", "unstaged") == "branch":
+        return str(config.getoption("parent_branch", None) or "main")
+    return "HEAD"  # git status: the uncommitted and untracked changes
+
+
+def register(config: pytest.Config) -> bool:
+    """Register the glue; under pytest-picked's selection ask for ``--mlrepro-changed`` with its
+    ref (unless a ref is given). Whether the engine is needed for that."""
+    config.pluginmanager.register(SelectorGlue(config), PLUGIN_NAME)
+    ref = picked_ref(config)
+    if ref is None:
+        return False
+    if (
+        not config.getoption("mlrepro_changed", None)
+        and not str(config.getini("mlrepro_changed")).strip()
+    ):
+        config.option.mlrepro_changed = ref
+    return True
+
+
+def _testmon_selects(config: pytest.Config) -> bool:
+    testmon_config = getattr(config, "testmon_config", None)
+    return bool(getattr(testmon_config, "select", False))
+
+
+class SelectorGlue:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def _is_manifest(self, name: str) -> bool:
+        root = self.config.rootpath
+        return matches_patterns(
+            root / name.split("::", 1)[0], root, self.config.getini("mlrepro_manifests")
+        )
+
+    def _manifests_of(self, args: list[str]) -> list[str]:
+        """The manifest files in or under ``args`` (paths as given on the command line)."""
+        root, here = self.config.rootpath, self.config.invocation_params.dir
+        patterns = self.config.getini("mlrepro_manifests")
+        files = sorted({p.resolve() for pattern in patterns for p in root.glob(pattern)})
+        wanted = [(here / arg.split("::", 1)[0]).resolve() for arg in args]
+        return [str(f) for f in files if any(f == w or f.is_relative_to(w) for w in wanted)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        config = self.config
+        if picked_ref(config) is not None:
+            given = {Path(a.split("::", 1)[0]).resolve() for a in config.args}
+            original = config.stash.get(_args_key, [])
+            config.args += [m for m in self._manifests_of(original) if Path(m) not in given]
+        select = config.pluginmanager.get_plugin(TESTMON_SELECT)
+        if select is not None and _testmon_selects(config):
+            for attribute in ("deselected_tests", "deselected_files"):
+                names = getattr(select, attribute, None)
+                if isinstance(names, list):
+                    names[:] = [n for n in names if not self._is_manifest(str(n))]
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = []
+        ref = picked_ref(config)
+        if ref is not None:
+            lines.append(
+                "mlrepro: pytest-picked picks Python test files only: the manifests whose "
+                f"manifest, model, data list, golden or code changed since {ref} run too "
+                "(--mlrepro-changed)"
+            )
+        if config.pluginmanager.get_plugin(TESTMON_SELECT) is not None and _testmon_selects(config):
+            lines.append(
+                "mlrepro: pytest-testmon follows Python code only: manifest items always run "
+                "(their models, data and goldens are no Python code)"
+            )
+        return lines
+
+
+__all__ = ["picked_ref", "register", "remember_args"]
