@@ -6,7 +6,12 @@ so they stay out of the environment of the main suite)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -32,6 +37,34 @@ def needs(module: str, distribution: str) -> pytest.MarkDecorator:
         importlib.util.find_spec(module) is None,
         reason=f"{distribution} is not installed (pip install -e '.[compat]'; .ci/run)",
     )
+
+
+def pytest_junit_schema(folder: Path) -> Path:
+    """pytest's own schema of its JUnit files (``testing/example_scripts/junit-10.xsd``, the one
+    pytest's own tests validate against), from the source distribution of the installed pytest on
+    the package index (``MLREPRO_PYTEST_JUNIT_XSD``: a copy already at hand). Skips, saying why,
+    where the index cannot be reached."""
+    given = os.environ.get("MLREPRO_PYTEST_JUNIT_XSD")
+    if given:
+        return Path(given)
+    version = importlib.metadata.version("pytest")
+    fetched = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+         f"pytest=={version}", "-d", str(folder)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    archives = sorted(folder.glob("pytest-*.tar.gz"))
+    if fetched.returncode != 0 or not archives:
+        pytest.skip(
+            f"pytest {version}'s source distribution could not be fetched: {fetched.stderr}"
+        )
+    with tarfile.open(archives[0]) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("/junit-10.xsd"))
+        data = archive.extractfile(member)
+        assert data is not None
+        target = folder / "junit-10.xsd"
+        target.write_bytes(data.read())
+    return target
 
 
 XUNIT2_SCHEMA = Path(__file__).with_name("xunit2.xsd")

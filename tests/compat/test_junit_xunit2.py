@@ -10,7 +10,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from compat_helpers import XUNIT2_SCHEMA, needs, two_manifests
+from compat_helpers import XUNIT2_SCHEMA, needs, pytest_junit_schema, two_manifests
 from helpers import Project
 
 pytestmark = needs("xmlschema", "xmlschema")
@@ -36,6 +36,27 @@ def test_the_default_family_file_is_valid_and_carries_the_metrics(
     passed = json.loads(suite["mlrepro:manifests/tiny_onnx.yaml::accuracy[cpu]"])
     assert passed["verdict"] == "pass" and drifted["verdict"] != "pass"
     assert isinstance(passed["top1"], float) and passed["hardware_key"]["device"] == "cpu"
+
+
+@pytest.fixture(scope="session")
+def pytest_schema(tmp_path_factory: pytest.TempPathFactory) -> object:
+    import xmlschema
+
+    return xmlschema.XMLSchema(str(pytest_junit_schema(tmp_path_factory.mktemp("pytest-sdist"))))
+
+
+def test_the_file_is_valid_against_pytests_own_junit_schema(
+    serial_project: Project, pytest_schema: object
+) -> None:
+    """pytest's own junit-10.xsd (from its source distribution; pytest validates its xunit2
+    files against it), with a passing and a drifting item: what the plugin adds keeps the file
+    pytest's."""
+    two_manifests(serial_project)
+    result = serial_project.run("--junitxml", "junit.xml", "--mlrepro-no-diagnose")
+    result.assert_outcomes(passed=1, failed=1)
+    pytest_schema.validate(str(serial_project.path / "junit.xml"))  # type: ignore[attr-defined]
+    root = ET.parse(serial_project.path / "junit.xml").getroot()
+    assert any((p.get("name") or "").startswith("mlrepro") for p in root.iter("property"))
 
 
 @pytest.mark.skipif(
