@@ -284,6 +284,7 @@ def play_github_night(engine: Engine, nights: Nights, day: int, drifts: bool) ->
     values = {
         "github.run_id": str(100 + day),
         "vars.MLREPRO_STORE_URL": nights.store_url,
+        "vars.MLFLOW_TRACKING_URI": "",  # no tracking server in the play: the line as it was
     }
     workflow_env = {f"env.{k}": str(v) for k, v in load(GITHUB).get("env", {}).items()}
     outcome = {}
