@@ -7,7 +7,6 @@ twice a normal page's size and memory. (Memory is the child's own peak resident 
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,20 +22,30 @@ REPO = Path(__file__).resolve().parents[2]
 HUGE = "m" * 200_000
 
 
+_LAUNCHER = """\
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+print(f"\\n@maxrss {usage.ru_maxrss}", flush=True)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run(*args: str | Path) -> tuple[int, str, int]:
     """``mlrepro ARGS`` in a child process: its exit status, its output and its peak resident
-    set in KiB (``ru_maxrss`` of that child alone)."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "pytest_mlrepro.cli", *map(str, args)],
+    set in KiB (``ru_maxrss`` of that child alone). Started by a small launcher: a child forked
+    straight from this process (an xdist worker holding a framework: a gigabyte) would count the
+    pages it shares with it until its exec."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, sys.executable, "-m", "pytest_mlrepro.cli",
+         *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=REPO,
-    ) as child:
-        assert child.stdout is not None
-        out = child.stdout.read().decode()
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, out, usage.ru_maxrss
+        check=False,
+    )  # fmt: skip
+    out, _, peak = done.stdout.decode().rpartition("\n@maxrss ")
+    return done.returncode, out, int(peak)
 
 
 def merged(tmp_path: Path, machine: str, manifest: str) -> dict[str, Any]:
