@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -325,7 +326,7 @@ def test_profile_json_round_trips_sorted_and_satisfies_the_golden_schema() -> No
 
 def test_findings_are_a_valid_results_row_field() -> None:
     c = operator_findings(profile_json(profile(FUSED)), profile(UNFUSED))
-    row = {
+    row: dict[str, Any] = {
         "nodeid": "manifests/m.yaml::latency[cpu-b1]",
         "outcome": "failed",
         "kind": "latency",

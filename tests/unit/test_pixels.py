@@ -248,10 +248,8 @@ def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: 
     """With ``alpha: add-opaque`` declared, a file without alpha gets an opaque one, as each
     backend converts (without it: the next test)."""
     pil = (
-        Decode(backend="pil", mode="RGBA", order=order, alpha="add-opaque")
-        .decode(  # type: ignore[arg-type]
-            FILES[name], name
-        )
+        Decode(backend="pil", mode="RGBA", order=order, alpha="add-opaque")  # type: ignore[arg-type]
+        .decode(FILES[name], name)
         .array
     )
     with Image.open(io.BytesIO(FILES[name])) as image:
@@ -262,10 +260,8 @@ def test_decode_rgba_is_pillows_convert_and_opencvs_unchanged(name: str, order: 
     if name == "palette.png":
         return  # OpenCV expands a palette without Pillow's alpha rules: compared above only
     cv = (
-        Decode(backend="opencv", mode="RGBA", order=order, alpha="add-opaque")
-        .decode(  # type: ignore[arg-type]
-            FILES[name], name
-        )
+        Decode(backend="opencv", mode="RGBA", order=order, alpha="add-opaque")  # type: ignore[arg-type]
+        .decode(FILES[name], name)
         .array
     )
     np.testing.assert_array_equal(cv, expected)
