@@ -165,13 +165,10 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
         if other["reference"].get("workload", {}) == workload
     ]
     pooled = [_distribution(ref, "reference").samples for ref in same]
-    # Blocks: the medians of the reference blocks interleaved with the recording's rounds; a
-    # golden recorded before blocks existed counts each batch size's reference as one block.
-    blocks = [
-        value * 1e-3
-        for ref, samples in zip(same, pooled, strict=True)
-        for value in ref.get("blocks_ms") or [float(np.median(samples)) * 1e3]
-    ]
+    # Blocks: the medians of the reference blocks interleaved with the recording's rounds. A
+    # golden recorded before them has none, and its reference is not comparable anyway (its
+    # description has no timing method: latency.reference_comparison).
+    blocks = [value * 1e-3 for ref in same for value in ref.get("blocks_ms", [])]
     return Baseline(
         path=path,
         slug=str(data.get("slug", path.stem)),
