@@ -66,8 +66,7 @@ def read_data(folder: Path, labels: str | None = None) -> DataInfo:
 
 
 def _confined(data: DataInfo) -> DataInfo:
-    """``data``, once every file it names resolves (symlinks followed) inside its folder: the
-    rule a test run applies (``settings.resolve_within``), applied before anything is hashed."""
+    """``data``, once every file it names resolves inside its folder, as a test run requires."""
     folder = data.folder.resolve()
     for name in data.files:
         if resolve_within(folder, name, [folder]) is None:

@@ -1,11 +1,6 @@
-"""What the data's files are, read before ``mlrepro init`` proposes a recipe: bit depth (8 or 16
-bits, 12-bit data stored in 16 told by its maximum), band count, alpha, a ``.npy`` array's axis
-order (H×W×C or C×H×W), a TIFF's pages; and from them the model's layout where its signature
-alone cannot tell it (``[?, 32, 32, 13]`` is channels last when the data has 13 bands).
-
-The files are opened with the libraries the decode step uses (Pillow's header and pixels,
-numpy's ``.npy`` header then the array without pickle); a file none of them reads is left to the
-checks of the run (a sample error naming it)."""
+"""What the data's files are (bit depth, bands, alpha, axis order), read before ``mlrepro init``
+proposes a recipe, with the libraries the decode step uses; a file none of them reads is left to
+the run's checks."""
 
 from __future__ import annotations
 
@@ -65,8 +60,7 @@ class DataFacts:
         return 8 if self.dtype == "uint8" else 32
 
     def range_divisors(self) -> list[tuple[float, str]]:
-        """The divisors a recipe may scale these values by, each with why: the dtype's range,
-        4095 for 12-bit data stored in 16 bits, and the data's own maximum."""
+        """The divisors a recipe may scale these values by, each with why."""
         found: list[tuple[float, str]] = []
         if self.dtype == "uint16":
             found.append((65535.0, "the 16-bit range"))
@@ -131,9 +125,8 @@ def probe_file(name: str, data: bytes) -> FileFacts:
 
 
 def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Literal["HWC", "CHW"]]:
-    """A 3-D array's band count and axis order: the axis whose length is the model's channel
-    count (when its signature tells it); otherwise the shortest axis (bands are fewer than the
-    pixels of a row), last when it ties."""
+    """A 3-D array's band count and axis order: the model's channel count if it tells, else the
+    shortest axis (bands are fewer than a row's pixels), last when it ties."""
     if len(shape) == 2:
         return 1, "HWC"
     if channels is not None and shape[2] == channels:
@@ -144,9 +137,8 @@ def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Litera
 
 
 def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
-    """The data set's family from up to :data:`PROBED` of its images (spread over it);
-    ``channels``: the model's count, when its signature tells it (which axis of a ``.npy``
-    array holds the bands). None when no file could be read (the run says why)."""
+    """The data set's family from up to :data:`PROBED` of its images, or None when none reads;
+    ``channels``: the model's count, if known (which axis of a ``.npy`` holds the bands)."""
     images = data.images
     picked = images
     if len(images) > PROBED:
@@ -221,9 +213,8 @@ def _tiff_facts(paged: list[FileFacts], known: list[FileFacts], top: float) -> D
 
 
 def layout_from_bands(shape: tuple[int | None, ...], bands: int) -> Literal["NCHW", "NHWC"] | None:
-    """The layout of a rank-4 model input whose channel axis the signature alone does not tell
-    (no 1, 3 or 4 on either axis): the axis whose size is the data's band count, when only one
-    is."""
+    """The layout a signature leaves open (``[?, 32, 32, 13]``), by the one axis of the data's
+    band count."""
     if len(shape) != 4:
         return None
     first, last = fixed_size(shape[1]) == bands, fixed_size(shape[3]) == bands

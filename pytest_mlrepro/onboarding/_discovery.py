@@ -1,30 +1,6 @@
-"""Recipe discovery: which preprocessing convention reproduces a model's accuracy, found on a
-labelled subset, coarse to fine.
-
-1. colour order × value transform (the six value conventions of the presets: 0..1, −1..1,
-   (x − 127)/128, ImageNet mean/std, Caffe mean subtraction, raw 0..255), with one geometry;
-2. for the best: geometry (plain resize, crop 0.875 then resize, resize the shorter side then
-   centre crop, Google's crop S/(S+32)) × resize method (bilinear, bicubic);
-3. the crop fraction around the best (0.8 … 1.0);
-4. the finalists on the whole subset.
-
-Each step is a race (:meth:`Search.race`): the candidates are scored on the same images, a chunk
-at a time, and one clearly worse than the leader (the highest mean log-likelihood of the true
-label) by a paired test is dropped at once (:func:`clearly_worse`: exact McNemar on top-1, or a
-paired t-test on the per-sample log-likelihood). A step stops when its best is
-clear, or at its budget of images when the survivors cannot be told apart. Most candidates are
-wrong by tens of points and go after 16 images; only the close ones see the whole subset.
-
-Every candidate is a manifest pipeline (``_presets.recipe_steps``) applied with the project's own
-ops to images decoded once (the geometry of each variant computed once per image, the colour
-order and values applied on top: resizing is per channel, so flipping before or after gives the
-same pixels). One loaded model runs every candidate.
-
-What it cannot tell apart: conventions that give identical tensors (``(x − 127.5)/127.5`` and
-``x/127.5 − 1``; a crop fraction of 1.0 and no crop; RGB and BGR on grey images), and ones whose
-top-1 differs by less than the sampling noise of the subset: those are reported as such, with
-their intervals, and the choice between them is left to the owner (more ``--samples``).
-"""
+"""Recipe discovery (``mlrepro init --discover``): which known preprocessing convention
+reproduces a model's accuracy, raced coarse to fine on a labelled subset with paired tests, so
+that a wrong convention goes after a few images. The steps and tests: docs/onboarding.md."""
 
 from __future__ import annotations
 
@@ -67,7 +43,7 @@ Z95 = 1.959964
 
 
 def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion (95 %): well-behaved near 0 and 1."""
+    """The Wilson score interval of a proportion: well-behaved near 0 and 1."""
     if n == 0:
         return 0.0, 1.0
     p = correct / n
@@ -125,8 +101,7 @@ class Scored:
         return float(self.correct.mean()) if self.n else 0.0
 
     def mean_likelihood(self, n: int | None = None) -> float:
-        """The mean log-likelihood of the true label (nats) on the first ``n`` samples (all):
-        the ranking's statistic."""
+        """The ranking's statistic: the mean log-likelihood of the true label on ``n`` samples."""
         n = self.n if n is None else n
         return float(self.likelihood[:n].mean()) if n else -math.inf
 
@@ -180,10 +155,8 @@ class Discovery:
 
 
 def versus(best: Scored, other: Scored) -> str:
-    """``=`` the same outputs as ``best`` on ``other``'s samples (the same predictions and
-    log-likelihoods), ``<`` worse and ``>`` better by a paired test (on the log-likelihood of
-    the true label, or exact McNemar on top-1; each two-sided at 95 %), ``≈`` cannot be told
-    apart."""
+    """``=`` the same outputs as ``best``, ``<`` worse, ``>`` better by a paired test (two-sided,
+    95 %), ``≈`` cannot be told apart."""
     n = min(best.n, other.n)
     if np.array_equal(best.predictions[:n], other.predictions[:n]) and np.allclose(
         best.likelihood[:n], other.likelihood[:n], rtol=0.0, atol=1e-6
@@ -195,8 +168,7 @@ def versus(best: Scored, other: Scored) -> str:
 
 
 class _Images:
-    """The subset's files read once, decoded once per decoding (RGB; RGBA; grey by luma or one
-    channel; each inverted or not), and each geometry's S×S images computed once per decoding."""
+    """The subset's files read once, decoded once per decoding, each geometry computed once."""
 
     def __init__(
         self,
@@ -213,7 +185,6 @@ class _Images:
         self.cache: dict[tuple[str, bool, Geometry], list[np.ndarray]] = {}
 
     def _decoded(self, key: tuple[str, bool]) -> list[pipeline.Tensor]:
-        """The images decoded as ``key`` says: (a decoding of DECODED, inverted or not)."""
         if key not in self.decoded:
             # A file that fails to decode is a SampleError naming it, as in a test run.
             steps = decode_steps(*key, self.bands, self.opaque)
@@ -235,16 +206,13 @@ class _Images:
         return done[:count]
 
     def grey_statistics(self, count: int) -> tuple[float, float]:
-        """The mean and standard deviation of the first ``count`` images decoded grey (luma),
-        in 0..1: the data set's own normalisation, a candidate for grey models."""
+        """The data set's own grey mean and std in 0..1: a candidate for grey models."""
         grey = self._decoded(("L", False))[:count]
         values = np.concatenate([t.array.astype(np.float64).ravel() / 255.0 for t in grey])
         return float(values.mean()), float(values.std()) or 1.0
 
     def statistics(self, decoded: str, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per channel, the mean and standard deviation of the first ``count`` images decoded
-        as ``decoded`` (a value of DECODED), in the values the decode gives: the data set's own
-        normalisation, a candidate for any channel count."""
+        """The data set's own per-channel mean and std, in the decoded values: a candidate."""
         arrays = self._decoded((decoded, False))[:count]
         channels = arrays[0].array.shape[2]
         total, squares, pixels = np.zeros(channels), np.zeros(channels), 0
@@ -265,8 +233,7 @@ def _step(text: StepText) -> pipeline.Step:
 
 
 class Progress:
-    """Where a long command is (discovery: and how long it has left), on stderr: rewritten in
-    place on a terminal (at most once a second), a line every 15 s elsewhere (a CI log)."""
+    """Progress on stderr: rewritten in place on a terminal, a line every 15 s in a CI log."""
 
     def __init__(self, write: Callable[[str], None] | None, interval: float) -> None:
         self.write, self.interval = write, interval
@@ -283,7 +250,6 @@ class Progress:
         return cls(write, 1.0 if tty else 15.0)
 
     def show(self, text: str, last: bool) -> None:
-        """``text``, unless the last was shown less than the interval ago (``last`` always)."""
         now = time.monotonic()
         if self.write is None or not (last or now - self.last >= self.interval):
             return
@@ -314,20 +280,14 @@ ALPHA = 0.05
 
 
 def mcnemar_tail(b: int, c: int) -> Fraction:
-    """The exact one-sided McNemar p-value, P(B ≥ b) for B ~ Binomial(b + c, 1/2), as an exact
-    fraction: integer arithmetic throughout (``2.0**m`` overflows a float past m = 1023)."""
+    """P(B ≥ b) for B ~ Binomial(b + c, 1/2), exactly: ``2.0**m`` overflows past m = 1023."""
     m = b + c
     return Fraction(sum(math.comb(m, k) for k in range(b, m + 1)), 2**m)
 
 
 def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
-    """Whether ``other`` (correct per sample) is worse than ``leader`` on the same samples.
-
-    The paired test of per-sample correctness differences (McNemar's, exact): only the samples
-    where the two disagree tell them apart; ``b`` = leader right and other wrong, ``c`` = the
-    reverse. Were the two equally accurate, each disagreement would go either way with
-    probability 1/2, so P(B ≥ b) for B ~ Binomial(b + c, 1/2) is the chance of a lead this large
-    by luck; below ``alpha`` the other is clearly worse. Exact at any sample count."""
+    """Whether ``other`` (correct per sample) is worse than ``leader`` by exact McNemar: only
+    the samples where the two disagree count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
     if b <= c:
@@ -336,9 +296,8 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
 
 
 def student_t_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t with ``df`` (≥ 1) degrees of freedom: the closed form for an
-    integer ``df`` (Abramowitz & Stegun 26.7.3-4, a finite series in cos θ, θ = atan(t/√df)),
-    so that the core needs no scipy."""
+    """P(T > t) for Student's t, integer ``df`` ≥ 1, in closed form (Abramowitz & Stegun
+    26.7.3-4) so that the core needs no scipy."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, not {df}")
     if t < 0:
@@ -368,10 +327,8 @@ def student_t_tail(t: float, df: int) -> float:
 
 
 def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
-    """Whether ``other`` is worse than ``leader`` on the per-sample log-likelihood of the true
-    label (the same samples, in order): a one-sided paired t-test on the differences, below
-    ``alpha``. Every sample counts, not only those whose top-1 differs, which is what tells
-    apart two recipes a few tenths of a point apart in top-1 (bilinear and bicubic)."""
+    """A one-sided paired t-test on the per-sample log-likelihood of the true label: every
+    sample counts, which tells apart recipes a few tenths of top-1 apart (bilinear, bicubic)."""
     n = min(len(leader), len(other))
     if n < 2:
         return False
@@ -386,12 +343,9 @@ def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> 
 
 
 def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
-    """``scored`` best first on their first ``n`` samples (all of each when ``n`` is 0): those
-    whose top-1 is not clearly worse than the best top-1 (exact McNemar at ``alpha``) by mean
-    log-likelihood of the true label, then the others by top-1. The likelihood decides between
-    recipes top-1 cannot tell apart; it never puts first a recipe whose top-1 is clearly worse
-    (a wrong value range can give near-uniform outputs, whose likelihood, about log 1/K on
-    every image, beats a right recipe's few confident mistakes)."""
+    """By likelihood those whose top-1 is not clearly worse than the best's, then the rest by
+    top-1 (``n`` samples, 0: all): a wrong value range's near-uniform outputs can beat a right
+    recipe's few confident mistakes on likelihood."""
     if not scored:
         return []
 
@@ -412,11 +366,8 @@ def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
 
 
 def clearly_worse(leader: Scored, other: Scored, n: int, alpha: float) -> bool:
-    """Whether ``other`` is worse than ``leader`` on their first ``n`` samples by either paired
-    test, each at ``alpha`` / 2 (Bonferroni over the two): top-1 (exact McNemar), which drops a
-    recipe wrong by tens of points after a few images whatever the scale of the model's scores,
-    or the log-likelihood of the true label, which sees the small consistent differences that
-    top-1 cannot (bilinear against bicubic)."""
+    """Worse by either paired test at ``alpha`` / 2: McNemar drops a recipe wrong by tens of
+    points whatever the scores' scale, the likelihood sees small consistent differences."""
     return worse_than(leader.correct[:n], other.correct[:n], alpha / 2) or worse_by_likelihood(
         leader.likelihood[:n], other.likelihood[:n], alpha / 2
     )
@@ -428,9 +379,7 @@ LIKELIHOOD_FLOOR = -1e4
 
 
 def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The log-probability the model gives each sample's true label: log p where the outputs
-    are already probabilities (non-negative, rows summing to 1), else the log-softmax of the
-    scores (logits). A label outside the outputs gets the floor."""
+    """log P(true label): log p of outputs that are probabilities, else the log-softmax."""
     scores = np.asarray(outputs, np.float64).reshape(len(labels), -1)
     classes = scores.shape[1]
     finite = np.isfinite(scores).all()
@@ -454,8 +403,8 @@ def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 class Search:
-    """Scores candidates on growing prefixes of the subset; results are cached and extended.
-    Every candidate sees the same images in the same order, so any two are compared paired."""
+    """Scores candidates on growing prefixes of the subset, the same images in the same order
+    for all, so that any two are compared paired."""
 
     def __init__(
         self,
@@ -522,11 +471,8 @@ class Search:
     def race(
         self, name: str, candidates: Sequence[Candidate], budget: int, chunk: int = 16
     ) -> list[Scored]:
-        """``candidates`` scored on growing prefixes (``chunk`` more images each round) up to
-        ``budget`` images; after each round, those clearly worse than the leader (the highest
-        mean log-likelihood of the true label; :func:`clearly_worse`) are dropped. Stops when
-        one is left (the best is clear) or at the
-        budget (the survivors cannot be told apart). The survivors best first, then the rest."""
+        """Drop those clearly worse than the leader after each ``chunk`` of images, until one
+        is left or at ``budget``; the survivors best first, then the rest."""
         budget = min(budget, len(self.labels))
         alive = list(dict.fromkeys(candidates))
         looks = max(1, math.ceil(budget / chunk))
@@ -569,10 +515,7 @@ class Search:
         return best_first(keep, n, alpha / 2) + best_first(dropped, 0, alpha / 2)
 
     def discover(self, channels: int = 3) -> Discovery:
-        """Search the known conventions on the subset (spread over the data set), racing the
-        candidates of each step (see :meth:`race`). ``channels``: what the model's input takes,
-        1 (grey conventions), 3 (colour) or 4 (colour and alpha), or the band count of a
-        multi-band data set (``facts``)."""
+        """Race the known conventions for a model of ``channels`` (1, 3, 4, or the bands)."""
         bands = self.facts is not None and self.facts.family == "bands"
         if channels not in (1, 3, 4) and not bands:
             raise ValueError(f"discovery searches 1-, 3- or 4-channel conventions, not {channels}")
@@ -630,9 +573,7 @@ class Search:
 
 
 def for_channels(values: Values, channels: int) -> Values:
-    """``values`` (written for 3 colour channels) for a ``channels``-channel input: one value
-    where all three are the same, for grey; for colour and alpha, alpha left as it is scaled
-    (mean 0, std 1)."""
+    """``values`` written for 3 channels, for grey (one value) or alpha (left as scaled)."""
     if values.mean is None or values.std is None or channels == 3:
         return values
     if channels == 4:
@@ -643,22 +584,18 @@ def for_channels(values: Values, channels: int) -> Values:
 
 
 def _short(value: float) -> float:
-    """``value`` to 6 significant digits: what a manifest shows of a measured statistic."""
+    """What a manifest shows of a measured statistic."""
     return float(f"{value:.6g}")
 
 
 def _own(label: str, divisor: float | None, mean: np.ndarray, std: np.ndarray) -> Values:
-    """The data set's own per-channel mean/std as a value convention (in the units after
-    ``divisor``)."""
     scale = divisor or 1.0
     return Values(label, divisor, tuple(_short(m / scale) for m in mean),
                   tuple(_short(s / scale) for s in std))  # fmt: skip
 
 
 def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
-    """Value conventions for 16-bit grey or multi-band data: divided by the dtype's range, by
-    4095 (12-bit data in 16 bits) or by the data's own maximum; −1..1 over the dtype's range;
-    raw; the data set's own per-channel mean/std, and one mean/std for every channel."""
+    """Value conventions for 16-bit grey or multi-band data: ranges, raw, own statistics."""
     channels, word = facts.bands, "band" if facts.family == "bands" else "channel"
     found = [Values(f"/{d:g} ({why})", d, None, None) for d, why in facts.range_divisors()]
     if facts.dtype in ("uint8", "uint16"):
@@ -680,9 +617,7 @@ def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
 
 
 def _alpha_values(search: Search) -> dict[str, list[Values]]:
-    """Value conventions for colour and alpha, per colour order: the colour conventions with
-    alpha left as it is scaled, and with alpha normalised like the colours where every colour
-    is normalised alike; the data set's own per-channel mean/std (on 0..1)."""
+    """Value conventions for colour and alpha, per colour order."""
     found: dict[str, list[Values]] = {}
     mean, std = search.images.statistics("RGBA", len(search.labels))
     for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3])):
@@ -701,11 +636,7 @@ def _alpha_values(search: Search) -> dict[str, list[Values]]:
 def _first_candidates(
     search: Search, channels: int, base: Geometry, coarse: int
 ) -> list[Candidate]:
-    """Step 1's candidates, from what the files are (``search.facts``): colour order × the six
-    value conventions (3 channels; 4: with alpha, alpha left as it is scaled or normalised like
-    the colours, and the data set's own mean/std); for grey, luma and its negative × 0..1,
-    −1..1, (x − 127)/128, raw, MNIST's mean/std and the data set's own mean/std (measured on the
-    subset); for 16-bit grey and multi-band data, their ranges and own statistics."""
+    """Step 1's candidates, from what the files are (``search.facts``) and the channels."""
     facts = search.facts
     if facts is not None and facts.family == "bands":
         return [Candidate("bands", base, v, bands=facts.decode)
@@ -740,10 +671,8 @@ def _first_candidates(
 
 
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
-    """Whether the finalists show that step 1 picked the wrong colour order or values: the
-    winner has others, and the best finalist with step 1's is clearly worse than it (the paired
-    tests, one comparison at ALPHA). A winner that only cannot be told apart from it, such as
-    (x − 127)/128 against (x − 127.5)/127.5, is no reason to search the geometry again."""
+    """Whether step 1's colour order or values are clearly worse than the winner's: a winner
+    that cannot be told apart from them is no reason to search the geometry again."""
 
     def key(c: Candidate) -> tuple[str, bool, Values]:
         return c.order, c.inverted, c.values
@@ -768,8 +697,7 @@ GEOMETRIES = (
 
 
 def _geometries(size: int) -> tuple[Geometry, ...]:
-    """The geometries step 2 tries: the common ones, and Google's EfficientNet crop for this
-    size (S / (S + 32), bicubic), which is 0.875 only at 224."""
+    """The common geometries and Google's EfficientNet crop, 0.875 only at 224."""
     google = Geometry("crop_then_resize", size / (size + GOOGLE_CROP_PADDING), "bicubic")
     return tuple(dict.fromkeys((*GEOMETRIES, google)))
 
@@ -782,9 +710,8 @@ def _refine(
     total: int,
     geometries: Sequence[Geometry],
 ) -> tuple[list[Scored], list[Geometry]]:
-    """Steps 2-4 for ``top``'s colour order and values: the geometry and resize method, the
-    crop fraction, then the finalists (with ``runner_up``'s values in the best geometry) on the
-    whole subset: the ranking, best first, and the finalists' geometries."""
+    """Steps 2-4 for ``top``'s colour order and values: the ranking and the finalists'
+    geometries."""
     second = search.race(
         "2 geometry", [dataclasses.replace(top, geometry=g) for g in geometries], middle
     )

@@ -1,24 +1,7 @@
-"""``mlrepro init``'s logic: from a model (a file, weights inside an installed package, or a
-registered PyTorch builder's module exported to ONNX) and a labelled data folder to a complete
-manifest and the data's checksum list.
-
-Two phases. :func:`plan_init` reads what the command line names (the model's signature, the data
-folder) and refuses what cannot work before anything is written. :meth:`InitPlan.complete`
-writes: with the project's configuration when it needs it (a registered builder to ask or export,
-a model to load for its number of classes, a recipe to discover), everything under temporary
-names, moved into place only when the manifest loads with the checks a test run makes. A failed
-``init`` leaves nothing behind: no manifest, no checksum list, no exported model, no folder it
-made; a manifest it was to replace (``--force``) stays as it was.
-
-The channel count is read like the size, from the signature (or a PyTorch module's first
-convolution): a grey (1) or colour-and-alpha (4) model gets a provisional recipe, presets and
-discovery candidates of its own count, and a preset of another count is refused with the fix.
-
-The input size is never assumed: it comes from the model's signature (ONNX, TFLite, Keras,
-SavedModel, torch.export), from the size a model builder declares
-(``@model_builder(name, input_size=S)``), from the loaded module's own record of it (timm's
-``pretrained_cfg``, an ``image_size`` attribute), or from ``--size``; otherwise init refuses.
-"""
+"""``mlrepro init``: a model and a labelled data folder to a manifest and a checksum list.
+:func:`plan_init` refuses what cannot work before anything is written; :meth:`InitPlan.complete`
+writes under temporary names, moved into place only when the manifest loads, so that a failed
+init leaves nothing behind. The input size is never assumed (docs/onboarding.md)."""
 
 from __future__ import annotations
 
@@ -64,8 +47,7 @@ if TYPE_CHECKING:
     from ._discovery import Candidate, Discovery
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
-"""The most memory discovery's cache of one geometry's resized images may take (--samples × H ×
-W × 3 bytes): above it, init asks for fewer samples instead of failing with a MemoryError."""
+"""Discovery's cache of one geometry's images: above it, init asks for fewer samples."""
 
 EXPORTS = ("onnx", "tflite")
 Say = Callable[[str], None]
@@ -73,8 +55,6 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class InitRequest:
-    """What ``mlrepro init`` was asked, its arguments checked for form by the command line."""
-
     model: str  # a path, or package:NAME/PATH
     data: Path
     output: Path
@@ -94,8 +74,6 @@ class InitRequest:
 
 @dataclass
 class Written:
-    """What a successful init wrote."""
-
     manifest: Path
     checksums: Path
     count: int  # files in the checksum list
@@ -104,10 +82,8 @@ class Written:
 
 
 def module_input_size(module: object) -> tuple[tuple[int, int], str] | None:
-    """The input size a loaded module records, and where it was found: timm's
-    ``pretrained_cfg`` / ``default_cfg`` ``input_size`` (C, H, W), an ``input_image_size``,
-    ``image_size``, ``input_size`` or ``img_size`` attribute (an int or a pair), or a ViT's
-    ``patch_embed.img_size``. None when the module does not say (init then asks for --size)."""
+    """The input size a loaded module records (timm's config, a size attribute, a ViT's
+    ``patch_embed``), and where it was found; None when it does not say."""
     for attr in ("pretrained_cfg", "default_cfg"):
         config = getattr(module, attr, None)
         if isinstance(config, dict):
@@ -135,14 +111,12 @@ def _pair(value: object, last_two: bool = False) -> tuple[int, int] | None:
 
 
 def _staged(final: Path) -> Path:
-    """A temporary name beside ``final`` (same folder: the manifest's relative paths hold, and
-    the move into place is atomic), hidden and unique to this process."""
+    """A hidden name beside ``final``: the manifest's relative paths hold, the move is atomic."""
     return final.with_name(f".{final.name}.init-{os.getpid()}.tmp")
 
 
 def _channel_refusal(model: ModelInfo, channels: int, preset: Preset | None = None) -> str:
-    """Why ``preset`` (without one: every preset and discovery) cannot serve a model whose
-    input takes ``channels`` channels, with the fix."""
+    """Why ``preset`` (or any) cannot serve a model of ``channels`` channels, with the fix."""
     side = model.channels_source
     if model.shape:
         side = (
@@ -256,9 +230,8 @@ def plan_init(request: InitRequest, project: Path | None = None) -> InitPlan:
 
 
 class InitPlan:
-    """One init, its inputs read (:func:`plan_init`); :meth:`complete` writes it, rewriting the
-    staged manifest as what it says becomes known (the size from a builder or module, the
-    number of classes from a run, the discovered recipe)."""
+    """One init, its inputs read; :meth:`complete` rewrites the staged manifest as what it says
+    becomes known (size, classes, recipe)."""
 
     def __init__(
         self, request: InitRequest, project: Path, source: ModelInfo, data: DataInfo
@@ -293,9 +266,8 @@ class InitPlan:
 
     @property
     def needs_project(self) -> bool:
-        """Whether completing needs the project's configuration (its registered builders and
-        settings): to ask a builder (--export has one) or a loaded module, or to run the model at
-        all. A TorchScript file records no input size: its resolution is None."""
+        """Whether completing needs the project's configuration: to ask a builder or a module,
+        or to run the model."""
         source = self.source
         asks = source.builder is not None or source.classes is None or source.resolution is None
         return self.request.discover or asks
@@ -420,10 +392,8 @@ class InitPlan:
         return made_file
 
     def _builder_channels(self) -> int | None:
-        """The input channels of the registered builder's module, read from its first
-        convolution before its weights are loaded (the runner checks the recipe against them at
-        load): the provisional recipe and a preset are then of that count. None when the
-        builder is not registered (the runner says so) or the module does not tell."""
+        """The builder's module's input channels, from its first convolution before its weights
+        load, so that the provisional recipe and a preset are of that count; None if unknown."""
         build = registry.get_model_builder(self.model.builder or "")
         if build is None:
             return None
@@ -442,8 +412,7 @@ class InitPlan:
         return channels
 
     def _settings(self) -> Settings:
-        """The project's settings; the data folder given on the command line is where its data
-        set is found first."""
+        """The project's settings, the data folder given searched first."""
         assert self.settings is not None, "a model is run only with the project's settings"
         folder = self.data.folder.resolve().parent
         return dataclasses.replace(
@@ -463,9 +432,7 @@ class InitPlan:
             raise InitError(text.replace(self.out.name, self.final.name)) from None
 
     def _load_module(self) -> Any:
-        """The PyTorch module (a builder's, its weights loaded and verified by the runner that
-        a test run uses; or a TorchScript file's: plan_init refused any other format whose
-        size is free), from a provisional staged manifest."""
+        """The PyTorch module, loaded by the test run's runner from a provisional manifest."""
         known = self.size
         # Only to load the module: the size of this text's steps plays no part in loading.
         self.size = known or (1, 1)
@@ -499,9 +466,8 @@ class InitPlan:
         self.size, self.model.size_source = found
 
     def _export(self, module: Any) -> Path:
-        """The builder's module as ONNX (fixed bytes in the project), or as ONNX or TFLite
-        (``--artifact``) built into the cache by a registered artifact builder; the manifest
-        then runs that file."""
+        """The builder's module as ONNX in the project, or built into the cache by an artifact
+        builder (``--artifact``): the manifest then runs that file."""
         from ..runners._artifacts import cache_path
         from .export import export_onnx
 
@@ -633,7 +599,7 @@ class InitPlan:
 
 
 def _differences(best: Candidate, other: Candidate) -> list[tuple[str, str]]:
-    """Which parts of a recipe ``other`` changes against ``best``: (the step's op, what)."""
+    """(the step's op, what) for each part of the recipe ``other`` changes against ``best``."""
     parts: list[tuple[str, str]] = []
     if (best.order, best.inverted, best.bands) != (other.order, other.inverted, other.bands):
         parts.append(("decode", "the decoding or colour order"))
@@ -650,10 +616,8 @@ def _differences(best: Candidate, other: Candidate) -> list[tuple[str, str]]:
 def doubts_about(
     found: Discovery, classes: int, steps: list[StepText]
 ) -> tuple[list[str], dict[int, str]]:
-    """What to say before writing a discovered recipe when its best is poor (top-1 near
-    chance) or cannot be told apart from the next candidates on these samples: sentences with
-    the runners-up and what would tell them apart, and a TODO comment per undecided step (by
-    the step's index)."""
+    """Sentences when the best is near chance or cannot be told apart from a runner-up, and a
+    TODO comment per undecided step index."""
     from ._discovery import versus
 
     best = found.best
@@ -699,8 +663,7 @@ def doubts_about(
 
 @contextlib.contextmanager
 def _failure(what: str) -> Iterator[None]:
-    """A framework's or a builder's own exception, said as init's error (``what`` failed, then
-    its words), never a raw traceback; the project's errors and interrupts pass."""
+    """A framework's or a builder's exception as init's error, never a raw traceback."""
     try:
         yield
     except MlreproError:
@@ -710,9 +673,8 @@ def _failure(what: str) -> Iterator[None]:
 
 
 def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
-    """``build`` run into a hidden temporary file beside ``target``; that file. ``what`` names
-    the builder in the InitError raised when it fails or leaves anything but a regular file
-    there (a link to a file elsewhere is never taken as its output)."""
+    """``build`` run into a hidden file beside ``target``: a regular file, or an InitError
+    naming ``what`` (a link is never taken as its output)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(handle)
@@ -752,8 +714,7 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
 def _check_resolution(
     height: int, width: int, request: InitRequest, facts: DataFacts | None = None
 ) -> None:
-    """Refuse an input resolution that init could not even allocate, before writing anything
-    (a pixel of the data's files: 3 bytes of colour, or its bands of their dtype)."""
+    """Refuse an input resolution that init could not even allocate, before writing anything."""
     if height * width > MAX_IMAGE_PIXELS:
         # The same bound as an image a test run decodes: a larger tensor is no photo.
         raise InitError(

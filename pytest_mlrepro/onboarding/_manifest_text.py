@@ -20,9 +20,8 @@ _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
 def _scalar(value: object) -> str:
-    """``value`` in YAML's flow style: JSON (which YAML reads alike), a list item by item, and a
-    plain word unquoted only where YAML reads it back as that word (``yes`` and ``null`` are
-    quoted: YAML would read a boolean and a null)."""
+    """``value`` in YAML's flow style: JSON, a plain word unquoted only where YAML reads it back
+    as that word (not ``yes``, ``null``)."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
     if isinstance(value, str) and _PLAIN.fullmatch(value) and yaml.safe_load(value) == value:
@@ -118,8 +117,7 @@ def render_manifest(
 
 
 def _reference(model: ModelInfo, here: Path) -> list[str]:
-    """The lines that say where the model file is: a file inside an installed package, a file
-    the cache gets from a registered artifact builder, or a path relative to the manifest."""
+    """The lines that say where the model file is: a package, the cache, or a relative path."""
     if model.package is not None:
         return [
             f"    package: {_scalar(model.package.name)}  # a file inside this installed package",

@@ -1,6 +1,5 @@
-"""A model's signature, read from its file: format, input name, dtype, shape, layout (channels
-first or last), resolution and number of classes; the sha256 of the file and of any ONNX external
-data files. Each format's reader imports only its own framework, inside the function."""
+"""A model's signature, read from its file before any run; each format's reader imports only its
+own framework, inside the function."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ class ModelInfo:
 
     @property
     def layout(self) -> str:
-        """NCHW or NHWC from the channel dimension, by the runners' rule (NCHW when the shape
-        does not tell, unless the data's band count told it)."""
+        """By the runners' rule; NCHW when neither the shape nor the data's bands tell."""
         return model_layout(self.shape) or self.layout_from_data or "NCHW"
 
     @property
@@ -102,9 +100,7 @@ def guess_format(path: Path) -> str:
 
 
 def read_model(path: Path, fmt: str | None = None, builder: str | None = None) -> ModelInfo:
-    """The signature of the model at ``path`` (``fmt``: the format when the name does not tell).
-    Shapes that only a run could tell (TorchScript, a state_dict) stay unknown here: ``init``
-    probes the loaded model for them."""
+    """The signature of the model at ``path``; what only a run could tell stays unknown."""
     if not path.exists():
         raise ModelReadError(f"{path}: no such file")
     fmt = fmt or guess_format(path)
@@ -252,9 +248,8 @@ def _read_saved_model(info: ModelInfo) -> None:
 
 
 def package_file(path: Path, project: Path) -> PackageFile | None:
-    """``path`` as a file inside an installed package (found without importing it), or None:
-    for a file outside ``project`` that lies in a folder of ``sys.path`` under an importable
-    package of the same folder (site-packages, a venv)."""
+    """``path`` outside ``project`` as a file inside an installed package (found without
+    importing it), or None."""
     resolved = path.resolve()
     if resolved.is_relative_to(project.resolve()):
         return None  # the project's own files keep their relative path

@@ -1,15 +1,6 @@
-"""Preprocessing presets: the evaluation recipes of reference implementations, each exact for
-every input size it accepts (it refuses the others), each citing the source file it follows. The
-table of presets (recipe, sizes, source) and what a preset cannot capture (the presets resize with
-Pillow, TensorFlow's pipelines with ``tf.image.resize``) are in docs/onboarding.md, section 2.
-
-A preset is only a starting point: ``mlrepro init`` writes it out step by step in the manifest
-(the manifest stays the single, explicit truth), adapted to the model's size S and layout.
-Values are written as the pipeline's ops compute them: ``(x - mean) / std`` per channel in the
-value range the data has at that point. The grey presets (``order`` L) decode with ``mode: L``
-(a colour file becomes grey by ITU-R 601-2 luma, as Pillow's ``convert("L")``); their models
-take one channel.
-"""
+"""Preprocessing presets: reference implementations' evaluation recipes, each exact for the sizes
+it accepts and citing its source; ``mlrepro init`` writes one out step by step, so that the
+manifest stays the single truth. The table: docs/onboarding.md, section 2."""
 
 from __future__ import annotations
 
@@ -54,8 +45,7 @@ class PresetSizeError(MlreproError):
 
 @dataclass(frozen=True)
 class Values:
-    """The value transform: a cast to float32, an optional ``scale`` (divide), then an
-    optional ``normalize``; ``None`` leaves a step out."""
+    """A cast to float32, then ``scale`` and ``normalize``, each left out where None."""
 
     label: str
     divisor: float | None
@@ -65,15 +55,9 @@ class Values:
 
 @dataclass(frozen=True)
 class Geometry:
-    """How the image becomes S×S:
-
-    * ``crop_then_resize``: a centre square of ``fraction`` × the shorter side (``rounding``
-      names whose arithmetic), then resize to S×S;
-    * ``resize``: a plain resize to S×S;
-    * ``resize_then_crop``: resize the shorter side to ``scale`` (``S / fraction`` when
-      ``scale`` is None), then a centre crop of S;
-    * ``squash_then_crop``: resize to ``scale`` × ``scale`` (aspect not kept), then a centre
-      crop of S."""
+    """How the image becomes S×S: a centre square of ``fraction`` then resize, a plain resize,
+    the shorter side resized to ``scale`` (or S / ``fraction``) then a centre crop, or a resize
+    to ``scale`` × ``scale`` then a centre crop."""
 
     kind: Literal["crop_then_resize", "resize", "resize_then_crop", "squash_then_crop"]
     fraction: float = 0.875
@@ -99,8 +83,8 @@ Rule = Literal["crop_padding", "central_crop", "resize", "shorter_side", "squash
 
 @dataclass(frozen=True)
 class Preset:
-    """A reference implementation's evaluation recipe. ``rule`` says how its geometry follows
-    from the input size S; ``sizes`` are the only sizes it is defined for (None: any)."""
+    """A reference evaluation recipe: ``rule`` gives its geometry at size S, defined only for
+    ``sizes`` (None: any)."""
 
     name: str
     order: Literal["RGB", "BGR", "L"]  # L: grey, one channel (decode mode L, by luma)
@@ -116,11 +100,9 @@ class Preset:
 
     @property
     def channels(self) -> int:
-        """How many channels the preset's pipeline gives the model: 1 grey, else 3."""
         return 1 if self.order == "L" else 3
 
     def geometry(self, height: int, width: int) -> Geometry:
-        """The geometry at ``height`` × ``width``; refused where the source does not define it."""
         if height != width:
             raise PresetSizeError(
                 f"preset {self.name!r} is defined for square inputs; the model takes "
@@ -322,7 +304,6 @@ def _floats(values: tuple[float, ...]) -> list[float]:
 
 
 def geometry_steps(geometry: Geometry, height: int, width: int) -> list[StepText]:
-    """The crop and resize steps that give a ``height`` × ``width`` image."""
     method = geometry.method
     resize: dict[str, object] = {"size": [height, width], "method": method, "backend": "pil"}
     if geometry.kind == "resize":
@@ -361,9 +342,7 @@ GREY_CONVERT = {"L": "luma", "L-red": "red", "L-green": "green", "L-blue": "blue
 
 @dataclass(frozen=True)
 class Bands:
-    """How a multi-band data set decodes (order ``bands``): ``channels`` bands of ``dtype``, a
-    multi-page TIFF (backend ``pil``) or ``.npy`` arrays (backend ``numpy``, ``axes`` HWC or
-    CHW), as ``mlrepro init`` read them from the files."""
+    """How a multi-band data set decodes: a multi-page TIFF (``pil``) or ``.npy`` arrays."""
 
     channels: int
     dtype: str
@@ -374,10 +353,8 @@ class Bands:
 def decode_steps(
     order: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False
 ) -> list[StepText]:
-    """The decode step of a recipe in ``order`` (a key of GREY_CONVERT, RGB, BGR, RGBA, BGRA,
-    L16: 16-bit grey, or bands: ``bands`` as the files hold them), then ``invert`` when
-    ``inverted`` (255 − x, 65535 − x for 16 bits: white digits on black, negatives).
-    ``opaque``: RGBA of files without alpha, declared (``alpha: add-opaque``)."""
+    """The decode step of a recipe in ``order``, then ``invert`` when ``inverted`` (white
+    digits on black); ``opaque``: RGBA of files without alpha, declared."""
     decode: dict[str, object] = {"backend": "pil"}
     if order in GREY_CONVERT:
         decode.update(mode="L", convert=GREY_CONVERT[order])

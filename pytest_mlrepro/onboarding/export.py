@@ -1,17 +1,6 @@
-"""A PyTorch model as an ONNX file built into the mlrepro cache, repeatably, so that the model
-file need not be committed: the manifest pins the sha256 of the file that the registered builder
-makes (``model.file: {cache: NAME.onnx, build: NAME, sha256: ...}``). A conftest.py registers one
-with :func:`onnx_artifact` (the example: docs/onboarding.md, "Exporting a PyTorch model
-reproducibly"; ``examples/efficientnet_lite0.py`` does the same for the example's Lite0).
-
-The file is byte-identical from run to run on one machine with the same torch version: the
-TorchScript-based exporter (``dynamo=False``) traces an ``eval()`` module on a zero input of fixed
-shape, with fixed input/output names, a fixed opset and only the batch dimension left free. It is
-not byte-identical from one machine to the next (an Intel Xeon and an AMD EPYC wrote other bytes
-with the same torch, onnx and protobuf): where the same file must run on every machine, fetch the
-exported bytes (``model.file.url``, or a model mirror); a build that differs from the pin fails
-naming this machine and the packages it used against the golden's.
-"""
+"""A PyTorch model as an ONNX file built into the mlrepro cache, so that it need not be committed:
+the TorchScript exporter on a fixed input, names and opset writes the same bytes on one machine
+(not across CPUs: docs/example.md), which the manifest pins."""
 
 from __future__ import annotations
 
