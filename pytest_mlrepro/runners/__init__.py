@@ -1,8 +1,6 @@
-"""One adapter per framework, each imported only when an item runs a model of that framework.
-
-Importing this package imports no framework. Version checks read installed package metadata, and
-the CUDA probe looks for the NVIDIA driver, so collection stays cheap.
-"""
+"""One adapter per framework, each imported only when an item runs a model of that framework:
+version checks read package metadata and the CUDA probe looks for the driver, so that collection
+stays cheap."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ EXTRAS = {"onnxruntime": "onnx", "torch": "torch", "tensorflow": "tf", "tflite":
 
 
 class Runner(Protocol):
-    """A loaded model on one device. ``info`` records everything that can change its outputs;
-    ``check_batch`` refuses a batch the model's declared input cannot take, before it runs."""
+    """A loaded model on one device; ``info`` records everything that can change its outputs."""
 
     info: dict[str, Any]
 
@@ -86,17 +83,15 @@ def check_framework(manifest: Manifest) -> str:
 
 
 def cuda_present() -> bool:
-    """Whether an NVIDIA driver is visible: decides if ``cuda`` items are generated at all.
-
-    Whether the framework build can use it is checked when the item runs (a skip if not)."""
+    """Whether an NVIDIA driver is visible: ``cuda`` items are generated (their run checks the
+    framework build)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
 
 
 def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
-    """The frameworks that running ``manifests`` imports, installed or not (sorted): each one's
-    runtime, and TensorFlow where a preprocessing step uses its backend."""
+    """The frameworks that running ``manifests`` imports, installed or not, sorted."""
     names: set[str] = set()
     for manifest in manifests:
         names.add(manifest.framework.name)
@@ -106,8 +101,7 @@ def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
 
 
 def _runner_class(name: str) -> Any:
-    """The runner class of the framework ``name``, its framework imported now (ImportError when
-    it is installed but does not import)."""
+    """The runner class of the framework ``name``, its framework imported now."""
     if name == "onnxruntime":
         from .onnx import OnnxRunner
 
@@ -123,12 +117,9 @@ def _runner_class(name: str) -> Any:
 
 
 def import_frameworks(names: Iterable[str]) -> None:
-    """Import each installed framework of ``names`` (its runner's module) now, once for the
-    process: a run imports them before its first item, so that no per-item time limit (the
-    plugin's, pytest-timeout's) can interrupt an import half-way (a half-imported torch fails
-    every later item) and no item's duration carries an import of seconds. A framework that is
-    not installed, or does not import, is left to the items that need it: each reports why.
-    Their warnings are issued after the import (``_warnings``)."""
+    """Import each installed framework of ``names`` once, before the first item: a per-item
+    time limit interrupting an import half-way fails every later item. One that does not import
+    is left to the items that need it, to say why."""
     for name in names:
         if installed_version(*DISTRIBUTIONS[name]) is not None:
             with framework_warnings(), contextlib.suppress(Exception):
@@ -139,18 +130,9 @@ def import_frameworks(names: Iterable[str]) -> None:
 def load_runner(
     manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
 ) -> Runner:
-    """Verify the model files and load the model for ``device`` with the manifest's settings.
-
-    ``shares_cpu``: the model takes turns on the CPU cores with preprocessing (an evaluation on
-    the CPU, see ``evaluation.preprocessed``), so its idle threads must sleep, not spin. Only ONNX
-    Runtime needs telling: measured per thread (docs/measurements.md), its intra-op worker spun
-    through every preprocessing phase (+1.3 s of CPU in a 7.7 s evaluation of the example), while
-    torch (OpenMP), TensorFlow and TFLite threads used no more CPU alternating than the model
-    alone. A latency measurement keeps each runtime's default.
-
-    Its time is the item's ``model load`` phase, but for the verification of the files (``model
-    verify``) and a framework's import (``framework import``: once per process, at collection,
-    where a session runs)."""
+    """Verify the model files and load the model for ``device``. ``shares_cpu``: it takes turns
+    with preprocessing on the cores, so that its idle threads must sleep, not spin (only ONNX
+    Runtime spins: docs/measurements.md)."""
     name = manifest.framework.name
     try:
         with phase("framework import"):
@@ -160,7 +142,6 @@ def load_runner(
             f"{name} is installed but cannot be imported: {exc}",
             how=f"reinstall it: pip install 'pytest-mlrepro[{EXTRAS[name]}]'",
         ) from None
-    # Only ONNX Runtime's load takes shares_cpu (see above).
     extra = {"shares_cpu": shares_cpu} if name == "onnxruntime" else {}
     runner: Runner = runner_class.load(manifest, device, settings, **extra)
     return runner

@@ -1,8 +1,5 @@
-"""Model files: find them, put them into the cache (from a model mirror, a URL, or a registered
-builder), verify their sha256.
-
-Nothing is loaded before its checksum matches the manifest.
-"""
+"""Model files: found, put into the cache (from a mirror, a URL or a registered builder) and
+verified: nothing is loaded before its sha256 matches the manifest."""
 
 from __future__ import annotations
 
@@ -62,10 +59,8 @@ from ._vetting import MAX_ONNX_BYTES, check_size, read_onnx
 
 
 def package_dir(package: str) -> Path | None:
-    """The folder of the installed package ``package`` (dotted names allowed), found without
-    running any of its code: ``importlib.util.find_spec('a.b')`` would import (execute) ``a``,
-    so only the top-level name goes through the import system's finders and each further part
-    is looked up in its parent's folders by ``PathFinder``, which reads the file system only."""
+    """The folder of the installed package ``package``, found without running its code:
+    ``find_spec('a.b')`` would execute ``a``, so further parts go through ``PathFinder``."""
     parts = package.split(".")
     if not all(part.isidentifier() for part in parts):
         return None
@@ -131,9 +126,7 @@ def _present(path: Path) -> bool:
 
 @contextlib.contextmanager
 def _safe_cache(manifest: Manifest, where: KeyPath, after: str = "") -> Iterator[None]:
-    """The cache is a shared place: a path in it is refused (before anything behind it is read)
-    when a folder on the way or the file is a link, or writable by every user and owned by
-    another (``_files.confine``), or not a regular file when it is read."""
+    """The cache is a shared place: a path ``_files.confine`` refuses is an integrity error."""
     try:
         yield
     except (Unconfined, NotARegularFile) as exc:
@@ -142,15 +135,12 @@ def _safe_cache(manifest: Manifest, where: KeyPath, after: str = "") -> Iterator
 
 
 def _refused(manifest: Manifest, where: KeyPath, why: str) -> IntegrityError:
-    """An :class:`IntegrityError` at the manifest field ``where`` (file, line, field)."""
     return IntegrityError(manifest.error(where, why).format())
 
 
 def download_limit(fmt: str) -> int | None:
-    """The most bytes a model file of format ``fmt`` may have when downloaded: an ONNX file over
-    protobuf's 2 GiB cannot be a model (``_vetting.MAX_ONNX_BYTES``), nor can a TFLite file
-    over FlatBuffers' 2 GiB; the configured cap (``MLREPRO_MAX_DOWNLOAD``, bytes) when it is
-    smaller."""
+    """The most bytes a download of format ``fmt`` may have: 2 GiB for ONNX and TFLite (their
+    serialisations' limit), or the configured cap when smaller."""
     limits = [MAX_ONNX_BYTES] if fmt in ("onnx", "tflite") else []
     configured = configured_download_cap()
     if configured is not None:
@@ -159,8 +149,7 @@ def download_limit(fmt: str) -> int | None:
 
 
 def mirror_paths(name: str, settings: Settings) -> list[Path]:
-    """Where the model mirrors may hold the model file ``name``: ``<mirror>/models/<name>`` for
-    each data mirror (``mlrepro_data`` / ``MLREPRO_DATA``), in order."""
+    """``<mirror>/models/<name>`` for each data mirror, in order."""
     return [mirror / "models" / name for mirror in settings.data_mirrors]
 
 
@@ -171,9 +160,8 @@ def _origin_path(target: Path) -> Path:
 def _provide(
     manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, settings: Settings
 ) -> None:
-    """Put the pinned file into the cache, fixed bytes first: a model mirror's copy, else
-    ``url``, else the registered builder. Every source is checked against the pin before the
-    file takes its name in the cache; the cache records where it came from."""
+    """Put the pinned file into the cache from a mirror, else ``url``, else the builder, each
+    checked against the pin before it takes its name."""
     assert ref.cache is not None
     mirrored = [p for p in mirror_paths(ref.cache, settings) if p.is_file()]
     url = _confined_url(manifest, ref, where, settings) if ref.url is not None else None
@@ -216,8 +204,7 @@ def _provide(
 
 
 def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings) -> str:
-    """``ref.url``; a ``file://`` URL must name a file inside the project, an allowed root or a
-    data mirror (a manifest does not make the tool read just any file on the machine)."""
+    """``ref.url``; a ``file://`` URL only inside the project, an allowed root or a mirror."""
     assert ref.url is not None
     path = local_path(ref.url)
     if path is None:
@@ -243,7 +230,6 @@ def _fetch(
     kind: str,
     settings: Settings,
 ) -> None:
-    """Copy the fixed bytes at ``url`` into the cache if they are the pinned ones."""
     shown = str(local_path(url) or url)
     try:
         fetch_verified(
@@ -295,8 +281,7 @@ def _fetch(
 def _record_origin(
     target: Path, sha256: str, manifest: Manifest, how: dict[str, Any], settings: Settings
 ) -> None:
-    """Write where the cached file came from beside it: a later mismatch then says whether the
-    file is another build or fetch (a shared cache, another manifest version) or unexplained."""
+    """Where the cached file came from, beside it, so that a later mismatch can say so."""
     record = {
         "file": target.name,
         "sha256": sha256,
@@ -415,16 +400,14 @@ def _mismatch(manifest: Manifest, ref: FileRef, where: KeyPath, produced: str) -
 
 @dataclass(frozen=True)
 class VerifiedFile:
-    """A model file whose bytes matched the pin: ``path`` is where it was found (for messages),
-    ``local`` the private copy made while it was hashed: what the runner loads."""
+    """A model file that matched its pin: ``path`` for messages, ``local`` the copy to load."""
 
     path: Path
     local: Path
 
 
 def _copy_hashing(source: Path, target: Path, *, follow_symlinks: bool = True) -> str:
-    """Copy ``source`` to ``target`` (created 0600 in a private folder) in one read; its sha256.
-    ``follow_symlinks`` false: a link at ``source`` is refused (NotARegularFile), never read."""
+    """Copy ``source`` to ``target`` in the read that hashes it; its sha256."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
     fd = open_regular(source, follow_symlinks=follow_symlinks)
@@ -439,13 +422,9 @@ def _copy_hashing(source: Path, target: Path, *, follow_symlinks: bool = True) -
 def verified(
     manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings
 ) -> Iterator[VerifiedFile]:
-    """Locate ``ref`` and yield it verified; the only way the runners get a model file.
-
-    Hash what you load: the file is copied into a private temporary folder in the same read
-    that hashes it, and the runner loads the copy. A file replaced between a check and a later
-    read (a shared mirror being updated, a concurrent job writing the cache) can then never be
-    what runs under a verified name. The folder is removed when the block ends: load the model
-    inside it (every runtime here has read, or mapped, the file by then)."""
+    """Locate ``ref`` and yield it verified, the only way runners get a model file: the private
+    copy hashed is the one loaded, so that a file replaced after the check never runs. Load it
+    inside the block: the copy goes with it."""
     with phase("model verify"):
         path = locate(manifest, ref, where, settings)
         if where == ("model", "file"):
@@ -490,7 +469,6 @@ def _integrity_error(
 
 
 def _origin_words(origin: dict[str, Any]) -> str:
-    """``was built by builder 'x' for manifests/m.yaml on 2026-11-24T… on AMD EPYC (…)``."""
     source = origin.get("source")
     how = {
         "build": f"was built by builder {origin.get('from')!r}",
@@ -504,12 +482,8 @@ def _origin_words(origin: dict[str, Any]) -> str:
 
 
 def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
-    """Verify every external data file the (already verified) ONNX model makes ONNX Runtime
-    read against ``model.external_data``: each pinned by its sha256, inside the model's folder,
-    and copied beside the private copy in the read that hashes it (ONNX Runtime reads the copies:
-    the bytes verified are the bytes loaded). The model's own sha256 pins the set of locations; a
-    file the manifest does not pin, or one whose content changed, is an integrity error (no
-    update can absorb it)."""
+    """Verify every external data file of the verified ONNX model against its pin, copied beside
+    the private copy in the read that hashes it (the bytes verified are the bytes loaded)."""
     model_path = model.path
     # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
     at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")

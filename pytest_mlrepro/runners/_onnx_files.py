@@ -1,12 +1,6 @@
-"""The files an ONNX model makes ONNX Runtime read besides itself: its external data.
-
-A model saved with external data (``model.onnx`` + ``model.onnx.data``) keeps only the tensors'
-*locations* in the ``.onnx`` file; the weights live in the other files, which the model's sha256
-does not cover. :func:`external_locations` reads those locations from the protobuf with a minimal
-wire-format reader (no onnx or onnxruntime import: the check runs before the framework loads
-anything), walking every place a tensor can be: initializers, sparse initializers, node attributes
-(constants), subgraphs (If/Loop/Scan bodies), functions and training graphs.
-"""
+"""An ONNX model's external data locations, which its sha256 does not cover, read with a minimal
+protobuf wire-format reader (no onnx import: it runs before any framework loads anything) from
+every place a tensor can be."""
 
 from __future__ import annotations
 
@@ -117,8 +111,7 @@ def _graph(data: memoryview, out: set[str], depth: int) -> None:
 
 
 def external_locations(data: bytes) -> set[str]:
-    """The external data locations (as written in the model, relative to its folder) of every
-    tensor of the serialized ONNX model ``data``; NotOnnx when it is not a well-formed one."""
+    """The external data locations of every tensor of the ONNX model ``data``, or NotOnnx."""
     view = memoryview(data)
     out: set[str] = set()
     found_graph = False

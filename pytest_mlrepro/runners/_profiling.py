@@ -1,12 +1,5 @@
-"""Per-operator times of repeated model calls, from each runtime's own profiler, as plain data
-(:class:`ProfiledCalls`): what ``latency._profile`` turns into a golden's operator profile.
-
-ONNX Runtime writes a Chrome-trace JSON (``SessionOptions.enable_profiling``, file named by
-``end_profiling``): a ``Session`` event ``model_run`` per call, and per node a ``Node`` event
-``<node name>_kernel_time`` whose ``args`` name the op type (``op_name``) and the execution
-provider; :func:`ort_operator_calls` reads it. torch's per-call ``key_averages`` (self CPU time
-per op) is read in ``runners/torch.py``. No framework is imported here.
-"""
+"""Per-operator times of repeated model calls from each runtime's own profiler, as plain data
+that ``latency._profile`` turns into a golden's operator profile. No framework is imported here."""
 
 from __future__ import annotations
 
@@ -21,8 +14,7 @@ synchronisation, not the operator)."""
 
 @dataclass(frozen=True)
 class OperatorCalls:
-    """One operator's time in each profiled call (seconds, in call order: 0 when it did not run
-    in that call)."""
+    """One operator's seconds in each profiled call, in call order (0: it did not run)."""
 
     name: str  # the node's name (ONNX Runtime), the op's (torch: one entry per op type)
     kind: str  # op type: Conv, FusedConv, QLinearConv, aten::conv2d
@@ -32,8 +24,7 @@ class OperatorCalls:
 
 @dataclass(frozen=True)
 class ProfiledCalls:
-    """``calls`` model calls as a runtime's profiler saw them: each call's whole duration, and
-    every operator's time per call (sorted by name)."""
+    """Model calls as a runtime's profiler saw them: each call's duration, each operator's."""
 
     source: str  # the profiler, in a few words
     call_seconds: tuple[float, ...]
@@ -45,9 +36,8 @@ class ProfileUnavailable(Exception):
 
 
 def ort_operator_calls(events: Iterable[Mapping[str, Any]], skip: int) -> ProfiledCalls:
-    """The calls of an ONNX Runtime profile (its parsed JSON events) after the first ``skip``
-    (warm-up), each node's kernel time summed per call. A node event belongs to the
-    ``model_run`` whose interval holds its start."""
+    """The calls of an ONNX Runtime profile's events after ``skip`` warm-ups: each node's kernel
+    time summed in the ``model_run`` whose interval holds its start."""
     runs: list[tuple[int, int]] = []
     nodes: list[tuple[int, str, str, str | None, int]] = []
     for e in events:
@@ -60,15 +50,7 @@ def ort_operator_calls(events: Iterable[Mapping[str, Any]], skip: int) -> Profil
             args = e.get("args") or {}
             provider, kind = args.get("provider"), str(args.get("op_name", "?"))
             node = name[: -len(KERNEL_SUFFIX)] or f"{kind}_{args.get('node_index', '?')}"
-            nodes.append(
-                (
-                    ts,
-                    node,
-                    kind,
-                    None if provider is None else str(provider),
-                    dur,
-                )
-            )
+            nodes.append((ts, node, kind, None if provider is None else str(provider), dur))
     runs.sort()
     kept = runs[skip:]
     if not kept:

@@ -1,12 +1,6 @@
-"""Model signatures against what a manifest declares, before any data flows: the one check
-every runner family (ONNX, PyTorch, TensorFlow's formats, TFLite) hands what its model declares
-(:class:`ModelSignature`), and the one check of each batch against the model's input shape.
-
-A model's declared input shape tells its layout when its channel axis is fixed: an ONNX model
-whose input is ``[batch, 3, h, w]`` takes channels first. Feeding it NHWC data (``[batch, h, w,
-3]``) "works" when ``h`` and ``w`` are symbolic and gives near-zero accuracy (or fails with an
-obscure shape error deep in the graph); this check says what is wrong instead.
-"""
+"""A model's signature against the manifest, before any data flows: one check for every runner
+family, and one for each batch. NHWC data fed to a ``[batch, 3, h, w]`` input "works" with
+symbolic ``h``, ``w`` and gives near-zero accuracy: this says what is wrong instead."""
 
 from __future__ import annotations
 
@@ -34,17 +28,13 @@ def fixed_size(dim: object) -> int | None:
 
 
 def shape_text(shape: Sequence[object]) -> str:
-    """A model shape as messages show it: ``[batch, 3, ?, ?]`` (``?``: a dimension with no
-    size and no name)."""
+    """A model shape as messages show it: ``[batch, 3, ?, ?]``."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def model_layout(shape: Sequence[object]) -> Literal["NCHW", "NHWC"] | None:
-    """The layout a rank-4 model input of ``shape`` takes, told by its channel axis: channels
-    first when only its second dimension is fixed to a channel count (1, 3 or 4), channels last
-    when only its last one is; None when the shape does not tell (another rank, both axes
-    symbolic, both channel counts). The one rule by which a runner checks a manifest's layout
-    and ``mlrepro init`` writes one."""
+    """NCHW or NHWC when only one of a rank-4 input's channel axes is fixed to 1, 3 or 4, else
+    None: the one rule by which runners check a layout and ``mlrepro init`` writes one."""
     if len(shape) != 4:
         return None
     first, last = fixed_size(shape[1]) in CHANNELS, fixed_size(shape[3]) in CHANNELS
@@ -56,8 +46,7 @@ def model_layout(shape: Sequence[object]) -> Literal["NCHW", "NHWC"] | None:
 
 
 def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> str | None:
-    """Why a rank-4 model input of ``shape`` cannot take ``layout`` data, or None when it can
-    (or when the shape does not tell: :func:`model_layout`)."""
+    """Why a model input of ``shape`` cannot take ``layout`` data, or None."""
     model = model_layout(shape)
     if model is None or model == layout:
         return None
@@ -70,8 +59,7 @@ def layout_mismatch(shape: Sequence[object], layout: str, input_name: str) -> st
 
 
 def model_channels(shape: Sequence[object], layout: str) -> int | None:
-    """The channel count a rank-4 model input of ``shape`` takes in ``layout`` (its channel
-    axis), or None when that axis is symbolic or the input is not rank 4."""
+    """The channel count a rank-4 model input takes in ``layout``, or None."""
     if len(shape) != 4:
         return None
     return fixed_size(shape[1] if layout == "NCHW" else shape[3])
@@ -94,12 +82,9 @@ def channel_mismatch(
     names: str = "",
     source: str | None = None,
 ) -> str | None:
-    """Why a rank-4 model input of ``shape`` in ``layout`` cannot take ``channels`` channels
-    (``names``: what they are, e.g. ``RGB``), or None when it can (or when its channel axis is
-    symbolic). ``source`` says where the model's count was read when it is no input signature
-    (a torch module's first convolution). The one check by which a runner at load and
-    ``mlrepro init`` refuse a pipeline whose channels differ from the model's, before any
-    image is read."""
+    """Why a model input cannot take ``channels`` channels (``names``: e.g. ``RGB``), or None;
+    ``source``: where the count was read when no signature declares it. Runners and ``mlrepro
+    init`` both refuse with it."""
     model = model_channels(shape, layout)
     if model is None or model == channels:
         return None
@@ -123,15 +108,12 @@ def channel_mismatch(
 
 
 def _refuse(manifest: Manifest, where: KeyPath, why: str | None) -> None:
-    """A :class:`SignatureError` at the manifest field ``where`` (file, line, field), if ``why``."""
     if why is not None:
         raise SignatureError(manifest.error(where, why).format())
 
 
 def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None:
-    """(height, width, index of the step that sets it) of every image the preprocessing makes,
-    when the steps fix it whatever the decoded size (a crop or resize to a ``size``), else
-    None."""
+    """(height, width, index of the step that sets it) when the steps fix the image size."""
     fixed: tuple[int, int, int] | None = None
     for index, step in enumerate(steps):
         if isinstance(step, (pipeline.Crop, pipeline.Resize)) and step.size is not None:
@@ -146,8 +128,7 @@ def pipeline_size(steps: Sequence[pipeline.Step]) -> tuple[int, int, int] | None
 def size_mismatch(
     shape: Sequence[object], layout: str, input_name: str, height: int, width: int
 ) -> str | None:
-    """Why a rank-4 model input of ``shape`` cannot take ``height`` × ``width`` images in
-    ``layout``, or None when it can (or when its spatial dimensions are symbolic)."""
+    """Why a model input cannot take ``height`` × ``width`` images, or None."""
     if len(shape) != 4:
         return None
     dims = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
@@ -163,9 +144,7 @@ def size_mismatch(
 
 @dataclass(frozen=True)
 class ModelSignature:
-    """What a loaded model declares about its input and outputs, as its runner read it: what
-    :func:`check_signature` holds the manifest against. A field a format does not declare is
-    None (a PyTorch module: only the input shape its first convolution tells, see ``source``)."""
+    """What a loaded model declares, as its runner read it; None where a format does not say."""
 
     model: str  # the model as messages name it: "the model", "the Keras model", "the SavedModel"
     shape: Sequence[object]  # the input's shape: a size, or a name or None where it has none
@@ -177,10 +156,8 @@ class ModelSignature:
 
 
 def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None:
-    """The manifest against what the model declares, at load: its input (one, by the declared
-    name), dtype, layout, channel count and image size, then the output that holds the class
-    scores (returned; None when the model names no outputs) and its class count. Each mismatch
-    is a :class:`SignatureError` at the manifest field to change (file, line, field)."""
+    """The manifest against what the model declares, each mismatch a :class:`SignatureError` at
+    the field to change; the output that holds the class scores (None if none is named)."""
     declared = manifest.input
     inputs, model = signature.inputs, signature.model
     if inputs is not None and len(inputs) != 1:
@@ -217,8 +194,6 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
 
 
 def _check_size(manifest: Manifest, shape: Sequence[object]) -> None:
-    """The image size the preprocessing fixes against the model's fixed height and width, at
-    the step that sets it."""
     declared = manifest.input
     fixed = pipeline_size(declared.preprocess)
     if fixed is None:
@@ -247,7 +222,6 @@ def _chosen_output(manifest: Manifest, model: str, outputs: list[str]) -> str:
 
 
 def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | None) -> None:
-    """The class count a (batch, classes) output declares, before any image is decoded."""
     classes = fixed_size(shape[1]) if shape is not None and len(shape) == 2 else None
     if classes is None or classes == manifest.dataset.classes:
         return
@@ -263,8 +237,8 @@ def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | No
 def check_batch_shape(
     name: str, expected: Sequence[object], batch: np.ndarray, layout: str
 ) -> None:
-    """A batch against the model's input shape (a dimension without a size takes any), before
-    the model runs; the batch dimension is not compared (a runner splits or pads batches)."""
+    """A batch against the model's input shape; the batch dimension is not compared (a runner
+    splits or pads batches)."""
     got = list(batch.shape)
     if len(expected) != len(got):
         raise SignatureError(
@@ -289,8 +263,7 @@ def check_batch_shape(
 
 
 class CheckedInput:
-    """A runner whose model declares its input: ``input_name``, and ``input_shape`` (empty when
-    the model declares none), which each batch is checked against before the model runs."""
+    """A runner whose model declares its input, which each batch is checked against."""
 
     input_name: str
     input_shape: Sequence[object]

@@ -1,16 +1,6 @@
-"""The checks a model file passes before any framework opens it: one place, shared by the
-runners (a test run) and by ``mlrepro init`` (reading a model the user may just have downloaded).
-
-* Size first, from the file system, before a byte is read: a single ONNX file over protobuf's
-  2 GiB message limit cannot be a model (larger models keep their weights in external data).
-* ``torch.export`` archives (.pt2): every pickled part must load with ``weights_only=True``
-  (``torch_archive.vet_export_archive``), since ``torch.export.load`` would otherwise unpickle
-  code. A state_dict is only ever loaded with ``weights_only=True`` (``runners/torch.py``).
-* ONNX external data: every location the model names must resolve (symlinks followed) inside the
-  model's folder (``settings.resolve_within``, the rule every other path follows).
-
-Importing this module imports no framework: torch is imported only to vet a .pt2 archive.
-"""
+"""The checks a model file passes before any framework opens it, shared by the runners and
+``mlrepro init`` (which reads models just downloaded): size, a .pt2's pickles, ONNX external
+data inside the model's folder. torch is imported only to vet a .pt2 archive."""
 
 from __future__ import annotations
 
@@ -46,9 +36,8 @@ def vet_model_file(path: Path, fmt: str, source: str) -> None:
 
 
 def read_onnx(path: Path, source: str, local: Path | None = None) -> tuple[bytes, dict[str, Path]]:
-    """The bytes of the ONNX model at ``path`` (size checked first) and its external data files,
-    each location confined to the model's folder; nothing is parsed by onnx yet. ``local``: the
-    copy to read instead (a runner's verified private copy of ``path``)."""
+    """The bytes of the ONNX model at ``path`` (or its copy ``local``) and its external data
+    files, confined to the model's folder; nothing is parsed by onnx yet."""
     check_size(path, "onnx", source)
     data = (local or path).read_bytes()
     try:
@@ -62,8 +51,7 @@ def read_onnx(path: Path, source: str, local: Path | None = None) -> tuple[bytes
 
 
 def external_data_files(path: Path, locations: set[str], source: str) -> dict[str, Path]:
-    """Each external data ``location`` of the model at ``path`` and the file it names, refused
-    unless it resolves inside the model's folder."""
+    """Each external data ``location`` and its file, refused outside the model's folder."""
     folder = path.parent.resolve()
     files: dict[str, Path] = {}
     for location in sorted(locations):

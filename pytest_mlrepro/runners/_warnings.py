@@ -1,15 +1,6 @@
-"""A framework's load of a model file: its warnings kept apart from its errors, and its errors
-said as what they are.
-
-The loaders turn whatever a framework raises while it parses a file into "not a model file"
-(:func:`loading`, at the manifest's field). A warning is not such an error: under ``-W error``
-(or a filter that makes it one) torch 2.13's ``DeprecationWarning`` from ``torch.jit.load`` would
-be raised inside the load and reported as a damaged archive. :func:`framework_warnings` records
-the warnings of the load (none of them raises there) and issues them again once the load has
-succeeded, outside the loader's error handling: the run's own filters then decide, as for any
-other code (shown in pytest's warnings summary, or raised as the warning it is under ``-W
-error``).
-"""
+"""A framework's load of a model file: its errors said as "not a model file" at the manifest's
+field, its warnings recorded and issued again after the load, so that under ``-W error`` a
+``DeprecationWarning`` is not reported as a damaged archive."""
 
 from __future__ import annotations
 
@@ -23,9 +14,8 @@ from ..manifest import Manifest
 
 @contextlib.contextmanager
 def framework_warnings(refuse: Callable[[Exception], MlreproError] | None = None) -> Iterator[None]:
-    """Record the warnings of the body; issue them again when it ends without an error (a load
-    that fails reports its error, not the warnings on its way). ``refuse``: what a framework's
-    own error in the body becomes (:func:`loading`); the warnings are issued outside it."""
+    """Record the warnings of the body and issue them again when it succeeds; ``refuse``: what
+    a framework's own error in the body becomes."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -54,9 +44,7 @@ def loading(
     field: str = "file",
 ) -> contextlib.AbstractContextManager[None]:
     """The body loads the model file of ``model.<field>``: whatever the framework raises is an
-    ``error`` at that manifest field (file, line, field) that reads ``what (its type: its first
-    line)hint``, its warnings issued after the load (:func:`framework_warnings`), never made
-    such an error."""
+    ``error`` at that field, its warnings issued after the load."""
 
     def refuse(exc: Exception) -> MlreproError:
         why = f"{what} ({type(exc).__name__}: {first_line(exc)}){hint}"

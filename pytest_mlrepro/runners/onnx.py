@@ -152,10 +152,8 @@ class OnnxRunner(CheckedInput):
     def layer_outputs(
         self, batch: np.ndarray
     ) -> list[tuple[str, str, np.ndarray, str | None, float | None]]:
-        """Every node output on ``batch``, in the graph's (topological) order, as (output name,
-        op type, value): the model run once more with each node output made a graph output, on
-        an in-memory copy of the verified model. Needs the ``onnx`` package; models whose
-        weights live in external files are not traced (their copy would need those files)."""
+        """Every node output on ``batch`` in graph order, each made a graph output of an
+        in-memory copy of the verified model (needs ``onnx``; no external data)."""
         import onnx
 
         if self.fixed_batch not in (None, len(batch)):
@@ -202,19 +200,14 @@ class OnnxRunner(CheckedInput):
         ]
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The framework call alone on ``batch``, prepared once, for latency measurement.
-
-        On the CPU: ``session.run`` with the feed built in advance. On CUDA: IO binding, with the
-        input copied to the GPU once and the output left there, so that the timed call is the
-        model and not the host-device copies (``run_with_iobinding`` returns when the GPU work
-        is done)."""
+        """The framework call alone on ``batch``, prepared once, for latency measurement: on
+        CUDA through IO binding, so that the host-device copies are not timed."""
         if self.fixed_batch is not None and len(batch) != self.fixed_batch:
             # The model runs at its own batch size: what is timed is the split, padded run.
             return functools.partial(self, batch)
         return self._bound_call(self.session, batch)
 
     def _bound_call(self, session: ort.InferenceSession, batch: np.ndarray) -> Callable[[], object]:
-        """``session``'s call on ``batch`` as :meth:`model_call` times it."""
         if self.info.get("device") == "cuda":
             binding = session.io_binding()
             on_gpu = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(batch), "cuda", 0)
@@ -232,11 +225,8 @@ class OnnxRunner(CheckedInput):
         return functools.partial(session.run, [self.output_name], {self.input_name: batch})
 
     def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
-        """Each node's kernel time in ``calls`` calls on ``batch`` (after ``warmup`` more), as
-        :meth:`model_call` makes them, from ONNX Runtime's profiler: a second session of the
-        verified model with this one's options (threads, graph optimisation) and providers, and
-        profiling on. Its trace file goes to a temporary folder, removed afterwards.
-        ProfileUnavailable when it cannot be taken."""
+        """Each node's kernel time in ``calls`` calls after ``warmup``, from ONNX Runtime's
+        profiler on a second session with this one's options; ProfileUnavailable if it cannot."""
         if self.fixed_batch not in (None, len(batch)):
             raise ProfileUnavailable(
                 f"the model runs at its own fixed batch of {self.fixed_batch} (split calls)"

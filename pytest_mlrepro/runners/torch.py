@@ -26,8 +26,7 @@ from .torch_archive import vet_export_archive, weights_only_refusal
 
 
 def _set_determinism(seed: int | None, deterministic: bool) -> None:
-    """The manifest's runtime.seed and deterministic_ops, set every load: the manifest, not an
-    earlier manifest in the same process, decides."""
+    """Set at every load: the manifest, not an earlier one in the same process, decides."""
     if seed is not None:
         torch.manual_seed(seed)
     if deterministic:
@@ -40,13 +39,8 @@ def _set_determinism(seed: int | None, deterministic: bool) -> None:
 
 
 def _use_deterministic_algorithms(mode: bool) -> None:
-    """``torch.use_deterministic_algorithms(mode)`` without importing the compiler.
-
-    The public function also sets TorchInductor's ``deterministic`` option, and importing that
-    option imports ``torch._dynamo`` and ``torch._inductor``: 1.2 s of CPU, the whole cost of a
-    session's first torch model load, for a compiler the runner never calls. The kernels the
-    runner calls read only the flag set in C++. Where the compiler is already imported (a user's
-    code compiles something in the same process) its option is set too, as torch does."""
+    """``torch.use_deterministic_algorithms(mode)`` without importing the compiler, whose import
+    was most of a first load (docs/measurements.md): the kernels read only the C++ flag."""
     inductor = sys.modules.get("torch._inductor.config")
     set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
     if inductor is not None or set_flag is None:
@@ -61,8 +55,8 @@ _DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
 
 
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
-    """The verified copy of ``model.weights`` loaded with ``weights_only=True``: a file that
-    would need to run code is refused, any other parse failure named."""
+    """``model.weights`` loaded with ``weights_only=True``: a file that would run code is
+    refused."""
     path = file.path
     with loading(
         manifest,
@@ -195,9 +189,8 @@ class TorchRunner(CheckedInput):
         return module
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """Every leaf module's output on ``batch``, in the order the forward calls them, as
-        (qualified name, module class, value), through forward hooks removed afterwards.
-        TorchScript modules take no hooks: they give none."""
+        """(name, class, value) of every leaf module's output on ``batch``, in call order,
+        through forward hooks (none for TorchScript)."""
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
@@ -233,9 +226,8 @@ class TorchRunner(CheckedInput):
             return scores
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The module call alone on ``batch``, already a tensor on the device, for latency
-        measurement; the call waits for the device (CUDA calls return before the kernels
-        finish), and leaves the output where it is."""
+        """The module call alone on ``batch``, already on the device, for latency measurement;
+        it waits for the device (CUDA calls return before the kernels finish)."""
         tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
         module, device = self.module, self.device
 
@@ -248,10 +240,8 @@ class TorchRunner(CheckedInput):
         return call
 
     def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
-        """Each op's self time in ``calls`` calls on ``batch`` (after ``warmup`` more), as
-        :meth:`model_call` makes them, from ``torch.profiler``: one profiler per call, its
-        ``key_averages`` (one entry per op type, ``aten::conv2d``: a module's ops carry no node
-        name), self CPU time, or the device's on CUDA."""
+        """Each op type's self time in ``calls`` calls after ``warmup``, from ``torch.profiler``'s
+        ``key_averages`` (a module's ops carry no node name)."""
         from torch.profiler import ProfilerActivity, profile
 
         call = self.model_call(batch)
@@ -289,9 +279,7 @@ class TorchRunner(CheckedInput):
 
 def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | None:
     """What a torch model tells of its input before it runs: a ``torch.export`` program's first
-    rank-4 input as recorded (its symbolic dimensions as names), else, for a module whose first
-    leaf with parameters is a ``Conv2d``, that convolution's input channels (a shape with only
-    the channel axis known, and the words that say so); None when neither tells."""
+    rank-4 input, else the channels of a first ``Conv2d`` (and the words that say so), or None."""
     graph = getattr(module, "graph", None)
     if isinstance(module, torch.fx.GraphModule) and graph is not None:
         for node in graph.nodes:

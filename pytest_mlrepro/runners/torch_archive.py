@@ -1,12 +1,6 @@
-"""Vetting ``torch.export`` archives (.pt2) before ``torch.export.load`` opens them.
-
-``torch.export.load`` unpickles parts of an archive with ``weights_only=False``: weights and
-tensor constants stored as pickles, opaque and custom-class constants, and the sample inputs
-(it retries with ``weights_only=False`` when ``weights_only=True`` refuses them). A crafted
-archive therefore runs arbitrary code on load, checksum or not. This module reads the archive as
-a zip file, without unpickling anything unsafely, and refuses it unless every pickled part loads
-with ``torch.load(weights_only=True)``.
-"""
+"""Vetting ``torch.export`` archives (.pt2): ``torch.export.load`` unpickles parts with
+``weights_only=False``, so that a crafted archive runs code on load; the archive is refused
+unless every pickled part loads with ``weights_only=True``."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ def _refuse(source: str, path: Path, why: str) -> IntegrityError:
 
 
 def weights_only_refusal(exc: BaseException) -> str:
-    """The line of a ``weights_only=True`` refusal that names what the file wanted to import
-    (e.g. ``Trying to load unsupported GLOBAL posix.system``), else its first line."""
+    """The line of a ``weights_only=True`` refusal that names what the file wanted to import."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     for line in lines:  # the wording changes between torch releases
         if "GLOBAL" in line or "WeightsUnpickler error" in line:
@@ -50,9 +43,8 @@ def _loads_safely(data: bytes) -> str | None:
 
 
 def vet_export_archive(path: Path, source: str, shown: Path | None = None) -> None:
-    """Raise :class:`IntegrityError` unless ``path`` is a .pt2 archive whose every pickled part
-    loads with ``weights_only=True`` (and which holds no opaque or custom-class objects).
-    ``shown``: the name messages give the file (the runners vet a verified private copy)."""
+    """:class:`IntegrityError` unless every pickled part of the .pt2 ``path`` loads with
+    ``weights_only=True``; ``shown``: the name messages give it."""
     shown = shown or path
     try:
         from torch.export.pt2_archive import constants as pt2

@@ -1,20 +1,6 @@
-"""TensorFlow and TFLite: SavedModel, Keras ``.keras``, TF1 frozen graphs, and TFLite flatbuffers.
-
-TensorFlow formats run on TensorFlow (CPU, or its first GPU when it sees one). TFLite files run on
-LiteRT's interpreter, ``ai_edge_litert.interpreter.Interpreter``: ``tf.lite.Interpreter`` is
-deprecated since TensorFlow 2.18 and warns that it is scheduled for deletion; LiteRT is the same
-interpreter API, maintained, and does not need TensorFlow installed.
-
-Every runner checks the manifest's input (name, dtype, layout, shape) against the model's own
-signature when it loads, and each batch's shape before the model sees it: an NHWC model fed an
-NCHW pipeline is a :class:`SignatureError` naming both layouts, not a silent 0%.
-
-One module per responsibility: ``_config`` (TensorFlow's threads, determinism, seed and device,
-and what each format's loader hands the runner and the signature check every runner family
-shares, ``runners/_signature.py``), ``_saved_model``, ``_keras`` and ``_frozen_graph`` (loading
-each format, and its layers), ``_runner`` (the TensorFlow runner), ``_tflite`` (the LiteRT
-runner and quantisation).
-"""
+"""TensorFlow and TFLite: SavedModel, Keras ``.keras`` and TF1 frozen graphs on TensorFlow; TFLite
+on LiteRT's interpreter, since ``tf.lite.Interpreter`` is deprecated (TensorFlow 2.18) and LiteRT
+needs no TensorFlow."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""TensorFlow's process-wide settings for a run (thread pools, op determinism, the seed, the
-device the model is placed on), and what each TensorFlow format's loader gives the runner: the
-model's call and its :class:`~pytest_mlrepro.runners._signature.ModelSignature` (checked by the
-signature check every runner family shares), TensorFlow's shapes and dtypes read as plain values.
-"""
+"""TensorFlow's process-wide settings for a run (threads, determinism, seed, device), and what
+each format's loader gives the runner."""
 
 from __future__ import annotations
 
@@ -22,10 +19,8 @@ Shape = list[int | None]
 
 @dataclass(frozen=True)
 class Loaded:
-    """A TensorFlow format's loaded model: its call, what it declares (checked against the
-    manifest), the output that holds the class scores, what the runner's info adds for this
-    format, and every layer's output on a batch as (name, op, value) (None: the format shows
-    none)."""
+    """A TensorFlow format's loaded model; ``layers``: every layer's output on a batch, as
+    (name, op, value), None where the format shows none."""
 
     call: Callable[[np.ndarray], np.ndarray]
     signature: ModelSignature

@@ -44,8 +44,8 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
         out = model(images, training=False)
         return out[position] if isinstance(out, (list, tuple)) else out
 
-    # Traced now, with the model (0.6 s of CPU for EfficientNet-Lite0): loading ends with the
-    # graph built, and the first batch's call is a call like the others.
+    # Traced now, with the model (docs/measurements.md): loading ends with the graph built, and
+    # the first batch's call is a call like the others.
     forward.get_concrete_function()
 
     def call(batch: np.ndarray) -> np.ndarray:
@@ -58,8 +58,8 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
 
 
 def layer_outputs(model: Any, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-    """Every layer's output on ``batch``, in the model's order, as (name, op, value): a second
-    model over the loaded one whose outputs are all its layers'."""
+    """(name, op, value) of every layer's output on ``batch``, through a second model whose
+    outputs are all its layers'."""
     import keras
 
     layers = [

@@ -67,10 +67,8 @@ class TensorFlowRunner(CheckedInput):
         return np.asarray(self.loaded.call(batch))
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """Every layer's output on ``batch``, in the model's order, as (name, op, value), as the
-        format's module reads them (``_keras``, ``_saved_model``); frozen graphs give none."""
+        """(name, op, value) of every layer's output on ``batch``; frozen graphs give none."""
         return [] if self.loaded.layers is None else self.loaded.layers(batch)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The model call alone on ``batch``, for latency measurement."""
         return functools.partial(self.loaded.call, batch)

@@ -39,8 +39,7 @@ def safe_extract(archive: Path, target: Path) -> None:
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
-    """The SavedModel tar at ``path``: its signature (model.signature, or serving_default) called
-    on the manifest's input, returning the chosen output."""
+    """The SavedModel tar at ``path``: its signature called on the manifest's input."""
     if not tarfile.is_tarfile(path):
         raise SignatureError(
             f"{manifest.source}: {path.name} is not a tar archive: a 'saved_model' file is "
@@ -95,10 +94,8 @@ _NOT_LAYERS = frozenset(
 
 
 def layer_outputs(signature: Any, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-    """The outputs of the ops of a SavedModel signature that compute on its input, in graph
-    order. The signature's variables are frozen into constants (``convert_variables_to_
-    constants_v2``, TensorFlow's own freezing), the graph is imported into a v1 function and
-    pruned to fetch every such op's first output: one run gives them all."""
+    """The outputs of the ops of a signature that compute on its input, in graph order: frozen
+    into constants and pruned to fetch them all in one run."""
     tf = import_tensorflow()
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,

@@ -40,15 +40,11 @@ def quantize(values: np.ndarray, scale: float, zero_point: int, dtype: np.dtype)
 
 def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     """int8/uint8 → float32: ``(q − zero_point) × scale``."""
-    floats: np.ndarray = ((values.astype(np.int32) - zero_point) * np.float32(scale)).astype(
-        np.float32
-    )
-    return floats
+    return np.asarray((values.astype(np.int32) - zero_point) * np.float32(scale), np.float32)
 
 
 class TFLiteRunner(CheckedInput):
-    """A ``.tflite`` model on LiteRT's interpreter; quantised inputs and outputs are converted
-    with the model's own scale and zero point."""
+    """A ``.tflite`` model on LiteRT's interpreter, quantised with the model's own parameters."""
 
     def __init__(
         self, interpreter: Any, info: dict[str, Any], model_content: bytes, output_index: int
@@ -143,20 +139,15 @@ class TFLiteRunner(CheckedInput):
             info["input_quantization"] = {"scale": float(scale), "zero_point": int(zero_point)}
         out_scale, out_zero = out_detail["quantization"]
         if np.dtype(out_detail["dtype"]).kind in "iu" and out_scale != 0.0:
-            info["output_quantization"] = {
-                "scale": float(out_scale),
-                "zero_point": int(out_zero),
-            }
+            info["output_quantization"] = {"scale": float(out_scale), "zero_point": int(out_zero)}
         return cls(interpreter, info, model_content, out_detail["index"])
 
     def layer_outputs(
         self, batch: np.ndarray
     ) -> list[tuple[str, str, np.ndarray, str, float | None]]:
-        """Every op's output on ``batch``, in the interpreter's execution order, as (tensor
-        name, op name, value, stored dtype): a second interpreter on the verified bytes that
-        preserves every intermediate tensor. Quantised tensors are dequantised with their own
-        scale and zero point (so that an int8 model compares with its float32 golden), and
-        keep their stored dtype."""
+        """Every op's output on ``batch`` in execution order, from a second interpreter that
+        keeps every tensor; quantised ones dequantised, so that an int8 model compares with its
+        float32 golden."""
         interpreter_class, _ = litert_interpreter()
         with warnings.catch_warnings():
             # LiteRT warns that preserving every tensor is for debugging and costs memory:
@@ -186,15 +177,8 @@ class TFLiteRunner(CheckedInput):
                 quantised = value.dtype.kind in "iu" and bool(scale)
                 if quantised:
                     value = dequantize(value, scale, zero_point)
-                found.append(
-                    (
-                        str(detail["name"]),
-                        str(op["op_name"]),
-                        value,
-                        stored,
-                        float(scale) if quantised else None,
-                    )
-                )
+                shown_scale = float(scale) if quantised else None
+                found.append((str(detail["name"]), str(op["op_name"]), value, stored, shown_scale))
         return found
 
     def _prepare(self, batch: np.ndarray) -> np.ndarray:
@@ -212,8 +196,7 @@ class TFLiteRunner(CheckedInput):
         return np.asarray(out, dtype=np.float32)
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """``invoke`` alone on ``batch`` (set once), for latency measurement. The input tensor
-        is resized to the batch's shape first (dynamic dimensions only: strict)."""
+        """``invoke`` alone on ``batch`` (set once), for latency measurement."""
         if self._shape != batch.shape:
             self.interpreter.resize_tensor_input(self.input_index, list(batch.shape), strict=True)
             self.interpreter.allocate_tensors()
@@ -224,8 +207,7 @@ class TFLiteRunner(CheckedInput):
 
 
 def signature_names(interpreter: Any) -> dict[str, Any]:
-    """The serving signature's input name and output names → tensor names, when the model
-    has exactly one signature with one input."""
+    """The one serving signature's input name and output names → tensor names, if any."""
     with contextlib.suppress(Exception):
         signatures = interpreter.get_signature_list()
         if len(signatures) == 1:
