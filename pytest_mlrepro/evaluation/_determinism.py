@@ -1,12 +1,5 @@
-"""Determinism: the controls a manifest sets, and the comparison of repeated runs.
-
-A manifest's ``runtime`` sets the controls the frameworks offer (seed, intra/inter-op threads,
-ONNX Runtime's graph optimisation level, deterministic kernels); :func:`seed_everything` applies
-the seed to what is not framework-specific, each runner applies the rest and records it in its
-``info``. :func:`controls_in_force` is what the results record. :func:`compare_runs` compares the
-score matrices of repeated evaluations, sample by sample (the determinism check's record of
-them: :mod:`._determinism_check`).
-"""
+"""Determinism: the controls a manifest sets (the runners apply and record them), and the
+comparison of repeated runs, sample by sample."""
 
 from __future__ import annotations
 
@@ -35,8 +28,7 @@ CONTROL_KEYS = (
 
 
 def seed_everything(seed: int | None) -> None:
-    """Seed Python's ``random`` and NumPy's global generator, and the frameworks already
-    imported (a runner seeds its own framework again when it loads). ``None``: leave them."""
+    """Seed ``random``, NumPy and the frameworks already imported; ``None``: leave them."""
     if seed is None:
         return
     random.seed(seed)
@@ -79,7 +71,6 @@ class RunComparison:
 
     @property
     def status(self) -> Literal["passed", "failed"]:
-        """The determinism check's status (``results.Status``, which the results file states)."""
         return "passed" if self.ok else "failed"
 
     @property
@@ -88,9 +79,8 @@ class RunComparison:
 
 
 class RunsComparer:
-    """:func:`compare_runs` a batch at a time: what it keeps is a few numbers per sample (the
-    largest difference, whether any score differs, whether the top-1 changed), so that repeated
-    runs over a large data set are compared without holding their score matrices."""
+    """:func:`compare_runs` a batch at a time, keeping a few numbers per sample, not the score
+    matrices."""
 
     def __init__(self, ids: Sequence[str], runs: int, tolerance: float = 0.0) -> None:
         self.ids = ids
@@ -101,7 +91,6 @@ class RunsComparer:
         self.top1_changed = np.zeros(len(ids), dtype=bool)
 
     def update(self, start: int, first: np.ndarray, other: np.ndarray) -> None:
-        """The scores of samples ``start``… in the first run and in a later one."""
         first = np.asarray(first, dtype=np.float64)
         other = np.asarray(other, dtype=np.float64)
         if other.shape != first.shape:

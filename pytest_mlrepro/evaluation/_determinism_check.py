@@ -13,9 +13,8 @@ from ._evaluate import Evaluation
 
 @dataclass(frozen=True)
 class DeterminismOutcome:
-    """The determinism check's record: its status (``failed`` fails the item), its verdict, its
-    properties in order (what the results file, the merge and the history read) and the facts
-    of a failure's text (:func:`pytest_mlrepro.report.determinism_text`)."""
+    """The determinism check's record: status, verdict, properties in order, and the facts of
+    a failure's text."""
 
     status: Literal["passed", "failed"]
     verdict: Literal["identical runs", "within tolerance", "nondeterministic"]
@@ -27,8 +26,7 @@ class DeterminismOutcome:
 def judge_runs(
     manifest: Manifest, runs: Sequence[Evaluation], comparison: RunComparison
 ) -> DeterminismOutcome:
-    """The determinism check's record of ``runs`` (the same evaluation repeated; ``comparison``
-    of their scores, :func:`pytest_mlrepro.evaluation.evaluate_runs`)."""
+    """The determinism check's record of ``runs``, the same evaluation repeated."""
     first = runs[0]
     controls = controls_in_force(manifest, first.runner_info)
     verdict: Literal["identical runs", "within tolerance", "nondeterministic"] = (

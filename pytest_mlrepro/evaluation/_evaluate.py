@@ -58,8 +58,7 @@ def _batches(samples: Sequence[Sample], size: int) -> Iterator[Sequence[Sample]]
 
 
 Load = Callable[[Sample], np.ndarray]
-"""One sample read, verified and preprocessed: the pipeline alone, or through the session's
-shared prefixes (``SharedLoader``)."""
+"""One sample read, verified and preprocessed (alone, or through a ``SharedLoader``)."""
 
 
 def _stack(batch: Sequence[Sample], arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -82,19 +81,9 @@ def preprocessed(
     overlap: bool = True,
     load: Load | None = None,
 ) -> Generator[np.ndarray, None, None]:
-    """Batches in order, prepared by a thread pool (decoders and numpy release the GIL).
-
-    ``overlap``: prepared ahead while the consumer (the model) runs, for a model on an
-    accelerator, which leaves the CPUs to preprocessing. Without it, for a model on the CPU:
-    each batch is prepared by every worker at once while the consumer waits, and then the
-    consumer has the CPUs to itself. A CPU runtime's intra-op threads (ONNX Runtime, torch,
-    TensorFlow, TFLite) use every core and spin-wait between parallel sections; preprocessing
-    threads running beside them oversubscribe the cores, and a descheduled intra-op thread stalls
-    its whole parallel section. Measured on 2 cores (docs/measurements.md,
-    benchmarks/evaluation_throughput.py): the overlap took longer than the two stages one after
-    the other.
-
-    ``load``: how a sample is loaded (default: read, verified and run through ``pipe``)."""
+    """Batches in order, prepared by a thread pool. ``overlap``: ahead of a model on an
+    accelerator; a CPU model instead gets the cores to itself between batches, since threads
+    beside its intra-op threads stall them (docs/measurements.md, "Evaluation throughput")."""
     load = load or (lambda sample: pipe(read_sample(sample), sample.id))
     workers = workers or (max(1, min(4, os.cpu_count() or 1)) if overlap else usable_cpu_count())
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
@@ -114,8 +103,7 @@ def preprocessed(
 
 
 def overlaps(runner: Runner) -> bool:
-    """Whether preprocessing runs beside ``runner``'s model (see :func:`preprocessed`): only
-    when the model computes on an accelerator, not on the CPU cores preprocessing needs."""
+    """Whether preprocessing runs beside ``runner``'s model: only on an accelerator."""
     return str(runner.info.get("device", "cpu")) != "cpu"
 
 
@@ -128,8 +116,7 @@ TRIM_EVERY = 256
 
 
 Reduce = Callable[[int, np.ndarray], None]
-"""Told each batch's raw outputs (float32, finite, of the declared classes) with the index of
-its first sample, in order: what a streamed evaluation keeps of them is its business."""
+"""Told each batch's raw outputs (float32, finite) with the index of its first sample, in order."""
 
 
 def _prepared(batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
@@ -150,11 +137,8 @@ def stream_model(
     progress: Progress | None = None,
     load: Load | None = None,
 ) -> None:
-    """Run the model over the data set and hand each batch's outputs to ``reduce`` as they come
-    out of the model: nothing of the data set's size is kept here (the outputs of one batch in
-    flight). The errors are :func:`run_model`'s: a wrong class count as soon as it shows; NaN or
-    Inf after the last batch, naming every sample that has them (the batches after the first
-    bad one are not reduced: the evaluation fails)."""
+    """Run the model over the data set and hand each batch's outputs to ``reduce``, keeping
+    nothing of the data set's size; NaN or Inf fail after the last batch, naming every sample."""
     pipe = manifest.pipeline
     overlap = overlaps(runner)
     if isinstance(load, SharedLoader) and not overlap and load.unfilled(dataset.samples):
@@ -215,8 +199,7 @@ def run_model(
     progress: Progress | None = None,
     load: Load | None = None,
 ) -> np.ndarray:
-    """Raw model outputs (N, classes) over the whole data set, in sample order: the full
-    matrix, for a few samples (diagnosis probes) or a caller that needs every score."""
+    """Raw model outputs (N, classes) over the whole data set, in sample order."""
     outputs: list[np.ndarray] = []
     stream_model(runner, manifest, dataset, lambda _, out: outputs.append(out), progress, load)
     if not outputs:
@@ -225,13 +208,9 @@ def run_model(
 
 
 class _Reduced:
-    """What a streamed evaluation keeps of each batch (see :class:`KeptScores`): the top-k
-    classes and their rounded scores (the results), and the scores at the top-k classes of each
-    golden in ``keep``, whose per-sample comparison needs them (accuracy, reference).
-
-    Written into arrays made once for the whole data set, not appended batch by batch: small
-    objects kept per batch among the many a batch makes and frees pin the allocator's pools, and
-    the resident set then grows with the samples (docs/measurements.md, "Scale")."""
+    """What a streamed evaluation keeps of each batch: its top-k and the scores at each kept
+    golden's top-k classes, written into arrays made once, since small objects kept per batch pin
+    the allocator's pools (docs/measurements.md, "Scale")."""
 
     def __init__(self, manifest: Manifest, samples: Sequence[Sample], keep: Sequence[Results]):
         self.manifest = manifest
@@ -287,18 +266,9 @@ def evaluate(
     shared: SharedLoader | None = None,
     observe: Reduce | None = None,
 ) -> Evaluation:
-    """Resolve the data, verify and load the model, run it, and turn outputs into results;
-    ``progress`` is told the samples done after each batch.
-
-    ``keep``: streamed. Each batch is reduced as it comes out of the model to its top-k and to
-    the scores at the top-k classes of each of these results (the goldens it will be compared
-    with): ``scores`` is then a :class:`KeptScores`, and memory grows with samples × k, not
-    samples × classes. None keeps the full score matrix (a caller that needs every score).
-
-    ``shared``: the session's shared preprocessing for this manifest's pipeline and data set
-    (``PreprocessingShare.loader``); the tensors are the same, computed once per session.
-
-    ``observe``: also told each batch's raw outputs (streamed only: ``keep`` given)."""
+    """Resolve the data, load the model, run it and make results. ``keep``: streamed, each batch
+    reduced to what these goldens are compared on (memory samples × k); ``shared``: the session's
+    shared preprocessing; ``observe``: told each batch's raw outputs (streamed only)."""
     dataset = dataset or resolve_dataset(manifest, settings)
     steady_allocator()
     seed_everything(manifest.runtime.seed)
@@ -342,10 +312,8 @@ def evaluate_runs(
     tolerance: float,
     progress: Progress | None = None,
 ) -> tuple[list[Evaluation], RunComparison]:
-    """``runs`` evaluations (each loads the model and preprocesses afresh), each compared sample
-    by sample with the first as its batches come out of the model. Streamed: the first run's raw
-    outputs wait in an unnamed temporary file, not in memory, and each evaluation keeps its top-k
-    (memory O(samples × k), not O(samples × classes) per run)."""
+    """``runs`` fresh evaluations, each compared sample by sample with the first as it streams:
+    the first run's outputs wait in a temporary file, not in memory."""
     comparer = RunsComparer([s.id for s in dataset.samples], runs, tolerance)
     done: list[Evaluation] = []
     with tempfile.TemporaryFile(prefix="mlrepro-first-run-") as first:
@@ -367,8 +335,7 @@ def evaluate_runs(
 
 
 def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:
-    """The scores a manifest's results are made of: probabilities when ``postprocess.softmax``,
-    else the raw outputs (float64)."""
+    """Probabilities when ``postprocess.softmax``, else the raw outputs, as float64."""
     return softmax(raw) if manifest.postprocess.softmax else raw.astype(np.float64)
 
 
@@ -378,7 +345,6 @@ def results_of(manifest: Manifest, samples: Sequence[Sample], scores: Scores) ->
 
 
 def _top(manifest: Manifest, scores: Scores) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's top-k classes and their rounded scores."""
     topk = top_k(scores, manifest.postprocess.top_k)
     return topk, rounded_scores(np.take_along_axis(scores, topk, axis=1))
 

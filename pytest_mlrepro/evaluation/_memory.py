@@ -1,5 +1,5 @@
-"""The C allocator's settings for an evaluation whose memory must stay flat in the samples, and
-whose model runs as fast as it does alone."""
+"""glibc's allocator set so that an evaluation's memory stays flat in the samples and its model
+runs as fast as alone; the measurements: docs/measurements.md, "Scale" and "The main job"."""
 
 from __future__ import annotations
 
@@ -38,19 +38,15 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def release_freed() -> None:
-    """Hand the pages of freed heap memory back to the system (glibc's ``malloc_trim``): what
-    fragmentation keeps resident between the images of many sizes stops adding up over a long
-    run. Called by :class:`FreedPages` when the resident set has grown (measured on 3,000
-    samples of the example, at every check: peak 591 → 562 MB, CPU time 68.8 → 66.0 s,
-    docs/measurements.md "Scale")."""
+    """Hand freed heap pages back (``malloc_trim``), so that fragmentation between images of
+    many sizes does not add up over a long run."""
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
 
 
 def resident_bytes() -> int | None:
-    """The process's resident set in bytes (Linux's ``/proc/self/statm``); None where there is
-    no such file."""
+    """The process's resident set in bytes (``/proc/self/statm``), or None."""
     try:
         with open("/proc/self/statm", "rb") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -59,23 +55,13 @@ def resident_bytes() -> int | None:
 
 
 GROWTH_BEFORE_RELEASE = 32 * 1024 * 1024
-"""How far above its lowest the resident set may be, at a check, before freed pages are handed
-back (:class:`FreedPages`)."""
+"""How far above its lowest the resident set may be before freed pages are handed back."""
 
 
 class FreedPages:
-    """Hands freed heap pages back (:func:`release_freed`) at a check where the resident set has
-    grown :data:`GROWTH_BEFORE_RELEASE` above the lowest it was at an earlier check of the same
-    evaluation: only when fragmentation is adding up.
-
-    Why not at every check: a model that allocates its activations with malloc (torch, Keras,
-    SavedModels, :func:`model_allocation`) keeps them as free heap between batches, and handing
-    them back makes the next batch fault every page in again: measured on the example's
-    EfficientNet-Lite0 at batch 32, 0.65 s of CPU per hand-back for torch, 0.13 s for Keras
-    (docs/measurements.md, "The main job at its bound"). Checked at the same point of every
-    cycle (after a batch's outputs are kept), the resident set of a steady evaluation stays
-    where it was; one whose heap fragments grows, and gets its pages handed back. Where the
-    resident set cannot be read, every check hands them back."""
+    """Hands freed heap pages back only when the resident set has grown
+    :data:`GROWTH_BEFORE_RELEASE` above its lowest check: a model's activations kept as free
+    heap between batches would otherwise be faulted in again at every batch."""
 
     def __init__(self, growth: int = GROWTH_BEFORE_RELEASE) -> None:
         self.growth = growth
@@ -83,8 +69,7 @@ class FreedPages:
         self.released = 0
 
     def check(self, resident: int | None = None) -> bool:
-        """At a check (``resident``: the resident set now, read when not given): whether freed
-        pages were handed back."""
+        """Whether freed pages were handed back at this check (``resident``: read if None)."""
         resident = resident if resident is not None else resident_bytes()
         if resident is not None:
             if self.lowest is None or resident < self.lowest:
@@ -98,21 +83,9 @@ class FreedPages:
 
 @functools.cache
 def steady_allocator() -> bool:
-    """Fix glibc's mmap threshold at 4 MiB, once per process; True when it was set.
-
-    Why: glibc raises its threshold to the size of each mmap'ed block freed (up to 32 MiB), after
-    which the batches go to the heap among the decoded images of every size; the heap then
-    fragments and the resident set grows with the samples seen (measured: 433 → 597 MB over 4,000
-    samples of the example's ONNX manifest, flat at 520 MB with the threshold fixed; the figures
-    and the command are in docs/measurements.md, "Scale"). A fixed threshold turns the dynamic
-    one off: images stay on the heap (their sizes repeat, their freed chunks are reused), batches
-    are mapped and unmapped whole. Setting the environment variable ``MALLOC_MMAP_THRESHOLD_``
-    (glibc's own) leaves the process as that says; other C libraries are left alone.
-
-    The trim threshold is raised to 1 GiB with it (unless ``MALLOC_TRIM_THRESHOLD_`` is set):
-    the heap's free top stays for the next batch's model (:func:`model_allocation`) instead of
-    being handed back and faulted in again at every batch; :class:`FreedPages` hands it back
-    when fragmentation adds up."""
+    """Fix glibc's mmap threshold at 4 MiB (and the trim threshold at 1 GiB), once per process;
+    True when set. glibc's dynamic threshold otherwise sends batches to the heap among images of
+    every size, which fragments it; a user's ``MALLOC_MMAP_THRESHOLD_`` is left alone."""
     libc = _glibc()
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or libc is None:
         return False
@@ -125,21 +98,9 @@ def steady_allocator() -> bool:
 
 @contextlib.contextmanager
 def model_allocation() -> Iterator[None]:
-    """While a model runs on the CPU (the preprocessing threads idle, see
-    ``evaluate.preprocessed``): blocks up to 512 MiB come from the heap, then the 4 MiB threshold
-    of :func:`steady_allocator` again for the preprocessing.
-
-    Why: torch and TensorFlow allocate each layer's activations with malloc; at the 4 MiB
-    threshold every one of them (4-51 MiB at batch 32) was mapped and unmapped per batch, and
-    every page of it faulted in again: measured on the example (docs/measurements.md, "The main
-    job at its bound"), the Keras model used 0.8 M page faults and 4.9 s of CPU per 4 batches,
-    against 0.3 M and 3.7 s with blocks up to 64 MiB on the heap; torch 2.6 M faults and
-    17.5 s of CPU per 4 batches, 0.6 M and 12.1 s up to 64 MiB, and per 3 batches 0.5 M and
-    9.4 s up to 64 MiB, 0.09 M and 8.2 s up to 512 MiB (its largest activations are 154 MiB).
-    ONNX Runtime and TFLite allocate from their own arenas and see no difference. The batches
-    themselves are made during the preprocessing, under the 4 MiB threshold: mapped, as the flat
-    memory needs. Nothing changes where :func:`steady_allocator` did not set the threshold (a
-    user's ``MALLOC_MMAP_THRESHOLD_``, another C library)."""
+    """While a model runs on the CPU, blocks up to 512 MiB come from the heap: torch and
+    TensorFlow malloc each layer's activations, which the 4 MiB threshold mapped and faulted in
+    again at every batch. Nothing changes where :func:`steady_allocator` set nothing."""
     libc = _glibc()
     if libc is None or not steady_allocator():
         yield

@@ -1,24 +1,6 @@
-"""Preprocessed samples shared between the evaluations of one session: decode once.
-
-The example's six manifests read the same 1000 photos through the same decode, crop and resize;
-each used to decode and resize every photo again (about 4 ms of CPU per photo, as much as the
-ONNX model's own time). A session plans, before any item runs, which pipeline prefixes more than
-one evaluation passes through, and keeps each sample's tensor at the end of such a prefix for the
-evaluations after the first.
-
-What is shared is keyed by what determines it, never by a name: the sample's sha256 (the bytes
-that were decoded, verified in the same read) and every step of the prefix, class and parameters
-(``repr`` of the frozen step: two steps that differ in one parameter are two keys). A wrong reuse
-would be a silent wrong verdict; an unneeded miss only costs time. Samples without a checksum are
-never shared. A prefix ends before the steps that are ``cheap`` to repeat (``Step.cheap``), so
-that the tensor kept is the uint8 image after the resize rather than its float32 copy, and stops
-at the first step where the pipelines differ.
-
-Memory is bounded by a budget: past it, samples are recomputed, not kept (the first ones kept
-stay: every evaluation reads the samples in the same order, so evicting the oldest would evict
-exactly what the next evaluation reads first). A prefix's tensors are dropped as soon as every
-evaluation planned through it has finished.
-"""
+"""Preprocessed samples shared between the evaluations of one session (decode once), keyed by
+what determines them: the sample's sha256 and every step of the prefix, since a wrong reuse would
+be a silent wrong verdict. Bounded by a budget; the design: docs/design.md, "Decode once"."""
 
 from __future__ import annotations
 
@@ -35,11 +17,11 @@ from ..errors import MlreproError, SampleError
 from ..pipeline import Pipeline, Step, Tensor
 
 Prefix = tuple[Hashable, tuple[str, ...]]
-"""A data key (the data set the samples come from) and the keys of a pipeline's first steps."""
+"""A data key and the keys of a pipeline's first steps."""
 
 
 def step_key(step: Step) -> str:
-    """What a step computes, as a string: its class (module and name) and every parameter."""
+    """What a step computes: its class and every parameter."""
     kind = type(step)
     return f"{kind.__module__}.{kind.__qualname__}:{step!r}"
 
@@ -49,7 +31,7 @@ def _keys(pipe: Pipeline) -> tuple[str, ...]:
 
 
 def _share_depth(pipe: Pipeline, depth: int) -> int:
-    """``depth`` moved back past the cheap steps at its end (see the module docstring)."""
+    """``depth`` moved back past cheap steps: the uint8 image is kept, not its float32 copy."""
     while depth > 0 and pipe.steps[depth - 1].cheap:
         depth -= 1
     return depth
@@ -88,10 +70,8 @@ class PreprocessingShare:
         self._lock = threading.Lock()
 
     def plan(self, uses: Sequence[tuple[Hashable, Pipeline]]) -> None:
-        """Plan for these evaluations, one ``(data key, pipeline)`` per evaluation the session
-        will run (the same pipeline twice is two evaluations). A prefix is kept where at least
-        two of them pass through it and it ends on a costly step; each evaluation reads the
-        deepest such prefix on its path."""
+        """Plan for one ``(data key, pipeline)`` per evaluation: a prefix is kept where two or
+        more pass through it and it ends on a costly step."""
         passes: Counter[Prefix] = Counter()
         for data, pipe in uses:
             keys = _keys(pipe)
@@ -108,8 +88,7 @@ class PreprocessingShare:
                 self._nodes.setdefault(prefix, _Node(uses_left=passes[prefix]))
 
     def loader(self, data: Hashable, pipe: Pipeline) -> SharedLoader | None:
-        """How ``pipe`` loads a sample of the data set ``data`` with this session's shares; None
-        when it shares nothing (it loads as it would alone)."""
+        """How ``pipe`` loads a sample of ``data`` with the shares; None if it shares nothing."""
         keys = _keys(pipe)
         depths = [d for d in range(len(keys), 0, -1) if (data, keys[:d]) in self._nodes]
         if not depths:
@@ -117,8 +96,7 @@ class PreprocessingShare:
         return SharedLoader(self, pipe, [(d, (data, keys[:d])) for d in depths])
 
     def finished(self, data: Hashable, pipe: Pipeline) -> None:
-        """One evaluation of ``pipe`` over ``data`` is over (or will not run): a prefix nobody
-        else will pass through is dropped."""
+        """One evaluation is over (or will not run): a prefix nobody else needs is dropped."""
         keys = _keys(pipe)
         with self._lock:
             for depth in range(1, len(keys) + 1):
@@ -163,9 +141,8 @@ class PreprocessingShare:
 
 
 class SharedLoader:
-    """One pipeline's loading of a sample through the session's shared prefixes: the deepest one
-    kept is read (else the sample is read, verified and decoded), the rest of the pipeline run on
-    it, and every deeper planned prefix on the way is kept for the others."""
+    """One pipeline's loading of a sample from the deepest prefix kept, keeping every deeper
+    planned prefix on the way for the others."""
 
     def __init__(
         self, share: PreprocessingShare, pipe: Pipeline, prefixes: list[tuple[int, Prefix]]
@@ -181,8 +158,7 @@ class SharedLoader:
         return self.pipe.run(t, done, len(self.pipe.steps), sample.id).array
 
     def _through_prefixes(self, sample: Sample, sha256: str) -> tuple[Tensor, int]:
-        """The sample's tensor at the deepest planned prefix, and the steps it has been
-        through: read from the share, or computed (every planned prefix on the way kept)."""
+        """The sample's tensor at the deepest planned prefix, and the steps it has been through."""
         t: Tensor | None = None
         for depth, prefix in self.prefixes:  # deepest first
             t = self.share._get(prefix, sha256)
@@ -200,8 +176,7 @@ class SharedLoader:
         return t, done
 
     def unfilled(self, samples: Sequence[Sample]) -> list[Sample]:
-        """The samples whose deepest planned prefix :meth:`fill` would compute: none once an
-        evaluation has kept them, or once the budget is spent."""
+        """The samples whose deepest planned prefix :meth:`fill` would compute."""
         if self.share._spent:
             return []
         deepest = self.prefixes[0][1]
@@ -209,17 +184,9 @@ class SharedLoader:
         return [s for s in samples if s.sha256 and kept(deepest, s.sha256, False) is None]
 
     def fill(self, samples: Sequence[Sample], workers: int) -> int:
-        """Compute and keep, before the evaluation's first batch and on ``workers`` threads,
-        the deepest planned prefix of every sample that no evaluation has kept yet; the number
-        of samples computed.
-
-        Why up front: the first evaluation through a prefix decodes for every evaluation after
-        it. Done here, that one pass is an account of its own (the ``shared preprocessing``
-        phase: a one-time cost of the session, not this item's) and runs on every core without
-        a wait at each batch; the batches then take the kept tensors and run only the
-        pipeline's own last steps. A sample that cannot be read or decoded is left to the
-        evaluation, which meets it in order and reports it as it would have; once the budget
-        is spent, nothing more is computed (the evaluation computes the rest itself)."""
+        """Compute and keep the deepest planned prefix of every sample not kept yet, on
+        ``workers`` threads before the first batch, as the session's one-time cost; how many.
+        A sample that fails is left to the evaluation, to report in its place."""
         todo = self.unfilled(samples)
         if not todo:
             return 0
@@ -239,8 +206,7 @@ class SharedLoader:
 
 
 def read_sample(sample: Sample) -> bytes:
-    """The sample's bytes, verified in the read (``Sample.read``); unreadable: this sample's
-    error, named."""
+    """The sample's bytes, verified in the read; unreadable: this sample's error."""
     try:
         return sample.read()
     except OSError as exc:
