@@ -1,12 +1,6 @@
-"""Labelled image data sets: find them, verify every file, read the labels.
-
-A data set (:class:`~pytest_mlrepro.manifest.Dataset`) is a folder named after it holding the
-images, a labels CSV and optionally a class-names file. :func:`resolve_dataset` looks for it, in
-order, in each data mirror (``<mirror>/<name>``) and in the cache
-(``<cache>/datasets/<name>``); failing both, and when the manifest gives a ``url`` and
-downloads are allowed, it downloads the missing files into the cache. Every file is checked
-against the manifest's checksum list (``sha256sum`` format) before it is used, whatever its origin.
-"""
+"""Labelled image data sets, found in each data mirror, then the cache, then downloaded into it
+(a ``url``, downloads allowed); every file is checked against the manifest's checksum list before
+it is used, whatever its origin."""
 
 from __future__ import annotations
 
@@ -58,24 +52,18 @@ if TYPE_CHECKING:
 DOWNLOAD_WORKERS = 8
 """Files downloaded at once."""
 MAX_DATA_FILE_BYTES = 1 << 30
-"""The largest data set file a download keeps (1 GiB): the largest image any decode step accepts
-is ``pipeline.MAX_IMAGE_PIXELS`` (89.5 M) pixels of at most 4 channels of 16 bits, 716 MB even
-uncompressed, and a labels or class-names list is read only up to ``MAX_LIST_BYTES``. A larger
-declared length is refused before a byte is kept, and a longer body is cut there (the configured
-cap ``MLREPRO_MAX_DOWNLOAD``, when smaller, wins)."""
+"""The largest data set file a download keeps: above the largest image a decode step accepts,
+``MAX_IMAGE_PIXELS`` of 4 channels of 16 bits uncompressed (716 MB)."""
 _HASH_WORKERS = max(4, min(16, os.cpu_count() or 1))
 
 FileState = tuple[str, int, int, int, int, int]
-"""A regular file as ``stat`` sees it: path, device, inode, size, modification and change time
-(ns). A write, a rename onto it or a ``touch`` changes one of them; the change time cannot be
-set back."""
+"""A regular file as ``stat`` sees it: any write, rename or ``touch`` changes one of these (the
+change time cannot be set back)."""
 
 
-# The sha256 of the data files this process has hashed, by the file's state when it was read: a
-# session whose items verify one data set (the example's six) hashes each file once, not once per
-# item. Only a file whose state is the same before and after its hashing is kept. What a later
-# verification skips is never what is decoded: every read of a sample hashes its bytes again
-# (Sample.read). Threads share it: a dict's single get and set need no lock.
+# The sha256 of the data files hashed, by the file's state when read, so that a session's items
+# hash one data set once; a skipped verification is never what is decoded (Sample.read hashes
+# again). A dict's single get and set need no lock.
 _hashed: dict[FileState, str] = {}
 
 
@@ -108,9 +96,7 @@ _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
 
 @dataclass(frozen=True)
 class Sample:
-    """One labelled image. ``id`` is its file name relative to the data set folder, as written in
-    the labels CSV; ``path`` is where it is, already verified against ``sha256`` (the checksum
-    list's); :meth:`read` checks every later read again."""
+    """One labelled image: ``id`` as the labels name it, ``path`` verified against ``sha256``."""
 
     id: str
     path: Path
@@ -118,10 +104,8 @@ class Sample:
     sha256: str = ""
 
     def read(self) -> bytes:
-        """The file's bytes, hashed in the same read that returns them: the bytes checked are the
-        bytes decoded. A file replaced after the data set was verified (a shared mirror being
-        updated, a concurrent job) is refused here rather than decoded unverified. OSError
-        passes through for the caller to name the sample."""
+        """The file's bytes, hashed in the read that returns them, so that a file replaced after
+        the data set was verified is refused, not decoded."""
         data = self.path.read_bytes()
         if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256:
             raise IntegrityError(
@@ -134,10 +118,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class ResolvedDataset:
-    """A data set found and verified: its folder, its samples sorted by id (the first ``limit``
-    when the manifest sets one), its class names (when the manifest names a class-names file) and
-    where it came from, in words (``"mirror /data/imagenet-sample"``, ``"cache /c/…"``,
-    ``"downloaded from https://… into /c/…"``)."""
+    """A data set found and verified: its samples sorted by id, and where it came from in words
+    (``"mirror /data/imagenet-sample"``)."""
 
     root: Path
     samples: tuple[Sample, ...]
@@ -153,13 +135,11 @@ class ResolvedDataset:
 
 
 MAX_LIST_BYTES = 256 * MIB
-"""The largest checksum list, labels file or class-names file read (ImageNet's 1.28 million
-training images take about 100 MiB of sha256sum lines): a larger one is refused unread."""
+"""The largest list read (ImageNet's 1.28 M training images: about 100 MiB of sha256sum lines)."""
 
 
 def checksums_identity(checksums: dict[str, str]) -> str:
-    """The sha256 of a checksum list's entries, sorted: the same for the same files whatever
-    the list's order, comments or line endings."""
+    """The sha256 of a checksum list's entries, sorted: whatever the order, comments, endings."""
     digest = hashlib.sha256()
     for name in sorted(checksums):
         digest.update(f"{checksums[name]}  {name}\n".encode("utf-8", "surrogatepass"))
@@ -167,10 +147,8 @@ def checksums_identity(checksums: dict[str, str]) -> str:
 
 
 def _read_list(path: Path) -> str:
-    """A checksum list, labels or class-names file through the one bounded reader: a FIFO, a
-    device (a link to ``/dev/zero``) or a file over ``MAX_LIST_BYTES`` is refused (OSError)
-    without being read or blocking; FileNotFoundError when there is none; ValueError when it
-    is not UTF-8 text."""
+    """A list file through the bounded reader: a FIFO, a device or an oversized file is an
+    OSError, unread; ValueError when it is not UTF-8 text."""
     raw = read_bounded(path, MAX_LIST_BYTES, follow_symlinks=True)
     if raw is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
@@ -181,15 +159,9 @@ def _read_list(path: Path) -> str:
 
 
 def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
-    """Read a ``sha256sum`` list: ``<64 hex digits>  <name>`` (text mode) or ``<hex> *<name>``
-    (binary mode) per line; returns ``{name: lowercase hex digest}``.
-
-    Names are taken verbatim to the end of the line (spaces and quotes included; a leading ``./``
-    is dropped); lines that ``sha256sum`` escapes (starting with ``\\``) are unescaped. Blank lines
-    and lines starting with ``#`` are ignored. A malformed line, or a name listed twice with two
-    digests, raises :class:`ValueError` naming the file and the line number. The second dict
-    gives each name's line, so that a file that does not match names the line that pins it.
-    """
+    """A ``sha256sum`` list as ``{name: digest}``, names verbatim and unescaped as sha256sum
+    escapes them, and each name's line, so that a mismatch names the line that pins it;
+    ValueError naming the line for a malformed one."""
     text = _read_list(path)
     result: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -238,18 +210,9 @@ def _unescape(name: str, path: Path, number: int) -> str:
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
-    """Find the manifest's data set (the first folder, in the module docstring's order, that
-    holds the labels, the class names and every selected image), verify the files it uses and
-    read its labels.
-
-    Raises :class:`~pytest_mlrepro.errors.ManifestError` for a bad checksum list, labels or class
-    names; :class:`~pytest_mlrepro.errors.IntegrityError` when a file does not match its sha256;
-    :class:`~pytest_mlrepro.errors.DatasetUnavailable` (whose ``how`` says how to provide the
-    data) when it is nowhere to be found or cannot be downloaded.
-
-    ``shard``: only the samples of that shard (``data/_shards.py``; after the manifest's ``limit``)
-    are selected, so only their files are looked for, verified (and downloaded).
-    """
+    """Find the manifest's data set (the first folder that holds every file selected), verify
+    the files it uses and read its labels; ``shard``: only that shard's samples are looked for,
+    verified and downloaded."""
     return _Resolver(manifest, settings, shard).resolve()
 
 
@@ -276,8 +239,8 @@ class _Resolver:
             if name not in self.checksums:
                 raise self._error(
                     ("dataset", "checksums"),
-                    f"{self.checksum_path} has no line "
-                    f"for {name!r}: every file of the data set needs its sha256",
+                    f"{self.checksum_path} has no line for {name!r}: every file of the data set "
+                    "needs its sha256",
                 )
         self.cache = settings.cache_dir / "datasets" / self.ds.name
         # Labels kept by the project next to its manifests: verified once, never downloaded.
@@ -300,7 +263,7 @@ class _Resolver:
         return self.manifest.error(field, message)
 
     def _pinned_at(self, name: str) -> str:
-        """``list:line: name``: where the checksum list pins ``name`` (file:line:field)."""
+        """``list:line: name``: where the checksum list pins ``name``."""
         line = self.checksum_lines.get(name)
         return f"{self.checksum_path}:{line}: {name}" if line else str(self.checksum_path)
 
@@ -329,17 +292,10 @@ class _Resolver:
         return path, checksums
 
     def _check_relative(self, field: KeyPath, name: str, where: str = "") -> None:
-        if (
-            not name
-            or "\0" in name
-            or "\\" in name
-            or name.startswith("/")
-            or PureWindowsPath(name).drive
-            or ".." in name.split("/")
-        ):
-            raise self._error(
-                field, f"{where}{name!r} is not a plain relative path inside the data set folder"
-            )
+        plain = name and "\0" not in name and "\\" not in name and not name.startswith("/")
+        if not plain or PureWindowsPath(name).drive or ".." in name.split("/"):
+            why = f"{where}{name!r} is not a plain relative path inside the data set folder"
+            raise self._error(field, why)
         problem = name_problem(name)
         if problem is not None:  # OSError 36 (File name too long) at the first look otherwise
             raise self._error(field, f"{where}{problem}")
@@ -360,8 +316,7 @@ class _Resolver:
         raise self._unavailable(searched)
 
     def _confine(self, path: Path, *, file: bool = True) -> None:
-        """The cache is a shared place (``_files.confine``): a link or a folder others may write
-        to on the way to ``path`` is refused before anything behind it is read."""
+        """The cache is a shared place: a path ``_files.confine`` refuses is not read."""
         try:
             confine(path, self.settings.cache_dir, file=file)
         except Unconfined as exc:
@@ -371,8 +326,7 @@ class _Resolver:
         return IntegrityError(f"data set {self.ds.name!r}: the cache is not safe to use: {exc}")
 
     def _has(self, kind: str, path: Path) -> bool:
-        """Whether ``path`` is a file; in the cache, a regular file not reached through a link
-        (one that is refused)."""
+        """Whether ``path`` is a file (in the cache, not reached through a link)."""
         if kind != "cache":
             return path.is_file()
         self._confine(path)
@@ -381,8 +335,8 @@ class _Resolver:
     def _from_folder(
         self, kind: str, folder: Path, download_from: str | None = None
     ) -> ResolvedDataset | str:
-        """The data set from ``folder`` if it holds every file needed, else why not; with
-        ``download_from`` (into the cache, under its lock), the files it lacks are fetched."""
+        """The data set from ``folder`` if it holds every file needed, else why not;
+        ``download_from``: fetch what it lacks."""
         if kind == "cache":
             self._confine(folder, file=False)
         if not folder.is_dir():
@@ -405,8 +359,7 @@ class _Resolver:
     def _provide(
         self, kind: str, folder: Path, names: Sequence[str], download_from: str | None
     ) -> list[str]:
-        """The files of ``names`` that ``folder`` lacks, downloaded when ``download_from`` says
-        from where; the others are verified unless some are missing and stay so."""
+        """The files of ``names`` that ``folder`` lacks, downloaded from ``download_from``."""
         missing = [name for name in names if not self._has(kind, folder / name)]
         if not missing or download_from is not None:
             self._verify(kind, folder, sorted(set(names) - set(missing)))
@@ -415,13 +368,7 @@ class _Resolver:
 
     def _result(self, folder: Path, contents: _Contents, origin: str) -> ResolvedDataset:
         samples = tuple(
-            Sample(
-                id=sample_id,
-                path=folder / sample_id,
-                label=label,
-                sha256=self.checksums[sample_id],
-            )
-            for sample_id, label in contents[0]
+            Sample(name, folder / name, label, self.checksums[name]) for name, label in contents[0]
         )
         return ResolvedDataset(
             root=folder,
@@ -455,8 +402,7 @@ class _Resolver:
     # -- verification ---------------------------------------------------------------------------
 
     def _verify(self, kind: str, folder: Path, names: Sequence[str]) -> None:
-        """Check every file against its sha256, hashing in threads; raise on the first mismatch
-        (in name order)."""
+        """Check every file against its sha256 in threads; the first mismatch by name raises."""
         if not names:
             return
         paths = [folder / name for name in names]
@@ -503,8 +449,7 @@ class _Resolver:
     # -- labels and class names -----------------------------------------------------------------
 
     def _read(self, folder: Path) -> _Contents:
-        """The samples (the first ``limit``; of those, the shard's when there is one) and the
-        class names."""
+        """The samples (the first ``limit``, then the shard's) and the class names."""
         names: tuple[str, ...] | None = None
         if self.ds.labels_from == "folders":
             samples, names = self._read_folders()
@@ -519,13 +464,11 @@ class _Resolver:
         return samples, names
 
     def _class_folders(self) -> list[str]:
-        """The class folders the checksum list names (``<class>/<file>`` entries), sorted by
-        name as torchvision's ``ImageFolder`` sorts them."""
+        """The class folders the checksum list names, sorted as ``ImageFolder`` sorts them."""
         return sorted({name.split("/")[0] for name in self.checksums if name.count("/") == 1})
 
     def _read_folders(self) -> tuple[list[tuple[str, int]], tuple[str, ...]]:
-        """One folder per class: the samples and labels come from the checksum list, which
-        pins every image (a file it does not list is never read)."""
+        """One folder per class: samples and labels from the checksum list, which pins each."""
         classes = self._class_folders()
         where = f"{self.checksum_path}: "
         if not classes:
@@ -593,11 +536,9 @@ class _Resolver:
             )
         for key, column in (("file_column", ds.file_column), ("label_column", ds.label_column)):
             if column not in columns:
-                raise self._error(
-                    ("dataset", key),
-                    f"{path} has no column {column!r}; its "
-                    f"columns are {', '.join(map(repr, columns))}",
-                )
+                known = ", ".join(map(repr, columns))
+                why = f"{path} has no column {column!r}; its columns are {known}"
+                raise self._error(("dataset", key), why)
         seen: dict[str, int] = {}
         samples: list[tuple[str, int]] = []
         uncovered: list[str] = []
@@ -632,9 +573,8 @@ class _Resolver:
                     shown = label if len(digits) <= 40 else digits[:40] + "…"
                     raise self._error(
                         field,
-                        f"{where}the label {shown} of {sample_id!r} is "
-                        f"outside [0, {ds.classes}) (the manifest declares "
-                        f"classes: {ds.classes})",
+                        f"{where}the label {shown} of {sample_id!r} is outside [0, {ds.classes}) "
+                        f"(the manifest declares classes: {ds.classes})",
                     )
                 if sample_id not in self.checksums:
                     uncovered.append(sample_id)
@@ -722,9 +662,7 @@ class _Resolver:
             raise failures[0][1]
 
     def _fetch(self, base: str, name: str, stop: threading.Event) -> None:
-        """Download one file into the cache (``_download.fetch_verified``: checked against its
-        sha256 and moved into place atomically; a failed download leaves nothing under the
-        name)."""
+        """Download one file into the cache, verified; a failure leaves nothing under the name."""
         if stop.is_set():
             raise Stopped
         url = f"{base}/{urllib.parse.quote(name)}"

@@ -1,10 +1,5 @@
-"""Shards of a data set: a deterministic 1/N of its samples, chosen by a hash of each sample id.
-
-A sample belongs to the same shard on every machine and in every run, whatever else is in the
-data set (the rule depends on the id alone), so the N shards of a data set are disjoint and
-together hold every sample; a golden's samples are partitioned by the same rule, which is what
-makes the merge of N shard results exactly the unsharded result.
-"""
+"""Shards of a data set, chosen by a hash of each sample id alone: the same on every machine,
+disjoint, and a golden partitioned alike, so that the merge of N shards is the unsharded result."""
 
 from __future__ import annotations
 
@@ -14,9 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_SHARDS = 10_000
-"""The most shards a data set is split into. More shards than samples is allowed (some shards
-are empty), but a count like 10**9 is a typo or an attack: refused where it is parsed, so that
-nothing (an item per shard, a list of the missing shards) is ever built for each of them."""
+"""The most shards: a count like 10**9 is a typo or an attack, refused before anything is built
+per shard."""
 
 
 def shard_of(sample_id: str, count: int) -> int:

@@ -13,16 +13,12 @@ from collections.abc import Iterator
 _M_MMAP_THRESHOLD = -3
 # glibc's mallopt parameter: the free memory at the heap's top above which free() returns it.
 _M_TRIM_THRESHOLD = -1
-# Above every per-image buffer (a decoded photo, a 224×224×3 float32 tensor: under 1 MiB at
-# ImageNet sizes) and below a batch (32 such tensors, 19 MiB).
+# Above every per-image buffer and below a batch, at ImageNet sizes.
 _THRESHOLD = 4 * 1024 * 1024
-# While the model runs: above the activations of a batch of the models measured (EfficientNet-
-# Lite0 at batch 32 in torch and Keras: blocks of 4-154 MiB, allocated and freed in the same
-# sizes every batch). A glibc that refuses a threshold this high (some cap it at 32 MiB) gets
-# the highest it takes.
+# While the model runs: above a batch's activations of the models measured; a glibc that refuses
+# this high a threshold gets the highest it takes.
 _MODEL_THRESHOLDS = (512 * 1024 * 1024, 32 * 1024 * 1024)
-# The heap's free top kept between batches instead of handed back at every free(): the next
-# batch reuses it. ``FreedPages`` hands it back when fragmentation adds up.
+# The heap's free top kept for the next batch, not handed back at every free().
 _TRIM_THRESHOLD = 1024 * 1024 * 1024
 
 

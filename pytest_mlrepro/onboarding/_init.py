@@ -545,11 +545,8 @@ class InitPlan:
         runner = self._runner()
         height, width = self.size
         channels = self.channels or 3
-        shape = (
-            (1, channels, height, width)
-            if self.model.layout == "NCHW"
-            else (1, height, width, channels)
-        )
+        nchw = self.model.layout == "NCHW"
+        shape = (1, channels, height, width) if nchw else (1, height, width, channels)
         with _failure("the model failed when asked its number of classes with one blank image"):
             out = np.asarray(runner(np.zeros(shape, np.dtype(self.model.dtype))))
         self.classes = int(out.reshape(out.shape[0], -1).shape[1])

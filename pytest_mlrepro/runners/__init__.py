@@ -71,10 +71,8 @@ def check_framework(manifest: Manifest) -> str:
             how=f"install a matching version: pip install '{name}{spec}'",
         )
     # TensorFlow for a preprocessing step's backend (the framework's own was checked above).
-    if (
-        "tensorflow" in frameworks_of([manifest])
-        and installed_version(*DISTRIBUTIONS["tensorflow"]) is None
-    ):
+    tf_backend = "tensorflow" in frameworks_of([manifest])
+    if tf_backend and installed_version(*DISTRIBUTIONS["tensorflow"]) is None:
         raise FrameworkUnavailable(
             "a preprocessing step uses backend 'tf' and TensorFlow is not installed",
             how="pip install 'pytest-mlrepro[tf]'",

@@ -212,12 +212,12 @@ def _confined_url(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Se
     roots = (settings.root, *settings.allowed_roots, *settings.data_mirrors)
     resolved = resolve_within(path.parent, path.name, roots)
     if resolved is None:
-        raise manifest.error(
-            (*where, "url"),
-            f"{ref.url!r} resolves to {path.resolve()}, outside the project ({settings.root}), the "
-            "data mirrors and every allowed root; allow it with the ini key "
-            "mlrepro_allowed_roots",
+        why = (
+            f"{ref.url!r} resolves to {path.resolve()}, outside the project ({settings.root}), "
+            "the data mirrors and every allowed root; allow it with the ini key "
+            "mlrepro_allowed_roots"
         )
+        raise manifest.error((*where, "url"), why)
     return file_url(resolved)
 
 
@@ -231,38 +231,24 @@ def _fetch(
     settings: Settings,
 ) -> None:
     shown = str(local_path(url) or url)
+    model_file = where[:2] == ("model", "file")
+    limit = download_limit(manifest.model.format) if model_file else configured_download_cap()
     try:
-        fetch_verified(
-            url,
-            target,
-            ref.sha256,
-            limit=download_limit(manifest.model.format)
-            if where[:2] == ("model", "file")
-            else configured_download_cap(),
-            inside=settings.cache_dir,
-        )
-    except DigestMismatch as exc:
-        raise _refused(
-            manifest,
-            where,
-            f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing "
-            f"it (another version of the model, or a damaged copy); nothing was put in "
-            f"the cache ({target.parent})",
-        ) from None
-    except RefusedRedirect as exc:
-        raise _refused(
-            manifest,
-            where,
-            f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
-            f"model); nothing was put in the cache ({target.parent})",
-        ) from None
-    except TooLarge as exc:
-        raise _refused(
-            manifest,
-            where,
-            f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept in "
-            f"the cache ({target.parent})",
-        ) from None
+        fetch_verified(url, target, ref.sha256, limit=limit, inside=settings.cache_dir)
+    except (DigestMismatch, RefusedRedirect, TooLarge) as exc:
+        if isinstance(exc, DigestMismatch):
+            why = (
+                f"{shown} has sha256 {exc.actual}, the manifest pins {ref.sha256}: refusing it "
+                "(another version of the model, or a damaged copy); nothing was put"
+            )
+        elif isinstance(exc, RefusedRedirect):
+            why = (
+                f"{visible(str(exc))}: refusing it (a redirect elsewhere is no copy of the "
+                "model); nothing was put"
+            )
+        else:
+            why = f"{shown} is too large for model file {ref.cache!r}: {exc}; nothing was kept"
+        raise _refused(manifest, where, f"{why} in the cache ({target.parent})") from None
     except SourceUnreadable as exc:
         raise Unavailable(
             f"{manifest.source}: cannot fetch model file {ref.cache!r} from {shown}: "
@@ -316,12 +302,11 @@ def _build(
     builder = registry.get_artifact_builder(ref.build)
     if builder is None:
         known = ", ".join(registry.registered()["artifact_builders"]) or "none"
-        raise manifest.error(
-            (*where, "build"),
-            f"no artifact builder {ref.build!r} is registered "
-            f"(registered: {known}); register one in conftest.py with "
-            f"@pytest_mlrepro.artifact_builder({ref.build!r})",
+        why = (
+            f"no artifact builder {ref.build!r} is registered (registered: {known}); register "
+            f"one in conftest.py with @pytest_mlrepro.artifact_builder({ref.build!r})"
         )
+        raise manifest.error((*where, "build"), why)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(fd)
     try:
@@ -351,13 +336,8 @@ def _build(
                 os.rmdir(tmp)
             else:
                 os.unlink(tmp)
-    _record_origin(
-        target,
-        ref.sha256,
-        manifest,
-        {"source": "build", "from": ref.build, "packages": _build_packages(ref.build)},
-        settings,
-    )
+    how = {"source": "build", "from": ref.build, "packages": _build_packages(ref.build)}
+    _record_origin(target, ref.sha256, manifest, how, settings)
 
 
 def _build_packages(builder: str) -> dict[str, str]:
@@ -495,13 +475,12 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
         lines = "\n".join(
             f"    {loc}: {_sha_or_missing(model_path.parent / loc)}" for loc in unpinned
         )
-        raise _refused(
-            manifest,
-            ("model", "file"),
-            f"{model_path} keeps its weights in external data files that the manifest does "
-            f"not pin: {', '.join(unpinned)}; pin each (after checking it is the file you "
-            f"mean) under model:\n  external_data:\n{lines}",
+        why = (
+            f"{model_path} keeps its weights in external data files that the manifest does not "
+            f"pin: {', '.join(unpinned)}; pin each (after checking it is the file you mean) "
+            f"under model:\n  external_data:\n{lines}"
         )
+        raise _refused(manifest, ("model", "file"), why)
     for location in sorted(declared.keys() - locations):
         shown = ", ".join(sorted(locations)) or "none"
         raise manifest.error(
@@ -515,13 +494,12 @@ def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
         copy.parent.mkdir(parents=True, exist_ok=True)
         actual = _copy_hashing(path, copy)
         if actual != declared[location]:
-            raise _refused(
-                manifest,
-                (*where, location),
+            why = (
                 f"sha256 mismatch for {path}: the manifest expects {declared[location]}, the "
-                f"file has {actual} (the model's weights were changed, truncated or "
-                "replaced: refusing to run it)",
+                f"file has {actual} (the model's weights were changed, truncated or replaced: "
+                "refusing to run it)"
             )
+            raise _refused(manifest, (*where, location), why)
 
 
 def _sha_or_missing(path: Path) -> str:

@@ -97,11 +97,10 @@ class OnnxRunner(CheckedInput):
         if device == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
             # ONNX Runtime falls back to the CPU silently when the CUDA libraries do not load.
             raise DeviceUnavailable(
-                "the CUDA execution provider did not load (CUDA/cuDNN "
-                "libraries missing or mismatched); ONNX Runtime fell back "
-                "to the CPU",
-                how="install the CUDA and cuDNN versions that "
-                "this onnxruntime-gpu release requires",
+                "the CUDA execution provider did not load (CUDA/cuDNN libraries missing or "
+                "mismatched); ONNX Runtime fell back to the CPU",
+                how="install the CUDA and cuDNN versions that this onnxruntime-gpu release "
+                "requires",
             )
         declared = manifest.input
         inputs = {i.name: i for i in session.get_inputs()}

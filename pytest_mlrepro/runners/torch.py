@@ -155,12 +155,11 @@ class TorchRunner(CheckedInput):
         builder = registry.get_model_builder(model.builder)
         if builder is None:
             known = ", ".join(registry.registered()["model_builders"]) or "none"
-            raise manifest.error(
-                ("model", "builder"),
-                f"no model builder {model.builder!r} is "
-                f"registered (registered: {known}); register one in conftest.py "
-                f"with @pytest_mlrepro.model_builder({model.builder!r})",
+            why = (
+                f"no model builder {model.builder!r} is registered (registered: {known}); register "
+                f"one in conftest.py with @pytest_mlrepro.model_builder({model.builder!r})"
             )
+            raise manifest.error(("model", "builder"), why)
         with verified(manifest, model.weights, ("model", "weights"), settings) as file:
             state = _load_state(manifest, file)
 
@@ -265,10 +264,9 @@ class TorchRunner(CheckedInput):
                     times[e.key] = times.get(e.key, 0.0) + us * 1e-6
             per_call.append(times)
         names = sorted({name for times in per_call for name in times})
+        kind = "device" if cuda else "CPU"
         return ProfiledCalls(
-            source="torch.profiler: self "
-            + ("device" if cuda else "CPU")
-            + " time per op type (key_averages)",
+            source=f"torch.profiler: self {kind} time per op type (key_averages)",
             call_seconds=tuple(durations),
             operators=tuple(
                 OperatorCalls(name, name, None, tuple(t.get(name, 0.0) for t in per_call))

@@ -105,17 +105,15 @@ class TFLiteRunner(CheckedInput):
         shapes = {d["name"]: dims(d["shape_signature"]) for d in outputs}
         # One input is shown by its signature name; its tensor's name is accepted too.
         names = [d["name"] for d in inputs] if len(inputs) > 1 else [named.get("input")]
-        output = check_signature(
-            manifest,
-            ModelSignature(
-                "the TFLite model",
-                shape,
-                inputs=[n or tensor_name for n in names],
-                aliases=[tensor_name],
-                dtype=effective,
-                outputs={name: shapes.get(tensor) for name, tensor in choices.items()},
-            ),
+        signature = ModelSignature(
+            "the TFLite model",
+            shape,
+            inputs=[n or tensor_name for n in names],
+            aliases=[tensor_name],
+            dtype=effective,
+            outputs={name: shapes.get(tensor) for name, tensor in choices.items()},
         )
+        output = check_signature(manifest, signature)
         assert output is not None
         output_tensor = choices[output]
         declared = manifest.input.name
