@@ -14,7 +14,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
-from .._names import DEVICES, FRAMEWORKS
+from .._names import DEVICES as DEVICES  # re-exported
+from .._names import FRAMEWORKS as FRAMEWORKS  # re-exported
 from .._schema import Context, Invalid, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError
@@ -565,24 +566,3 @@ def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
         raise ManifestError(shown, None, "", "cannot read: No such file or directory")
     data, lines = load_yaml(content, shown)
     return dataclasses.replace(parse_manifest(data, shown, lines), path=path)
-
-
-__all__ = [
-    "DEVICES",
-    "FRAMEWORKS",
-    "TF_FORMATS",
-    "Dataset",
-    "Determinism",
-    "FileRef",
-    "Framework",
-    "Input",
-    "Latency",
-    "Manifest",
-    "Model",
-    "Postprocess",
-    "Reference",
-    "Runtime",
-    "Tolerances",
-    "load_manifest",
-    "parse_manifest",
-]

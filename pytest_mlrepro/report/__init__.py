@@ -1,6 +1,4 @@
-"""The presentation layer: what a person reads of a run. Failure explanations, the terminal's
-sections (summary, latency, reference agreement, golden audit, shards), the one aligned text
-table they share, and the HTML view (:mod:`.html`)."""
+"""The presentation layer: everything a person reads of a run, worded in one place."""
 
 from __future__ import annotations
 
