@@ -16,4 +16,4 @@ def touched(deps: Iterable[Dependency], changed: Iterable[Path]) -> list[str]:
     return list(dict.fromkeys(d.what for d in deps if any(d.touched_by(c) for c in changed)))
 
 
-__all__ = ["ChangedFilesError", "Dependency", "changed_files", "dependencies", "touched"]
+__all__ = ["ChangedFilesError", "changed_files", "dependencies", "touched"]
