@@ -476,10 +476,8 @@ class Manifest:
                 ("runtime", "graph_optimization"),
                 f"an ONNX Runtime setting; framework {self.framework.name!r} has none",
             )
-        tf_formats = TF_FORMATS.get(self.framework.name)
-        is_tf_format = any(self.model.format in f for f in TF_FORMATS.values())
-        if (tf_formats or is_tf_format) and self.model.format not in (tf_formats or ()):
-            readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+        readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+        if (self.framework.name in TF_FORMATS or readers) and self.framework.name not in readers:
             raise Invalid(
                 ("model", "format"),
                 f"framework {self.framework.name!r} does not read format {self.model.format!r}"
