@@ -1,6 +1,5 @@
-"""Selection by what changed: the files a manifest depends on (:func:`dependencies`) and the files
-git says changed since a ref (:func:`changed_files`); a manifest whose dependency changed is
-selected (:func:`touched`)."""
+"""Selection by what changed: a manifest is selected when a file it depends on is among those git
+says changed since a ref."""
 
 from __future__ import annotations
 
@@ -17,4 +16,4 @@ def touched(deps: Iterable[Dependency], changed: Iterable[Path]) -> list[str]:
     return list(dict.fromkeys(d.what for d in deps if any(d.touched_by(c) for c in changed)))
 
 
-__all__ = ["ChangedFilesError", "Dependency", "changed_files", "dependencies", "touched"]
+__all__ = ["ChangedFilesError", "changed_files", "dependencies", "touched"]

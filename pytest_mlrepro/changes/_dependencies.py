@@ -1,7 +1,6 @@
-"""The files whose change can change a manifest's verdict: the manifest itself, its model files,
-its data set's checksum list and labels, its goldens, and the Python source of the code it names
-(registered builders, preprocessing steps). Each path is resolved against the manifest's own
-references, as the run resolves them; nothing here reads a file or runs a builder."""
+"""The files whose change can change a manifest's verdict (itself, its model, data set lists,
+goldens and the source of the code it names), resolved as the run resolves them, without reading
+a file or running a builder."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from ..settings import Settings
 
 @dataclass(frozen=True)
 class Dependency:
-    """A file, or a folder (every file under it), that the manifest depends on; ``what`` says
-    which reference it is (``model.file``, ``dataset.checksums``...)."""
+    """A file, or a folder (every file under it), that a manifest depends on through ``what``."""
 
     path: Path
     what: str
@@ -34,7 +32,6 @@ class Dependency:
 
 
 def dependencies(manifest: Manifest, settings: Settings) -> list[Dependency]:
-    """Every file or folder ``manifest`` depends on (see the module docstring)."""
     found = [Dependency(manifest.path.resolve(), "the manifest")]
     found += _model(manifest)
     found += _dataset(manifest, settings)
@@ -98,8 +95,6 @@ def _goldens(manifest: Manifest, settings: Settings) -> Iterator[Dependency]:
 
 
 def _code(manifest: Manifest) -> Iterator[Dependency]:
-    """The modules that define the manifest's preprocessing steps (a custom step registered in
-    a conftest.py or a package; the built-in ones are the plugin's own code)."""
     for step in manifest.input.preprocess:
         yield from _source(type(step), f"preprocess.{step.op}")
 

@@ -1,6 +1,5 @@
-"""What changed in a git work tree since a ref: ``git diff --name-only REF`` (the commits since
-REF and every staged or unstaged edit of a tracked file) and the untracked files git does not
-ignore. Paths come back absolute and resolved, to be compared with a manifest's references."""
+"""What changed in a git work tree since a ref, as absolute resolved paths to compare with a
+manifest's references."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from pathlib import Path
 
 from ..errors import MlreproError
 
-GIT_TIMEOUT_S = 60
-"""A hang detector for one git command (a diff of a large history takes seconds, not minutes)."""
+GIT_TIMEOUT_S = 60  # a hang detector: a diff of a large history takes seconds, not minutes
 
 
 class ChangedFilesError(MlreproError):
@@ -46,7 +44,6 @@ def changed_files(folder: Path, ref: str) -> frozenset[Path]:
     _git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     # --no-renames: a renamed file is its old and its new name, each a change.
     names = _git(top, "diff", "--name-only", "--no-renames", "-z", ref, "--").split("\0")
-    names += _git(top, "ls-files", "--others", "--exclude-standard", "--full-name", "-z").split(
-        "\0"
-    )
+    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "--full-name", "-z")
+    names += untracked.split("\0")
     return frozenset((top / name).resolve() for name in names if name)

@@ -1,8 +1,5 @@
-"""The manifest schema: what a model owner declares, loaded with the line of every field.
-
-A manifest never contains code. Model builders, artifact builders and custom preprocessing steps are
-registered in Python (``conftest.py`` or a plugin) and named here.
-"""
+"""The manifest schema, loaded with the line of every field so that errors name it. A manifest
+never contains code: builders and custom steps are registered in Python and named here."""
 
 from __future__ import annotations
 
@@ -17,7 +14,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
-from .._names import DEVICES, FRAMEWORKS
+from .._names import DEVICES as DEVICES  # re-exported
+from .._names import FRAMEWORKS as FRAMEWORKS  # re-exported
 from .._schema import Context, Invalid, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError
@@ -27,23 +25,18 @@ TF_FORMATS = {"tensorflow": ("saved_model", "keras", "frozen_graph"), "tflite": 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
+# The latency statistics a tolerance may name: here, below the latency layer that computes them.
 STATISTICS = ("min", "p50", "p90", "p99", "mean")
-"""The latency statistics a tolerance may name (defined here, below the latency layer that
-computes them, so that the manifest layer imports nothing above it)."""
 
-
-NAME_MAX = 255
-"""The longest file or folder name (bytes) the usual file systems hold (ext4, XFS, APFS, NTFS)."""
-PATH_MAX = 4096
-"""The longest path (bytes) Linux opens."""
+NAME_MAX = 255  # bytes of a file name on the usual file systems (ext4, XFS, APFS, NTFS)
+PATH_MAX = 4096  # bytes of a path Linux opens
+# A cache entry's: the cache adds ``.origin.json``, ``.lock`` and ``.<name>.<random>.part``.
 CACHE_NAME_MAX = 200
-"""The longest cache entry name (bytes): the cache adds ``.origin.json``, ``.lock`` and a
-temporary ``.<name>.<random>.part`` beside it, each of which must fit in :data:`NAME_MAX`."""
 
 
 def _bounded(default: Any, says: str = "", **schema: Any) -> Any:
-    """A field whose values keep the JSON Schema bounds ``schema``: checked on load (the
-    message ``says``, else words made from the bounds) and stated in the published JSON Schema."""
+    """A field bounded by JSON Schema ``schema``: checked on load (saying ``says``, else the
+    bounds) and stated in the published schema."""
     return field(default=default, metadata={"schema": schema, **({"says": says} if says else {})})
 
 
@@ -51,10 +44,8 @@ _FRACTION: dict[str, Any] = {"says": "is a fraction between 0 and 1", "minimum":
 
 
 def name_problem(value: str, longest: int = NAME_MAX) -> str | None:
-    """Why the file system cannot hold the path ``value`` (a part longer than ``longest``
-    bytes, or the whole longer than :data:`PATH_MAX`), or None. Checked when the manifest loads,
-    so that the error names its file, line and field instead of ``OSError: [Errno 36] File name
-    too long`` from deep inside a run."""
+    """Why the file system cannot hold the path ``value``, or None: said on the manifest's line
+    instead of as ``OSError: [Errno 36] File name too long`` deep inside a run."""
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > PATH_MAX:
         return f"the path is {size} bytes long; file systems hold paths of at most {PATH_MAX}"
@@ -119,10 +110,8 @@ class FileRef:
 
 
 def _check_file_url(url: str) -> None:
-    """A model file's ``url``: http or https (the data sets' rule, :func:`url_problem`), or a
-    ``file://`` URL of an absolute local path; either names the file, not a folder. ``file``
-    URLs are confined to the project when the file is fetched, not here: that needs the
-    settings."""
+    """http(s) or ``file://`` of an absolute path, naming a file (a file URL is confined to the
+    project when fetched: that needs the settings)."""
     if url.startswith("file:"):
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
@@ -305,9 +294,8 @@ class Dataset:
 
 
 def url_problem(url: str) -> str | None:
-    """Why ``url`` is no http(s) URL the downloader can open, or None: checked when the manifest
-    loads, so that a malformed one (``http://[::1/``, a port of ``99999``) is reported on its
-    line instead of as a raw ``ValueError`` from urllib when the download starts."""
+    """Why ``url`` is no http(s) URL the downloader can open, or None: said on its line, not as
+    urllib's ``ValueError`` when the download starts."""
     if not re.match(r"https?://", url):
         return "expected an http:// or https:// URL"
     if re.search(r"[\x00-\x20\x7f]", url):
@@ -488,10 +476,8 @@ class Manifest:
                 ("runtime", "graph_optimization"),
                 f"an ONNX Runtime setting; framework {self.framework.name!r} has none",
             )
-        tf_formats = TF_FORMATS.get(self.framework.name)
-        is_tf_format = any(self.model.format in f for f in TF_FORMATS.values())
-        if (tf_formats or is_tf_format) and self.model.format not in (tf_formats or ()):
-            readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+        readers = [fw for fw, formats in TF_FORMATS.items() if self.model.format in formats]
+        if (self.framework.name in TF_FORMATS or readers) and self.framework.name not in readers:
             raise Invalid(
                 ("model", "format"),
                 f"framework {self.framework.name!r} does not read format {self.model.format!r}"
@@ -558,10 +544,12 @@ def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
     return dataclasses.replace(manifest, source=file, path=Path(file), lines=lines)
 
 
-def _read_manifest(path: Path, shown: str) -> bytes:
-    """The bytes of the manifest file, read by the one bounded reader: its size is checked
-    before anything is read (a huge file costs no memory and fails only its own manifest), and
-    a FIFO, a device or a folder is refused without reading (a FIFO would block the run)."""
+def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
+    """Read and validate one manifest file. ``display`` is the name errors use (default: path).
+    The bounded reader fails a huge file alone, and refuses a FIFO (which would block the run),
+    a device or a folder unread."""
+    path = Path(path)
+    shown = display or str(path)
     try:
         content = read_bounded(path, MAX_BYTES, follow_symlinks=True)
     except NotARegularFile:
@@ -574,35 +562,5 @@ def _read_manifest(path: Path, shown: str) -> bytes:
         raise ManifestError(shown, None, "", f"cannot read: {exc.strerror or exc}") from None
     if content is None:
         raise ManifestError(shown, None, "", "cannot read: No such file or directory")
-    return content
-
-
-def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
-    """Read and validate one manifest file. ``display`` is the name errors use (default: path)."""
-    path = Path(path)
-    shown = display or str(path)
-    content = _read_manifest(path, shown)
     data, lines = load_yaml(content, shown)
-    manifest = parse_manifest(data, shown, lines)
-    return dataclasses.replace(manifest, path=path)
-
-
-__all__ = [
-    "DEVICES",
-    "FRAMEWORKS",
-    "TF_FORMATS",
-    "Dataset",
-    "Determinism",
-    "FileRef",
-    "Framework",
-    "Input",
-    "Latency",
-    "Manifest",
-    "Model",
-    "Postprocess",
-    "Reference",
-    "Runtime",
-    "Tolerances",
-    "load_manifest",
-    "parse_manifest",
-]
+    return dataclasses.replace(parse_manifest(data, shown, lines), path=path)

@@ -1,25 +1,6 @@
-"""The manifest's JSON Schema, generated from the schema code, for editors that validate YAML.
-
-The manifest schema is declared as data: the dataclasses of :mod:`pytest_mlrepro.manifest._spec`
-and the registered preprocessing steps of :mod:`pytest_mlrepro.pipeline._steps` (field types,
-defaults, required keys). The shared writer (:mod:`pytest_mlrepro._json_schema`) walks them into
-JSON Schema (draft-07, what the YAML language server of VS Code reads), so the published file
-cannot drift from the code: ``tests/unit/test_manifest_schema.py`` checks that the committed
-``manifest.schema.json`` equals a fresh generation.
-
-Rules that span fields live in ``check()`` methods, as code; the ones an editor can check are
-restated in :data:`RULES` (a test checks each against the code with manifests both reject). The
-JSON Schema is a typing aid: ``pytest`` remains the judge (it also checks files, checksums and the
-pipeline's order).
-
-Regenerate after a schema change::
-
-    python -m pytest_mlrepro.manifest.json_schema     # rewrites pytest_mlrepro/manifest.schema.json
-
-A project with custom steps (``register_step``) writes its own, with its steps in it::
-
-    python -m pytest_mlrepro.manifest.json_schema --import my_steps --out manifest.schema.json
-"""
+"""The manifest's JSON Schema for editors, generated from the dataclasses and registered steps so
+that the published file cannot drift from the code (docs/manifest.md says how to regenerate it).
+Rules spanning fields stay in ``check()``; :data:`RULES` restates those an editor can check."""
 
 from __future__ import annotations
 
@@ -42,9 +23,8 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 _SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"}
 
-# The rules of the ``check()`` methods that JSON Schema can state, per class and key (merged into
-# the generated property), or per class under "" (merged into the class's object schema). A
-# field's own bounds are in its metadata (``_spec._bounded``), checked on load and stated here.
+# The rules of the ``check()`` methods JSON Schema can state, per class and key, or under "" for
+# the class's object schema; a field's own bounds are in its metadata (``_spec._bounded``).
 RULES: dict[str, dict[str, JsonSchema]] = {
     "Manifest": {"name": _NAME, "inputs": {"minItems": 1, "maxItems": 1}},
     "FileRef": {
@@ -86,8 +66,7 @@ RULES: dict[str, dict[str, JsonSchema]] = {
 
 
 class _ManifestWriter(SchemaWriter):
-    """The manifest's conventions: every object closed, defaults stated, a section left empty
-    (``postprocess:``) read as all defaults; the preprocessing steps are those registered."""
+    """Every object closed, defaults stated, an empty section read as all defaults."""
 
     def __init__(self, steps: Mapping[str, type[pipeline.Step]]) -> None:
         super().__init__(DRAFT, "definitions", RULES, closed=True, defaults=True, nullable=True)
@@ -128,8 +107,7 @@ def builtin_steps() -> dict[str, type[pipeline.Step]]:
 
 
 def manifest_json_schema(steps: Mapping[str, type[pipeline.Step]] | None = None) -> JsonSchema:
-    """The JSON Schema (draft-07) of a manifest, with the given preprocessing steps (default: the
-    built-in ones, what the published file holds)."""
+    """The manifest's JSON Schema with ``steps`` (default: the built-in ones, as published)."""
     writer = _ManifestWriter(builtin_steps() if steps is None else steps)
     return writer.document(spec.Manifest, title="pytest-mlrepro manifest")
 

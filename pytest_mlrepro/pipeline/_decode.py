@@ -1,11 +1,6 @@
-"""Decoding in every mode: colour, grey, colour with alpha, 16-bit grey or colour, and multi-band
-arrays (multi-page TIFFs, ``.npy`` files).
-
-Each backend converts as its library does (Pillow's ``convert``, OpenCV's ``imdecode`` flags and
-``cvtColor``, tf.io's ``channels``); where the libraries have no common rule the step refuses
-instead of picking one silently: an 8-bit file where 16-bit samples are declared, a band count
-or dtype other than the manifest's.
-"""
+"""Decoding in every mode, each backend converting as its library does; where the libraries have
+no common rule (an 8-bit file for 16-bit samples, another band count or dtype) the sample is
+refused instead of one rule being picked silently."""
 
 from __future__ import annotations
 
@@ -21,13 +16,11 @@ if TYPE_CHECKING:
     import PIL.Image
 
 MAX_IMAGE_PIXELS = 89_478_485
-"""The most pixels (width × height) an image may declare in its header; larger ones are refused
-before decoding, by every decode backend. It is Pillow's default ``Image.MAX_IMAGE_PIXELS``
-(a quarter GiB as 24-bit RGB): a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded."""
+"""The most pixels an image header may declare, checked before decoding by every backend:
+Pillow's default (a 100 kB PNG can declare 30000 × 30000 pixels, 2.7 GB decoded)."""
 
 
 def too_many(what: str) -> str:
-    """The refusal of an image whose header declares ``what``, more than the pixel limit."""
     return (
         f"its header declares {what}, more than the limit of {MAX_IMAGE_PIXELS} pixels "
         "(pytest_mlrepro.pipeline._steps.MAX_IMAGE_PIXELS): refused before decoding (a "
@@ -63,21 +56,18 @@ class Decode(Protocol):
 _PIL_16 = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _CHANNEL = {"red": 0, "green": 1, "blue": 2}
 MAX_PAGES = 1024
-"""The most pages of a multi-page file decoded as bands (a hyperspectral image has a few
-hundred); a file with more is refused when the page after them is found."""
+"""The most pages decoded as bands (a hyperspectral image has a few hundred)."""
 MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 4 * 2
-"""The most bytes a multi-band sample may decode to: what the largest image any mode accepts
-holds (``MAX_IMAGE_PIXELS`` pixels of 4 channels of 16 bits, 716 MB). A .npy array's header and
-each page of a TIFF are checked against it before their pixels are read."""
+"""The most bytes a multi-band sample may decode to: the largest image any mode accepts (4
+channels of 16 bits), checked from the header before pixels are read."""
 
 
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
 def library_words(exc: BaseException) -> str:
-    """A library's error message as a report shows it: the file it names by an object's repr
-    (Pillow: ``cannot identify image file <_io.BytesIO object at 0x7f…>``) said as "the file"
-    (the sample's id names it), so that no memory address reaches a report."""
+    """A library's error message with an object's repr (Pillow: ``<_io.BytesIO object at 0x7f…>``)
+    said as "the file", so that no memory address reaches a report."""
     return _OBJECT_REPR.sub("the file", str(exc))
 
 
@@ -90,7 +80,6 @@ def _too_large(sample: str, what: str, size: int) -> SampleError:
 
 
 def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
-    """``data`` as H×W×C in ``step.mode``, in the order the step's state names."""
     if step.mode == "bands":
         array = _bands_pil(data, sample, step)
     elif step.backend == "pil":
@@ -151,11 +140,8 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
 
 def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
-    """Every page of the file (a TIFF may hold several), each page's bands in its order. Each
-    page is checked from its header before its pixels are decoded: its pixel count, its sample
-    format (32-bit and signed integers are refused as on the first page: never cast to 16 bits,
-    which would wrap them) and the bytes all pages decode to; at most :data:`MAX_PAGES` pages
-    (the pages are walked one by one: Pillow's page count reads every page's header first)."""
+    """Every page's bands, each page checked from its header before its pixels are decoded. The
+    pages are walked one by one: Pillow's page count reads every page's header first."""
     from PIL import Image
 
     try:
@@ -192,7 +178,7 @@ def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
 
 def _has_next(image: PIL.Image.Image, index: int) -> bool:
-    """Whether the file has a page after the ``index`` read so far; if so, the image is there."""
+    """Whether the file has a page after the ``index`` read so far (seeking to it)."""
     try:
         image.seek(index)
     except EOFError:
@@ -201,9 +187,8 @@ def _has_next(image: PIL.Image.Image, index: int) -> bool:
 
 
 def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) -> int:
-    """The bytes page ``page`` (the image's current one) decodes to, from its header; this
-    sample's error when its pixel count, its samples or the bytes of all pages so far pass
-    their limits."""
+    """The bytes the current page decodes to, from its header; this sample's error past a limit
+    (wider or signed samples are refused, never cast to 16 bits, which would wrap them)."""
     width, height = image.size
     where = f"page {page}" if page > 1 else "its first page"
     if width * height > MAX_IMAGE_PIXELS:
@@ -226,7 +211,6 @@ def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) 
 
 
 def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
-    """``array`` when it has the step's band count and dtype; else this sample's error."""
     if array.dtype.kind == "b":  # a bilevel image: Pillow's 0/255 bytes
         array = array.astype(np.uint8) * np.uint8(255)
     if array.dtype != np.dtype(str(step.dtype)) or array.shape[2] != step.channels:
@@ -243,9 +227,8 @@ def _other_bands(sample: str, bands: int, dtype: np.dtype, step: Decode) -> Samp
 
 
 def wide_samples(image: PIL.Image.Image) -> str | None:
-    """What the image's samples are when they are not 8- or 16-bit unsigned integers (which
-    every backend reduces to 8 bits by the high byte), else None. Read from the header (of the
-    page the image is at: each page of a multi-page TIFF is checked so)."""
+    """What the current page's samples are, from its header, when they are not 8- or 16-bit
+    unsigned integers (which every backend reduces to 8 bits by the high byte), else None."""
     mode = image.mode
     if mode == "F" or mode.startswith("F;"):
         return "floating-point"
@@ -333,9 +316,8 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 
 
 def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
-    """A ``.npy`` array (H×W, H×W×C, or C×H×W with ``axes: CHW``), read without pickle, its
-    header checked before the array is read: the pixel limit, and the band count and dtype the
-    step declares."""
+    """A ``.npy`` array, read without pickle, its header checked against the limits and the
+    step's band count and dtype before the array is read."""
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
@@ -375,19 +357,9 @@ def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
 
 
 def _finite(array: np.ndarray, sample: str) -> np.ndarray:
-    """``array``; a float one with NaN or infinite values is this sample's error (they would
-    go on into the model and come out as scores that compare as nothing)."""
+    """``array``; NaN or infinite values are this sample's error (they would come out of the
+    model as scores that compare as nothing)."""
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(np.count_nonzero(~np.isfinite(array)))
         raise SampleError(sample, f"{bad} of its values are NaN or infinite")
     return array
-
-
-__all__ = [
-    "MAX_DECODED_BYTES",
-    "MAX_IMAGE_PIXELS",
-    "decode_mode",
-    "decode_npy",
-    "library_words",
-    "too_many",
-]

@@ -1,16 +1,7 @@
-"""Preprocessing: one small op per step, applied in exactly the manifest's order.
-
-Every choice that changes pixels is a parameter with a named backend and rule; nothing happens
-implicitly. A pipeline is validated statically before any data flows: each op declares what it
-accepts and produces (channel order, memory layout, dtype), so ``resize`` after ``layout``,
-``normalize`` on raw bytes, or a pipeline that ends in the wrong layout is a manifest error that
-names the step, not a silent accuracy drop.
-
-Images travel as numpy arrays, height × width × channels until a ``layout`` step; what the
-channels are (``RGB``, ``BGR``, ``L`` for grey, ``RGBA``, ``BGRA``, or ``bands`` for a multi-band
-array), how many there are and their dtype are tracked alongside, from the ``decode`` step's
-``mode`` on: every step works on 1 to N channels of uint8, uint16 or float32.
-"""
+"""Preprocessing, one explicit op per step in the manifest's order: every choice that changes
+pixels is a named parameter, and each op declares the state (channels, layout, dtype) it accepts
+and produces, so a misordered pipeline is a manifest error naming the step before any data flows,
+not a silent accuracy drop."""
 
 from __future__ import annotations
 
@@ -52,9 +43,8 @@ COLOUR_ORDERS = ("RGB", "BGR", "RGBA", "BGRA")
 
 @dataclass(frozen=True)
 class State:
-    """What flows between steps, known before any data does. ``order`` names the channels:
-    ``RGB``, ``BGR``, ``RGBA``, ``BGRA``, ``L`` (one grey channel) or ``bands`` (a multi-band
-    array whose channels have no colour meaning); ``channels`` counts them."""
+    """What flows between steps, known before any data does. ``order`` names the channels (``L``:
+    one grey channel, ``bands``: channels with no colour meaning); ``channels`` counts them."""
 
     order: str = "RGB"
     layout: Literal["HWC", "CHW"] = "HWC"
@@ -70,9 +60,8 @@ class Tensor:
 
 
 def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """One step output as height × width × channels (a view), whatever its ``layout``; None when
-    it is not an image. The one rule by which a step's output is read as a picture: the golden's
-    step fingerprints (diagnosis) and the report's drift pictures both read it so."""
+    """A step output as an H×W×C view, None when it is not an image: the one rule by which the
+    golden's step fingerprints and the report's drift pictures read a step's output."""
     if array.ndim == 2:
         return array[:, :, None]
     if array.ndim != 3:
@@ -84,11 +73,9 @@ class Step:
     """Base of all preprocessing ops. Subclasses are frozen dataclasses named by ``op``."""
 
     op: ClassVar[str]
-    # Costs little next to decoding and resizing (slicing, element-wise arithmetic, a channel
-    # swap, a transpose). A preprocessing prefix shared between manifests ends before such steps
-    # (evaluation/_shared_preprocessing.py): the session keeps the smaller tensor (the uint8
-    # image before the cast, not its float32 copy) and each manifest repeats them. A registered
-    # step is assumed costly.
+    # Costs little next to decoding and resizing: a preprocessing prefix shared between manifests
+    # ends before such steps, so the session keeps the smaller tensor (the uint8 image, not its
+    # float32 cast) and each manifest repeats them. A registered step is assumed costly.
     cheap: ClassVar[bool] = False
     if TYPE_CHECKING:
         # Every concrete step is a dataclass (register_step refuses others): declared so that
@@ -113,7 +100,7 @@ STEPS: dict[str, type[Step]] = {}
 
 
 class StepRegistrationError(MlreproError):
-    """A preprocessing step that cannot be registered (names the class, the op and the field)."""
+    """A preprocessing step that cannot be registered."""
 
 
 def is_builtin(cls: type[Step]) -> bool:
@@ -122,12 +109,9 @@ def is_builtin(cls: type[Step]) -> bool:
 
 
 def register_step(cls: type[Step]) -> type[Step]:
-    """Make a preprocessing op available to manifests under ``cls.op`` (usable as a decorator).
-
-    StepRegistrationError when ``cls`` is no dataclass, when its op is a built-in step's (a
-    registration would silently replace it for every manifest), or when a field has a type the
-    manifest loader cannot build (a bare ``list``): said here, naming the field, rather than
-    when the first manifest using it loads."""
+    """Make a preprocessing op available to manifests under ``cls.op`` (a decorator). A step that
+    is no dataclass, replaces a built-in or has a field the loader cannot build is refused here,
+    not when the first manifest using it loads."""
     name = getattr(cls, "__name__", repr(cls))
     if not dataclasses.is_dataclass(cls):
         raise StepRegistrationError(f"step {name} must be a dataclass")
@@ -135,12 +119,7 @@ def register_step(cls: type[Step]) -> type[Step]:
     if not isinstance(op, str) or not op:
         raise StepRegistrationError(f"step {name} must name its op (op = 'my_step')")
     existing = STEPS.get(op)
-    if (
-        existing is not None
-        and existing is not cls
-        and is_builtin(existing)
-        and not is_builtin(cls)
-    ):
+    if existing not in (None, cls) and is_builtin(existing) and not is_builtin(cls):
         raise StepRegistrationError(
             f"step {name} (op {op!r}): {op!r} is a built-in step; registering it would replace "
             "the built-in for every manifest: give the step another op name"
@@ -346,9 +325,8 @@ _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
 def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) -> PIL.Image.Image:
-    """The image opened lazily by Pillow (its header only, no pixels decoded), after checking
-    its pixel count against :data:`MAX_IMAGE_PIXELS` and that its samples are 8 or 16 bits
-    (``floats``: 32-bit floating-point samples too, which mode bands keeps as float32)."""
+    """The image opened lazily by Pillow (its header only), its pixel count and sample depth
+    checked before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -390,8 +368,8 @@ def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) 
 
 
 def _declared_size(data: bytes) -> tuple[int, int] | None:
-    """The (width, height) in the header, read by the Pillow plugin that recognises it without
-    ``Image.open``'s own decompression-bomb check (which raises before telling the size)."""
+    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
+    before telling the size."""
     from PIL import Image
 
     prefix = data[:16]
@@ -633,11 +611,8 @@ _PIL_FILTERS = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 
 def _resize_pil(
     array: np.ndarray, height: int, width: int, method: str, order: str = "RGB"
 ) -> np.ndarray:
-    """Pillow's own resize, with its own rounding and clipping: 3 uint8 channels as one ``RGB``
-    image, 4 colour-with-alpha ones as ``RGBA`` (Pillow premultiplies alpha while it filters),
-    every other case band by band in the mode Pillow has for the dtype (``L`` for uint8, ``I;16``
-    for uint16, ``F`` for float32), which is how Pillow filters each band of a multi-band
-    image."""
+    """Pillow's own resize and rounding: uint8 RGB or RGBA as one image (Pillow premultiplies
+    alpha while it filters), anything else band by band, as Pillow filters a multi-band image."""
     from PIL import Image
 
     resample = Image.Resampling(_PIL_FILTERS[method])
@@ -662,8 +637,8 @@ _CV2_AREA_CHANNELS = 4  # cv2.resize's INTER_AREA takes at most 4 channels (the 
 
 
 def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
-    """``cv2.resize`` of the whole array (its own ``saturate_cast`` rounding and clipping for
-    integer types); ``area`` on more than 4 channels, which OpenCV refuses, channel by channel."""
+    """``cv2.resize`` with its own rounding; ``area`` on more than 4 channels, which OpenCV
+    refuses, channel by channel."""
     import cv2
 
     interp = {
@@ -835,10 +810,9 @@ class Normalize(Step):
             return Tensor((array.astype(np.float32) / std), t.order, t.layout)
         mean, std = mean.astype(array.dtype), std.astype(array.dtype)
         if t.layout == "HWC" and array.ndim == 3 and array.shape[2] > 1:
-            # Over a last axis of 3 channels numpy's inner loop is 3 elements long: 1.3 ms per
-            # 224×224 image, as much as the rest of a reused sample's preprocessing. Over rows of
-            # W·C values with the channels' values tiled along the row, the same subtraction and
-            # division, element by element (the same bits), take a tenth of that.
+            # Over a last axis of 3 channels numpy's inner loop is 3 elements long; over rows of
+            # W·C values with the channels' values tiled, the same arithmetic (the same bits)
+            # takes a tenth of the time (docs/measurements.md).
             h, w, c = array.shape
             row_mean = np.broadcast_to(mean, (1, w, c)).reshape(w * c)
             row_std = np.broadcast_to(std, (1, w, c)).reshape(w * c)
@@ -878,9 +852,8 @@ class Layout(Step):
 # --- the pipeline -------------------------------------------------------------------------------
 
 
+# The exception for a registered step that broke its contract: (index, op, message) -> exception.
 StepBroken = Callable[[int, str, str], Exception]
-"""How a pipeline words a registered step that broke its contract: ``(index, op, message) ->``
-the exception to raise (a manifest's error at the step's line, ``Manifest.pipeline``)."""
 
 
 def _broken(index: int, op: str, message: str) -> Exception:
@@ -888,12 +861,9 @@ def _broken(index: int, op: str, message: str) -> Exception:
 
 
 class Pipeline:
-    """An ordered, validated list of steps: ``decode`` first, then the rest in manifest order.
-
-    What a registered (custom) step's ``apply`` returns is checked against what its
-    ``transition`` declared: a :class:`Tensor` of a numpy array of the declared dtype, with the
-    declared channels on the declared layout's axis; anything else is ``broken(index, op,
-    message)``, raised before the next step sees it (never recorded into a golden)."""
+    """An ordered, validated list of steps, ``decode`` first. What a registered step's ``apply``
+    returns is checked against its ``transition`` (dtype, channels, layout) before the next step
+    sees it, so a broken custom step is never recorded into a golden."""
 
     def __init__(self, steps: Sequence[Step], broken: StepBroken = _broken) -> None:
         self.steps = list(steps)
@@ -924,49 +894,38 @@ class Pipeline:
         return state
 
     def _checked(self, index: int, t: object) -> Tensor:
-        """``t``, what step ``index`` returned, when it keeps the step's declared contract (only
-        registered steps are checked: the built-in ones are tested)."""
+        """``t`` when it keeps step ``index``'s declared contract (built-in steps are tested)."""
         step = self.steps[index]
         if isinstance(t, Tensor) and is_builtin(type(step)):
             return t
         declared = self.states[index]
-        name = f"registered step {step.op!r} ({type(step).__name__}.apply)"
         if not isinstance(t, Tensor):
             shown = repr(t) if len(repr(t)) <= 40 else type(t).__name__
-            raise self.broken(
-                index, step.op, f"{name} returned {shown}, not a pytest_mlrepro.Tensor"
+            problem = f"{shown}, not a pytest_mlrepro.Tensor"
+        elif not isinstance(t.array, np.ndarray):
+            problem = f"a Tensor of a {type(t.array).__name__}, not of a numpy array"
+        elif t.array.dtype != np.dtype(declared.dtype):
+            problem = (
+                f"{t.array.dtype} samples, its transition() declared {declared.dtype}: cast "
+                "them, or declare what it returns"
             )
-        array = t.array
-        if not isinstance(array, np.ndarray):
-            raise self.broken(
-                index,
-                step.op,
-                f"{name} returned a Tensor of a {type(array).__name__}, not of a numpy array",
+        elif (image := channels_last(t.array, declared.layout)) is None or (
+            image.shape[2] != declared.channels
+        ):
+            problem = (
+                f"a {'×'.join(map(str, t.array.shape))} array, its transition() declared "
+                f"{declared.channels} channel(s) in layout {declared.layout}"
             )
-        if array.dtype != np.dtype(declared.dtype):
-            raise self.broken(
-                index,
-                step.op,
-                f"{name} returned {array.dtype} samples, its transition() declared "
-                f"{declared.dtype}: cast them, or declare what it returns",
-            )
-        axis = 0 if declared.layout == "CHW" else 2
-        channels = array.shape[axis] if array.ndim == 3 else (1 if array.ndim == 2 else None)
-        if channels != declared.channels:
-            shape = "×".join(map(str, array.shape))
-            raise self.broken(
-                index,
-                step.op,
-                f"{name} returned a {shape} array, its transition() declared "
-                f"{declared.channels} channel(s) in layout {declared.layout}",
-            )
-        return t
+        else:
+            return t
+        name = f"registered step {step.op!r} ({type(step).__name__}.apply)"
+        raise self.broken(index, step.op, f"{name} returned {problem}")
 
     def __call__(self, data: bytes, sample: str) -> np.ndarray:
         return self.run(self.decode(data, sample), 1, len(self.steps), sample).array
 
     def decode(self, data: bytes, sample: str) -> Tensor:
-        """The first step: ``data`` decoded (a failure is this sample's, named)."""
+        """The decode step; any failure is this sample's, named."""
         try:
             return self.decoder.decode(data, sample)
         except (SampleError, Unavailable):  # a missing backend library skips, it is no bad sample
@@ -975,9 +934,8 @@ class Pipeline:
             raise SampleError(sample, f"decode failed: {exc}") from exc
 
     def run(self, t: Tensor, start: int, stop: int, sample: str) -> Tensor:
-        """Steps ``start`` to ``stop`` (exclusive; 1 is the step after decode) applied to ``t``,
-        the output of the steps before ``start``: a pipeline run in parts (a shared prefix, then
-        the rest) computes what one run computes."""
+        """Steps ``start`` to ``stop`` (exclusive) applied to ``t``: a pipeline run in parts (a
+        shared prefix, then the rest) computes what one run computes."""
         for index in range(start, stop):
             step = self.steps[index]
             try:

@@ -1,10 +1,6 @@
-"""The TensorFlow preprocessing backend: ``tf.io.decode_jpeg``/``decode_image`` and
-``tf.image.resize``, on numpy arrays in and out.
-
-Imported only when a manifest's step names ``backend: tf``; TensorFlow itself is imported on the
-first call. TensorFlow's eager ops are thread-safe, so the evaluation's preprocessing threads call
-them directly.
-"""
+"""The TensorFlow preprocessing backend, numpy in and out: imported only for ``backend: tf``,
+TensorFlow itself on the first call (its eager ops are thread-safe: preprocessing threads call
+them directly)."""
 
 from __future__ import annotations
 
@@ -34,10 +30,8 @@ def tensorflow() -> Any:
 def decode_tf_channels(
     data: bytes, channels: int, deep: bool, dct_method: str, sample: str
 ) -> np.ndarray:
-    """H×W×``channels`` (1: tf.io's own grey conversion, 3: RGB, 4: RGBA) from JPEG through
-    ``tf.io.decode_jpeg`` (1 or 3 channels), other formats through ``tf.io.decode_image``;
-    ``deep``: PNG samples as uint16 (``tf.io.decode_png(dtype=tf.uint16)``), else 8-bit samples
-    (a 16-bit PNG's high byte)."""
+    """H×W×``channels`` by ``tf.io`` (1: its own grey conversion); ``deep``: a PNG's uint16
+    samples, else 8-bit ones (a 16-bit PNG's high byte)."""
     tf = tensorflow()
     try:
         if deep:

@@ -1,6 +1,4 @@
-"""The presentation layer: what a person reads of a run. Failure explanations, the terminal's
-sections (summary, latency, reference agreement, golden audit, shards), the one aligned text
-table they share, and the HTML view (:mod:`.html`)."""
+"""The presentation layer: everything a person reads of a run, worded in one place."""
 
 from __future__ import annotations
 
@@ -9,9 +7,8 @@ from ._accuracy import accuracy_outcome_text
 from ._build_mismatch_text import explain_build_mismatch
 from ._determinism import determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
-from ._latency import explain_latency, fmt_ms, latency_decided_by, latency_outcome_text
+from ._latency import explain_latency, latency_decided_by, latency_outcome_text
 from ._matrix_text import (
-    CSV_COLUMNS,
     csv_text,
     history_text,
     machine_columns,
@@ -34,7 +31,6 @@ from ._terminal import (
 from ._text import aligned
 
 __all__ = [
-    "CSV_COLUMNS",
     "DIAGNOSIS_WORDING",
     "accuracy_outcome_text",
     "aligned",
@@ -45,7 +41,6 @@ __all__ = [
     "explain_build_mismatch",
     "explain_latency",
     "explain_reference",
-    "fmt_ms",
     "history_text",
     "latency_decided_by",
     "latency_outcome_text",

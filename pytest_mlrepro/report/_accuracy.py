@@ -1,7 +1,5 @@
-"""An accuracy item's outcomes in words (:func:`accuracy_outcome_text`, from the facts of an
-:class:`~pytest_mlrepro.accuracy.AccuracyOutcome`): a drift (:func:`._tables.explain`), no
-golden, a golden that cannot be used, a changed class count or data set, a golden written (or
-refused because of the reference), and the reference check appended to a failure."""
+"""An accuracy item's outcome in words, from the facts the check returns (wording lives in
+report/)."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ from ._tables import explain
 
 
 def _reference_text(ref: ReferenceOutcome, outcome: AccuracyOutcome) -> str:
-    """The reference check's outcome as a failure shows it ("" when it agrees)."""
     if ref.check is not None:
         if ref.check.ok:
             return ""
@@ -24,7 +21,6 @@ def _reference_text(ref: ReferenceOutcome, outcome: AccuracyOutcome) -> str:
 
 
 def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
-    """The text of an accuracy item that did not pass."""
     o, ref = outcome, outcome.reference
     where = f"{o.manifest_shown} [{o.device}]"
     record_cmd = record_command(o.manifest_shown)
@@ -93,6 +89,3 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
     if o.notes:  # an enrichment refused, a byte change that is no data change
         text += "\n\n" + "\n".join(f"note: {note}" for note in o.notes)
     return text
-
-
-__all__ = ["accuracy_outcome_text"]

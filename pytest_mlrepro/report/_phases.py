@@ -1,7 +1,5 @@
-"""Where each item's time went (``timing.phases``, :mod:`pytest_mlrepro._phases`), as the ``-v``
-terminal section and the HTML report show it: one row per item, a column per phase that took
-time, each cell its wall seconds and, in parentheses, its CPU seconds (every thread's: CPU above
-wall is cores kept busy); then the costs the session paid once for all its items."""
+"""Where each item's time went, per phase, wall and CPU seconds (CPU above wall is cores kept
+busy), as the ``-v`` terminal section and the HTML report show it."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from .._phases import PHASES, total
 from ..results import Row
 from ._text import aligned
 
-Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
-"""A header and its rows, all text."""
+Table = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]  # a header and its rows
 
 
 def _cell(times: Mapping[str, Any] | None) -> str:
@@ -23,8 +20,7 @@ def _cell(times: Mapping[str, Any] | None) -> str:
 
 
 def phase_table(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> Table:
-    """The account of every row that has one, and a last row ``once`` with the session's
-    one-time costs; empty rows when no row has an account."""
+    """The account of every row that has one, then the session's one-time costs."""
     accounts: list[tuple[str, float | None, Mapping[str, Any]]] = [
         (row.nodeid.rsplit("/", 1)[-1], row.timing.call, {k: vars(v) for k, v in phases.items()})
         for row in sorted(rows, key=lambda row: row.nodeid)
@@ -50,8 +46,6 @@ def phase_table(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) 
 
 
 def phase_lines(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) -> list[str]:
-    """:func:`phase_table` as the terminal's aligned lines, with what the cells are; none when
-    no row has an account."""
     header, body = phase_table(rows, one_time)
     if not body:
         return []
@@ -59,6 +53,3 @@ def phase_lines(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) 
         "seconds per phase: wall (CPU, every thread's); the phases of an item add up to its call",
         *aligned([header, *body]),
     ]
-
-
-__all__ = ["Table", "phase_lines", "phase_table"]

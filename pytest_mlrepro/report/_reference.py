@@ -13,7 +13,6 @@ from ._text import aligned
 def explain_reference(
     check: ReferenceCheck, classes: Sequence[str] | None = None, examples: int = 5
 ) -> str:
-    """The failure text: reference vs now, which levels fail, a few disagreeing samples."""
     tol, c = check.tolerances, check.comparison
     names = {"samples": "shared samples", "agreement": "top-1 agreement",
              "score": "score distance", "top1": "accuracy ratio"}  # fmt: skip
@@ -66,6 +65,3 @@ def explain_reference(
                 f"({ch.golden_score:.3g}) → {class_label(classes, ch.now)} ({ch.now_score:.3g})"
             )
     return "\n".join(lines)
-
-
-__all__ = ["explain_reference"]

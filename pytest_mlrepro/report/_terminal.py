@@ -1,5 +1,4 @@
-"""The plugin's terminal sections at the end of a session, from the session's rows: the latency
-table, the reference agreement, the golden store's audit and what a sharded run says."""
+"""The plugin's terminal sections at the end of a session, from the session's rows."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from ._text import aligned
 
 
 def latency_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The terminal table: one line per item and measurement, the item's verdict and, in words,
-    which ratio decided it (on the item's first line); then the stale goldens with the command
-    that re-records each."""
+    """One line per item and measurement, with the item's verdict and what decided it; then the
+    stale goldens with the command that re-records each."""
     table = [
         (
             "manifest",
@@ -75,7 +73,6 @@ def _x(value: Any) -> str:
 
 
 def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per item: manifest [device] vs reference, agreement, max score difference."""
     lines = []
     for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
         head = f"{r.get('manifest')} [{r.get('device')}] vs {r.get('reference', '?')}"
@@ -94,15 +91,13 @@ def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def note_lines(rows: Sequence[Row]) -> list[str]:
-    """The items' notes (an enrichment, a byte change that is no data change), one per line."""
     ordered = sorted(rows, key=lambda r: (str(r.manifest), str(r.device)))
     return [f"{r.manifest} [{r.device}]: {note}" for r in ordered for note in r.notes]
 
 
 def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[str]:
-    """Goldens that no manifest uses (shown paths; a folder ends in ``/``), hedged when manifests
-    failed to load, and temporary files left by interrupted golden writes; no lines when there
-    are neither."""
+    """Goldens no manifest uses (hedged when manifests failed to load), and temporary files left
+    by interrupted golden writes."""
     if not (unused or stale):
         return []
     lines: list[str] = []
@@ -126,9 +121,8 @@ def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[
 
 
 def repeat_lines(count: int) -> list[str]:
-    """What the terminal says, once, of pytest-repeat's ``--count`` in a run with manifest items:
-    it repeats test functions only (its parametrization applies to functions), so each manifest
-    item ran once; what repeats an evaluation or a measurement instead."""
+    """pytest-repeat's ``--count`` repeats test functions only (its parametrization applies to
+    functions): said once, with what repeats an evaluation or a measurement instead."""
     if count <= 1:
         return []
     return [
@@ -142,7 +136,6 @@ def repeat_lines(count: int) -> list[str]:
 
 
 def shard_lines(shard: Shard | None, json_target: str | None) -> list[str]:
-    """What the terminal says of a run that is one shard (nothing otherwise)."""
     if shard is None:
         return []
     keep = f" (this run's: {os.fspath(json_target)})" if json_target else ""
@@ -152,6 +145,3 @@ def shard_lines(shard: Shard | None, json_target: str | None) -> list[str]:
         f"`mlrepro merge` of the results files of all {shard.count} shards gives the "
         f"verdict{keep} (write each with --mlrepro-json).",
     ]
-
-
-__all__ = ["audit_lines", "latency_table", "reference_lines", "shard_lines"]

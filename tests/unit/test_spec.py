@@ -430,6 +430,29 @@ def test_model_rules(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("framework", "fmt", "refusal"),
+    [
+        ("tensorflow", "keras", None),
+        ("tflite", "tflite", None),
+        ("torch", "torchscript", None),
+        ("tensorflow", "onnx", "framework 'tensorflow' does not read format 'onnx'"),
+        ("onnxruntime", "tflite", "does not read format 'tflite' (framework 'tflite' does)"),
+        ("tflite", "saved_model", "(framework 'tensorflow' does)"),
+    ],
+)
+def test_framework_reads_format(
+    tmp_path: Path, framework: str, fmt: str, refusal: str | None
+) -> None:
+    text = BASE.replace("name: onnxruntime", f"name: {framework}").replace(
+        "format: onnx", f"format: {fmt}"
+    )
+    if refusal is None:
+        assert load(tmp_path, text).model.format == fmt
+    else:
+        assert_error(fail(tmp_path, text), line_of(text, "@format"), "model.format", refusal)
+
+
 def test_duplicate_key(tmp_path: Path) -> None:
     text = replace_line(
         BASE, "@fw-version", '  version: ">=1.17,<2"\n  name: torch                   # @dup'

@@ -1,10 +1,5 @@
-"""The HTML report: a plain view model (:class:`ReportView`) rendered as one self-contained page.
-
-:func:`render_html` / :func:`write_html` make the page (jinja2 and matplotlib: the ``report``
-extra, imported only then); :func:`drift_image` makes the preprocessing pictures of a drift with
-numpy and Pillow alone. The plugin (``--mlrepro-html``) and ``mlrepro merge --html`` fill the view
-model, each from what it has.
-"""
+"""The HTML report: a plain view model (:class:`ReportView`), filled by the plugin and by
+``mlrepro merge --html``, rendered as one self-contained page."""
 
 from __future__ import annotations
 
@@ -20,7 +15,6 @@ from ._model import (
     MachineAgreement,
     MatrixRow,
     MatrixTable,
-    OperatorSection,
     ReportView,
     TableCell,
     Trend,
@@ -50,7 +44,6 @@ __all__ = [
     "MachineAgreement",
     "MatrixRow",
     "MatrixTable",
-    "OperatorSection",
     "ReportUnavailable",
     "ReportView",
     "SessionParts",

@@ -1,7 +1,6 @@
-"""The report's charts: matplotlib figures (no pyplot, no global backend: each figure has its own
-Agg canvas), saved as SVG and inlined as ``data:`` URIs (an ``<img>`` each, so that the ids inside
-one SVG never clash with another's). Text is drawn as paths: the page needs no font.
-"""
+"""The report's charts: matplotlib figures on their own Agg canvas (no pyplot, no global backend),
+inlined as SVG ``data:`` URIs in an ``<img>`` each (so that ids in one SVG never clash with
+another's), text drawn as paths (the page needs no font)."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ def _label(*parts: str) -> str:
 def _rows(
     axes: Any, ticks: tuple[Sequence[float], Sequence[str], Sequence[bool]], x: str, title: str
 ) -> str:
-    """A chart of one row per item finished: ``ticks`` the rows' positions, labels and whether
-    each failed (its label red), ``x`` the axis's name; its figure as a ``data:`` URI."""
+    """A one-row-per-item chart finished (a failed row's label red), as a ``data:`` URI."""
     at, labels, failed = ticks
     axes.set_yticks(at, labels, fontsize=8)
     for tick, bad in zip(axes.get_yticklabels(), failed):
@@ -73,10 +71,8 @@ def _rows(
 
 
 def accuracy_chart(points: Sequence[AccuracyPoint]) -> str | None:
-    """Top-1 and top-5 as their change against the golden (percentage points), each on its
-    tolerance band (grey): a 0.2-point drift is as visible as it is against a 0.5-point
-    tolerance, which a 0–100 axis hides. A failed row's label in red; a row without a golden's
-    numbers is left out (the table below the chart lists it)."""
+    """Top-1 and top-5 as their change against the golden, on their tolerance bands: a 0.2-point
+    drift is as visible as it is against a 0.5-point tolerance, which a 0–100 axis hides."""
     points = [p for p in points if p.golden_top1 is not None and p.top1 is not None]
     if not points:
         return None
@@ -133,8 +129,7 @@ def _delta(now: float | None, golden: float | None) -> float | None:
 
 
 def latency_chart(series: Sequence[LatencySeries]) -> str | None:
-    """The distribution of every latency measurement's rounds (box plot, milliseconds), with the
-    golden's p50 as a diamond; a failed one in red."""
+    """Every latency measurement's rounds as a box plot, the golden's p50 a diamond."""
     series = [s for s in series if s.rounds_ms]
     if not series:
         return None
@@ -179,8 +174,7 @@ def latency_chart(series: Sequence[LatencySeries]) -> str | None:
 
 
 def _horizontal() -> dict[str, Any]:
-    """A horizontal box plot's argument: ``orientation`` from matplotlib 3.10 (which deprecates
-    ``vert``), ``vert`` before it."""
+    """``orientation`` from matplotlib 3.10 (which deprecates ``vert``), ``vert`` before it."""
     import matplotlib
 
     major, minor = (int(p) for p in matplotlib.__version__.split(".")[:2])
@@ -188,8 +182,7 @@ def _horizontal() -> dict[str, Any]:
 
 
 def sensitivity_chart(table: PitfallTable) -> str:
-    """Top-1 and agreement with the declared pipeline under each pitfall, worst agreement
-    first; variants that cannot run are listed with "cannot run"."""
+    """Top-1 and agreement with the declared pipeline under each pitfall, worst first."""
     bars = sorted(
         table.rows,
         key=lambda b: (b.agreement is None, b.agreement if b.agreement is not None else 0.0),
@@ -239,7 +232,6 @@ def sensitivity_chart(table: PitfallTable) -> str:
 
 
 def agreement_chart(cross: CrossMachine) -> str | None:
-    """Cross-machine top-1 agreement per manifest and pair of machines; a flagged pair red."""
     pairs = list(cross.pairs)
     if not pairs:
         return None
@@ -262,8 +254,7 @@ def agreement_chart(cross: CrossMachine) -> str | None:
 
 
 def layer_chart(drift: DriftSet) -> str:
-    """The difference from the golden by layer depth (log scale): where the model's outputs
-    start to differ, and whether the difference grows after it; the tolerance dashed."""
+    """The difference from the golden by layer depth: where it starts, and whether it grows."""
     floor = LAYER_TOLERANCE / 100  # identical layers drawn on the axis, not at zero
     depth = [d for d, _, _ in drift.layers]
     values = [max(v, floor) if math.isfinite(v) else 1e6 for _, _, v in drift.layers]
@@ -293,10 +284,8 @@ def layer_chart(drift: DriftSet) -> str:
 
 
 def trend_chart(trend: Trend) -> str | None:
-    """A series over the nights: top-1, agreement with the golden and latency p50, one panel
-    each, a point per night (red: outside tolerance) on its tolerance band (grey), the first
-    night outside tolerance marked. Each panel's points are one SVG group, ``<anchor>-<panel>``
-    (a point per night: checkable in the page)."""
+    """A panel per measure over the nights, on its tolerance band; each panel's points are one
+    SVG group ``<anchor>-<panel>``, so that the page's points can be checked."""
     panels = [
         (name, unit, points)
         for name, unit, points in (
@@ -361,14 +350,9 @@ def trend_chart(trend: Trend) -> str | None:
 
 
 def charts(view: Any) -> dict[str, Any]:
-    """Every chart of a :class:`~._model.ReportView` (None where it has no data), built and
-    saved with matplotlib's mathtext and usetex off: every text artist (tick labels, titles,
-    legends, annotations) reads these settings when it is made or drawn.
-
-    Names in a chart (machine, manifest, class, sample) come from results files, other jobs'
-    artifacts, and are drawn as the text they are: with mathtext on, a machine named ``$\\foo{$``
-    is parsed as TeX and crashes the report (``$x$`` would be drawn as a formula); with usetex,
-    LaTeX would run on it."""
+    """Every chart of a view (None where it has no data), with mathtext and usetex off: names in
+    a chart come from other jobs' results files, and a machine named ``$\\foo{$`` would be parsed
+    as TeX and crash the report (with usetex, LaTeX would run on it)."""
     import matplotlib
 
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):

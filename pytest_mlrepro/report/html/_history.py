@@ -1,7 +1,5 @@
-"""The page of a history (``mlrepro history --html``): the latest night's matrix as
-:func:`~._view.matrix_view` shows it, then each manifest × machine × device as a trend over the
-nights, with its tolerance bands, the first night outside tolerance and what changed that night.
-"""
+"""The page of ``mlrepro history --html``: the latest night's matrix, then each series as a trend
+over the nights."""
 
 from __future__ import annotations
 
@@ -42,7 +40,6 @@ def _trend(history: History, series: Series, anchor: str) -> Trend:
 def history_view(
     history: History, *, title: str = "pytest-mlrepro history", generated: str = ""
 ) -> ReportView:
-    """The history page: the latest night's matrix, then one trend per series."""
     # No night: an empty page that says so.
     latest = history.nights[-1].matrix if history.nights else Matrix((), (), ())
     view = matrix_view(latest, title=title, generated=generated)
@@ -64,6 +61,3 @@ def history_view(
         ),
     )
     return view
-
-
-__all__ = ["history_view"]

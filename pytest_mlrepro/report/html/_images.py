@@ -1,7 +1,5 @@
-"""Tensors as pictures: a preprocessing step's output shown as an image, and the difference of
-two outputs, amplified. numpy and Pillow only (the package's own dependencies), so that a drifted
-item can make its pictures where it runs, and send a few small PNGs, not the arrays.
-"""
+"""Step outputs and their amplified difference as pictures, with numpy and Pillow only, so that a
+drifted item makes its pictures where it runs and sends a few small PNGs, not the arrays."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a 
 
 
 def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
-    """An H × W × C image reduced ``factor`` times on both sides: the mean of each block (a
-    picture), or its maximum (a difference, so that a single differing pixel stays visible).
-    Edges are padded by repetition to whole blocks."""
+    """An H×W×C image reduced ``factor`` times by each block's mean, or its maximum (for a
+    difference, so that a single differing pixel stays visible)."""
     if factor == 1:
         return image
     h, w = image.shape[:2]
@@ -36,9 +33,8 @@ def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
 
 
 def image_of(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """A step output as an H × W × C float64 picture (a leading batch dimension of 1 dropped),
-    or None when it is not an image: read by the pipeline's one layout rule, as the golden's
-    step fingerprints read it."""
+    """A step output as an H×W×C float64 picture by the pipeline's layout rule, None when it is
+    not an image."""
     if array.ndim == 4 and array.shape[0] == 1:
         array = array[0]
     image = channels_last(array, layout)
@@ -46,8 +42,7 @@ def image_of(array: np.ndarray, layout: str) -> np.ndarray | None:
 
 
 def _shown_channels(image: np.ndarray) -> np.ndarray:
-    """The channels a picture can show: 3 as they are (in the output's own order), 1 as grey;
-    of any other count, the first (grey) or the first three."""
+    """The channels a picture can show: 1 or 3, else the first (grey) or the first three."""
     channels = image.shape[2]
     if channels in (1, 3):
         return image
@@ -56,7 +51,7 @@ def _shown_channels(image: np.ndarray) -> np.ndarray:
 
 def value_range(*arrays: np.ndarray) -> tuple[float, float]:
     """The values mapped to black..white: 0..255 for bytes, else the finite min..max of all the
-    arrays together (so that two outputs of one step are shown on the same scale)."""
+    arrays, so that two outputs of one step are shown on the same scale."""
     if arrays and all(a.dtype == np.uint8 for a in arrays):
         return 0.0, 255.0
     finite = [a[np.isfinite(a)] for a in arrays if a.size]
@@ -67,7 +62,6 @@ def value_range(*arrays: np.ndarray) -> tuple[float, float]:
 
 
 def to_png(image: np.ndarray, lo: float, hi: float) -> str:
-    """An H × W × (1|3) image, ``lo``..``hi`` mapped to 0..255, as base64 PNG."""
     from PIL import Image
 
     span = hi - lo
@@ -83,8 +77,7 @@ def to_png(image: np.ndarray, lo: float, hi: float) -> str:
 
 
 def heat(fraction: np.ndarray) -> np.ndarray:
-    """A single-channel |Δ| on the 0..1 scale of :func:`level_fraction` as a black → red →
-    yellow → white heat map (H × W × 3, 0..255)."""
+    """A 0..1 |Δ| as a black → red → yellow → white heat map (H×W×3, 0..255)."""
     t = np.clip(fraction, 0.0, 1.0)
     red = np.clip(t * 3.0, 0, 1)
     green = np.clip(t * 3.0 - 1.0, 0, 1)
@@ -92,30 +85,25 @@ def heat(fraction: np.ndarray) -> np.ndarray:
     return np.stack([red, green, blue], axis=2) * 255.0
 
 
-LEVELS = 255.0
-"""Levels of the shown range: one level is (hi - lo) / 255, the step of an 8-bit output."""
-LEGEND = (0.0, 1.0, 3.0, 15.0, 63.0, 255.0)
-"""The levels the difference picture's legend names."""
+LEVELS = 255.0  # levels of the shown range: one is the step of an 8-bit output
+LEGEND = (0.0, 1.0, 3.0, 15.0, 63.0, 255.0)  # the levels the difference picture's legend names
 
 
 def level_fraction(diff: np.ndarray | float, level: float, full: float) -> np.ndarray:
-    """|Δ| on the difference picture's fixed scale, 0..1: logarithmic in levels, so that one
-    level (an 8-bit rounding) is a dim red (1/8), 15 levels half-way, the full range white.
-    The same difference always has the same colour, whatever else is on the picture."""
+    """|Δ| on a fixed 0..1 scale, logarithmic in levels (one level a dim red, 15 half-way, the
+    full range white): the same difference always has the same colour."""
     steps = np.log2(1.0 + np.asarray(diff, np.float64) / max(level, 1e-300))
     return np.asarray(np.clip(steps / np.log2(1.0 + max(full / max(level, 1e-300), 1.0)), 0, 1))
 
 
 def level_colour(levels: float) -> str:
-    """The colour (#rrggbb) of a difference of ``levels`` levels (the legend's swatches)."""
     t = float(level_fraction(levels, 1.0, LEVELS))
     r, g, b = (int(round(v)) for v in heat(np.array([[t]]))[0, 0])
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
 def thumbnail(data: bytes, side: int = 64) -> str:
-    """A small picture of an encoded image (base64 PNG, at most ``side`` pixels a side); ""
-    when it cannot be decoded (the changed-samples table shows the id alone)."""
+    """A base64 PNG thumbnail of an encoded image; "" when it cannot be decoded."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -136,7 +124,6 @@ def drift_image(
     golden_layout: str,
     now_layout: str,
 ) -> DriftImage:
-    """The three pictures of one probe sample (golden, now, amplified |Δ|) and their numbers."""
     g = None if golden is None else image_of(golden, golden_layout)
     n = None if now is None else image_of(now, now_layout)
     shown = [a for a in (golden, now) if a is not None]
@@ -183,7 +170,6 @@ def drift_image(
 
 
 def step_pictures(outputs: FirstStepOutputs, drift: DriftSet) -> DriftSet:
-    """``drift`` with the pictures of the first differing step's outputs and their words."""
     first, golden_layout, now_layout = outputs.first, outputs.golden_layout, outputs.now_layout
     return dataclasses.replace(
         drift,
@@ -214,7 +200,6 @@ def _layouts(golden: str, now: str) -> str:
 
 
 def _dtypes(probes: list[ProbeOutputs]) -> str:
-    """The first probe's dtypes: one when both outputs have it, else each side's."""
     sides = (("golden", probes[0].golden), ("now", probes[0].now)) if probes else ()
     kinds = [(side, str(array.dtype)) for side, array in sides if array is not None]
     if len({k for _, k in kinds}) == 1:
@@ -223,8 +208,7 @@ def _dtypes(probes: list[ProbeOutputs]) -> str:
 
 
 def from_plain(data: dict[str, Any]) -> DriftSet:
-    """A :class:`DriftSet` from its ``dataclasses.asdict`` (what an xdist worker sends with its
-    report), after a trip through JSON (its lists made tuples again)."""
+    """A :class:`DriftSet` from its ``dataclasses.asdict`` after a trip through JSON (xdist)."""
     fields: dict[str, Any] = {k: _tuples(v) for k, v in data.items() if k != "probes"}
     probes = tuple(DriftImage(**_tuples(p)) for p in data.get("probes") or ())
     return DriftSet(**fields, probes=probes)

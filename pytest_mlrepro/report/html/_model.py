@@ -1,15 +1,6 @@
-"""The HTML report's view model: plain, typed data that says what the page shows.
-
-One builder fills a :class:`ReportView` (:mod:`._view`: from a merged matrix, which a session's
-report builds from its own results rows, and :mod:`._history` for the nights of a history);
-:func:`~._render.render_html` turns it into one self-contained page. Nothing here knows about
-pytest or goldens: numbers are plain floats (accuracies in percent, latencies in milliseconds),
-images are base64 PNG.
-
-The matrix's own ``Matrix``, ``Cell`` and ``Status`` (:mod:`pytest_mlrepro.matrix`) are the
-results; these are how a table shows them: :class:`MatrixTable` of :class:`TableCell`, marked
-with a :data:`Mark`.
-"""
+"""The HTML report's view model: plain typed data saying what the page shows, so that the page's
+builders and its rendering meet on data alone (floats in percent or milliseconds, base64 PNG
+images; no pytest, no goldens)."""
 
 from __future__ import annotations
 
@@ -25,8 +16,6 @@ Mark = Literal["", "pass", "fail", "skip", "warn"]
 
 @dataclass(frozen=True)
 class TableCell:
-    """One cell of the matrix table: its text, how it is marked, and a hover text."""
-
     text: str
     status: Mark = ""
     title: str = ""
@@ -34,8 +23,7 @@ class TableCell:
 
 @dataclass(frozen=True)
 class MatrixRow:
-    """One row of the matrix, keyed by manifest × machine × device; ``cells`` line up with
-    :attr:`MatrixTable.columns`. ``status`` marks the whole row (a failed cell in it: "fail")."""
+    """``cells`` line up with :attr:`MatrixTable.columns`; ``status`` marks the whole row."""
 
     manifest: str
     machine: str
@@ -47,8 +35,6 @@ class MatrixRow:
 
 @dataclass(frozen=True)
 class MatrixTable:
-    """The matrix as a table: its columns and rows."""
-
     columns: tuple[str, ...]
     rows: tuple[MatrixRow, ...] = ()
 
@@ -84,8 +70,7 @@ class LatencySeries:
 
 @dataclass(frozen=True)
 class OperatorSection:
-    """A latency regression's operators (``report.operators_text``): which took the added
-    time."""
+    """A latency regression's operators: which took the added time."""
 
     manifest: str
     machine: str
@@ -110,8 +95,7 @@ class MachineAgreement:
 
 @dataclass(frozen=True)
 class CrossMachine:
-    """Cross-machine agreement: pairs, and per manifest the machines that disagree with the
-    majority."""
+    """Pairs of machines, and per manifest the machines that disagree with the majority."""
 
     pairs: tuple[MachineAgreement, ...] = ()
     flagged: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (manifest, machines)
@@ -119,8 +103,7 @@ class CrossMachine:
 
 @dataclass(frozen=True)
 class DriftImage:
-    """One probe sample at the first differing step: the golden pipeline's output, the current
-    one and their absolute difference, as base64 PNG ("" where there is none)."""
+    """One probe sample at the first differing step: golden, now and |Δ| as base64 PNG."""
 
     sample: str
     golden_png: str = ""
@@ -141,10 +124,8 @@ class DriftImage:
 
 @dataclass(frozen=True)
 class DriftSet:
-    """One drifted item's section. A session's item makes the pictures' part where it runs
-    (``step`` .. ``layers``, ``thumbnails``); its ``dataclasses.asdict`` travels with the item's
-    report (across xdist as JSON) and :func:`~._images.from_plain` rebuilds it on the controller,
-    where its results row fills the rest."""
+    """One drifted item's section: its pictures are made where the item runs and travel with its
+    report (as JSON across xdist); the controller fills the rest from the results row."""
 
     manifest: str
     machine: str
@@ -202,8 +183,7 @@ class ChangedRow:
 
 @dataclass(frozen=True)
 class TrendPoint:
-    """One night of a trend: its time (UTC, in words), the value, the tolerance band around
-    it (None where unknown) and whether the night's result failed."""
+    """One night of a trend (UTC, in words): the value and its tolerance band (None: unknown)."""
 
     night: str
     value: float | None
@@ -214,8 +194,7 @@ class TrendPoint:
 
 @dataclass(frozen=True)
 class Trend:
-    """One manifest × machine × device over the nights: top-1, agreement, latency p50; the first
-    night outside tolerance and what changed that night."""
+    """One manifest × machine × device over the nights."""
 
     manifest: str
     machine: str

@@ -1,10 +1,6 @@
-"""A :class:`~._model.ReportView` rendered as one self-contained HTML page: a Jinja2 template
-(autoescaped) and the charts of ``_charts.py``, every image inline. The page loads nothing:
-no script, style sheet, font or image from anywhere else, so it works opened from a CI artifact.
-
-jinja2 and matplotlib are the ``report`` extra: imported here only when a report is made, and
-missing ones are an :class:`ReportUnavailable` naming the extra.
-"""
+"""A view rendered as one self-contained HTML page (every image inline, nothing loaded from
+elsewhere), so that it works opened from a CI artifact; jinja2 and matplotlib, the ``report``
+extra, are imported only when a report is made."""
 
 from __future__ import annotations
 
@@ -25,8 +21,8 @@ class ReportUnavailable(MlreproError):
 
 
 def require_libraries(what: str = "the HTML report") -> None:
-    """ReportUnavailable, naming the missing libraries and the extra, unless both are there.
-    Imported, not only looked for: a broken install is as missing as an absent one."""
+    """ReportUnavailable naming the missing libraries. Imported, not only looked for: a broken
+    install is as missing as an absent one."""
     missing = []
     for name in LIBRARIES:
         try:
@@ -41,7 +37,6 @@ def require_libraries(what: str = "the HTML report") -> None:
 
 
 def render_html(view: ReportView) -> str:
-    """The page (a str) for ``view``; ReportUnavailable without the report's libraries."""
     require_libraries()
     import jinja2
 
@@ -69,9 +64,7 @@ def render_html(view: ReportView) -> str:
 
 
 def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:
-    """Render ``view`` and write it to ``path`` atomically (the old file stays whole until the
-    new one is complete). ReportUnavailable without the libraries; OutputError when the file
-    cannot be written."""
+    """Render ``view`` and write it to ``path`` atomically."""
     from ..._files import atomic_write_bytes
 
     text = render_html(view)
@@ -85,5 +78,4 @@ def _median(values: tuple[float, ...]) -> float | None:
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
-    """A number for a cell of the page ("-" for none)."""
     return "-" if value is None else format(value, spec)
