@@ -1,64 +1,73 @@
-"""Why a result drifted: step fingerprints, the pitfall catalogue, counterfactual probes, the
-explanation and the sensitivity table."""
+"""Why a result drifted, as facts: step fingerprints, the pitfall catalogue, counterfactual probes,
+the lead (a decision table) and the sensitivity table; report/ words them."""
 
 from __future__ import annotations
 
-from ._class_maps import explain_class_count
+from ._class_maps import ClassMap
 from ._data_changes import PixelCheck
 from ._data_changes import check as check_pixel_identity
 from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
-from ._environment_diff import env_change_text
+from ._environment_diff import EnvChange, EnvironmentStep
 from ._explain import (
-    Diagnosis,
     DiagnosisWording,
+    DriftDiagnosis,
     EnvironmentEvidence,
     Evidence,
     ManifestEvidence,
     Section,
     StepEvidence,
     diagnose,
+    explain_class_count,
 )
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._layer_fingerprints import rel as relative_to_std
+from ._lead import DataFacts, Lead, Reencoding, Rule
 from ._pitfalls import backends_in_play, left_out_backends
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
-from ._sensitivity import Row as PitfallRow
-from ._sensitivity import Table as PitfallTable
+from ._score_changes import ClassPermutation, ScoreTransform
+from ._sensitivity import PitfallRow, PitfallTable, sensitivity
 from ._sensitivity import read as read_sensitivity
 from ._sensitivity import save as save_sensitivity
-from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import and_list, short_number
+from ._wording import and_list, short_number, show_value, signed
 
 __all__ = [
     "LAYER_TOLERANCE",
     "SCREEN",
+    "ClassMap",
+    "ClassPermutation",
     "Counterfactual",
     "CounterfactualEvidence",
-    "Diagnosis",
+    "DataFacts",
     "DiagnosisWording",
+    "DriftDiagnosis",
+    "EnvChange",
     "EnvironmentEvidence",
+    "EnvironmentStep",
     "Evidence",
     "FirstStepOutputs",
     "LayerReport",
+    "Lead",
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
     "PixelCheck",
     "ProbeOutputs",
+    "Reencoding",
+    "Rule",
+    "ScoreTransform",
     "Section",
     "StepEvidence",
     "and_list",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
-    "env_change_text",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
@@ -72,5 +81,7 @@ __all__ = [
     "sensitivity",
     "sensitivity_table_path",
     "short_number",
+    "show_value",
+    "signed",
     "step_fingerprints_up_to_date",
 ]

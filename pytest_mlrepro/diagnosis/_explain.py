@@ -38,15 +38,15 @@ from typing import Any
 from ..errors import ManifestError
 from ..evaluation import Evaluation
 from ..fingerprint import environment
-from ..goldens import Comparison, DataChange, Golden
+from ..goldens import Comparison, DataChange, Golden, Results
 from ..manifest import Manifest, parse_manifest
 from ..pipeline import Step
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
-from ._class_maps import constant_shift, index_map
+from ._class_maps import class_count_map, constant_shift, index_map
 from ._data_changes import data_lead, how_files_changed
-from ._environment_diff import env_diff, environment_step_text
-from ._lead import MODEL_CAUSES, lead_sentence
+from ._environment_diff import EnvironmentStep, env_diff, environment_step
+from ._lead import MODEL_CAUSES, Facts, Lead, decide, with_layers
 from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
@@ -112,21 +112,31 @@ class DiagnosisWording:
     the latency check is handed its decision's wording."""
 
     section: Callable[[Evidence], Section]
-    text: Callable[[Diagnosis, int], str]  # the diagnosis, within a width
+    text: Callable[[DriftDiagnosis, int], str]  # the diagnosis, within a width
+    lead: Callable[[Lead], str]
 
 
 @dataclass(frozen=True)
-class Diagnosis:
-    """The lead sentence (most likely cause) and the evidence behind it, with its wording."""
+class DriftDiagnosis:
+    """The lead (most likely cause) and the evidence behind it, with its wording."""
 
-    lead: str
-    cause: str  # a pitfall category, "environment", "model", "runtime" or "unknown"
+    found: Lead
     evidence: tuple[Evidence, ...]  # most telling first
     wording: DiagnosisWording
     probes: int = 0  # the probe samples (every flip that brings the screened ones back runs on all)
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
+
+    @property
+    def cause(self) -> str:
+        """A pitfall category, "environment", "model", "runtime", "unknown" or "error"."""
+        return self.found.cause
+
+    @property
+    def lead(self) -> str:
+        """The lead in words."""
+        return self.wording.lead(self.found)
 
     @property
     def sections(self) -> list[Section]:
@@ -178,7 +188,7 @@ def diagnose(
     wording: DiagnosisWording,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
-) -> Diagnosis:
+) -> DriftDiagnosis:
     """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring). Never
     raises: a diagnosis that fails is one whose lead says why (cause ``error``, no evidence), and
     the verdict it would have explained stands on its own.
@@ -199,13 +209,13 @@ def diagnose(
         layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
         env_now = environment(evaluation.runner_info)
         env_changes = env_diff(golden.environment, env_now)
-        env_step = environment_step_text(steps, pre, env_now, env_changes)
-        lead, cause = _likely_cause(
+        env_step = environment_step(steps, pre, env_now, env_changes)
+        lead = _likely_cause(
             manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
             env_step,
         )  # fmt: skip
         if data is not None and data.changed:
-            lead, cause = _data_cause(manifest, golden, comparison, evaluation, trials, data, lead)
+            lead = _data_cause(manifest, golden, comparison, evaluation, trials, data, lead)
         evidence: tuple[Evidence, ...] = (
             *([data] if data is not None else []),
             ManifestEvidence(changes),
@@ -215,11 +225,11 @@ def diagnose(
             EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
         )
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
-        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
+        failed = Lead("error", "error", error=f"{type(exc).__name__}: {exc}")
+        return DriftDiagnosis(failed, (), wording)
     baseline = trials.baseline
-    return Diagnosis(
-        lead=lead,
-        cause=cause,
+    return DriftDiagnosis(
+        found=lead,
         evidence=evidence,
         wording=wording,
         probes=baseline.probes if baseline is not None else 0,
@@ -236,15 +246,15 @@ def _data_cause(
     evaluation: Evaluation,
     trials: CounterfactualEvidence,
     data: DataChange,
-    lead: str,
-) -> tuple[str, str]:
-    """The lead when the data changed since the golden: the data is the cause, said with how its
+    lead: Lead,
+) -> Lead:
+    """The lead when the data changed since the golden: the data is the cause, with how its
     files changed and the counterfactual that restores the results, if one does."""
     restored = trials.restoring()
     flip = restored[0] if restored and not restored[0].reverts else None
     by_id = {s.id: s for s in evaluation.samples}
     how = how_files_changed(golden.probes, data, by_id, manifest)
-    return data_lead(data, comparison, lead, flip, how), "data"
+    return data_lead(data, comparison, lead, flip, how)
 
 
 def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
@@ -308,32 +318,19 @@ def _likely_cause(
     trials: CounterfactualEvidence,
     layers: layer_store.LayerReport | None,
     env_changes: list[tuple[str, Any, Any]],
-    env_step: str | None,
-) -> tuple[str, str]:
-    """The lead sentence and the cause, from everything but the data (``_lead.py``), sharpened
-    by the layer comparison when the model is the cause."""
-    score_tol = manifest.tolerances.score
+    env_step: EnvironmentStep | None,
+) -> Lead:
+    """The lead from everything but the data (``_lead.py``), sharpened by the layer comparison
+    when the model is the cause."""
     transform = score_transform(manifest, golden, comparison, evaluation, changes)
     class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
-    permutation = None if class_map else class_permutation(golden.results, evaluation, score_tol)
+    permutation = None
+    if class_map is None:
+        permutation = class_permutation(golden.results, evaluation, manifest.tolerances.score)
     if class_map is None and permutation is None:
         class_map = index_map(golden.results, evaluation.results)
-    lead, cause = lead_sentence(
-        changes, steps, trials, env_changes, transform, permutation, class_map, env_step
-    )
-    if layers is None or cause not in MODEL_CAUSES:
-        return lead, cause
-    if layers.precision:
-        # The model's precision changed: the most specific cause the layers support.
-        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
-        where = f" ({layers.lead()})" if layers.first is not None else ""
-        changed = f" (the model changed: {model_text})" if model_text else ""
-        return f"Likely cause: the model's precision — {layers.precision}{changed}{where}.", (
-            "precision"
-        )
-    if layers.first is not None:
-        return lead.removesuffix(".") + "; " + layers.lead() + ".", cause
-    return lead, cause
+    facts = Facts(changes, steps, trials, env_changes, transform, permutation, class_map, env_step)
+    return with_layers(decide(facts), layers)
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
@@ -342,3 +339,15 @@ def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
         return []
     listed = golden.probes.get("samples")
     return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
+
+
+def explain_class_count(
+    golden: Results, now: Results, recorded: int, classes_now: int, wording: DiagnosisWording
+) -> tuple[str, str] | None:
+    """(text, cause) for a model whose class count is not the golden's, when a class added or
+    dropped at the front or the end brings its predictions back; None otherwise."""
+    found = class_count_map(golden, now, recorded, classes_now)
+    if found is None:
+        return None
+    d = DriftDiagnosis(Lead("class count", found.cause, class_map=found), (), wording)
+    return d.render(), d.cause

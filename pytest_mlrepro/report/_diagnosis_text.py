@@ -20,8 +20,8 @@ from ..diagnosis import (
     SCREEN,
     Counterfactual,
     CounterfactualEvidence,
-    Diagnosis,
     DiagnosisWording,
+    DriftDiagnosis,
     EnvironmentEvidence,
     Evidence,
     LayerReport,
@@ -29,11 +29,11 @@ from ..diagnosis import (
     Section,
     StepEvidence,
     and_list,
-    env_change_text,
     relative_to_std,
     short_number,
 )
 from ..goldens import DataChange
+from ._diagnosis_lead import env_change_text, lead_text
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
@@ -196,8 +196,15 @@ def evidence_section(evidence: Evidence) -> Section:
     return SECTION_RENDERERS[type(evidence)](evidence)
 
 
-def diagnosis_text(d: Diagnosis, width: int) -> str:
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width - 2, initial_indent="  ", subsequent_indent="  ")
+
+
+def diagnosis_text(d: DriftDiagnosis, width: int) -> str:
     """The text appended to a failure: lead first, then the evidence, within ``width``."""
+    if d.found.rule == "class count":
+        head = "diagnosis (from the golden's recorded top-k and this run's; no model re-run)"
+        return "\n".join([head, *_wrap(d.lead, width)])
     if not d.evidence:  # the diagnosis failed: its lead says why
         return d.lead
     head = (
@@ -205,10 +212,10 @@ def diagnosis_text(d: Diagnosis, width: int) -> str:
         f"{d.screen} first, {d.seconds:.1f} s)"
     )
     lines = [head]
-    lines += textwrap.wrap(d.lead, width - 2, initial_indent="  ", subsequent_indent="  ")
+    lines += _wrap(d.lead, width)
     for title, body in d.sections:
         lines.append("")
-        lines += textwrap.wrap(title, width - 2, initial_indent="  ", subsequent_indent="  ")
+        lines += _wrap(title, width)
         for line in body:
             lines += textwrap.wrap(
                 line,
@@ -220,4 +227,4 @@ def diagnosis_text(d: Diagnosis, width: int) -> str:
     return "\n".join(lines)
 
 
-DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text)
+DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text, lead=lead_text)

@@ -26,7 +26,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro.diagnosis import Evidence, Section, record_layer_fingerprints
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
+from pytest_mlrepro.diagnosis._explain import DriftDiagnosis, diagnose
 from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
 from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
@@ -67,7 +67,7 @@ def values(*middle: str) -> list[str]:
 
 @dataclass
 class Run:
-    diagnosis: Diagnosis
+    diagnosis: DriftDiagnosis
     comparison: Comparison
     evaluation: Evaluation
 
@@ -520,7 +520,7 @@ def _with_data(golden: golden_store.Golden, folder: Path) -> golden_store.Golden
     )
 
 
-def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> Diagnosis:
+def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> DriftDiagnosis:
     """Diagnose the run of ``text`` with the data change the plugin would pass."""
     from pytest_mlrepro.goldens import data_change
 
@@ -592,8 +592,9 @@ def test_the_header_counts_the_probes_every_line_counts(lab: Lab) -> None:
     text = lab.check(golden, H.manifest_text("count", other, other_sha)).diagnosis.render()
     first = next(line for line in text.splitlines() if "as the manifest is now:" in line)
     assert "/24 match" in first
-    assert text.splitlines()[0].startswith("diagnosis (") and " on 24 probe samples, 8 first, " in (
-        text.splitlines()[0]
+    assert (
+        text.splitlines()[0].startswith("diagnosis (")
+        and " on 24 probe samples, 8 first, " in (text.splitlines()[0])
     )
 
 

@@ -7,8 +7,16 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from pytest_mlrepro.diagnosis import Diagnosis, EnvironmentEvidence, Evidence, ManifestEvidence
+from pytest_mlrepro.diagnosis import (
+    DriftDiagnosis,
+    EnvironmentEvidence,
+    Evidence,
+    Lead,
+    ManifestEvidence,
+    Rule,
+)
 from pytest_mlrepro.report import DIAGNOSIS_WORDING
+from pytest_mlrepro.report._diagnosis_lead import LEAD_TEXTS
 from pytest_mlrepro.report._diagnosis_text import SECTION_RENDERERS
 
 
@@ -16,10 +24,13 @@ def test_every_evidence_type_has_a_renderer() -> None:
     assert set(SECTION_RENDERERS) == set(typing.get_args(Evidence))
 
 
-def _diagnosis(**wording: typing.Any) -> Diagnosis:
-    return Diagnosis(
-        lead="Likely cause: a test.",
-        cause="unknown",
+def test_every_rule_of_the_lead_has_a_sentence() -> None:
+    assert set(LEAD_TEXTS) == set(typing.get_args(Rule))
+
+
+def _diagnosis(**wording: typing.Any) -> DriftDiagnosis:
+    return DriftDiagnosis(
+        found=Lead("unknown", "unknown"),
         evidence=(ManifestEvidence(()), EnvironmentEvidence((("threads", 4, 8),), True)),
         wording=dataclasses.replace(DIAGNOSIS_WORDING, **wording),
         counterfactuals=3,
@@ -31,7 +42,8 @@ def _diagnosis(**wording: typing.Any) -> Diagnosis:
 def test_a_diagnosis_reads_as_the_report_words_it() -> None:
     assert _diagnosis().render().splitlines() == [
         "diagnosis (3 counterfactuals on 24 probe samples, 8 first, 0.0 s)",
-        "  Likely cause: a test.",
+        "  Likely cause unknown — no manifest edit, step difference or known pitfall explains"
+        " the drift.",
         "",
         "  manifest diff against the manifest the golden was recorded with:",
         "    no change that can move the outputs",
