@@ -203,7 +203,7 @@ def diagnose(
         recorded, pre = recorded_steps(golden.manifest), manifest.input.preprocess
         steps = compare_steps(golden.probes, pre, evaluation.samples, recorded)
         trials = _counterfactuals(
-            manifest, golden, comparison, evaluation, recorded, changes, probes
+            manifest, golden, comparison, evaluation, recorded, changes, probes, steps
         )
         # With the same pixels going in, where the model's computation changed.
         layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
@@ -287,6 +287,7 @@ def _counterfactuals(
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
     probes: int,
+    steps: probe_store.StepReport,
 ) -> CounterfactualEvidence:
     """The probe samples re-run with one flip at a time, or why none could run."""
     score_tol = manifest.tolerances.score
@@ -305,7 +306,7 @@ def _counterfactuals(
     if not changed:  # same predictions, scores moved: prefer the samples that moved most
         changed = most_moved(golden.results, evaluation, shared, score_tol)
     ids = probe_order(shared, probes, changed)
-    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
+    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes, steps)
 
 
 def _likely_cause(

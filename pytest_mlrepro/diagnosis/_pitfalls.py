@@ -25,7 +25,9 @@ import math
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, TypeVar, get_args, get_origin
+
+import numpy as np
 
 from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
@@ -48,6 +50,7 @@ from ..pipeline import (
     Scale,
     State,
     Step,
+    Tensor,
 )
 from ._step_fingerprints import states
 from ._wording import show_value
@@ -166,6 +169,24 @@ def describe_step(step: Step) -> str:
         defaults = {}
     plain = to_plain(step).items()
     return show_value({step.op: {k: v for k, v in plain if k == "order" or defaults.get(k) != v}})
+
+
+# Not a flip of the manifest: tried when the step probes show the channels in another order.
+BANDS = "band order"
+
+
+@dataclass(frozen=True)
+class Reorder(Step):
+    """The channels taken in ``order``: a band permutation undone (diagnosis only)."""
+
+    op: ClassVar[str] = "reorder"
+    cheap: ClassVar[bool] = True
+    order: tuple[int, ...] = ()
+
+    def apply(self, t: Tensor) -> Tensor:
+        index = list(self.order)
+        array = t.array[..., index] if t.layout == "HWC" else t.array[index]
+        return Tensor(np.ascontiguousarray(array), t.order, t.layout)
 
 
 # --- helpers --------------------------------------------------------------------------------

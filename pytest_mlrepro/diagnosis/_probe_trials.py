@@ -17,7 +17,7 @@ from ..data import Sample
 from ..evaluation import Evaluation, results_of
 from ..goldens import AnyScores, Golden, KeptScores, Results, compare, score_rows, take_scores
 from ..manifest import Manifest
-from ..pipeline import Step
+from ..pipeline import COLOUR_ORDERS, Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
@@ -118,11 +118,35 @@ def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
     return out
 
 
+def _reorder_candidates(
+    now: tuple[Step, ...], report: probe_store.StepReport | None
+) -> list[Counterfactual]:
+    """The channels put back in the golden's order after the first step whose output shows them
+    permuted (the multi-band analogue of the colour-order flip, which covers RGB ↔ BGR)."""
+    diff = (
+        next((d for d in report.steps if d.order and d.now_index is not None), None)
+        if report
+        else None
+    )
+    if diff is None or diff.order is None or diff.now_index is None:
+        return []
+    state = probe_store.states(now[: diff.now_index + 1])[-1]
+    swap = (2, 1, 0, *range(3, len(diff.order)))
+    if state.order in COLOUR_ORDERS and diff.order == swap:
+        return []
+    back = pitfalls.Reorder(tuple(int(i) for i in np.argsort(diff.order)))
+    moved = ", ".join(f"{i}←{j}" for i, j in enumerate(diff.order) if i != j)
+    label = f"the channels after {diff.op} put back in the golden's order (now ← golden: {moved})"
+    steps = (*now[: diff.now_index + 1], back, *now[diff.now_index + 1 :])
+    return [Counterfactual(label, steps, pitfalls.BANDS)]
+
+
 def _candidates(
     manifest: Manifest,
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
     model_changed: bool = False,
+    report: probe_store.StepReport | None = None,
 ) -> list[Counterfactual]:
     now = tuple(manifest.input.preprocess)
     found: dict[tuple[Step, ...], Counterfactual] = {}
@@ -132,6 +156,9 @@ def _candidates(
                 found[c.steps] = c
     if model_changed:
         for c in _in_graph_candidates(manifest):
+            found.setdefault(c.steps, c)
+    for c in _reorder_candidates(now, report):
+        if pitfalls.valid_steps(c.steps, manifest.input):
             found.setdefault(c.steps, c)
     # Never decided by what the process happens to have imported: the same drift gets the same
     # diagnosis.
@@ -183,6 +210,7 @@ def run_counterfactuals(
     ids: list[str],
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
+    report: probe_store.StepReport | None = None,
 ) -> CounterfactualEvidence:
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
@@ -198,7 +226,7 @@ def run_counterfactuals(
         max_diff=base.max_score_diff,
     )
     model_changed = any(c.area == "model" for c in changes)
-    candidates = _candidates(manifest, recorded, changes, model_changed)
+    candidates = _candidates(manifest, recorded, changes, model_changed, report)
     runner = evaluation.runner
     assert runner is not None
     screen = samples[:SCREEN]

@@ -170,6 +170,8 @@ class StepDiff:
     compared: int = 0
     differing: int = 0
     text: str = ""  # how it differs, in words
+    # The channels in another order on every probe: now[i] holds the golden's channel order[i].
+    order: tuple[int, ...] | None = None
 
     @property
     def status(self) -> str:
@@ -245,9 +247,7 @@ def describe_difference(
             continue
     if not thumbs:
         return len(differing), f"differs {where}"
-    pairs = [(np.asarray(golden[i]["mean"], np.float64), np.asarray(now[i]["mean"], np.float64))
-             for i in differing if "mean" in golden[i] and "mean" in now[i]]  # fmt: skip
-    mechanism = channel_mechanism(pairs)
+    mechanism = channel_mechanism(mean_pairs(golden, now))
     parts = [mechanism] if mechanism else []
     parts.append(f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}")
     shift = np.mean(means, axis=0)
@@ -262,26 +262,43 @@ def describe_difference(
     return len(differing), f"{', '.join(parts)} {where}"
 
 
+def mean_pairs(
+    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The per-channel means (golden's, now) of the probes whose output differs."""
+    return [
+        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
+        for g, n in zip(golden, now)
+        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
+    ]
+
+
+def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, ...] | None:
+    """The channels in another order on every probe (the same means, moved): ``order[i]`` is the
+    golden's channel that channel ``i`` holds now (matched by their means). None otherwise."""
+    if not pairs or any(g.shape != n.shape or g.size < 2 for g, n in pairs):
+        return None
+    orders = set()
+    for g, n in pairs:
+        if np.allclose(g, n, rtol=1e-6, atol=1e-9) or not np.allclose(
+            np.sort(g), np.sort(n), rtol=1e-3, atol=1e-6
+        ):
+            return None
+        orders.add(tuple(int(j) for j in np.argsort(g)[np.argsort(np.argsort(n))]))
+    order = orders.pop() if len(orders) == 1 else None
+    return order if order is not None and len(set(order)) == len(order) else None
+
+
 def channel_mechanism(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> str | None:
     """What the per-channel means of the same probes (golden, now) show, when every probe
     shows it: the channels in another order (a band permutation: the same means, moved), or
     the colours premultiplied by alpha (4 channels: alpha the same, every colour mean scaled
     down by one factor; scaled up: un-premultiplied). None when they show neither."""
-    if not pairs or any(g.shape != n.shape or g.size < 2 for g, n in pairs):
-        return None
-    orders = []
-    for g, n in pairs:
-        if np.allclose(g, n, rtol=1e-6, atol=1e-9) or not np.allclose(
-            np.sort(g), np.sort(n), rtol=1e-3, atol=1e-6
-        ):
-            break
-        # now[i] holds the golden's channel order[i] (matched by their means).
-        orders.append(tuple(int(j) for j in np.argsort(g)[np.argsort(np.argsort(n))]))
-    else:
-        if len(set(orders)) == 1 and len(set(orders[0])) == len(orders[0]):
-            moved = ", ".join(f"{i}←{j}" for i, j in enumerate(orders[0]) if i != j)
-            return f"the channels in another order (now ← golden, by their means: {moved})"
-    if all(g.size == 4 for g, _ in pairs):
+    order = channel_order(pairs)
+    if order is not None:
+        moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
+        return f"the channels in another order (now ← golden, by their means: {moved})"
+    if pairs and all(g.size == 4 and n.size == 4 for g, n in pairs):
         ratios = []
         for g, n in pairs:
             if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
@@ -433,9 +450,9 @@ def _compare(
         ]
         if pairs:
             diff.compared = len(pairs)
-            diff.differing, diff.text = describe_difference(
-                [p[0] for p in pairs], [p[1] for p in pairs]
-            )
+            golden_fps, now_fps_step = [p[0] for p in pairs], [p[1] for p in pairs]
+            diff.differing, diff.text = describe_difference(golden_fps, now_fps_step)
+            diff.order = channel_order(mean_pairs(golden_fps, now_fps_step))
         report.steps.append(diff)
     return report, now_arrays
 

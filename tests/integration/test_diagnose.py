@@ -1026,3 +1026,70 @@ def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab
     assert "the new files are inverted: 255 − x restores the golden (24/24 probe" in d.lead
     assert "colour order" not in d.render()  # no flip of a grey input's colour order is tried
     assert_readable(d.render())
+
+
+def _bands_model(lab: Lab, bands: int) -> tuple[str, str]:
+    """A linear classifier over a (bands, 12, 12) input, as ONNX: (file name, sha256)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(12).normal(0, 0.2, (bands * H.SIDE * H.SIDE, H.CLASSES))
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bands",
+        [
+            helper.make_tensor_value_info(
+                "input", TensorProto.FLOAT, ["batch", bands, H.SIDE, H.SIDE]
+            )
+        ],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
+        initializer=[numpy_helper.from_array(w.astype(np.float32), "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    lab.count += 1
+    name = f"bands{lab.count}.onnx"
+    onnx.save(model, str(lab.root / "models" / name))
+    return name, H.sha256(lab.root / "models" / name)
+
+
+def test_bands_saved_in_another_order_are_put_back_by_the_band_order_flip(lab: Lab) -> None:
+    """A 5-band uint16 .npy data set whose files were re-saved with bands 1 and 3 exchanged (issue
+    43): the data changed, and the lead names the band order and the permutation that restores
+    the golden, not merely that the data changed; no decoder flip is tried on .npy arrays."""
+    folder = lab.root / "data" / "bands5"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    rows = ["file,class_index"]
+    for index in range(H.N_SAMPLES):
+        levels = np.array([5000, 15000, 25000, 35000, 45000]) + rng.normal(0, 2000, 5)
+        array = levels[None, None, :] + rng.normal(0, 3000, (H.SIDE, H.SIDE, 5))
+        np.save(folder / f"t{index:02d}.npy", np.clip(array, 0, 65535).astype(np.uint16))
+        rows.append(f"t{index:02d}.npy,{index % H.CLASSES}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+    _accept(lab, "bands5")
+    model, sha = _bands_model(lab, 5)
+    steps = [
+        "decode: {mode: bands, channels: 5, dtype: uint16, backend: numpy}",
+        CAST,
+        "scale: {divisor: 65535}",
+        "layout: {order: NCHW}",
+    ]
+    text = H.manifest_text("bands", model, sha, steps, dataset="bands5")
+    golden = lab.record(text)
+    files = {p.name: H.sha256(p) for p in folder.iterdir() if p.suffix == ".npy"}
+    golden = dataclasses.replace(golden, data=files)
+    for path in folder.glob("*.npy"):
+        np.save(path, np.load(path)[:, :, [0, 3, 2, 1, 4]])
+    _accept(lab, "bands5")
+    d = _check_data(lab, golden, text, folder)
+    said = d.render()
+    assert d.cause == "data", said
+    assert d.lead.startswith("Likely cause: band order, in the changed data — "), d.lead
+    assert "put back in the golden's order (now ← golden: 1←3, 3←1), 24/24 probe" in d.lead
+    assert "decoder" not in said and "BytesIO" not in said
+    assert_readable(said)

@@ -1,0 +1,100 @@
+"""diagnosis/ and accuracy/ return facts; report/ words them (issue 46). This scans their string
+literals the way scripts/check_private_names.py scans imports, and fails on a user-facing
+sentence.
+
+The rule: a string literal (an f-string's literal parts joined, each placeholder counting as one
+word) is a sentence when it holds at least three words, a word being a whitespace-separated token
+made of letters once surrounding punctuation is stripped. Not scanned: docstrings; anything inside
+a ``raise`` (an error's message is the error's, said where it is raised); the arguments of a
+logging or ``warnings.warn`` call; ``Literal[...]`` subscripts (names, not words).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_mlrepro"
+SCANNED = ("diagnosis",)
+# accuracy/ is being reworked (issue 46, item 1): switch it on by moving it to SCANNED.
+PENDING = ("accuracy",)
+_PUNCTUATION = "()[]{},.:;!?'\"«»“”‘’—–-…"
+_LOGGING = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+
+
+def _words(text: str) -> int:
+    return sum(1 for token in text.split() if token.strip(_PUNCTUATION).isalpha())
+
+
+def _text(node: ast.JoinedStr) -> str:
+    return "".join(
+        part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else " x "
+        for part in node.values
+    )
+
+
+def _skipped(tree: ast.Module) -> set[int]:
+    """The ids of the nodes whose strings are not scanned (see the module docstring)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = body[0] if body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        roots: list[ast.AST] = []
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            roots.append(node.exc)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _LOGGING:
+                roots += [*node.args, *(k.value for k in node.keywords)]
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
+            roots.append(node.slice)
+        skip |= {id(inner) for root in roots for inner in ast.walk(root)}
+    return skip
+
+
+def sentences(path: Path, root: Path = PACKAGE.parent) -> Iterator[str]:
+    """``file:line: text`` for each user-facing sentence in one module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _skipped(tree)
+    inside_fstrings = {
+        id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+    }
+    for node in ast.walk(tree):
+        if id(node) in skip or id(node) in inside_fstrings:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = _text(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if _words(text) >= 3:
+            yield f"{path.relative_to(root)}:{node.lineno}: {text[:70]!r}"
+
+
+@pytest.mark.parametrize("package", SCANNED)
+def test_no_user_facing_sentence_outside_report(package: str) -> None:
+    files = sorted((PACKAGE / package).rglob("*.py"))
+    assert [s for f in files for s in sentences(f)] == []
+
+
+def test_the_rule_finds_sentences_and_leaves_errors_alone(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""A docstring of many words."""\n'
+        "import logging\n"
+        "def f(x):\n"
+        '    """Its docstring, words too."""\n'
+        '    logging.debug("a debug line of words %s", x)\n'
+        '    key = {"dict key": 1, "a sentence here": 2}\n'
+        '    if x: raise ValueError(f"the value {x} is not right")\n'
+        '    return f"the {x} step differs", "{:.3g}".format(x), "x/255 − mean"\n',
+        encoding="utf-8",
+    )
+    found = sorted(line.split(": ", 1)[1] for line in sentences(module, tmp_path))
+    assert found == ["'a sentence here'", "'the  x  step differs'"]
