@@ -1093,3 +1093,82 @@ def test_bands_saved_in_another_order_are_put_back_by_the_band_order_flip(lab: L
     assert "put back in the golden's order (now ← golden: 1←3, 3←1), 24/24 probe" in d.lead
     assert "decoder" not in said and "BytesIO" not in said
     assert_readable(said)
+
+
+def _rgba_data(lab: Lab, name: str, disc: bool) -> Path:
+    """24 RGBA PNGs of 18 × 18. ``disc``: an opaque disc of one colour on transparent pixels
+    whose colours are noise (what a premultiplying resize ignores and a plain one bleeds in);
+    else one colour (with a little noise) under an alpha ramp."""
+    from PIL import Image
+
+    folder = lab.root / "data" / name
+    folder.mkdir()
+    rng = np.random.default_rng(8)
+    yy, xx = np.mgrid[0:18, 0:18]
+    rows = ["file,class_index"]
+    for index in range(H.N_SAMPLES):
+        image = rng.integers(0, 256, (18, 18, 4)).astype(np.uint8)
+        if disc:
+            inside = (yy - rng.integers(6, 12)) ** 2 + (xx - rng.integers(6, 12)) ** 2 < 20
+            image[..., 3] = np.where(inside, 255, 0)
+            image[inside, :3] = rng.integers(0, 256, 3)
+        else:
+            colour = rng.integers(60, 200, 3)
+            image[..., :3] = colour + rng.integers(-5, 6, (18, 18, 3))
+            image[..., 3] = np.rint(xx * 15).astype(np.uint8)
+        Image.fromarray(image, "RGBA").save(folder / f"a{index:02d}.png")
+        rows.append(f"a{index:02d}.png,{index % H.CLASSES}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+    _accept(lab, name)
+    return folder
+
+
+RGBA_STEPS = [
+    "decode: {mode: RGBA, exif_orientation: false}",
+    "resize: {size: [12, 12], method: bilinear, backend: pil}",
+    CAST,
+    SCALE,
+    "layout: {order: NCHW}",
+]
+
+
+def test_an_rgba_resize_through_opencv_says_that_pillow_premultiplies(lab: Lab) -> None:
+    """Colour with alpha resized through OpenCV where the golden used Pillow (issue 43): the
+    lead names the resize and why it matters for RGBA, in words."""
+    pytest.importorskip("cv2")
+    _rgba_data(lab, "rgba", disc=True)
+    model, sha = _bands_model(lab, 4)
+    golden = lab.record(H.manifest_text("rgba", model, sha, RGBA_STEPS, dataset="rgba"))
+    resize = "resize: {size: [12, 12], method: bilinear, backend: opencv}"
+    opencv = H.replace_step(RGBA_STEPS, 1, resize)
+    run = lab.check(golden, H.manifest_text("rgba", model, sha, opencv, dataset="rgba"))
+    assert run.diagnosis.cause == pitfalls.RESIZE, run.diagnosis.render()
+    assert "changed resize.backend from 'pil' to 'opencv'" in lead_of(run)
+    assert (
+        "(on colour with alpha: Pillow premultiplies the colours by alpha while it filters, "
+        "OpenCV filters each channel alone" in lead_of(run)
+    )
+
+
+def test_rgba_files_saved_premultiplied_say_the_mechanism(lab: Lab) -> None:
+    """The RGBA files re-saved with their colours premultiplied by alpha (issue 43): the data
+    changed, and the step-by-step evidence says premultiplied alpha, not only that the decode
+    differs."""
+    from PIL import Image
+
+    folder = _rgba_data(lab, "rgba_pm", disc=False)
+    model, sha = _bands_model(lab, 4)
+    text = H.manifest_text("rgba_pm", model, sha, RGBA_STEPS, dataset="rgba_pm")
+    golden = lab.record(text)
+    golden = dataclasses.replace(golden, data={p.name: H.sha256(p) for p in folder.glob("*.png")})
+    for path in folder.glob("*.png"):
+        with Image.open(path) as image:
+            array = np.asarray(image).astype(np.float64)
+        array[..., :3] = np.rint(array[..., :3] * array[..., 3:] / 255)
+        Image.fromarray(array.astype(np.uint8), "RGBA").save(path)
+    _accept(lab, "rgba_pm")
+    d = _check_data(lab, golden, text, folder)
+    assert d.cause == "data", d.render()
+    assert "decode: the colours premultiplied by alpha (alpha the same, every colour mean ×" in (
+        d.render().replace("\n        ", " ")
+    )
