@@ -25,6 +25,7 @@ from ._layer_fingerprints import LayerReport
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._layer_fingerprints import rel as relative_to_std
 from ._lead import DataFacts, Lead, Reencoding, Rule
+from ._manifest_diff import ABSENT, Change
 from ._pitfalls import backends_in_play, left_out_backends
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
 from ._score_changes import ClassPermutation, ScoreTransform
@@ -38,8 +39,10 @@ from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
 from ._wording import and_list, short_number, show_value, signed
 
 __all__ = [
+    "ABSENT",
     "LAYER_TOLERANCE",
     "SCREEN",
+    "Change",
     "ClassMap",
     "ClassPermutation",
     "Counterfactual",

@@ -28,6 +28,7 @@ from ..goldens import Results
 # classes it cannot carry: the last class pushed out of a sliced head) and the predictions as
 # they are match rarely: no chance agreement of a near-random model is taken for a map.
 _RESTORES = 0.9
+INDEX_MAP = "class index map"  # the cause (label offset: a shift, a class added or dropped)
 _AS_IS = 0.5
 
 
@@ -48,7 +49,7 @@ class ClassMap:
 
     @property
     def cause(self) -> str:
-        return "class index map" if self.kind == "index" else "label offset"
+        return INDEX_MAP if self.kind == "index" else "label offset"
 
 
 def shared_rows(golden: Results, now: Results) -> tuple[Results, Results]:

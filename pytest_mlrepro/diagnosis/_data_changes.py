@@ -158,11 +158,11 @@ def data_lead(
     elif moved and not elsewhere:
         rule = "data covers"
     elif elsewhere:
-        rule = "data and more"
+        rule = "data elsewhere"
     elif data.labels and not data.files and not data.added:
         rule = "data labels"
     elif worst:
-        rule = "data and worst"
+        rule = "data worst"
     flip = flip if rule in ("data inverted", "data flip") else None
     return Lead(rule, "data", flip=flip, data=facts, other=other)
 

@@ -51,6 +51,7 @@ from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
     CounterfactualEvidence,
+    NoTrial,
     most_moved,
     probe_order,
     run_counterfactuals,
@@ -293,14 +294,14 @@ def _counterfactuals(
     score_tol = manifest.tolerances.score
     present = {s.id for s in evaluation.samples}
     shared = [i for i in golden.results.ids if i in present]
-    note = ""
+    note: NoTrial | None = None
     if probes <= 0:
-        note = "counterfactual probes are turned off (probe count 0)"
+        note = "off"
     elif evaluation.runner is None:
-        note = "no loaded model to run counterfactual probes on"
+        note = "no model"
     elif not shared:
-        note = "no sample of the golden is in this run's data set"
-    if note:
+        note = "no shared sample"
+    if note is not None:
         return CounterfactualEvidence((), None, score_tol, note)
     changed = [c.id for c in comparison.changed]
     if not changed:  # same predictions, scores moved: prefer the samples that moved most

@@ -21,9 +21,9 @@ MODEL_CAUSES = ("model", "runtime", "unknown")
 # The rules a lead comes from; report/ has one sentence for each.
 Rule = Literal[
     "class map", "environment", "flip reverts", "flip model", "flip", "transform model",
-    "transform", "class permutation", "environment step", "model, same preprocessing", "runtime",
+    "transform", "class permutation", "environment step", "same steps", "runtime",
     "model", "edits", "step", "unknown", "precision", "data", "data inverted", "data flip",
-    "data covers", "data and more", "data labels", "data and worst", "class count", "error",
+    "data covers", "data elsewhere", "data labels", "data worst", "class count", "error",
 ]  # fmt: skip
 
 
@@ -162,7 +162,7 @@ def _same_preprocessing(f: Facts) -> Lead | None:
     if not f.steps.probes or f.steps.first is not None or f.pre:
         return None
     if f.model:
-        return Lead("model, same preprocessing", "model", f.model)
+        return Lead("same steps", "model", f.model)
     runtime = model_run_env(f.env_changes)[:4] or f.env_changes[:3]
     return Lead("runtime", "runtime", env=tuple(runtime))
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from ._counterfactual import score_pipelines
 from ._manifest_diff import ABSENT, Change
 from ._wording import show_value
 
+# Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
+NoTrial = Literal["off", "no model", "no shared sample"]
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
 
@@ -284,7 +286,7 @@ class CounterfactualEvidence:
     tried: Sequence[Counterfactual]
     baseline: Counterfactual | None
     score_tol: float
-    note: str = ""
+    note: NoTrial | None = None
 
     def restores(self, c: Counterfactual) -> bool:
         """Whether ``c`` brings the probes back: every probe prediction matches (or the scores

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..diagnosis import (
+    ABSENT,
+    Change,
     ClassMap,
     ClassPermutation,
     DataFacts,
@@ -19,6 +21,32 @@ from ..diagnosis import (
     show_value,
     signed,
 )
+
+
+def change_text(c: Change) -> str:
+    """One manifest edit as the manifest diff shows it."""
+    if c.moved:
+        return f"{c.path}: {c.moved} moved from preprocess[{c.old}]"
+    if c.old is ABSENT:
+        return f"{c.path}: added {show_value(c.new)}"
+    if c.new is ABSENT:
+        return f"{c.path}: removed (was {show_value(c.old)})"
+    return f"{c.path}: {show_value(c.old)} → {show_value(c.new)}"
+
+
+def change_brief(c: Change) -> str:
+    """As a lead sentence says it: ``changed decode.order from 'RGB' to 'BGR'``."""
+    if c.moved:
+        return f"moved the {c.moved} step from preprocess[{c.old}] to [{c.new}]"
+    path = c.path
+    if ".preprocess[" in path:
+        inside = path.split(".preprocess[", 1)[1]
+        path = inside.split("].", 1)[1] if "]." in inside else path
+    if c.new is ABSENT:
+        return f"removed the step {show_value(c.old)}"
+    if c.old is ABSENT:
+        return f"added the step {show_value(c.new)}"
+    return f"changed {path} from {show_value(c.old)} to {show_value(c.new)}"
 
 
 def env_change_text(key: str, old: Any, new: Any) -> str:
@@ -133,7 +161,7 @@ def transform_text(t: ScoreTransform) -> str:
         f"{short_number(t.max_diff)} on {t.max_id})"
     )
     if t.post:
-        return f"{lead}: the manifest {' and '.join(c.brief() for c in t.post)}"
+        return f"{lead}: the manifest {' and '.join(change_brief(c) for c in t.post)}"
     if t.probabilities:
         return (
             f"{lead}: the model's own outputs are already probabilities (non-negative, summing "
@@ -146,7 +174,7 @@ def transform_text(t: ScoreTransform) -> str:
 def _model(lead: Lead) -> str:
     if not lead.model:
         return ""
-    return "the model changed (" + "; ".join(c.text() for c in lead.model) + ")"
+    return "the model changed (" + "; ".join(change_text(c) for c in lead.model) + ")"
 
 
 def _flip_evidence(lead: Lead) -> str:
@@ -189,7 +217,7 @@ def _environment(lead: Lead) -> str:
 
 def _flip_reverts(lead: Lead) -> str:
     assert lead.flip is not None
-    edit = " and ".join(c.brief() for c in lead.flip.reverts[:2])
+    edit = " and ".join(change_brief(c) for c in lead.flip.reverts[:2])
     return f"Likely cause: {lead.cause} — the manifest {edit}, and {_flip_evidence(lead)}."
 
 
@@ -266,7 +294,7 @@ def _edits(lead: Lead) -> str:
     what = f" ({', '.join(cats)})" if cats else ""
     return (
         f"Likely cause: the manifest's preprocessing edits{what} — "
-        + "; ".join(c.text() for c in lead.edits[:2])
+        + "; ".join(change_text(c) for c in lead.edits[:2])
         + ", though no single flip brings the probe predictions back."
     )
 
@@ -290,7 +318,7 @@ def _precision(lead: Lead) -> str:
     assert lead.layers is not None
     layers = lead.layers
     where = f" ({layers.lead()})" if layers.first is not None else ""
-    changed = f" (the model changed: {lead.model[0].text()})" if lead.model else ""
+    changed = f" (the model changed: {change_text(lead.model[0])})" if lead.model else ""
     return f"Likely cause: the model's precision — {layers.precision}{changed}{where}."
 
 
@@ -403,7 +431,7 @@ LEAD_TEXTS: dict[str, Callable[[Lead], str]] = {
     "transform": _transform,
     "class permutation": _permutation,
     "environment step": _environment_step,
-    "model, same preprocessing": _same_preprocessing,
+    "same steps": _same_preprocessing,
     "runtime": _runtime,
     "model": _model_lead,
     "edits": _edits,
@@ -414,9 +442,9 @@ LEAD_TEXTS: dict[str, Callable[[Lead], str]] = {
     "data inverted": _data_inverted,
     "data flip": _data_flip,
     "data covers": _data_covers,
-    "data and more": _data_and_more,
+    "data elsewhere": _data_and_more,
     "data labels": _data_labels,
-    "data and worst": _data_and_worst,
+    "data worst": _data_and_worst,
     "class count": _class_count,
     "error": _error,
 }

@@ -33,11 +33,16 @@ from ..diagnosis import (
     short_number,
 )
 from ..goldens import DataChange
-from ._diagnosis_lead import env_change_text, lead_text
+from ._diagnosis_lead import change_text, env_change_text, lead_text
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
 SHOWN_ENVIRONMENT = 12  # environment changes shown
+NO_TRIAL = {
+    "off": "counterfactual probes are turned off (probe count 0)",
+    "no model": "no loaded model to run counterfactual probes on",
+    "no shared sample": "no sample of the golden is in this run's data set",
+}
 
 
 def data_section(data: DataChange) -> Section:
@@ -54,7 +59,7 @@ def data_section(data: DataChange) -> Section:
 
 def manifest_section(e: ManifestEvidence) -> Section:
     neutral = [c for c in e.changes if c.area == "neutral"]
-    body = [c.text() for c in e.changes if c.area != "neutral"]
+    body = [change_text(c) for c in e.changes if c.area != "neutral"]
     body = body or ["no change that can move the outputs"]
     if neutral:
         body.append(
@@ -130,7 +135,7 @@ def layer_section(report: LayerReport) -> Section:
 def counterfactual_section(e: CounterfactualEvidence) -> Section:
     baseline = e.baseline
     if not e.tried or baseline is None:
-        return "counterfactual probes:", [e.note or "none could run"]
+        return "counterfactual probes:", [NO_TRIAL.get(e.note or "", "none could run")]
     ranked = sorted(e.tried, key=Counterfactual.key)
     lines = [
         f"as the manifest is now: {baseline.agree}/{baseline.probes} match"

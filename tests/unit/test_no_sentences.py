@@ -2,11 +2,12 @@
 literals the way scripts/check_private_names.py scans imports, and fails on a user-facing
 sentence.
 
-The rule: a string literal (an f-string's literal parts joined, each placeholder counting as one
-word) is a sentence when it holds at least three words, a word being a whitespace-separated token
-made of letters once surrounding punctuation is stripped. Not scanned: docstrings; anything inside
-a ``raise`` (an error's message is the error's, said where it is raised); the arguments of a
-logging or ``warnings.warn`` call; ``Literal[...]`` subscripts (names, not words).
+The rule: a string literal (an f-string's literal parts, joined) is a sentence when it holds at
+least three words, a word being a whitespace-separated token made of letters once surrounding
+punctuation is stripped (placeholders are not words). Not scanned: docstrings; anything inside a
+``raise`` (an error's message is the error's, said where it is raised); the arguments of a logging
+or ``warnings.warn`` call; ``Literal[...]`` subscripts and the values of module constants named in
+capitals (names and categories, not sentences: ``INDEX_MAP = "class index map"``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ def _words(text: str) -> int:
 
 def _text(node: ast.JoinedStr) -> str:
     return "".join(
-        part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else " x "
+        part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else " {} "
         for part in node.values
     )
+
+
+def _constant(node: ast.Assign) -> bool:
+    return all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
 
 
 def _skipped(tree: ast.Module) -> set[int]:
@@ -53,6 +58,8 @@ def _skipped(tree: ast.Module) -> set[int]:
                 roots += [*node.args, *(k.value for k in node.keywords)]
         elif isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
             roots.append(node.slice)
+        elif isinstance(node, ast.Assign) and node in tree.body and _constant(node):
+            roots.append(node.value)
         skip |= {id(inner) for root in roots for inner in ast.walk(root)}
     return skip
 
@@ -62,7 +69,10 @@ def sentences(path: Path, root: Path = PACKAGE.parent) -> Iterator[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _skipped(tree)
     inside_fstrings = {
-        id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+        id(part)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
     }
     for node in ast.walk(tree):
         if id(node) in skip or id(node) in inside_fstrings:
@@ -87,14 +97,16 @@ def test_the_rule_finds_sentences_and_leaves_errors_alone(tmp_path: Path) -> Non
     module = tmp_path / "m.py"
     module.write_text(
         '"""A docstring of many words."""\n'
+        'CATEGORY = "class index map"\n'
         "import logging\n"
         "def f(x):\n"
         '    """Its docstring, words too."""\n'
         '    logging.debug("a debug line of words %s", x)\n'
         '    key = {"dict key": 1, "a sentence here": 2}\n'
         '    if x: raise ValueError(f"the value {x} is not right")\n'
+        '    shown = f"{x}: {x} → {x}", f"{x} at {x}"\n'
         '    return f"the {x} step differs", "{:.3g}".format(x), "x/255 − mean"\n',
         encoding="utf-8",
     )
     found = sorted(line.split(": ", 1)[1] for line in sentences(module, tmp_path))
-    assert found == ["'a sentence here'", "'the  x  step differs'"]
+    assert found == ["'a sentence here'", "'the  {}  step differs'"]
