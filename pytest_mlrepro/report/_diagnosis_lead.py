@@ -3,7 +3,7 @@ table, from the facts its :class:`Lead` carries."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..diagnosis import (
@@ -11,6 +11,7 @@ from ..diagnosis import (
     Change,
     ClassMap,
     ClassPermutation,
+    Counterfactual,
     DataFacts,
     EnvChange,
     EnvironmentStep,
@@ -171,288 +172,219 @@ def transform_text(t: ScoreTransform) -> str:
     return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
 
 
-def _model(lead: Lead) -> str:
-    if not lead.model:
-        return ""
-    return "the model changed (" + "; ".join(change_text(c) for c in lead.model) + ")"
+class _Words(dict[str, str]):
+    """The pieces a rule's sentence is made of, each worded from the lead's facts when the
+    sentence asks for it."""
 
+    def __init__(self, lead: Lead) -> None:
+        super().__init__()
+        self.lead = lead
 
-def _flip_evidence(lead: Lead) -> str:
-    best = lead.flip
-    assert best is not None
-    how = (
-        "and their scores are within tolerance"
-        if lead.reproduces
-        else f"(max score diff {short_number(best.max_diff)})"
-    )
-    evidence = f"with {best.label}, {best.agree}/{best.probes} probe predictions match the golden "
-    evidence += how
-    if lead.ties:
-        verb = "do" if len(lead.ties) > 1 else "does"
-        ties = [flip_expects(c.label) for c in lead.ties[:3]]
-        evidence += f" (as {verb} {and_list(ties)}, identical on these probes)"
-    return evidence
+    def __missing__(self, key: str) -> str:
+        return str(getattr(self, "_" + key)())
 
+    def _cause(self) -> str:
+        return self.lead.cause
 
-def _class_map(lead: Lead) -> str:
-    assert lead.class_map is not None
-    what, counterfactual = class_map_text(lead.class_map)
-    where = f" ({_model(lead)})" if lead.model else ""
-    return f"Likely cause: {what}{where}: {counterfactual}."
+    def _model(self) -> str:
+        return "the model changed (" + "; ".join(change_text(c) for c in self.lead.model) + ")"
 
+    def _model_in(self) -> str:  # the model's edits in brackets after a class map
+        return f" ({self._model()})" if self.lead.model else ""
 
-def _environment(lead: Lead) -> str:
-    assert lead.env_step is not None
-    text = "Likely cause: the environment — the manifest is unchanged, and "
-    text += f"{environment_step_text(lead.env_step)}."
-    best = lead.flip
-    if best is not None:
-        text += (
-            f" A manifest flip happens to restore the output (with {best.label}, "
-            f"{best.agree}/{best.probes} probe predictions match the golden), but the golden "
-            "was recorded with the manifest as it is."
+    def _model_and(self) -> str:
+        return f"{self._model()}, and " if self.lead.model else ""
+
+    def _model_too(self) -> str:
+        return f"; {self._model()} too, with the same ranking" if self.lead.model else ""
+
+    def _flip(self) -> Counterfactual:  # (not a piece: the flip the pieces read)
+        assert self.lead.flip is not None
+        return self.lead.flip
+
+    def _label(self) -> str:
+        return self._flip().label
+
+    def _expects(self) -> str:
+        return flip_expects(self._label())
+
+    def _matched(self) -> str:
+        return f"{self._flip().agree}/{self._flip().probes}"
+
+    def _flip_category(self) -> str:
+        return self._flip().category or "preprocessing"
+
+    def _reverts(self) -> str:
+        return " and ".join(change_brief(c) for c in self._flip().reverts[:2])
+
+    def _evidence(self) -> str:
+        lead = self.lead
+        how = f"(max score diff {short_number(self._flip().max_diff)})"
+        how = "and their scores are within tolerance" if lead.reproduces else how
+        text = f"with {self._label()}, {self._matched()} probe predictions match the golden {how}"
+        if lead.ties:
+            verb = "do" if len(lead.ties) > 1 else "does"
+            ties = and_list([flip_expects(c.label) for c in lead.ties[:3]])
+            text += f" (as {verb} {ties}, identical on these probes)"
+        return text
+
+    def _workaround(self) -> str:
+        if self.lead.flip is None:
+            return ""
+        return (
+            f" A manifest flip happens to restore the output (with {self._label()}, "
+            f"{self._matched()} probe predictions match the golden), but the golden was recorded "
+            "with the manifest as it is."
         )
-    return text
 
+    def _env(self) -> str:
+        return env_text(self.lead.env)
 
-def _flip_reverts(lead: Lead) -> str:
-    assert lead.flip is not None
-    edit = " and ".join(change_brief(c) for c in lead.flip.reverts[:2])
-    return f"Likely cause: {lead.cause} — the manifest {edit}, and {_flip_evidence(lead)}."
+    def _env_flip(self) -> str:
+        return f" (the environment changed: {self._env()})" if self.lead.env else ""
 
+    def _env_and(self) -> str:
+        return f", and {self._env()}" if self.lead.env else ""
 
-def _flip_model(lead: Lead) -> str:
-    return (
-        f"Likely cause: {lead.cause} — {_model(lead)} and the new model expects other "
-        f"input: {_flip_evidence(lead)}."
-    )
+    def _env_run(self) -> str:
+        return f": {self._env()}" if self.lead.env else ""
 
+    def _env_step(self) -> str:
+        assert self.lead.env_step is not None
+        return environment_step_text(self.lead.env_step)
 
-def _flip(lead: Lead) -> str:
-    assert lead.flip is not None
-    where = f" (the environment changed: {env_text(lead.env)})" if lead.env else ""
-    return (
-        f"Likely cause: {lead.cause} — {_flip_evidence(lead)}: the model or its golden expects "
-        f"{flip_expects(lead.flip.label)}{where}."
-    )
+    def _op(self) -> str:
+        assert self.lead.step is not None
+        return self.lead.step.op
 
+    def _step(self) -> str:
+        assert self.lead.step is not None
+        return self.lead.step.text
 
-def _transform_model(lead: Lead) -> str:
-    assert lead.transform is not None
-    return (
-        f"Likely cause: the score transform — {_model(lead)}, and {transform_text(lead.transform)}."
-    )
+    def _map_what(self) -> str:
+        assert self.lead.class_map is not None
+        return class_map_text(self.lead.class_map)[0]
 
+    def _map_how(self) -> str:
+        assert self.lead.class_map is not None
+        return class_map_text(self.lead.class_map)[1]
 
-def _transform(lead: Lead) -> str:
-    assert lead.transform is not None
-    also = f"; {_model(lead)} too, with the same ranking" if lead.model else ""
-    return f"Likely cause: the score transform — {transform_text(lead.transform)}{also}."
+    def _permutation(self) -> str:
+        assert self.lead.permutation is not None
+        return permutation_text(self.lead.permutation)
 
+    def _transform(self) -> str:
+        assert self.lead.transform is not None
+        return transform_text(self.lead.transform)
 
-def _permutation(lead: Lead) -> str:
-    assert lead.permutation is not None
-    where = f"{_model(lead)}, and " if lead.model else ""
-    return (
-        f"Likely cause: the model's output classes — {where}{permutation_text(lead.permutation)}."
-    )
+    def _edits(self) -> str:
+        cats = sorted({c.category for c in self.lead.edits if c.category})
+        what = f" ({', '.join(cats)})" if cats else ""
+        return what + " — " + "; ".join(change_text(c) for c in self.lead.edits[:2])
 
+    def _precision(self) -> str:
+        layers = self.lead.layers
+        assert layers is not None
+        where = f" ({layers.lead()})" if layers.first is not None else ""
+        changed = f" (the model changed: {change_text(self.lead.model[0])})"
+        return layers.precision + (changed if self.lead.model else "") + where
 
-def _environment_step(lead: Lead) -> str:
-    assert lead.step is not None
-    changed = f", and {env_text(lead.env)}" if lead.env else ""
-    return (
-        f"Likely cause: the environment — with an unchanged manifest, the {lead.step.op} step's "
-        f"output differs from the golden's ({lead.step.text}){changed}."
-    )
+    def _data(self) -> DataFacts:
+        assert self.lead.data is not None
+        return self.lead.data
 
+    def _parts(self) -> str:
+        return "; ".join(self._data().parts)
 
-def _same_preprocessing(lead: Lead) -> str:
-    return (
-        f"Likely cause: the model — preprocessing is identical to the golden's on every "
-        f"probe, {_model(lead)}, and no known pitfall brings the predictions back."
-    )
-
-
-def _runtime(lead: Lead) -> str:
-    where = f": {env_text(lead.env)}" if lead.env else ""
-    return (
-        "Likely cause: the model runtime — preprocessing is identical to the golden's on "
-        f"every probe, so the outputs changed in the model run{where}."
-    )
-
-
-def _model_lead(lead: Lead) -> str:
-    return (
-        f"Likely cause: the model — {_model(lead)}, and no known pitfall brings the "
-        "predictions back."
-    )
-
-
-def _edits(lead: Lead) -> str:
-    cats = sorted({c.category for c in lead.edits if c.category})
-    what = f" ({', '.join(cats)})" if cats else ""
-    return (
-        f"Likely cause: the manifest's preprocessing edits{what} — "
-        + "; ".join(change_text(c) for c in lead.edits[:2])
-        + ", though no single flip brings the probe predictions back."
-    )
-
-
-def _step(lead: Lead) -> str:
-    assert lead.step is not None
-    return (
-        f"Likely cause unknown — the {lead.step.op} step's output differs from the golden's "
-        f"({lead.step.text}) but no known pitfall brings the predictions back."
-    )
-
-
-def _unknown(lead: Lead) -> str:
-    return (
-        "Likely cause unknown — no manifest edit, step difference or known pitfall explains "
-        "the drift."
-    )
-
-
-def _precision(lead: Lead) -> str:
-    assert lead.layers is not None
-    layers = lead.layers
-    where = f" ({layers.lead()})" if layers.first is not None else ""
-    changed = f" (the model changed: {change_text(lead.model[0])})" if lead.model else ""
-    return f"Likely cause: the model's precision — {layers.precision}{changed}{where}."
-
-
-def _data_parts(d: DataFacts) -> str:
-    return "; ".join(d.parts)
-
-
-def _data_head(lead: Lead) -> str:
-    d = lead.data
-    assert d is not None
-    how = ""
-    r = d.reencoded
-    if r is not None and r.close == 0:
-        how = (
-            f"; the {r.same} changed files among the step probes decode to the very same pixels "
-            "as the golden's (re-encoded losslessly, or metadata only)"
-        )
-    elif r is not None:
-        how = (
+    def _how(self) -> str:
+        r = self._data().reencoded
+        if r is None:
+            return ""
+        if r.close == 0:
+            return (
+                f"; the {r.same} changed files among the step probes decode to the very same "
+                "pixels as the golden's (re-encoded losslessly, or metadata only)"
+            )
+        return (
             f"; the {r.same + r.close} changed files among the step probes are the same pictures "
             f"re-encoded: same size, block means within {r.levels:.1f} levels of the golden's"
         )
-    return f"Likely cause: the data — {_data_parts(d)}{how}"
 
+    def _moved(self) -> str:
+        return str(self._data().moved)
 
-def _rest(lead: Lead) -> str:
-    assert lead.other is not None
-    return lead_text(lead.other).removeprefix("Likely cause")
+    def _elsewhere(self) -> str:
+        return str(self._data().elsewhere)
 
+    def _worst(self) -> str:
+        return self._data().worst
 
-def _data(lead: Lead) -> str:
-    return _data_head(lead) + "."
-
-
-def _data_inverted(lead: Lead) -> str:
-    assert lead.data is not None and lead.flip is not None
-    flip = lead.flip
-    return (
-        f"Likely cause: {flip.category}, in the changed data — {_data_parts(lead.data)}: the new "
-        f"files are {flip.label} restores the golden ({flip.agree}/{flip.probes} probe "
-        "predictions match)."
-    )
-
-
-def _data_flip(lead: Lead) -> str:
-    assert lead.data is not None and lead.flip is not None
-    flip = lead.flip
-    return (
-        f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — "
-        f"{_data_parts(lead.data)}, and with {flip.label}, {flip.agree}/{flip.probes} probe "
-        f"predictions match the golden: the new files need {flip_expects(flip.label)}."
-    )
-
-
-def _data_covers(lead: Lead) -> str:
-    assert lead.data is not None
-    moved = lead.data.moved
-    return _data_head(lead) + f"; every sample whose prediction changed ({moved}) is among them."
-
-
-def _data_and_more(lead: Lead) -> str:
-    assert lead.data is not None
-    d = lead.data
-    return _data_head(lead) + (
-        f". But {d.elsewhere} of the {d.moved} samples whose prediction changed have the "
-        f"golden's data, so something else changed too — likely cause{_rest(lead)}"
-    )
-
-
-def _data_labels(lead: Lead) -> str:
-    assert lead.data is not None
-    k = lead.data.label_shift
-    shift = ""
-    if k is not None:
-        shift = (
+    def _shift(self) -> str:
+        k = self._data().label_shift
+        if k is None:
+            return ""
+        return (
             f": a label offset, every changed label is the golden's {signed(k)} (with labels "
             f"shifted by {signed(-k)}, they are the golden's)"
         )
-    return _data_head(lead) + (
-        shift + "; every prediction is the golden's: the accuracy moved with the labels."
-    )
+
+    def _rest(self) -> str:
+        assert self.lead.other is not None
+        return lead_text(self.lead.other).removeprefix("Likely cause")
+
+    def _error(self) -> str:
+        return self.lead.error
 
 
-def _data_and_worst(lead: Lead) -> str:
-    assert lead.data is not None
-    return _data_head(lead) + (
-        f". But the largest score difference is on {lead.data.worst}, whose data is the "
-        f"golden's, so something else changed too — likely cause{_rest(lead)}"
-    )
-
-
-def _class_count(lead: Lead) -> str:
-    assert lead.class_map is not None
-    what, counterfactual = class_map_text(lead.class_map)
-    return f"Likely cause: {what}: {counterfactual}."
-
-
-def _error(lead: Lead) -> str:
-    return f"diagnosis failed ({lead.error})"
-
-
-# One sentence per rule; a rule missing here fails in the tests (test_diagnosis_wording.py).
-LEAD_TEXTS: dict[str, Callable[[Lead], str]] = {
-    "class map": _class_map,
-    "environment": _environment,
-    "flip reverts": _flip_reverts,
-    "flip model": _flip_model,
-    "flip": _flip,
-    "transform model": _transform_model,
-    "transform": _transform,
-    "class permutation": _permutation,
-    "environment step": _environment_step,
-    "same steps": _same_preprocessing,
-    "runtime": _runtime,
-    "model": _model_lead,
-    "edits": _edits,
-    "step": _step,
-    "unknown": _unknown,
-    "precision": _precision,
-    "data": _data,
-    "data inverted": _data_inverted,
-    "data flip": _data_flip,
-    "data covers": _data_covers,
-    "data elsewhere": _data_and_more,
-    "data labels": _data_labels,
-    "data worst": _data_and_worst,
-    "class count": _class_count,
-    "error": _error,
+_DATA = "Likely cause: the data — {parts}{how}"
+_BUT = ", so something else changed too — likely cause{rest}"
+# One sentence per rule, its pieces named (_Words); a rule missing here fails in the tests.
+LEAD_TEXTS: dict[str, str] = {
+    "class map": "Likely cause: {map_what}{model_in}: {map_how}.",
+    "environment": "Likely cause: the environment — the manifest is unchanged, and {env_step}."
+    "{workaround}",
+    "flip reverts": "Likely cause: {cause} — the manifest {reverts}, and {evidence}.",
+    "flip model": "Likely cause: {cause} — {model} and the new model expects other input: "
+    "{evidence}.",
+    "flip": "Likely cause: {cause} — {evidence}: the model or its golden expects "
+    "{expects}{env_flip}.",
+    "transform model": "Likely cause: the score transform — {model}, and {transform}.",
+    "transform": "Likely cause: the score transform — {transform}{model_too}.",
+    "class permutation": "Likely cause: the model's output classes — {model_and}{permutation}.",
+    "environment step": "Likely cause: the environment — with an unchanged manifest, the {op} "
+    "step's output differs from the golden's ({step}){env_and}.",
+    "same steps": "Likely cause: the model — preprocessing is identical to the golden's on every "
+    "probe, {model}, and no known pitfall brings the predictions back.",
+    "runtime": "Likely cause: the model runtime — preprocessing is identical to the golden's on "
+    "every probe, so the outputs changed in the model run{env_run}.",
+    "model": "Likely cause: the model — {model}, and no known pitfall brings the predictions back.",
+    "edits": "Likely cause: the manifest's preprocessing edits{edits}, though no single flip "
+    "brings the probe predictions back.",
+    "step": "Likely cause unknown — the {op} step's output differs from the golden's ({step}) but "
+    "no known pitfall brings the predictions back.",
+    "unknown": "Likely cause unknown — no manifest edit, step difference or known pitfall explains "
+    "the drift.",
+    "precision": "Likely cause: the model's precision — {precision}.",
+    "data": _DATA + ".",
+    "data inverted": "Likely cause: {flip_category}, in the changed data — {parts}: the new files "
+    "are {label} restores the golden ({matched} probe predictions match).",
+    "data flip": "Likely cause: {flip_category}, in the changed data — {parts}, and with {label}, "
+    "{matched} probe predictions match the golden: the new files need {expects}.",
+    "data covers": _DATA + "; every sample whose prediction changed ({moved}) is among them.",
+    "data elsewhere": _DATA + ". But {elsewhere} of the {moved} samples whose prediction changed "
+    "have the golden's data" + _BUT,
+    "data labels": _DATA + "{shift}; every prediction is the golden's: the accuracy moved with "
+    "the labels.",
+    "data worst": _DATA + ". But the largest score difference is on {worst}, whose data is the "
+    "golden's" + _BUT,
+    "class count": "Likely cause: {map_what}: {map_how}.",
+    "error": "diagnosis failed ({error})",
 }
 
 
 def lead_text(lead: Lead) -> str:
     """The lead sentence of a diagnosis; the first layer that differs said after a model cause."""
-    text = LEAD_TEXTS[lead.rule](lead)
+    text = LEAD_TEXTS[lead.rule].format_map(_Words(lead))
     if lead.layers is not None and lead.rule != "precision":
         return text.removesuffix(".") + "; " + lead.layers.lead() + "."
     return text
