@@ -1,19 +1,6 @@
-"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's,
-with no extra model run.
-
-Shared models disagree on what an output index means more often than on anything else: a
-1001-class head (background at index 0, TF-slim style) sliced at the wrong end makes every
-prediction the golden's class + 1; a model exported with 1001 outputs where the golden had 1000
-moves every class by one; an export in another class order maps each class to another index.
-Each is a function from the golden's class indices to this run's, and each has a counterfactual
-that needs no model run: the predictions mapped back through it match the golden's.
-
-* :func:`constant_shift`: every prediction moved by the same ``k`` (modulo the class count).
-* :func:`index_map`: a consistent map (each golden class to one class of this run), learnt from
-  the top-k of the *other* samples, so that a sample never confirms its own mapping.
-* :func:`class_count_map`: a class added or removed (1001 ↔ 1000): at the front (a background
-  class, every index moved by one) or at the end (indices unchanged).
-"""
+"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's with
+no model run: shared models disagree on what an output index means more than on anything else
+(a 1001-class head sliced at the wrong end, a 1001 ↔ 1000 export, another class order)."""
 
 from __future__ import annotations
 

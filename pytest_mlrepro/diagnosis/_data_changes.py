@@ -1,16 +1,6 @@
-"""When the data changed since the golden: which changed files are still the golden's input, how
-the others differ, and whether the change covers the drift.
-
-The identity of each file's decoded pixels tells a byte change that is not a data change (a
-JPEG comment added, a PNG stored under a ``.JPEG`` name, an ICC profile inserted) from one that
-is. A golden keeps, per sample, 16 hex digits of the sha256 of the decode step's output (its
-``pixels`` block; :func:`record`). When a file's bytes differ from the golden's, it is decoded
-again (only the changed files) and its hash compared with the golden's: the same pixels are the
-same input to the model. A golden recorded before the block falls back on its step probes,
-whose decode fingerprints hash the same output the same way; a changed file that neither
-covers is unknown, and stays a data change. Of the files that do change the input, the decoded
-step probes tell the same pictures re-encoded from other pictures (:func:`how_files_changed`).
-"""
+"""When the data changed since the golden: whether a changed file still decodes to the golden's
+pixels (a JPEG comment, a PNG under a ``.JPEG`` name: same input), whether the others are the same
+pictures re-encoded, and whether the change covers the drift."""
 
 from __future__ import annotations
 
@@ -99,10 +89,8 @@ _REENCODED_LEVELS = 4.0
 def how_files_changed(
     probes: Any, data: DataChange, by_id: Mapping[str, Sample], manifest: Manifest
 ) -> Reencoding | None:
-    """What the changed files among the golden's step probes are, from their decoded pixels
-    against the decode fingerprints the golden recorded: the same pixels (a lossless
-    re-encoding, or metadata only), the same pictures re-encoded (same size, block means
-    within a few levels), or other pictures (then nothing is said: the file list says it)."""
+    """How the changed files among the step probes changed: the golden's pixels, or the same
+    pictures re-encoded (same size, block means within a few levels); None: other pictures."""
     decode = _decode(manifest.input.preprocess)
     if decode is None:
         return None
@@ -138,9 +126,8 @@ def data_lead(
     flip: Counterfactual | None = None,
     how: Reencoding | None = None,
 ) -> Lead:
-    """The lead when the data changed: what changed (and how, where the decoded probes tell),
-    then whether it covers the drift. A flip that brings the probes back on the changed data is
-    the more specific cause: it leads."""
+    """The lead when the data changed; a flip that brings the probes back on the changed data is
+    the more specific cause."""
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     worst = comparison.max_score_diff_id or ""

@@ -1,16 +1,6 @@
-"""The pictures of a drift: the golden pipeline's and the current pipeline's output of the first
-preprocessing step that differs, for a few probe samples.
-
-The golden keeps the manifest it was recorded with, so its preprocessing can be rebuilt
-(:func:`~._manifest_diff.recorded_steps`) and re-run here, step by step
-(:func:`~._step_fingerprints.trace`). Which step differs first is the step fingerprints' answer
-(:func:`~._step_fingerprints.compare_steps`, the same one the diagnosis text gives); for a golden
-recorded before it kept step fingerprints, the recorded pipeline's fingerprints on the shown
-probe samples are made here and compared the same way.
-
-Only a drifted item asks for this (and only when an HTML report is written): the arrays are
-returned as they are, and the report decides how to show them.
-"""
+"""The pictures of a drift: the golden pipeline's (rebuilt from its recorded manifest) and the
+current pipeline's output of the first step that differs, for a few probe samples; the report
+decides how to show them."""
 
 from __future__ import annotations
 
@@ -40,11 +30,8 @@ class ProbeOutputs:
 
 @dataclass
 class FirstStepOutputs:
-    """The first differing step and its outputs on a few probe samples.
-
-    ``first`` is None when no step differs (or none could be compared); ``note`` says why, or
-    adds what the pictures cannot show (an environment that changes the golden's own pipeline).
-    The indexes are of the outputs shown (``StepReport.compared_outputs``)."""
+    """The first differing step and its outputs on a few probe samples; ``note`` says why there is
+    none, or what the pictures cannot show."""
 
     first: probe_store.StepDiff | None = None
     golden_index: int | None = None
@@ -63,10 +50,8 @@ def first_step_outputs(
     samples: Sequence[Sample],
     prefer: Collection[str] = (),
 ) -> FirstStepOutputs:
-    """The outputs of the first preprocessing step whose output differs from the golden
-    pipeline's, for ``SHOWN`` probe samples (half of them, where possible, from ``prefer``: the
-    samples whose prediction changed). Never raises for a pipeline that cannot run: the
-    ``note`` says so."""
+    """The outputs of the first step that differs from the golden pipeline's, for ``SHOWN`` probes
+    (half from ``prefer`` where possible); never raises: the ``note`` says why not."""
     recorded = recorded_steps(golden.manifest)
     if recorded is None:
         return FirstStepOutputs(

@@ -70,9 +70,8 @@ def relevant_env(
 def step_library(
     op: str, params: Mapping[str, Any] | None, env: Mapping[str, Any]
 ) -> tuple[str, tuple[str, ...]]:
-    """The library a step runs on here, with its version as this run has it (``Pillow 11.0.0
-    (libjpeg-turbo 6.2)``), and the environment fields that are its version and build. A decode
-    or resize runs on its backend; the other steps on numpy."""
+    """The library a step runs on here with its version (``Pillow 11.0.0 (libjpeg-turbo 6.2)``),
+    and the environment fields of its version and build."""
     backend = str((params or {}).get("backend", "")) if op in ("decode", "resize") else ""
     packages = env.get("numeric_packages")
     packages = packages if isinstance(packages, Mapping) else {}
@@ -94,9 +93,8 @@ def step_library(
 
 @dataclass(frozen=True)
 class EnvironmentStep:
-    """With the golden's own pipeline run here, the step whose output differs from the golden's,
-    the library it runs on here (``Pillow 11.0.0 (libjpeg-turbo 3.0)``), and the environment
-    changes: that library's, the CPU's, other packages'."""
+    """With the golden's own pipeline run here, the step that differs, the library it runs on, and
+    the environment changes: that library's, the CPU's, other packages'."""
 
     step: probe_store.StepDiff
     library: str

@@ -1,32 +1,6 @@
-"""From a drift to its likely cause: which pitfall, step or environment change moved the results.
-
-Runs only when an item fails against its golden. A change of the data itself (a file whose
-sha256 or label differs from the golden's, ``goldens/_data_identity.py``; how the files changed,
-``_data_changes.py``) is named before anything else; then four sources of evidence, most telling
-first:
-
-1. **counterfactual probes**: re-run a probe subset (64 samples by default, half of them samples
-   whose prediction changed) with one known pitfall flipped at a time (``_pitfalls.py``), and with
-   each of the manifest's own edits reverted one at a time, on the model that is already loaded.
-   A flip that brings the probe predictions back to the golden names the cause, whether the
-   manifest changed or the model did (a model re-exported to expect BGR is found by the BGR flip;
-   ``_probe_trials.py``);
-2. the **manifest diff** against the manifest the golden was recorded with (``_manifest_diff.py``);
-3. the **per-step fingerprints** of the golden's step probes (``_step_fingerprints.py``): the first
-   preprocessing step whose output differs, and by how much; and whether this machine reproduces
-   the golden's fingerprints with the recorded pipeline (if not, the environment changed them);
-4. the **environment diff** (framework and library versions, libjpeg, threads, device, the CPU
-   and its ISA flags, the numeric packages and settings; ``_environment_diff.py``).
-
-When every sample's ranking is the golden's and only the scores moved, the lead says so (the
-score transform changed: a softmax applied twice, a temperature; ``_score_changes.py``) rather
-than naming no cause.
-
-The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence: one
-fact per source (the evidence types below), each worded as a section by its renderer in
-``report/_diagnosis_text.py``, which the caller hands in as a :class:`DiagnosisWording`. Nothing
-here raises on odd input: a diagnosis that cannot be made says why.
-"""
+"""From a drift to its likely cause, as facts: the data change first, then the counterfactual
+probes, the manifest diff, the step and layer fingerprints and the environment diff; the lead is
+the decision table's (``_lead.py``). report/ words it all; a diagnosis never raises."""
 
 from __future__ import annotations
 
@@ -45,7 +19,7 @@ from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
 from ._class_maps import class_count_map, constant_shift, index_map
 from ._data_changes import data_lead, how_files_changed
-from ._environment_diff import EnvironmentStep, env_diff, environment_step
+from ._environment_diff import env_diff, environment_step
 from ._lead import MODEL_CAUSES, Facts, Lead, decide, with_layers
 from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
@@ -61,10 +35,9 @@ from ._step_fingerprints import compare_steps
 
 WIDTH = 100
 
-# The evidence, one type per source (CounterfactualEvidence in _probe_trials.py, whose lead
-# sentence asks it which flips restore the probes): facts only, each worded by its renderer in
-# report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
-# report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
+# The evidence, one type per source: facts, each worded by its renderer in report/, handed in
+# (DiagnosisWording): diagnosis/ importing report/ would close the cycle report -> accuracy ->
+# diagnosis -> report (pyproject.toml).
 Section = tuple[str, list[str]]  # a title and its lines
 
 
@@ -77,8 +50,7 @@ class ManifestEvidence:
 
 @dataclass(frozen=True)
 class StepEvidence:
-    """The golden's step probes re-traced: the first preprocessing step whose output differs.
-    ``changed_probes``: the probes whose data file changed since the golden."""
+    """The golden's step probes re-traced; ``changed_probes``: those whose file changed."""
 
     report: probe_store.StepReport
     changed_probes: Sequence[str] = ()
@@ -87,15 +59,12 @@ class StepEvidence:
 @dataclass(frozen=True)
 class EnvironmentEvidence:
     """The environment's changes since the golden; ``golden_has_flags``: whether the golden
-    records the CPU flags, numeric packages and settings (goldens recorded before it kept them
-    do not)."""
+    records the CPU flags, numeric packages and settings (older goldens do not)."""
 
     changes: Sequence[tuple[str, Any, Any]]
     golden_has_flags: bool
 
 
-# The data set's files against the golden's (DataChange) and the model compared layer by layer
-# (LayerReport) are their own evidence.
 Evidence = (
     DataChange
     | ManifestEvidence
@@ -108,9 +77,7 @@ Evidence = (
 
 @dataclass(frozen=True)
 class DiagnosisWording:
-    """The words of a diagnosis, which ``report/`` owns (``report.DIAGNOSIS_WORDING``): each
-    evidence's section and the laid-out text. The caller above ``diagnosis/`` hands it in, as
-    the latency check is handed its decision's wording."""
+    """The words of a diagnosis, which ``report/`` owns (``report.DIAGNOSIS_WORDING``)."""
 
     section: Callable[[Evidence], Section]
     text: Callable[[DriftDiagnosis, int], str]  # the diagnosis, within a width
@@ -156,10 +123,8 @@ class DriftDiagnosis:
 
     @property
     def blamed(self) -> str | None:
-        """The manifest field the evidence points at (``inputs[0].preprocess[2].scale.divisor``),
-        where the failure is located: the manifest edit undone by the best flip that brings the
-        probes back, else the manifest's first edit since the golden, else the first
-        preprocessing step whose output differs; a cause in the model, the ``model`` block."""
+        """The manifest field the failure is located at: the edit the best restoring flip undoes,
+        else the first edit, else the first step that differs; a model cause, ``model``."""
         for e in self.evidence:
             if isinstance(e, CounterfactualEvidence):
                 for flip in e.restoring():
@@ -190,14 +155,9 @@ def diagnose(
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
 ) -> DriftDiagnosis:
-    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring). Never
-    raises: a diagnosis that fails is one whose lead says why (cause ``error``, no evidence), and
-    the verdict it would have explained stands on its own.
-
-    ``wording``: the report's words (``report.DIAGNOSIS_WORDING``); ``probes``: the samples
-    re-run per counterfactual (0: none); ``data``: what changed in the data since the golden
-    (None: not known). The model in ``evaluation.runner`` is reused, never reloaded.
-    """
+    """Explain why ``evaluation`` drifted from ``golden``, reusing its loaded model. Never raises:
+    a diagnosis that fails has cause ``error``. ``probes``: samples re-run per counterfactual (0:
+    none); ``data``: what changed in the data (None: not known)."""
     start = time.perf_counter()
     try:
         changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
@@ -211,12 +171,23 @@ def diagnose(
         env_now = environment(evaluation.runner_info)
         env_changes = env_diff(golden.environment, env_now)
         env_step = environment_step(steps, pre, env_now, env_changes)
-        lead = _likely_cause(
-            manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
-            env_step,
-        )  # fmt: skip
-        if data is not None and data.changed:
-            lead = _data_cause(manifest, golden, comparison, evaluation, trials, data, lead)
+        transform = score_transform(manifest, golden, comparison, evaluation, changes)
+        class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
+        permutation = None
+        if class_map is None:
+            permutation = class_permutation(golden.results, evaluation, manifest.tolerances.score)
+        if class_map is None and permutation is None:
+            class_map = index_map(golden.results, evaluation.results)
+        facts = Facts(
+            changes, steps, trials, env_changes, transform, permutation, class_map, env_step
+        )
+        lead = with_layers(decide(facts), layers)  # a model cause sharpened by the layers
+        if data is not None and data.changed:  # the data is the cause, a restoring flip its how
+            restored = trials.restoring()
+            flip = restored[0] if restored and not restored[0].reverts else None
+            by_id = {s.id: s for s in evaluation.samples}
+            how = how_files_changed(golden.probes, data, by_id, manifest)
+            lead = data_lead(data, comparison, lead, flip, how)
         evidence: tuple[Evidence, ...] = (
             *([data] if data is not None else []),
             ManifestEvidence(changes),
@@ -238,24 +209,6 @@ def diagnose(
         counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
     )
-
-
-def _data_cause(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    trials: CounterfactualEvidence,
-    data: DataChange,
-    lead: Lead,
-) -> Lead:
-    """The lead when the data changed since the golden: the data is the cause, with how its
-    files changed and the counterfactual that restores the results, if one does."""
-    restored = trials.restoring()
-    flip = restored[0] if restored and not restored[0].reverts else None
-    by_id = {s.id: s for s in evaluation.samples}
-    how = how_files_changed(golden.probes, data, by_id, manifest)
-    return data_lead(data, comparison, lead, flip, how)
 
 
 def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
@@ -308,31 +261,6 @@ def _counterfactuals(
         changed = most_moved(golden.results, evaluation, shared, score_tol)
     ids = probe_order(shared, probes, changed)
     return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes, steps)
-
-
-def _likely_cause(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    changes: list[Change],
-    steps: probe_store.StepReport,
-    trials: CounterfactualEvidence,
-    layers: layer_store.LayerReport | None,
-    env_changes: list[tuple[str, Any, Any]],
-    env_step: EnvironmentStep | None,
-) -> Lead:
-    """The lead from everything but the data (``_lead.py``), sharpened by the layer comparison
-    when the model is the cause."""
-    transform = score_transform(manifest, golden, comparison, evaluation, changes)
-    class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
-    permutation = None
-    if class_map is None:
-        permutation = class_permutation(golden.results, evaluation, manifest.tolerances.score)
-    if class_map is None and permutation is None:
-        class_map = index_map(golden.results, evaluation.results)
-    facts = Facts(changes, steps, trials, env_changes, transform, permutation, class_map, env_step)
-    return with_layers(decide(facts), layers)
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:

@@ -1,19 +1,6 @@
-"""Layer fingerprints: the model-side twin of the step fingerprints.
-
-When a golden is recorded, a few of its step probes (``LAYER_PROBES``) are run through the model
-once more with every layer's output kept (every node output through ONNX Runtime, every leaf
-module's output through forward hooks in PyTorch: the runner's ``layer_outputs``). Each layer is
-kept as one compact row, ``[name, op, shape, dtype, mean, std, max |x|, hash]`` over the probes
-together, so that the golden grows by kilobytes, not by the tensors.
-
-On a drift whose preprocessing is identical to the golden's, the same probes are traced again and
-compared layer by layer, in the model's own (topological) order: the first layer whose statistics
-differ beyond ``TOLERANCE`` (relative to the golden's spread of that output) is where the model's
-computation changed, and the difference's size at the later layers says whether it grows.
-Layers are matched by name; where the names do not match (a re-export renames every node), by
-position and shape when both models have as many layers with the same shapes; otherwise the
-report says that no alignment holds.
-"""
+"""Layer fingerprints, the model-side twin of the step fingerprints: one compact row per layer
+output over a few probes (kilobytes, not tensors); on a drift with identical preprocessing, the
+first layer whose statistics differ beyond ``TOLERANCE`` is where the computation changed."""
 
 from __future__ import annotations
 

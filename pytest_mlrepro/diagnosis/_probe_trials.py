@@ -263,9 +263,8 @@ _NOOP_ATOL = 1e-6
 
 
 def _same_scores(flipped: Any, as_is: AnyScores) -> bool:
-    """Whether a flip's scores (a full matrix) equal the manifest's as it is: a no-op flip
-    proves nothing. A streamed evaluation kept only some classes per row: those are compared
-    (the flip's top-k among them, so a flip that moves any prediction differs)."""
+    """Whether a flip's scores equal the manifest's as it is (a no-op proves nothing); for a
+    streamed evaluation, on the classes it kept."""
     if flipped.shape != as_is.shape:
         return False
     if isinstance(as_is, KeptScores):

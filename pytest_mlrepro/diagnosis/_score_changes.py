@@ -28,9 +28,8 @@ class ClassPermutation:
 
 @dataclass(frozen=True)
 class ScoreTransform:
-    """Every ranking is the golden's (top-``k`` on all ``samples``), only the scores moved;
-    ``post``: the manifest's postprocess edits; ``probabilities``: the model's own outputs are
-    probabilities already while the manifest applies a softmax."""
+    """Every ranking is the golden's, only the scores moved; ``post``: the postprocess edits;
+    ``probabilities``: the model outputs probabilities already under the manifest's softmax."""
 
     k: int
     samples: int
@@ -43,9 +42,8 @@ class ScoreTransform:
 def class_permutation(
     golden: Results, evaluation: Evaluation, score_tol: float
 ) -> ClassPermutation | None:
-    """When the model's output classes were exchanged: every shared sample's recorded top-k
-    scores come back, in order, on other classes, and those classes map one to one (a
-    permutation, the same on every sample)."""
+    """The model's output classes exchanged: the golden's top-k scores come back, in order, on
+    other classes, mapped one to one the same on every sample."""
     g, n = shared_rows(golden, evaluation.results)
     k = min(g.topk.shape[1], n.topk.shape[1])
     diffs = np.abs(n.topk_scores[:, :k] - g.topk_scores[:, :k]).max(axis=1)

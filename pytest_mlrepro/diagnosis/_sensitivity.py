@@ -1,13 +1,6 @@
-"""The pitfall sensitivity table of a manifest: MLModelScope's Table 1 for this model.
-
-Runs the data set (or its first ``limit`` samples) through the declared pipeline and through each
-single-pitfall variant of ``_pitfalls.py`` on one loaded model, and reports top-1 and top-5
-accuracy under each pitfall and the *agreement*: the share of samples whose top-1 class equals
-the declared pipeline's. Agreement is what shows a pitfall that barely moves the accuracy.
-
-Stored with the goldens (``golden/pitfalls/<name>.json``) so that reviewers see how fragile the
-model is; ``mlrepro pitfalls MANIFEST --save`` writes it.
-"""
+"""The pitfall sensitivity table of a manifest (MLModelScope's Table 1 for this model): top-1, top-5
+and agreement with the declared pipeline under each pitfall, agreement showing the pitfalls that
+barely move the accuracy; stored with the goldens so that reviewers see how fragile a model is."""
 
 from __future__ import annotations
 
@@ -60,9 +53,8 @@ class PitfallTable:
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
-    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path in
-    the golden dir>``, a folder of its own like ``golden/latency/`` (no tool mistakes it for an
-    accuracy golden); without ``golden_dir``: ``pitfalls/<its name>`` in the golden's folder."""
+    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path>``
+    (no tool mistakes it for a golden); without ``golden_dir``, beside the golden."""
     if golden_dir is not None and golden.is_relative_to(golden_dir):
         return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
     return golden.parent / "pitfalls" / golden.name
@@ -83,9 +75,8 @@ def save(path: Path, table: PitfallTable, golden_dir: Path | None = None) -> Non
 
 
 def read(path: Path, golden_dir: Path | None = None) -> PitfallTable | None:
-    """The table :func:`save` wrote at ``path``, through the golden store's bounded reader (a
-    golden of its own kind); None if there is none; MlreproError if it cannot be read or is
-    not a table."""
+    """The table :func:`save` wrote at ``path`` (None if none), through the golden store's bounded
+    reader; MlreproError if it is not a table."""
     data = read_json(path, "pitfall table", golden_dir)
     if data is None:
         return None

@@ -1,16 +1,6 @@
-"""Probe samples and per-step fingerprints: what a golden keeps so that a drift can be explained.
-
-A golden keeps, for a few *step probes* (8 by default), a fingerprint of the output of every
-preprocessing step: shape, dtype, a hash of the exact bytes, per-channel mean, standard
-deviation and detail (mean absolute difference between neighbouring pixels, which moves with
-interpolation and antialiasing), and a 4 × 4 thumbnail of block means per channel (which moves
-with crops, flips and rotations). One line per probe and step in the golden file: compact and
-reviewable. On a failure, the fresh pipeline's fingerprints are compared with these to name the
-first step whose output changed, and by how much.
-
-Probes are chosen by the sha256 of the sample id, so the choice does not depend on the order of
-the data set, the machine or the run, and the same ids come back when the golden is re-recorded.
-"""
+"""Probe samples and per-step fingerprints, what a golden keeps so that a drift can be explained:
+each step's output per probe as shape, dtype, hash, per-channel mean/std/detail and a thumbnail
+(one line each: reviewable). Probes are chosen by the sha256 of the id: stable across runs."""
 
 from __future__ import annotations
 
@@ -33,11 +23,8 @@ THUMB = 4  # thumbnail grid (THUMB × THUMB block means per channel)
 
 
 def select(ids: Sequence[str], n: int, prefer: Collection[str] = ()) -> list[str]:
-    """``n`` of ``ids``, chosen by the sha256 of each id (stable everywhere).
-
-    Up to half of them come from ``prefer`` (e.g. the samples whose prediction changed, which
-    are the ones a counterfactual has to bring back), the rest from the others.
-    """
+    """``n`` of ``ids`` chosen by the sha256 of each id (stable everywhere), up to half from
+    ``prefer`` (the samples a counterfactual has to bring back)."""
     if n <= 0:
         return []
 
@@ -290,10 +277,8 @@ def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, 
 
 
 def channel_mechanism(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> str | None:
-    """What the per-channel means of the same probes (golden, now) show, when every probe
-    shows it: the channels in another order (a band permutation: the same means, moved), or
-    the colours premultiplied by alpha (4 channels: alpha the same, every colour mean scaled
-    down by one factor; scaled up: un-premultiplied). None when they show neither."""
+    """What the per-channel means show on every probe: a channel permutation, or the colours
+    (un)premultiplied by alpha (alpha the same, every colour mean scaled by one factor)."""
     order = channel_order(pairs)
     if order is not None:
         moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
@@ -388,14 +373,9 @@ def compare_steps(
     samples: Sequence[Sample],
     recorded_steps: Sequence[Step] | None = None,
 ) -> StepReport:
-    """Compare the fingerprints of ``steps`` on the golden's step probes with the golden's.
-
-    ``recorded_steps`` (the golden's recorded preprocessing, when it can be rebuilt) adds two
-    things: whether this machine reproduces the golden's fingerprints with the recorded
-    pipeline (if not, the environment changed a step's output), and the exact size of the
-    difference at the first differing step (full arrays, not thumbnails). Never raises: a probe
-    that no longer decodes, say, is said in the report's note.
-    """
+    """The fingerprints of ``steps`` on the golden's step probes against the golden's; with
+    ``recorded_steps``, whether this machine reproduces the golden (else the environment changed a
+    step) and the first difference measured on full arrays. Never raises."""
     try:
         report, now_arrays = _compare(probes, steps, samples)
     except Exception as exc:  # report, do not hide the rest of the diagnosis

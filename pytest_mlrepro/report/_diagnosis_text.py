@@ -1,12 +1,6 @@
-"""A diagnosis in words: one renderer per evidence type (its section: a title and its lines) and
-the layout appended to a failure.
-
-``diagnosis/`` gathers the facts (the evidence types of ``diagnosis/_explain.py``); the words are
-here. The accuracy check, a layer below ``report/`` in the import contracts (pyproject.toml),
-writes the sections into the results file, so it is handed this wording
-(:data:`DIAGNOSIS_WORDING`) by the plugin, as the latency check is handed its decision's wording
-(``latency_decided_by``).
-"""
+"""A diagnosis in words: one renderer per evidence type and the layout appended to a failure.
+The accuracy check, below report/ in the import contracts, is handed this wording
+(:data:`DIAGNOSIS_WORDING`) by the plugin."""
 
 from __future__ import annotations
 
