@@ -230,7 +230,7 @@ def _trace_layers(
     try:
         return layer_store.compare(block, evaluation.runner, manifest, evaluation.samples)
     except Exception as exc:  # report, do not hide the rest
-        return layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
+        return layer_store.LayerReport(error=str(exc))
 
 
 def _counterfactuals(
@@ -253,7 +253,7 @@ def _counterfactuals(
     elif evaluation.runner is None:
         note = "no model"
     elif not shared:
-        note = "no shared sample"
+        note = "disjoint"
     if note is not None:
         return CounterfactualEvidence((), None, score_tol, note)
     changed = [c.id for c in comparison.changed]

@@ -122,6 +122,7 @@ class LayerReport:
     diffs: list[LayerDiff] = field(default_factory=list)
     first: LayerDiff | None = None
     note: str = ""
+    error: str = ""  # why the layers could not be traced
     precision: str = ""  # how the model's precision changed, when it did (see _precision)
 
     def lead(self) -> str:

@@ -148,7 +148,7 @@ def recorded_steps(recorded: Mapping[str, Any]) -> tuple[Step, ...] | None:
     (e.g. it names a custom step that is not registered in this run)."""
     try:
         raw = recorded["inputs"][0]["preprocess"]
-        ctx = Context("the golden's recorded manifest", {})
+        ctx = Context("golden.manifest", {})  # (its errors are caught: None)
         steps = []
         for index, item in enumerate(raw):
             ((op, params),) = item.items()

@@ -25,7 +25,7 @@ from ._manifest_diff import ABSENT, Change
 from ._wording import show_value
 
 # Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
-NoTrial = Literal["off", "no model", "no shared sample"]
+NoTrial = Literal["off", "no model", "disjoint"]
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
 

@@ -35,7 +35,7 @@ SHOWN_ENVIRONMENT = 12  # environment changes shown
 NO_TRIAL = {
     "off": "counterfactual probes are turned off (probe count 0)",
     "no model": "no loaded model to run counterfactual probes on",
-    "no shared sample": "no sample of the golden is in this run's data set",
+    "disjoint": "no sample of the golden is in this run's data set",
 }
 
 
@@ -106,6 +106,8 @@ def layer_section(report: LayerReport) -> Section:
     on = f", on the golden's {report.probes} layer probes" if report.probes else ""
     title = f"the model, layer by layer{on}:"
     extra = [f"precision: {report.precision}"] if report.precision else []
+    if report.error:
+        return title, [f"the layers could not be traced: {report.error}", *extra]
     if report.note:
         return title, [report.note, *extra]
     lines = [f"{report.layers} layers aligned {report.alignment}", *extra]

@@ -981,28 +981,7 @@ GREY_STEPS = [
 
 def _grey_model(lab: Lab) -> tuple[str, str]:
     """A linear classifier over a (1, 12, 12) grey input, as ONNX: (file name, sha256)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(11)
-    w = rng.normal(0, 0.2, (H.SIDE * H.SIDE, H.CLASSES)).astype(np.float32)
-    nodes = [
-        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "grey",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, H.SIDE, H.SIDE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
-        initializer=[numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    lab.count += 1
-    name = f"grey{lab.count}.onnx"
-    onnx.save(model, str(lab.root / "models" / name))
-    return name, H.sha256(lab.root / "models" / name)
+    return _linear_model(lab, 1, seed=11)
 
 
 def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab) -> None:
@@ -1028,12 +1007,12 @@ def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab
     assert_readable(d.render())
 
 
-def _bands_model(lab: Lab, bands: int) -> tuple[str, str]:
+def _linear_model(lab: Lab, bands: int, seed: int = 12) -> tuple[str, str]:
     """A linear classifier over a (bands, 12, 12) input, as ONNX: (file name, sha256)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    w = np.random.default_rng(12).normal(0, 0.2, (bands * H.SIDE * H.SIDE, H.CLASSES))
+    w = np.random.default_rng(seed).normal(0, 0.2, (bands * H.SIDE * H.SIDE, H.CLASSES))
     nodes = [
         helper.make_node("Flatten", ["input"], ["flat"], axis=1),
         helper.make_node("MatMul", ["flat", "w"], ["logits"]),
@@ -1072,7 +1051,7 @@ def test_bands_saved_in_another_order_are_put_back_by_the_band_order_flip(lab: L
         rows.append(f"t{index:02d}.npy,{index % H.CLASSES}")
     (folder / "labels.csv").write_text("\n".join(rows) + "\n")
     _accept(lab, "bands5")
-    model, sha = _bands_model(lab, 5)
+    model, sha = _linear_model(lab, 5)
     steps = [
         "decode: {mode: bands, channels: 5, dtype: uint16, backend: numpy}",
         CAST,
@@ -1137,7 +1116,7 @@ def test_an_rgba_resize_through_opencv_says_that_pillow_premultiplies(lab: Lab) 
     lead names the resize and why it matters for RGBA, in words."""
     pytest.importorskip("cv2")
     _rgba_data(lab, "rgba", disc=True)
-    model, sha = _bands_model(lab, 4)
+    model, sha = _linear_model(lab, 4)
     golden = lab.record(H.manifest_text("rgba", model, sha, RGBA_STEPS, dataset="rgba"))
     resize = "resize: {size: [12, 12], method: bilinear, backend: opencv}"
     opencv = H.replace_step(RGBA_STEPS, 1, resize)
@@ -1157,7 +1136,7 @@ def test_rgba_files_saved_premultiplied_say_the_mechanism(lab: Lab) -> None:
     from PIL import Image
 
     folder = _rgba_data(lab, "rgba_pm", disc=False)
-    model, sha = _bands_model(lab, 4)
+    model, sha = _linear_model(lab, 4)
     text = H.manifest_text("rgba_pm", model, sha, RGBA_STEPS, dataset="rgba_pm")
     golden = lab.record(text)
     golden = dataclasses.replace(golden, data={p.name: H.sha256(p) for p in folder.glob("*.png")})
