@@ -33,6 +33,7 @@ from ._sensitivity import PitfallRow, PitfallTable, sensitivity
 from ._sensitivity import read as read_sensitivity
 from ._sensitivity import save as save_sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
+from ._step_fingerprints import Delta, StepDiff, StepReport
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
@@ -48,6 +49,7 @@ __all__ = [
     "Counterfactual",
     "CounterfactualEvidence",
     "DataFacts",
+    "Delta",
     "DiagnosisWording",
     "DriftDiagnosis",
     "EnvChange",
@@ -66,7 +68,9 @@ __all__ = [
     "Rule",
     "ScoreTransform",
     "Section",
+    "StepDiff",
     "StepEvidence",
+    "StepReport",
     "and_list",
     "backends_in_play",
     "check_pixel_identity",

@@ -125,19 +125,15 @@ def _reorder_candidates(
 ) -> list[Counterfactual]:
     """The channels put back in the golden's order after the first step whose output shows them
     permuted (the multi-band analogue of the colour-order flip, which covers RGB ↔ BGR)."""
-    diff = (
-        next((d for d in report.steps if d.order and d.now_index is not None), None)
-        if report
-        else None
-    )
-    if diff is None or diff.order is None or diff.now_index is None:
+    shown = [(d, d.delta.order) for d in (report.steps if report else []) if d.delta]
+    diff, order = next(((d, o) for d, o in shown if o and d.now_index is not None), (None, None))
+    if diff is None or order is None or diff.now_index is None:
         return []
     state = probe_store.states(now[: diff.now_index + 1])[-1]
-    swap = (2, 1, 0, *range(3, len(diff.order)))
-    if state.order in COLOUR_ORDERS and diff.order == swap:
+    if state.order in COLOUR_ORDERS and order == (2, 1, 0, *range(3, len(order))):
         return []
-    back = pitfalls.Reorder(tuple(int(i) for i in np.argsort(diff.order)))
-    moved = ", ".join(f"{i}←{j}" for i, j in enumerate(diff.order) if i != j)
+    back = pitfalls.Reorder(tuple(int(i) for i in np.argsort(order)))
+    moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
     label = f"the channels after {diff.op} put back in the golden's order (now ← golden: {moved})"
     steps = (*now[: diff.now_index + 1], back, *now[diff.now_index + 1 :])
     return [Counterfactual(label, steps, pitfalls.BANDS)]

@@ -7,14 +7,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
-from ._wording import short_number
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -147,6 +146,30 @@ def up_to_date(probes: Any, steps: Sequence[Step], samples: Sequence[Sample], n:
 # --- comparing ------------------------------------------------------------------------------
 
 
+# Why a step report compares nothing: the probes could not be traced, the golden keeps no step
+# fingerprints, none of its step probes is in this run's data set.
+StepNote = Literal["error", "unrecorded", "absent"]
+
+
+@dataclass(frozen=True)
+class Delta:
+    """How one step's output differs on ``differing`` of ``count`` probes: in shape or dtype
+    (golden's, now), else by the numbers, in the units of ``dtype``."""
+
+    differing: int
+    count: int
+    shape: tuple[str, str] | None = None
+    dtype: tuple[str, str] | None = None
+    unit: str = ""  # the dtype the differences are of
+    order: tuple[int, ...] | None = None  # the channels permuted (channel_order)
+    alpha: float | None = None  # every colour mean × this, alpha the same (premultiplied)
+    thumb: float | None = None  # thumbnail mean |Δ|
+    shift: tuple[float, ...] = ()  # channel means, now − golden
+    detail: tuple[float, float] | None = None  # (golden's, now)
+    # Measured on the full arrays (the golden reproduced here): mean |Δ|, max |Δ|, share changed.
+    full: tuple[float, float, float] | None = None
+
+
 @dataclass
 class StepDiff:
     """One step, now against the golden, over the step probes."""
@@ -156,9 +179,7 @@ class StepDiff:
     golden_index: int | None  # None: a new step
     compared: int = 0
     differing: int = 0
-    text: str = ""  # how it differs, in words
-    # The channels in another order on every probe: now[i] holds the golden's channel order[i].
-    order: tuple[int, ...] | None = None
+    delta: Delta | None = None  # how it differs (None: added, removed, or none compared)
 
     @property
     def status(self) -> str:
@@ -177,7 +198,8 @@ class StepReport:
 
     probes: int
     steps: list[StepDiff] = field(default_factory=list)
-    note: str = ""  # why there is nothing to compare, when there is not
+    note: StepNote | None = None  # why there is nothing to compare, when there is not
+    error: str = ""  # (note "error") why the probes could not be traced
     # With the recorded manifest run here: the first step whose output differs from the golden's
     # although its parameters did not change (the environment changed it), if any.
     environment_step: StepDiff | None = None
@@ -198,31 +220,21 @@ class StepReport:
         return golden, now
 
 
-def _unit(dtype: str) -> str:
-    """The unit differences of this dtype are shown in: bytes read best as x/255, 16-bit
-    samples as x/65535 (a difference of 2.37e+04 is a third of their range, not 93 bytes)."""
-    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
-
-
 def describe_difference(
     golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
-) -> tuple[int, str]:
-    """(probes that differ, words) for the fingerprints of one step on the same probes."""
+) -> Delta:
+    """How the fingerprints of one step differ on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
     ]
-    count = len(golden)
+    delta = Delta(len(differing), len(golden))
     if not differing:
-        return 0, f"identical on {count}/{count} probes"
+        return delta
     g0, n0 = golden[differing[0]], now[differing[0]]
-    where = f"on {len(differing)}/{count} probes"
     if g0.get("shape") != n0.get("shape"):
-        return len(differing), (
-            f"shape {_shape(g0.get('shape'))} → {_shape(n0.get('shape'))} {where}"
-        )
+        return replace(delta, shape=(_shape(g0.get("shape")), _shape(n0.get("shape"))))
     if g0.get("dtype") != n0.get("dtype"):
-        return len(differing), f"dtype {g0.get('dtype')} → {n0.get('dtype')} {where}"
-    unit = _unit(str(n0.get("dtype")))
+        return replace(delta, dtype=(str(g0.get("dtype")), str(n0.get("dtype"))))
     thumbs, means, details = [], [], []
     for i in differing:
         g, n = golden[i], now[i]
@@ -233,20 +245,18 @@ def describe_difference(
         except (KeyError, ValueError, TypeError):
             continue
     if not thumbs:
-        return len(differing), f"differs {where}"
-    mechanism = channel_mechanism(mean_pairs(golden, now))
-    parts = [mechanism] if mechanism else []
-    parts.append(f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}")
-    shift = np.mean(means, axis=0)
-    if np.abs(shift).max() > 0:
-        parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
+        return delta
+    pairs = mean_pairs(golden, now)
     g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
-    if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
-        parts.append(
-            f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "
-            f"({n_detail / g_detail - 1:+.0%})"
-        )
-    return len(differing), f"{', '.join(parts)} {where}"
+    return replace(
+        delta,
+        unit=str(n0.get("dtype")),
+        order=channel_order(pairs),
+        alpha=alpha_factor(pairs),
+        thumb=float(np.mean(thumbs)),
+        shift=tuple(float(v) for v in np.mean(means, axis=0)),
+        detail=(g_detail, n_detail),
+    )
 
 
 def mean_pairs(
@@ -276,30 +286,22 @@ def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, 
     return order if order is not None and len(set(order)) == len(order) else None
 
 
-def channel_mechanism(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> str | None:
-    """What the per-channel means show on every probe: a channel permutation, or the colours
-    (un)premultiplied by alpha (alpha the same, every colour mean scaled by one factor)."""
-    order = channel_order(pairs)
-    if order is not None:
-        moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
-        return f"the channels in another order (now ← golden, by their means: {moved})"
-    if pairs and all(g.size == 4 and n.size == 4 for g, n in pairs):
-        ratios = []
-        for g, n in pairs:
-            if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
-                return None
-            ratio = n[:3] / g[:3]
-            if np.ptp(ratio) > 0.05 * ratio.mean() or abs(ratio.mean() - 1) < 0.01:
-                return None
-            ratios.append(float(ratio.mean()))
-        factor = float(np.mean(ratios))
-        if factor < 1:
-            return (
-                f"the colours premultiplied by alpha (alpha the same, every colour mean × "
-                f"{factor:.2f})"
-            )
-        return f"the colours un-premultiplied (alpha the same, every colour mean × {factor:.2f})"
-    return None
+def alpha_factor(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float | None:
+    """The factor every colour mean was scaled by with alpha the same, on every probe (below 1:
+    premultiplied by alpha, above: un-premultiplied); None when the means show no such thing."""
+    if not pairs or channel_order(pairs) is not None:
+        return None
+    if not all(g.size == 4 and n.size == 4 for g, n in pairs):
+        return None
+    ratios = []
+    for g, n in pairs:
+        if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
+            return None
+        ratio = n[:3] / g[:3]
+        if np.ptp(ratio) > 0.05 * ratio.mean() or abs(ratio.mean() - 1) < 0.01:
+            return None
+        ratios.append(float(ratio.mean()))
+    return float(np.mean(ratios))
 
 
 def _shape(shape: Any) -> str:
@@ -379,7 +381,7 @@ def compare_steps(
     try:
         report, now_arrays = _compare(probes, steps, samples)
     except Exception as exc:  # report, do not hide the rest of the diagnosis
-        return StepReport(0, note=f"the step probes could not be traced: {exc}")
+        return StepReport(0, note="error", error=str(exc))
     if recorded_steps is None or report.note:
         return report
     if [s.op for s in recorded_steps] != [str(op) for op in probes.get("steps", [])]:
@@ -400,15 +402,12 @@ def _compare(
     """The fingerprints of ``steps`` on the golden's step probes against the golden's, and the
     outputs of every step for each probe."""
     if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
-        note = (
-            "the golden keeps no step fingerprints (re-record it with --mlrepro-update to add them)"
-        )
-        return StepReport(0, note=note), {}
+        return StepReport(0, note="unrecorded"), {}
     golden_ops = [str(op) for op in probes.get("steps", [])]
     by_id = {s.id: s for s in samples}
     ids = [i for i in probes.get("samples", []) if i in by_id]
     if not ids:
-        return StepReport(0, note="none of the golden's step probes is in this run's data set"), {}
+        return StepReport(0, note="absent"), {}
     rows = {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
     layouts = [s.layout for s in states(steps)]
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
@@ -417,10 +416,7 @@ def _compare(
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
         if now_index is None or golden_index is None:
-            text = "step added (not in the golden's pipeline)"
-            if now_index is None:
-                text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-            report.steps.append(StepDiff(op, now_index, golden_index, text=text))
+            report.steps.append(StepDiff(op, now_index, golden_index))
             continue
         diff = StepDiff(op, now_index, golden_index)
         pairs = [
@@ -431,8 +427,8 @@ def _compare(
         if pairs:
             diff.compared = len(pairs)
             golden_fps, now_fps_step = [p[0] for p in pairs], [p[1] for p in pairs]
-            diff.differing, diff.text = describe_difference(golden_fps, now_fps_step)
-            diff.order = channel_order(mean_pairs(golden_fps, now_fps_step))
+            diff.delta = describe_difference(golden_fps, now_fps_step)
+            diff.differing = diff.delta.differing
         report.steps.append(diff)
     return report, now_arrays
 
@@ -466,14 +462,12 @@ def _measure_first(
         changed += int(np.count_nonzero(diff))
         counted += diff.size
         dtype = str(b.dtype)
-    unit = _unit(dtype)
     differing = sum(1 for d in maxima if d > 0)
     if not differing:
         return
-    mechanism = channel_mechanism([m for m in means if not np.array_equal(*m)])
-    first.text = (
-        (f"{mechanism}, " if mechanism else "")
-        + f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
-        f"(max {short_number(float(np.max(maxima)), 3)}, "
-        f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
-    )
+    pairs = [m for m in means if not np.array_equal(*m)]
+    full = (float(np.mean(deltas)), float(np.max(maxima)), changed / counted)
+    first.delta = Delta(
+        differing, len(here), unit=dtype, order=channel_order(pairs), alpha=alpha_factor(pairs),
+        full=full,
+    )  # fmt: skip

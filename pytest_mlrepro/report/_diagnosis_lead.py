@@ -13,10 +13,13 @@ from ..diagnosis import (
     ClassPermutation,
     Counterfactual,
     DataFacts,
+    Delta,
     EnvChange,
     EnvironmentStep,
     Lead,
     ScoreTransform,
+    StepDiff,
+    StepReport,
     and_list,
     short_number,
     show_value,
@@ -70,6 +73,79 @@ def env_text(items: Sequence[EnvChange]) -> str:
     return "; ".join(f"{k} {env_change_text(k, a, b)}" for k, a, b in items)
 
 
+def _units(dtype: str) -> str:
+    """Differences of bytes read best as x/255, of 16-bit samples as x/65535 (2.37e+04 is a third
+    of their range, not 93 bytes)."""
+    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
+
+
+def channels_text(d: Delta) -> str:
+    """What the per-channel means show: a channel permutation, premultiplied alpha, or ""."""
+    if d.order is not None:
+        moved = ", ".join(f"{i}←{j}" for i, j in enumerate(d.order) if i != j)
+        return f"the channels in another order (now ← golden, by their means: {moved})"
+    if d.alpha is not None:
+        how = "premultiplied by alpha" if d.alpha < 1 else "un-premultiplied"
+        return f"the colours {how} (alpha the same, every colour mean × {d.alpha:.2f})"
+    return ""
+
+
+def delta_text(d: Delta) -> str:
+    """How a step's output differs: ``resize: mean |Δ| 3.1/255 on 8/8 probes``'s words."""
+    where = f"on {d.differing}/{d.count} probes"
+    if not d.differing:
+        return f"identical on {d.count}/{d.count} probes"
+    if d.shape is not None:
+        return f"shape {d.shape[0]} → {d.shape[1]} {where}"
+    if d.dtype is not None:
+        return f"dtype {d.dtype[0]} → {d.dtype[1]} {where}"
+    unit = _units(d.unit)
+    parts = [channels_text(d)] if channels_text(d) else []
+    if d.full is not None:
+        mean, peak, share = d.full
+        parts.append(
+            f"mean |Δ| {short_number(mean, 3)}{unit} (max {short_number(peak, 3)}, {share:.0%} of "
+            "values)"
+        )
+        return f"{', '.join(parts)} {where}"
+    if d.thumb is None:
+        return f"differs {where}"
+    parts.append(f"thumbnail mean |Δ| {short_number(d.thumb, 3)}{unit}")
+    if d.shift and max(abs(v) for v in d.shift) > 0:
+        parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in d.shift) + unit)
+    if d.detail is not None and d.detail[0] > 0 and abs(d.detail[1] / d.detail[0] - 1) >= 0.005:
+        g, n = d.detail
+        parts.append(f"detail {short_number(g, 3)} → {short_number(n, 3)} ({n / g - 1:+.0%})")
+    return f"{', '.join(parts)} {where}"
+
+
+def step_text(s: StepDiff) -> str:
+    """How one step differs from the golden's, in words."""
+    if s.delta is not None:
+        return delta_text(s.delta)
+    if s.now_index is None:
+        return f"step removed (the golden's pipeline had {s.op} at position {s.golden_index})"
+    return "step added (not in the golden's pipeline)" if s.golden_index is None else ""
+
+
+STEP_NOTES = {
+    "unrecorded": "the golden keeps no step fingerprints (re-record it with --mlrepro-update to "
+    "add them)",
+    "absent": "none of the golden's step probes is in this run's data set",
+}
+
+
+def step_note_text(report: StepReport) -> str:
+    """Why a step report compares nothing, or ""."""
+    return step_note_words(report.note or "", report.error)
+
+
+def step_note_words(note: str, error: str) -> str:
+    if note == "error":
+        return f"the step probes could not be traced: {error}"
+    return STEP_NOTES.get(note, "")
+
+
 def flip_expects(label: str) -> str:
     """What a flip says is expected: the part before 'instead of'."""
     return label.split(" instead of ")[0]
@@ -90,8 +166,8 @@ def environment_step_text(e: EnvironmentStep) -> str:
     if e.others:
         what += f"; other packages changed: {env_text(e.others)}"
     return (
-        f"the {e.step.op} step's output differs from the golden's ({e.step.text}): that step runs "
-        f"on {e.library} here; {what}"
+        f"the {e.step.op} step's output differs from the golden's ({step_text(e.step)}): that "
+        f"step runs on {e.library} here; {what}"
     )
 
 
@@ -259,7 +335,7 @@ class _Words(dict[str, str]):
 
     def _step(self) -> str:
         assert self.lead.step is not None
-        return self.lead.step.text
+        return step_text(self.lead.step)
 
     def _map_what(self) -> str:
         assert self.lead.class_map is not None

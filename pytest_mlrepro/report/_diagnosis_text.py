@@ -27,7 +27,7 @@ from ..diagnosis import (
     short_number,
 )
 from ..goldens import DataChange
-from ._diagnosis_lead import change_text, env_change_text, lead_text
+from ._diagnosis_lead import change_text, env_change_text, lead_text, step_note_text, step_text
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
@@ -67,23 +67,21 @@ def manifest_section(e: ManifestEvidence) -> Section:
 def step_section(e: StepEvidence) -> Section:
     report, first = e.report, e.report.first
     if report.note or first is None:
-        lines = [
-            report.note
-            or f"every step's output is identical to the golden's on {report.probes} probes"
-        ]
+        identical = f"every step's output is identical to the golden's on {report.probes} probes"
+        lines = [step_note_text(report) or identical]
     else:  # resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical
-        summary = f"{first.op}: {first.text}"
+        summary = f"{first.op}: {step_text(first)}"
         if first.status == "removed":
             after = next((s for s in report.steps if s.status in ("differs", "added")), None)
             if after is not None:
-                summary += f"; then {after.op}: {after.text}"
+                summary += f"; then {after.op}: {step_text(after)}"
         same = [s.op for s in report.steps[: report.steps.index(first)] if s.status == "identical"]
         lines = [summary + (f"; {and_list(same)} identical" if same else "")]
     if report.environment_step is not None:
         env = report.environment_step
         lines.append(
             f"with the golden's own recorded pipeline, this machine's {env.op} output differs "
-            f"from the golden's: {env.text}"
+            f"from the golden's: {step_text(env)}"
         )
     moved = e.changed_probes
     if moved:  # a probe whose file changed differs from its fingerprints because of the data
