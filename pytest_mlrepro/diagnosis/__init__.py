@@ -21,9 +21,8 @@ from ._explain import (
     explain_class_count,
 )
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
-from ._layer_fingerprints import LayerReport
+from ._layer_fingerprints import LayerDiff, LayerReport, Precision
 from ._layer_fingerprints import record as record_layer_fingerprints
-from ._layer_fingerprints import rel as relative_to_std
 from ._lead import DataFacts, Lead, Reencoding, Rule
 from ._manifest_diff import ABSENT, Change
 from ._pitfalls import backends_in_play, left_out_backends
@@ -57,12 +56,14 @@ __all__ = [
     "EnvironmentStep",
     "Evidence",
     "FirstStepOutputs",
+    "LayerDiff",
     "LayerReport",
     "Lead",
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
     "PixelCheck",
+    "Precision",
     "ProbeOutputs",
     "Reencoding",
     "Rule",
@@ -82,7 +83,6 @@ __all__ = [
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
-    "relative_to_std",
     "same_step_outputs",
     "save_sensitivity",
     "sensitivity",

@@ -198,7 +198,7 @@ def with_layers(lead: Lead, layers: LayerReport | None) -> Lead:
     first layer whose output differs."""
     if layers is None or lead.cause not in MODEL_CAUSES:
         return lead
-    if layers.precision:
+    if layers.precision is not None:
         model = tuple(c for c in lead.model if c.path.endswith("sha256"))
         return Lead("precision", "precision", model[:1], layers=layers)
     return replace(lead, layers=layers) if layers.first is not None else lead

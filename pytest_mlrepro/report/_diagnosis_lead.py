@@ -3,9 +3,11 @@ table, from the facts its :class:`Lead` carries."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from .._visible import visible
 from ..diagnosis import (
     ABSENT,
     Change,
@@ -16,7 +18,10 @@ from ..diagnosis import (
     Delta,
     EnvChange,
     EnvironmentStep,
+    LayerDiff,
+    LayerReport,
     Lead,
+    Precision,
     ScoreTransform,
     StepDiff,
     StepReport,
@@ -144,6 +149,73 @@ def step_note_words(note: str, error: str) -> str:
     if note == "error":
         return f"the step probes could not be traced: {error}"
     return STEP_NOTES.get(note, "")
+
+
+def rel(delta: float) -> str:
+    """A difference relative to the golden's std: ``0.5×``, ``∞``."""
+    return "∞" if not math.isfinite(delta) else f"{delta:.2g}×"
+
+
+def layer_diff_text(d: LayerDiff) -> str:
+    g, n = d.golden, d.now
+    if g[2] != n[2]:
+        return f"shape {g[2]} → {n[2]}"
+    dtype = f"{g[3]} → {n[3]}, " if g[3] != n[3] else ""
+    return (
+        f"{dtype}max |x| {g[6]:.4g} → {n[6]:.4g}, mean {g[4]:.4g} → {n[4]:.4g}, std "
+        f"{g[5]:.4g} → {n[5]:.4g}: {rel(d.delta)} the golden's std"
+    )
+
+
+def layers_lead(r: LayerReport) -> str:
+    """The clause a lead adds: where the model's outputs first differ, and whether the
+    difference grows from there to the last layer."""
+    f = r.first
+    if f is None:
+        return ""
+    text = (
+        f"the first layer whose output differs is {visible(f.op)} {f.name!r} "
+        f"(layer {f.index + 1} of {r.layers}: {layer_diff_text(f)})"
+    )
+    last = r.grows()
+    if last is None:
+        return text
+    verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
+    at = visible(last.name)
+    return text + f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
+
+
+def precision_text(p: Precision) -> str:
+    parts = []
+    if p.quant is not None:
+        now, then, kinds = p.quant
+        parts.append(
+            f"the new model has {now} quantisation ops ({kinds}) where the golden's had {then}"
+        )
+    parts += [
+        f"{n} layer outputs are {dtype} where the golden's had {g}" for dtype, n, g in p.dtypes
+    ]
+    if p.scales:
+        moved = ", ".join(f"{name} {old:g} → {new:g}" for name, old, new in p.scales)
+        parts.append(f"the quantisation scale changed: {moved}")
+    return "; ".join(parts)
+
+
+def alignment_text(r: LayerReport) -> str:
+    if r.alignment == "name":
+        return "by name"
+    if r.alignment == "position":
+        return "by position and shape (the names differ)"
+    return (
+        f"no alignment holds: the golden's model has {r.golden_layers} layers, this one "
+        f"{r.layers}, and their names and shapes do not match in order"
+    )
+
+
+LAYER_NOTES = {
+    "absent": "the golden's layer probes are not in this run's data set",
+    "untraceable": "this model's layers cannot be traced with this runner",
+}
 
 
 def flip_expects(label: str) -> str:
@@ -361,9 +433,10 @@ class _Words(dict[str, str]):
     def _precision(self) -> str:
         layers = self.lead.layers
         assert layers is not None
-        where = f" ({layers.lead()})" if layers.first is not None else ""
+        where = f" ({layers_lead(layers)})" if layers.first is not None else ""
         changed = f" (the model changed: {change_text(self.lead.model[0])})"
-        return layers.precision + (changed if self.lead.model else "") + where
+        assert layers.precision is not None
+        return precision_text(layers.precision) + (changed if self.lead.model else "") + where
 
     def _data(self) -> DataFacts:
         assert self.lead.data is not None
@@ -462,5 +535,5 @@ def lead_text(lead: Lead) -> str:
     """The lead sentence of a diagnosis; the first layer that differs said after a model cause."""
     text = LEAD_TEXTS[lead.rule].format_map(_Words(lead))
     if lead.layers is not None and lead.rule != "precision":
-        return text.removesuffix(".") + "; " + lead.layers.lead() + "."
+        return text.removesuffix(".") + "; " + layers_lead(lead.layers) + "."
     return text

@@ -23,11 +23,21 @@ from ..diagnosis import (
     Section,
     StepEvidence,
     and_list,
-    relative_to_std,
     short_number,
 )
 from ..goldens import DataChange
-from ._diagnosis_lead import change_text, env_change_text, lead_text, step_note_text, step_text
+from ._diagnosis_lead import (
+    LAYER_NOTES,
+    alignment_text,
+    change_text,
+    env_change_text,
+    layers_lead,
+    lead_text,
+    precision_text,
+    rel,
+    step_note_text,
+    step_text,
+)
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
@@ -103,12 +113,13 @@ def step_section(e: StepEvidence) -> Section:
 def layer_section(report: LayerReport) -> Section:
     on = f", on the golden's {report.probes} layer probes" if report.probes else ""
     title = f"the model, layer by layer{on}:"
-    extra = [f"precision: {report.precision}"] if report.precision else []
+    precision = report.precision
+    extra = [f"precision: {precision_text(precision)}"] if precision is not None else []
     if report.error:
         return title, [f"the layers could not be traced: {report.error}", *extra]
     if report.note:
-        return title, [report.note, *extra]
-    lines = [f"{report.layers} layers aligned {report.alignment}", *extra]
+        return title, [LAYER_NOTES.get(report.note) or alignment_text(report), *extra]
+    lines = [f"{report.layers} layers aligned {alignment_text(report)}", *extra]
     first = report.first
     if first is None:
         lines.append(
@@ -116,12 +127,12 @@ def layer_section(report: LayerReport) -> Section:
             "its std): the model computes what it computed"
         )
         return title, lines
-    lines.append(report.lead())
+    lines.append(layers_lead(report))
     same = sum(1 for d in report.diffs if d.index < first.index)
     lines.append(f"the {same} layers before it are as the golden's")
     shown = [d for d in report.diffs if d.index >= first.index]
     for d in shown[:: max(1, len(shown) // 6)][:6]:
-        delta = relative_to_std(d.delta)
+        delta = rel(d.delta)
         lines.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {delta}")
     return title, lines
 

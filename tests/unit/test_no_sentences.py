@@ -22,10 +22,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_mlrepro"
 SCANNED = ("diagnosis",)
 # Still to be switched on, each by moving it out of here (issue 46, item 3): accuracy/ (being
 # reworked), and the diagnosis modules that still word their evidence (the pitfall flips' and
-# counterfactuals' labels, the layer comparison's words).
+# counterfactuals' labels).
 NOT_YET = {
     "accuracy",
-    "diagnosis/_layer_fingerprints.py",
     "diagnosis/_pitfalls.py",
     "diagnosis/_probe_trials.py",
     "diagnosis/_sensitivity.py",
