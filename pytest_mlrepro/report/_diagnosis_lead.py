@@ -320,19 +320,16 @@ def transform_text(t: ScoreTransform) -> str:
     return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
 
 
-class _Words(dict[str, str]):
+class _Words(dict[str, object]):
     """The pieces a rule's sentence is made of, each worded from the lead's facts when the
     sentence asks for it."""
 
     def __init__(self, lead: Lead) -> None:
-        super().__init__()
+        super().__init__(lead=lead, data=lead.data, flip=lead.flip, step=lead.step)
         self.lead = lead
 
     def __missing__(self, key: str) -> str:
         return str(getattr(self, "_" + key)())
-
-    def _cause(self) -> str:
-        return self.lead.cause
 
     def _model(self) -> str:
         return "the model changed (" + "; ".join(change_text(c) for c in self.lead.model) + ")"
@@ -401,11 +398,7 @@ class _Words(dict[str, str]):
         assert self.lead.env_step is not None
         return environment_step_text(self.lead.env_step)
 
-    def _op(self) -> str:
-        assert self.lead.step is not None
-        return self.lead.step.op
-
-    def _step(self) -> str:
+    def _difference(self) -> str:
         assert self.lead.step is not None
         return step_text(self.lead.step)
 
@@ -459,15 +452,6 @@ class _Words(dict[str, str]):
             f"re-encoded: same size, block means within {r.levels:.1f} levels of the golden's"
         )
 
-    def _moved(self) -> str:
-        return str(self._data().moved)
-
-    def _elsewhere(self) -> str:
-        return str(self._data().elsewhere)
-
-    def _worst(self) -> str:
-        return self._data().worst
-
     def _shift(self) -> str:
         k = self._data().label_shift
         if k is None:
@@ -481,9 +465,6 @@ class _Words(dict[str, str]):
         assert self.lead.other is not None
         return lead_text(self.lead.other).removeprefix("Likely cause")
 
-    def _error(self) -> str:
-        return self.lead.error
-
 
 _DATA = "Likely cause: the data — {parts}{how}"
 _BUT = ", so something else changed too — likely cause{rest}"
@@ -492,16 +473,16 @@ LEAD_TEXTS: dict[str, str] = {
     "class map": "Likely cause: {map_what}{model_in}: {map_how}.",
     "environment": "Likely cause: the environment — the manifest is unchanged, and {env_step}."
     "{workaround}",
-    "flip reverts": "Likely cause: {cause} — the manifest {reverts}, and {evidence}.",
-    "flip model": "Likely cause: {cause} — {model} and the new model expects other input: "
+    "flip reverts": "Likely cause: {lead.cause} — the manifest {reverts}, and {evidence}.",
+    "flip model": "Likely cause: {lead.cause} — {model} and the new model expects other input: "
     "{evidence}.",
-    "flip": "Likely cause: {cause} — {evidence}: the model or its golden expects "
+    "flip": "Likely cause: {lead.cause} — {evidence}: the model or its golden expects "
     "{expects}{env_flip}.",
     "transform model": "Likely cause: the score transform — {model}, and {transform}.",
     "transform": "Likely cause: the score transform — {transform}{model_too}.",
     "class permutation": "Likely cause: the model's output classes — {model_and}{permutation}.",
-    "environment step": "Likely cause: the environment — with an unchanged manifest, the {op} "
-    "step's output differs from the golden's ({step}){env_and}.",
+    "environment step": "Likely cause: the environment — with an unchanged manifest, the {step.op} "
+    "step's output differs from the golden's ({difference}){env_and}.",
     "same steps": "Likely cause: the model — preprocessing is identical to the golden's on every "
     "probe, {model}, and no known pitfall brings the predictions back.",
     "runtime": "Likely cause: the model runtime — preprocessing is identical to the golden's on "
@@ -509,25 +490,28 @@ LEAD_TEXTS: dict[str, str] = {
     "model": "Likely cause: the model — {model}, and no known pitfall brings the predictions back.",
     "edits": "Likely cause: the manifest's preprocessing edits{edits}, though no single flip "
     "brings the probe predictions back.",
-    "step": "Likely cause unknown — the {op} step's output differs from the golden's ({step}) but "
-    "no known pitfall brings the predictions back.",
+    "step": "Likely cause unknown — the {step.op} step's output differs from the golden's "
+    "({difference}) but no known pitfall brings the predictions back.",
     "unknown": "Likely cause unknown — no manifest edit, step difference or known pitfall explains "
     "the drift.",
     "precision": "Likely cause: the model's precision — {precision}.",
     "data": _DATA + ".",
     "data inverted": "Likely cause: {flip_category}, in the changed data — {parts}: the new files "
-    "are {label} restores the golden ({matched} probe predictions match).",
-    "data flip": "Likely cause: {flip_category}, in the changed data — {parts}, and with {label}, "
-    "{matched} probe predictions match the golden: the new files need {expects}.",
-    "data covers": _DATA + "; every sample whose prediction changed ({moved}) is among them.",
-    "data elsewhere": _DATA + ". But {elsewhere} of the {moved} samples whose prediction changed "
+    "are {flip.label} restores the golden ({flip.agree}/{flip.probes} probe predictions match).",
+    "data flip": "Likely cause: {flip_category}, in the changed data — {parts}, and with "
+    "{flip.label}, {flip.agree}/{flip.probes} probe predictions match the golden: the new files "
+    "need {expects}.",
+    "data covers": _DATA + "; every sample whose prediction changed ({data.moved}) is among them.",
+    "data elsewhere": _DATA
+    + ". But {data.elsewhere} of the {data.moved} samples whose prediction changed "
     "have the golden's data" + _BUT,
     "data labels": _DATA + "{shift}; every prediction is the golden's: the accuracy moved with "
     "the labels.",
-    "data worst": _DATA + ". But the largest score difference is on {worst}, whose data is the "
+    "data worst": _DATA
+    + ". But the largest score difference is on {data.worst}, whose data is the "
     "golden's" + _BUT,
     "class count": "Likely cause: {map_what}: {map_how}.",
-    "error": "diagnosis failed ({error})",
+    "error": "diagnosis failed ({lead.error})",
 }
 
 
