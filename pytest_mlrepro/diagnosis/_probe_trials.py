@@ -26,6 +26,11 @@ from ._wording import show_value
 
 # Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
 NoTrial = Literal["off", "no model", "disjoint"]
+# A counterfactual's kind and its facts, worded in report/ (_diagnosis_lead.FLIP_LABELS): the
+# recorded step (op, values), one put back (step), an added one removed (op), every edit undone,
+# a step the new model does itself (step), channels reordered (op, moved), the manifest as it is,
+# a pitfall (its description).
+Said = tuple[str, ...]
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
 
@@ -34,7 +39,7 @@ FINALISTS = 4  # (at most this many) then run on every probe
 class Counterfactual:
     """One pipeline tried on the probes, and how close it brings them to the golden."""
 
-    label: str  # reads after "with": "RGB instead of BGR"
+    label: Said  # what it is, worded by report/ to read after "with": "RGB instead of BGR"
     steps: tuple[Step, ...]
     category: str | None = None
     reverts: list[Change] = field(default_factory=list)  # manifest edits this one undoes
@@ -70,23 +75,22 @@ def _revert_candidates(
             mine = [
                 c for c in pre if c.path.split(".preprocess", 1)[1].startswith(f"[{now_index}]")
             ]
-            label = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
-            label = f"the recorded {now[now_index].op} ({label or 'as recorded'})"
+            values = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
+            label: Said = ("revert", now[now_index].op, values)
         elif now_index is None:
             assert rec_index is not None
             before = [n for n, r in pairs if n is not None and r is not None and r < rec_index]
             at = (max(before) + 1) if before else 1
             steps = (*now[:at], recorded[rec_index], *now[at:])
             mine = [c for c in pre if c.new is ABSENT and c.path.endswith(f"[{rec_index}]")]
-            label = f"the recorded {pitfalls.describe_step(recorded[rec_index])} put back"
+            label = ("put back", pitfalls.describe_step(recorded[rec_index]))
         else:
             steps = (*now[:now_index], *now[now_index + 1 :])
             mine = [c for c in pre if c.old is ABSENT and c.path.endswith(f"[{now_index}]")]
-            label = f"the added {now[now_index].op} step removed"
+            label = ("removed", now[now_index].op)
         out.append(Counterfactual(label, tuple(steps), _category(mine), mine))
     if recorded != now:  # (a duplicate of a single revert is dropped by the caller)
-        label = "the recorded preprocessing (every edit undone)"
-        out.append(Counterfactual(label, recorded, _category(pre), pre))
+        out.append(Counterfactual(("recorded",), recorded, _category(pre), pre))
     return out
 
 
@@ -112,11 +116,8 @@ def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
             continue
         steps = (*now[:index], *now[index + 1 :])
         if pitfalls.valid_steps(steps, manifest.input):
-            label = (
-                f"the manifest's {pitfalls.describe_step(step)} dropped (the new model does "
-                "it itself)"
-            )
-            out.append(Counterfactual(label, steps, category))
+            said = ("in graph", pitfalls.describe_step(step))
+            out.append(Counterfactual(said, steps, category))
     return out
 
 
@@ -134,9 +135,8 @@ def _reorder_candidates(
         return []
     back = pitfalls.Reorder(tuple(int(i) for i in np.argsort(order)))
     moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
-    label = f"the channels after {diff.op} put back in the golden's order (now ← golden: {moved})"
     steps = (*now[: diff.now_index + 1], back, *now[diff.now_index + 1 :])
-    return [Counterfactual(label, steps, pitfalls.BANDS)]
+    return [Counterfactual(("reorder", diff.op, moved), steps, pitfalls.BANDS)]
 
 
 def _candidates(
@@ -166,9 +166,9 @@ def _candidates(
         if existing is not None:
             # The same pipeline as a revert: keep the revert's evidence, name the pitfall.
             existing.category = v.pitfall
-            existing.label = v.description
+            existing.label = ("pitfall", v.description)
             continue
-        found[v.steps] = Counterfactual(v.description, v.steps, v.pitfall)
+        found[v.steps] = Counterfactual(("pitfall", v.description), v.steps, v.pitfall)
     for order, c in enumerate(found.values()):
         c.order = order
     return list(found.values())
@@ -217,7 +217,7 @@ def run_counterfactuals(
     rows = evaluation.results.rows(ids)
     base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
     baseline = Counterfactual(
-        "the manifest as it is",
+        ("as is",),
         tuple(manifest.input.preprocess),
         agree=int(round(base.agreement * base.samples)),
         probes=len(ids),

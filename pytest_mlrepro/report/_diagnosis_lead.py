@@ -218,6 +218,26 @@ LAYER_NOTES = {
 }
 
 
+FLIP_LABELS = {
+    "revert": "the recorded {} ({})",
+    "put back": "the recorded {} put back",
+    "removed": "the added {} step removed",
+    "recorded": "the recorded preprocessing (every edit undone)",
+    "in graph": "the manifest's {} dropped (the new model does it itself)",
+    "reorder": "the channels after {} put back in the golden's order (now ← golden: {})",
+    "as is": "the manifest as it is",
+    "pitfall": "{}",
+}
+
+
+def flip_label(c: Counterfactual) -> str:
+    """What a flip is, to read after "with": ``BGR instead of RGB``."""
+    kind, *facts = c.label
+    if kind == "revert" and not facts[1]:
+        facts[1] = "as recorded"
+    return FLIP_LABELS[kind].format(*facts)
+
+
 def flip_expects(label: str) -> str:
     """What a flip says is expected: the part before 'instead of'."""
     return label.split(" instead of ")[0]
@@ -348,7 +368,7 @@ class _Words(dict[str, object]):
         return self.lead.flip
 
     def _label(self) -> str:
-        return self._flip().label
+        return flip_label(self._flip())
 
     def _expects(self) -> str:
         return flip_expects(self._label())
@@ -369,7 +389,7 @@ class _Words(dict[str, object]):
         text = f"with {self._label()}, {self._matched()} probe predictions match the golden {how}"
         if lead.ties:
             verb = "do" if len(lead.ties) > 1 else "does"
-            ties = and_list([flip_expects(c.label) for c in lead.ties[:3]])
+            ties = and_list([flip_expects(flip_label(c)) for c in lead.ties[:3]])
             text += f" (as {verb} {ties}, identical on these probes)"
         return text
 
@@ -497,9 +517,9 @@ LEAD_TEXTS: dict[str, str] = {
     "precision": "Likely cause: the model's precision — {precision}.",
     "data": _DATA + ".",
     "data inverted": "Likely cause: {flip_category}, in the changed data — {parts}: the new files "
-    "are {flip.label} restores the golden ({flip.agree}/{flip.probes} probe predictions match).",
+    "are {label} restores the golden ({flip.agree}/{flip.probes} probe predictions match).",
     "data flip": "Likely cause: {flip_category}, in the changed data — {parts}, and with "
-    "{flip.label}, {flip.agree}/{flip.probes} probe predictions match the golden: the new files "
+    "{label}, {flip.agree}/{flip.probes} probe predictions match the golden: the new files "
     "need {expects}.",
     "data covers": _DATA + "; every sample whose prediction changed ({data.moved}) is among them.",
     "data elsewhere": _DATA

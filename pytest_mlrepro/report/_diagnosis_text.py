@@ -31,6 +31,7 @@ from ._diagnosis_lead import (
     alignment_text,
     change_text,
     env_change_text,
+    flip_label,
     layers_lead,
     lead_text,
     precision_text,
@@ -154,7 +155,7 @@ def counterfactual_section(e: CounterfactualEvidence) -> Section:
     if failed:
         lines.append(
             f"{len(failed)} flips cannot run on this model/data: "
-            + "; ".join(f"{c.label}: {c.error}" for c in failed[:2])
+            + "; ".join(f"{flip_label(c)}: {c.error}" for c in failed[:2])
             + (" …" if len(failed) > 2 else "")
         )
     title = (
@@ -172,7 +173,7 @@ def _flip_line(c: Counterfactual, e: CounterfactualEvidence) -> str:
     reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
     noop = ", the same outputs as the manifest as it is" if c.noop else ""
     return (
-        f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
+        f"{mark}with {flip_label(c)}{reverts}: {c.agree}/{c.probes} match"
         f" (max score diff {short_number(c.max_diff)}{noop})"
     )
 
