@@ -36,7 +36,7 @@ from ._step_fingerprints import Delta, StepDiff, StepReport
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import and_list, short_number, show_value, signed
+from ._wording import show_value
 
 __all__ = [
     "ABSENT",
@@ -72,7 +72,6 @@ __all__ = [
     "StepDiff",
     "StepEvidence",
     "StepReport",
-    "and_list",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
@@ -87,8 +86,6 @@ __all__ = [
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",
-    "short_number",
     "show_value",
-    "signed",
     "step_fingerprints_up_to_date",
 ]

@@ -25,11 +25,21 @@ from ..diagnosis import (
     ScoreTransform,
     StepDiff,
     StepReport,
-    and_list,
-    short_number,
     show_value,
-    signed,
 )
+
+
+def short_number(value: float, digits: int = 2) -> str:
+    return "-" if not math.isfinite(value) else "0" if value == 0 else f"{value:.{digits}g}"
+
+
+def signed(k: int) -> str:
+    """``+2``, ``−1`` (a minus sign, not a hyphen)."""
+    return f"+{k}" if k > 0 else f"−{-k}"
+
+
+def and_list(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def change_text(c: Change) -> str:

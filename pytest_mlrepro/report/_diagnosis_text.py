@@ -22,13 +22,12 @@ from ..diagnosis import (
     ManifestEvidence,
     Section,
     StepEvidence,
-    and_list,
-    short_number,
 )
 from ..goldens import DataChange
 from ._diagnosis_lead import (
     LAYER_NOTES,
     alignment_text,
+    and_list,
     change_text,
     env_change_text,
     flip_label,
@@ -36,6 +35,7 @@ from ._diagnosis_lead import (
     lead_text,
     precision_text,
     rel,
+    short_number,
     step_note_text,
     step_text,
 )
