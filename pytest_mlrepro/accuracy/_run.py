@@ -374,7 +374,9 @@ class _Run:
                 return
             named = None
             if r.diagnosis_probes is not None:  # the class indices mapped back, if one map does
-                named = explain_class_count(golden.results, now, recorded_classes, classes_now)
+                named = explain_class_count(
+                    golden.results, now, recorded_classes, classes_now, r.diagnosis_wording
+                )
             if named is not None:
                 self.add("diagnosis", named[1])
             raise self._fail(

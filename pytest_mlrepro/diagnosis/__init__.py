@@ -1,64 +1,80 @@
-"""Why a result drifted: step fingerprints, the pitfall catalogue, counterfactual probes, the
-explanation and the sensitivity table."""
+"""Why a result drifted, as facts: step fingerprints, the pitfall catalogue, counterfactual probes,
+the lead (a decision table) and the sensitivity table; report/ words them."""
 
 from __future__ import annotations
 
-from ._class_maps import explain_class_count
+from ._class_maps import ClassMap
 from ._data_changes import PixelCheck
 from ._data_changes import check as check_pixel_identity
 from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
-from ._environment_diff import env_change_text
+from ._environment_diff import EnvChange, EnvironmentStep
 from ._explain import (
-    Diagnosis,
     DiagnosisWording,
+    DriftDiagnosis,
     EnvironmentEvidence,
     Evidence,
     ManifestEvidence,
     Section,
     StepEvidence,
     diagnose,
+    explain_class_count,
 )
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
-from ._layer_fingerprints import LayerReport
+from ._layer_fingerprints import LayerDiff, LayerReport, Precision
 from ._layer_fingerprints import record as record_layer_fingerprints
-from ._layer_fingerprints import rel as relative_to_std
+from ._lead import DataFacts, Lead, Reencoding, Rule
+from ._manifest_diff import ABSENT, Change
 from ._pitfalls import backends_in_play, left_out_backends
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
-from ._sensitivity import Row as PitfallRow
-from ._sensitivity import Table as PitfallTable
+from ._score_changes import ClassPermutation, ScoreTransform
+from ._sensitivity import PitfallRow, PitfallTable, sensitivity
 from ._sensitivity import read as read_sensitivity
 from ._sensitivity import save as save_sensitivity
-from ._sensitivity import sensitivity
 from ._sensitivity import table_path as sensitivity_table_path
+from ._step_fingerprints import Delta, StepDiff, StepReport
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import and_list, short_number
+from ._wording import show_value
 
 __all__ = [
+    "ABSENT",
     "LAYER_TOLERANCE",
     "SCREEN",
+    "Change",
+    "ClassMap",
+    "ClassPermutation",
     "Counterfactual",
     "CounterfactualEvidence",
-    "Diagnosis",
+    "DataFacts",
+    "Delta",
     "DiagnosisWording",
+    "DriftDiagnosis",
+    "EnvChange",
     "EnvironmentEvidence",
+    "EnvironmentStep",
     "Evidence",
     "FirstStepOutputs",
+    "LayerDiff",
     "LayerReport",
+    "Lead",
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
     "PixelCheck",
+    "Precision",
     "ProbeOutputs",
+    "Reencoding",
+    "Rule",
+    "ScoreTransform",
     "Section",
+    "StepDiff",
     "StepEvidence",
-    "and_list",
+    "StepReport",
     "backends_in_play",
     "check_pixel_identity",
     "diagnose",
-    "env_change_text",
     "explain_class_count",
     "first_step_outputs",
     "left_out_backends",
@@ -66,11 +82,10 @@ __all__ = [
     "record_layer_fingerprints",
     "record_pixel_identity",
     "record_step_fingerprints",
-    "relative_to_std",
     "same_step_outputs",
     "save_sensitivity",
     "sensitivity",
     "sensitivity_table_path",
-    "short_number",
+    "show_value",
     "step_fingerprints_up_to_date",
 ]

@@ -1,45 +1,42 @@
-"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's,
-with no extra model run.
-
-Shared models disagree on what an output index means more often than on anything else: a
-1001-class head (background at index 0, TF-slim style) sliced at the wrong end makes every
-prediction the golden's class + 1; a model exported with 1001 outputs where the golden had 1000
-moves every class by one; an export in another class order maps each class to another index.
-Each is a function from the golden's class indices to this run's, and each has a counterfactual
-that needs no model run: the predictions mapped back through it match the golden's.
-
-* :func:`constant_shift`: every prediction moved by the same ``k`` (modulo the class count).
-* :func:`index_map`: a consistent map (each golden class to one class of this run), learnt from
-  the top-k of the *other* samples, so that a sample never confirms its own mapping.
-* :func:`class_count_map`: a class added or removed (1001 ↔ 1000): at the front (a background
-  class, every index moved by one) or at the end (indices unchanged).
-"""
+"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's with
+no model run: shared models disagree on what an output index means more than on anything else
+(a 1001-class head sliced at the wrong end, a 1001 ↔ 1000 export, another class order)."""
 
 from __future__ import annotations
 
-import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..goldens import Results
-from ._wording import signed
 
 # A map names the cause only when it brings back nearly every prediction (a few may sit on the
 # classes it cannot carry: the last class pushed out of a sliced head) and the predictions as
 # they are match rarely: no chance agreement of a near-random model is taken for a map.
 _RESTORES = 0.9
+INDEX_MAP = "class index map"  # the cause (label offset: a shift, a class added or dropped)
 _AS_IS = 0.5
 
 
 @dataclass(frozen=True)
 class ClassMap:
-    """A map from the golden's class indices to this run's that restores its predictions."""
+    """A map from the golden's class indices to this run's that restores ``hits`` of
+    ``checked`` predictions (``as_is`` of ``total`` match without it)."""
 
-    cause: str  # "label offset" or "class index map"
-    what: str  # what the map is, in words
-    counterfactual: str  # "with labels shifted by −1, 998/1000 predictions match the golden's"
+    kind: str  # "shift", "index" or "count"
+    hits: int
+    checked: int
+    as_is: int
+    total: int
+    k: int = 0  # the shift (kind shift, count: 0 for a class at the end)
+    moved: tuple[tuple[int, int], ...] = ()  # (golden's, this run's) classes that moved (index)
+    seen: int = 0  # classes seen (index)
+    classes: tuple[int, int] = (0, 0)  # (this run's, the golden's) class counts (count)
+
+    @property
+    def cause(self) -> str:
+        return INDEX_MAP if self.kind == "index" else "label offset"
 
 
 def shared_rows(golden: Results, now: Results) -> tuple[Results, Results]:
@@ -76,18 +73,7 @@ def constant_shift(golden: Results, now: Results, classes: int) -> ClassMap | No
     rest = (n[:, 1:] - g[:, 1:]) % classes
     if rest.size and np.count_nonzero(rest == k_mod) < _RESTORES * 0.8 * rest.size:
         return None
-    hint = ""
-    if abs(k) == 1:
-        hint = (
-            " (what a 1001-class head with a background class at index 0 gives when it is "
-            "sliced at the wrong end, or a labels file that counts from 1)"
-        )
-    return ClassMap(
-        "label offset",
-        f"a label offset — every prediction is the golden's class {signed(k)}{hint}",
-        f"with labels shifted by {signed(-k)}, {hits}/{total} predictions match the "
-        f"golden's (as they are, {as_is}/{total})",
-    )
+    return ClassMap("shift", hits, total, as_is, total, k)
 
 
 def index_map(golden: Results, now: Results) -> ClassMap | None:
@@ -122,18 +108,8 @@ def index_map(golden: Results, now: Results) -> ClassMap | None:
     if targets < _RESTORES * sources:
         return None
     mapping = {old: c.most_common(1)[0][0] for old, c in counts.items()}
-    moved = sorted((old, new) for old, new in mapping.items() if old != new)
-    shown = ", ".join(f"{old} → {new}" for old, new in moved[:4]) + (" …" if len(moved) > 4 else "")
-    left = total - confirmable
-    unranked = f"the other {left} have classes no other sample ranks; " if left else ""
-    return ClassMap(
-        "class index map",
-        f"a class-index map — the model's output classes follow another index order "
-        f"({shown}; {len(moved)} of {len(mapping)} classes seen moved)",
-        f"with each prediction mapped back through the map the other samples' top-k give, "
-        f"{hits}/{confirmable} predictions match the golden's ({unranked}as they are, "
-        f"{as_is}/{total})",
-    )
+    moved = tuple(sorted((old, new) for old, new in mapping.items() if old != new))
+    return ClassMap("index", hits, confirmable, as_is, total, moved=moved, seen=len(mapping))
 
 
 def class_count_map(
@@ -156,44 +132,5 @@ def class_count_map(
     if best is None:
         return None
     k, hits = best
-    counts = f"the model has {classes_now} output classes, the golden {recorded}"
-    what, fix = {  # (a class more, the shift): what the map is, and what undoes it
-        (True, 1): (
-            f"a background class at index 0 — {counts} (TF-slim style), and every prediction "
-            "is the golden's class +1",
-            "with the first output dropped (labels shifted by −1)",
-        ),
-        (True, 0): (
-            f"an extra class at the end — {counts}, with the golden's indices kept",
-            "with the last output dropped",
-        ),
-        (False, -1): (
-            f"the background class at index 0 is gone — {counts}, and every prediction is the "
-            "golden's class −1",
-            "with a background class put back at index 0 (labels shifted by +1)",
-        ),
-        (False, 0): (
-            f"the last class is gone — {counts}, with the golden's indices kept",
-            "with the indices as they are",
-        ),
-    }[(more, k)]
     as_is = int(np.count_nonzero(n[:, 0] == g[:, 0]))
-    return ClassMap(
-        "label offset",
-        what,
-        f"{fix}, {hits}/{total} predictions match the golden's (as they are, {as_is}/{total})",
-    )
-
-
-def explain_class_count(
-    golden: Results, now: Results, recorded: int, classes_now: int, width: int = 100
-) -> tuple[str, str] | None:
-    """(text, cause) for a model whose class count is not the golden's, when a class added or
-    dropped at the front or the end brings its predictions back; None otherwise."""
-    found = class_count_map(golden, now, recorded, classes_now)
-    if found is None:
-        return None
-    lead = f"Likely cause: {found.what}: {found.counterfactual}."
-    lines = ["diagnosis (from the golden's recorded top-k and this run's; no model re-run)"]
-    lines += textwrap.wrap(lead, width - 2, initial_indent="  ", subsequent_indent="  ")
-    return "\n".join(lines), found.cause
+    return ClassMap("count", hits, total, as_is, total, k, classes=(classes_now, recorded))

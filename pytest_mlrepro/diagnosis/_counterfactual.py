@@ -1,14 +1,6 @@
-"""Run many preprocessing variants of one manifest on one loaded model, sharing the work.
-
-Variants differ in one step, so most of their work is common: every variant of the resize
-shares the decode and the crop, every normalisation variant shares everything up to the cast.
-:func:`score_pipelines` walks the pipelines as a prefix tree, one chunk of samples at a time:
-each distinct prefix is computed once per sample, only the arrays on the current path are kept
-(memory: chunk × depth, not chunk × variants), and a batch that is byte-identical to one already
-run (a flip that changes nothing on these images) reuses its scores instead of running the model.
-
-Used by diagnosis (the counterfactual probes) and by the pitfall sensitivity table.
-"""
+"""Run many preprocessing variants of one manifest on one loaded model, sharing the work: the
+pipelines are walked as a prefix tree one chunk at a time (each prefix computed once, memory
+chunk × depth), and a batch byte-identical to one already run reuses its scores."""
 
 from __future__ import annotations
 
@@ -52,12 +44,8 @@ def score_pipelines(
     chunk: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Outcome]:
-    """Scores of ``samples`` under each of ``pipelines`` (steps, decode first) on ``runner``.
-
-    A pipeline whose step fails on a sample, whose outputs differ in shape, or whose batch the
-    model rejects gets an :class:`Outcome` with ``error`` set; the others are unaffected.
-    ``progress`` is called with the number of samples done after each chunk.
-    """
+    """Scores of ``samples`` under each of ``pipelines`` on ``runner``; a pipeline that fails gets
+    an :class:`Outcome` with ``error`` set, the others are unaffected."""
     chunk = chunk or max(1, manifest.runtime.batch_size)
     workers = max(1, min(4, os.cpu_count() or 1))
     parts: list[list[np.ndarray]] = [[] for _ in pipelines]

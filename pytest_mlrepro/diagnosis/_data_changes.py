@@ -1,16 +1,6 @@
-"""When the data changed since the golden: which changed files are still the golden's input, how
-the others differ, and whether the change covers the drift.
-
-The identity of each file's decoded pixels tells a byte change that is not a data change (a
-JPEG comment added, a PNG stored under a ``.JPEG`` name, an ICC profile inserted) from one that
-is. A golden keeps, per sample, 16 hex digits of the sha256 of the decode step's output (its
-``pixels`` block; :func:`record`). When a file's bytes differ from the golden's, it is decoded
-again (only the changed files) and its hash compared with the golden's: the same pixels are the
-same input to the model. A golden recorded before the block falls back on its step probes,
-whose decode fingerprints hash the same output the same way; a changed file that neither
-covers is unknown, and stays a data change. Of the files that do change the input, the decoded
-step probes tell the same pictures re-encoded from other pictures (:func:`how_files_changed`).
-"""
+"""When the data changed since the golden: whether a changed file still decodes to the golden's
+pixels (a JPEG comment, a PNG under a ``.JPEG`` name: same input), whether the others are the same
+pictures re-encoded, and whether the change covers the drift."""
 
 from __future__ import annotations
 
@@ -24,10 +14,10 @@ from ..data import Sample
 from ..goldens import Comparison, DataChange
 from ..manifest import Manifest
 from ..pipeline import Step
+from ._lead import DataFacts, Lead, Reencoding, Rule
 from ._pitfalls import INVERTED
 from ._probe_trials import Counterfactual
 from ._step_fingerprints import decode_fingerprints, digest, fingerprint, trace
-from ._wording import flip_expects, signed
 
 
 def _decode(steps: Sequence[Step]) -> Step | None:
@@ -98,14 +88,12 @@ _REENCODED_LEVELS = 4.0
 
 def how_files_changed(
     probes: Any, data: DataChange, by_id: Mapping[str, Sample], manifest: Manifest
-) -> str:
-    """What the changed files among the golden's step probes are, from their decoded pixels
-    against the decode fingerprints the golden recorded: the same pixels (a lossless
-    re-encoding, or metadata only), the same pictures re-encoded (same size, block means
-    within a few levels), or other pictures (then nothing is said: the file list says it)."""
+) -> Reencoding | None:
+    """How the changed files among the step probes changed: the golden's pixels, or the same
+    pictures re-encoded (same size, block means within a few levels); None: other pictures."""
     decode = _decode(manifest.input.preprocess)
     if decode is None:
-        return ""
+        return None
     same, close, levels = 0, 0, 0.0
     for sample_id, then in decode_fingerprints(probes).items():
         sample = by_id.get(sample_id)
@@ -114,7 +102,7 @@ def how_files_changed(
         try:
             now = fingerprint(trace([decode], sample)[0])
         except Exception:  # a file that no longer decodes: the evidence says so elsewhere
-            return ""
+            return None
         if now.get("sha256") == then.get("sha256"):
             same += 1
             continue
@@ -122,84 +110,54 @@ def how_files_changed(
         if list(now.get("shape", [])) != list(then.get("shape", [])) or (
             thumbs[0].shape != thumbs[1].shape
         ):
-            return ""
+            return None
         moved = float(np.abs(thumbs[0] - thumbs[1]).max())
         if moved > _REENCODED_LEVELS:
-            return ""
+            return None
         close += 1
         levels = max(levels, moved)
-    if same + close == 0:
-        return ""
-    if close == 0:
-        return (
-            f"the {same} changed files among the step probes decode to the very same pixels "
-            "as the golden's (re-encoded losslessly, or metadata only)"
-        )
-    return (
-        f"the {same + close} changed files among the step probes are the same pictures "
-        f"re-encoded: same size, block means within {levels:.1f} levels of the golden's"
-    )
+    return Reencoding(same, close, levels) if same + close else None
 
 
 def data_lead(
     data: DataChange,
     comparison: Comparison,
-    other: str,
+    other: Lead,
     flip: Counterfactual | None = None,
-    how: str = "",
-) -> str:
-    """The lead when the data changed: what changed (and how, where the decoded probes tell:
-    ``how``), then whether it covers the drift. A flip that brings the probes back on the
-    changed data is the more specific cause: it leads."""
-    parts = "; ".join(data.parts())
-    lead = f"Likely cause: the data — {parts}" + (f"; {how}" if how else "")
+    how: Reencoding | None = None,
+) -> Lead:
+    """The lead when the data changed; a flip that brings the probes back on the changed data is
+    the more specific cause."""
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
-    rest = other.removeprefix("Likely cause")
+    worst = comparison.max_score_diff_id or ""
+    worst = worst if worst not in data.ids and "score" in comparison.failures else ""
+    facts = DataFacts(
+        tuple(data.parts()), len(moved), len(elsewhere), how, _label_shift(data), worst
+    )
+    rule: Rule = "data"
     if flip is not None and data.files and not elsewhere and flip.category == INVERTED:
-        # The files are negatives: said as what restores them, not as a step they "need".
-        return (
-            f"Likely cause: {INVERTED}, in the changed data — {parts}: the new files are "
-            f"{flip.label} restores the golden ({flip.agree}/{flip.probes} probe predictions "
-            "match)."
-        )
-    if flip is not None and data.files and not elsewhere and not how:
-        # (When the decoded probes show the same pictures re-encoded, that is the change: a
-        # flip that happens to bring the probes back on them is no cause.)
-        return (
-            f"Likely cause: {flip.category or 'preprocessing'}, in the changed data — {parts}, "
-            f"and with {flip.label}, {flip.agree}/{flip.probes} probe predictions match the "
-            f"golden: the new files need {flip_expects(flip.label)}."
-        )
-    if moved and not elsewhere:
-        return lead + f"; every sample whose prediction changed ({len(moved)}) is among them."
-    if elsewhere:
-        return (
-            lead + f". But {len(elsewhere)} of the {len(moved)} samples whose prediction changed "
-            f"have the golden's data, so something else changed too — likely cause{rest}"
-        )
-    if data.labels and not data.files and not data.added:
-        return (
-            lead + _label_shift(data) + "; every prediction is the golden's: the accuracy moved "
-            "with the labels."
-        )
-    worst = comparison.max_score_diff_id
-    if worst and worst not in data.ids and "score" in comparison.failures:
-        return (
-            lead + f". But the largest score difference is on {worst}, whose data is the "
-            f"golden's, so something else changed too — likely cause{rest}"
-        )
-    return lead + "."
+        rule = "data inverted"  # the files are negatives: said as what restores them
+    elif flip is not None and data.files and not elsewhere and how is None:
+        # (When the decoded probes show the same pictures re-encoded, that is the change: a flip
+        # that happens to bring the probes back on them is no cause.)
+        rule = "data flip"
+    elif moved and not elsewhere:
+        rule = "data covers"
+    elif elsewhere:
+        rule = "data elsewhere"
+    elif data.labels and not data.files and not data.added:
+        rule = "data labels"
+    elif worst:
+        rule = "data worst"
+    flip = flip if rule in ("data inverted", "data flip") else None
+    return Lead(rule, "data", flip=flip, data=facts, other=other)
 
 
-def _label_shift(data: DataChange) -> str:
-    """``: every label shifted by +1`` when the changed labels all moved by one constant (a
-    labels file that counts from 1, or counts a background class); else ""."""
+def _label_shift(data: DataChange) -> int | None:
+    """The constant every changed label moved by (a labels file that counts from 1, or counts a
+    background class), if they all moved by one; else None."""
     shifts = {c.now - c.golden for c in data.labels}
     if len(shifts) != 1 or len(data.labels) < max(2, data.samples // 2):
-        return ""
-    k = shifts.pop()
-    return (
-        f": a label offset, every changed label is the golden's {signed(k)} (with labels shifted "
-        f"by {signed(-k)}, they are the golden's)"
-    )
+        return None
+    return shifts.pop()

@@ -1,21 +1,12 @@
-"""The pictures of a drift: the golden pipeline's and the current pipeline's output of the first
-preprocessing step that differs, for a few probe samples.
-
-The golden keeps the manifest it was recorded with, so its preprocessing can be rebuilt
-(:func:`~._manifest_diff.recorded_steps`) and re-run here, step by step
-(:func:`~._step_fingerprints.trace`). Which step differs first is the step fingerprints' answer
-(:func:`~._step_fingerprints.compare_steps`, the same one the diagnosis text gives); for a golden
-recorded before it kept step fingerprints, the recorded pipeline's fingerprints on the shown
-probe samples are made here and compared the same way.
-
-Only a drifted item asks for this (and only when an HTML report is written): the arrays are
-returned as they are, and the report decides how to show them.
-"""
+"""The pictures of a drift: the golden pipeline's (rebuilt from its recorded manifest) and the
+current pipeline's output of the first step that differs, for a few probe samples; the report
+decides how to show them."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -38,13 +29,19 @@ class ProbeOutputs:
     now: np.ndarray | None
 
 
+# Why there are no pictures, or what they cannot show: the recorded preprocessing cannot be
+# rebuilt, every step identical, the probes not traced (or a step report's own note); the
+# environment changes the golden's own pipeline here; the step added, or removed.
+DriftNote = Literal[
+    "unbuilt", "identical", "untraced", "environment", "added", "removed", "error", "unrecorded",
+    "absent",
+]  # fmt: skip
+
+
 @dataclass
 class FirstStepOutputs:
-    """The first differing step and its outputs on a few probe samples.
-
-    ``first`` is None when no step differs (or none could be compared); ``note`` says why, or
-    adds what the pictures cannot show (an environment that changes the golden's own pipeline).
-    The indexes are of the outputs shown (``StepReport.compared_outputs``)."""
+    """The first differing step and its outputs on a few probe samples; ``note`` says why there is
+    none, or what the pictures cannot show."""
 
     first: probe_store.StepDiff | None = None
     golden_index: int | None = None
@@ -54,7 +51,10 @@ class FirstStepOutputs:
     golden_order: str = "RGB"  # the channel order of the shown outputs
     now_order: str = "RGB"
     probes: list[ProbeOutputs] = field(default_factory=list)
-    note: str = ""
+    note: DriftNote | None = None
+    error: str = ""  # (note "error") why the probes could not be traced
+    compared: int = 0  # (note "identical") the probes compared
+    environment: probe_store.StepDiff | None = None  # (note "environment")
 
 
 def first_step_outputs(
@@ -63,16 +63,11 @@ def first_step_outputs(
     samples: Sequence[Sample],
     prefer: Collection[str] = (),
 ) -> FirstStepOutputs:
-    """The outputs of the first preprocessing step whose output differs from the golden
-    pipeline's, for ``SHOWN`` probe samples (half of them, where possible, from ``prefer``: the
-    samples whose prediction changed). Never raises for a pipeline that cannot run: the
-    ``note`` says so."""
+    """The outputs of the first step that differs from the golden pipeline's, for ``SHOWN`` probes
+    (half from ``prefer`` where possible); never raises: the ``note`` says why not."""
     recorded = recorded_steps(golden.manifest)
     if recorded is None:
-        return FirstStepOutputs(
-            note="the golden's recorded preprocessing cannot be rebuilt here (a step it names "
-            "is not registered in this run)"
-        )
+        return FirstStepOutputs(note="unbuilt")
     steps = tuple(manifest.input.preprocess)
     by_id = {s.id: s for s in samples}
     try:
@@ -85,8 +80,8 @@ def first_step_outputs(
         report = probe_store.compare_steps(probes, steps, samples, recorded)
         first, environment = report.first, report.environment_step
         if report.note or first is None:
-            same = f"every step's output is identical to the golden's on {report.probes} probes"
-            return FirstStepOutputs(note=report.note or same)
+            return FirstStepOutputs(note=report.note or "identical", error=report.error,
+                                    compared=report.probes)  # fmt: skip
         assert probes is not None  # (a step was compared: the block is well formed)
         ids = [i for i in probes["samples"] if i in by_id]
         chosen = probe_store.select(ids, SHOWN, prefer)
@@ -111,19 +106,11 @@ def first_step_outputs(
                 )
             )
     except Exception as exc:  # a probe that no longer decodes, say: the report says so
-        return FirstStepOutputs(note=f"the probe samples could not be traced: {exc}")
+        return FirstStepOutputs(note="untraced", error=str(exc))
     if environment is not None:
-        out.note = (
-            f"with the golden's own recorded pipeline, this machine's {environment.op} output "
-            f"differs from the golden's ({environment.text}): the golden pipeline's pictures "
-            "are made here, so they show this machine's outputs, not the recorded ones"
-        )
-    elif first.status == "added":
-        out.note = f"{first.op} is a step the golden's pipeline does not have: its output is "
-        out.note += "shown beside the golden pipeline's output of the step before it"
-    elif first.status == "removed":
-        out.note = f"{first.op} is gone from the current pipeline: the golden pipeline's output "
-        out.note += "of it is shown beside the current pipeline's output of the step before it"
+        out.note, out.environment = "environment", environment
+    elif first.status in ("added", "removed"):
+        out.note = "added" if first.status == "added" else "removed"
     return out
 
 

@@ -1,15 +1,15 @@
-"""The environment diff: which fields of the golden's recorded environment (framework and library
-versions, libjpeg, threads, device, the CPU and its ISA flags, numeric packages and settings)
-differ from this run's, how each reads, and which of them can act on a step or on the model
-run."""
+"""The environment diff: which fields of the golden's recorded environment differ from this
+run's, and which of them can act on a step or on the model run."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import _step_fingerprints as probe_store
-from ._wording import show_value
+
+EnvChange = tuple[str, Any, Any]  # (field, the golden's value, this run's)
 
 _ENV_FOR_STEP = {
     "decode": ("pillow", "libjpeg", "libjpeg_turbo", "opencv", "tensorflow"),
@@ -23,7 +23,7 @@ _ENV_FOR_STEP = {
 _LATER_ENV_FIELDS = ("cpu_vendor", "cpu_flags", "numeric_packages", "numeric_settings")
 
 
-def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[EnvChange]:
     def flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in d.items():
@@ -46,27 +46,7 @@ def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, 
     ]
 
 
-def env_change_text(key: str, old: Any, new: Any) -> str:
-    """How one environment field changed, readably: ISA flags as ``+avx512f -amx_tile``, a
-    package or setting that one side lacks as not installed or unset, else ``old → new``."""
-    if key == "cpu_flags" and isinstance(old, list) and isinstance(new, list):
-        added = [f"+{f}" for f in new if f not in old]
-        removed = [f"-{f}" for f in old if f not in new]
-        return " ".join(added + removed)
-    absent = {"numeric_packages": "(not installed)", "numeric_settings": "(unset)"}.get(
-        key.split(".", 1)[0]
-    )
-    if absent is not None:
-        shown_old = absent if old is None else show_value(old)
-        return f"{shown_old} → {absent if new is None else show_value(new)}"
-    return f"{show_value(old)} → {show_value(new)}"
-
-
-def env_text(items: Sequence[tuple[str, Any, Any]]) -> str:
-    return "; ".join(f"{k} {env_change_text(k, a, b)}" for k, a, b in items)
-
-
-def model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+def model_run_env(env_changes: Sequence[EnvChange]) -> list[EnvChange]:
     """The environment changes that act on the model run: the runtime's, then the CPU's ISA, the
     numeric packages and settings."""
     runtime = [e for e in env_changes if e[0].startswith("runtime.")]
@@ -80,8 +60,8 @@ def model_run_env(env_changes: list[tuple[str, Any, Any]]) -> list[tuple[str, An
 
 
 def relevant_env(
-    env_changes: list[tuple[str, Any, Any]], report: probe_store.StepReport
-) -> list[tuple[str, Any, Any]]:
+    env_changes: Sequence[EnvChange], report: probe_store.StepReport
+) -> list[EnvChange]:
     step = report.environment_step or report.first
     keys = _ENV_FOR_STEP.get(step.op, ()) if step is not None else ()
     return [e for e in env_changes if e[0] in keys]
@@ -90,9 +70,8 @@ def relevant_env(
 def step_library(
     op: str, params: Mapping[str, Any] | None, env: Mapping[str, Any]
 ) -> tuple[str, tuple[str, ...]]:
-    """The library a step runs on here, with its version as this run has it (``Pillow 11.0.0
-    (libjpeg-turbo 6.2)``), and the environment fields that are its version and build. A decode
-    or resize runs on its backend; the other steps on numpy."""
+    """The library a step runs on here with its version (``Pillow 11.0.0 (libjpeg-turbo 6.2)``),
+    and the environment fields of its version and build."""
     backend = str((params or {}).get("backend", "")) if op in ("decode", "resize") else ""
     packages = env.get("numeric_packages")
     packages = packages if isinstance(packages, Mapping) else {}
@@ -112,16 +91,25 @@ def step_library(
     return f"numpy {env.get('numpy') or '?'}", ("numpy",)
 
 
-def environment_step_text(
+@dataclass(frozen=True)
+class EnvironmentStep:
+    """With the golden's own pipeline run here, the step that differs, the library it runs on, and
+    the environment changes: that library's, the CPU's, other packages'."""
+
+    step: probe_store.StepDiff
+    library: str
+    changed: tuple[EnvChange, ...]
+    cpu: tuple[EnvChange, ...]
+    others: tuple[EnvChange, ...]
+
+
+def environment_step(
     report: probe_store.StepReport,
     steps: Sequence[Any],
     env_now: Mapping[str, Any],
-    env_changes: list[tuple[str, Any, Any]],
-) -> str | None:
-    """With the golden's own pipeline run here, the step whose output differs from the golden's
-    and what it runs on, in words: ``the decode step's output differs from the golden's (…): it
-    runs on Pillow 11.0.0 (libjpeg-turbo 3.0) here, and pillow 10.4.0 → 11.0.0``. None when no
-    step differs for the environment. ``steps``: the manifest's steps (their backends)."""
+    env_changes: Sequence[EnvChange],
+) -> EnvironmentStep | None:
+    """None when no step differs for the environment. ``steps``: the manifest's (backends)."""
     step = report.environment_step
     if step is None:
         return None
@@ -130,21 +118,7 @@ def environment_step_text(
     if index is not None and index < len(steps) and getattr(steps[index], "op", "") == step.op:
         params = steps[index].params()
     library, keys = step_library(step.op, params, env_now)
-    changed = [e for e in env_changes if e[0] in keys]
-    cpu = [e for e in env_changes if e[0] in ("cpu", "cpu_vendor", "cpu_flags")]
-    if changed:
-        what = f"{library.split(' ')[0]} changed: {env_text(changed)}"
-    else:
-        what = (
-            "no recorded version of it changed, so its build or its behaviour did (the same "
-            "version built otherwise, patched, or configured otherwise)"
-        )
-    if cpu:
-        what += f"; the CPU changed too: {env_text(cpu[:2])}"
+    changed = tuple(e for e in env_changes if e[0] in keys)
+    cpu = tuple(e for e in env_changes if e[0] in ("cpu", "cpu_vendor", "cpu_flags"))
     others = [e for e in env_changes if e not in changed and e not in cpu and "." in e[0]]
-    if others:
-        what += f"; other packages changed: {env_text(others[:3])}"
-    return (
-        f"the {step.op} step's output differs from the golden's ({step.text}): that step runs "
-        f"on {library} here; {what}"
-    )
+    return EnvironmentStep(step, library, changed, cpu[:2], tuple(others[:3]))

@@ -1,32 +1,6 @@
-"""From a drift to its likely cause: which pitfall, step or environment change moved the results.
-
-Runs only when an item fails against its golden. A change of the data itself (a file whose
-sha256 or label differs from the golden's, ``goldens/_data_identity.py``; how the files changed,
-``_data_changes.py``) is named before anything else; then four sources of evidence, most telling
-first:
-
-1. **counterfactual probes**: re-run a probe subset (64 samples by default, half of them samples
-   whose prediction changed) with one known pitfall flipped at a time (``_pitfalls.py``), and with
-   each of the manifest's own edits reverted one at a time, on the model that is already loaded.
-   A flip that brings the probe predictions back to the golden names the cause, whether the
-   manifest changed or the model did (a model re-exported to expect BGR is found by the BGR flip;
-   ``_probe_trials.py``);
-2. the **manifest diff** against the manifest the golden was recorded with (``_manifest_diff.py``);
-3. the **per-step fingerprints** of the golden's step probes (``_step_fingerprints.py``): the first
-   preprocessing step whose output differs, and by how much; and whether this machine reproduces
-   the golden's fingerprints with the recorded pipeline (if not, the environment changed them);
-4. the **environment diff** (framework and library versions, libjpeg, threads, device, the CPU
-   and its ISA flags, the numeric packages and settings; ``_environment_diff.py``).
-
-When every sample's ranking is the golden's and only the scores moved, the lead says so (the
-score transform changed: a softmax applied twice, a temperature; ``_score_changes.py``) rather
-than naming no cause.
-
-The result is a lead sentence (the most likely cause, ``_lead.py``) followed by the evidence: one
-fact per source (the evidence types below), each worded as a section by its renderer in
-``report/_diagnosis_text.py``, which the caller hands in as a :class:`DiagnosisWording`. Nothing
-here raises on odd input: a diagnosis that cannot be made says why.
-"""
+"""From a drift to its likely cause, as facts: the data change first, then the counterfactual
+probes, the manifest diff, the step and layer fingerprints and the environment diff; the lead is
+the decision table's (``_lead.py``). report/ words it all; a diagnosis never raises."""
 
 from __future__ import annotations
 
@@ -38,19 +12,20 @@ from typing import Any
 from ..errors import ManifestError
 from ..evaluation import Evaluation
 from ..fingerprint import environment
-from ..goldens import Comparison, DataChange, Golden
+from ..goldens import Comparison, DataChange, Golden, Results
 from ..manifest import Manifest, parse_manifest
 from ..pipeline import Step
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
-from ._class_maps import constant_shift, index_map
+from ._class_maps import class_count_map, constant_shift, index_map
 from ._data_changes import data_lead, how_files_changed
-from ._environment_diff import env_diff, environment_step_text
-from ._lead import MODEL_CAUSES, lead_sentence
+from ._environment_diff import env_diff, environment_step
+from ._lead import MODEL_CAUSES, Facts, Lead, decide, with_layers
 from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
     CounterfactualEvidence,
+    NoTrial,
     most_moved,
     probe_order,
     run_counterfactuals,
@@ -60,10 +35,9 @@ from ._step_fingerprints import compare_steps
 
 WIDTH = 100
 
-# The evidence, one type per source (CounterfactualEvidence in _probe_trials.py, whose lead
-# sentence asks it which flips restore the probes): facts only, each worded by its renderer in
-# report/_diagnosis_text.py, handed in by the caller above (DiagnosisWording): diagnosis/ importing
-# report/ would close the cycle report -> accuracy -> diagnosis -> report (pyproject.toml).
+# The evidence, one type per source: facts, each worded by its renderer in report/, handed in
+# (DiagnosisWording): diagnosis/ importing report/ would close the cycle report -> accuracy ->
+# diagnosis -> report (pyproject.toml).
 Section = tuple[str, list[str]]  # a title and its lines
 
 
@@ -76,8 +50,7 @@ class ManifestEvidence:
 
 @dataclass(frozen=True)
 class StepEvidence:
-    """The golden's step probes re-traced: the first preprocessing step whose output differs.
-    ``changed_probes``: the probes whose data file changed since the golden."""
+    """The golden's step probes re-traced; ``changed_probes``: those whose file changed."""
 
     report: probe_store.StepReport
     changed_probes: Sequence[str] = ()
@@ -86,15 +59,12 @@ class StepEvidence:
 @dataclass(frozen=True)
 class EnvironmentEvidence:
     """The environment's changes since the golden; ``golden_has_flags``: whether the golden
-    records the CPU flags, numeric packages and settings (goldens recorded before it kept them
-    do not)."""
+    records the CPU flags, numeric packages and settings (older goldens do not)."""
 
     changes: Sequence[tuple[str, Any, Any]]
     golden_has_flags: bool
 
 
-# The data set's files against the golden's (DataChange) and the model compared layer by layer
-# (LayerReport) are their own evidence.
 Evidence = (
     DataChange
     | ManifestEvidence
@@ -107,26 +77,34 @@ Evidence = (
 
 @dataclass(frozen=True)
 class DiagnosisWording:
-    """The words of a diagnosis, which ``report/`` owns (``report.DIAGNOSIS_WORDING``): each
-    evidence's section and the laid-out text. The caller above ``diagnosis/`` hands it in, as
-    the latency check is handed its decision's wording."""
+    """The words of a diagnosis, which ``report/`` owns (``report.DIAGNOSIS_WORDING``)."""
 
     section: Callable[[Evidence], Section]
-    text: Callable[[Diagnosis, int], str]  # the diagnosis, within a width
+    text: Callable[[DriftDiagnosis, int], str]  # the diagnosis, within a width
+    lead: Callable[[Lead], str]
 
 
 @dataclass(frozen=True)
-class Diagnosis:
-    """The lead sentence (most likely cause) and the evidence behind it, with its wording."""
+class DriftDiagnosis:
+    """The lead (most likely cause) and the evidence behind it, with its wording."""
 
-    lead: str
-    cause: str  # a pitfall category, "environment", "model", "runtime" or "unknown"
+    found: Lead
     evidence: tuple[Evidence, ...]  # most telling first
     wording: DiagnosisWording
     probes: int = 0  # the probe samples (every flip that brings the screened ones back runs on all)
     counterfactuals: int = 0
     seconds: float = 0.0
     screen: int = 0  # the probes every flip runs on first
+
+    @property
+    def cause(self) -> str:
+        """A pitfall category, "environment", "model", "runtime", "unknown" or "error"."""
+        return self.found.cause
+
+    @property
+    def lead(self) -> str:
+        """The lead in words."""
+        return self.wording.lead(self.found)
 
     @property
     def sections(self) -> list[Section]:
@@ -145,10 +123,8 @@ class Diagnosis:
 
     @property
     def blamed(self) -> str | None:
-        """The manifest field the evidence points at (``inputs[0].preprocess[2].scale.divisor``),
-        where the failure is located: the manifest edit undone by the best flip that brings the
-        probes back, else the manifest's first edit since the golden, else the first
-        preprocessing step whose output differs; a cause in the model, the ``model`` block."""
+        """The manifest field the failure is located at: the edit the best restoring flip undoes,
+        else the first edit, else the first step that differs; a model cause, ``model``."""
         for e in self.evidence:
             if isinstance(e, CounterfactualEvidence):
                 for flip in e.restoring():
@@ -178,34 +154,40 @@ def diagnose(
     wording: DiagnosisWording,
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
-) -> Diagnosis:
-    """Explain why ``evaluation`` drifted from ``golden`` (see the module docstring). Never
-    raises: a diagnosis that fails is one whose lead says why (cause ``error``, no evidence), and
-    the verdict it would have explained stands on its own.
-
-    ``wording``: the report's words (``report.DIAGNOSIS_WORDING``); ``probes``: the samples
-    re-run per counterfactual (0: none); ``data``: what changed in the data since the golden
-    (None: not known). The model in ``evaluation.runner`` is reused, never reloaded.
-    """
+) -> DriftDiagnosis:
+    """Explain why ``evaluation`` drifted from ``golden``, reusing its loaded model. Never raises:
+    a diagnosis that fails has cause ``error``. ``probes``: samples re-run per counterfactual (0:
+    none); ``data``: what changed in the data (None: not known)."""
     start = time.perf_counter()
     try:
         changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
         recorded, pre = recorded_steps(golden.manifest), manifest.input.preprocess
         steps = compare_steps(golden.probes, pre, evaluation.samples, recorded)
         trials = _counterfactuals(
-            manifest, golden, comparison, evaluation, recorded, changes, probes
+            manifest, golden, comparison, evaluation, recorded, changes, probes, steps
         )
         # With the same pixels going in, where the model's computation changed.
         layers = _trace_layers(manifest, golden, evaluation) if steps.first is None else None
         env_now = environment(evaluation.runner_info)
         env_changes = env_diff(golden.environment, env_now)
-        env_step = environment_step_text(steps, pre, env_now, env_changes)
-        lead, cause = _likely_cause(
-            manifest, golden, comparison, evaluation, changes, steps, trials, layers, env_changes,
-            env_step,
-        )  # fmt: skip
-        if data is not None and data.changed:
-            lead, cause = _data_cause(manifest, golden, comparison, evaluation, trials, data, lead)
+        env_step = environment_step(steps, pre, env_now, env_changes)
+        transform = score_transform(manifest, golden, comparison, evaluation, changes)
+        class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
+        permutation = None
+        if class_map is None:
+            permutation = class_permutation(golden.results, evaluation, manifest.tolerances.score)
+        if class_map is None and permutation is None:
+            class_map = index_map(golden.results, evaluation.results)
+        facts = Facts(
+            changes, steps, trials, env_changes, transform, permutation, class_map, env_step
+        )
+        lead = with_layers(decide(facts), layers)  # a model cause sharpened by the layers
+        if data is not None and data.changed:  # the data is the cause, a restoring flip its how
+            restored = trials.restoring()
+            flip = restored[0] if restored and not restored[0].reverts else None
+            by_id = {s.id: s for s in evaluation.samples}
+            how = how_files_changed(golden.probes, data, by_id, manifest)
+            lead = data_lead(data, comparison, lead, flip, how)
         evidence: tuple[Evidence, ...] = (
             *([data] if data is not None else []),
             ManifestEvidence(changes),
@@ -215,11 +197,11 @@ def diagnose(
             EnvironmentEvidence(env_changes, "cpu_flags" in golden.environment),
         )
     except Exception as exc:  # diagnosis is a bonus: never replace the failure it explains
-        return Diagnosis(f"diagnosis failed ({type(exc).__name__}: {exc})", "error", (), wording)
+        failed = Lead("error", "error", error=f"{type(exc).__name__}: {exc}")
+        return DriftDiagnosis(failed, (), wording)
     baseline = trials.baseline
-    return Diagnosis(
-        lead=lead,
-        cause=cause,
+    return DriftDiagnosis(
+        found=lead,
         evidence=evidence,
         wording=wording,
         probes=baseline.probes if baseline is not None else 0,
@@ -227,24 +209,6 @@ def diagnose(
         counterfactuals=len(trials.tried),
         seconds=time.perf_counter() - start,
     )
-
-
-def _data_cause(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    trials: CounterfactualEvidence,
-    data: DataChange,
-    lead: str,
-) -> tuple[str, str]:
-    """The lead when the data changed since the golden: the data is the cause, said with how its
-    files changed and the counterfactual that restores the results, if one does."""
-    restored = trials.restoring()
-    flip = restored[0] if restored and not restored[0].reverts else None
-    by_id = {s.id: s for s in evaluation.samples}
-    how = how_files_changed(golden.probes, data, by_id, manifest)
-    return data_lead(data, comparison, lead, flip, how), "data"
 
 
 def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
@@ -266,7 +230,7 @@ def _trace_layers(
     try:
         return layer_store.compare(block, evaluation.runner, manifest, evaluation.samples)
     except Exception as exc:  # report, do not hide the rest
-        return layer_store.LayerReport(note=f"the layers could not be traced: {exc}")
+        return layer_store.LayerReport(error=str(exc))
 
 
 def _counterfactuals(
@@ -277,63 +241,26 @@ def _counterfactuals(
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
     probes: int,
+    steps: probe_store.StepReport,
 ) -> CounterfactualEvidence:
     """The probe samples re-run with one flip at a time, or why none could run."""
     score_tol = manifest.tolerances.score
     present = {s.id for s in evaluation.samples}
     shared = [i for i in golden.results.ids if i in present]
-    note = ""
+    note: NoTrial | None = None
     if probes <= 0:
-        note = "counterfactual probes are turned off (probe count 0)"
+        note = "off"
     elif evaluation.runner is None:
-        note = "no loaded model to run counterfactual probes on"
+        note = "no model"
     elif not shared:
-        note = "no sample of the golden is in this run's data set"
-    if note:
+        note = "disjoint"
+    if note is not None:
         return CounterfactualEvidence((), None, score_tol, note)
     changed = [c.id for c in comparison.changed]
     if not changed:  # same predictions, scores moved: prefer the samples that moved most
         changed = most_moved(golden.results, evaluation, shared, score_tol)
     ids = probe_order(shared, probes, changed)
-    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes)
-
-
-def _likely_cause(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    changes: list[Change],
-    steps: probe_store.StepReport,
-    trials: CounterfactualEvidence,
-    layers: layer_store.LayerReport | None,
-    env_changes: list[tuple[str, Any, Any]],
-    env_step: str | None,
-) -> tuple[str, str]:
-    """The lead sentence and the cause, from everything but the data (``_lead.py``), sharpened
-    by the layer comparison when the model is the cause."""
-    score_tol = manifest.tolerances.score
-    transform = score_transform(manifest, golden, comparison, evaluation, changes)
-    class_map = constant_shift(golden.results, evaluation.results, evaluation.scores.shape[1])
-    permutation = None if class_map else class_permutation(golden.results, evaluation, score_tol)
-    if class_map is None and permutation is None:
-        class_map = index_map(golden.results, evaluation.results)
-    lead, cause = lead_sentence(
-        changes, steps, trials, env_changes, transform, permutation, class_map, env_step
-    )
-    if layers is None or cause not in MODEL_CAUSES:
-        return lead, cause
-    if layers.precision:
-        # The model's precision changed: the most specific cause the layers support.
-        model_text = next((c.text() for c in changes if c.path.endswith("sha256")), "")
-        where = f" ({layers.lead()})" if layers.first is not None else ""
-        changed = f" (the model changed: {model_text})" if model_text else ""
-        return f"Likely cause: the model's precision — {layers.precision}{changed}{where}.", (
-            "precision"
-        )
-    if layers.first is not None:
-        return lead.removesuffix(".") + "; " + layers.lead() + ".", cause
-    return lead, cause
+    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes, steps)
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
@@ -342,3 +269,15 @@ def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
         return []
     listed = golden.probes.get("samples")
     return [i for i in listed if i in data.ids] if isinstance(listed, list) else []
+
+
+def explain_class_count(
+    golden: Results, now: Results, recorded: int, classes_now: int, wording: DiagnosisWording
+) -> tuple[str, str] | None:
+    """(text, cause) for a model whose class count is not the golden's, when a class added or
+    dropped at the front or the end brings its predictions back; None otherwise."""
+    found = class_count_map(golden, now, recorded, classes_now)
+    if found is None:
+        return None
+    d = DriftDiagnosis(Lead("class count", found.cause, class_map=found), (), wording)
+    return d.render(), d.cause

@@ -1,19 +1,6 @@
-"""Layer fingerprints: the model-side twin of the step fingerprints.
-
-When a golden is recorded, a few of its step probes (``LAYER_PROBES``) are run through the model
-once more with every layer's output kept (every node output through ONNX Runtime, every leaf
-module's output through forward hooks in PyTorch: the runner's ``layer_outputs``). Each layer is
-kept as one compact row, ``[name, op, shape, dtype, mean, std, max |x|, hash]`` over the probes
-together, so that the golden grows by kilobytes, not by the tensors.
-
-On a drift whose preprocessing is identical to the golden's, the same probes are traced again and
-compared layer by layer, in the model's own (topological) order: the first layer whose statistics
-differ beyond ``TOLERANCE`` (relative to the golden's spread of that output) is where the model's
-computation changed, and the difference's size at the later layers says whether it grows.
-Layers are matched by name; where the names do not match (a re-export renames every node), by
-position and shape when both models have as many layers with the same shapes; otherwise the
-report says that no alignment holds.
-"""
+"""Layer fingerprints, the model-side twin of the step fingerprints: one compact row per layer
+output over a few probes (kilobytes, not tensors); on a drift with identical preprocessing, the
+first layer whose statistics differ beyond ``TOLERANCE`` is where the computation changed."""
 
 from __future__ import annotations
 
@@ -21,11 +8,10 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from .._visible import visible
 from ..data import Sample
 from ..manifest import Manifest
 
@@ -102,21 +88,6 @@ class LayerDiff:
     now: list[Any]
     delta: float  # largest statistic difference, relative to the golden's std (inf: shape)
 
-    def text(self) -> str:
-        g, n = self.golden, self.now
-        if g[2] != n[2]:
-            return f"shape {g[2]} → {n[2]}"
-        dtype = f"{g[3]} → {n[3]}, " if g[3] != n[3] else ""
-        return (
-            f"{dtype}max |x| {g[6]:.4g} → {n[6]:.4g}, mean {g[4]:.4g} → {n[4]:.4g}, std "
-            f"{g[5]:.4g} → {n[5]:.4g}: {rel(self.delta)} the golden's std"
-        )
-
-
-def rel(delta: float) -> str:
-    """A difference relative to the golden's std: ``0.5×``, ``∞``."""
-    return "∞" if not math.isfinite(delta) else f"{delta:.2g}×"
-
 
 def _delta(g: Sequence[Any], n: Sequence[Any]) -> float:
     if g[2] != n[2]:
@@ -125,49 +96,54 @@ def _delta(g: Sequence[Any], n: Sequence[Any]) -> float:
     return max(abs(float(g[i]) - float(n[i])) for i in (4, 5, 6)) / scale
 
 
+@dataclass(frozen=True)
+class Precision:
+    """How the model's precision changed: quantisation ops (now, the golden's, their kinds),
+    layer outputs of a lower-precision dtype (dtype, now, the golden's), quantisation scales
+    that moved (tensor, the golden's, now)."""
+
+    quant: tuple[int, int, str] | None = None
+    dtypes: tuple[tuple[str, int, int], ...] = ()
+    scales: tuple[tuple[str, float, float], ...] = ()
+
+
+# Why a layer report compares nothing: the layer probes are not in this run's data set, the
+# runner cannot trace this model, no alignment of the layers holds.
+LayerNote = Literal["absent", "untraceable", "unaligned"]
+
+
 @dataclass
 class LayerReport:
     """The model compared layer by layer; ``first`` the first layer that differs."""
 
     probes: int = 0
     layers: int = 0
-    alignment: str = ""  # "by name", "by position and shape", or why none holds
+    golden_layers: int = 0
+    alignment: Literal["name", "position", "none"] = "none"
     diffs: list[LayerDiff] = field(default_factory=list)
     first: LayerDiff | None = None
-    note: str = ""
-    precision: str = ""  # how the model's precision changed, when it did (see _precision)
+    note: LayerNote | None = None
+    error: str = ""  # why the layers could not be traced
+    precision: Precision | None = None  # how the model's precision changed, when it did
 
-    def lead(self) -> str:
-        """The clause a lead sentence adds: where the model's outputs first differ, and whether
-        the difference grows from there to the last layer."""
+    def grows(self) -> LayerDiff | None:
+        """The last layer that differs after the first, if any."""
         f = self.first
-        if f is None:
-            return ""
-        text = (
-            f"the first layer whose output differs is {visible(f.op)} {f.name!r} "
-            f"(layer {f.index + 1} of {self.layers}: {f.text()})"
-        )
-        after = [d for d in self.diffs if d.index > f.index]
-        if not after:
-            return text
-        last = after[-1]
-        verb = "grows" if last.delta > f.delta else "shrinks" if last.delta < f.delta else "stays"
-        at = visible(last.name)
-        return text + f", and the difference {verb} to {rel(last.delta)} at the last layer ({at})"
+        after = [d for d in self.diffs if f is not None and d.index > f.index]
+        return after[-1] if after else None
 
 
-def _align(golden: list[list[Any]], now: list[list[Any]]) -> tuple[list[tuple[int, int]], str]:
+def _align(
+    golden: list[list[Any]], now: list[list[Any]]
+) -> tuple[list[tuple[int, int]], Literal["name", "position", "none"]]:
     """(golden index, now index) pairs, and how they were found."""
     g_names = [str(r[0]) for r in golden]
     n_index = {str(r[0]): i for i, r in enumerate(now)}
     if len(set(g_names)) == len(g_names) and all(name in n_index for name in g_names):
-        return [(i, n_index[name]) for i, name in enumerate(g_names)], "by name"
+        return [(i, n_index[name]) for i, name in enumerate(g_names)], "name"
     if len(golden) == len(now) and all(g[2] == n[2] for g, n in zip(golden, now)):
-        return [(i, i) for i in range(len(now))], "by position and shape (the names differ)"
-    return [], (
-        f"no alignment holds: the golden's model has {len(golden)} layers, this one {len(now)}, "
-        "and their names and shapes do not match in order"
-    )
+        return [(i, i) for i in range(len(now))], "position"
+    return [], "none"
 
 
 # Ops that quantise or compute on quantised tensors (ONNX names; TFLite's are the same words).
@@ -188,33 +164,26 @@ _QUANT_OPS = frozenset(
 _LOW_PRECISION = ("float16", "bfloat16", "int8", "uint8")
 
 
-def _precision(golden: list[list[Any]], now: list[list[Any]]) -> str:
-    """How the model's precision changed between the two traces: quantise/dequantise ops
-    added, or layer outputs in a lower-precision dtype; "" when neither."""
-    parts = []
+def _precision(golden: list[list[Any]], now: list[list[Any]]) -> Precision | None:
+    """How the model's precision changed between the two traces; None when it did not."""
     g_ops = [str(r[1]) for r in golden if str(r[1]) in _QUANT_OPS]
     n_ops = [str(r[1]) for r in now if str(r[1]) in _QUANT_OPS]
-    if len(n_ops) > len(g_ops):
-        kinds = ", ".join(sorted(set(n_ops)))
-        parts.append(
-            f"the new model has {len(n_ops)} quantisation ops ({kinds}) where the golden's had "
-            f"{len(g_ops)}"
-        )
-    for dtype in _LOW_PRECISION:
-        g = sum(1 for r in golden if r[3] == dtype)
-        n = sum(1 for r in now if r[3] == dtype)
-        if n > g:
-            parts.append(f"{n} layer outputs are {dtype} where the golden's had {g}")
+    quant = (len(n_ops), len(g_ops), ", ".join(sorted(set(n_ops))))
+    counts = [
+        (d, sum(1 for r in now if r[3] == d), sum(1 for r in golden if r[3] == d))
+        for d in _LOW_PRECISION
+    ]
     # The same quantised tensor (by name) with another scale.
     scales = {str(r[0]): r[8] for r in golden if len(r) > 8}
-    moved = [
-        f"{r[0]} {scales[str(r[0])]:g} → {r[8]:g}"
+    moved = tuple(
+        (str(r[0]), float(scales[str(r[0])]), float(r[8]))
         for r in now
         if len(r) > 8 and str(r[0]) in scales and scales[str(r[0])] != r[8]
-    ]
-    if moved:
-        parts.append(f"the quantisation scale changed: {', '.join(moved[:3])}")
-    return "; ".join(parts)
+    )
+    found = Precision(
+        quant if quant[0] > quant[1] else None, tuple(c for c in counts if c[1] > c[2]), moved[:3]
+    )
+    return found if found != Precision() else None
 
 
 def compare(
@@ -231,15 +200,15 @@ def compare(
     by_id = {s.id: s for s in samples}
     chosen = [by_id[i] for i in ids if i in by_id]
     if len(chosen) != len(ids):
-        return LayerReport(note="the golden's layer probes are not in this run's data set")
+        return LayerReport(note="absent")
     now = trace(runner, manifest, chosen)
     if now is None:
-        return LayerReport(note="this model's layers cannot be traced with this runner")
+        return LayerReport(note="untraceable")
     pairs, how = _align(golden, now)
-    report = LayerReport(probes=len(chosen), layers=len(now), alignment=how)
+    report = LayerReport(len(chosen), len(now), len(golden), how)
     report.precision = _precision(golden, now)
     if not pairs:
-        report.note = how
+        report.note = "unaligned"
         return report
     for gi, ni in sorted(pairs, key=lambda p: p[1]):
         g, n = golden[gi], now[ni]

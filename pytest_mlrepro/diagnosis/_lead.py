@@ -1,169 +1,204 @@
-"""The lead sentence of a diagnosis: the most likely cause, from the flips that bring the probes
-back, the manifest's edits, the step fingerprints, the environment diff and the drifts that
-keep every ranking, most telling first."""
+"""The lead of a diagnosis as a decision table: the first rule whose facts hold names the most
+likely cause. It returns facts (a :class:`Lead`); ``report/_diagnosis_lead.py`` words each rule."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from . import _step_fingerprints as probe_store
 from ._class_maps import ClassMap
-from ._environment_diff import env_text, model_run_env, relevant_env
+from ._environment_diff import EnvChange, EnvironmentStep, model_run_env, relevant_env
+from ._layer_fingerprints import LayerReport
 from ._manifest_diff import Change
-from ._probe_trials import CounterfactualEvidence, reproduces
-from ._wording import and_list, flip_expects, short_number
+from ._probe_trials import Counterfactual, CounterfactualEvidence, reproduces
+from ._score_changes import ClassPermutation, ScoreTransform
 
 # Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
 MODEL_CAUSES = ("model", "runtime", "unknown")
 
+# The rules a lead comes from; report/ has one sentence for each.
+Rule = Literal[
+    "class map", "environment", "flip reverts", "flip model", "flip", "transform model",
+    "transform", "class permutation", "environment step", "same steps", "runtime",
+    "model", "edits", "step", "unknown", "precision", "data", "data inverted", "data flip",
+    "data covers", "data elsewhere", "data labels", "data worst", "class count", "error",
+]  # fmt: skip
 
-def lead_sentence(
-    changes: list[Change],
-    steps_report: probe_store.StepReport,
-    trials: CounterfactualEvidence,
-    env_changes: list[tuple[str, Any, Any]],
-    transform: str | None = None,
-    permutation: str | None = None,
-    class_map: ClassMap | None = None,
-    environment_step: str | None = None,
-) -> tuple[str, str]:
-    """``environment_step``: with the golden's own pipeline run here, the step whose output
-    differs from the golden's and the library it runs on, in words (:func:`environment_step`)."""
-    model_changes = [c for c in changes if c.area == "model"]
-    pre_changes = [c for c in changes if c.area == "preprocess"]
-    model_text = ""
-    if model_changes:
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What changed in the data and whether it covers the drift (rules ``data*``)."""
+
+    parts: tuple[str, ...]  # the data change's own parts (goldens.DataChange.parts)
+    moved: int  # samples whose prediction changed
+    elsewhere: int  # of them, samples whose data is the golden's
+    reencoded: Reencoding | None = None
+    label_shift: int | None = None  # every changed label moved by this
+    worst: str = ""  # the largest score difference, on a sample whose data is the golden's
+
+
+@dataclass(frozen=True)
+class Reencoding:
+    """The changed files among the step probes: ``same`` decode to the golden's pixels, ``close``
+    are the same pictures re-encoded (block means within ``levels``)."""
+
+    same: int
+    close: int
+    levels: float
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The most likely cause (``cause``) and the facts its rule (``rule``) is worded from."""
+
+    rule: Rule
+    cause: str
+    model: tuple[Change, ...] = ()  # the model's telling edits
+    edits: tuple[Change, ...] = ()  # the preprocessing (or postprocess) edits in play
+    flip: Counterfactual | None = None  # the best flip that brings the probes back
+    ties: tuple[Counterfactual, ...] = ()  # flips identical to it on these probes
+    reproduces: bool = False  # the flip's scores are within tolerance too
+    env: tuple[EnvChange, ...] = ()
+    step: probe_store.StepDiff | None = None
+    env_step: EnvironmentStep | None = None
+    class_map: ClassMap | None = None
+    permutation: ClassPermutation | None = None
+    transform: ScoreTransform | None = None
+    layers: LayerReport | None = None  # the first layer that differs, said after the lead
+    data: DataFacts | None = None
+    other: Lead | None = None  # the lead without the data change (rules ``data*``)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the rules read."""
+
+    changes: Sequence[Change]
+    steps: probe_store.StepReport
+    trials: CounterfactualEvidence
+    env_changes: Sequence[EnvChange]
+    transform: ScoreTransform | None = None
+    permutation: ClassPermutation | None = None
+    class_map: ClassMap | None = None
+    env_step: EnvironmentStep | None = None
+    model: tuple[Change, ...] = field(init=False)
+    pre: tuple[Change, ...] = field(init=False)
+    ranked: list[Counterfactual] = field(init=False)
+
+    def __post_init__(self) -> None:
+        model = [c for c in self.changes if c.area == "model"]
         # The checksum says it best: a path can move without the model changing.
-        telling = [c for c in model_changes if c.path.endswith("sha256")] or model_changes
-        model_text = "the model changed (" + "; ".join(c.text() for c in telling[:2]) + ")"
-    if class_map is not None:
-        # The predictions are the golden's once their class indices are mapped back: whatever
-        # else changed, the indices mean other classes now.
-        where = f" ({model_text})" if model_text else ""
-        return f"Likely cause: {class_map.what}{where}: {class_map.counterfactual}.", (
-            class_map.cause
-        )
-    ranked, score_tol = trials.restoring(), trials.score_tol
-    best = ranked[0] if ranked else None
-    moving = [c for c in changes if c.area != "neutral"]
-    if environment_step is not None and not moving:
-        # The manifest is the golden's, yet a step's output is not: what that step runs on
-        # changed. A flip that restores the output is a workaround, not the cause: the golden
-        # was recorded with the manifest as it is.
-        lead = f"Likely cause: the environment — the manifest is unchanged, and {environment_step}."
-        if best is not None:
-            lead += (
-                f" A manifest flip happens to restore the output (with {best.label}, "
-                f"{best.agree}/{best.probes} probe predictions match the golden), but the golden "
-                "was recorded with the manifest as it is."
-            )
-        return lead, "environment"
-    if best is not None:
-        category = best.category or "preprocessing"
-        how = (
-            "and their scores are within tolerance"
-            if reproduces(best, score_tol)
-            else f"(max score diff {short_number(best.max_diff)})"
-        )
-        evidence = (
-            f"with {best.label}, {best.agree}/{best.probes} probe predictions match the golden "
-            + how
-        )
-        # Flips that give exactly the same outputs here (nearest and OpenCV's linear on 3×
-        # block images): name them, this data cannot tell them apart.
-        ties = [
-            flip_expects(c.label)
-            for c in ranked[1:]
-            if c.agree == best.agree and c.probes == best.probes and c.max_diff == best.max_diff
-        ]
-        if ties:
-            verb = "do" if len(ties) > 1 else "does"
-            evidence += f" (as {verb} {and_list(ties[:3])}, identical on these probes)"
-        if best.reverts:
-            edit = " and ".join(c.brief() for c in best.reverts[:2])
-            return (
-                f"Likely cause: {category} — the manifest {edit}, and {evidence}.",
-                category,
-            )
-        if model_text:
-            return (
-                f"Likely cause: {category} — {model_text} and the new model expects other "
-                f"input: {evidence}.",
-                category,
-            )
-        env = relevant_env(env_changes, steps_report)
-        where = f" (the environment changed: {env_text(env)})" if env else ""
-        return (
-            f"Likely cause: {category} — {evidence}: the model or its golden expects "
-            f"{flip_expects(best.label)}{where}.",
-            category,
-        )
-    env_step = steps_report.environment_step
-    if transform is not None and env_step is None and steps_report.first is None:
-        # Same pixels (or none recorded), same ranking everywhere: the scores were transformed.
-        if model_text and not any(c.path.startswith("postprocess") for c in changes):
-            # The manifest's transform is as recorded: the new model transforms its scores.
-            return (
-                f"Likely cause: the score transform — {model_text}, and {transform}.",
-                "score transform",
-            )
-        # The manifest changed its transform: that leads; a model file that changed too kept
-        # every ranking.
-        also = f"; {model_text} too, with the same ranking" if model_text else ""
-        return f"Likely cause: the score transform — {transform}{also}.", "score transform"
-    if permutation is not None and steps_report.first is None and not pre_changes:
-        # Same pixels, and the scores are the golden's once the classes are mapped back.
-        where = f"{model_text}, and " if model_text else ""
-        return (
-            f"Likely cause: the model's output classes — {where}{permutation}.",
-            "class permutation",
-        )
-    if env_step is not None and not pre_changes:
-        env = relevant_env(env_changes, steps_report) or env_changes[:3]
-        changed = f", and {env_text(env)}" if env else ""
-        return (
-            f"Likely cause: the environment — with an unchanged manifest, the {env_step.op} step's "
-            f"output differs from the golden's ({env_step.text}){changed}.",
-            "environment",
-        )
-    first = steps_report.first
-    if steps_report.probes and first is None and not pre_changes:
-        if model_text:
-            return (
-                f"Likely cause: the model — preprocessing is identical to the golden's on every "
-                f"probe, {model_text}, and no known pitfall brings the predictions back.",
-                "model",
-            )
-        runtime = model_run_env(env_changes)[:4] or env_changes[:3]
-        where = f": {env_text(runtime)}" if runtime else ""
-        return (
-            "Likely cause: the model runtime — preprocessing is identical to the golden's on "
-            f"every probe, so the outputs changed in the model run{where}.",
-            "runtime",
-        )
-    if model_text and not pre_changes:
-        return (
-            f"Likely cause: the model — {model_text}, and no known pitfall brings the "
-            "predictions back.",
-            "model",
-        )
-    if pre_changes:
-        cats = sorted({c.category for c in pre_changes if c.category})
-        what = f" ({', '.join(cats)})" if cats else ""
-        return (
-            f"Likely cause: the manifest's preprocessing edits{what} — "
-            + "; ".join(c.text() for c in pre_changes[:2])
-            + ", though no single flip brings the probe predictions back.",
-            cats[0] if len(cats) == 1 else "preprocessing",
-        )
-    if first is not None:
-        return (
-            f"Likely cause unknown — the {first.op} step's output differs from the golden's "
-            f"({first.text}) but no known pitfall brings the predictions back.",
-            "unknown",
-        )
-    return (
-        "Likely cause unknown — no manifest edit, step difference or known pitfall explains "
-        "the drift.",
-        "unknown",
+        telling = [c for c in model if c.path.endswith("sha256")] or model
+        object.__setattr__(self, "model", tuple(telling[:2]))
+        object.__setattr__(self, "pre", tuple(c for c in self.changes if c.area == "preprocess"))
+        object.__setattr__(self, "ranked", self.trials.restoring())
+
+
+def _class_map(f: Facts) -> Lead | None:
+    # The predictions are the golden's once their class indices are mapped back: whatever else
+    # changed, the indices mean other classes now.
+    if f.class_map is None:
+        return None
+    return Lead("class map", f.class_map.cause, f.model, class_map=f.class_map)
+
+
+def _environment(f: Facts) -> Lead | None:
+    # The manifest is the golden's, yet a step's output is not: what that step runs on changed.
+    # A flip that restores the output is a workaround, not the cause.
+    if f.env_step is None or any(c.area != "neutral" for c in f.changes):
+        return None
+    return Lead("environment", "environment", env_step=f.env_step, flip=next(iter(f.ranked), None))
+
+
+def _flip(f: Facts) -> Lead | None:
+    if not f.ranked:
+        return None
+    best = f.ranked[0]
+    # Flips that give exactly the same outputs here (nearest and OpenCV's linear on 3× block
+    # images): this data cannot tell them apart.
+    ties = tuple(
+        c
+        for c in f.ranked[1:]
+        if (c.agree, c.probes, c.max_diff) == (best.agree, best.probes, best.max_diff)
     )
+    rule: Rule = "flip reverts" if best.reverts else "flip model" if f.model else "flip"
+    env = relevant_env(f.env_changes, f.steps) if rule == "flip" else []
+    return Lead(
+        rule, best.category or "preprocessing", f.model, flip=best, ties=ties,
+        reproduces=reproduces(best, f.trials.score_tol), env=tuple(env),
+    )  # fmt: skip
+
+
+def _transform(f: Facts) -> Lead | None:
+    # Same pixels (or none recorded), same ranking everywhere: the scores were transformed.
+    if f.transform is None or f.steps.environment_step is not None or f.steps.first is not None:
+        return None
+    post = any(c.path.startswith("postprocess") for c in f.changes)
+    # Without a postprocess edit the manifest's transform is as recorded: the new model transforms
+    # its scores. With one, the edit leads; a model file that changed too kept every ranking.
+    rule: Rule = "transform model" if f.model and not post else "transform"
+    return Lead(rule, "score transform", f.model, transform=f.transform)
+
+
+def _permutation(f: Facts) -> Lead | None:
+    # Same pixels, and the scores are the golden's once the classes are mapped back.
+    if f.permutation is None or f.steps.first is not None or f.pre:
+        return None
+    return Lead("class permutation", "class permutation", f.model, permutation=f.permutation)
+
+
+def _environment_step(f: Facts) -> Lead | None:
+    step = f.steps.environment_step
+    if step is None or f.pre:
+        return None
+    env = relevant_env(f.env_changes, f.steps) or f.env_changes[:3]
+    return Lead("environment step", "environment", env=tuple(env), step=step)
+
+
+def _same_preprocessing(f: Facts) -> Lead | None:
+    if not f.steps.probes or f.steps.first is not None or f.pre:
+        return None
+    if f.model:
+        return Lead("same steps", "model", f.model)
+    runtime = model_run_env(f.env_changes)[:4] or f.env_changes[:3]
+    return Lead("runtime", "runtime", env=tuple(runtime))
+
+
+def _model(f: Facts) -> Lead | None:
+    return Lead("model", "model", f.model) if f.model and not f.pre else None
+
+
+def _edits(f: Facts) -> Lead | None:
+    cats = sorted({c.category for c in f.pre if c.category})
+    cause = cats[0] if len(cats) == 1 else "preprocessing"
+    return Lead("edits", cause, edits=f.pre) if f.pre else None
+
+
+def _first_step(f: Facts) -> Lead | None:
+    return Lead("step", "unknown", step=f.steps.first) if f.steps.first else None
+
+
+# Most telling first; the last rule always holds.
+RULES: tuple[Callable[[Facts], Lead | None], ...] = (
+    _class_map, _environment, _flip, _transform, _permutation, _environment_step,
+    _same_preprocessing, _model, _edits, _first_step, lambda f: Lead("unknown", "unknown"),
+)  # fmt: skip
+
+
+def decide(facts: Facts) -> Lead:
+    """The lead of the first rule that holds."""
+    return next(lead for lead in (rule(facts) for rule in RULES) if lead is not None)
+
+
+def with_layers(lead: Lead, layers: LayerReport | None) -> Lead:
+    """A model cause sharpened by the layer comparison: the model's precision changed, or the
+    first layer whose output differs."""
+    if layers is None or lead.cause not in MODEL_CAUSES:
+        return lead
+    if layers.precision is not None:
+        model = tuple(c for c in lead.model if c.path.endswith("sha256"))
+        return Lead("precision", "precision", model[:1], layers=layers)
+    return replace(lead, layers=layers) if layers.first is not None else lead

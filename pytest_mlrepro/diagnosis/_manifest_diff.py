@@ -13,7 +13,6 @@ from ..errors import ManifestError
 from ..pipeline import STEPS, Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
-from ._wording import show_value
 
 # Manifest fields whose change cannot move a model's outputs (they change how it runs or what
 # is checked, not what is computed).
@@ -43,29 +42,6 @@ class Change:
     area: str  # preprocess | model | runtime | neutral | other
     category: str | None = None  # the pitfall category of a preprocessing change
     moved: str | None = None  # the op of a step that moved (old and new are positions)
-
-    def text(self) -> str:
-        if self.moved:
-            return f"{self.path}: {self.moved} moved from preprocess[{self.old}]"
-        if self.old is ABSENT:
-            return f"{self.path}: added {show_value(self.new)}"
-        if self.new is ABSENT:
-            return f"{self.path}: removed (was {show_value(self.old)})"
-        return f"{self.path}: {show_value(self.old)} → {show_value(self.new)}"
-
-    def brief(self) -> str:
-        """As a lead sentence says it: ``changed decode.order from 'RGB' to 'BGR'``."""
-        if self.moved:
-            return f"moved the {self.moved} step from preprocess[{self.old}] to [{self.new}]"
-        path = self.path
-        if ".preprocess[" in path:
-            inside = path.split(".preprocess[", 1)[1]
-            path = inside.split("].", 1)[1] if "]." in inside else path
-        if self.new is ABSENT:
-            return f"removed the step {show_value(self.old)}"
-        if self.old is ABSENT:
-            return f"added the step {show_value(self.new)}"
-        return f"changed {path} from {show_value(self.old)} to {show_value(self.new)}"
 
 
 class Absent:
@@ -172,7 +148,7 @@ def recorded_steps(recorded: Mapping[str, Any]) -> tuple[Step, ...] | None:
     (e.g. it names a custom step that is not registered in this run)."""
     try:
         raw = recorded["inputs"][0]["preprocess"]
-        ctx = Context("the golden's recorded manifest", {})
+        ctx = Context("golden.manifest", {})  # (its errors are caught: None)
         steps = []
         for index, item in enumerate(raw):
             ((op, params),) = item.items()

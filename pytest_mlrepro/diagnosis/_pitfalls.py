@@ -1,22 +1,7 @@
-"""The known preprocessing pitfalls, as pure transformations of a manifest's preprocessing.
-
-Each :class:`Variant` is the manifest's own pipeline with exactly one pitfall flipped (colour
-order, crop on/off or fraction, interpolation/antialias/backend, decoder backend and DCT method,
-EXIF orientation, layout transpose vs reshape, normalisation order, mean/std scale, and for grey
-and deep images: inverted pixels, the grey conversion (luma weights or one channel), a 16-bit
-image read as 8-bit). A flip that cannot change the model's input is not one: colour order on a
-grey image, inversion of float data. Variants are
-built with :func:`dataclasses.replace` on the frozen step objects, validated like a manifest's own
-pipeline (static checks, and the final layout and dtype must still be what the model takes), and
-deduplicated: a flip that the pipeline cannot express, or that changes nothing, is not listed.
-
-Nothing here runs a model. Diagnosis (``_probe_trials.py``) re-runs a probe subset under each
-variant; the sensitivity table (``_sensitivity.py``) runs them over a data set.
-
-The pitfalls come from the MLModelScope papers (Table 1: colour order, cropping, resize, decoding,
-normalisation order, layout) and from public incident reports (torchvision's antialias change,
-Keras ``preprocess_input`` modes, ImageNet mean/std on models trained with other constants).
-"""
+"""The known preprocessing pitfalls (MLModelScope's Table 1 and public incident reports), each a
+pure transformation of a manifest's pipeline with one pitfall flipped, validated like the
+manifest's own; a flip that cannot change the model's input is not listed. Nothing here runs a
+model."""
 
 from __future__ import annotations
 
@@ -25,7 +10,9 @@ import math
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, TypeVar, get_args, get_origin
+
+import numpy as np
 
 from .._schema import Invalid, to_plain
 from ..manifest import Input, Manifest
@@ -48,6 +35,7 @@ from ..pipeline import (
     Scale,
     State,
     Step,
+    Tensor,
 )
 from ._step_fingerprints import states
 from ._wording import show_value
@@ -81,12 +69,8 @@ _METHODS = ("nearest", "bilinear", "bicubic", "area", "box")
 
 @dataclass(frozen=True)
 class Variant:
-    """The manifest's pipeline with one pitfall flipped.
-
-    ``key`` is a stable identifier (``colour:BGR``, ``crop:none``, ``resize[2]:pil-nearest``),
-    ``pitfall`` one of :data:`CATEGORIES`, ``description`` a phrase that reads after "with"
-    (``"BGR instead of RGB"``), ``steps`` the complete pipeline.
-    """
+    """The manifest's pipeline (``steps``) with one pitfall flipped; ``key``: a stable id
+    (``colour:BGR``), ``description``: what reads after "with" (``BGR instead of RGB``)."""
 
     key: str
     pitfall: str
@@ -108,12 +92,9 @@ def valid_steps(steps: Sequence[Step], inp: Input) -> bool:
 
 
 def variants(manifest: Manifest, backends: Collection[str] | None = None) -> list[Variant]:
-    """Every single-pitfall variant of ``manifest``'s preprocessing that is valid and differs
-    from it, in category order; two flips that give the same pipeline are listed once.
-
-    Flips to a backend whose library is not installed are left out; ``backends`` narrows them
-    further (e.g. diagnosis leaves out TensorFlow, whose import costs seconds, unless the
-    pipeline already uses it)."""
+    """Every valid single-pitfall variant of the manifest's pipeline that differs from it, once,
+    in category order; ``backends`` narrows the backends tried (TensorFlow's import costs
+    seconds)."""
     steps = tuple(manifest.input.preprocess)
     seen = {steps}
     out: list[Variant] = []
@@ -134,9 +115,8 @@ costs seconds (and its log noise): its flips are tried only where TensorFlow is 
 
 
 def backends_in_play(manifest: Manifest, *more: Sequence[Step]) -> set[str]:
-    """The backends whose flips are worth their import for ``manifest``: the light ones, those its
-    pipeline (and ``more`` pipelines, e.g. the golden's) already uses, and TensorFlow when the
-    model runs on it. A tool that needs one framework imports only that one."""
+    """The backends whose flips are worth their import: the light ones, those the pipelines use,
+    and TensorFlow when the model runs on it."""
     backends = set(LIGHT_BACKENDS) | backends_of(manifest.input.preprocess)
     for steps in more:
         backends |= backends_of(steps)
@@ -166,6 +146,24 @@ def describe_step(step: Step) -> str:
         defaults = {}
     plain = to_plain(step).items()
     return show_value({step.op: {k: v for k, v in plain if k == "order" or defaults.get(k) != v}})
+
+
+# Not a flip of the manifest: tried when the step probes show the channels in another order.
+BANDS = "band order"
+
+
+@dataclass(frozen=True)
+class Reorder(Step):
+    """The channels taken in ``order``: a band permutation undone (diagnosis only)."""
+
+    op: ClassVar[str] = "reorder"
+    cheap: ClassVar[bool] = True
+    order: tuple[int, ...] = ()
+
+    def apply(self, t: Tensor) -> Tensor:
+        index = list(self.order)
+        array = t.array[..., index] if t.layout == "HWC" else t.array[index]
+        return Tensor(np.ascontiguousarray(array), t.order, t.layout)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -339,9 +337,8 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 
 def _premultiplied(was: str, now: str) -> str:
-    """The mechanism of a resize backend flip on colour-and-alpha images: Pillow filters RGBA
-    premultiplied by alpha (a transparent pixel's colour weighs nothing), OpenCV and
-    tf.image.resize filter each channel alone (it bleeds into its opaque neighbours)."""
+    """Why a resize backend flip matters on RGBA: Pillow filters premultiplied by alpha, OpenCV
+    and TensorFlow each channel alone (transparent colours bleed into their neighbours)."""
     if "pil" not in (was, now) or was == now:
         return ""
     other = _BACKEND_NAMES.get(now if was == "pil" else was, "the other library")
@@ -621,9 +618,8 @@ _GREY_RULES = {
 
 
 def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    """Inverted pixels (a data set saved as negatives, white on black where the model learned
-    black on white): an ``invert`` added right after a grey decode, or the pipeline's own
-    removed. Only on integer data after decode, where ``max − x`` is defined."""
+    """Inverted pixels (negatives of a grey data set): an ``invert`` added after a grey integer
+    decode, or the pipeline's own removed."""
     inverts = _indices(steps, Invert)
     if inverts:
         for index in inverts:

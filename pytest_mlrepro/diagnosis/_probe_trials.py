@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -17,13 +17,20 @@ from ..data import Sample
 from ..evaluation import Evaluation, results_of
 from ..goldens import AnyScores, Golden, KeptScores, Results, compare, score_rows, take_scores
 from ..manifest import Manifest
-from ..pipeline import Step
+from ..pipeline import COLOUR_ORDERS, Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
 from ._manifest_diff import ABSENT, Change
 from ._wording import show_value
 
+# Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
+NoTrial = Literal["off", "no model", "disjoint"]
+# A counterfactual's kind and its facts, worded in report/ (_diagnosis_lead.FLIP_LABELS): the
+# recorded step (op, values), one put back (step), an added one removed (op), every edit undone,
+# a step the new model does itself (step), channels reordered (op, moved), the manifest as it is,
+# a pitfall (its description).
+Said = tuple[str, ...]
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
 
@@ -32,7 +39,7 @@ FINALISTS = 4  # (at most this many) then run on every probe
 class Counterfactual:
     """One pipeline tried on the probes, and how close it brings them to the golden."""
 
-    label: str  # reads after "with": "RGB instead of BGR"
+    label: Said  # what it is, worded by report/ to read after "with": "RGB instead of BGR"
     steps: tuple[Step, ...]
     category: str | None = None
     reverts: list[Change] = field(default_factory=list)  # manifest edits this one undoes
@@ -68,23 +75,22 @@ def _revert_candidates(
             mine = [
                 c for c in pre if c.path.split(".preprocess", 1)[1].startswith(f"[{now_index}]")
             ]
-            label = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
-            label = f"the recorded {now[now_index].op} ({label or 'as recorded'})"
+            values = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
+            label: Said = ("revert", now[now_index].op, values)
         elif now_index is None:
             assert rec_index is not None
             before = [n for n, r in pairs if n is not None and r is not None and r < rec_index]
             at = (max(before) + 1) if before else 1
             steps = (*now[:at], recorded[rec_index], *now[at:])
             mine = [c for c in pre if c.new is ABSENT and c.path.endswith(f"[{rec_index}]")]
-            label = f"the recorded {pitfalls.describe_step(recorded[rec_index])} put back"
+            label = ("put back", pitfalls.describe_step(recorded[rec_index]))
         else:
             steps = (*now[:now_index], *now[now_index + 1 :])
             mine = [c for c in pre if c.old is ABSENT and c.path.endswith(f"[{now_index}]")]
-            label = f"the added {now[now_index].op} step removed"
+            label = ("removed", now[now_index].op)
         out.append(Counterfactual(label, tuple(steps), _category(mine), mine))
     if recorded != now:  # (a duplicate of a single revert is dropped by the caller)
-        label = "the recorded preprocessing (every edit undone)"
-        out.append(Counterfactual(label, recorded, _category(pre), pre))
+        out.append(Counterfactual(("recorded",), recorded, _category(pre), pre))
     return out
 
 
@@ -110,12 +116,27 @@ def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
             continue
         steps = (*now[:index], *now[index + 1 :])
         if pitfalls.valid_steps(steps, manifest.input):
-            label = (
-                f"the manifest's {pitfalls.describe_step(step)} dropped (the new model does "
-                "it itself)"
-            )
-            out.append(Counterfactual(label, steps, category))
+            said = ("in graph", pitfalls.describe_step(step))
+            out.append(Counterfactual(said, steps, category))
     return out
+
+
+def _reorder_candidates(
+    now: tuple[Step, ...], report: probe_store.StepReport | None
+) -> list[Counterfactual]:
+    """The channels put back in the golden's order after the first step whose output shows them
+    permuted (the multi-band analogue of the colour-order flip, which covers RGB ↔ BGR)."""
+    shown = [(d, d.delta.order) for d in (report.steps if report else []) if d.delta]
+    diff, order = next(((d, o) for d, o in shown if o and d.now_index is not None), (None, None))
+    if diff is None or order is None or diff.now_index is None:
+        return []
+    state = probe_store.states(now[: diff.now_index + 1])[-1]
+    if state.order in COLOUR_ORDERS and order == (2, 1, 0, *range(3, len(order))):
+        return []
+    back = pitfalls.Reorder(tuple(int(i) for i in np.argsort(order)))
+    moved = ", ".join(f"{i}←{j}" for i, j in enumerate(order) if i != j)
+    steps = (*now[: diff.now_index + 1], back, *now[diff.now_index + 1 :])
+    return [Counterfactual(("reorder", diff.op, moved), steps, pitfalls.BANDS)]
 
 
 def _candidates(
@@ -123,6 +144,7 @@ def _candidates(
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
     model_changed: bool = False,
+    report: probe_store.StepReport | None = None,
 ) -> list[Counterfactual]:
     now = tuple(manifest.input.preprocess)
     found: dict[tuple[Step, ...], Counterfactual] = {}
@@ -133,6 +155,9 @@ def _candidates(
     if model_changed:
         for c in _in_graph_candidates(manifest):
             found.setdefault(c.steps, c)
+    for c in _reorder_candidates(now, report):
+        if pitfalls.valid_steps(c.steps, manifest.input):
+            found.setdefault(c.steps, c)
     # Never decided by what the process happens to have imported: the same drift gets the same
     # diagnosis.
     backends = pitfalls.backends_in_play(manifest, recorded or ())
@@ -141,9 +166,9 @@ def _candidates(
         if existing is not None:
             # The same pipeline as a revert: keep the revert's evidence, name the pitfall.
             existing.category = v.pitfall
-            existing.label = v.description
+            existing.label = ("pitfall", v.description)
             continue
-        found[v.steps] = Counterfactual(v.description, v.steps, v.pitfall)
+        found[v.steps] = Counterfactual(("pitfall", v.description), v.steps, v.pitfall)
     for order, c in enumerate(found.values()):
         c.order = order
     return list(found.values())
@@ -183,6 +208,7 @@ def run_counterfactuals(
     ids: list[str],
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
+    report: probe_store.StepReport | None = None,
 ) -> CounterfactualEvidence:
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
@@ -191,14 +217,14 @@ def run_counterfactuals(
     rows = evaluation.results.rows(ids)
     base = compare(golden_sub, now_sub, score_rows(evaluation.scores, rows), manifest.tolerances)
     baseline = Counterfactual(
-        "the manifest as it is",
+        ("as is",),
         tuple(manifest.input.preprocess),
         agree=int(round(base.agreement * base.samples)),
         probes=len(ids),
         max_diff=base.max_score_diff,
     )
     model_changed = any(c.area == "model" for c in changes)
-    candidates = _candidates(manifest, recorded, changes, model_changed)
+    candidates = _candidates(manifest, recorded, changes, model_changed, report)
     runner = evaluation.runner
     assert runner is not None
     screen = samples[:SCREEN]
@@ -233,9 +259,8 @@ _NOOP_ATOL = 1e-6
 
 
 def _same_scores(flipped: Any, as_is: AnyScores) -> bool:
-    """Whether a flip's scores (a full matrix) equal the manifest's as it is: a no-op flip
-    proves nothing. A streamed evaluation kept only some classes per row: those are compared
-    (the flip's top-k among them, so a flip that moves any prediction differs)."""
+    """Whether a flip's scores equal the manifest's as it is (a no-op proves nothing); for a
+    streamed evaluation, on the classes it kept."""
     if flipped.shape != as_is.shape:
         return False
     if isinstance(as_is, KeptScores):
@@ -256,7 +281,7 @@ class CounterfactualEvidence:
     tried: Sequence[Counterfactual]
     baseline: Counterfactual | None
     score_tol: float
-    note: str = ""
+    note: NoTrial | None = None
 
     def restores(self, c: Counterfactual) -> bool:
         """Whether ``c`` brings the probes back: every probe prediction matches (or the scores

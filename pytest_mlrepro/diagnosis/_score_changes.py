@@ -1,8 +1,9 @@
 """Drifts that keep every ranking: the scores transformed (a softmax applied twice, a
-temperature), or the output classes permuted. Each check gives the sentence that names it, or
-None."""
+temperature), or the output classes permuted. Each check gives its facts, or None."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,13 +13,37 @@ from ..goldens import Comparison, Golden, Results
 from ..manifest import Manifest
 from ._class_maps import shared_rows
 from ._manifest_diff import Change
-from ._wording import short_number
 
 
-def class_permutation(golden: Results, evaluation: Evaluation, score_tol: float) -> str | None:
-    """When the model's output classes were exchanged: every shared sample's recorded top-k
-    scores come back, in order, on other classes, and those classes map one to one (a
-    permutation, the same on every sample). The sentence that names it, or None."""
+@dataclass(frozen=True)
+class ClassPermutation:
+    """The golden's top-k scores come back on exchanged classes: ``pairs`` (golden's, this
+    run's, whether the two are swapped) on all ``samples``."""
+
+    pairs: tuple[tuple[int, int, bool], ...]
+    samples: int
+    k: int
+    max_diff: float
+
+
+@dataclass(frozen=True)
+class ScoreTransform:
+    """Every ranking is the golden's, only the scores moved; ``post``: the postprocess edits;
+    ``probabilities``: the model outputs probabilities already under the manifest's softmax."""
+
+    k: int
+    samples: int
+    max_diff: float
+    max_id: str
+    post: tuple[Change, ...] = ()
+    probabilities: bool = False
+
+
+def class_permutation(
+    golden: Results, evaluation: Evaluation, score_tol: float
+) -> ClassPermutation | None:
+    """The model's output classes exchanged: the golden's top-k scores come back, in order, on
+    other classes, mapped one to one the same on every sample."""
     g, n = shared_rows(golden, evaluation.results)
     k = min(g.topk.shape[1], n.topk.shape[1])
     diffs = np.abs(n.topk_scores[:, :k] - g.topk_scores[:, :k]).max(axis=1)
@@ -31,21 +56,14 @@ def class_permutation(golden: Results, evaluation: Evaluation, score_tol: float)
     moved = {old: new for old, new in mapping.items() if old != new}
     if not moved or set(moved) != set(moved.values()):
         return None
-    pairs, said = [], set()
+    pairs: list[tuple[int, int, bool]] = []
+    said: set[int] = set()
     for old, new in sorted(moved.items()):
-        if old in said:
-            continue
-        if moved.get(new) == old:
-            pairs.append(f"{old} ↔ {new}")
-            said |= {old, new}
-        else:
-            pairs.append(f"{old} → {new}")
-            said.add(old)
-    return (
-        f"its output classes are permuted ({', '.join(pairs[:6])}{' …' if len(pairs) > 6 else ''}"
-        f"): on all {len(g.ids)} samples the golden's top-{k} scores come back on the "
-        f"exchanged classes (max diff {short_number(float(diffs.max()))})"
-    )
+        if old not in said:
+            swap = moved.get(new) == old
+            pairs.append((old, new, swap))
+            said |= {old, new} if swap else {old}
+    return ClassPermutation(tuple(pairs), len(g.ids), k, float(diffs.max()))
 
 
 def score_transform(
@@ -54,30 +72,22 @@ def score_transform(
     comparison: Comparison,
     evaluation: Evaluation,
     changes: list[Change],
-) -> str | None:
+) -> ScoreTransform | None:
     """When every shared sample ranks its classes as the golden did (its recorded top-k, in
-    order) and only the scores moved: the sentence that says so and why; else None."""
+    order) and only the scores moved; else None."""
     g, now = shared_rows(golden.results, evaluation.results)
     if not g.ids or comparison.changed or "score" not in comparison.failures:
         return None
     k = min(g.topk.shape[1], now.topk.shape[1])
     if not np.array_equal(g.topk[:, :k], now.topk[:, :k]):
         return None
-    lead = (
-        f"the ranking is identical to the golden's on every sample (top-{k} classes in the "
-        f"same order on all {len(g.ids)}), only the scores moved (max diff "
-        f"{short_number(comparison.max_score_diff)} on {comparison.max_score_diff_id})"
-    )
-    post = [c for c in changes if c.path.startswith("postprocess")]
-    if post:
-        return f"{lead}: the manifest {' and '.join(c.brief() for c in post)}"
-    if manifest.postprocess.softmax and _outputs_are_probabilities(manifest, evaluation):
-        return (
-            f"{lead}: the model's own outputs are already probabilities (non-negative, summing "
-            "to 1: it applies its own softmax) and the manifest applies postprocess.softmax on "
-            "top (set postprocess.softmax: false, or export the model without its softmax)"
-        )
-    return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
+    post = tuple(c for c in changes if c.path.startswith("postprocess"))
+    probabilities = not post and bool(manifest.postprocess.softmax)
+    probabilities = probabilities and _outputs_are_probabilities(manifest, evaluation)
+    return ScoreTransform(
+        k, len(g.ids), comparison.max_score_diff, comparison.max_score_diff_id or "", post,
+        probabilities,
+    )  # fmt: skip
 
 
 def _outputs_are_probabilities(manifest: Manifest, evaluation: Evaluation, n: int = 8) -> bool:

@@ -1,13 +1,6 @@
-"""The pitfall sensitivity table of a manifest: MLModelScope's Table 1 for this model.
-
-Runs the data set (or its first ``limit`` samples) through the declared pipeline and through each
-single-pitfall variant of ``_pitfalls.py`` on one loaded model, and reports top-1 and top-5
-accuracy under each pitfall and the *agreement*: the share of samples whose top-1 class equals
-the declared pipeline's. Agreement is what shows a pitfall that barely moves the accuracy.
-
-Stored with the goldens (``golden/pitfalls/<name>.json``) so that reviewers see how fragile the
-model is; ``mlrepro pitfalls MANIFEST --save`` writes it.
-"""
+"""The pitfall sensitivity table of a manifest (MLModelScope's Table 1 for this model): top-1, top-5
+and agreement with the declared pipeline under each pitfall, agreement showing the pitfalls that
+barely move the accuracy; stored with the goldens so that reviewers see how fragile a model is."""
 
 from __future__ import annotations
 
@@ -35,7 +28,7 @@ FORMAT = 1
 
 
 @dataclass
-class Row:
+class PitfallRow:
     key: str
     pitfall: str
     description: str
@@ -46,29 +39,28 @@ class Row:
 
 
 @dataclass
-class Table:
+class PitfallTable:
     name: str
     framework: str
     device: str
     dataset: str
     samples: int
     limit: int | None
-    declared: Row
-    rows: list[Row] = field(default_factory=list)
+    declared: PitfallRow
+    rows: list[PitfallRow] = field(default_factory=list)
     seconds: float = 0.0
     environment: dict[str, Any] = field(default_factory=dict)
 
 
 def table_path(golden: Path, golden_dir: Path | None = None) -> Path:
-    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path in
-    the golden dir>``, a folder of its own like ``golden/latency/`` (no tool mistakes it for an
-    accuracy golden); without ``golden_dir``: ``pitfalls/<its name>`` in the golden's folder."""
+    """Where the table of the golden at ``golden`` is kept: ``<golden dir>/pitfalls/<its path>``
+    (no tool mistakes it for a golden); without ``golden_dir``, beside the golden."""
     if golden_dir is not None and golden.is_relative_to(golden_dir):
         return golden_dir / "pitfalls" / golden.relative_to(golden_dir)
     return golden.parent / "pitfalls" / golden.name
 
 
-def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
+def save(path: Path, table: PitfallTable, golden_dir: Path | None = None) -> None:
     """Write the table (reviewable JSON, keys sorted: every field but the run's time, figures
     rounded), atomically; OutputError if it cannot be written (``_files.atomic_write_bytes``)."""
     plain = dataclasses.asdict(table)
@@ -82,15 +74,14 @@ def save(path: Path, table: Table, golden_dir: Path | None = None) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), what="pitfall table", inside=golden_dir)
 
 
-def read(path: Path, golden_dir: Path | None = None) -> Table | None:
-    """The table :func:`save` wrote at ``path``, through the golden store's bounded reader (a
-    golden of its own kind); None if there is none; MlreproError if it cannot be read or is
-    not a table."""
+def read(path: Path, golden_dir: Path | None = None) -> PitfallTable | None:
+    """The table :func:`save` wrote at ``path`` (None if none), through the golden store's bounded
+    reader; MlreproError if it is not a table."""
     data = read_json(path, "pitfall table", golden_dir)
     if data is None:
         return None
     try:
-        table = Table(
+        table = PitfallTable(
             name=str(data["name"]),
             framework=str(data["framework"]),
             device=str(data["device"]),
@@ -108,12 +99,12 @@ def read(path: Path, golden_dir: Path | None = None) -> Table | None:
     return table
 
 
-def _row(data: dict[str, Any]) -> Row:
+def _row(data: dict[str, Any]) -> PitfallRow:
     def number(name: str) -> float | None:
         return None if data.get(name) is None else float(data[name])
 
     error = data.get("error")
-    return Row(
+    return PitfallRow(
         key=str(data["key"]),
         pitfall=str(data["pitfall"]),
         description=str(data["description"]),
@@ -135,7 +126,7 @@ def sensitivity(
     only: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
     backends: Collection[str] | None = None,
-) -> Table:
+) -> PitfallTable:
     """Accuracy and agreement under each pitfall (``only``: keys or categories to keep;
     ``backends``: the libraries flips may switch to, None: every installed one)."""
     start = time.perf_counter()
@@ -153,13 +144,13 @@ def sensitivity(
 
     def row(
         key: str, pitfall: str, description: str, scores: np.ndarray | None, error: str | None
-    ) -> Row:
+    ) -> PitfallRow:
         if scores is None:
-            return Row(key, pitfall, description, error=error or "no scores")
+            return PitfallRow(key, pitfall, description, error=error or "no scores")
         topk = top_k(scores, 5)
         top1, top5 = accuracy(topk, labels)
         agreement = float(np.mean(topk[:, 0] == declared_top[:, 0])) if len(labels) else 0.0
-        return Row(key, pitfall, description, top1, top5, agreement)
+        return PitfallRow(key, pitfall, description, top1, top5, agreement)
 
     declared = row("declared", "", "the declared pipeline", declared_outcome.scores, None)
     rows = [
@@ -168,7 +159,7 @@ def sensitivity(
     ]
     info = getattr(runner, "info", {}) or {}
     framework = f"{manifest.framework.name} {info.get('framework_version', '')}".strip()
-    return Table(
+    return PitfallTable(
         name=manifest.name,
         framework=framework,
         device=device,

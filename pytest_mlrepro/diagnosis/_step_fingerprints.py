@@ -1,30 +1,19 @@
-"""Probe samples and per-step fingerprints: what a golden keeps so that a drift can be explained.
-
-A golden keeps, for a few *step probes* (8 by default), a fingerprint of the output of every
-preprocessing step: shape, dtype, a hash of the exact bytes, per-channel mean, standard
-deviation and detail (mean absolute difference between neighbouring pixels, which moves with
-interpolation and antialiasing), and a 4 × 4 thumbnail of block means per channel (which moves
-with crops, flips and rotations). One line per probe and step in the golden file: compact and
-reviewable. On a failure, the fresh pipeline's fingerprints are compared with these to name the
-first step whose output changed, and by how much.
-
-Probes are chosen by the sha256 of the sample id, so the choice does not depend on the order of
-the data set, the machine or the run, and the same ids come back when the golden is re-recorded.
-"""
+"""Probe samples and per-step fingerprints, what a golden keeps so that a drift can be explained:
+each step's output per probe as shape, dtype, hash, per-channel mean/std/detail and a thumbnail
+(one line each: reviewable). Probes are chosen by the sha256 of the id: stable across runs."""
 
 from __future__ import annotations
 
 import difflib
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
 from ..data import Sample
 from ..pipeline import Pipeline, State, Step, channels_last
-from ._wording import short_number
 
 FORMAT = 1
 STEP_PROBES = 8  # samples whose per-step fingerprints a golden keeps
@@ -33,11 +22,8 @@ THUMB = 4  # thumbnail grid (THUMB × THUMB block means per channel)
 
 
 def select(ids: Sequence[str], n: int, prefer: Collection[str] = ()) -> list[str]:
-    """``n`` of ``ids``, chosen by the sha256 of each id (stable everywhere).
-
-    Up to half of them come from ``prefer`` (e.g. the samples whose prediction changed, which
-    are the ones a counterfactual has to bring back), the rest from the others.
-    """
+    """``n`` of ``ids`` chosen by the sha256 of each id (stable everywhere), up to half from
+    ``prefer`` (the samples a counterfactual has to bring back)."""
     if n <= 0:
         return []
 
@@ -160,6 +146,30 @@ def up_to_date(probes: Any, steps: Sequence[Step], samples: Sequence[Sample], n:
 # --- comparing ------------------------------------------------------------------------------
 
 
+# Why a step report compares nothing: the probes could not be traced, the golden keeps no step
+# fingerprints, none of its step probes is in this run's data set.
+StepNote = Literal["error", "unrecorded", "absent"]
+
+
+@dataclass(frozen=True)
+class Delta:
+    """How one step's output differs on ``differing`` of ``count`` probes: in shape or dtype
+    (golden's, now), else by the numbers, in the units of ``dtype``."""
+
+    differing: int
+    count: int
+    shape: tuple[str, str] | None = None
+    dtype: tuple[str, str] | None = None
+    unit: str = ""  # the dtype the differences are of
+    order: tuple[int, ...] | None = None  # the channels permuted (channel_order)
+    alpha: float | None = None  # every colour mean × this, alpha the same (premultiplied)
+    thumb: float | None = None  # thumbnail mean |Δ|
+    shift: tuple[float, ...] = ()  # channel means, now − golden
+    detail: tuple[float, float] | None = None  # (golden's, now)
+    # Measured on the full arrays (the golden reproduced here): mean |Δ|, max |Δ|, share changed.
+    full: tuple[float, float, float] | None = None
+
+
 @dataclass
 class StepDiff:
     """One step, now against the golden, over the step probes."""
@@ -169,7 +179,7 @@ class StepDiff:
     golden_index: int | None  # None: a new step
     compared: int = 0
     differing: int = 0
-    text: str = ""  # how it differs, in words
+    delta: Delta | None = None  # how it differs (None: added, removed, or none compared)
 
     @property
     def status(self) -> str:
@@ -188,7 +198,8 @@ class StepReport:
 
     probes: int
     steps: list[StepDiff] = field(default_factory=list)
-    note: str = ""  # why there is nothing to compare, when there is not
+    note: StepNote | None = None  # why there is nothing to compare, when there is not
+    error: str = ""  # (note "error") why the probes could not be traced
     # With the recorded manifest run here: the first step whose output differs from the golden's
     # although its parameters did not change (the environment changed it), if any.
     environment_step: StepDiff | None = None
@@ -209,31 +220,21 @@ class StepReport:
         return golden, now
 
 
-def _unit(dtype: str) -> str:
-    """The unit differences of this dtype are shown in: bytes read best as x/255, 16-bit
-    samples as x/65535 (a difference of 2.37e+04 is a third of their range, not 93 bytes)."""
-    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
-
-
 def describe_difference(
     golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
-) -> tuple[int, str]:
-    """(probes that differ, words) for the fingerprints of one step on the same probes."""
+) -> Delta:
+    """How the fingerprints of one step differ on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
     ]
-    count = len(golden)
+    delta = Delta(len(differing), len(golden))
     if not differing:
-        return 0, f"identical on {count}/{count} probes"
+        return delta
     g0, n0 = golden[differing[0]], now[differing[0]]
-    where = f"on {len(differing)}/{count} probes"
     if g0.get("shape") != n0.get("shape"):
-        return len(differing), (
-            f"shape {_shape(g0.get('shape'))} → {_shape(n0.get('shape'))} {where}"
-        )
+        return replace(delta, shape=(_shape(g0.get("shape")), _shape(n0.get("shape"))))
     if g0.get("dtype") != n0.get("dtype"):
-        return len(differing), f"dtype {g0.get('dtype')} → {n0.get('dtype')} {where}"
-    unit = _unit(str(n0.get("dtype")))
+        return replace(delta, dtype=(str(g0.get("dtype")), str(n0.get("dtype"))))
     thumbs, means, details = [], [], []
     for i in differing:
         g, n = golden[i], now[i]
@@ -244,60 +245,63 @@ def describe_difference(
         except (KeyError, ValueError, TypeError):
             continue
     if not thumbs:
-        return len(differing), f"differs {where}"
-    pairs = [(np.asarray(golden[i]["mean"], np.float64), np.asarray(now[i]["mean"], np.float64))
-             for i in differing if "mean" in golden[i] and "mean" in now[i]]  # fmt: skip
-    mechanism = channel_mechanism(pairs)
-    parts = [mechanism] if mechanism else []
-    parts.append(f"thumbnail mean |Δ| {short_number(float(np.mean(thumbs)), 3)}{unit}")
-    shift = np.mean(means, axis=0)
-    if np.abs(shift).max() > 0:
-        parts.append("channel means " + ", ".join(f"{v:+.3g}" for v in shift) + unit)
+        return delta
+    pairs = mean_pairs(golden, now)
     g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
-    if g_detail > 0 and abs(n_detail / g_detail - 1) >= 0.005:
-        parts.append(
-            f"detail {short_number(g_detail, 3)} → {short_number(n_detail, 3)} "
-            f"({n_detail / g_detail - 1:+.0%})"
-        )
-    return len(differing), f"{', '.join(parts)} {where}"
+    return replace(
+        delta,
+        unit=str(n0.get("dtype")),
+        order=channel_order(pairs),
+        alpha=alpha_factor(pairs),
+        thumb=float(np.mean(thumbs)),
+        shift=tuple(float(v) for v in np.mean(means, axis=0)),
+        detail=(g_detail, n_detail),
+    )
 
 
-def channel_mechanism(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> str | None:
-    """What the per-channel means of the same probes (golden, now) show, when every probe
-    shows it: the channels in another order (a band permutation: the same means, moved), or
-    the colours premultiplied by alpha (4 channels: alpha the same, every colour mean scaled
-    down by one factor; scaled up: un-premultiplied). None when they show neither."""
+def mean_pairs(
+    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The per-channel means (golden's, now) of the probes whose output differs."""
+    return [
+        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
+        for g, n in zip(golden, now)
+        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
+    ]
+
+
+def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, ...] | None:
+    """The channels in another order on every probe (the same means, moved): ``order[i]`` is the
+    golden's channel that channel ``i`` holds now (matched by their means). None otherwise."""
     if not pairs or any(g.shape != n.shape or g.size < 2 for g, n in pairs):
         return None
-    orders = []
+    orders = set()
     for g, n in pairs:
         if np.allclose(g, n, rtol=1e-6, atol=1e-9) or not np.allclose(
             np.sort(g), np.sort(n), rtol=1e-3, atol=1e-6
         ):
-            break
-        # now[i] holds the golden's channel order[i] (matched by their means).
-        orders.append(tuple(int(j) for j in np.argsort(g)[np.argsort(np.argsort(n))]))
-    else:
-        if len(set(orders)) == 1 and len(set(orders[0])) == len(orders[0]):
-            moved = ", ".join(f"{i}←{j}" for i, j in enumerate(orders[0]) if i != j)
-            return f"the channels in another order (now ← golden, by their means: {moved})"
-    if all(g.size == 4 for g, _ in pairs):
-        ratios = []
-        for g, n in pairs:
-            if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
-                return None
-            ratio = n[:3] / g[:3]
-            if np.ptp(ratio) > 0.05 * ratio.mean() or abs(ratio.mean() - 1) < 0.01:
-                return None
-            ratios.append(float(ratio.mean()))
-        factor = float(np.mean(ratios))
-        if factor < 1:
-            return (
-                f"the colours premultiplied by alpha (alpha the same, every colour mean × "
-                f"{factor:.2f})"
-            )
-        return f"the colours un-premultiplied (alpha the same, every colour mean × {factor:.2f})"
-    return None
+            return None
+        orders.add(tuple(int(j) for j in np.argsort(g)[np.argsort(np.argsort(n))]))
+    order = orders.pop() if len(orders) == 1 else None
+    return order if order is not None and len(set(order)) == len(order) else None
+
+
+def alpha_factor(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float | None:
+    """The factor every colour mean was scaled by with alpha the same, on every probe (below 1:
+    premultiplied by alpha, above: un-premultiplied); None when the means show no such thing."""
+    if not pairs or channel_order(pairs) is not None:
+        return None
+    if not all(g.size == 4 and n.size == 4 for g, n in pairs):
+        return None
+    ratios = []
+    for g, n in pairs:
+        if abs(n[3] - g[3]) > 1e-3 * max(abs(g[3]), 1.0) or (g[:3] <= 0).any():
+            return None
+        ratio = n[:3] / g[:3]
+        if np.ptp(ratio) > 0.05 * ratio.mean() or abs(ratio.mean() - 1) < 0.01:
+            return None
+        ratios.append(float(ratio.mean()))
+    return float(np.mean(ratios))
 
 
 def _shape(shape: Any) -> str:
@@ -371,18 +375,13 @@ def compare_steps(
     samples: Sequence[Sample],
     recorded_steps: Sequence[Step] | None = None,
 ) -> StepReport:
-    """Compare the fingerprints of ``steps`` on the golden's step probes with the golden's.
-
-    ``recorded_steps`` (the golden's recorded preprocessing, when it can be rebuilt) adds two
-    things: whether this machine reproduces the golden's fingerprints with the recorded
-    pipeline (if not, the environment changed a step's output), and the exact size of the
-    difference at the first differing step (full arrays, not thumbnails). Never raises: a probe
-    that no longer decodes, say, is said in the report's note.
-    """
+    """The fingerprints of ``steps`` on the golden's step probes against the golden's; with
+    ``recorded_steps``, whether this machine reproduces the golden (else the environment changed a
+    step) and the first difference measured on full arrays. Never raises."""
     try:
         report, now_arrays = _compare(probes, steps, samples)
     except Exception as exc:  # report, do not hide the rest of the diagnosis
-        return StepReport(0, note=f"the step probes could not be traced: {exc}")
+        return StepReport(0, note="error", error=str(exc))
     if recorded_steps is None or report.note:
         return report
     if [s.op for s in recorded_steps] != [str(op) for op in probes.get("steps", [])]:
@@ -403,15 +402,12 @@ def _compare(
     """The fingerprints of ``steps`` on the golden's step probes against the golden's, and the
     outputs of every step for each probe."""
     if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
-        note = (
-            "the golden keeps no step fingerprints (re-record it with --mlrepro-update to add them)"
-        )
-        return StepReport(0, note=note), {}
+        return StepReport(0, note="unrecorded"), {}
     golden_ops = [str(op) for op in probes.get("steps", [])]
     by_id = {s.id: s for s in samples}
     ids = [i for i in probes.get("samples", []) if i in by_id]
     if not ids:
-        return StepReport(0, note="none of the golden's step probes is in this run's data set"), {}
+        return StepReport(0, note="absent"), {}
     rows = {(str(r[0]), int(r[1])): r[3] for r in _fingerprint_rows(probes)}
     layouts = [s.layout for s in states(steps)]
     now_arrays = {i: trace(steps, by_id[i]) for i in ids}
@@ -420,10 +416,7 @@ def _compare(
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
         if now_index is None or golden_index is None:
-            text = "step added (not in the golden's pipeline)"
-            if now_index is None:
-                text = f"step removed (the golden's pipeline had {op} at position {golden_index})"
-            report.steps.append(StepDiff(op, now_index, golden_index, text=text))
+            report.steps.append(StepDiff(op, now_index, golden_index))
             continue
         diff = StepDiff(op, now_index, golden_index)
         pairs = [
@@ -433,9 +426,9 @@ def _compare(
         ]
         if pairs:
             diff.compared = len(pairs)
-            diff.differing, diff.text = describe_difference(
-                [p[0] for p in pairs], [p[1] for p in pairs]
-            )
+            golden_fps, now_fps_step = [p[0] for p in pairs], [p[1] for p in pairs]
+            diff.delta = describe_difference(golden_fps, now_fps_step)
+            diff.differing = diff.delta.differing
         report.steps.append(diff)
     return report, now_arrays
 
@@ -469,14 +462,12 @@ def _measure_first(
         changed += int(np.count_nonzero(diff))
         counted += diff.size
         dtype = str(b.dtype)
-    unit = _unit(dtype)
     differing = sum(1 for d in maxima if d > 0)
     if not differing:
         return
-    mechanism = channel_mechanism([m for m in means if not np.array_equal(*m)])
-    first.text = (
-        (f"{mechanism}, " if mechanism else "")
-        + f"mean |Δ| {short_number(float(np.mean(deltas)), 3)}{unit} "
-        f"(max {short_number(float(np.max(maxima)), 3)}, "
-        f"{changed / counted:.0%} of values) on {differing}/{len(here)} probes"
-    )
+    pairs = [m for m in means if not np.array_equal(*m)]
+    full = (float(np.mean(deltas)), float(np.max(maxima)), changed / counted)
+    first.delta = Delta(
+        differing, len(here), unit=dtype, order=channel_order(pairs), alpha=alpha_factor(pairs),
+        full=full,
+    )  # fmt: skip

@@ -1,12 +1,6 @@
-"""A diagnosis in words: one renderer per evidence type (its section: a title and its lines) and
-the layout appended to a failure.
-
-``diagnosis/`` gathers the facts (the evidence types of ``diagnosis/_explain.py``); the words are
-here. The accuracy check, a layer below ``report/`` in the import contracts (pyproject.toml),
-writes the sections into the results file, so it is handed this wording
-(:data:`DIAGNOSIS_WORDING`) by the plugin, as the latency check is handed its decision's wording
-(``latency_decided_by``).
-"""
+"""A diagnosis in words: one renderer per evidence type and the layout appended to a failure.
+The accuracy check, below report/ in the import contracts, is handed this wording
+(:data:`DIAGNOSIS_WORDING`) by the plugin."""
 
 from __future__ import annotations
 
@@ -20,24 +14,40 @@ from ..diagnosis import (
     SCREEN,
     Counterfactual,
     CounterfactualEvidence,
-    Diagnosis,
     DiagnosisWording,
+    DriftDiagnosis,
     EnvironmentEvidence,
     Evidence,
     LayerReport,
     ManifestEvidence,
     Section,
     StepEvidence,
-    and_list,
-    env_change_text,
-    relative_to_std,
-    short_number,
 )
 from ..goldens import DataChange
+from ._diagnosis_lead import (
+    LAYER_NOTES,
+    alignment_text,
+    and_list,
+    change_text,
+    env_change_text,
+    flip_label,
+    layers_lead,
+    lead_text,
+    precision_text,
+    rel,
+    short_number,
+    step_note_text,
+    step_text,
+)
 
 SHOWN_FLIPS = 6  # counterfactual lines shown
 SHOWN_NEUTRAL = 6  # manifest edits that cannot move outputs, named
 SHOWN_ENVIRONMENT = 12  # environment changes shown
+NO_TRIAL = {
+    "off": "counterfactual probes are turned off (probe count 0)",
+    "no model": "no loaded model to run counterfactual probes on",
+    "disjoint": "no sample of the golden is in this run's data set",
+}
 
 
 def data_section(data: DataChange) -> Section:
@@ -54,7 +64,7 @@ def data_section(data: DataChange) -> Section:
 
 def manifest_section(e: ManifestEvidence) -> Section:
     neutral = [c for c in e.changes if c.area == "neutral"]
-    body = [c.text() for c in e.changes if c.area != "neutral"]
+    body = [change_text(c) for c in e.changes if c.area != "neutral"]
     body = body or ["no change that can move the outputs"]
     if neutral:
         body.append(
@@ -68,23 +78,21 @@ def manifest_section(e: ManifestEvidence) -> Section:
 def step_section(e: StepEvidence) -> Section:
     report, first = e.report, e.report.first
     if report.note or first is None:
-        lines = [
-            report.note
-            or f"every step's output is identical to the golden's on {report.probes} probes"
-        ]
+        identical = f"every step's output is identical to the golden's on {report.probes} probes"
+        lines = [step_note_text(report) or identical]
     else:  # resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical
-        summary = f"{first.op}: {first.text}"
+        summary = f"{first.op}: {step_text(first)}"
         if first.status == "removed":
             after = next((s for s in report.steps if s.status in ("differs", "added")), None)
             if after is not None:
-                summary += f"; then {after.op}: {after.text}"
+                summary += f"; then {after.op}: {step_text(after)}"
         same = [s.op for s in report.steps[: report.steps.index(first)] if s.status == "identical"]
         lines = [summary + (f"; {and_list(same)} identical" if same else "")]
     if report.environment_step is not None:
         env = report.environment_step
         lines.append(
             f"with the golden's own recorded pipeline, this machine's {env.op} output differs "
-            f"from the golden's: {env.text}"
+            f"from the golden's: {step_text(env)}"
         )
     moved = e.changed_probes
     if moved:  # a probe whose file changed differs from its fingerprints because of the data
@@ -106,10 +114,13 @@ def step_section(e: StepEvidence) -> Section:
 def layer_section(report: LayerReport) -> Section:
     on = f", on the golden's {report.probes} layer probes" if report.probes else ""
     title = f"the model, layer by layer{on}:"
-    extra = [f"precision: {report.precision}"] if report.precision else []
+    precision = report.precision
+    extra = [f"precision: {precision_text(precision)}"] if precision is not None else []
+    if report.error:
+        return title, [f"the layers could not be traced: {report.error}", *extra]
     if report.note:
-        return title, [report.note, *extra]
-    lines = [f"{report.layers} layers aligned {report.alignment}", *extra]
+        return title, [LAYER_NOTES.get(report.note) or alignment_text(report), *extra]
+    lines = [f"{report.layers} layers aligned {alignment_text(report)}", *extra]
     first = report.first
     if first is None:
         lines.append(
@@ -117,12 +128,12 @@ def layer_section(report: LayerReport) -> Section:
             "its std): the model computes what it computed"
         )
         return title, lines
-    lines.append(report.lead())
+    lines.append(layers_lead(report))
     same = sum(1 for d in report.diffs if d.index < first.index)
     lines.append(f"the {same} layers before it are as the golden's")
     shown = [d for d in report.diffs if d.index >= first.index]
     for d in shown[:: max(1, len(shown) // 6)][:6]:
-        delta = relative_to_std(d.delta)
+        delta = rel(d.delta)
         lines.append(f"layer {d.index + 1} {visible(d.op)} {visible(d.name)}: {delta}")
     return title, lines
 
@@ -130,7 +141,7 @@ def layer_section(report: LayerReport) -> Section:
 def counterfactual_section(e: CounterfactualEvidence) -> Section:
     baseline = e.baseline
     if not e.tried or baseline is None:
-        return "counterfactual probes:", [e.note or "none could run"]
+        return "counterfactual probes:", [NO_TRIAL.get(e.note or "", "none could run")]
     ranked = sorted(e.tried, key=Counterfactual.key)
     lines = [
         f"as the manifest is now: {baseline.agree}/{baseline.probes} match"
@@ -144,7 +155,7 @@ def counterfactual_section(e: CounterfactualEvidence) -> Section:
     if failed:
         lines.append(
             f"{len(failed)} flips cannot run on this model/data: "
-            + "; ".join(f"{c.label}: {c.error}" for c in failed[:2])
+            + "; ".join(f"{flip_label(c)}: {c.error}" for c in failed[:2])
             + (" …" if len(failed) > 2 else "")
         )
     title = (
@@ -162,7 +173,7 @@ def _flip_line(c: Counterfactual, e: CounterfactualEvidence) -> str:
     reverts = f" (undoes {', '.join(x.path for x in c.reverts)})" if c.reverts else ""
     noop = ", the same outputs as the manifest as it is" if c.noop else ""
     return (
-        f"{mark}with {c.label}{reverts}: {c.agree}/{c.probes} match"
+        f"{mark}with {flip_label(c)}{reverts}: {c.agree}/{c.probes} match"
         f" (max score diff {short_number(c.max_diff)}{noop})"
     )
 
@@ -196,8 +207,15 @@ def evidence_section(evidence: Evidence) -> Section:
     return SECTION_RENDERERS[type(evidence)](evidence)
 
 
-def diagnosis_text(d: Diagnosis, width: int) -> str:
+def _wrap(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width - 2, initial_indent="  ", subsequent_indent="  ")
+
+
+def diagnosis_text(d: DriftDiagnosis, width: int) -> str:
     """The text appended to a failure: lead first, then the evidence, within ``width``."""
+    if d.found.rule == "class count":
+        head = "diagnosis (from the golden's recorded top-k and this run's; no model re-run)"
+        return "\n".join([head, *_wrap(d.lead, width)])
     if not d.evidence:  # the diagnosis failed: its lead says why
         return d.lead
     head = (
@@ -205,10 +223,10 @@ def diagnosis_text(d: Diagnosis, width: int) -> str:
         f"{d.screen} first, {d.seconds:.1f} s)"
     )
     lines = [head]
-    lines += textwrap.wrap(d.lead, width - 2, initial_indent="  ", subsequent_indent="  ")
+    lines += _wrap(d.lead, width)
     for title, body in d.sections:
         lines.append("")
-        lines += textwrap.wrap(title, width - 2, initial_indent="  ", subsequent_indent="  ")
+        lines += _wrap(title, width)
         for line in body:
             lines += textwrap.wrap(
                 line,
@@ -220,4 +238,4 @@ def diagnosis_text(d: Diagnosis, width: int) -> str:
     return "\n".join(lines)
 
 
-DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text)
+DIAGNOSIS_WORDING = DiagnosisWording(section=evidence_section, text=diagnosis_text, lead=lead_text)

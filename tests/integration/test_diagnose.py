@@ -26,7 +26,7 @@ from helpers import PREPROCESS_BGR, PREPROCESS_RGB, Project
 from pytest_mlrepro.diagnosis import Evidence, Section, record_layer_fingerprints
 from pytest_mlrepro.diagnosis import _pitfalls as pitfalls
 from pytest_mlrepro.diagnosis import _step_fingerprints as probes
-from pytest_mlrepro.diagnosis._explain import Diagnosis, diagnose
+from pytest_mlrepro.diagnosis._explain import DriftDiagnosis, diagnose
 from pytest_mlrepro.diagnosis._manifest_diff import manifest_diff
 from pytest_mlrepro.diagnosis._probe_trials import probe_order
 from pytest_mlrepro.evaluation._evaluate import Evaluation, evaluate
@@ -67,7 +67,7 @@ def values(*middle: str) -> list[str]:
 
 @dataclass
 class Run:
-    diagnosis: Diagnosis
+    diagnosis: DriftDiagnosis
     comparison: Comparison
     evaluation: Evaluation
 
@@ -520,7 +520,7 @@ def _with_data(golden: golden_store.Golden, folder: Path) -> golden_store.Golden
     )
 
 
-def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> Diagnosis:
+def _check_data(lab: Lab, golden: golden_store.Golden, text: str, folder: Path) -> DriftDiagnosis:
     """Diagnose the run of ``text`` with the data change the plugin would pass."""
     from pytest_mlrepro.goldens import data_change
 
@@ -592,8 +592,9 @@ def test_the_header_counts_the_probes_every_line_counts(lab: Lab) -> None:
     text = lab.check(golden, H.manifest_text("count", other, other_sha)).diagnosis.render()
     first = next(line for line in text.splitlines() if "as the manifest is now:" in line)
     assert "/24 match" in first
-    assert text.splitlines()[0].startswith("diagnosis (") and " on 24 probe samples, 8 first, " in (
-        text.splitlines()[0]
+    assert (
+        text.splitlines()[0].startswith("diagnosis (")
+        and " on 24 probe samples, 8 first, " in (text.splitlines()[0])
     )
 
 
@@ -980,28 +981,7 @@ GREY_STEPS = [
 
 def _grey_model(lab: Lab) -> tuple[str, str]:
     """A linear classifier over a (1, 12, 12) grey input, as ONNX: (file name, sha256)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(11)
-    w = rng.normal(0, 0.2, (H.SIDE * H.SIDE, H.CLASSES)).astype(np.float32)
-    nodes = [
-        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "grey",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, H.SIDE, H.SIDE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
-        initializer=[numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    lab.count += 1
-    name = f"grey{lab.count}.onnx"
-    onnx.save(model, str(lab.root / "models" / name))
-    return name, H.sha256(lab.root / "models" / name)
+    return _linear_model(lab, 1, seed=11)
 
 
 def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab) -> None:
@@ -1025,3 +1005,149 @@ def test_a_grey_data_set_replaced_by_negatives_is_diagnosed_as_inverted(lab: Lab
     assert "the new files are inverted: 255 − x restores the golden (24/24 probe" in d.lead
     assert "colour order" not in d.render()  # no flip of a grey input's colour order is tried
     assert_readable(d.render())
+
+
+def _linear_model(lab: Lab, bands: int, seed: int = 12) -> tuple[str, str]:
+    """A linear classifier over a (bands, 12, 12) input, as ONNX: (file name, sha256)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(seed).normal(0, 0.2, (bands * H.SIDE * H.SIDE, H.CLASSES))
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], ["logits"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bands",
+        [
+            helper.make_tensor_value_info(
+                "input", TensorProto.FLOAT, ["batch", bands, H.SIDE, H.SIDE]
+            )
+        ],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", H.CLASSES])],
+        initializer=[numpy_helper.from_array(w.astype(np.float32), "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    lab.count += 1
+    name = f"bands{lab.count}.onnx"
+    onnx.save(model, str(lab.root / "models" / name))
+    return name, H.sha256(lab.root / "models" / name)
+
+
+def test_bands_saved_in_another_order_are_put_back_by_the_band_order_flip(lab: Lab) -> None:
+    """A 5-band uint16 .npy data set whose files were re-saved with bands 1 and 3 exchanged (issue
+    43): the data changed, and the lead names the band order and the permutation that restores
+    the golden, not merely that the data changed; no decoder flip is tried on .npy arrays."""
+    folder = lab.root / "data" / "bands5"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    rows = ["file,class_index"]
+    for index in range(H.N_SAMPLES):
+        levels = np.array([5000, 15000, 25000, 35000, 45000]) + rng.normal(0, 2000, 5)
+        array = levels[None, None, :] + rng.normal(0, 3000, (H.SIDE, H.SIDE, 5))
+        np.save(folder / f"t{index:02d}.npy", np.clip(array, 0, 65535).astype(np.uint16))
+        rows.append(f"t{index:02d}.npy,{index % H.CLASSES}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+    _accept(lab, "bands5")
+    model, sha = _linear_model(lab, 5)
+    steps = [
+        "decode: {mode: bands, channels: 5, dtype: uint16, backend: numpy}",
+        CAST,
+        "scale: {divisor: 65535}",
+        "layout: {order: NCHW}",
+    ]
+    text = H.manifest_text("bands", model, sha, steps, dataset="bands5")
+    golden = lab.record(text)
+    files = {p.name: H.sha256(p) for p in folder.iterdir() if p.suffix == ".npy"}
+    golden = dataclasses.replace(golden, data=files)
+    for path in folder.glob("*.npy"):
+        np.save(path, np.load(path)[:, :, [0, 3, 2, 1, 4]])
+    _accept(lab, "bands5")
+    d = _check_data(lab, golden, text, folder)
+    said = d.render()
+    assert d.cause == "data", said
+    assert d.lead.startswith("Likely cause: band order, in the changed data — "), d.lead
+    assert "put back in the golden's order (now ← golden: 1←3, 3←1), 24/24 probe" in d.lead
+    assert "decoder" not in said and "BytesIO" not in said
+    assert_readable(said)
+
+
+def _rgba_data(lab: Lab, name: str, disc: bool) -> Path:
+    """24 RGBA PNGs of 18 × 18. ``disc``: an opaque disc of one colour on transparent pixels
+    whose colours are noise (what a premultiplying resize ignores and a plain one bleeds in);
+    else one colour (with a little noise) under an alpha ramp."""
+    from PIL import Image
+
+    folder = lab.root / "data" / name
+    folder.mkdir()
+    rng = np.random.default_rng(8)
+    yy, xx = np.mgrid[0:18, 0:18]
+    rows = ["file,class_index"]
+    for index in range(H.N_SAMPLES):
+        image = rng.integers(0, 256, (18, 18, 4)).astype(np.uint8)
+        if disc:
+            inside = (yy - rng.integers(6, 12)) ** 2 + (xx - rng.integers(6, 12)) ** 2 < 20
+            image[..., 3] = np.where(inside, 255, 0)
+            image[inside, :3] = rng.integers(0, 256, 3)
+        else:
+            colour = rng.integers(60, 200, 3)
+            image[..., :3] = colour + rng.integers(-5, 6, (18, 18, 3))
+            image[..., 3] = np.rint(xx * 15).astype(np.uint8)
+        Image.fromarray(image, "RGBA").save(folder / f"a{index:02d}.png")
+        rows.append(f"a{index:02d}.png,{index % H.CLASSES}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+    _accept(lab, name)
+    return folder
+
+
+RGBA_STEPS = [
+    "decode: {mode: RGBA, exif_orientation: false}",
+    "resize: {size: [12, 12], method: bilinear, backend: pil}",
+    CAST,
+    SCALE,
+    "layout: {order: NCHW}",
+]
+
+
+def test_an_rgba_resize_through_opencv_says_that_pillow_premultiplies(lab: Lab) -> None:
+    """Colour with alpha resized through OpenCV where the golden used Pillow (issue 43): the
+    lead names the resize and why it matters for RGBA, in words."""
+    pytest.importorskip("cv2")
+    _rgba_data(lab, "rgba", disc=True)
+    model, sha = _linear_model(lab, 4)
+    golden = lab.record(H.manifest_text("rgba", model, sha, RGBA_STEPS, dataset="rgba"))
+    resize = "resize: {size: [12, 12], method: bilinear, backend: opencv}"
+    opencv = H.replace_step(RGBA_STEPS, 1, resize)
+    run = lab.check(golden, H.manifest_text("rgba", model, sha, opencv, dataset="rgba"))
+    assert run.diagnosis.cause == pitfalls.RESIZE, run.diagnosis.render()
+    assert "changed resize.backend from 'pil' to 'opencv'" in lead_of(run)
+    assert (
+        "(on colour with alpha: Pillow premultiplies the colours by alpha while it filters, "
+        "OpenCV filters each channel alone" in lead_of(run)
+    )
+
+
+def test_rgba_files_saved_premultiplied_say_the_mechanism(lab: Lab) -> None:
+    """The RGBA files re-saved with their colours premultiplied by alpha (issue 43): the data
+    changed, and the step-by-step evidence says premultiplied alpha, not only that the decode
+    differs."""
+    from PIL import Image
+
+    folder = _rgba_data(lab, "rgba_pm", disc=False)
+    model, sha = _linear_model(lab, 4)
+    text = H.manifest_text("rgba_pm", model, sha, RGBA_STEPS, dataset="rgba_pm")
+    golden = lab.record(text)
+    golden = dataclasses.replace(golden, data={p.name: H.sha256(p) for p in folder.glob("*.png")})
+    for path in folder.glob("*.png"):
+        with Image.open(path) as image:
+            array = np.asarray(image).astype(np.float64)
+        array[..., :3] = np.rint(array[..., :3] * array[..., 3:] / 255)
+        Image.fromarray(array.astype(np.uint8), "RGBA").save(path)
+    _accept(lab, "rgba_pm")
+    d = _check_data(lab, golden, text, folder)
+    assert d.cause == "data", d.render()
+    assert "decode: the colours premultiplied by alpha (alpha the same, every colour mean ×" in (
+        d.render().replace("\n        ", " ")
+    )

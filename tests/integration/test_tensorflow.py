@@ -493,7 +493,7 @@ def test_an_int8_tflite_model_against_its_float32_golden_names_the_precision(
     report = layers.compare(block, int8_runner, int8_m, samples)
     assert report is not None
     text = " ".join(layer_section(report)[1])
-    assert "layer outputs are int8 where the golden's had 0" in report.precision, text
+    assert "layer outputs are int8 where the golden's had 0" in text, text
     assert "precision:" in text
     assert [row[1] for row in block["rows"]] == ["MEAN", "FULLY_CONNECTED"]
     assert report.first is not None and report.first.op == "MEAN", text

@@ -74,7 +74,7 @@ def test_layer_names_in_the_layer_table() -> None:
         LayerDiff(0, f"conv{TITLE}", "Conv", row, shifted, 5.0),
         LayerDiff(1, f"relu{RED}", f"Relu{CSI}", row, shifted, 7.0),
     ]
-    report = LayerReport(probes=2, layers=2, alignment="by name", diffs=diffs, first=diffs[0])
+    report = LayerReport(probes=2, layers=2, alignment="name", diffs=diffs, first=diffs[0])
     assert_shown_not_obeyed("\n".join(layer_section(report)[1]))
 
 

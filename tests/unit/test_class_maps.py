@@ -8,13 +8,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pytest_mlrepro.diagnosis._class_maps import (
-    class_count_map,
-    constant_shift,
-    explain_class_count,
-    index_map,
-)
+from pytest_mlrepro.diagnosis import DataFacts, Lead, explain_class_count
+from pytest_mlrepro.diagnosis._class_maps import class_count_map, constant_shift, index_map
 from pytest_mlrepro.goldens import Results
+from pytest_mlrepro.report import DIAGNOSIS_WORDING
+from pytest_mlrepro.report._diagnosis_lead import class_map_text, lead_text
 
 CLASSES = 1000
 K = 5
@@ -42,8 +40,8 @@ def test_a_sliced_background_head_is_named_a_plus_one_offset() -> None:
     found = constant_shift(golden, mapped(golden, sliced), CLASSES)
     assert found is not None
     assert found.cause == "label offset"
-    assert "every prediction is the golden's class +1" in found.what
-    assert "with labels shifted by −1, 999/1000 predictions match" in found.counterfactual
+    assert "every prediction is the golden's class +1" in class_map_text(found)[0]
+    assert "with labels shifted by −1, 999/1000 predictions match" in class_map_text(found)[1]
     assert index_map(golden, mapped(golden, sliced)) is not None  # the shift is a map too
 
 
@@ -51,8 +49,8 @@ def test_a_negative_shift_modulo_the_classes() -> None:
     golden = golden_results()
     found = constant_shift(golden, mapped(golden, lambda t: (t - 3) % CLASSES), CLASSES)
     assert found is not None
-    assert "class −3" in found.what
-    assert "shifted by +3, 1000/1000" in found.counterfactual
+    assert "class −3" in class_map_text(found)[0]
+    assert "shifted by +3, 1000/1000" in class_map_text(found)[1]
 
 
 def test_another_class_order_is_named_an_index_map() -> None:
@@ -62,7 +60,7 @@ def test_another_class_order_is_named_an_index_map() -> None:
     assert constant_shift(golden, now, CLASSES) is None
     found = index_map(golden, now)
     assert found is not None and found.cause == "class index map"
-    assert "1000/1000 predictions match" in found.counterfactual
+    assert "1000/1000 predictions match" in class_map_text(found)[1]
 
 
 def test_predictions_no_map_brings_back_are_not_named() -> None:
@@ -93,14 +91,21 @@ def test_a_background_class_added_or_dropped() -> None:
     golden = golden_results()
     added = class_count_map(golden, mapped(golden, lambda t: t + 1), CLASSES, CLASSES + 1)
     assert added is not None
-    assert "a background class at index 0 — the model has 1001 output classes" in added.what
-    assert "labels shifted by −1), 1000/1000 predictions match" in added.counterfactual
+    assert (
+        "a background class at index 0 — the model has 1001 output classes"
+        in class_map_text(added)[0]
+    )
+    assert "labels shifted by −1), 1000/1000 predictions match" in class_map_text(added)[1]
     at_end = class_count_map(golden, mapped(golden, lambda t: t), CLASSES, CLASSES + 1)
-    assert at_end is not None and "an extra class at the end" in at_end.what
+    assert at_end is not None and "an extra class at the end" in class_map_text(at_end)[0]
     dropped = class_count_map(golden, mapped(golden, lambda t: t - 1), CLASSES, CLASSES - 1)
-    assert dropped is not None and "background class at index 0 is gone" in dropped.what
+    assert (
+        dropped is not None and "background class at index 0 is gone" in class_map_text(dropped)[0]
+    )
     assert class_count_map(golden, mapped(golden, lambda t: t + 1), CLASSES, CLASSES + 2) is None
-    text = explain_class_count(golden, mapped(golden, lambda t: t + 1), CLASSES, CLASSES + 1)
+    text = explain_class_count(
+        golden, mapped(golden, lambda t: t + 1), CLASSES, CLASSES + 1, DIAGNOSIS_WORDING
+    )
     assert text is not None and text[1] == "label offset"
     assert text[0].startswith("diagnosis (from the golden's recorded top-k")
 
@@ -117,8 +122,9 @@ def test_an_index_map_is_checked_on_the_classes_other_samples_rank() -> None:
     order = np.random.default_rng(9).permutation(CLASSES)
     found = index_map(golden, mapped(golden, lambda t: order[t]))
     assert found is not None
-    assert "800/800 predictions match the golden's (the other 200 have classes no other" in (
-        found.counterfactual
+    assert (
+        "800/800 predictions match the golden's (the other 200 have classes no other"
+        in (class_map_text(found)[1])
     )
 
 
@@ -128,9 +134,12 @@ def test_labels_that_all_moved_by_one_are_named_a_label_offset() -> None:
     from pytest_mlrepro.goldens._data_identity import LabelChange
 
     shifted = DataChange(24, labels=[LabelChange(f"i{i}", i % 2, i % 2 + 1) for i in range(20)])
-    assert _label_shift(shifted) == (
-        ": a label offset, every changed label is the golden's +1 (with labels shifted by −1, "
-        "they are the golden's)"
+    assert _label_shift(shifted) == 1
+    said = lead_text(Lead("data labels", "data", data=DataFacts(("labels",), 0, 0, None, 1)))
+    assert said == (
+        "Likely cause: the data — labels: a label offset, every changed label is the golden's +1 "
+        "(with labels shifted by −1, they are the golden's); every prediction is the golden's: "
+        "the accuracy moved with the labels."
     )
     swapped = DataChange(24, labels=[LabelChange("a", 0, 1), LabelChange("b", 1, 0)])
-    assert _label_shift(swapped) == ""
+    assert _label_shift(swapped) is None

@@ -25,6 +25,8 @@ from pytest_mlrepro.diagnosis import FirstStepOutputs, first_step_outputs
 from pytest_mlrepro.diagnosis._step_fingerprints import StepDiff
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.report import html as report
+from pytest_mlrepro.report._diagnosis_lead import step_text
+from pytest_mlrepro.report.html._images import drift_note
 from pytest_mlrepro.settings import Settings
 
 pytest.importorskip("jinja2")
@@ -41,7 +43,7 @@ class Drift:
 
     @property
     def first(self) -> StepDiff:
-        assert self.outputs.first is not None, self.outputs.note
+        assert self.outputs.first is not None, drift_note(self.outputs)
         return self.outputs.first
 
 
@@ -81,14 +83,14 @@ def _drift(tmp_path: Path, assets: Path, edit: tuple[str, str], *, probes: bool 
         device="cpu",
         step=outputs.first.op if outputs.first else "",
         status=outputs.first.status if outputs.first else "",
-        description=outputs.first.text if outputs.first else "",
+        description=step_text(outputs.first) if outputs.first else "",
         golden_index=outputs.golden_index,
         now_index=outputs.now_index,
         channels=f"channels in {outputs.now_order} order",
         layout=outputs.now_layout,
         dtype=str(shown.dtype),
         probes=pictures,
-        note=outputs.note,
+        note=drift_note(outputs),
         anchor="drift-1",
     )
     view = report.ReportView(
@@ -186,8 +188,8 @@ def test_a_golden_without_step_fingerprints_still_gets_its_pictures(
     drift = _drift(tmp_path, mlrepro_assets, (PREPROCESS_RGB, PREPROCESS_BGR), probes=False)
     assert drift.first.op == "decode"
     assert '<span class="step first-step">decode</span>' in drift.page
-    assert "on 3/3 probes" in drift.first.text
-    assert html.escape(drift.first.text) in drift.page
+    assert "on 3/3 probes" in step_text(drift.first)
+    assert html.escape(step_text(drift.first)) in drift.page
     assert [k for k, _ in PNG.findall(drift.page)] == [
         "drift-golden",
         "drift-now",

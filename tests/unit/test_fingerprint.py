@@ -15,7 +15,8 @@ from helpers import CHILD_TIMEOUT_S
 from machines import MACHINES, identity, write_cpuinfo
 
 from pytest_mlrepro import fingerprint
-from pytest_mlrepro.diagnosis._environment_diff import env_change_text, env_diff
+from pytest_mlrepro.diagnosis._environment_diff import env_diff
+from pytest_mlrepro.report._diagnosis_lead import env_change_text
 
 # Abridged from a Sapphire Rapids server: AVX-512 with VNNI and BF16, AMX; "smep"/"smap" are
 # not SME.

@@ -560,37 +560,54 @@ def test_an_rgba_resize_backend_flip_says_that_pillow_premultiplies() -> None:
 
 def test_a_16_bit_step_difference_is_said_in_16_bit_units() -> None:
     from pytest_mlrepro.diagnosis._step_fingerprints import describe_difference
+    from pytest_mlrepro.report._diagnosis_lead import delta_text
 
     def print_of(value: float, sha: str) -> dict[str, object]:
         return {"sha256": sha, "shape": [4, 4, 1], "dtype": "uint16",
                 "thumb": [[value]], "mean": [value], "detail": [1.0]}  # fmt: skip
 
-    count, words = describe_difference([print_of(30000.0, "a")], [print_of(6300.0, "b")])
-    assert count == 1
+    delta = describe_difference([print_of(30000.0, "a")], [print_of(6300.0, "b")])
+    assert delta.differing == 1
+    words = delta_text(delta)
     assert "thumbnail mean |Δ| 2.37e+04/65535" in words and "/255" not in words, words
 
 
 def test_a_band_permutation_and_premultiplied_alpha_are_said_as_mechanisms() -> None:
     """The per-channel means of the decoded probes show both: the same means moved, or every
     colour mean scaled by one factor with alpha the same."""
-    from pytest_mlrepro.diagnosis._step_fingerprints import channel_mechanism, describe_difference
+    from pytest_mlrepro.diagnosis._step_fingerprints import (
+        alpha_factor,
+        channel_order,
+        describe_difference,
+    )
+    from pytest_mlrepro.report._diagnosis_lead import delta_text
 
     rng = np.random.default_rng(3)
     bands = [rng.uniform(100, 5000, 5) for _ in range(3)]
     swapped = [(g, g[[0, 3, 2, 1, 4]]) for g in bands]
-    assert channel_mechanism(swapped) == (
-        "the channels in another order (now ← golden, by their means: 1←3, 3←1)"
-    )
+    assert channel_order(swapped) == (0, 3, 2, 1, 4) and alpha_factor(swapped) is None
     rgba = [np.asarray([120.0, 90.0, 60.0, 128.0]), np.asarray([100.0, 80.0, 70.0, 200.0])]
     premultiplied = [(g, np.concatenate([g[:3] * g[3] / 255, g[3:]])) for g in rgba]
-    said = channel_mechanism(premultiplied)
-    assert said is not None and said.startswith("the colours premultiplied by alpha")
-    assert channel_mechanism([(g, g + 3.0) for g in rgba]) is None  # a shift: neither
+    factor = alpha_factor(premultiplied)
+    assert factor is not None and factor < 1 and channel_order(premultiplied) is None
+    shifted = [(g, g + 3.0) for g in rgba]  # a shift: neither
+    assert channel_order(shifted) is None and alpha_factor(shifted) is None
 
     def print_of(mean: np.ndarray, sha: str) -> dict[str, object]:
         return {"sha256": sha, "shape": [4, 4, 5], "dtype": "uint16", "thumb": [[1.0]],
                 "mean": mean.tolist(), "detail": [1.0]}  # fmt: skip
 
-    _, words = describe_difference([print_of(g, "a") for g, _ in swapped],
-                                   [print_of(n, "b") for _, n in swapped])  # fmt: skip
-    assert words.startswith("the channels in another order"), words
+    words = delta_text(describe_difference([print_of(g, "a") for g, _ in swapped],
+                                           [print_of(n, "b") for _, n in swapped]))  # fmt: skip
+    assert words.startswith(
+        "the channels in another order (now ← golden, by their means: 1←3, 3←1)"
+    ), words
+
+    def rgba_print(mean: np.ndarray, sha: str) -> dict[str, object]:
+        return {"sha256": sha, "shape": [4, 4, 4], "dtype": "uint8", "thumb": [[1.0]],
+                "mean": mean.tolist(), "detail": [1.0]}  # fmt: skip
+
+    golden_prints = [rgba_print(g, "a") for g, _ in premultiplied]
+    now_prints = [rgba_print(n, "b") for _, n in premultiplied]
+    words = delta_text(describe_difference(golden_prints, now_prints))
+    assert words.startswith("the colours premultiplied by alpha (alpha the same, every"), words

@@ -13,6 +13,7 @@ from PIL import Image
 from pytest_mlrepro.data import Sample
 from pytest_mlrepro.diagnosis._step_fingerprints import compare_steps, record, same_outputs
 from pytest_mlrepro.pipeline import Decode, Invert
+from pytest_mlrepro.report._diagnosis_lead import step_note_text
 
 
 def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> None:
@@ -23,11 +24,12 @@ def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> No
     probes = record(steps, [sample], 1)
     assert probes is not None and probes["samples"] == ["a.png"]
     same = compare_steps(probes, steps, [sample], recorded_steps=steps)
-    assert same.note == "" and same.first is None and same.environment_step is None
+    assert same.note is None and same.first is None and same.environment_step is None
     path.write_bytes(b"not an image")
     broken = compare_steps(probes, steps, [sample], recorded_steps=steps)
-    assert broken.note.startswith("the step probes could not be traced: "), broken.note
-    assert "a.png" in broken.note and broken.steps == []
+    said = step_note_text(broken)
+    assert broken.note == "error" and said.startswith("the step probes could not be traced: "), said
+    assert "a.png" in said and broken.steps == []
 
 
 def test_step_probes_are_the_same_outputs_only_when_every_step_hashes_alike(

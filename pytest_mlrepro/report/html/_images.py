@@ -12,6 +12,7 @@ import numpy as np
 
 from ...diagnosis import FirstStepOutputs, ProbeOutputs
 from ...pipeline import channels_last
+from .._diagnosis_lead import step_note_words, step_text
 from ._model import DriftImage, DriftSet
 
 MAX_SIDE = 448  # pixels: larger outputs are shown reduced (a photo's decode: a few MB less)
@@ -169,16 +170,37 @@ def drift_image(
     )
 
 
+def drift_note(o: FirstStepOutputs) -> str:
+    """Why there are no pictures, or what they cannot show, in words ("" when nothing)."""
+    op = "" if o.first is None else o.first.op
+    if o.note == "environment" and o.environment is not None:
+        return (
+            f"with the golden's own recorded pipeline, this machine's {o.environment.op} output "
+            f"differs from the golden's ({step_text(o.environment)}): the golden pipeline's "
+            "pictures are made here, so they show this machine's outputs, not the recorded ones"
+        )
+    return {
+        "unbuilt": "the golden's recorded preprocessing cannot be rebuilt here (a step it names "
+        "is not registered in this run)",
+        "identical": f"every step's output is identical to the golden's on {o.compared} probes",
+        "untraced": f"the probe samples could not be traced: {o.error}",
+        "added": f"{op} is a step the golden's pipeline does not have: its output is shown "
+        "beside the golden pipeline's output of the step before it",
+        "removed": f"{op} is gone from the current pipeline: the golden pipeline's output of it "
+        "is shown beside the current pipeline's output of the step before it",
+    }.get(o.note or "", step_note_words(o.note or "", o.error))
+
+
 def step_pictures(outputs: FirstStepOutputs, drift: DriftSet) -> DriftSet:
     first, golden_layout, now_layout = outputs.first, outputs.golden_layout, outputs.now_layout
     return dataclasses.replace(
         drift,
         step="" if first is None else first.op,
         status="" if first is None else first.status,
-        description="" if first is None else first.text,
+        description="" if first is None else step_text(first),
         golden_index=outputs.golden_index,
         now_index=outputs.now_index,
-        note=outputs.note,
+        note=drift_note(outputs),
         channels=_channels(outputs.golden_order, outputs.now_order),
         layout=_layouts(golden_layout, now_layout),
         dtype=_dtypes(outputs.probes),
