@@ -97,13 +97,13 @@ def add_parser(commands: Any) -> None:
     # The JSON Schema of a file the plugin writes.
     schema = commands.add_parser(
         "schema",
-        help="print the JSON Schema of the results file",
+        help="print the JSON Schema of the results file or of a golden",
         description="Print (or write) the JSON Schema (draft 2020-12) of the results file "
-        "(pytest --mlrepro-json), generated from this version's types: point an editor or a "
-        "validator at it. Some rules are beyond a schema (docs/results.md); mlrepro merge "
-        "checks them too.",
+        "(pytest --mlrepro-json) or of a golden, generated from this version's types: point an "
+        "editor or a validator at it. Some rules are beyond a schema (docs/results.md, "
+        "docs/goldens.md); reading a file checks them too.",
     )
-    schema.add_argument("kind", choices=("results",), help="which file's schema")
+    schema.add_argument("kind", choices=("results", "golden"), help="which file's schema")
     schema.add_argument("--out", metavar="PATH", help="write it to PATH instead of printing it")
 
 
@@ -112,9 +112,15 @@ def schema(args: argparse.Namespace) -> int:
     import json
 
     from .._files import atomic_write_bytes
-    from ..results import results_schema
 
-    text = json.dumps(results_schema(), indent=2) + "\n"
+    if args.kind == "golden":  # the published golden.schema.json, sorted
+        from ..goldens import golden_schema
+
+        text = json.dumps(golden_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    else:
+        from ..results import results_schema
+
+        text = json.dumps(results_schema(), indent=2) + "\n"
     if args.out is None:
         sys.stdout.write(text)
         return 0

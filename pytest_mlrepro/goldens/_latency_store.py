@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .._json_schema import validator
 from ..errors import GoldenError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
 from ..settings import Settings, shown_path
-from ._store import SCHEMA_FILE, read_document
+from ._store import read_document, schema_validator, title_of
 from ._writer import Based, golden_lock, replace_locked
 
 FORMAT = 1
@@ -137,19 +136,13 @@ def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
     return data, digest
 
 
-@functools.cache
-def _profile_validator() -> Any:
-    """The validator of a latency golden's ``profile`` (``golden.schema.json#/$defs``)."""
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return validator({"$defs": schema["$defs"], "$ref": "#/$defs/latency_profile"})
-
-
 def _check_profile(raw: Any, where: str) -> None:
     """ValueError naming the first field of an operator profile that breaks the schema."""
-    for error in _profile_validator().iter_errors(raw):
-        field = ".".join(str(p) for p in error.absolute_path)
-        expected = error.schema.get("title") or error.message
-        raise ValueError(f"{where}{'.' + field if field else ''}: expected {expected}")
+    validator = schema_validator("LatencyProfile")
+    error = validator.first_error(raw)
+    if error is not None:
+        field = "".join(f".{p}" for p in error.path)
+        raise ValueError(f"{where}{field}: expected {title_of(validator.schema, error)}")
 
 
 def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:

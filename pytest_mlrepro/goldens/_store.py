@@ -46,7 +46,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -60,7 +60,7 @@ from .._files import (
     read_bounded,
     remove_stale_temp_files,
 )
-from .._json_schema import validator
+from .._json_schema import SchemaError, SchemaWriter, Validator
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings, shown_path
@@ -343,12 +343,153 @@ _VALIDATED_KEPT = 8
 
 
 # --- validation ----------------------------------------------------------------------------------
-# A golden's shape is one JSON Schema (golden.schema.json), validated by jsonschema; what no
-# schema can say is checked once, here, around it (docs/goldens.md#validation lists both).
+# A golden's shape is its types below, whose generated JSON Schema (golden.schema.json) is compiled
+# by fastjsonschema; what no schema can say is checked once, here, around it (docs/goldens.md).
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "golden.schema.json"
 
 Field = tuple[str | int, ...]
+
+
+def _is(title: str, **schema: Any) -> dict[str, Any]:
+    """A value's schema, its ``title`` saying what it must be in the words of an error."""
+    return {"title": title, **schema}
+
+
+def _field(title: str, **schema: Any) -> Any:
+    return dataclasses.field(metadata={"schema": _is(title, **schema)})
+
+
+def _optional(title: str, **schema: Any) -> Any:
+    return dataclasses.field(default=None, metadata={"schema": _is(title, **schema)})
+
+
+@dataclass(frozen=True)
+class RecordedDataset:
+    classes: int = _field("a positive integer", minimum=1)
+
+
+@dataclass(frozen=True)
+class RecordedManifest:
+    """The manifest as recorded, every default filled in (only its class count is read here)."""
+
+    dataset: RecordedDataset
+
+
+@dataclass(frozen=True)
+class StoredMetrics:
+    samples: int = _field("an integer")
+    top1: float = _field("a number")
+    top5: float = _field("a number")
+
+
+ClassIndex = Annotated[int, _is("a class index (an integer)")]
+Sample = tuple[
+    Annotated[str, _is("a sample id (a non-empty string)", minLength=1)],
+    Annotated[int, _is("a label (an integer)")],
+    Annotated[
+        list[ClassIndex],
+        _is("a non-empty list of distinct class indices", minItems=1, uniqueItems=True),
+    ],
+    Annotated[
+        list[Annotated[float, _is("a score (a number)")]], _is("a list of scores, one per class")
+    ],
+]
+
+
+@dataclass(frozen=True)
+class GoldenFile:
+    """One golden file (golden/<name>.json), format 1. A title says, in the words of an error
+    message, what a field must be. The checks no schema can say are pytest_mlrepro/goldens/
+    _store.py's (docs/goldens.md). Keys not named here are allowed: newer goldens still load."""
+
+    format: Literal[1] = _field("1")
+    name: str = _field("the manifest's name", minLength=1)
+    manifest: RecordedManifest
+    environment: dict[str, Any] = _field("a mapping")
+    metrics: StoredMetrics
+    samples: list[Sample] = _field(
+        "a non-empty list of samples",
+        minItems=1,
+        items={"title": "[id, label, [classes], [scores]]"},
+    )
+    manifest_file: str | None = _optional("a path", minLength=1)
+    probes: dict[str, Any] | None = _optional("a mapping")
+    data: dict[str, str] | None = _optional(
+        "a mapping of sample id to sha256",
+        additionalProperties=_is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$"),
+    )
+    pixels: dict[str, str] | None = _optional(
+        "a mapping of sample id to a pixel hash",
+        additionalProperties=_is("16 hex digits", pattern="^[0-9a-f]{16}$"),
+    )
+
+
+@dataclass(frozen=True)
+class ProfiledOperator:
+    name: str = _field("a node or op name (a non-empty string)", minLength=1)
+    kind: str = _field("an op type (a non-empty string)", minLength=1)
+    ms: float = _field("a non-negative number (milliseconds per call)", minimum=0)
+    provider: str | None = _optional("an execution provider (a string) or null")
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """A latency golden's per-operator time profile of the model call (golden/latency/<name>/
+    <key>.json, batches.<batch>.profile; absent where the runtime's profiler gives none).
+    Operators sorted by name; milliseconds per call, each the median over 'calls' calls."""
+
+    runtime: str = _field("a framework name (a non-empty string)", minLength=1)
+    source: str = _field("the profiler, in words (a string)")
+    calls: int = _field("a positive integer", minimum=1)
+    call_ms: float = _field("a non-negative number", minimum=0)
+    operators: list[ProfiledOperator] = _field("a list of operators")
+    operators_ms: float | None = _optional("a non-negative number", minimum=0)
+
+
+_TITLES = {
+    "RecordedManifest": {"": {"title": "a mapping (the manifest as recorded)"}},
+    "RecordedDataset": {"": {"title": "a mapping"}},
+    "StoredMetrics": {"": {"title": "a mapping"}},
+    "ProfiledOperator": {"": {"title": "an operator: {name, kind, provider, ms}"}},
+    "LatencyProfile": {"": {"title": "a mapping (an operator profile)"}},
+}
+
+
+def golden_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a golden file, made from :class:`GoldenFile` (and of
+    a latency golden's profile, under ``$defs``): ``mlrepro schema golden``."""
+    writer = SchemaWriter(
+        "https://json-schema.org/draft/2020-12/schema",
+        "$defs",
+        _TITLES,
+        closed=False,
+        defaults=False,
+        nullable=False,
+    )
+    writer.ref(LatencyProfile)
+    head = {"$id": "https://pytest-mlrepro.invalid/golden.schema.json"}
+    return writer.document(GoldenFile, **head, title="a golden (a mapping)")
+
+
+@functools.cache
+def schema_validator(definition: str = "") -> Validator:
+    """The golden schema's validator (of its ``$defs`` entry ``definition``), compiled once."""
+    schema = golden_schema()
+    if definition:
+        schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Validator(schema)
+
+
+def title_of(schema: dict[str, Any], error: SchemaError) -> str:
+    """What the value at ``error`` should be: its (referenced) schema's title."""
+    sub = error.schema
+    if error.rule == "required":
+        missing = next(k for k in sub["required"] if k not in error.value)
+        sub = sub["properties"].get(missing, {})
+    if "$ref" in sub:
+        sub = schema["$defs"][sub["$ref"].rsplit("/", 1)[-1]]
+    return str(sub.get("title") or error.message)
 
 
 class InvalidField(ValueError):
@@ -385,32 +526,20 @@ def _describe(value: Any) -> str:
     return f"{shown} ({kind})" if len(shown) <= 40 else kind
 
 
-@functools.cache
-def _schema_validator() -> Any:
-    """The golden schema's validator (built once; jsonschema is imported only when a golden is
-    read back, with the one pass over the samples of :mod:`pytest_mlrepro._json_schema`). JSON's
-    integers only: a class index of ``1.0`` in a golden was written by hand."""
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return validator(schema, strict_integers=True)
-
-
 def _check_schema(data: Any) -> None:
-    """InvalidField for the first field (in the file's order) that breaks the schema, in the
-    words of that field's title ("expected a class index (an integer), got "3" (a string)")."""
-    errors = list(_schema_validator().iter_errors(data))
-    if not errors:
+    """InvalidField for the first field that breaks the schema, in the words of that field's
+    title ("expected a class index (an integer), got "3" (a string)")."""
+    validator = schema_validator()
+    error = validator.first_error(data)
+    if error is None:
         return
-    # The first error in document order (at one depth, an index sorts before a key).
-    error = min(errors, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path])
-    field: Field = tuple(error.absolute_path)
-    if error.validator == "required":
-        missing = next(key for key in error.validator_value if key not in error.instance)
-        expected = error.schema["properties"].get(missing, {}).get("title", "a value")
-        raise InvalidField((*field, missing), f"expected {expected}, got nothing (no such key)")
-    # Every field the schema checks has a title (tests/unit/test_golden_schema.py); jsonschema's
-    # own words stand in for one that would not.
-    expected = error.schema.get("title") or error.message
-    raise InvalidField(field, f"expected {expected}, got {_describe(error.instance)}")
+    expected = title_of(validator.schema, error)
+    if error.rule == "required":
+        missing = next(k for k in error.schema["required"] if k not in error.value)
+        raise InvalidField(
+            (*error.path, missing), f"expected {expected}, got nothing (no such key)"
+        )
+    raise InvalidField(error.path, f"expected {expected}, got {_describe(error.value)}")
 
 
 def validate(data: Any) -> Golden:
@@ -478,6 +607,8 @@ def _check_samples(rows: list[list[Any]], classes: int) -> Results:
         indices: list[tuple[Field, int, str]] = [(("samples", i, 1), label, "label")]
         indices += [(("samples", i, 2, j), c, "class index") for j, c in enumerate(top)]
         for where, value, what in indices:
+            if type(value) is not int:  # JSON Schema counts 1.0 an integer: written by hand here
+                raise InvalidField(where, f"expected a {what} (an integer), got {_describe(value)}")
             if not 0 <= value < classes:
                 raise InvalidField(
                     where,

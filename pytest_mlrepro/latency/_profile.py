@@ -160,7 +160,7 @@ def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile
 
 
 def profile_json(profile: OperatorProfile) -> dict[str, Any]:
-    """The golden's ``profile`` (``golden.schema.json#/$defs/latency_profile``)."""
+    """The golden's ``profile`` (``golden.schema.json#/$defs/LatencyProfile``)."""
     return {
         "runtime": profile.runtime,
         "source": profile.source,
