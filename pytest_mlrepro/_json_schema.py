@@ -12,7 +12,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ._schema import to_plain, yaml_key
@@ -182,7 +182,7 @@ class SchemaWriter:
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin is typing.Annotated:  # a type with its schema: Annotated[int, {"minimum": 0}]
             return merged(self.of_type(args[0]), args[1])
-        if isinstance(tp, type) and tp in _SCALAR_TYPES or tp is Any:  # (Annotated: unhashable)
+        if (isinstance(tp, type) and tp in _SCALAR_TYPES) or tp is Any:  # (Annotated: unhashable)
             return dict(_SCALAR_TYPES[tp])
         if origin is Literal:
             return {"enum": list(args)}

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
     """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
     from ..manifest import load_manifest
-    from ..plugin._base import settings_key
+    from ..plugin import settings_key
 
     manifest_path = Path(args.manifest)
     manifest = load_manifest(manifest_path, display=shown_path(manifest_path.resolve(), Path.cwd()))
@@ -105,7 +105,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
-    from ..plugin._base import options
+    from ..plugin import options
     from ..report import DIAGNOSIS_WORDING, explain, record_command
     from ..runners import check_framework
 

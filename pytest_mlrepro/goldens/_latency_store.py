@@ -10,7 +10,6 @@ that slows the model down is a regression, reported with what changed.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Mapping

@@ -356,17 +356,14 @@ def _is(title: str, **schema: Any) -> dict[str, Any]:
     return {"title": title, **schema}
 
 
-def _field(title: str, **schema: Any) -> Any:
-    return dataclasses.field(metadata={"schema": _is(title, **schema)})
-
-
-def _optional(title: str, **schema: Any) -> Any:
-    return dataclasses.field(default=None, metadata={"schema": _is(title, **schema)})
+def _says(title: str, **schema: Any) -> dict[str, Any]:
+    """A field's metadata: its schema, titled."""
+    return {"schema": _is(title, **schema)}
 
 
 @dataclass(frozen=True)
 class RecordedDataset:
-    classes: int = _field("a positive integer", minimum=1)
+    classes: int = dataclasses.field(metadata=_says("a positive integer", minimum=1))
 
 
 @dataclass(frozen=True)
@@ -378,9 +375,9 @@ class RecordedManifest:
 
 @dataclass(frozen=True)
 class StoredMetrics:
-    samples: int = _field("an integer")
-    top1: float = _field("a number")
-    top5: float = _field("a number")
+    samples: int = dataclasses.field(metadata=_says("an integer"))
+    top1: float = dataclasses.field(metadata=_says("a number"))
+    top5: float = dataclasses.field(metadata=_says("a number"))
 
 
 ClassIndex = Annotated[int, _is("a class index (an integer)")]
@@ -403,34 +400,50 @@ class GoldenFile:
     message, what a field must be. The checks no schema can say are pytest_mlrepro/goldens/
     _store.py's (docs/goldens.md). Keys not named here are allowed: newer goldens still load."""
 
-    format: Literal[1] = _field("1")
-    name: str = _field("the manifest's name", minLength=1)
+    format: Literal[1] = dataclasses.field(metadata=_says("1"))
+    name: str = dataclasses.field(metadata=_says("the manifest's name", minLength=1))
     manifest: RecordedManifest
-    environment: dict[str, Any] = _field("a mapping")
+    environment: dict[str, Any] = dataclasses.field(metadata=_says("a mapping"))
     metrics: StoredMetrics
-    samples: list[Sample] = _field(
-        "a non-empty list of samples",
-        minItems=1,
-        items={"title": "[id, label, [classes], [scores]]"},
+    samples: list[Sample] = dataclasses.field(
+        metadata=_says(
+            "a non-empty list of samples",
+            minItems=1,
+            items={"title": "[id, label, [classes], [scores]]"},
+        )
     )
-    manifest_file: str | None = _optional("a path", minLength=1)
-    probes: dict[str, Any] | None = _optional("a mapping")
-    data: dict[str, str] | None = _optional(
-        "a mapping of sample id to sha256",
-        additionalProperties=_is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$"),
+    manifest_file: str | None = dataclasses.field(
+        default=None, metadata=_says("a path", minLength=1)
     )
-    pixels: dict[str, str] | None = _optional(
-        "a mapping of sample id to a pixel hash",
-        additionalProperties=_is("16 hex digits", pattern="^[0-9a-f]{16}$"),
+    probes: dict[str, Any] | None = dataclasses.field(default=None, metadata=_says("a mapping"))
+    data: dict[str, str] | None = dataclasses.field(
+        default=None,
+        metadata=_says(
+            "a mapping of sample id to sha256",
+            additionalProperties=_is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$"),
+        ),
+    )
+    pixels: dict[str, str] | None = dataclasses.field(
+        default=None,
+        metadata=_says(
+            "a mapping of sample id to a pixel hash",
+            additionalProperties=_is("16 hex digits", pattern="^[0-9a-f]{16}$"),
+        ),
     )
 
 
 @dataclass(frozen=True)
 class ProfiledOperator:
-    name: str = _field("a node or op name (a non-empty string)", minLength=1)
-    kind: str = _field("an op type (a non-empty string)", minLength=1)
-    ms: float = _field("a non-negative number (milliseconds per call)", minimum=0)
-    provider: str | None = _optional("an execution provider (a string) or null")
+    name: str = dataclasses.field(
+        metadata=_says("a node or op name (a non-empty string)", minLength=1)
+    )
+    kind: str = dataclasses.field(metadata=_says("an op type (a non-empty string)", minLength=1))
+    ms: float = dataclasses.field(
+        metadata=_says("a non-negative number (milliseconds per call)", minimum=0)
+    )
+    provider: str | None = dataclasses.field(
+        default=None, metadata=_says("an execution provider (a string) or null")
+    )
 
 
 @dataclass(frozen=True)
@@ -439,12 +452,16 @@ class LatencyProfile:
     <key>.json, batches.<batch>.profile; absent where the runtime's profiler gives none).
     Operators sorted by name; milliseconds per call, each the median over 'calls' calls."""
 
-    runtime: str = _field("a framework name (a non-empty string)", minLength=1)
-    source: str = _field("the profiler, in words (a string)")
-    calls: int = _field("a positive integer", minimum=1)
-    call_ms: float = _field("a non-negative number", minimum=0)
-    operators: list[ProfiledOperator] = _field("a list of operators")
-    operators_ms: float | None = _optional("a non-negative number", minimum=0)
+    runtime: str = dataclasses.field(
+        metadata=_says("a framework name (a non-empty string)", minLength=1)
+    )
+    source: str = dataclasses.field(metadata=_says("the profiler, in words (a string)"))
+    calls: int = dataclasses.field(metadata=_says("a positive integer", minimum=1))
+    call_ms: float = dataclasses.field(metadata=_says("a non-negative number", minimum=0))
+    operators: list[ProfiledOperator] = dataclasses.field(metadata=_says("a list of operators"))
+    operators_ms: float | None = dataclasses.field(
+        default=None, metadata=_says("a non-negative number", minimum=0)
+    )
 
 
 _TITLES = {

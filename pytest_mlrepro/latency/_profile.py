@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..runners._profiling import ProfiledCalls, ProfileUnavailable
+from ..runners import ProfiledCalls, ProfileUnavailable
 
 PROFILE_CALLS = 15
 """Profiled calls: each operator's time is its median over them."""

@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import fixed_size
+from ..runners import fixed_size
 from ._data_folder import DataInfo, InitError
 from ._presets import Bands
 

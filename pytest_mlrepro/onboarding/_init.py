@@ -46,7 +46,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import fixed_size, model_layout, shape_text
+from ..runners import fixed_size, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts
@@ -428,7 +428,7 @@ class InitPlan:
         if build is None:
             return None
         try:
-            from ..runners._signature import model_channels
+            from ..runners import model_channels
             from ..runners.torch import input_shape
 
             found = input_shape(build(), self.model.layout)
@@ -502,7 +502,7 @@ class InitPlan:
         """The builder's module as ONNX (fixed bytes in the project), or as ONNX or TFLite
         (``--artifact``) built into the cache by a registered artifact builder; the manifest
         then runs that file."""
-        from ..runners._artifacts import cache_path
+        from ..runners import cache_path
         from .export import export_onnx
 
         assert self.size is not None

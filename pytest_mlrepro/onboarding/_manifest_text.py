@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from .._names import record_command
-from ..runners._signature import shape_text
+from ..runners import shape_text
 from ._data_folder import DataInfo
 from ._model_info import ModelInfo
 from ._presets import StepText

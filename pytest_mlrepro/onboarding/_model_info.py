@@ -14,10 +14,15 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
-from ..manifest._spec import TF_FORMATS
-from ..runners import model_layout, read_onnx, vet_model_file
-from ..runners._artifacts import package_dir
-from ..runners._signature import fixed_size, model_channels
+from ..manifest import TF_FORMATS
+from ..runners import (
+    fixed_size,
+    model_channels,
+    model_layout,
+    package_dir,
+    read_onnx,
+    vet_model_file,
+)
 
 # The framework that reads each format (TensorFlow's and TFLite's: the manifest's table).
 FRAMEWORK_OF = dict.fromkeys(("torchscript", "torch_export", "state_dict"), "torch")
