@@ -49,13 +49,3 @@ def enrich_command(target: str, *options: str) -> str:
     """The command that adds to a golden the evidence it lacks: ``pytest TARGET
     --mlrepro-enrich [OPTIONS]`` (quoted as :func:`record_command` quotes it)."""
     return " ".join(["pytest", shlex.quote(target), "--mlrepro-enrich", *options])
-
-
-__all__ = [
-    "DEFAULT_PATTERNS",
-    "DEVICES",
-    "FRAMEWORKS",
-    "enrich_command",
-    "matches_patterns",
-    "record_command",
-]

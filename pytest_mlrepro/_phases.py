@@ -119,6 +119,3 @@ def phase(name: str) -> Iterator[None]:
 def total(account: dict[str, dict[str, float]], what: str = "wall") -> float:
     """The sum of an account's phases (``wall`` or ``cpu`` seconds)."""
     return sum(times[what] for times in account.values())
-
-
-__all__ = ["OTHER", "PHASES", "PhaseClock", "phase", "start", "stop", "total"]

@@ -71,6 +71,3 @@ def described(value: object, limit: int = 80) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"{article} {kind} ({visible(text)})"
-
-
-__all__ = ["DISPLAY_LIMIT", "described", "shortened", "visible", "visible_lines"]

@@ -102,6 +102,3 @@ def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> in
     status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
     # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
     return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
-
-
-__all__ = ["USAGE_ERROR", "Handler", "UsageError", "guarded", "pytest_args", "run"]

@@ -138,6 +138,3 @@ def _complete(plan: InitPlan, settings: Settings | None) -> int:
         f"commit it, the checksum list{commit} and the golden"
     )
     return 0
-
-
-__all__ = ["add_parser", "init", "request_from"]

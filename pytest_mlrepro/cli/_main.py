@@ -228,6 +228,3 @@ def _command(args: argparse.Namespace, passed: list[str]) -> int:
         return {"merge": merge, "history": history, "track": track}[args.command](args)
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     return run(handler, args, passed)
-
-
-__all__ = ["main", "parser"]

@@ -247,6 +247,3 @@ def _now() -> str:
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-__all__ = ["add_parser", "history", "merge"]

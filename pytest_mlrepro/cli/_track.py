@@ -68,6 +68,3 @@ def track(args: argparse.Namespace) -> int:
         what = "already logged" if logged.already else f"logged {items}"
         print(visible_lines(f"{name}: {what} to {shown_uri(uri)} (run {logged.run_id})"))
     return status
-
-
-__all__ = ["add_parser", "store_uri", "track"]

@@ -125,6 +125,3 @@ def first_step_outputs(
         out.note = f"{first.op} is gone from the current pipeline: the golden pipeline's output "
         out.note += "of it is shown beside the current pipeline's output of the step before it"
     return out
-
-
-__all__ = ["FirstStepOutputs", "ProbeOutputs", "first_step_outputs"]

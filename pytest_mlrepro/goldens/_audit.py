@@ -74,6 +74,3 @@ def stale_temp_files(golden_dir: Path, older_than: float = STALE_AFTER_S) -> lis
         if p.name.count(".") >= 3
     }
     return sorted({s for target in targets for s in _stale_for(target, older_than)})
-
-
-__all__ = ["conflict_message", "golden_conflicts", "stale_temp_files", "unused_goldens"]

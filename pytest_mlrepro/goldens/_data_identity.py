@@ -103,6 +103,3 @@ def data_change(golden: Golden, now: Results, now_files: Mapping[str, str]) -> D
         removed=sorted(set(recorded) - set(current)),
         files_known=files is not None,
     )
-
-
-__all__ = ["DataChange", "LabelChange", "data_change"]

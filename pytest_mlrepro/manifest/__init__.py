@@ -3,10 +3,9 @@ and the JSON Schema export."""
 
 from __future__ import annotations
 
+from .._names import DEVICES, FRAMEWORKS
 from .._recognize import is_manifest
 from ._spec import (
-    DEVICES,
-    FRAMEWORKS,
     STATISTICS,
     TF_FORMATS,
     Dataset,

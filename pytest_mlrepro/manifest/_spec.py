@@ -17,7 +17,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
-from .._names import DEVICES, FRAMEWORKS
 from .._schema import Context, Invalid, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError
@@ -585,24 +584,3 @@ def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
     data, lines = load_yaml(content, shown)
     manifest = parse_manifest(data, shown, lines)
     return dataclasses.replace(manifest, path=path)
-
-
-__all__ = [
-    "DEVICES",
-    "FRAMEWORKS",
-    "TF_FORMATS",
-    "Dataset",
-    "Determinism",
-    "FileRef",
-    "Framework",
-    "Input",
-    "Latency",
-    "Manifest",
-    "Model",
-    "Postprocess",
-    "Reference",
-    "Runtime",
-    "Tolerances",
-    "load_manifest",
-    "parse_manifest",
-]

@@ -251,13 +251,3 @@ def family_refusal(facts: DataFacts, what: str) -> str | None:
             f"'decode: {{mode: bands, channels: {facts.bands}, dtype: {facts.dtype}}}' by hand"
         )
     return None
-
-
-__all__ = [
-    "DataFacts",
-    "FileFacts",
-    "family_refusal",
-    "layout_from_bands",
-    "probe_file",
-    "read_facts",
-]

@@ -769,13 +769,3 @@ def _check_resolution(
             f"--discover on {request.samples} images of {height}×{width} would need more than "
             f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"
         )
-
-
-__all__ = [
-    "MAX_DISCOVERY_BYTES",
-    "InitPlan",
-    "InitRequest",
-    "Written",
-    "module_input_size",
-    "plan_init",
-]

@@ -131,6 +131,3 @@ def _reference(model: ModelInfo, here: Path) -> list[str]:
             f"    build: {_scalar(model.artifact)}  # this artifact builder (conftest.py)",
         ]
     return [f"    path: {_scalar(_rel(model.path, here))}  # relative to this file"]
-
-
-__all__ = ["Recipe", "render_manifest"]

@@ -289,15 +289,3 @@ def locate_package_file(text: str) -> tuple[Path, PackageFile]:
     if not path.is_relative_to(base):
         raise ModelReadError(f"{text}: the path leaves package {name!r}")
     return path, PackageFile(name, path.relative_to(base).as_posix())
-
-
-__all__ = [
-    "FRAMEWORK_OF",
-    "ModelInfo",
-    "ModelReadError",
-    "PackageFile",
-    "guess_format",
-    "locate_package_file",
-    "package_file",
-    "read_model",
-]

@@ -381,13 +381,3 @@ def _finite(array: np.ndarray, sample: str) -> np.ndarray:
         bad = int(np.count_nonzero(~np.isfinite(array)))
         raise SampleError(sample, f"{bad} of its values are NaN or infinite")
     return array
-
-
-__all__ = [
-    "MAX_DECODED_BYTES",
-    "MAX_IMAGE_PIXELS",
-    "decode_mode",
-    "decode_npy",
-    "library_words",
-    "too_many",
-]

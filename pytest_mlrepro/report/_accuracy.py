@@ -93,6 +93,3 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
     if o.notes:  # an enrichment refused, a byte change that is no data change
         text += "\n\n" + "\n".join(f"note: {note}" for note in o.notes)
     return text
-
-
-__all__ = ["accuracy_outcome_text"]

@@ -59,6 +59,3 @@ def phase_lines(rows: Sequence[Row], one_time: Mapping[str, Any] | None = None) 
         "seconds per phase: wall (CPU, every thread's); the phases of an item add up to its call",
         *aligned([header, *body]),
     ]
-
-
-__all__ = ["Table", "phase_lines", "phase_table"]

@@ -66,6 +66,3 @@ def explain_reference(
                 f"({ch.golden_score:.3g}) → {class_label(classes, ch.now)} ({ch.now_score:.3g})"
             )
     return "\n".join(lines)
-
-
-__all__ = ["explain_reference"]

@@ -152,6 +152,3 @@ def shard_lines(shard: Shard | None, json_target: str | None) -> list[str]:
         f"`mlrepro merge` of the results files of all {shard.count} shards gives the "
         f"verdict{keep} (write each with --mlrepro-json).",
     ]
-
-
-__all__ = ["audit_lines", "latency_table", "reference_lines", "shard_lines"]

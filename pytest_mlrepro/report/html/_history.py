@@ -64,6 +64,3 @@ def history_view(
         ),
     )
     return view
-
-
-__all__ = ["history_view"]
