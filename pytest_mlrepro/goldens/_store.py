@@ -1,39 +1,7 @@
-"""The golden store: one reviewable JSON file per model, written atomically, never half-written.
-
-Layout of a golden (keys sorted, one sample per line so that a diff shows which samples moved)::
-
-    {
-      "data": {"<sample id>": "<sha256>", ...}, optional: the data it was measured on, one file
-                                       a line (the labels are in "samples")
-      "environment": {...},            where it was recorded
-      "format": 1,
-      "manifest": {...},               the manifest as recorded, every default filled in
-      "manifest_file": "manifests/x.yaml",  the manifest file it was recorded from (project-
-                                       relative); absent in goldens recorded before it existed
-      "metrics": {"samples": N, "top1": .., "top5": ..},
-      "name": "...",
-      "pixels": {"<sample id>": "<hash>", ...}, optional: the identity of each file's decoded
-                                       pixels (16 hex digits of the sha256 of the decode step's
-                                       output), so that a file whose bytes changed but whose
-                                       pixels did not is told from a data change
-      "probes": {...},                 optional: per-step fingerprints of a few probe samples
-      "samples": [
-        ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
-        ...
-      ]
-    }
-
-Reading a golden validates it strictly (:func:`validate`): its JSON Schema
-(``pytest_mlrepro/golden.schema.json``, by jsonschema: keys and types, ``True`` is not an integer
-nor ``1.0`` a class index), then what no schema can say (docs/goldens.md#validation). Keys the
-schema does not name are allowed, so that goldens written by a newer version still load.
-
-Namespaces under the golden directory: accuracy goldens are ``<golden dir>/**/*.json`` outside
-the two reserved folders ``latency/`` (latency goldens, per manifest name and hardware) and
-``pitfalls/`` (sensitivity tables); a manifest's ``golden:`` may only name a file of the
-accuracy namespace (:func:`golden_path`). Every golden file is read and written through
-:func:`read_json` / :mod:`._files`, which refuse symlinks, FIFOs and folders.
-"""
+"""The golden store: one reviewable JSON file per model (one sample a line, so that a diff shows
+which samples moved), written atomically, read back validated: its types' JSON Schema, then what no
+schema can say (docs/goldens.md). Accuracy goldens live outside the reserved folders ``latency/``
+and ``pitfalls/`` of the golden directory (:func:`golden_path`)."""
 
 from __future__ import annotations
 
@@ -68,11 +36,8 @@ from ._metrics import Results, accuracy
 from ._writer import Based, write_golden
 
 FORMAT = 1
-MAX_BYTES = 256 * MIB
-"""The largest golden file read (ImageNet's 50,000 validation images take about 8 MiB): a larger
-one is refused before it is read."""
-MAX_DEPTH = 64
-"""The deepest nesting of a golden file (those this version writes nest fewer than 20 levels)."""
+MAX_BYTES = 256 * MIB  # ImageNet's 50,000 validation images take about 8 MiB
+MAX_DEPTH = 64  # the goldens this version writes nest fewer than 20 levels
 SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
 
 
@@ -82,22 +47,14 @@ class Golden:
     manifest: dict[str, Any]
     environment: dict[str, Any]
     results: Results
-    # Per-step fingerprints of a few probe samples, for diagnosis (_step_fingerprints.py); None
-    # in goldens recorded before they existed, which still load.
-    probes: dict[str, Any] | None = None
-    # {sample id: sha256} of the files the results were measured on (with the labels in
-    # ``results``, the identity of the data); None in goldens recorded before it existed.
-    data: dict[str, str] | None = None
-    # The manifest file it was recorded from, relative to the project root (posix); None in
-    # goldens recorded before it was kept, which still load and get it on their next update.
-    manifest_file: str | None = None
-    # {sample id: 16 hex digits} of each file's decoded pixels (the decode step's output, as
-    # diagnosis/_data_changes.py hashes it): a byte change that decodes to these pixels is not
-    # a data change. None in goldens recorded before it existed (enrichment adds it).
+    # The optional fields are None in goldens recorded before they existed, which still load.
+    probes: dict[str, Any] | None = None  # per-step fingerprints of a few probe samples
+    data: dict[str, str] | None = None  # {sample id: sha256}: the identity of the data
+    manifest_file: str | None = None  # relative to the project root (posix)
+    # {sample id: 16 hex digits} of each file's decoded pixels: a byte change that decodes to
+    # these pixels is not a data change.
     pixels: dict[str, str] | None = None
-    # The sha256 of the golden file as read (None: not read from a file): the golden's identity
-    # in a results row, which the shard merge compares (two recordings never merge).
-    digest: str | None = None
+    digest: str | None = None  # the file's sha256 as read: the shard merge compares it
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -115,12 +72,9 @@ RESERVED = ("latency", "pitfalls")
 
 
 def golden_path(manifest: Manifest, settings: Settings) -> Path:
-    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``.
-
-    ``golden:`` must name a ``.json`` file in the accuracy namespace: inside the golden
-    directory, outside its reserved folders (``latency/``, ``pitfalls/``), no hidden component
-    (temporary files are hidden). Anything else is an invalid manifest: the update would
-    otherwise overwrite another kind of golden or any project file."""
+    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``; a
+    ManifestError for one outside the accuracy namespace or hidden, which an update would
+    otherwise overwrite (another kind of golden, any project file)."""
     if manifest.golden is None:
         return settings.golden_dir / f"{manifest.name}.json"
     lexical = Path(os.path.normpath(settings.root / manifest.golden))
@@ -226,15 +180,9 @@ def write(
     based_on: Based | None = None,
     rerun: str = "",
 ) -> None:
-    """Replace the golden at ``path`` atomically (readers see the old file or the new one), first
-    removing temporary files that killed writers left beside it. OutputError (old golden intact)
-    if it cannot be written, or if ``path`` is a symlink, folder or FIFO, or a folder between
-    ``golden_dir`` and it is a symlink.
-
-    With ``settings`` and ``based_on`` (what every writer of pytest-mlrepro passes), the write
-    goes the one way of :mod:`._writer`: the golden directory confined, the golden's lock held,
-    and refused (GoldenChanged, naming ``rerun``) when the file is no longer what ``based_on``
-    read. Without them (a library user's own script) only the atomic replacement is made."""
+    """Replace the golden at ``path`` atomically (OutputError, old golden intact, if it cannot).
+    With ``settings`` and ``based_on`` (every writer of pytest-mlrepro) through :mod:`._writer`:
+    confined, locked, refused if the file changed since ``based_on``; else only atomically."""
     data = dumps(golden).encode("utf-8")
     if settings is not None and based_on is not None:
         write_golden(path, data, settings, based_on, rerun=rerun)
@@ -245,9 +193,8 @@ def write(
 
 
 def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
-    """Whether the manifest a golden recorded is ``manifest`` as it is now. Keys the recording
-    lacks (options added to pytest-mlrepro since) count as their defaults, so that a new option
-    does not rewrite every golden; a recording that no longer validates is not current."""
+    """Whether the manifest a golden recorded is ``manifest`` now; keys it lacks (newer options)
+    count as their defaults, so that a new option does not rewrite every golden."""
     now = manifest.normalized()
     if recorded == now:
         return True
@@ -259,18 +206,15 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
 
 
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
-    """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
-    syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
-    folder between ``golden_dir`` and it is a symlink), larger than ``MAX_BYTES`` or nested
-    deeper than ``MAX_DEPTH``. Shared by every kind of golden file."""
+    """The JSON document at ``path`` (None: no file); GoldenError if it cannot be read or parsed,
+    is no regular file, or is over ``MAX_BYTES`` or ``MAX_DEPTH``. Every kind of golden's."""
     found = read_document(path, what, golden_dir)
     return None if found is None else found[0]
 
 
 def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
-    """:func:`read_json`'s document and the sha256 of the file's bytes (the digest a write
-    based on this read compares, :mod:`._writer`); a GoldenError for bytes that are no valid
-    JSON carries their ``digest`` too."""
+    """:func:`read_json`'s document and the sha256 of the bytes (what a write based on this read
+    compares); a GoldenError for bytes that are no valid JSON carries their ``digest`` too."""
     try:
         raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
@@ -306,8 +250,8 @@ def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, 
 
 
 def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
-    """The golden at ``path``, validated (:func:`validate`); None if there is none; GoldenError
-    naming the file, the line where it can and the field if the file is not a valid golden."""
+    """The golden at ``path``, validated (None: no file); GoldenError naming the file, the line
+    where it can and the field if it is not a valid golden."""
     found = read_document(path, "golden", golden_dir)
     if found is None:
         return None
@@ -356,14 +300,9 @@ def _is(title: str, **schema: Any) -> dict[str, Any]:
     return {"title": title, **schema}
 
 
-def _says(title: str, **schema: Any) -> dict[str, Any]:
-    """A field's metadata: its schema, titled."""
-    return {"schema": _is(title, **schema)}
-
-
 @dataclass(frozen=True)
 class RecordedDataset:
-    classes: int = dataclasses.field(metadata=_says("a positive integer", minimum=1))
+    classes: Annotated[int, _is("a positive integer", minimum=1)]
 
 
 @dataclass(frozen=True)
@@ -375,23 +314,24 @@ class RecordedManifest:
 
 @dataclass(frozen=True)
 class StoredMetrics:
-    samples: int = dataclasses.field(metadata=_says("an integer"))
-    top1: float = dataclasses.field(metadata=_says("a number"))
-    top5: float = dataclasses.field(metadata=_says("a number"))
+    samples: Annotated[int, _is("an integer")]
+    top1: Annotated[float, _is("a number")]
+    top5: Annotated[float, _is("a number")]
 
 
-ClassIndex = Annotated[int, _is("a class index (an integer)")]
 Sample = tuple[
     Annotated[str, _is("a sample id (a non-empty string)", minLength=1)],
     Annotated[int, _is("a label (an integer)")],
     Annotated[
-        list[ClassIndex],
+        list[Annotated[int, _is("a class index (an integer)")]],
         _is("a non-empty list of distinct class indices", minItems=1, uniqueItems=True),
     ],
     Annotated[
         list[Annotated[float, _is("a score (a number)")]], _is("a list of scores, one per class")
     ],
 ]
+SHA256 = _is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$")
+PIXELS = _is("16 hex digits", pattern="^[0-9a-f]{16}$")
 
 
 @dataclass(frozen=True)
@@ -400,50 +340,32 @@ class GoldenFile:
     message, what a field must be. The checks no schema can say are pytest_mlrepro/goldens/
     _store.py's (docs/goldens.md). Keys not named here are allowed: newer goldens still load."""
 
-    format: Literal[1] = dataclasses.field(metadata=_says("1"))
-    name: str = dataclasses.field(metadata=_says("the manifest's name", minLength=1))
+    format: Annotated[Literal[1], _is("1")]
+    name: Annotated[str, _is("the manifest's name", minLength=1)]
     manifest: RecordedManifest
-    environment: dict[str, Any] = dataclasses.field(metadata=_says("a mapping"))
+    environment: Annotated[dict[str, Any], _is("a mapping")]
     metrics: StoredMetrics
-    samples: list[Sample] = dataclasses.field(
-        metadata=_says(
-            "a non-empty list of samples",
-            minItems=1,
-            items={"title": "[id, label, [classes], [scores]]"},
-        )
-    )
-    manifest_file: str | None = dataclasses.field(
-        default=None, metadata=_says("a path", minLength=1)
-    )
-    probes: dict[str, Any] | None = dataclasses.field(default=None, metadata=_says("a mapping"))
-    data: dict[str, str] | None = dataclasses.field(
-        default=None,
-        metadata=_says(
-            "a mapping of sample id to sha256",
-            additionalProperties=_is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$"),
-        ),
-    )
-    pixels: dict[str, str] | None = dataclasses.field(
-        default=None,
-        metadata=_says(
-            "a mapping of sample id to a pixel hash",
-            additionalProperties=_is("16 hex digits", pattern="^[0-9a-f]{16}$"),
-        ),
-    )
+    samples: Annotated[
+        list[Annotated[Sample, _is("[id, label, [classes], [scores]]")]],
+        _is("a non-empty list of samples", minItems=1),
+    ]
+    manifest_file: Annotated[str | None, _is("a path", minLength=1)] = None
+    probes: Annotated[dict[str, Any] | None, _is("a mapping")] = None
+    data: Annotated[
+        dict[str, str] | None, _is("a mapping of sample id to sha256", additionalProperties=SHA256)
+    ] = None
+    pixels: Annotated[
+        dict[str, str] | None,
+        _is("a mapping of sample id to a pixel hash", additionalProperties=PIXELS),
+    ] = None
 
 
 @dataclass(frozen=True)
 class ProfiledOperator:
-    name: str = dataclasses.field(
-        metadata=_says("a node or op name (a non-empty string)", minLength=1)
-    )
-    kind: str = dataclasses.field(metadata=_says("an op type (a non-empty string)", minLength=1))
-    ms: float = dataclasses.field(
-        metadata=_says("a non-negative number (milliseconds per call)", minimum=0)
-    )
-    provider: str | None = dataclasses.field(
-        default=None, metadata=_says("an execution provider (a string) or null")
-    )
+    name: Annotated[str, _is("a node or op name (a non-empty string)", minLength=1)]
+    kind: Annotated[str, _is("an op type (a non-empty string)", minLength=1)]
+    ms: Annotated[float, _is("a non-negative number (milliseconds per call)", minimum=0)]
+    provider: Annotated[str | None, _is("an execution provider (a string) or null")] = None
 
 
 @dataclass(frozen=True)
@@ -452,16 +374,12 @@ class LatencyProfile:
     <key>.json, batches.<batch>.profile; absent where the runtime's profiler gives none).
     Operators sorted by name; milliseconds per call, each the median over 'calls' calls."""
 
-    runtime: str = dataclasses.field(
-        metadata=_says("a framework name (a non-empty string)", minLength=1)
-    )
-    source: str = dataclasses.field(metadata=_says("the profiler, in words (a string)"))
-    calls: int = dataclasses.field(metadata=_says("a positive integer", minimum=1))
-    call_ms: float = dataclasses.field(metadata=_says("a non-negative number", minimum=0))
-    operators: list[ProfiledOperator] = dataclasses.field(metadata=_says("a list of operators"))
-    operators_ms: float | None = dataclasses.field(
-        default=None, metadata=_says("a non-negative number", minimum=0)
-    )
+    runtime: Annotated[str, _is("a framework name (a non-empty string)", minLength=1)]
+    source: Annotated[str, _is("the profiler, in words (a string)")]
+    calls: Annotated[int, _is("a positive integer", minimum=1)]
+    call_ms: Annotated[float, _is("a non-negative number", minimum=0)]
+    operators: Annotated[list[ProfiledOperator], _is("a list of operators")]
+    operators_ms: Annotated[float | None, _is("a non-negative number", minimum=0)] = None
 
 
 _TITLES = {
