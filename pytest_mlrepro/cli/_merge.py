@@ -1,18 +1,7 @@
-"""``mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]``: the results files
-of a CI matrix (``pytest --mlrepro-json``, one per machine or shard) merged into one matrix
-(:mod:`pytest_mlrepro.matrix`), printed as Markdown and written as files.
-
-``mlrepro history RESULTS... [--html PATH]``: the results files of many nights, each night merged
-as ``merge`` merges it, each manifest × machine followed over the nights (its first night
-outside tolerance and what changed that night), printed as text and written as an HTML page.
-Exit status 0 (a history is read, not a gate), 2 for the same bad inputs ``merge`` refuses and
-for a file without its ``created`` time.
-
-No pytest session: the results files hold everything. Exit status: 0 when every cell passed
-(and something was compared), 1 when a cell failed (docs/merge.md lists the verdicts that do),
-2 when a results file is unreadable or invalid (the message names the file and the JSON path of
-the bad field), the files do not make one matrix, or an output cannot be written.
-"""
+"""``mlrepro merge``: a CI matrix's results files merged into one matrix (exit 0 all passed, 1 a
+cell failed, 2 bad input); ``mlrepro history``: many nights, each manifest × machine followed
+(exit 0: a history is no gate); ``mlrepro schema``. No pytest session: the files hold all
+(docs/merge.md)."""
 
 from __future__ import annotations
 
