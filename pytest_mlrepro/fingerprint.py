@@ -55,10 +55,8 @@ def _mattering(line_key: str, flags: list[str]) -> list[str]:
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
-    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm).
-
-    Only the first processor's lines count: every core of one machine reports the same ISA.
-    ``cpu_vendor`` and ``cpu`` are None where the text has no such line (Arm has no model name)."""
+    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
+    the first processor's lines (every core reports the same ISA); None where a line lacks."""
     vendor: str | None = None
     model: str | None = None
     flags: list[str] | None = None
@@ -94,11 +92,9 @@ def read_cpu_identity(
     processor: Callable[[], str] = platform.processor,
     machine: Callable[[], str] = platform.machine,
 ) -> dict[str, Any]:
-    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` (sorted, the ISA flags that matter and are
-    present) of a machine described by ``cpuinfo``: the text of its /proc/cpuinfo, None where it
-    has none (macOS, Windows). There the vendor and model are what ``processor`` (as
-    :func:`platform.processor`, asked only then: it may start ``uname``) names, else ``machine``;
-    the flags are not known: an empty list."""
+    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` from ``cpuinfo`` (/proc/cpuinfo's text); without
+    one (macOS, Windows) what ``processor`` (asked only then: it may start ``uname``) or
+    ``machine`` names, and no flags."""
     parsed = parse_cpuinfo(cpuinfo) if cpuinfo is not None else {}
     vendor, model = parsed.get("cpu_vendor"), parsed.get("cpu")
     if vendor is None or model is None:
@@ -382,10 +378,8 @@ def _slug_part(text: str, limit: int = 32) -> str:
 
 @dataclass(frozen=True)
 class HardwareKey:
-    """Where and how a latency was measured: machine, device, framework and thread settings.
-
-    ``slug`` names the golden file: readable parts plus a hash of every field, so two keys that
-    differ in anything get different files."""
+    """Where and how a latency was measured: machine, device, framework and thread settings;
+    ``slug`` (readable parts plus a hash of every field) names its golden file."""
 
     fields: dict[str, Any]
 

@@ -61,11 +61,9 @@ class Settings:
 
 
 def golden_dir_escape(settings: Settings) -> str | None:
-    """Why goldens must not be written in ``settings.golden_dir``, or None when they may: the
-    directory was given inside the project, but a symbolic link (it, or a folder above it) takes
-    it outside the project and every allowed root, so that a write would land wherever the link
-    names. A directory given outside the project on purpose (an absolute --mlrepro-golden-dir)
-    is the user's choice."""
+    """Why goldens must not be written in ``settings.golden_dir`` (None: they may): given inside
+    the project, a symbolic link takes it outside every allowed root. (A directory given outside
+    on purpose is the user's choice.)"""
     given = settings.golden_dir_given
     resolved = settings.golden_dir
     if given is None or any(

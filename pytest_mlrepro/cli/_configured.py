@@ -1,15 +1,7 @@
-"""A command run inside pytest's own configuration of the project.
-
-The command starts pytest on a manifest (``pytest.main``) with a plugin that, in place of a test
-session, runs the command. So it sees exactly what ``pytest MANIFEST`` sees: the ini file pytest
-finds (``pytest.ini``, ``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``,
-``-o key=value``, ``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the
-root down to the manifest's folder (which register model and artifact builders) and their
-``pytest_plugins``. Options the command does not know are passed to pytest.
-
-Every subcommand that needs the project's builders or settings goes through :func:`run`; none of
-them imports another subcommand's module.
-"""
+"""A command run inside pytest's own configuration of the project: ``pytest.main`` on a manifest
+with a plugin that runs the command in place of a session, so that it sees exactly what ``pytest
+MANIFEST`` sees (ini files, ``-o``, ``PYTEST_ADDOPTS``, the conftest files that register
+builders). Options the command does not know are passed to pytest."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``mlrepro``: the command-line front door to what the pytest items do (``init``, ``pitfalls``,
-``diagnose``, ``merge``, ``history``, ``track``, ``schema``; their options: docs/cli.md, or
-``mlrepro COMMAND --help``).
-
-This module is argument handling only. Each command runs inside pytest's own configuration of
-the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
-"""
+"""``mlrepro``: the command-line front door to what the pytest items do (docs/cli.md). Argument
+handling only: each command runs inside pytest's own configuration of the project
+(``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Checks over the golden store as a whole: paths claimed twice, goldens nothing uses, leftovers.
-
-* Two manifests that resolve to the same golden file would overwrite and compare against each
-  other's results: :func:`golden_conflicts` finds them so that both are refused before anything
-  runs.
-* A golden no manifest uses any more (the manifest was renamed or deleted) is dead weight that
-  reviewers still read: :func:`unused_goldens` lists them, like syrupy's unused snapshots. The
-  caller decides when the list is meaningful (only when every manifest was collected).
-* A writer killed between creating its temporary file and renaming it leaves
-  ``.<name>.<random>.tmp`` behind: :func:`stale_temp_files` finds those no live writer holds.
-"""
+"""Checks over the golden store as a whole: two manifests resolving to one golden (both refused
+before anything runs), goldens no manifest uses (listed, like syrupy's unused snapshots, only
+when every manifest was collected), and killed writers' temporary files."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file per
-hardware key (machine, device, framework and version, thread settings), each holding one entry per
-batch size; read, validated, chosen as the baseline of a measurement, and written (beside the
-accuracy goldens' store, :mod:`._store`).
-
-A key without a golden is compared with the golden of the same machine and device with the fewest
-differing settings, if there is one (:func:`find_baseline`): a thread count or a framework upgrade
-that slows the model down is a regression, reported with what changed.
-"""
+"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file
+per hardware key, one entry per batch size. A key without a golden is compared with the same
+machine and device's golden of the fewest differing settings: a thread count or a framework
+upgrade that slows the model is a regression, reported with what changed."""
 
 from __future__ import annotations
 
@@ -182,10 +177,8 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
 def find_baseline(
     settings: Settings, manifest: Manifest, key: HardwareKey, batch: int
 ) -> Baseline | None:
-    """The golden to compare with: this key's entry for ``batch``; else, among the goldens of the
-    same machine and device, the one with the fewest differing key fields (the latest recorded on
-    a tie). GoldenError if this key's own file is invalid; invalid files of other keys are left
-    to their own machines."""
+    """This key's entry for ``batch``, else the same machine and device's golden with the fewest
+    differing key fields (the latest on a tie); GoldenError only for this key's own file."""
     own = golden_file(settings, manifest, key)
     data = read_golden(own)
     if data is not None and str(batch) in data["batches"]:
@@ -268,11 +261,9 @@ def add_profile(
     profile: dict[str, Any],
     read: Mapping[str, Any],
 ) -> Path:
-    """Add an operator ``profile`` to ``batch``'s entry of this key's golden (--mlrepro-enrich),
-    every other byte of the file as it was: under the lock :func:`record` takes, the file read
-    again and replaced atomically only if the entry is still ``read`` (the entry the run judged
-    against) and has no profile yet. GoldenError when the golden changed meanwhile (nothing
-    written); OutputError when it cannot be written (the old file intact)."""
+    """Add an operator ``profile`` to ``batch``'s entry (--mlrepro-enrich), every other byte as it
+    was, under :func:`record`'s lock, only if the entry is still ``read`` and has none
+    (GoldenError if it changed meanwhile)."""
     path = golden_file(settings, manifest, key)
     # The one writer (goldens/_writer.py): confined, locked, and based on what was read under
     # the lock, which must still hold the entry the run judged against.

@@ -279,10 +279,8 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
 
 
 _validated: dict[str, Golden] = {}
-"""The goldens this process has validated, by the sha256 of their bytes: an item reads its
-reference's golden before its run and again for the verdict, and six items of the example refer
-to two goldens; validating 1000 samples takes 50-100 ms (issue 34). Bytes read again are still
-hashed and parsed; only the same bytes skip the validation."""
+"""The goldens this process validated, by their bytes' sha256: an item reads a golden more than
+once, and several items refer to one (issue 34)."""
 _VALIDATED_KEPT = 8
 
 
@@ -505,14 +503,8 @@ def _not_finite(value: float) -> str:
 
 
 def _check_finite(data: Any) -> None:
-    """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
-    ``Infinity``, which JSON (so JSON Schema) does not know and this store never writes: one in a
-    golden was put there by hand, and a NaN compares unequal to everything, so that no later
-    check may see it.
-
-    JSON's C encoder refuses a non-finite number at C speed (no Python line runs per value, so
-    coverage's tracer does not pay for each of the golden's thousands of numbers); only a
-    document it refuses is walked, to name the field."""
+    """Every number is finite (Python's parser accepts NaN, which no later check could see): the
+    C encoder refuses one at C speed; only a document it refuses is walked, to name the field."""
     try:
         json.dumps(data, allow_nan=False)
         return
