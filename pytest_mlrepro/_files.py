@@ -102,9 +102,8 @@ def _strangers_message(path: Path, info: os.stat_result, what: str) -> str:
 
 
 def confine(path: Path, root: Path, *, file: bool = True) -> None:
-    """Refuse (Unconfined) ``path`` below ``root`` unless every existing folder down to it is a
-    real folder, ``path`` (``file``) a regular file, and none writable by all while another's
-    own (the root may be a configured link). Nothing is opened or read."""
+    """Unconfined unless every existing folder from ``root`` down to ``path`` is real, ``path``
+    (``file``) a regular file, none writable by all and another's. Nothing is opened."""
     try:
         info = os.stat(root)
     except FileNotFoundError:

@@ -65,9 +65,8 @@ def _listed(value: Any) -> list[Any]:
 
 
 class Validator:
-    """fastjsonschema's validator of a draft 2020-12 ``schema``, compiled to Python code once:
-    :meth:`first_error` names the first value it refuses. fastjsonschema is imported here, where
-    a file is read back, not with the plugin."""
+    """fastjsonschema's validator of a draft 2020-12 ``schema``, compiled once (imported here,
+    where a file is read back, not with the plugin)."""
 
     def __init__(self, schema: JsonSchema) -> None:
         import fastjsonschema

@@ -114,23 +114,17 @@ def cpu_identity() -> dict[str, Any]:
     return {**identity, "cpu_flags": list(identity["cpu_flags"])}
 
 
-MAX_CPUINFO_BYTES = 4 << 20
-"""The most bytes of a CPU description read (4 MiB: /proc/cpuinfo of a 1,024-CPU x86 machine
-holds about 1.5 MB); a larger one is not the machine's description."""
-CPUINFO_READ_S = 2.0
-"""How long reading a CPU description may take (checked between 64 KiB reads; a regular file
-on a local disk takes microseconds)."""
+MAX_CPUINFO_BYTES = 4 << 20  # /proc/cpuinfo of a 1,024-CPU x86 machine holds about 1.5 MB
+CPUINFO_READ_S = 2.0  # checked between 64 KiB reads (a local file takes microseconds)
 
 
 class CpuinfoUnreadable(UserWarning):
-    """The file ``MLREPRO_CPUINFO`` names cannot be read as a CPU description: this machine's
-    own /proc/cpuinfo is read instead (said once per file)."""
+    """``MLREPRO_CPUINFO`` names no readable CPU description: /proc/cpuinfo is read instead."""
 
 
 def read_cpuinfo(path: str) -> str:
-    """The text of the CPU description at ``path``: a regular file only (a FIFO is never waited
-    on, a device such as /dev/zero never read), at most :data:`MAX_CPUINFO_BYTES`, read within
-    :data:`CPUINFO_READ_S`. OSError (ValueError for the bounds) saying what is wrong."""
+    """The text of the CPU description at ``path``: a regular file only (no FIFO waited on, no
+    /dev/zero read), bounded in size and time (ValueError)."""
     import stat
     import time
 
@@ -210,9 +204,8 @@ def _numpy_blas() -> str | None:
 
 @cache
 def numeric_packages() -> dict[str, str | None]:
-    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` (those not installed
-    are left out), and ``numpy-blas``: the BLAS numpy uses. Read from package metadata: no
-    framework is imported."""
+    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` and ``numpy-blas``,
+    from package metadata (no framework imported)."""
     found: dict[str, str | None] = {
         dist: version for dist in NUMERIC_PACKAGES if (version := installed_version(dist))
     }
@@ -422,9 +415,8 @@ def hardware_key(
     intra_op_threads: int | None,
     inter_op_threads: int | None,
 ) -> HardwareKey:
-    """The key of this machine for ``device`` and the given framework and thread settings (None:
-    the framework's default). The GPU model and driver are part of the key of ``cuda`` items only:
-    a CPU latency does not depend on the GPU next to it."""
+    """This machine's key for ``device``, framework and thread settings (None: the default); the
+    GPU is part of ``cuda`` items' keys only."""
     fields: dict[str, Any] = {
         "device": device,
         "machine": platform.machine(),

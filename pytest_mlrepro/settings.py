@@ -89,9 +89,8 @@ class OutsideProject(ValueError):
 
 
 def resolve_within(base: Path, relative: str, roots: Sequence[Path]) -> Path | None:
-    """``base / relative`` with symlinks resolved, or None when it lies outside every one of
-    ``roots`` (resolved folders): the one confinement rule for every path a manifest, a model
-    or a data set names (an absolute ``relative`` replaces ``base``, and is checked the same)."""
+    """``base / relative`` with symlinks resolved, or None outside every one of ``roots``: the one
+    confinement rule for every path a manifest names."""
     candidate = (base / relative).resolve()
     for root in roots:
         if candidate == root or candidate.is_relative_to(root):

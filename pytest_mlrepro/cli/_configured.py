@@ -85,9 +85,8 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
 
 
 def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
-    """Start pytest on ``args.manifest`` with :class:`_Command` in place of its session.
-    ``args.manifest`` is a manifest, or (``mlrepro init``, before there is one) the folder it
-    will be written to: pytest finds the root, the ini file and the conftests from it alike."""
+    """Start pytest on ``args.manifest`` (or, for ``mlrepro init``, the folder it will be written
+    to) with :class:`_Command` in place of its session."""
     target = Path(args.manifest)
     if not (target.is_file() or target.is_dir()):
         raise UsageError(f"{args.manifest}: no such manifest")

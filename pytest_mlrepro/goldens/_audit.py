@@ -34,9 +34,8 @@ def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
 def unused_goldens(
     golden_dir: Path, used: Iterable[Path], latency_names: Iterable[str] = ()
 ) -> list[Path]:
-    """Accuracy goldens (``<golden dir>/*.json``) not in ``used``, and latency golden folders
-    (``<golden dir>/latency/<name>/``) of names not in ``latency_names``. Hidden files (such as
-    temporary files of interrupted writes) are never goldens."""
+    """Accuracy goldens not in ``used`` and latency golden folders of names not in
+    ``latency_names`` (hidden files are never goldens)."""
     if not golden_dir.is_dir():
         return []
     wanted = {p.resolve() for p in used}

@@ -90,15 +90,13 @@ def _blocks(raw: Mapping[str, Any], where: str) -> None:
 
 
 def read_golden(path: Path) -> dict[str, Any] | None:
-    """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
-    is not a latency golden."""
+    """The latency golden at ``path``, validated (None: no file)."""
     found = read_golden_document(path)
     return None if found is None else found[0]
 
 
 def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
-    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares:
-    ``_writer.Based``)."""
+    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares)."""
     found = read_document(path, "latency golden", None)
     if found is None:
         return None
@@ -224,9 +222,8 @@ def record(
     entry: dict[str, Any],
     runner_info: dict[str, Any],
 ) -> Path:
-    """Write (or replace) ``batch``'s entry in this key's golden; the other entries, and every
-    other key's file, stay as they are. Read-modify-write under a lock between processes, the
-    file replaced atomically."""
+    """Write (or replace) ``batch``'s entry in this key's golden, the rest as it was: read,
+    modified and replaced atomically under the golden's lock."""
     path = golden_file(settings, manifest, key)
     # Read-modify-write under the golden's lock, written the one way (goldens/_writer.py): the
     # read is inside the lock, so no other writer's entry is lost.

@@ -334,9 +334,8 @@ PIXELS = _is("16 hex digits", pattern="^[0-9a-f]{16}$")
 
 @dataclass(frozen=True)
 class GoldenFile:
-    """One golden file (golden/<name>.json), format 1. A title says, in the words of an error
-    message, what a field must be. The checks no schema can say are pytest_mlrepro/goldens/
-    _store.py's (docs/goldens.md). Keys not named here are allowed: newer goldens still load."""
+    """One golden file (golden/<name>.json), format 1; a title says what a field must be, in an
+    error's words. Other keys are allowed: newer goldens still load (docs/goldens.md)."""
 
     format: Annotated[Literal[1], _is("1")]
     name: Annotated[str, _is("the manifest's name", minLength=1)]
@@ -476,9 +475,8 @@ def _check_schema(data: Any) -> None:
 
 
 def validate(data: Any) -> Golden:
-    """A golden document (parsed JSON) as a :class:`Golden`, or InvalidField naming the first
-    field that is wrong: first the numbers (none may be NaN or infinite), then the schema, then
-    what the samples mean (:func:`_check_samples`) and the metrics they give."""
+    """A golden document as a :class:`Golden`, or InvalidField naming the first wrong field: the
+    numbers (finite), the schema, what the samples mean, the metrics they give."""
     _check_finite(data)
     _check_schema(data)
     results = _check_samples(data["samples"], data["manifest"]["dataset"]["classes"])
@@ -522,9 +520,8 @@ def _check_finite(data: Any) -> None:
 
 
 def _check_samples(rows: list[list[Any]], classes: int) -> Results:
-    """What the schema cannot say of the rows ``[id, label, [classes], [scores]]`` it passed:
-    unique ids, label and classes in ``0..classes-1`` (the recorded class count), one top-k
-    width, as many scores as classes, best first."""
+    """What the schema cannot say of the rows: unique ids, label and classes in ``0..classes-1``,
+    one top-k width, as many scores as classes, best first."""
     seen: set[str] = set()
     width = len(rows[0][2])
     for i, (sample, label, top, scores) in enumerate(rows):
@@ -575,9 +572,8 @@ def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
 
 
 def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
-    """The line of ``field`` in the golden at ``path`` (parsed: ``data``), for the layout
-    :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
-    is laid out otherwise."""
+    """The line of ``field`` in the golden at ``path`` (parsed: ``data``) as :func:`dumps` lays it
+    out; None where the file is laid out otherwise."""
     try:
         lines = (read_bounded(path, MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -626,9 +622,8 @@ def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[
 def claimed_by_another(
     golden: Golden, path: Path, manifest: Manifest, settings: Settings
 ) -> str | None:
-    """The manifest file (as recorded) that this golden was recorded from, when that is another
-    manifest that exists and still claims ``path``; None when it is ours, unrecorded, or the
-    other file is gone or claims another golden (the manifest was moved or renamed)."""
+    """The manifest file this golden was recorded from when that is another manifest that still
+    claims ``path``; None when it is ours, unrecorded, gone or moved."""
     from ..manifest import load_manifest
 
     recorded = golden.manifest_file

@@ -59,9 +59,8 @@ def check_confined(settings: Settings, what: str = "golden") -> None:
 
 @contextlib.contextmanager
 def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
-    """The golden directory checked (:func:`check_confined`), then this golden's lock held:
-    what is read inside the block cannot change before a write in it (by writers that take the
-    lock: every writer of pytest-mlrepro). OutputError when it cannot be locked."""
+    """The golden directory checked, then this golden's lock held: what is read inside the block
+    cannot change before a write in it (every writer of pytest-mlrepro takes the lock)."""
     check_confined(settings, what)
     lock = lock_path(settings, path)
     held = False
