@@ -1,11 +1,7 @@
-"""Fetching one file by URL (``http``, ``https`` or ``file``) into a folder: streamed, hashed as it
-arrives, checked against its sha256 and moved into place atomically. Shared by the data sets
-(``data/``) and the model files (``runners/_artifacts.py``): a failed or mismatching fetch never
-leaves a file under the final name, and the bytes that were hashed are the bytes kept.
-
-Errors are plain exceptions of this module; each caller words them for its own context (which
-manifest, which checksum list, which setting to change).
-"""
+"""Fetching one file by URL into a folder: streamed, hashed as it arrives and moved into place
+only if its sha256 matches, so that a failed fetch never leaves a file under the final name and
+the bytes hashed are the bytes kept. Shared by the data sets and the model files; each caller
+words this module's plain exceptions for its own context."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ REDIRECT_SCHEMES = ("http", "https")
 other scheme the manifest did not name."""
 
 RETRY_DELAYS: Sequence[float] = (1.0, 4.0)
-"""Seconds to wait before each retry of a transient failure (a connection reset, a timeout, an
-HTTP 5xx or 429): two retries, three attempts in all. One flaky reply among the thousand files
-of a data set does not fail the set; a server that stays down fails it within seconds."""
+"""Seconds before each retry of a transient failure (reset, timeout, HTTP 5xx or 429): one flaky
+reply does not fail a data set, a server that stays down fails it within seconds."""
 
 PART_SUFFIX = ".part"
 
@@ -102,21 +97,9 @@ def fetch_verified(
     limit: int | None = None,
     inside: Path,
 ) -> None:
-    """Copy ``url``'s body to ``dest`` if its sha256 is ``sha256``.
-
-    The body goes into a temporary file beside ``dest`` (``_files.replacing``, named
-    ``.<name>.<random>.part``: a killed download's leftover is removed by the next fetch of the
-    same name), is hashed on the way, and replaces ``dest`` only when the hash matches.
-
-    ``limit``: the most bytes the file may have (the format's or a configured cap): a larger
-    declared ``Content-Length`` is refused before a byte is read, and the stream is cut as soon
-    as it passes the limit (TooLarge). Transient failures are retried (:data:`RETRY_DELAYS`,
-    each announced with a :class:`DownloadRetried` warning). Redirects are followed only to
-    http and https. ``inside``: the confined root (the cache) ``dest`` lies in
-    (``_files.confine``: no link followed, nothing created through a planted name).
-
-    Raises SourceUnreadable, RefusedRedirect, TooLarge, DigestMismatch, Stopped,
-    ``_files.Unconfined``, or OSError for a local write failure; ``dest`` is then untouched."""
+    """Copy ``url``'s body to ``dest`` (in the confined root ``inside``) if its sha256 is
+    ``sha256``, at most ``limit`` bytes, retrying transient failures, redirected only to http(s);
+    on any failure (this module's exceptions, Unconfined, OSError) ``dest`` is untouched."""
     make_confined_folder(dest.parent, inside)
     confine(dest, inside)
     remove_stale_temp_files(dest, suffix=PART_SUFFIX)

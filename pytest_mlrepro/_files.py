@@ -38,9 +38,8 @@ def fcntl_module() -> ModuleType:
 
 
 def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
-    """A read-only descriptor of the regular file at ``path``; with ``follow_symlinks`` false a
-    symlink there is refused (NotARegularFile) without being followed, as are a FIFO (not
-    waited on), a folder or a device. FileNotFoundError and other OSErrors pass through."""
+    """A read-only descriptor of the regular file at ``path``: a FIFO (not waited on), folder,
+    device, or a symlink unless ``follow_symlinks``, is refused (NotARegularFile)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
@@ -60,8 +59,7 @@ def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
 
 def sha256_file(path: Path, *, follow_symlinks: bool = True) -> str:
     """Lowercase hex sha256, read in 1 MiB blocks (hashlib releases the GIL: threads hash in
-    parallel). ``follow_symlinks`` false: a symlink at ``path`` is refused, never read (a shared
-    cache's entries)."""
+    parallel)."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
     fd = open_regular(path, follow_symlinks=follow_symlinks)
@@ -82,15 +80,13 @@ SHARE_SAFELY = (
 
 
 def this_user() -> int:
-    """The effective user id the run acts as (the owner a shared place is compared against)."""
+    """The effective user id (the owner a shared place is compared against)."""
     return os.geteuid()
 
 
 class Unconfined(OSError):
-    """A path inside a confined root (the cache) that must not be used: a symlink or other
-    non-folder where a folder belongs, a non-regular file where a file belongs, or a folder or
-    file that every user may write to and that belongs to another user. ``str()`` says which
-    and how to fix it; nothing behind the path was read."""
+    """A path inside a confined root (the cache) that must not be used (a link, a non-regular
+    file, or a place every user may write to that another user owns); nothing behind it read."""
 
 
 def _writable_by_strangers(info: os.stat_result) -> bool:
@@ -106,11 +102,8 @@ def _strangers_message(path: Path, info: os.stat_result, what: str) -> str:
 
 
 def confine(path: Path, root: Path, *, file: bool = True) -> None:
-    """Refuse (Unconfined) ``path`` below ``root`` unless every existing folder from ``root``
-    down to it is a real folder (``lstat``: no symlink is followed inside the root; the root
-    itself may be a configured link) and, when ``file``, ``path`` (if it exists) is a regular
-    file, not a link; and unless none of them, the root included, is writable by every user
-    while owned by another. Only ``lstat``/``stat`` is used: nothing is opened or read."""
+    """Unconfined unless every existing folder from ``root`` down to ``path`` is real, ``path``
+    (``file``) a regular file, none writable by all and another's. Nothing is opened."""
     try:
         info = os.stat(root)
     except FileNotFoundError:
@@ -145,9 +138,8 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
 
 
 def make_confined_folder(folder: Path, root: Path) -> None:
-    """Create ``folder`` below ``root`` (and the folders between) without following a link
-    planted on the way, then :func:`confine` it. OSError (Unconfined for a link or a folder
-    others may write to) when that cannot be done."""
+    """Create ``folder`` below ``root`` without following a link planted on the way, then
+    :func:`confine` it."""
     confine(folder, root, file=False)
     root.mkdir(parents=True, exist_ok=True)
     current = root
@@ -160,13 +152,8 @@ def make_confined_folder(folder: Path, root: Path) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
-    """An exclusive lock between processes (pytest-xdist workers) on ``path``.
-
-    The lock file is created or opened without following a link (``O_NOFOLLOW``), and must be a
-    regular file: a link planted at its name (dangling or not) is refused, never
-    followed, so nothing is created or opened outside. ``inside``: the confined root ``path``
-    lies in (:func:`confine`: the folders on the way are checked, and created without following
-    links)."""
+    """An exclusive lock between processes (pytest-xdist workers) on ``path``, a regular file in
+    the confined root ``inside``: a link planted at its name is refused, never followed."""
     fcntl = fcntl_module()
     make_confined_folder(path.parent, inside)
     confine(path, inside)
@@ -194,9 +181,7 @@ def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-STALE_AFTER_S = 60.0
-"""A temporary file of :func:`atomic_write_bytes` older than this whose writer holds no lock on
-it was left by a killed writer."""
+STALE_AFTER_S = 60.0  # an older temporary file that no writer locks was left by a killed one
 
 
 class NotARegularFile(OSError):
@@ -204,8 +189,7 @@ class NotARegularFile(OSError):
 
 
 class FileTooLarge(OSError):
-    """A file larger than the limit its reader sets: refused before (or while) it is read.
-    ``size`` says how large, in words (``"3221225472 bytes"``)."""
+    """A file larger than its reader's limit: refused before (or while) it is read."""
 
     def __init__(self, path: Path, size: str, limit: int) -> None:
         super().__init__(
@@ -233,9 +217,8 @@ def _kind(mode: int) -> str:
 
 
 def check_real_folders(path: Path, inside: Path | None) -> None:
-    """Every folder between ``inside`` and ``path`` (exclusive) that exists is a real folder, not
-    a symlink (which could lead anywhere) nor a file. NotARegularFile names the first that is not.
-    Nothing is checked when ``inside`` is None or ``path`` is not below it."""
+    """NotARegularFile for the first existing folder between ``inside`` and ``path`` that is a
+    symlink (it could lead anywhere) or a file; nothing checked outside ``inside``."""
     if inside is None or not path.is_relative_to(inside):
         return
     current = inside
@@ -259,19 +242,9 @@ def read_bounded(
     inside: Path | None = None,
     follow_symlinks: bool = False,
 ) -> bytes | None:
-    """The bytes of the regular file at ``path``, at most ``limit`` of them; None if there is no
-    file. The one reader of the files other people or jobs hand to the tool (goldens, results
-    files, manifests, labels and checksum lists), so that none of them can cost more than
-    ``limit`` bytes of memory or block the run:
-
-    * a FIFO, folder, socket or device is refused without blocking on it (NotARegularFile): a
-      link to ``/dev/zero`` is a device once opened;
-    * a symlink is refused (NotARegularFile) unless ``follow_symlinks``;
-    * a file larger than ``limit`` is refused before anything is read, and the read stops past
-      ``limit`` when the file grows meanwhile (FileTooLarge);
-    * ``inside``: see :func:`check_real_folders`.
-
-    Other OSErrors pass through."""
+    """The bytes of the regular file at ``path`` (None: no file), at most ``limit`` (else
+    FileTooLarge, even if it grows while read): the one reader of files others hand the tool, so
+    that none blocks the run (a FIFO, a link to /dev/zero: NotARegularFile) or costs more."""
     check_real_folders(path, inside)
     try:
         fd = open_regular(path, follow_symlinks=follow_symlinks)
@@ -301,13 +274,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
-    """The JSON document in ``raw`` (UTF-8), nested at most ``max_depth`` levels; with
-    ``allow_nan`` false, ``NaN`` and ``Infinity`` (which Python's parser accepts) are refused.
-
-    ValueError (json.JSONDecodeError with its line for a syntax error, UnicodeDecodeError for
-    bytes that are not UTF-8, TooDeep for the nesting) for anything else: Python's parser
-    recurses, and a document of 100,000 ``[`` raises RecursionError inside it, which is turned
-    into TooDeep here; a number too long to convert raises ValueError there too."""
+    """The JSON document in ``raw`` (UTF-8), nested at most ``max_depth`` levels (TooDeep, also
+    for the parser's RecursionError); ``allow_nan`` false refuses ``NaN`` and ``Infinity``.
+    Every failure is a ValueError."""
     text = raw.decode("utf-8")
     try:
         document = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
@@ -326,8 +295,7 @@ def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
 
 
 def _umask() -> int:
-    """The process's umask, read without changing it where Linux allows (os.umask can only set
-    it, and setting it briefly races with other threads creating files)."""
+    """The umask, read without setting it where Linux allows (a brief set races with threads)."""
     with (
         contextlib.suppress(OSError, ValueError),
         open("/proc/self/status", encoding="ascii", errors="replace") as fh,
@@ -341,8 +309,8 @@ def _umask() -> int:
 
 
 def default_file_mode() -> int:
-    """The mode an editor gives a new file: 0666 less the umask (``mkstemp`` makes 0600, which
-    a cache shared by a CI group, or a golden reviewed by another user, could not be read by)."""
+    """0666 less the umask, as an editor makes a file (``mkstemp``'s 0600 shuts out a CI group
+    sharing a cache, or another user reviewing a golden)."""
     return 0o666 & ~_umask()
 
 
@@ -370,12 +338,9 @@ def write_error(path: Path, exc: OSError, what: str) -> OutputError:
 
 @contextlib.contextmanager
 def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """A temporary file beside ``path`` (``.<name>.<random><suffix>``) that replaces ``path`` when
-    the block ends without an exception (synced first, then renamed over it), and is removed
-    otherwise: readers see the old file or the new one, never a part. The writer holds an
-    exclusive lock on it until the rename, so that :func:`stale_temp_files` can tell a killed
-    writer's leftover from a live one; it gets the mode an editor would give a file (0666 less
-    the umask), not ``mkstemp``'s 0600. OSError when it cannot be made, synced or renamed."""
+    """A temporary file beside ``path`` that replaces it, synced, when the block ends without an
+    exception (readers see the old file or the new one), removed otherwise; locked until then so
+    that :func:`stale_temp_files` tells a killed writer's leftover from a live one."""
     fcntl = fcntl_module()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     try:
@@ -394,10 +359,8 @@ def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
 def atomic_write_bytes(
     path: Path, data: bytes, *, what: str = "file", inside: Path | None = None
 ) -> None:
-    """Write ``data`` to ``path`` through :func:`replacing`. ``path`` must be a regular file or
-    absent: a symlink, folder or FIFO there is refused, as is a symlinked folder between
-    ``inside`` and ``path``. Any failure raises OutputError (naming the file, what is wrong and
-    the fix) and leaves the old file intact."""
+    """Write ``data`` to ``path`` (a regular file or absent) through :func:`replacing`; any
+    failure is an OutputError naming the file and the fix, the old file intact."""
     try:
         check_real_folders(path, inside)
         with contextlib.suppress(FileNotFoundError):
@@ -423,10 +386,8 @@ def atomic_write_bytes(
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """Raise OutputError unless a file can be created in ``folder`` (or, if it does not exist
-    yet, in its nearest existing ancestor, where it will be created). Tries for real, with a
-    temporary file removed at once: permission bits say nothing for root, nor for read-only
-    mounts."""
+    """OutputError unless a file can be created in ``folder`` (or its nearest existing ancestor):
+    tried for real, since permission bits say nothing for root or read-only mounts."""
     probe = folder
     while not probe.exists() and probe != probe.parent:
         if probe.is_symlink():  # a dangling symlink: mkdir would fail on it
@@ -445,10 +406,8 @@ def check_writable_folder(folder: Path, what: str) -> None:
 def stale_temp_files(
     path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
 ) -> list[Path]:
-    """Temporary files that writers of ``path`` killed mid-write left behind: older than
-    ``older_than`` seconds and locked by no process (a live writer holds its lock).
-    ``suffix``: ``.tmp`` (:func:`atomic_write_bytes`) or ``.part`` (a download). Only regular
-    files count, looked at without following a link (a link is no writer's leftover)."""
+    """Temporary files (``suffix``: ``.tmp`` or a download's ``.part``) that killed writers of
+    ``path`` left: regular files older than ``older_than`` seconds that no process locks."""
     import time
 
     if _fcntl is None:  # no locks to tell a live writer from a dead one: claim none stale

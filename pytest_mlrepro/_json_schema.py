@@ -1,27 +1,6 @@
-"""JSON Schema: generated from dataclasses, and validated by the ``jsonschema`` library with one
-fast pass over long arrays.
-
-:class:`SchemaWriter` writes the schema of a dataclass tree (the manifest's, draft-07 for editors;
-the results file's, draft 2020-12), so that a published schema cannot drift from the types it
-describes. A field's type gives its schema, ``metadata={"schema": {...}}`` and the writer's
-``rules`` add what a type cannot say (bounds, patterns, rules that span fields).
-
-The results file and the golden are each described by one JSON Schema and validated by
-jsonschema, which checks value by value in Python: a golden's 1,000 samples took 190 ms against
-33 ms for the hand validator it replaced, and a 50,000-sample file takes seconds. Before the
-library's ``items`` check of an array, a :func:`compile_check` runs one pass over its elements,
-interpreting the small part of JSON Schema these files' rows use (``type``, ``const``,
-``enum``, ``minimum``, ``maximum``, ``minLength``, ``pattern``, ``minItems``, ``maxItems``,
-``uniqueItems``, ``prefixItems``, ``items``); likewise over the values of a mapping that has
-only ``additionalProperties``. Its answer is "valid" or "not sure": a keyword it
-does not know, a value it is unsure of (``1.0`` for an integer, ``True`` beside ``1`` in a
-unique list) or a value the schema rejects leaves the whole array to the library. So what is
-accepted, and every message and path, is the library's; the pass only saves the library's time
-on the arrays it clears (``tests/unit/test_json_schema.py`` holds the two to that).
-
-jsonschema is imported by :func:`validator`, that is where a file is read back: importing the
-plugin imports no validator.
-"""
+"""JSON Schema generated from dataclasses, and compiled by fastjsonschema to read files back: a
+published schema cannot drift from its types, and the reader checks that very schema (compiled,
+about 2× a ``json.loads``; jsonschema took 15-30×: docs/measurements.md)."""
 
 from __future__ import annotations
 
@@ -30,167 +9,116 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ._schema import to_plain, yaml_key
 
 JsonSchema = dict[str, Any]
-Check = Callable[[Any], bool]
 
-_TYPES: dict[str, Check] = {
-    # JSON's types as the library counts them, less what it may count otherwise: a bool is no
-    # integer or number, and an integer is an int (the library may take 1.0 for one).
-    "integer": lambda v: type(v) is int,
-    "number": lambda v: type(v) is int or type(v) is float,
-    "string": lambda v: type(v) is str,
-    "array": lambda v: type(v) is list,
-    "object": lambda v: type(v) is dict,
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
+
+def draft07(schema: Any) -> Any:
+    """``schema`` (draft 2020-12) in the draft-07 words fastjsonschema compiles: a fixed
+    tuple's ``prefixItems`` as an ``items`` list (``items: false``: ``additionalItems``)."""
+    if isinstance(schema, list):
+        return [draft07(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: draft07(v) for k, v in schema.items() if k not in ("prefixItems", "$schema")}
+    if "prefixItems" in schema:
+        out["items"] = draft07(schema["prefixItems"])
+        if "items" in schema:
+            out["additionalItems"] = draft07(schema["items"])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaError:
+    """The first value a schema refuses: its ``path`` in the document, the ``rule`` (keyword)
+    and the sub-schema (``schema``: its ``title`` says what the value should be) it broke, the
+    ``value`` and a ``message`` in jsonschema's words (``7 is not of type 'string'``)."""
+
+    path: tuple[str | int, ...]
+    rule: str
+    schema: JsonSchema
+    value: Any
+    message: str
+
+
+_MESSAGES: dict[str, Callable[[Any, Any], str]] = {
+    "type": lambda v, r: f"{v!r} is not of type {', '.join(map(repr, _listed(r)))}",
+    "enum": lambda v, r: f"{v!r} is not one of {r!r}",
+    "const": lambda v, r: f"{r!r} was expected",
+    "pattern": lambda v, r: f"{v!r} does not match {r!r}",
+    "uniqueItems": lambda v, r: f"{v!r} has non-unique elements",
+    "minimum": lambda v, r: f"{v!r} is less than the minimum of {r!r}",
+    "maximum": lambda v, r: f"{v!r} is greater than the maximum of {r!r}",
+    "exclusiveMinimum": lambda v, r: f"{v!r} is less than or equal to the minimum of {r!r}",
+    "minItems": lambda v, r: f"{v!r} should be non-empty" if r == 1 else f"{v!r} is too short",
+    "maxItems": lambda v, r: f"{v!r} is too long",
+    "minLength": lambda v, r: f"{v!r} should be non-empty" if r == 1 else f"{v!r} is too short",
 }
-_SCALARS = (int, float, str, bool, type(None))
-_ARRAY_KEYS = frozenset({"minItems", "maxItems", "uniqueItems", "prefixItems", "items"})
-_KNOWN = _ARRAY_KEYS | {
-    "title",
-    "description",
-    "$comment",
-    "type",
-    "const",
-    "enum",
-    "minimum",
-    "maximum",
-    "minLength",
-    "pattern",
-}
 
 
-def _same(value: Any, expected: Any) -> bool:
-    """JSON equality where it is certain: scalars of one Python type (``1`` and ``True`` are
-    equal in Python, not in JSON)."""
-    return type(value) is type(expected) and type(value) in _SCALARS and value == expected
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
-def _never(value: Any) -> bool:
-    return False
+class Validator:
+    """fastjsonschema's validator of a draft 2020-12 ``schema``, compiled once (imported here,
+    where a file is read back, not with the plugin)."""
+
+    def __init__(self, schema: JsonSchema) -> None:
+        import fastjsonschema
+
+        self.schema = schema
+        self.check = fastjsonschema.compile(draft07(schema), use_default=False, use_formats=False)
+        self.refused = fastjsonschema.JsonSchemaValueException
+
+    def first_error(self, document: Any) -> SchemaError | None:
+        try:
+            self.check(document)
+            return None
+        except self.refused as exc:
+            path = error_path(document, exc.name or "data")
+            rule, schema, value, said = exc.rule or "", exc.definition or {}, exc.value, exc.message
+        arms = [a for a in schema.get("anyOf", ()) if a != {"type": "null"}]
+        if rule == "anyOf" and value is not None and len(arms) == 1:  # an optional field's own
+            # (fastjsonschema names the arm's references in full: the root's $id, then #/$defs)
+            root = {k: v for k, v in self.schema.items() if k in ("$id", "$defs")}
+            inner = Validator({**root, **arms[0]}).first_error(value)
+            if inner is not None:
+                return dataclasses.replace(inner, path=(*path, *inner.path))
+        if rule == "required":
+            missing = next(k for k in schema["required"] if k not in value)
+            return SchemaError(path, rule, schema, value, f"{missing!r} is a required property")
+        if rule == "propertyNames":
+            names = schema["propertyNames"].get("enum", [])
+            value = next((k for k in value if k not in names), value)
+            rule, schema = "enum", {**schema["propertyNames"]}
+        words = _MESSAGES.get(rule)
+        message = words(value, schema[rule]) if words else said.split(" ", 1)[-1]
+        return SchemaError(path, rule, schema, value, message)
 
 
-def _always(value: Any) -> bool:
-    return True
-
-
-def compile_check(schema: Any) -> Check:
-    """Whether a value is valid under ``schema`` by the rules this module knows (see the module
-    docstring; False also when it is not sure), as a check made once: a chain of the checks its
-    keywords ask for (a value is cleared when every one of them clears it)."""
-    if schema is True:
-        return _always
-    if not isinstance(schema, Mapping) or not schema.keys() <= _KNOWN:
-        return _never
-    checks: list[Check] = []
-    kinds = schema.get("type")
-    if kinds is not None:
-        names = [kinds] if isinstance(kinds, str) else list(kinds)
-        if not all(name in _TYPES for name in names):
-            return _never
-        tests = [_TYPES[name] for name in names]
-        checks.append(tests[0] if len(tests) == 1 else lambda v: any(t(v) for t in tests))
-    if "const" in schema:
-        const = schema["const"]
-        checks.append(lambda v: _same(v, const))
-    if "enum" in schema:
-        enum = list(schema["enum"])
-        checks.append(lambda v: any(_same(v, e) for e in enum))
-    if "minimum" in schema or "maximum" in schema:
-        low, high = schema.get("minimum"), schema.get("maximum")
-        number = _TYPES["number"]
-        checks.append(
-            lambda v: number(v) and (low is None or v >= low) and (high is None or v <= high)
-        )
-    if "minLength" in schema:
-        least = schema["minLength"]
-        checks.append(lambda v: type(v) is str and len(v) >= least)
-    if "pattern" in schema:
-        search = re.compile(schema["pattern"]).search  # the library's own test: re.search
-        checks.append(lambda v: type(v) is str and search(v) is not None)
-    if _ARRAY_KEYS & schema.keys():
-        checks.append(_array_check(schema))
-    if not checks:
-        return _always
-    if len(checks) == 1:
-        return checks[0]
-    return lambda v: all(check(v) for check in checks)
-
-
-def _array_check(schema: Mapping[str, Any]) -> Check:
-    least, most = schema.get("minItems", 0), schema.get("maxItems")
-    unique = bool(schema.get("uniqueItems"))
-    prefix = [compile_check(s) for s in schema.get("prefixItems", [])]
-    items = schema.get("items", True)
-    rest: Check | None = None if items is False else compile_check(items)
-
-    def check(value: Any) -> bool:
-        if type(value) is not list or len(value) < least:
-            return False
-        if most is not None and len(value) > most:
-            return False
-        if unique and (
-            not all(type(v) in _SCALARS for v in value) or len(set(value)) != len(value)
-        ):
-            return False
-        if not all(c(v) for c, v in zip(prefix, value)):
-            return False
-        if rest is None:
-            return len(value) <= len(prefix)
-        return rest is _always or all(rest(v) for v in value[len(prefix) :])
-
-    return check
-
-
-def validator(schema: Mapping[str, Any], *, strict_integers: bool = False) -> Any:
-    """The library's Draft 2020-12 validator for ``schema`` whose ``items`` and
-    ``additionalProperties`` checks first try a :func:`compile_check` on the array's elements
-    and the mapping's values. ``strict_integers``: ``1.0`` is no integer (the library counts it as
-    one, as JSON Schema does since draft 6)."""
-    import jsonschema
-
-    base = jsonschema.Draft202012Validator
-    library_items = base.VALIDATORS["items"]
-    library_additional = base.VALIDATORS["additionalProperties"]
-    compiled: dict[int, Check] = {}  # by the id of a sub-schema of ``schema``, kept alive by it
-
-    def check_of(sub: Any) -> Check:
-        found = compiled.get(id(sub))
-        if found is None:
-            found = compiled[id(sub)] = compile_check(sub)
-        return found
-
-    def items(validator: Any, items: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        if isinstance(instance, list) and isinstance(items, Mapping):
-            check = check_of(items)
-            if all(check(v) for v in instance[len(schema.get("prefixItems", [])) :]):
-                return
-        yield from library_items(validator, items, instance, schema)
-
-    def additional(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        # Only a mapping whose every key is an additional one (no properties, no patterns).
-        if (
-            isinstance(instance, dict)
-            and isinstance(extra, Mapping)
-            and "properties" not in schema
-            and "patternProperties" not in schema
-        ):
-            check = check_of(extra)
-            if all(check(v) for v in instance.values()):
-                return
-        yield from library_additional(validator, extra, instance, schema)
-
-    checker = base.TYPE_CHECKER
-    if strict_integers:
-        checker = checker.redefine("integer", lambda _, value: type(value) is int)
-    extend: Any = jsonschema.validators.extend  # not annotated in jsonschema 4.x
-    keywords = {"items": items, "additionalProperties": additional}
-    return extend(base, validators=keywords, type_checker=checker)(schema)
+def error_path(document: Any, name: str) -> tuple[str | int, ...]:
+    """The path of fastjsonschema's ``name`` of a value (``data.results[3].score_diff.a.png``)
+    in ``document``: the keys are the document's own (a key may hold dots or brackets)."""
+    path: list[str | int] = []
+    rest, node = name[len("data") :], document
+    while rest:
+        if isinstance(node, list) and (index := re.match(r"\[(\d+)\]", rest)):
+            path.append(int(index[1]))
+            node, rest = node[int(index[1])], rest[index.end() :]
+            continue
+        keys = [str(k) for k in node] if isinstance(node, dict) else []
+        ends = [k for k in keys if re.match(r"\." + re.escape(k) + r"(?=[.\[]|$)", rest)]
+        if not ends:
+            break
+        key = max(ends, key=len)
+        path.append(key)
+        node, rest = node[key], rest[len(key) + 1 :]
+    return tuple(path)
 
 
 _SCALAR_TYPES: dict[Any, JsonSchema] = {
@@ -214,11 +142,9 @@ def merged(schema: JsonSchema, extra: Mapping[str, Any]) -> JsonSchema:
 
 
 class SchemaWriter:
-    """Writes the JSON Schema of dataclasses, each class once under ``defs`` (``definitions``
-    in draft-07, ``$defs`` in 2020-12). A field without a default is required; one whose type
-    admits None may be null. ``rules[class name]`` adds to a field's schema by its key and to the
-    object's under ``""``. ``closed``: objects admit no other key; ``defaults``: fields state
-    their defaults; ``nullable``: an object may be null (an empty YAML mapping: all defaults)."""
+    """Writes the JSON Schema of dataclasses, each class once under ``defs``. ``rules[class]``
+    adds to a field's schema by its key (the object's: ``""``); ``closed``: no other key;
+    ``defaults``: fields state them; ``nullable``: an object may be null (all defaults)."""
 
     def __init__(
         self,
@@ -247,9 +173,11 @@ class SchemaWriter:
         return {"$ref": f"#/{self.defs_key}/{name}"}
 
     def of_type(self, tp: Any) -> JsonSchema:
-        if tp in _SCALAR_TYPES:
-            return dict(_SCALAR_TYPES[tp])
         origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is typing.Annotated:  # a type with its schema: Annotated[int, {"minimum": 0}]
+            return merged(self.of_type(args[0]), args[1])
+        if (isinstance(tp, type) and tp in _SCALAR_TYPES) or tp is Any:  # (Annotated: unhashable)
+            return dict(_SCALAR_TYPES[tp])
         if origin is Literal:
             return {"enum": list(args)}
         if origin in (typing.Union, types.UnionType):
@@ -279,7 +207,7 @@ class SchemaWriter:
         return merged(self.of_type(hint), f.metadata.get("schema", {}))
 
     def object_schema(self, cls: type, *, nullable: bool) -> JsonSchema:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         rules = self.rules.get(cls.__name__, {})
         properties: dict[str, JsonSchema] = {}
         required: list[str] = []
@@ -313,6 +241,3 @@ class SchemaWriter:
         if required:
             schema["required"] = required
         return merged(schema, rules.get("", {}))
-
-
-__all__ = ["JsonSchema", "SchemaWriter", "compile_check", "merged", "validator"]

@@ -1,10 +1,6 @@
-"""What a manifest may name (frameworks, devices) and where manifests may be (path patterns).
-
-Kept apart from :mod:`pytest_mlrepro.manifest` because the pytest entry point
-(:mod:`pytest_mlrepro.plugin`) needs them in every pytest run of an environment the plugin is
-installed in: it registers a marker per framework and device, and tells a file that may be a
-manifest from one that cannot be, without importing the core (numpy, the manifest parser).
-"""
+"""What a manifest may name (frameworks, devices) and where manifests may be (path patterns): apart
+from the manifest package because the pytest entry point needs them in every run (a marker per
+framework and device, which files may be manifests) without importing the core."""
 
 from __future__ import annotations
 
@@ -38,10 +34,8 @@ def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
 
 
 def record_command(target: str, *options: str) -> str:
-    """The one builder of the command that records (or re-records) a golden: ``pytest TARGET
-    --mlrepro-update [OPTIONS]``, the target (a manifest's path, or an item's node id) quoted
-    for a POSIX shell where it needs it. Here, beside the option names the entry point knows,
-    so that the core's messages (a reference without its golden) build it as the report does."""
+    """The command that records a golden, ``pytest TARGET --mlrepro-update [OPTIONS]``, quoted for
+    a POSIX shell; here, so that the core's messages build it as the report does."""
     return " ".join(["pytest", shlex.quote(target), "--mlrepro-update", *options])
 
 
@@ -49,13 +43,3 @@ def enrich_command(target: str, *options: str) -> str:
     """The command that adds to a golden the evidence it lacks: ``pytest TARGET
     --mlrepro-enrich [OPTIONS]`` (quoted as :func:`record_command` quotes it)."""
     return " ".join(["pytest", shlex.quote(target), "--mlrepro-enrich", *options])
-
-
-__all__ = [
-    "DEFAULT_PATTERNS",
-    "DEVICES",
-    "FRAMEWORKS",
-    "enrich_command",
-    "matches_patterns",
-    "record_command",
-]

@@ -1,21 +1,7 @@
-"""Where an item's time goes: its call split into phases, each with its wall and CPU time.
-
-One :class:`PhaseClock` runs per item call (the plugin starts it around the call). The layers
-that do the work mark what they do with :func:`phase` (``with phase("model"): ...``): the time
-between two marks belongs to the phase marked, and what no layer marks is ``other``. The phases
-therefore partition the clock's span: their sum is the call's duration (what pytest measures
-around the same call differs by the few hooks outside the clock).
-
-Ambient rather than passed down: the phases are marked deep in layers (a runner's import, the
-data set's verification, a batch's preprocessing) that are handed only their part of the
-manifest, and an account must not change what any of them is given. Without a running clock
-(a benchmark, the command line, diagnosis helpers run alone) :func:`phase` costs two attribute
-reads. Marks count only in the thread that started the clock: a worker thread's time shows in
-the process's CPU time of the phase that waits for it.
-
-CPU time is the process's (every thread's: a framework's intra-op pool, the preprocessing
-workers), so a phase's CPU time over its wall time says how many cores it kept busy.
-"""
+"""Where an item's time goes: its call split into phases, each with its wall and CPU time (the
+process's, every thread's). Layers mark what they do with ``with phase("model"):`` (ambient, not
+passed down: the phases are marked deep in layers handed only their part of the manifest); what
+no layer marks is ``other``, so the phases partition the call. Without a clock a mark is free."""
 
 from __future__ import annotations
 
@@ -38,10 +24,8 @@ PHASES = (
     "writing",
     "other",
 )
-"""Every phase an account can hold, in the order an item goes through them. ``shared
-preprocessing`` is the session's one pass through the preprocessing steps that several items
-share, paid by the first of them for all (``evaluation.SharedLoader.fill``): a one-time cost
-of the session that the account shows where it was paid."""
+"""Every phase an account can hold, in the order an item goes through them (``shared
+preprocessing``: paid once, by the first item of those sharing it)."""
 
 OTHER = "other"
 
@@ -119,6 +103,3 @@ def phase(name: str) -> Iterator[None]:
 def total(account: dict[str, dict[str, float]], what: str = "wall") -> float:
     """The sum of an account's phases (``wall`` or ``cpu`` seconds)."""
     return sum(times[what] for times in account.values())
-
-
-__all__ = ["OTHER", "PHASES", "PhaseClock", "phase", "start", "stop", "total"]

@@ -1,12 +1,7 @@
-"""Turn plain YAML values into typed, frozen dataclasses, with errors that name the field.
-
-The dataclasses themselves are the schema: field types (``int``, ``float``, ``str``, ``bool``,
-``Literal``, ``list``, ``tuple``, ``dict[str, X]``, unions with ``None``, nested dataclasses) and
-defaults. A field's bounds are declared once, as JSON Schema keywords in its
-``metadata={"schema": {...}}``: :func:`broken_bound` checks them here and the published JSON
-Schema states them. A dataclass may define ``check(self)`` for rules that span fields; it raises
-:class:`Invalid` naming the offending field relative to itself.
-"""
+"""Turn plain YAML values into typed, frozen dataclasses, with errors that name the field. The
+dataclasses are the schema: field types and defaults; bounds as JSON Schema keywords in a field's
+``metadata={"schema": ...}`` (checked here, stated in the published schema); rules that span
+fields in a ``check(self)`` that raises :class:`Invalid`."""
 
 from __future__ import annotations
 
@@ -169,10 +164,8 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
 
 
 def unbuildable(tp: Any, seen: frozenset[type] = frozenset()) -> str | None:
-    """Why :func:`convert` cannot build a value of type ``tp`` from a manifest (a bare ``list``
-    or ``dict`` that does not say what it holds, a type it has no rule for), None when it can:
-    asked when a type is registered, so that a field the loader cannot build is an error there,
-    not a ``TypeError`` while a manifest loads."""
+    """Why :func:`convert` cannot build ``tp`` (a bare ``list``, a type it has no rule for), None
+    when it can: asked at registration, not as a ``TypeError`` while a manifest loads."""
     origin, args = get_origin(tp), get_args(tp)
     if tp in (Any, bool, str, int, float, type(None)) or origin is Literal:
         return None

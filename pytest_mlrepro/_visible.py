@@ -1,16 +1,7 @@
 """The one rule for text from data on a terminal: control characters are shown, never obeyed.
-
-Class names, sample file names, machine and manifest names read from results files, a cache's
-origin record, ONNX node names and the texts of framework exceptions all come from files other
-people (or other jobs) wrote. Printed raw, an escape sequence in them can retitle a window, clear
-the screen, move the cursor over earlier lines or hide lines in a CI log viewer. Every terminal
-line that carries such text passes it through :func:`visible` (one value) or
-:func:`visible_lines` (a whole message whose own line breaks are kept), which write each C0 and
-C1 control character, DEL and the Unicode bidirectional and line controls as a visible escape
-(``\\x1b``, ``\\x9b``, ``\\u202e``) and leave everything else as it is.
-
-A leaf module: imported by every layer (data, runners, results, report, the plugin and the CLI).
-"""
+Names and messages from files others wrote could retitle a window or hide lines in a CI log;
+every terminal line carrying them passes through :func:`visible`, which writes C0/C1 controls,
+DEL and bidirectional controls as escapes (``\\x1b``)."""
 
 from __future__ import annotations
 
@@ -48,10 +39,8 @@ a manifest's name may be."""
 
 
 def shortened(text: str, limit: int = DISPLAY_LIMIT) -> str:
-    """``text``, or when it is longer than ``limit`` characters its start, an ellipsis and a
-    digest of the whole (``ci-…#3f2a9c1e``): bounded wherever it is shown, and two long names
-    that share their start stay two names. The full value stays in the file it came from (a
-    results file's JSON)."""
+    """``text``, or if longer than ``limit`` its start, an ellipsis and a digest of the whole
+    (``ci-…#3f2a9c1e``): bounded, and two long names sharing their start stay two."""
     if len(text) <= limit:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
@@ -71,6 +60,3 @@ def described(value: object, limit: int = 80) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"{article} {kind} ({visible(text)})"
-
-
-__all__ = ["DISPLAY_LIMIT", "described", "shortened", "visible", "visible_lines"]

@@ -1,17 +1,7 @@
-"""Safe YAML loading that remembers the line of every value.
-
-The parser is PyYAML's safe one (libyaml's ``CSafeLoader`` when PyYAML was built with it, else the
-pure-Python ``SafeLoader``); only its events are used. Nodes are composed here, iteratively, and
-values are built from them so that:
-
-* each value can be mapped back to its line;
-* nesting, the number of nodes and alias expansion are bounded (an alias bomb costs at most
-  ``MAX_NODES`` node visits, not exponential memory; a file of ten thousand ``[`` is refused at
-  depth ``MAX_DEPTH`` instead of overflowing the C stack of libyaml's recursive composer);
-* duplicate keys and every tag outside YAML's standard safe ones (``!!python/object``, ``!foo``,
-  ``!!set``, ...) are refused with the file and line;
-* every failure is a :class:`~pytest_mlrepro.errors.ManifestError` naming the file and a line.
-"""
+"""Safe YAML loading that remembers the line of every value: PyYAML's safe parser's events,
+composed here iteratively so that nesting, node count and alias expansion are bounded (no alias
+bomb, no C stack overflow), duplicate keys and unsafe tags refused, and every failure is a
+ManifestError naming the file and a line."""
 
 from __future__ import annotations
 

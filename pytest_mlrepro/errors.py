@@ -1,42 +1,6 @@
-"""Exceptions raised by pytest-mlrepro.
-
-Every error the tool raises on purpose derives from :class:`MlreproError`; anything else escaping
-the core is a bug in the tool. The whole tree (``tests/unit/test_errors.py`` keeps it complete:
-every subclass in the package is here, under its parent). Those defined beside the one layer that
-raises them name their module; the others are here::
-
-    MlreproError
-    ├── ManifestError        a manifest (or a file it names) is invalid: file, line, field path
-    ├── IntegrityError       a model or data file does not match its declared sha256 / size
-    ├── SignatureError       the model's inputs or outputs do not match what the manifest declares
-    ├── InvalidModel         a model file is not a valid model of its format (names the file)
-    ├── NonFiniteOutputs     the model produced NaN or ±Inf for some samples (count and ids)
-    ├── SampleError          one data sample cannot be decoded or preprocessed (names the sample)
-    ├── StepRegistrationError  (pipeline/_steps.py) a custom step that cannot be registered
-    ├── GoldenError          a golden file exists but is not valid (never overwritten silently)
-    │   ├── GoldenNotAFile          a symlink, FIFO, folder or device where a golden should be
-    │   └── ReferenceGoldenMissing  the reference manifest has no golden yet
-    ├── BuildError           a registered builder failed or produced an unexpected artifact
-    │   └── BuildMismatch    its bytes are not the pinned ones (names this machine and packages)
-    ├── OutputError          a file the tool writes (golden, results file) cannot be written
-    │   └── GoldenChanged    (goldens/_writer.py) the golden changed since the writer read it
-    ├── Unavailable          needed but absent: the item skips (fails with --mlrepro-strict)
-    │   ├── FrameworkUnavailable   not installed, or its version is outside the constraint
-    │   ├── DatasetUnavailable     no mirror, no cache and no way to download
-    │   └── DeviceUnavailable      the device (cuda) is not usable by this framework here
-    │   results files (``mlrepro merge``, ``mlrepro history``; exit status 2):
-    ├── ResultsFileError     (results/_format.py) unreadable or invalid: file and JSON path
-    ├── ShardMergeError      (results/_merge.py) shards that do not make one whole run
-    ├── MatrixError          (matrix/_build.py) files that do not make one matrix
-    ├── HistoryError         (matrix/_history.py) files that do not make a history
-    ├── ReportUnavailable    (report/html/_render.py) the HTML report's libraries are missing
-    ├── TrackingError        (tracking/_log.py) the tracking store cannot be reached or refuses
-    ├── ChangedFilesError    (changes/_git.py) git cannot say what changed since a ref
-    │   ``mlrepro init``:
-    ├── InitError            (onboarding/_data_folder.py) what init cannot do with its files
-    ├── PresetSizeError      (onboarding/_presets.py) a size the preset's source does not define
-    └── ModelReadError       (onboarding/_model_info.py) the model file is not its format
-"""
+"""Exceptions raised by pytest-mlrepro: every error raised on purpose derives from
+:class:`MlreproError`, anything else escaping the core is a bug. docs/design.md#errors draws the
+whole tree (tests/unit/test_errors.py keeps it complete)."""
 
 from __future__ import annotations
 
@@ -103,17 +67,14 @@ class SampleError(MlreproError):
 
 
 class GoldenError(MlreproError):
-    """A golden file exists but cannot be read as a golden (or, for the subclass
-    ``ReferenceGoldenMissing``, the golden another manifest's check needs does not exist yet).
-    ``digest``: the sha256 of the bytes that were read, when they were (an update that replaces
-    an invalid golden replaces those very bytes, never another run's golden written since)."""
+    """A golden file exists but cannot be read as a golden. ``digest``: the sha256 of the bytes
+    read, if any (an update replaces those very bytes, never a golden written since)."""
 
     digest: str | None = None
 
 
 class GoldenNotAFile(GoldenError):
-    """The golden path is a symlink, FIFO, folder or device (or below a symlinked folder): not
-    read, and not replaced by an update either (the user removes it)."""
+    """The golden path is a symlink, FIFO, folder or device: not read, nor replaced by an update."""
 
 
 class ReferenceGoldenMissing(GoldenError):
@@ -121,8 +82,7 @@ class ReferenceGoldenMissing(GoldenError):
 
 
 class OutputError(MlreproError):
-    """A file the tool writes (a golden, a results file) cannot be written: the message names the
-    file, what is wrong and the fix; the previous file, if any, is left intact."""
+    """A file the tool writes cannot be written (the previous one is left intact)."""
 
 
 class BuildError(MlreproError):
@@ -130,9 +90,8 @@ class BuildError(MlreproError):
 
 
 class BuildMismatch(BuildError):
-    """A registered artifact builder wrote other bytes than the manifest pins. Carries what is
-    known about the build (this machine, the packages it used) so that a layer that can read the
-    golden adds where the pinned bytes' golden was recorded."""
+    """A registered artifact builder wrote other bytes than the manifest pins; carries this
+    machine and its packages, for a layer that can say where the pinned bytes were recorded."""
 
     def __init__(
         self,

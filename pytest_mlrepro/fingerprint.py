@@ -55,10 +55,8 @@ def _mattering(line_key: str, flags: list[str]) -> list[str]:
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
-    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm).
-
-    Only the first processor's lines count: every core of one machine reports the same ISA.
-    ``cpu_vendor`` and ``cpu`` are None where the text has no such line (Arm has no model name)."""
+    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
+    the first processor's lines (every core reports the same ISA); None where a line lacks."""
     vendor: str | None = None
     model: str | None = None
     flags: list[str] | None = None
@@ -94,11 +92,9 @@ def read_cpu_identity(
     processor: Callable[[], str] = platform.processor,
     machine: Callable[[], str] = platform.machine,
 ) -> dict[str, Any]:
-    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` (sorted, the ISA flags that matter and are
-    present) of a machine described by ``cpuinfo``: the text of its /proc/cpuinfo, None where it
-    has none (macOS, Windows). There the vendor and model are what ``processor`` (as
-    :func:`platform.processor`, asked only then: it may start ``uname``) names, else ``machine``;
-    the flags are not known: an empty list."""
+    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` from ``cpuinfo`` (/proc/cpuinfo's text); without
+    one (macOS, Windows) what ``processor`` (asked only then: it may start ``uname``) or
+    ``machine`` names, and no flags."""
     parsed = parse_cpuinfo(cpuinfo) if cpuinfo is not None else {}
     vendor, model = parsed.get("cpu_vendor"), parsed.get("cpu")
     if vendor is None or model is None:
@@ -118,23 +114,17 @@ def cpu_identity() -> dict[str, Any]:
     return {**identity, "cpu_flags": list(identity["cpu_flags"])}
 
 
-MAX_CPUINFO_BYTES = 4 << 20
-"""The most bytes of a CPU description read (4 MiB: /proc/cpuinfo of a 1,024-CPU x86 machine
-holds about 1.5 MB); a larger one is not the machine's description."""
-CPUINFO_READ_S = 2.0
-"""How long reading a CPU description may take (checked between 64 KiB reads; a regular file
-on a local disk takes microseconds)."""
+MAX_CPUINFO_BYTES = 4 << 20  # /proc/cpuinfo of a 1,024-CPU x86 machine holds about 1.5 MB
+CPUINFO_READ_S = 2.0  # checked between 64 KiB reads (a local file takes microseconds)
 
 
 class CpuinfoUnreadable(UserWarning):
-    """The file ``MLREPRO_CPUINFO`` names cannot be read as a CPU description: this machine's
-    own /proc/cpuinfo is read instead (said once per file)."""
+    """``MLREPRO_CPUINFO`` names no readable CPU description: /proc/cpuinfo is read instead."""
 
 
 def read_cpuinfo(path: str) -> str:
-    """The text of the CPU description at ``path``: a regular file only (a FIFO is never waited
-    on, a device such as /dev/zero never read), at most :data:`MAX_CPUINFO_BYTES`, read within
-    :data:`CPUINFO_READ_S`. OSError (ValueError for the bounds) saying what is wrong."""
+    """The text of the CPU description at ``path``: a regular file only (no FIFO waited on, no
+    /dev/zero read), bounded in size and time (ValueError)."""
     import stat
     import time
 
@@ -214,9 +204,8 @@ def _numpy_blas() -> str | None:
 
 @cache
 def numeric_packages() -> dict[str, str | None]:
-    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` (those not installed
-    are left out), and ``numpy-blas``: the BLAS numpy uses. Read from package metadata: no
-    framework is imported."""
+    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` and ``numpy-blas``,
+    from package metadata (no framework imported)."""
     found: dict[str, str | None] = {
         dist: version for dist in NUMERIC_PACKAGES if (version := installed_version(dist))
     }
@@ -382,10 +371,8 @@ def _slug_part(text: str, limit: int = 32) -> str:
 
 @dataclass(frozen=True)
 class HardwareKey:
-    """Where and how a latency was measured: machine, device, framework and thread settings.
-
-    ``slug`` names the golden file: readable parts plus a hash of every field, so two keys that
-    differ in anything get different files."""
+    """Where and how a latency was measured: machine, device, framework and thread settings;
+    ``slug`` (readable parts plus a hash of every field) names its golden file."""
 
     fields: dict[str, Any]
 
@@ -428,9 +415,8 @@ def hardware_key(
     intra_op_threads: int | None,
     inter_op_threads: int | None,
 ) -> HardwareKey:
-    """The key of this machine for ``device`` and the given framework and thread settings (None:
-    the framework's default). The GPU model and driver are part of the key of ``cuda`` items only:
-    a CPU latency does not depend on the GPU next to it."""
+    """This machine's key for ``device``, framework and thread settings (None: the default); the
+    GPU is part of ``cuda`` items' keys only."""
     fields: dict[str, Any] = {
         "device": device,
         "machine": platform.machine(),

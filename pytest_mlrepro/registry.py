@@ -1,13 +1,6 @@
-"""Builders registered from Python (``conftest.py`` or a plugin) and named by manifests.
-
-A manifest never carries code; it names one of these:
-
-* a **model builder** returns the model's architecture (e.g. a ``torch.nn.Module``) whose weights
-  the runner then loads from the manifest's ``weights`` file, verified and with
-  ``weights_only=True``;
-* an **artifact builder** writes a model file (e.g. an ONNX export) to the path it is given; the
-  result lands in the cache and must match the manifest's sha256 before anything runs it.
-"""
+"""Builders registered from Python (``conftest.py`` or a plugin) and named by manifests, which
+never carry code: a model builder returns the architecture whose verified weights the runner
+loads; an artifact builder writes a model file into the cache, which must match its sha256."""
 
 from __future__ import annotations
 
@@ -30,10 +23,8 @@ _artifact_builders: dict[str, tuple[ArtifactBuilder, tuple[str, ...]]] = {}
 def model_builder(
     name: str, *, input_size: int | tuple[int, int] | None = None
 ) -> Callable[[F], F]:
-    """Register ``fn() -> model`` under ``name``, for manifests with ``model.builder: name``.
-
-    ``input_size``: the input size the module takes (S, or (height, width)); ``mlrepro init``
-    writes the manifest for it instead of asking for ``--size``."""
+    """Register ``fn() -> model`` for manifests with ``model.builder: name``; ``input_size`` (S
+    or (height, width)) spares ``mlrepro init`` asking for ``--size``."""
     size = (input_size, input_size) if isinstance(input_size, int) else input_size
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"model_builder({name!r}): input_size {input_size!r} is no size")
@@ -46,11 +37,8 @@ def model_builder(
 
 
 def artifact_builder(name: str, *, uses: Sequence[str] = ()) -> Callable[[F], F]:
-    """Register ``fn(target: Path) -> None`` under ``name``, for ``model.file.build: name``.
-
-    ``uses``: the distributions (PyPI names) the build's bytes depend on, e.g.
-    ``("torch", "onnx", "protobuf")``; a build that does not reproduce its pin names their
-    versions (left out: every numeric package installed)."""
+    """Register ``fn(target: Path) -> None`` for ``model.file.build: name``; ``uses``: the PyPI
+    names its bytes depend on, whose versions a build that misses its pin names."""
 
     def register(fn: F) -> F:
         _artifact_builders[name] = (fn, tuple(uses))

@@ -61,11 +61,9 @@ class Settings:
 
 
 def golden_dir_escape(settings: Settings) -> str | None:
-    """Why goldens must not be written in ``settings.golden_dir``, or None when they may: the
-    directory was given inside the project, but a symbolic link (it, or a folder above it) takes
-    it outside the project and every allowed root, so that a write would land wherever the link
-    names. A directory given outside the project on purpose (an absolute --mlrepro-golden-dir)
-    is the user's choice."""
+    """Why goldens must not be written in ``settings.golden_dir`` (None: they may): given inside
+    the project, a symbolic link takes it outside every allowed root. (A directory given outside
+    on purpose is the user's choice.)"""
     given = settings.golden_dir_given
     resolved = settings.golden_dir
     if given is None or any(
@@ -91,9 +89,8 @@ class OutsideProject(ValueError):
 
 
 def resolve_within(base: Path, relative: str, roots: Sequence[Path]) -> Path | None:
-    """``base / relative`` with symlinks resolved, or None when it lies outside every one of
-    ``roots`` (resolved folders): the one confinement rule for every path a manifest, a model
-    or a data set names (an absolute ``relative`` replaces ``base``, and is checked the same)."""
+    """``base / relative`` with symlinks resolved, or None outside every one of ``roots``: the one
+    confinement rule for every path a manifest names."""
     candidate = (base / relative).resolve()
     for root in roots:
         if candidate == root or candidate.is_relative_to(root):

@@ -1,15 +1,7 @@
-"""A command run inside pytest's own configuration of the project.
-
-The command starts pytest on a manifest (``pytest.main``) with a plugin that, in place of a test
-session, runs the command. So it sees exactly what ``pytest MANIFEST`` sees: the ini file pytest
-finds (``pytest.ini``, ``pytest.toml``, ``pyproject.toml``, ``tox.ini``, ``setup.cfg``), ``-c``,
-``-o key=value``, ``PYTEST_ADDOPTS``, ``--mlrepro-*`` options, the ``conftest.py`` files from the
-root down to the manifest's folder (which register model and artifact builders) and their
-``pytest_plugins``. Options the command does not know are passed to pytest.
-
-Every subcommand that needs the project's builders or settings goes through :func:`run`; none of
-them imports another subcommand's module.
-"""
+"""A command run inside pytest's own configuration of the project: ``pytest.main`` on a manifest
+with a plugin that runs the command in place of a session, so that it sees exactly what ``pytest
+MANIFEST`` sees (ini files, ``-o``, ``PYTEST_ADDOPTS``, the conftest files that register
+builders). Options the command does not know are passed to pytest."""
 
 from __future__ import annotations
 
@@ -93,15 +85,11 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
 
 
 def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
-    """Start pytest on ``args.manifest`` with :class:`_Command` in place of its session.
-    ``args.manifest`` is a manifest, or (``mlrepro init``, before there is one) the folder it
-    will be written to: pytest finds the root, the ini file and the conftests from it alike."""
+    """Start pytest on ``args.manifest`` (or, for ``mlrepro init``, the folder it will be written
+    to) with :class:`_Command` in place of its session."""
     target = Path(args.manifest)
     if not (target.is_file() or target.is_dir()):
         raise UsageError(f"{args.manifest}: no such manifest")
     status = pytest.main(pytest_args(args, passed), plugins=[_Command(handler, args)])
     # pytest's own usage errors (a bad -o, an unknown option) are this command's usage errors.
     return USAGE_ERROR if status == pytest.ExitCode.USAGE_ERROR else int(status)
-
-
-__all__ = ["USAGE_ERROR", "Handler", "UsageError", "guarded", "pytest_args", "run"]

@@ -109,7 +109,7 @@ def init(args: argparse.Namespace, passed: list[str]) -> int:
     plan = plan_init(request_from(args))
     if not plan.needs_project:
         return _complete(plan, None)
-    from ..plugin._base import settings_key
+    from ..plugin import settings_key
 
     # pytest is started on the folder the manifest goes to (or the nearest one that exists,
     # nothing is made for it): from it, pytest finds the project's root, ini file and conftests.
@@ -138,6 +138,3 @@ def _complete(plan: InitPlan, settings: Settings | None) -> int:
         f"commit it, the checksum list{commit} and the golden"
     )
     return 0
-
-
-__all__ = ["add_parser", "init", "request_from"]

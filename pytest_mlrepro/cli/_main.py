@@ -1,10 +1,6 @@
-"""``mlrepro``: the command-line front door to what the pytest items do (``init``, ``pitfalls``,
-``diagnose``, ``merge``, ``history``, ``track``, ``schema``; their options: docs/cli.md, or
-``mlrepro COMMAND --help``).
-
-This module is argument handling only. Each command runs inside pytest's own configuration of
-the project (``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s.
-"""
+"""``mlrepro``: the command-line front door to what the pytest items do (docs/cli.md). Argument
+handling only: each command runs inside pytest's own configuration of the project
+(``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ if TYPE_CHECKING:
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
     """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
     from ..manifest import load_manifest
-    from ..plugin._base import settings_key
+    from ..plugin import settings_key
 
     manifest_path = Path(args.manifest)
     manifest = load_manifest(manifest_path, display=shown_path(manifest_path.resolve(), Path.cwd()))
@@ -105,7 +101,7 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..diagnosis import diagnose
     from ..evaluation import evaluate
     from ..goldens import compare
-    from ..plugin._base import options
+    from ..plugin import options
     from ..report import DIAGNOSIS_WORDING, explain, record_command
     from ..runners import check_framework
 
@@ -228,6 +224,3 @@ def _command(args: argparse.Namespace, passed: list[str]) -> int:
         return {"merge": merge, "history": history, "track": track}[args.command](args)
     handler: Handler = {"pitfalls": _pitfalls, "diagnose": _diagnose}[args.command]
     return run(handler, args, passed)
-
-
-__all__ = ["main", "parser"]

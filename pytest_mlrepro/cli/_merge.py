@@ -1,18 +1,7 @@
-"""``mlrepro merge RESULTS... [--markdown PATH] [--csv PATH] [--html PATH]``: the results files
-of a CI matrix (``pytest --mlrepro-json``, one per machine or shard) merged into one matrix
-(:mod:`pytest_mlrepro.matrix`), printed as Markdown and written as files.
-
-``mlrepro history RESULTS... [--html PATH]``: the results files of many nights, each night merged
-as ``merge`` merges it, each manifest × machine followed over the nights (its first night
-outside tolerance and what changed that night), printed as text and written as an HTML page.
-Exit status 0 (a history is read, not a gate), 2 for the same bad inputs ``merge`` refuses and
-for a file without its ``created`` time.
-
-No pytest session: the results files hold everything. Exit status: 0 when every cell passed
-(and something was compared), 1 when a cell failed (docs/merge.md lists the verdicts that do),
-2 when a results file is unreadable or invalid (the message names the file and the JSON path of
-the bad field), the files do not make one matrix, or an output cannot be written.
-"""
+"""``mlrepro merge``: a CI matrix's results files merged into one matrix (exit 0 all passed, 1 a
+cell failed, 2 bad input); ``mlrepro history``: many nights, each manifest × machine followed
+(exit 0: a history is no gate); ``mlrepro schema``. No pytest session: the files hold all
+(docs/merge.md)."""
 
 from __future__ import annotations
 
@@ -97,13 +86,13 @@ def add_parser(commands: Any) -> None:
     # The JSON Schema of a file the plugin writes.
     schema = commands.add_parser(
         "schema",
-        help="print the JSON Schema of the results file",
+        help="print the JSON Schema of the results file or of a golden",
         description="Print (or write) the JSON Schema (draft 2020-12) of the results file "
-        "(pytest --mlrepro-json), generated from this version's types: point an editor or a "
-        "validator at it. Some rules are beyond a schema (docs/results.md); mlrepro merge "
-        "checks them too.",
+        "(pytest --mlrepro-json) or of a golden, generated from this version's types: point an "
+        "editor or a validator at it. Some rules are beyond a schema (docs/results.md, "
+        "docs/goldens.md); reading a file checks them too.",
     )
-    schema.add_argument("kind", choices=("results",), help="which file's schema")
+    schema.add_argument("kind", choices=("results", "golden"), help="which file's schema")
     schema.add_argument("--out", metavar="PATH", help="write it to PATH instead of printing it")
 
 
@@ -112,9 +101,15 @@ def schema(args: argparse.Namespace) -> int:
     import json
 
     from .._files import atomic_write_bytes
-    from ..results import results_schema
 
-    text = json.dumps(results_schema(), indent=2) + "\n"
+    if args.kind == "golden":  # the published golden.schema.json, sorted
+        from ..goldens import golden_schema
+
+        text = json.dumps(golden_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    else:
+        from ..results import results_schema
+
+        text = json.dumps(results_schema(), indent=2) + "\n"
     if args.out is None:
         sys.stdout.write(text)
         return 0
@@ -241,6 +236,3 @@ def _now() -> str:
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-__all__ = ["add_parser", "history", "merge"]

@@ -1,12 +1,7 @@
-"""``mlrepro track RESULTS... [--uri URI]``: results files (``pytest --mlrepro-json``, or those a
-session kept when its tracking store was away) logged to an MLflow tracking store after the
-fact, as ``--mlrepro-track`` logs a session: one run per file, its items nested. Idempotent: a
-file already logged whole is not logged again (the run is tagged with the file's sha256).
-
-Exit status 0: every file logged (or there already); 2: a file unreadable or invalid, or the
-store cannot be reached or refuses (the message names the store, never its credentials: those
-come from MLflow's own variables, MLFLOW_TRACKING_USERNAME / _PASSWORD / _TOKEN).
-"""
+"""``mlrepro track RESULTS... [--uri URI]``: results files logged to an MLflow tracking store
+after the fact, as ``--mlrepro-track`` logs a session; idempotent (a run is tagged with its file's
+sha256). Exit 0 every file logged, 2 a bad file or a store that refuses (named, never its
+credentials)."""
 
 from __future__ import annotations
 
@@ -68,6 +63,3 @@ def track(args: argparse.Namespace) -> int:
         what = "already logged" if logged.already else f"logged {items}"
         print(visible_lines(f"{name}: {what} to {shown_uri(uri)} (run {logged.run_id})"))
     return status
-
-
-__all__ = ["add_parser", "store_uri", "track"]

@@ -704,12 +704,3 @@ class _Resolver:
         except OSError as exc:
             # A local failure (disk full, I/O error) is not "unavailable here": the item fails.
             raise write_error(dest, exc, "downloaded data set file") from None
-
-
-__all__ = [
-    "ResolvedDataset",
-    "Sample",
-    "read_checksum_lines",
-    "resolve_dataset",
-    "sha256_file",
-]

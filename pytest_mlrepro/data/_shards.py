@@ -52,6 +52,3 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
-
-
-__all__ = ["MAX_SHARDS", "Shard", "shard_of"]

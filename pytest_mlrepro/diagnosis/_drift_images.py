@@ -112,6 +112,3 @@ def first_step_outputs(
     elif first.status in ("added", "removed"):
         out.note = "added" if first.status == "added" else "removed"
     return out
-
-
-__all__ = ["FirstStepOutputs", "ProbeOutputs", "first_step_outputs"]

@@ -1,14 +1,6 @@
-"""Checks over the golden store as a whole: paths claimed twice, goldens nothing uses, leftovers.
-
-* Two manifests that resolve to the same golden file would overwrite and compare against each
-  other's results: :func:`golden_conflicts` finds them so that both are refused before anything
-  runs.
-* A golden no manifest uses any more (the manifest was renamed or deleted) is dead weight that
-  reviewers still read: :func:`unused_goldens` lists them, like syrupy's unused snapshots. The
-  caller decides when the list is meaningful (only when every manifest was collected).
-* A writer killed between creating its temporary file and renaming it leaves
-  ``.<name>.<random>.tmp`` behind: :func:`stale_temp_files` finds those no live writer holds.
-"""
+"""Checks over the golden store as a whole: two manifests resolving to one golden (both refused
+before anything runs), goldens no manifest uses (listed, like syrupy's unused snapshots, only
+when every manifest was collected), and killed writers' temporary files."""
 
 from __future__ import annotations
 
@@ -42,9 +34,8 @@ def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
 def unused_goldens(
     golden_dir: Path, used: Iterable[Path], latency_names: Iterable[str] = ()
 ) -> list[Path]:
-    """Accuracy goldens (``<golden dir>/*.json``) not in ``used``, and latency golden folders
-    (``<golden dir>/latency/<name>/``) of names not in ``latency_names``. Hidden files (such as
-    temporary files of interrupted writes) are never goldens."""
+    """Accuracy goldens not in ``used`` and latency golden folders of names not in
+    ``latency_names`` (hidden files are never goldens)."""
     if not golden_dir.is_dir():
         return []
     wanted = {p.resolve() for p in used}
@@ -74,6 +65,3 @@ def stale_temp_files(golden_dir: Path, older_than: float = STALE_AFTER_S) -> lis
         if p.name.count(".") >= 3
     }
     return sorted({s for target in targets for s in _stale_for(target, older_than)})
-
-
-__all__ = ["conflict_message", "golden_conflicts", "stale_temp_files", "unused_goldens"]

@@ -1,11 +1,6 @@
-"""The identity of the data a golden was measured on, and what changed in it since.
-
-A golden records, per sample, the sha256 of its file (its ``data`` block: the checksum list's
-entry, verified when the data set was resolved) and its label (in ``samples``). When a run
-drifts, :func:`data_change` says which files have other content, which labels changed and which
-samples came or went, so that the failure names a data change as a data change instead of
-blaming an unrelated difference (a framework version, a decoder).
-"""
+"""The identity of the data a golden was measured on (each file's sha256, each label), and what
+changed in it since: so that a drift names a data change as one instead of blaming an unrelated
+difference (a framework version, a decoder)."""
 
 from __future__ import annotations
 
@@ -103,6 +98,3 @@ def data_change(golden: Golden, now: Results, now_files: Mapping[str, str]) -> D
         removed=sorted(set(recorded) - set(current)),
         files_known=files is not None,
     )
-
-
-__all__ = ["DataChange", "LabelChange", "data_change"]

@@ -1,8 +1,5 @@
-"""What an accuracy item does with its results and its golden: record, update, pass or fail.
-
-A pure function of facts the item gathered (no pytest, no file access), so that the policy can be
-read in one place and tested without running pytest.
-"""
+"""What an accuracy item does with its results and its golden: record, update, pass or fail; a
+pure function of the facts the item gathered, so that the policy reads in one place."""
 
 from __future__ import annotations
 
@@ -33,23 +30,8 @@ def accuracy_decision(
     manifest_file_current: bool = True,
     data_changed: bool = False,
 ) -> AccuracyDecision:
-    """The decision for one accuracy item.
-
-    :param writes: whether this item may write the golden (``--mlrepro-update``, and the item
-        is the manifest's recording device).
-    :param has_golden: whether a golden was read.
-    :param classes_match: whether the model has as many classes as the golden recorded.
-    :param within_tolerance: whether the results match the golden within the tolerances.
-    :param manifest_current: whether the manifest the golden records equals today's.
-    :param probes_current: whether the golden's per-step fingerprints are those of today's
-        pipeline (and of the samples it records).
-    :param data_current: whether the data the golden records is the data evaluated now.
-    :param data_identity_recorded: whether the golden records its data at all (older goldens
-        do not).
-    :param manifest_file_current: whether the golden names today's manifest file.
-    :param data_changed: whether a file, a label or the sample set differs from the data the
-        golden records (a golden without checksums still records its labels and samples).
-    """
+    """The decision for one accuracy item (``writes``: ``--mlrepro-update`` on the manifest's
+    recording device; the ``*_current`` flags: the golden records what runs today)."""
     if not has_golden:
         return (
             AccuracyDecision("record", "recorded")

@@ -1,16 +1,10 @@
-"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file per
-hardware key (machine, device, framework and version, thread settings), each holding one entry per
-batch size; read, validated, chosen as the baseline of a measurement, and written (beside the
-accuracy goldens' store, :mod:`._store`).
-
-A key without a golden is compared with the golden of the same machine and device with the fewest
-differing settings, if there is one (:func:`find_baseline`): a thread count or a framework upgrade
-that slows the model down is a regression, reported with what changed.
-"""
+"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file
+per hardware key, one entry per batch size. A key without a golden is compared with the same
+machine and device's golden of the fewest differing settings: a thread count or a framework
+upgrade that slows the model is a regression, reported with what changed."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Mapping
@@ -20,12 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .._json_schema import validator
 from ..errors import GoldenError
 from ..fingerprint import HardwareKey, environment
 from ..manifest import Manifest
 from ..settings import Settings, shown_path
-from ._store import SCHEMA_FILE, read_document
+from ._store import read_document, schema_validator, title_of
 from ._writer import Based, golden_lock, replace_locked
 
 FORMAT = 1
@@ -97,15 +90,13 @@ def _blocks(raw: Mapping[str, Any], where: str) -> None:
 
 
 def read_golden(path: Path) -> dict[str, Any] | None:
-    """The latency golden at ``path`` (validated), None if there is none, GoldenError if the file
-    is not a latency golden."""
+    """The latency golden at ``path``, validated (None: no file)."""
     found = read_golden_document(path)
     return None if found is None else found[0]
 
 
 def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
-    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares:
-    ``_writer.Based``)."""
+    """:func:`read_golden` and the sha256 of the bytes read (what a write based on it compares)."""
     found = read_document(path, "latency golden", None)
     if found is None:
         return None
@@ -137,19 +128,13 @@ def read_golden_document(path: Path) -> tuple[dict[str, Any], str] | None:
     return data, digest
 
 
-@functools.cache
-def _profile_validator() -> Any:
-    """The validator of a latency golden's ``profile`` (``golden.schema.json#/$defs``)."""
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return validator({"$defs": schema["$defs"], "$ref": "#/$defs/latency_profile"})
-
-
 def _check_profile(raw: Any, where: str) -> None:
     """ValueError naming the first field of an operator profile that breaks the schema."""
-    for error in _profile_validator().iter_errors(raw):
-        field = ".".join(str(p) for p in error.absolute_path)
-        expected = error.schema.get("title") or error.message
-        raise ValueError(f"{where}{'.' + field if field else ''}: expected {expected}")
+    validator = schema_validator("LatencyProfile")
+    error = validator.first_error(raw)
+    if error is not None:
+        field = "".join(f".{p}" for p in error.path)
+        raise ValueError(f"{where}{field}: expected {title_of(validator.schema, error)}")
 
 
 def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Baseline:
@@ -190,10 +175,8 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
 def find_baseline(
     settings: Settings, manifest: Manifest, key: HardwareKey, batch: int
 ) -> Baseline | None:
-    """The golden to compare with: this key's entry for ``batch``; else, among the goldens of the
-    same machine and device, the one with the fewest differing key fields (the latest recorded on
-    a tie). GoldenError if this key's own file is invalid; invalid files of other keys are left
-    to their own machines."""
+    """This key's entry for ``batch``, else the same machine and device's golden with the fewest
+    differing key fields (the latest on a tie); GoldenError only for this key's own file."""
     own = golden_file(settings, manifest, key)
     data = read_golden(own)
     if data is not None and str(batch) in data["batches"]:
@@ -239,9 +222,8 @@ def record(
     entry: dict[str, Any],
     runner_info: dict[str, Any],
 ) -> Path:
-    """Write (or replace) ``batch``'s entry in this key's golden; the other entries, and every
-    other key's file, stay as they are. Read-modify-write under a lock between processes, the
-    file replaced atomically."""
+    """Write (or replace) ``batch``'s entry in this key's golden, the rest as it was: read,
+    modified and replaced atomically under the golden's lock."""
     path = golden_file(settings, manifest, key)
     # Read-modify-write under the golden's lock, written the one way (goldens/_writer.py): the
     # read is inside the lock, so no other writer's entry is lost.
@@ -276,11 +258,9 @@ def add_profile(
     profile: dict[str, Any],
     read: Mapping[str, Any],
 ) -> Path:
-    """Add an operator ``profile`` to ``batch``'s entry of this key's golden (--mlrepro-enrich),
-    every other byte of the file as it was: under the lock :func:`record` takes, the file read
-    again and replaced atomically only if the entry is still ``read`` (the entry the run judged
-    against) and has no profile yet. GoldenError when the golden changed meanwhile (nothing
-    written); OutputError when it cannot be written (the old file intact)."""
+    """Add an operator ``profile`` to ``batch``'s entry (--mlrepro-enrich), every other byte as it
+    was, under :func:`record`'s lock, only if the entry is still ``read`` and has none
+    (GoldenError if it changed meanwhile)."""
     path = golden_file(settings, manifest, key)
     # The one writer (goldens/_writer.py): confined, locked, and based on what was read under
     # the lock, which must still hold the entry the run judged against.

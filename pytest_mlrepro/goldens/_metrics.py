@@ -89,13 +89,9 @@ class Results:
 
 @dataclass(frozen=True)
 class KeptScores:
-    """The part of a (samples × classes) score matrix that a streamed evaluation keeps: per
-    sample, the scores of a few classes (its own top-k, and the top-k classes of each golden it
-    will be compared with), so that memory grows with samples × k, not samples × classes.
-
-    ``classes`` and ``values`` are (N, m): the classes kept for each row and their scores (a
-    class may repeat within a row). Asking for a class a row did not keep is an error, never a
-    guess: :func:`take_scores` raises KeyError."""
+    """What a streamed evaluation keeps of a (samples × classes) score matrix: per sample, the
+    scores (``values``, N × m) of a few ``classes`` (its top-k and each golden's), so memory grows
+    with samples × k; a class a row did not keep is a KeyError, never a guess."""
 
     classes: Indices  # (N, m)
     values: npt.NDArray[np.float64]  # (N, m)
@@ -190,10 +186,8 @@ class Comparison:
 
 
 def compare(golden: Results, now: Results, now_scores: AnyScores, tol: Tolerances) -> Comparison:
-    """Compare a run (with its score matrix, or the part of it a streamed evaluation kept)
-    against the golden's per-sample top-k.
-
-    Non-finite scores are refused on either side: NaN compares as "within tolerance"."""
+    """Compare a run (its scores, or what a streamed evaluation kept) with the golden's per-sample
+    top-k; non-finite scores are refused on either side (NaN compares as within tolerance)."""
     kept = now_scores.values if isinstance(now_scores, KeptScores) else now_scores
     require_finite(kept, now.ids if len(now.ids) == len(kept) else None)
     require_finite(now.topk_scores, now.ids if len(now.ids) == len(now.topk_scores) else None)
@@ -208,10 +202,8 @@ def compare(golden: Results, now: Results, now_scores: AnyScores, tol: Tolerance
 
 
 def score_diffs(golden: Results, now: Results, now_scores: AnyScores) -> dict[str, float]:
-    """For each sample in both: the largest difference between its score now at the golden's
-    top-k classes and the score the golden recorded for them (what :func:`compare` takes the
-    maximum of), by sample id: what a shard of the run keeps so that the merge of all shards
-    can rebuild the comparison (``pytest_mlrepro.results.combine``)."""
+    """Per sample in both, the largest difference of its scores now and in the golden at the
+    golden's top-k classes: what a shard keeps so that the merge can rebuild :func:`compare`."""
     g, n = paired_rows(golden, now)
     if not len(g):
         return {}

@@ -1,17 +1,7 @@
 """Cross-framework agreement: a manifest that names a ``reference`` (the same model in another
-runtime) is checked, per sample, against the reference manifest's golden.
-
-Three levels, each with its tolerance in the manifest's ``reference:`` block
-(:class:`~pytest_mlrepro.manifest._spec.Reference`):
-
-* **top-1 agreement**: the fraction of shared samples whose top-1 class equals the reference's;
-* **output distance**: the largest absolute difference, over shared samples, of the scores of the
-  reference's top-k classes (probabilities when both manifests apply softmax, else logits);
-* **accuracy ratio**: top-1 accuracy over the shared samples relative to the reference's, as
-  MLPerf states quantised results ("99% of the FP32 reference").
-
-No pytest here; ``accuracy/_run.py`` calls :func:`check_reference` after an accuracy run.
-"""
+runtime) is checked, per sample, against the reference manifest's golden, at three levels with
+their tolerances (docs/manifest.md): top-1 agreement, output distance at the reference's top-k
+classes, and accuracy ratio (as MLPerf states quantised results)."""
 
 from __future__ import annotations
 
@@ -176,9 +166,7 @@ def compare_to_reference(
 
 def reference_results(manifest: Manifest, settings: Settings) -> Results | None:
     """The reference golden's results, read before the run so that a streamed evaluation keeps
-    this run's scores at their top-k classes: the reference comparison needs only those (the
-    output distance is taken at the reference's top-k classes), not the full probability rows.
-    None when there is no usable one (:func:`check_reference` then says why)."""
+    only the scores at its top-k classes (None: no usable one; :func:`check_reference` says)."""
     if manifest.reference is None:
         return None
     try:
@@ -192,10 +180,8 @@ def reference_results(manifest: Manifest, settings: Settings) -> Results | None:
 def check_reference(
     manifest: Manifest, settings: Settings, now: Results, now_scores: AnyScores
 ) -> ReferenceCheck:
-    """Resolve the reference manifest, read its golden, compare this run with it.
-
-    ManifestError for a reference that cannot be found or compared; GoldenError for an invalid
-    reference golden; :class:`ReferenceGoldenMissing` when it has none yet."""
+    """Resolve the reference manifest, read its golden, compare this run with it (ManifestError,
+    GoldenError, ReferenceGoldenMissing when it cannot)."""
     spec = manifest.reference_spec
     assert spec is not None
     reference = resolve_reference(manifest, settings)

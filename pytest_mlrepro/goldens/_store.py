@@ -1,39 +1,7 @@
-"""The golden store: one reviewable JSON file per model, written atomically, never half-written.
-
-Layout of a golden (keys sorted, one sample per line so that a diff shows which samples moved)::
-
-    {
-      "data": {"<sample id>": "<sha256>", ...}, optional: the data it was measured on, one file
-                                       a line (the labels are in "samples")
-      "environment": {...},            where it was recorded
-      "format": 1,
-      "manifest": {...},               the manifest as recorded, every default filled in
-      "manifest_file": "manifests/x.yaml",  the manifest file it was recorded from (project-
-                                       relative); absent in goldens recorded before it existed
-      "metrics": {"samples": N, "top1": .., "top5": ..},
-      "name": "...",
-      "pixels": {"<sample id>": "<hash>", ...}, optional: the identity of each file's decoded
-                                       pixels (16 hex digits of the sha256 of the decode step's
-                                       output), so that a file whose bytes changed but whose
-                                       pixels did not is told from a data change
-      "probes": {...},                 optional: per-step fingerprints of a few probe samples
-      "samples": [
-        ["<sample id>", <label>, [<top-k classes>], [<their scores>]],
-        ...
-      ]
-    }
-
-Reading a golden validates it strictly (:func:`validate`): its JSON Schema
-(``pytest_mlrepro/golden.schema.json``, by jsonschema: keys and types, ``True`` is not an integer
-nor ``1.0`` a class index), then what no schema can say (docs/goldens.md#validation). Keys the
-schema does not name are allowed, so that goldens written by a newer version still load.
-
-Namespaces under the golden directory: accuracy goldens are ``<golden dir>/**/*.json`` outside
-the two reserved folders ``latency/`` (latency goldens, per manifest name and hardware) and
-``pitfalls/`` (sensitivity tables); a manifest's ``golden:`` may only name a file of the
-accuracy namespace (:func:`golden_path`). Every golden file is read and written through
-:func:`read_json` / :mod:`._files`, which refuse symlinks, FIFOs and folders.
-"""
+"""The golden store: one reviewable JSON file per model (one sample a line, so that a diff shows
+which samples moved), written atomically, read back validated: its types' JSON Schema, then what no
+schema can say (docs/goldens.md). Accuracy goldens live outside the reserved folders ``latency/``
+and ``pitfalls/`` of the golden directory (:func:`golden_path`)."""
 
 from __future__ import annotations
 
@@ -46,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -60,7 +28,7 @@ from .._files import (
     read_bounded,
     remove_stale_temp_files,
 )
-from .._json_schema import validator
+from .._json_schema import SchemaError, SchemaWriter, Validator
 from ..errors import GoldenError, GoldenNotAFile, ManifestError
 from ..manifest import Manifest, parse_manifest
 from ..settings import Settings, shown_path
@@ -68,11 +36,8 @@ from ._metrics import Results, accuracy
 from ._writer import Based, write_golden
 
 FORMAT = 1
-MAX_BYTES = 256 * MIB
-"""The largest golden file read (ImageNet's 50,000 validation images take about 8 MiB): a larger
-one is refused before it is read."""
-MAX_DEPTH = 64
-"""The deepest nesting of a golden file (those this version writes nest fewer than 20 levels)."""
+MAX_BYTES = 256 * MIB  # ImageNet's 50,000 validation images take about 8 MiB
+MAX_DEPTH = 64  # the goldens this version writes nest fewer than 20 levels
 SCORE_DIGITS = 6  # significant digits kept per score: far below any tolerance, stable text
 
 
@@ -82,22 +47,14 @@ class Golden:
     manifest: dict[str, Any]
     environment: dict[str, Any]
     results: Results
-    # Per-step fingerprints of a few probe samples, for diagnosis (_step_fingerprints.py); None
-    # in goldens recorded before they existed, which still load.
-    probes: dict[str, Any] | None = None
-    # {sample id: sha256} of the files the results were measured on (with the labels in
-    # ``results``, the identity of the data); None in goldens recorded before it existed.
-    data: dict[str, str] | None = None
-    # The manifest file it was recorded from, relative to the project root (posix); None in
-    # goldens recorded before it was kept, which still load and get it on their next update.
-    manifest_file: str | None = None
-    # {sample id: 16 hex digits} of each file's decoded pixels (the decode step's output, as
-    # diagnosis/_data_changes.py hashes it): a byte change that decodes to these pixels is not
-    # a data change. None in goldens recorded before it existed (enrichment adds it).
+    # The optional fields are None in goldens recorded before they existed, which still load.
+    probes: dict[str, Any] | None = None  # per-step fingerprints of a few probe samples
+    data: dict[str, str] | None = None  # {sample id: sha256}: the identity of the data
+    manifest_file: str | None = None  # relative to the project root (posix)
+    # {sample id: 16 hex digits} of each file's decoded pixels: a byte change that decodes to
+    # these pixels is not a data change.
     pixels: dict[str, str] | None = None
-    # The sha256 of the golden file as read (None: not read from a file): the golden's identity
-    # in a results row, which the shard merge compares (two recordings never merge).
-    digest: str | None = None
+    digest: str | None = None  # the file's sha256 as read: the shard merge compares it
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -115,12 +72,9 @@ RESERVED = ("latency", "pitfalls")
 
 
 def golden_path(manifest: Manifest, settings: Settings) -> Path:
-    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``.
-
-    ``golden:`` must name a ``.json`` file in the accuracy namespace: inside the golden
-    directory, outside its reserved folders (``latency/``, ``pitfalls/``), no hidden component
-    (temporary files are hidden). Anything else is an invalid manifest: the update would
-    otherwise overwrite another kind of golden or any project file."""
+    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``; a
+    ManifestError for one outside the accuracy namespace or hidden, which an update would
+    otherwise overwrite (another kind of golden, any project file)."""
     if manifest.golden is None:
         return settings.golden_dir / f"{manifest.name}.json"
     lexical = Path(os.path.normpath(settings.root / manifest.golden))
@@ -226,15 +180,9 @@ def write(
     based_on: Based | None = None,
     rerun: str = "",
 ) -> None:
-    """Replace the golden at ``path`` atomically (readers see the old file or the new one), first
-    removing temporary files that killed writers left beside it. OutputError (old golden intact)
-    if it cannot be written, or if ``path`` is a symlink, folder or FIFO, or a folder between
-    ``golden_dir`` and it is a symlink.
-
-    With ``settings`` and ``based_on`` (what every writer of pytest-mlrepro passes), the write
-    goes the one way of :mod:`._writer`: the golden directory confined, the golden's lock held,
-    and refused (GoldenChanged, naming ``rerun``) when the file is no longer what ``based_on``
-    read. Without them (a library user's own script) only the atomic replacement is made."""
+    """Replace the golden at ``path`` atomically (OutputError, old golden intact, if it cannot).
+    With ``settings`` and ``based_on`` (every writer of pytest-mlrepro) through :mod:`._writer`:
+    confined, locked, refused if the file changed since ``based_on``; else only atomically."""
     data = dumps(golden).encode("utf-8")
     if settings is not None and based_on is not None:
         write_golden(path, data, settings, based_on, rerun=rerun)
@@ -245,9 +193,8 @@ def write(
 
 
 def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
-    """Whether the manifest a golden recorded is ``manifest`` as it is now. Keys the recording
-    lacks (options added to pytest-mlrepro since) count as their defaults, so that a new option
-    does not rewrite every golden; a recording that no longer validates is not current."""
+    """Whether the manifest a golden recorded is ``manifest`` now; keys it lacks (newer options)
+    count as their defaults, so that a new option does not rewrite every golden."""
     now = manifest.normalized()
     if recorded == now:
         return True
@@ -259,18 +206,15 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
 
 
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
-    """The JSON document at ``path``; None if there is no file; GoldenError (naming the line of a
-    syntax error) if it cannot be read or parsed, or if it is a symlink, FIFO or folder (or a
-    folder between ``golden_dir`` and it is a symlink), larger than ``MAX_BYTES`` or nested
-    deeper than ``MAX_DEPTH``. Shared by every kind of golden file."""
+    """The JSON document at ``path`` (None: no file); GoldenError if it cannot be read or parsed,
+    is no regular file, or is over ``MAX_BYTES`` or ``MAX_DEPTH``. Every kind of golden's."""
     found = read_document(path, what, golden_dir)
     return None if found is None else found[0]
 
 
 def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
-    """:func:`read_json`'s document and the sha256 of the file's bytes (the digest a write
-    based on this read compares, :mod:`._writer`); a GoldenError for bytes that are no valid
-    JSON carries their ``digest`` too."""
+    """:func:`read_json`'s document and the sha256 of the bytes (what a write based on this read
+    compares); a GoldenError for bytes that are no valid JSON carries their ``digest`` too."""
     try:
         raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
@@ -306,8 +250,8 @@ def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, 
 
 
 def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
-    """The golden at ``path``, validated (:func:`validate`); None if there is none; GoldenError
-    naming the file, the line where it can and the field if the file is not a valid golden."""
+    """The golden at ``path``, validated (None: no file); GoldenError naming the file, the line
+    where it can and the field if it is not a valid golden."""
     found = read_document(path, "golden", golden_dir)
     if found is None:
         return None
@@ -335,20 +279,149 @@ def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
 
 
 _validated: dict[str, Golden] = {}
-"""The goldens this process has validated, by the sha256 of their bytes: an item reads its
-reference's golden before its run and again for the verdict, and six items of the example refer
-to two goldens; validating 1000 samples takes 50-100 ms (issue 34). Bytes read again are still
-hashed and parsed; only the same bytes skip the validation."""
+"""The goldens this process validated, by their bytes' sha256: an item reads a golden more than
+once, and several items refer to one (issue 34)."""
 _VALIDATED_KEPT = 8
 
 
 # --- validation ----------------------------------------------------------------------------------
-# A golden's shape is one JSON Schema (golden.schema.json), validated by jsonschema; what no
-# schema can say is checked once, here, around it (docs/goldens.md#validation lists both).
+# A golden's shape is its types below, whose generated JSON Schema (golden.schema.json) is compiled
+# by fastjsonschema; what no schema can say is checked once, here, around it (docs/goldens.md).
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "golden.schema.json"
 
 Field = tuple[str | int, ...]
+
+
+def _is(title: str, **schema: Any) -> dict[str, Any]:
+    """A value's schema, its ``title`` saying what it must be in the words of an error."""
+    return {"title": title, **schema}
+
+
+@dataclass(frozen=True)
+class RecordedDataset:
+    classes: Annotated[int, _is("a positive integer", minimum=1)]
+
+
+@dataclass(frozen=True)
+class RecordedManifest:
+    """The manifest as recorded, every default filled in (only its class count is read here)."""
+
+    dataset: RecordedDataset
+
+
+@dataclass(frozen=True)
+class StoredMetrics:
+    samples: Annotated[int, _is("an integer")]
+    top1: Annotated[float, _is("a number")]
+    top5: Annotated[float, _is("a number")]
+
+
+Sample = tuple[
+    Annotated[str, _is("a sample id (a non-empty string)", minLength=1)],
+    Annotated[int, _is("a label (an integer)")],
+    Annotated[
+        list[Annotated[int, _is("a class index (an integer)")]],
+        _is("a non-empty list of distinct class indices", minItems=1, uniqueItems=True),
+    ],
+    Annotated[
+        list[Annotated[float, _is("a score (a number)")]], _is("a list of scores, one per class")
+    ],
+]
+SHA256 = _is("a sha256 (64 hex digits)", pattern="^[0-9a-f]{64}$")
+PIXELS = _is("16 hex digits", pattern="^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class GoldenFile:
+    """One golden file (golden/<name>.json), format 1; a title says what a field must be, in an
+    error's words. Other keys are allowed: newer goldens still load (docs/goldens.md)."""
+
+    format: Annotated[Literal[1], _is("1")]
+    name: Annotated[str, _is("the manifest's name", minLength=1)]
+    manifest: RecordedManifest
+    environment: Annotated[dict[str, Any], _is("a mapping")]
+    metrics: StoredMetrics
+    samples: Annotated[
+        list[Annotated[Sample, _is("[id, label, [classes], [scores]]")]],
+        _is("a non-empty list of samples", minItems=1),
+    ]
+    manifest_file: Annotated[str | None, _is("a path", minLength=1)] = None
+    probes: Annotated[dict[str, Any] | None, _is("a mapping")] = None
+    data: Annotated[
+        dict[str, str] | None, _is("a mapping of sample id to sha256", additionalProperties=SHA256)
+    ] = None
+    pixels: Annotated[
+        dict[str, str] | None,
+        _is("a mapping of sample id to a pixel hash", additionalProperties=PIXELS),
+    ] = None
+
+
+@dataclass(frozen=True)
+class ProfiledOperator:
+    name: Annotated[str, _is("a node or op name (a non-empty string)", minLength=1)]
+    kind: Annotated[str, _is("an op type (a non-empty string)", minLength=1)]
+    ms: Annotated[float, _is("a non-negative number (milliseconds per call)", minimum=0)]
+    provider: Annotated[str | None, _is("an execution provider (a string) or null")] = None
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """A latency golden's per-operator time profile of the model call (golden/latency/<name>/
+    <key>.json, batches.<batch>.profile; absent where the runtime's profiler gives none).
+    Operators sorted by name; milliseconds per call, each the median over 'calls' calls."""
+
+    runtime: Annotated[str, _is("a framework name (a non-empty string)", minLength=1)]
+    source: Annotated[str, _is("the profiler, in words (a string)")]
+    calls: Annotated[int, _is("a positive integer", minimum=1)]
+    call_ms: Annotated[float, _is("a non-negative number", minimum=0)]
+    operators: Annotated[list[ProfiledOperator], _is("a list of operators")]
+    operators_ms: Annotated[float | None, _is("a non-negative number", minimum=0)] = None
+
+
+_TITLES = {
+    "RecordedManifest": {"": {"title": "a mapping (the manifest as recorded)"}},
+    "RecordedDataset": {"": {"title": "a mapping"}},
+    "StoredMetrics": {"": {"title": "a mapping"}},
+    "ProfiledOperator": {"": {"title": "an operator: {name, kind, provider, ms}"}},
+    "LatencyProfile": {"": {"title": "a mapping (an operator profile)"}},
+}
+
+
+def golden_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a golden file, made from :class:`GoldenFile` (and of
+    a latency golden's profile, under ``$defs``): ``mlrepro schema golden``."""
+    writer = SchemaWriter(
+        "https://json-schema.org/draft/2020-12/schema",
+        "$defs",
+        _TITLES,
+        closed=False,
+        defaults=False,
+        nullable=False,
+    )
+    writer.ref(LatencyProfile)
+    head = {"$id": "https://pytest-mlrepro.invalid/golden.schema.json"}
+    return writer.document(GoldenFile, **head, title="a golden (a mapping)")
+
+
+@functools.cache
+def schema_validator(definition: str = "") -> Validator:
+    """The golden schema's validator (of its ``$defs`` entry ``definition``), compiled once."""
+    schema = golden_schema()
+    if definition:
+        schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Validator(schema)
+
+
+def title_of(schema: dict[str, Any], error: SchemaError) -> str:
+    """What the value at ``error`` should be: its (referenced) schema's title."""
+    sub = error.schema
+    if error.rule == "required":
+        missing = next(k for k in sub["required"] if k not in error.value)
+        sub = sub["properties"].get(missing, {})
+    if "$ref" in sub:
+        sub = schema["$defs"][sub["$ref"].rsplit("/", 1)[-1]]
+    return str(sub.get("title") or error.message)
 
 
 class InvalidField(ValueError):
@@ -385,38 +458,25 @@ def _describe(value: Any) -> str:
     return f"{shown} ({kind})" if len(shown) <= 40 else kind
 
 
-@functools.cache
-def _schema_validator() -> Any:
-    """The golden schema's validator (built once; jsonschema is imported only when a golden is
-    read back, with the one pass over the samples of :mod:`pytest_mlrepro._json_schema`). JSON's
-    integers only: a class index of ``1.0`` in a golden was written by hand."""
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return validator(schema, strict_integers=True)
-
-
 def _check_schema(data: Any) -> None:
-    """InvalidField for the first field (in the file's order) that breaks the schema, in the
-    words of that field's title ("expected a class index (an integer), got "3" (a string)")."""
-    errors = list(_schema_validator().iter_errors(data))
-    if not errors:
+    """InvalidField for the first field that breaks the schema, in the words of that field's
+    title ("expected a class index (an integer), got "3" (a string)")."""
+    validator = schema_validator()
+    error = validator.first_error(data)
+    if error is None:
         return
-    # The first error in document order (at one depth, an index sorts before a key).
-    error = min(errors, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path])
-    field: Field = tuple(error.absolute_path)
-    if error.validator == "required":
-        missing = next(key for key in error.validator_value if key not in error.instance)
-        expected = error.schema["properties"].get(missing, {}).get("title", "a value")
-        raise InvalidField((*field, missing), f"expected {expected}, got nothing (no such key)")
-    # Every field the schema checks has a title (tests/unit/test_golden_schema.py); jsonschema's
-    # own words stand in for one that would not.
-    expected = error.schema.get("title") or error.message
-    raise InvalidField(field, f"expected {expected}, got {_describe(error.instance)}")
+    expected = title_of(validator.schema, error)
+    if error.rule == "required":
+        missing = next(k for k in error.schema["required"] if k not in error.value)
+        raise InvalidField(
+            (*error.path, missing), f"expected {expected}, got nothing (no such key)"
+        )
+    raise InvalidField(error.path, f"expected {expected}, got {_describe(error.value)}")
 
 
 def validate(data: Any) -> Golden:
-    """A golden document (parsed JSON) as a :class:`Golden`, or InvalidField naming the first
-    field that is wrong: first the numbers (none may be NaN or infinite), then the schema, then
-    what the samples mean (:func:`_check_samples`) and the metrics they give."""
+    """A golden document as a :class:`Golden`, or InvalidField naming the first wrong field: the
+    numbers (finite), the schema, what the samples mean, the metrics they give."""
     _check_finite(data)
     _check_schema(data)
     results = _check_samples(data["samples"], data["manifest"]["dataset"]["classes"])
@@ -441,14 +501,8 @@ def _not_finite(value: float) -> str:
 
 
 def _check_finite(data: Any) -> None:
-    """Every number of the document is finite. Python's JSON parser accepts ``NaN`` and
-    ``Infinity``, which JSON (so JSON Schema) does not know and this store never writes: one in a
-    golden was put there by hand, and a NaN compares unequal to everything, so that no later
-    check may see it.
-
-    JSON's C encoder refuses a non-finite number at C speed (no Python line runs per value, so
-    coverage's tracer does not pay for each of the golden's thousands of numbers); only a
-    document it refuses is walked, to name the field."""
+    """Every number is finite (Python's parser accepts NaN, which no later check could see): the
+    C encoder refuses one at C speed; only a document it refuses is walked, to name the field."""
     try:
         json.dumps(data, allow_nan=False)
         return
@@ -466,9 +520,8 @@ def _check_finite(data: Any) -> None:
 
 
 def _check_samples(rows: list[list[Any]], classes: int) -> Results:
-    """What the schema cannot say of the rows ``[id, label, [classes], [scores]]`` it passed:
-    unique ids, label and classes in ``0..classes-1`` (the recorded class count), one top-k
-    width, as many scores as classes, best first."""
+    """What the schema cannot say of the rows: unique ids, label and classes in ``0..classes-1``,
+    one top-k width, as many scores as classes, best first."""
     seen: set[str] = set()
     width = len(rows[0][2])
     for i, (sample, label, top, scores) in enumerate(rows):
@@ -478,6 +531,8 @@ def _check_samples(rows: list[list[Any]], classes: int) -> Results:
         indices: list[tuple[Field, int, str]] = [(("samples", i, 1), label, "label")]
         indices += [(("samples", i, 2, j), c, "class index") for j, c in enumerate(top)]
         for where, value, what in indices:
+            if type(value) is not int:  # JSON Schema counts 1.0 an integer: written by hand here
+                raise InvalidField(where, f"expected a {what} (an integer), got {_describe(value)}")
             if not 0 <= value < classes:
                 raise InvalidField(
                     where,
@@ -517,9 +572,8 @@ def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
 
 
 def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
-    """The line of ``field`` in the golden at ``path`` (parsed: ``data``), for the layout
-    :func:`dumps` writes (one sample per line, top-level keys at two spaces); None where the file
-    is laid out otherwise."""
+    """The line of ``field`` in the golden at ``path`` (parsed: ``data``) as :func:`dumps` lays it
+    out; None where the file is laid out otherwise."""
     try:
         lines = (read_bounded(path, MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -568,9 +622,8 @@ def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[
 def claimed_by_another(
     golden: Golden, path: Path, manifest: Manifest, settings: Settings
 ) -> str | None:
-    """The manifest file (as recorded) that this golden was recorded from, when that is another
-    manifest that exists and still claims ``path``; None when it is ours, unrecorded, or the
-    other file is gone or claims another golden (the manifest was moved or renamed)."""
+    """The manifest file this golden was recorded from when that is another manifest that still
+    claims ``path``; None when it is ours, unrecorded, gone or moved."""
     from ..manifest import load_manifest
 
     recorded = golden.manifest_file

@@ -1,17 +1,7 @@
-"""The one way a golden file is written, whoever writes it (``--mlrepro-update``,
-``--mlrepro-enrich``, a latency measurement, anything later):
-
-1. **confinement**: the golden directory must not lead, through a symbolic link (it or a folder
-   above it), outside the project and every allowed root (``settings.golden_dir_escape``); a
-   folder between the golden directory and the file must be a real folder (``_files``);
-2. **one lock** per golden file, between processes (an ``flock`` on a lock file in the cache's
-   ``locks/`` folder, never in the golden directory: a lock file must never be committed);
-3. **compare-and-swap**: under the lock, the file's bytes are hashed again and must be those the
-   writer based its write on (:class:`Based`: the sha256 of what it read, or no file). A golden
-   that changed meanwhile (another run recorded or enriched it) is never written over: the write
-   is refused with :class:`GoldenChanged`, naming the file and the command to run again;
-4. the **atomic replacement** of :func:`pytest_mlrepro._files.atomic_write_bytes`.
-"""
+"""The one way a golden file is written, whoever writes it: the golden directory confined (no
+link out of the project), one lock per golden between processes (in the cache, never committed),
+compare-and-swap under it (a golden changed since the writer read it is never written over:
+GoldenChanged), then the atomic replacement."""
 
 from __future__ import annotations
 
@@ -69,9 +59,8 @@ def check_confined(settings: Settings, what: str = "golden") -> None:
 
 @contextlib.contextmanager
 def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
-    """The golden directory checked (:func:`check_confined`), then this golden's lock held:
-    what is read inside the block cannot change before a write in it (by writers that take the
-    lock: every writer of pytest-mlrepro). OutputError when it cannot be locked."""
+    """The golden directory checked, then this golden's lock held: what is read inside the block
+    cannot change before a write in it (every writer of pytest-mlrepro takes the lock)."""
     check_confined(settings, what)
     lock = lock_path(settings, path)
     held = False

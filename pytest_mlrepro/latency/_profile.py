@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..runners._profiling import ProfiledCalls, ProfileUnavailable
+from ..runners import ProfiledCalls, ProfileUnavailable
 
 PROFILE_CALLS = 15
 """Profiled calls: each operator's time is its median over them."""
@@ -160,7 +160,7 @@ def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile
 
 
 def profile_json(profile: OperatorProfile) -> dict[str, Any]:
-    """The golden's ``profile`` (``golden.schema.json#/$defs/latency_profile``)."""
+    """The golden's ``profile`` (``golden.schema.json#/$defs/LatencyProfile``)."""
     return {
         "runtime": profile.runtime,
         "source": profile.source,
@@ -518,24 +518,3 @@ def findings_json(findings: OperatorFindings) -> dict[str, Any]:
             for ch in c.changes
         ],
     }
-
-
-__all__ = [
-    "PROFILE_CALLS",
-    "PROFILE_WARMUP",
-    "KindChange",
-    "KindShift",
-    "NoProfile",
-    "OperatorFindings",
-    "OperatorProfile",
-    "OperatorShift",
-    "OperatorTime",
-    "ProfileComparison",
-    "compare_profiles",
-    "findings_json",
-    "operator_findings",
-    "profile_from_json",
-    "profile_json",
-    "profile_of",
-    "take_profile",
-]

@@ -3,11 +3,11 @@ and the JSON Schema export."""
 
 from __future__ import annotations
 
+from .._names import DEVICES, FRAMEWORKS
 from .._recognize import is_manifest
 from ._spec import (
-    DEVICES,
-    FRAMEWORKS,
     STATISTICS,
+    TF_FORMATS,
     Dataset,
     Determinism,
     FileRef,
@@ -25,6 +25,7 @@ __all__ = [
     "DEVICES",
     "FRAMEWORKS",
     "STATISTICS",
+    "TF_FORMATS",
     "Dataset",
     "Determinism",
     "FileRef",

@@ -14,8 +14,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import pipeline
 from .._files import FileTooLarge, NotARegularFile, read_bounded
-from .._names import DEVICES as DEVICES  # re-exported
-from .._names import FRAMEWORKS as FRAMEWORKS  # re-exported
 from .._schema import Context, Invalid, convert_dataclass, suggest, to_plain
 from .._yaml import MAX_BYTES, KeyPath, load_yaml, too_large
 from ..errors import ManifestError

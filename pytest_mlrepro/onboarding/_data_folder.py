@@ -123,12 +123,3 @@ def write_checksums(data: DataInfo, path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(lines), encoding="utf-8")
     return len(lines)
-
-
-__all__ = [
-    "DataInfo",
-    "InitError",
-    "checksum_line",
-    "read_data",
-    "write_checksums",
-]

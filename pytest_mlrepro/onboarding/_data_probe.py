@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import fixed_size
+from ..runners import fixed_size
 from ._data_folder import DataInfo, InitError
 from ._presets import Bands
 
@@ -242,13 +242,3 @@ def family_refusal(facts: DataFacts, what: str) -> str | None:
             f"'decode: {{mode: bands, channels: {facts.bands}, dtype: {facts.dtype}}}' by hand"
         )
     return None
-
-
-__all__ = [
-    "DataFacts",
-    "FileFacts",
-    "family_refusal",
-    "layout_from_bands",
-    "probe_file",
-    "read_facts",
-]

@@ -755,19 +755,3 @@ def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
         return list(samples)
     index = np.linspace(0, len(samples) - 1, count).round().astype(int)
     return [samples[i] for i in dict.fromkeys(index.tolist())]
-
-
-__all__ = [
-    "Candidate",
-    "Discovery",
-    "Progress",
-    "Scored",
-    "Search",
-    "log_likelihood",
-    "mcnemar_tail",
-    "spread",
-    "student_t_tail",
-    "wilson",
-    "worse_by_likelihood",
-    "worse_than",
-]

@@ -29,7 +29,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners._signature import fixed_size, model_layout, shape_text
+from ..runners import fixed_size, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts
@@ -398,7 +398,7 @@ class InitPlan:
         if build is None:
             return None
         try:
-            from ..runners._signature import model_channels
+            from ..runners import model_channels
             from ..runners.torch import input_shape
 
             found = input_shape(build(), self.model.layout)
@@ -468,7 +468,7 @@ class InitPlan:
     def _export(self, module: Any) -> Path:
         """The builder's module as ONNX in the project, or built into the cache by an artifact
         builder (``--artifact``): the manifest then runs that file."""
-        from ..runners._artifacts import cache_path
+        from ..runners import cache_path
         from .export import export_onnx
 
         assert self.size is not None
@@ -727,13 +727,3 @@ def _check_resolution(
             f"--discover on {request.samples} images of {height}×{width} would need more than "
             f"{MAX_DISCOVERY_BYTES // 1024**3} GiB of memory: give --samples {most} or fewer"
         )
-
-
-__all__ = [
-    "MAX_DISCOVERY_BYTES",
-    "InitPlan",
-    "InitRequest",
-    "Written",
-    "module_input_size",
-    "plan_init",
-]

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from .._names import record_command
-from ..runners._signature import shape_text
+from ..runners import shape_text
 from ._data_folder import DataInfo
 from ._model_info import ModelInfo
 from ._presets import StepText
@@ -129,6 +129,3 @@ def _reference(model: ModelInfo, here: Path) -> list[str]:
             f"    build: {_scalar(model.artifact)}  # this artifact builder (conftest.py)",
         ]
     return [f"    path: {_scalar(_rel(model.path, here))}  # relative to this file"]
-
-
-__all__ = ["Recipe", "render_manifest"]

@@ -13,10 +13,15 @@ from pathlib import Path
 
 from .._files import sha256_file
 from ..errors import MlreproError
-from ..manifest._spec import TF_FORMATS
-from ..runners import model_layout, read_onnx, vet_model_file
-from ..runners._artifacts import package_dir
-from ..runners._signature import fixed_size, model_channels
+from ..manifest import TF_FORMATS
+from ..runners import (
+    fixed_size,
+    model_channels,
+    model_layout,
+    package_dir,
+    read_onnx,
+    vet_model_file,
+)
 
 # The framework that reads each format (TensorFlow's and TFLite's: the manifest's table).
 FRAMEWORK_OF = dict.fromkeys(("torchscript", "torch_export", "state_dict"), "torch")
@@ -279,15 +284,3 @@ def locate_package_file(text: str) -> tuple[Path, PackageFile]:
     if not path.is_relative_to(base):
         raise ModelReadError(f"{text}: the path leaves package {name!r}")
     return path, PackageFile(name, path.relative_to(base).as_posix())
-
-
-__all__ = [
-    "FRAMEWORK_OF",
-    "ModelInfo",
-    "ModelReadError",
-    "PackageFile",
-    "guess_format",
-    "locate_package_file",
-    "package_file",
-    "read_model",
-]

@@ -398,18 +398,3 @@ def preset_steps(
     """``preset`` at ``height`` × ``width``; :class:`PresetSizeError` where it is undefined."""
     geometry = preset.geometry(height, width)
     return recipe_steps(preset.order, geometry, preset.values, height, width, layout, dtype)
-
-
-__all__ = [
-    "GREY_CONVERT",
-    "PRESETS",
-    "Bands",
-    "Geometry",
-    "Preset",
-    "PresetSizeError",
-    "StepText",
-    "Values",
-    "decode_steps",
-    "preset_steps",
-    "recipe_steps",
-]

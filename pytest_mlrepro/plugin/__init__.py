@@ -30,7 +30,19 @@ from . import _heap, _hookspecs, _junit, _selectors
 from ._options import LOCK_INPUT, add_options, given, register_markers
 
 if TYPE_CHECKING:
+    from ._base import options as options
+    from ._base import settings_key as settings_key
     from ._session import MlreproSession
+else:
+
+    def __getattr__(name: str) -> Any:
+        """The engine's ``options`` and ``settings_key`` (the command line's), imported on use."""
+        if name in ("options", "settings_key"):
+            from . import _base
+
+            return getattr(_base, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ENGINE = "pytest_mlrepro.plugin._session"
 """The engine's module, registered with pytest under this name when a run needs it."""

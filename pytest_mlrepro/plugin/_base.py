@@ -460,31 +460,3 @@ def properties(report: pytest.TestReport) -> dict[str, Any]:
         for k, v in report.user_properties
         if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
     }
-
-
-__all__ = [
-    "LATENCY_ATTR",
-    "PER_SAMPLE_ATTR",
-    "PROPERTY_PREFIX",
-    "SPLIT_ATTR",
-    "GoldenAudit",
-    "MlreproFailure",
-    "RunOptions",
-    "RunState",
-    "check_outputs",
-    "display_path",
-    "is_worker",
-    "machine_name",
-    "option_or_ini",
-    "options",
-    "options_key",
-    "properties",
-    "read_options",
-    "report_output_error",
-    "results_path",
-    "setting",
-    "settings_from",
-    "settings_key",
-    "state_of",
-    "terminal_stderr",
-]

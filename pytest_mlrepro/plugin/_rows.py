@@ -68,6 +68,3 @@ def latency_row(report: pytest.TestReport) -> dict[str, Any] | None:
     if report.when == "call" and isinstance(data, dict):
         return {**data, "nodeid": report.nodeid, "outcome": report.outcome}
     return None
-
-
-__all__ = ["latency_row", "reference_row", "results_row"]

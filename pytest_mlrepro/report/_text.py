@@ -24,6 +24,3 @@ def aligned(
         mark = marks[index] if marks is not None and index < len(marks) else ""
         lines.append(indent + text + mark)
     return lines
-
-
-__all__ = ["aligned"]

@@ -3,7 +3,7 @@ constructor, :func:`validate_results`.
 
 The file's shape is said once, as types (``_record.py``), and its JSON Schema is generated from
 them (:func:`results_schema`, ``mlrepro schema results``). A file read back is checked against
-it with ``jsonschema`` (imported here, where a file is read, not with the plugin), then by the
+it with ``fastjsonschema`` (imported here, where a file is read, not with the plugin), then by the
 few rules a schema cannot state (:data:`BEYOND_SCHEMA`), so that ``mlrepro merge`` refuses a
 truncated, hand-edited or foreign file with the file and the JSON path of the bad field instead
 of a ``KeyError`` deep inside a merge.
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._files import MIB, FileTooLarge, TooDeep, parse_json, read_bounded
-from .._json_schema import validator
+from .._json_schema import Validator
 from .._visible import shortened
 from ..data import Shard
 from ..errors import MlreproError
@@ -107,19 +107,16 @@ class _Invalid(Exception):
 
 
 @functools.cache
-def _validator() -> Any:
-    """The schema's validator (``_json_schema.validator``: the library's, with its one-pass
-    check of long arrays)."""
-    return validator(results_schema())
+def _validator() -> Validator:
+    """The schema's validator (fastjsonschema's, compiled once)."""
+    return Validator(results_schema())
 
 
 def _schema_check(value: Any) -> None:
     """``value`` against the schema: _Invalid naming the JSON path of the first bad field."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(value))
+    error = _validator().first_error(value)
     if error is not None:
-        raise _Invalid(tuple(error.absolute_path), shortened(error.message, MESSAGE_LIMIT))
+        raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
 
 
 def _shard(value: Mapping[str, int], path: tuple[str | int, ...]) -> Shard:

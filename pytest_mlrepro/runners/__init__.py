@@ -19,8 +19,14 @@ from ..errors import FrameworkUnavailable
 from ..fingerprint import installed_version
 from ..manifest import Manifest
 from ..settings import Settings
+from ._artifacts import cache_path as cache_path
 from ._artifacts import package_dir as package_dir
+from ._profiling import ProfiledCalls as ProfiledCalls
+from ._profiling import ProfileUnavailable as ProfileUnavailable
+from ._signature import fixed_size as fixed_size
+from ._signature import model_channels as model_channels
 from ._signature import model_layout as model_layout
+from ._signature import shape_text as shape_text
 from ._vetting import read_onnx as read_onnx
 from ._vetting import vet_model_file as vet_model_file
 from ._warnings import framework_warnings

@@ -71,6 +71,3 @@ def ort_operator_calls(events: Iterable[Mapping[str, Any]], skip: int) -> Profil
             OperatorCalls(name, *kinds[name], tuple(per_node[name])) for name in sorted(per_node)
         ),
     )
-
-
-__all__ = ["OperatorCalls", "ProfileUnavailable", "ProfiledCalls", "ort_operator_calls"]

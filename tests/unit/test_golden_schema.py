@@ -1,7 +1,8 @@
-"""The golden's JSON Schema (pytest_mlrepro/golden.schema.json) as a published file: a valid
-draft 2020-12 schema that every golden the store writes satisfies, with a title on every field it
-checks (the title is what an error says the field should be), and read only where a golden is
-read back (importing the package imports no jsonschema)."""
+"""The golden's JSON Schema (pytest_mlrepro/golden.schema.json) as a published file: generated
+from the golden's types (``mlrepro schema golden``), a valid draft 2020-12 schema that every
+golden the store writes satisfies, with a title on every field it checks (the title is what an
+error says the field should be), and compiled only where a golden is read back (importing the
+package imports no validator)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_with_the_package() -
     assert '"golden.schema.json"' in pyproject.split("[tool.setuptools.package-data]")[1]
 
 
+def test_the_published_file_is_the_one_generated_from_the_types(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_mlrepro.cli import main
+
+    assert main(["schema", "golden"]) == 0
+    assert capsys.readouterr().out == golden_store.SCHEMA_FILE.read_text(), (
+        "stale: run mlrepro schema golden --out pytest_mlrepro/golden.schema.json"
+    )
+    assert json.loads(golden_store.SCHEMA_FILE.read_text()) == golden_store.golden_schema()
+
+
 def test_every_field_the_schema_checks_has_a_title_for_its_errors() -> None:
     checked = [
         (path, node)
@@ -63,10 +76,10 @@ def test_what_the_store_writes_satisfies_the_published_schema(name: str) -> None
         golden_store.validate(written)
 
 
-def test_importing_the_package_and_its_golden_store_imports_no_jsonschema() -> None:
+def test_importing_the_package_and_its_golden_store_imports_no_validator() -> None:
     code = (
-        "import sys, pytest_mlrepro, pytest_mlrepro.goldens; "
-        "print('jsonschema' in sys.modules)"
+        "import sys, pytest_mlrepro, pytest_mlrepro.goldens, pytest_mlrepro.results; "
+        "print(any(m in sys.modules for m in ('jsonschema', 'fastjsonschema')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600

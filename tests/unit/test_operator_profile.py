@@ -313,7 +313,7 @@ def test_profile_json_round_trips_sorted_and_satisfies_the_golden_schema() -> No
     assert names == sorted(names)  # stable order whatever the profiler's
     schema = json.loads(SCHEMA_FILE.read_text())
     jsonschema.Draft202012Validator(
-        {"$defs": schema["$defs"], "$ref": "#/$defs/latency_profile"}
+        {"$defs": schema["$defs"], "$ref": "#/$defs/LatencyProfile"}
     ).validate(raw)
     back = profile_from_json(json.loads(json.dumps(raw)))
     assert back.operators == tuple(sorted(shuffled.operators, key=lambda o: o.name))

@@ -1,8 +1,10 @@
-"""scripts/check_private_names.py: no underscore name crosses a module boundary of the package.
+"""scripts/check_private_names.py: no underscore name crosses a module boundary of the package,
+no private module is imported from outside the package that holds it, and no private module
+keeps an ``__all__``.
 
 Each test writes a small package and runs the check as CI does (the script, in a child process):
-it must name the file, the line and the name of each crossing, exit 1, and let private modules,
-dunders, local uses and other distributions' names pass.
+it must name the file, the line and the name of each crossing, exit 1, and let a package's own
+private modules, the top-level ones, dunders, local uses and other distributions' names pass.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return package
 
 
-def run_check(cwd: Path, *packages: Path) -> subprocess.CompletedProcess[str]:
+def run_check(cwd: Path, *packages: Path | str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, packages)],
         cwd=cwd,
@@ -64,9 +66,10 @@ def test_each_kind_of_crossing_is_named_with_file_line_and_name(tmp_path: Path) 
         "pkg/sub/other.py:2: _show (attribute of pkg._words)",
         "pkg/user.py:1: _show (imported from pkg._words)",
         "pkg/user.py:2: _LIMIT (imported from pkg.sub._deep)",
+        "pkg/user.py:2: pkg.sub._deep (a private module of pkg.sub)",
         "pkg/user.py:6: _show (attribute of pkg._words)",
     ]
-    assert lines[-1].startswith("5 private names cross a module boundary")
+    assert lines[-1].startswith("6 private names cross a module boundary")
 
 
 def test_private_modules_dunders_local_names_and_other_packages_pass(tmp_path: Path) -> None:
@@ -75,14 +78,14 @@ def test_private_modules_dunders_local_names_and_other_packages_pass(tmp_path: P
         {
             "_words.py": "def _show(v): return str(v)\ndef show(v): return _show(v)\n",
             "sub/_deep.py": "LIMIT = 3\n",
-            "user.py": """\
+            "sub/deeper/user.py": """\
                 import os
                 from collections import _tuplegetter
-                from . import _words
-                from .sub import _deep
+                from ... import _words
+                from .. import _deep
                 from pkg.sub import _deep as deep
                 import pkg.sub._deep
-                from ._words import __doc__, show
+                from ..._words import __doc__, show
 
                 class Thing:
                     def _own(self):
@@ -97,6 +100,60 @@ def test_private_modules_dunders_local_names_and_other_packages_pass(tmp_path: P
     assert result.stdout == ""
 
 
+def test_another_packages_private_module_is_refused_however_it_is_imported(
+    tmp_path: Path,
+) -> None:
+    package = write(
+        tmp_path,
+        {
+            "plugin/_base.py": "KEY = 1\n",
+            "plugin/__init__.py": "from ._base import KEY\n",
+            "cli/main.py": """\
+                from ..plugin._base import KEY
+                from ..plugin import _base
+                import pkg.plugin._base
+
+                def lazy():
+                    from pkg.plugin import _base as base
+                    return base.KEY
+
+                from ..plugin import KEY as PUBLIC
+                """,
+        },
+    )
+    result = run_check(tmp_path, package)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:-1] == [
+        f"pkg/cli/main.py:{line}: pkg.plugin._base (a private module of pkg.plugin)"
+        for line in (1, 2, 3, 6)
+    ]
+
+
+def test_a_private_module_keeps_no_all_and_fix_removes_it(tmp_path: Path) -> None:
+    package = write(
+        tmp_path,
+        {
+            "_shared.py": 'X = 1\n\n__all__ = ["X"]\n',
+            "sub/_own.py": 'Y = 2\n__all__ = [\n    "Y",\n]\n__all__ += ["Z"]\nZ = 3\n',
+            "sub/__init__.py": 'from ._own import Y\n\n__all__ = ["Y"]\n',
+            "public.py": 'X = 1\n__all__ = ["X"]\n',
+        },
+    )
+    result = run_check(tmp_path, package)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:-1] == [
+        "pkg/_shared.py:3: __all__ (in a private module)",
+        "pkg/sub/_own.py:2: __all__ (in a private module)",
+        "pkg/sub/_own.py:5: __all__ (in a private module)",
+    ]
+    fixed = run_check(tmp_path, "--fix", package)
+    assert fixed.returncode == 0, fixed.stdout
+    assert (package / "_shared.py").read_text() == "X = 1\n"
+    assert (package / "sub" / "_own.py").read_text() == "Y = 2\nZ = 3\n"
+    assert (package / "sub" / "__init__.py").read_text().endswith('__all__ = ["Y"]\n')
+    assert (package / "public.py").read_text() == 'X = 1\n__all__ = ["X"]\n'
+
+
 def test_a_relative_import_beyond_a_package_resolves_from_its_level(tmp_path: Path) -> None:
     # ``from ..a._m import _x`` in pkg/b/c.py is pkg.a._m: crossing even two folders away.
     package = write(
@@ -104,7 +161,10 @@ def test_a_relative_import_beyond_a_package_resolves_from_its_level(tmp_path: Pa
         {"a/_m.py": "_x = 1\n", "b/c.py": "from ..a._m import _x\n"},
     )
     result = run_check(tmp_path, package)
-    assert result.stdout.splitlines()[0] == "pkg/b/c.py:1: _x (imported from pkg.a._m)"
+    assert result.stdout.splitlines()[:2] == [
+        "pkg/b/c.py:1: _x (imported from pkg.a._m)",
+        "pkg/b/c.py:1: pkg.a._m (a private module of pkg.a)",
+    ]
 
 
 def test_a_folder_that_is_no_package_is_refused(tmp_path: Path) -> None:
