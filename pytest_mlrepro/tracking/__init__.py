@@ -1,11 +1,6 @@
-"""Results in a tracking store (``--mlrepro-track``, ``mlrepro track``, ``mlrepro history
---track``, ``mlrepro merge --track``; docs/tracking.md): a results file logged to MLflow as one
-run for the session and one nested run per item, and read back as the results files it was
-logged from.
-
-MLflow is imported only inside the functions that log or read (the ``track`` extra): importing
-this package costs nothing to a run that does not track. No pytest here.
-"""
+"""Results in an MLflow tracking store (docs/tracking.md): a results file logged as one run for
+the session and one nested run per item, during the session or after it, and read back. MLflow
+is imported only inside the functions that use it; no pytest here."""
 
 from __future__ import annotations
 
@@ -25,6 +20,7 @@ from ._fields import (
     night_of,
     session_run,
 )
+from ._live import Live
 from ._log import Logged, TrackingError, log_results
 from ._read import tracked_documents
 from ._uri import (
@@ -49,6 +45,7 @@ __all__ = [
     "RESULTS_FILE",
     "RESULTS_SHA256",
     "SESSION",
+    "Live",
     "Logged",
     "RunData",
     "TrackingError",
