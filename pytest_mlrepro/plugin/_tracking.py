@@ -67,8 +67,9 @@ def read_tracking(config: pytest.Config) -> None:
 
 
 class LiveTracking:
-    """Each new row's item run to the logging process, started with the first (none: no store
-    touched); stopped at unconfigure if the session's end did not finish it."""
+    """Each new row's item run to the logging process, started with the session (it imports
+    MLflow meanwhile; the store is opened by the first item); stopped at unconfigure if the
+    session's end did not finish it."""
 
     def __init__(self, config: pytest.Config, uri: str) -> None:
         self.config, self.uri = config, uri
@@ -86,6 +87,10 @@ class LiveTracking:
             shard = options(self.config).shard
             self.context = Document(FORMAT, machine, shard, (), commit=commit)
         return self.live
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self.config.option.collectonly:
+            self.started()
 
     @pytest.hookimpl(trylast=True)  # after the session's own hook has kept the row
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -40,6 +40,7 @@ class Live:
         self.uri = uri
         self.folder = Path(tempfile.mkdtemp(prefix="mlrepro-track-"))
         self.items = 0
+        self.done = False
         root = str(Path(__file__).resolve().parents[2])  # the same pytest_mlrepro as the session
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
         with (self.folder / "stderr").open("wb") as stderr:
@@ -65,12 +66,15 @@ class Live:
             runs = [dataclasses.asdict(run) for run in items]
             finish = {"session": dataclasses.asdict(session), "items": runs}
             _write(self.folder / FINISH, {**finish, "page": page and str(page)})
-            self.process.wait()
             result = self.folder / RESULT
+            # The result, not the process's end: MLflow's teardown is no cost of the session.
+            while not result.is_file() and self.process.poll() is None:
+                time.sleep(POLL_S / 5)
             if not result.is_file():
                 said = (self.folder / "stderr").read_text(errors="replace").strip()
                 last = said.splitlines()[-1] if said else f"exit status {self.process.returncode}"
                 raise TrackingError(f"{shown_uri(self.uri)}: the logging process ended: {last}")
+            self.done = True  # left to end by itself
             done = json.loads(result.read_text())
             if "error" in done:
                 raise TrackingError(done["error"])
@@ -79,15 +83,15 @@ class Live:
             self.close()
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        if not self.done and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def follow(writer: Writer, folder: Path, parent: int) -> dict[str, Any] | None:
-    """Each item run as its file appears, until the session says it is finished (its finish
-    file) or is gone (None)."""
+    """Each item run logged as its file appears (the store opened by the first), until the
+    session's finish file (None: the session is gone)."""
     logged = 0
     while True:
         finished = (folder / FINISH).is_file()  # before the items: none written before is missed

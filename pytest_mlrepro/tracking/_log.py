@@ -162,8 +162,8 @@ class Writer:
     parameters and metrics, ended. The first failure stops the rest and is raised by ``finish``."""
 
     def __init__(self, uri: str, start: int | None = None) -> None:
-        self.mlflow = client(uri)
-        self.experiment = experiment_id(self.mlflow, uri)
+        self.uri, self.experiment = uri, ""
+        self.mlflow: Any = None
         self.start = start  # the runs' start time (ms); None: when each is made
         self.parent: str | None = None
         self.logged: dict[int, tuple[RunData, Future[str]]] = {}
@@ -199,8 +199,16 @@ class Writer:
             self.error = self.error or exc
             raise
 
+    def open(self) -> Any:
+        """The client, the store opened (made, the first time) and the experiment found."""
+        if self.mlflow is None:
+            self.mlflow = client(self.uri)
+            self.experiment = experiment_id(self.mlflow, self.uri)
+        return self.mlflow
+
     def _parent(self) -> str:
         if self.parent is None:
+            self.open()
             made = self.mlflow.create_run(
                 self.experiment, start_time=self._now(), tags={KIND: SESSION}
             )
@@ -275,7 +283,8 @@ def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path |
     from mlflow.entities import ViewType
 
     writer = Writer(uri, created_ms(document) or int(time.time() * 1000))
-    mlflow, experiment = writer.mlflow, writer.experiment
+    mlflow = writer.open()
+    experiment = writer.experiment
     digest = file_digest(data)
     earlier = mlflow.search_runs(
         [experiment],
