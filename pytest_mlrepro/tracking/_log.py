@@ -209,9 +209,8 @@ class Writer:
     def _parent(self) -> str:
         if self.parent is None:
             self.open()
-            made = self.mlflow.create_run(
-                self.experiment, start_time=self._now(), tags={KIND: SESSION}
-            )
+            tags = {KIND: SESSION, COMPLETE: "false"}  # "true" once the results file is in
+            made = self.mlflow.create_run(self.experiment, start_time=self._now(), tags=tags)
             self.parent = str(made.info.run_id)
         return self.parent
 
@@ -294,16 +293,37 @@ def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path |
     for run in earlier:
         if run.data.tags.get(COMPLETE) == "true":
             return Logged(run.info.run_id, experiment, len(document.results), already=True)
-    for run in earlier:  # cut short: replaced whole
+    items = [item_run(document, row) for row in document.results]
+    cut = [run.info.run_id for run in earlier] + _cut_short(mlflow, experiment, items)
+    for run_id in dict.fromkeys(cut):
         for child in mlflow.search_runs(
-            [experiment], filter_string=f"tags.`{PARENT}` = '{run.info.run_id}'"
+            [experiment], filter_string=f"tags.`{PARENT}` = '{run_id}'"
         ):
             mlflow.delete_run(child.info.run_id)
-        mlflow.delete_run(run.info.run_id)
+        mlflow.delete_run(run_id)  # replaced whole
     session = session_run(document, digest, file_name)
-    items = [item_run(document, row) for row in document.results]
     try:
         parent = writer.finish(session, items, data, page)
     finally:
         writer.close()
     return Logged(parent, experiment, len(items), already=False)
+
+
+def _cut_short(mlflow: Any, experiment: str, items: list[RunData]) -> list[str]:
+    """Session runs cut short (``mlrepro.complete`` false) whose every item is one of ``items``:
+    this file's session, logged while it ran until the store went away."""
+
+    def key(name: str, params: dict[str, str], metrics: dict[str, float]) -> str:
+        return repr((name, sorted(params.items()), sorted(metrics.items())))
+
+    mine = {key(run.name, run.params, run.metrics) for run in items}
+    found = []
+    for run in mlflow.search_runs([experiment], filter_string=f"tags.`{COMPLETE}` = 'false'"):
+        query = f"tags.`{PARENT}` = '{run.info.run_id}'"
+        children = [
+            key(c.info.run_name, c.data.params, c.data.metrics)
+            for c in mlflow.search_runs([experiment], filter_string=query)
+        ]
+        if children and all(child in mine for child in children):
+            found.append(run.info.run_id)
+    return found
