@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -144,7 +145,11 @@ def server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     command += ["--artifacts-destination", str(folder / "artifacts")]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # its uvicorn workers killed with it
     )
     uri = f"http://127.0.0.1:{port}"
     for _ in range(240):
@@ -184,7 +189,7 @@ def main() -> int:
                     print(f"round {round_ + 1} {how:6} {name:8} {shown}", flush=True)
     finally:
         if process is not None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
     print(f"\nseconds, min / median / max over {args.rounds} rounds, {args.items} items:")
     for (how, name), results in seen.items():
         for key in sorted(results[0]):

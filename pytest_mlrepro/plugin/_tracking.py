@@ -72,20 +72,16 @@ class LiveTracking:
     session's end did not finish it."""
 
     def __init__(self, config: pytest.Config, uri: str) -> None:
-        self.config, self.uri = config, uri
+        self.config, self.uri, self.sent = config, uri, 0
         self.live: Live | None = None
-        self.context: Document | None = None
-        self.sent = 0
+        # What the item runs say of the file to be written (machine, shard, commit): an item
+        # logged with other values (the commit moved meanwhile) is logged anew at the end.
+        machine = Machine(machine_name(config), Environment())
+        commit = head_commit(config.rootpath)
+        self.context = Document(FORMAT, machine, options(config).shard, (), commit=commit)
 
     def started(self) -> Live:
-        if self.live is None:
-            self.live = Live(self.uri)
-            # What the item runs say of the file to be written (machine, shard, commit): an item
-            # logged with other values (the commit moved) is logged anew at the end.
-            machine = Machine(machine_name(self.config), Environment())
-            commit = head_commit(self.config.rootpath)
-            shard = options(self.config).shard
-            self.context = Document(FORMAT, machine, shard, (), commit=commit)
+        self.live = self.live or Live(self.uri)
         return self.live
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -96,9 +92,7 @@ class LiveTracking:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         rows = state_of(self.config).results
         for row in rows[self.sent :]:
-            live = self.started()
-            assert self.context is not None
-            live.add(item_run(self.context, row))
+            self.started().add(item_run(self.context, row))
         self.sent = len(rows)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -115,7 +109,6 @@ def track_session(
 ) -> None:
     """Log the session's results file (and page) to ``uri``; said in one line either way."""
     config = session.config
-    shown = shown_uri(uri)
     tracking = config.pluginmanager.get_plugin("mlrepro-tracking")
     assert isinstance(tracking, LiveTracking)
     document = results.document
@@ -129,13 +122,11 @@ def track_session(
         _say(session, _not_logged(session, uri, results, str(exc)))
         return
     items = f"{logged.items} item{'s' * (logged.items != 1)}"
-    what = "already logged" if logged.already else f"logged {items}"
-    _say(session, f"{what} to MLflow at {shown} (run {logged.run_id})")
+    _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
 
 
 def _file_name(config: pytest.Config, results: ResultsFile) -> str:
-    """The results file's name in the store: its path as shown, else one made of the machine
-    and the time (the name ``mlrepro history --track`` gives it)."""
+    """The results file's name in the store: its path as shown, else one of machine and time."""
     if results.path is not None:
         return display_path(config, results.path)
     return _untracked_name(results)
@@ -180,6 +171,5 @@ def _say(session: pytest.Session, line: str) -> None:
         session.config.stash.setdefault(said_key, []).append(text)
 
 
-def tracking_lines(config: pytest.Config) -> list[str]:
-    """What the tracking said at the session's end (the terminal summary's section)."""
+def tracking_lines(config: pytest.Config) -> list[str]:  # the terminal summary's section
     return config.stash.get(said_key, [])

@@ -78,7 +78,7 @@ class Live:
             done = json.loads(result.read_text())
             if "error" in done:
                 raise TrackingError(done["error"])
-            return Logged(done["run_id"], done["experiment_id"], len(items), already=False)
+            return Logged(done["run_id"], len(items), already=False)
         finally:
             self.close()
 
@@ -107,24 +107,23 @@ def follow(writer: Writer, folder: Path, parent: int) -> dict[str, Any] | None:
 
 def main(folder: Path) -> None:
     uri, parent = os.environ[TRACKING_URI_ENV], os.getppid()
+    writer = Writer(uri)
     try:
         with bounded_requests(), sqlite_write_ahead(uri):
-            writer = Writer(uri)
-            try:
-                finish = follow(writer, folder, parent)
-                if finish is None:
-                    return
-                page = Path(finish["page"]) if finish["page"] else None
-                items = [RunData(**run) for run in finish["items"]]
-                data = (folder / "results.json").read_bytes()
-                run_id = writer.finish(RunData(**finish["session"]), items, data, page)
-                result = {"run_id": run_id, "experiment_id": writer.experiment}
-            finally:
-                writer.close()
+            finish = follow(writer, folder, parent)
+            if finish is None:
+                return
+            page = Path(finish["page"]) if finish["page"] else None
+            items = [RunData(**run) for run in finish["items"]]
+            data = (folder / "results.json").read_bytes()
+            run_id = writer.finish(RunData(**finish["session"]), items, data, page)
+            # Said before the SQLite log is written back (sqlite_write_ahead): not the session's.
+            _write(folder / RESULT, {"run_id": run_id})
     except Exception as exc:
-        result = {"error": str(failure(uri, exc))}
-    with contextlib.suppress(OSError):
-        _write(folder / RESULT, result)
+        with contextlib.suppress(OSError):
+            _write(folder / RESULT, {"error": str(failure(uri, exc))})
+    finally:
+        writer.close()
 
 
 if __name__ == "__main__":

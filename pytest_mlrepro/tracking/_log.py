@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -46,20 +47,16 @@ REQUEST_LIMITS = {
     # back to say it).
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
-REMOTE_WORKERS = 8
-"""Items logged at once to a server (each a few requests); an embedded store takes one at a time
-(SQLite has one writer)."""
+REMOTE_WORKERS = 8  # items logged at once to a server; to SQLite one at a time (one writer)
 
 
 class TrackingError(MlreproError):
-    """The store cannot be reached, refuses, or MLflow is not installed (said without
-    credentials)."""
+    """The store cannot be reached, refuses, or MLflow is not installed (no credentials said)."""
 
 
 @dataclass(frozen=True)
 class Logged:
     run_id: str
-    experiment_id: str
     items: int
     already: bool
 
@@ -174,27 +171,22 @@ class Writer:
     def _now(self) -> int:
         return self.start or int(time.time() * 1000)
 
-    def _run(self, run: RunData, tags: dict[str, str]) -> str:
+    def _item(self, run: RunData) -> str:
         from mlflow.entities import Metric, Param
 
-        made = self.mlflow.create_run(
-            self.experiment, start_time=self._now(), tags={**run.tags, **tags}, run_name=run.name
-        ).info.run_id
-        stamp = self._now()
-        self.mlflow.log_batch(
-            made,
-            metrics=[Metric(k, v, stamp, 0) for k, v in run.metrics.items()],
-            params=[Param(k, v) for k, v in run.params.items()],
-        )
-        return str(made)
-
-    def _item(self, run: RunData) -> str:
         if self.error is not None:
             raise self.error
         try:
-            child = self._run(run, {PARENT: str(self.parent)})
-            self.mlflow.set_terminated(child, "FINISHED")
-            return child
+            tags = {**run.tags, PARENT: str(self.parent)}
+            made = self.mlflow.create_run(
+                self.experiment, start_time=self._now(), tags=tags, run_name=run.name
+            ).info.run_id
+            stamp = self._now()
+            metrics = [Metric(k, v, stamp, 0) for k, v in run.metrics.items()]
+            params = [Param(k, v) for k, v in run.params.items()]
+            self.mlflow.log_batch(made, metrics=metrics, params=params)
+            self.mlflow.set_terminated(made, "FINISHED")
+            return str(made)
         except BaseException as exc:
             self.error = self.error or exc
             raise
@@ -220,8 +212,8 @@ class Writer:
         self.logged[index] = (run, self.pool.submit(self._item, run))
 
     def finish(self, session: RunData, items: list[RunData], data: bytes, page: Path | None) -> str:
-        """Every row's item run (those not logged as they are now: logged anew), then the session
-        run's data, the results file and the page as artifacts, ``mlrepro.complete``; its id."""
+        """Every row's item run (one logged otherwise than it is now: anew), then the results file
+        and the page as artifacts, the session run's data, ``mlrepro.complete``; its id."""
         from mlflow.entities import Metric, Param, RunTag
 
         wait([future for _, future in self.logged.values()])
@@ -237,23 +229,20 @@ class Writer:
         for _, future in self.logged.values():
             future.result()  # the first failure
         parent = self._parent()
+        with tempfile.TemporaryDirectory(prefix="mlrepro-track-") as folder:
+            (Path(folder) / RESULTS_ARTIFACT).write_bytes(data)
+            if page is not None and page.is_file():
+                shutil.copyfile(page, Path(folder) / PAGE_ARTIFACT)
+            self.mlflow.log_artifacts(parent, folder)
         stamp = self._now()
-        tags = {**session.tags, "mlflow.runName": session.name}  # the name known at the end
+        # The name known at the end; mlrepro.complete last (log_batch writes the tags last).
+        tags = {**session.tags, "mlflow.runName": session.name, COMPLETE: "true"}
         self.mlflow.log_batch(
             parent,
             metrics=[Metric(k, v, stamp, 0) for k, v in session.metrics.items()],
             params=[Param(k, v) for k, v in session.params.items()],
             tags=[RunTag(k, v) for k, v in tags.items()],
         )
-        with tempfile.TemporaryDirectory(prefix="mlrepro-track-") as folder:
-            results = Path(folder) / RESULTS_ARTIFACT
-            results.write_bytes(data)
-            self.mlflow.log_artifact(parent, str(results))
-            if page is not None and page.is_file():
-                shown = Path(folder) / PAGE_ARTIFACT
-                shown.write_bytes(page.read_bytes())
-                self.mlflow.log_artifact(parent, str(shown))
-        self.mlflow.set_tag(parent, COMPLETE, "true")
         self.mlflow.set_terminated(parent, "FINISHED")
         return parent
 
@@ -292,7 +281,7 @@ def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path |
     )
     for run in earlier:
         if run.data.tags.get(COMPLETE) == "true":
-            return Logged(run.info.run_id, experiment, len(document.results), already=True)
+            return Logged(run.info.run_id, len(document.results), already=True)
     items = [item_run(document, row) for row in document.results]
     cut = [run.info.run_id for run in earlier] + _cut_short(mlflow, experiment, items)
     for run_id in dict.fromkeys(cut):
@@ -306,7 +295,7 @@ def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path |
         parent = writer.finish(session, items, data, page)
     finally:
         writer.close()
-    return Logged(parent, experiment, len(items), already=False)
+    return Logged(parent, len(items), already=False)
 
 
 def _cut_short(mlflow: Any, experiment: str, items: list[RunData]) -> list[str]:
