@@ -153,10 +153,9 @@ def experiment_id(mlflow: Any, uri: str) -> str:
 
 
 class Writer:
-    """A session run and its nested item runs in the store, the items as they come (on a pool:
-    one at a time to SQLite, :data:`REMOTE_WORKERS` to a server); the session run completed by
-    :meth:`finish`. Each item is three calls: created with its tags, one ``log_batch`` of its
-    parameters and metrics, ended. The first failure stops the rest and is raised by ``finish``."""
+    """A session run and its item runs, the items as they come (on a pool), each three calls: made
+    with its tags, one ``log_batch``, ended; the session run completed by :meth:`finish`, which
+    raises the first failure (the rest not tried)."""
 
     def __init__(self, uri: str, start: int | None = None) -> None:
         self.uri, self.experiment = uri, ""
@@ -192,7 +191,7 @@ class Writer:
             raise
 
     def open(self) -> Any:
-        """The client, the store opened (made, the first time) and the experiment found."""
+        """The client; the store opened (made, the first time), the experiment found."""
         if self.mlflow is None:
             self.mlflow = client(self.uri)
             self.experiment = experiment_id(self.mlflow, self.uri)
