@@ -37,31 +37,40 @@ class Live:
     """The session's side: the logging process started, fed item runs, finished."""
 
     def __init__(self, uri: str) -> None:
-        self.uri = uri
-        self.folder = Path(tempfile.mkdtemp(prefix="mlrepro-track-"))
-        self.items = 0
-        self.done = False
+        self.uri, self.items, self.done = uri, 0, False
+        self.failed: str | None = None  # what went wrong on this side: said at the end
+        self.process: subprocess.Popen[bytes] | None = None
         root = str(Path(__file__).resolve().parents[2])  # the same pytest_mlrepro as the session
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-        with (self.folder / "stderr").open("wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(self.folder)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                # The URI in the environment, not the command line (which others may read).
-                env={**os.environ, TRACKING_URI_ENV: uri, "PYTHONPATH": path},
-            )
+        try:
+            self.folder = Path(tempfile.mkdtemp(prefix="mlrepro-track-"))
+            with (self.folder / "stderr").open("wb") as stderr:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", __name__, str(self.folder)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    # The URI in the environment, not the command line (which others may read).
+                    env={**os.environ, TRACKING_URI_ENV: uri, "PYTHONPATH": path},
+                )
+        except OSError as exc:
+            self.failed = f"the logging process could not start: {exc}"
 
     def add(self, run: RunData) -> None:
-        self.items += 1
-        _write(self.folder / f"item-{self.items:09d}.json", dataclasses.asdict(run))
+        if self.failed is None:
+            try:
+                self.items += 1
+                _write(self.folder / f"item-{self.items:09d}.json", dataclasses.asdict(run))
+            except OSError as exc:
+                self.failed = f"an item could not be handed to the logging process: {exc}"
 
     def finish(
         self, session: RunData, items: list[RunData], data: bytes, page: Path | None
     ) -> Logged:
         """Waits for the process to log the rest; TrackingError when the store could not."""
         try:
+            if self.failed is not None or self.process is None:
+                raise TrackingError(f"{shown_uri(self.uri)}: {self.failed}")
             (self.folder / "results.json").write_bytes(data)
             runs = [dataclasses.asdict(run) for run in items]
             finish = {"session": dataclasses.asdict(session), "items": runs}
@@ -79,14 +88,17 @@ class Live:
             if "error" in done:
                 raise TrackingError(done["error"])
             return Logged(done["run_id"], len(items), already=False)
+        except OSError as exc:
+            raise TrackingError(f"{shown_uri(self.uri)}: {exc}") from None
         finally:
             self.close()
 
     def close(self) -> None:
-        if not self.done and self.process.poll() is None:
+        if self.process is not None and not self.done and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.process is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def follow(writer: Writer, folder: Path, parent: int) -> dict[str, Any] | None:
