@@ -1,13 +1,8 @@
 """pytest glue for the tracking store (``--mlrepro-track [URI]``, ini ``mlrepro_track``;
-docs/tracking.md): the URI read and MLflow looked for when the run starts (a usage error
-before anything runs when it is not installed), and the session's results file logged at its
-end, on the controller only under xdist (after every worker's reports are in).
-
-A store that is down, slow or refusing never changes a verdict nor the exit status, and never
-loses the results: the results file is kept (``--mlrepro-json``'s, else one under
-``.mlrepro/untracked/``) and one line says what could not be logged and the ``mlrepro track``
-command that logs it later. MLflow is imported only here, at the session's end, and only when
-tracking is asked for (``pytest_mlrepro.tracking`` imports it inside its functions).
+docs/tracking.md): each manifest item's run handed, as its report comes in, to a logging process
+(``tracking.Live``, on the controller only under xdist), which the session's end waits for. A
+store that is away never changes a verdict nor loses the results: they are kept, and one line
+says how to log them later.
 """
 
 from __future__ import annotations
@@ -22,13 +17,22 @@ import pytest
 from .._files import atomic_write_bytes
 from .._visible import visible_lines
 from ..errors import OutputError
-from ..tracking import TrackingError, chosen_uri, log_results, shown_uri
-from ._base import display_path, is_worker
+from ..latency import head_commit
+from ..results import FORMAT, Document, Environment, Machine
+from ..tracking import (
+    Live,
+    TrackingError,
+    chosen_uri,
+    file_digest,
+    item_run,
+    session_run,
+    shown_uri,
+)
+from ._base import display_path, is_worker, machine_name, options, state_of
 from ._outputs import ResultsFile
 
+# Under the rootdir: a results file that could not be logged, in a session without --mlrepro-json.
 UNTRACKED = Path(".mlrepro") / "untracked"
-"""Where, under the rootdir, a session that has no --mlrepro-json keeps the results file that it
-could not log."""
 _OFF = ("", "false", "no", "0", "off")
 _DEFAULT = ("true", "yes", "1", "on", "default")
 track_key = pytest.StashKey["str | None"]()
@@ -52,11 +56,48 @@ def read_tracking(config: pytest.Config) -> None:
             "or as --mlrepro-track=URI. Nothing was run."
         )
     config.stash[track_key] = uri
-    if not is_worker(config) and importlib.util.find_spec("mlflow") is None:
+    if is_worker(config):
+        return
+    if importlib.util.find_spec("mlflow") is None:
         raise pytest.UsageError(
             "--mlrepro-track / mlrepro_track needs MLflow, which is not installed: "
             "pip install 'pytest-mlrepro[track]'. Nothing was run."
         )
+    config.pluginmanager.register(LiveTracking(config, uri), "mlrepro-tracking")
+
+
+class LiveTracking:
+    """Each new row's item run to the logging process, started with the session (it imports
+    MLflow meanwhile; the store is opened by the first item); stopped at unconfigure if the
+    session's end did not finish it."""
+
+    def __init__(self, config: pytest.Config, uri: str) -> None:
+        self.config, self.uri, self.sent = config, uri, 0
+        self.live: Live | None = None
+        # What the item runs say of the file to be written (machine, shard, commit): an item
+        # logged with other values (the commit moved meanwhile) is logged anew at the end.
+        machine = Machine(machine_name(config), Environment())
+        commit = head_commit(config.rootpath)
+        self.context = Document(FORMAT, machine, options(config).shard, (), commit=commit)
+
+    def started(self) -> Live:
+        self.live = self.live or Live(self.uri)
+        return self.live
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self.config.option.collectonly:
+            self.started()
+
+    @pytest.hookimpl(trylast=True)  # after the session's own hook has kept the row
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        rows = state_of(self.config).results
+        for row in rows[self.sent :]:
+            self.started().add(item_run(self.context, row))
+        self.sent = len(rows)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.live is not None:
+            self.live.close()
 
 
 def tracking_uri(config: pytest.Config) -> str | None:
@@ -68,26 +109,24 @@ def track_session(
 ) -> None:
     """Log the session's results file (and page) to ``uri``; said in one line either way."""
     config = session.config
-    shown = shown_uri(uri)
+    tracking = config.pluginmanager.get_plugin("mlrepro-tracking")
+    assert isinstance(tracking, LiveTracking)
+    document = results.document
+    runs = [item_run(document, row) for row in document.results]
+    name = _file_name(config, results)
     try:
-        logged = log_results(
-            uri,
-            results.data,
-            results.document,
-            file_name=_file_name(config, results),
-            page=page,
+        logged = tracking.started().finish(
+            session_run(document, file_digest(results.data), name), runs, results.data, page
         )
     except TrackingError as exc:
         _say(session, _not_logged(session, uri, results, str(exc)))
         return
     items = f"{logged.items} item{'s' * (logged.items != 1)}"
-    what = "already logged" if logged.already else f"logged {items}"
-    _say(session, f"{what} to MLflow at {shown} (run {logged.run_id})")
+    _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
 
 
 def _file_name(config: pytest.Config, results: ResultsFile) -> str:
-    """The results file's name in the store: its path as shown, else one made of the machine
-    and the time (the name ``mlrepro history --track`` gives it)."""
+    """The results file's name in the store: its path as shown, else one of machine and time."""
     if results.path is not None:
         return display_path(config, results.path)
     return _untracked_name(results)
@@ -132,6 +171,5 @@ def _say(session: pytest.Session, line: str) -> None:
         session.config.stash.setdefault(said_key, []).append(text)
 
 
-def tracking_lines(config: pytest.Config) -> list[str]:
-    """What the tracking said at the session's end (the terminal summary's section)."""
+def tracking_lines(config: pytest.Config) -> list[str]:  # the terminal summary's section
     return config.stash.get(said_key, [])

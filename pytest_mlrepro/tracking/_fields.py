@@ -1,7 +1,5 @@
 """What a results file becomes in a tracking store, as plain data (no MLflow here): the session's
-run and one nested run per row, each with its parameters, metrics and tags under the names
-docs/tracking.md lists. Names only use the characters MLflow admits; values are cut to its
-lengths."""
+run and one nested run per row, under the names docs/tracking.md lists, within MLflow's limits."""
 
 from __future__ import annotations
 
@@ -15,16 +13,12 @@ from typing import Any
 
 from ..results import Document, Row, created_time
 
-TAG = "mlrepro."
-"""The prefix of the tags this tool sets (besides MLflow's own ``mlflow.*``)."""
+TAG = "mlrepro."  # the tags this tool sets (besides MLflow's own mlflow.*)
 KIND = TAG + "kind"
 SESSION = "session"
 ITEM = "item"
-RESULTS_SHA256 = TAG + "results_sha256"
-"""The session run's tag that names the results file it was logged from (the sha256 of its
-bytes): what makes logging the same file twice one run."""
-COMPLETE = TAG + "complete"
-"""Set last, once every item and artifact is in: a run without it was cut short."""
+RESULTS_SHA256 = TAG + "results_sha256"  # of the file's bytes: the same file twice is one run
+COMPLETE = TAG + "complete"  # "true" last, once every item and artifact is in
 NIGHT = TAG + "night"
 RESULTS_FILE = TAG + "results_file"
 RESULTS_ARTIFACT = "results.json"
@@ -36,9 +30,7 @@ PARAM_LENGTH = 6000  # MLflow's limits (mlflow.utils.validation)
 TAG_LENGTH = 8000
 KEY_LENGTH = 250
 _BAD_NAME = re.compile(r"[^\w.\- /]")
-FAILED = ("failed", "no golden", "recorded")
-"""Statuses that fail a gate (docs/merge.md); ``status`` other than these and ``passed`` is not
-compared."""
+FAILED = ("failed", "no golden", "recorded")  # fail a gate (docs/merge.md)
 
 
 @dataclass
@@ -88,8 +80,7 @@ def created_ms(document: Document) -> int | None:
 
 
 def session_run(document: Document, digest: str, file_name: str) -> RunData:
-    """The session's run: the machine, shard and commit; counts of the items by status; what the
-    process paid once, by phase."""
+    """The session's run: machine, shard, commit, the items by status, the one-time costs."""
     machine = document.machine.name
     shard = str(document.shard) if document.shard is not None else None
     run = RunData(
@@ -102,13 +93,13 @@ def session_run(document: Document, digest: str, file_name: str) -> RunData:
     run.tag(NIGHT, night_of(document))
     run.tag(TAG + "created", document.created)
     run.tag(TAG + "shard", shard)
-    run.tag(COMMIT, document_commit(document))
+    run.tag(COMMIT, document.commit)
     statuses = [row.status or row.outcome for row in document.results]
     failed = sum(s in FAILED for s in statuses)
     run.tag(TAG + "verdict", "failed" if failed else "passed")
     run.param("machine", machine)
     run.param("shard", shard)
-    run.param("commit", document_commit(document))
+    run.param("commit", document.commit)
     run.param("format", document.format)
     run.metric("items", len(statuses))
     run.metric("passed", statuses.count("passed"))
@@ -118,11 +109,6 @@ def session_run(document: Document, digest: str, file_name: str) -> RunData:
         run.metric(f"one_time.{phase}.wall", times.wall)
         run.metric(f"one_time.{phase}.cpu", times.cpu)
     return run
-
-
-def document_commit(document: Document) -> str | None:
-    """The project's commit the file was written at (its ``commit`` field, where it has one)."""
-    return document.commit
 
 
 def item_run(document: Document, row: Row) -> RunData:
@@ -159,7 +145,7 @@ def _params(document: Document, row: Row) -> Iterator[tuple[str, object]]:
     yield "machine_key", row.hardware_slug
     shard = row.shard or document.shard
     yield "shard", None if shard is None else str(shard)
-    yield "commit", document_commit(document)
+    yield "commit", document.commit
     yield "golden", row.golden
     yield "golden_digest", row.golden_digest
     yield "data_identity", row.data_identity

@@ -1,22 +1,18 @@
-"""Logging a results file to an MLflow tracking store (imported from MLflow only here and in
-``_read``, only when tracking is asked for): one run for the session, one nested run per item,
-each batched in one ``log_batch``; the results file and the page as artifacts.
-
-Idempotent: the session's run is tagged with the sha256 of the results file's bytes, and a file
-already logged whole is not logged again. A run cut short (the store went away mid-way) lacks
-the tag ``mlrepro.complete``: it is deleted and the file logged anew.
-"""
+"""Logging to an MLflow tracking store (MLflow imported only here and in ``_read``, only when
+tracking is asked for): :class:`Writer` turns runs (``_fields``) into MLflow calls, three per
+item; :func:`log_results` logs a whole results file, idempotently (``mlrepro track``)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,22 +47,16 @@ REQUEST_LIMITS = {
     # back to say it).
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
-REMOTE_WORKERS = 8
-"""Items logged at once to a server (each a few requests); an embedded store takes one at a time
-(SQLite has one writer)."""
+REMOTE_WORKERS = 8  # items logged at once to a server; to SQLite one at a time (one writer)
 
 
 class TrackingError(MlreproError):
-    """The tracking store cannot be reached, refuses, or the tracking extra is not installed (the
-    message says which, without credentials)."""
+    """The store cannot be reached, refuses, or MLflow is not installed (no credentials said)."""
 
 
 @dataclass(frozen=True)
 class Logged:
-    """A results file in the store: its session run, and whether it was there already."""
-
     run_id: str
-    experiment_id: str
     items: int
     already: bool
 
@@ -98,12 +88,9 @@ def bounded_requests() -> Iterator[None]:
 
 @contextlib.contextmanager
 def sqlite_write_ahead(uri: str) -> Iterator[None]:
-    """For an SQLite store, the connections opened in the block in write-ahead-log mode with
-    ``synchronous=NORMAL``: a commit no longer waits for the disk to sync (MLflow commits once per
-    call, three calls per item), which made logging 100 items about three times faster on the
-    development machine. WAL is the database file's own setting from then on (what ``mlflow ui``
-    reads concurrently, too); NORMAL loses no committed run on a crash of the process, only, at
-    worst, the last commits on a power loss (the results file is written before)."""
+    """An SQLite store's connections in write-ahead-log mode with ``synchronous=NORMAL``: a
+    commit (one per MLflow call) does not wait for the disk; a crash loses no committed run, a
+    power loss at worst the last commits (docs/tracking.md#cost)."""
     if not uri.startswith("sqlite:"):
         yield
         return
@@ -165,6 +152,103 @@ def experiment_id(mlflow: Any, uri: str) -> str:
         return str(found.experiment_id)
 
 
+class Writer:
+    """A session run and its item runs, the items as they come (on a pool), each three calls: made
+    with its tags, one ``log_batch``, ended; the session run completed by :meth:`finish`, which
+    raises the first failure (the rest not tried)."""
+
+    def __init__(self, uri: str, start: int | None = None) -> None:
+        self.uri, self.experiment = uri, ""
+        self.mlflow: Any = None
+        self.start = start  # the runs' start time (ms); None: when each is made
+        self.parent: str | None = None
+        self.logged: dict[int, tuple[RunData, Future[str]]] = {}
+        self.error: BaseException | None = None
+        local = uri.startswith(("sqlite:", "file:", "/"))
+        self.pool = ThreadPoolExecutor(1 if local else REMOTE_WORKERS, "mlrepro-track")
+
+    def _now(self) -> int:
+        return self.start or int(time.time() * 1000)
+
+    def _item(self, run: RunData) -> str:
+        from mlflow.entities import Metric, Param
+
+        if self.error is not None:
+            raise self.error
+        try:
+            tags = {**run.tags, PARENT: str(self.parent)}
+            made = self.mlflow.create_run(
+                self.experiment, start_time=self._now(), tags=tags, run_name=run.name
+            ).info.run_id
+            stamp = self._now()
+            metrics = [Metric(k, v, stamp, 0) for k, v in run.metrics.items()]
+            params = [Param(k, v) for k, v in run.params.items()]
+            self.mlflow.log_batch(made, metrics=metrics, params=params)
+            self.mlflow.set_terminated(made, "FINISHED")
+            return str(made)
+        except BaseException as exc:
+            self.error = self.error or exc
+            raise
+
+    def open(self) -> Any:
+        """The client; the store opened (made, the first time), the experiment found."""
+        if self.mlflow is None:
+            self.mlflow = client(self.uri)
+            self.experiment = experiment_id(self.mlflow, self.uri)
+        return self.mlflow
+
+    def _parent(self) -> str:
+        if self.parent is None:
+            self.open()
+            tags = {KIND: SESSION, COMPLETE: "false"}  # "true" once the results file is in
+            made = self.mlflow.create_run(self.experiment, start_time=self._now(), tags=tags)
+            self.parent = str(made.info.run_id)
+        return self.parent
+
+    def add(self, index: int, run: RunData) -> None:
+        """The item run of the results' row ``index`` (logged on the pool)."""
+        self._parent()
+        self.logged[index] = (run, self.pool.submit(self._item, run))
+
+    def finish(self, session: RunData, items: list[RunData], data: bytes, page: Path | None) -> str:
+        """Every row's item run (one logged otherwise than it is now: anew), then the results file
+        and the page as artifacts, the session run's data, ``mlrepro.complete``; its id."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        wait([future for _, future in self.logged.values()])
+        if self.error is not None:
+            raise self.error
+        for index, run in enumerate(items):
+            if index in self.logged and self.logged[index][0] != run:
+                self.mlflow.delete_run(self.logged[index][1].result())
+                del self.logged[index]
+            if index not in self.logged:
+                self.add(index, run)
+        self.pool.shutdown()
+        for _, future in self.logged.values():
+            future.result()  # the first failure
+        parent = self._parent()
+        with tempfile.TemporaryDirectory(prefix="mlrepro-track-") as folder:
+            (Path(folder) / RESULTS_ARTIFACT).write_bytes(data)
+            if page is not None and page.is_file():
+                shutil.copyfile(page, Path(folder) / PAGE_ARTIFACT)
+            self.mlflow.log_artifacts(parent, folder)
+        stamp = self._now()
+        # The name known at the end; mlrepro.complete last (log_batch writes the tags last).
+        tags = {**session.tags, "mlflow.runName": session.name, COMPLETE: "true"}
+        self.mlflow.log_batch(
+            parent,
+            metrics=[Metric(k, v, stamp, 0) for k, v in session.metrics.items()],
+            params=[Param(k, v) for k, v in session.params.items()],
+            tags=[RunTag(k, v) for k, v in tags.items()],
+        )
+        self.mlflow.set_terminated(parent, "FINISHED")
+        return parent
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
 def log_results(
     uri: str,
     data: bytes,
@@ -173,8 +257,8 @@ def log_results(
     file_name: str = RESULTS_ARTIFACT,
     page: Path | None = None,
 ) -> Logged:
-    """Log the results file whose bytes are ``data`` (``document`` read from them) to ``uri``;
-    TrackingError, naming the store, when it cannot be done."""
+    """Log the results file whose bytes are ``data`` to ``uri`` unless it is there whole
+    already (a run of it cut short: deleted first); TrackingError naming the store."""
     try:
         with bounded_requests(), sqlite_write_ahead(uri):
             return _log(uri, data, document, file_name, page)
@@ -183,10 +267,11 @@ def log_results(
 
 
 def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path | None) -> Logged:
-    from mlflow.entities import Metric, Param, RunTag, ViewType
+    from mlflow.entities import ViewType
 
-    mlflow = client(uri)
-    experiment = experiment_id(mlflow, uri)
+    writer = Writer(uri, created_ms(document) or int(time.time() * 1000))
+    mlflow = writer.open()
+    experiment = writer.experiment
     digest = file_digest(data)
     earlier = mlflow.search_runs(
         [experiment],
@@ -195,51 +280,38 @@ def _log(uri: str, data: bytes, document: Document, file_name: str, page: Path |
     )
     for run in earlier:
         if run.data.tags.get(COMPLETE) == "true":
-            return Logged(run.info.run_id, experiment, len(document.results), already=True)
-    for run in earlier:  # cut short: replaced whole
-        _delete(mlflow, experiment, run.info.run_id)
-    start = created_ms(document) or int(time.time() * 1000)
-
-    def batch(run_id: str, run: RunData) -> None:
-        mlflow.log_batch(
-            run_id,
-            metrics=[Metric(k, v, start, 0) for k, v in run.metrics.items()],
-            params=[Param(k, v) for k, v in run.params.items()],
-            tags=[RunTag(k, v) for k, v in run.tags.items()],
-        )
-
+            return Logged(run.info.run_id, len(document.results), already=True)
+    items = [item_run(document, row) for row in document.results]
+    cut = [run.info.run_id for run in earlier] + _cut_short(mlflow, experiment, items)
+    for run_id in dict.fromkeys(cut):
+        for child in mlflow.search_runs(
+            [experiment], filter_string=f"tags.`{PARENT}` = '{run_id}'"
+        ):
+            mlflow.delete_run(child.info.run_id)
+        mlflow.delete_run(run_id)  # replaced whole
     session = session_run(document, digest, file_name)
-    parent = mlflow.create_run(
-        experiment, start_time=start, tags={KIND: SESSION}, run_name=session.name
-    ).info.run_id
-    batch(parent, session)
-
-    def item(index: int) -> None:
-        run = item_run(document, document.results[index])
-        child = mlflow.create_run(
-            experiment, start_time=start, tags={PARENT: parent}, run_name=run.name
-        ).info.run_id
-        batch(child, run)
-        mlflow.set_terminated(child, "FINISHED")
-
-    workers = 1 if uri.startswith(("sqlite:", "file:", "/")) else REMOTE_WORKERS
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(item, range(len(document.results))))  # the first failure is raised
-    with tempfile.TemporaryDirectory(prefix="mlrepro-track-") as folder:
-        results = Path(folder) / RESULTS_ARTIFACT
-        results.write_bytes(data)
-        mlflow.log_artifact(parent, str(results))
-        if page is not None and page.is_file():
-            shown = Path(folder) / PAGE_ARTIFACT
-            shown.write_bytes(page.read_bytes())
-            mlflow.log_artifact(parent, str(shown))
-    mlflow.set_tag(parent, COMPLETE, "true")
-    mlflow.set_terminated(parent, "FINISHED")
-    return Logged(parent, experiment, len(document.results), already=False)
+    try:
+        parent = writer.finish(session, items, data, page)
+    finally:
+        writer.close()
+    return Logged(parent, len(items), already=False)
 
 
-def _delete(mlflow: Any, experiment: str, run_id: str) -> None:
-    """A session run cut short, and its items."""
-    for child in mlflow.search_runs([experiment], filter_string=f"tags.`{PARENT}` = '{run_id}'"):
-        mlflow.delete_run(child.info.run_id)
-    mlflow.delete_run(run_id)
+def _cut_short(mlflow: Any, experiment: str, items: list[RunData]) -> list[str]:
+    """Session runs cut short (``mlrepro.complete`` false) whose every item is one of ``items``:
+    this file's session, logged while it ran until the store went away."""
+
+    def key(name: str, params: dict[str, str], metrics: dict[str, float]) -> str:
+        return repr((name, sorted(params.items()), sorted(metrics.items())))
+
+    mine = {key(run.name, run.params, run.metrics) for run in items}
+    found = []
+    for run in mlflow.search_runs([experiment], filter_string=f"tags.`{COMPLETE}` = 'false'"):
+        query = f"tags.`{PARENT}` = '{run.info.run_id}'"
+        children = [
+            key(c.info.run_name, c.data.params, c.data.metrics)
+            for c in mlflow.search_runs([experiment], filter_string=query)
+        ]
+        if children and all(child in mine for child in children):
+            found.append(run.info.run_id)
+    return found

@@ -1,6 +1,5 @@
-"""Results files read back from a tracking store (``mlrepro history --track``, ``mlrepro merge
---track``): each complete session run's results file artifact, read and validated as a file on
-disk is, so that the tables and pages made from the store are those made from the files."""
+"""Results files read back from a tracking store (``mlrepro history|merge --track``): each complete
+session run's results artifact, read and validated as a file on disk is (the same tables)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ PAGE = 500  # runs asked for per request
 def tracked_documents(
     uri: str, *, night: str | None = None, since: str | None = None
 ) -> list[Document]:
-    """The results files logged to ``uri`` (the experiment :func:`experiment_name`), oldest
-    first: those of the UTC day ``night`` (YYYY-MM-DD), or of ``since`` and after, or all. Each
-    document's ``path`` is the name the file was logged under. TrackingError when the store
+    """The results files logged to ``uri``, oldest first, of the UTC day ``night`` or from
+    ``since`` on (YYYY-MM-DD), their ``path`` the name logged under. TrackingError when the store
     cannot be read; ResultsFileError for an artifact that is not a valid results file."""
     try:
         with bounded_requests():

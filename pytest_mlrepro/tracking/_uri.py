@@ -1,5 +1,5 @@
-"""Where results are tracked: the tracking URI a run asks for, the embedded default, and the URI
-as it may be shown (never with the credentials a URI can carry)."""
+"""The tracking URI a run asks for, the embedded default, and the URI as it may be shown (never
+with the credentials a URI can carry)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,13 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+# MLflow 3's own default names (sqlite:///mlflow.db, mlruns/), in the project root: what
+# ``mlflow ui`` run there finds.
 DEFAULT_DB = "mlflow.db"
-"""The embedded store's file in the project root: MLflow's own default name
-(``sqlite:///mlflow.db``, MLflow 3), so that ``mlflow ui`` run in the project root finds it."""
 ARTIFACTS = "mlruns"
-"""The embedded store's artifact folder, beside its database (MLflow's default name too)."""
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
-EXPERIMENT = "mlrepro"
-"""The experiment the runs are logged in when MLFLOW_EXPERIMENT_NAME does not name one."""
+EXPERIMENT = "mlrepro"  # when MLFLOW_EXPERIMENT_NAME names none
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]*@")
 
 
@@ -39,9 +37,8 @@ def experiment_name() -> str:
 
 
 def artifact_root(uri: str) -> str | None:
-    """Where a new experiment keeps its artifacts: beside a local SQLite store's file (MLflow's
-    own default is the working directory's ``mlruns``, which a later ``mlflow ui`` run elsewhere
-    would not find); a server's stores decide for themselves (None)."""
+    """A new experiment's artifacts: beside a local SQLite store's file (MLflow's default, the
+    working directory's ``mlruns``, moves with the cwd); a server's decides itself (None)."""
     if not uri.startswith("sqlite:///"):
         return None
     database = Path(uri[len("sqlite:///") :])
@@ -58,9 +55,8 @@ def shown_uri(uri: str) -> str:
 
 
 def scrubbed(text: str, uri: str) -> str:
-    """``text`` (an exception's message) with ``uri`` shown as :func:`shown_uri` shows it, any
-    other ``scheme://user:password@`` stripped, and the credentials MLflow reads from the
-    environment replaced, should a library have quoted them."""
+    """``text`` (an exception's) without credentials: ``uri`` as :func:`shown_uri`, any other
+    ``scheme://user:password@`` stripped, MLflow's password and token variables replaced."""
     text = _USERINFO.sub(r"\g<scheme>", text.replace(uri, shown_uri(uri)))
     for name in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
         secret = os.environ.get(name, "")

@@ -230,3 +230,95 @@ def test_a_run_cut_short_is_replaced_by_the_whole_file(tmp_path: Path) -> None:
     assert session.info.run_id != partial and session.data.tags["mlrepro.complete"] == "true"
     assert client.get_run(partial).info.lifecycle_stage == "deleted"
     assert len(items) == len(json.loads(old.read_text())["results"])
+
+
+def test_items_are_in_the_store_while_the_session_runs(serial_project: Project) -> None:
+    """The second item's call waits (a bounded poll of the database, read only) until the first
+    item's run is in the store: logged while the session runs, not at its end."""
+    project = serial_project.make(
+        {
+            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": serial_project.manifest("tiny_loose"),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    (project.path / "conftest.py").write_text(
+        "import json, sqlite3, time\n\n"
+        "done = []\n\n\n"
+        "def pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call':\n"
+        "        done.append(report.nodeid)\n\n\n"
+        "def pytest_runtest_call(item):\n"
+        "    if not done:\n"
+        "        return\n"
+        "    database = f'file:{item.config.rootpath}/mlflow.db?mode=ro'\n"
+        "    names = []\n"
+        "    for _ in range(600):  # the logging process's MLflow import and store: seconds\n"
+        "        try:  # read only, never made here (the logging process makes it)\n"
+        "            with sqlite3.connect(database, uri=True) as db:\n"
+        "                names = [name for (name,) in db.execute('SELECT name FROM runs')]\n"
+        "        except sqlite3.Error:\n"
+        "            pass\n"
+        "        if done[0] in names:\n"
+        "            break\n"
+        "        time.sleep(0.2)\n"
+        "    with open('seen.json', 'w') as fh:\n"
+        "        json.dump({'first': done[0], 'seen': names}, fh)\n"
+    )
+    result = project.run("--mlrepro-track", subprocess=True)
+    result.assert_outcomes(passed=2)
+    seen = json.loads((project.path / "seen.json").read_text())
+    assert seen["first"] in seen["seen"]
+    _, sessions, items = runs_of(f"sqlite:///{project.path / 'mlflow.db'}")
+    assert len(sessions) == 1 and len(items) == 2
+    assert sessions[0].data.tags["mlrepro.complete"] == "true"
+
+
+class Counted:
+    """MLflow's own client of a real store, its calls counted by name."""
+
+    def __init__(self, uri: str) -> None:
+        self.client = mlflow.MlflowClient(tracking_uri=uri)
+        self.calls: dict[str, int] = {}
+        made.append(self)
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self.client, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return call(*args, **kwargs)
+
+        return counted
+
+
+made: list[Counted] = []
+
+
+def test_an_item_is_three_calls_and_a_session_cut_short_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each item run (and the session's): made with its tags, one ``log_batch``, ended. A session
+    run that items were logged to until the store went away (``mlrepro.complete`` false) is
+    deleted when its results file is logged later: one run, every item once."""
+    from pytest_mlrepro.results import load_results
+    from pytest_mlrepro.tracking import _log, item_run, log_results
+
+    old = Path(__file__).resolve().parents[1] / "data" / "old" / "results.json"
+    document = load_results(old)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setattr(_log, "client", Counted)
+    made.clear()
+    cut = _log.Writer(uri)  # a session's logging, its store gone after the first item
+    cut.add(0, item_run(document, document.results[0]))
+    cut.pool.shutdown()  # the item in, then nothing more
+    logged = log_results(uri, old.read_bytes(), document)
+    count = len(document.results)
+    calls = made[-1].calls
+    assert calls["create_run"] == calls["log_batch"] == calls["set_terminated"] == count + 1
+    assert "set_tag" not in calls  # mlrepro.complete: in the session run's one batch
+    _, sessions, items = runs_of(uri)
+    (session,) = sessions
+    assert session.info.run_id == logged.run_id
+    assert session.data.tags["mlrepro.complete"] == "true"
+    assert sorted(i.info.run_name for i in items) == sorted(r.nodeid for r in document.results)

@@ -232,3 +232,67 @@ def test_the_server_killed_mid_session_loses_nothing_and_track_logs_it_once(
     sessions, items = runs_of(SERVER, experiment)
     assert len(sessions) == 1 and len(items) == 1
     assert items[0].data.metrics["top1"] == results["results"][0]["top1"]
+
+
+@needs_server
+def test_the_server_killed_after_an_item_was_logged_loses_nothing_and_track_logs_it_once(
+    serial_project: Project, experiment: str, tmp_path: Path
+) -> None:
+    """Items are logged as they end: the server is killed once the first item's run is in it
+    (the second item's call waits for it). The session passes with its file complete; ``mlrepro
+    track`` logs the file twice to the server: one session run, the one cut short deleted."""
+    assert BACKEND, "MLREPRO_TEST_MLFLOW_BACKEND: the server's database"
+    project = serial_project.make(
+        {
+            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": serial_project.manifest("tiny_loose"),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    server, uri = start_server(tmp_path)
+    (project.path / "conftest.py").write_text(
+        "import os, signal, time\n\n"
+        "import mlflow\n\n"
+        "done = []\n\n\n"
+        "def pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call':\n"
+        "        done.append(report.nodeid)\n\n\n"
+        "def pytest_runtest_call(item):\n"
+        "    if not done:\n"
+        "        return\n"
+        "    client = mlflow.MlflowClient(tracking_uri=os.environ['MLFLOW_TEST_URI'])\n"
+        "    for _ in range(600):\n"
+        "        found = client.get_experiment_by_name(os.environ['MLFLOW_EXPERIMENT_NAME'])\n"
+        "        runs = client.search_runs([found.experiment_id]) if found else []\n"
+        "        if done[0] in [run.info.run_name for run in runs]:\n"
+        "            break\n"
+        "        time.sleep(0.2)\n"
+        "    os.killpg(int(os.environ['KILL_GROUP']), signal.SIGKILL)\n"
+    )
+    try:
+        child = pytest_process(
+            project,
+            "--mlrepro-json",
+            "results.json",
+            f"--mlrepro-track={uri}",
+            env={"KILL_GROUP": str(server.pid), "MLFLOW_TEST_URI": uri},
+        )
+        out, _ = child.communicate(timeout=CHILD_TIMEOUT_S)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    assert child.returncode == 0, out
+    assert "2 passed" in out
+    (line,) = [ln for ln in out.splitlines() if "could not log the results to MLflow" in ln]
+    assert line.endswith(f"log them later with: mlrepro track results.json --uri {uri}")
+    cut, items = runs_of(SERVER, experiment)
+    assert len(cut) == 1 and len(items) == 1  # the first item, logged while the session ran
+    assert cut[0].data.tags["mlrepro.complete"] == "false"
+    for _ in range(2):
+        logged = mlrepro(project.path, "track", "results.json", "--uri", SERVER)
+        assert logged.returncode == 0, logged.stderr
+    assert "already logged" in logged.stdout
+    sessions, items = runs_of(SERVER, experiment)
+    assert len(sessions) == 1 and len(items) == 2
+    assert sessions[0].info.run_id != cut[0].info.run_id
