@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from .. import goldens as golden_store
 from .._phases import phase
+from .._status import Status
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
 from ..fingerprint import HardwareKey, hardware_key
@@ -91,16 +92,10 @@ class LatencyRequest:
     # What decided the verdict, in words (``report.latency_decided_by``; None: no golden yet):
     # the wording is the report's, the facts the check's.
     word_decision: Callable[[DecisionFacts | None], str]
-    # The row's first properties: kind, manifest, device, batch, framework, manifest identity.
-    head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     enrich: bool = False  # --mlrepro-enrich: a golden this run reproduces gains its profile
 
 
-Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
-"""The check's standing (``results.Status``, which the results file states): a regression, an
-error, and a golden not recorded because the machine was busy are failures; a contended
-measurement and a missing framework are skipped, not compared."""
 _SKIPS = ("unavailable", "no golden", "busy", "contended", "inconclusive")
 """The reasons that skip the item (the others fail it)."""
 _STATUS: dict[Reason, Status] = {
@@ -156,16 +151,8 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
     run.add("status", status)
     row = None
     if run.measured is not None or o.end == "skip":  # the table lists what was skipped too
-        r = request
-        row = {"manifest": r.manifest.name, "device": r.device, "batch": r.batch}
-        row.update(run.measured or {})
-        # The row's facts are the properties', as they last stand.
-        row.update((k, v) for k, v in run.properties if k in _ROW_FACTS)
+        row = run.measured or {"measurements": {}, "benchmarks": []}
     return replace(o, status=status, properties=tuple(run.properties), row=row)
-
-
-_ROW_FACTS = ("p50_ms", "golden_p50_ms", "ratio_to_golden", "decided_by", "stale_golden", "verdict")
-"""The properties the latency table's row repeats."""
 
 
 class _Run:
@@ -219,7 +206,6 @@ class _Run:
         )
         m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
-        self.properties.extend(r.head)
         self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
         self.add("inter_op_threads", m.runtime.inter_op_threads or "default")
         try:
@@ -317,7 +303,8 @@ class _Run:
         )
         # A golden being re-recorded now is stale no more.
         flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
-        self.add("stale_golden", flag)
+        if flag is not None:
+            self.add("stale_golden", flag)
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
@@ -443,15 +430,10 @@ class _Run:
         judged = assessment.judgements if assessment is not None else {}
         for name, measured in attempt.measurements.items():
             stats = summarize(measured.seconds)
-            row: dict[str, Any] = {"p50_ms": ms(stats.p50), "rounds": stats.rounds}
+            row: dict[str, Any] = {"rounds": stats.rounds}
             for prop in ("min", "p50", "p90", "p99", "mean", "stddev", "iqr"):
-                self.add(f"{name}.{prop}_ms", ms(getattr(stats, prop)))
-            self.add(f"{name}.rounds", stats.rounds)
+                row[f"{prop}_ms"] = ms(getattr(stats, prop))
             for j in judged.get(name, ()):
-                self.add(f"{name}.golden_{j.statistic}_ms", ms(j.golden))
-                self.add(f"{name}.{j.statistic}_ratio", round(j.ratio.value, 4))
-                if j.normalised is not None:
-                    self.add(f"{name}.{j.statistic}_normalised", round(j.normalised.value, 4))
                 row.setdefault("judgements", []).append(
                     {
                         "statistic": j.statistic,
@@ -500,7 +482,7 @@ class _Run:
                     "stats": stats_entry(stats, measured.seconds.tolist()),
                 }
             )
-        self.measured = {"measurements": measurements, "benchmarks": benchmarks, "key": key.fields}
+        self.measured = {"measurements": measurements, "benchmarks": benchmarks}
         # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
         # own latency, which a hardware matrix compares), else the first.
         names = list(attempt.measurements)
@@ -519,8 +501,6 @@ class _Run:
         self.add("golden_p50_ms", None if golden is None else ms(golden))
         self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
         self.add("decided_by", decided)
-        if assessment is None:  # recording: nothing to be stale
-            self.add("stale_golden", None)
         return ratio
 
 

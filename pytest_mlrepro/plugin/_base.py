@@ -33,17 +33,17 @@ if TYPE_CHECKING:
 
     from ..report.html import DriftSet
 
-PROPERTY_PREFIX = "mlrepro."
-"""The prefix of the plugin's user properties (``mlrepro.verdict`` ...)."""
-
+ROW_ATTR = "mlrepro_row"
+"""A manifest item's call report attribute: its typed row as JSON (``results.row_json``), which
+xdist carries to the controller and :func:`._rows.results_row` rebuilds."""
 SPLIT_ATTR = "mlrepro_split"
 """A shard item's report attribute: which whole item it is a part of (``_shards.Split``)."""
 PER_SAMPLE_ATTR = "mlrepro_per_sample"
 """An accuracy item's report attribute: its per-sample results (``results.Part`` as JSON). Kept
 out of the user properties, which JUnit XML writes out whole: a results file may hold them, a
 JUnit file of a 50,000-image data set should not."""
-LATENCY_ATTR = "mlrepro_latency"
-"""A latency item's report attribute: the data of the latency table and the benchmark file."""
+BENCHMARKS_ATTR = "mlrepro_benchmarks"
+"""A latency item's report attribute: its pytest-benchmark entries (the benchmark file's)."""
 
 
 class MlreproFailure(AssertionError):
@@ -73,10 +73,8 @@ class RunState:
 
     results: list[Row] = field(default_factory=list)
     """One typed row per accuracy, determinism or latency item (``_rows.results_row``)."""
-    latency: list[dict[str, Any]] = field(default_factory=list)
-    """One per latency item: the data of the latency table and the benchmark file."""
-    reference: list[dict[str, Any]] = field(default_factory=list)
-    """One per item checked against a reference manifest: its reference properties."""
+    latency: list[tuple[Row, list[dict[str, Any]]]] = field(default_factory=list)
+    """One per latency item: its row and its pytest-benchmark entries."""
     drift: list[DriftSet] = field(default_factory=list)
     """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
     audit: GoldenAudit = field(default_factory=GoldenAudit)
@@ -453,19 +451,10 @@ def display_path(config: pytest.Config, path: Path) -> str:
         return str(path)
 
 
-def properties(report: pytest.TestReport) -> dict[str, Any]:
-    """The plugin's user properties of a report, without their ``mlrepro.`` prefix."""
-    return {
-        k[len(PROPERTY_PREFIX) :]: v
-        for k, v in report.user_properties
-        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
-    }
-
-
 __all__ = [
-    "LATENCY_ATTR",
+    "BENCHMARKS_ATTR",
     "PER_SAMPLE_ATTR",
-    "PROPERTY_PREFIX",
+    "ROW_ATTR",
     "SPLIT_ATTR",
     "GoldenAudit",
     "MlreproFailure",
@@ -478,7 +467,6 @@ __all__ = [
     "option_or_ini",
     "options",
     "options_key",
-    "properties",
     "read_options",
     "report_output_error",
     "results_path",

@@ -64,6 +64,15 @@ def as_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def junit_view(row: dict[str, Any]) -> list[tuple[str, object]]:
+    """A row's JSON (``results.row_json``) as ``mlrepro.*`` user properties: what JUnit XML
+    shows of it, made at the end (the per-sample results stay out: kilobytes a sample)."""
+    props: list[tuple[str, object]] = [
+        (PREFIX + k, v) for k, v in row.items() if k not in ("nodeid", "outcome", "per_sample")
+    ]
+    return props
+
+
 def test_case_key(nodeid: str) -> tuple[str, str]:
     """(classname, name) of the test case pytest writes for a manifest item's node id
     (``manifests/a.yaml::accuracy[cpu]``: ``manifests.a.yaml``, ``accuracy[cpu]``)."""
@@ -160,4 +169,4 @@ class JunitGlue:
             ET.SubElement(properties, "property", name=SUITE_PROPERTY + nodeid, value=value)
 
 
-__all__ = ["SUITE_PROPERTY", "as_json", "register"]
+__all__ = ["SUITE_PROPERTY", "as_json", "junit_view", "register"]

@@ -158,11 +158,10 @@ def merged_shards_text(
 ) -> str:
     """Why the whole item merged from its shard items' rows (``results.merge_shards``) failed:
     the shard items that failed on their own, else the merged comparison's drift."""
-    failed = merged.extra.get("failed_shards") or []
+    failed = merged.failed_shards
     if failed:
         named = "\n".join(
-            f"  shard {f['shard']}: {f['verdict']} ({f['nodeid']}, see its own report)"
-            for f in failed
+            f"  shard {f.shard}: {f.verdict} ({f.nodeid}, see its own report)" for f in failed
         )
         return f"{where}: {len(failed)} of its {len(shards)} shard items failed:\n{named}"
     parts = [Part.of(r.per_sample) for r in shards if r.per_sample is not None]
@@ -174,11 +173,7 @@ def merged_shards_text(
         classes,
         record_command(manifest_file),
         # What changed in the data since the golden, as each shard found it in its part.
-        data="; ".join(
-            f"shard {r.shard}: {r.extra['data_changed']}"
-            for r in shards
-            if r.extra.get("data_changed")
-        ),
+        data="; ".join(f"shard {r.shard}: {r.data_changed}" for r in shards if r.data_changed),
     )
     return (
         f"{where}: {drift}\n\n(merged from its {len(shards)} shard items, which do not "

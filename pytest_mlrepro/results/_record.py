@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from .._json_schema import SchemaWriter
 from .._phases import PHASES
+from .._status import Status as Status
 from ..data import MAX_SHARDS, Shard
 from ..manifest import Tolerances
 
@@ -40,11 +41,6 @@ CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})
 
 _T = typing.TypeVar("_T")
 Outcome = Literal["passed", "failed", "skipped"]
-Status = Literal["passed", "failed", "skipped", "no golden", "recorded", "partial"]
-"""A check's standing, as its record states it (pytest's ``outcome`` is how the item ended):
-compared and within tolerance; failed (a drift, an error, a regression, a golden not recorded);
-not compared, listed (a missing framework, a machine too busy to judge); nothing to compare
-with; a golden written (nothing compared); one shard compared (the verdict is the merge's)."""
 
 
 def _says(description: str = "", **schema: Any) -> Any:
@@ -245,6 +241,43 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class FailedShard:
+    """A shard that failed on its own, which fails the merged row."""
+
+    shard: str
+    nodeid: str
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgedStatistic:
+    """One statistic of a latency measurement judged against its golden (``latency.Judgement``
+    as a row keeps it, in ms)."""
+
+    statistic: str
+    golden_ms: float
+    now_ms: float
+    ratio: float
+    outcome: str
+    normalised: float | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One latency measurement's distribution (ms) and its judged statistics."""
+
+    p50_ms: float
+    rounds: int
+    min_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    mean_ms: float | None = None
+    stddev_ms: float | None = None
+    iqr_ms: float | None = None
+    judgements: tuple[JudgedStatistic, ...] = ()
+
+
+@dataclass(frozen=True)
 class Row:
     """One item's result in a results file (docs/results.md says what each field is)."""
 
@@ -303,10 +336,34 @@ class Row:
     shards: int | None = _optional("merged from this many shard items", minimum=1)
     batch: int | None = _optional("latency rows: the batch size", minimum=1)
     notes: tuple[str, ...] = ()
+    top_k: int | None = _optional("the k of the row's top-k figures (absent: 5)", minimum=1)
+    controls: dict[str, Any] | None = field(default=None, metadata=_says("controls that held"))
+    data: str | None = _optional("where the data set was read from")
+    data_changed: str | None = None
+    nonfinite_samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
+    golden_enriched: tuple[str, ...] = ()
+    failed_shards: tuple[FailedShard, ...] = ()
+    reference_verdict: str | None = None
+    reference: str | None = _optional("the reference manifest's name")
+    reference_samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
+    reference_agreement: float | None = _optional(minimum=0, maximum=1)
+    reference_top1_ratio: float | None = None
+    reference_score_space: str | None = None
+    reference_max_score_diff: float | None = _optional(minimum=0)
+    intra_op_threads: int | str | None = None
+    inter_op_threads: int | str | None = None
+    graph_optimization_level: Any = None
+    providers: Any = None
+    attempts: int | None = _optional("latency rows: attempts measured", minimum=0)
+    window: tuple[float, ...] = ()
+    contention: float | None = None
+    changed: dict[str, list[Any]] | None = field(
+        default=None, metadata=_says("latency settings changed: [golden, now]")
+    )
+    measurements: dict[str, Measurement] | None = None
     extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
-    """The fields of the row this record does not name (a reference's, the manifest's controls,
-    later versions') and those given as null: written back as they came (:func:`row_json`); not
-    in the schema. (Any record's ``extra`` field is filled so by :func:`record`.)"""
+    """Fields a newer writer (or another plugin) added, and those given as null: written back
+    as they came (:func:`row_json`); not in the schema."""
 
     @property
     def p50_tolerance(self) -> float | None:
