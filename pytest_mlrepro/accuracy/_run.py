@@ -373,7 +373,7 @@ class _Run:
             samples=len(now.ids),
             top1=round(now.top1, 4),
             top5=round(now.top5, 4),
-            top_k=None if m.postprocess.top_k == 5 else m.postprocess.top_k,
+            top_k=m.postprocess.top_k if m.postprocess.top_k < 5 else None,
             timing=Timing(seconds=round(result.seconds, 3)),
             controls=controls_in_force(m, result.runner_info),
             data=result.dataset_origin,

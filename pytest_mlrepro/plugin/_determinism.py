@@ -84,6 +84,7 @@ class DeterminismItem(EvaluatingItem):
             samples=comparison.samples,
             top1=round(first.top1, 4),
             top5=round(first.top5, 4),
+            top_k=m.postprocess.top_k if m.postprocess.top_k < 5 else None,
             runs=comparison.runs,
             agreement=round(comparison.top1_agreement, 6),
             max_score_diff=float(f"{comparison.max_abs_diff:.3g}"),

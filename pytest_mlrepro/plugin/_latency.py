@@ -92,7 +92,9 @@ class LatencyItem(ManifestItem):
         head = replace(self.row_head(), batch=self.batch)
         measured = outcome.row or {}
         fields = {**row_json(head), **dict(outcome.properties)}
-        self.row = record(Row, {**fields, "measurements": measured.get("measurements") or None})
+        if measured.get("measurements"):
+            fields["measurements"] = measured["measurements"]
+        self.row = record(Row, fields)
         self.benchmarks = None if outcome.row is None else list(measured["benchmarks"])
         if outcome.end == "pass":
             return

@@ -289,7 +289,10 @@ class MlreproSession:
             ("mlrepro reference agreement", reference_lines(referenced)),
             ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
             ("mlrepro notes", note_lines(state.results)),  # latency rows' too (an enrichment)
-            ("mlrepro latency", latency_table([r for r, _ in state.latency])),
+            (
+                "mlrepro latency",
+                latency_table([r for r, _ in state.latency]) if state.latency else [],
+            ),
             (
                 "mlrepro",
                 (summary_table(accuracy) if accuracy else [])

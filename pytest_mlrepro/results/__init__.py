@@ -68,6 +68,7 @@ from ._record import (
     results_text,
     row_json,
     row_of,
+    top_k_label,
 )
 
 __all__ = [
@@ -123,6 +124,7 @@ __all__ = [
     "shard_of",
     "shard_results",
     "shard_verdict",
+    "top_k_label",
     "unsharded_nodeid",
     "validate_results",
 ]

@@ -336,7 +336,7 @@ class Row:
     shards: int | None = _optional("merged from this many shard items", minimum=1)
     batch: int | None = _optional("latency rows: the batch size", minimum=1)
     notes: tuple[str, ...] = ()
-    top_k: int | None = _optional("the k of the row's top-k figures (absent: 5)", minimum=1)
+    top_k: int | None = _optional("the k of ``top5`` when under 5 (absent: 5)", minimum=1)
     controls: dict[str, Any] | None = field(default=None, metadata=_says("controls that held"))
     data: str | None = _optional("where the data set was read from")
     data_changed: str | None = None
@@ -366,9 +366,44 @@ class Row:
     as they came (:func:`row_json`); not in the schema."""
 
     @property
+    def k(self) -> int:
+        """How many classes the row's ``top5`` counts (a file before ``top_k``: from its
+        per-sample results)."""
+        if self.top_k is not None:
+            return self.top_k
+        now = self.per_sample.now if self.per_sample is not None else None
+        return min(5, len(now.topk[0])) if now is not None and now.topk else 5
+
+    def latency_figures(self) -> dict[str, Any]:
+        """A latency row's figures flat, per measurement (``model.p50_ms``, ``model.rounds``,
+        ``model.p50_ratio``...), and its contention; a file written before ``measurements``
+        has them as fields of its own."""
+        out = {k: v for k, v in self.extra.items() if "." in k}
+        for name, m in (self.measurements or {}).items():
+            for f in dataclasses.fields(m):
+                if f.name != "judgements" and getattr(m, f.name) is not None:
+                    out[f"{name}.{f.name}"] = getattr(m, f.name)
+            for j in m.judgements:
+                out[f"{name}.golden_{j.statistic}_ms"] = j.golden_ms
+                out[f"{name}.{j.statistic}_ratio"] = j.ratio
+                if j.normalised is not None:
+                    out[f"{name}.{j.statistic}_normalised"] = j.normalised
+        if self.contention is not None:
+            out["contention"] = self.contention
+        return out
+
+    @property
     def p50_tolerance(self) -> float | None:
         """Latency rows: the largest p50 ratio now/golden that passes."""
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
+
+
+def top_k_label(rows: typing.Iterable[Row | None]) -> tuple[str, typing.Callable[[Row], str]]:
+    """The ``top5`` column's header for ``rows`` (``top-3`` when every row's k is 3) and, for a
+    row of another k than the header's, the note its value gets (``" (top-3)"``)."""
+    ks = {r.k for r in rows if r is not None and r.top5 is not None}
+    k = ks.pop() if len(ks) == 1 else 5
+    return f"top-{k}", lambda row: "" if row.top5 is None or row.k == k else f" (top-{row.k})"
 
 
 LISTED: tuple[tuple[str, str], ...] = tuple(

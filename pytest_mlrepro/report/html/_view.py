@@ -14,11 +14,11 @@ from ..._names import enrich_command
 from ..._visible import shortened
 from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import FORMAT, Document, Environment, Machine, Row, record
+from ...results import FORMAT, Document, Environment, Machine, Row, record, top_k_label
 from .._matrix_text import machine_columns, machine_notes
 from .._operators import operators_lead, operators_text
 from .._phases import Table
-from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
+from ._matrix import MARK, matrix_columns, matrix_row
 from ._model import (
     AccuracyPoint,
     ChangedRow,
@@ -297,11 +297,13 @@ def matrix_view(
     ]
     if not matrix.cells:
         notes.append("no manifest item ran" + (" in this session" if parts else ""))
+    top_k, _ = top_k_label(cell.accuracy for cell in matrix.cells)
     if subtitle is None:
         subtitle = f"{len(matrix.sources)} results files · machines: {', '.join(machines)}"
     return ReportView(
         title=title,
-        matrix=MatrixTable(columns=MATRIX_COLUMNS, rows=tuple(rows)),
+        matrix=MatrixTable(columns=matrix_columns(top_k), rows=tuple(rows)),
+        top_k=top_k,
         subtitle=subtitle,
         generated=generated,
         accuracy=tuple(points),
