@@ -237,7 +237,8 @@ def stopped(exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
         verdict = "unavailable (strict)" if strict else "skipped"
         return "unavailable", "fail" if strict else "skip", replace(blank, verdict=verdict)
     if isinstance(exc, NonFiniteOutputs):
-        nonfinite = replace(blank, diagnosis="non-finite outputs", nonfinite_samples=len(exc.ids))
+        nonfinite = replace(blank, diagnosis="the model produced non-finite outputs")
+        nonfinite = replace(nonfinite, nonfinite_samples=len(exc.ids))
         return "non-finite outputs", "fail", replace(nonfinite, verdict="non-finite outputs")
     reason: Reason = "build mismatch" if isinstance(exc, BuildMismatch) else "error"
     return reason, "fail", replace(blank, verdict="error")

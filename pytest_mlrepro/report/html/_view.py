@@ -14,7 +14,16 @@ from ..._names import enrich_command
 from ..._visible import shortened
 from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import FORMAT, Document, Environment, Machine, Row, record, top_k_label
+from ...results import (
+    FORMAT,
+    Document,
+    Environment,
+    Machine,
+    Row,
+    derived_status,
+    record,
+    top_k_label,
+)
 from .._matrix_text import machine_columns, machine_notes
 from .._operators import operators_lead, operators_text
 from .._phases import Table
@@ -68,7 +77,12 @@ def session_view(
     """The page of one session: :func:`matrix_view` of the one-machine matrix of its rows."""
     # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
     # (their verdict says the merge decides).
-    whole = tuple(replace(row, shard=None) for row in rows)
+    whole = tuple(
+        replace(
+            row, shard=None, status=row.status or derived_status(row.verdict or "", row.outcome)
+        )
+        for row in rows
+    )
     host = Machine(machine, record(Environment, environment))
     matrix = build_matrix([Document(FORMAT, host, None, whole)])
     title = "pytest-mlrepro report"
