@@ -2,11 +2,7 @@
 absence said before the model runs), the model evaluated over the data set or its shard (through
 the item's own evaluation, which knows its skips and failures), the reference manifest's golden
 checked, the golden read and compared, the verdict decided (:func:`goldens.accuracy_decision`),
-the golden recorded when the decision says so, and a drift diagnosed.
-
-No pytest and no wording here: :func:`run_accuracy` returns an :class:`AccuracyOutcome` (its
-typed results row, how the item ends and the facts its text needs); ``report`` words it.
-"""
+the golden recorded when the decision says so, and a drift diagnosed."""
 
 from __future__ import annotations
 
@@ -245,10 +241,9 @@ def stopped(exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
 
 
 class _Run:
-    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they
-    are found; the properties and notes in lists), frozen into the record at its end: whatever
-    ends it early (a verdict, the evaluation's skip, the time limit) leaves everything found
-    before."""
+    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they are
+    found; the properties and notes in lists), frozen into the record at its end: whatever ends
+    it early (a verdict, the evaluation's skip, the time limit) leaves everything found before."""
 
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
@@ -315,8 +310,7 @@ class _Run:
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
         evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
-        results' top-k classes). Read leniently: a golden that cannot be read is compared with
-        nothing, and its error is kept for :meth:`_read_golden`, which reports it."""
+        results' top-k classes)."""
         r = self.r
         try:
             self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
@@ -508,9 +502,8 @@ class _Run:
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
         """``change`` without the files whose bytes changed but whose decoded pixels are the
-        golden's (a comment, a container, an ICC profile): the model sees the same input, so
-        they are no data change, and a note names them. Under --mlrepro-strict every byte
-        change stays one."""
+        golden's (a comment, a container, an ICC profile): the model sees the same input, so they
+        are no data change, and a note names them."""
         r = self.r
         if not change.files or r.strict:
             return change
@@ -569,10 +562,9 @@ class _Run:
         return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
-        """The cross-runtime check (goldens/_reference.py): this run against the reference's
-        golden. Never raises: the caller decides what its outcome does to the verdict (a drift
-        still shows it, an update is refused on a disagreement). None when no reference is
-        declared."""
+        """The cross-runtime check (goldens/_reference.py): this run against the reference's golden.
+        Never raises: the caller decides what its outcome does to the verdict (a drift still
+        shows it, an update is refused on a disagreement). None when no reference is declared."""
         r = self.r
         if r.manifest.reference is None:
             return None

@@ -1,13 +1,7 @@
 """One latency check from start to verdict, as a latency item runs it: the framework and the
 hardware key, the baseline golden, the model prepared, the attempts measured (alone in the
 session: ``exclusive``), the verdict decided (:func:`latency_decision`) and the golden recorded
-when the decision says so.
-
-No pytest and no wording here: :func:`run_latency` returns a :class:`LatencyOutcome`, one
-immutable record (the item's properties, the row of the latency table and the benchmark file,
-its status, and how the item ends, with the facts its text needs);
-``report.latency_outcome_text`` words it.
-"""
+when the decision says so."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard)
-merged into one matrix of manifest × machine × device × framework version, with cross-machine
-agreement per sample (``mlrepro merge``). No pytest and no wording here: the model
-(:mod:`._model`) is plain data that the report layer (:mod:`pytest_mlrepro.report`: Markdown, CSV
-and HTML) renders as it is."""
+"""The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard) merged
+into one matrix of manifest × machine × device × framework version, with cross-machine agreement
+per sample (``mlrepro merge``)."""
 
 from __future__ import annotations
 

@@ -24,19 +24,9 @@ class Source:
 
 
 def status_of(result: Row) -> tuple[Status, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
-    from the verdict for files older than the field, on reading), and the reason when it is not a
-    pass.
-
-    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
-      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
-      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
-      nothing: record them outside the nightly matrix), and any status this version does not
-      know (never a pass by default).
-    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
-      one shard's part shown on its own (its verdict is the merge's, not made yet).
-    * ``pass``: a passed comparison.
-    """
+    """A result's standing for the gate, from its row's ``status`` (the check's record; derived from
+    the verdict for files older than the field, on reading), and the reason when it is not a
+    pass."""
     status, verdict, outcome = result.status, result.verdict or "", result.outcome
     if status == "passed":
         return "pass", ""
@@ -118,10 +108,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class PairAgreement:
-    """Two participants' top-1 compared over the samples both evaluated.
-
-    ``max_score_diff``: over those samples, the largest ``|score_a - score_b|`` of a class that
-    both list in their top-k (None when no sample has a class in both lists)."""
+    """Two participants' top-1 compared over the samples both evaluated."""
 
     first: str
     second: str

@@ -1,11 +1,6 @@
 """The accuracy item: runs the model over the data set (or its shard of it) and compares top-1,
 top-5 and the per-sample results with the manifest's golden (recording it under
-``--mlrepro-update``), and with its reference manifest's golden when it declares one. The item
-hands the check to the core (:func:`pytest_mlrepro.accuracy.run_accuracy`: evaluation, golden
-store, reference, verdict, diagnosis) and its text to :mod:`pytest_mlrepro.report`; it keeps
-what pytest's side needs: the properties, the report's attributes, the shared preprocessing of
-the session and the HTML report's pictures.
-"""
+``--mlrepro-update``), and with its reference manifest's golden when it declares one."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """The base of the plugin's engine: the run's state (in ``config.stash``), the project's settings,
 the one reader of the plugin's settings (option, else ini key, checked), and the helpers every
-layer above shares (paths as shown, the failure that is its own story, report properties).
-
-Nothing here imports another module of ``plugin/`` but :mod:`._options`; every module of the
-engine imports this one.
-"""
+layer above shares (paths as shown, the failure that is its own story, report properties)."""
 
 from __future__ import annotations
 
@@ -377,11 +373,9 @@ def golden_dir_given(config: pytest.Config) -> Path:
 
 
 def check_golden_dir(config: pytest.Config, option: str) -> None:
-    """A usage error when the golden directory is inside the project as given but a symlink
-    (it, or a folder above it) takes it outside the project and every allowed root: ``option``
-    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names.
-    A directory given outside the project on purpose (an absolute --mlrepro-golden-dir) is the
-    user's choice. (The golden writer refuses it too: goldens/_writer.py.)"""
+    """A usage error when the golden directory is inside the project as given but a symlink (it, or
+    a folder above it) takes it outside the project and every allowed root: ``option``
+    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names."""
     escape = golden_dir_escape(config.stash[settings_key])
     if escape is None:
         return
@@ -406,10 +400,9 @@ def results_path(config: pytest.Config) -> Path | None:
 
 
 def check_outputs(config: pytest.Config) -> None:
-    """A usage error, before any model runs, for an output that could not be written at the end:
-    the --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory
-    when --mlrepro-update asks to write goldens. (Writing there for real, as the run would:
-    permission bits say nothing for root, nor for a read-only mount.)"""
+    """A usage error, before any model runs, for an output that could not be written at the end: the
+    --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory when
+    --mlrepro-update asks to write goldens."""
     if is_worker(config):
         return  # the controller checked before starting the workers
     checks: list[tuple[Path, str]] = []

@@ -1,15 +1,6 @@
 """pytest glue for the HTML report (``--mlrepro-html PATH``): the option, the pictures a drifted
 accuracy item collects (carried on its report, also across xdist), and the page written at the
-end of the session (on the controller only under xdist).
-
-The page is built by :func:`pytest_mlrepro.report.html.session_view` from the session's results
-rows (the same builder as ``mlrepro merge --html``); what is gathered here is only what rows do
-not carry: the pictures, the latency rounds and the pitfall tables kept beside the goldens
-(jinja2 and matplotlib, the ``report`` extra: ``report.html`` imports them only when a page or
-a picture is made, so that the engine loads without them). A passing item pays nothing for the
-report; a drifted one re-runs its preprocessing (golden and current pipeline) on a few probe
-samples and makes thumbnails of its changed samples, only when a report is asked for.
-"""
+end of the session (on the controller only under xdist)."""
 
 from __future__ import annotations
 

@@ -24,18 +24,9 @@ from ._junit import junit_view
 
 
 def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
-    """The node id of item ``name`` under ``parent``, given to pytest as text, for two reasons.
-
-    pytest 9.2 keeps a node id as parts (path, names, the ``[...]`` params). The id it builds for
-    a child named with brackets (``accuracy[cpu]``, not a parametrized function) differs from the
-    one it parses back from the last-failed cache, so ``--lf``/``--ff`` never matched our items
-    (pytest-dev/pytest#15045). Text is parsed the same way both times, and every pytest matches.
-
-    ``xdist_group``: the group that ``--dist loadgroup`` sends to one worker, as the ``@group``
-    suffix that pytest-xdist's scheduler reads from the id. xdist adds it for the
-    ``xdist_group`` marker by assigning a private attribute, which pytest 9.2 no longer reads
-    (both workers then decoded one data set); the suffix set here holds with every pytest, and no
-    marker is needed (nor registered: ``--strict-markers`` without xdist)."""
+    """The node id of item ``name`` under ``parent``, as text: pytest 9.2 parses a bracketed id
+    back differently from the one it builds (--lf never matched: pytest-dev/pytest#15045), and
+    reads no ``xdist_group`` marker; the ``@group`` suffix set here holds with every pytest."""
     nodeid = f"{parent.nodeid}::{name}"
     return f"{nodeid}@{xdist_group}" if xdist_group else nodeid
 
@@ -47,9 +38,7 @@ def loadgroup(config: pytest.Config, group: str) -> str | None:
 
 class LocatedFailure(str):
     """A failure's text that knows its place in the manifest: ``reprcrash`` is what pytest's
-    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``). The text itself is what
-    every reader of a string ``longrepr`` gets (reporters, pytest-xdist, which sends it as
-    ``str()``: a plain string)."""
+    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``)."""
 
     reprcrash: FailurePlace
 
@@ -173,11 +162,10 @@ class ManifestItem(pytest.Item):
             return "".join(traceback.format_exception(excinfo.value)).rstrip()
 
     def failure_line(self, text: str) -> int | None:
-        """The manifest line a failure of this item is located at: the line its text names
-        (an error worded ``<manifest>:<line>: field: ...``), else the line of the field the
-        diagnosis blames, else of the block the verdict is about (``model``: the results
-        drifted; ``dataset``, ``latency``, ``determinism``); None when the manifest has no such
-        line."""
+        """The manifest line a failure of this item is located at: the line its text names (an error
+        worded ``<manifest>:<line>: field: ...``), else the line of the field the diagnosis
+        blames, else of the block the verdict is about (``model``: the results drifted;
+        ``dataset``, ``latency``, ``determinism``); None when the manifest has no such line."""
         leading = _LEADING_PLACE.match(text)
         if leading and leading["file"] == display_path(self.config, self.path):
             return int(leading["line"])

@@ -1,9 +1,5 @@
 """The latency items, ``latency[<device>-b<batch>]``: the model (and one end-to-end request) timed
-at one batch size on one device, the distribution compared with this machine's golden. The item
-hands the check to the core (:func:`pytest_mlrepro.latency.run_latency`: measurement, golden
-store, verdict) and its text to :mod:`pytest_mlrepro.report`; under pytest-xdist it measures alone
-(:mod:`._xdist_lock`).
-"""
+at one batch size on one device, the distribution compared with this machine's golden."""
 
 from __future__ import annotations
 

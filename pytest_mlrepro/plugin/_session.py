@@ -1,12 +1,5 @@
-"""The top of the plugin's engine: the session object, one per pytest process, which every hook
-of the engine is a method of and delegates from (as syrupy's session does).
-
-The entry point (:mod:`pytest_mlrepro.plugin`) registers this module with pytest when a run needs
-the engine (a manifest collected, an option of the plugin given); its :func:`pytest_configure`
-(a historic hook: pytest calls it for a plugin registered late too) reads and checks the settings
-and registers the :class:`MlreproSession`, as pytest's junitxml and terminal reporter are
-registered. The state the hooks build is in ``config.stash`` (:class:`~._base.RunState`).
-"""
+"""The top of the plugin's engine: the session object, one per pytest process, which every hook of
+the engine is a method of and delegates from (as syrupy's session does)."""
 
 from __future__ import annotations
 

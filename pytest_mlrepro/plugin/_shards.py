@@ -1,12 +1,8 @@
 """Sharding in the plugin: ``--mlrepro-shard I/N`` (this run evaluates shard I of N of every data
-set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each accuracy
-item is split into K shard items, spread over pytest-xdist's workers like any items, whose parts
-the session merges into one verdict for the whole item as soon as all K have arrived).
-
-The merged verdict is a ``pytest.TestReport`` for the whole item's node id, sent through
-``pytest_runtest_logreport`` as pytest-xdist sends the report of a crashed worker's item: the
-terminal, JUnit XML and the exit status see it as an item's result.
-"""
+set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each
+accuracy item is split into K shard items, spread over pytest-xdist's workers like any items,
+whose parts the session merges into one verdict for the whole item as soon as all K have
+arrived)."""
 
 from __future__ import annotations
 

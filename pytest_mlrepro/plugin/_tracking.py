@@ -1,14 +1,7 @@
 """pytest glue for the tracking store (``--mlrepro-track [URI]``, ini ``mlrepro_track``;
-docs/tracking.md): the URI read and MLflow looked for when the run starts (a usage error
-before anything runs when it is not installed), and the session's results file logged at its
-end, on the controller only under xdist (after every worker's reports are in).
-
-A store that is down, slow or refusing never changes a verdict nor the exit status, and never
-loses the results: the results file is kept (``--mlrepro-json``'s, else one under
-``.mlrepro/untracked/``) and one line says what could not be logged and the ``mlrepro track``
-command that logs it later. MLflow is imported only here, at the session's end, and only when
-tracking is asked for (``pytest_mlrepro.tracking`` imports it inside its functions).
-"""
+docs/tracking.md): the URI read and MLflow looked for when the run starts (a usage error before
+anything runs when it is not installed), and the session's results file logged at its end, on the
+controller only under xdist (after every worker's reports are in)."""
 
 from __future__ import annotations
 

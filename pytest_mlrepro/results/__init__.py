@@ -1,10 +1,5 @@
-"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the
-merge of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result.
-
-The public core ``mlrepro merge`` builds on (no pytest): :func:`load_results` reads a file with
-errors that name the file and the JSON path of a bad field; :func:`combine` and
-:func:`merge_shards` put shards back together, exactly.
-"""
+"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the merge
+of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result."""
 
 from __future__ import annotations
 

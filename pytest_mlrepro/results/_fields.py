@@ -1,13 +1,6 @@
-"""The fields a results row carries beyond its metrics, made from plain data: what the manifest
-was (its normalised content, its digest, and apart from it the *pipeline* and the run
-*settings*), what changed sample by sample, and the diagnosis' summary. ``mlrepro merge`` and
-``mlrepro history`` read them back to say why a cell failed and what differs between machines
-or nights, without the pipelines themselves.
-
-Pipeline and settings are told apart on purpose: a manifest whose only edit is a thread count
-computes the same thing (up to the framework's own reduction order), and is "the same pipeline
-with other settings", never "another pipeline".
-"""
+"""The fields a results row carries beyond its metrics, made from plain data: what the manifest was
+(its normalised content, its digest, and apart from it the *pipeline* and the run *settings*),
+what changed sample by sample, and the diagnosis' summary."""
 
 from __future__ import annotations
 

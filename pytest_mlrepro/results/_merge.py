@@ -1,13 +1,5 @@
 """Shards put back together: the comparison of a whole run rebuilt from its shards' per-sample
-results, and the N shard rows of one evaluation merged into the row of the unsharded run.
-
-Exact, not approximate: each shard keeps, per sample, its top-k classes and scores, the golden's,
-and the score difference the comparison takes the maximum of; the union of the shards is the
-unsharded run's per-sample data (the shard rule partitions the data set and the golden alike), so
-:func:`combine` computes the unsharded :class:`~pytest_mlrepro.goldens.Comparison` with the same
-code (``goldens.comparison_of``), and :func:`merge_shards` decides with the same decision the item
-makes (``goldens.accuracy_decision``).
-"""
+results, and the N shard rows of one evaluation merged into the row of the unsharded run."""
 
 from __future__ import annotations
 
@@ -86,9 +78,8 @@ def _union(parts: Sequence[Results], what: str) -> Results:
 
 def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
     """The comparison with the golden of the union of ``parts`` (e.g. the N shards of a run):
-    exactly what ``goldens.compare`` gives for the whole run (whose samples, and golden's, are
-    in sample-id order, as a data set's are). ShardMergeError for no parts, a part that was not
-    compared with a golden, or parts that overlap."""
+    exactly what ``goldens.compare`` gives for the whole run (whose samples, and golden's, are in
+    sample-id order, as a data set's are)."""
     if not parts:
         raise ShardMergeError("no parts to combine")
     for number, part in enumerate(parts, 1):
@@ -228,11 +219,8 @@ def _timing(shards: Sequence[Row]) -> Timing | None:
 
 
 def merge_shards(rows: Sequence[Row]) -> Row:
-    """The N shard rows of one evaluation (one machine, manifest and device) merged into the
-    typed row of the unsharded run: its exact metrics and its verdict. A shard that failed on
-    its own (an error, no golden, non-finite outputs, a skip) makes the merged row fail, naming
-    the shard (``failed_shards``); ShardMergeError when the rows are not each shard
-    once (see :func:`check_shards`)."""
+    """The N shard rows of one evaluation (one machine, manifest and device) merged into the typed
+    row of the unsharded run: its exact metrics and its verdict."""
     shards = check_shards(rows)
     first = shards[0][1]
     merged = Row(

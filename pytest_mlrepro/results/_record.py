@@ -1,11 +1,5 @@
 """The results file as types: one frozen dataclass per object of the file, and the file's JSON
-Schema generated from them (:func:`results_schema`), so that the shape is said once.
-
-A field without a default is required; a field whose type admits None may be null (and, with a
-default, absent: files written before the field lack it). ``metadata={"schema": {...}}`` adds
-what a type cannot say (bounds, patterns, descriptions). Rows keep fields of other plugins and
-of later versions (``additionalProperties``): only the fields named here are typed.
-"""
+Schema generated from them (:func:`results_schema`), so that the shape is said once."""
 
 from __future__ import annotations
 
@@ -508,14 +502,11 @@ that no other text of the file can be (a quote inside a string is escaped there)
 
 
 def results_text(document: Document) -> str:
-    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json``
-    writes and the session's page reads back; ``created`` and ``one_time`` (the costs the process
-    paid once for all its items) left out when None.
-
-    Indented to be read, except each row's ``per_sample`` block, one line of compact JSON. Why:
-    the per-sample numbers are most of the file, and json's indenting encoder is pure Python, its
-    compact one C: the main job's nine rows took 0.46 s indented whole against 0.16 s so
-    (docs/measurements.md, issue 34), and the file is 2.6 times smaller."""
+    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json`` writes
+    and the session's page reads back; ``created`` and ``one_time`` (the costs the process paid
+    once for all its items) left out when None."""
+    # Indented to be read, except each row's per_sample block: one line by json's C encoder
+    # (the pure-Python indenting one took 0.46 s against 0.16 s: docs/measurements.md).
     blocks: list[str] = []
     results = []
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
@@ -550,10 +541,8 @@ def _json(value: Any) -> Any:
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
-    """The record ``cls`` of a JSON object that its schema accepts, with the fields ``given`` as
-    they are. Fields of other plugins and later versions, and those given as null (a latency
-    row's ``stale_golden``), go to its ``extra`` field if it has one (so that the file says them
-    as they were given), else are left out."""
+    """The record ``cls`` of a JSON object its schema accepts (the fields ``given`` as they are);
+    fields it does not name, and those given as null, go to its ``extra`` field if it has one."""
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]

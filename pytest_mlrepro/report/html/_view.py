@@ -49,12 +49,7 @@ SESSION_SOURCE = "this session's results"
 
 @dataclass(frozen=True)
 class SessionParts:
-    """What a session's page has beyond its results rows.
-
-    ``drift``: per drifted item, the pictures' part of its section, as its worker made it;
-    ``latency``: the rounds of each latency
-    measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
-    the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
+    """What a session's page has beyond its results rows."""
 
     drift: tuple[DriftSet, ...] = ()
     latency: tuple[LatencySeries, ...] = ()
