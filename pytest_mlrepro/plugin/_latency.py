@@ -87,10 +87,13 @@ class LatencyItem(ManifestItem):
         )
         head = replace(self.row_head(), batch=self.batch)
         measured = outcome.row or {}
-        fields = {**row_json(head), **dict(outcome.properties)}
+        facts = {k: v for k, v in dict(outcome.properties).items() if v is not None}
+        fields = {**row_json(head), **facts}
         if measured.get("measurements"):
             fields["measurements"] = measured["measurements"]
         self.row = record(Row, fields)
+        if self.row.extra:  # every field a check writes is one Row declares
+            raise TypeError(f"latency fields Row does not declare: {sorted(self.row.extra)}")
         self.benchmarks = None if outcome.row is None else list(measured["benchmarks"])
         if outcome.end == "pass":
             return

@@ -252,7 +252,7 @@ class JudgedStatistic:
     golden_ms: float
     now_ms: float
     ratio: float
-    outcome: str
+    outcome: str | None = None
     normalised: float | None = None
 
 

@@ -49,7 +49,7 @@ def test_every_field_a_check_writes_is_declared(project: Project) -> None:
         for p in ET.parse(project.path / "junit.xml").getroot().iter("property")
     }
     accuracy = next(row for row in document.results if row.kind == "accuracy")
-    (view,) = [v for k, v in suite.items() if k.endswith("accuracy[cpu]")]
+    (view,) = [v for k, v in suite.items() if str(k).endswith("accuracy[cpu]")]
     assert view["verdict"] == accuracy.verdict and view["top1"] == accuracy.top1
 
 

@@ -43,9 +43,6 @@ from ._model import (
 )
 from ._render import fmt
 
-SESSION_SOURCE = "this session's results"
-"""How the session's own results document is named in a message about it."""
-
 
 @dataclass(frozen=True)
 class SessionParts:
@@ -354,7 +351,6 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
 
 
 __all__ = [
-    "SESSION_SOURCE",
     "SessionParts",
     "environment_rows",
     "latency_series",
