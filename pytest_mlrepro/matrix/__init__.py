@@ -13,17 +13,18 @@ from ._build import (
 from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
     Cell,
+    CellVerdict,
     Dissent,
     ManifestAgreement,
     Matrix,
     PairAgreement,
     Source,
-    Status,
     status_of,
 )
 
 __all__ = [
     "Cell",
+    "CellVerdict",
     "Dissent",
     "History",
     "HistoryError",
@@ -35,7 +36,6 @@ __all__ = [
     "Point",
     "Series",
     "Source",
-    "Status",
     "build_history",
     "build_matrix",
     "majority_top1",

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import MlreproError
 from ..results import (
-    Diagnosis,
+    DiagnosisSummary,
     Document,
     Environment,
     Machine,
@@ -124,7 +124,7 @@ def _result(row: Row, nodeid: str) -> Row:
     of a file written before the summary was kept."""
     summary = row.diagnosis_summary
     if summary is None and row.diagnosis:
-        summary = Diagnosis(cause=row.diagnosis, lead="")
+        summary = DiagnosisSummary(cause=row.diagnosis, lead="")
     return replace(
         row,
         nodeid=nodeid,

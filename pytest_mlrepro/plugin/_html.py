@@ -132,7 +132,7 @@ def write_html_report(
             return None
 
     try:
-        view = session_view(session.config, state)
+        view = page_view(session.config, state)
         write_html(path, view, what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
@@ -170,7 +170,7 @@ def _sensitivity(
     return list(found.values())
 
 
-def session_view(config: pytest.Config, state: RunState) -> ReportView:
+def page_view(config: pytest.Config, state: RunState) -> ReportView:
     """The report of this session: its results rows through the one builder
     (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._record import ChangedSample, ChangedSamples, Diagnosis, DiagnosisSection
+from ._record import ChangedSample, ChangedSamples, DiagnosisSection, DiagnosisSummary
 
 SETTINGS = ("runtime",)
 """Top-level manifest blocks that say how the model runs, not what it computes: its settings
@@ -106,9 +106,9 @@ def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> Ch
 
 def diagnosis_summary(
     lead: str, cause: str, sections: Sequence[tuple[str, Sequence[str]]]
-) -> Diagnosis:
+) -> DiagnosisSummary:
     """The diagnosis as a row carries it: cause, lead sentence and evidence sections."""
-    return Diagnosis(
+    return DiagnosisSummary(
         cause=cause,
         lead=lead,
         sections=tuple(

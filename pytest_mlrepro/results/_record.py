@@ -221,7 +221,7 @@ class DiagnosisSection:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class DiagnosisSummary:
     """A diagnosed drift as a row keeps it: the cause (a pitfall category, ``environment``,
     ``model``…), the lead sentence and the evidence sections as the terminal shows them."""
 
@@ -325,7 +325,7 @@ class Row:
     outside_tolerance: tuple[str, ...] = ()
     changed_samples: ChangedSamples | None = None
     diagnosis: str | None = None
-    diagnosis_summary: Diagnosis | None = None
+    diagnosis_summary: DiagnosisSummary | None = None
     latency_tolerance: dict[str, float] | None = None
     shards: int | None = _optional("merged from this many shard items", minimum=1)
     batch: int | None = _optional("latency rows: the batch size", minimum=1)

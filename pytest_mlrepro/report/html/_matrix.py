@@ -36,7 +36,7 @@ def matrix_columns(top_k: str) -> tuple[str, ...]:
 
 
 MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
-"""A cell's standing (``matrix.Status``) as the page marks it."""
+"""A cell's standing (``matrix.CellVerdict``) as the page marks it."""
 
 
 def _num(value: float | int | None, spec: str) -> str:

@@ -6,7 +6,7 @@ report builds from its own results rows, and :mod:`._history` for the nights of 
 pytest or goldens: numbers are plain floats (accuracies in percent, latencies in milliseconds),
 images are base64 PNG.
 
-The matrix's own ``Matrix``, ``Cell`` and ``Status`` (:mod:`pytest_mlrepro.matrix`) are the
+The matrix's own ``Matrix``, ``Cell`` and ``CellVerdict`` (:mod:`pytest_mlrepro.matrix`) are the
 results; these are how a table shows them: :class:`MatrixTable` of :class:`TableCell`, marked
 with a :data:`Mark`.
 """
