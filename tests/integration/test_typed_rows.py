@@ -8,6 +8,7 @@ import dataclasses
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
 from helpers import Project
 
 from pytest_mlrepro.results import Row, load_results, record, row_json
@@ -26,6 +27,7 @@ def test_an_undeclared_field_lands_in_extra() -> None:
     assert record(Row, row_json(row)) == row
 
 
+@pytest.mark.about_xdist  # the row travels from the workers as JSON, rebuilt on the controller
 def test_every_field_a_check_writes_is_declared(project: Project) -> None:
     """Accuracy, latency and determinism rows (a drift, a skip, a pass), serial and under xdist:
     nothing in ``extra``, and the file's rows read back equal to what was written."""
