@@ -102,6 +102,3 @@ def enrich(
     if changes:
         out.golden = dataclasses.replace(golden, **changes)
     return out
-
-
-__all__ = ["Enrichment", "enrich"]

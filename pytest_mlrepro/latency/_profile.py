@@ -503,24 +503,3 @@ def findings_json(findings: OperatorFindings) -> dict[str, Any]:
             for ch in c.changes
         ],
     }
-
-
-__all__ = [
-    "PROFILE_CALLS",
-    "PROFILE_WARMUP",
-    "KindChange",
-    "KindShift",
-    "NoProfile",
-    "OperatorFindings",
-    "OperatorProfile",
-    "OperatorShift",
-    "OperatorTime",
-    "ProfileComparison",
-    "compare_profiles",
-    "findings_json",
-    "operator_findings",
-    "profile_from_json",
-    "profile_json",
-    "profile_of",
-    "take_profile",
-]

@@ -442,30 +442,3 @@ def display_path(config: pytest.Config, path: Path) -> str:
         return path.relative_to(config.rootpath).as_posix()
     except ValueError:
         return str(path)
-
-
-__all__ = [
-    "BENCHMARKS_ATTR",
-    "PER_SAMPLE_ATTR",
-    "ROW_ATTR",
-    "SPLIT_ATTR",
-    "GoldenAudit",
-    "MlreproFailure",
-    "RunOptions",
-    "RunState",
-    "check_outputs",
-    "display_path",
-    "is_worker",
-    "machine_name",
-    "option_or_ini",
-    "options",
-    "options_key",
-    "read_options",
-    "report_output_error",
-    "results_path",
-    "setting",
-    "settings_from",
-    "settings_key",
-    "state_of",
-    "terminal_stderr",
-]

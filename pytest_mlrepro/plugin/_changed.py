@@ -110,14 +110,3 @@ def nothing_changed_is_ok(session: pytest.Session) -> None:
 def changed_lines(config: pytest.Config) -> list[str]:
     """What the selection found, for the lines after "collected N items"."""
     return config.stash.get(_told_key, [])
-
-
-__all__ = [
-    "changed_lines",
-    "changed_ref",
-    "gather_changed",
-    "nothing_changed_is_ok",
-    "read_changes",
-    "select_changed",
-    "share_changed",
-]

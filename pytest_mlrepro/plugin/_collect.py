@@ -88,12 +88,3 @@ def _kind_order(item: pytest.Item) -> int:
     """Items by kind: accuracy, latency, determinism, then the kinds of other plugins."""
     kind = getattr(item, "kind", None)
     return KINDS.index(kind) if kind in KINDS else len(KINDS)
-
-
-__all__ = [
-    "ManifestFile",
-    "devices_for",
-    "is_mlrepro_item",
-    "markers_for",
-    "preload_frameworks",
-]

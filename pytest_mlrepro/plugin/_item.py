@@ -251,6 +251,3 @@ class EvaluatingItem(ManifestItem):
             golden = None
         env = golden.environment if golden is not None else None
         return explain_build_mismatch(exc, env, display_path(self.config, path))
-
-
-__all__ = ["EvaluatingItem", "FailurePlace", "LocatedFailure", "ManifestItem", "key_path"]

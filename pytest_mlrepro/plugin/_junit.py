@@ -145,6 +145,3 @@ class JunitGlue:
             suite.insert(0, properties)
         for nodeid, value in self.suite.items():
             ET.SubElement(properties, "property", name=SUITE_PROPERTY + nodeid, value=value)
-
-
-__all__ = ["SUITE_PROPERTY", "as_json", "junit_view", "register"]

@@ -142,6 +142,3 @@ def _soft_limit(seconds: float, what: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         outer.restore()
-
-
-__all__ = ["HARD_KILL_GRACE_S", "ItemTimeout", "time_limit"]

@@ -348,16 +348,3 @@ def register_markers(config: pytest.Config) -> None:
         )
     for device in DEVICES:
         config.addinivalue_line("markers", f"{MARKER}_{device}: pytest-mlrepro items on {device}")
-
-
-__all__ = [
-    "DEFAULT_MAX_CONTENTION",
-    "INI_KEYS",
-    "KINDS",
-    "LOCK_INPUT",
-    "MARKER",
-    "OPTIONS",
-    "add_options",
-    "given",
-    "register_markers",
-]

@@ -44,6 +44,3 @@ def one_time(config: pytest.Config, name: str) -> Iterator[None]:
         spent = state_of(config).one_time.setdefault(name, {"wall": 0.0, "cpu": 0.0})
         spent["wall"] = round(spent["wall"] + time.perf_counter() - wall, 4)
         spent["cpu"] = round(spent["cpu"] + time.process_time() - cpu, 4)
-
-
-__all__ = ["accounted", "one_time"]

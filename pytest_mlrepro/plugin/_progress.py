@@ -60,6 +60,3 @@ class TerminalProgress:
             self.stream.write(text.ljust(width) + "\b" * width)
             self.stream.flush()
         self.shown = len(text)
-
-
-__all__ = ["MIN_INTERVAL_S", "TerminalProgress"]

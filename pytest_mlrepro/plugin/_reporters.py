@@ -19,6 +19,3 @@ def tell_allure(config: pytest.Config, parameters: dict[str, str]) -> None:
     allure: Any = importlib.import_module("allure")
     for name, value in parameters.items():
         allure.dynamic.parameter(name, value)
-
-
-__all__ = ["tell_allure"]

@@ -53,6 +53,3 @@ def latency_row(report: pytest.TestReport) -> tuple[Row, list[dict[str, Any]]] |
     if row is None or row.kind != "latency" or not isinstance(benchmarks, list):
         return None
     return row, benchmarks
-
-
-__all__ = ["latency_row", "results_row"]

@@ -96,6 +96,3 @@ class SelectorGlue:
                 "(their models, data and goldens are no Python code)"
             )
         return lines
-
-
-__all__ = ["picked_ref", "register", "remember_args"]

@@ -147,11 +147,3 @@ def emit(config: pytest.Config, report: pytest.TestReport) -> None:
         user_properties=report.user_properties,
     )
     config.hook.pytest_runtest_logreport(report=teardown)
-
-
-__all__ = [
-    "Gathering",
-    "Split",
-    "emit",
-    "merged_report",
-]

@@ -268,11 +268,3 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             "reference workload ran faster now than at recording)"
         )
     return f"both ratios within {tol}: {views(closest)}"
-
-
-__all__ = [
-    "explain_latency",
-    "fmt_ms",
-    "latency_decided_by",
-    "latency_outcome_text",
-]

@@ -155,6 +155,3 @@ def operators_lead(ops: Operators) -> str:
         return f"the graph changed: {kinds} took {_pct(ops.covered)} of the added time"
     head = "most operators, evenly" if ops.pattern == "evenly" else "concentrated"
     return f"{head}: {n} {unit if n != 1 else unit[:-1]} took {_pct(ops.covered)} of the added time"
-
-
-__all__ = ["operators_lead", "operators_text"]

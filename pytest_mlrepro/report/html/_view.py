@@ -348,12 +348,3 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
     if rows:
         rows += [("machines", note) for note in machine_notes(matrix)]
     return tuple(rows)
-
-
-__all__ = [
-    "SessionParts",
-    "environment_rows",
-    "latency_series",
-    "matrix_view",
-    "session_view",
-]
