@@ -6,16 +6,16 @@ from ._run import (
     AccuracyOutcome,
     AccuracyRequest,
     ReferenceOutcome,
-    evaluating,
     run_accuracy,
     stopped,
+    with_hardware,
 )
 
 __all__ = [
     "AccuracyOutcome",
     "AccuracyRequest",
     "ReferenceOutcome",
-    "evaluating",
     "run_accuracy",
     "stopped",
+    "with_hardware",
 ]

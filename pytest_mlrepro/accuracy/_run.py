@@ -58,7 +58,6 @@ from ..results import (
     Timing,
     changed_samples,
     diagnosis_summary,
-    record,
     shard_results,
     shard_verdict,
 )
@@ -211,33 +210,29 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
     return replace(run.outcome, row=row, status=status, notes=row.notes)
 
 
-def evaluating(
-    row: Row, manifest: Manifest, device: str, settings: Settings, shard: Shard | None
-) -> tuple[Row, ResolvedDataset]:
-    """The row's framework version and hardware key, and the data set resolved (raising the
-    core's errors: :func:`stopped` says how each ends the item)."""
+def with_hardware(row: Row, manifest: Manifest, device: str) -> Row:
+    """The row with its framework's version and hardware key (raising the core's errors:
+    :func:`stopped` says how each ends the item)."""
     version = check_framework(manifest)
     rt = manifest.runtime
     key = hardware_key(
         device, manifest.framework.name, version, rt.intra_op_threads, rt.inter_op_threads
     )
-    row = replace(row, framework_version=version, hardware_key=key.fields, hardware_slug=key.slug)
-    return row, resolve_dataset(manifest, settings, shard)
+    return replace(row, framework_version=version, hardware_key=key.fields, hardware_slug=key.slug)
 
 
-def stopped(exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
-    """How an error of the evaluation ends an item (the skip or failure for the plugin to map,
-    its row's verdict and facts): a missing piece is a skip (a failure when ``strict``)."""
-    blank = record(Row, {"nodeid": "", "outcome": "failed"})
+def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
+    """How an error of the evaluation ends an item (for the plugin to map) and its row then: a
+    missing piece is a skip (a failure when ``strict``), any other error a failure."""
     if isinstance(exc, Unavailable):
         verdict = "unavailable (strict)" if strict else "skipped"
-        return "unavailable", "fail" if strict else "skip", replace(blank, verdict=verdict)
-    if isinstance(exc, NonFiniteOutputs):
-        nonfinite = replace(blank, diagnosis="the model produced non-finite outputs")
-        nonfinite = replace(nonfinite, nonfinite_samples=len(exc.ids))
-        return "non-finite outputs", "fail", replace(nonfinite, verdict="non-finite outputs")
+        return "unavailable", "fail" if strict else "skip", replace(row, verdict=verdict)
+    if isinstance(exc, NonFiniteOutputs):  # the model's own failure, not a drift to diagnose
+        diagnosis = "the model produced non-finite outputs"
+        row = replace(row, diagnosis=diagnosis, nonfinite_samples=len(exc.ids))
+        return "non-finite outputs", "fail", replace(row, verdict="non-finite outputs")
     reason: Reason = "build mismatch" if isinstance(exc, BuildMismatch) else "error"
-    return reason, "fail", replace(blank, verdict="error")
+    return reason, "fail", replace(row, verdict="error")
 
 
 class _Run:
@@ -287,23 +282,20 @@ class _Run:
         and loaded, nothing run). An error of the tool ends the check (:func:`stopped`)."""
         r = self.r
         try:
-            self.row, dataset = evaluating(self.row, r.manifest, r.device, r.settings, r.shard)
+            self.row = with_hardware(self.row, r.manifest, r.device)
+            dataset = resolve_dataset(r.manifest, r.settings, r.shard)
             if run is None:
                 load_runner(r.manifest, r.device, r.settings)
                 return None, dataset
             with r.progress(len(dataset.samples)) as progress:
                 return run(dataset, progress), dataset
         except MlreproError as exc:
-            reason, end, facts = stopped(exc, r.strict)
-            self.row = replace(
-                self.row, verdict=facts.verdict, diagnosis=facts.diagnosis,
-                nonfinite_samples=facts.nonfinite_samples,
-            )  # fmt: skip
+            reason, end, self.row = stopped(self.row, exc, r.strict)
             build = exc if isinstance(exc, BuildMismatch) else None
             message = exc.message if isinstance(exc, NonFiniteOutputs) else str(exc)
             self.outcome = replace(
                 self.outcome, status="skipped" if end == "skip" else "failed", end=end,
-                reason=reason, verdict=str(facts.verdict), message=message, build=build,
+                reason=reason, verdict=str(self.row.verdict), message=message, build=build,
             )  # fmt: skip
             raise _Ended() from None
 

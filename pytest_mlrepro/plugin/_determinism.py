@@ -9,7 +9,8 @@ from typing import ClassVar
 
 import pytest
 
-from ..accuracy import evaluating, stopped
+from ..accuracy import stopped, with_hardware
+from ..data import resolve_dataset
 from ..errors import BuildMismatch, MlreproError, NonFiniteOutputs
 from ..evaluation import evaluate_runs, judge_runs
 from ..manifest import Determinism, Manifest
@@ -56,17 +57,14 @@ class DeterminismItem(EvaluatingItem):
         self.row = replace(self.row_head(), shard=self.shard)
         strict = options(config).strict
         try:
-            self.row, dataset = evaluating(self.row, m, device, settings, self.shard)
+            self.row = with_hardware(self.row, m, device)
+            dataset = resolve_dataset(m, settings, self.shard)
             with TerminalProgress(config, len(dataset.samples)) as progress:
                 runs, comparison = evaluate_runs(
                     m, device, settings, dataset, spec.runs, spec.tolerance, progress
                 )
         except MlreproError as exc:
-            reason, end, facts = stopped(exc, strict)
-            self.row = replace(
-                self.row, verdict=facts.verdict, diagnosis=facts.diagnosis,
-                nonfinite_samples=facts.nonfinite_samples,
-            )  # fmt: skip
+            reason, end, self.row = stopped(self.row, exc, strict)
             shown = f"{display_path(config, self.path)} [{device}]"
             if isinstance(exc, BuildMismatch):
                 text = self.explain_build(exc)
