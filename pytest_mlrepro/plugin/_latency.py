@@ -3,6 +3,7 @@ at one batch size on one device, the distribution compared with this machine's g
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -87,7 +88,9 @@ class LatencyItem(ManifestItem):
         )
         head = replace(self.row_head(), batch=self.batch)
         measured = outcome.row or {}
-        facts = {k: v for k, v in dict(outcome.properties).items() if v is not None}
+        found = outcome.facts
+        facts = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+        facts = {k: v for k, v in facts.items() if v is not None and v != ()}
         fields = {**row_json(head), **facts}
         if measured.get("measurements"):
             fields["measurements"] = measured["measurements"]

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from helpers import Project
 
+from pytest_mlrepro.latency import LatencyFacts
 from pytest_mlrepro.results import Row, load_results, record, row_json
 
 LATENCY = (
@@ -25,6 +26,13 @@ def test_an_undeclared_field_lands_in_extra() -> None:
     row = record(Row, {"nodeid": "a", "outcome": "passed", "not_a_field": 1})
     assert row.extra == {"not_a_field": 1}
     assert record(Row, row_json(row)) == row
+
+
+def test_every_latency_fact_is_a_row_field() -> None:
+    """The latency check (which cannot import ``results``) writes a typed record whose every
+    field is one ``Row`` declares: the plugin makes the row of it by name."""
+    rows = {f.name: f for f in dataclasses.fields(Row)}
+    assert {f.name for f in dataclasses.fields(LatencyFacts)} <= set(rows)
 
 
 @pytest.mark.about_xdist  # the row travels from the workers as JSON, rebuilt on the controller
