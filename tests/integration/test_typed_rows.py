@@ -37,7 +37,7 @@ def test_every_latency_fact_is_a_row_field() -> None:
 
 @pytest.mark.about_xdist  # the row travels from the workers as JSON, rebuilt on the controller
 def test_every_field_a_check_writes_is_declared(project: Project) -> None:
-    """Accuracy, latency and determinism rows (a drift, a skip, a pass), serial and under xdist:
+    """Accuracy, latency and determinism rows (passes and a skip), serial and under xdist:
     nothing in ``extra``, and the file's rows read back equal to what was written."""
     project.make(
         {"tiny_onnx.yaml": project.manifest("tiny_onnx", extra=LATENCY)}, goldens=["tiny_onnx"]
