@@ -1,24 +1,4 @@
-"""A golden gains the evidence it lacks without being re-recorded (``--mlrepro-enrich``).
-
-A golden recorded by an older release keeps its figures but not the evidence this release
-records beside them: layer fingerprints, step fingerprints, decoded-pixel identities, the data's
-checksums, environment fields. Re-recording it to gain them would also replace every figure with
-this run's, which is the one thing a reproducibility check should not do blindly. When a run
-reproduces the golden (every compared figure within tolerance, on the golden's data, from the
-golden's manifest), :func:`enrich` returns the golden with only the missing evidence added:
-the figures (samples, scores, metrics), the recorded manifest and every recorded field are kept
-as they are, so that the file's figures stay byte-identical.
-
-Each piece is added only where it describes what the golden describes:
-
-* step fingerprints, when the golden has none; layer fingerprints, only on step probes whose
-  every step output is the golden's own (the same input to the model as when it was recorded);
-* decoded-pixel identities and the data's checksums, from the files this run verified (the
-  caller refuses enrichment on changed data, except a byte change proven to decode to the
-  golden's pixels, which refreshes the data's checksums);
-* environment fields the golden lacks, only when every field it does record is this run's:
-  a CPU flag list of another machine beside the recorded CPU would mislead.
-"""
+"""A golden gains the evidence it lacks without being re-recorded (``--mlrepro-enrich``)."""
 
 from __future__ import annotations
 

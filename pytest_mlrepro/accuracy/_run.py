@@ -2,15 +2,11 @@
 absence said before the model runs), the model evaluated over the data set or its shard (through
 the item's own evaluation, which knows its skips and failures), the reference manifest's golden
 checked, the golden read and compared, the verdict decided (:func:`goldens.accuracy_decision`),
-the golden recorded when the decision says so, and a drift diagnosed.
-
-No pytest and no wording here: :func:`run_accuracy` returns an :class:`AccuracyOutcome`, one
-immutable record (the item's properties in order, its per-sample results, its status, how the
-item ends and the facts its text needs); ``report.accuracy_outcome_text`` words it.
-"""
+the golden recorded when the decision says so, and a drift diagnosed."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,7 +15,8 @@ from typing import Any, Literal
 
 from .. import goldens as golden_store
 from .._phases import phase
-from ..data import ResolvedDataset, Shard
+from .._status import End, Status
+from ..data import ResolvedDataset, Shard, resolve_dataset
 from ..diagnosis import (
     DiagnosisWording,
     check_pixel_identity,
@@ -30,9 +27,17 @@ from ..diagnosis import (
     record_step_fingerprints,
     step_fingerprints_up_to_date,
 )
-from ..errors import GoldenError, ManifestError, MlreproError, OutputError
+from ..errors import (
+    BuildMismatch,
+    GoldenError,
+    ManifestError,
+    MlreproError,
+    NonFiniteOutputs,
+    OutputError,
+    Unavailable,
+)
 from ..evaluation import Evaluation, Progress, SharedLoader, controls_in_force, evaluate
-from ..fingerprint import environment
+from ..fingerprint import environment, hardware_key
 from ..goldens import (
     Comparison,
     DataChange,
@@ -49,24 +54,19 @@ from ..goldens import (
 from ..manifest import Manifest
 from ..results import (
     Part,
-    Status,
+    Row,
+    Timing,
     changed_samples,
     diagnosis_summary,
     shard_results,
     shard_verdict,
 )
+from ..runners import check_framework, load_runner
 from ..settings import Settings
 from ._enrich import enrich
 
-AddProperty = Callable[[str, Any], None]
-"""Where a property goes, in the order the run finds it."""
-EvaluationRun = Callable[[ResolvedDataset, Progress], Evaluation]
-"""The evaluation itself, told the resolved data set and the progress to report to."""
-Evaluate = Callable[[EvaluationRun | None, AddProperty], tuple[Evaluation | None, ResolvedDataset]]
-"""The item's evaluation: the framework checked, the data set resolved, then the run (None: the
-model verified and loaded, nothing run). Its properties go to the :data:`AddProperty` it is
-given, so that they stay in order with the run's. It may end the item by raising (a missing
-piece skips it, a broken model fails it): the outcome's ``interrupted``."""
+Progressing = Callable[[int], contextlib.AbstractContextManager[Progress]]
+"""The item's progress display over this many samples (the terminal's, under pytest)."""
 
 Reason = Literal[
     "passed",  # passed, or a golden written
@@ -83,6 +83,10 @@ Reason = Literal[
     "reference error",  # passed, but the reference check could not run
     "reference disagreement",  # passed, but the reference disagrees
     "written, reference failed",  # the golden written (``action``); the reference check failed
+    "unavailable",  # a framework, data set or device missing (``message``): skipped
+    "non-finite outputs",  # the model's own failure, nothing compared (``message``)
+    "build mismatch",  # the framework's build is not the model's (``build``)
+    "error",  # any other error of the tool (``message``)
 ]
 
 
@@ -121,7 +125,7 @@ class Drifted:
 @dataclass(frozen=True)
 class AccuracyRequest:
     """What one accuracy item asks: its manifest, device and shard, the run's settings, what it
-    may write, how it names things, and its own evaluation (:data:`Evaluate`)."""
+    may write, how it names things, and how it shows progress."""
 
     manifest: Manifest
     device: str
@@ -131,36 +135,32 @@ class AccuracyRequest:
     records: bool  # this device's item writes the (device-independent) golden
     manifest_path: Path
     shown: Callable[[Path], str]  # a path as the run shows it
-    evaluate: Evaluate
+    progress: Progressing
     diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
-    # The row's first properties: kind, manifest, device, framework, the manifest's identity.
-    head: tuple[tuple[str, Any], ...] = ()
+    head: Row  # the row's first fields: kind, manifest, device, framework, manifest identity
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
     fingerprint_samples: int = 0  # samples whose per-step fingerprints a recorded golden keeps
     shared: SharedLoader | None = None  # the session's shared preprocessing for this evaluation
     enrich: bool = False  # --mlrepro-enrich: a reproduced golden gains the evidence it lacks
-    # --mlrepro-strict: any byte change of the data fails, even one that decodes to the golden's
-    # pixels.
-    strict_data: bool = False
+    # --mlrepro-strict: a missing piece fails the item, and any byte change of the data fails,
+    # even one that decodes to the golden's pixels.
+    strict: bool = False
 
 
 @dataclass(frozen=True)
 class AccuracyOutcome:
-    """How an accuracy item ends: its ``status`` (the results file's; ``failed`` and ``no golden``
-    fail the item), why (``reason``, ``verdict``), its properties in order, what its report
-    carries, and the facts the text of a failure needs.
+    """How an accuracy item ends (``end``; ``status``, the results file's), why (``reason``,
+    ``verdict``), its typed ``row`` and the facts the text of a failure needs. ``interrupted``:
+    the item's time limit or Ctrl-C, raised again by the caller once it has taken the row."""
 
-    ``interrupted``: what ended the run before its verdict, to be raised again by the caller once
-    it has taken what was found: the evaluation's own ending of the item (a skip, a failure it
-    worded) or an interruption (the item's time limit, Ctrl-C); then ``status`` is None (how the
-    item ends is pytest's)."""
-
+    row: Row
     status: Status | None = "passed"
+    end: End = "pass"
     reason: Reason = "passed"
-    verdict: str = ""  # the last verdict the check gave (the evaluation's own are properties)
-    properties: tuple[tuple[str, Any], ...] = ()
+    verdict: str = ""  # the last verdict the check gave
     interrupted: BaseException | None = None
+    build: BuildMismatch | None = None
     per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
     classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
     drifted: Drifted | None = None
@@ -185,10 +185,6 @@ class AccuracyOutcome:
     notes: tuple[str, ...] = ()
 
     @property
-    def failed(self) -> bool:
-        return self.status in ("failed", "no golden")
-
-    @property
     def verb(self) -> str:
         """What the golden's writing would have done: ``recorded`` or ``updated``."""
         return "recorded" if self.action == "recorded" else "updated"
@@ -206,28 +202,53 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
     except _Ended:
         pass
     except BaseException as exc:  # handed back, not lost: see AccuracyOutcome.interrupted
-        return run.record(None, exc)
+        return replace(run.outcome, row=run.row, status=None, interrupted=exc, notes=(*run.notes,))
     status = run.outcome.status
     if status == "passed":  # not failed: what passed
         status = "recorded" if run.written else "partial" if run.partial else "passed"
-    run.add("status", status)
-    return run.record(status, None)
+    row = replace(run.row, status=status, notes=tuple(run.notes))
+    return replace(run.outcome, row=row, status=status, notes=row.notes)
+
+
+def with_hardware(row: Row, manifest: Manifest, device: str) -> Row:
+    """The row with its framework's version and hardware key (raising the core's errors:
+    :func:`stopped` says how each ends the item)."""
+    version = check_framework(manifest)
+    rt = manifest.runtime
+    key = hardware_key(
+        device, manifest.framework.name, version, rt.intra_op_threads, rt.inter_op_threads
+    )
+    return replace(row, framework_version=version, hardware_key=key.fields, hardware_slug=key.slug)
+
+
+def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
+    """How an error of the evaluation ends an item (for the plugin to map) and its row then: a
+    missing piece is a skip (a failure when ``strict``), any other error a failure."""
+    if isinstance(exc, Unavailable):
+        verdict = "unavailable (strict)" if strict else "skipped"
+        return "unavailable", "fail" if strict else "skip", replace(row, verdict=verdict)
+    if isinstance(exc, NonFiniteOutputs):  # the model's own failure, not a drift to diagnose
+        diagnosis = "the model produced non-finite outputs"
+        row = replace(row, diagnosis=diagnosis, nonfinite_samples=len(exc.ids))
+        return "non-finite outputs", "fail", replace(row, verdict="non-finite outputs")
+    reason: Reason = "build mismatch" if isinstance(exc, BuildMismatch) else "error"
+    return reason, "fail", replace(row, verdict="error")
 
 
 class _Run:
-    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they
-    are found; the properties and notes in lists), frozen into the record at its end: whatever
-    ends it early (a verdict, the evaluation's skip, the time limit) leaves everything found
-    before."""
+    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they are
+    found; the properties and notes in lists), frozen into the record at its end: whatever ends
+    it early (a verdict, the evaluation's skip, the time limit) leaves everything found before."""
 
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
+        self.row = request.head
         self.outcome = AccuracyOutcome(
+            row=request.head,
             manifest_shown=request.shown(request.manifest_path),
             device=request.device,
             name=request.manifest.name,
         )
-        self.properties: list[tuple[str, Any]] = []
         self.notes: list[str] = []
         self.data_files: dict[str, str] = {}  # {sample id: sha256} of the data, once resolved
         self.written = False
@@ -240,21 +261,8 @@ class _Run:
         # written by another run since is never written over: goldens/_writer.py).
         self._based_on = golden_store.Based(None)
 
-    def record(self, status: Status | None, interrupted: BaseException | None) -> AccuracyOutcome:
-        """The check's record, frozen: its facts, properties and notes as they stand."""
-        return replace(
-            self.outcome,
-            status=status,
-            interrupted=interrupted,
-            properties=tuple(self.properties),
-            notes=tuple(self.notes),
-        )
-
-    def add(self, key: str, value: Any) -> None:
-        self.properties.append((key, value))
-
     def _verdict(self, verdict: str) -> None:
-        self.add("verdict", verdict)
+        self.row = replace(self.row, verdict=verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
 
     def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
@@ -264,14 +272,37 @@ class _Run:
         if verdict is not None:
             self._verdict(verdict)
         failed: Status = "no golden" if reason == "no golden" else "failed"
-        self.outcome = replace(self.outcome, status=failed, reason=reason, **facts)
+        self.outcome = replace(self.outcome, status=failed, end="fail", reason=reason, **facts)
         return _Ended()
+
+    def _evaluate(
+        self, run: Callable[[ResolvedDataset, Progress], Evaluation] | None
+    ) -> tuple[Evaluation | None, ResolvedDataset]:
+        """The framework checked, the data set resolved, then ``run`` (None: the model verified
+        and loaded, nothing run). An error of the tool ends the check (:func:`stopped`)."""
+        r = self.r
+        try:
+            self.row = with_hardware(self.row, r.manifest, r.device)
+            dataset = resolve_dataset(r.manifest, r.settings, r.shard)
+            if run is None:
+                load_runner(r.manifest, r.device, r.settings)
+                return None, dataset
+            with r.progress(len(dataset.samples)) as progress:
+                return run(dataset, progress), dataset
+        except MlreproError as exc:
+            reason, end, self.row = stopped(self.row, exc, r.strict)
+            build = exc if isinstance(exc, BuildMismatch) else None
+            message = exc.message if isinstance(exc, NonFiniteOutputs) else str(exc)
+            self.outcome = replace(
+                self.outcome, status="skipped" if end == "skip" else "failed", end=end,
+                reason=reason, verdict=str(self.row.verdict), message=message, build=build,
+            )  # fmt: skip
+            raise _Ended() from None
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
         evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
-        results' top-k classes). Read leniently: a golden that cannot be read is compared with
-        nothing, and its error is kept for :meth:`_read_golden`, which reports it."""
+        results' top-k classes)."""
         r = self.r
         try:
             self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
@@ -291,15 +322,8 @@ class _Run:
         m, settings = r.manifest, r.settings
         writes = r.update and r.records
         # What a results file needs to tell this evaluation from others: the row's head, the
-        # tolerances and the shard (the hardware key: the item's evaluation).
-        self.properties.extend(r.head)
-        tol = m.tolerances
-        self.add(
-            "tolerances",
-            {"top1": tol.top1, "top5": tol.top5, "agreement": tol.agreement, "score": tol.score},
-        )
-        if r.shard is not None:
-            self.add("shard", r.shard.as_json())
+        # tolerances and the shard (the hardware key: the evaluation's).
+        self.row = replace(self.row, tolerances=m.tolerances, shard=r.shard)
         path = golden_store.golden_path(m, settings)
         self.outcome = replace(self.outcome, golden_shown=r.shown(path))
         if not writes and not path.exists() and not path.is_symlink():
@@ -307,8 +331,8 @@ class _Run:
             # data and the model are still found, verified and loaded: runs=0). A golden that
             # exists but is broken still gets an evaluation, so that its failure shows this
             # run's numbers.
-            _, dataset = r.evaluate(None, self.add)
-            self.add("samples", len(dataset.samples))
+            _, dataset = self._evaluate(None)
+            self.row = replace(self.row, samples=len(dataset.samples))
             raise self._fail("no golden", "no golden", model_run=False)
         with phase("comparison"):
             keep = self._compared_with(path)
@@ -316,7 +340,7 @@ class _Run:
         def run(dataset: ResolvedDataset, progress: Progress) -> Evaluation:
             return evaluate(m, r.device, settings, dataset, progress, keep=keep, shared=r.shared)
 
-        result, dataset = r.evaluate(run, self.add)
+        result, dataset = self._evaluate(run)
         assert result is not None
         with phase("comparison"):
             self._judge(result, dataset, path, writes)
@@ -331,17 +355,18 @@ class _Run:
         self.outcome = replace(self.outcome, classes=dataset.class_names)
         self.data_files = dataset.checksums
         now = result.results
-        for key, value in (
-            ("samples", len(now.ids)),
-            ("top1", round(now.top1, 4)),
-            ("top5", round(now.top5, 4)),
-            ("timing.seconds", round(result.seconds, 3)),
-            ("controls", controls_in_force(m, result.runner_info)),
-            ("data", result.dataset_origin),
-        ):
-            self.add(key, value)
-        if dataset.identity:  # the data set's version: shards merge only within one
-            self.add("data_identity", dataset.identity)
+        self.row = replace(
+            self.row,
+            samples=len(now.ids),
+            top1=round(now.top1, 4),
+            top5=round(now.top5, 4),
+            top_k=m.postprocess.top_k if m.postprocess.top_k < 5 else None,
+            timing=Timing(seconds=round(result.seconds, 3)),
+            controls=controls_in_force(m, result.runner_info),
+            data=result.dataset_origin,
+            # The data set's version: shards merge only within one.
+            data_identity=dataset.identity or None,
+        )
         with phase("writing"):  # compared with nothing, yet
             self.outcome = replace(self.outcome, per_sample=Part(now, None, {}).to_json())
         # Before any golden is written: an update that contradicts the reference is refused.
@@ -352,11 +377,11 @@ class _Run:
             # A reference check decides with tolerances over the whole data set: not a shard's.
             ref = None
             if m.reference is not None:
-                self.add("reference_verdict", f"not checked in shard {r.shard}")
+                self.row = replace(self.row, reference_verdict=f"not checked in shard {r.shard}")
         golden = self._read_golden(path, writes)
         if golden is not None and golden.digest is not None:
             # The golden's version: shards compared with two recordings never merge.
-            self.add("golden_digest", golden.digest)
+            self.row = replace(self.row, golden_digest=golden.digest)
         if golden is None:
             decision = accuracy_decision(writes=writes, has_golden=False)
             if decision.action == "record":
@@ -367,7 +392,7 @@ class _Run:
         classes_now = int(result.scores.shape[1])
         if recorded_classes != classes_now:
             # Nothing to compare sample by sample: the class indices mean other classes.
-            self.add("golden", self.outcome.golden_shown)
+            self.row = replace(self.row, golden=self.outcome.golden_shown)
             decision = accuracy_decision(writes=writes, has_golden=True, classes_match=False)
             if decision.action == "record":
                 self._record(path, result, decision.reason, ref)
@@ -378,7 +403,7 @@ class _Run:
                     golden.results, now, recorded_classes, classes_now, r.diagnosis_wording
                 )
             if named is not None:
-                self.add("diagnosis", named[1])
+                self.row = replace(self.row, diagnosis=named[1])
             raise self._fail(
                 "classes changed",
                 "drift",
@@ -393,17 +418,20 @@ class _Run:
         with phase("writing"):
             per_sample = Part(now, golden.results, diffs).to_json()
             self.outcome = replace(self.outcome, per_sample=per_sample)
-        self.add("agreement", round(comparison.agreement, 6))
-        self.add("golden_top1", round(comparison.golden_top1, 4))
-        self.add("golden_top5", round(comparison.golden_top5, 4))
-        self.add("top5_changed", _top5_changed(golden.results, now))
-        if math.isfinite(comparison.max_score_diff):
-            self.add("max_score_diff", float(f"{comparison.max_score_diff:.3g}"))
-        self.add("golden", self.outcome.golden_shown)
+        finite = math.isfinite(comparison.max_score_diff)
+        self.row = replace(
+            self.row,
+            agreement=round(comparison.agreement, 6),
+            golden_top1=round(comparison.golden_top1, 4),
+            golden_top5=round(comparison.golden_top5, 4),
+            top5_changed=_top5_changed(golden.results, now),
+            max_score_diff=float(f"{comparison.max_score_diff:.3g}") if finite else None,
+            golden=self.outcome.golden_shown,
+        )
         change = data_change(golden, now, self.data_files)
         change = self._same_pixels(golden, change, result)
         if change.changed:
-            self.add("data_changed", change.summary())
+            self.row = replace(self.row, data_changed=change.summary())
         if r.shard is not None:
             # A part: it failed above for its own errors; the tolerance verdict belongs to the
             # merge of all shards (mlrepro merge, or the session for a split item).
@@ -450,8 +478,9 @@ class _Run:
             )
         # What a results file keeps of a failed comparison: the levels outside tolerance and the
         # samples whose top-1 changed (the report's table of them).
-        self.add("outside_tolerance", list(comparison.failures))
-        self.add("changed_samples", changed_samples(comparison.changed, self.outcome.classes))
+        changed = changed_samples(comparison.changed, self.outcome.classes)
+        failures = tuple(comparison.failures)
+        self.row = replace(self.row, outside_tolerance=failures, changed_samples=changed)
         drifted = Drifted(golden, result)
         self.outcome = replace(self.outcome, drifted=drifted, comparison=comparison, change=change)
         self._diagnose(drifted, comparison, change)
@@ -462,18 +491,15 @@ class _Run:
         raise self._fail("drift", "drift")
 
     def _note(self, text: str) -> None:
-        """A sentence for the run's notes; the results row keeps them as one list."""
-        if not self.notes:
-            self.add("notes", self.notes)  # the same list: later notes join it
+        """A sentence for the run's notes (the row's ``notes``)."""
         self.notes.append(text)
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
         """``change`` without the files whose bytes changed but whose decoded pixels are the
-        golden's (a comment, a container, an ICC profile): the model sees the same input, so
-        they are no data change, and a note names them. Under --mlrepro-strict every byte
-        change stays one."""
+        golden's (a comment, a container, an ICC profile): the model sees the same input, so they
+        are no data change, and a note names them."""
         r = self.r
-        if not change.files or r.strict_data:
+        if not change.files or r.strict:
             return change
         found = check_pixel_identity(
             golden.pixels, golden.probes, r.manifest.input.preprocess, result.samples,
@@ -522,7 +548,7 @@ class _Run:
         except OutputError as exc:
             self._note(f"golden not enriched: {str(exc).replace(str(path), o.golden_shown)}")
             return "golden not enriched"
-        self.add("golden_enriched", list(found.added))
+        self.row = replace(self.row, golden_enriched=tuple(found.added))
         self._note(
             f"golden {o.golden_shown} enriched with {', '.join(found.added)}; no figure "
             f"changed{left}"
@@ -530,26 +556,33 @@ class _Run:
         return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
-        """The cross-runtime check (goldens/_reference.py): this run against the reference's
-        golden. Never raises: the caller decides what its outcome does to the verdict (a drift
-        still shows it, an update is refused on a disagreement). None when no reference is
-        declared."""
+        """The cross-runtime check (goldens/_reference.py): this run against the reference's golden.
+        Never raises: the caller decides what its outcome does to the verdict (a drift still
+        shows it, an update is refused on a disagreement). None when no reference is declared."""
         r = self.r
         if r.manifest.reference is None:
             return None
         try:
             check = check_reference(r.manifest, r.settings, result.results, result.scores)
         except ReferenceGoldenMissing as exc:
-            self.add("reference_verdict", f"not checked: {exc}")
+            self.row = replace(self.row, reference_verdict=f"not checked: {exc}")
             # Recording both in one run: the reference's golden may come after this item.
             return ReferenceOutcome(problem=str(exc), missing=True, error=not r.update)
         except MlreproError as exc:  # a ManifestError: the reference itself is refused
-            self.add("reference_verdict", "error")
+            self.row = replace(self.row, reference_verdict="error")
             refused = isinstance(exc, ManifestError)
             return ReferenceOutcome(problem=str(exc), error=True, refused=refused)
-        for key, value in check.properties():
-            self.add(key, value)
-        self.add("reference_verdict", "agree" if check.ok else "disagree")
+        distance = check.comparison.max_score_diff
+        self.row = replace(
+            self.row,
+            reference=check.name,
+            reference_samples=check.comparison.samples,
+            reference_agreement=round(check.comparison.agreement, 6),
+            reference_top1_ratio=round(check.top1_ratio, 6),
+            reference_score_space=check.score_space,
+            reference_max_score_diff=float(f"{distance:.3g}") if math.isfinite(distance) else None,
+            reference_verdict="agree" if check.ok else "disagree",
+        )
         return ReferenceOutcome(check=check)
 
     def _finish_reference(self, ref: ReferenceOutcome | None) -> None:
@@ -600,9 +633,9 @@ class _Run:
                 r.manifest, drifted.golden, comparison, drifted.result,
                 wording=r.diagnosis_wording, probes=r.diagnosis_probes, data=change,
             )  # fmt: skip
-            self.add("diagnosis", d.cause)
             # The results file's summary of it (mlrepro merge, the report), the HTML's layer chart.
-            self.add("diagnosis_summary", diagnosis_summary(d.lead, d.cause, d.sections))
+            summary = diagnosis_summary(d.lead, d.cause, d.sections)
+            self.row = replace(self.row, diagnosis=d.cause, diagnosis_summary=summary)
             drifted.layers.extend(d.layer_rows)
         self.outcome = replace(self.outcome, diagnosis=d.render(), blamed=d.blamed)
 
@@ -668,7 +701,7 @@ class _Run:
                 raise self._fail("golden not written", "error", message=message) from None
             self.written = True
             self._verdict(f"golden {action}")
-            self.add("golden", self.outcome.golden_shown)
+            self.row = replace(self.row, golden=self.outcome.golden_shown)
         self._finish_reference(ref)
 
 

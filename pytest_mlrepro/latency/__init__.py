@@ -26,7 +26,7 @@ from ._profile import (
     profile_json,
     take_profile,
 )
-from ._run import LatencyOutcome, LatencyRequest, run_latency
+from ._run import LatencyFacts, LatencyOutcome, LatencyRequest, run_latency
 from ._timing import HostFactor, Judgement
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "HostFactor",
     "Judgement",
     "LatencyDecision",
+    "LatencyFacts",
     "LatencyOutcome",
     "LatencyRequest",
     "NoProfile",

@@ -1,11 +1,5 @@
 """Latency results in pytest-benchmark's JSON format, so that ``pytest-benchmark compare`` and CI
-dashboards that read it can read ours (the layout of pytest-benchmark 5.x ``--benchmark-json``).
-
-Times are in seconds, as pytest-benchmark writes them. Differences, on purpose: ``stats`` come from
-:func:`~pytest_mlrepro.latency._timing.summarize` (numpy's quantiles; ``hd15iqr`` is the highest
-sample inside the upper Tukey fence), ``data`` is left out above :data:`MAX_DATA` rounds, and every
-benchmark's ``extra_info`` holds our hardware key, thread settings and verdict.
-"""
+dashboards that read it can read ours (the layout of pytest-benchmark 5.x ``--benchmark-json``)."""
 
 from __future__ import annotations
 

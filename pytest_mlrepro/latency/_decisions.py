@@ -1,8 +1,4 @@
-"""What a latency item does once it has measured: record, update, pass or fail.
-
-Pure functions of facts the item gathered (no pytest, no file access, no timing), so that the
-policy can be read in one place and tested without running pytest.
-"""
+"""What a latency item does once it has measured: record, update, pass or fail."""
 
 from __future__ import annotations
 
@@ -22,16 +18,7 @@ def latency_golden_stale(
     block_changed: bool,
     outpaced: bool = False,
 ) -> bool:
-    """Whether ``--mlrepro-update`` should rewrite this machine's latency golden.
-
-    :param exact: whether the baseline golden is this hardware key's own (not a neighbour's).
-    :param verdict: the concluded verdict (``pass``, ``faster``, ``regression``, ``contended``).
-    :param missing: measurements the golden lacks.
-    :param settings_changed: whether settings differ from the baseline's (threads, version...).
-    :param block_changed: whether the manifest's ``latency:`` block differs from the recorded one.
-    :param outpaced: :func:`golden_outpaced`: the machine beats the golden by a wide margin (a
-        golden recorded on a busy machine), whatever the verdict.
-    """
+    """Whether ``--mlrepro-update`` should rewrite this machine's latency golden."""
     return (
         not exact
         or verdict in ("regression", "faster")
@@ -44,11 +31,9 @@ def latency_golden_stale(
 
 @dataclass(frozen=True)
 class LatencyDecision:
-    """``record``: write the golden (``text``: ``golden recorded`` or ``golden updated``).
-    ``not recorded``: the golden is out of date but the machine was too busy to record it.
-    ``pass``: ``text`` is the verdict with its notes. ``contended``: skipped, the machine was
-    too busy to judge. ``inconclusive``: skipped (a failure under --mlrepro-strict), the evidence
-    could not tell a slower host from a slower model. ``regression``: a failure."""
+    """``record``: write the golden (``text``: ``golden recorded`` or ``golden updated``). ``not
+    recorded``: the golden is out of date but the machine was too busy to record it. ``pass``:
+    ``text`` is the verdict with its notes."""
 
     action: Literal["record", "not recorded", "pass", "contended", "inconclusive", "regression"]
     text: str
@@ -66,18 +51,7 @@ def latency_decision(
     assessments: int,
     attempts: int,
 ) -> LatencyDecision:
-    """The decision for one latency item compared with a baseline golden.
-
-    :param update: ``--mlrepro-update``.
-    :param stale: :func:`latency_golden_stale`.
-    :param quiet: whether the concluding attempt ran with little enough contention to record.
-    :param exact: whether the baseline is this hardware key's own golden.
-    :param verdict: the concluded verdict (``pass``, ``faster``, ``regression``, ``contended``,
-        ``inconclusive``).
-    :param baseline_slug: the baseline's hardware key, named when it is a neighbour's.
-    :param missing: measurements the golden lacks.
-    :param assessments: attempts judged; ``attempts``: attempts allowed.
-    """
+    """The decision for one latency item compared with a baseline golden."""
     if update and stale:
         if quiet:
             return LatencyDecision("record", "golden updated" if exact else "golden recorded")
@@ -114,10 +88,7 @@ class DecisionFacts:
     (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt as
     (measurement, judgement) pairs (none: nothing was compared), whether the golden's reference
     workload is comparable with today's, the host factor and whether it may excuse a slowdown,
-    and the machine's contention against the threshold that gave it meaning.
-
-    The rules these facts stand for are stated once, by ``_measure.assess`` (contention, the
-    reference's comparability) and ``_timing.judge`` (the two ratios and their bounds)."""
+    and the machine's contention against the threshold that gave it meaning."""
 
     verdict: str
     judgements: tuple[tuple[str, Judgement], ...]

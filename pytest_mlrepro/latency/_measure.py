@@ -1,14 +1,4 @@
-"""Latency of a manifest's model: what is timed, and the verdict.
-
-No pytest here (the items in ``plugin/_latency.py`` are thin). One measurement *attempt* times, in
-this order: the reference workload, each declared measurement, the reference workload again, with
-``/proc/stat`` read around it all (how much of the CPUs other processes took meanwhile). An
-attempt is judged against a baseline golden (:func:`assess`); a regression must hold in every
-attempt (:func:`conclude`).
-
-The goldens it is judged against live in the golden store
-(:mod:`pytest_mlrepro.goldens._latency_store`).
-"""
+"""Latency of a manifest's model: what is timed, and the verdict."""
 
 from __future__ import annotations
 
@@ -84,12 +74,7 @@ def prepare(
     dataset: ResolvedDataset,
     measurements: Sequence[str],
 ) -> Prepared:
-    """Load the model and build the timed callables.
-
-    ``model``: the runner's ``model_call`` (the framework call on an input prepared once, on the
-    device, synchronised), or a plain runner call for runners without one. ``end_to_end``: one
-    request, from the encoded images in memory through decode and preprocessing, the model (with
-    its host copies) and softmax/top-k."""
+    """Load the model and build the timed callables."""
     runner = load_runner(manifest, device, settings)
     request = _request(dataset, batch)
     pipe = manifest.pipeline
@@ -262,11 +247,7 @@ class Assessment:
 
 
 def reference_comparison(attempt: Attempt, baseline: Baseline) -> tuple[HostFactor | None, bool]:
-    """The host factor of ``attempt`` against ``baseline`` and whether it may excuse a
-    slowdown. None when the workloads differ in kind, thread count or timing method (a golden
-    recorded before the reference was interleaved: nothing comparable); not
-    allowed to excuse when only the numpy that ran it differs (its kernels may have changed
-    speed: a slower host and a slower numpy look alike)."""
+    """The host factor of ``attempt`` against ``baseline`` and whether it may excuse a slowdown."""
     now, then = attempt.reference, baseline.reference
     same_work = all(now.get(k) == then.get(k) for k in ("workload", "threads", "method"))
     if not same_work or not baseline.reference_blocks.size:
@@ -281,14 +262,8 @@ def assess(
     tolerance: Mapping[str, float],
     max_contention: float,
 ) -> Assessment:
-    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`), the
-    normalised ratio against the host factor (:func:`reference_comparison`).
-
-    The attempt is a regression when any judgement is, inconclusive when none is but one is
-    inconclusive, ``faster`` when every judgement is. When other processes took more than
-    ``max_contention`` of the CPUs meanwhile, neither ratio can be trusted (the reference and
-    the model suffer from a busy machine differently): an attempt whose absolute ratio exceeds
-    the tolerance is then ``contended``, not judged either way."""
+    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`), the normalised
+    ratio against the host factor (:func:`reference_comparison`)."""
     host, may_excuse = reference_comparison(attempt, baseline)
     judgements: dict[str, tuple[Judgement, ...]] = {}
     missing = []

@@ -1,20 +1,5 @@
-"""Which operators got slower: a per-operator time profile of the model call, kept with the
-latency golden, and its comparison with today's.
-
-The profile (:class:`OperatorProfile`) comes from the runtime's own profiler
-(``runners/_profiling.py``): ONNX Runtime's per-node kernel times, torch.profiler's self time
-per op type. It is taken in a pass of its own after the timed rounds (a profiler's overhead never
-enters a timed sample), on the same prepared input, with the same session settings:
-:data:`PROFILE_CALLS` calls after :data:`PROFILE_WARMUP`, each operator's median per call. A
-runtime whose Python API gives no per-operator times gets a :class:`NoProfile` that says so,
-never an estimate.
-
-:func:`compare_profiles` is pure: the operators that account for most of the added time and
-their shares, the same by op type, whether the slowdown is spread over most of the model or
-concentrated, and what changed in kind (a node now run as another op type or by another
-provider, a quantised op now float, fused ops split apart). No wording here: the report words
-it (``report.operators_text``).
-"""
+"""Which operators got slower: a per-operator time profile of the model call, kept with the latency
+golden, and its comparison with today's."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """One latency check from start to verdict, as a latency item runs it: the framework and the
 hardware key, the baseline golden, the model prepared, the attempts measured (alone in the
 session: ``exclusive``), the verdict decided (:func:`latency_decision`) and the golden recorded
-when the decision says so.
-
-No pytest and no wording here: :func:`run_latency` returns a :class:`LatencyOutcome`, one
-immutable record (the item's properties, the row of the latency table and the benchmark file,
-its status, and how the item ends, with the facts its text needs);
-``report.latency_outcome_text`` words it.
-"""
+when the decision says so."""
 
 from __future__ import annotations
 
@@ -21,6 +15,7 @@ from typing import Any, Literal
 
 from .. import goldens as golden_store
 from .._phases import phase
+from .._status import Status
 from ..data import resolve_dataset
 from ..errors import GoldenError, MlreproError, OutputError, Unavailable
 from ..fingerprint import HardwareKey, hardware_key
@@ -91,16 +86,10 @@ class LatencyRequest:
     # What decided the verdict, in words (``report.latency_decided_by``; None: no golden yet):
     # the wording is the report's, the facts the check's.
     word_decision: Callable[[DecisionFacts | None], str]
-    # The row's first properties: kind, manifest, device, batch, framework, manifest identity.
-    head: tuple[tuple[str, Any], ...] = ()
     exclusive: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     enrich: bool = False  # --mlrepro-enrich: a golden this run reproduces gains its profile
 
 
-Status = Literal["passed", "failed", "skipped", "no golden", "recorded"]
-"""The check's standing (``results.Status``, which the results file states): a regression, an
-error, and a golden not recorded because the machine was busy are failures; a contended
-measurement and a missing framework are skipped, not compared."""
 _SKIPS = ("unavailable", "no golden", "busy", "contended", "inconclusive")
 """The reasons that skip the item (the others fail it)."""
 _STATUS: dict[Reason, Status] = {
@@ -112,9 +101,39 @@ _STATUS: dict[Reason, Status] = {
 
 
 @dataclass(frozen=True)
+class LatencyFacts:
+    """What a latency check found, field by field as its results row (``results.Row``) names
+    them: the plugin makes the row of these (a name ``Row`` does not declare is refused)."""
+
+    intra_op_threads: int | str | None = None
+    inter_op_threads: int | str | None = None
+    framework_version: str | None = None
+    hardware_key: dict[str, Any] | None = None
+    hardware_slug: str | None = None
+    graph_optimization_level: Any = None
+    providers: Any = None
+    attempts: int | None = None
+    latency_tolerance: dict[str, float] | None = None
+    window: tuple[float, ...] = ()
+    contention: float | None = None
+    golden: str | None = None
+    changed: dict[str, list[Any]] | None = None
+    stale_golden: dict[str, object] | None = None
+    operators: dict[str, Any] | None = None
+    p50_ms: float | None = None
+    golden_p50_ms: float | None = None
+    ratio_to_golden: float | None = None
+    decided_by: str | None = None
+    verdict: str | None = None
+    golden_enriched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    status: Status | None = None
+
+
+@dataclass(frozen=True)
 class LatencyOutcome:
     """How a latency item ends (``end``: pass, skip, fail), its ``status`` (the results
-    file's), why (``reason``, ``verdict``), its properties in order, its row, and the facts the
+    file's), why (``reason``, ``verdict``), its typed ``facts`` (its row's), and the facts the
     text of a skip or failure needs."""
 
     end: Literal["pass", "skip", "fail"] = "pass"
@@ -122,7 +141,7 @@ class LatencyOutcome:
     reason: Reason = "measured"
     verdict: str = ""
     strict_fails: bool = True  # a skip fails under --mlrepro-strict
-    properties: tuple[tuple[str, Any], ...] = ()
+    facts: LatencyFacts = LatencyFacts()
     row: dict[str, Any] | None = None
     message: str = ""
     max_contention: float = 0.0
@@ -153,39 +172,27 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
         else "recorded" if run.written
         else "passed"
     )  # fmt: skip
-    run.add("status", status)
+    facts = replace(run.facts, status=status)
     row = None
     if run.measured is not None or o.end == "skip":  # the table lists what was skipped too
-        r = request
-        row = {"manifest": r.manifest.name, "device": r.device, "batch": r.batch}
-        row.update(run.measured or {})
-        # The row's facts are the properties', as they last stand.
-        row.update((k, v) for k, v in run.properties if k in _ROW_FACTS)
-    return replace(o, status=status, properties=tuple(run.properties), row=row)
-
-
-_ROW_FACTS = ("p50_ms", "golden_p50_ms", "ratio_to_golden", "decided_by", "stale_golden", "verdict")
-"""The properties the latency table's row repeats."""
+        row = run.measured or {"measurements": {}, "benchmarks": []}
+    return replace(o, status=status, facts=facts, row=row)
 
 
 class _Run:
-    """One check, its facts gathered as it goes (the outcome replaced as they are found; the
-    properties and the measured part of the row built in place), frozen into the record at its
-    end."""
+    """One check, its facts gathered as it goes (outcome and facts replaced as they are found),
+    frozen into the record at its end."""
 
     def __init__(self, request: LatencyRequest) -> None:
         self.r = request
         self.outcome = LatencyOutcome(max_contention=request.max_contention)
-        self.properties: list[tuple[str, Any]] = []
+        self.facts = LatencyFacts()
         self.measured: dict[str, Any] | None = None  # the row's measurements, once measured
         self.written = False
         self.profile: OperatorProfile | NoProfile | None = None  # today's, when taken
 
-    def add(self, key: str, value: Any) -> None:
-        self.properties.append((key, value))
-
     def _verdict(self, verdict: str) -> None:
-        self.add("verdict", verdict)
+        self.facts = replace(self.facts, verdict=verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
 
     def _end(
@@ -193,11 +200,11 @@ class _Run:
     ) -> _Ended:
         """End the check: a skip (:data:`_SKIPS`; a failure under --mlrepro-strict, unless the
         machine was busy) or a failure (verdict ``error``: a failure of the tool, ``message`` its
-        text), with its verdict in the properties and ``facts``, the outcome's fields its text
+        text), with its verdict and ``facts``, the outcome's fields its text
         needs besides those found before."""
-        self.add("verdict", verdict)
+        self.facts = replace(self.facts, verdict=verdict)
         if decided is not None:
-            self.add("decided_by", decided)
+            self.facts = replace(self.facts, decided_by=decided)
         end: Literal["skip", "fail"] = "skip" if reason in _SKIPS else "fail"
         busy = reason in ("busy", "contended")  # the machine's doing, not the model's
         self.outcome = replace(
@@ -219,19 +226,18 @@ class _Run:
         )
         m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
-        self.properties.extend(r.head)
-        self.add("intra_op_threads", m.runtime.intra_op_threads or "default")
-        self.add("inter_op_threads", m.runtime.inter_op_threads or "default")
+        self.facts = replace(self.facts, intra_op_threads=m.runtime.intra_op_threads or "default")
+        self.facts = replace(self.facts, inter_op_threads=m.runtime.inter_op_threads or "default")
         try:
             version = check_framework(m)
         except Unavailable as exc:
             raise self._end("unavailable", "skipped", message=str(exc)) from None
-        self.add("framework_version", version)
+        self.facts = replace(self.facts, framework_version=version)
         key = hardware_key(
             r.device, m.framework.name, version, runtime.intra_op_threads, runtime.inter_op_threads
         )
-        self.add("hardware_key", key.fields)
-        self.add("hardware_slug", key.slug)
+        self.facts = replace(self.facts, hardware_key=key.fields)
+        self.facts = replace(self.facts, hardware_slug=key.slug)
         try:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
@@ -254,9 +260,12 @@ class _Run:
         except MlreproError as exc:
             raise self._end("error", "error", message=str(exc)) from None
         settings_now = settings_of(prepared.runner_info)
-        for name in ("graph_optimization_level", "providers"):
-            if name in prepared.runner_info:
-                self.add(name, prepared.runner_info[name])
+        info = prepared.runner_info
+        self.facts = replace(
+            self.facts,
+            graph_optimization_level=info.get("graph_optimization_level"),
+            providers=info.get("providers"),
+        )
         rule = StopRule(**{f.name: getattr(block, f.name) for f in dataclasses.fields(StopRule)})
         attempts: list[Attempt] = []
         assessments: list[Assessment] = []
@@ -276,9 +285,13 @@ class _Run:
             if _profile_wanted(r, baseline, assessments):
                 self.profile = take_profile(prepared.runner, prepared.model_input, m.framework.name)
         del prepared  # the model's memory goes before the verdict is written
-        self.add("attempts", len(attempts))
-        self.add("latency_tolerance", dict(block.tolerance))  # the history's band
-        self.add("window", [round(attempts[0].started, 3), round(attempts[-1].finished, 3)])
+        self.facts = replace(self.facts, attempts=len(attempts))
+        self.facts = replace(
+            self.facts, latency_tolerance=dict(block.tolerance)
+        )  # the history's band
+        self.facts = replace(
+            self.facts, window=(round(attempts[0].started, 3), round(attempts[-1].finished, 3))
+        )
         least = min(a.contention or 0.0 for a in attempts)
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
             chosen = next((a for a in attempts if _quiet(a, limit)), None)
@@ -291,9 +304,9 @@ class _Run:
         ratio = self._report(final.attempt, final, key, settings_now, baseline)
         changes = changed_settings(baseline, key, settings_now)
         self.outcome = replace(self.outcome, golden_shown=r.shown(baseline.path))
-        self.add("golden", self.outcome.golden_shown)
+        self.facts = replace(self.facts, golden=self.outcome.golden_shown)
         if changes:
-            self.add("changed", {k: [v[0], v[1]] for k, v in changes.items()})
+            self.facts = replace(self.facts, changed={k: [v[0], v[1]] for k, v in changes.items()})
         stale = latency_golden_stale(
             exact=baseline.exact,
             verdict=final.verdict,
@@ -317,7 +330,8 @@ class _Run:
         )
         # A golden being re-recorded now is stale no more.
         flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
-        self.add("stale_golden", flag)
+        if flag is not None:
+            self.facts = replace(self.facts, stale_golden=flag)
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
@@ -338,7 +352,7 @@ class _Run:
         }
         if reason in ("regression", "inconclusive") and self.profile is not None:
             findings = operator_findings(baseline.entry.get("profile"), self.profile)
-            self.add("operators", findings_json(findings))
+            self.facts = replace(self.facts, operators=findings_json(findings))
             facts["operators"] = findings
         raise self._end(reason, reason, assessments=len(assessments), **facts)
 
@@ -362,7 +376,7 @@ class _Run:
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
             raise self._end("error", "error", message=str(exc)) from None
         self.written = True
-        self.add("golden", r.shown(path))
+        self.facts = replace(self.facts, golden=r.shown(path))
         self._verdict(action)
 
     def _enrich(
@@ -405,7 +419,7 @@ class _Run:
         except (GoldenError, OutputError) as exc:
             why = str(exc).replace(str(baseline.path), shown)
             return self._note("golden not enriched", f"golden not enriched: {why}")
-        self.add("golden_enriched", ["operator profile"])
+        self.facts = replace(self.facts, golden_enriched=("operator profile",))
         return self._note(
             "golden enriched",
             f"golden {shown} enriched with an operator profile ({len(self.profile.operators)} "
@@ -417,8 +431,7 @@ class _Run:
         ``verdict_note``, the verdict's note."""
         notes = (*self.outcome.notes, text)
         self.outcome = replace(self.outcome, notes=notes)
-        self.properties = [(k, v) for k, v in self.properties if k != "notes"]
-        self.add("notes", list(notes))
+        self.facts = replace(self.facts, notes=notes)
         return verdict_note
 
     def _report(
@@ -437,21 +450,16 @@ class _Run:
         block = r.manifest.latency
         assert block is not None
         if attempt.contention is not None:
-            self.add("contention", round(attempt.contention, 3))
+            self.facts = replace(self.facts, contention=round(attempt.contention, 3))
         measurements: dict[str, Any] = {}
         benchmarks = []
         judged = assessment.judgements if assessment is not None else {}
         for name, measured in attempt.measurements.items():
             stats = summarize(measured.seconds)
-            row: dict[str, Any] = {"p50_ms": ms(stats.p50), "rounds": stats.rounds}
+            row: dict[str, Any] = {"rounds": stats.rounds}
             for prop in ("min", "p50", "p90", "p99", "mean", "stddev", "iqr"):
-                self.add(f"{name}.{prop}_ms", ms(getattr(stats, prop)))
-            self.add(f"{name}.rounds", stats.rounds)
+                row[f"{prop}_ms"] = ms(getattr(stats, prop))
             for j in judged.get(name, ()):
-                self.add(f"{name}.golden_{j.statistic}_ms", ms(j.golden))
-                self.add(f"{name}.{j.statistic}_ratio", round(j.ratio.value, 4))
-                if j.normalised is not None:
-                    self.add(f"{name}.{j.statistic}_normalised", round(j.normalised.value, 4))
                 row.setdefault("judgements", []).append(
                     {
                         "statistic": j.statistic,
@@ -500,7 +508,7 @@ class _Run:
                     "stats": stats_entry(stats, measured.seconds.tolist()),
                 }
             )
-        self.measured = {"measurements": measurements, "benchmarks": benchmarks, "key": key.fields}
+        self.measured = {"measurements": measurements, "benchmarks": benchmarks}
         # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
         # own latency, which a hardware matrix compares), else the first.
         names = list(attempt.measurements)
@@ -515,12 +523,10 @@ class _Run:
         decided = r.word_decision(
             None if assessment is None else decision_facts(assessment, r.max_contention)
         )
-        self.add("p50_ms", None if now is None else ms(now))
-        self.add("golden_p50_ms", None if golden is None else ms(golden))
-        self.add("ratio_to_golden", None if ratio is None else round(ratio, 4))
-        self.add("decided_by", decided)
-        if assessment is None:  # recording: nothing to be stale
-            self.add("stale_golden", None)
+        self.facts = replace(self.facts, p50_ms=None if now is None else ms(now))
+        self.facts = replace(self.facts, golden_p50_ms=None if golden is None else ms(golden))
+        self.facts = replace(self.facts, ratio_to_golden=None if ratio is None else round(ratio, 4))
+        self.facts = replace(self.facts, decided_by=decided)
         return ratio
 
 

@@ -1,23 +1,5 @@
-"""Latency measurement: the timing loop, its statistics, and verdicts that survive a noisy machine.
-
-No pytest and no ML framework here; :mod:`pytest_mlrepro.latency._measure` prepares the
-callables timed.
-
-* :func:`measure` runs warm-up rounds (never counted), then timed rounds until both a minimum
-  count and a minimum time are reached, or a time cap; the loop is a ``perf_counter_ns`` pair
-  around one call, with the garbage collector paused, so that it adds well under a microsecond.
-* :func:`summarize` gives min, p50, p90, p99, mean, stddev, quartiles, IQR and outlier counts.
-* :func:`measure_interleaved` times a call in slices with blocks of a fixed reference workload
-  (:class:`ReferenceWorkload`) between them, so that the reference sees the same machine as the
-  model throughout; :func:`host_factor` turns the blocks of now and of the recording into "this
-  host runs ×F slower", with bounds from the blocks' own spread on both sides.
-* :func:`judge` compares two distributions on a chosen statistic, absolutely and normalised by
-  the host factor, with confidence bounds: a regression needs both ratios confidently beyond the
-  tolerance, a pass by normalisation needs the normalised ratio confidently within it, and what
-  lies between is inconclusive.
-* :func:`cpu_times` / :func:`other_load` read ``/proc/stat`` to tell how much of the CPUs other
-  processes used while we measured (contention).
-"""
+"""Latency measurement: the timing loop, its statistics, and verdicts that survive a noisy
+machine."""
 
 from __future__ import annotations
 
@@ -45,13 +27,7 @@ Outcome = Literal["pass", "regression", "faster", "inconclusive"]
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a measurement stops. Times in seconds.
-
-    Warm-up rounds run until both ``warmup_rounds`` and ``warmup_time`` are reached and are never
-    counted. Timed rounds then run until both ``min_rounds`` and ``min_time`` are reached, or until
-    ``max_time`` has passed (the cap wins: a model slower than ``max_time / min_rounds`` per call
-    gives fewer rounds, and :attr:`Measurement.stopped_by` says so).
-    """
+    """When a measurement stops. Times in seconds."""
 
     min_rounds: int = 20
     min_time: float = 1.0
@@ -91,10 +67,7 @@ def _rounds(
     max_ns: int,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> tuple[list[int], bool]:
-    """Time ``call`` until ``min_rounds`` and ``min_ns`` are both reached, or ``max_ns`` passed.
-
-    Returns the per-call durations and whether the cap stopped it. Kept minimal on purpose: the
-    only work between the two clock reads is the call itself."""
+    """Time ``call`` until ``min_rounds`` and ``min_ns`` are both reached, or ``max_ns`` passed."""
     times: list[int] = []
     append = times.append
     start = clock()
@@ -116,12 +89,7 @@ def _rounds(
 def measure(
     call: Callable[[], object], rule: StopRule, *, clock: Callable[[], int] = time.perf_counter_ns
 ) -> Measurement:
-    """Warm ``call`` up, then time it round by round under ``rule`` (no reference blocks).
-
-    ``call`` must do the whole unit of work, device synchronisation included (a GPU call that
-    returns before the kernels finish would be timed as nearly free). The garbage collector is
-    paused during the rounds (a collection in the middle of a round is Python's cost, not the
-    model's) and runs once between warm-up and timing. ``clock``: nanoseconds, monotonic."""
+    """Warm ``call`` up, then time it round by round under ``rule`` (no reference blocks)."""
     return measure_interleaved(call, rule, None, slices=1, clock=clock)[0]
 
 
@@ -145,9 +113,7 @@ def measure_interleaved(
 ) -> tuple[Measurement, list[np.ndarray]]:
     """Warm ``call`` up, then time it in ``slices`` slices of ``rule``'s rounds and times (each
     slice ``1/slices`` of them), a block of ``block_rounds`` reference rounds before each slice
-    and after the last. Returns the call's measurement (every timed round, in order) and the
-    reference blocks (seconds per round; none without ``reference_round``). ``slices`` and
-    ``block_rounds`` default to :data:`INTERLEAVE_SLICES` and :data:`REFERENCE_BLOCK_ROUNDS`."""
+    and after the last."""
     slices = slices or INTERLEAVE_SLICES
     block_rounds = block_rounds or REFERENCE_BLOCK_ROUNDS
     was_enabled = gc.isenabled()
@@ -207,12 +173,7 @@ def measure_interleaved(
 
 @dataclass(frozen=True)
 class Stats:
-    """Summary of a latency distribution, in seconds (``rounds`` and outlier counts: integers).
-
-    Quantiles use numpy's default (linear interpolation between order statistics). Outliers
-    follow Tukey (beyond 1.5 IQR from the quartiles) and, as pytest-benchmark reports them, beyond
-    one standard deviation from the mean; ``ld15iqr``/``hd15iqr`` are the lowest and highest
-    samples inside Tukey's fences."""
+    """Summary of a latency distribution, in seconds (``rounds`` and outlier counts: integers)."""
 
     rounds: int
     min: float
@@ -271,11 +232,7 @@ def summarize(samples: Sequence[float] | np.ndarray) -> Stats:
 
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
     """At most ``size`` values standing for the distribution: the samples themselves (sorted) when
-    there are few, else the quantiles at ``(i + 0.5) / size``.
-
-    A golden keeps this instead of every round (a fast model gives tens of thousands), and the
-    bootstrap resamples it: its confidence bounds then are those of a ``size``-round sample, wider
-    than the real ones when there were more rounds, never narrower."""
+    there are few, else the quantiles at ``(i + 0.5) / size``."""
     data = np.sort(np.asarray(samples, dtype=np.float64))
     if data.size <= size:
         return data
@@ -314,13 +271,8 @@ about the next minute."""
 
 @dataclass(frozen=True)
 class HostFactor:
-    """How much slower the host runs the reference workload now than when the golden was
-    recorded (reference now / reference at recording, > 1: slower now), with one-sided bounds.
-
-    Each side is a set of blocks (a block's median is one observation of the host's speed); the
-    factor is the ratio of the sides' medians, and its bounds come from the blocks' spread on
-    both sides, so that a recording whose reference swung (one lucky block) gives wide bounds,
-    which cannot excuse a slowdown."""
+    """How much slower the host runs the reference workload now than when the golden was recorded
+    (reference now / reference at recording, > 1: slower now), with one-sided bounds."""
 
     value: float
     low: float
@@ -339,12 +291,7 @@ def host_factor(
     golden_blocks: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
 ) -> HostFactor:
-    """The host factor from block medians (seconds) of now and of the recording.
-
-    Log-normal model: ``log F = median(log now) - median(log golden)``, its standard error from
-    each side's own spread (a side with one block borrows the other's; neither:
-    :data:`HOST_SPREAD_PRIOR`), medians counted with their efficiency (π/2 variance) from three
-    blocks on."""
+    """The host factor from block medians (seconds) of now and of the recording."""
     now_raw = np.asarray(now_blocks, dtype=np.float64)
     golden_raw = np.asarray(golden_blocks, dtype=np.float64)
     sides = (now_raw, golden_raw)
@@ -414,25 +361,7 @@ def judge(
     resamples: int = 2000,
     seed: int = 0,
 ) -> Judgement:
-    """Compare latency samples ``now`` with ``golden`` (seconds) on ``statistic``.
-
-    The absolute ratio is ``stat(now) / stat(golden)``, its bounds from a bootstrap of both
-    samples. With a ``host`` factor, the normalised ratio divides it by the factor, its bounds
-    from the bootstrap and the factor's own uncertainty together. A fixed seed makes the verdict
-    a pure function of the data.
-
-    * ``regression``: both ratios confidently above ``tolerance`` (their lower bounds exceed it);
-      without a host factor, the absolute one.
-    * ``pass``: the absolute ratio is not confidently above it; or it is, and the normalised one is
-      confidently within it (the host is slower as a whole, by a measured, bounded factor).
-    * ``inconclusive``: the absolute ratio is confidently above, and the normalised one neither
-      confidently above nor within (or the host may not excuse: ``host_may_excuse=False``, when
-      the golden's reference ran under other software).
-    * ``faster``: both confidently below ``1 / tolerance``.
-
-    ``now_value`` / ``golden_value`` give the statistic of the full samples when ``now`` /
-    ``golden`` are sketches (the bounds come from the sketches).
-    """
+    """Compare latency samples ``now`` with ``golden`` (seconds) on ``statistic``."""
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
     if tolerance < 1.0:
@@ -531,16 +460,8 @@ def other_load(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
 
 
 class ReferenceWorkload:
-    """A fixed compute kernel, run on every usable core at once, that says how fast the machine
-    is right now.
-
-    Each round, every thread multiplies a stack of small float32 matrices 128 times (48 × 48, cache
-    resident, below the size where OpenBLAS starts threads of its own, and numpy releases the GIL
-    while it runs), and the round ends when the slowest thread is done, like the parallel section
-    of a model's operator. Its thread count follows the machine (the usable CPUs), never the
-    manifest: a manifest that drops from two threads to one must show up as a regression, not be
-    normalised away. Used as a context manager (it owns a thread pool).
-    """
+    """A fixed compute kernel, run on every usable core at once, that says how fast the machine is
+    right now."""
 
     SIZE = 48
     STACK = 16

@@ -1,8 +1,6 @@
-"""The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard)
-merged into one matrix of manifest × machine × device × framework version, with cross-machine
-agreement per sample (``mlrepro merge``). No pytest and no wording here: the model
-(:mod:`._model`) is plain data that the report layer (:mod:`pytest_mlrepro.report`: Markdown, CSV
-and HTML) renders as it is."""
+"""The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard) merged
+into one matrix of manifest × machine × device × framework version, with cross-machine agreement
+per sample (``mlrepro merge``)."""
 
 from __future__ import annotations
 
@@ -15,17 +13,18 @@ from ._build import (
 from ._history import History, HistoryError, Night, Point, Series, build_history
 from ._model import (
     Cell,
+    CellVerdict,
     Dissent,
     ManifestAgreement,
     Matrix,
     PairAgreement,
     Source,
-    Status,
     status_of,
 )
 
 __all__ = [
     "Cell",
+    "CellVerdict",
     "Dissent",
     "History",
     "HistoryError",
@@ -37,7 +36,6 @@ __all__ = [
     "Point",
     "Series",
     "Source",
-    "Status",
     "build_history",
     "build_matrix",
     "majority_top1",

@@ -1,27 +1,6 @@
 """One matrix from N results files (``pytest --mlrepro-json``, format 2): the results of each
 manifest on each machine, device and framework version, and how the machines agree sample by
-sample.
-
-* Rows are grouped by machine, manifest (name and digest), device, framework version, kind and
-  item; the shard rows of one item (``--mlrepro-shard I/N``, possibly from N files) are first
-  merged into the unsharded row (:func:`pytest_mlrepro.results.merge_shards`, exact). The same
-  unsharded item twice from one machine name is an error: two files claim to be one machine.
-* "The same manifest" across machines is the same manifest *name*. Its normalised content is
-  identified by ``manifest_digest``: a cell whose digest differs from the manifest's most common
-  one runs another pipeline (a changed decoder, a resize setting...) and is flagged as such in
-  its cell and in the agreement (``same_pipeline`` false per pair): compared, because finding
-  where two machines' pipelines part is the point, but never silently as the same pipeline. (On
-  a tie, the first cell in the order of machine names holds the reference digest.)
-* Cross-machine agreement, per manifest over its cells that carry per-sample results: per pair,
-  the share of the samples both evaluated whose top-1 class is the same, and the largest score
-  difference: over those samples, ``max |score_a(c) - score_b(c)|`` over the classes ``c`` both
-  list in their top-k (scores as the results file keeps them: after the manifest's softmax, if
-  any). Each participant is also held against the per-sample majority: for each sample, the
-  top-1 named by more than half of the voters, where the voters are the participants that
-  evaluated it and the golden (one vote, when the participants' goldens agree on the sample's
-  top-1), so that with two machines the golden breaks the tie. A participant whose top-1 differs
-  from a sample's majority is flagged.
-"""
+sample."""
 
 from __future__ import annotations
 
@@ -33,7 +12,7 @@ from typing import Any
 
 from ..errors import MlreproError
 from ..results import (
-    Diagnosis,
+    DiagnosisSummary,
     Document,
     Environment,
     Machine,
@@ -145,7 +124,7 @@ def _result(row: Row, nodeid: str) -> Row:
     of a file written before the summary was kept."""
     summary = row.diagnosis_summary
     if summary is None and row.diagnosis:
-        summary = Diagnosis(cause=row.diagnosis, lead="")
+        summary = DiagnosisSummary(cause=row.diagnosis, lead="")
     return replace(
         row,
         nodeid=nodeid,

@@ -1,17 +1,7 @@
 """Many nights of results files (``mlrepro history``): each night's files merged into a matrix as
 ``mlrepro merge`` merges them, then each manifest × machine × device followed over the nights —
 top-1, agreement with the golden and latency p50, each with its tolerance band — with the first
-night outside tolerance and what changed that night against the night before.
-
-* A night is the UTC date of a results file's ``created`` time: the files of every machine (and
-  every shard) written that day make one matrix. A file without ``created`` (written before the
-  field existed) cannot be placed and is refused, naming it.
-* "Outside tolerance" is the gate's own verdict: a cell result that failed (``status_of``), its
-  reason kept (the levels outside tolerance, a latency regression).
-* "What changed": between the series' machine's files of the two nights, the environment
-  fingerprint, the manifest (pipeline and settings told apart, as the matrix tells them), the
-  golden file and the data set, each difference named.
-"""
+night outside tolerance and what changed that night against the night before."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..results import Diagnosis, Machine, Row
+from ..results import DiagnosisSummary, Machine, Row
 
-Status = Literal["pass", "fail", "not compared"]
+CellVerdict = Literal["pass", "fail", "not compared"]
 """A result's standing for the gate: ``fail`` makes ``mlrepro merge`` exit 1; ``not compared``
 (skipped: a framework or device this machine lacks, a latency too busy to judge) is listed but
 does not fail the gate on its own (see :func:`pytest_mlrepro.matrix.status_of`)."""
@@ -23,20 +23,10 @@ class Source:
     shard: str | None
 
 
-def status_of(result: Row) -> tuple[Status, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived
-    from the verdict for files older than the field, on reading), and the reason when it is not a
-    pass.
-
-    * ``fail``: a failed item (drift, error, non-finite outputs, classes changed, latency
-      regression, nondeterministic, reference disagreement...), and also ``no golden`` (nothing
-      to compare with, latency items included), ``recorded`` (a run that writes goldens compared
-      nothing: record them outside the nightly matrix), and any status this version does not
-      know (never a pass by default).
-    * ``not compared``: skipped items (a missing framework or device, a contended machine) and
-      one shard's part shown on its own (its verdict is the merge's, not made yet).
-    * ``pass``: a passed comparison.
-    """
+def status_of(result: Row) -> tuple[CellVerdict, str]:
+    """A result's standing for the gate, from its row's ``status`` (the check's record; derived from
+    the verdict for files older than the field, on reading), and the reason when it is not a
+    pass."""
     status, verdict, outcome = result.status, result.verdict or "", result.outcome
     if status == "passed":
         return "pass", ""
@@ -78,7 +68,7 @@ class Cell:
     settings_fields: tuple[str, ...] = ()
 
     @property
-    def diagnosis(self) -> Diagnosis | None:
+    def diagnosis(self) -> DiagnosisSummary | None:
         """The diagnosis of its failed accuracy result, when it has one."""
         accuracy = self.accuracy
         return None if accuracy is None else accuracy.diagnosis_summary
@@ -88,7 +78,7 @@ class Cell:
         return next((r for r in self.results if r.kind == "accuracy"), None)
 
     @property
-    def status(self) -> Status:
+    def status(self) -> CellVerdict:
         """The worst of its results: fail, then not compared, then pass."""
         statuses = [status_of(r)[0] for r in (*self.results, *self.latency)]
         if "fail" in statuses:
@@ -118,10 +108,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class PairAgreement:
-    """Two participants' top-1 compared over the samples both evaluated.
-
-    ``max_score_diff``: over those samples, the largest ``|score_a - score_b|`` of a class that
-    both list in their top-k (None when no sample has a class in both lists)."""
+    """Two participants' top-1 compared over the samples both evaluated."""
 
     first: str
     second: str

@@ -1,19 +1,7 @@
 """The pytest plugin's entry point (``pytest11``): what every pytest run of an environment the
 plugin is installed in loads. It registers the options and ini keys, the markers, the hook spec
 and the collector, and nothing else: the engine (:mod:`._session` and everything below it, numpy
-and the core included) is imported only when a run needs it, that is
-
-* when a manifest is collected (a YAML file the ini key ``mlrepro_manifests`` names that has a
-  manifest's shape, :mod:`pytest_mlrepro._recognize`; a file the patterns do not name is never
-  read),
-* when an option or ini key of the plugin is given (its values are checked before anything runs),
-* on an xdist controller, which collects nothing, when a worker reports an item of the plugin.
-
-Loading is pytest's own ``pluginmanager.import_plugin``: the engine's ``pytest_configure`` is a
-historic hook, called at registration for a plugin registered after the configuration, and every
-later hook (collection's, the run's, the summary's) reaches it as it reaches any plugin.
-Importing this module imports no ML framework, no numpy, and no module of the core.
-"""
+and the core included) is imported only when a run needs it, that is"""
 
 from __future__ import annotations
 

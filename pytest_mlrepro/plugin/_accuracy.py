@@ -1,11 +1,6 @@
 """The accuracy item: runs the model over the data set (or its shard of it) and compares top-1,
 top-5 and the per-sample results with the manifest's golden (recording it under
-``--mlrepro-update``), and with its reference manifest's golden when it declares one. The item
-hands the check to the core (:func:`pytest_mlrepro.accuracy.run_accuracy`: evaluation, golden
-store, reference, verdict, diagnosis) and its text to :mod:`pytest_mlrepro.report`; it keeps
-what pytest's side needs: the properties, the report's attributes, the shared preprocessing of
-the session and the HTML report's pictures.
-"""
+``--mlrepro-update``), and with its reference manifest's golden when it declares one."""
 
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
-    MlreproFailure,
     display_path,
     options,
     settings_key,
@@ -32,6 +26,7 @@ from ._base import (
 )
 from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of
 from ._item import EvaluatingItem, loadgroup
+from ._progress import TerminalProgress
 
 
 class AccuracyItem(EvaluatingItem):
@@ -70,7 +65,7 @@ class AccuracyItem(EvaluatingItem):
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Every report of a shard item: the whole item it is a part of. The call's report: the
         per-sample results, and the drifted item's pictures (when an HTML report is asked for)."""
-        attributes: dict[str, Any] = {}
+        attributes = super().report_attributes(when)
         if self.split_of is not None and self.shard is not None:  # _shards.Split
             attributes[SPLIT_ATTR] = {
                 "nodeid": self.split_of,
@@ -100,7 +95,7 @@ class AccuracyItem(EvaluatingItem):
                 records=self.records,
                 manifest_path=self.path,
                 shown=functools.partial(display_path, config),
-                evaluate=self._evaluate,
+                progress=functools.partial(TerminalProgress, config),
                 head=self.row_head(),
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
                 diagnosis_probes=given.diagnosis_probes,
@@ -108,20 +103,20 @@ class AccuracyItem(EvaluatingItem):
                 fingerprint_samples=given.fingerprint_samples,
                 shared=None if share is None else share.loader(*self.preprocessing_use),
                 enrich=given.enrich,
-                strict_data=given.strict,
+                strict=given.strict,
             )
         )
-        for key, value in outcome.properties:
-            self.add_property(key, value)
-        self.classes, self.per_sample = outcome.classes, outcome.per_sample
+        self.row, self.classes, self.per_sample = outcome.row, outcome.classes, outcome.per_sample
         self.blamed = outcome.blamed
         drifted, comparison = outcome.drifted, outcome.comparison
         if drifted is not None and comparison is not None:  # the HTML report's pictures
             collect_drift(self, drifted, comparison)
-        if outcome.interrupted is not None:  # a skip, a failure worded already, a time limit
+        if outcome.interrupted is not None:  # the time limit, Ctrl-C
             raise outcome.interrupted
-        if outcome.failed:
-            raise MlreproFailure(accuracy_outcome_text(outcome))
+        if outcome.end != "pass":
+            build = outcome.build
+            text = accuracy_outcome_text(outcome) if build is None else self.explain_build(build)
+            self.conclude(outcome.end, text, strict_fails=False)
 
 
 def accuracy_items(

@@ -1,10 +1,6 @@
 """The base of the plugin's engine: the run's state (in ``config.stash``), the project's settings,
 the one reader of the plugin's settings (option, else ini key, checked), and the helpers every
-layer above shares (paths as shown, the failure that is its own story, report properties).
-
-Nothing here imports another module of ``plugin/`` but :mod:`._options`; every module of the
-engine imports this one.
-"""
+layer above shares (paths as shown, the failure that is its own story, report properties)."""
 
 from __future__ import annotations
 
@@ -33,17 +29,17 @@ if TYPE_CHECKING:
 
     from ..report.html import DriftSet
 
-PROPERTY_PREFIX = "mlrepro."
-"""The prefix of the plugin's user properties (``mlrepro.verdict`` ...)."""
-
+ROW_ATTR = "mlrepro_row"
+"""A manifest item's call report attribute: its typed row as JSON (``results.row_json``), which
+xdist carries to the controller and :func:`._rows.results_row` rebuilds."""
 SPLIT_ATTR = "mlrepro_split"
 """A shard item's report attribute: which whole item it is a part of (``_shards.Split``)."""
 PER_SAMPLE_ATTR = "mlrepro_per_sample"
 """An accuracy item's report attribute: its per-sample results (``results.Part`` as JSON). Kept
 out of the user properties, which JUnit XML writes out whole: a results file may hold them, a
 JUnit file of a 50,000-image data set should not."""
-LATENCY_ATTR = "mlrepro_latency"
-"""A latency item's report attribute: the data of the latency table and the benchmark file."""
+BENCHMARKS_ATTR = "mlrepro_benchmarks"
+"""A latency item's report attribute: its pytest-benchmark entries (the benchmark file's)."""
 
 
 class MlreproFailure(AssertionError):
@@ -73,10 +69,8 @@ class RunState:
 
     results: list[Row] = field(default_factory=list)
     """One typed row per accuracy, determinism or latency item (``_rows.results_row``)."""
-    latency: list[dict[str, Any]] = field(default_factory=list)
-    """One per latency item: the data of the latency table and the benchmark file."""
-    reference: list[dict[str, Any]] = field(default_factory=list)
-    """One per item checked against a reference manifest: its reference properties."""
+    latency: list[tuple[Row, list[dict[str, Any]]]] = field(default_factory=list)
+    """One per latency item: its row and its pytest-benchmark entries."""
     drift: list[DriftSet] = field(default_factory=list)
     """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
     audit: GoldenAudit = field(default_factory=GoldenAudit)
@@ -379,11 +373,9 @@ def golden_dir_given(config: pytest.Config) -> Path:
 
 
 def check_golden_dir(config: pytest.Config, option: str) -> None:
-    """A usage error when the golden directory is inside the project as given but a symlink
-    (it, or a folder above it) takes it outside the project and every allowed root: ``option``
-    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names.
-    A directory given outside the project on purpose (an absolute --mlrepro-golden-dir) is the
-    user's choice. (The golden writer refuses it too: goldens/_writer.py.)"""
+    """A usage error when the golden directory is inside the project as given but a symlink (it, or
+    a folder above it) takes it outside the project and every allowed root: ``option``
+    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names."""
     escape = golden_dir_escape(config.stash[settings_key])
     if escape is None:
         return
@@ -408,10 +400,9 @@ def results_path(config: pytest.Config) -> Path | None:
 
 
 def check_outputs(config: pytest.Config) -> None:
-    """A usage error, before any model runs, for an output that could not be written at the end:
-    the --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory
-    when --mlrepro-update asks to write goldens. (Writing there for real, as the run would:
-    permission bits say nothing for root, nor for a read-only mount.)"""
+    """A usage error, before any model runs, for an output that could not be written at the end: the
+    --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory when
+    --mlrepro-update asks to write goldens."""
     if is_worker(config):
         return  # the controller checked before starting the workers
     checks: list[tuple[Path, str]] = []
@@ -451,12 +442,3 @@ def display_path(config: pytest.Config, path: Path) -> str:
         return path.relative_to(config.rootpath).as_posix()
     except ValueError:
         return str(path)
-
-
-def properties(report: pytest.TestReport) -> dict[str, Any]:
-    """The plugin's user properties of a report, without their ``mlrepro.`` prefix."""
-    return {
-        k[len(PROPERTY_PREFIX) :]: v
-        for k, v in report.user_properties
-        if isinstance(k, str) and k.startswith(PROPERTY_PREFIX)
-    }

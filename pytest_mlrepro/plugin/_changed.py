@@ -1,8 +1,6 @@
 """Selection by what changed (``--mlrepro-changed [REF]``, ini ``mlrepro_changed``): the manifest
 items whose manifest depends on a file that git says changed since REF are kept, the others
-deselected through pytest's ``pytest_deselected`` hook (the summary says "N deselected"). Items
-that are not a manifest's are left alone; a manifest that does not load stays selected (its
-error is no stale pass)."""
+deselected through pytest's ``pytest_deselected`` hook (the summary says "N deselected")."""
 
 from __future__ import annotations
 

@@ -4,16 +4,21 @@ the evaluation (:class:`~._item.EvaluatingItem`), not the golden."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 import pytest
 
-from ..data import ResolvedDataset
-from ..evaluation import Evaluation, Progress, RunComparison, evaluate_runs, judge_runs
+from ..accuracy import stopped, with_hardware
+from ..data import resolve_dataset
+from ..errors import BuildMismatch, MlreproError, NonFiniteOutputs
+from ..evaluation import evaluate_runs, judge_runs
 from ..manifest import Determinism, Manifest
 from ..report import determinism_text
-from ._base import MlreproFailure, display_path, settings_key
+from ..results import Timing
+from ._base import display_path, options, settings_key
 from ._item import EvaluatingItem
+from ._progress import TerminalProgress
 
 
 def determinism_items(
@@ -46,23 +51,46 @@ class DeterminismItem(EvaluatingItem):
         return self.spec.runs
 
     def runtest(self) -> None:
-        m, spec = self.manifest, self.spec
-        shown = display_path(self.config, self.path)
-        for key, value in self.row_head():
-            self.add_property(key, value)
-        if self.shard is not None:  # its verdict is its own: the runs of its shard repeat or not
-            self.add_property("shard", self.shard.as_json())
-        device, settings = self.device, self.config.stash[settings_key]
-
-        def run(
-            dataset: ResolvedDataset, progress: Progress
-        ) -> tuple[list[Evaluation], RunComparison]:
-            return evaluate_runs(m, device, settings, dataset, spec.runs, spec.tolerance, progress)
-
-        done, _ = self._evaluate(run)
-        assert done is not None
-        outcome = judge_runs(m, *done)
-        for name, fact in outcome.properties:
-            self.add_property(name, fact)
+        m, spec, config = self.manifest, self.spec, self.config
+        device, settings = self.device, config.stash[settings_key]
+        # Its verdict is its own: the runs of its shard repeat or not.
+        self.row = replace(self.row_head(), shard=self.shard)
+        strict = options(config).strict
+        try:
+            self.row = with_hardware(self.row, m, device)
+            dataset = resolve_dataset(m, settings, self.shard)
+            with TerminalProgress(config, len(dataset.samples)) as progress:
+                runs, comparison = evaluate_runs(
+                    m, device, settings, dataset, spec.runs, spec.tolerance, progress
+                )
+        except MlreproError as exc:
+            reason, end, self.row = stopped(self.row, exc, strict)
+            shown = f"{display_path(config, self.path)} [{device}]"
+            if isinstance(exc, BuildMismatch):
+                text = self.explain_build(exc)
+            elif isinstance(exc, NonFiniteOutputs):
+                text = f"{shown}: {exc.message}"
+            else:
+                strict_note = " (a failure because of --mlrepro-strict)"
+                text = str(exc) + (strict_note if end == "fail" and reason == "unavailable" else "")
+            self.conclude(end, text, strict_fails=False)
+            return
+        outcome = judge_runs(m, runs, comparison)
+        first = runs[0].results
+        self.row = replace(
+            self.row,
+            samples=comparison.samples,
+            top1=round(first.top1, 4),
+            top5=round(first.top5, 4),
+            top_k=m.postprocess.top_k if m.postprocess.top_k < 5 else None,
+            runs=comparison.runs,
+            agreement=round(comparison.top1_agreement, 6),
+            max_score_diff=float(f"{comparison.max_abs_diff:.3g}"),
+            controls=outcome.controls,
+            timing=Timing(seconds=[round(r.seconds, 3) for r in runs]),
+            verdict=outcome.verdict,
+            status=outcome.status,
+        )
         if outcome.status == "failed":
-            raise MlreproFailure(f"{shown} [{self.device}]: " + determinism_text(outcome))
+            shown = display_path(config, self.path)
+            self.conclude("fail", f"{shown} [{device}]: " + determinism_text(outcome))

@@ -5,6 +5,7 @@ before anything runs, and goldens that no manifest uses are listed at the end (t
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,7 @@ def refuse_shared_golden(item: pytest.Item) -> None:
     """An item whose golden another manifest claims too fails before it runs."""
     conflict = item.stash.get(_conflict_key, None)
     if conflict is not None and isinstance(item, AccuracyItem):
-        for key, value in (
-            ("manifest", item.manifest.name),
-            ("device", item.device),
-            ("framework", item.manifest.framework.name),
-            ("verdict", "golden shared"),
-        ):
-            item.add_property(key, value)
+        item.row = replace(item.row_head(), verdict="golden shared")
         raise MlreproFailure(conflict)
 
 

@@ -1,15 +1,6 @@
 """pytest glue for the HTML report (``--mlrepro-html PATH``): the option, the pictures a drifted
 accuracy item collects (carried on its report, also across xdist), and the page written at the
-end of the session (on the controller only under xdist).
-
-The page is built by :func:`pytest_mlrepro.report.html.session_view` from the session's results
-rows (the same builder as ``mlrepro merge --html``); what is gathered here is only what rows do
-not carry: the pictures, the latency rounds and the pitfall tables kept beside the goldens
-(jinja2 and matplotlib, the ``report`` extra: ``report.html`` imports them only when a page or
-a picture is made, so that the engine loads without them). A passing item pays nothing for the
-report; a drifted one re-runs its preprocessing (golden and current pipeline) on a few probe
-samples and makes thumbnails of its changed samples, only when a report is asked for.
-"""
+end of the session (on the controller only under xdist)."""
 
 from __future__ import annotations
 
@@ -141,7 +132,7 @@ def write_html_report(
             return None
 
     try:
-        view = session_view(session.config, state)
+        view = page_view(session.config, state)
         write_html(path, view, what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
@@ -179,7 +170,7 @@ def _sensitivity(
     return list(found.values())
 
 
-def session_view(config: pytest.Config, state: RunState) -> ReportView:
+def page_view(config: pytest.Config, state: RunState) -> ReportView:
     """The report of this session: its results rows through the one builder
     (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
 

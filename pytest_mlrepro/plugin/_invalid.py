@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from ..errors import ManifestError
-from ._base import PROPERTY_PREFIX, MlreproFailure
+from ..results import Row, row_json
+from ._base import ROW_ATTR, MlreproFailure
+from ._junit import junit_view
 
 
 class ManifestErrorItem(pytest.Item):
@@ -20,9 +22,16 @@ class ManifestErrorItem(pytest.Item):
         self.error = error
 
     def runtest(self) -> None:
-        self.user_properties.append((PROPERTY_PREFIX + "manifest", self.error.file))
-        self.user_properties.append((PROPERTY_PREFIX + "verdict", "invalid manifest"))
         raise MlreproFailure(str(self.error))
+
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """The call's row (``ManifestItem.report_attributes``)."""
+        if when != "call":
+            return {}
+        invalid = Row(self.nodeid, "failed", manifest=self.error.file, verdict="invalid manifest")
+        row = row_json(invalid)
+        self.user_properties.extend(junit_view(row))
+        return {ROW_ATTR: row}
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return str(excinfo.value)

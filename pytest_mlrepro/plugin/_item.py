@@ -6,45 +6,27 @@ from __future__ import annotations
 import re
 import sysconfig
 import traceback
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import pytest
 
 from .. import goldens as golden_store
-from ..accuracy import AddProperty
-from ..data import ResolvedDataset, Shard, resolve_dataset
-from ..errors import BuildMismatch, GoldenError, MlreproError, NonFiniteOutputs, Unavailable
-from ..evaluation import Progress
-from ..fingerprint import hardware_key
+from .._status import End
+from ..data import Shard
+from ..errors import BuildMismatch, GoldenError
 from ..manifest import Manifest
 from ..report import explain_build_mismatch
-from ..results import manifest_identity
-from ..runners import check_framework, load_runner
-from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, options, settings_key
-from ._progress import TerminalProgress
-
-T = TypeVar("T")
-_properties_before_runs = pytest.StashKey[int]()
-"""How many user properties an item had before its first run (those stay for every attempt)."""
-Run = Callable[[ResolvedDataset, Progress], T]
-"""What an evaluating item runs over its resolved data set, told the terminal's progress."""
+from ..results import Row, manifest_digest, row_json
+from ._base import ROW_ATTR, MlreproFailure, display_path, options, settings_key
+from ._junit import junit_view
 
 
 def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
-    """The node id of item ``name`` under ``parent``, given to pytest as text, for two reasons.
-
-    pytest 9.2 keeps a node id as parts (path, names, the ``[...]`` params). The id it builds for
-    a child named with brackets (``accuracy[cpu]``, not a parametrized function) differs from the
-    one it parses back from the last-failed cache, so ``--lf``/``--ff`` never matched our items
-    (pytest-dev/pytest#15045). Text is parsed the same way both times, and every pytest matches.
-
-    ``xdist_group``: the group that ``--dist loadgroup`` sends to one worker, as the ``@group``
-    suffix that pytest-xdist's scheduler reads from the id. xdist adds it for the
-    ``xdist_group`` marker by assigning a private attribute, which pytest 9.2 no longer reads
-    (both workers then decoded one data set); the suffix set here holds with every pytest, and no
-    marker is needed (nor registered: ``--strict-markers`` without xdist)."""
+    """The node id of item ``name`` under ``parent``, as text: pytest 9.2 parses a bracketed id
+    back differently from the one it builds (--lf never matched: pytest-dev/pytest#15045), and
+    reads no ``xdist_group`` marker; the ``@group`` suffix set here holds with every pytest."""
     nodeid = f"{parent.nodeid}::{name}"
     return f"{nodeid}@{xdist_group}" if xdist_group else nodeid
 
@@ -56,9 +38,7 @@ def loadgroup(config: pytest.Config, group: str) -> str | None:
 
 class LocatedFailure(str):
     """A failure's text that knows its place in the manifest: ``reprcrash`` is what pytest's
-    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``). The text itself is what
-    every reader of a string ``longrepr`` gets (reporters, pytest-xdist, which sends it as
-    ``str()``: a plain string)."""
+    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``)."""
 
     reprcrash: FailurePlace
 
@@ -99,6 +79,8 @@ class ManifestItem(pytest.Item):
     kind: ClassVar[str] = ""
     blamed: str | None = None
     """The manifest field this run's diagnosis points at (``scale.divisor``'s full path)."""
+    row: Row | None = None
+    """This attempt's typed row, once its check made one (the report carries it as JSON)."""
 
     def __init__(
         self, *, manifest: Manifest, device: str, xdist_group: str | None = None, **kwargs: Any
@@ -109,12 +91,8 @@ class ManifestItem(pytest.Item):
         self.device = device
 
     def begin_attempt(self) -> None:
-        """A run of the item starts: the properties an earlier attempt of it recorded are
-        dropped (pytest-rerunfailures runs an item again with the same item object, whose user
-        properties would otherwise pile up in the results and JUnit XML)."""
-        kept = self.stash.setdefault(_properties_before_runs, len(self.user_properties))
-        del self.user_properties[kept:]
-        self.blamed = None
+        """A run of the item starts afresh (pytest-rerunfailures reruns the same item object)."""
+        self.row = self.blamed = None
 
     def parameters(self) -> dict[str, str]:
         """What tells this item from its siblings of the same kind (the part of its name in
@@ -122,32 +100,52 @@ class ManifestItem(pytest.Item):
         parameters (Allure's historyId: ``_reporters``)."""
         return {"device": self.device}
 
-    def add_property(self, key: str, value: Any) -> None:
-        """Record ``mlrepro.<key>`` in the item's user properties (the results file, JUnit XML
-        and the session's tables read them)."""
-        self.user_properties.append((PROPERTY_PREFIX + key, value))
-
-    def row_head(self, *parameters: tuple[str, Any]) -> tuple[tuple[str, Any], ...]:
-        """The properties that open every row of the item: its kind, manifest, device (and
-        ``parameters``), framework, then the manifest's file (relative to the rootdir), the
-        sha256 of its normalised content and that content: rows of the same pipeline are
-        recognisable across machines, and two results files can say what differs."""
-        m = self.manifest
-        identity = manifest_identity(m.normalized())
-        return (
-            ("kind", self.kind),
-            ("manifest", m.name),
-            ("device", self.device),
-            *parameters,
-            ("framework", m.framework.name),
-            ("manifest_file", display_path(self.config, self.path)),
-            *identity.items(),
+    def row_head(self) -> Row:
+        """The fields that open every row of the item: its kind, manifest, device, framework,
+        the manifest's file, the sha256 of its normalised content and that content (so that two
+        results files can say what differs)."""
+        m, content = self.manifest, self.manifest.normalized()
+        return Row(
+            nodeid=self.nodeid,
+            outcome="passed",  # pytest's, set from the report
+            kind=self.kind,
+            manifest=m.name,
+            device=self.device,
+            framework=m.framework.name,
+            manifest_file=display_path(self.config, self.path),
+            manifest_digest=manifest_digest(content),
+            manifest_content=dict(content),
         )
 
     def report_attributes(self, when: str) -> dict[str, Any]:
         """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
-        set by the plugin's one ``pytest_runtest_makereport`` wrapper. None here."""
-        return {}
+        set by the plugin's one ``pytest_runtest_makereport`` wrapper: the call's row."""
+        if when != "call" or self.row is None:
+            return {}
+        # The JUnit view of the row (pytest copies an item's user properties into its teardown
+        # report, the one its JUnit writer reads).
+        value = row_json(self.row)
+        self.user_properties[:] = [
+            *((k, v) for k, v in self.user_properties if not str(k).startswith("mlrepro.")),
+            *junit_view(value),
+        ]
+        return {ROW_ATTR: value}
+
+    def conclude(self, end: End, text: str, strict_fails: bool = True) -> None:
+        """The one place a check's end becomes pytest's outcome: a skip (a failure under
+        --mlrepro-strict when ``strict_fails``) or a failure whose text is the whole story."""
+        if end == "pass":
+            return
+        if end == "skip" and strict_fails and options(self.config).strict:
+            raise MlreproFailure(f"{text}\n(a failure because of --mlrepro-strict)")
+        if end == "skip":
+            pytest.skip(text)
+        raise MlreproFailure(text)
+
+    def set_verdict(self, verdict: str) -> None:
+        """A verdict for an item whose check gave none (a time limit ended it)."""
+        row = self.row or self.row_head()
+        self.row = row if row.verdict is not None else replace(row, verdict=verdict)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
@@ -164,15 +162,14 @@ class ManifestItem(pytest.Item):
             return "".join(traceback.format_exception(excinfo.value)).rstrip()
 
     def failure_line(self, text: str) -> int | None:
-        """The manifest line a failure of this item is located at: the line its text names
-        (an error worded ``<manifest>:<line>: field: ...``), else the line of the field the
-        diagnosis blames, else of the block the verdict is about (``model``: the results
-        drifted; ``dataset``, ``latency``, ``determinism``); None when the manifest has no such
-        line."""
+        """The manifest line a failure of this item is located at: the line its text names (an error
+        worded ``<manifest>:<line>: field: ...``), else the line of the field the diagnosis
+        blames, else of the block the verdict is about (``model``: the results drifted;
+        ``dataset``, ``latency``, ``determinism``); None when the manifest has no such line."""
         leading = _LEADING_PLACE.match(text)
         if leading and leading["file"] == display_path(self.config, self.path):
             return int(leading["line"])
-        verdict = next((v for k, v in self.user_properties if k == PROPERTY_PREFIX + "verdict"), "")
+        verdict = "" if self.row is None else self.row.verdict
         block = _VERDICT_BLOCKS.get(str(verdict), self.kind if self.kind != "accuracy" else "")
         blamed = self.blamed or block or "model"
         lines = self.manifest.lines
@@ -203,8 +200,7 @@ class ManifestItem(pytest.Item):
         """pytest-timeout's signal-mode failure in a few lines (not its traceback through the
         evaluation, ~1,400 lines): the limit, where the item was, and the plugin's own limit,
         which stops an evaluation cleanly; the summary row's verdict says ``timeout``."""
-        if not any(k == PROPERTY_PREFIX + "verdict" for k, _ in self.user_properties):
-            self.add_property("verdict", "timeout")
+        self.set_verdict("timeout")
         stdlib = sysconfig.get_paths()["stdlib"]
         ours = [
             e for e in excinfo.traceback
@@ -245,58 +241,7 @@ class EvaluatingItem(ManifestItem):
         """How many evaluations the item makes (its time limit is per evaluation)."""
         return 1
 
-    def _evaluate(
-        self, run: Run[T] | None, add: AddProperty | None = None
-    ) -> tuple[T | None, ResolvedDataset]:
-        """The framework checked, the data set resolved, then ``run`` (told the data set and the
-        terminal's progress: the evaluation itself, ``evaluate`` or ``evaluate_runs``) and its
-        data set. None: the model verified and loaded (its errors first), nothing run. An absent
-        piece skips the item (fails it under --mlrepro-strict); any other error of the tool fails
-        it with its message. ``add``: where its properties go (default: the item's own; the
-        accuracy check keeps them in order with its own: ``accuracy.Evaluate``)."""
-        m, settings = self.manifest, self.config.stash[settings_key]
-        add = add or self.add_property
-        try:
-            version = check_framework(m)
-            add("framework_version", version)
-            # The hardware key of this evaluation: its fields, and the slug that names it.
-            runtime = m.runtime
-            key = hardware_key(
-                self.device,
-                m.framework.name,
-                version,
-                runtime.intra_op_threads,
-                runtime.inter_op_threads,
-            )
-            add("hardware_key", key.fields)
-            add("hardware_slug", key.slug)
-            dataset = resolve_dataset(m, settings, self.shard)
-            if run is None:
-                load_runner(m, self.device, settings)
-                return None, dataset
-            with TerminalProgress(self.config, len(dataset.samples)) as progress:
-                return run(dataset, progress), dataset
-        except Unavailable as exc:
-            strict = options(self.config).strict
-            add("verdict", "unavailable (strict)" if strict else "skipped")
-            if strict:
-                raise MlreproFailure(f"{exc} (a failure because of --mlrepro-strict)") from None
-            pytest.skip(str(exc))
-        except NonFiniteOutputs as exc:
-            # The model's own failure, not a drift to diagnose: nothing is compared or recorded.
-            add("verdict", "non-finite outputs")
-            add("diagnosis", "the model produced non-finite outputs")
-            add("nonfinite_samples", len(exc.ids))
-            shown = display_path(self.config, self.path)
-            raise MlreproFailure(f"{shown} [{self.device}]: {exc.message}") from None
-        except BuildMismatch as exc:
-            add("verdict", "error")
-            raise MlreproFailure(self._explain_build(exc)) from exc
-        except MlreproError as exc:
-            add("verdict", "error")
-            raise MlreproFailure(str(exc)) from exc
-
-    def _explain_build(self, exc: BuildMismatch) -> str:
+    def explain_build(self, exc: BuildMismatch) -> str:
         """The build's mismatch, compared with the machine the golden was recorded on."""
         settings = self.config.stash[settings_key]
         path = golden_store.golden_path(self.manifest, settings)

@@ -1,27 +1,5 @@
 """JUnit XML (pytest's ``--junitxml``) for manifest items: valid for the ``junit_family`` in force,
-property values as JSON, test cases that name their manifest, and suite properties kept small.
-
-pytest writes a test's user properties as ``<properties>`` inside its ``<testcase>``, each value
-``str()``-ed (a Python repr: ``{'top1': 0.5}``, ``None``), and names the test case by the last part
-of its node id. For manifest items that made files that are
-
-* invalid under the default family, ``xunit2``, whose schema (pytest's ``junit-10.xsd``) has no
-  per-test ``<properties>``: there the items' ``mlrepro.*`` properties leave the test case, and
-  the test suite's ``<properties>`` (which the schema allows) get one property per item, named
-  ``mlrepro:<node id>``, its value a JSON object of the item's verdict and figures
-  (:data:`SUITE_FIELDS`, without the ``mlrepro.`` prefix);
-* unreadable as data: under ``xunit1``/``legacy`` each ``mlrepro.*`` property stays in its test
-  case, its value JSON;
-* ambiguous where a viewer shows only a test case's name (``accuracy[cpu]`` of four manifests):
-  the name is the item's report domain, ``<manifest name>::<item name>``;
-* one test case per attempt under pytest-rerunfailures: the item's last attempt's stays.
-
-Only public pytest API: the reports' ``user_properties`` (read and replaced while pytest's JUnit
-reporter reads them, in a ``pytest_runtest_logreport`` wrapper: the plugin's own rows read the
-same report unchanged), the ``--junitxml`` option and the ``junit_family`` ini key, and the file
-pytest wrote, completed once it is written (``pytest_sessionfinish``, last). Loaded by the entry
-point (it imports nothing of the engine); it does nothing in a run that writes no JUnit file.
-"""
+property values as JSON, test cases that name their manifest, and suite properties kept small."""
 
 from __future__ import annotations
 
@@ -62,6 +40,15 @@ def register(config: pytest.Config) -> None:
 def as_json(value: Any) -> str:
     """A property value as JSON (a value JSON cannot hold, as its text)."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def junit_view(row: dict[str, Any]) -> list[tuple[str, object]]:
+    """A row's JSON (``results.row_json``) as ``mlrepro.*`` user properties: what JUnit XML
+    shows of it, made at the end (the per-sample results stay out: kilobytes a sample)."""
+    props: list[tuple[str, object]] = [
+        (PREFIX + k, v) for k, v in row.items() if k not in ("nodeid", "outcome", "per_sample")
+    ]
+    return props
 
 
 def test_case_key(nodeid: str) -> tuple[str, str]:

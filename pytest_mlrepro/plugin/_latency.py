@@ -1,13 +1,11 @@
 """The latency items, ``latency[<device>-b<batch>]``: the model (and one end-to-end request) timed
-at one batch size on one device, the distribution compared with this machine's golden. The item
-hands the check to the core (:func:`pytest_mlrepro.latency.run_latency`: measurement, golden
-store, verdict) and its text to :mod:`pytest_mlrepro.report`; under pytest-xdist it measures alone
-(:mod:`._xdist_lock`).
-"""
+at one batch size on one device, the distribution compared with this machine's golden."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -16,13 +14,8 @@ from .._names import enrich_command, record_command
 from ..latency import LatencyRequest, run_latency
 from ..manifest import Manifest
 from ..report import latency_decided_by, latency_outcome_text
-from ._base import (
-    LATENCY_ATTR,
-    MlreproFailure,
-    display_path,
-    options,
-    settings_key,
-)
+from ..results import Row, record, row_json
+from ._base import BENCHMARKS_ATTR, display_path, options, settings_key
 from ._item import ManifestItem, loadgroup
 from ._xdist_lock import XDIST_GROUP, exclusive
 
@@ -56,16 +49,17 @@ class LatencyItem(ManifestItem):
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:
         super().__init__(manifest=manifest, device=device, **kwargs)
         self.batch = batch
-        self.report_data: dict[str, Any] | None = None
+        self.benchmarks: list[dict[str, Any]] | None = None
 
     def parameters(self) -> dict[str, str]:
         return {**super().parameters(), "batch": str(self.batch)}
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """The call's report: the latency table's and the benchmark file's data."""
-        if when == "call" and self.report_data is not None:
-            return {LATENCY_ATTR: self.report_data}
-        return {}
+        """The call's report: the row, and the benchmark file's entries."""
+        attributes = super().report_attributes(when)
+        if when == "call" and self.benchmarks is not None:
+            attributes[BENCHMARKS_ATTR] = self.benchmarks
+        return attributes
 
     def runtest(self) -> None:
         config, given = self.config, options(self.config)
@@ -88,20 +82,24 @@ class LatencyItem(ManifestItem):
                 update_cmd=update_cmd,
                 shown=functools.partial(display_path, config),
                 word_decision=latency_decided_by,
-                head=self.row_head(("batch", self.batch)),
                 exclusive=functools.partial(exclusive, config),
                 enrich=given.enrich,
             )
         )
-        for key, value in outcome.properties:
-            self.add_property(key, value)
-        self.report_data = outcome.row
+        head = replace(self.row_head(), batch=self.batch)
+        measured = outcome.row or {}
+        found = outcome.facts
+        facts = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+        facts = {k: v for k, v in facts.items() if v is not None and v != ()}
+        fields = {**row_json(head), **facts}
+        if measured.get("measurements"):
+            fields["measurements"] = measured["measurements"]
+        self.row = record(Row, fields)
+        if self.row.extra:  # every field a check writes is one Row declares
+            raise TypeError(f"latency fields Row does not declare: {sorted(self.row.extra)}")
+        self.benchmarks = None if outcome.row is None else list(measured["benchmarks"])
         if outcome.end == "pass":
             return
         where = f"{display_path(config, self.path)} [{self.device}, batch {self.batch}]"
         text = latency_outcome_text(outcome, update_cmd, where, enrich_cmd)
-        if outcome.end == "fail":
-            raise MlreproFailure(text)
-        if outcome.strict_fails and given.strict:
-            raise MlreproFailure(f"{text}\n(a failure because of --mlrepro-strict)")
-        pytest.skip(text)  # reported at the manifest (the session's makereport wrapper)
+        self.conclude(outcome.end, text, outcome.strict_fails)

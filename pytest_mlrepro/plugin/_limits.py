@@ -1,20 +1,4 @@
-"""Per-item time limits: a model that hangs is stopped and fails its item, not the session.
-
-Two levels, as pytest-timeout has them:
-
-* **soft**: at the limit, ``SIGALRM`` raises :class:`ItemTimeout` in the main thread, where the
-  item runs. It shares the process's one timer with pytest-timeout's, whose limit keeps working.
-  It interrupts Python code (a builder or a ``forward`` that loops or sleeps) and
-  blocking waits; the item fails with a message and the next items run in the same process.
-  An import in progress is never interrupted (a half-imported module would break every later
-  item of the process): the exception waits until the import is done.
-* **hard**: code that never returns to the interpreter (a C extension stuck in a loop) or that
-  swallows the soft exception is still running half the limit (at least ``HARD_KILL_GRACE_S``
-  seconds) later: a watchdog thread prints every thread's stack to stderr and ends the process
-  with ``os._exit``. Under pytest-xdist that is one worker: xdist fails the item and starts a
-  new worker. Without xdist it ends the session, which is still better than a CI job that
-  never finishes.
-"""
+"""Per-item time limits: a model that hangs is stopped and fails its item, not the session."""
 
 from __future__ import annotations
 
@@ -39,10 +23,7 @@ IMPORT_RETRY_S = 0.05
 
 
 class ItemTimeout(BaseException):
-    """The item ran past its time limit.
-
-    A ``BaseException``, like ``KeyboardInterrupt``, so that the ``except Exception`` of a model
-    builder, a runner or a preprocessing step cannot swallow it and carry on."""
+    """The item ran past its time limit."""
 
 
 def _importing(frame: FrameType | None) -> bool:

@@ -1,11 +1,5 @@
-"""What the plugin registers with pytest when it starts: its options and ini keys, and its markers.
-
-Every pytest run of an environment the plugin is installed in imports this module (through the
-entry point, :mod:`pytest_mlrepro.plugin`), so it imports nothing of the engine: the options are a
-table, and :func:`given` tells whether a run asked for anything of the plugin (then the engine
-loads at once, as it does when a manifest is collected). Reading and checking a setting's value
-is the engine's (:func:`pytest_mlrepro.plugin._base.setting`).
-"""
+"""What the plugin registers with pytest when it starts: its options and ini keys, and its
+markers."""
 
 from __future__ import annotations
 

@@ -72,18 +72,20 @@ def write_results_file(
     return ResultsFile(data, made, path)
 
 
-def write_benchmark_file(session: pytest.Session, rows: list[dict[str, Any]]) -> None:
+def write_benchmark_file(
+    session: pytest.Session, rows: list[tuple[Row, list[dict[str, Any]]]]
+) -> None:
     """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
     config = session.config
     path = output_path(config, "mlrepro_benchmark_json")
     if path is None:
         return
-    rows = sorted(rows, key=lambda r: str(r["nodeid"]))
-    benchmarks = [b for r in rows for b in r.get("benchmarks", [])]
+    rows = sorted(rows, key=lambda r: r[0].nodeid)
+    benchmarks = [b for _, entries in rows for b in entries]
     keys: list[dict[str, Any]] = []
-    for r in rows:
-        if r.get("key") and r["key"] not in keys:
-            keys.append(r["key"])
+    for row, entries in rows:
+        if entries and row.hardware_key and row.hardware_key not in keys:
+            keys.append(row.hardware_key)
     payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
     text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
     try:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from .. import _phases
+from ..results import PhaseTimes, Timing
 from ._base import state_of
 from ._item import ManifestItem
 
@@ -26,7 +28,9 @@ def accounted(item: pytest.Item) -> Iterator[None]:
     try:
         yield
     finally:
-        item.add_property("timing.phases", _phases.stop(clock))
+        phases = {k: PhaseTimes(**v) for k, v in _phases.stop(clock).items()}
+        row = item.row or item.row_head()
+        item.row = replace(row, timing=replace(row.timing or Timing(), phases=phases))
 
 
 @contextlib.contextmanager

@@ -1,18 +1,4 @@
-"""Progress of a long evaluation, shown the way pytest shows its own: on the terminal only.
-
-While an item evaluates its data set, `` 320/1000 samples`` follows the item on the terminal
-line, rewritten in place (at most every ``MIN_INTERVAL_S``) and erased when the item ends, so
-that pytest's ``.``, ``PASSED`` and ``[ 50%]`` land where they always do. Nothing is written
-
-* when pytest's output is not a terminal (CI logs, pipes, ``-p no:terminal``): a log keeps the
-  usual lines only;
-* into the item's captured output: capture is suspended for the write, as pytest's live logging
-  does, so a failure's "Captured stdout" never holds progress;
-* under pytest-xdist: workers run items at once and xdist forwards only test reports to the
-  controller (no channel for progress from inside a running item), and the controller's line is
-  xdist's own; a display that could not be honest about which item it is is left out;
-* when the line is too full to hold the text (a wrapped line cannot be erased in place).
-"""
+"""Progress of a long evaluation, shown the way pytest shows its own: on the terminal only."""
 
 from __future__ import annotations
 

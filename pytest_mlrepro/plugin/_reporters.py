@@ -1,12 +1,4 @@
-"""What the plugin tells report consumers beside pytest's own reports: Allure's test parameters.
-
-Allure (allure-pytest) identifies a test across runs by its ``historyId``: the test's full name
-without the part in brackets, and the test's parameters, which it reads from a test function's
-``callspec`` only. Manifest items are no functions: ``latency[cpu-b1]`` and ``latency[cpu-b2]``,
-``accuracy[cpu]`` and ``accuracy[cuda]``, or one item on two CI shards would get one historyId,
-and Allure would fold them into one test with retries. Their parameters are given to Allure
-through its public API (``allure.dynamic.parameter``) while the item's setup runs.
-"""
+"""What the plugin tells report consumers beside pytest's own reports: Allure's test parameters."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """Manifest items beside the plugins that pick tests by what changed, which see Python files only:
-neither ever gives a manifest a stale pass.
-
-* pytest-picked (``--picked``, ``--picked=only``) replaces the run's paths with the test files git
-  says changed: a change of a manifest, a model, a checksum list or a golden left no manifest to
-  run. Here the manifests of the run's own paths are put back, and selected by what they depend
-  on, since the ref picked compares with (``--mlrepro-changed``: HEAD in its default mode, its
-  parent branch in ``--mode=branch``). Its ``first`` mode deselects nothing.
-* pytest-testmon selects tests by the Python code they ran; a model file, a checksum list or a
-  golden is no Python code, so a manifest whose model changed looked unchanged. Under its
-  selection, manifest items always run: they are taken out of the tests and files it deselects
-  (its select plugin's lists, read once the run starts). ``--mlrepro-changed`` still narrows them.
-
-Each says so once, in the run's header. Loaded by the entry point: it imports nothing of the
-engine, and does nothing in a run without either plugin.
-"""
+neither ever gives a manifest a stale pass."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The top of the plugin's engine: the session object, one per pytest process, which every hook
-of the engine is a method of and delegates from (as syrupy's session does).
-
-The entry point (:mod:`pytest_mlrepro.plugin`) registers this module with pytest when a run needs
-the engine (a manifest collected, an option of the plugin given); its :func:`pytest_configure`
-(a historic hook: pytest calls it for a plugin registered late too) reads and checks the settings
-and registers the :class:`MlreproSession`, as pytest's junitxml and terminal reporter are
-registered. The state the hooks build is in ``config.stash`` (:class:`~._base.RunState`).
-"""
+"""The top of the plugin's engine: the session object, one per pytest process, which every hook of
+the engine is a method of and delegates from (as syrupy's session does)."""
 
 from __future__ import annotations
 
@@ -67,7 +60,7 @@ from ._latency import LatencyItem, latency_items
 from ._outputs import write_benchmark_file, write_results_file
 from ._phases import accounted, one_time
 from ._reporters import tell_allure
-from ._rows import latency_row, reference_row, results_row
+from ._rows import latency_row, results_row
 from ._shards import Gathering, emit, merged_report
 from ._time_limit import limited
 from ._tracking import read_tracking, track_session, tracking_lines, tracking_uri
@@ -217,9 +210,10 @@ class MlreproSession:
             # A failure's text carries data (class names, sample ids, exception texts from
             # frameworks, names read from a shared cache): its control characters are shown.
             report.longrepr = visible_lines(report.longrepr)
-        if isinstance(item, ManifestItem):
+        if isinstance(item, (ManifestItem, ManifestErrorItem)):
             for name, value in item.report_attributes(call.when).items():
                 setattr(report, name, value)
+        if isinstance(item, ManifestItem):
             item.locate_failure(report)
         return report
 
@@ -233,14 +227,11 @@ class MlreproSession:
         row = results_row(report)
         if row is not None:
             state.results.append(row)
-        kept: tuple[tuple[list[Any], object], ...] = (
-            (state.latency, latency_row(report)),
-            (state.reference, reference_row(report)),
-            (state.drift, drift_row(report)),
-        )
-        for rows, data in kept:
-            if data is not None:
-                rows.append(data)
+        latency, drift = latency_row(report), drift_row(report)
+        if latency is not None:
+            state.latency.append(latency)
+        if drift is not None:
+            state.drift.append(drift)
         self._gather_shard(report)
 
     def _gather_shard(self, report: pytest.TestReport) -> None:
@@ -286,11 +277,15 @@ class MlreproSession:
             (r for r in state.results if r.kind != "latency"),
             key=lambda r: (str(r.manifest), str(r.device)),
         )
+        referenced = [r for r in state.results if r.reference_verdict is not None]
         sections: list[tuple[str, list[str]]] = [
-            ("mlrepro reference agreement", reference_lines(state.reference)),
+            ("mlrepro reference agreement", reference_lines(referenced)),
             ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
             ("mlrepro notes", note_lines(state.results)),  # latency rows' too (an enrichment)
-            ("mlrepro latency", latency_table(state.latency) if state.latency else []),
+            (
+                "mlrepro latency",
+                latency_table([r for r, _ in state.latency]) if state.latency else [],
+            ),
             (
                 "mlrepro",
                 (summary_table(accuracy) if accuracy else [])

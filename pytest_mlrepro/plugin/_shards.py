@@ -1,12 +1,8 @@
 """Sharding in the plugin: ``--mlrepro-shard I/N`` (this run evaluates shard I of N of every data
-set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each accuracy
-item is split into K shard items, spread over pytest-xdist's workers like any items, whose parts
-the session merges into one verdict for the whole item as soon as all K have arrived).
-
-The merged verdict is a ``pytest.TestReport`` for the whole item's node id, sent through
-``pytest_runtest_logreport`` as pytest-xdist sends the report of a crashed worker's item: the
-terminal, JUnit XML and the exit status see it as an item's result.
-"""
+set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each
+accuracy item is split into K shard items, spread over pytest-xdist's workers like any items,
+whose parts the session merges into one verdict for the whole item as soon as all K have
+arrived)."""
 
 from __future__ import annotations
 
@@ -19,7 +15,8 @@ from .._visible import visible_lines
 from ..data import Shard
 from ..report import merged_shards_text
 from ..results import Row, ShardMergeError, merge_shards, row_json, row_of
-from ._base import PER_SAMPLE_ATTR, PROPERTY_PREFIX, SPLIT_ATTR
+from ._base import PER_SAMPLE_ATTR, ROW_ATTR, SPLIT_ATTR
+from ._junit import junit_view
 from ._rows import results_row
 
 
@@ -110,13 +107,7 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     if text is None and merged.outcome == "failed":
         text = merged_shards_text(where, merged, rows, split.manifest_file, split.classes)
     row = row_json(merged)
-    properties: list[tuple[str, object]] = [
-        (PROPERTY_PREFIX + key, value)
-        for key, value in row.items()
-        if key not in ("nodeid", "outcome", "per_sample", "timing")
-    ]
-    for key, value in (row.get("timing") or {}).items():
-        properties.append((f"{PROPERTY_PREFIX}timing.{key}", value))
+    per_sample = row.pop("per_sample", None)
     fspath, lineno, domain = first.location
     location = (fspath, lineno, domain.replace(f"[shard{split.index}of{split.count}]", ""))
     outcome = row["outcome"]
@@ -133,9 +124,9 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
         when="call",
         sections=[],
         duration=duration,
-        user_properties=properties,
+        user_properties=junit_view(row),
         # Extra attributes, as the session's makereport wrapper gives an item's reports.
-        **({PER_SAMPLE_ATTR: row["per_sample"]} if "per_sample" in row else {}),
+        **{ROW_ATTR: row, **({PER_SAMPLE_ATTR: per_sample} if per_sample is not None else {})},
     )
 
 

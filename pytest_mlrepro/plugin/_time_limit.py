@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._base import PROPERTY_PREFIX, MlreproFailure, display_path, options, terminal_stderr
+from ._base import MlreproFailure, display_path, options, terminal_stderr
 from ._item import EvaluatingItem
 from ._limits import ItemTimeout, time_limit
 
@@ -38,6 +38,5 @@ def limited(item: pytest.Item) -> Iterator[None]:
         with time_limit(seconds, where, report_fd=terminal_stderr(item.config)):
             yield
     except ItemTimeout as exc:
-        if not any(k == PROPERTY_PREFIX + "verdict" for k, _ in item.user_properties):
-            item.add_property("verdict", "timeout")  # the summary table's row says so
+        item.set_verdict("timeout")  # the summary table's row says so
         raise MlreproFailure(f"{exc} (the limit comes from {source})") from None

@@ -1,11 +1,5 @@
 """Under pytest-xdist, a latency item must not be timed while items in other workers load the same
-cores. Every worker of a session that has latency items shares one lock file (its path comes from
-the controller: the entry point's ``pytest_configure_node``): each other item holds it shared
-while it runs, a latency item holds it exclusively while it measures (writer-preferring: a
-waiting latency item stops new items from starting, so it never starves). Under
-``--dist loadgroup`` latency items form the group ``mlrepro-latency`` (``_item.item_nodeid``), so
-that it sends them all to one worker.
-"""
+cores."""
 
 from __future__ import annotations
 

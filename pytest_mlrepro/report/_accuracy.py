@@ -30,6 +30,13 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
         f"{ref_text}\n\n{where}: golden not {o.verb} ({o.golden_shown} is left as it was)"
     )
     reason = o.reason
+    if reason == "unavailable":  # a failure only under --mlrepro-strict
+        strict = " (a failure because of --mlrepro-strict)" if o.end == "fail" else ""
+        return o.message + strict
+    if reason == "non-finite outputs":
+        return f"{where}: {o.message}"
+    if reason in ("error", "build mismatch"):
+        return o.message
     if reason == "written, reference failed":
         return f"{where}: golden {o.action}: {o.golden_shown}\n{ref_text}"
     if reason in ("reference error", "reference disagreement"):

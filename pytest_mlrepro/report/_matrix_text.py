@@ -10,7 +10,7 @@ import io
 from collections.abc import Sequence
 
 from ..matrix import Cell, History, ManifestAgreement, Matrix, status_of
-from ..results import LISTED, Machine, Row
+from ..results import LISTED, Machine, Row, top_k_label
 from ._latency import fmt_ms
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
@@ -212,7 +212,7 @@ def markdown(matrix: Matrix) -> str:
             "device",
             "framework",
             "top-1",
-            "top-5",
+            top_k_label(c.accuracy for c in matrix.cells)[0],
             "agrees with golden",
             "latency p50",
             "×golden",

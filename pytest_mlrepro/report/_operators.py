@@ -1,11 +1,6 @@
 """A latency regression's operators in words: which operators took the added time, whether the
-slowdown is spread over most of the model or concentrated in a few operators, and what changed
-in kind (fused operators split apart, quantised ones now float, another op type or provider).
-
-One wording for the terminal, the results file's readers and the HTML page: it reads the
-results file's record (``results.Operators``), which the check's facts
-(``latency.findings_json``) fill.
-"""
+slowdown is spread over most of the model or concentrated in a few operators, and what changed in
+kind (fused operators split apart, quantised ones now float, another op type or provider)."""
 
 from __future__ import annotations
 

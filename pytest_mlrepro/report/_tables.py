@@ -9,7 +9,7 @@ from typing import Any
 from .._names import record_command
 from .._visible import visible
 from ..goldens import Comparison
-from ..results import Part, Row, combine
+from ..results import Part, Row, combine, top_k_label
 from ._text import aligned
 
 _LEVEL_NAMES = {
@@ -97,30 +97,10 @@ def explain(
     return "\n".join(lines)
 
 
-def _k(row: Row) -> int | None:
-    """How many classes the row's "top-5" counts: the manifest's top_k when under 5 (its
-    per-sample results keep that many), else 5; None when the row has no per-sample results."""
-    now = row.per_sample.now if row.per_sample is not None else None
-    if now is None or not now.topk:
-        return None
-    return min(5, len(now.topk[0]))
-
-
 def summary_table(rows: Sequence[Row]) -> list[str]:
     # The column is headed by its k: with top_k 3 it holds top-3 accuracy, not top-5.
-    ks = {_k(r) for r in rows if r.top5 is not None} - {None}
-    k = ks.pop() if len(ks) == 1 else 5
-    mixed = bool(ks)  # rows of different k: each value of another k says its own
-    header = (
-        "manifest",
-        "device",
-        "framework",
-        "samples",
-        "top-1",
-        f"top-{k}",
-        "agreement",
-        "verdict",
-    )
+    top_k, note = top_k_label(rows)
+    header = ("manifest", "device", "framework", "samples", "top-1", top_k, "agreement", "verdict")
     table = [header]
     for r in rows:
         table.append(
@@ -130,7 +110,7 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
                 r.framework or "",
                 "" if r.samples is None else str(r.samples),
                 _fmt(r.top1),
-                _fmt(r.top5) + (f" (top-{_k(r)})" if mixed and _k(r) not in (None, k) else ""),
+                _fmt(r.top5) + note(r),
                 _fmt(r.agreement, 4),
                 _verdict(r),
             )
@@ -158,11 +138,10 @@ def merged_shards_text(
 ) -> str:
     """Why the whole item merged from its shard items' rows (``results.merge_shards``) failed:
     the shard items that failed on their own, else the merged comparison's drift."""
-    failed = merged.extra.get("failed_shards") or []
+    failed = merged.failed_shards
     if failed:
         named = "\n".join(
-            f"  shard {f['shard']}: {f['verdict']} ({f['nodeid']}, see its own report)"
-            for f in failed
+            f"  shard {f.shard}: {f.verdict} ({f.nodeid}, see its own report)" for f in failed
         )
         return f"{where}: {len(failed)} of its {len(shards)} shard items failed:\n{named}"
     parts = [Part.of(r.per_sample) for r in shards if r.per_sample is not None]
@@ -174,11 +153,7 @@ def merged_shards_text(
         classes,
         record_command(manifest_file),
         # What changed in the data since the golden, as each shard found it in its part.
-        data="; ".join(
-            f"shard {r.shard}: {r.extra['data_changed']}"
-            for r in shards
-            if r.extra.get("data_changed")
-        ),
+        data="; ".join(f"shard {r.shard}: {r.data_changed}" for r in shards if r.data_changed),
     )
     return (
         f"{where}: {drift}\n\n(merged from its {len(shards)} shard items, which do not "

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 from ..data import Shard
 from ..latency import STALE_RATIO
-from ..results import Row
+from ..results import Measurement, Row
 from ._latency import fmt_ms
 from ._text import aligned
 
 
-def latency_table(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per item and measurement, with the item's verdict and what decided it; then the
-    stale goldens with the command that re-records each."""
+def latency_table(rows: Sequence[Row]) -> list[str]:
+    """The terminal table: one line per item and measurement, the item's verdict and, in words,
+    which ratio decided it (on the item's first line); then the stale goldens with the command
+    that re-records each."""
     table = [
         (
             "manifest",
@@ -32,60 +32,60 @@ def latency_table(rows: list[dict[str, Any]]) -> list[str]:
         )
     ]
     stale: list[str] = []
-    for r in sorted(rows, key=lambda r: (str(r["manifest"]), str(r["device"]), int(r["batch"]))):
-        measured = r.get("measurements") or {"-": {}}
-        flag = r.get("stale_golden")
-        verdict = str(r.get("verdict", ""))
-        if isinstance(flag, dict):
+    for r in sorted(rows, key=lambda r: (str(r.manifest), str(r.device), r.batch or 0)):
+        flag, verdict = r.stale_golden, str(r.verdict or "")
+        if flag is not None:
             verdict += " (stale golden)"
             stale += [
-                f"stale latency golden: {r['manifest']} [{r['device']}, batch {r['batch']}] runs "
-                f"at ×{flag['ratio']:.2f} of its golden's p50 (below ×{STALE_RATIO:g}: "
+                f"stale latency golden: {r.manifest} [{r.device}, batch {r.batch}] runs "
+                f"at ×{flag.ratio:.2f} of its golden's p50 (below ×{STALE_RATIO:g}: "
                 "recorded on a busy machine? against it a real slowdown would pass); re-record:",
-                f"  {flag['command']}",
+                f"  {flag.command}",
             ]
-        for index, (name, m) in enumerate(measured.items()):
-            j = (m.get("judgements") or [{}])[0]
+        measured: list[tuple[str, Measurement | None]] = [*(r.measurements or {}).items()]
+        measured = measured or [("-", None)]
+        for index, (name, m) in enumerate(measured):
+            j = m.judgements[0] if m is not None and m.judgements else None
             table.append(
                 (
-                    str(r["manifest"]),
-                    str(r["device"]),
-                    str(r["batch"]),
+                    str(r.manifest),
+                    str(r.device),
+                    str(r.batch),
                     name,
-                    _ms(j.get("golden_ms")) + (f" {j['statistic']}" if j else ""),
-                    _ms(j.get("now_ms", m.get("p50_ms"))),
-                    _x(j.get("ratio")),
-                    _x(j.get("normalised")),
-                    str(m.get("rounds", "-")),
+                    "-" if j is None else f"{_ms(j.golden_ms)} {j.statistic}",
+                    _ms(j.now_ms if j is not None else m.p50_ms if m is not None else None),
+                    _x(None if j is None else j.ratio),
+                    _x(None if j is None else j.normalised),
+                    "-" if m is None else str(m.rounds),
                     verdict if index == 0 else "",
-                    str(r.get("decided_by") or "") if index == 0 else "",
+                    str(r.decided_by or "") if index == 0 else "",
                 )
             )
     return aligned(table) + (["", *stale] if stale else [])
 
 
-def _ms(value: Any) -> str:
-    return fmt_ms(value / 1e3) if isinstance(value, (int, float)) else "-"
+def _ms(value: float | None) -> str:
+    return "-" if value is None else fmt_ms(value / 1e3)
 
 
-def _x(value: Any) -> str:
-    return f"×{value:.2f}" if isinstance(value, (int, float)) else "-"
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"×{value:.2f}"
 
 
-def reference_lines(rows: list[dict[str, Any]]) -> list[str]:
+def reference_lines(rows: Sequence[Row]) -> list[str]:
+    """One line per item: manifest [device] vs reference, agreement, max score difference."""
     lines = []
-    for r in sorted(rows, key=lambda r: (str(r.get("manifest")), str(r.get("device")))):
-        head = f"{r.get('manifest')} [{r.get('device')}] vs {r.get('reference', '?')}"
-        if "reference_agreement" not in r:
-            lines.append(f"{head}: {r.get('reference_verdict')}")
+    for r in sorted(rows, key=lambda r: (str(r.manifest), str(r.device))):
+        head = f"{r.manifest} [{r.device}] vs {r.reference or '?'}"
+        if r.reference_agreement is None:
+            lines.append(f"{head}: {r.reference_verdict}")
             continue
-        diff = r.get("reference_max_score_diff")
+        diff, ratio = r.reference_max_score_diff, r.reference_top1_ratio
         lines.append(
-            f"{head}: top-1 agreement {r['reference_agreement']:.4f} "
-            f"over {r.get('reference_samples')} samples, max |Δ "
-            f"{r.get('reference_score_space', 'score')}| "
+            f"{head}: top-1 agreement {r.reference_agreement:.4f} "
+            f"over {r.reference_samples} samples, max |Δ {r.reference_score_space or 'score'}| "
             f"{'-' if diff is None else f'{diff:.3g}'}, top-1 ratio "
-            f"{r.get('reference_top1_ratio', float('nan')):.4f}: {r.get('reference_verdict')}"
+            f"{float('nan') if ratio is None else ratio:.4f}: {r.reference_verdict}"
         )
     return lines
 

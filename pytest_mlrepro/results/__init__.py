@@ -1,10 +1,5 @@
-"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the
-merge of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result.
-
-The public core ``mlrepro merge`` builds on (no pytest): :func:`load_results` reads a file with
-errors that name the file and the JSON path of a bad field; :func:`combine` and
-:func:`merge_shards` put shards back together, exactly.
-"""
+"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the merge
+of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ from ._fields import (
     changed_samples,
     diagnosis_summary,
     differences,
+    manifest_digest,
     manifest_identity,
     pipeline_digest,
     pipeline_of,
@@ -46,23 +42,29 @@ from ._record import (
     LISTED,
     ChangedSample,
     ChangedSamples,
-    Diagnosis,
     DiagnosisSection,
+    DiagnosisSummary,
     Document,
     Environment,
+    FailedShard,
+    JudgedStatistic,
     Machine,
+    Measurement,
     Operators,
     OpTypeShare,
     PerSample,
+    PhaseTimes,
     Row,
     StaleGolden,
     Status,
+    Timing,
     created_time,
     record,
     results_schema,
     results_text,
     row_json,
     row_of,
+    top_k_label,
 )
 
 __all__ = [
@@ -74,21 +76,26 @@ __all__ = [
     "MAX_TOTAL_BYTES",
     "ChangedSample",
     "ChangedSamples",
-    "Diagnosis",
     "DiagnosisSection",
+    "DiagnosisSummary",
     "Document",
     "Environment",
+    "FailedShard",
+    "JudgedStatistic",
     "Machine",
+    "Measurement",
     "OpTypeShare",
     "Operators",
     "Part",
     "PerSample",
+    "PhaseTimes",
     "ResultsFileError",
     "Row",
     "Shard",
     "ShardMergeError",
     "StaleGolden",
     "Status",
+    "Timing",
     "changed_samples",
     "combine",
     "created_now",
@@ -99,6 +106,7 @@ __all__ = [
     "json_path",
     "load_results",
     "load_results_files",
+    "manifest_digest",
     "manifest_identity",
     "merge_shards",
     "metrics",
@@ -113,6 +121,7 @@ __all__ = [
     "shard_of",
     "shard_results",
     "shard_verdict",
+    "top_k_label",
     "unsharded_nodeid",
     "validate_results",
 ]

@@ -1,13 +1,6 @@
-"""The fields a results row carries beyond its metrics, made from plain data: what the manifest
-was (its normalised content, its digest, and apart from it the *pipeline* and the run
-*settings*), what changed sample by sample, and the diagnosis' summary. ``mlrepro merge`` and
-``mlrepro history`` read them back to say why a cell failed and what differs between machines
-or nights, without the pipelines themselves.
-
-Pipeline and settings are told apart on purpose: a manifest whose only edit is a thread count
-computes the same thing (up to the framework's own reduction order), and is "the same pipeline
-with other settings", never "another pipeline".
-"""
+"""The fields a results row carries beyond its metrics, made from plain data: what the manifest was
+(its normalised content, its digest, and apart from it the *pipeline* and the run *settings*),
+what changed sample by sample, and the diagnosis' summary."""
 
 from __future__ import annotations
 
@@ -15,6 +8,8 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ._record import ChangedSample, ChangedSamples, DiagnosisSection, DiagnosisSummary
 
 SETTINGS = ("runtime",)
 """Top-level manifest blocks that say how the model runs, not what it computes: its settings
@@ -90,36 +85,34 @@ def _name(classes: Sequence[str] | None, index: int) -> str:
     return str(index)
 
 
-def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> dict[str, Any]:
-    """The samples whose top-1 changed against the golden (``goldens.Changed``: id, label,
-    golden and now class with their scores), named with the data set's classes: the first
-    :data:`CHANGED_SAMPLES` of them and how many there are."""
-    return {
-        "count": len(changed),
-        "samples": [
-            {
-                "id": str(c.id),
-                "label": _name(classes, int(c.label)),
-                "golden": _name(classes, int(c.golden)),
-                "golden_score": round(float(c.golden_score), 6),
-                "now": _name(classes, int(c.now)),
-                "now_score": round(float(c.now_score), 6),
-            }
+def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> ChangedSamples:
+    """The samples whose top-1 changed against the golden (``goldens.Changed``), named with the
+    data set's classes: the first :data:`CHANGED_SAMPLES` of them and how many there are."""
+    return ChangedSamples(
+        count=len(changed),
+        samples=tuple(
+            ChangedSample(
+                id=str(c.id),
+                label=_name(classes, int(c.label)),
+                golden=_name(classes, int(c.golden)),
+                golden_score=round(float(c.golden_score), 6),
+                now=_name(classes, int(c.now)),
+                now_score=round(float(c.now_score), 6),
+            )
             for c in changed[:CHANGED_SAMPLES]
-        ],
-    }
+        ),
+    )
 
 
 def diagnosis_summary(
     lead: str, cause: str, sections: Sequence[tuple[str, Sequence[str]]]
-) -> dict[str, Any]:
-    """The diagnosis as a row carries it: the cause (a pitfall category, ``environment``,
-    ``model``…), the lead sentence and the evidence sections (title, lines)."""
-    return {
-        "cause": cause,
-        "lead": lead,
-        "sections": [
-            {"title": str(title), "lines": [str(line) for line in lines[:LINES]]}
+) -> DiagnosisSummary:
+    """The diagnosis as a row carries it: cause, lead sentence and evidence sections."""
+    return DiagnosisSummary(
+        cause=cause,
+        lead=lead,
+        sections=tuple(
+            DiagnosisSection(str(title), tuple(str(line) for line in lines[:LINES]))
             for title, lines in sections
-        ],
-    }
+        ),
+    )

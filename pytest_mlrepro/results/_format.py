@@ -1,13 +1,7 @@
 """The results file (``--mlrepro-json``, format 2): reading it back through one validating
-constructor, :func:`validate_results`.
-
-The file's shape is said once, as types (``_record.py``), and its JSON Schema is generated from
-them (:func:`results_schema`, ``mlrepro schema results``). A file read back is checked against
-it with ``fastjsonschema`` (imported here, where a file is read, not with the plugin), then by the
-few rules a schema cannot state (:data:`BEYOND_SCHEMA`), so that ``mlrepro merge`` refuses a
-truncated, hand-edited or foreign file with the file and the JSON path of the bad field instead
-of a ``KeyError`` deep inside a merge.
-"""
+constructor, :func:`validate_results`. A file read back is checked against the schema generated
+from the types (``fastjsonschema``, imported only where a file is read), then by the rules a
+schema cannot state (:data:`BEYOND_SCHEMA`), so that a bad file is refused naming its field."""
 
 from __future__ import annotations
 
@@ -390,14 +384,7 @@ def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS)
 def load_results(
     path: Path | str, *, rows_left: int = MAX_ROWS, max_rows: int = MAX_ROWS
 ) -> Document:
-    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote).
-
-    These files are other jobs' artifacts: the one bounded reader refuses a FIFO or a device
-    (a link to ``/dev/zero``) without blocking, and a file over ``MAX_BYTES`` unread; the parse
-    refuses nesting deeper than ``MAX_DEPTH``, and a file of more than ``rows_left`` rows
-    (of ``max_rows`` for all files read together: :data:`MAX_ROWS`) is refused before it is
-    parsed. Every failure is a ResultsFileError
-    naming the file."""
+    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote)."""
     path = Path(path)
     try:
         raw = read_bounded(path, MAX_BYTES, follow_symlinks=True)

@@ -1,13 +1,5 @@
 """Shards put back together: the comparison of a whole run rebuilt from its shards' per-sample
-results, and the N shard rows of one evaluation merged into the row of the unsharded run.
-
-Exact, not approximate: each shard keeps, per sample, its top-k classes and scores, the golden's,
-and the score difference the comparison takes the maximum of; the union of the shards is the
-unsharded run's per-sample data (the shard rule partitions the data set and the golden alike), so
-:func:`combine` computes the unsharded :class:`~pytest_mlrepro.goldens.Comparison` with the same
-code (``goldens.comparison_of``), and :func:`merge_shards` decides with the same decision the item
-makes (``goldens.accuracy_decision``).
-"""
+results, and the N shard rows of one evaluation merged into the row of the unsharded run."""
 
 from __future__ import annotations
 
@@ -27,7 +19,7 @@ from ..goldens import Comparison, Results, accuracy_decision, comparison_of
 from ..manifest import Tolerances
 from ._fields import changed_samples
 from ._format import Part
-from ._record import ChangedSamples, PerSample, PhaseTimes, Row, Timing, record
+from ._record import FailedShard, PerSample, PhaseTimes, Row, Timing, record
 
 EXAMPLES = 5
 """Shards or versions named in one message; the rest are counted."""
@@ -86,9 +78,8 @@ def _union(parts: Sequence[Results], what: str) -> Results:
 
 def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
     """The comparison with the golden of the union of ``parts`` (e.g. the N shards of a run):
-    exactly what ``goldens.compare`` gives for the whole run (whose samples, and golden's, are
-    in sample-id order, as a data set's are). ShardMergeError for no parts, a part that was not
-    compared with a golden, or parts that overlap."""
+    exactly what ``goldens.compare`` gives for the whole run (whose samples, and golden's, are in
+    sample-id order, as a data set's are)."""
     if not parts:
         raise ShardMergeError("no parts to combine")
     for number, part in enumerate(parts, 1):
@@ -228,11 +219,8 @@ def _timing(shards: Sequence[Row]) -> Timing | None:
 
 
 def merge_shards(rows: Sequence[Row]) -> Row:
-    """The N shard rows of one evaluation (one machine, manifest and device) merged into the
-    typed row of the unsharded run: its exact metrics and its verdict. A shard that failed on
-    its own (an error, no golden, non-finite outputs, a skip) makes the merged row fail, naming
-    the shard (``extra["failed_shards"]``); ShardMergeError when the rows are not each shard
-    once (see :func:`check_shards`)."""
+    """The N shard rows of one evaluation (one machine, manifest and device) merged into the typed
+    row of the unsharded run: its exact metrics and its verdict."""
     shards = check_shards(rows)
     first = shards[0][1]
     merged = Row(
@@ -241,8 +229,7 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         status="failed",
         shards=len(shards),
         timing=_timing([row for _, row in shards]),
-        # The manifest's controls, and common fields given as null, as the first shard says.
-        extra={k: v for k, v in first.extra.items() if k in (*COMMON, "controls")},
+        controls=first.controls,
         **{key: getattr(first, key) for key in COMMON},
     )
     failed = [(shard, row) for shard, row in shards if not _compared(row)]
@@ -250,14 +237,10 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         verdict = "skipped" if first.verdict is None else first.verdict
         return replace(merged, outcome="skipped", status="skipped", verdict=verdict)
     if failed:
-        failed_shards = [
-            {"shard": str(shard), "nodeid": row.nodeid, "verdict": row.verdict}
-            for shard, row in failed
-        ]
         return replace(
             merged,
             verdict=str(failed[0][1].verdict or failed[0][1].outcome),
-            extra={**merged.extra, "failed_shards": failed_shards},
+            failed_shards=tuple(FailedShard(str(s), r.nodeid, r.verdict) for s, r in failed),
         )
     parts = [Part.of(row.per_sample) for _, row in shards if row.per_sample is not None]
     if first.tolerances is None:
@@ -268,7 +251,7 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         has_golden=True,
         within_tolerance=comparison.ok,
         # A shard whose part of the data changed: the whole item fails as a data change.
-        data_changed=any(row.extra.get("data_changed") for _, row in shards),
+        data_changed=any(row.data_changed for _, row in shards),
     )
     passed = decision.action == "pass"
     return replace(
@@ -276,9 +259,7 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         **metrics(comparison),
         # What the report shows of a failed comparison (classes unnamed).
         outside_tolerance=() if comparison.ok else tuple(comparison.failures),
-        changed_samples=None
-        if comparison.ok
-        else record(ChangedSamples, changed_samples(comparison.changed, None)),
+        changed_samples=None if comparison.ok else changed_samples(comparison.changed, None),
         verdict="pass" if passed else decision.reason,
         outcome="passed" if passed else "failed",
         status="passed" if passed else "failed",

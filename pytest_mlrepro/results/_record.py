@@ -1,11 +1,5 @@
 """The results file as types: one frozen dataclass per object of the file, and the file's JSON
-Schema generated from them (:func:`results_schema`), so that the shape is said once.
-
-A field without a default is required; a field whose type admits None may be null (and, with a
-default, absent: files written before the field lack it). ``metadata={"schema": {...}}`` adds
-what a type cannot say (bounds, patterns, descriptions). Rows keep fields of other plugins and
-of later versions (``additionalProperties``): only the fields named here are typed.
-"""
+Schema generated from them (:func:`results_schema`), so that the shape is said once."""
 
 from __future__ import annotations
 
@@ -21,6 +15,7 @@ from typing import Any, Literal
 
 from .._json_schema import SchemaWriter
 from .._phases import PHASES
+from .._status import Status as Status
 from ..data import MAX_SHARDS, Shard
 from ..manifest import Tolerances
 
@@ -40,11 +35,6 @@ CREATED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})
 
 _T = typing.TypeVar("_T")
 Outcome = Literal["passed", "failed", "skipped"]
-Status = Literal["passed", "failed", "skipped", "no golden", "recorded", "partial"]
-"""A check's standing, as its record states it (pytest's ``outcome`` is how the item ended):
-compared and within tolerance; failed (a drift, an error, a regression, a golden not recorded);
-not compared, listed (a missing framework, a machine too busy to judge); nothing to compare
-with; a golden written (nothing compared); one shard compared (the verdict is the merge's)."""
 
 
 def _says(description: str = "", **schema: Any) -> Any:
@@ -231,7 +221,7 @@ class DiagnosisSection:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class DiagnosisSummary:
     """A diagnosed drift as a row keeps it: the cause (a pitfall category, ``environment``,
     ``model``…), the lead sentence and the evidence sections as the terminal shows them."""
 
@@ -242,6 +232,43 @@ class Diagnosis:
     def section(self, starts: str) -> tuple[str, ...]:
         """The lines of the first section whose title starts with ``starts``."""
         return next((s.lines for s in self.sections if s.title.startswith(starts)), ())
+
+
+@dataclass(frozen=True)
+class FailedShard:
+    """A shard that failed on its own, which fails the merged row."""
+
+    shard: str
+    nodeid: str
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgedStatistic:
+    """One statistic of a latency measurement judged against its golden (``latency.Judgement``
+    as a row keeps it, in ms)."""
+
+    statistic: str
+    golden_ms: float
+    now_ms: float
+    ratio: float
+    outcome: str | None = None
+    normalised: float | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One latency measurement's distribution (ms) and its judged statistics."""
+
+    p50_ms: float
+    rounds: int
+    min_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    mean_ms: float | None = None
+    stddev_ms: float | None = None
+    iqr_ms: float | None = None
+    judgements: tuple[JudgedStatistic, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -298,20 +325,79 @@ class Row:
     outside_tolerance: tuple[str, ...] = ()
     changed_samples: ChangedSamples | None = None
     diagnosis: str | None = None
-    diagnosis_summary: Diagnosis | None = None
+    diagnosis_summary: DiagnosisSummary | None = None
     latency_tolerance: dict[str, float] | None = None
     shards: int | None = _optional("merged from this many shard items", minimum=1)
     batch: int | None = _optional("latency rows: the batch size", minimum=1)
     notes: tuple[str, ...] = ()
+    top_k: int | None = _optional("the k of ``top5`` when under 5 (absent: 5)", minimum=1)
+    controls: dict[str, Any] | None = field(default=None, metadata=_says("controls that held"))
+    data: str | None = _optional("where the data set was read from")
+    data_changed: str | None = None
+    nonfinite_samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
+    golden_enriched: tuple[str, ...] = ()
+    failed_shards: tuple[FailedShard, ...] = ()
+    reference_verdict: str | None = None
+    reference: str | None = _optional("the reference manifest's name")
+    reference_samples: int | None = _optional(minimum=0, maximum=MAX_WHOLE)
+    reference_agreement: float | None = _optional(minimum=0, maximum=1)
+    reference_top1_ratio: float | None = None
+    reference_score_space: str | None = None
+    reference_max_score_diff: float | None = _optional(minimum=0)
+    intra_op_threads: int | str | None = None
+    inter_op_threads: int | str | None = None
+    graph_optimization_level: Any = None
+    providers: Any = None
+    attempts: int | None = _optional("latency rows: attempts measured", minimum=0)
+    window: tuple[float, ...] = ()
+    contention: float | None = None
+    changed: dict[str, list[Any]] | None = field(
+        default=None, metadata=_says("latency settings changed: [golden, now]")
+    )
+    measurements: dict[str, Measurement] | None = None
     extra: dict[str, Any] = field(default_factory=dict, metadata={"extra": True})
-    """The fields of the row this record does not name (a reference's, the manifest's controls,
-    later versions') and those given as null: written back as they came (:func:`row_json`); not
-    in the schema. (Any record's ``extra`` field is filled so by :func:`record`.)"""
+    """Fields a newer writer (or another plugin) added, and those given as null: written back
+    as they came (:func:`row_json`); not in the schema."""
+
+    @property
+    def k(self) -> int:
+        """How many classes the row's ``top5`` counts (a file before ``top_k``: from its
+        per-sample results)."""
+        if self.top_k is not None:
+            return self.top_k
+        now = self.per_sample.now if self.per_sample is not None else None
+        return min(5, len(now.topk[0])) if now is not None and now.topk else 5
+
+    def latency_figures(self) -> dict[str, Any]:
+        """A latency row's figures flat, per measurement (``model.p50_ms``, ``model.rounds``,
+        ``model.p50_ratio``...), and its contention; a file written before ``measurements``
+        has them as fields of its own."""
+        out = {k: v for k, v in self.extra.items() if "." in k}
+        for name, m in (self.measurements or {}).items():
+            for f in dataclasses.fields(m):
+                if f.name != "judgements" and getattr(m, f.name) is not None:
+                    out[f"{name}.{f.name}"] = getattr(m, f.name)
+            for j in m.judgements:
+                out[f"{name}.golden_{j.statistic}_ms"] = j.golden_ms
+                out[f"{name}.{j.statistic}_ratio"] = j.ratio
+                if j.normalised is not None:
+                    out[f"{name}.{j.statistic}_normalised"] = j.normalised
+        if self.contention is not None:
+            out["contention"] = self.contention
+        return out
 
     @property
     def p50_tolerance(self) -> float | None:
         """Latency rows: the largest p50 ratio now/golden that passes."""
         return None if self.latency_tolerance is None else self.latency_tolerance.get("p50")
+
+
+def top_k_label(rows: typing.Iterable[Row | None]) -> tuple[str, typing.Callable[[Row], str]]:
+    """The ``top5`` column's header for ``rows`` (``top-3`` when every row's k is 3) and, for a
+    row of another k than the header's, the note its value gets (``" (top-3)"``)."""
+    ks = {r.k for r in rows if r is not None and r.top5 is not None}
+    k = ks.pop() if len(ks) == 1 else 5
+    return f"top-{k}", lambda row: "" if row.top5 is None or row.k == k else f" (top-{row.k})"
 
 
 LISTED: tuple[tuple[str, str], ...] = tuple(
@@ -416,14 +502,11 @@ that no other text of the file can be (a quote inside a string is escaped there)
 
 
 def results_text(document: Document) -> str:
-    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json``
-    writes and the session's page reads back; ``created`` and ``one_time`` (the costs the process
-    paid once for all its items) left out when None.
-
-    Indented to be read, except each row's ``per_sample`` block, one line of compact JSON. Why:
-    the per-sample numbers are most of the file, and json's indenting encoder is pure Python, its
-    compact one C: the main job's nine rows took 0.46 s indented whole against 0.16 s so
-    (docs/measurements.md, issue 34), and the file is 2.6 times smaller."""
+    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json`` writes
+    and the session's page reads back; ``created`` and ``one_time`` (the costs the process paid
+    once for all its items) left out when None."""
+    # Indented to be read, except each row's per_sample block: one line by json's C encoder
+    # (the pure-Python indenting one took 0.46 s against 0.16 s: docs/measurements.md).
     blocks: list[str] = []
     results = []
     # nodeid last: under xdist reports arrive in any order, and the file must not depend on it.
@@ -458,10 +541,8 @@ def _json(value: Any) -> Any:
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
-    """The record ``cls`` of a JSON object that its schema accepts, with the fields ``given`` as
-    they are. Fields of other plugins and later versions, and those given as null (a latency
-    row's ``stale_golden``), go to its ``extra`` field if it has one (so that the file says them
-    as they were given), else are left out."""
+    """The record ``cls`` of a JSON object its schema accepts (the fields ``given`` as they are);
+    fields it does not name, and those given as null, go to its ``extra`` field if it has one."""
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]

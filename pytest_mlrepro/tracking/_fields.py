@@ -198,6 +198,5 @@ def _metrics(row: Row) -> Iterator[tuple[str, object]]:
             yield f"phase.{phase}.cpu", times.cpu
     # A latency row's statistics, per measurement ("model.p50_ms", "model.rounds", ...): the row
     # is one batch size's.
-    for key, value in row.extra.items():
-        if "." in key or key == "contention":
-            yield f"latency.{key}", value
+    for key, value in row.latency_figures().items():
+        yield f"latency.{key}", value

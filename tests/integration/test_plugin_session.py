@@ -117,7 +117,7 @@ def test_one_session_object_owns_the_state(pytester: pytest.Pytester) -> None:
     assert session_of(second) is not session
     assert state_of(first) is not state_of(second)
     state = state_of(first)
-    assert state.results == [] and state.latency == [] and state.reference == []
+    assert state.results == [] and state.latency == []
 
 
 def test_importing_the_plugin_opens_no_file_descriptor() -> None:

@@ -21,6 +21,7 @@ from pytest_mlrepro.goldens import (
 )
 from pytest_mlrepro.manifest import Reference, Tolerances
 from pytest_mlrepro.report import accuracy_outcome_text, explain
+from pytest_mlrepro.results import row_of
 
 IDS = ("a.png", "b.png", "c.png", "d.png")
 LABELS = np.array([0, 1, 2, 0])
@@ -54,6 +55,7 @@ DRIFTED[3] = [0.2, 0.7, 0.1]
 
 def _outcome(reason: Any, **facts: Any) -> AccuracyOutcome:
     base = AccuracyOutcome(
+        row=row_of({"nodeid": "manifests/tiny.yaml::accuracy[cpu]", "outcome": "failed"}),
         status="failed",
         manifest_shown="manifests/tiny.yaml",
         device="cpu",

@@ -19,12 +19,13 @@ from pytest_mlrepro.report import determinism_text
 from pytest_mlrepro.results import row_json, row_of
 
 
-def test_an_accuracy_record_is_frozen_with_its_properties_and_notes() -> None:
-    record = AccuracyOutcome(properties=(("verdict", "pass"),), notes=("a note",))
+def test_an_accuracy_record_is_frozen_with_its_row_and_notes() -> None:
+    row = row_of({"nodeid": "m.yaml::accuracy[cpu]", "outcome": "passed", "verdict": "pass"})
+    record = AccuracyOutcome(row=row, notes=("a note",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.status = "failed"  # type: ignore[misc]
-    with pytest.raises(AttributeError):  # a tuple: nothing appended after the check
-        record.properties.append(("verdict", "drift"))  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the row too: nothing patched later
+        record.row.verdict = "drift"  # type: ignore[misc]
     assert record.status == "passed" and record.notes == ("a note",)
 
 
@@ -32,7 +33,7 @@ def test_a_latency_record_is_frozen() -> None:
     record = LatencyOutcome(end="skip", status="skipped", reason="contended")
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.end = "pass"  # type: ignore[misc]
-    assert isinstance(record.properties, tuple)
+    assert record.facts.verdict is None  # a typed record, not a list of properties
 
 
 @pytest.mark.parametrize(
@@ -114,7 +115,7 @@ def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:
             "score_diff": {},
         },
         "notes": ["a note"],
-        "reference_verdict": "agrees",  # a field the record does not name
+        "another_plugins": "agrees",  # a field the record does not name
         "stale_golden": None,  # given as null: the file says it so
     }
     row = row_of(value)
@@ -123,7 +124,7 @@ def test_a_row_is_typed_and_its_json_is_what_it_was_made_of() -> None:
     assert (row.timing.phases["model"].wall, row.timing.phases["model"].cpu) == (0.25, 0.5)
     assert row.per_sample is not None and row.per_sample.golden is None
     assert row.top1 is None and row.stale_golden is None
-    assert row.extra == {"reference_verdict": "agrees", "stale_golden": None}
+    assert row.extra == {"another_plugins": "agrees", "stale_golden": None}
     assert row_json(row) == value
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.status = "passed"  # type: ignore[misc]

@@ -31,6 +31,8 @@ def test_aligned_puts_each_mark_after_its_row() -> None:
 
 
 LATENCY_ROW = {
+    "nodeid": "m.yaml::latency[cpu-b8]",
+    "outcome": "failed",
     "manifest": "m",
     "device": "cpu",
     "batch": 8,
@@ -39,6 +41,7 @@ LATENCY_ROW = {
     "measurements": {
         "model": {
             "rounds": 50,
+            "p50_ms": 16.0,
             "judgements": [
                 {"statistic": "p50", "golden_ms": 10.0, "now_ms": 16.0, "ratio": 1.6,
                  "normalised": 1.55},
@@ -50,7 +53,7 @@ LATENCY_ROW = {
 
 
 def test_latency_table_one_line_per_measurement_verdict_on_the_first() -> None:
-    lines = latency_table([LATENCY_ROW])
+    lines = latency_table([row_of(LATENCY_ROW)])
     header, model, end_to_end = lines
     assert header.split()[:4] == ["manifest", "device", "batch", "measure"]
     assert model.split()[:4] == ["m", "cpu", "8", "model"]
@@ -63,7 +66,7 @@ def test_latency_table_one_line_per_measurement_verdict_on_the_first() -> None:
 def test_latency_table_names_a_stale_golden_and_the_command_that_re_records_it() -> None:
     command = "pytest 'm.yaml::latency' --mlrepro-update"
     row = {**LATENCY_ROW, "verdict": "pass", "stale_golden": {"ratio": 0.4, "command": command}}
-    lines = latency_table([row])
+    lines = latency_table([row_of(row)])
     assert "pass (stale golden)" in lines[1]
     assert lines[-2].startswith("stale latency golden: m [cpu, batch 8] runs at ×0.40")
     assert lines[-1] == "  pytest 'm.yaml::latency' --mlrepro-update"
@@ -71,13 +74,15 @@ def test_latency_table_names_a_stale_golden_and_the_command_that_re_records_it()
 
 def test_reference_lines_show_agreement_or_why_it_was_not_checked() -> None:
     rows: list[dict[str, Any]] = [
-        {"manifest": "b", "device": "cpu", "reference": "ref", "reference_verdict": "agree",
+        {"nodeid": "b", "outcome": "passed", "manifest": "b", "device": "cpu", "reference": "ref",
+         "reference_verdict": "agree",
          "reference_agreement": 0.995, "reference_samples": 200, "reference_max_score_diff": 0.012,
          "reference_score_space": "probability", "reference_top1_ratio": 1.0},
-        {"manifest": "a", "device": "cpu", "reference": "ref",
+        {"nodeid": "a", "outcome": "passed", "manifest": "a", "device": "cpu",
+         "reference": "ref",
          "reference_verdict": "not checked: no golden"},
     ]  # fmt: skip
-    assert reference_lines(rows) == [
+    assert reference_lines([row_of(r) for r in rows]) == [
         "a [cpu] vs ref: not checked: no golden",
         "b [cpu] vs ref: top-1 agreement 0.9950 over 200 samples, max |Δ probability| 0.012, "
         "top-1 ratio 1.0000: agree",

@@ -18,6 +18,7 @@ from pytest_mlrepro.data import Shard, shard_of
 from pytest_mlrepro.goldens import Results, compare, rounded_scores, score_diffs, top_k
 from pytest_mlrepro.manifest import Tolerances
 from pytest_mlrepro.results import (
+    FailedShard,
     Part,
     PerSample,
     Row,
@@ -202,7 +203,8 @@ def test_a_shard_that_failed_fails_the_merge_naming_it(shard_rows: Any) -> None:
     del rows[1]["per_sample"]
     merged = merge_shards([row_of(r) for r in rows])
     assert merged.outcome == "failed" and merged.verdict == "non-finite outputs"
-    assert merged.extra["failed_shards"] == [
+    assert merged.failed_shards == (FailedShard("2/3", rows[1]["nodeid"], "non-finite outputs"),)
+    assert row_json(merged)["failed_shards"] == [
         {"shard": "2/3", "nodeid": rows[1]["nodeid"], "verdict": "non-finite outputs"}
     ]
     assert merged.top1 is None  # no metrics from an incomplete evaluation

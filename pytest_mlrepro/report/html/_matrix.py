@@ -26,9 +26,17 @@ _MEASURES = (
     "×golden",
 )
 MATRIX_COLUMNS = (*_MEASURES, "likely cause", "pipeline / settings", "verdict")
-NUMERIC_COLUMNS = frozenset(_MEASURES[4:])  # right-aligned, not wrapped
+# Right-aligned, not wrapped (the top-k column headed by its k).
+NUMERIC_COLUMNS = frozenset({*_MEASURES[4:], *(f"top-{k} %" for k in range(1, 5))})
+
+
+def matrix_columns(top_k: str) -> tuple[str, ...]:
+    """:data:`MATRIX_COLUMNS` with the top-5 column headed ``top_k`` (``results.top_k_label``)."""
+    return tuple(f"{top_k} %" if c == "top-5 %" else c for c in MATRIX_COLUMNS)
+
+
 MARK: dict[str, Mark] = {"pass": "pass", "fail": "fail", "not compared": "skip"}
-"""A cell's standing (``matrix.Status``) as the page marks it."""
+"""A cell's standing (``matrix.CellVerdict``) as the page marks it."""
 
 
 def _num(value: float | int | None, spec: str) -> str:

@@ -228,5 +228,6 @@ class ReportView:
     nights: tuple[tuple[str, str], ...] = ()  # (night, its results files)
     environment: tuple[tuple[str, str], ...] = ()
     summary: dict[str, int] = field(default_factory=dict)  # e.g. {"pass": 3, "fail": 1}
+    top_k: str = "top-5"  # the top-5 columns' header: ``top-3`` where every row's k is 3
     # Where each item's time went: a header and its rows of text (``report.phase_table``).
     phases: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] = ((), ())

@@ -1,14 +1,7 @@
-"""The one builder of the report page: results rows → a results document → the matrix → one
-:class:`~._model.ReportView`.
+"""The one builder of the report page: results rows → the matrix → one :class:`ReportView`.
 
-A session's report (``--mlrepro-html``) and a merged matrix (``mlrepro merge --html``) are the
-same page from the same data: the session's rows are first made into the results document it
-would write (``--mlrepro-json``), read back with the results file's own validation and merged
-into a one-machine :class:`~pytest_mlrepro.matrix.Matrix`; ``mlrepro merge`` has N files. What
-only a session has (the drifted items' preprocessing pictures and thumbnails, the latency
-rounds, the pitfall tables beside the goldens, the full environment) comes as
-:class:`SessionParts`, plain data the plugin gathered. Nothing here reads a file or knows pytest.
-"""
+A session's page (``--mlrepro-html``) and a merged matrix (``mlrepro merge --html``) are the same
+page from the same typed rows; what only a session has comes as :class:`SessionParts`."""
 
 from __future__ import annotations
 
@@ -21,11 +14,20 @@ from ..._names import enrich_command
 from ..._visible import shortened
 from ...diagnosis import PitfallTable
 from ...matrix import Cell, Matrix, build_matrix, status_of
-from ...results import FORMAT, Document, Row, record, results_text, validate_results
+from ...results import (
+    FORMAT,
+    Document,
+    Environment,
+    Machine,
+    Row,
+    derived_status,
+    record,
+    top_k_label,
+)
 from .._matrix_text import machine_columns, machine_notes
 from .._operators import operators_lead, operators_text
 from .._phases import Table
-from ._matrix import MARK, MATRIX_COLUMNS, matrix_row
+from ._matrix import MARK, matrix_columns, matrix_row
 from ._model import (
     AccuracyPoint,
     ChangedRow,
@@ -41,18 +43,10 @@ from ._model import (
 )
 from ._render import fmt
 
-SESSION_SOURCE = "this session's results"
-"""How the session's own results document is named in a message about it."""
-
 
 @dataclass(frozen=True)
 class SessionParts:
-    """What a session's page has beyond its results rows.
-
-    ``drift``: per drifted item, the pictures' part of its section, as its worker made it;
-    ``latency``: the rounds of each latency
-    measurement; ``sensitivity``: the pitfall tables kept beside the goldens; ``environment``:
-    the machine's fingerprint as (key, value) text; ``notes``: what could not be shown, said."""
+    """What a session's page has beyond its results rows."""
 
     drift: tuple[DriftSet, ...] = ()
     latency: tuple[LatencySeries, ...] = ()
@@ -72,46 +66,42 @@ def session_view(
     subtitle: str = "",
     generated: str = "",
 ) -> ReportView:
-    """The page of one session: :func:`matrix_view` of the one-machine matrix of its rows, made
-    through the results document (JSON and back: exactly what the file would hold) and the
-    results file's validation. ResultsFileError or MatrixError where the rows are not a valid
-    results file."""
+    """The page of one session: :func:`matrix_view` of the one-machine matrix of its rows."""
     # A session that ran shard 1/2 has no shard 2 to merge with: its rows are shown as they are
     # (their verdict says the merge decides).
-    whole = tuple(replace(row, shard=None) for row in rows)
-    given = {"format": FORMAT, "machine": {"name": machine, "environment": environment}}
-    document = json.loads(results_text(record(Document, given, shard=None, results=whole)))
-    matrix = build_matrix([validate_results(document, SESSION_SOURCE)])
+    whole = tuple(
+        replace(
+            row, shard=None, status=row.status or derived_status(row.verdict or "", row.outcome)
+        )
+        for row in rows
+    )
+    host = Machine(machine, record(Environment, environment))
+    matrix = build_matrix([Document(FORMAT, host, None, whole)])
     title = "pytest-mlrepro report"
     return matrix_view(matrix, title=title, subtitle=subtitle, generated=generated, parts=parts)
 
 
-def latency_series(rows: Sequence[Mapping[str, Any]]) -> tuple[LatencySeries, ...]:
-    """Every latency measurement's rounds (milliseconds), for the distribution chart, from a
-    session's latency rows (the benchmark data its latency items report: ``benchmarks``,
-    ``measurements``)."""
+def latency_series(
+    rows: Sequence[tuple[Row, Sequence[Mapping[str, Any]]]],
+) -> tuple[LatencySeries, ...]:
+    """Every latency measurement's rounds (ms), for the distribution chart, from a session's
+    latency rows and their pytest-benchmark entries."""
     series = []
-    for r in sorted(rows, key=lambda r: str(r.get("nodeid"))):
-        for bench in r.get("benchmarks") or []:
+    for r, benchmarks in sorted(rows, key=lambda r: r[0].nodeid):
+        for bench in benchmarks:
             name = str((bench.get("params") or {}).get("measurement", ""))
             data = (bench.get("stats") or {}).get("data") or []
-            m = (r.get("measurements") or {}).get(name, {})
-            golden = next(
-                (
-                    j.get("golden_ms")
-                    for j in m.get("judgements") or []
-                    if j.get("statistic") == "p50"
-                ),
-                None,
-            )
+            m = (r.measurements or {}).get(name)
+            judged = () if m is None else m.judgements
+            golden = next((j.golden_ms for j in judged if j.statistic == "p50"), None)
             series.append(
                 LatencySeries(
-                    label=f"{r.get('manifest')} {r.get('device')} b{r.get('batch')} {name}",
+                    label=f"{r.manifest} {r.device} b{r.batch} {name}",
                     rounds_ms=tuple(float(v) * 1e3 for v in data),
                     machine="",
-                    golden_p50_ms=golden if isinstance(golden, (int, float)) else None,
-                    verdict=str(r.get("verdict", "")),
-                    failed=r.get("outcome") == "failed",
+                    golden_p50_ms=golden,
+                    verdict=str(r.verdict or ""),
+                    failed=r.outcome == "failed",
                 )
             )
     return tuple(series)
@@ -313,11 +303,13 @@ def matrix_view(
     ]
     if not matrix.cells:
         notes.append("no manifest item ran" + (" in this session" if parts else ""))
+    top_k, _ = top_k_label(cell.accuracy for cell in matrix.cells)
     if subtitle is None:
         subtitle = f"{len(matrix.sources)} results files · machines: {', '.join(machines)}"
     return ReportView(
         title=title,
-        matrix=MatrixTable(columns=MATRIX_COLUMNS, rows=tuple(rows)),
+        matrix=MatrixTable(columns=matrix_columns(top_k), rows=tuple(rows)),
+        top_k=top_k,
         subtitle=subtitle,
         generated=generated,
         accuracy=tuple(points),
