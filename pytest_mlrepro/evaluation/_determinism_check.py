@@ -13,14 +13,12 @@ from ._evaluate import Evaluation
 
 @dataclass(frozen=True)
 class DeterminismOutcome:
-    """The determinism check's record: status, verdict, properties in order, and the facts of
-    a failure's text."""
+    """The determinism check's record: status, verdict and the facts of a failure's text."""
 
     status: Literal["passed", "failed"]
     verdict: Literal["identical runs", "within tolerance", "nondeterministic"]
     comparison: RunComparison
     controls: dict[str, Any]
-    properties: tuple[tuple[str, object], ...]
 
 
 def judge_runs(
@@ -34,16 +32,4 @@ def judge_runs(
         else "identical runs" if comparison.identical
         else "within tolerance"
     )  # fmt: skip
-    properties: tuple[tuple[str, object], ...] = (
-        ("samples", comparison.samples),
-        ("top1", round(first.results.top1, 4)),
-        ("top5", round(first.results.top5, 4)),
-        ("runs", comparison.runs),
-        ("agreement", round(comparison.top1_agreement, 6)),
-        ("max_score_diff", float(f"{comparison.max_abs_diff:.3g}")),
-        ("controls", controls),
-        ("timing.seconds", [round(r.seconds, 3) for r in runs]),
-        ("verdict", verdict),
-        ("status", comparison.status),
-    )
-    return DeterminismOutcome(comparison.status, verdict, comparison, controls, properties)
+    return DeterminismOutcome(comparison.status, verdict, comparison, controls)

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from .._names import record_command
 from ..errors import GoldenError, ManifestError, ReferenceGoldenMissing
@@ -134,20 +131,6 @@ class ReferenceCheck:
     @property
     def ok(self) -> bool:
         return not self.failures
-
-    def properties(self) -> list[tuple[str, Any]]:
-        """What the item records (JUnit properties, results JSON, summary)."""
-        props: list[tuple[str, Any]] = [
-            ("reference", self.name),
-            ("reference_samples", self.comparison.samples),
-            ("reference_agreement", round(self.comparison.agreement, 6)),
-            ("reference_top1_ratio", round(self.top1_ratio, 6)),
-            ("reference_score_space", self.score_space),
-        ]
-        distance = self.comparison.max_score_diff
-        if np.isfinite(distance):
-            props.append(("reference_max_score_diff", float(f"{distance:.3g}")))
-        return props
 
 
 def compare_to_reference(
