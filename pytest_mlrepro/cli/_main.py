@@ -57,7 +57,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         sensitivity_table_path,
     )
     from ..onboarding import Progress
-    from ..report import sensitivity_text
+    from ..report import pitfall_words, sensitivity_text
     from ..runners import check_framework, load_runner
 
     manifest, settings = _prepare(args, config)
@@ -76,6 +76,7 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
         only=args.only or (),
         progress=lambda done: terminal.show(f"  {done}/{total} samples", done == total),
         backends=backends,
+        describe=pitfall_words,
     )
     print(visible_lines(sensitivity_text(table)))
     left_out = left_out_backends(backends)

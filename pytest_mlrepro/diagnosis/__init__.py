@@ -25,7 +25,7 @@ from ._layer_fingerprints import LayerDiff, LayerReport, Precision
 from ._layer_fingerprints import record as record_layer_fingerprints
 from ._lead import DataFacts, Lead, Reencoding, Rule
 from ._manifest_diff import ABSENT, Change
-from ._pitfalls import backends_in_play, left_out_backends
+from ._pitfalls import Flip, backends_in_play, left_out_backends
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
 from ._score_changes import ClassPermutation, ScoreTransform
 from ._sensitivity import PitfallRow, PitfallTable, sensitivity
@@ -56,6 +56,7 @@ __all__ = [
     "EnvironmentStep",
     "Evidence",
     "FirstStepOutputs",
+    "Flip",
     "LayerDiff",
     "LayerReport",
     "Lead",

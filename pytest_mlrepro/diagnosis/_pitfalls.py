@@ -67,14 +67,19 @@ _OPENCV_METHODS = {
 _METHODS = ("nearest", "bilinear", "bicubic", "area", "box")
 
 
+# What a flip changes: its kind and facts (values as shown), worded in report/ to read after
+# "with" (_pitfall_words.py): ("instead", "BGR", "RGB") is "BGR instead of RGB".
+Flip = tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Variant:
     """The manifest's pipeline (``steps``) with one pitfall flipped; ``key``: a stable id
-    (``colour:BGR``), ``description``: what reads after "with" (``BGR instead of RGB``)."""
+    (``colour:BGR``)."""
 
     key: str
     pitfall: str
-    description: str
+    flip: Flip
     steps: tuple[Step, ...]
 
 
@@ -214,15 +219,15 @@ def _flips(
     index: int,
     pitfall: str,
     name: str,
-    named: Mapping[Any, tuple[str, str]],
+    named: Mapping[Any, tuple[str, Flip]],
 ) -> Iterator[Variant]:
     """``steps[index]`` with its field ``name`` set to each value of ``named`` but its own, where
-    the step's rules allow it; ``named[value]``: that flip's key and words."""
+    the step's rules allow it; ``named[value]``: that flip's key and facts."""
     step = steps[index]
-    for value, (key, words) in named.items():
+    for value, (key, flip) in named.items():
         new = None if value == getattr(step, name) else _try(step, **{name: value})
         if new is not None:
-            yield Variant(key, pitfall, words, _replace(steps, index, new))
+            yield Variant(key, pitfall, flip, _replace(steps, index, new))
 
 
 def _indices(steps: Sequence[Step], cls: type) -> list[int]:
@@ -259,7 +264,7 @@ def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
         return  # one grey channel or bands: no colour order to flip, nothing it could change
     new_final = ("BGR" if final.startswith("RGB") else "RGB") + final[3:]
     flipped = "BGR" if step.order == "RGB" else "RGB"
-    named = {flipped: (f"colour:{new_final}", f"{new_final} instead of {final}")}
+    named = {flipped: (f"colour:{new_final}", ("instead", new_final, final))}
     yield from _flips(steps, index, COLOUR, "order", named)
 
 
@@ -274,7 +279,7 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             "crop:add-0.875",
             CROP,
-            "a center crop of 0.875 added after decode",
+            ("crop added", "0.875"),
             (steps[0], added, *steps[1:]),
         )
         return
@@ -282,12 +287,10 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
         step = steps[index]
         assert isinstance(step, Crop)
         where = _where(steps, index, "crop")
-        yield Variant(
-            f"{where}:none", CROP, "no crop (the crop step removed)", _replace(steps, index)
-        )
+        yield Variant(f"{where}:none", CROP, ("crop removed",), _replace(steps, index))
         if step.fraction is not None:
             named = {
-                f: (f"{where}:{f}", f"crop fraction {f} instead of {step.fraction}")
+                f: (f"{where}:{f}", ("crop fraction", str(f), str(step.fraction)))
                 for f in (1.0, 0.875)
                 if not math.isclose(f, step.fraction)
             }
@@ -330,22 +333,18 @@ def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
                 f"{where}:{new.backend}-{new.method}"
                 + ("" if new.antialias is None else f"-aa{int(new.antialias)}"),
                 RESIZE,
-                f"{_resize_name(new)} instead of {_resize_name(step)}"
-                + (_premultiplied(step.backend, new.backend) if alpha else ""),
+                ("resize", _resize_name(new), _resize_name(step), _premultiplied(step, new, alpha)),
                 _replace(steps, index, new),
             )
 
 
-def _premultiplied(was: str, now: str) -> str:
-    """Why a resize backend flip matters on RGBA: Pillow filters premultiplied by alpha, OpenCV
-    and TensorFlow each channel alone (transparent colours bleed into their neighbours)."""
-    if "pil" not in (was, now) or was == now:
+def _premultiplied(was: Resize, now: Resize, alpha: bool) -> str:
+    """On RGBA, a flip between Pillow (it filters premultiplied by alpha) and another library:
+    that library's name ("" otherwise), for report/ to say why the flip matters."""
+    if not alpha or "pil" not in (was.backend, now.backend) or was.backend == now.backend:
         return ""
-    other = _BACKEND_NAMES.get(now if was == "pil" else was, "the other library")
-    return (
-        f" (on colour with alpha: Pillow premultiplies the colours by alpha while it filters, "
-        f"{other} filters each channel alone, so the colours next to transparent pixels differ)"
-    )
+    other = now.backend if was.backend == "pil" else was.backend
+    return _BACKEND_NAMES.get(other, other)
 
 
 # --- decoder and EXIF -----------------------------------------------------------------------
@@ -376,13 +375,11 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
             yield Variant(
                 f"decode:{backend}" + (f"-{dct}" if dct else ""),
                 DECODER,
-                f"the {name} decoder" + (f" ({dct})" if dct else "") + f" instead of {current}",
+                ("decoder", name, dct or "", current),
                 _replace(steps, 0, new),
             )
     if current_dct is not None:
-        named = {
-            d: (f"decode:dct-{d}", f"DCT method {d} instead of {current_dct}") for d in dct_values
-        }
+        named = {d: (f"decode:dct-{d}", ("dct", d, current_dct)) for d in dct_values}
         yield from _flips(steps, 0, DECODER, "dct_method", named)
 
 
@@ -402,8 +399,8 @@ def _available(backend: str) -> bool:
 def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if isinstance(steps[0], Decode):
         named = {
-            True: ("exif:on", "the EXIF orientation applied"),
-            False: ("exif:off", "the EXIF orientation ignored"),
+            True: ("exif:on", ("exif on",)),
+            False: ("exif:off", ("exif off",)),
         }
         yield from _flips(steps, 0, EXIF, "exif_orientation", named)
 
@@ -413,8 +410,8 @@ def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
     named = {
-        "reshape": ("layout:reshape", "the NHWC buffer reshaped as NCHW instead of transposed"),
-        "transpose": ("layout:transpose", "a transpose to NCHW instead of a reshape"),
+        "reshape": ("layout:reshape", ("reshape",)),
+        "transpose": ("layout:transpose", ("transpose",)),
     }
     for index in _indices(steps, Layout):
         step = steps[index]
@@ -540,8 +537,8 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
     declared = _describe_stage(stage)
     has_mean = any(m != 0 for m in stage.mean)
 
-    def variant(key: str, pitfall: str, desc: str, middle: Sequence[Step]) -> Variant:
-        return Variant(key, pitfall, desc, (*head, *middle, *tail))
+    def variant(key: str, pitfall: str, flip: Flip, middle: Sequence[Step]) -> Variant:
+        return Variant(key, pitfall, flip, (*head, *middle, *tail))
 
     # Normalisation order: in bytes before the cast (OpenCV's saturating subtract, or C's
     # unsigned wrap-around), or in float after it.
@@ -552,42 +549,38 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
             yield variant(
                 f"normalize:uint8-{mode}",
                 NORM_ORDER,
-                f"normalised in uint8 before the cast ({mode}) instead of "
-                + ("in float" if stage.byte_domain is None else f"({stage.byte_domain})"),
+                ("uint8 first", mode, stage.byte_domain or ""),
                 [Normalize(mean=stage.mean, std=stage.std, on_uint8=mode), cast],
             )
         if stage.byte_domain is not None:
             yield variant(
                 "normalize:float",
                 NORM_ORDER,
-                f"normalised in float after the cast instead of in uint8 ({stage.byte_domain})",
+                ("float after", stage.byte_domain),
                 [cast, Normalize(mean=stage.mean, std=stage.std)],
             )
     # Mean/std scale: other conventions in place of the declared one, each skipped when it is
-    # the declared one. Each: (key, words, divisor, mean, std), the constants in the units the
-    # data has after the divisor (None: no normalize step).
+    # the declared one. Each: (key, its constants shown or "", divisor, mean, std), the constants
+    # in the units the data has after the divisor (None: no normalize step).
     Convention = tuple[str, str, float, tuple[float, ...] | None, tuple[float, ...] | None]
     conventions: list[Convention] = [
-        ("imagenet", "ImageNet mean/std (x/255 − mean) / std", 255.0, IMAGENET_MEAN, IMAGENET_STD),
-        ("x255", "x/255 only", 255.0, None, None),
-        ("tf", "(x − 127.5) / 127.5 (Keras 'tf' mode)", 1.0, (127.5,), (127.5,)),
+        ("imagenet", "", 255.0, IMAGENET_MEAN, IMAGENET_STD),
+        ("x255", "", 255.0, None, None),
+        ("tf", "", 1.0, (127.5,), (127.5,)),
     ]
     if Pipeline(steps).final.channels == 1:
-        conventions.append(
-            ("mnist", "MNIST mean/std (x/255 − 0.1307) / 0.3081", 255.0, MNIST_MEAN, MNIST_STD)
-        )
+        conventions.append(("mnist", "", 255.0, MNIST_MEAN, MNIST_STD))
     if has_mean and stage.byte_domain is None:
         # The declared constants in the wrong units: a /255 dropped (0..1 constants on 0..255
         # data) or added (0..255 constants on 0..1 data).
         declared_mean = tuple(m / stage.divisor for m in stage.mean)
         declared_std = tuple(s / stage.divisor for s in stage.std)
         if stage.divisor == 255.0:
-            desc = f"{_fmt_affine(declared_mean, declared_std)} (the /255 dropped: the mean/std "
-            desc += "applied to 0..255 data)"
+            desc = _fmt_affine(declared_mean, declared_std)
             conventions.append(("units-no-255", desc, 1.0, declared_mean, declared_std))
         elif stage.divisor == 1.0:
             big = (tuple(m * 255 for m in stage.mean), tuple(s * 255 for s in stage.std))
-            desc = f"{_fmt_affine(*big, 255.0)} (a /255 added: the mean/std applied to 0..1 data)"
+            desc = _fmt_affine(*big, 255.0)
             conventions.append(("units-extra-255", desc, 255.0, stage.mean, stage.std))
     for key, desc, divisor, mean, std in conventions:
         middle: list[Step] = [cast]
@@ -603,18 +596,13 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
         )
         if _same_affine(_affine(*in_bytes), current) and stage.byte_domain is None:
             continue
-        yield variant(f"normalize:{key}", MEAN_STD, f"{desc} instead of {declared}", middle)
+        yield variant(f"normalize:{key}", MEAN_STD, ("mean/std", key, desc, declared), middle)
 
 
 # --- grey and deep images: inversion, the grey conversion, the bit depth ---------------------
 
 
-_GREY_RULES = {
-    "luma": "ITU-R 601-2 luma",
-    "red": "the red channel",
-    "green": "the green channel",
-    "blue": "the blue channel",
-}
+_GREY_RULES = ("luma", "red", "green", "blue")
 
 
 def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
@@ -626,7 +614,7 @@ def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
             yield Variant(
                 f"{_where(steps, index, 'invert')}:none",
                 INVERTED,
-                "the pixels not inverted (the invert step removed)",
+                ("invert removed",),
                 _replace(steps, index),
             )
         return
@@ -637,7 +625,7 @@ def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
     yield Variant(
         "invert:add",
         INVERTED,
-        f"inverted: {top} − x",
+        ("invert added", str(top)),
         (steps[0], Invert(), *steps[1:]),
     )
 
@@ -647,10 +635,7 @@ def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
     weights mixed up, or a channel taken for grey)."""
     step = steps[0]
     if isinstance(step, Decode) and step.mode in ("L", "L16") and step.convert is not None:
-        now = _GREY_RULES[step.convert]
-        named = {
-            r: (f"grey:{r}", f"grey by {name} instead of {now}") for r, name in _GREY_RULES.items()
-        }
+        named = {r: (f"grey:{r}", ("grey", r, step.convert)) for r in _GREY_RULES}
         yield from _flips(steps, 0, GREY, "convert", named)
 
 
@@ -666,7 +651,7 @@ def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
         yield Variant(
             f"depth:{mode}",
             DEPTH,
-            f"the 16-bit image read as 8-bit (mode {mode}, its high byte) instead of {step.mode}",
+            ("depth", mode, step.mode),
             _replace(steps, 0, new),
         )
 

@@ -29,7 +29,7 @@ NoTrial = Literal["off", "no model", "disjoint"]
 # A counterfactual's kind and its facts, worded in report/ (_diagnosis_lead.FLIP_LABELS): the
 # recorded step (op, values), one put back (step), an added one removed (op), every edit undone,
 # a step the new model does itself (step), channels reordered (op, moved), the manifest as it is,
-# a pitfall (its description).
+# a pitfall (its facts: _pitfalls.Flip).
 Said = tuple[str, ...]
 SCREEN = 8  # probes every counterfactual runs on first; only those that bring all of them back
 FINALISTS = 4  # (at most this many) then run on every probe
@@ -166,9 +166,9 @@ def _candidates(
         if existing is not None:
             # The same pipeline as a revert: keep the revert's evidence, name the pitfall.
             existing.category = v.pitfall
-            existing.label = ("pitfall", v.description)
+            existing.label = ("pitfall", *v.flip)
             continue
-        found[v.steps] = Counterfactual(("pitfall", v.description), v.steps, v.pitfall)
+        found[v.steps] = Counterfactual(("pitfall", *v.flip), v.steps, v.pitfall)
     for order, c in enumerate(found.values()):
         c.order = order
     return list(found.values())

@@ -22,7 +22,7 @@ from ..goldens import accuracy, read_json, top_k
 from ..manifest import Manifest
 from ..runners import Runner
 from ._counterfactual import score_pipelines
-from ._pitfalls import Variant, variants
+from ._pitfalls import Flip, Variant, variants
 
 FORMAT = 1
 
@@ -126,9 +126,11 @@ def sensitivity(
     only: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
     backends: Collection[str] | None = None,
+    describe: Callable[[Flip], str],
 ) -> PitfallTable:
     """Accuracy and agreement under each pitfall (``only``: keys or categories to keep;
-    ``backends``: the libraries flips may switch to, None: every installed one)."""
+    ``backends``: the libraries flips may switch to, None: every installed one); ``describe``
+    words a row's flip (``report.pitfall_words``: diagnosis/ imports no report/)."""
     start = time.perf_counter()
     chosen: list[Variant] = [
         v for v in variants(manifest, backends) if not only or v.key in only or v.pitfall in only
@@ -143,8 +145,9 @@ def sensitivity(
     declared_top = top_k(declared_outcome.scores, 5)
 
     def row(
-        key: str, pitfall: str, description: str, scores: np.ndarray | None, error: str | None
+        key: str, pitfall: str, flip: Flip, scores: np.ndarray | None, error: str | None
     ) -> PitfallRow:
+        description = describe(flip)
         if scores is None:
             return PitfallRow(key, pitfall, description, error=error or "no scores")
         topk = top_k(scores, 5)
@@ -152,11 +155,8 @@ def sensitivity(
         agreement = float(np.mean(topk[:, 0] == declared_top[:, 0])) if len(labels) else 0.0
         return PitfallRow(key, pitfall, description, top1, top5, agreement)
 
-    declared = row("declared", "", "the declared pipeline", declared_outcome.scores, None)
-    rows = [
-        row(v.key, v.pitfall, v.description, o.scores, o.error)
-        for v, o in zip(chosen, outcomes[1:])
-    ]
+    declared = row("declared", "", ("declared",), declared_outcome.scores, None)
+    rows = [row(v.key, v.pitfall, v.flip, o.scores, o.error) for v, o in zip(chosen, outcomes[1:])]
     info = getattr(runner, "info", {}) or {}
     framework = f"{manifest.framework.name} {info.get('framework_version', '')}".strip()
     return PitfallTable(

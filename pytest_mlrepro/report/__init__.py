@@ -17,6 +17,7 @@ from ._matrix_text import (
 )
 from ._operators import operators_lead, operators_text
 from ._phases import phase_lines, phase_table
+from ._pitfall_words import pitfall_words
 from ._reference import explain_reference
 from ._sensitivity_text import sensitivity_text
 from ._tables import explain, merged_shards_text, summary_table
@@ -54,6 +55,7 @@ __all__ = [
     "operators_text",
     "phase_lines",
     "phase_table",
+    "pitfall_words",
     "record_command",
     "reference_lines",
     "repeat_lines",

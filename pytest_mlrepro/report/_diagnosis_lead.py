@@ -27,6 +27,7 @@ from ..diagnosis import (
     StepReport,
     show_value,
 )
+from ._pitfall_words import pitfall_words
 
 
 def short_number(value: float, digits: int = 2) -> str:
@@ -236,13 +237,14 @@ FLIP_LABELS = {
     "in graph": "the manifest's {} dropped (the new model does it itself)",
     "reorder": "the channels after {} put back in the golden's order (now ← golden: {})",
     "as is": "the manifest as it is",
-    "pitfall": "{}",
 }
 
 
 def flip_label(c: Counterfactual) -> str:
     """What a flip is, to read after "with": ``BGR instead of RGB``."""
     kind, *facts = c.label
+    if kind == "pitfall":
+        return pitfall_words(tuple(facts))
     if kind == "revert" and not facts[1]:
         facts[1] = "as recorded"
     return FLIP_LABELS[kind].format(*facts)

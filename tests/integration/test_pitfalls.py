@@ -36,7 +36,7 @@ from pytest_mlrepro.pipeline._steps import (
     Resize,
     Scale,
 )
-from pytest_mlrepro.report import sensitivity_text
+from pytest_mlrepro.report import pitfall_words, sensitivity_text
 from pytest_mlrepro.runners import load_runner
 from pytest_mlrepro.settings import Settings
 
@@ -100,11 +100,14 @@ def test_grey_pitfalls(tmp_path: Path) -> None:
     assert not [k for k in found if k.startswith("colour")]
     assert "normalize:imagenet" not in found
     inverted = found["invert:add"]
-    assert inverted.pitfall == pitfalls.INVERTED and inverted.description == "inverted: 255 − x"
+    assert (
+        inverted.pitfall == pitfalls.INVERTED
+        and pitfall_words(inverted.flip) == "inverted: 255 − x"
+    )
     ops = [s.op for s in inverted.steps]
     assert ops == ["decode", "invert", "resize", "cast", "scale", "layout"]
     assert {k for k in found if k.startswith("grey:")} == {"grey:red", "grey:green", "grey:blue"}
-    assert found["grey:green"].description == (
+    assert pitfall_words(found["grey:green"].flip) == (
         "grey by the green channel instead of ITU-R 601-2 luma"
     )
     assert found["normalize:mnist"].pitfall == pitfalls.MEAN_STD
@@ -124,11 +127,11 @@ def test_a_16_bit_image_read_as_8_bit_is_a_pitfall(tmp_path: Path) -> None:
     found = {v.key: v for v in pitfalls.variants(deep)}
     depth = found["depth:L"]
     assert depth.pitfall == pitfalls.DEPTH
-    assert depth.description == (
+    assert pitfall_words(depth.flip) == (
         "the 16-bit image read as 8-bit (mode L, its high byte) instead of L16"
     )
     assert isinstance(depth.steps[0], Decode) and depth.steps[0].mode == "L"
-    assert found["invert:add"].description == "inverted: 65535 − x"
+    assert pitfall_words(found["invert:add"].flip) == "inverted: 65535 − x"
     assert pitfalls.category_of_change("decode", "mode") == pitfalls.DEPTH
     assert pitfalls.category_of_change("decode", "convert") == pitfalls.GREY
     assert pitfalls.category_of_change("invert", None) == pitfalls.INVERTED
@@ -151,16 +154,15 @@ def test_one_flip_changes_one_thing(tmp_path: Path) -> None:
     assert imagenet[4] == Scale(divisor=255.0)
     assert imagenet[5] == Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD)
     assert by_key["resize:opencv-bilinear"].steps[2] == Resize(size=(12, 12), backend="opencv")
-    assert (
-        "OpenCV INTER_LINEAR instead of Pillow bilinear"
-        in by_key["resize:opencv-bilinear"].description
+    assert "OpenCV INTER_LINEAR instead of Pillow bilinear" in pitfall_words(
+        by_key["resize:opencv-bilinear"].flip
     )
 
 
 def test_colour_flips_the_last_colour_step_when_there_is_one(tmp_path: Path) -> None:
     m = steps_manifest(tmp_path, [H.BASE_STEPS[0], "color: {order: BGR}", *H.BASE_STEPS[1:]])
     (bgr,) = [v for v in pitfalls.variants(m) if v.pitfall == pitfalls.COLOUR]
-    assert bgr.description == "RGB instead of BGR"
+    assert pitfall_words(bgr.flip) == "RGB instead of BGR"
     assert bgr.steps[0] == m.input.preprocess[0] and bgr.steps[1] == Color(order="RGB")
 
 
@@ -236,7 +238,7 @@ def test_decoder_flips_cover_every_backend_and_dct_method() -> None:
     assert all(isinstance(step, Decode) for step in first_steps)
     assert {cast(Decode, step).backend for step in first_steps} == set(backends) - {"pil", "numpy"}
     if "dct_method" in {f.name for f in dataclasses.fields(Decode)}:  # the TensorFlow decoder
-        assert any("dct" in v.key or "INTEGER" in v.description for v in decoders)
+        assert any("dct" in v.key or "INTEGER" in pitfall_words(v.flip) for v in decoders)
 
 
 def test_step_descriptions_read_as_the_manifest_diff_shows_values() -> None:
@@ -312,7 +314,7 @@ def test_a_variant_that_cannot_run_fails_alone(tiny) -> None:
 
 def test_the_sensitivity_table(tiny, tmp_path: Path) -> None:
     _, manifest, _, dataset, runner = tiny
-    table = sensitivity(manifest, runner, dataset.samples, dataset="blocks")
+    table = sensitivity(manifest, runner, dataset.samples, dataset="blocks", describe=pitfall_words)
     assert table.declared.agreement == 1.0
     rows = {r.key: r for r in table.rows}
     assert set(rows) == {v.key for v in pitfalls.variants(manifest)}
@@ -339,7 +341,11 @@ def test_the_sensitivity_table(tiny, tmp_path: Path) -> None:
     with pytest.raises(MlreproError, match=f"{re.escape(str(path))}: not a pitfall table"):
         read(path)
     only = sensitivity(
-        manifest, runner, dataset.samples[:5], only=["colour order", "layout:reshape"]
+        manifest,
+        runner,
+        dataset.samples[:5],
+        only=["colour order", "layout:reshape"],
+        describe=pitfall_words,
     )
     assert [r.key for r in only.rows] == ["colour:BGR", "layout:reshape"]
 

@@ -548,14 +548,15 @@ def test_an_rgba_resize_backend_flip_says_that_pillow_premultiplies() -> None:
     """The whole story of an RGBA resize through another library, said with the flip."""
     pytest.importorskip("cv2")
     from pytest_mlrepro.diagnosis._pitfalls import _resize
+    from pytest_mlrepro.report import pitfall_words
 
     rgba = (Decode(mode="RGBA"), Resize(size=(8, 8), backend="pil"))
-    words = {v.key: v.description for v in _resize(rgba)}
+    words = {v.key: pitfall_words(v.flip) for v in _resize(rgba)}
     opencv = next(d for k, d in words.items() if ":opencv-" in k)
     assert "Pillow premultiplies the colours by alpha while it filters, OpenCV filters" in opencv
     assert not any("premultiplies" in d for k, d in words.items() if ":pil-" in k)
     rgb = (Decode(), Resize(size=(8, 8), backend="pil"))
-    assert not any("premultiplies" in v.description for v in _resize(rgb))
+    assert not any("premultiplies" in pitfall_words(v.flip) for v in _resize(rgb))
 
 
 def test_a_16_bit_step_difference_is_said_in_16_bit_units() -> None:
