@@ -228,8 +228,7 @@ def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row
         verdict = "unavailable (strict)" if strict else "skipped"
         return "unavailable", "fail" if strict else "skip", replace(row, verdict=verdict)
     if isinstance(exc, NonFiniteOutputs):  # the model's own failure, not a drift to diagnose
-        diagnosis = "the model produced non-finite outputs"
-        row = replace(row, diagnosis=diagnosis, nonfinite_samples=len(exc.ids))
+        row = replace(row, nonfinite_samples=len(exc.ids))  # worded: report.stopped_diagnosis
         return "non-finite outputs", "fail", replace(row, verdict="non-finite outputs")
     reason: Reason = "build mismatch" if isinstance(exc, BuildMismatch) else "error"
     return reason, "fail", replace(row, verdict="error")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -15,7 +16,7 @@ from ..data import Shard
 from ..evaluation import PreprocessingShare
 from ..manifest import Manifest
 from ..pipeline import Pipeline
-from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text
+from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text, stopped_diagnosis
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
@@ -107,6 +108,8 @@ class AccuracyItem(EvaluatingItem):
             )
         )
         self.row, self.classes, self.per_sample = outcome.row, outcome.classes, outcome.per_sample
+        if outcome.reason == "non-finite outputs":  # the check's facts, the row's words
+            self.row = replace(self.row, diagnosis=stopped_diagnosis(outcome.reason))
         self.blamed = outcome.blamed
         drifted, comparison = outcome.drifted, outcome.comparison
         if drifted is not None and comparison is not None:  # the HTML report's pictures

@@ -11,10 +11,10 @@ import pytest
 
 from ..accuracy import stopped, with_hardware
 from ..data import resolve_dataset
-from ..errors import BuildMismatch, MlreproError, NonFiniteOutputs
+from ..errors import BuildMismatch, MlreproError
 from ..evaluation import evaluate_runs, judge_runs
 from ..manifest import Determinism, Manifest
-from ..report import determinism_text
+from ..report import determinism_stopped_text, determinism_text, stopped_diagnosis
 from ..results import Timing
 from ._base import display_path, options, settings_key
 from ._item import EvaluatingItem
@@ -65,14 +65,13 @@ class DeterminismItem(EvaluatingItem):
                 )
         except MlreproError as exc:
             reason, end, self.row = stopped(self.row, exc, strict)
-            shown = f"{display_path(config, self.path)} [{device}]"
+            self.row = replace(self.row, diagnosis=stopped_diagnosis(reason))
             if isinstance(exc, BuildMismatch):
                 text = self.explain_build(exc)
-            elif isinstance(exc, NonFiniteOutputs):
-                text = f"{shown}: {exc.message}"
             else:
-                strict_note = " (a failure because of --mlrepro-strict)"
-                text = str(exc) + (strict_note if end == "fail" and reason == "unavailable" else "")
+                shown = f"{display_path(config, self.path)} [{device}]"
+                strict_failure = end == "fail" and reason == "unavailable"
+                text = determinism_stopped_text(exc, shown, strict_failure)
             self.conclude(end, text, strict_fails=False)
             return
         outcome = judge_runs(m, runs, comparison)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .._names import record_command
-from ._accuracy import accuracy_outcome_text
+from ._accuracy import accuracy_outcome_text, stopped_diagnosis
 from ._build_mismatch_text import explain_build_mismatch
-from ._determinism import determinism_text
+from ._determinism import determinism_stopped_text, determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, latency_decided_by, latency_outcome_text
 from ._matrix_text import (
@@ -37,6 +37,7 @@ __all__ = [
     "aligned",
     "audit_lines",
     "csv_text",
+    "determinism_stopped_text",
     "determinism_text",
     "explain",
     "explain_build_mismatch",
@@ -61,5 +62,6 @@ __all__ = [
     "repeat_lines",
     "sensitivity_text",
     "shard_lines",
+    "stopped_diagnosis",
     "summary_table",
 ]

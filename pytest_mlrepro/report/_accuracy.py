@@ -8,6 +8,13 @@ from ..accuracy import AccuracyOutcome, ReferenceOutcome
 from ._reference import explain_reference
 from ._tables import explain
 
+STRICT_NOTE = " (a failure because of --mlrepro-strict)"
+
+
+def stopped_diagnosis(reason: str) -> str | None:
+    """The diagnosis a stopped check's row keeps: the model's own failure named."""
+    return "the model produced non-finite outputs" if reason == "non-finite outputs" else None
+
 
 def _reference_text(ref: ReferenceOutcome, outcome: AccuracyOutcome) -> str:
     if ref.check is not None:
@@ -31,8 +38,7 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
     )
     reason = o.reason
     if reason == "unavailable":  # a failure only under --mlrepro-strict
-        strict = " (a failure because of --mlrepro-strict)" if o.end == "fail" else ""
-        return o.message + strict
+        return o.message + (STRICT_NOTE if o.end == "fail" else "")
     if reason == "non-finite outputs":
         return f"{where}: {o.message}"
     if reason in ("error", "build mismatch"):

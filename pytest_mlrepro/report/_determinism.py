@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from ..errors import MlreproError, NonFiniteOutputs
 from ..evaluation import DeterminismOutcome
+from ._accuracy import STRICT_NOTE
+
+
+def determinism_stopped_text(exc: MlreproError, where: str, strict_failure: bool) -> str:
+    """An error that stopped a determinism item: the model's non-finite outputs said of the item
+    (``where``), a missing piece with why it fails (``strict_failure``: --mlrepro-strict)."""
+    if isinstance(exc, NonFiniteOutputs):
+        return f"{where}: {exc.message}"
+    return str(exc) + (STRICT_NOTE if strict_failure else "")
 
 
 def determinism_text(outcome: DeterminismOutcome) -> str:
