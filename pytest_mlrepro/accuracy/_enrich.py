@@ -18,15 +18,19 @@ from ..errors import MlreproError
 from ..goldens import Golden
 from ..manifest import Manifest
 
+# A piece of evidence added or left out: its kind and facts, worded in report/
+# (_accuracy_notes.py): ("data checksums", "6") is "data checksums (6 files)".
+Evidence = tuple[str, ...]
+
 
 @dataclass
 class Enrichment:
-    """The enriched golden (None: nothing to add), what was added, and what was left out and
-    why (each a phrase)."""
+    """The enriched golden (None: nothing to add), what was added, and what was left out (with
+    why)."""
 
     golden: Golden | None = None
-    added: list[str] = field(default_factory=list)
-    left_out: list[str] = field(default_factory=list)
+    added: list[Evidence] = field(default_factory=list)
+    left_out: list[Evidence] = field(default_factory=list)
 
 
 def enrich(
@@ -48,40 +52,35 @@ def enrich(
     try:
         fresh = record_step_fingerprints(steps, samples, fingerprint_samples)
     except (MlreproError, OSError) as exc:
-        out.left_out.append(
-            f"step fingerprints (the probes do not run through the pipeline: {exc})"
-        )
+        out.left_out.append(("steps unrun", str(exc)))
     if probes is None and fresh is not None:
         probes = fresh
-        out.added.append("step fingerprints")
+        out.added.append(("step fingerprints",))
     if fresh is not None and probes is not None and "layers" not in probes and runner is not None:
         ids = [str(i) for i in probes.get("samples", [])]
         if probes is not fresh and not same_step_outputs(probes, fresh):
-            out.left_out.append(
-                "layer fingerprints (the step probes' preprocessed outputs are not the ones the "
-                "golden recorded: the model's input would not be the golden's)"
-            )
+            out.left_out.append(("layers unmatched",))
         else:
             layers = record_layer_fingerprints(runner, manifest, samples, ids)
             if layers is not None:
                 probes = {**probes, "layers": layers}
-                out.added.append(f"layer fingerprints ({len(layers['rows'])} layers)")
+                out.added.append(("layer fingerprints", str(len(layers["rows"]))))
             else:
-                out.left_out.append("layer fingerprints (this model's layers cannot be traced)")
+                out.left_out.append(("layers untraceable",))
     if probes is not golden.probes:
         changes["probes"] = probes
     if golden.data is None and data_files:
         changes["data"] = dict(sorted(data_files.items()))
-        out.added.append(f"data checksums ({len(data_files)} files)")
+        out.added.append(("data checksums", str(len(data_files))))
     elif golden.data is not None and dict(data_files) != golden.data:
         # Only reached for a byte change proven to decode to the golden's pixels.
         changes["data"] = dict(sorted(data_files.items()))
-        out.added.append("data checksums refreshed (same decoded pixels)")
+        out.added.append(("data refreshed",))
     if golden.pixels is None:
         pixels = record_pixel_identity(steps, samples)
         if pixels is not None:
             changes["pixels"] = pixels
-            out.added.append(f"decoded-pixel identities ({len(pixels)} files)")
+            out.added.append(("pixel identities", str(len(pixels))))
     missing = sorted(set(environment) - set(golden.environment))
     if missing:
         differing = sorted(
@@ -89,16 +88,13 @@ def enrich(
             if environment[k] != golden.environment[k]
         )  # fmt: skip
         if differing:
-            out.left_out.append(
-                f"environment fields {', '.join(missing)} (this run's environment is not the "
-                f"recording's: {', '.join(differing)} differ)"
-            )
+            out.left_out.append(("environment foreign", ", ".join(missing), ", ".join(differing)))
         else:
             changes["environment"] = {
                 **golden.environment,
                 **{k: environment[k] for k in missing},
             }
-            out.added.append(f"environment fields ({', '.join(missing)})")
+            out.added.append(("environment fields", ", ".join(missing)))
     if changes:
         out.golden = dataclasses.replace(golden, **changes)
     return out

@@ -65,6 +65,10 @@ from ..runners import check_framework, load_runner
 from ..settings import Settings
 from ._enrich import enrich
 
+# A note of the run (an enrichment, or why not; a byte change that is no data change) or a piece of
+# evidence, as its kind and facts, worded by report/ (AccuracyRequest.words).
+Note = tuple[str, ...]
+
 Progressing = Callable[[int], contextlib.AbstractContextManager[Progress]]
 """The item's progress display over this many samples (the terminal's, under pytest)."""
 
@@ -88,6 +92,10 @@ Reason = Literal[
     "build mismatch",  # the framework's build is not the model's (``build``)
     "error",  # any other error of the tool (``message``)
 ]
+# Verdict names (categories).
+NOT_A_FILE: Reason = "golden not a file"
+NOT_ENRICHED = "golden not enriched"
+DESPITE_REFERENCE = " despite reference disagreement"
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,7 @@ class AccuracyRequest:
     shown: Callable[[Path], str]  # a path as the run shows it
     progress: Progressing
     diagnosis_wording: DiagnosisWording  # a drift's diagnosis in words: report.DIAGNOSIS_WORDING
+    words: Callable[[Note], str]  # the notes and enrichment in words: report.accuracy_words
     head: Row  # the row's first fields: kind, manifest, device, framework, manifest identity
     despite_reference: bool = False  # --mlrepro-update-despite-reference
     diagnosis_probes: int | None = None  # samples re-run per counterfactual; None: no diagnosis
@@ -376,7 +385,8 @@ class _Run:
             # A reference check decides with tolerances over the whole data set: not a shard's.
             ref = None
             if m.reference is not None:
-                self.row = replace(self.row, reference_verdict=f"not checked in shard {r.shard}")
+                verdict = r.words(("shard reference", str(r.shard)))
+                self.row = replace(self.row, reference_verdict=verdict)
         golden = self._read_golden(path, writes)
         if golden is not None and golden.digest is not None:
             # The golden's version: shards compared with two recordings never merge.
@@ -464,17 +474,9 @@ class _Run:
             self._verdict(f"pass ({enriched})" if enriched else "pass")
             self._finish_reference(ref)
             return
-        if r.enrich and r.records:
-            why = (
-                "the data changed" if comparison.ok else
-                f"{', '.join(comparison.failures)} outside tolerance"
-            )  # fmt: skip
-            shown = self.outcome.golden_shown
-            self._note(
-                f"golden not enriched ({shown} is left as it was): this run does not "
-                f"reproduce it ({why}); evidence is added only to a golden whose every compared "
-                "figure a run reproduces"
-            )
+        if r.enrich and r.records:  # no figure outside tolerance: the data changed
+            outside = "" if comparison.ok else ", ".join(comparison.failures)
+            self._note(("not reproduced", self.outcome.golden_shown, outside))
         # What a results file keeps of a failed comparison: the levels outside tolerance and the
         # samples whose top-1 changed (the report's table of them).
         changed = changed_samples(comparison.changed, self.outcome.classes)
@@ -489,9 +491,9 @@ class _Run:
             raise self._fail("data changed", "data changed")
         raise self._fail("drift", "drift")
 
-    def _note(self, text: str) -> None:
-        """A sentence for the run's notes (the row's ``notes``)."""
-        self.notes.append(text)
+    def _note(self, note: Note) -> None:
+        """A note for the run's notes (the row's ``notes``), in words."""
+        self.notes.append(self.r.words(note))
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
         """``change`` without the files whose bytes changed but whose decoded pixels are the
@@ -507,13 +509,7 @@ class _Run:
         if not found.same:
             return change
         shown = ", ".join(found.same[:3]) + (", …" if len(found.same) > 3 else "")
-        self._note(
-            f"{len(found.same)} file{'' if len(found.same) == 1 else 's'} of the data changed "
-            f"bytes (sha256) but decode{'s' if len(found.same) == 1 else ''} to the golden's "
-            f"very pixels ({shown}): not a data change. Refresh the golden's data identity "
-            f"with `pytest {r.shown(r.manifest_path)} --mlrepro-enrich`; --mlrepro-strict "
-            "fails on any byte change"
-        )
+        self._note(("same pixels", str(len(found.same)), shown, r.shown(r.manifest_path)))
         return replace(change, files=[f for f in change.files if f not in set(found.same)])
 
     def _enrich(self, path: Path, golden: Golden, result: Evaluation, change: DataChange) -> str:
@@ -524,19 +520,15 @@ class _Run:
         if not r.records:
             return ""
         if change.changed or not golden_store.manifest_is_current(golden.manifest, r.manifest):
-            why = "the data" if change.changed else "the manifest"
-            self._note(
-                f"golden not enriched ({o.golden_shown} is left as it was): {why} is not the "
-                "golden's, so this run's evidence would not describe it"
-            )
-            return "golden not enriched"
+            self._note(("not current", o.golden_shown, "data" if change.changed else "manifest"))
+            return NOT_ENRICHED
         found = enrich(
             golden, r.manifest, result.samples, result.runner,
             environment(result.runner_info), self.data_files, self.r.fingerprint_samples,
         )  # fmt: skip
-        left = f"; not added: {'; '.join(found.left_out)}" if found.left_out else ""
+        left = "; ".join(r.words(e) for e in found.left_out)
         if found.golden is None:
-            self._note(f"golden {o.golden_shown} has every evidence this run records{left}")
+            self._note(("complete", o.golden_shown, left))
             return "golden complete"
         try:
             golden_store.write(
@@ -545,13 +537,11 @@ class _Run:
                 rerun=f"pytest {r.shown(r.manifest_path)} --mlrepro-enrich",
             )  # fmt: skip
         except OutputError as exc:
-            self._note(f"golden not enriched: {str(exc).replace(str(path), o.golden_shown)}")
-            return "golden not enriched"
-        self.row = replace(self.row, golden_enriched=tuple(found.added))
-        self._note(
-            f"golden {o.golden_shown} enriched with {', '.join(found.added)}; no figure "
-            f"changed{left}"
-        )
+            self._note(("write failed", str(exc).replace(str(path), o.golden_shown)))
+            return NOT_ENRICHED
+        added = tuple(r.words(e) for e in found.added)
+        self.row = replace(self.row, golden_enriched=added)
+        self._note(("enriched", o.golden_shown, ", ".join(added), left))
         return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
@@ -611,7 +601,7 @@ class _Run:
             not_a_file = isinstance(exc, golden_store.GoldenNotAFile)
             if writes and not not_a_file:
                 return None
-            reason: Reason = "golden not a file" if not_a_file else "golden unreadable"
+            reason: Reason = NOT_A_FILE if not_a_file else "golden unreadable"
             message = str(exc).replace(str(path), o.golden_shown)
             raise self._fail(reason, "error", message=message) from None
         if golden is None:
@@ -668,7 +658,7 @@ class _Run:
         with phase("writing"):
             disagrees = ref is not None and ref.agrees is False
             if disagrees and r.despite_reference:
-                action += " despite reference disagreement"
+                action += DESPITE_REFERENCE
             self.outcome = replace(self.outcome, action=action)  # done, or what is refused
             if ref is not None and ref.refused:
                 # The reference is refused (outside the project, not found): the manifest is

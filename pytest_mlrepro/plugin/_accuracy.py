@@ -16,7 +16,7 @@ from ..data import Shard
 from ..evaluation import PreprocessingShare
 from ..manifest import Manifest
 from ..pipeline import Pipeline
-from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text, stopped_diagnosis
+from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text, accuracy_words, stopped_diagnosis
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
@@ -101,6 +101,7 @@ class AccuracyItem(EvaluatingItem):
                 despite_reference=bool(config.getoption("mlrepro_update_despite_reference", False)),
                 diagnosis_probes=given.diagnosis_probes,
                 diagnosis_wording=DIAGNOSIS_WORDING,
+                words=accuracy_words,
                 fingerprint_samples=given.fingerprint_samples,
                 shared=None if share is None else share.loader(*self.preprocessing_use),
                 enrich=given.enrich,

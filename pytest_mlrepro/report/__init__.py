@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._names import record_command
 from ._accuracy import accuracy_outcome_text, stopped_diagnosis
+from ._accuracy_notes import accuracy_words
 from ._build_mismatch_text import explain_build_mismatch
 from ._determinism import determinism_stopped_text, determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
@@ -34,6 +35,7 @@ from ._text import aligned
 __all__ = [
     "DIAGNOSIS_WORDING",
     "accuracy_outcome_text",
+    "accuracy_words",
     "aligned",
     "audit_lines",
     "csv_text",

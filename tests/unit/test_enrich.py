@@ -14,6 +14,7 @@ from pytest_mlrepro.accuracy._enrich import enrich
 from pytest_mlrepro.data import Sample
 from pytest_mlrepro.goldens import Golden, Results
 from pytest_mlrepro.manifest import Manifest, parse_manifest
+from pytest_mlrepro.report import accuracy_words
 
 
 @pytest.fixture
@@ -49,12 +50,11 @@ def test_missing_evidence_is_added_and_a_foreign_environment_is_not(
     files = {s.id: "0" * 64 for s in samples}
     found = enrich(golden, manifest, samples, None, now, files, 4)
     assert found.golden is not None
-    assert found.added == ["step fingerprints", "data checksums (6 files)",
+    assert [accuracy_words(e) for e in found.added] == ["step fingerprints", "data checksums (6 files)",
                            "decoded-pixel identities (6 files)"]  # fmt: skip
     # The CPU flags of another machine beside the recorded CPU would mislead: left out.
-    assert found.left_out == [
-        "environment fields cpu_flags (this run's environment is not the recording's: cpu "
-        "differ)"
+    assert [accuracy_words(e) for e in found.left_out] == [
+        "environment fields cpu_flags (this run's environment is not the recording's: cpu differ)"
     ]
     assert found.golden.environment == golden.environment
     assert found.golden.results is golden.results and found.golden.manifest is golden.manifest
@@ -64,7 +64,7 @@ def test_missing_evidence_is_added_and_a_foreign_environment_is_not(
     # The same environment: the missing fields are added, the recorded ones kept.
     same = dict(now, cpu="Recorded CPU")
     again = enrich(found.golden, manifest, samples, None, same, files, 4)
-    assert again.added == ["environment fields (cpu_flags)"]
+    assert [accuracy_words(e) for e in again.added] == ["environment fields (cpu_flags)"]
     assert again.golden is not None
     assert again.golden.environment == {**golden.environment, "cpu_flags": ["avx2"]}
     # Nothing left to add: no golden to write.
