@@ -50,8 +50,9 @@ def test_missing_evidence_is_added_and_a_foreign_environment_is_not(
     files = {s.id: "0" * 64 for s in samples}
     found = enrich(golden, manifest, samples, None, now, files, 4)
     assert found.golden is not None
-    assert [accuracy_words(e) for e in found.added] == ["step fingerprints", "data checksums (6 files)",
-                           "decoded-pixel identities (6 files)"]  # fmt: skip
+    assert [accuracy_words(e) for e in found.added] == [
+        "step fingerprints", "data checksums (6 files)", "decoded-pixel identities (6 files)"
+    ]  # fmt: skip
     # The CPU flags of another machine beside the recorded CPU would mislead: left out.
     assert [accuracy_words(e) for e in found.left_out] == [
         "environment fields cpu_flags (this run's environment is not the recording's: cpu differ)"
