@@ -8,6 +8,12 @@ from ..diagnosis import Flip
 _WORDS = {
     "declared": "the declared pipeline",
     "instead": "{} instead of {}",
+    # Pillow filters premultiplied by alpha, the other library ({}) each channel alone.
+    "alpha": (
+        "{} instead of {} (on colour with alpha: Pillow premultiplies the colours by alpha while "
+        "it filters, {} filters each channel alone, so the colours next to transparent pixels "
+        "differ)"
+    ),
     "crop added": "a center crop of {} added after decode",
     "crop removed": "no crop (the crop step removed)",
     "crop fraction": "crop fraction {} instead of {}",
@@ -47,8 +53,7 @@ def pitfall_words(flip: Flip) -> str:
         convention, shown, declared = facts
         return f"{_MEAN_STD[convention].format(shown)} instead of {declared}"
     if kind == "resize":  # on colour with alpha, the other library when Pillow is one of them
-        new, old, alpha = facts
-        return f"{new} instead of {old}" + (_premultiplied(alpha) if alpha else "")
+        kind, facts = ("alpha", facts) if facts[2] else ("instead", facts[:2])
     if kind == "uint8 first":
         facts[1] = f"({facts[1]})" if facts[1] else "in float"
     if kind == "decoder":
@@ -56,13 +61,3 @@ def pitfall_words(flip: Flip) -> str:
     if kind == "grey":
         facts = [_GREY[r] for r in facts]
     return _WORDS[kind].format(*facts)
-
-
-def _premultiplied(other: str) -> str:
-    """Why a resize backend flip matters on RGBA: Pillow filters premultiplied by alpha, OpenCV
-    and TensorFlow each channel alone (transparent colours bleed into their neighbours)."""
-    return (
-        f" (on colour with alpha: Pillow premultiplies the colours by alpha while it filters, "
-        f"{other} filters each channel alone, so the colours next to "
-        "transparent pixels differ)"
-    )
