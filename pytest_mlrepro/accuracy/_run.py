@@ -1,8 +1,6 @@
-"""One accuracy check from start to verdict, as an accuracy item runs it: the golden found (or its
-absence said before the model runs), the model evaluated over the data set or its shard (through
-the item's own evaluation, which knows its skips and failures), the reference manifest's golden
-checked, the golden read and compared, the verdict decided (:func:`goldens.accuracy_decision`),
-the golden recorded when the decision says so, and a drift diagnosed."""
+"""One accuracy check from start to verdict, as an accuracy item runs it: the golden read (its
+absence said before the model runs), the model evaluated, the reference checked, the verdict
+decided (:func:`goldens.accuracy_decision`), the golden recorded, a drift diagnosed."""
 
 from __future__ import annotations
 
@@ -121,9 +119,8 @@ class ReferenceOutcome:
 
 @dataclass(frozen=True)
 class Drifted:
-    """What the HTML report's pictures of a drifted item are made from (the pytest glue makes
-    them, only when a report is asked for) besides the outcome's comparison: the golden, this
-    run, and the diagnosis's layer comparison, (depth, layer, relative difference) rows."""
+    """What the HTML report's pictures of a drifted item are made from (only when a report is asked
+    for): the golden, this run, and the diagnosis's (depth, layer, relative difference) rows."""
 
     golden: Golden
     result: Evaluation
@@ -159,9 +156,8 @@ class AccuracyRequest:
 
 @dataclass(frozen=True)
 class AccuracyOutcome:
-    """How an accuracy item ends (``end``; ``status``, the results file's), why (``reason``,
-    ``verdict``), its typed ``row`` and the facts the text of a failure needs. ``interrupted``:
-    the item's time limit or Ctrl-C, raised again by the caller once it has taken the row."""
+    """How an accuracy item ends and why, its typed ``row`` and the facts a failure's text needs;
+    ``interrupted`` (the time limit, Ctrl-C) is raised again by the caller once it has the row."""
 
     row: Row
     status: Status | None = "passed"
@@ -244,9 +240,8 @@ def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row
 
 
 class _Run:
-    """One check, its facts gathered as it goes (the outcome replaced, field by field, as they are
-    found; the properties and notes in lists), frozen into the record at its end: whatever ends
-    it early (a verdict, the evaluation's skip, the time limit) leaves everything found before."""
+    """One check, its facts gathered as it goes and frozen into the record at its end: whatever
+    ends it early (a verdict, a skip, the time limit) leaves everything found before."""
 
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
@@ -274,9 +269,8 @@ class _Run:
         self.outcome = replace(self.outcome, verdict=verdict)
 
     def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
-        """End the check with a failure, with its verdict in the properties (None: the verdict
-        found before stands) and ``facts``, the outcome's fields its text needs besides those
-        found before."""
+        """End the check with a failure: its verdict (None: the one found before stands) and
+        ``facts``, the outcome's fields its text needs."""
         if verdict is not None:
             self._verdict(verdict)
         failed: Status = "no golden" if reason == "no golden" else "failed"
@@ -309,8 +303,7 @@ class _Run:
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the
-        evaluation streams (keeps, of each sample's scores, its top-k and the scores at these
-        results' top-k classes)."""
+        evaluation streams (keeps each sample's top-k and its scores at these results' top-k)."""
         r = self.r
         try:
             self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
@@ -496,9 +489,8 @@ class _Run:
         self.notes.append(self.r.words(note))
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
-        """``change`` without the files whose bytes changed but whose decoded pixels are the
-        golden's (a comment, a container, an ICC profile): the model sees the same input, so they
-        are no data change, and a note names them."""
+        """``change`` without the files whose bytes changed but that decode to the golden's pixels
+        (a comment, an ICC profile): the model sees the same input; a note names them."""
         r = self.r
         if not change.files or r.strict:
             return change
@@ -513,9 +505,8 @@ class _Run:
         return replace(change, files=[f for f in change.files if f not in set(found.same)])
 
     def _enrich(self, path: Path, golden: Golden, result: Evaluation, change: DataChange) -> str:
-        """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written
-        (accuracy/_enrich.py), the figures untouched. Returns the verdict's note ("" when the
-        item does not write goldens)."""
+        """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written, the
+        figures untouched. Returns the verdict's note ("" when the item writes no goldens)."""
         r, o = self.r, self.outcome  # o: the facts so far (the enrichment changes none)
         if not r.records:
             return ""
@@ -586,9 +577,8 @@ class _Run:
         raise self._fail("reference disagreement", "reference disagreement")
 
     def _read_golden(self, path: Path, writes: bool) -> Golden | None:
-        """The golden at ``path``, validated and checked to be this manifest's. An invalid one
-        fails the item (an update run replaces it: None); one recorded from another manifest
-        that still claims it fails the item in every run."""
+        """The golden at ``path``, checked to be this manifest's: an invalid one fails the item (an
+        update replaces it: None), one another manifest still claims fails it in every run."""
         r, o = self.r, self.outcome  # o: the facts so far (read, not changed)
         golden, error = self._golden_read
         try:
@@ -651,9 +641,8 @@ class _Run:
     def _record(
         self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
     ) -> None:
-        """Write the golden, and say so in the verdict; then the reference's verdict. Results
-        that contradict the manifest's own reference are not written unless
-        --mlrepro-update-despite-reference asks for it."""
+        """Write the golden and say so in the verdict, then the reference's verdict; results that
+        contradict the reference are written only under --mlrepro-update-despite-reference."""
         r = self.r
         with phase("writing"):
             disagrees = ref is not None and ref.agrees is False

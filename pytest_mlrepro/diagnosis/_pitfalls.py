@@ -97,9 +97,8 @@ def valid_steps(steps: Sequence[Step], inp: Input) -> bool:
 
 
 def variants(manifest: Manifest, backends: Collection[str] | None = None) -> list[Variant]:
-    """Every valid single-pitfall variant of the manifest's pipeline that differs from it, once,
-    in category order; ``backends`` narrows the backends tried (TensorFlow's import costs
-    seconds)."""
+    """Every valid single-pitfall variant of the pipeline that differs from it, once, in category
+    order; ``backends`` narrows the backends tried (TensorFlow's import costs seconds)."""
     steps = tuple(manifest.input.preprocess)
     seen = {steps}
     out: list[Variant] = []
