@@ -51,7 +51,9 @@ def test_every_error_class_is_in_the_documented_tree_under_its_parent() -> None:
     classes = every_error_class()
     assert len(classes) >= 20  # the walk found the package's errors, not an empty list
     for cls in classes:
-        assert cls.__name__ in tree, f"{cls.__module__}.{cls.__name__}: not in docs/design.md"
+        assert cls.__name__ in tree, (
+            f"{cls.__module__}.{cls.__name__}: not in docs/design.md"
+        )
         parent, text = tree[cls.__name__]
         assert cls.__bases__[0].__name__ == parent, (cls, parent)
         if cls.__module__ != "pytest_mlrepro.errors":

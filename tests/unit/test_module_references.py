@@ -132,7 +132,9 @@ def _module_exists(dotted: str) -> bool:
             folder, module = folder / part, folder / f"{part}.py"
             rest = parts[index + 1 :]
             return not rest or (len(rest) == 1 and rest[0] in _top_level_names(module))
-        return index == len(parts) - 1 and module.is_file() and part in _top_level_names(module)
+        return (
+            index == len(parts) - 1 and module.is_file() and part in _top_level_names(module)
+        )
     return True
 
 

@@ -44,7 +44,6 @@ def steps(preset: str, size: int, dtype: str = "float32") -> list[pipeline.Step]
 
 S = TypeVar("S", bound=pipeline.Step)
 
-
 def of(kind: type[S], chain: list[pipeline.Step]) -> list[S]:
     return [s for s in chain if isinstance(s, kind)]
 
@@ -227,7 +226,9 @@ def test_grey_presets_decode_one_channel_by_luma(
         ("cifar100", (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     ],
 )
-def test_cifar_presets_use_the_training_sets_statistics(name: str, mean: tuple, std: tuple) -> None:
+def test_cifar_presets_use_the_training_sets_statistics(
+    name: str, mean: tuple, std: tuple
+) -> None:
     chain = steps(name, 32)
     (norm,) = of(pipeline.Normalize, chain)
     np.testing.assert_allclose(norm.mean, mean, atol=5e-5)
