@@ -192,6 +192,38 @@ def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     pytest.fail("the test's own MLflow server did not start in 240 s")
 
 
+def session_losing_its_server(
+    project: Project, server: subprocess.Popen[bytes], uri: str, passed: int, **env: str
+) -> None:
+    """Run the project's session, whose conftest.py kills ``server``: the session passes with
+    ``passed`` items and one line says what could not be logged and how to log it later."""
+    try:
+        child = pytest_process(
+            project,
+            "--mlrepro-json",
+            "results.json",
+            f"--mlrepro-track={uri}",
+            env={"KILL_GROUP": str(server.pid), **env},
+        )
+        out, _ = child.communicate(timeout=CHILD_TIMEOUT_S)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    assert child.returncode == 0, out
+    assert f"{passed} passed" in out
+    (line,) = [ln for ln in out.splitlines() if "could not log the results to MLflow" in ln]
+    assert line.endswith(f"log them later with: mlrepro track results.json --uri {uri}")
+
+
+def track_twice(project: Project) -> None:
+    """``mlrepro track`` the session's results file to the server twice: the second is a no-op."""
+    for _ in range(2):
+        logged = mlrepro(project.path, "track", "results.json", "--uri", SERVER)
+        assert logged.returncode == 0, logged.stderr
+    assert "already logged" in logged.stdout
+
+
 @needs_server
 def test_the_server_killed_mid_session_loses_nothing_and_track_logs_it_once(
     tiny: Project, experiment: str, tmp_path: Path
@@ -206,29 +238,10 @@ def test_the_server_killed_mid_session_loses_nothing_and_track_logs_it_once(
         "def pytest_runtest_call(item):\n"
         "    os.killpg(int(os.environ['KILL_GROUP']), signal.SIGKILL)\n"
     )
-    try:
-        child = pytest_process(
-            tiny,
-            "--mlrepro-json",
-            "results.json",
-            f"--mlrepro-track={uri}",
-            env={"KILL_GROUP": str(server.pid)},
-        )
-        out, _ = child.communicate(timeout=CHILD_TIMEOUT_S)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-    assert child.returncode == 0, out
-    assert "1 passed" in out
-    (line,) = [ln for ln in out.splitlines() if "could not log the results to MLflow" in ln]
-    assert line.endswith(f"log them later with: mlrepro track results.json --uri {uri}")
+    session_losing_its_server(tiny, server, uri, passed=1)
     results = json.loads((tiny.path / "results.json").read_text())
     assert [r["status"] for r in results["results"]] == ["passed"]
-    for _ in range(2):
-        logged = mlrepro(tiny.path, "track", "results.json", "--uri", SERVER)
-        assert logged.returncode == 0, logged.stderr
-    assert "already logged" in logged.stdout
+    track_twice(tiny)
     sessions, items = runs_of(SERVER, experiment)
     assert len(sessions) == 1 and len(items) == 1
     assert items[0].data.metrics["top1"] == results["results"][0]["top1"]
@@ -269,30 +282,11 @@ def test_the_server_killed_after_an_item_was_logged_loses_nothing_and_track_logs
         "        time.sleep(0.2)\n"
         "    os.killpg(int(os.environ['KILL_GROUP']), signal.SIGKILL)\n"
     )
-    try:
-        child = pytest_process(
-            project,
-            "--mlrepro-json",
-            "results.json",
-            f"--mlrepro-track={uri}",
-            env={"KILL_GROUP": str(server.pid), "MLFLOW_TEST_URI": uri},
-        )
-        out, _ = child.communicate(timeout=CHILD_TIMEOUT_S)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-    assert child.returncode == 0, out
-    assert "2 passed" in out
-    (line,) = [ln for ln in out.splitlines() if "could not log the results to MLflow" in ln]
-    assert line.endswith(f"log them later with: mlrepro track results.json --uri {uri}")
+    session_losing_its_server(project, server, uri, passed=2, MLFLOW_TEST_URI=uri)
     cut, items = runs_of(SERVER, experiment)
     assert len(cut) == 1 and len(items) == 1  # the first item, logged while the session ran
     assert cut[0].data.tags["mlrepro.complete"] == "false"
-    for _ in range(2):
-        logged = mlrepro(project.path, "track", "results.json", "--uri", SERVER)
-        assert logged.returncode == 0, logged.stderr
-    assert "already logged" in logged.stdout
+    track_twice(project)
     sessions, items = runs_of(SERVER, experiment)
     assert len(sessions) == 1 and len(items) == 2
     assert sessions[0].info.run_id != cut[0].info.run_id
