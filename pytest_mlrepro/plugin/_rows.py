@@ -46,10 +46,12 @@ def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | No
     )
 
 
-def latency_row(report: pytest.TestReport) -> tuple[Row, list[dict[str, Any]]] | None:
-    """A latency item's row and its pytest-benchmark entries; None for other reports."""
+def latency_row(
+    report: pytest.TestReport, row: Row | None
+) -> tuple[Row, list[dict[str, Any]]] | None:
+    """A latency item's row (``results_row`` of the report, made once by the caller) and its
+    pytest-benchmark entries; None for other reports."""
     benchmarks = getattr(report, BENCHMARKS_ATTR, None)
-    row = results_row(report)
     if row is None or row.kind != "latency" or not isinstance(benchmarks, list):
         return None
     return row, benchmarks

@@ -227,7 +227,7 @@ class MlreproSession:
         row = results_row(report)
         if row is not None:
             state.results.append(row)
-        latency, drift = latency_row(report), drift_row(report)
+        latency, drift = latency_row(report, row), drift_row(report)
         if latency is not None:
             state.latency.append(latency)
         if drift is not None:
