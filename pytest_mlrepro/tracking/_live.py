@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -40,8 +41,13 @@ class Live:
         self.uri, self.items, self.done = uri, 0, False
         self.failed: str | None = None  # what went wrong on this side: said at the end
         self.process: subprocess.Popen[bytes] | None = None
-        root = str(Path(__file__).resolve().parents[2])  # the same pytest_mlrepro as the session
-        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        # The same pytest_mlrepro as the session's (a checkout's, say); an installed one is found
+        # anyway, and its site-packages put on PYTHONPATH would come before the standard library.
+        root = str(Path(__file__).resolve().parents[2])
+        installed = root in {*site.getsitepackages(), site.getusersitepackages()}
+        path = os.pathsep.join(
+            filter(None, [None if installed else root, os.environ.get("PYTHONPATH")])
+        )
         try:
             self.folder = Path(tempfile.mkdtemp(prefix="mlrepro-track-"))
             with (self.folder / "stderr").open("wb") as stderr:
