@@ -30,6 +30,7 @@ from ._timing import (
     host_factor,
     judge,
     measure_interleaved,
+    ms,
     other_load,
     sketch,
     summarize,
@@ -154,11 +155,6 @@ def measure_attempt(
 
 
 # --- the golden store -------------------------------------------------------------------------
-
-
-def ms(seconds: float) -> float:
-    """Seconds to milliseconds, 6 significant digits (what goldens and reports keep)."""
-    return float(f"{seconds * 1e3:.6g}")
 
 
 def _distribution_json(measurement: Measurement) -> dict[str, Any]:

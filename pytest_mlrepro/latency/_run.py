@@ -39,7 +39,6 @@ from ._measure import (
     decision_facts,
     entry_for,
     measure_attempt,
-    ms,
     prepare,
     settings_of,
 )
@@ -52,7 +51,7 @@ from ._profile import (
     profile_json,
     take_profile,
 )
-from ._timing import ReferenceWorkload, StopRule, summarize
+from ._timing import ReferenceWorkload, StopRule, ms, summarize
 
 Reason = Literal[
     "measured",  # passed, or a golden recorded

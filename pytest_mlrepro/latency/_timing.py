@@ -230,6 +230,11 @@ def summarize(samples: Sequence[float] | np.ndarray) -> Stats:
     )
 
 
+def ms(seconds: float) -> float:
+    """Seconds to milliseconds, 6 significant digits (what goldens and reports keep)."""
+    return float(f"{seconds * 1e3:.6g}")
+
+
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
     """At most ``size`` values standing for the distribution: the samples themselves (sorted) when
     there are few, else the quantiles at ``(i + 0.5) / size``."""
