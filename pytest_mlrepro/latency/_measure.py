@@ -285,15 +285,14 @@ def assess(
     every = [j for js in judgements.values() for j in js]
     contended = attempt.contention is not None and attempt.contention > max_contention
     slower = any(j.ratio.low > j.tolerance for j in every)
-    verdict: Verdict = "pass"
-    if slower and contended:
-        verdict = "contended"
-    elif any(j.outcome == "regression" for j in every):
-        verdict = "regression"
-    elif any(j.outcome == "inconclusive" for j in every):
-        verdict = "inconclusive"
-    elif every and all(j.outcome == "faster" for j in every):
-        verdict = "faster"
+    outcomes = {j.outcome for j in every}
+    verdict: Verdict = (
+        "contended" if slower and contended
+        else "regression" if "regression" in outcomes
+        else "inconclusive" if "inconclusive" in outcomes
+        else "faster" if outcomes == {"faster"}
+        else "pass"
+    )  # fmt: skip
     return Assessment(
         attempt, judgements, verdict, tuple(missing), host is not None, host, may_excuse
     )

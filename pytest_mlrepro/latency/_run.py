@@ -489,20 +489,16 @@ class _Run:
         self.measured = {"measurements": measurements, "benchmarks": benchmarks}
         # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
         # own latency, which a hardware matrix compares), else the first.
-        names = list(attempt.measurements)
-        primary = "model" if "model" in names else next(iter(names), None)
-        now = golden = ratio = None
-        if primary is not None:
-            now = summarize(attempt.measurements[primary].seconds).p50
-            recorded = None if baseline is None else baseline.measurements.get(primary)
-            if recorded is not None:
-                golden = recorded.get("p50")
-                ratio = now / golden if golden > 0 else None
+        primary = "model" if "model" in measurements else next(iter(measurements))
+        now = summarize(attempt.measurements[primary].seconds).p50
+        recorded = None if baseline is None else baseline.measurements.get(primary)
+        golden = None if recorded is None else recorded.get("p50")
+        ratio = now / golden if golden is not None and golden > 0 else None
         decided = r.word_decision(
             None if assessment is None else decision_facts(assessment, r.max_contention)
         )
         self._set(
-            p50_ms=None if now is None else ms(now),
+            p50_ms=ms(now),
             golden_p50_ms=None if golden is None else ms(golden),
             ratio_to_golden=None if ratio is None else round(ratio, 4),
             decided_by=decided,
@@ -517,11 +513,12 @@ def _profile_wanted(
 ) -> bool:
     """Whether the operator profile is taken: for a golden that may be recorded, a golden that
     may be enriched, and a slowdown to explain (the last attempt did not pass: none did)."""
-    if baseline is None or r.update:
-        return True
-    if r.enrich and baseline.exact and "profile" not in baseline.entry:
-        return True
-    return bool(assessments) and assessments[-1].verdict not in ("pass", "faster")
+    return (
+        baseline is None
+        or r.update
+        or (r.enrich and baseline.exact and "profile" not in baseline.entry)
+        or (bool(assessments) and assessments[-1].verdict not in ("pass", "faster"))
+    )
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:
