@@ -47,9 +47,8 @@ class Prepared:
     """A loaded model and the callables to time, one per declared measurement."""
 
     calls: dict[str, Callable[[], object]]
-    runner_info: dict[str, Any]
     runner: Runner
-    model_input: np.ndarray | None = None  # the prepared batch (the operator profile's input)
+    model_input: np.ndarray  # the prepared batch (the operator profile's input)
 
 
 def _request(dataset: ResolvedDataset, batch: int) -> list[tuple[str, bytes]]:
@@ -100,9 +99,7 @@ def prepare(
             top_k(scores, post.top_k)
 
         calls["end_to_end"] = end_to_end
-    return Prepared(
-        calls=calls, runner_info=dict(runner.info), runner=runner, model_input=prepared_input
-    )
+    return Prepared(calls, runner, prepared_input)
 
 
 @dataclass(frozen=True)
@@ -116,10 +113,6 @@ class Attempt:
     contention: float | None  # other processes' share of the usable CPUs, 0..1
     started: float
     finished: float
-
-    @property
-    def reference_seconds(self) -> np.ndarray:
-        return np.concatenate(self.reference_blocks)
 
     @property
     def block_medians(self) -> np.ndarray:
@@ -174,7 +167,7 @@ def entry_for(
     """The golden entry for one batch size from an attempt."""
     first = next(iter(attempt.measurements.values()))
     pooled = dataclasses.replace(
-        first, samples_ns=np.round(attempt.reference_seconds * 1e9).astype(np.int64)
+        first, samples_ns=np.round(np.concatenate(attempt.reference_blocks) * 1e9).astype(np.int64)
     )
     reference = {
         **_distribution_json(pooled),

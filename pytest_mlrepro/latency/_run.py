@@ -247,7 +247,7 @@ class _Run:
             raise self._end("unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
             raise self._end("error", "error", message=str(exc)) from None
-        info = prepared.runner_info
+        info = dict(prepared.runner.info)
         settings_now = settings_of(info)
         self._set(
             graph_optimization_level=info.get("graph_optimization_level"),
