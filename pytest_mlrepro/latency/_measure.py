@@ -74,7 +74,6 @@ def prepare(
     dataset: ResolvedDataset,
     measurements: Sequence[str],
 ) -> Prepared:
-    """Load the model and build the timed callables."""
     runner = load_runner(manifest, device, settings)
     request = _request(dataset, batch)
     pipe = manifest.pipeline
@@ -164,7 +163,6 @@ def _distribution_json(measurement: Measurement) -> dict[str, Any]:
 def entry_for(
     attempt: Attempt, settings_now: dict[str, Any], block: Latency, batch: int
 ) -> dict[str, Any]:
-    """The golden entry for one batch size from an attempt."""
     first = next(iter(attempt.measurements.values()))
     pooled = dataclasses.replace(
         first, samples_ns=np.round(np.concatenate(attempt.reference_blocks) * 1e9).astype(np.int64)

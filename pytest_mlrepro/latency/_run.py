@@ -160,7 +160,6 @@ class _Ended(Exception):
 
 
 def run_latency(request: LatencyRequest) -> LatencyOutcome:
-    """The latency check of one item (module docstring)."""
     run = _Run(request)
     with contextlib.suppress(_Ended):
         run.run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import sys
@@ -187,17 +188,14 @@ class TorchRunner(CheckedInput):
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
-        def keep(name: str) -> Any:
-            def hook(module: Any, args: Any, output: Any) -> None:
-                if isinstance(output, torch.Tensor):
-                    found.append((name, type(module).__name__, output.float().cpu().numpy()))
-
-            return hook
+        def hook(name: str, module: Any, args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor):
+                found.append((name, type(module).__name__, output.float().cpu().numpy()))
 
         try:
             for name, module in self.module.named_modules():
                 if name and not any(True for _ in module.children()):
-                    handles.append(module.register_forward_hook(keep(name)))
+                    handles.append(module.register_forward_hook(functools.partial(hook, name)))
             self(batch)
         finally:
             for handle in handles:
