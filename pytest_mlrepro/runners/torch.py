@@ -37,7 +37,7 @@ def _set_determinism(seed: int | None, deterministic: bool) -> None:
     # torch.use_deterministic_algorithms without importing the compiler, whose import was most
     # of a first load (docs/measurements.md): the kernels read only the C++ flag.
     set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if "torch._inductor.config" in sys.modules or set_flag is None:
+    if sys.modules.get("torch._inductor.config") is not None or set_flag is None:
         torch.use_deterministic_algorithms(deterministic)
     else:
         set_flag(deterministic, warn_only=False)
