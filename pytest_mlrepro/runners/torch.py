@@ -238,10 +238,8 @@ class TorchRunner(CheckedInput):
         call = self.model_call(batch)
         for _ in range(warmup):
             call()
-        activities = [ProfilerActivity.CPU]
         cuda = self.device.type == "cuda"
-        if cuda:
-            activities.append(ProfilerActivity.CUDA)
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
         per_call: list[dict[str, float]] = []
         durations = []
         for _ in range(calls):
