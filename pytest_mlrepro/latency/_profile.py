@@ -289,7 +289,7 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
         g_ms, n_ms = ({o.name: o.ms for o in p.operators} for p in (golden, now))
     else:  # renamed and merged nodes: op type by op type
         kind_of = {k: k for k in (*g_kinds, *n_kinds)}
-        g_ms, n_ms = ({k: ms for k, (ms, _) in kinds.items()} for kinds in (g_kinds, n_kinds))
+        g_ms, n_ms = ({k: t for k, (t, _) in kinds.items()} for kinds in (g_kinds, n_kinds))
     # Each unit (node or op type): its kind, golden ms and now ms (None: not run there).
     pairs = {u: (kind_of[u], g_ms.get(u), n_ms.get(u)) for u in sorted(kind_of)}
     deltas = {u: (now or 0.0) - (golden or 0.0) for u, (_, golden, now) in pairs.items()}
@@ -399,6 +399,7 @@ def operator_findings(
     return OperatorFindings(now.runtime, compare_profiles(profile_from_json(golden), now))
 
 
+# Node counts, and the call times the profiles keep to 6 digits already: as they are.
 _AS_THEY_ARE = ("golden_call_ms", "now_call_ms", "golden_nodes", "now_nodes")
 _SHARES = ("matched", "covered", "top3", "slowed", "spread", "new_share", "share", "ratios")
 
