@@ -51,7 +51,6 @@ def latency_decision(
     assessments: int,
     attempts: int,
 ) -> LatencyDecision:
-    """The decision for one latency item compared with a baseline golden."""
     if update and stale:
         if quiet:
             return LatencyDecision("record", "golden updated" if exact else "golden recorded")
@@ -84,15 +83,12 @@ def golden_outpaced(ratio_to_golden: float | None) -> bool:
 
 @dataclass(frozen=True)
 class DecisionFacts:
-    """What decided a latency verdict, as facts for the report to word
-    (``report.latency_decided_by``): the verdict, every judgement of the concluding attempt as
-    (measurement, judgement) pairs (none: nothing was compared), whether the golden's reference
-    workload is comparable with today's, the host factor and whether it may excuse a slowdown,
-    and the machine's contention against the threshold that gave it meaning."""
+    """What decided a latency verdict, as facts for ``report.latency_decided_by`` to word; no
+    judgements: nothing was compared."""
 
     verdict: str
-    judgements: tuple[tuple[str, Judgement], ...]
-    reference_comparable: bool
+    judgements: tuple[tuple[str, Judgement], ...]  # (measurement, judgement): concluding attempt's
+    reference_comparable: bool  # the golden's reference workload and today's
     contention: float | None
     max_contention: float
     host: HostFactor | None = None

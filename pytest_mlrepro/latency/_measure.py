@@ -30,6 +30,7 @@ from ._timing import (
     host_factor,
     judge,
     measure_interleaved,
+    ms,
     other_load,
     sketch,
     summarize,
@@ -46,9 +47,8 @@ class Prepared:
     """A loaded model and the callables to time, one per declared measurement."""
 
     calls: dict[str, Callable[[], object]]
-    runner_info: dict[str, Any]
     runner: Runner
-    model_input: np.ndarray | None = None  # the prepared batch (the operator profile's input)
+    model_input: np.ndarray  # the prepared batch (the operator profile's input)
 
 
 def _request(dataset: ResolvedDataset, batch: int) -> list[tuple[str, bytes]]:
@@ -74,7 +74,6 @@ def prepare(
     dataset: ResolvedDataset,
     measurements: Sequence[str],
 ) -> Prepared:
-    """Load the model and build the timed callables."""
     runner = load_runner(manifest, device, settings)
     request = _request(dataset, batch)
     pipe = manifest.pipeline
@@ -99,9 +98,7 @@ def prepare(
             top_k(scores, post.top_k)
 
         calls["end_to_end"] = end_to_end
-    return Prepared(
-        calls=calls, runner_info=dict(runner.info), runner=runner, model_input=prepared_input
-    )
+    return Prepared(calls, runner, prepared_input)
 
 
 @dataclass(frozen=True)
@@ -115,10 +112,6 @@ class Attempt:
     contention: float | None  # other processes' share of the usable CPUs, 0..1
     started: float
     finished: float
-
-    @property
-    def reference_seconds(self) -> np.ndarray:
-        return np.concatenate(self.reference_blocks)
 
     @property
     def block_medians(self) -> np.ndarray:
@@ -156,11 +149,6 @@ def measure_attempt(
 # --- the golden store -------------------------------------------------------------------------
 
 
-def ms(seconds: float) -> float:
-    """Seconds to milliseconds, 6 significant digits (what goldens and reports keep)."""
-    return float(f"{seconds * 1e3:.6g}")
-
-
 def _distribution_json(measurement: Measurement) -> dict[str, Any]:
     stats = dataclasses.asdict(summarize(measurement.seconds))
     return {
@@ -175,10 +163,9 @@ def _distribution_json(measurement: Measurement) -> dict[str, Any]:
 def entry_for(
     attempt: Attempt, settings_now: dict[str, Any], block: Latency, batch: int
 ) -> dict[str, Any]:
-    """The golden entry for one batch size from an attempt."""
     first = next(iter(attempt.measurements.values()))
     pooled = dataclasses.replace(
-        first, samples_ns=np.round(attempt.reference_seconds * 1e9).astype(np.int64)
+        first, samples_ns=np.round(np.concatenate(attempt.reference_blocks) * 1e9).astype(np.int64)
     )
     reference = {
         **_distribution_json(pooled),
@@ -289,15 +276,14 @@ def assess(
     every = [j for js in judgements.values() for j in js]
     contended = attempt.contention is not None and attempt.contention > max_contention
     slower = any(j.ratio.low > j.tolerance for j in every)
-    verdict: Verdict = "pass"
-    if slower and contended:
-        verdict = "contended"
-    elif any(j.outcome == "regression" for j in every):
-        verdict = "regression"
-    elif any(j.outcome == "inconclusive" for j in every):
-        verdict = "inconclusive"
-    elif every and all(j.outcome == "faster" for j in every):
-        verdict = "faster"
+    outcomes = {j.outcome for j in every}
+    verdict: Verdict = (
+        "contended" if slower and contended
+        else "regression" if "regression" in outcomes
+        else "inconclusive" if "inconclusive" in outcomes
+        else "faster" if outcomes == {"faster"}
+        else "pass"
+    )  # fmt: skip
     return Assessment(
         attempt, judgements, verdict, tuple(missing), host is not None, host, may_excuse
     )

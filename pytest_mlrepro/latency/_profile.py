@@ -3,6 +3,7 @@ golden, and its comparison with today's."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..runners import ProfiledCalls, ProfileUnavailable
+from ._timing import ms
 
 PROFILE_CALLS = 15
 """Profiled calls: each operator's time is its median over them."""
@@ -114,26 +116,9 @@ class NoProfile:
     why: str
 
 
-def _ms(seconds: float) -> float:
-    return float(f"{seconds * 1e3:.6g}")
-
-
-def profile_of(runtime: str, profiled: ProfiledCalls) -> OperatorProfile:
-    """The profile of ``profiled``: each operator's median, milliseconds to 6 digits."""
-    return OperatorProfile(
-        runtime=runtime,
-        source=profiled.source,
-        calls=len(profiled.call_seconds),
-        call_ms=_ms(float(np.median(profiled.call_seconds))),
-        operators=tuple(
-            OperatorTime(o.name, o.kind, o.provider, _ms(float(np.median(o.seconds))))
-            for o in sorted(profiled.operators, key=lambda o: o.name)
-        ),
-    )
-
-
 def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile | NoProfile:
-    """The operator profile of ``runner`` on ``model_input`` (module docstring), or why none."""
+    """The operator profile of ``runner`` on ``model_input``: each operator's median, or why
+    none."""
     times = getattr(runner, "operator_times", None)
     if times is None or model_input is None:
         return NoProfile(runtime, "its Python API gives no per-operator times")
@@ -141,7 +126,16 @@ def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile
         profiled: ProfiledCalls = times(model_input, PROFILE_CALLS, PROFILE_WARMUP)
     except ProfileUnavailable as exc:
         return NoProfile(runtime, str(exc))
-    return profile_of(runtime, profiled)
+    return OperatorProfile(
+        runtime=runtime,
+        source=profiled.source,
+        calls=len(profiled.call_seconds),
+        call_ms=ms(float(np.median(profiled.call_seconds))),
+        operators=tuple(
+            OperatorTime(o.name, o.kind, o.provider, ms(float(np.median(o.seconds))))
+            for o in sorted(profiled.operators, key=lambda o: o.name)
+        ),
+    )
 
 
 def profile_json(profile: OperatorProfile) -> dict[str, Any]:
@@ -151,10 +145,9 @@ def profile_json(profile: OperatorProfile) -> dict[str, Any]:
         "source": profile.source,
         "calls": profile.calls,
         "call_ms": profile.call_ms,
-        "operators_ms": _ms(profile.operators_ms * 1e-3),
+        "operators_ms": ms(profile.operators_ms * 1e-3),
         "operators": [
-            {"name": o.name, "kind": o.kind, "provider": o.provider, "ms": o.ms}
-            for o in sorted(profile.operators, key=lambda o: o.name)
+            dataclasses.asdict(o) for o in sorted(profile.operators, key=lambda o: o.name)
         ],
     }
 
@@ -237,21 +230,21 @@ class ProfileComparison:
     added_ms: float  # the sum of every increase (per node, or per op type: ``by_node``)
     by_node: bool
     matched: float  # share of the golden's operator time on nodes run now under their name
-    operators: tuple[OperatorShift, ...]  # the fewest covering COVERED of it, largest first
-    covered: float  # their share together
+    pattern: Pattern
+    covered: float  # the listed operators' share of the added time together
     top3: float  # the share of the 3 largest
     slowed: float  # share of the golden's time on operators that slowed (EVEN_SLOWED)
     spread: float  # share of the golden's time on the fewest covering SPREAD_OF of the added
     new_share: float  # share of the added time on operators the golden did not run
     ratios: tuple[float, float, float]  # per-operator now/golden: weighted quartiles
-    pattern: Pattern
-    kinds: tuple[KindShift, ...]  # every op type whose time grew, largest first
-    new_kinds: tuple[KindShift, ...]  # op types run now that the golden never ran
-    gone_kinds: tuple[KindShift, ...]  # op types the golden ran that are not run now
     golden_nodes: int
     now_nodes: int
     unfused: bool  # fused ops split apart
     dequantised: bool  # quantised ops now float
+    operators: tuple[OperatorShift, ...]  # the fewest covering COVERED of it, largest first
+    kinds: tuple[KindShift, ...]  # every op type whose time grew, largest first
+    new_kinds: tuple[KindShift, ...]  # op types run now that the golden never ran
+    gone_kinds: tuple[KindShift, ...]  # op types the golden ran that are not run now
     changes: tuple[KindChange, ...]
 
 
@@ -283,22 +276,6 @@ def _change(g: OperatorTime, n: OperatorTime) -> Change:
     return "another op type" if g.kind != n.kind else "another provider"
 
 
-def _shifts(
-    pairs: Mapping[str, tuple[str, float | None, float | None]],
-) -> tuple[list[OperatorShift], float]:
-    """Each unit's shift (name → kind, golden ms, now ms), largest increase first, and the sum
-    of the increases."""
-    deltas = {name: (now or 0.0) - (golden or 0.0) for name, (_, golden, now) in pairs.items()}
-    added = sum(d for d in deltas.values() if d > 0)
-    shifts = [
-        OperatorShift(name, kind, golden, now, deltas[name], deltas[name] / added)
-        for name, (kind, golden, now) in pairs.items()
-        if deltas[name] > 0
-    ]
-    shifts.sort(key=lambda s: (-s.added_ms, s.name))
-    return shifts, added
-
-
 def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileComparison:
     """Where the added time went between ``golden`` and ``now`` (module docstring)."""
     g = {o.name: o for o in golden.operators}
@@ -307,26 +284,24 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
     matched = sum(o.ms for name, o in g.items() if name in n) / golden_ms if golden_ms else 0.0
     by_node = matched >= MATCHED
     g_kinds, n_kinds = _by_kind(golden.operators), _by_kind(now.operators)
-    pairs: dict[str, tuple[str, float | None, float | None]]
     if by_node:
-        pairs = {
-            name: (
-                (n.get(name) or g[name]).kind,
-                g[name].ms if name in g else None,
-                n[name].ms if name in n else None,
-            )
-            for name in sorted(set(g) | set(n))
-        }
+        kind_of = {o.name: o.kind for o in (*golden.operators, *now.operators)}  # now's where both
+        g_ms, n_ms = ({o.name: o.ms for o in p.operators} for p in (golden, now))
     else:  # renamed and merged nodes: op type by op type
-        pairs = {
-            kind: (
-                kind,
-                g_kinds[kind][0] if kind in g_kinds else None,
-                n_kinds[kind][0] if kind in n_kinds else None,
-            )
-            for kind in sorted(set(g_kinds) | set(n_kinds))
-        }
-    shifts, added = _shifts(pairs)
+        kind_of = {k: k for k in (*g_kinds, *n_kinds)}
+        g_ms, n_ms = ({k: t for k, (t, _) in kinds.items()} for kinds in (g_kinds, n_kinds))
+    # Each unit (node or op type): its kind, golden ms and now ms (None: not run there).
+    pairs = {u: (kind_of[u], g_ms.get(u), n_ms.get(u)) for u in sorted(kind_of)}
+    deltas = {u: (now or 0.0) - (golden or 0.0) for u, (_, golden, now) in pairs.items()}
+    added = sum(d for d in deltas.values() if d > 0)
+    shifts = sorted(
+        (
+            OperatorShift(u, kind, golden, now, deltas[u], deltas[u] / added)
+            for u, (kind, golden, now) in pairs.items()
+            if deltas[u] > 0
+        ),
+        key=lambda s: (-s.added_ms, s.name),
+    )
     listed: list[OperatorShift] = []
     for s in shifts:
         if len(listed) >= MAX_LISTED or sum(x.share for x in listed) >= COVERED:
@@ -335,20 +310,18 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
     both = [(gm, nm) for _, gm, nm in pairs.values() if gm is not None and nm is not None]
     weights = [gm for gm, _ in both]
     ratios = [nm / gm if gm > 0 else 1.0 for gm, nm in both]
-    overall = sum(nm for _, nm in both) / sum(weights) if sum(weights) > 0 else 1.0
+    total = sum(weights)
+    overall = sum(nm for _, nm in both) / total if total > 0 else 1.0
     threshold = 1 + max(overall - 1, 0.0) / 2
-    slowed = (
-        sum(w for w, r in zip(weights, ratios) if r >= threshold and overall > 1) / sum(weights)
-        if sum(weights) > 0
-        else 0.0
-    )
+    slowed_ms = sum(w for w, r in zip(weights, ratios) if r >= threshold and overall > 1)
+    slowed = slowed_ms / total if total > 0 else 0.0
     new_share = sum(s.share for s in shifts if s.golden_ms is None)
     covering, held = 0.0, 0.0
     for s in shifts:
         if covering >= SPREAD_OF:
             break
         covering, held = covering + s.share, held + (s.golden_ms or 0.0)
-    spread = held / sum(weights) if sum(weights) > 0 else 0.0
+    spread = held / total if total > 0 else 0.0
     even = slowed >= EVEN_SLOWED and spread >= EVEN_SPREAD and new_share < EVEN_NEW
     pattern: Pattern = "none" if added <= 0 else "evenly" if even else "concentrated"
     kind_deltas = {
@@ -356,24 +329,15 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
         for k in set(g_kinds) | set(n_kinds)
     }
     kind_added = sum(d for d in kind_deltas.values() if d > 0)
-
-    def kind_shift(k: str) -> KindShift:
-        gm, gc = g_kinds.get(k, (0.0, 0))
-        nm, nc = n_kinds.get(k, (0.0, 0))
-        d = kind_deltas[k]
-        return KindShift(k, gm, nm, gc, nc, d, d / kind_added if d > 0 else 0.0)
-
-    kinds = sorted(
-        (kind_shift(k) for k, d in kind_deltas.items() if d > 0),
-        key=lambda k: (-k.added_ms, k.kind),
-    )
+    every_kind = []
+    for k, d in kind_deltas.items():
+        (gm, gc), (nm, nc) = g_kinds.get(k, (0.0, 0)), n_kinds.get(k, (0.0, 0))
+        every_kind.append(KindShift(k, gm, nm, gc, nc, d, d / kind_added if d > 0 else 0.0))
+    kinds = sorted((k for k in every_kind if k.added_ms > 0), key=lambda k: (-k.added_ms, k.kind))
     new_kinds = sorted(
-        (kind_shift(k) for k in set(n_kinds) - set(g_kinds)), key=lambda k: (-k.now_ms, k.kind)
+        (k for k in every_kind if not k.golden_nodes), key=lambda k: (-k.now_ms, k.kind)
     )
-    gone_kinds = sorted(
-        (kind_shift(k) for k in set(g_kinds) - set(n_kinds)), key=lambda k: (-k.golden_ms, k.kind)
-    )
-    q1, median, q3 = _weighted_quantiles(ratios, weights, (0.25, 0.5, 0.75))
+    gone = sorted((k for k in every_kind if not k.now_nodes), key=lambda k: (-k.golden_ms, k.kind))
     changes = tuple(
         KindChange(name, g[name].kind, n[name].kind, g[name].provider, n[name].provider,
                    _change(g[name], n[name]))
@@ -381,8 +345,7 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
         if (g[name].kind, g[name].provider) != (n[name].kind, n[name].provider)
     )  # fmt: skip
     g_nodes, n_nodes = len(golden.operators), len(now.operators)
-    quantised_golden = sum(1 for o in golden.operators if quantised(o.kind))
-    quantised_now = sum(1 for o in now.operators if quantised(o.kind))
+    q1, median, q3 = _weighted_quantiles(ratios, weights, (0.25, 0.5, 0.75))
     return ProfileComparison(
         runtime=now.runtime,
         golden_ms=golden_ms,
@@ -402,12 +365,13 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
         pattern=pattern,
         kinds=tuple(kinds),
         new_kinds=tuple(new_kinds),
-        gone_kinds=tuple(gone_kinds),
+        gone_kinds=tuple(gone),
         golden_nodes=g_nodes,
         now_nodes=n_nodes,
         unfused=(n_nodes > g_nodes and bool(new_kinds))
         or any(c.change == "fused → unfused" for c in changes),
-        dequantised=quantised_now < quantised_golden,
+        dequantised=sum(quantised(o.kind) for o in now.operators)
+        < sum(quantised(o.kind) for o in golden.operators),
         changes=changes,
     )
 
@@ -435,71 +399,26 @@ def operator_findings(
     return OperatorFindings(now.runtime, compare_profiles(profile_from_json(golden), now))
 
 
-def _r(value: float | None, digits: int = 6) -> float | None:
-    return None if value is None or not np.isfinite(value) else float(f"{value:.{digits}g}")
+# Node counts, and the call times the profiles keep to 6 digits already: as they are.
+_AS_THEY_ARE = ("golden_call_ms", "now_call_ms", "golden_nodes", "now_nodes")
+_SHARES = ("matched", "covered", "top3", "slowed", "spread", "new_share", "share", "ratios")
+
+
+def _rounded(value: Any, name: str = "") -> Any:
+    """A comparison's fields as the results row keeps them: shares and ratios to 4 significant
+    digits, times to 6, a non-finite number as None."""
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v, name) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v, k) for k, v in value.items()}
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or name in _AS_THEY_ARE:
+        return value
+    return float(f"{value:.{4 if name in _SHARES else 6}g}") if np.isfinite(value) else None
 
 
 def findings_json(findings: OperatorFindings) -> dict[str, Any]:
     """The results row's ``operators`` (``results.Operators``)."""
     out: dict[str, Any] = {"runtime": findings.runtime, "compared": findings.comparison is not None}
-    c = findings.comparison
-    if c is None:
+    if findings.comparison is None:
         return {**out, "missing": findings.missing, "why": findings.why}
-
-    def kind(k: KindShift) -> dict[str, Any]:
-        return {
-            "kind": k.kind,
-            "golden_ms": _r(k.golden_ms),
-            "now_ms": _r(k.now_ms),
-            "golden_nodes": k.golden_nodes,
-            "now_nodes": k.now_nodes,
-            "added_ms": _r(k.added_ms),
-            "share": _r(k.share, 4),
-        }
-
-    return {
-        **out,
-        "golden_ms": _r(c.golden_ms),
-        "now_ms": _r(c.now_ms),
-        "golden_call_ms": c.golden_call_ms,
-        "now_call_ms": c.now_call_ms,
-        "added_ms": _r(c.added_ms),
-        "by_node": c.by_node,
-        "matched": _r(c.matched, 4),
-        "pattern": c.pattern,
-        "covered": _r(c.covered, 4),
-        "top3": _r(c.top3, 4),
-        "slowed": _r(c.slowed, 4),
-        "spread": _r(c.spread, 4),
-        "new_share": _r(c.new_share, 4),
-        "ratios": [_r(r, 4) for r in c.ratios],
-        "golden_nodes": c.golden_nodes,
-        "now_nodes": c.now_nodes,
-        "unfused": c.unfused,
-        "dequantised": c.dequantised,
-        "operators": [
-            {
-                "name": o.name,
-                "kind": o.kind,
-                "golden_ms": _r(o.golden_ms),
-                "now_ms": _r(o.now_ms),
-                "added_ms": _r(o.added_ms),
-                "share": _r(o.share, 4),
-            }
-            for o in c.operators
-        ],
-        "kinds": [kind(k) for k in c.kinds],
-        "new_kinds": [kind(k) for k in c.new_kinds],
-        "gone_kinds": [kind(k) for k in c.gone_kinds],
-        "changes": [
-            {
-                "name": ch.name,
-                "golden_kind": ch.golden_kind,
-                "now_kind": ch.now_kind,
-                "golden_provider": ch.golden_provider,
-                "now_provider": ch.now_provider,
-                "change": ch.change,
-            }
-            for ch in c.changes
-        ],
-    }
+    return {**out, **_rounded(dataclasses.asdict(findings.comparison))}

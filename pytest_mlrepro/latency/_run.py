@@ -39,7 +39,6 @@ from ._measure import (
     decision_facts,
     entry_for,
     measure_attempt,
-    ms,
     prepare,
     settings_of,
 )
@@ -52,7 +51,7 @@ from ._profile import (
     profile_json,
     take_profile,
 )
-from ._timing import ReferenceWorkload, StopRule, summarize
+from ._timing import ReferenceWorkload, StopRule, ms, summarize
 
 Reason = Literal[
     "measured",  # passed, or a golden recorded
@@ -154,7 +153,6 @@ class LatencyOutcome:
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     assessments: int = 0
     operators: OperatorFindings | None = None  # a slowdown's operator diagnosis
-    notes: tuple[str, ...] = ()  # facts for the run's notes: an enrichment, or why not
 
 
 class _Ended(Exception):
@@ -162,7 +160,6 @@ class _Ended(Exception):
 
 
 def run_latency(request: LatencyRequest) -> LatencyOutcome:
-    """The latency check of one item (module docstring)."""
     run = _Run(request)
     with contextlib.suppress(_Ended):
         run.run()
@@ -176,7 +173,7 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
     row = None
     if run.measured is not None or o.end == "skip":  # the table lists what was skipped too
         row = run.measured or {"measurements": {}, "benchmarks": []}
-    return replace(o, status=status, facts=facts, row=row)
+    return replace(o, status=status, verdict=facts.verdict or "", facts=facts, row=row)
 
 
 class _Run:
@@ -191,25 +188,17 @@ class _Run:
         self.written = False
         self.profile: OperatorProfile | NoProfile | None = None  # today's, when taken
 
-    def _verdict(self, verdict: str) -> None:
-        self.facts = replace(self.facts, verdict=verdict)
-        self.outcome = replace(self.outcome, verdict=verdict)
+    def _set(self, **facts: Any) -> None:
+        self.facts = replace(self.facts, **facts)
 
-    def _end(
-        self, reason: Reason, verdict: str, decided: str | None = None, **facts: Any
-    ) -> _Ended:
+    def _end(self, reason: Reason, verdict: str, **facts: Any) -> _Ended:
         """End the check: a skip (:data:`_SKIPS`; a failure under --mlrepro-strict, unless the
         machine was busy) or a failure (verdict ``error``: a failure of the tool, ``message`` its
-        text), with its verdict and ``facts``, the outcome's fields its text
-        needs besides those found before."""
-        self.facts = replace(self.facts, verdict=verdict)
-        if decided is not None:
-            self.facts = replace(self.facts, decided_by=decided)
+        text), with the outcome's ``facts`` its text needs besides those found before."""
+        self._set(verdict=verdict)
         end: Literal["skip", "fail"] = "skip" if reason in _SKIPS else "fail"
         busy = reason in ("busy", "contended")  # the machine's doing, not the model's
-        self.outcome = replace(
-            self.outcome, verdict=verdict, end=end, reason=reason, strict_fails=not busy, **facts
-        )
+        self.outcome = replace(self.outcome, end=end, reason=reason, strict_fails=not busy, **facts)
         return _Ended()
 
     def run(self) -> None:
@@ -226,18 +215,18 @@ class _Run:
         )
         m = replace(r.manifest, runtime=runtime)
         limit = r.max_contention
-        self.facts = replace(self.facts, intra_op_threads=m.runtime.intra_op_threads or "default")
-        self.facts = replace(self.facts, inter_op_threads=m.runtime.inter_op_threads or "default")
+        self._set(
+            intra_op_threads=runtime.intra_op_threads or "default",
+            inter_op_threads=runtime.inter_op_threads or "default",
+        )
         try:
             version = check_framework(m)
         except Unavailable as exc:
             raise self._end("unavailable", "skipped", message=str(exc)) from None
-        self.facts = replace(self.facts, framework_version=version)
         key = hardware_key(
             r.device, m.framework.name, version, runtime.intra_op_threads, runtime.inter_op_threads
         )
-        self.facts = replace(self.facts, hardware_key=key.fields)
-        self.facts = replace(self.facts, hardware_slug=key.slug)
+        self._set(framework_version=version, hardware_key=key.fields, hardware_slug=key.slug)
         try:
             baseline = golden_store.find_latency_baseline(r.settings, m, key, r.batch)
         except GoldenError as exc:
@@ -246,10 +235,8 @@ class _Run:
             baseline = None
         if baseline is None and not r.update:
             golden_file = r.shown(golden_store.latency_golden_file(r.settings, m, key))
-            decided = r.word_decision(None)
-            raise self._end(
-                "no golden", "no golden", decided, key=key.fields, golden_file=golden_file
-            )
+            self._set(decided_by=r.word_decision(None))
+            raise self._end("no golden", "no golden", key=key.fields, golden_file=golden_file)
         try:
             dataset = resolve_dataset(m, r.settings)
             # The batches read and preprocessed (the model's loading: its own phases).
@@ -259,10 +246,9 @@ class _Run:
             raise self._end("unavailable", "skipped", message=str(exc)) from None
         except MlreproError as exc:
             raise self._end("error", "error", message=str(exc)) from None
-        settings_now = settings_of(prepared.runner_info)
-        info = prepared.runner_info
-        self.facts = replace(
-            self.facts,
+        info = dict(prepared.runner.info)
+        settings_now = settings_of(info)
+        self._set(
             graph_optimization_level=info.get("graph_optimization_level"),
             providers=info.get("providers"),
         )
@@ -285,12 +271,10 @@ class _Run:
             if _profile_wanted(r, baseline, assessments):
                 self.profile = take_profile(prepared.runner, prepared.model_input, m.framework.name)
         del prepared  # the model's memory goes before the verdict is written
-        self.facts = replace(self.facts, attempts=len(attempts))
-        self.facts = replace(
-            self.facts, latency_tolerance=dict(block.tolerance)
-        )  # the history's band
-        self.facts = replace(
-            self.facts, window=(round(attempts[0].started, 3), round(attempts[-1].finished, 3))
+        self._set(
+            attempts=len(attempts),
+            latency_tolerance=dict(block.tolerance),  # the history's band
+            window=(round(attempts[0].started, 3), round(attempts[-1].finished, 3)),
         )
         least = min(a.contention or 0.0 for a in attempts)
         if baseline is None:  # --mlrepro-update with nothing to compare with: record
@@ -304,9 +288,10 @@ class _Run:
         ratio = self._report(final.attempt, final, key, settings_now, baseline)
         changes = changed_settings(baseline, key, settings_now)
         self.outcome = replace(self.outcome, golden_shown=r.shown(baseline.path))
-        self.facts = replace(self.facts, golden=self.outcome.golden_shown)
-        if changes:
-            self.facts = replace(self.facts, changed={k: [v[0], v[1]] for k, v in changes.items()})
+        self._set(
+            golden=self.outcome.golden_shown,
+            changed={k: [v[0], v[1]] for k, v in changes.items()} or None,
+        )
         stale = latency_golden_stale(
             exact=baseline.exact,
             verdict=final.verdict,
@@ -329,9 +314,8 @@ class _Run:
             attempts=block.attempts,
         )
         # A golden being re-recorded now is stale no more.
-        flag = None if decision.action == "record" else stale_golden(ratio, r.update_cmd)
-        if flag is not None:
-            self.facts = replace(self.facts, stale_golden=flag)
+        if decision.action != "record":
+            self._set(stale_golden=stale_golden(ratio, r.update_cmd))
         if decision.action == "record":
             self._record(m, key, final.attempt, settings_now, decision.text)
             return
@@ -339,20 +323,16 @@ class _Run:
             raise self._end("busy", "not recorded", least_contention=least)
         if decision.action == "pass":
             enriched = self._enrich(m, key, baseline, final.verdict, changes) if r.enrich else ""
-            self._verdict(f"{decision.text} ({enriched})" if enriched else decision.text)
+            self._set(verdict=f"{decision.text} ({enriched})" if enriched else decision.text)
             return
         # A skip when contended or inconclusive, else a regression.
         reason: Reason = (
             decision.action if decision.action in ("contended", "inconclusive") else "regression"
         )
-        facts: dict[str, Any] = {
-            "assessment": final,
-            "baseline": baseline,
-            "changes": dict(changes),
-        }
+        facts: dict[str, Any] = {"assessment": final, "baseline": baseline, "changes": changes}
         if reason in ("regression", "inconclusive") and self.profile is not None:
             findings = operator_findings(baseline.entry.get("profile"), self.profile)
-            self.facts = replace(self.facts, operators=findings_json(findings))
+            self._set(operators=findings_json(findings))
             facts["operators"] = findings
         raise self._end(reason, reason, assessments=len(assessments), **facts)
 
@@ -376,8 +356,7 @@ class _Run:
         except OutputError as exc:  # disk full, read-only folder...: the old golden is intact
             raise self._end("error", "error", message=str(exc)) from None
         self.written = True
-        self.facts = replace(self.facts, golden=r.shown(path))
-        self._verdict(action)
+        self._set(golden=r.shown(path), verdict=action)
 
     def _enrich(
         self,
@@ -419,7 +398,7 @@ class _Run:
         except (GoldenError, OutputError) as exc:
             why = str(exc).replace(str(baseline.path), shown)
             return self._note("golden not enriched", f"golden not enriched: {why}")
-        self.facts = replace(self.facts, golden_enriched=("operator profile",))
+        self._set(golden_enriched=("operator profile",))
         return self._note(
             "golden enriched",
             f"golden {shown} enriched with an operator profile ({len(self.profile.operators)} "
@@ -429,9 +408,7 @@ class _Run:
     def _note(self, verdict_note: str, text: str) -> str:
         """A sentence for the run's notes (the results row's ``notes``); returns
         ``verdict_note``, the verdict's note."""
-        notes = (*self.outcome.notes, text)
-        self.outcome = replace(self.outcome, notes=notes)
-        self.facts = replace(self.facts, notes=notes)
+        self._set(notes=(*self.facts.notes, text))
         return verdict_note
 
     def _report(
@@ -450,7 +427,7 @@ class _Run:
         block = r.manifest.latency
         assert block is not None
         if attempt.contention is not None:
-            self.facts = replace(self.facts, contention=round(attempt.contention, 3))
+            self._set(contention=round(attempt.contention, 3))
         measurements: dict[str, Any] = {}
         benchmarks = []
         judged = assessment.judgements if assessment is not None else {}
@@ -511,22 +488,20 @@ class _Run:
         self.measured = {"measurements": measurements, "benchmarks": benchmarks}
         # The measurement the single p50_ms stands for: ``model`` when it was timed (the model's
         # own latency, which a hardware matrix compares), else the first.
-        names = list(attempt.measurements)
-        primary = "model" if "model" in names else next(iter(names), None)
-        now = golden = ratio = None
-        if primary is not None:
-            now = summarize(attempt.measurements[primary].seconds).p50
-            recorded = None if baseline is None else baseline.measurements.get(primary)
-            if recorded is not None:
-                golden = recorded.get("p50")
-                ratio = now / golden if golden > 0 else None
+        primary = "model" if "model" in measurements else next(iter(measurements))
+        now = summarize(attempt.measurements[primary].seconds).p50
+        recorded = None if baseline is None else baseline.measurements.get(primary)
+        golden = None if recorded is None else recorded.get("p50")
+        ratio = now / golden if golden is not None and golden > 0 else None
         decided = r.word_decision(
             None if assessment is None else decision_facts(assessment, r.max_contention)
         )
-        self.facts = replace(self.facts, p50_ms=None if now is None else ms(now))
-        self.facts = replace(self.facts, golden_p50_ms=None if golden is None else ms(golden))
-        self.facts = replace(self.facts, ratio_to_golden=None if ratio is None else round(ratio, 4))
-        self.facts = replace(self.facts, decided_by=decided)
+        self._set(
+            p50_ms=ms(now),
+            golden_p50_ms=None if golden is None else ms(golden),
+            ratio_to_golden=None if ratio is None else round(ratio, 4),
+            decided_by=decided,
+        )
         return ratio
 
 
@@ -537,11 +512,12 @@ def _profile_wanted(
 ) -> bool:
     """Whether the operator profile is taken: for a golden that may be recorded, a golden that
     may be enriched, and a slowdown to explain (the last attempt did not pass: none did)."""
-    if baseline is None or r.update:
-        return True
-    if r.enrich and baseline.exact and "profile" not in baseline.entry:
-        return True
-    return bool(assessments) and assessments[-1].verdict not in ("pass", "faster")
+    return (
+        baseline is None
+        or r.update
+        or (r.enrich and baseline.exact and "profile" not in baseline.entry)
+        or (bool(assessments) and assessments[-1].verdict not in ("pass", "faster"))
+    )
 
 
 def _quiet(attempt: Attempt, limit: float) -> bool:

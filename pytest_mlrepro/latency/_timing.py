@@ -69,18 +69,14 @@ def _rounds(
 ) -> tuple[list[int], bool]:
     """Time ``call`` until ``min_rounds`` and ``min_ns`` are both reached, or ``max_ns`` passed."""
     times: list[int] = []
-    append = times.append
     start = clock()
-    enough_time = start + min_ns
-    cap = start + max_ns
-    count = 0
+    enough_time, cap = start + min_ns, start + max_ns
     while True:
         t0 = clock()
         call()
         t1 = clock()
-        append(t1 - t0)
-        count += 1
-        if count >= min_rounds and t1 >= enough_time:
+        times.append(t1 - t0)
+        if len(times) >= min_rounds and t1 >= enough_time:
             return times, False
         if t1 >= cap:
             return times, True
@@ -107,15 +103,13 @@ def measure_interleaved(
     rule: StopRule,
     reference_round: Callable[[], object] | None,
     *,
-    slices: int | None = None,
-    block_rounds: int | None = None,
+    slices: int = INTERLEAVE_SLICES,
+    block_rounds: int = REFERENCE_BLOCK_ROUNDS,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> tuple[Measurement, list[np.ndarray]]:
     """Warm ``call`` up, then time it in ``slices`` slices of ``rule``'s rounds and times (each
     slice ``1/slices`` of them), a block of ``block_rounds`` reference rounds before each slice
     and after the last."""
-    slices = slices or INTERLEAVE_SLICES
-    block_rounds = block_rounds or REFERENCE_BLOCK_ROUNDS
     was_enabled = gc.isenabled()
     per_rounds = -(-rule.min_rounds // slices)  # ceil: min_rounds holds over the slices
     per_min, per_max = int(rule.min_time * 1e9 / slices), int(rule.max_time * 1e9 / slices)
@@ -230,6 +224,11 @@ def summarize(samples: Sequence[float] | np.ndarray) -> Stats:
     )
 
 
+def ms(seconds: float) -> float:
+    """Seconds to milliseconds, 6 significant digits (what goldens and reports keep)."""
+    return float(f"{seconds * 1e3:.6g}")
+
+
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
     """At most ``size`` values standing for the distribution: the samples themselves (sorted) when
     there are few, else the quantiles at ``(i + 0.5) / size``."""
@@ -282,10 +281,6 @@ class HostFactor:
     blocks_golden: int
 
 
-def _log_spread(logs: np.ndarray) -> float | None:
-    return float(np.std(logs, ddof=1)) if logs.size >= 2 else None
-
-
 def host_factor(
     now_blocks: Sequence[float] | np.ndarray,
     golden_blocks: Sequence[float] | np.ndarray,
@@ -297,20 +292,18 @@ def host_factor(
     sides = (now_raw, golden_raw)
     if any(v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0) for v in sides):
         raise ValueError("host_factor needs finite, positive blocks on both sides")
-    now_log, golden_log = np.log(now_raw), np.log(golden_raw)
-    s_now, s_golden = _log_spread(now_log), _log_spread(golden_log)
-    s_now = s_now if s_now is not None else s_golden
-    s_golden = s_golden if s_golden is not None else s_now
-    spreads = [
-        max(HOST_SPREAD_FLOOR, s if s is not None else HOST_SPREAD_PRIOR) for s in (s_now, s_golden)
-    ]
+    now_log, golden_log = logs = np.log(now_raw), np.log(golden_raw)
+    # A side with one block takes the other side's spread; with none on either, the prior.
+    spreads = [float(np.std(v, ddof=1)) if v.size >= 2 else None for v in logs]
+    known = next((s for s in spreads if s is not None), HOST_SPREAD_PRIOR)
+    floored = [max(HOST_SPREAD_FLOOR, known if s is None else s) for s in spreads]
     variance = sum(
-        s * s * (np.pi / 2 if n >= 3 else 1.0) / n
-        for s, n in zip(spreads, (now_log.size, golden_log.size), strict=True)
+        s * s * (np.pi / 2 if v.size >= 3 else 1.0) / v.size
+        for s, v in zip(floored, logs, strict=True)
     )
     log_f = float(np.median(now_log) - np.median(golden_log))
     se = float(np.sqrt(variance))
-    z = _z(confidence)
+    z = NormalDist().inv_cdf(confidence)  # one-sided: 0.95 gives 1.645
     return HostFactor(
         float(np.exp(log_f)),
         float(np.exp(log_f - z * se)),
@@ -319,11 +312,6 @@ def host_factor(
         int(now_log.size),
         int(golden_log.size),
     )
-
-
-def _z(confidence: float) -> float:
-    """The one-sided normal quantile at ``confidence`` (0.95: 1.645)."""
-    return NormalDist().inv_cdf(confidence)
 
 
 @dataclass(frozen=True)

@@ -138,16 +138,6 @@ def _refused(manifest: Manifest, where: KeyPath, why: str) -> IntegrityError:
     return IntegrityError(manifest.error(where, why).format())
 
 
-def download_limit(fmt: str) -> int | None:
-    """The most bytes a download of format ``fmt`` may have: 2 GiB for ONNX and TFLite (their
-    serialisations' limit), or the configured cap when smaller."""
-    limits = [MAX_ONNX_BYTES] if fmt in ("onnx", "tflite") else []
-    configured = configured_download_cap()
-    if configured is not None:
-        limits.append(configured)
-    return min(limits) if limits else None
-
-
 def mirror_paths(name: str, settings: Settings) -> list[Path]:
     """``<mirror>/models/<name>`` for each data mirror, in order."""
     return [mirror / "models" / name for mirror in settings.data_mirrors]
@@ -231,8 +221,10 @@ def _fetch(
     settings: Settings,
 ) -> None:
     shown = str(local_path(url) or url)
-    model_file = where[:2] == ("model", "file")
-    limit = download_limit(manifest.model.format) if model_file else configured_download_cap()
+    limits = [configured_download_cap()]
+    if where[:2] == ("model", "file") and manifest.model.format in ("onnx", "tflite"):
+        limits.append(MAX_ONNX_BYTES)  # the limit of their serialisations (2 GiB)
+    limit = min((n for n in limits if n is not None), default=None)
     try:
         fetch_verified(url, target, ref.sha256, limit=limit, inside=settings.cache_dir)
     except (DigestMismatch, RefusedRedirect, TooLarge) as exc:

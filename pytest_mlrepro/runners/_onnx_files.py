@@ -16,6 +16,7 @@ _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _FUNCTION_NODE = 7
 _TRAINING_INIT, _TRAINING_ALGORITHM = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
+_FIXED = {1: 8, 5: 4}  # wire type → bytes: fixed64, fixed32
 _MAX_DEPTH = 64  # nested subgraphs; deeper is a malformed (or hostile) file
 
 
@@ -44,23 +45,20 @@ def _fields(data: memoryview) -> Iterator[tuple[int, memoryview | None]]:
         number, wire = key >> 3, key & 7
         if number == 0:
             raise NotOnnx("field number 0")
-        if wire == 0:
-            _, pos = _varint(data, pos)
-            yield number, None
-        elif wire == 1:
-            pos += 8
-            yield number, None
-        elif wire == 5:
-            pos += 4
-            yield number, None
-        elif wire == 2:
+        if wire == 2:
             length, pos = _varint(data, pos)
             if pos + length > len(data):
                 raise NotOnnx("a field runs past the end of the file")
             yield number, data[pos : pos + length]
             pos += length
+            continue
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire in _FIXED:
+            pos += _FIXED[wire]
         else:
             raise NotOnnx(f"wire type {wire}")
+        yield number, None
         if pos > len(data):
             raise NotOnnx("truncated")
 

@@ -185,7 +185,13 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
         shape, declared.layout, declared.name, made.channels, made.order, signature.source
     )
     _refuse(manifest, ("inputs", 0, "preprocess", 0, "decode", "mode"), wrong)
-    _check_size(manifest, shape)
+    fixed = pipeline_size(declared.preprocess)
+    if fixed is not None:
+        height, width, step = fixed
+        wrong = size_mismatch(shape, declared.layout, declared.name, height, width)
+        _refuse(
+            manifest, ("inputs", 0, "preprocess", step, declared.preprocess[step].op, "size"), wrong
+        )
     if signature.outputs is None:
         return None
     output = _chosen_output(manifest, model, list(signature.outputs))
@@ -193,31 +199,19 @@ def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None
     return output
 
 
-def _check_size(manifest: Manifest, shape: Sequence[object]) -> None:
-    declared = manifest.input
-    fixed = pipeline_size(declared.preprocess)
-    if fixed is None:
-        return
-    height, width, step = fixed
-    wrong_size = size_mismatch(shape, declared.layout, declared.name, height, width)
-    where = ("inputs", 0, "preprocess", step, declared.preprocess[step].op, "size")
-    _refuse(manifest, where, wrong_size)
-
-
 def _chosen_output(manifest: Manifest, model: str, outputs: list[str]) -> str:
     """The output postprocess.output names, or the model's only one."""
     wanted = manifest.postprocess.output
     if wanted is None and len(outputs) == 1:
         return outputs[0]
-    if wanted is None:
-        why = (
-            f"{model} has outputs {outputs}: name the one that holds the class scores with "
-            "postprocess.output"
-        )
-    elif wanted not in outputs:
-        why = f"{model}'s outputs are {outputs}, postprocess.output names {wanted!r}"
-    else:
+    if wanted is not None and wanted in outputs:
         return wanted
+    why = (
+        f"{model} has outputs {outputs}: name the one that holds the class scores with "
+        "postprocess.output"
+        if wanted is None
+        else f"{model}'s outputs are {outputs}, postprocess.output names {wanted!r}"
+    )
     raise SignatureError(manifest.error(("postprocess", "output"), why).format())
 
 

@@ -170,19 +170,17 @@ class OnnxRunner(CheckedInput):
         for node in graph.node:
             if not any(name in fed for name in node.input):
                 continue
-            single = len([o for o in node.output if o]) == 1
-            for name in node.output:
-                if not name:
-                    continue
+            # A quantised tensor's scale (QuantizeLinear's second input, when a scalar
+            # constant): a changed scale is a precision change of its own.
+            scale = None
+            if node.op_type == "QuantizeLinear" and len(node.input) > 1:
+                value = constants.get(node.input[1])
+                if value is not None and value.size == 1:
+                    scale = float(value.reshape(()))
+            names = [name for name in node.output if name]
+            for name in names:
                 fed.add(name)
-                shown = node.name if single and node.name else name
-                # A quantised tensor's scale (QuantizeLinear's second input, when a scalar
-                # constant): a changed scale is a precision change of its own.
-                scale = None
-                if node.op_type == "QuantizeLinear" and len(node.input) > 1:
-                    value = constants.get(node.input[1])
-                    if value is not None and value.size == 1:
-                        scale = float(value.reshape(()))
+                shown = node.name if len(names) == 1 and node.name else name
                 wanted.append((name, shown, node.op_type, scale))
                 if name not in outputs:
                     graph.output.append(onnx.ValueInfoProto(name=name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import sys
@@ -32,21 +33,15 @@ def _set_determinism(seed: int | None, deterministic: bool) -> None:
     if deterministic:
         # cuBLAS needs a fixed workspace for deterministic results (read when CUDA initialises).
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    _use_deterministic_algorithms(deterministic)
-    torch.backends.cudnn.deterministic = deterministic
-    if deterministic:
         torch.backends.cudnn.benchmark = False
-
-
-def _use_deterministic_algorithms(mode: bool) -> None:
-    """``torch.use_deterministic_algorithms(mode)`` without importing the compiler, whose import
-    was most of a first load (docs/measurements.md): the kernels read only the C++ flag."""
-    inductor = sys.modules.get("torch._inductor.config")
+    # torch.use_deterministic_algorithms without importing the compiler, whose import was most
+    # of a first load (docs/measurements.md): the kernels read only the C++ flag.
     set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if inductor is not None or set_flag is None:
-        torch.use_deterministic_algorithms(mode)
-        return
-    set_flag(mode, warn_only=False)
+    if sys.modules.get("torch._inductor.config") is not None or set_flag is None:
+        torch.use_deterministic_algorithms(deterministic)
+    else:
+        set_flag(deterministic, warn_only=False)
+    torch.backends.cudnn.deterministic = deterministic
 
 
 # torch's own intra-op thread count, before any manifest changed it: a manifest that leaves
@@ -193,17 +188,14 @@ class TorchRunner(CheckedInput):
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
-        def keep(name: str) -> Any:
-            def hook(module: Any, args: Any, output: Any) -> None:
-                if isinstance(output, torch.Tensor):
-                    found.append((name, type(module).__name__, output.float().cpu().numpy()))
-
-            return hook
+        def hook(name: str, module: Any, args: Any, output: Any) -> None:
+            if isinstance(output, torch.Tensor):
+                found.append((name, type(module).__name__, output.float().cpu().numpy()))
 
         try:
             for name, module in self.module.named_modules():
                 if name and not any(True for _ in module.children()):
-                    handles.append(module.register_forward_hook(keep(name)))
+                    handles.append(module.register_forward_hook(functools.partial(hook, name)))
             self(batch)
         finally:
             for handle in handles:
@@ -246,10 +238,8 @@ class TorchRunner(CheckedInput):
         call = self.model_call(batch)
         for _ in range(warmup):
             call()
-        activities = [ProfilerActivity.CPU]
         cuda = self.device.type == "cuda"
-        if cuda:
-            activities.append(ProfilerActivity.CUDA)
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
         per_call: list[dict[str, float]] = []
         durations = []
         for _ in range(calls):
@@ -283,8 +273,7 @@ def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | N
         for node in graph.nodes:
             value = node.meta.get("val") if node.op == "placeholder" else None
             if isinstance(value, torch.Tensor) and value.dim() == 4:
-                dims = [int(d) if isinstance(d, int) else str(d) for d in value.shape]
-                return list(dims), None
+                return [int(d) if isinstance(d, int) else str(d) for d in value.shape], None
         return None
     if not isinstance(module, torch.nn.Module) or isinstance(module, torch.jit.ScriptModule):
         return None
@@ -293,9 +282,7 @@ def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | N
             continue
         if not isinstance(leaf, torch.nn.Conv2d):
             return None  # the first layer with weights is not a convolution: nothing to read
-        channels = int(leaf.in_channels)
-        shape: list[object] = ["?", channels, "?", "?"] if layout == "NCHW" else ["?"] * 3
-        if layout != "NCHW":
-            shape.append(channels)
+        c = int(leaf.in_channels)
+        shape: list[object] = ["?", c, "?", "?"] if layout == "NCHW" else ["?", "?", "?", c]
         return shape, f"the model's first convolution {name!r} is {leaf}"
     return None

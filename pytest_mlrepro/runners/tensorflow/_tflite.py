@@ -90,17 +90,15 @@ class TFLiteRunner(CheckedInput):
             choices = tensor_outputs  # the output named by its tensor
         model_dtype = np.dtype(inputs[0]["dtype"]).name
         scale, zero_point = inputs[0]["quantization"]
-        quantized_input = model_dtype in ("int8", "uint8") and scale != 0.0
-        if quantized_input and manifest.input.dtype == "float32":
-            if len(inputs[0]["quantization_parameters"]["scales"]) > 1:
-                raise SignatureError(
-                    f"{manifest.source}: the TFLite input is quantised per channel; feed it "
-                    f"{model_dtype} data from the pipeline"
-                )
-            effective = "float32"  # the runner quantises; the pipeline stays in float
-        else:
-            quantized_input = False
-            effective = model_dtype
+        # Float data for a quantised input: the runner quantises, the pipeline stays in float.
+        quantized_input = (
+            model_dtype in ("int8", "uint8") and scale != 0.0 and manifest.input.dtype == "float32"
+        )
+        if quantized_input and len(inputs[0]["quantization_parameters"]["scales"]) > 1:
+            raise SignatureError(
+                f"{manifest.source}: the TFLite input is quantised per channel; feed it "
+                f"{model_dtype} data from the pipeline"
+            )
         shape = dims(inputs[0]["shape_signature"])
         shapes = {d["name"]: dims(d["shape_signature"]) for d in outputs}
         # One input is shown by its signature name; its tensor's name is accepted too.
@@ -110,21 +108,19 @@ class TFLiteRunner(CheckedInput):
             shape,
             inputs=[n or tensor_name for n in names],
             aliases=[tensor_name],
-            dtype=effective,
+            dtype="float32" if quantized_input else model_dtype,
             outputs={name: shapes.get(tensor) for name, tensor in choices.items()},
         )
         output = check_signature(manifest, signature)
         assert output is not None
-        output_tensor = choices[output]
-        declared = manifest.input.name
-        out_detail = next(d for d in outputs if d["name"] == output_tensor)
+        out_detail = next(d for d in outputs if d["name"] == choices[output])
         info: dict[str, Any] = {
             "framework": "tflite",
             "framework_version": version,
             "interpreter": "ai_edge_litert.interpreter.Interpreter",
             "device": "cpu",
             "format": "tflite",
-            "input": declared,
+            "input": manifest.input.name,
             "output": output,
             "output_tensor": out_detail["name"],
             "input_shape": shape_text(shape),
