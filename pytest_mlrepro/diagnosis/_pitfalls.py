@@ -10,6 +10,7 @@ import math
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, ClassVar, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -121,9 +122,7 @@ costs seconds (and its log noise): its flips are tried only where TensorFlow is 
 def backends_in_play(manifest: Manifest, *more: Sequence[Step]) -> set[str]:
     """The backends whose flips are worth their import: the light ones, those the pipelines use,
     and TensorFlow when the model runs on it."""
-    backends = set(LIGHT_BACKENDS) | backends_of(manifest.input.preprocess)
-    for steps in more:
-        backends |= backends_of(steps)
+    backends = set(LIGHT_BACKENDS).union(*map(backends_of, (manifest.input.preprocess, *more)))
     if manifest.framework.name == "tensorflow":
         backends.add("tf")
     return backends
@@ -180,14 +179,8 @@ def _replace(steps: tuple[Step, ...], index: int, *new: Step) -> tuple[Step, ...
 def _choices(cls: type, name: str) -> tuple[Any, ...]:
     """The values a ``Literal`` field of a step class allows (empty if it is not one)."""
     hint = typing.get_type_hints(cls).get(name)
-    if hint is None:
-        return ()
-    if get_origin(hint) is typing.Literal:
-        return get_args(hint)
-    for arm in get_args(hint):  # Optional[Literal[...]]
-        if get_origin(arm) is typing.Literal:
-            return get_args(arm)
-    return ()
+    arms = (hint, *get_args(hint))  # Literal[...] or Optional[Literal[...]]
+    return next((get_args(arm) for arm in arms if get_origin(arm) is typing.Literal), ())
 
 
 _S = TypeVar("_S", bound=Step)
@@ -274,13 +267,8 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
     crops = _indices(steps, Crop)
     if not crops:
         # The crop that ImageNet evaluation recipes use, right after decoding.
-        added = Crop(fraction=0.875, rounding="google")
-        yield Variant(
-            "crop:add-0.875",
-            CROP,
-            ("crop added", "0.875"),
-            (steps[0], added, *steps[1:]),
-        )
+        added = (steps[0], Crop(fraction=0.875, rounding="google"), *steps[1:])
+        yield Variant("crop:add-0.875", CROP, ("crop added", "0.875"), added)
         return
     for index in crops:
         step = steps[index]
@@ -437,53 +425,34 @@ class _ValueStage:
 
 
 def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
-    # The dtype going into each step.
-    state_dtypes = [s.dtype for s in (State(), *states(steps))]
+    dtypes = [s.dtype for s in (State(), *states(steps))]  # the dtype going into each step
     # The first step that leaves uint8 starts the value stage.
-    start = next(
-        (
-            i
-            for i, s in enumerate(steps)
-            if state_dtypes[i] == "uint8" and isinstance(s, (Cast, Normalize))
-        ),
-        None,
+    leaving = (
+        i for i, s in enumerate(steps) if dtypes[i] == "uint8" and isinstance(s, (Cast, Normalize))
     )
+    start = next(leaving, None)
     if start is None:
         return None
-    first = steps[start]
+    first, rest = steps[start], steps[start + 1 :]
     if isinstance(first, Normalize):
-        if first.on_uint8 == "error":
+        cast = rest[0] if rest and isinstance(rest[0], Cast) else None
+        dtype: CastDType = "float32" if cast is None else cast.dtype
+        if first.on_uint8 == "error" or not dtype.startswith("float"):
             return None
-        end = start + 1
-        dtype: CastDType = "float32"
-        after = steps[end] if end < len(steps) else None
-        if isinstance(after, Cast):
-            dtype = after.dtype
-            end += 1
-        if not dtype.startswith("float"):
-            return None
+        end = start + (2 if cast else 1)
         return _ValueStage(start, end, dtype, first.mean, first.std, first.on_uint8, 1.0)
     assert isinstance(first, Cast)
     if not first.dtype.startswith("float"):
         return None
-    divisor, index = 1.0, start + 1
-    mean: tuple[float, ...] = (0.0,)
-    std: tuple[float, ...] = (1.0,)
-    while index < len(steps):
-        scale = steps[index]
-        if not isinstance(scale, Scale):
-            break
-        divisor *= scale.divisor
-        index += 1
-    if index < len(steps) and isinstance(steps[index], Normalize):
-        norm = steps[index]
-        assert isinstance(norm, Normalize)
-        mean = tuple(m * divisor for m in norm.mean)
-        std = tuple(s * divisor for s in norm.std)
-        index += 1
-    else:
-        std = (divisor,)
-    return _ValueStage(start, index, first.dtype, mean, std, None, divisor)
+    scales = [s for s in takewhile(lambda s: isinstance(s, Scale), rest) if isinstance(s, Scale)]
+    divisor = math.prod((s.divisor for s in scales), start=1.0)
+    end = start + 1 + len(scales)
+    norm = steps[end] if end < len(steps) else None
+    if not isinstance(norm, Normalize):
+        return _ValueStage(start, end, first.dtype, (0.0,), (divisor,), None, divisor)
+    mean = tuple(m * divisor for m in norm.mean)
+    std = tuple(s * divisor for s in norm.std)
+    return _ValueStage(start, end + 1, first.dtype, mean, std, None, divisor)
 
 
 def _affine(mean: Sequence[float], std: Sequence[float]) -> tuple[tuple[float, ...], ...]:
@@ -582,17 +551,11 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
             desc = _fmt_affine(*big, 255.0)
             conventions.append(("units-extra-255", desc, 255.0, stage.mean, stage.std))
     for key, desc, divisor, mean, std in conventions:
-        middle: list[Step] = [cast]
-        if divisor != 1.0:
-            middle.append(Scale(divisor=divisor))
-        if mean is not None and std is not None:
-            middle.append(Normalize(mean=mean, std=std))
+        scale = [Scale(divisor=divisor)] if divisor != 1.0 else []
+        norm = [Normalize(mean=mean, std=std)] if mean is not None and std is not None else []
+        middle = [cast, *scale, *norm]
         # In byte units, to compare with the declared stage.
-        in_bytes = (
-            ((0.0,), (divisor,))
-            if mean is None or std is None
-            else (tuple(m * divisor for m in mean), tuple(s * divisor for s in std))
-        )
+        in_bytes = [m * divisor for m in mean or (0.0,)], [s * divisor for s in std or (1.0,)]
         if _same_affine(_affine(*in_bytes), current) and stage.byte_domain is None:
             continue
         yield variant(f"normalize:{key}", MEAN_STD, ("mean/std", key, desc, declared), middle)
