@@ -17,7 +17,13 @@ from ..manifest import Manifest, parse_manifest
 from ..pipeline import Step
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
-from ._class_maps import class_count_map, constant_shift, index_map
+from ._class_maps import (
+    class_count_map,
+    class_permutation,
+    constant_shift,
+    index_map,
+    score_transform,
+)
 from ._data_changes import data_lead, how_files_changed
 from ._environment_diff import env_diff, environment_step
 from ._lead import MODEL_CAUSES, Facts, Lead, decide, with_layers
@@ -30,7 +36,6 @@ from ._probe_trials import (
     probe_order,
     run_counterfactuals,
 )
-from ._score_changes import class_permutation, score_transform
 from ._step_fingerprints import compare_steps
 
 WIDTH = 100

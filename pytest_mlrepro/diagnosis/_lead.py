@@ -8,12 +8,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from . import _step_fingerprints as probe_store
-from ._class_maps import ClassMap
+from ._class_maps import ClassMap, ClassPermutation, ScoreTransform
 from ._environment_diff import EnvChange, EnvironmentStep, model_run_env, relevant_env
 from ._layer_fingerprints import LayerReport
 from ._manifest_diff import Change
 from ._probe_trials import Counterfactual, CounterfactualEvidence, reproduces
-from ._score_changes import ClassPermutation, ScoreTransform
 
 # Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
 MODEL_CAUSES = ("model", "runtime", "unknown")

@@ -39,7 +39,6 @@ from ..pipeline import (
     Tensor,
 )
 from ._step_fingerprints import states
-from ._wording import show_value
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -139,6 +138,22 @@ def backends_of(steps: Sequence[Step]) -> set[str]:
     """The libraries a pipeline's steps run on (``pil``, ``opencv``, ``tf``)."""
     backends = (getattr(s, "backend", None) for s in steps)
     return {b for b in backends if isinstance(b, str)}
+
+
+def show_value(value: object) -> str:
+    """How a manifest value reads where a pitfall flip names it (``crop: {fraction: 0.875}``)."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((op, params),) = value.items()
+        if isinstance(params, dict):
+            inner = ", ".join(f"{k}: {show_value(v)}" for k, v in params.items() if v is not None)
+            return f"{op}: {{{inner}}}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
+    if isinstance(value, str) and len(value) > 24 and all(c in "0123456789abcdef" for c in value):
+        return value[:12] + "…"  # a sha256
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def describe_step(step: Step) -> str:
