@@ -4,7 +4,6 @@ the lead (a decision table) and the sensitivity table; report/ words them."""
 from __future__ import annotations
 
 from ._class_maps import ClassMap, ClassPermutation, ScoreTransform
-from ._data_changes import PixelCheck
 from ._data_changes import check as check_pixel_identity
 from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
@@ -23,7 +22,7 @@ from ._explain import (
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerDiff, LayerReport, Precision
 from ._layer_fingerprints import record as record_layer_fingerprints
-from ._lead import DataFacts, Lead, Reencoding, Rule
+from ._lead import DataFacts, Lead, Rule
 from ._manifest_diff import ABSENT, Change
 from ._pitfalls import Flip, backends_in_play, left_out_backends, show_value
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
@@ -61,10 +60,8 @@ __all__ = [
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
-    "PixelCheck",
     "Precision",
     "ProbeOutputs",
-    "Reencoding",
     "Rule",
     "ScoreTransform",
     "Section",

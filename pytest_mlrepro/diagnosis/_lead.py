@@ -166,24 +166,20 @@ def _same_preprocessing(f: Facts) -> Lead | None:
     return Lead("runtime", "runtime", env=tuple(runtime))
 
 
-def _model(f: Facts) -> Lead | None:
-    return Lead("model", "model", f.model) if f.model and not f.pre else None
-
-
 def _edits(f: Facts) -> Lead | None:
     cats = sorted({c.category for c in f.pre if c.category})
     cause = cats[0] if len(cats) == 1 else "preprocessing"
     return Lead("edits", cause, edits=f.pre) if f.pre else None
 
 
-def _first_step(f: Facts) -> Lead | None:
-    return Lead("step", "unknown", step=f.steps.first) if f.steps.first else None
-
-
 # Most telling first; the last rule always holds.
 RULES: tuple[Callable[[Facts], Lead | None], ...] = (
     _class_map, _environment, _flip, _transform, _permutation, _environment_step,
-    _same_preprocessing, _model, _edits, _first_step, lambda f: Lead("unknown", "unknown"),
+    _same_preprocessing,
+    lambda f: Lead("model", "model", f.model) if f.model and not f.pre else None,
+    _edits,
+    lambda f: Lead("step", "unknown", step=f.steps.first) if f.steps.first else None,
+    lambda f: Lead("unknown", "unknown"),
 )  # fmt: skip
 
 

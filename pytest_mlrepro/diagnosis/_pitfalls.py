@@ -237,8 +237,9 @@ def _flips(
             yield Variant(key, pitfall, flip, _replace(steps, index, new))
 
 
-def _indices(steps: Sequence[Step], cls: type) -> list[int]:
-    return [i for i, s in enumerate(steps) if isinstance(s, cls)]
+def _indices(steps: Sequence[Step], cls: type[_S]) -> dict[int, _S]:
+    """The steps of a kind, by their index."""
+    return {i: s for i, s in enumerate(steps) if isinstance(s, cls)}
 
 
 def _where(steps: Sequence[Step], index: int, kind: str) -> str:
@@ -262,7 +263,7 @@ def _resize_name(step: Resize) -> str:
 
 def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     colours = _indices(steps, Color)
-    index = colours[-1] if colours else 0
+    index = max(colours, default=0)
     step = steps[index]
     if not isinstance(step, (Color, Decode)):
         return
@@ -285,9 +286,7 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
         added = (steps[0], Crop(fraction=0.875, rounding="google"), *steps[1:])
         yield Variant("crop:add-0.875", CROP, ("crop added", "0.875"), added)
         return
-    for index in crops:
-        step = steps[index]
-        assert isinstance(step, Crop)
+    for index, step in crops.items():
         where = _where(steps, index, "crop")
         yield Variant(f"{where}:none", CROP, ("crop removed",), _replace(steps, index))
         if step.fraction is not None:
@@ -303,9 +302,7 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 
 def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    for index in _indices(steps, Resize):
-        step = steps[index]
-        assert isinstance(step, Resize)
+    for index, step in _indices(steps, Resize).items():
         where = _where(steps, index, "resize")
         # Interpolation method on the same backend.
         methods = [m for m in _METHODS if m != step.method and m in _choices(Resize, "method")]
@@ -415,9 +412,7 @@ def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
         "reshape": ("layout:reshape", ("reshape",)),
         "transpose": ("layout:transpose", ("transpose",)),
     }
-    for index in _indices(steps, Layout):
-        step = steps[index]
-        assert isinstance(step, Layout)
+    for index, step in _indices(steps, Layout).items():
         if step.order == "NCHW":  # NHWC keeps the buffer as it is: there is nothing to reshape
             yield from _flips(steps, index, LAYOUT, "method", named)
 
@@ -588,22 +583,15 @@ def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
     inverts = _indices(steps, Invert)
     if inverts:
         for index in inverts:
-            yield Variant(
-                f"{_where(steps, index, 'invert')}:none",
-                INVERTED,
-                ("invert removed",),
-                _replace(steps, index),
-            )
+            key = f"{_where(steps, index, 'invert')}:none"
+            yield Variant(key, INVERTED, ("invert removed",), _replace(steps, index))
         return
     decoded = Pipeline(steps[:1]).final
     if decoded.dtype not in ("uint8", "uint16") or decoded.channels != 1:
         return  # a grey pitfall: negatives are a grey data set's (digits, scans, X-rays)
     top = 255 if decoded.dtype == "uint8" else 65535
     yield Variant(
-        "invert:add",
-        INVERTED,
-        ("invert added", str(top)),
-        (steps[0], Invert(), *steps[1:]),
+        "invert:add", INVERTED, ("invert added", str(top)), (steps[0], Invert(), *steps[1:])
     )
 
 
@@ -625,12 +613,7 @@ def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
     mode = step.mode.removesuffix("16")
     new = _try(step, mode=mode, convert=step.convert if mode == "L" else None)
     if new is not None:
-        yield Variant(
-            f"depth:{mode}",
-            DEPTH,
-            ("depth", mode, step.mode),
-            _replace(steps, 0, new),
-        )
+        yield Variant(f"depth:{mode}", DEPTH, ("depth", mode, step.mode), _replace(steps, 0, new))
 
 
 _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (

@@ -239,7 +239,12 @@ def describe_difference(
             continue
     if not thumbs:
         return delta
-    pairs = mean_pairs(golden, now)
+    # The per-channel means (golden's, now) of the probes whose output differs.
+    pairs = [
+        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
+        for g, n in zip(golden, now)
+        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
+    ]
     g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
     return replace(
         delta,
@@ -250,17 +255,6 @@ def describe_difference(
         shift=tuple(float(v) for v in np.mean(means, axis=0)),
         detail=(g_detail, n_detail),
     )
-
-
-def mean_pairs(
-    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The per-channel means (golden's, now) of the probes whose output differs."""
-    return [
-        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
-        for g, n in zip(golden, now)
-        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
-    ]
 
 
 def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, ...] | None:
