@@ -6,11 +6,12 @@ model."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import takewhile
+from itertools import chain, takewhile
 from typing import Any, ClassVar, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -354,9 +355,8 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, Decode):
         return
     current = _BACKEND_NAMES.get(step.backend, step.backend)
-    has_dct = hasattr(step, "dct_method")
     dct_values = [d for d in _choices(type(step), "dct_method") if d is not None]
-    current_dct = getattr(step, "dct_method", None)
+    current_dct = step.dct_method
     if current_dct:
         current += f" ({current_dct})"
     for backend in _choices(type(step), "backend"):
@@ -368,9 +368,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
             continue
         name = _BACKEND_NAMES.get(backend, backend)
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
-        dcts = [{"dct_method": d} for d in (None, *dct_values)] if has_dct else [{}]
-        for new in _valid(step, ({"backend": backend, **dct} for dct in dcts)):
-            dct = getattr(new, "dct_method", None)
+        for new in _valid(
+            step, ({"backend": backend, "dct_method": d} for d in (None, *dct_values))
+        ):
+            dct = new.dct_method
             yield Variant(
                 f"decode:{backend}" + (f"-{dct}" if dct else ""),
                 DECODER,
@@ -388,11 +389,7 @@ _MODULES = {"opencv": "cv2", "tf": "tensorflow"}
 def _available(backend: str) -> bool:
     """Whether a backend's library is installed: a flip that cannot run here is not offered."""
     module = _MODULES.get(backend)
-    if module is None:
-        return True
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
+    return module is None or importlib.util.find_spec(module) is not None
 
 
 def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
@@ -473,11 +470,8 @@ def _affine(mean: Sequence[float], std: Sequence[float]) -> tuple[tuple[float, .
 
 
 def _same_affine(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...]) -> bool:
-    return all(
-        math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9)
-        for pa, pb in zip(a, b)
-        for x, y in zip(pa, pb)
-    )
+    pairs = zip(chain(*a), chain(*b))
+    return all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9) for x, y in pairs)
 
 
 def _fmt_affine(mean: Sequence[float], std: Sequence[float], divisor: float = 1.0) -> str:
@@ -485,15 +479,11 @@ def _fmt_affine(mean: Sequence[float], std: Sequence[float], divisor: float = 1.
 
     def nums(values: Sequence[float]) -> str:
         shown = [f"{v / divisor:.4g}" for v in values]
-        if len(set(shown)) == 1:
-            return shown[0]
-        return "[" + ", ".join(shown) + "]"
+        return shown[0] if len(set(shown)) == 1 else "[" + ", ".join(shown) + "]"
 
     x = "x" if divisor == 1.0 else f"x/{divisor:g}"
     if all(m == 0 for m in mean):
-        if all(s == divisor for s in std):
-            return x
-        return f"{x} / {nums(std)}"
+        return x if all(s == divisor for s in std) else f"{x} / {nums(std)}"
     return f"({x} − {nums(mean)}) / {nums(std)}"
 
 
