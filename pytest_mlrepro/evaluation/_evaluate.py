@@ -94,8 +94,7 @@ def preprocessed(
                 yield _stack(batch, list(pool.map(load, batch)))
             return
         pending: deque[Future[np.ndarray]] = deque()
-        batches = _batches(samples, batch_size)
-        for batch in batches:
+        for batch in _batches(samples, batch_size):
             pending.append(pool.submit(lambda b: _stack(b, [load(s) for s in b]), batch))
             if len(pending) > workers:
                 yield pending.popleft().result()
