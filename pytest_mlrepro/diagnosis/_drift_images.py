@@ -85,13 +85,14 @@ def first_step_outputs(
         assert probes is not None  # (a step was compared: the block is well formed)
         ids = [i for i in probes["samples"] if i in by_id]
         chosen = probe_store.select(ids, SHOWN, prefer)
+        golden_states, now_states = probe_store.states(recorded), probe_store.states(steps)
         golden_index, now_index = report.compared_outputs(first)
         out = FirstStepOutputs(first, golden_index, now_index)
         if golden_index is not None:
-            state = probe_store.states(recorded)[golden_index]
+            state = golden_states[golden_index]
             out.golden_layout, out.golden_order = state.layout, state.order
         if now_index is not None:
-            state = probe_store.states(steps)[now_index]
+            state = now_states[now_index]
             out.now_layout, out.now_order = state.layout, state.order
         for sample_id in chosen:
             traces = [probe_store.trace(p, by_id[sample_id]) for p in (recorded, steps)]

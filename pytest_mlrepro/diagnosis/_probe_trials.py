@@ -31,6 +31,7 @@ from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
 from ._manifest_diff import ABSENT, Change
+from ._pitfalls import show_value
 
 # Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
 NoTrial = Literal["off", "no model", "disjoint"]
@@ -83,9 +84,7 @@ def _revert_candidates(
             mine = [
                 c for c in pre if c.path.split(".preprocess", 1)[1].startswith(f"[{now_index}]")
             ]
-            values = ", ".join(
-                f"{c.path.rsplit('.', 1)[-1]} {pitfalls.show_value(c.old)}" for c in mine
-            )
+            values = ", ".join(f"{c.path.rsplit('.', 1)[-1]} {show_value(c.old)}" for c in mine)
             label: Said = ("revert", now[now_index].op, values)
         elif now_index is None:
             assert rec_index is not None
