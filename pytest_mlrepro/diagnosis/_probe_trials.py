@@ -146,12 +146,12 @@ def _candidates(
     manifest: Manifest,
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
-    model_changed: bool = False,
     report: probe_store.StepReport | None = None,
 ) -> list[Counterfactual]:
     now = tuple(manifest.input.preprocess)
     found: dict[tuple[Step, ...], Counterfactual] = {}
     reverts = _revert_candidates(now, recorded, changes) if recorded is not None else []
+    model_changed = any(c.area == "model" for c in changes)
     in_graph = _in_graph_candidates(now) if model_changed else []
     for c in (*reverts, *in_graph, *_reorder_candidates(now, report)):
         if pitfalls.valid_steps(c.steps, manifest.input):
@@ -236,8 +236,7 @@ def run_counterfactuals(
         probes=len(ids),
         max_diff=base.max_score_diff,
     )
-    model_changed = any(c.area == "model" for c in changes)
-    candidates = _candidates(manifest, recorded, changes, model_changed, report)
+    candidates = _candidates(manifest, recorded, changes, report)
     runner = evaluation.runner
     assert runner is not None
     screen = samples[:SCREEN]
