@@ -203,8 +203,7 @@ def compare(
     if now is None:
         return LayerReport(note="untraceable")
     pairs, how = _align(golden, now)
-    report = LayerReport(len(chosen), len(now), len(golden), how)
-    report.precision = _precision(golden, now)
+    report = LayerReport(len(chosen), len(now), len(golden), how, precision=_precision(golden, now))
     if not pairs:
         report.note = "unaligned"
         return report
