@@ -268,13 +268,14 @@ class _Run:
         self.row = replace(self.row, verdict=verdict)
         self.outcome = replace(self.outcome, verdict=verdict)
 
-    def _fail(self, reason: Reason, verdict: str | None, **facts: Any) -> _Ended:
-        """End the check with a failure: its verdict (None: the one found before stands) and
-        ``facts``, the outcome's fields its text needs."""
+    def _fail(self, reason: Reason, verdict: str | None, end: End = "fail", **facts: Any) -> _Ended:
+        """End the check (a failure, or a skip): its verdict (None: the one found before stands)
+        and ``facts``, the outcome's fields its text needs."""
         if verdict is not None:
             self._verdict(verdict)
         failed: Status = "no golden" if reason == "no golden" else "failed"
-        self.outcome = replace(self.outcome, status=failed, end="fail", reason=reason, **facts)
+        status: Status = "skipped" if end == "skip" else failed
+        self.outcome = replace(self.outcome, status=status, end=end, reason=reason, **facts)
         return _Ended()
 
     def _evaluate(
@@ -295,11 +296,7 @@ class _Run:
             reason, end, self.row = stopped(self.row, exc, r.strict)
             build = exc if isinstance(exc, BuildMismatch) else None
             message = exc.message if isinstance(exc, NonFiniteOutputs) else str(exc)
-            self.outcome = replace(
-                self.outcome, status="skipped" if end == "skip" else "failed", end=end,
-                reason=reason, verdict=str(self.row.verdict), message=message, build=build,
-            )  # fmt: skip
-            raise _Ended() from None
+            raise self._fail(reason, self.row.verdict, end, message=message, build=build) from None
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
         """The results this run's scores will be compared with, read before it runs so that the

@@ -3,8 +3,7 @@ the lead (a decision table) and the sensitivity table; report/ words them."""
 
 from __future__ import annotations
 
-from ._class_maps import ClassMap
-from ._data_changes import PixelCheck
+from ._class_maps import ClassMap, ClassPermutation, ScoreTransform
 from ._data_changes import check as check_pixel_identity
 from ._data_changes import record as record_pixel_identity
 from ._drift_images import FirstStepOutputs, ProbeOutputs, first_step_outputs
@@ -23,11 +22,10 @@ from ._explain import (
 from ._layer_fingerprints import TOLERANCE as LAYER_TOLERANCE
 from ._layer_fingerprints import LayerDiff, LayerReport, Precision
 from ._layer_fingerprints import record as record_layer_fingerprints
-from ._lead import DataFacts, Lead, Reencoding, Rule
+from ._lead import DataFacts, Lead, Rule
 from ._manifest_diff import ABSENT, Change
-from ._pitfalls import Flip, backends_in_play, left_out_backends
+from ._pitfalls import Flip, backends_in_play, left_out_backends, show_value
 from ._probe_trials import SCREEN, Counterfactual, CounterfactualEvidence
-from ._score_changes import ClassPermutation, ScoreTransform
 from ._sensitivity import PitfallRow, PitfallTable, sensitivity
 from ._sensitivity import read as read_sensitivity
 from ._sensitivity import save as save_sensitivity
@@ -36,7 +34,6 @@ from ._step_fingerprints import Delta, StepDiff, StepReport
 from ._step_fingerprints import record as record_step_fingerprints
 from ._step_fingerprints import same_outputs as same_step_outputs
 from ._step_fingerprints import up_to_date as step_fingerprints_up_to_date
-from ._wording import show_value
 
 __all__ = [
     "ABSENT",
@@ -63,10 +60,8 @@ __all__ = [
     "ManifestEvidence",
     "PitfallRow",
     "PitfallTable",
-    "PixelCheck",
     "Precision",
     "ProbeOutputs",
-    "Reencoding",
     "Rule",
     "ScoreTransform",
     "Section",

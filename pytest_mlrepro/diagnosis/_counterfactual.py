@@ -101,11 +101,10 @@ class _Walker:
         done = [i for i in group if len(self.pipelines[i]) == depth]
         if done:
             try:
-                scores = self._score(samples, inputs, done)
+                scores: np.ndarray | str = self._score(samples, inputs, done)
             except _Failed as exc:
-                out.update(dict.fromkeys(done, str(exc)))
-            else:
-                out.update(dict.fromkeys(done, scores))
+                scores = str(exc)
+            out.update(dict.fromkeys(done, scores))
         rest = [i for i in group if len(self.pipelines[i]) > depth]
         ids = [sample.id for sample in samples]
         for step, sub in _group(self.pipelines, rest, depth):

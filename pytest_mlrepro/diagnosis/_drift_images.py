@@ -89,22 +89,15 @@ def first_step_outputs(
         golden_index, now_index = report.compared_outputs(first)
         out = FirstStepOutputs(first, golden_index, now_index)
         if golden_index is not None:
-            out.golden_layout = golden_states[golden_index].layout
-            out.golden_order = golden_states[golden_index].order
+            state = golden_states[golden_index]
+            out.golden_layout, out.golden_order = state.layout, state.order
         if now_index is not None:
-            out.now_layout = now_states[now_index].layout
-            out.now_order = now_states[now_index].order
+            state = now_states[now_index]
+            out.now_layout, out.now_order = state.layout, state.order
         for sample_id in chosen:
-            sample = by_id[sample_id]
-            golden_trace = probe_store.trace(recorded, sample)
-            now_trace = probe_store.trace(steps, sample)
-            out.probes.append(
-                ProbeOutputs(
-                    sample_id,
-                    None if golden_index is None else golden_trace[golden_index],
-                    None if now_index is None else now_trace[now_index],
-                )
-            )
+            traces = [probe_store.trace(p, by_id[sample_id]) for p in (recorded, steps)]
+            shown = [None if i is None else t[i] for t, i in zip(traces, (golden_index, now_index))]
+            out.probes.append(ProbeOutputs(sample_id, *shown))
     except Exception as exc:  # a probe that no longer decodes, say: the report says so
         return FirstStepOutputs(note="untraced", error=str(exc))
     if environment is not None:

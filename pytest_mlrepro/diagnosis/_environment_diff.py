@@ -83,11 +83,9 @@ def step_library(
     if backend == "opencv":
         return f"OpenCV {env.get('opencv') or '?'}", ("opencv",)
     if backend == "tf":
+        keys = ("numeric_packages.tensorflow-cpu", "numeric_packages.tensorflow")
         version = packages.get("tensorflow-cpu") or packages.get("tensorflow") or "?"
-        return f"TensorFlow {version}", (
-            "numeric_packages.tensorflow-cpu",
-            "numeric_packages.tensorflow",
-        )
+        return f"TensorFlow {version}", keys
     return f"numpy {env.get('numpy') or '?'}", ("numpy",)
 
 

@@ -14,10 +14,15 @@ from ..evaluation import Evaluation
 from ..fingerprint import environment
 from ..goldens import Comparison, DataChange, Golden, Results
 from ..manifest import Manifest, parse_manifest
-from ..pipeline import Step
 from . import _layer_fingerprints as layer_store
 from . import _step_fingerprints as probe_store
-from ._class_maps import class_count_map, constant_shift, index_map
+from ._class_maps import (
+    class_count_map,
+    class_permutation,
+    constant_shift,
+    index_map,
+    score_transform,
+)
 from ._data_changes import data_lead, how_files_changed
 from ._environment_diff import env_diff, environment_step
 from ._lead import MODEL_CAUSES, Facts, Lead, decide, with_layers
@@ -25,12 +30,8 @@ from ._manifest_diff import Change, manifest_diff, recorded_steps
 from ._probe_trials import (
     SCREEN,
     CounterfactualEvidence,
-    NoTrial,
-    most_moved,
-    probe_order,
     run_counterfactuals,
 )
-from ._score_changes import class_permutation, score_transform
 from ._step_fingerprints import compare_steps
 
 WIDTH = 100
@@ -163,7 +164,7 @@ def diagnose(
         changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
         recorded, pre = recorded_steps(golden.manifest), manifest.input.preprocess
         steps = compare_steps(golden.probes, pre, evaluation.samples, recorded)
-        trials = _counterfactuals(
+        trials = run_counterfactuals(
             manifest, golden, comparison, evaluation, recorded, changes, probes, steps
         )
         # With the same pixels going in, where the model's computation changed.
@@ -231,36 +232,6 @@ def _trace_layers(
         return layer_store.compare(block, evaluation.runner, manifest, evaluation.samples)
     except Exception as exc:  # report, do not hide the rest
         return layer_store.LayerReport(error=str(exc))
-
-
-def _counterfactuals(
-    manifest: Manifest,
-    golden: Golden,
-    comparison: Comparison,
-    evaluation: Evaluation,
-    recorded: tuple[Step, ...] | None,
-    changes: list[Change],
-    probes: int,
-    steps: probe_store.StepReport,
-) -> CounterfactualEvidence:
-    """The probe samples re-run with one flip at a time, or why none could run."""
-    score_tol = manifest.tolerances.score
-    present = {s.id for s in evaluation.samples}
-    shared = [i for i in golden.results.ids if i in present]
-    note: NoTrial | None = None
-    if probes <= 0:
-        note = "off"
-    elif evaluation.runner is None:
-        note = "no model"
-    elif not shared:
-        note = "disjoint"
-    if note is not None:
-        return CounterfactualEvidence((), None, score_tol, note)
-    changed = [c.id for c in comparison.changed]
-    if not changed:  # same predictions, scores moved: prefer the samples that moved most
-        changed = most_moved(golden.results, evaluation, shared, score_tol)
-    ids = probe_order(shared, probes, changed)
-    return run_counterfactuals(manifest, golden, evaluation, ids, recorded, changes, steps)
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:

@@ -53,13 +53,11 @@ def trace(runner: Any, manifest: Manifest, samples: Sequence[Sample]) -> list[li
         return None
     # (name, op, value[, stored dtype[, quantisation scale]]): the dtype when the runner
     # dequantised the value, the scale when the tensor is quantised (kept as a ninth field).
-    rows = []
-    for o in outputs:
-        row = [str(o[0]), str(o[1]), *fingerprint(o[2], o[3] if len(o) > 3 else None)]
-        if len(o) > 4 and o[4] is not None:
-            row.append(_stat(float(o[4])))
-        rows.append(row)
-    return rows
+    return [
+        [str(o[0]), str(o[1]), *fingerprint(o[2], o[3] if len(o) > 3 else None)]
+        + ([_stat(float(o[4]))] if len(o) > 4 and o[4] is not None else [])
+        for o in outputs
+    ]
 
 
 def record(
@@ -205,8 +203,7 @@ def compare(
     if now is None:
         return LayerReport(note="untraceable")
     pairs, how = _align(golden, now)
-    report = LayerReport(len(chosen), len(now), len(golden), how)
-    report.precision = _precision(golden, now)
+    report = LayerReport(len(chosen), len(now), len(golden), how, precision=_precision(golden, now))
     if not pairs:
         report.note = "unaligned"
         return report

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from . import _step_fingerprints as probe_store
-from ._class_maps import ClassMap
+from ._class_maps import ClassMap, ClassPermutation, ScoreTransform
 from ._environment_diff import EnvChange, EnvironmentStep, model_run_env, relevant_env
 from ._layer_fingerprints import LayerReport
 from ._manifest_diff import Change
 from ._probe_trials import Counterfactual, CounterfactualEvidence, reproduces
-from ._score_changes import ClassPermutation, ScoreTransform
 
 # Causes the layer comparison sharpens: no flip explains the drift, the model computes it.
 MODEL_CAUSES = ("model", "runtime", "unknown")
@@ -167,24 +166,20 @@ def _same_preprocessing(f: Facts) -> Lead | None:
     return Lead("runtime", "runtime", env=tuple(runtime))
 
 
-def _model(f: Facts) -> Lead | None:
-    return Lead("model", "model", f.model) if f.model and not f.pre else None
-
-
 def _edits(f: Facts) -> Lead | None:
     cats = sorted({c.category for c in f.pre if c.category})
     cause = cats[0] if len(cats) == 1 else "preprocessing"
     return Lead("edits", cause, edits=f.pre) if f.pre else None
 
 
-def _first_step(f: Facts) -> Lead | None:
-    return Lead("step", "unknown", step=f.steps.first) if f.steps.first else None
-
-
 # Most telling first; the last rule always holds.
 RULES: tuple[Callable[[Facts], Lead | None], ...] = (
     _class_map, _environment, _flip, _transform, _permutation, _environment_step,
-    _same_preprocessing, _model, _edits, _first_step, lambda f: Lead("unknown", "unknown"),
+    _same_preprocessing,
+    lambda f: Lead("model", "model", f.model) if f.model and not f.pre else None,
+    _edits,
+    lambda f: Lead("step", "unknown", step=f.steps.first) if f.steps.first else None,
+    lambda f: Lead("unknown", "unknown"),
 )  # fmt: skip
 
 

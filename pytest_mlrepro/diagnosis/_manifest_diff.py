@@ -108,30 +108,21 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
     for now_index, old_index in pairs:
         if now_index is not None and old_index is not None:
             a, b = old[old_index], new[now_index]
-            op = _op_of(b)
+            op, where = _op_of(b), f"{path}[{now_index}]"
             if any((n - now_index) * (o - old_index) < 0 for n, o in both):
-                category = (
-                    pitfalls.NORM_ORDER
-                    if op in ("cast", "scale", "normalize")
-                    else pitfalls.category_of_change(op, None)
-                )
-                out.append(
-                    Change(f"{path}[{now_index}]", old_index, now_index, "preprocess", category, op)
-                )
+                moved = op in ("cast", "scale", "normalize")
+                category = pitfalls.NORM_ORDER if moved else pitfalls.category_of_change(op, None)
+                out.append(Change(where, old_index, now_index, "preprocess", category, op))
             if a == b:
                 continue
             pa, pb = a.get(op, {}), b.get(op, {})
             if isinstance(pa, dict) and isinstance(pb, dict):
                 for key in sorted(set(pa) | set(pb)):
-                    if pa.get(key, ABSENT) != pb.get(key, ABSENT):
+                    was, is_now = pa.get(key, ABSENT), pb.get(key, ABSENT)
+                    if was != is_now:
+                        category = pitfalls.category_of_change(op, key)
                         out.append(
-                            Change(
-                                f"{path}[{now_index}].{op}.{key}",
-                                pa.get(key, ABSENT),
-                                pb.get(key, ABSENT),
-                                "preprocess",
-                                pitfalls.category_of_change(op, key),
-                            )
+                            Change(f"{where}.{op}.{key}", was, is_now, "preprocess", category)
                         )
             continue
         # A step on one side only: removed (at its old position) or added (at its new one).

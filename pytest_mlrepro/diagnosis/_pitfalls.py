@@ -6,10 +6,12 @@ model."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import typing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, takewhile
 from typing import Any, ClassVar, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -38,7 +40,6 @@ from ..pipeline import (
     Tensor,
 )
 from ._step_fingerprints import states
-from ._wording import show_value
 
 # Categories, in the order a report lists them.
 COLOUR = "colour order"
@@ -121,9 +122,7 @@ costs seconds (and its log noise): its flips are tried only where TensorFlow is 
 def backends_in_play(manifest: Manifest, *more: Sequence[Step]) -> set[str]:
     """The backends whose flips are worth their import: the light ones, those the pipelines use,
     and TensorFlow when the model runs on it."""
-    backends = set(LIGHT_BACKENDS) | backends_of(manifest.input.preprocess)
-    for steps in more:
-        backends |= backends_of(steps)
+    backends = set(LIGHT_BACKENDS).union(*map(backends_of, (manifest.input.preprocess, *more)))
     if manifest.framework.name == "tensorflow":
         backends.add("tf")
     return backends
@@ -140,6 +139,22 @@ def backends_of(steps: Sequence[Step]) -> set[str]:
     """The libraries a pipeline's steps run on (``pil``, ``opencv``, ``tf``)."""
     backends = (getattr(s, "backend", None) for s in steps)
     return {b for b in backends if isinstance(b, str)}
+
+
+def show_value(value: object) -> str:
+    """How a manifest value reads where a pitfall flip names it (``crop: {fraction: 0.875}``)."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((op, params),) = value.items()
+        if isinstance(params, dict):
+            inner = ", ".join(f"{k}: {show_value(v)}" for k, v in params.items() if v is not None)
+            return f"{op}: {{{inner}}}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
+    if isinstance(value, str) and len(value) > 24 and all(c in "0123456789abcdef" for c in value):
+        return value[:12] + "…"  # a sha256
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def describe_step(step: Step) -> str:
@@ -180,14 +195,8 @@ def _replace(steps: tuple[Step, ...], index: int, *new: Step) -> tuple[Step, ...
 def _choices(cls: type, name: str) -> tuple[Any, ...]:
     """The values a ``Literal`` field of a step class allows (empty if it is not one)."""
     hint = typing.get_type_hints(cls).get(name)
-    if hint is None:
-        return ()
-    if get_origin(hint) is typing.Literal:
-        return get_args(hint)
-    for arm in get_args(hint):  # Optional[Literal[...]]
-        if get_origin(arm) is typing.Literal:
-            return get_args(arm)
-    return ()
+    arms = (hint, *get_args(hint))  # Literal[...] or Optional[Literal[...]]
+    return next((get_args(arm) for arm in arms if get_origin(arm) is typing.Literal), ())
 
 
 _S = TypeVar("_S", bound=Step)
@@ -229,8 +238,9 @@ def _flips(
             yield Variant(key, pitfall, flip, _replace(steps, index, new))
 
 
-def _indices(steps: Sequence[Step], cls: type) -> list[int]:
-    return [i for i, s in enumerate(steps) if isinstance(s, cls)]
+def _indices(steps: Sequence[Step], cls: type[_S]) -> dict[int, _S]:
+    """The steps of a kind, by their index."""
+    return {i: s for i, s in enumerate(steps) if isinstance(s, cls)}
 
 
 def _where(steps: Sequence[Step], index: int, kind: str) -> str:
@@ -254,7 +264,7 @@ def _resize_name(step: Resize) -> str:
 
 def _colour(steps: tuple[Step, ...]) -> Iterator[Variant]:
     colours = _indices(steps, Color)
-    index = colours[-1] if colours else 0
+    index = max(colours, default=0)
     step = steps[index]
     if not isinstance(step, (Color, Decode)):
         return
@@ -274,17 +284,10 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
     crops = _indices(steps, Crop)
     if not crops:
         # The crop that ImageNet evaluation recipes use, right after decoding.
-        added = Crop(fraction=0.875, rounding="google")
-        yield Variant(
-            "crop:add-0.875",
-            CROP,
-            ("crop added", "0.875"),
-            (steps[0], added, *steps[1:]),
-        )
+        added = (steps[0], Crop(fraction=0.875, rounding="google"), *steps[1:])
+        yield Variant("crop:add-0.875", CROP, ("crop added", "0.875"), added)
         return
-    for index in crops:
-        step = steps[index]
-        assert isinstance(step, Crop)
+    for index, step in crops.items():
         where = _where(steps, index, "crop")
         yield Variant(f"{where}:none", CROP, ("crop removed",), _replace(steps, index))
         if step.fraction is not None:
@@ -300,9 +303,7 @@ def _crop(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 
 def _resize(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    for index in _indices(steps, Resize):
-        step = steps[index]
-        assert isinstance(step, Resize)
+    for index, step in _indices(steps, Resize).items():
         where = _where(steps, index, "resize")
         # Interpolation method on the same backend.
         methods = [m for m in _METHODS if m != step.method and m in _choices(Resize, "method")]
@@ -354,9 +355,8 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
     if not isinstance(step, Decode):
         return
     current = _BACKEND_NAMES.get(step.backend, step.backend)
-    has_dct = hasattr(step, "dct_method")
     dct_values = [d for d in _choices(type(step), "dct_method") if d is not None]
-    current_dct = getattr(step, "dct_method", None)
+    current_dct = step.dct_method
     if current_dct:
         current += f" ({current_dct})"
     for backend in _choices(type(step), "backend"):
@@ -368,9 +368,10 @@ def _decoder(steps: tuple[Step, ...]) -> Iterator[Variant]:
             continue
         name = _BACKEND_NAMES.get(backend, backend)
         # A decoder with a DCT method (tf.io.decode_jpeg): each method is its own decoder.
-        dcts = [{"dct_method": d} for d in (None, *dct_values)] if has_dct else [{}]
-        for new in _valid(step, ({"backend": backend, **dct} for dct in dcts)):
-            dct = getattr(new, "dct_method", None)
+        for new in _valid(
+            step, ({"backend": backend, "dct_method": d} for d in (None, *dct_values))
+        ):
+            dct = new.dct_method
             yield Variant(
                 f"decode:{backend}" + (f"-{dct}" if dct else ""),
                 DECODER,
@@ -388,11 +389,7 @@ _MODULES = {"opencv": "cv2", "tf": "tensorflow"}
 def _available(backend: str) -> bool:
     """Whether a backend's library is installed: a flip that cannot run here is not offered."""
     module = _MODULES.get(backend)
-    if module is None:
-        return True
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
+    return module is None or importlib.util.find_spec(module) is not None
 
 
 def _exif(steps: tuple[Step, ...]) -> Iterator[Variant]:
@@ -412,9 +409,7 @@ def _layout(steps: tuple[Step, ...]) -> Iterator[Variant]:
         "reshape": ("layout:reshape", ("reshape",)),
         "transpose": ("layout:transpose", ("transpose",)),
     }
-    for index in _indices(steps, Layout):
-        step = steps[index]
-        assert isinstance(step, Layout)
+    for index, step in _indices(steps, Layout).items():
         if step.order == "NCHW":  # NHWC keeps the buffer as it is: there is nothing to reshape
             yield from _flips(steps, index, LAYOUT, "method", named)
 
@@ -437,53 +432,34 @@ class _ValueStage:
 
 
 def _value_stage(steps: tuple[Step, ...]) -> _ValueStage | None:
-    # The dtype going into each step.
-    state_dtypes = [s.dtype for s in (State(), *states(steps))]
+    dtypes = [s.dtype for s in (State(), *states(steps))]  # the dtype going into each step
     # The first step that leaves uint8 starts the value stage.
-    start = next(
-        (
-            i
-            for i, s in enumerate(steps)
-            if state_dtypes[i] == "uint8" and isinstance(s, (Cast, Normalize))
-        ),
-        None,
+    leaving = (
+        i for i, s in enumerate(steps) if dtypes[i] == "uint8" and isinstance(s, (Cast, Normalize))
     )
+    start = next(leaving, None)
     if start is None:
         return None
-    first = steps[start]
+    first, rest = steps[start], steps[start + 1 :]
     if isinstance(first, Normalize):
-        if first.on_uint8 == "error":
+        cast = rest[0] if rest and isinstance(rest[0], Cast) else None
+        dtype: CastDType = "float32" if cast is None else cast.dtype
+        if first.on_uint8 == "error" or not dtype.startswith("float"):
             return None
-        end = start + 1
-        dtype: CastDType = "float32"
-        after = steps[end] if end < len(steps) else None
-        if isinstance(after, Cast):
-            dtype = after.dtype
-            end += 1
-        if not dtype.startswith("float"):
-            return None
+        end = start + (2 if cast else 1)
         return _ValueStage(start, end, dtype, first.mean, first.std, first.on_uint8, 1.0)
     assert isinstance(first, Cast)
     if not first.dtype.startswith("float"):
         return None
-    divisor, index = 1.0, start + 1
-    mean: tuple[float, ...] = (0.0,)
-    std: tuple[float, ...] = (1.0,)
-    while index < len(steps):
-        scale = steps[index]
-        if not isinstance(scale, Scale):
-            break
-        divisor *= scale.divisor
-        index += 1
-    if index < len(steps) and isinstance(steps[index], Normalize):
-        norm = steps[index]
-        assert isinstance(norm, Normalize)
-        mean = tuple(m * divisor for m in norm.mean)
-        std = tuple(s * divisor for s in norm.std)
-        index += 1
-    else:
-        std = (divisor,)
-    return _ValueStage(start, index, first.dtype, mean, std, None, divisor)
+    scales = [s for s in takewhile(lambda s: isinstance(s, Scale), rest) if isinstance(s, Scale)]
+    divisor = math.prod((s.divisor for s in scales), start=1.0)
+    end = start + 1 + len(scales)
+    norm = steps[end] if end < len(steps) else None
+    if not isinstance(norm, Normalize):
+        return _ValueStage(start, end, first.dtype, (0.0,), (divisor,), None, divisor)
+    mean = tuple(m * divisor for m in norm.mean)
+    std = tuple(s * divisor for s in norm.std)
+    return _ValueStage(start, end + 1, first.dtype, mean, std, None, divisor)
 
 
 def _affine(mean: Sequence[float], std: Sequence[float]) -> tuple[tuple[float, ...], ...]:
@@ -494,11 +470,8 @@ def _affine(mean: Sequence[float], std: Sequence[float]) -> tuple[tuple[float, .
 
 
 def _same_affine(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...]) -> bool:
-    return all(
-        math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9)
-        for pa, pb in zip(a, b)
-        for x, y in zip(pa, pb)
-    )
+    pairs = zip(chain(*a), chain(*b))
+    return all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9) for x, y in pairs)
 
 
 def _fmt_affine(mean: Sequence[float], std: Sequence[float], divisor: float = 1.0) -> str:
@@ -506,15 +479,11 @@ def _fmt_affine(mean: Sequence[float], std: Sequence[float], divisor: float = 1.
 
     def nums(values: Sequence[float]) -> str:
         shown = [f"{v / divisor:.4g}" for v in values]
-        if len(set(shown)) == 1:
-            return shown[0]
-        return "[" + ", ".join(shown) + "]"
+        return shown[0] if len(set(shown)) == 1 else "[" + ", ".join(shown) + "]"
 
     x = "x" if divisor == 1.0 else f"x/{divisor:g}"
     if all(m == 0 for m in mean):
-        if all(s == divisor for s in std):
-            return x
-        return f"{x} / {nums(std)}"
+        return x if all(s == divisor for s in std) else f"{x} / {nums(std)}"
     return f"({x} − {nums(mean)}) / {nums(std)}"
 
 
@@ -582,17 +551,11 @@ def _normalisation(steps: tuple[Step, ...]) -> Iterator[Variant]:
             desc = _fmt_affine(*big, 255.0)
             conventions.append(("units-extra-255", desc, 255.0, stage.mean, stage.std))
     for key, desc, divisor, mean, std in conventions:
-        middle: list[Step] = [cast]
-        if divisor != 1.0:
-            middle.append(Scale(divisor=divisor))
-        if mean is not None and std is not None:
-            middle.append(Normalize(mean=mean, std=std))
+        scale = [Scale(divisor=divisor)] if divisor != 1.0 else []
+        norm = [Normalize(mean=mean, std=std)] if mean is not None and std is not None else []
+        middle = [cast, *scale, *norm]
         # In byte units, to compare with the declared stage.
-        in_bytes = (
-            ((0.0,), (divisor,))
-            if mean is None or std is None
-            else (tuple(m * divisor for m in mean), tuple(s * divisor for s in std))
-        )
+        in_bytes = [m * divisor for m in mean or (0.0,)], [s * divisor for s in std or (1.0,)]
         if _same_affine(_affine(*in_bytes), current) and stage.byte_domain is None:
             continue
         yield variant(f"normalize:{key}", MEAN_STD, ("mean/std", key, desc, declared), middle)
@@ -610,22 +573,15 @@ def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
     inverts = _indices(steps, Invert)
     if inverts:
         for index in inverts:
-            yield Variant(
-                f"{_where(steps, index, 'invert')}:none",
-                INVERTED,
-                ("invert removed",),
-                _replace(steps, index),
-            )
+            key = f"{_where(steps, index, 'invert')}:none"
+            yield Variant(key, INVERTED, ("invert removed",), _replace(steps, index))
         return
     decoded = Pipeline(steps[:1]).final
     if decoded.dtype not in ("uint8", "uint16") or decoded.channels != 1:
         return  # a grey pitfall: negatives are a grey data set's (digits, scans, X-rays)
     top = 255 if decoded.dtype == "uint8" else 65535
     yield Variant(
-        "invert:add",
-        INVERTED,
-        ("invert added", str(top)),
-        (steps[0], Invert(), *steps[1:]),
+        "invert:add", INVERTED, ("invert added", str(top)), (steps[0], Invert(), *steps[1:])
     )
 
 
@@ -647,12 +603,7 @@ def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
     mode = step.mode.removesuffix("16")
     new = _try(step, mode=mode, convert=step.convert if mode == "L" else None)
     if new is not None:
-        yield Variant(
-            f"depth:{mode}",
-            DEPTH,
-            ("depth", mode, step.mode),
-            _replace(steps, 0, new),
-        )
+        yield Variant(f"depth:{mode}", DEPTH, ("depth", mode, step.mode), _replace(steps, 0, new))
 
 
 _GENERATORS: tuple[Callable[[tuple[Step, ...]], Iterator[Variant]], ...] = (

@@ -15,14 +15,23 @@ import numpy as np
 
 from ..data import Sample
 from ..evaluation import Evaluation, results_of
-from ..goldens import AnyScores, Golden, KeptScores, Results, compare, score_rows, take_scores
+from ..goldens import (
+    AnyScores,
+    Comparison,
+    Golden,
+    KeptScores,
+    Results,
+    compare,
+    score_rows,
+    take_scores,
+)
 from ..manifest import Manifest
 from ..pipeline import COLOUR_ORDERS, Step
 from . import _pitfalls as pitfalls
 from . import _step_fingerprints as probe_store
 from ._counterfactual import score_pipelines
 from ._manifest_diff import ABSENT, Change
-from ._wording import show_value
+from ._pitfalls import show_value
 
 # Why no counterfactual ran: turned off (probe count 0), no model loaded, no sample in common.
 NoTrial = Literal["off", "no model", "disjoint"]
@@ -105,20 +114,14 @@ def _category(changes: list[Change]) -> str | None:
 _IN_GRAPH = {"normalize": pitfalls.MEAN_STD, "scale": pitfalls.MEAN_STD, "resize": pitfalls.RESIZE}
 
 
-def _in_graph_candidates(manifest: Manifest) -> list[Counterfactual]:
+def _in_graph_candidates(now: tuple[Step, ...]) -> list[Counterfactual]:
     """When the model changed: each manifest step that a model can do itself, dropped on its
     own (a model with the normalisation built in gets it twice from the manifest)."""
-    now = tuple(manifest.input.preprocess)
-    out = []
-    for index, step in enumerate(now):
-        category = _IN_GRAPH.get(step.op)
-        if category is None:
-            continue
-        steps = (*now[:index], *now[index + 1 :])
-        if pitfalls.valid_steps(steps, manifest.input):
-            said = ("in graph", pitfalls.describe_step(step))
-            out.append(Counterfactual(said, steps, category))
-    return out
+    return [
+        Counterfactual(("in graph", pitfalls.describe_step(step)), (*now[:i], *now[i + 1 :]), cat)
+        for i, step in enumerate(now)
+        if (cat := _IN_GRAPH.get(step.op)) is not None
+    ]
 
 
 def _reorder_candidates(
@@ -143,19 +146,14 @@ def _candidates(
     manifest: Manifest,
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
-    model_changed: bool = False,
     report: probe_store.StepReport | None = None,
 ) -> list[Counterfactual]:
     now = tuple(manifest.input.preprocess)
     found: dict[tuple[Step, ...], Counterfactual] = {}
-    if recorded is not None:
-        for c in _revert_candidates(now, recorded, changes):
-            if pitfalls.valid_steps(c.steps, manifest.input) and c.steps not in found:
-                found[c.steps] = c
-    if model_changed:
-        for c in _in_graph_candidates(manifest):
-            found.setdefault(c.steps, c)
-    for c in _reorder_candidates(now, report):
+    reverts = _revert_candidates(now, recorded, changes) if recorded is not None else []
+    model_changed = any(c.area == "model" for c in changes)
+    in_graph = _in_graph_candidates(now) if model_changed else []
+    for c in (*reverts, *in_graph, *_reorder_candidates(now, report)):
         if pitfalls.valid_steps(c.steps, manifest.input):
             found.setdefault(c.steps, c)
     # Never decided by what the process happens to have imported: the same drift gets the same
@@ -204,12 +202,27 @@ def _evaluate(
 def run_counterfactuals(
     manifest: Manifest,
     golden: Golden,
+    comparison: Comparison,
     evaluation: Evaluation,
-    ids: list[str],
     recorded: tuple[Step, ...] | None,
     changes: list[Change],
+    probes: int,
     report: probe_store.StepReport | None = None,
 ) -> CounterfactualEvidence:
+    """The probe samples re-run with one flip at a time, or why none could run."""
+    score_tol = manifest.tolerances.score
+    present = {s.id for s in evaluation.samples}
+    shared = [i for i in golden.results.ids if i in present]
+    note: NoTrial | None = (
+        "off" if probes <= 0 else "no model" if evaluation.runner is None
+        else "disjoint" if not shared else None
+    )  # fmt: skip
+    if note is not None:
+        return CounterfactualEvidence((), None, score_tol, note)
+    changed = [c.id for c in comparison.changed]
+    if not changed:  # same predictions, scores moved: prefer the samples that moved most
+        changed = most_moved(golden.results, evaluation, shared, score_tol)
+    ids = probe_order(shared, probes, changed)
     by_id = {s.id: s for s in evaluation.samples}
     samples = [by_id[i] for i in ids]
     golden_sub = golden.results.subset(ids)
@@ -223,8 +236,7 @@ def run_counterfactuals(
         probes=len(ids),
         max_diff=base.max_score_diff,
     )
-    model_changed = any(c.area == "model" for c in changes)
-    candidates = _candidates(manifest, recorded, changes, model_changed, report)
+    candidates = _candidates(manifest, recorded, changes, report)
     runner = evaluation.runner
     assert runner is not None
     screen = samples[:SCREEN]
@@ -250,7 +262,7 @@ def run_counterfactuals(
             c.agree += agree
             c.max_diff = max(c.max_diff, diff)
             c.probes = len(samples)
-    return CounterfactualEvidence(candidates, baseline, manifest.tolerances.score)
+    return CounterfactualEvidence(candidates, baseline, score_tol)
 
 
 # Outputs this close to the manifest's own are the same outputs (a batch of another size may

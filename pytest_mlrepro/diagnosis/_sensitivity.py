@@ -100,19 +100,12 @@ def read(path: Path, golden_dir: Path | None = None) -> PitfallTable | None:
 
 
 def _row(data: dict[str, Any]) -> PitfallRow:
-    def number(name: str) -> float | None:
-        return None if data.get(name) is None else float(data[name])
+    def optional(name: str, kind: Callable[[Any], Any] = float) -> Any:
+        return None if data.get(name) is None else kind(data[name])
 
-    error = data.get("error")
-    return PitfallRow(
-        key=str(data["key"]),
-        pitfall=str(data["pitfall"]),
-        description=str(data["description"]),
-        top1=number("top1"),
-        top5=number("top5"),
-        agreement=number("agreement"),
-        error=None if error is None else str(error),
-    )
+    key, pitfall, description = (str(data[name]) for name in ("key", "pitfall", "description"))
+    top1, top5, agreement = (optional(name) for name in ("top1", "top5", "agreement"))
+    return PitfallRow(key, pitfall, description, top1, top5, agreement, optional("error", str))
 
 
 def sensitivity(

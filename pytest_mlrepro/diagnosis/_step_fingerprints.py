@@ -8,6 +8,7 @@ import difflib
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any, Literal, TypedDict
 
 import numpy as np
@@ -26,24 +27,16 @@ def select(ids: Sequence[str], n: int, prefer: Collection[str] = ()) -> list[str
     ``prefer`` (the samples a counterfactual has to bring back)."""
     if n <= 0:
         return []
-
-    def ranked(pool: Sequence[str]) -> list[str]:
-        return sorted(pool, key=lambda i: hashlib.sha256(i.encode("utf-8")).hexdigest())
-
+    ranked = sorted(ids, key=lambda i: hashlib.sha256(i.encode("utf-8")).hexdigest())
     wanted = set(prefer)
-    preferred = ranked([i for i in ids if i in wanted])[: n // 2]
+    preferred = [i for i in ranked if i in wanted][: n // 2]
     taken = set(preferred)
-    rest = ranked([i for i in ids if i not in taken])
-    return preferred + rest[: n - len(preferred)]
+    return preferred + [i for i in ranked if i not in taken][: n - len(preferred)]
 
 
 def states(steps: Sequence[Step]) -> list[State]:
     """The state (channel order, layout, dtype) after each step."""
-    out, state = [], State()
-    for step in steps:
-        state = step.transition(state)
-        out.append(state)
-    return out
+    return list(accumulate(steps, lambda state, step: step.transition(state), initial=State()))[1:]
 
 
 def _sig(value: float, digits: int) -> float:
@@ -246,7 +239,12 @@ def describe_difference(
             continue
     if not thumbs:
         return delta
-    pairs = mean_pairs(golden, now)
+    # The per-channel means (golden's, now) of the probes whose output differs.
+    pairs = [
+        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
+        for g, n in zip(golden, now)
+        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
+    ]
     g_detail, n_detail = (float(v) for v in np.mean(details, axis=0))
     return replace(
         delta,
@@ -257,17 +255,6 @@ def describe_difference(
         shift=tuple(float(v) for v in np.mean(means, axis=0)),
         detail=(g_detail, n_detail),
     )
-
-
-def mean_pairs(
-    golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The per-channel means (golden's, now) of the probes whose output differs."""
-    return [
-        (np.asarray(g["mean"], np.float64), np.asarray(n["mean"], np.float64))
-        for g, n in zip(golden, now)
-        if g.get("sha256") != n.get("sha256") and "mean" in g and "mean" in n
-    ]
 
 
 def channel_order(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, ...] | None:
@@ -355,16 +342,12 @@ def align_steps(
     for i, (now, golden) in enumerate(pairs):
         if now is not None or golden is None:
             continue
-        j = next(
-            (
-                k
-                for k, (n, g) in enumerate(pairs)
-                if g is None and n is not None and now_ops[n] == golden_ops[golden]
-            ),
-            None,
-        )
-        if j is not None:
-            pairs[j] = (pairs[j][0], golden)
+        op = golden_ops[golden]
+        added = [
+            k for k, (n, g) in enumerate(pairs) if g is None and n is not None and now_ops[n] == op
+        ]
+        if added:
+            pairs[added[0]] = (pairs[added[0]][0], golden)
             pairs[i] = (None, None)
     return [p for p in pairs if p != (None, None)]
 
@@ -415,21 +398,19 @@ def _compare(
     report = StepReport(len(ids))
     for now_index, golden_index in align_steps(golden_ops, [s.op for s in steps]):
         op = steps[now_index].op if now_index is not None else golden_ops[golden_index or 0]
-        if now_index is None or golden_index is None:
-            report.steps.append(StepDiff(op, now_index, golden_index))
-            continue
         diff = StepDiff(op, now_index, golden_index)
+        report.steps.append(diff)
+        if now_index is None or golden_index is None:
+            continue
         pairs = [
             (rows[(i, golden_index)], now_fps[i][now_index])
             for i in ids
             if (i, golden_index) in rows
         ]
         if pairs:
-            diff.compared = len(pairs)
-            golden_fps, now_fps_step = [p[0] for p in pairs], [p[1] for p in pairs]
-            diff.delta = describe_difference(golden_fps, now_fps_step)
-            diff.differing = diff.delta.differing
-        report.steps.append(diff)
+            golden_fps, now_step_fps = zip(*pairs)
+            diff.delta = describe_difference(golden_fps, now_step_fps)
+            diff.compared, diff.differing = len(pairs), diff.delta.differing
     return report, now_arrays
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from ._determinism import RunComparison, compare_runs, controls_in_force
-from ._determinism_check import DeterminismOutcome, judge_runs
 from ._evaluate import (
+    DeterminismOutcome,
     Evaluation,
     Progress,
     evaluate,
     evaluate_runs,
+    judge_runs,
     postprocessed,
     results_of,
     run_model,

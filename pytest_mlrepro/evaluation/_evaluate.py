@@ -1,4 +1,5 @@
-"""Run a manifest's model over its data set, preprocessing in threads (see ``preprocessed``)."""
+"""Run a manifest's model over its data set, preprocessing in threads (see ``preprocessed``), and
+judge repeated runs of it (the determinism check's record)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +33,7 @@ from ..manifest import Manifest
 from ..pipeline import Pipeline
 from ..runners import Runner, load_runner
 from ..settings import Settings
-from ._determinism import RunComparison, RunsComparer, seed_everything
+from ._determinism import RunComparison, RunsComparer, controls_in_force, seed_everything
 from ._memory import FreedPages, model_allocation, steady_allocator
 from ._shared_preprocessing import SharedLoader, read_sample
 
@@ -93,8 +94,7 @@ def preprocessed(
                 yield _stack(batch, list(pool.map(load, batch)))
             return
         pending: deque[Future[np.ndarray]] = deque()
-        batches = _batches(samples, batch_size)
-        for batch in batches:
+        for batch in _batches(samples, batch_size):
             pending.append(pool.submit(lambda b: _stack(b, [load(s) for s in b]), batch))
             if len(pending) > workers:
                 yield pending.popleft().result()
@@ -332,6 +332,30 @@ def evaluate_runs(
                 evaluate(manifest, device, settings, dataset, progress, keep=(), observe=observe)
             )
     return done, comparer.comparison()
+
+
+@dataclass(frozen=True)
+class DeterminismOutcome:
+    """The determinism check's record: status, verdict and the facts of a failure's text."""
+
+    status: Literal["passed", "failed"]
+    verdict: Literal["identical runs", "within tolerance", "nondeterministic"]
+    comparison: RunComparison
+    controls: dict[str, Any]
+
+
+def judge_runs(
+    manifest: Manifest, runs: Sequence[Evaluation], comparison: RunComparison
+) -> DeterminismOutcome:
+    """The determinism check's record of ``runs``, the same evaluation repeated."""
+    first = runs[0]
+    controls = controls_in_force(manifest, first.runner_info)
+    verdict: Literal["identical runs", "within tolerance", "nondeterministic"] = (
+        "nondeterministic" if not comparison.ok
+        else "identical runs" if comparison.identical
+        else "within tolerance"
+    )  # fmt: skip
+    return DeterminismOutcome(comparison.status, verdict, comparison, controls)
 
 
 def postprocessed(manifest: Manifest, raw: Scores) -> npt.NDArray[np.float64]:

@@ -68,8 +68,7 @@ class FreedPages:
         """Whether freed pages were handed back at this check (``resident``: read if None)."""
         resident = resident if resident is not None else resident_bytes()
         if resident is not None:
-            if self.lowest is None or resident < self.lowest:
-                self.lowest = resident
+            self.lowest = resident if self.lowest is None else min(self.lowest, resident)
             if resident - self.lowest <= self.growth:
                 return False
         release_freed()

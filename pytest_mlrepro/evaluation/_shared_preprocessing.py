@@ -30,31 +30,20 @@ def _keys(pipe: Pipeline) -> tuple[str, ...]:
     return tuple(step_key(step) for step in pipe.steps)
 
 
-def _share_depth(pipe: Pipeline, depth: int) -> int:
-    """``depth`` moved back past cheap steps: the uint8 image is kept, not its float32 copy."""
-    while depth > 0 and pipe.steps[depth - 1].cheap:
-        depth -= 1
-    return depth
-
-
 @dataclass
 class ShareStats:
     """What sharing saved and cost in a session, for the terminal and the benchmarks."""
 
-    reused: int = 0
-    """Samples whose prefix was taken from another evaluation's work."""
-    computed: int = 0
-    """Samples whose shared prefix was computed for the others (kept, or over the budget)."""
-    over_budget: int = 0
-    """Samples computed and not kept: the budget was spent."""
+    reused: int = 0  # samples whose prefix was taken from another evaluation's work
+    computed: int = 0  # samples whose shared prefix was computed for the others (kept or not)
+    over_budget: int = 0  # samples computed and not kept: the budget was spent
     peak_bytes: int = 0
 
 
 @dataclass
 class _Node:
     uses_left: int
-    tensors: dict[str, Tensor] = field(default_factory=dict)
-    """By sample sha256."""
+    tensors: dict[str, Tensor] = field(default_factory=dict)  # by sample sha256
 
 
 class PreprocessingShare:
@@ -65,7 +54,7 @@ class PreprocessingShare:
         self.budget_bytes = budget_bytes
         self.stats = ShareStats()
         self._nodes: dict[Prefix, _Node] = {}
-        self._held = 0
+        self.held_bytes = 0
         self._spent = False  # a tensor did not fit in the budget: the rest will not either
         self._lock = threading.Lock()
 
@@ -82,7 +71,10 @@ class PreprocessingShare:
             shared = max(
                 (d for d in range(1, len(keys) + 1) if passes[(data, keys[:d])] > 1), default=0
             )
-            depth = _share_depth(pipe, shared)
+            # Moved back past cheap steps: the uint8 image is kept, not its float32 copy.
+            depth = shared
+            while depth > 0 and pipe.steps[depth - 1].cheap:
+                depth -= 1
             if depth:
                 prefix = (data, keys[:depth])
                 self._nodes.setdefault(prefix, _Node(uses_left=passes[prefix]))
@@ -106,12 +98,8 @@ class PreprocessingShare:
                     continue
                 node.uses_left -= 1
                 if node.uses_left <= 0:
-                    self._held -= sum(t.array.nbytes for t in node.tensors.values())
+                    self.held_bytes -= sum(t.array.nbytes for t in node.tensors.values())
                     del self._nodes[prefix]
-
-    @property
-    def held_bytes(self) -> int:
-        return self._held
 
     def _get(self, prefix: Prefix, sha256: str, reuse: bool = True) -> Tensor | None:
         """The tensor kept for the sample, counted as reused unless only looked for."""
@@ -128,7 +116,7 @@ class PreprocessingShare:
             if node is None or sha256 in node.tensors:
                 return
             self.stats.computed += 1
-            if self._held + tensor.array.nbytes > self.budget_bytes:
+            if self.held_bytes + tensor.array.nbytes > self.budget_bytes:
                 self.stats.over_budget += 1
                 self._spent = True
                 return
@@ -136,8 +124,8 @@ class PreprocessingShare:
             # evaluation reads (numpy raises instead).
             tensor.array.flags.writeable = False
             node.tensors[sha256] = tensor
-            self._held += tensor.array.nbytes
-            self.stats.peak_bytes = max(self.stats.peak_bytes, self._held)
+            self.held_bytes += tensor.array.nbytes
+            self.stats.peak_bytes = max(self.stats.peak_bytes, self.held_bytes)
 
 
 class SharedLoader:
