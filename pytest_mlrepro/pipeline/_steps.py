@@ -413,11 +413,9 @@ class Color(Step):
     def apply(self, t: Tensor) -> Tensor:
         if t.order[:3] == self.order:
             return t
-        colours = t.array[..., 2::-1] if t.layout == "HWC" else t.array[2::-1]
-        rest = t.array[..., 3:] if t.layout == "HWC" else t.array[3:]
         axis = -1 if t.layout == "HWC" else 0
-        flipped = np.concatenate([colours, rest], axis=axis) if rest.size else colours
-        return Tensor(np.ascontiguousarray(flipped), self.order + t.order[3:], t.layout)
+        swapped = [2, 1, 0, *range(3, t.array.shape[axis])]  # alpha stays last
+        return Tensor(np.take(t.array, swapped, axis=axis), self.order + t.order[3:], t.layout)
 
 
 # --- crop ---------------------------------------------------------------------------------------
@@ -624,12 +622,12 @@ def _resize_pil(
     if array.dtype not in (np.uint8, np.uint16, np.float32):  # validation admits no other
         raise ValueError(f"Pillow cannot resize {array.dtype} images")
     # A 2-D uint8 plane is mode L, uint16 I;16, float32 F.
-    planes = [
-        np.asarray(
-            Image.fromarray(np.ascontiguousarray(array[:, :, c])).resize((width, height), resample)
-        )
-        for c in range(channels)
-    ]
+    return _planes(array, lambda p: np.asarray(Image.fromarray(p).resize((width, height), resample)))
+
+
+def _planes(array: np.ndarray, resize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``resize`` of each channel of an H×W×C array, stacked back."""
+    planes = [resize(np.ascontiguousarray(array[:, :, c])) for c in range(array.shape[2])]
     return np.stack(planes, axis=2)
 
 
@@ -649,11 +647,7 @@ def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> n
         "lanczos": cv2.INTER_LANCZOS4,
     }[method]
     if method == "area" and array.shape[2] > _CV2_AREA_CHANNELS:
-        planes = [
-            cv2.resize(np.ascontiguousarray(array[:, :, c]), (width, height), interpolation=interp)
-            for c in range(array.shape[2])
-        ]
-        return np.stack(planes, axis=2)
+        return _planes(array, lambda p: cv2.resize(p, (width, height), interpolation=interp))
     out = cv2.resize(array, (width, height), interpolation=interp)
     return out[:, :, None] if out.ndim == 2 else out
 

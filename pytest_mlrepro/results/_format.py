@@ -219,27 +219,15 @@ per-sample results (whose ids match samples across machines)."""
 
 
 def _bounded_texts(value: Any) -> Any:
-    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters;
-    iterative (the nesting is already bounded by the reader's ``MAX_DEPTH``)."""
+    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters
+    (recursive: the reader's ``MAX_DEPTH`` bounds the nesting)."""
     if isinstance(value, str):
         return shortened(value, TEXT_LIMIT)
-    if not isinstance(value, (dict, list)):
-        return value
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (container, key, value)
-    while stack:
-        container, key, item = stack.pop()
-        if isinstance(item, str):
-            container[key] = shortened(item, TEXT_LIMIT)
-        elif isinstance(item, list):
-            copy: list[Any] = list(item)
-            container[key] = copy
-            stack.extend((copy, i, child) for i, child in enumerate(copy))
-        elif isinstance(item, dict):
-            mapping = {shortened(k, TEXT_LIMIT): child for k, child in item.items()}
-            container[key] = mapping
-            stack.extend((mapping, k, child) for k, child in mapping.items())
-    return root[0]
+    if isinstance(value, list):
+        return [_bounded_texts(item) for item in value]
+    if isinstance(value, dict):
+        return {shortened(k, TEXT_LIMIT): _bounded_texts(v) for k, v in value.items()}
+    return value
 
 
 _PASSING = ("pass", "faster", "identical runs", "within tolerance")

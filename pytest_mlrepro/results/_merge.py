@@ -7,7 +7,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -157,23 +157,22 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
         # Named up to EXAMPLES, counted beyond: the list of every missing shard of a large N
         # is never built (the count is bounded, data.MAX_SHARDS, but the message need not be).
         absent = (index for index in range(1, count + 1) if index not in seen)
-        missing = list(itertools.islice(absent, EXAMPLES))
-        more = count - len(seen) - len(missing)
-        problems.append(
-            "missing shard "
-            + ", ".join(f"{i}/{count}" for i in missing)
-            + (f" and {more} more" if more else "")
-        )
+        problems.append("missing shard " + _listed(absent, count - len(seen), count))
     if twice:
-        shown = ", ".join(f"{i}/{count}" for i in twice[:EXAMPLES])
-        more = len(twice) - EXAMPLES
-        problems.append(f"shard {shown}{f' and {more} more' if more > 0 else ''} given twice")
+        problems.append(f"shard {_listed(iter(twice), len(twice), count)} given twice")
     if problems:
         raise ShardMergeError(
             f"{what}: cannot merge: {'; '.join(problems)} (a merge needs each of the {count} "
             f"shards once: pytest --mlrepro-shard I/{count} for I = 1..{count})"
         )
     return sorted(shards, key=lambda pair: pair[0].index)
+
+
+def _listed(indices: Iterator[int], total: int, count: int) -> str:
+    """The first :data:`EXAMPLES` of ``total`` shard indices as ``i/count``, the rest counted."""
+    shown = list(itertools.islice(indices, EXAMPLES))
+    more = total - len(shown)
+    return ", ".join(f"{i}/{count}" for i in shown) + (f" and {more} more" if more > 0 else "")
 
 
 def _compared(row: Row) -> bool:

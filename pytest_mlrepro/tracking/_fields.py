@@ -4,14 +4,13 @@ run and one nested run per row, under the names docs/tracking.md lists, within M
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import Document, Row, created_time
+from ..results import Document, Row, created_time, manifest_digest
 
 TAG = "mlrepro."  # the tags this tool sets (besides MLflow's own mlflow.*)
 KIND = TAG + "kind"
@@ -140,7 +139,7 @@ def _params(document: Document, row: Row) -> Iterator[tuple[str, object]]:
     yield "framework_version", row.framework_version
     yield "model_sha256", _model_sha256(content)
     if content.get("inputs") is not None:
-        yield "preprocessing_digest", _digest(content["inputs"])
+        yield "preprocessing_digest", manifest_digest(content["inputs"])
     yield "machine", document.machine.name
     yield "machine_key", row.hardware_slug
     shard = row.shard or document.shard
@@ -160,11 +159,6 @@ def _model_sha256(content: Mapping[str, Any]) -> str | None:
         if isinstance(block, Mapping) and isinstance(block.get("sha256"), str):
             return str(block["sha256"])
     return None
-
-
-def _digest(value: object) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 NAMED_METRICS = (
