@@ -492,13 +492,6 @@ def validate(data: Any) -> Golden:
     )
 
 
-def _not_finite(value: float) -> str:
-    return (
-        f"{value} is not a finite number: a golden holds only finite numbers (the file was "
-        "edited or tampered with)"
-    )
-
-
 def _check_finite(data: Any) -> None:
     """Every number is finite (Python's parser accepts NaN, which no later check could see): the
     C encoder refuses one at C speed; only a document it refuses is walked, to name the field."""
@@ -511,7 +504,11 @@ def _check_finite(data: Any) -> None:
     while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
         field, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidField(field, _not_finite(value))
+            raise InvalidField(
+                field,
+                f"{value} is not a finite number: a golden holds only finite numbers (the file "
+                "was edited or tampered with)",
+            )
         if isinstance(value, dict):
             stack.extend(((*field, str(k)), v) for k, v in value.items())
         elif isinstance(value, list):

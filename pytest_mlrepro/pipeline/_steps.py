@@ -295,7 +295,9 @@ class Decode(Step):
         # there, before anything is allocated for the pixels, the same way for all three.
         header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
         header.close()
-        if self.mode == "RGBA" and self.alpha is None and not _has_alpha(header):
+        # An alpha channel (or a palette transparency), from the header.
+        alpha = header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
+        if self.mode == "RGBA" and self.alpha is None and not alpha:
             raise SampleError(
                 sample,
                 f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
@@ -314,11 +316,6 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "L16": ("L", 1, "uint16"),
     "RGB16": ("RGB", 3, "uint16"),
 }
-
-
-def _has_alpha(header: PIL.Image.Image) -> bool:
-    """Whether the file holds an alpha channel (or a palette transparency), from its header."""
-    return header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
 
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
@@ -619,10 +616,10 @@ def _resize_pil(
         # Image.fromarray makes uint8 H×W×3 an RGB image, H×W×4 an RGBA one.
         image = Image.fromarray(np.ascontiguousarray(array))
         return np.asarray(image.resize((width, height), resample))
-    if array.dtype not in (np.uint8, np.uint16, np.float32):  # validation admits no other
-        raise ValueError(f"Pillow cannot resize {array.dtype} images")
     # A 2-D uint8 plane is mode L, uint16 I;16, float32 F.
-    return _planes(array, lambda p: np.asarray(Image.fromarray(p).resize((width, height), resample)))
+    return _planes(
+        array, lambda p: np.asarray(Image.fromarray(p).resize((width, height), resample))
+    )
 
 
 def _planes(array: np.ndarray, resize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -866,11 +863,7 @@ class Pipeline:
         self.decoder: Decode = self.steps[0]
         self.broken = broken
         self.states: list[State] = []  # each step's output, as its transition declared it
-        self.final = self.validate()
-
-    def validate(self) -> State:
         state = State()
-        self.states = []
         for index, step in enumerate(self.steps):
             if index > 0 and isinstance(step, Decode):
                 raise Invalid((index,), "'decode' can only be the first step")
@@ -885,7 +878,7 @@ class Pipeline:
                     f"{exc} (it should raise pytest_mlrepro.Invalid naming the problem)",
                 ) from None
             self.states.append(state)
-        return state
+        self.final = state
 
     def _checked(self, index: int, t: object) -> Tensor:
         """``t`` when it keeps step ``index``'s declared contract (built-in steps are tested)."""

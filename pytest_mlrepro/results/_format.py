@@ -106,13 +106,6 @@ def _validator() -> Validator:
     return Validator(results_schema())
 
 
-def _schema_check(value: Any) -> None:
-    """``value`` against the schema: _Invalid naming the JSON path of the first bad field."""
-    error = _validator().first_error(value)
-    if error is not None:
-        raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
-
-
 def _shard(value: Mapping[str, int], path: tuple[str | int, ...]) -> Shard:
     if value["index"] > value["count"]:
         raise _Invalid(
@@ -302,7 +295,9 @@ def validate_results(document: Any, source: str = "results") -> Document:
                 f"(it reads format {understood}; rewrite the file with this version's "
                 "pytest --mlrepro-json)",
             )
-        _schema_check(document)
+        error = _validator().first_error(document)
+        if error is not None:
+            raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
         shard = None if document["shard"] is None else _shard(document["shard"], ("shard",))
         created = document.get("created")
         try:

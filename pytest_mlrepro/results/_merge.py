@@ -175,12 +175,6 @@ def _listed(indices: Iterator[int], total: int, count: int) -> str:
     return ", ".join(f"{i}/{count}" for i in shown) + (f" and {more} more" if more > 0 else "")
 
 
-def _compared(row: Row) -> bool:
-    return (
-        row.outcome == "passed" and row.per_sample is not None and row.per_sample.golden is not None
-    )
-
-
 COMMON = (
     "kind",
     "manifest",
@@ -231,7 +225,12 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         controls=first.controls,
         **{key: getattr(first, key) for key in COMMON},
     )
-    failed = [(shard, row) for shard, row in shards if not _compared(row)]
+    # A shard failed on its own unless it passed and was compared (its golden's part is kept).
+    failed = [
+        (shard, row)
+        for shard, row in shards
+        if row.outcome != "passed" or row.per_sample is None or row.per_sample.golden is None
+    ]
     if failed and all(row.outcome == "skipped" for _, row in shards):
         verdict = "skipped" if first.verdict is None else first.verdict
         return replace(merged, outcome="skipped", status="skipped", verdict=verdict)
