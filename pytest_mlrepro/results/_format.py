@@ -392,16 +392,13 @@ def load_results(
         ) from None
     except TooDeep as exc:
         raise ResultsFileError(f"{path}: not a results file: {exc}") from None
-    except ValueError as exc:
-        where = (
-            f" (line {exc.lineno}, column {exc.colno})"
-            if isinstance(exc, json.JSONDecodeError)
-            else ""
-        )
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+    except json.JSONDecodeError as exc:
         raise ResultsFileError(
-            f"{path}: not a results file: invalid JSON{where}: {message}"
+            f"{path}: not a results file: invalid JSON (line {exc.lineno}, column {exc.colno}): "
+            f"{exc.msg}"
         ) from None
+    except ValueError as exc:
+        raise ResultsFileError(f"{path}: not a results file: invalid JSON: {exc}") from None
     except MemoryError:
         raise ResultsFileError(
             f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"

@@ -65,13 +65,6 @@ def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def night_of(document: Document) -> str | None:
-    """The UTC day of the file's ``created`` time (``mlrepro history``'s night), or None."""
-    if document.created is None:
-        return None
-    return created_time(document.created).strftime("%Y-%m-%d")
-
-
 def created_ms(document: Document) -> int | None:
     if document.created is None:
         return None
@@ -89,7 +82,8 @@ def session_run(document: Document, digest: str, file_name: str) -> RunData:
     run.tag(RESULTS_SHA256, digest)
     run.tag(RESULTS_FILE, file_name)
     run.tag(TAG + "machine", machine)
-    run.tag(NIGHT, night_of(document))
+    # The UTC day of the file's created time: mlrepro history's night.
+    run.tag(NIGHT, document.created and created_time(document.created).strftime("%Y-%m-%d"))
     run.tag(TAG + "created", document.created)
     run.tag(TAG + "shard", shard)
     run.tag(COMMIT, document.commit)
