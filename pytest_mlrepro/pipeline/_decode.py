@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import io
 import re
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -28,27 +29,38 @@ def too_many(what: str) -> str:
     )
 
 
-class Decode(Protocol):
-    """What these decoders read of the decode step (``_steps.Decode``)."""
+ChannelOrder = Literal["RGB", "BGR"]
+# What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
+# or colour, or every band of a multi-band file as it holds them.
+DecodeMode = Literal["L", "RGB", "RGBA", "L16", "RGB16", "bands"]
+# How a colour file becomes grey (mode L or L16): ITU-R 601-2 luma as the backend computes it, or
+# one channel of the colour image.
+GreyRule = Literal["luma", "red", "green", "blue"]
+BandsDType = Literal["uint8", "uint16", "float32"]
 
-    @property
-    def backend(self) -> str: ...
-    @property
-    def order(self) -> str: ...
-    @property
-    def exif_orientation(self) -> bool: ...
-    @property
-    def dct_method(self) -> str | None: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def convert(self) -> str | None: ...
-    @property
-    def channels(self) -> int | None: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def axes(self) -> str | None: ...
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """The decode step's fields (``_steps.Decode``, whose docstring says them): what decoding
+    reads, here so that this module needs no import of the steps."""
+
+    backend: Literal["pil", "opencv", "tf", "numpy"] = "pil"
+    order: ChannelOrder = "RGB"
+    exif_orientation: bool = False
+    # Only the tf backend has a choice; left out of the normalised form when None.
+    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
+        default=None, metadata={"plain_omit_none": True}
+    )
+    mode: DecodeMode = "RGB"
+    # Modes L and L16 only (filled in with "luma" when left out); None elsewhere.
+    convert: GreyRule | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands only: how many bands every sample has, and their element type.
+    channels: int | None = field(default=None, metadata={"plain_omit_none": True})
+    dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
+    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
+    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
 
 
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
@@ -79,7 +91,9 @@ def _too_large(sample: str, what: str, size: int) -> SampleError:
     )
 
 
-def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
+def decode_mode(
+    data: bytes, sample: str, step: DecodeOptions, header: PIL.Image.Image
+) -> np.ndarray:
     if step.mode == "bands":
         array = _bands_pil(data, sample, step)
     elif step.backend == "pil":
@@ -102,7 +116,7 @@ def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image)
     return np.ascontiguousarray(array)
 
 
-def _wanted_16(sample: str, step: Decode, bits: int) -> None:
+def _wanted_16(sample: str, step: DecodeOptions, bits: int) -> None:
     if bits != 16:
         raise SampleError(
             sample,
@@ -115,7 +129,7 @@ def _wanted_16(sample: str, step: Decode, bits: int) -> None:
 # --- Pillow -------------------------------------------------------------------------------------
 
 
-def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _mode_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     from PIL import Image, ImageOps
 
     try:
@@ -139,7 +153,7 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
         raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
 
 
-def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _bands_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     """Every page's bands, each page checked from its header before its pixels are decoded. The
     pages are walked one by one: Pillow's page count reads every page's header first."""
     from PIL import Image
@@ -210,7 +224,7 @@ def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) 
     return size
 
 
-def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
+def _as_declared(array: np.ndarray, sample: str, step: DecodeOptions) -> np.ndarray:
     if array.dtype.kind == "b":  # a bilevel image: Pillow's 0/255 bytes
         array = array.astype(np.uint8) * np.uint8(255)
     if array.dtype != np.dtype(str(step.dtype)) or array.shape[2] != step.channels:
@@ -218,7 +232,7 @@ def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
     return array
 
 
-def _other_bands(sample: str, bands: int, dtype: np.dtype, step: Decode) -> SampleError:
+def _other_bands(sample: str, bands: int, dtype: np.dtype, step: DecodeOptions) -> SampleError:
     return SampleError(
         sample,
         f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
@@ -259,7 +273,7 @@ def _ints(value: object) -> list[int]:
 # --- OpenCV -------------------------------------------------------------------------------------
 
 
-def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _mode_opencv(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     import cv2
 
     deep = step.mode in ("L16", "RGB16")
@@ -295,7 +309,7 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
 # --- tf.io --------------------------------------------------------------------------------------
 
 
-def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.ndarray:
+def _mode_tf(data: bytes, sample: str, step: DecodeOptions, file_format: str) -> np.ndarray:
     from ._tf_ops import decode_tf_channels
 
     deep = step.mode in ("L16", "RGB16")
@@ -315,7 +329,7 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 # --- numpy --------------------------------------------------------------------------------------
 
 
-def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def decode_npy(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     """A ``.npy`` array, read without pickle, its header checked against the limits and the
     step's band count and dtype before the array is read."""
     stream = io.BytesIO(data)

@@ -10,7 +10,7 @@ import io
 import re
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -18,25 +18,17 @@ import numpy as np
 from .._schema import Invalid, unbuildable
 from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
-from ._decode import decode_mode, decode_npy, library_words
+from ._decode import ChannelOrder, DecodeOptions, decode_mode, decode_npy, library_words
 from ._decode import too_many as _too_many
 from ._decode import wide_samples as _wide_samples
 
 if TYPE_CHECKING:
     import PIL.Image
 
-ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
 # What a cast may produce: a model input's element types (float32, float16, uint8, int8), and
 # uint16 (16-bit images before a resize).
 CastDType = Literal["float32", "float16", "uint8", "uint16", "int8"]
-# What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
-# or colour, or every band of a multi-band file as it holds them.
-DecodeMode = Literal["L", "RGB", "RGBA", "L16", "RGB16", "bands"]
-# How a colour file becomes grey (mode L or L16): ITU-R 601-2 luma as the backend computes it, or
-# one channel of the colour image.
-GreyRule = Literal["luma", "red", "green", "blue"]
-BandsDType = Literal["uint8", "uint16", "float32"]
 # Channel names (State.order) whose first three channels are colours that a color step reorders.
 COLOUR_ORDERS = ("RGB", "BGR", "RGBA", "BGRA")
 
@@ -154,7 +146,7 @@ def _need_hwc(state: State, op: str) -> None:
 
 @register_step
 @dataclass(frozen=True)
-class Decode(Step):
+class Decode(Step, DecodeOptions):
     """Bytes → H×W×C array, in the ``mode`` the manifest states (docs/manifest.md#decode-modes):
 
     * ``RGB`` (the default): 3 × uint8, in ``order``. Grey, palette and CMYK files are converted
@@ -183,24 +175,7 @@ class Decode(Step):
     libjpeg-turbo does).
     """
 
-    op: ClassVar[str] = "decode"
-    backend: Literal["pil", "opencv", "tf", "numpy"] = "pil"
-    order: ChannelOrder = "RGB"
-    exif_orientation: bool = False
-    # Only the tf backend has a choice; left out of the normalised form when None.
-    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
-        default=None, metadata={"plain_omit_none": True}
-    )
-    mode: DecodeMode = "RGB"
-    # Modes L and L16 only (filled in with "luma" when left out); None elsewhere.
-    convert: GreyRule | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode bands only: how many bands every sample has, and their element type.
-    channels: int | None = field(default=None, metadata={"plain_omit_none": True})
-    dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
-    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
-    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
+    op: ClassVar[str] = "decode"  # its fields are DecodeOptions', which the decoders read
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:

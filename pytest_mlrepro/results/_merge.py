@@ -53,7 +53,8 @@ def _union(parts: Sequence[Results], what: str) -> Results:
                     f"and of part {number}: the parts overlap (shards of different runs?)"
                 )
             owner[sample] = number
-    widths = {part.topk.shape[1] for part in parts if len(part.ids)}
+    filled = [part for part in parts if len(part.ids)]  # an empty part's arrays may be 1-D
+    widths = {part.topk.shape[1] for part in filled}
     if len(widths) > 1:
         raise ShardMergeError(
             f"the parts keep different numbers of top-k classes: {sorted(widths)}"
@@ -61,12 +62,9 @@ def _union(parts: Sequence[Results], what: str) -> Results:
     width = widths.pop() if widths else 0
     ids = [sample for part in parts for sample in part.ids]
     order = sorted(range(len(ids)), key=ids.__getitem__)
-    filled = [part for part in parts if len(part.ids)]
 
     def stacked(name: str, dtype: Any, shape: tuple[int, ...]) -> Any:
-        if not filled:
-            return np.zeros(shape, dtype)
-        return np.concatenate([getattr(part, name) for part in filled])[order]
+        return np.concatenate([np.zeros(shape, dtype), *(getattr(p, name) for p in filled)])[order]
 
     return Results(
         ids=tuple(ids[i] for i in order),
