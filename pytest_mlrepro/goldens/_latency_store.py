@@ -30,7 +30,6 @@ def latency_dir(settings: Settings, manifest: Manifest) -> Path:
 
 
 def golden_file(settings: Settings, manifest: Manifest, key: HardwareKey) -> Path:
-    """Where the latency golden of ``manifest`` for hardware ``key`` lives."""
     return latency_dir(settings, manifest) / f"{key.slug}.json"
 
 

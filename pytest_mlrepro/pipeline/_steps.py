@@ -598,7 +598,6 @@ def _resize_pil(
 
 
 def _planes(array: np.ndarray, resize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """``resize`` of each channel of an H×W×C array, stacked back."""
     planes = [resize(np.ascontiguousarray(array[:, :, c])) for c in range(array.shape[2])]
     return np.stack(planes, axis=2)
 

@@ -102,7 +102,6 @@ class _Invalid(Exception):
 
 @functools.cache
 def _validator() -> Validator:
-    """The schema's validator (fastjsonschema's, compiled once)."""
     return Validator(results_schema())
 
 
@@ -277,7 +276,6 @@ def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> Row:
 
 
 def created_now() -> str:
-    """The ``created`` field of a results file written now."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -367,7 +365,6 @@ def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS)
 def load_results(
     path: Path | str, *, rows_left: int = MAX_ROWS, max_rows: int = MAX_ROWS
 ) -> Document:
-    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote)."""
     path = Path(path)
     try:
         raw = read_bounded(path, MAX_BYTES, follow_symlinks=True)

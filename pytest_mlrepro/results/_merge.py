@@ -38,7 +38,6 @@ def unsharded_nodeid(nodeid: str) -> str:
 
 
 def shard_results(results: Results, shard: Shard) -> Results:
-    """The samples of ``results`` that belong to ``shard``, in their order."""
     return results.subset([sample for sample in results.ids if shard.holds(sample)])
 
 
