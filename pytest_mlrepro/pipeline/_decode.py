@@ -91,9 +91,25 @@ def _too_large(sample: str, what: str, size: int) -> SampleError:
     )
 
 
-def decode_mode(
-    data: bytes, sample: str, step: DecodeOptions, header: PIL.Image.Image
-) -> np.ndarray:
+def decode(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
+    """The decode step's H×W×C array; this sample's SampleError where it cannot be."""
+    if not data:
+        raise SampleError(sample, "the file is empty")
+    if step.backend == "numpy":
+        return decode_npy(data, sample, step)
+    # Every backend reads the header first: the pixel limit and the sample depth are checked
+    # there, before anything is allocated for the pixels, the same way for all three.
+    header = _header(data, sample, step.backend, floats=step.dtype == "float32")
+    # An alpha channel (or a palette transparency), from the header.
+    alpha = header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
+    if step.mode == "RGBA" and step.alpha is None and not alpha:
+        raise SampleError(
+            sample,
+            f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
+            "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
+            "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
+            "step to give files without one an opaque alpha",
+        )
     if step.mode == "bands":
         array = _bands_pil(data, sample, step)
     elif step.backend == "pil":
@@ -114,6 +130,70 @@ def decode_mode(
     if channel is not None and array.shape[2] >= 3:
         array = array[:, :, channel : channel + 1]
     return np.ascontiguousarray(array)
+
+
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def _header(data: bytes, sample: str, backend: str, floats: bool) -> PIL.Image.Image:
+    """The image's header read by Pillow (closed), its pixel count and sample depth checked
+    before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
+        size = _declared_size(data)
+        if size is not None:
+            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
+        else:
+            found = _BOMB_PIXELS.search(str(exc))
+            what = f"{found.group(1) if found else 'too many'} pixels"
+        raise SampleError(sample, too_many(what)) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        if backend == "pil":
+            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
+        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
+        library = "OpenCV" if backend == "opencv" else "tf.io"
+        raise SampleError(
+            sample,
+            f"{library} cannot decode it: its size cannot be read from its header "
+            f"({library_words(exc)}), and the pixel limit is checked before decoding",
+        ) from None
+    with image:
+        width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise SampleError(sample, too_many(f"{width}×{height} = {width * height} pixels"))
+        wide = wide_samples(image)
+        if wide is not None and not (floats and wide == "floating-point" and image.mode == "F"):
+            raise SampleError(
+                sample,
+                f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and "
+                "16-bit unsigned integer images are decoded (16-bit ones by their high byte, on "
+                "every backend); wider samples would wrap around or be clipped, so convert the "
+                "file to 8 or 16 bits with the range you mean",
+            )
+    return image
+
+
+def _declared_size(data: bytes) -> tuple[int, int] | None:
+    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
+    before telling the size."""
+    from PIL import Image
+
+    prefix = data[:16]
+    for name in list(Image.ID):
+        factory, accept = Image.OPEN[name]
+        if accept is not None and accept(prefix) is not True:
+            continue
+        try:
+            with factory(io.BytesIO(data), "") as image:  # the header only
+                size: tuple[int, int] = image.size
+                return size
+        except Exception:  # not this format after all: the next plugin may know it
+            continue
+    return None
 
 
 def _wanted_16(sample: str, step: DecodeOptions, bits: int) -> None:

@@ -6,8 +6,6 @@ not a silent accuracy drop."""
 from __future__ import annotations
 
 import dataclasses
-import io
-import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,12 +16,7 @@ import numpy as np
 from .._schema import Invalid, unbuildable
 from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
-from ._decode import ChannelOrder, DecodeOptions, decode_mode, decode_npy, library_words
-from ._decode import too_many as _too_many
-from ._decode import wide_samples as _wide_samples
-
-if TYPE_CHECKING:
-    import PIL.Image
+from ._decode import ChannelOrder, DecodeOptions, decode
 
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
 # What a cast may produce: a model input's element types (float32, float16, uint8, int8), and
@@ -262,25 +255,7 @@ class Decode(Step, DecodeOptions):
         return State(order=names, layout="HWC", dtype=dtype, channels=channels)
 
     def decode(self, data: bytes, sample: str) -> Tensor:
-        if not data:
-            raise SampleError(sample, "the file is empty")
-        if self.backend == "numpy":
-            return Tensor(decode_npy(data, sample, self), "bands")
-        # Every backend reads the header first: the pixel limit and the sample depth are checked
-        # there, before anything is allocated for the pixels, the same way for all three.
-        header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
-        header.close()
-        # An alpha channel (or a palette transparency), from the header.
-        alpha = header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
-        if self.mode == "RGBA" and self.alpha is None and not alpha:
-            raise SampleError(
-                sample,
-                f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
-                "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
-                "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
-                "step to give files without one an opaque alpha",
-            )
-        return Tensor(decode_mode(data, sample, self, header), self.state().order)
+        return Tensor(decode(data, sample, self), self.state().order)
 
 
 # Each mode but bands: (channel names in RGB order, channel count, dtype).
@@ -291,71 +266,6 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "L16": ("L", 1, "uint16"),
     "RGB16": ("RGB", 3, "uint16"),
 }
-
-
-_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
-
-
-def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) -> PIL.Image.Image:
-    """The image opened lazily by Pillow (its header only), its pixel count and sample depth
-    checked before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        image = Image.open(io.BytesIO(data))
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
-        size = _declared_size(data)
-        if size is not None:
-            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
-        else:
-            found = _BOMB_PIXELS.search(str(exc))
-            what = f"{found.group(1) if found else 'too many'} pixels"
-        raise SampleError(sample, _too_many(what)) from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        if backend == "pil":
-            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
-        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
-        library = "OpenCV" if backend == "opencv" else "tf.io"
-        raise SampleError(
-            sample,
-            f"{library} cannot decode it: its size cannot be read from its header "
-            f"({library_words(exc)}), and the pixel limit is checked before decoding",
-        ) from None
-    width, height = image.size
-    if width * height > MAX_IMAGE_PIXELS:
-        image.close()
-        raise SampleError(sample, _too_many(f"{width}×{height} = {width * height} pixels"))
-    wide = _wide_samples(image)
-    if wide is not None and not (floats and wide == "floating-point" and image.mode == "F"):
-        image.close()
-        raise SampleError(
-            sample,
-            f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and 16-bit "
-            "unsigned integer images are decoded (16-bit ones by their high byte, on every "
-            "backend); wider samples would wrap around or be clipped, so convert the file to "
-            "8 or 16 bits with the range you mean",
-        )
-    return image
-
-
-def _declared_size(data: bytes) -> tuple[int, int] | None:
-    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
-    before telling the size."""
-    from PIL import Image
-
-    prefix = data[:16]
-    for name in list(Image.ID):
-        factory, accept = Image.OPEN[name]
-        if accept is not None and accept(prefix) is not True:
-            continue
-        try:
-            with factory(io.BytesIO(data), "") as image:  # the header only
-                size: tuple[int, int] = image.size
-                return size
-        except Exception:  # not this format after all: the next plugin may know it
-            continue
-    return None
 
 
 # --- colour order -------------------------------------------------------------------------------
