@@ -51,7 +51,6 @@ from ._store import (
 from ._writer import (
     Based,
     GoldenChanged,
-    check_confined,
     current_digest,
     golden_lock,
     write_golden,
@@ -75,7 +74,6 @@ __all__ = [
     "accuracy",
     "accuracy_decision",
     "add_latency_profile",
-    "check_confined",
     "check_owner",
     "check_reference",
     "claimed_by_another",

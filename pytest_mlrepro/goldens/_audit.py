@@ -21,7 +21,6 @@ def golden_conflicts(claims: Iterable[tuple[str, Path]]) -> dict[Path, list[str]
 
 
 def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
-    """The failure of one of the manifests that share a golden file."""
     listed = ", ".join(others)
     return (
         f"{manifest}: its golden {path} is also the golden of {listed}: two manifests "

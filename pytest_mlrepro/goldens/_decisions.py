@@ -17,6 +17,9 @@ class AccuracyDecision:
     reason: str
 
 
+PASS = AccuracyDecision("pass", "")
+
+
 def accuracy_decision(
     *,
     writes: bool,
@@ -32,29 +35,20 @@ def accuracy_decision(
 ) -> AccuracyDecision:
     """The decision for one accuracy item (``writes``: ``--mlrepro-update`` on the manifest's
     recording device; the ``*_current`` flags: the golden records what runs today)."""
+    # What a missing golden or a failed comparison does: recorded under --mlrepro-update.
+    written: Literal["record", "fail"] = "record" if writes else "fail"
     if not has_golden:
-        return (
-            AccuracyDecision("record", "recorded")
-            if writes
-            else AccuracyDecision("fail", "no golden")
-        )
+        return AccuracyDecision(written, "recorded" if writes else "no golden")
     if not classes_match:
         # Nothing to compare sample by sample: the class indices mean other classes.
-        if writes:
-            return AccuracyDecision("record", "updated (number of classes changed)")
-        return AccuracyDecision("fail", "classes changed")
+        reason = "updated (number of classes changed)" if writes else "classes changed"
+        return AccuracyDecision(written, reason)
     if not within_tolerance:
-        return (
-            AccuracyDecision("record", "updated") if writes else AccuracyDecision("fail", "drift")
-        )
+        return AccuracyDecision(written, "updated" if writes else "drift")
     if not writes:
         # A golden measured on other data is not a comparison of the same thing: the change
         # fails, named as such, however little the accuracy moved (DESIGN.md).
-        return (
-            AccuracyDecision("fail", "data changed")
-            if data_changed
-            else AccuracyDecision("pass", "")
-        )
+        return AccuracyDecision("fail", "data changed") if data_changed else PASS
     # Results within tolerance: a golden is rewritten only when what it records is out of date,
     # the most fundamental reason first.
     if not manifest_current:
@@ -68,4 +62,4 @@ def accuracy_decision(
         return AccuracyDecision("record", f"updated ({what})")
     if not manifest_file_current:
         return AccuracyDecision("record", "updated (manifest file recorded)")
-    return AccuracyDecision("pass", "")
+    return PASS

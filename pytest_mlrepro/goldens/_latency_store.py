@@ -30,7 +30,6 @@ def latency_dir(settings: Settings, manifest: Manifest) -> Path:
 
 
 def golden_file(settings: Settings, manifest: Manifest, key: HardwareKey) -> Path:
-    """Where the latency golden of ``manifest`` for hardware ``key`` lives."""
     return latency_dir(settings, manifest) / f"{key.slug}.json"
 
 
@@ -198,10 +197,8 @@ def find_baseline(
         candidates.append((len(key.differences(other["key"])), recorded, path, other))
     if not candidates:
         return None
-    # Stable sorts, the last one deciding: fewest differences, then the latest recorded.
-    candidates.sort(key=lambda c: str(c[2]))
-    candidates.sort(key=lambda c: c[1], reverse=True)
-    _, _, path, other = min(candidates, key=lambda c: c[0])
+    # Fewest differences, then the latest recorded; on a tie the first path (they are sorted).
+    _, _, path, other = max(candidates, key=lambda c: (-c[0], c[1]))
     return _baseline(path, other, batch, exact=False)
 
 

@@ -131,7 +131,6 @@ def take_scores(scores: AnyScores, rows: Indices, cols: Indices) -> npt.NDArray[
 
 
 def score_rows(scores: AnyScores, rows: Indices) -> AnyScores:
-    """The rows ``rows`` of ``scores``, of the same kind."""
     if isinstance(scores, KeptScores):
         return KeptScores(scores.classes[rows], scores.values[rows], scores.width)
     return scores[rows]

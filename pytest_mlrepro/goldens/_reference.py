@@ -23,10 +23,7 @@ def resolve_reference(manifest: Manifest, settings: Settings) -> Manifest:
     .yaml/.yml) or a manifest name in the same folder. Errors name the ``reference`` line."""
     spec = manifest.reference_spec
     assert spec is not None
-    where: tuple[str, ...] = ("reference",) if isinstance(manifest.reference, str) else (
-        "reference",
-        "manifest",
-    )  # fmt: skip
+    where = ("reference",) if isinstance(manifest.reference, str) else ("reference", "manifest")
     folder = manifest.path.parent
     value = spec.manifest
     if value.endswith(_MANIFEST_SUFFIXES) or "/" in value:

@@ -116,6 +116,9 @@ def rounded_scores(scores: np.ndarray) -> np.ndarray:
     return np.vectorize(_round, otypes=[np.float64])(scores) if scores.size else scores
 
 
+_OPTIONAL_HEAD = ("data", "manifest_file", "pixels")  # absent from goldens recorded before them
+
+
 def dumps(golden: Golden) -> str:
     head = {
         "format": FORMAT,
@@ -124,12 +127,10 @@ def dumps(golden: Golden) -> str:
         "environment": golden.environment,
         "metrics": golden.metrics,
     }
-    if golden.data is not None:
-        head["data"] = golden.data  # a flat mapping: one file a line, sorted
-    if golden.manifest_file is not None:
-        head["manifest_file"] = golden.manifest_file
-    if golden.pixels is not None:
-        head["pixels"] = golden.pixels  # a flat mapping: one file a line, sorted
+    # data and pixels: flat mappings, one file a line, sorted.
+    for key in _OPTIONAL_HEAD:
+        if getattr(golden, key) is not None:
+            head[key] = getattr(golden, key)
     text = json.dumps(head, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     r = golden.results
     rows = [
@@ -487,16 +488,7 @@ def validate(data: Any) -> Golden:
         environment=data["environment"],
         results=results,
         probes=data.get("probes"),
-        data=data.get("data"),
-        manifest_file=data.get("manifest_file"),
-        pixels=data.get("pixels"),
-    )
-
-
-def _not_finite(value: float) -> str:
-    return (
-        f"{value} is not a finite number: a golden holds only finite numbers (the file was "
-        "edited or tampered with)"
+        **{key: data.get(key) for key in _OPTIONAL_HEAD},
     )
 
 
@@ -512,7 +504,11 @@ def _check_finite(data: Any) -> None:
     while stack:  # iterative: read_json bounded the depth, this walk need not recurse either
         field, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidField(field, _not_finite(value))
+            raise InvalidField(
+                field,
+                f"{value} is not a finite number: a golden holds only finite numbers (the file "
+                "was edited or tampered with)",
+            )
         if isinstance(value, dict):
             stack.extend(((*field, str(k)), v) for k, v in value.items())
         elif isinstance(value, list):

@@ -39,15 +39,10 @@ class Based:
     digest: str | None
 
 
-def lock_path(settings: Settings, path: Path) -> Path:
-    """The lock file of the golden at ``path``: in the cache, a shared place (confined like its
-    model files), not in the golden directory."""
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return settings.cache_dir / "locks" / f"golden-{digest}.lock"
-
-
-def check_confined(settings: Settings, what: str = "golden") -> None:
-    """OutputError when the golden directory leads outside the project (see the module)."""
+@contextlib.contextmanager
+def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
+    """The golden directory checked, then this golden's lock held: what is read inside the block
+    cannot change before a write in it (every writer of pytest-mlrepro takes the lock)."""
     escape = golden_dir_escape(settings)
     if escape is not None:
         raise OutputError(
@@ -55,14 +50,9 @@ def check_confined(settings: Settings, what: str = "golden") -> None:
             "directory a real folder inside the project, or allow the target with the ini key "
             "mlrepro_allowed_roots"
         )
-
-
-@contextlib.contextmanager
-def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
-    """The golden directory checked, then this golden's lock held: what is read inside the block
-    cannot change before a write in it (every writer of pytest-mlrepro takes the lock)."""
-    check_confined(settings, what)
-    lock = lock_path(settings, path)
+    # In the cache, a shared place (confined like its model files), not in the golden directory.
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    lock = settings.cache_dir / "locks" / f"golden-{digest}.lock"
     held = False
     try:
         with file_lock(lock, inside=settings.cache_dir):

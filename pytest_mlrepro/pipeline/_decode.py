@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import io
 import re
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -28,27 +29,38 @@ def too_many(what: str) -> str:
     )
 
 
-class Decode(Protocol):
-    """What these decoders read of the decode step (``_steps.Decode``)."""
+ChannelOrder = Literal["RGB", "BGR"]
+# What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
+# or colour, or every band of a multi-band file as it holds them.
+DecodeMode = Literal["L", "RGB", "RGBA", "L16", "RGB16", "bands"]
+# How a colour file becomes grey (mode L or L16): ITU-R 601-2 luma as the backend computes it, or
+# one channel of the colour image.
+GreyRule = Literal["luma", "red", "green", "blue"]
+BandsDType = Literal["uint8", "uint16", "float32"]
 
-    @property
-    def backend(self) -> str: ...
-    @property
-    def order(self) -> str: ...
-    @property
-    def exif_orientation(self) -> bool: ...
-    @property
-    def dct_method(self) -> str | None: ...
-    @property
-    def mode(self) -> str: ...
-    @property
-    def convert(self) -> str | None: ...
-    @property
-    def channels(self) -> int | None: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def axes(self) -> str | None: ...
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """The decode step's fields (``_steps.Decode``, whose docstring says them): what decoding
+    reads, here so that this module needs no import of the steps."""
+
+    backend: Literal["pil", "opencv", "tf", "numpy"] = "pil"
+    order: ChannelOrder = "RGB"
+    exif_orientation: bool = False
+    # Only the tf backend has a choice; left out of the normalised form when None.
+    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
+        default=None, metadata={"plain_omit_none": True}
+    )
+    mode: DecodeMode = "RGB"
+    # Modes L and L16 only (filled in with "luma" when left out); None elsewhere.
+    convert: GreyRule | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands only: how many bands every sample has, and their element type.
+    channels: int | None = field(default=None, metadata={"plain_omit_none": True})
+    dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
+    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
+    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
+    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
 
 
 # Pillow modes whose samples are 16-bit unsigned integers (PNG, TIFF, PGM); "I" holds them too
@@ -79,7 +91,25 @@ def _too_large(sample: str, what: str, size: int) -> SampleError:
     )
 
 
-def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image) -> np.ndarray:
+def decode(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
+    """The decode step's H×W×C array; this sample's SampleError where it cannot be."""
+    if not data:
+        raise SampleError(sample, "the file is empty")
+    if step.backend == "numpy":
+        return decode_npy(data, sample, step)
+    # Every backend reads the header first: the pixel limit and the sample depth are checked
+    # there, before anything is allocated for the pixels, the same way for all three.
+    header = _header(data, sample, step.backend, floats=step.dtype == "float32")
+    # An alpha channel (or a palette transparency), from the header.
+    alpha = header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
+    if step.mode == "RGBA" and step.alpha is None and not alpha:
+        raise SampleError(
+            sample,
+            f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
+            "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
+            "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
+            "step to give files without one an opaque alpha",
+        )
     if step.mode == "bands":
         array = _bands_pil(data, sample, step)
     elif step.backend == "pil":
@@ -102,7 +132,71 @@ def decode_mode(data: bytes, sample: str, step: Decode, header: PIL.Image.Image)
     return np.ascontiguousarray(array)
 
 
-def _wanted_16(sample: str, step: Decode, bits: int) -> None:
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+def _header(data: bytes, sample: str, backend: str, floats: bool) -> PIL.Image.Image:
+    """The image's header read by Pillow (closed), its pixel count and sample depth checked
+    before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
+        size = _declared_size(data)
+        if size is not None:
+            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
+        else:
+            found = _BOMB_PIXELS.search(str(exc))
+            what = f"{found.group(1) if found else 'too many'} pixels"
+        raise SampleError(sample, too_many(what)) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        if backend == "pil":
+            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
+        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
+        library = "OpenCV" if backend == "opencv" else "tf.io"
+        raise SampleError(
+            sample,
+            f"{library} cannot decode it: its size cannot be read from its header "
+            f"({library_words(exc)}), and the pixel limit is checked before decoding",
+        ) from None
+    with image:
+        width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise SampleError(sample, too_many(f"{width}×{height} = {width * height} pixels"))
+        wide = wide_samples(image)
+        if wide is not None and not (floats and wide == "floating-point" and image.mode == "F"):
+            raise SampleError(
+                sample,
+                f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and "
+                "16-bit unsigned integer images are decoded (16-bit ones by their high byte, on "
+                "every backend); wider samples would wrap around or be clipped, so convert the "
+                "file to 8 or 16 bits with the range you mean",
+            )
+    return image
+
+
+def _declared_size(data: bytes) -> tuple[int, int] | None:
+    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
+    before telling the size."""
+    from PIL import Image
+
+    prefix = data[:16]
+    for name in list(Image.ID):
+        factory, accept = Image.OPEN[name]
+        if accept is not None and accept(prefix) is not True:
+            continue
+        try:
+            with factory(io.BytesIO(data), "") as image:  # the header only
+                size: tuple[int, int] = image.size
+                return size
+        except Exception:  # not this format after all: the next plugin may know it
+            continue
+    return None
+
+
+def _wanted_16(sample: str, step: DecodeOptions, bits: int) -> None:
     if bits != 16:
         raise SampleError(
             sample,
@@ -115,7 +209,7 @@ def _wanted_16(sample: str, step: Decode, bits: int) -> None:
 # --- Pillow -------------------------------------------------------------------------------------
 
 
-def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _mode_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     from PIL import Image, ImageOps
 
     try:
@@ -139,7 +233,7 @@ def _mode_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
         raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
 
 
-def _bands_pil(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _bands_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     """Every page's bands, each page checked from its header before its pixels are decoded. The
     pages are walked one by one: Pillow's page count reads every page's header first."""
     from PIL import Image
@@ -210,7 +304,7 @@ def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) 
     return size
 
 
-def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
+def _as_declared(array: np.ndarray, sample: str, step: DecodeOptions) -> np.ndarray:
     if array.dtype.kind == "b":  # a bilevel image: Pillow's 0/255 bytes
         array = array.astype(np.uint8) * np.uint8(255)
     if array.dtype != np.dtype(str(step.dtype)) or array.shape[2] != step.channels:
@@ -218,7 +312,7 @@ def _as_declared(array: np.ndarray, sample: str, step: Decode) -> np.ndarray:
     return array
 
 
-def _other_bands(sample: str, bands: int, dtype: np.dtype, step: Decode) -> SampleError:
+def _other_bands(sample: str, bands: int, dtype: np.dtype, step: DecodeOptions) -> SampleError:
     return SampleError(
         sample,
         f"it holds {bands} band{'s' * (bands != 1)} of {dtype}, the manifest decodes "
@@ -259,7 +353,7 @@ def _ints(value: object) -> list[int]:
 # --- OpenCV -------------------------------------------------------------------------------------
 
 
-def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def _mode_opencv(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     import cv2
 
     deep = step.mode in ("L16", "RGB16")
@@ -295,7 +389,7 @@ def _mode_opencv(data: bytes, sample: str, step: Decode) -> np.ndarray:
 # --- tf.io --------------------------------------------------------------------------------------
 
 
-def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.ndarray:
+def _mode_tf(data: bytes, sample: str, step: DecodeOptions, file_format: str) -> np.ndarray:
     from ._tf_ops import decode_tf_channels
 
     deep = step.mode in ("L16", "RGB16")
@@ -315,7 +409,7 @@ def _mode_tf(data: bytes, sample: str, step: Decode, file_format: str) -> np.nda
 # --- numpy --------------------------------------------------------------------------------------
 
 
-def decode_npy(data: bytes, sample: str, step: Decode) -> np.ndarray:
+def decode_npy(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
     """A ``.npy`` array, read without pickle, its header checked against the limits and the
     step's band count and dtype before the array is read."""
     stream = io.BytesIO(data)

@@ -6,11 +6,9 @@ not a silent accuracy drop."""
 from __future__ import annotations
 
 import dataclasses
-import io
-import re
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -18,25 +16,12 @@ import numpy as np
 from .._schema import Invalid, unbuildable
 from ..errors import MlreproError, SampleError, Unavailable
 from ._decode import MAX_IMAGE_PIXELS as MAX_IMAGE_PIXELS  # re-exported: its documented home
-from ._decode import decode_mode, decode_npy, library_words
-from ._decode import too_many as _too_many
-from ._decode import wide_samples as _wide_samples
+from ._decode import ChannelOrder, DecodeOptions, decode
 
-if TYPE_CHECKING:
-    import PIL.Image
-
-ChannelOrder = Literal["RGB", "BGR"]
 Method = Literal["nearest", "bilinear", "bicubic", "area", "box", "lanczos"]
 # What a cast may produce: a model input's element types (float32, float16, uint8, int8), and
 # uint16 (16-bit images before a resize).
 CastDType = Literal["float32", "float16", "uint8", "uint16", "int8"]
-# What decode yields (docs/manifest.md#decode-modes): grey, colour, colour with alpha, 16-bit grey
-# or colour, or every band of a multi-band file as it holds them.
-DecodeMode = Literal["L", "RGB", "RGBA", "L16", "RGB16", "bands"]
-# How a colour file becomes grey (mode L or L16): ITU-R 601-2 luma as the backend computes it, or
-# one channel of the colour image.
-GreyRule = Literal["luma", "red", "green", "blue"]
-BandsDType = Literal["uint8", "uint16", "float32"]
 # Channel names (State.order) whose first three channels are colours that a color step reorders.
 COLOUR_ORDERS = ("RGB", "BGR", "RGBA", "BGRA")
 
@@ -154,7 +139,7 @@ def _need_hwc(state: State, op: str) -> None:
 
 @register_step
 @dataclass(frozen=True)
-class Decode(Step):
+class Decode(Step, DecodeOptions):
     """Bytes → H×W×C array, in the ``mode`` the manifest states (docs/manifest.md#decode-modes):
 
     * ``RGB`` (the default): 3 × uint8, in ``order``. Grey, palette and CMYK files are converted
@@ -183,24 +168,7 @@ class Decode(Step):
     libjpeg-turbo does).
     """
 
-    op: ClassVar[str] = "decode"
-    backend: Literal["pil", "opencv", "tf", "numpy"] = "pil"
-    order: ChannelOrder = "RGB"
-    exif_orientation: bool = False
-    # Only the tf backend has a choice; left out of the normalised form when None.
-    dct_method: Literal["INTEGER_FAST", "INTEGER_ACCURATE"] | None = field(
-        default=None, metadata={"plain_omit_none": True}
-    )
-    mode: DecodeMode = "RGB"
-    # Modes L and L16 only (filled in with "luma" when left out); None elsewhere.
-    convert: GreyRule | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode bands only: how many bands every sample has, and their element type.
-    channels: int | None = field(default=None, metadata={"plain_omit_none": True})
-    dtype: BandsDType | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode bands, backend numpy only: the .npy array's axis order (None: HWC, channels last).
-    axes: Literal["HWC", "CHW"] | None = field(default=None, metadata={"plain_omit_none": True})
-    # Mode RGBA only: "add-opaque" gives a file without alpha an opaque one (None: its error).
-    alpha: Literal["add-opaque"] | None = field(default=None, metadata={"plain_omit_none": True})
+    op: ClassVar[str] = "decode"  # its fields are DecodeOptions', which the decoders read
 
     def __post_init__(self) -> None:
         if self.backend == "tf" and self.dct_method is None:
@@ -287,23 +255,7 @@ class Decode(Step):
         return State(order=names, layout="HWC", dtype=dtype, channels=channels)
 
     def decode(self, data: bytes, sample: str) -> Tensor:
-        if not data:
-            raise SampleError(sample, "the file is empty")
-        if self.backend == "numpy":
-            return Tensor(decode_npy(data, sample, self), "bands")
-        # Every backend reads the header first: the pixel limit and the sample depth are checked
-        # there, before anything is allocated for the pixels, the same way for all three.
-        header = _open_checked(data, sample, self.backend, floats=self.dtype == "float32")
-        header.close()
-        if self.mode == "RGBA" and self.alpha is None and not _has_alpha(header):
-            raise SampleError(
-                sample,
-                f"it has no alpha channel ({header.format} mode {header.mode}) and the manifest "
-                "decodes mode RGBA: an opaque alpha would be invented for it and recorded as "
-                "data; save it with its alpha, or declare 'alpha: add-opaque' in the decode "
-                "step to give files without one an opaque alpha",
-            )
-        return Tensor(decode_mode(data, sample, self, header), self.state().order)
+        return Tensor(decode(data, sample, self), self.state().order)
 
 
 # Each mode but bands: (channel names in RGB order, channel count, dtype).
@@ -314,76 +266,6 @@ _MODE_STATE: dict[str, tuple[str, int, str]] = {
     "L16": ("L", 1, "uint16"),
     "RGB16": ("RGB", 3, "uint16"),
 }
-
-
-def _has_alpha(header: PIL.Image.Image) -> bool:
-    """Whether the file holds an alpha channel (or a palette transparency), from its header."""
-    return header.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in header.info
-
-
-_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
-
-
-def _open_checked(data: bytes, sample: str, backend: str, floats: bool = False) -> PIL.Image.Image:
-    """The image opened lazily by Pillow (its header only), its pixel count and sample depth
-    checked before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        image = Image.open(io.BytesIO(data))
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        # Pillow's own limit (or its warning under -W error) stopped it: read the size anew.
-        size = _declared_size(data)
-        if size is not None:
-            what = f"{size[0]}×{size[1]} = {size[0] * size[1]} pixels"
-        else:
-            found = _BOMB_PIXELS.search(str(exc))
-            what = f"{found.group(1) if found else 'too many'} pixels"
-        raise SampleError(sample, _too_many(what)) from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        if backend == "pil":
-            raise SampleError(sample, f"Pillow cannot decode it: {library_words(exc)}") from None
-        # Without a header that can be read, the pixel limit cannot be enforced: not decoded.
-        library = "OpenCV" if backend == "opencv" else "tf.io"
-        raise SampleError(
-            sample,
-            f"{library} cannot decode it: its size cannot be read from its header "
-            f"({library_words(exc)}), and the pixel limit is checked before decoding",
-        ) from None
-    width, height = image.size
-    if width * height > MAX_IMAGE_PIXELS:
-        image.close()
-        raise SampleError(sample, _too_many(f"{width}×{height} = {width * height} pixels"))
-    wide = _wide_samples(image)
-    if wide is not None and not (floats and wide == "floating-point" and image.mode == "F"):
-        image.close()
-        raise SampleError(
-            sample,
-            f"it has {wide} samples ({image.format} mode {image.mode}): only 8-bit and 16-bit "
-            "unsigned integer images are decoded (16-bit ones by their high byte, on every "
-            "backend); wider samples would wrap around or be clipped, so convert the file to "
-            "8 or 16 bits with the range you mean",
-        )
-    return image
-
-
-def _declared_size(data: bytes) -> tuple[int, int] | None:
-    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
-    before telling the size."""
-    from PIL import Image
-
-    prefix = data[:16]
-    for name in list(Image.ID):
-        factory, accept = Image.OPEN[name]
-        if accept is not None and accept(prefix) is not True:
-            continue
-        try:
-            with factory(io.BytesIO(data), "") as image:  # the header only
-                size: tuple[int, int] = image.size
-                return size
-        except Exception:  # not this format after all: the next plugin may know it
-            continue
-    return None
 
 
 # --- colour order -------------------------------------------------------------------------------
@@ -413,11 +295,9 @@ class Color(Step):
     def apply(self, t: Tensor) -> Tensor:
         if t.order[:3] == self.order:
             return t
-        colours = t.array[..., 2::-1] if t.layout == "HWC" else t.array[2::-1]
-        rest = t.array[..., 3:] if t.layout == "HWC" else t.array[3:]
         axis = -1 if t.layout == "HWC" else 0
-        flipped = np.concatenate([colours, rest], axis=axis) if rest.size else colours
-        return Tensor(np.ascontiguousarray(flipped), self.order + t.order[3:], t.layout)
+        swapped = [2, 1, 0, *range(3, t.array.shape[axis])]  # alpha stays last
+        return Tensor(np.take(t.array, swapped, axis=axis), self.order + t.order[3:], t.layout)
 
 
 # --- crop ---------------------------------------------------------------------------------------
@@ -621,15 +501,14 @@ def _resize_pil(
         # Image.fromarray makes uint8 H×W×3 an RGB image, H×W×4 an RGBA one.
         image = Image.fromarray(np.ascontiguousarray(array))
         return np.asarray(image.resize((width, height), resample))
-    if array.dtype not in (np.uint8, np.uint16, np.float32):  # validation admits no other
-        raise ValueError(f"Pillow cannot resize {array.dtype} images")
     # A 2-D uint8 plane is mode L, uint16 I;16, float32 F.
-    planes = [
-        np.asarray(
-            Image.fromarray(np.ascontiguousarray(array[:, :, c])).resize((width, height), resample)
-        )
-        for c in range(channels)
-    ]
+    return _planes(
+        array, lambda p: np.asarray(Image.fromarray(p).resize((width, height), resample))
+    )
+
+
+def _planes(array: np.ndarray, resize: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    planes = [resize(np.ascontiguousarray(array[:, :, c])) for c in range(array.shape[2])]
     return np.stack(planes, axis=2)
 
 
@@ -649,11 +528,7 @@ def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> n
         "lanczos": cv2.INTER_LANCZOS4,
     }[method]
     if method == "area" and array.shape[2] > _CV2_AREA_CHANNELS:
-        planes = [
-            cv2.resize(np.ascontiguousarray(array[:, :, c]), (width, height), interpolation=interp)
-            for c in range(array.shape[2])
-        ]
-        return np.stack(planes, axis=2)
+        return _planes(array, lambda p: cv2.resize(p, (width, height), interpolation=interp))
     out = cv2.resize(array, (width, height), interpolation=interp)
     return out[:, :, None] if out.ndim == 2 else out
 
@@ -872,11 +747,7 @@ class Pipeline:
         self.decoder: Decode = self.steps[0]
         self.broken = broken
         self.states: list[State] = []  # each step's output, as its transition declared it
-        self.final = self.validate()
-
-    def validate(self) -> State:
         state = State()
-        self.states = []
         for index, step in enumerate(self.steps):
             if index > 0 and isinstance(step, Decode):
                 raise Invalid((index,), "'decode' can only be the first step")
@@ -891,7 +762,7 @@ class Pipeline:
                     f"{exc} (it should raise pytest_mlrepro.Invalid naming the problem)",
                 ) from None
             self.states.append(state)
-        return state
+        self.final = state
 
     def _checked(self, index: int, t: object) -> Tensor:
         """``t`` when it keeps step ``index``'s declared contract (built-in steps are tested)."""

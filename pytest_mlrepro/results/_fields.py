@@ -107,7 +107,6 @@ def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> Ch
 def diagnosis_summary(
     lead: str, cause: str, sections: Sequence[tuple[str, Sequence[str]]]
 ) -> DiagnosisSummary:
-    """The diagnosis as a row carries it: cause, lead sentence and evidence sections."""
     return DiagnosisSummary(
         cause=cause,
         lead=lead,

@@ -102,15 +102,7 @@ class _Invalid(Exception):
 
 @functools.cache
 def _validator() -> Validator:
-    """The schema's validator (fastjsonschema's, compiled once)."""
     return Validator(results_schema())
-
-
-def _schema_check(value: Any) -> None:
-    """``value`` against the schema: _Invalid naming the JSON path of the first bad field."""
-    error = _validator().first_error(value)
-    if error is not None:
-        raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
 
 
 def _shard(value: Mapping[str, int], path: tuple[str | int, ...]) -> Shard:
@@ -219,27 +211,15 @@ per-sample results (whose ids match samples across machines)."""
 
 
 def _bounded_texts(value: Any) -> Any:
-    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters;
-    iterative (the nesting is already bounded by the reader's ``MAX_DEPTH``)."""
+    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters
+    (recursive: the reader's ``MAX_DEPTH`` bounds the nesting)."""
     if isinstance(value, str):
         return shortened(value, TEXT_LIMIT)
-    if not isinstance(value, (dict, list)):
-        return value
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (container, key, value)
-    while stack:
-        container, key, item = stack.pop()
-        if isinstance(item, str):
-            container[key] = shortened(item, TEXT_LIMIT)
-        elif isinstance(item, list):
-            copy: list[Any] = list(item)
-            container[key] = copy
-            stack.extend((copy, i, child) for i, child in enumerate(copy))
-        elif isinstance(item, dict):
-            mapping = {shortened(k, TEXT_LIMIT): child for k, child in item.items()}
-            container[key] = mapping
-            stack.extend((mapping, k, child) for k, child in mapping.items())
-    return root[0]
+    if isinstance(value, list):
+        return [_bounded_texts(item) for item in value]
+    if isinstance(value, dict):
+        return {shortened(k, TEXT_LIMIT): _bounded_texts(v) for k, v in value.items()}
+    return value
 
 
 _PASSING = ("pass", "faster", "identical runs", "within tolerance")
@@ -296,7 +276,6 @@ def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> Row:
 
 
 def created_now() -> str:
-    """The ``created`` field of a results file written now."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -314,7 +293,9 @@ def validate_results(document: Any, source: str = "results") -> Document:
                 f"(it reads format {understood}; rewrite the file with this version's "
                 "pytest --mlrepro-json)",
             )
-        _schema_check(document)
+        error = _validator().first_error(document)
+        if error is not None:
+            raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
         shard = None if document["shard"] is None else _shard(document["shard"], ("shard",))
         created = document.get("created")
         try:
@@ -384,7 +365,6 @@ def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS)
 def load_results(
     path: Path | str, *, rows_left: int = MAX_ROWS, max_rows: int = MAX_ROWS
 ) -> Document:
-    """Read and validate the results file at ``path`` (what ``pytest --mlrepro-json`` wrote)."""
     path = Path(path)
     try:
         raw = read_bounded(path, MAX_BYTES, follow_symlinks=True)
@@ -409,16 +389,13 @@ def load_results(
         ) from None
     except TooDeep as exc:
         raise ResultsFileError(f"{path}: not a results file: {exc}") from None
-    except ValueError as exc:
-        where = (
-            f" (line {exc.lineno}, column {exc.colno})"
-            if isinstance(exc, json.JSONDecodeError)
-            else ""
-        )
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+    except json.JSONDecodeError as exc:
         raise ResultsFileError(
-            f"{path}: not a results file: invalid JSON{where}: {message}"
+            f"{path}: not a results file: invalid JSON (line {exc.lineno}, column {exc.colno}): "
+            f"{exc.msg}"
         ) from None
+    except ValueError as exc:
+        raise ResultsFileError(f"{path}: not a results file: invalid JSON: {exc}") from None
     except MemoryError:
         raise ResultsFileError(
             f"{path}: not read: its {len(raw)} bytes do not fit in this process's memory"

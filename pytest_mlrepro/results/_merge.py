@@ -7,7 +7,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +38,6 @@ def unsharded_nodeid(nodeid: str) -> str:
 
 
 def shard_results(results: Results, shard: Shard) -> Results:
-    """The samples of ``results`` that belong to ``shard``, in their order."""
     return results.subset([sample for sample in results.ids if shard.holds(sample)])
 
 
@@ -53,7 +52,8 @@ def _union(parts: Sequence[Results], what: str) -> Results:
                     f"and of part {number}: the parts overlap (shards of different runs?)"
                 )
             owner[sample] = number
-    widths = {part.topk.shape[1] for part in parts if len(part.ids)}
+    filled = [part for part in parts if len(part.ids)]  # an empty part's arrays may be 1-D
+    widths = {part.topk.shape[1] for part in filled}
     if len(widths) > 1:
         raise ShardMergeError(
             f"the parts keep different numbers of top-k classes: {sorted(widths)}"
@@ -61,12 +61,9 @@ def _union(parts: Sequence[Results], what: str) -> Results:
     width = widths.pop() if widths else 0
     ids = [sample for part in parts for sample in part.ids]
     order = sorted(range(len(ids)), key=ids.__getitem__)
-    filled = [part for part in parts if len(part.ids)]
 
     def stacked(name: str, dtype: Any, shape: tuple[int, ...]) -> Any:
-        if not filled:
-            return np.zeros(shape, dtype)
-        return np.concatenate([getattr(part, name) for part in filled])[order]
+        return np.concatenate([np.zeros(shape, dtype), *(getattr(p, name) for p in filled)])[order]
 
     return Results(
         ids=tuple(ids[i] for i in order),
@@ -157,17 +154,9 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
         # Named up to EXAMPLES, counted beyond: the list of every missing shard of a large N
         # is never built (the count is bounded, data.MAX_SHARDS, but the message need not be).
         absent = (index for index in range(1, count + 1) if index not in seen)
-        missing = list(itertools.islice(absent, EXAMPLES))
-        more = count - len(seen) - len(missing)
-        problems.append(
-            "missing shard "
-            + ", ".join(f"{i}/{count}" for i in missing)
-            + (f" and {more} more" if more else "")
-        )
+        problems.append("missing shard " + _listed(absent, count - len(seen), count))
     if twice:
-        shown = ", ".join(f"{i}/{count}" for i in twice[:EXAMPLES])
-        more = len(twice) - EXAMPLES
-        problems.append(f"shard {shown}{f' and {more} more' if more > 0 else ''} given twice")
+        problems.append(f"shard {_listed(iter(twice), len(twice), count)} given twice")
     if problems:
         raise ShardMergeError(
             f"{what}: cannot merge: {'; '.join(problems)} (a merge needs each of the {count} "
@@ -176,10 +165,11 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
     return sorted(shards, key=lambda pair: pair[0].index)
 
 
-def _compared(row: Row) -> bool:
-    return (
-        row.outcome == "passed" and row.per_sample is not None and row.per_sample.golden is not None
-    )
+def _listed(indices: Iterator[int], total: int, count: int) -> str:
+    """The first :data:`EXAMPLES` of ``total`` shard indices as ``i/count``, the rest counted."""
+    shown = list(itertools.islice(indices, EXAMPLES))
+    more = total - len(shown)
+    return ", ".join(f"{i}/{count}" for i in shown) + (f" and {more} more" if more > 0 else "")
 
 
 COMMON = (
@@ -232,7 +222,12 @@ def merge_shards(rows: Sequence[Row]) -> Row:
         controls=first.controls,
         **{key: getattr(first, key) for key in COMMON},
     )
-    failed = [(shard, row) for shard, row in shards if not _compared(row)]
+    # A shard failed on its own unless it passed and was compared (its golden's part is kept).
+    failed = [
+        (shard, row)
+        for shard, row in shards
+        if row.outcome != "passed" or row.per_sample is None or row.per_sample.golden is None
+    ]
     if failed and all(row.outcome == "skipped" for _, row in shards):
         verdict = "skipped" if first.verdict is None else first.verdict
         return replace(merged, outcome="skipped", status="skipped", verdict=verdict)

@@ -38,7 +38,6 @@ Outcome = Literal["passed", "failed", "skipped"]
 
 
 def _says(description: str = "", **schema: Any) -> Any:
-    """A field's extra schema (and its description)."""
     if description:
         schema["description"] = description
     return {"schema": schema}
@@ -461,10 +460,8 @@ def _value(tp: Any, value: Any) -> Any:
         return tuple(_value(args[0], v) for v in value)
     if origin is list:
         return _items(args[0], value)
-    if origin is dict and args[1] is float:  # a score_diff: 50,000 of them
-        return {k: float(v) for k, v in value.items()}
-    if origin is dict:
-        return {k: _value(args[1], v) for k, v in value.items()}
+    if origin is dict:  # a score_diff's 50,000 numbers in one pass, as a list's
+        return dict(zip(value, _items(args[1], list(value.values()))))
     if tp is float:
         return float(value)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

@@ -4,14 +4,13 @@ run and one nested run per row, under the names docs/tracking.md lists, within M
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import Document, Row, created_time
+from ..results import Document, Row, created_time, manifest_digest
 
 TAG = "mlrepro."  # the tags this tool sets (besides MLflow's own mlflow.*)
 KIND = TAG + "kind"
@@ -66,13 +65,6 @@ def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def night_of(document: Document) -> str | None:
-    """The UTC day of the file's ``created`` time (``mlrepro history``'s night), or None."""
-    if document.created is None:
-        return None
-    return created_time(document.created).strftime("%Y-%m-%d")
-
-
 def created_ms(document: Document) -> int | None:
     if document.created is None:
         return None
@@ -90,7 +82,8 @@ def session_run(document: Document, digest: str, file_name: str) -> RunData:
     run.tag(RESULTS_SHA256, digest)
     run.tag(RESULTS_FILE, file_name)
     run.tag(TAG + "machine", machine)
-    run.tag(NIGHT, night_of(document))
+    # The UTC day of the file's created time: mlrepro history's night.
+    run.tag(NIGHT, document.created and created_time(document.created).strftime("%Y-%m-%d"))
     run.tag(TAG + "created", document.created)
     run.tag(TAG + "shard", shard)
     run.tag(COMMIT, document.commit)
@@ -140,7 +133,7 @@ def _params(document: Document, row: Row) -> Iterator[tuple[str, object]]:
     yield "framework_version", row.framework_version
     yield "model_sha256", _model_sha256(content)
     if content.get("inputs") is not None:
-        yield "preprocessing_digest", _digest(content["inputs"])
+        yield "preprocessing_digest", manifest_digest(content["inputs"])
     yield "machine", document.machine.name
     yield "machine_key", row.hardware_slug
     shard = row.shard or document.shard
@@ -160,11 +153,6 @@ def _model_sha256(content: Mapping[str, Any]) -> str | None:
         if isinstance(block, Mapping) and isinstance(block.get("sha256"), str):
             return str(block["sha256"])
     return None
-
-
-def _digest(value: object) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 NAMED_METRICS = (

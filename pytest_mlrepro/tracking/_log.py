@@ -152,6 +152,14 @@ def experiment_id(mlflow: Any, uri: str) -> str:
         return str(found.experiment_id)
 
 
+def _batch(run: RunData, stamp: int) -> dict[str, Any]:
+    """A run's metrics (at ``stamp``, ms) and params as ``log_batch`` takes them."""
+    from mlflow.entities import Metric, Param
+
+    metrics = [Metric(k, v, stamp, 0) for k, v in run.metrics.items()]
+    return {"metrics": metrics, "params": [Param(k, v) for k, v in run.params.items()]}
+
+
 class Writer:
     """A session run and its item runs, the items as they come (on a pool), each three calls: made
     with its tags, one ``log_batch``, ended; the session run completed by :meth:`finish`, which
@@ -171,8 +179,6 @@ class Writer:
         return self.start or int(time.time() * 1000)
 
     def _item(self, run: RunData) -> str:
-        from mlflow.entities import Metric, Param
-
         if self.error is not None:
             raise self.error
         try:
@@ -180,10 +186,7 @@ class Writer:
             made = self.mlflow.create_run(
                 self.experiment, start_time=self._now(), tags=tags, run_name=run.name
             ).info.run_id
-            stamp = self._now()
-            metrics = [Metric(k, v, stamp, 0) for k, v in run.metrics.items()]
-            params = [Param(k, v) for k, v in run.params.items()]
-            self.mlflow.log_batch(made, metrics=metrics, params=params)
+            self.mlflow.log_batch(made, **_batch(run, self._now()))
             self.mlflow.set_terminated(made, "FINISHED")
             return str(made)
         except BaseException as exc:
@@ -213,7 +216,7 @@ class Writer:
     def finish(self, session: RunData, items: list[RunData], data: bytes, page: Path | None) -> str:
         """Every row's item run (one logged otherwise than it is now: anew), then the results file
         and the page as artifacts, the session run's data, ``mlrepro.complete``; its id."""
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import RunTag
 
         wait([future for _, future in self.logged.values()])
         if self.error is not None:
@@ -233,14 +236,10 @@ class Writer:
             if page is not None and page.is_file():
                 shutil.copyfile(page, Path(folder) / PAGE_ARTIFACT)
             self.mlflow.log_artifacts(parent, folder)
-        stamp = self._now()
         # The name known at the end; mlrepro.complete last (log_batch writes the tags last).
         tags = {**session.tags, "mlflow.runName": session.name, COMPLETE: "true"}
         self.mlflow.log_batch(
-            parent,
-            metrics=[Metric(k, v, stamp, 0) for k, v in session.metrics.items()],
-            params=[Param(k, v) for k, v in session.params.items()],
-            tags=[RunTag(k, v) for k, v in tags.items()],
+            parent, **_batch(session, self._now()), tags=[RunTag(k, v) for k, v in tags.items()]
         )
         self.mlflow.set_terminated(parent, "FINISHED")
         return parent

@@ -7,7 +7,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from ..results import Document, load_results
+from ..results import Document, ResultsFileError, load_results
 from ._fields import COMPLETE, KIND, NIGHT, RESULTS_ARTIFACT, RESULTS_FILE, SESSION
 from ._log import bounded_requests, client, failure
 from ._uri import experiment_name
@@ -34,11 +34,9 @@ def tracked_documents(
                     local = mlflow.download_artifacts(run_id, RESULTS_ARTIFACT, str(where))
                     document = load_results(Path(local))
                     documents.append(dataclasses.replace(document, path=Path(name)))
+    except ResultsFileError:
+        raise
     except Exception as exc:
-        from ..results import ResultsFileError
-
-        if isinstance(exc, ResultsFileError):
-            raise
         raise failure(uri, exc) from None
     return sorted(documents, key=lambda d: (d.created or "", str(d.path)))
 
