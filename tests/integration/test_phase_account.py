@@ -41,8 +41,9 @@ def test_each_item_accounts_for_its_call_by_phase(serial_project: Project) -> No
             assert times["wall"] >= 0 and times["cpu"] >= 0
         wall = sum(t["wall"] for t in phases.values())
         # The phases partition the call: pytest's timer and the clock start and stop a few
-        # hooks apart (microseconds), and each phase is rounded to 0.1 ms.
-        assert abs(wall - call) <= 0.02 * call + 0.005, (name, wall, call, phases)
+        # hooks apart (microseconds idle; on a loaded machine a preemption between them can
+        # take tens of milliseconds), and each phase is rounded to 0.1 ms.
+        assert abs(wall - call) <= 0.03 * call + 0.05, (name, wall, call, phases)
         # The model's run over the data set lies inside the call's preprocessing and model.
         assert phases["model"]["wall"] <= timing["seconds"] + 0.005
     # Only the drifted item was diagnosed.
