@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ _WIDE = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 Family = Literal["grey", "grey16", "colour", "rgba", "bands"]
 _BANDS_DTYPES = ("uint8", "uint16", "float32")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,13 +53,6 @@ class DataFacts:
     decode: Bands | None = None  # mode bands: how to decode
     without_alpha: list[str] = field(default_factory=list)  # rgba: the files that have none
     described: str = ""
-
-    @property
-    def bits(self) -> int:
-        """Significant bits of integer data (8, 12 when 16-bit samples stay under 4096, 16)."""
-        if self.dtype == "uint16":
-            return 12 if self.top <= 4095 else 16
-        return 8 if self.dtype == "uint8" else 32
 
     def range_divisors(self) -> list[tuple[float, str]]:
         """The divisors a recipe may scale these values by, each with why."""
@@ -136,15 +131,18 @@ def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Litera
     return (shape[0], "CHW") if shape[0] < min(shape[1], shape[2]) else (shape[2], "HWC")
 
 
+def spread(items: Sequence[T], count: int) -> list[T]:
+    """``count`` items evenly spread over ``items`` (sorted by id, so often by class)."""
+    if count >= len(items):
+        return list(items)
+    index = np.linspace(0, len(items) - 1, count).round().astype(int)
+    return [items[i] for i in dict.fromkeys(index.tolist())]
+
+
 def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
     """The data set's family from up to :data:`PROBED` of its images, or None when none reads;
     ``channels``: the model's count, if known (which axis of a ``.npy`` holds the bands)."""
-    images = data.images
-    picked = images
-    if len(images) > PROBED:
-        index = np.linspace(0, len(images) - 1, PROBED).round().astype(int)
-        picked = [images[i] for i in dict.fromkeys(index.tolist())]
-    facts = [probe_file(n, (data.folder / n).read_bytes()) for n in picked]
+    facts = [probe_file(n, (data.folder / n).read_bytes()) for n in spread(data.images, PROBED)]
     known = [f for f in facts if f.kind != "unknown"]
     if not known:
         return None

@@ -747,11 +747,3 @@ def _refine(
         finalists.append(dataclasses.replace(runner_up, geometry=contenders[0].geometry))
     ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
     return ranking, [c.geometry for c in contenders]
-
-
-def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
-    """``count`` samples evenly spread over ``samples`` (sorted by id, so often by class)."""
-    if count >= len(samples):
-        return list(samples)
-    index = np.linspace(0, len(samples) - 1, count).round().astype(int)
-    return [samples[i] for i in dict.fromkeys(index.tolist())]

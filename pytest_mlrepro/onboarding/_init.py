@@ -32,7 +32,7 @@ from ..pipeline import MAX_IMAGE_PIXELS
 from ..runners import fixed_size, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
-from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts
+from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts, spread
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
     ModelInfo,
@@ -555,7 +555,7 @@ class InitPlan:
 
     def _discover(self) -> None:
         from ..data import resolve_dataset
-        from ._discovery import Progress, Search, spread
+        from ._discovery import Progress, Search
 
         assert self.size is not None and self.settings is not None
         runner = self._runner()
