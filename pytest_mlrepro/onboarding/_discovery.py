@@ -54,9 +54,9 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 # What a candidate's decode makes, by its ``order`` (BGR: the file decoded as RGB, flipped after
 # the geometry, which acts per channel).
-DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA", "L16": "L16"}
-DECODED["bands"] = "bands"
-DECODED.update({grey: grey for grey in GREY_CONVERT})
+DECODED = {"BGR": "RGB", "BGRA": "RGBA"} | {
+    o: o for o in ("RGB", "RGBA", "L16", "bands", *GREY_CONVERT)
+}
 
 
 @dataclass(frozen=True)
@@ -442,19 +442,18 @@ class Search:
         if have is not None and have.n >= count:
             return have
         images = self.images.geometry(candidate, count)[start:count]
-        values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
-        values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         decoded = DECODED[candidate.order]
+        names = "L" if decoded in GREY_CONVERT or decoded == "L16" else decoded
+        flip = [pipeline.Color(order="BGR")] if candidate.order in ("BGR", "BGRA") else []
+        values = [*flip, *(_step(s) for s in value_steps(candidate.values, self.dtype))]
+        values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         # Extended from what the candidate was scored on before (its first ``start`` samples).
         predictions = [have.predictions if have else np.zeros(0, np.int64)]
         likelihoods = [have.likelihood if have else np.zeros(0, np.float64)]
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
-                names = "L" if decoded in GREY_CONVERT or decoded == "L16" else decoded
                 tensor = pipeline.Tensor(array, names)
-                if candidate.order in ("BGR", "BGRA"):
-                    tensor = pipeline.Color(order="BGR").apply(tensor)
                 for step in values:
                     tensor = step.apply(tensor)
                 batch.append(tensor.array)
@@ -686,13 +685,10 @@ def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool
     return clearly_worse(winner, same[0], n, ALPHA)
 
 
-GEOMETRIES = (
-    Geometry("resize", method="bilinear"),
-    Geometry("resize", method="bicubic"),
-    Geometry("crop_then_resize", 0.875, "bilinear"),
-    Geometry("crop_then_resize", 0.875, "bicubic"),
-    Geometry("resize_then_crop", 0.875, "bilinear"),
-    Geometry("resize_then_crop", 0.875, "bicubic"),
+GEOMETRIES = tuple(
+    Geometry(kind, 0.875, method)
+    for kind in ("resize", "crop_then_resize", "resize_then_crop")
+    for method in ("bilinear", "bicubic")
 )
 
 
