@@ -88,7 +88,10 @@ def _probe_npy(name: str, data: bytes) -> FileFacts:
     return FileFacts(name, "npy", tuple(array.shape), str(array.dtype), top=top)
 
 
-def _probe_image(name: str, data: bytes) -> FileFacts:
+def probe_file(name: str, data: bytes) -> FileFacts:
+    """What one file holds: a ``.npy`` array (by its magic) or an image Pillow reads."""
+    if data[:6] == b"\x93NUMPY":
+        return _probe_npy(name, data)
     from PIL import Image, ImageSequence
 
     try:
@@ -110,13 +113,6 @@ def _probe_image(name: str, data: bytes) -> FileFacts:
     except Exception:  # not an image Pillow reads: the run's decode says so, naming the file
         return FileFacts(name, "unknown")
     return FileFacts(name, "image", (pages, height, width, bands), dtype, alpha, pages, top, mode)
-
-
-def probe_file(name: str, data: bytes) -> FileFacts:
-    """What one file holds: a ``.npy`` array (by its magic) or an image Pillow reads."""
-    if data[:6] == b"\x93NUMPY":
-        return _probe_npy(name, data)
-    return _probe_image(name, data)
 
 
 def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Literal["HWC", "CHW"]]:

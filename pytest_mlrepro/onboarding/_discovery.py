@@ -582,15 +582,10 @@ def for_channels(values: Values, channels: int) -> Values:
     raise ValueError(f"{values.label}: no grey form")
 
 
-def _short(value: float) -> float:
-    """What a manifest shows of a measured statistic."""
-    return float(f"{value:.6g}")
-
-
 def _own(label: str, divisor: float | None, mean: np.ndarray, std: np.ndarray) -> Values:
-    scale = divisor or 1.0
-    return Values(label, divisor, tuple(_short(m / scale) for m in mean),
-                  tuple(_short(s / scale) for s in std))  # fmt: skip
+    scale = divisor or 1.0  # a measured statistic, as a manifest shows it: 6 digits
+    return Values(label, divisor, tuple(float(f"{m / scale:.6g}") for m in mean),
+                  tuple(float(f"{s / scale:.6g}") for s in std))  # fmt: skip
 
 
 def _wide_values(search: Search, facts: DataFacts) -> list[Values]:

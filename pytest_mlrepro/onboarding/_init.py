@@ -22,6 +22,7 @@ from .._files import (
     NotARegularFile,
     Unconfined,
     confine,
+    default_file_mode,
     make_confined_folder,
     open_regular,
 )
@@ -286,15 +287,11 @@ class InitPlan:
             written = self.run()
             # The final text names the final checksum list and model file.
             self.checksums = checksums
-            for staged, final in self.moves:
-                if self.model.path == staged:
-                    self.model.path = final
+            self.model.path = dict(self.moves).get(self.model.path, self.model.path)
             self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
-            for staged, final in self.moves:
+            for staged, final in [*self.moves, (staged_checksums, checksums), (staged_out, out)]:
                 os.replace(staged, final)
-            os.replace(staged_checksums, checksums)
-            os.replace(staged_out, out)
             done = True
         finally:
             for path in (staged_checksums, staged_out, *(staged for staged, _ in self.moves)):
@@ -702,9 +699,7 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
         discard()
         raise InitError(f"the build of {target.name} wrote nothing ({what})")
     # mkstemp makes the file private (0600); a model file is read like any other file.
-    umask = os.umask(0)
-    os.umask(umask)
-    staged.chmod(0o666 & ~umask)
+    staged.chmod(default_file_mode())
     return staged
 
 
