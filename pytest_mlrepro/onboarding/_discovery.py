@@ -29,12 +29,12 @@ from ._presets import (
     RAW,
     ZERO_ONE,
     Bands,
+    Candidate,
     Geometry,
     StepText,
     Values,
     decode_steps,
     geometry_steps,
-    recipe_steps,
     value_steps,
 )
 
@@ -57,32 +57,6 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
 DECODED = {"BGR": "RGB", "BGRA": "RGBA"} | {
     o: o for o in ("RGB", "RGBA", "L16", "bands", *GREY_CONVERT)
 }
-
-
-@dataclass(frozen=True)
-class Candidate:
-    order: str  # a key of DECODED
-    geometry: Geometry
-    values: Values
-    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
-    bands: Bands | None = None  # order "bands": how the files decode
-    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
-
-    @property
-    def label(self) -> str:
-        grey = GREY_CONVERT.get(self.order)
-        shown = f"L ({grey})" if grey else self.order
-        if self.order == "L16":
-            shown = "L16 (16-bit grey)"
-        elif self.bands is not None:
-            axes = ", C×H×W" if self.bands.axes == "CHW" else ""
-            shown = f"{self.bands.channels} bands of {self.bands.dtype}{axes}"
-        inverted = ", inverted (255 − x)" if self.inverted else ""
-        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
-
-    def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
-                            self.inverted, self.bands, self.opaque)  # fmt: skip
 
 
 @dataclass

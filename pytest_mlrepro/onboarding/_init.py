@@ -42,10 +42,10 @@ from ._model_info import (
     package_file,
     read_model,
 )
-from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
+from ._presets import PRESETS, ZERO_ONE, Candidate, Geometry, Preset, StepText, preset_steps
 
 if TYPE_CHECKING:
-    from ._discovery import Candidate, Discovery
+    from ._discovery import Discovery
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """Discovery's cache of one geometry's images: above it, init asks for fewer samples."""
@@ -327,8 +327,8 @@ class InitPlan:
         if order is None:
             raise InitError(_channel_refusal(self.model, channels))
         opaque = facts is None or facts.family != "rgba"  # files without alpha: declared
-        return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
-                            self.model.dtype, bands=bands, opaque=opaque)  # fmt: skip
+        candidate = Candidate(order, Geometry("resize"), ZERO_ONE, bands=bands, opaque=opaque)
+        return candidate.steps(height, width, self.model.layout, self.model.dtype)
 
     def _preset_recipe(self) -> Recipe:
         assert self.size is not None

@@ -275,22 +275,42 @@ def decode_steps(
     return [{"decode": decode}, *invert]
 
 
-def recipe_steps(
-    order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
-    dtype: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False,
-) -> list[StepText]:  # fmt: skip
-    """Every step of a recipe, written out in full (no default left implicit)."""
-    return [
-        *decode_steps(order, inverted, bands, opaque),
-        *geometry_steps(geometry, height, width),
-        *value_steps(values, dtype),
-        {"layout": {"order": layout}},
-    ]
+@dataclass(frozen=True)
+class Candidate:
+    """A recipe (a preset's, discovery's, or init's provisional one)."""
+
+    order: str  # RGB, BGR, RGBA, BGRA, L16, bands, or a key of GREY_CONVERT
+    geometry: Geometry
+    values: Values
+    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
+    bands: Bands | None = None  # order "bands": how the files decode
+    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
+
+    @property
+    def label(self) -> str:
+        grey = GREY_CONVERT.get(self.order)
+        shown = f"L ({grey})" if grey else self.order
+        if self.order == "L16":
+            shown = "L16 (16-bit grey)"
+        elif self.bands is not None:
+            axes = ", C×H×W" if self.bands.axes == "CHW" else ""
+            shown = f"{self.bands.channels} bands of {self.bands.dtype}{axes}"
+        inverted = ", inverted (255 − x)" if self.inverted else ""
+        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
+
+    def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
+        """Every step, written out in full (no default left implicit)."""
+        return [
+            *decode_steps(self.order, self.inverted, self.bands, self.opaque),
+            *geometry_steps(self.geometry, height, width),
+            *value_steps(self.values, dtype),
+            {"layout": {"order": layout}},
+        ]
 
 
 def preset_steps(
     preset: Preset, height: int, width: int, layout: str, dtype: str
 ) -> list[StepText]:
     """``preset`` at ``height`` × ``width``; :class:`PresetSizeError` where it is undefined."""
-    geometry = preset.geometry(height, width)
-    return recipe_steps(preset.order, geometry, preset.values, height, width, layout, dtype)
+    candidate = Candidate(preset.order, preset.geometry(height, width), preset.values)
+    return candidate.steps(height, width, layout, dtype)
