@@ -280,23 +280,16 @@ def student_t_tail(t: float, df: int) -> float:
         return 0.0
     theta = math.atan(t / math.sqrt(df))
     sin, cos = math.sin(theta), math.cos(theta)
-    c2 = cos * cos
-    if df % 2:  # A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1)
-        total, term = 0.0, cos
-        for k in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-            if term < 1e-18 * total:
-                break
-        inside = (2.0 / math.pi) * (theta + sin * total) if df > 1 else (2.0 / math.pi) * theta
-    else:  # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k)
-        total, term = 0.0, 1.0
-        for k in range(1, df // 2 + 1):
-            total += term
-            term *= c2 * (2 * k - 1) / (2 * k)
-            if term < 1e-18 * total:
-                break
-        inside = sin * total
+    c2, odd = cos * cos, df % 2
+    # Odd df: A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1); even:
+    # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k). df // 2 terms either way.
+    total, term = 0.0, cos if odd else 1.0
+    for k in range(1, df // 2 + 1):
+        total += term
+        term *= c2 * (2 * k - 1 + odd) / (2 * k + odd)
+        if term < 1e-18 * total:
+            break
+    inside = (2.0 / math.pi) * (theta + sin * total) if odd else sin * total
     return max(0.0, (1.0 - inside) / 2.0)
 
 
@@ -584,23 +577,6 @@ def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
     return found
 
 
-def _alpha_values(search: Search) -> dict[str, list[Values]]:
-    """Value conventions for colour and alpha, per colour order."""
-    found: dict[str, list[Values]] = {}
-    mean, std = search.images.statistics("RGBA", len(search.labels))
-    for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3])):
-        values = [for_channels(v, 4) for v in VALUES]
-        for same in (MINUS_ONE_ONE, LITE):
-            assert same.mean is not None and same.std is not None
-            values.append(dataclasses.replace(
-                same, label=f"{same.label}, alpha too", mean=same.mean + same.mean[:1],
-                std=same.std + same.std[:1]))  # fmt: skip
-        values.append(_own("/255, the data set's own per-channel mean/std", 255.0,
-                           mean[index], std[index]))  # fmt: skip
-        found[order] = values
-    return found
-
-
 def _first_candidates(
     search: Search, channels: int, base: Geometry, coarse: int
 ) -> list[Candidate]:
@@ -612,10 +588,18 @@ def _first_candidates(
     if facts is not None and facts.family == "grey16" and channels == 1:
         return [Candidate("L16", base, v) for v in _wide_values(search, facts)]
     if facts is not None and facts.family == "rgba" and channels == 4:
+        measured = search.images.statistics("RGBA", len(search.labels))
+        shared = [for_channels(v, 4) for v in VALUES]
+        for same in (MINUS_ONE_ONE, LITE):
+            assert same.mean is not None and same.std is not None
+            shared.append(dataclasses.replace(
+                same, label=f"{same.label}, alpha too", mean=same.mean + same.mean[:1],
+                std=same.std + same.std[:1]))  # fmt: skip
+        label = "/255, the data set's own per-channel mean/std"
         return [
             Candidate(order, base, values)
-            for order, listed in _alpha_values(search).items()
-            for values in listed
+            for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3]))
+            for values in (*shared, _own(label, 255.0, measured[0][index], measured[1][index]))
         ]
     if channels == 3:
         # No measured mean/std here: on photographs it is ImageNet's, within the noise, and
