@@ -144,11 +144,12 @@ def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
         return None
     top = max(f.top for f in known)
     arrays = [f for f in known if f.kind == "npy"]
-    if arrays:
-        return _bands_facts(arrays, len(known), channels, top)
     paged = [f for f in known if f.pages > 1]
-    if paged:
-        return _tiff_facts(paged, known, top)
+    if arrays or paged:
+        first = (arrays or paged)[0]
+        decode, described = _npy_bands(arrays, channels, top) if arrays else _tiff_bands(first, top)
+        return DataFacts("bands", decode.channels, decode.dtype, top, len(known), first.name,
+                         decode, [], described)  # fmt: skip
     wide = [f for f in known if f.dtype == "uint16"]
     if wide and all(f.shape[3] == 1 for f in wide):
         described = (
@@ -168,13 +169,10 @@ def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
                      described="8-bit grey" if grey else "8-bit colour")  # fmt: skip
 
 
-def _bands_facts(
-    arrays: list[FileFacts], count: int, channels: int | None, top: float
-) -> DataFacts:
-    shapes = Counter(f.shape for f in arrays)
-    dtypes = Counter(f.dtype for f in arrays)
-    shape = shapes.most_common(1)[0][0]
-    dtype = dtypes.most_common(1)[0][0]
+def _npy_bands(arrays: list[FileFacts], channels: int | None, top: float) -> tuple[Bands, str]:
+    """How the arrays decode (their most common shape and dtype), and the words for them."""
+    shape = Counter(f.shape for f in arrays).most_common(1)[0][0]
+    dtype = Counter(f.dtype for f in arrays).most_common(1)[0][0]
     if len(shape) not in (2, 3):
         raise InitError(
             f"{arrays[0].name}: a .npy array of shape {list(shape)}: an image is H×W, H×W×C or "
@@ -190,20 +188,15 @@ def _bands_facts(
         f"{bands}-band {dtype} .npy arrays, {'bands first (C×H×W)' if axes == 'CHW' else 'H×W×C'}"
         f" (shape {list(shape)}), values up to {top:g}"
     )
-    decode = Bands(bands, dtype, "numpy", axes)
-    return DataFacts("bands", bands, dtype, top, count, arrays[0].name, decode, [], described)
+    return Bands(bands, dtype, "numpy", axes), described
 
 
-def _tiff_facts(paged: list[FileFacts], known: list[FileFacts], top: float) -> DataFacts:
-    first = paged[0]
+def _tiff_bands(first: FileFacts, top: float) -> tuple[Bands, str]:
     bands = first.pages * first.shape[3]
-    described = (
+    return Bands(bands, first.dtype, "pil"), (
         f"{first.pages}-page TIFFs ({bands} bands of {first.dtype}, e.g. {first.name!r}), "
         f"values up to {top:g}"
     )
-    decode = Bands(bands, first.dtype, "pil")
-    return DataFacts("bands", bands, first.dtype, top, len(known), first.name, decode, [],
-                     described)  # fmt: skip
 
 
 def layout_from_bands(shape: tuple[int | None, ...], bands: int) -> Literal["NCHW", "NHWC"] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -625,17 +626,11 @@ def _first_candidates(
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
     """Whether step 1's colour order or values are clearly worse than the winner's: a winner
     that cannot be told apart from them is no reason to search the geometry again."""
-
-    def key(c: Candidate) -> tuple[str, bool, Values]:
-        return c.order, c.inverted, c.values
-
+    key = operator.attrgetter("order", "inverted", "values")
     if key(winner.candidate) == key(top):
         return False
     same = [s for s in final if key(s.candidate) == key(top)]
-    if not same:
-        return True
-    n = min(winner.n, same[0].n)
-    return clearly_worse(winner, same[0], n, ALPHA)
+    return not same or clearly_worse(winner, same[0], min(winner.n, same[0].n), ALPHA)
 
 
 GEOMETRIES = tuple(
