@@ -583,9 +583,8 @@ class InitPlan:
                 f"runner-up: {second.candidate.label}: {100 * second.top1:.2f}% on {second.n}"
             )
         doubts, notes = doubts_about(found, self.classes, steps)
-        for line in doubts:
+        for line in doubts:  # said, and written as comment lines of at most 92 characters
             self.say(line)
-        for line in doubts:  # comment lines of at most 92 characters
             origin += textwrap.wrap(f"TODO: {line}", 92, break_long_words=False,
                                     subsequent_indent="  ")  # fmt: skip
         self.recipe = Recipe(steps, origin, notes)

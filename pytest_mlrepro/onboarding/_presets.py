@@ -200,20 +200,18 @@ def _floats(values: tuple[float, ...]) -> list[float]:
 
 
 def geometry_steps(geometry: Geometry, height: int, width: int) -> list[StepText]:
-    method = geometry.method
-    resize: dict[str, object] = {"size": [height, width], "method": method, "backend": "pil"}
+    how = {"method": geometry.method, "backend": "pil"}
+    resize: StepText = {"resize": {"size": [height, width], **how}}
     if geometry.kind == "resize":
-        return [{"resize": resize}]
+        return [resize]
     if geometry.kind == "crop_then_resize":
-        crop: dict[str, object] = {"fraction": geometry.fraction, "rounding": geometry.rounding}
-        return [{"crop": crop}, {"resize": resize}]
+        return [{"crop": {"fraction": geometry.fraction, "rounding": geometry.rounding}}, resize]
     centre: StepText = {"crop": {"size": [height, width], "rounding": "torchvision"}}
     if geometry.kind == "squash_then_crop":
         assert geometry.scale is not None
-        side = geometry.scale
-        return [{"resize": {"size": [side, side], "method": method, "backend": "pil"}}, centre]
+        return [{"resize": {"size": [geometry.scale] * 2, **how}}, centre]
     shorter = geometry.scale or int(round(min(height, width) / geometry.fraction))
-    return [{"resize": {"shorter_side": shorter, "method": method, "backend": "pil"}}, centre]
+    return [{"resize": {"shorter_side": shorter, **how}}, centre]
 
 
 def value_steps(values: Values, dtype: str) -> list[StepText]:
