@@ -19,7 +19,6 @@ import numpy as np
 
 from .. import registry
 from .._files import (
-    NotARegularFile,
     Unconfined,
     confine,
     default_file_mode,
@@ -672,31 +671,25 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
     handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(handle)
     staged = Path(name)
-
-    def discard() -> None:
+    try:
+        with _failure(f"{what} failed"):
+            build(staged)
+        try:
+            os.close(open_regular(staged, follow_symlinks=False))
+        except OSError as exc:  # NotARegularFile among them
+            raise InitError(
+                f"{what} did not leave a regular file at the path it was given ({exc}): its "
+                f"output is refused, nothing was put at {target}"
+            ) from None
+        if staged.stat().st_size == 0:
+            raise InitError(f"the build of {target.name} wrote nothing ({what})")
+    except BaseException:  # the staged path removed, whatever the build left there
         with contextlib.suppress(OSError):
             if staged.is_dir() and not staged.is_symlink():
                 staged.rmdir()
             else:
                 staged.unlink()
-
-    try:
-        with _failure(f"{what} failed"):
-            build(staged)
-    except BaseException:
-        discard()
         raise
-    try:
-        os.close(open_regular(staged, follow_symlinks=False))
-    except (NotARegularFile, OSError) as exc:
-        discard()
-        raise InitError(
-            f"{what} did not leave a regular file at the path it was given ({exc}): its output "
-            f"is refused, nothing was put at {target}"
-        ) from None
-    if staged.stat().st_size == 0:
-        discard()
-        raise InitError(f"the build of {target.name} wrote nothing ({what})")
     # mkstemp makes the file private (0600); a model file is read like any other file.
     staged.chmod(default_file_mode())
     return staged
