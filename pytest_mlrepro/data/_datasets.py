@@ -297,9 +297,8 @@ class _Resolver:
 
     def resolve(self) -> ResolvedDataset:
         searched: list[str] = []
-        candidates = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
-        candidates.append(("cache", self.cache))
-        for kind, folder in candidates:
+        mirrors = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
+        for kind, folder in [*mirrors, ("cache", self.cache)]:
             found = self._from_folder(kind, folder)
             if isinstance(found, ResolvedDataset):
                 return found

@@ -29,7 +29,6 @@ from ._presets import (
     MNIST,
     RAW,
     ZERO_ONE,
-    Bands,
     Candidate,
     Geometry,
     StepText,
@@ -146,14 +145,12 @@ class _Images:
     """The subset's files read once, decoded once per decoding, each geometry computed once."""
 
     def __init__(
-        self,
-        samples: Sequence[Sample],
-        height: int,
-        width: int,
-        bands: Bands | None = None,
-        opaque: bool = False,
+        self, samples: Sequence[Sample], height: int, width: int, facts: DataFacts | None
     ) -> None:
-        self.height, self.width, self.bands, self.opaque = height, width, bands, opaque
+        self.height, self.width = height, width
+        self.bands = facts.decode if facts is not None else None
+        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
+        self.opaque = facts is None or facts.family != "rgba"
         self.ids = [s.id for s in samples]
         self.files = [s.read() for s in samples]
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
@@ -389,10 +386,7 @@ class Search:
         self.run = run
         self.labels = np.asarray([s.label for s in samples], np.int64)
         self.facts = facts  # what the files are (init read them): the candidates follow
-        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
-        self.opaque = facts is None or facts.family != "rgba"
-        self.images = _Images(samples, height, width, facts.decode if facts else None,
-                              self.opaque)  # fmt: skip
+        self.images = _Images(samples, height, width, facts)
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
         self.progress = progress or Progress(None, math.inf)  # silent
@@ -608,7 +602,7 @@ def _first_candidates(
         return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
     if channels == 4:
         return [
-            Candidate(order, base, for_channels(values, 4), opaque=search.opaque)
+            Candidate(order, base, for_channels(values, 4), opaque=search.images.opaque)
             for order in ("RGBA", "BGRA")
             for values in VALUES
         ]

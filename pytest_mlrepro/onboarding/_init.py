@@ -29,7 +29,7 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners import fixed_size, model_layout, shape_text
+from ..runners import cache_path, fixed_size, load_runner, model_channels, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
 from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts, spread
@@ -394,7 +394,6 @@ class InitPlan:
         if build is None:
             return None
         try:
-            from ..runners import model_channels
             from ..runners.torch import input_shape
 
             found = input_shape(build(), self.model.layout)
@@ -416,8 +415,6 @@ class InitPlan:
         )
 
     def _runner(self) -> Any:
-        from ..runners import load_runner
-
         try:
             return load_runner(load_manifest(self.out), "cpu", self._settings())
         except Unavailable:
@@ -464,7 +461,6 @@ class InitPlan:
     def _export(self, module: Any) -> Path:
         """The builder's module as ONNX in the project, or built into the cache by an artifact
         builder (``--artifact``): the manifest then runs that file."""
-        from ..runners import cache_path
         from .export import export_onnx
 
         assert self.size is not None
