@@ -262,9 +262,7 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
     the samples where the two disagree count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
-    if b <= c:
-        return False
-    return mcnemar_tail(b, c) < Fraction(alpha)
+    return b > c and mcnemar_tail(b, c) < Fraction(alpha)
 
 
 def student_t_tail(t: float, df: int) -> float:
