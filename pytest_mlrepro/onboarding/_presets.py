@@ -195,10 +195,6 @@ def _load_presets() -> dict[str, Preset]:
 PRESETS = _load_presets()
 
 
-def _floats(values: tuple[float, ...]) -> list[float]:
-    return [float(v) for v in values]
-
-
 def geometry_steps(geometry: Geometry, height: int, width: int) -> list[StepText]:
     how = {"method": geometry.method, "backend": "pil"}
     resize: StepText = {"resize": {"size": [height, width], **how}}
@@ -222,7 +218,8 @@ def value_steps(values: Values, dtype: str) -> list[StepText]:
     if values.divisor is not None:
         steps.append({"scale": {"divisor": values.divisor}})
     if values.mean is not None and values.std is not None:
-        steps.append({"normalize": {"mean": _floats(values.mean), "std": _floats(values.std)}})
+        mean, std = list(map(float, values.mean)), list(map(float, values.std))
+        steps.append({"normalize": {"mean": mean, "std": std}})
     if dtype == "float16":
         steps.append({"cast": {"dtype": "float16"}})
     return steps
