@@ -91,6 +91,7 @@ def _sha256_once(path: Path, *, follow_symlinks: bool) -> str:
 _WNID = re.compile(r"n\d{8}")
 _LABEL = re.compile(r"[0-9]+")
 _CHECKSUM_LINE = re.compile(r"([0-9A-Fa-f]{64}) [ *](.+)", re.DOTALL)
+_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
 _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
 
 
@@ -180,8 +181,11 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
                 f"(sha256sum format), got {shown!r}"
             )
         digest, name = match.group(1).lower(), match.group(2)
+        unknown = [e for e in _ESCAPE.findall(name) if e not in _ESCAPES] if escaped else []
+        if unknown:
+            raise ValueError(f"{path}, line {number}: unknown escape '\\{unknown[0]}' in the name")
         if escaped:
-            name = _unescape(name, path, number)
+            name = _ESCAPE.sub(lambda escape: _ESCAPES[escape.group(1)], name)
         while name.startswith("./"):
             name = name[2:]
         if not name:
@@ -193,17 +197,6 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
         result[name] = digest
         lines.setdefault(name, number)
     return result, lines
-
-
-def _unescape(name: str, path: Path, number: int) -> str:
-    def one(escape: re.Match[str]) -> str:
-        if escape.group(1) not in _ESCAPES:
-            raise ValueError(
-                f"{path}, line {number}: unknown escape '\\{escape.group(1)}' in the name"
-            )
-        return _ESCAPES[escape.group(1)]
-
-    return re.sub(r"\\(.?)", one, name, flags=re.DOTALL)
 
 
 @phase("data verify")
@@ -304,9 +297,8 @@ class _Resolver:
 
     def resolve(self) -> ResolvedDataset:
         searched: list[str] = []
-        candidates = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
-        candidates.append(("cache", self.cache))
-        for kind, folder in candidates:
+        mirrors = [("mirror", mirror / self.ds.name) for mirror in self.settings.data_mirrors]
+        for kind, folder in [*mirrors, ("cache", self.cache)]:
             found = self._from_folder(kind, folder)
             if isinstance(found, ResolvedDataset):
                 return found
@@ -676,23 +668,18 @@ class _Resolver:
                 limit=min(MAX_DATA_FILE_BYTES, configured_download_cap() or MAX_DATA_FILE_BYTES),
                 inside=self.settings.cache_dir,
             )
-        except RefusedRedirect as exc:
-            raise IntegrityError(
-                f"{name!r}: {visible(str(exc))}: refusing it; nothing was kept in {self.cache}"
-            ) from None
-        except TooLarge as exc:
-            raise IntegrityError(
-                f"{name!r} downloaded from {url} is too large: {exc}; nothing was kept in "
-                f"{self.cache}"
-            ) from None
+        except (RefusedRedirect, TooLarge, DigestMismatch) as exc:
+            why = f": {visible(str(exc))}: refusing it"
+            if isinstance(exc, TooLarge):
+                why = f" downloaded from {url} is too large: {exc}"
+            elif isinstance(exc, DigestMismatch):
+                why = (
+                    f" downloaded from {url} does not match {self._pinned_at(name)}: expected "
+                    f"sha256 {self.checksums[name]}, got {exc.actual}"
+                )
+            raise IntegrityError(f"{name!r}{why}; nothing was kept in {self.cache}") from None
         except Unconfined as exc:
             raise self._unsafe_cache(exc) from None
-        except DigestMismatch as exc:
-            raise IntegrityError(
-                f"{name!r} downloaded from {url} does not match "
-                f"{self._pinned_at(name)}: expected sha256 {self.checksums[name]}, got "
-                f"{exc.actual}; nothing was kept in {self.cache}"
-            ) from None
         except SourceUnreadable as exc:
             raise DatasetUnavailable(
                 f"cannot download data set {self.ds.name!r} file {url}: {visible(str(exc))}",

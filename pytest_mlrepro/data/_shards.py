@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 MAX_SHARDS = 10_000
 """The most shards: a count like 10**9 is a typo or an attack, refused before anything is built
@@ -46,9 +45,6 @@ class Shard:
 
     def holds(self, sample_id: str) -> bool:
         return shard_of(sample_id, self.count) == self.index
-
-    def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "count": self.count}
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ _WIDE = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 Family = Literal["grey", "grey16", "colour", "rgba", "bands"]
 _BANDS_DTYPES = ("uint8", "uint16", "float32")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,13 +53,6 @@ class DataFacts:
     decode: Bands | None = None  # mode bands: how to decode
     without_alpha: list[str] = field(default_factory=list)  # rgba: the files that have none
     described: str = ""
-
-    @property
-    def bits(self) -> int:
-        """Significant bits of integer data (8, 12 when 16-bit samples stay under 4096, 16)."""
-        if self.dtype == "uint16":
-            return 12 if self.top <= 4095 else 16
-        return 8 if self.dtype == "uint8" else 32
 
     def range_divisors(self) -> list[tuple[float, str]]:
         """The divisors a recipe may scale these values by, each with why."""
@@ -93,7 +88,10 @@ def _probe_npy(name: str, data: bytes) -> FileFacts:
     return FileFacts(name, "npy", tuple(array.shape), str(array.dtype), top=top)
 
 
-def _probe_image(name: str, data: bytes) -> FileFacts:
+def probe_file(name: str, data: bytes) -> FileFacts:
+    """What one file holds: a ``.npy`` array (by its magic) or an image Pillow reads."""
+    if data[:6] == b"\x93NUMPY":
+        return _probe_npy(name, data)
     from PIL import Image, ImageSequence
 
     try:
@@ -117,13 +115,6 @@ def _probe_image(name: str, data: bytes) -> FileFacts:
     return FileFacts(name, "image", (pages, height, width, bands), dtype, alpha, pages, top, mode)
 
 
-def probe_file(name: str, data: bytes) -> FileFacts:
-    """What one file holds: a ``.npy`` array (by its magic) or an image Pillow reads."""
-    if data[:6] == b"\x93NUMPY":
-        return _probe_npy(name, data)
-    return _probe_image(name, data)
-
-
 def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Literal["HWC", "CHW"]]:
     """A 3-D array's band count and axis order: the model's channel count if it tells, else the
     shortest axis (bands are fewer than a row's pixels), last when it ties."""
@@ -136,25 +127,29 @@ def _npy_axes(shape: tuple[int, ...], channels: int | None) -> tuple[int, Litera
     return (shape[0], "CHW") if shape[0] < min(shape[1], shape[2]) else (shape[2], "HWC")
 
 
+def spread(items: Sequence[T], count: int) -> list[T]:
+    """``count`` items evenly spread over ``items`` (sorted by id, so often by class)."""
+    if count >= len(items):
+        return list(items)
+    index = np.linspace(0, len(items) - 1, count).round().astype(int)
+    return [items[i] for i in dict.fromkeys(index.tolist())]
+
+
 def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
     """The data set's family from up to :data:`PROBED` of its images, or None when none reads;
     ``channels``: the model's count, if known (which axis of a ``.npy`` holds the bands)."""
-    images = data.images
-    picked = images
-    if len(images) > PROBED:
-        index = np.linspace(0, len(images) - 1, PROBED).round().astype(int)
-        picked = [images[i] for i in dict.fromkeys(index.tolist())]
-    facts = [probe_file(n, (data.folder / n).read_bytes()) for n in picked]
+    facts = [probe_file(n, (data.folder / n).read_bytes()) for n in spread(data.images, PROBED)]
     known = [f for f in facts if f.kind != "unknown"]
     if not known:
         return None
     top = max(f.top for f in known)
     arrays = [f for f in known if f.kind == "npy"]
-    if arrays:
-        return _bands_facts(arrays, len(known), channels, top)
     paged = [f for f in known if f.pages > 1]
-    if paged:
-        return _tiff_facts(paged, known, top)
+    if arrays or paged:
+        first = (arrays or paged)[0]
+        decode, described = _npy_bands(arrays, channels, top) if arrays else _tiff_bands(first, top)
+        return DataFacts("bands", decode.channels, decode.dtype, top, len(known), first.name,
+                         decode, [], described)  # fmt: skip
     wide = [f for f in known if f.dtype == "uint16"]
     if wide and all(f.shape[3] == 1 for f in wide):
         described = (
@@ -174,13 +169,10 @@ def read_facts(data: DataInfo, channels: int | None) -> DataFacts | None:
                      described="8-bit grey" if grey else "8-bit colour")  # fmt: skip
 
 
-def _bands_facts(
-    arrays: list[FileFacts], count: int, channels: int | None, top: float
-) -> DataFacts:
-    shapes = Counter(f.shape for f in arrays)
-    dtypes = Counter(f.dtype for f in arrays)
-    shape = shapes.most_common(1)[0][0]
-    dtype = dtypes.most_common(1)[0][0]
+def _npy_bands(arrays: list[FileFacts], channels: int | None, top: float) -> tuple[Bands, str]:
+    """How the arrays decode (their most common shape and dtype), and the words for them."""
+    shape = Counter(f.shape for f in arrays).most_common(1)[0][0]
+    dtype = Counter(f.dtype for f in arrays).most_common(1)[0][0]
     if len(shape) not in (2, 3):
         raise InitError(
             f"{arrays[0].name}: a .npy array of shape {list(shape)}: an image is H×W, H×W×C or "
@@ -196,20 +188,15 @@ def _bands_facts(
         f"{bands}-band {dtype} .npy arrays, {'bands first (C×H×W)' if axes == 'CHW' else 'H×W×C'}"
         f" (shape {list(shape)}), values up to {top:g}"
     )
-    decode = Bands(bands, dtype, "numpy", axes)
-    return DataFacts("bands", bands, dtype, top, count, arrays[0].name, decode, [], described)
+    return Bands(bands, dtype, "numpy", axes), described
 
 
-def _tiff_facts(paged: list[FileFacts], known: list[FileFacts], top: float) -> DataFacts:
-    first = paged[0]
+def _tiff_bands(first: FileFacts, top: float) -> tuple[Bands, str]:
     bands = first.pages * first.shape[3]
-    described = (
+    return Bands(bands, first.dtype, "pil"), (
         f"{first.pages}-page TIFFs ({bands} bands of {first.dtype}, e.g. {first.name!r}), "
         f"values up to {top:g}"
     )
-    decode = Bands(bands, first.dtype, "pil")
-    return DataFacts("bands", bands, first.dtype, top, len(known), first.name, decode, [],
-                     described)  # fmt: skip
 
 
 def layout_from_bands(shape: tuple[int | None, ...], bands: int) -> Literal["NCHW", "NHWC"] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,13 +29,12 @@ from ._presets import (
     MNIST,
     RAW,
     ZERO_ONE,
-    Bands,
+    Candidate,
     Geometry,
     StepText,
     Values,
     decode_steps,
     geometry_steps,
-    recipe_steps,
     value_steps,
 )
 
@@ -54,35 +54,9 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 # What a candidate's decode makes, by its ``order`` (BGR: the file decoded as RGB, flipped after
 # the geometry, which acts per channel).
-DECODED = {"RGB": "RGB", "BGR": "RGB", "RGBA": "RGBA", "BGRA": "RGBA", "L16": "L16"}
-DECODED["bands"] = "bands"
-DECODED.update({grey: grey for grey in GREY_CONVERT})
-
-
-@dataclass(frozen=True)
-class Candidate:
-    order: str  # a key of DECODED
-    geometry: Geometry
-    values: Values
-    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
-    bands: Bands | None = None  # order "bands": how the files decode
-    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
-
-    @property
-    def label(self) -> str:
-        grey = GREY_CONVERT.get(self.order)
-        shown = f"L ({grey})" if grey else self.order
-        if self.order == "L16":
-            shown = "L16 (16-bit grey)"
-        elif self.bands is not None:
-            axes = ", C×H×W" if self.bands.axes == "CHW" else ""
-            shown = f"{self.bands.channels} bands of {self.bands.dtype}{axes}"
-        inverted = ", inverted (255 − x)" if self.inverted else ""
-        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
-
-    def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
-        return recipe_steps(self.order, self.geometry, self.values, height, width, layout, dtype,
-                            self.inverted, self.bands, self.opaque)  # fmt: skip
+DECODED = {"BGR": "RGB", "BGRA": "RGBA"} | {
+    o: o for o in ("RGB", "RGBA", "L16", "bands", *GREY_CONVERT)
+}
 
 
 @dataclass
@@ -171,14 +145,12 @@ class _Images:
     """The subset's files read once, decoded once per decoding, each geometry computed once."""
 
     def __init__(
-        self,
-        samples: Sequence[Sample],
-        height: int,
-        width: int,
-        bands: Bands | None = None,
-        opaque: bool = False,
+        self, samples: Sequence[Sample], height: int, width: int, facts: DataFacts | None
     ) -> None:
-        self.height, self.width, self.bands, self.opaque = height, width, bands, opaque
+        self.height, self.width = height, width
+        self.bands = facts.decode if facts is not None else None
+        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
+        self.opaque = facts is None or facts.family != "rgba"
         self.ids = [s.id for s in samples]
         self.files = [s.read() for s in samples]
         self.decoded: dict[tuple[str, bool], list[pipeline.Tensor]] = {}
@@ -290,9 +262,7 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
     the samples where the two disagree count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
-    if b <= c:
-        return False
-    return mcnemar_tail(b, c) < Fraction(alpha)
+    return b > c and mcnemar_tail(b, c) < Fraction(alpha)
 
 
 def student_t_tail(t: float, df: int) -> float:
@@ -306,23 +276,16 @@ def student_t_tail(t: float, df: int) -> float:
         return 0.0
     theta = math.atan(t / math.sqrt(df))
     sin, cos = math.sin(theta), math.cos(theta)
-    c2 = cos * cos
-    if df % 2:  # A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1)
-        total, term = 0.0, cos
-        for k in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-            if term < 1e-18 * total:
-                break
-        inside = (2.0 / math.pi) * (theta + sin * total) if df > 1 else (2.0 / math.pi) * theta
-    else:  # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k)
-        total, term = 0.0, 1.0
-        for k in range(1, df // 2 + 1):
-            total += term
-            term *= c2 * (2 * k - 1) / (2 * k)
-            if term < 1e-18 * total:
-                break
-        inside = sin * total
+    c2, odd = cos * cos, df % 2
+    # Odd df: A = 2/π (θ + sin θ Σ_k a_k cos^(2k+1) θ), a_0 = 1, a_k = a_(k-1) 2k/(2k+1); even:
+    # A = sin θ Σ_k b_k cos^(2k) θ, b_0 = 1, b_k = b_(k-1) (2k-1)/(2k). df // 2 terms either way.
+    total, term = 0.0, cos if odd else 1.0
+    for k in range(1, df // 2 + 1):
+        total += term
+        term *= c2 * (2 * k - 1 + odd) / (2 * k + odd)
+        if term < 1e-18 * total:
+            break
+    inside = (2.0 / math.pi) * (theta + sin * total) if odd else sin * total
     return max(0.0, (1.0 - inside) / 2.0)
 
 
@@ -421,10 +384,7 @@ class Search:
         self.run = run
         self.labels = np.asarray([s.label for s in samples], np.int64)
         self.facts = facts  # what the files are (init read them): the candidates follow
-        # Colour files without alpha for a model of colour and alpha: alpha added, declared.
-        self.opaque = facts is None or facts.family != "rgba"
-        self.images = _Images(samples, height, width, facts.decode if facts else None,
-                              self.opaque)  # fmt: skip
+        self.images = _Images(samples, height, width, facts)
         self.layout, self.dtype, self.batch_size = layout, dtype, batch_size
         self.scored: dict[Candidate, Scored] = {}
         self.progress = progress or Progress(None, math.inf)  # silent
@@ -442,19 +402,18 @@ class Search:
         if have is not None and have.n >= count:
             return have
         images = self.images.geometry(candidate, count)[start:count]
-        values = [_step(s) for s in value_steps(candidate.values, self.dtype)]
-        values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         decoded = DECODED[candidate.order]
+        names = "L" if decoded in GREY_CONVERT or decoded == "L16" else decoded
+        flip = [pipeline.Color(order="BGR")] if candidate.order in ("BGR", "BGRA") else []
+        values = [*flip, *(_step(s) for s in value_steps(candidate.values, self.dtype))]
+        values.append(pipeline.Layout(order=self.layout))  # type: ignore[arg-type]
         # Extended from what the candidate was scored on before (its first ``start`` samples).
         predictions = [have.predictions if have else np.zeros(0, np.int64)]
         likelihoods = [have.likelihood if have else np.zeros(0, np.float64)]
         for first in range(0, len(images), self.batch_size):
             batch = []
             for array in images[first : first + self.batch_size]:
-                names = "L" if decoded in GREY_CONVERT or decoded == "L16" else decoded
                 tensor = pipeline.Tensor(array, names)
-                if candidate.order in ("BGR", "BGRA"):
-                    tensor = pipeline.Color(order="BGR").apply(tensor)
                 for step in values:
                     tensor = step.apply(tensor)
                 batch.append(tensor.array)
@@ -583,15 +542,10 @@ def for_channels(values: Values, channels: int) -> Values:
     raise ValueError(f"{values.label}: no grey form")
 
 
-def _short(value: float) -> float:
-    """What a manifest shows of a measured statistic."""
-    return float(f"{value:.6g}")
-
-
 def _own(label: str, divisor: float | None, mean: np.ndarray, std: np.ndarray) -> Values:
-    scale = divisor or 1.0
-    return Values(label, divisor, tuple(_short(m / scale) for m in mean),
-                  tuple(_short(s / scale) for s in std))  # fmt: skip
+    scale = divisor or 1.0  # a measured statistic, as a manifest shows it: 6 digits
+    return Values(label, divisor, tuple(float(f"{m / scale:.6g}") for m in mean),
+                  tuple(float(f"{s / scale:.6g}") for s in std))  # fmt: skip
 
 
 def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
@@ -616,23 +570,6 @@ def _wide_values(search: Search, facts: DataFacts) -> list[Values]:
     return found
 
 
-def _alpha_values(search: Search) -> dict[str, list[Values]]:
-    """Value conventions for colour and alpha, per colour order."""
-    found: dict[str, list[Values]] = {}
-    mean, std = search.images.statistics("RGBA", len(search.labels))
-    for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3])):
-        values = [for_channels(v, 4) for v in VALUES]
-        for same in (MINUS_ONE_ONE, LITE):
-            assert same.mean is not None and same.std is not None
-            values.append(dataclasses.replace(
-                same, label=f"{same.label}, alpha too", mean=same.mean + same.mean[:1],
-                std=same.std + same.std[:1]))  # fmt: skip
-        values.append(_own("/255, the data set's own per-channel mean/std", 255.0,
-                           mean[index], std[index]))  # fmt: skip
-        found[order] = values
-    return found
-
-
 def _first_candidates(
     search: Search, channels: int, base: Geometry, coarse: int
 ) -> list[Candidate]:
@@ -644,10 +581,18 @@ def _first_candidates(
     if facts is not None and facts.family == "grey16" and channels == 1:
         return [Candidate("L16", base, v) for v in _wide_values(search, facts)]
     if facts is not None and facts.family == "rgba" and channels == 4:
+        measured = search.images.statistics("RGBA", len(search.labels))
+        shared = [for_channels(v, 4) for v in VALUES]
+        for same in (MINUS_ONE_ONE, LITE):
+            assert same.mean is not None and same.std is not None
+            shared.append(dataclasses.replace(
+                same, label=f"{same.label}, alpha too", mean=same.mean + same.mean[:1],
+                std=same.std + same.std[:1]))  # fmt: skip
+        label = "/255, the data set's own per-channel mean/std"
         return [
             Candidate(order, base, values)
-            for order, listed in _alpha_values(search).items()
-            for values in listed
+            for order, index in (("RGBA", [0, 1, 2, 3]), ("BGRA", [2, 1, 0, 3]))
+            for values in (*shared, _own(label, 255.0, measured[0][index], measured[1][index]))
         ]
     if channels == 3:
         # No measured mean/std here: on photographs it is ImageNet's, within the noise, and
@@ -655,7 +600,7 @@ def _first_candidates(
         return [Candidate(order, base, values) for order in ("RGB", "BGR") for values in VALUES]
     if channels == 4:
         return [
-            Candidate(order, base, for_channels(values, 4), opaque=search.opaque)
+            Candidate(order, base, for_channels(values, 4), opaque=search.images.opaque)
             for order in ("RGBA", "BGRA")
             for values in VALUES
         ]
@@ -673,26 +618,17 @@ def _first_candidates(
 def _overturned(winner: Scored, final: Sequence[Scored], top: Candidate) -> bool:
     """Whether step 1's colour order or values are clearly worse than the winner's: a winner
     that cannot be told apart from them is no reason to search the geometry again."""
-
-    def key(c: Candidate) -> tuple[str, bool, Values]:
-        return c.order, c.inverted, c.values
-
+    key = operator.attrgetter("order", "inverted", "values")
     if key(winner.candidate) == key(top):
         return False
     same = [s for s in final if key(s.candidate) == key(top)]
-    if not same:
-        return True
-    n = min(winner.n, same[0].n)
-    return clearly_worse(winner, same[0], n, ALPHA)
+    return not same or clearly_worse(winner, same[0], min(winner.n, same[0].n), ALPHA)
 
 
-GEOMETRIES = (
-    Geometry("resize", method="bilinear"),
-    Geometry("resize", method="bicubic"),
-    Geometry("crop_then_resize", 0.875, "bilinear"),
-    Geometry("crop_then_resize", 0.875, "bicubic"),
-    Geometry("resize_then_crop", 0.875, "bilinear"),
-    Geometry("resize_then_crop", 0.875, "bicubic"),
+GEOMETRIES = tuple(
+    Geometry(kind, 0.875, method)
+    for kind in ("resize", "crop_then_resize", "resize_then_crop")
+    for method in ("bilinear", "bicubic")
 )
 
 
@@ -747,11 +683,3 @@ def _refine(
         finalists.append(dataclasses.replace(runner_up, geometry=contenders[0].geometry))
     ranking = search.race("4 finalists", list(dict.fromkeys(finalists)), total, chunk=32)
     return ranking, [c.geometry for c in contenders]
-
-
-def spread(samples: Sequence[Sample], count: int) -> list[Sample]:
-    """``count`` samples evenly spread over ``samples`` (sorted by id, so often by class)."""
-    if count >= len(samples):
-        return list(samples)
-    index = np.linspace(0, len(samples) - 1, count).round().astype(int)
-    return [samples[i] for i in dict.fromkeys(index.tolist())]

@@ -19,9 +19,9 @@ import numpy as np
 
 from .. import registry
 from .._files import (
-    NotARegularFile,
     Unconfined,
     confine,
+    default_file_mode,
     make_confined_folder,
     open_regular,
 )
@@ -29,10 +29,10 @@ from .._visible import visible
 from ..errors import BuildError, MlreproError, Unavailable
 from ..manifest import load_manifest
 from ..pipeline import MAX_IMAGE_PIXELS
-from ..runners import fixed_size, model_layout, shape_text
+from ..runners import cache_path, fixed_size, load_runner, model_channels, model_layout, shape_text
 from ..settings import Settings
 from ._data_folder import DataInfo, InitError, read_data, write_checksums
-from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts
+from ._data_probe import DataFacts, family_refusal, layout_from_bands, read_facts, spread
 from ._manifest_text import Recipe, render_manifest
 from ._model_info import (
     ModelInfo,
@@ -41,10 +41,10 @@ from ._model_info import (
     package_file,
     read_model,
 )
-from ._presets import PRESETS, ZERO_ONE, Geometry, Preset, StepText, preset_steps, recipe_steps
+from ._presets import PRESETS, ZERO_ONE, Candidate, Geometry, Preset, StepText, preset_steps
 
 if TYPE_CHECKING:
-    from ._discovery import Candidate, Discovery
+    from ._discovery import Discovery
 
 MAX_DISCOVERY_BYTES = 2 * 1024**3
 """Discovery's cache of one geometry's images: above it, init asks for fewer samples."""
@@ -286,15 +286,11 @@ class InitPlan:
             written = self.run()
             # The final text names the final checksum list and model file.
             self.checksums = checksums
-            for staged, final in self.moves:
-                if self.model.path == staged:
-                    self.model.path = final
+            self.model.path = dict(self.moves).get(self.model.path, self.model.path)
             self.write()
             load_manifest(staged_out)  # what was written loads: the same checks a test run makes
-            for staged, final in self.moves:
+            for staged, final in [*self.moves, (staged_checksums, checksums), (staged_out, out)]:
                 os.replace(staged, final)
-            os.replace(staged_checksums, checksums)
-            os.replace(staged_out, out)
             done = True
         finally:
             for path in (staged_checksums, staged_out, *(staged for staged, _ in self.moves)):
@@ -330,8 +326,8 @@ class InitPlan:
         if order is None:
             raise InitError(_channel_refusal(self.model, channels))
         opaque = facts is None or facts.family != "rgba"  # files without alpha: declared
-        return recipe_steps(order, Geometry("resize"), ZERO_ONE, height, width, self.model.layout,
-                            self.model.dtype, bands=bands, opaque=opaque)  # fmt: skip
+        candidate = Candidate(order, Geometry("resize"), ZERO_ONE, bands=bands, opaque=opaque)
+        return candidate.steps(height, width, self.model.layout, self.model.dtype)
 
     def _preset_recipe(self) -> Recipe:
         assert self.size is not None
@@ -398,7 +394,6 @@ class InitPlan:
         if build is None:
             return None
         try:
-            from ..runners import model_channels
             from ..runners.torch import input_shape
 
             found = input_shape(build(), self.model.layout)
@@ -420,8 +415,6 @@ class InitPlan:
         )
 
     def _runner(self) -> Any:
-        from ..runners import load_runner
-
         try:
             return load_runner(load_manifest(self.out), "cpu", self._settings())
         except Unavailable:
@@ -468,7 +461,6 @@ class InitPlan:
     def _export(self, module: Any) -> Path:
         """The builder's module as ONNX in the project, or built into the cache by an artifact
         builder (``--artifact``): the manifest then runs that file."""
-        from ..runners import cache_path
         from .export import export_onnx
 
         assert self.size is not None
@@ -555,7 +547,7 @@ class InitPlan:
 
     def _discover(self) -> None:
         from ..data import resolve_dataset
-        from ._discovery import Progress, Search, spread
+        from ._discovery import Progress, Search
 
         assert self.size is not None and self.settings is not None
         runner = self._runner()
@@ -586,9 +578,8 @@ class InitPlan:
                 f"runner-up: {second.candidate.label}: {100 * second.top1:.2f}% on {second.n}"
             )
         doubts, notes = doubts_about(found, self.classes, steps)
-        for line in doubts:
+        for line in doubts:  # said, and written as comment lines of at most 92 characters
             self.say(line)
-        for line in doubts:  # comment lines of at most 92 characters
             origin += textwrap.wrap(f"TODO: {line}", 92, break_long_words=False,
                                     subsequent_indent="  ")  # fmt: skip
         self.recipe = Recipe(steps, origin, notes)
@@ -676,35 +667,27 @@ def _built(target: Path, build: Callable[[Path], None], what: str) -> Path:
     handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(handle)
     staged = Path(name)
-
-    def discard() -> None:
+    try:
+        with _failure(f"{what} failed"):
+            build(staged)
+        try:
+            os.close(open_regular(staged, follow_symlinks=False))
+        except OSError as exc:  # NotARegularFile among them
+            raise InitError(
+                f"{what} did not leave a regular file at the path it was given ({exc}): its "
+                f"output is refused, nothing was put at {target}"
+            ) from None
+        if staged.stat().st_size == 0:
+            raise InitError(f"the build of {target.name} wrote nothing ({what})")
+    except BaseException:  # the staged path removed, whatever the build left there
         with contextlib.suppress(OSError):
             if staged.is_dir() and not staged.is_symlink():
                 staged.rmdir()
             else:
                 staged.unlink()
-
-    try:
-        with _failure(f"{what} failed"):
-            build(staged)
-    except BaseException:
-        discard()
         raise
-    try:
-        os.close(open_regular(staged, follow_symlinks=False))
-    except (NotARegularFile, OSError) as exc:
-        discard()
-        raise InitError(
-            f"{what} did not leave a regular file at the path it was given ({exc}): its output "
-            f"is refused, nothing was put at {target}"
-        ) from None
-    if staged.stat().st_size == 0:
-        discard()
-        raise InitError(f"the build of {target.name} wrote nothing ({what})")
     # mkstemp makes the file private (0600); a model file is read like any other file.
-    umask = os.umask(0)
-    os.umask(umask)
-    staged.chmod(0o666 & ~umask)
+    staged.chmod(default_file_mode())
     return staged
 
 

@@ -29,10 +29,6 @@ def _scalar(value: object) -> str:
     return json.dumps(value)
 
 
-def _flow(params: dict[str, object]) -> str:
-    return "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in params.items()) + "}"
-
-
 def _rel(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
@@ -87,7 +83,8 @@ def render_manifest(
     for index, step in enumerate(recipe.steps):
         ((op, params),) = step.items()
         note = recipe.notes.get(index)
-        lines.append(f"      - {op}: {_flow(params)}" + (f"  # {note}" if note else ""))
+        flow = ", ".join(f"{k}: {_scalar(v)}" for k, v in params.items())
+        lines.append(f"      - {op}: {{{flow}}}" + (f"  # {note}" if note else ""))
     lines += [
         "postprocess:",
         "  softmax: true  # the model outputs logits (set false if it outputs probabilities)",

@@ -4,9 +4,13 @@ manifest stays the single truth. The table: docs/onboarding.md, section 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal
+
+import yaml
 
 from ..errors import MlreproError
 from ..pipeline import IMAGENET_MEAN, IMAGENET_STD, MNIST_MEAN, MNIST_STD
@@ -154,170 +158,56 @@ MNIST = Values("/255, (x - 0.1307) / 0.3081", 255.0, MNIST_MEAN, MNIST_STD)
 CIFAR10 = Values("/255, CIFAR-10 mean/std", 255.0, CIFAR10_MEAN, CIFAR10_STD)
 CIFAR100 = Values("/255, CIFAR-100 mean/std", 255.0, CIFAR100_MEAN, CIFAR100_STD)
 
-_LITE_SOURCE = (
-    "tensorflow/tpu models/official/efficientnet/preprocessing.py (commit f1a5906, the "
-    "Lite checkpoints' release): preprocess_for_eval -> _decode_and_center_crop (crop "
-    "int(S / (S + CROP_PADDING 32) * shorter side), offset (dim - crop + 1) // 2, "
-    "resize_bicubic); lite/efficientnet_lite_builder.py MEAN_RGB 127.0, STDDEV_RGB 128.0"
-)
+NAMED_VALUES = {
+    "minus-one-one": MINUS_ONE_ONE,
+    "lite": LITE,
+    "imagenet": IMAGENET,
+    "caffe": CAFFE,
+    "ilsvrc": ILSVRC,
+    "zero-one": ZERO_ONE,
+    "raw": RAW,
+    "mnist": MNIST,
+    "cifar10": CIFAR10,
+    "cifar100": CIFAR100,
+}
 
-_PRESETS = [
-    *(
-        Preset(
-            f"efficientnet-lite{variant}",
-            "RGB",
-            "crop_padding",
-            "bicubic",
-            LITE,
-            f"{_LITE_SOURCE}; efficientnet_lite_params: efficientnet-lite{variant} at {size}",
+
+def _load_presets() -> dict[str, Preset]:
+    """presets.yaml, each efficientnet-lite variant first at its own size."""
+    text = resources.files(__package__).joinpath("presets.yaml").read_text(encoding="utf-8")
+    listed = []
+    for name, row in yaml.safe_load(text).items():
+        values, sizes = NAMED_VALUES[row.pop("values")], row.pop("sizes", None)
+        listed.append(Preset(name, values=values, sizes=sizes and tuple(sizes), **row))
+    lite = listed[0]
+    variants = [
+        dataclasses.replace(
+            lite,
+            name=f"{lite.name}{variant}",
+            source=f"{lite.source}; efficientnet_lite_params: efficientnet-lite{variant} at {size}",
             sizes=(size,),
         )
         for variant, size in LITE_SIZES.items()
-    ),
-    Preset("efficientnet-lite", "RGB", "crop_padding", "bicubic", LITE, _LITE_SOURCE),
-    Preset(
-        "inception",
-        "RGB",
-        "central_crop",
-        "bilinear",
-        MINUS_ONE_ONE,
-        "tensorflow/models research/slim/preprocessing/inception_preprocessing.py: "
-        "preprocess_for_eval (tf.image.central_crop 0.875, resize_bilinear, "
-        "(x - 0.5) * 2 on 0..1 values)",
-    ),
-    Preset(
-        "torchvision",
-        "RGB",
-        "shorter_side",
-        "bilinear",
-        IMAGENET,
-        "pytorch/vision references/classification/presets.py: ClassificationPresetEval "
-        "(crop_size 224, resize_size 256, bilinear, ToTensor, Normalize ImageNet mean/std); "
-        "other sizes come with their own resize_size",
-        sizes=(224,),
-        resize_to=256,
-    ),
-    Preset(
-        "timm",
-        "RGB",
-        "shorter_side",
-        "bilinear",
-        IMAGENET,
-        "huggingface/pytorch-image-models timm/data/transforms_factory.py: "
-        "transforms_imagenet_eval (scale_size = floor(S / crop_pct 0.875), Resize shorter "
-        "side, CenterCrop S, bilinear, ImageNet mean/std)",
-    ),
-    Preset(
-        "caffe",
-        "BGR",
-        "squash",
-        "bilinear",
-        ILSVRC,
-        "BVLC/caffe python/caffe/classifier.py: Classifier.predict(oversample=False) "
-        "(resize to image_dims 256×256, centre crop of the net's input), classify.py "
-        "(channel_swap 2,1,0, raw_scale 255, ilsvrc_2012_mean.npy)",
-        sizes=(224, 227),
-        resize_to=256,
-    ),
-    Preset(
-        "keras-caffe",
-        "BGR",
-        "resize",
-        "nearest",
-        CAFFE,
-        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='caffe') after "
-        "keras.utils.load_img(target_size=(S, S)) (interpolation 'nearest' by default)",
-    ),
-    Preset(
-        "keras-tf",
-        "RGB",
-        "resize",
-        "nearest",
-        MINUS_ONE_ONE,
-        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='tf'): "
-        "x / 127.5 - 1, after load_img(target_size=(S, S))",
-    ),
-    Preset(
-        "keras-torch",
-        "RGB",
-        "resize",
-        "nearest",
-        IMAGENET,
-        "keras/src/applications/imagenet_utils.py: preprocess_input(mode='torch'): /255, "
-        "ImageNet mean/std, after load_img(target_size=(S, S))",
-    ),
-    Preset(
-        "grey-01",
-        "L",
-        "resize",
-        "bilinear",
-        ZERO_ONE,
-        "torchvision transforms.ToTensor() on a mode L image (torchvision/datasets/mnist.py "
-        "MNIST.__getitem__: Image.fromarray(img, mode='L')): 0..255 -> 0.0..1.0; another size "
-        "resized S×S bilinear (transforms.Resize's default)",
-    ),
-    Preset(
-        "mnist",
-        "L",
-        "resize",
-        "bilinear",
-        MNIST,
-        "pytorch/examples mnist/main.py: transforms.ToTensor(), transforms.Normalize((0.1307,), "
-        "(0.3081,)) (the MNIST training set's mean and std); another size resized S×S bilinear",
-    ),
-    Preset(
-        "grey-255",
-        "L",
-        "resize",
-        "nearest",
-        RAW,
-        "keras/src/utils/image_utils.py: load_img(color_mode='grayscale', target_size=(S, S)) "
-        "(PIL convert('L'), interpolation 'nearest'), img_to_array: float32 0..255, unscaled",
-    ),
-    Preset(
-        "cifar10",
-        "RGB",
-        "resize",
-        "bilinear",
-        CIFAR10,
-        "torchvision/datasets/cifar.py CIFAR10(train=True).data: the per-channel mean "
-        "(0.4914, 0.4822, 0.4465) and std (0.2470, 0.2435, 0.2616) over every pixel on 0..1 "
-        "values (as kuangliu/pytorch-cifar issue #19 corrects its main.py's std), after "
-        "transforms.ToTensor(); another size resized S×S bilinear",
-    ),
-    Preset(
-        "cifar100",
-        "RGB",
-        "resize",
-        "bilinear",
-        CIFAR100,
-        "weiaicunzai/pytorch-cifar100 conf/global_settings.py: CIFAR100_TRAIN_MEAN, "
-        "CIFAR100_TRAIN_STD (the training set's per-channel mean and std on 0..1 values) after "
-        "transforms.ToTensor(); another size resized S×S bilinear",
-    ),
-]
-PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
+    ]
+    return {p.name: p for p in (*variants, *listed)}
 
 
-def _floats(values: tuple[float, ...]) -> list[float]:
-    return [float(v) for v in values]
+PRESETS = _load_presets()
 
 
 def geometry_steps(geometry: Geometry, height: int, width: int) -> list[StepText]:
-    method = geometry.method
-    resize: dict[str, object] = {"size": [height, width], "method": method, "backend": "pil"}
+    how = {"method": geometry.method, "backend": "pil"}
+    resize: StepText = {"resize": {"size": [height, width], **how}}
     if geometry.kind == "resize":
-        return [{"resize": resize}]
+        return [resize]
     if geometry.kind == "crop_then_resize":
-        crop: dict[str, object] = {"fraction": geometry.fraction, "rounding": geometry.rounding}
-        return [{"crop": crop}, {"resize": resize}]
+        return [{"crop": {"fraction": geometry.fraction, "rounding": geometry.rounding}}, resize]
     centre: StepText = {"crop": {"size": [height, width], "rounding": "torchvision"}}
     if geometry.kind == "squash_then_crop":
         assert geometry.scale is not None
-        side = geometry.scale
-        return [{"resize": {"size": [side, side], "method": method, "backend": "pil"}}, centre]
+        return [{"resize": {"size": [geometry.scale] * 2, **how}}, centre]
     shorter = geometry.scale or int(round(min(height, width) / geometry.fraction))
-    return [{"resize": {"shorter_side": shorter, "method": method, "backend": "pil"}}, centre]
+    return [{"resize": {"shorter_side": shorter, **how}}, centre]
 
 
 def value_steps(values: Values, dtype: str) -> list[StepText]:
@@ -328,7 +218,8 @@ def value_steps(values: Values, dtype: str) -> list[StepText]:
     if values.divisor is not None:
         steps.append({"scale": {"divisor": values.divisor}})
     if values.mean is not None and values.std is not None:
-        steps.append({"normalize": {"mean": _floats(values.mean), "std": _floats(values.std)}})
+        mean, std = list(map(float, values.mean)), list(map(float, values.std))
+        steps.append({"normalize": {"mean": mean, "std": std}})
     if dtype == "float16":
         steps.append({"cast": {"dtype": "float16"}})
     return steps
@@ -379,22 +270,42 @@ def decode_steps(
     return [{"decode": decode}, *invert]
 
 
-def recipe_steps(
-    order: str, geometry: Geometry, values: Values, height: int, width: int, layout: str,
-    dtype: str, inverted: bool = False, bands: Bands | None = None, opaque: bool = False,
-) -> list[StepText]:  # fmt: skip
-    """Every step of a recipe, written out in full (no default left implicit)."""
-    return [
-        *decode_steps(order, inverted, bands, opaque),
-        *geometry_steps(geometry, height, width),
-        *value_steps(values, dtype),
-        {"layout": {"order": layout}},
-    ]
+@dataclass(frozen=True)
+class Candidate:
+    """A recipe (a preset's, discovery's, or init's provisional one)."""
+
+    order: str  # RGB, BGR, RGBA, BGRA, L16, bands, or a key of GREY_CONVERT
+    geometry: Geometry
+    values: Values
+    inverted: bool = False  # 255 − x right after decoding (white digits on black, negatives)
+    bands: Bands | None = None  # order "bands": how the files decode
+    opaque: bool = False  # RGBA of files without alpha: an opaque one added, declared
+
+    @property
+    def label(self) -> str:
+        grey = GREY_CONVERT.get(self.order)
+        shown = f"L ({grey})" if grey else self.order
+        if self.order == "L16":
+            shown = "L16 (16-bit grey)"
+        elif self.bands is not None:
+            axes = ", C×H×W" if self.bands.axes == "CHW" else ""
+            shown = f"{self.bands.channels} bands of {self.bands.dtype}{axes}"
+        inverted = ", inverted (255 − x)" if self.inverted else ""
+        return f"{shown}{inverted}, {self.geometry.label}, {self.values.label}"
+
+    def steps(self, height: int, width: int, layout: str, dtype: str) -> list[StepText]:
+        """Every step, written out in full (no default left implicit)."""
+        return [
+            *decode_steps(self.order, self.inverted, self.bands, self.opaque),
+            *geometry_steps(self.geometry, height, width),
+            *value_steps(self.values, dtype),
+            {"layout": {"order": layout}},
+        ]
 
 
 def preset_steps(
     preset: Preset, height: int, width: int, layout: str, dtype: str
 ) -> list[StepText]:
     """``preset`` at ``height`` × ``width``; :class:`PresetSizeError` where it is undefined."""
-    geometry = preset.geometry(height, width)
-    return recipe_steps(preset.order, geometry, preset.values, height, width, layout, dtype)
+    candidate = Candidate(preset.order, preset.geometry(height, width), preset.values)
+    return candidate.steps(height, width, layout, dtype)

@@ -29,11 +29,11 @@ from pytest_mlrepro.cli import main
 from pytest_mlrepro.manifest import load_manifest
 from pytest_mlrepro.onboarding._presets import (
     Bands,
+    Candidate,
     Geometry,
     StepText,
     Values,
     decode_steps,
-    recipe_steps,
 )
 
 ort = pytest.importorskip("onnxruntime")
@@ -190,9 +190,9 @@ def _tensors(steps: list[pipeline.Step], files: list[Path]) -> np.ndarray:
 
 def _truth_steps(family: Family, arrays: list[np.ndarray]) -> list[StepText]:
     size = family.size
-    return recipe_steps(family.order, Geometry("resize", method="bilinear"),
-                        family.values(arrays), size, size, family.layout, "float32",
-                        bands=family.bands)  # fmt: skip
+    candidate = Candidate(family.order, Geometry("resize", method="bilinear"),
+                          family.values(arrays), bands=family.bands)  # fmt: skip
+    return candidate.steps(size, size, family.layout, "float32")
 
 
 def _logistic(features: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, float]:

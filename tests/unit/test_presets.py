@@ -21,6 +21,7 @@ The sources' arithmetic is written out here from the files the presets cite:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -236,3 +237,9 @@ def test_cifar_presets_use_the_training_sets_statistics(
     assert [s.divisor for s in of(pipeline.Scale, chain)] == [255.0]
     assert PRESETS[name].channels == 3
     assert pipeline.Pipeline(chain).final.channels == 3
+
+
+def test_the_preset_table_ships_with_the_package() -> None:
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert '"onboarding/presets.yaml"' in pyproject.split("[tool.setuptools.package-data]")[1]
+    assert list(PRESETS)[:6] == [*(f"efficientnet-lite{v}" for v in range(5)), "efficientnet-lite"]
