@@ -4,6 +4,7 @@ sample."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -89,19 +90,18 @@ def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
     given twice) is a failed row naming why."""
     rows = [row for _, row in members]
     sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
+    where = f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has"
+    files = ", ".join(sorted({path for path, _ in members}))
     if not sharded:
         if len(rows) > 1:
-            files = ", ".join(sorted({path for path, _ in members}))
             raise MatrixError(
-                f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has this result twice (in "
-                f"{files}): give each machine its own name (--mlrepro-machine NAME)"
+                f"{where} this result twice (in {files}): give each machine its own name "
+                "(--mlrepro-machine NAME)"
             )
         return rows[0]
     if len(sharded) != len(rows):
-        files = ", ".join(sorted({path for path, _ in members}))
         raise MatrixError(
-            f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has both a whole run and shards "
-            f"of this item (in {files}): merge one or the other"
+            f"{where} both a whole run and shards of this item (in {files}): merge one or the other"
         )
     try:
         return merge_shards(rows)
@@ -347,20 +347,15 @@ def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgr
         keys = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
         samples = [_samples(p) for _, p in members]
         goldens = [_golden_top1(p) for _, p in members]
-        pairs = []
-        for i in range(len(members)):
-            for j in range(i + 1, len(members)):
-                shared, agree, largest = pair_agreement(samples[i], samples[j])
-                pairs.append(
-                    PairAgreement(
-                        first=labels[i],
-                        second=labels[j],
-                        shared=shared,
-                        agree=agree,
-                        max_score_diff=largest,
-                        same_pipeline=keys[i] == keys[j],
-                    )
-                )
+        pairs = [  # (shared, agree, max_score_diff): pair_agreement's
+            PairAgreement(
+                labels[i],
+                labels[j],
+                *pair_agreement(samples[i], samples[j]),
+                same_pipeline=keys[i] == keys[j],
+            )
+            for i, j in itertools.combinations(range(len(members)), 2)
+        ]
         out.append(
             ManifestAgreement(
                 manifest=manifest,

@@ -21,6 +21,11 @@ def fmt_ms(seconds: float) -> str:
     return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
 
 
+def ms(value: float | None) -> str:
+    """A time the results file keeps in milliseconds ("-" where there is none)."""
+    return "-" if value is None else fmt_ms(value / 1e3)
+
+
 def _fmt_ratio(r: Any) -> str:
     return f"×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}]"
 
@@ -164,10 +169,7 @@ def latency_outcome_text(
 
 def _host(host: HostFactor) -> str:
     direction = "slower" if host.value >= 1 else "faster"
-    return (
-        f"this host runs the reference ×{host.value:.2f} [{host.low:.2f}–{host.high:.2f}] "
-        f"{direction} than the recording host"
-    )
+    return f"this host runs the reference {_fmt_ratio(host)} {direction} than the recording host"
 
 
 def latency_decided_by(decision: DecisionFacts | None) -> str:
@@ -207,10 +209,10 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             f"used {busy} of the CPUs (more than {decision.max_contention:.0%}): neither ratio "
             "can be trusted"
         )
-    if verdict == "regression":
-        failed = [f for f in facts if f[1].outcome == "regression"] or list(facts)
-        worst = max(failed, key=pressure)
+    if verdict in ("regression", "inconclusive"):
+        worst = max([f for f in facts if f[1].outcome == verdict] or facts, key=pressure)
         tol = f"≤×{worst[1].tolerance:g}"
+    if verdict == "regression":
         if host is None or worst[1].normalised is None:
             return (
                 f"absolute ratio: {views(worst)} confidently above {tol} ({no_reference}: the "
@@ -221,9 +223,6 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             "does not account for it"
         )
     if verdict == "inconclusive":
-        unsure = [f for f in facts if f[1].outcome == "inconclusive"] or list(facts)
-        worst = max(unsure, key=pressure)
-        tol = f"≤×{worst[1].tolerance:g}"
         assert host is not None  # an inconclusive judgement has a host factor
         why = (
             "the golden's reference workload ran under another numpy, so a slower host cannot "
@@ -237,15 +236,11 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
         )
     if verdict == "faster":
         name, slowest = max(facts, key=lambda f: f[1].ratio.high)
-        below = (
-            f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
+        both = "absolute ratio" if slowest.normalised is None else "both ratios"
+        return (
+            f"{both}: {views((name, slowest))} confidently below ×{1 / slowest.tolerance:.2f} "
+            f"(1 / tolerance {slowest.tolerance:g}) for every measurement"
         )
-        if slowest.normalised is None:
-            return (
-                f"absolute ratio: {name} {slowest.statistic}: absolute "
-                f"{_fmt_ratio(slowest.ratio)} {below} for every measurement"
-            )
-        return f"both ratios: {views((name, slowest))} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
     c = closest[1]

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from .._visible import visible
 
 
+def dash(value: float | None, template: str) -> str:
+    """``value`` as ``template`` words it ("-" where there is none)."""
+    return "-" if value is None else template.format(value)
+
+
 def aligned(
     rows: Sequence[Sequence[str]], indent: str = "", marks: Sequence[str] | None = None
 ) -> list[str]:

@@ -6,6 +6,7 @@ page from the same typed rows; what only a session has comes as :class:`SessionP
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -285,9 +286,7 @@ def matrix_view(
         for r in c.latency
         if r.operators is not None
     )
-    summary: dict[str, int] = {}
-    for cell in matrix.cells:
-        summary[MARK[cell.status]] = summary.get(MARK[cell.status], 0) + 1
+    summary = Counter(MARK[cell.status] for cell in matrix.cells)
     notes += [
         f"stale latency golden: {c.manifest} on {c.label} runs at ×{r.stale_golden.ratio:.2f} of "
         f"it; re-record it with {r.stale_golden.command}"
