@@ -16,7 +16,6 @@ from ..results import (
     DiagnosisSummary,
     Document,
     Environment,
-    Machine,
     PerSample,
     Row,
     ShardMergeError,
@@ -75,14 +74,6 @@ def _row_key(file: Document, row: Row) -> _Key:
         kind,
         nodeid,
     )
-
-
-def _grouped(files: Sequence[Document]) -> dict[_Key, list[tuple[str, Row]]]:
-    groups: dict[_Key, list[tuple[str, Row]]] = {}
-    for file in files:
-        for row in file.results:
-            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
-    return groups
 
 
 def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
@@ -198,8 +189,12 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
         Source(str(f.path), f.machine.name, None if f.shard is None else str(f.shard))
         for f in files
     )
+    groups: dict[_Key, list[tuple[str, Row]]] = {}
+    for file in files:
+        for row in file.results:
+            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     per_cell: dict[_CellKey, tuple[list[Row], set[str]]] = {}
-    for key, members in sorted(_grouped(files).items(), key=lambda kv: _sortable(kv[0])):
+    for key, members in sorted(groups.items(), key=lambda kv: _sortable(kv[0])):
         machine, manifest, digest, device, version, _, nodeid = key
         rows, paths = per_cell.setdefault((manifest, digest, machine, device, version), ([], set()))
         rows.append(_result(_merged(key, members), nodeid))
@@ -229,7 +224,9 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
         )
         for (manifest, digest, machine, device, version), (rows, paths) in ordered
     ]
-    machines = _machines(files)
+    # Each machine's environment, by name; the first file of a machine speaks for its shards.
+    first = {f.machine.name: f.machine for f in reversed(files)}
+    machines = tuple(first[name] for name in sorted(first))
     environments = {m.name: m.environment for m in machines}
     pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
     majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
@@ -269,12 +266,6 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
         agreement=tuple(_agreement(per_sample)),
         machines=machines,
     )
-
-
-def _machines(files: Sequence[Document]) -> tuple[Machine, ...]:
-    """Each machine's environment, by name; the first file of a machine speaks for its shards."""
-    first = {f.machine.name: f.machine for f in reversed(files)}  # the first file's stands
-    return tuple(first[name] for name in sorted(first))
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:

@@ -39,11 +39,6 @@ def status_of(result: Row) -> tuple[CellVerdict, str]:
     return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
 
 
-def _shard_note(nodeid: str) -> str:
-    """`` (shard 1/2)`` for the result of one shard run's own item, else nothing."""
-    return nodeid[nodeid.rindex(" (shard ") :] if " (shard " in nodeid else ""
-
-
 @dataclass(frozen=True)
 class Cell:
     """One manifest on one machine, device and framework version: every result of it."""
@@ -93,7 +88,9 @@ class Cell:
             gate, reason = status_of(r)
             if gate != "pass":
                 what = r.kind if r.kind != "latency" or r.batch is None else f"latency b{r.batch}"
-                out.append(f"{what}{_shard_note(r.nodeid)}: {reason}")
+                # `` (shard 1/2)`` for the result of one shard run's own item
+                shard = r.nodeid[r.nodeid.rindex(" (shard ") :] if " (shard " in r.nodeid else ""
+                out.append(f"{what}{shard}: {reason}")
         return tuple(out)
 
     @property

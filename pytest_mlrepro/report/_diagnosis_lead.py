@@ -342,13 +342,9 @@ def transform_text(t: ScoreTransform) -> str:
     return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
 
 
-def _model_text(model: Sequence[Change]) -> str:
-    return "the model changed (" + "; ".join(change_text(c) for c in model) + ")"
-
-
 # The pieces worded from one fact of the lead, which the rule's sentence needs: (the fact, how).
 _FACT_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {
-    "model": ("model", _model_text),
+    "model": ("model", lambda model: f"the model changed ({'; '.join(map(change_text, model))})"),
     "env": ("env", env_text),
     "env_step": ("env_step", environment_step_text),
     "difference": ("step", step_text),
@@ -357,6 +353,11 @@ _FACT_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "permutation": ("permutation", permutation_text),
     "transform": ("transform", transform_text),
     "parts": ("data", lambda data: "; ".join(data.parts)),
+    "label": ("flip", flip_label),
+    "expects": ("flip", lambda flip: flip_expects(flip_label(flip))),
+    "flip_category": ("flip", lambda flip: flip.category or "preprocessing"),
+    "reverts": ("flip", lambda flip: " and ".join(change_brief(c) for c in flip.reverts[:2])),
+    "rest": ("other", lambda other: lead_text(other).removeprefix("Likely cause")),
 }
 # The pieces said only when the lead has their fact: (the piece, how it is said).
 _IF_ANY = {
@@ -388,30 +389,13 @@ class _Words(dict[str, object]):
             return words(fact)
         return str(getattr(self, "_" + key)())
 
-    def _flip(self) -> Counterfactual:  # (not a piece: the flip the pieces read)
-        assert self.lead.flip is not None
-        return self.lead.flip
-
-    def _label(self) -> str:
-        return flip_label(self._flip())
-
-    def _expects(self) -> str:
-        return flip_expects(self._label())
-
-    def _matched(self) -> str:
-        return f"{self._flip().agree}/{self._flip().probes}"
-
-    def _flip_category(self) -> str:
-        return self._flip().category or "preprocessing"
-
-    def _reverts(self) -> str:
-        return " and ".join(change_brief(c) for c in self._flip().reverts[:2])
-
     def _evidence(self) -> str:
-        lead = self.lead
-        how = f"(max score diff {short_number(self._flip().max_diff)})"
+        lead, flip = self.lead, self.lead.flip
+        assert flip is not None
+        how = f"(max score diff {short_number(flip.max_diff)})"
         how = "and their scores are within tolerance" if lead.reproduces else how
-        text = f"with {self._label()}, {self._matched()} probe predictions match the golden {how}"
+        text = f"with {flip_label(flip)}, {flip.agree}/{flip.probes} probe predictions match the "
+        text += f"golden {how}"
         if lead.ties:
             verb = "do" if len(lead.ties) > 1 else "does"
             ties = and_list([flip_expects(flip_label(c)) for c in lead.ties[:3]])
@@ -419,12 +403,13 @@ class _Words(dict[str, object]):
         return text
 
     def _workaround(self) -> str:
-        if self.lead.flip is None:
+        flip = self.lead.flip
+        if flip is None:
             return ""
         return (
-            f" A manifest flip happens to restore the output (with {self._label()}, "
-            f"{self._matched()} probe predictions match the golden), but the golden was recorded "
-            "with the manifest as it is."
+            f" A manifest flip happens to restore the output (with {flip_label(flip)}, "
+            f"{flip.agree}/{flip.probes} probe predictions match the golden), but the golden was "
+            "recorded with the manifest as it is."
         )
 
     def _edits(self) -> str:
@@ -463,10 +448,6 @@ class _Words(dict[str, object]):
             f": a label offset, every changed label is the golden's {signed(k)} (with labels "
             f"shifted by {signed(-k)}, they are the golden's)"
         )
-
-    def _rest(self) -> str:
-        assert self.lead.other is not None
-        return lead_text(self.lead.other).removeprefix("Likely cause")
 
 
 _DATA = "Likely cause: the data — {parts}{how}"

@@ -17,15 +17,11 @@ from ._text import dash
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
 
 
-def _cell_text(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A Markdown table, and the blank line that ends it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows] + [""]
+    safe = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]  # in a cell
+    return lines + ["| " + " | ".join(row) + " |" for row in safe] + [""]
 
 
 def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
