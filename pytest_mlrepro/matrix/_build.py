@@ -130,12 +130,19 @@ def _result(row: Row, nodeid: str) -> Row:
 _CellKey = tuple[str, str | None, str, str, str | None]
 
 
-def _most_common(pairs: Sequence[tuple[str, str | None]]) -> dict[str, str | None]:
-    """Per name, its most common value (ties: the first in order)."""
+def _commonest(cells: Sequence[Cell], values: Sequence[str | None]) -> dict[str, int]:
+    """Per manifest, its first cell whose value is the most common (ties: the first in order)."""
     counts: dict[str, Counter[str | None]] = {}
-    for name, value in pairs:
-        counts.setdefault(name, Counter())[value] += 1
-    return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
+    for cell, value in zip(cells, values):
+        counts.setdefault(cell.manifest, Counter())[value] += 1
+    return {
+        manifest: next(
+            i
+            for i, (c, v) in enumerate(zip(cells, values))
+            if c.manifest == manifest and v == counter.most_common(1)[0][0]
+        )
+        for manifest, counter in counts.items()
+    }
 
 
 def _short(digest: str | None) -> str:
@@ -163,9 +170,8 @@ def _settings(content: Mapping[str, Any] | None, env: Environment) -> dict[str, 
 
 
 def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
-    """Why a cell runs another pipeline than the manifest's common one, in words, and the
-    manifest fields that differ (where both record their content; else the digests, and no
-    fields)."""
+    """Why a cell runs another pipeline than the manifest's common one, and the manifest fields
+    that differ (where both record their content; else the digests, and no fields)."""
     digests = f"manifest digest {_short(cell.manifest_digest)}, the others' " + _short(
         common.manifest_digest
     )
@@ -229,25 +235,18 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
     machines = tuple(first[name] for name in sorted(first))
     environments = {m.name: m.environment for m in machines}
     pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
-    majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
-    # Per manifest: the first cell that runs the common pipeline.
-    reference: dict[str, Cell] = {}
-    for c, pipeline in zip(cells, pipelines):
-        if pipeline == majority[c.manifest]:
-            reference.setdefault(c.manifest, c)
     settings = [_settings(c.manifest_content, environments[c.machine]) for c in cells]
     shown_settings = [json.dumps(v, sort_keys=True, default=str) for v in settings]
-    common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
+    # Per manifest, the first cell of its common pipeline, and of its common settings.
+    common = _commonest(cells, pipelines), _commonest(cells, shown_settings)
     for index, cell in enumerate(cells):
-        if pipelines[index] != majority[cell.manifest]:
-            other, fields = _other_pipeline(cell, reference[cell.manifest])
+        usual = common[0][cell.manifest]
+        if pipelines[index] != pipelines[usual]:
+            other, fields = _other_pipeline(cell, cells[usual])
             cell = replace(cell, other_pipeline=other, pipeline_fields=fields)
-        if shown_settings[index] != common_settings[cell.manifest]:
-            usual = next(
-                v for c, v, shown in zip(cells, settings, shown_settings)
-                if c.manifest == cell.manifest and shown == common_settings[cell.manifest]
-            )  # fmt: skip
-            changed = differences(usual, settings[index])
+        usual = common[1][cell.manifest]
+        if shown_settings[index] != shown_settings[usual]:
+            changed = differences(settings[usual], settings[index])
             cell = replace(
                 cell,
                 settings_fields=tuple(k for k, _, _ in changed),

@@ -24,9 +24,8 @@ class Source:
 
 
 def status_of(result: Row) -> tuple[CellVerdict, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived from
-    the verdict for files older than the field, on reading), and the reason when it is not a
-    pass."""
+    """A result's standing for the gate, from its row's ``status`` (derived from the verdict for
+    files older than the field, on reading), and the reason when it is not a pass."""
     status, verdict, outcome = result.status, result.verdict or "", result.outcome
     if status == "passed":
         return "pass", ""
@@ -156,9 +155,8 @@ class ManifestAgreement:
 
 @dataclass(frozen=True)
 class Matrix:
-    """The merged matrix: its sources, one cell per manifest × machine × device × framework
-    version, the cross-machine agreement per manifest, and each machine's environment (by name:
-    what its first results file records of what explains a cross-machine difference)."""
+    """The merged matrix: one cell per manifest × machine × device × framework version, and each
+    machine's environment (what its first results file records)."""
 
     sources: tuple[Source, ...]
     cells: tuple[Cell, ...]

@@ -35,9 +35,8 @@ def _plain(value: Any) -> str:
 
 
 def explain_latency(outcome: LatencyOutcome, update_cmd: str, enrich_cmd: str = "") -> str:
-    """Why a latency item failed (or was not judged), with every number needed to believe it:
-    the judgements of its concluding attempt against ``outcome.baseline``, golden vs now, one
-    line per measurement and statistic, as a table."""
+    """Why a latency item failed (or was not judged), with every number needed to believe it: its
+    concluding attempt's judgements against ``outcome.baseline``, as a table."""
     a, baseline, attempts = outcome.assessment, outcome.baseline, outcome.assessments
     assert a is not None and baseline is not None
     stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
@@ -138,9 +137,8 @@ def _pct(value: float | None) -> str:
 def latency_outcome_text(
     outcome: LatencyOutcome, update_cmd: str, where: str, enrich_cmd: str = ""
 ) -> str:
-    """The text of a latency item that did not pass (``where``: the manifest as shown, the
-    device and the batch; ``update_cmd``: the command that re-records its golden,
-    ``enrich_cmd`` the one that adds what it lacks)."""
+    """The text of a latency item that did not pass (``where``: the manifest as shown, the device
+    and the batch; ``enrich_cmd``: the command that adds to its golden what it lacks)."""
     reason = outcome.reason
     if reason == "golden invalid":
         return f"{outcome.message}\n(only --mlrepro-update replaces it: {update_cmd})"
@@ -173,10 +171,8 @@ def _host(host: HostFactor) -> str:
 
 
 def latency_decided_by(decision: DecisionFacts | None) -> str:
-    """In words, which ratio decided a latency verdict (``pass``, ``faster``, ``regression``,
-    ``inconclusive``, ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not
-    misread as a missed regression; the rules behind it are
-    :class:`~pytest_mlrepro.latency.DecisionFacts`'. None: nothing to compare with yet."""
+    """In words, which ratio decided a latency verdict, so that a normalised ratio far from 1
+    beside ``pass`` is not misread as a missed regression. None: nothing to compare with yet."""
     if decision is None:
         return "not compared: no latency golden for this machine and settings yet"
     verdict, facts, host = decision.verdict, decision.judgements, decision.host

@@ -112,9 +112,8 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
 
 
 def machine_columns(matrix: Matrix, machine: Machine) -> tuple[str, str, str, str]:
-    """A machine's CPU (with its vendor), ISA flags, the numeric packages whose versions differ
-    between the machines, and its numeric settings, as text ("not recorded" where its results
-    file does not say)."""
+    """A machine's CPU, ISA flags, the numeric packages whose versions differ between the
+    machines, and its numeric settings ("not recorded" where its results file does not say)."""
     m = machine.environment
     cpu = m.cpu or "-"
     if m.cpu_vendor and m.cpu_vendor not in cpu:
@@ -171,9 +170,7 @@ def _machine_lines(matrix: Matrix) -> list[str]:
 
 
 def markdown(matrix: Matrix) -> str:
-    """The whole matrix as Markdown: the verdict line, the results, latency, cross-machine
-    agreement, the machines (CPU, ISA flags, numeric packages), what failed and the stale latency
-    goldens."""
+    """The whole matrix as Markdown, the verdict line first."""
     machines = sorted({s.machine for s in matrix.sources})
     failed, skipped = matrix.failed, matrix.not_compared
     if matrix.ok:
@@ -294,9 +291,8 @@ of them is written with a single quote before it."""
 
 
 def inert_cell(value: object) -> object:
-    """A CSV cell a spreadsheet shows as text: a string starting with a formula's lead character
-    gets a leading single quote (OWASP's recommendation: ``=HYPERLINK(…)`` is shown, not
-    followed; ``+cmd|…`` is not run). Numbers are numbers: a negative one stays as it is."""
+    """A CSV cell a spreadsheet shows as text (OWASP's recommendation: ``=HYPERLINK(…)`` is shown,
+    not followed; ``+cmd|…`` is not run). Numbers are numbers: a negative one stays as it is."""
     if isinstance(value, str) and value.startswith(FORMULA_LEADS):
         return "'" + value
     return value

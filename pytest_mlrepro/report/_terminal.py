@@ -13,9 +13,8 @@ from ._text import aligned, dash
 
 
 def latency_table(rows: Sequence[Row]) -> list[str]:
-    """The terminal table: one line per item and measurement, the item's verdict and, in words,
-    which ratio decided it (on the item's first line); then the stale goldens with the command
-    that re-records each."""
+    """One line per item and measurement, the item's verdict and which ratio decided it on its
+    first line; then the stale goldens with the command that re-records each."""
     table = [
         (
             "manifest",
