@@ -223,7 +223,6 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
                     (r for r in rows if r.kind == "latency"), key=lambda r: (r.batch or 0, r.nodeid)
                 )
             ),
-            other_pipeline=None,
             manifest_content=next(
                 (dict(r.manifest_content) for r in rows if r.manifest_content is not None), None
             ),

@@ -52,7 +52,7 @@ class Cell:
     sources: tuple[str, ...]
     results: tuple[Row, ...]  # each of its items' row (a cell's: see matrix._build._result)
     latency: tuple[Row, ...]
-    other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
+    other_pipeline: str | None = None  # why this cell's pipeline differs from the manifest's others
     # Its run settings (threads, batch size… and the machine's numeric variables) where they
     # differ from the manifest's other cells: the same pipeline, run otherwise.
     other_settings: str | None = None

@@ -222,8 +222,7 @@ def diagnosis_text(d: DriftDiagnosis, width: int) -> str:
         f"diagnosis ({d.counterfactuals} counterfactuals on {d.probes} probe samples, "
         f"{d.screen} first, {d.seconds:.1f} s)"
     )
-    lines = [head]
-    lines += _wrap(d.lead, width)
+    lines = [head, *_wrap(d.lead, width)]
     for title, body in d.sections:
         lines.append("")
         lines += _wrap(title, width)
