@@ -324,11 +324,10 @@ def pair_agreement(
 
 
 def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgreement]:
-    by_manifest: dict[str, list[tuple[Cell, PerSample]]] = {}
-    for cell, part in per_sample:
-        by_manifest.setdefault(cell.manifest, []).append((cell, part))
     out = []
-    for manifest, members in by_manifest.items():
+    # The cells are in manifest order (build_matrix's).
+    for manifest, group in itertools.groupby(per_sample, key=lambda member: member[0].manifest):
+        members = list(group)
         if len(members) < 2:
             continue
         cells = [c for c, _ in members]
