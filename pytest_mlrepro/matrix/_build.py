@@ -4,6 +4,7 @@ sample."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +16,6 @@ from ..results import (
     DiagnosisSummary,
     Document,
     Environment,
-    Machine,
     PerSample,
     Row,
     ShardMergeError,
@@ -76,32 +76,23 @@ def _row_key(file: Document, row: Row) -> _Key:
     )
 
 
-def _grouped(files: Sequence[Document]) -> dict[_Key, list[tuple[str, Row]]]:
-    groups: dict[_Key, list[tuple[str, Row]]] = {}
-    for file in files:
-        for row in file.results:
-            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
-    return groups
-
-
 def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
     """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
     given twice) is a failed row naming why."""
     rows = [row for _, row in members]
     sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
+    where = f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has"
+    files = ", ".join(sorted({path for path, _ in members}))
     if not sharded:
         if len(rows) > 1:
-            files = ", ".join(sorted({path for path, _ in members}))
             raise MatrixError(
-                f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has this result twice (in "
-                f"{files}): give each machine its own name (--mlrepro-machine NAME)"
+                f"{where} this result twice (in {files}): give each machine its own name "
+                "(--mlrepro-machine NAME)"
             )
         return rows[0]
     if len(sharded) != len(rows):
-        files = ", ".join(sorted({path for path, _ in members}))
         raise MatrixError(
-            f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has both a whole run and shards "
-            f"of this item (in {files}): merge one or the other"
+            f"{where} both a whole run and shards of this item (in {files}): merge one or the other"
         )
     try:
         return merge_shards(rows)
@@ -139,12 +130,19 @@ def _result(row: Row, nodeid: str) -> Row:
 _CellKey = tuple[str, str | None, str, str, str | None]
 
 
-def _most_common(pairs: Sequence[tuple[str, str | None]]) -> dict[str, str | None]:
-    """Per name, its most common value (ties: the first in order)."""
+def _commonest(cells: Sequence[Cell], values: Sequence[str | None]) -> dict[str, int]:
+    """Per manifest, its first cell whose value is the most common (ties: the first in order)."""
     counts: dict[str, Counter[str | None]] = {}
-    for name, value in pairs:
-        counts.setdefault(name, Counter())[value] += 1
-    return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
+    for cell, value in zip(cells, values):
+        counts.setdefault(cell.manifest, Counter())[value] += 1
+    return {
+        manifest: next(
+            i
+            for i, (c, v) in enumerate(zip(cells, values))
+            if c.manifest == manifest and v == counter.most_common(1)[0][0]
+        )
+        for manifest, counter in counts.items()
+    }
 
 
 def _short(digest: str | None) -> str:
@@ -172,9 +170,8 @@ def _settings(content: Mapping[str, Any] | None, env: Environment) -> dict[str, 
 
 
 def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
-    """Why a cell runs another pipeline than the manifest's common one, in words, and the
-    manifest fields that differ (where both record their content; else the digests, and no
-    fields)."""
+    """Why a cell runs another pipeline than the manifest's common one, and the manifest fields
+    that differ (where both record their content; else the digests, and no fields)."""
     digests = f"manifest digest {_short(cell.manifest_digest)}, the others' " + _short(
         common.manifest_digest
     )
@@ -198,8 +195,12 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
         Source(str(f.path), f.machine.name, None if f.shard is None else str(f.shard))
         for f in files
     )
+    groups: dict[_Key, list[tuple[str, Row]]] = {}
+    for file in files:
+        for row in file.results:
+            groups.setdefault(_row_key(file, row), []).append((str(file.path), row))
     per_cell: dict[_CellKey, tuple[list[Row], set[str]]] = {}
-    for key, members in sorted(_grouped(files).items(), key=lambda kv: _sortable(kv[0])):
+    for key, members in sorted(groups.items(), key=lambda kv: _sortable(kv[0])):
         machine, manifest, digest, device, version, _, nodeid = key
         rows, paths = per_cell.setdefault((manifest, digest, machine, device, version), ([], set()))
         rows.append(_result(_merged(key, members), nodeid))
@@ -222,35 +223,29 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
                     (r for r in rows if r.kind == "latency"), key=lambda r: (r.batch or 0, r.nodeid)
                 )
             ),
-            other_pipeline=None,
             manifest_content=next(
                 (dict(r.manifest_content) for r in rows if r.manifest_content is not None), None
             ),
         )
         for (manifest, digest, machine, device, version), (rows, paths) in ordered
     ]
-    machines = _machines(files)
+    # Each machine's environment, by name; the first file of a machine speaks for its shards.
+    first = {f.machine.name: f.machine for f in reversed(files)}
+    machines = tuple(first[name] for name in sorted(first))
     environments = {m.name: m.environment for m in machines}
     pipelines = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
-    majority = _most_common([(c.manifest, p) for c, p in zip(cells, pipelines)])
-    # Per manifest: the first cell that runs the common pipeline.
-    reference: dict[str, Cell] = {}
-    for c, pipeline in zip(cells, pipelines):
-        if pipeline == majority[c.manifest]:
-            reference.setdefault(c.manifest, c)
     settings = [_settings(c.manifest_content, environments[c.machine]) for c in cells]
     shown_settings = [json.dumps(v, sort_keys=True, default=str) for v in settings]
-    common_settings = _most_common([(c.manifest, v) for c, v in zip(cells, shown_settings)])
+    # Per manifest, the first cell of its common pipeline, and of its common settings.
+    common = _commonest(cells, pipelines), _commonest(cells, shown_settings)
     for index, cell in enumerate(cells):
-        if pipelines[index] != majority[cell.manifest]:
-            other, fields = _other_pipeline(cell, reference[cell.manifest])
+        usual = common[0][cell.manifest]
+        if pipelines[index] != pipelines[usual]:
+            other, fields = _other_pipeline(cell, cells[usual])
             cell = replace(cell, other_pipeline=other, pipeline_fields=fields)
-        if shown_settings[index] != common_settings[cell.manifest]:
-            usual = next(
-                v for c, v, shown in zip(cells, settings, shown_settings)
-                if c.manifest == cell.manifest and shown == common_settings[cell.manifest]
-            )  # fmt: skip
-            changed = differences(usual, settings[index])
+        usual = common[1][cell.manifest]
+        if shown_settings[index] != shown_settings[usual]:
+            changed = differences(settings[usual], settings[index])
             cell = replace(
                 cell,
                 settings_fields=tuple(k for k, _, _ in changed),
@@ -269,12 +264,6 @@ def build_matrix(files: Sequence[Document]) -> Matrix:
         agreement=tuple(_agreement(per_sample)),
         machines=machines,
     )
-
-
-def _machines(files: Sequence[Document]) -> tuple[Machine, ...]:
-    """Each machine's environment, by name; the first file of a machine speaks for its shards."""
-    first = {f.machine.name: f.machine for f in reversed(files)}  # the first file's stands
-    return tuple(first[name] for name in sorted(first))
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -335,11 +324,10 @@ def pair_agreement(
 
 
 def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgreement]:
-    by_manifest: dict[str, list[tuple[Cell, PerSample]]] = {}
-    for cell, part in per_sample:
-        by_manifest.setdefault(cell.manifest, []).append((cell, part))
     out = []
-    for manifest, members in by_manifest.items():
+    # The cells are in manifest order (build_matrix's).
+    for manifest, group in itertools.groupby(per_sample, key=lambda member: member[0].manifest):
+        members = list(group)
         if len(members) < 2:
             continue
         cells = [c for c, _ in members]
@@ -347,20 +335,15 @@ def _agreement(per_sample: Sequence[tuple[Cell, PerSample]]) -> list[ManifestAgr
         keys = [_pipeline_key(c.manifest_digest, c.manifest_content) for c in cells]
         samples = [_samples(p) for _, p in members]
         goldens = [_golden_top1(p) for _, p in members]
-        pairs = []
-        for i in range(len(members)):
-            for j in range(i + 1, len(members)):
-                shared, agree, largest = pair_agreement(samples[i], samples[j])
-                pairs.append(
-                    PairAgreement(
-                        first=labels[i],
-                        second=labels[j],
-                        shared=shared,
-                        agree=agree,
-                        max_score_diff=largest,
-                        same_pipeline=keys[i] == keys[j],
-                    )
-                )
+        pairs = [  # (shared, agree, max_score_diff): pair_agreement's
+            PairAgreement(
+                labels[i],
+                labels[j],
+                *pair_agreement(samples[i], samples[j]),
+                same_pipeline=keys[i] == keys[j],
+            )
+            for i, j in itertools.combinations(range(len(members)), 2)
+        ]
         out.append(
             ManifestAgreement(
                 manifest=manifest,

@@ -77,9 +77,8 @@ class History:
 
 
 def build_history(files: Sequence[Document]) -> History:
-    """The history of ``files`` (loaded and validated with :func:`~pytest_mlrepro.results.
-    load_results`). HistoryError for a file without a time, or a night whose files do not make
-    one matrix (the message names the night and why)."""
+    """HistoryError for a file without a time, or a night whose files do not make one matrix
+    (the message names the night and why)."""
     by_day: dict[str, list[tuple[datetime, Document]]] = {}
     for f in files:
         if f.created is None:
@@ -130,7 +129,7 @@ def _point(index: int, cells: Sequence[Cell]) -> Point:
 
 def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -> Series:
     points = []
-    cells: list[tuple[int, Cell]] = []
+    cells: list[tuple[Night, Cell]] = []
     for index, night in enumerate(nights):
         # One cell, or several where its rows differ in framework version or manifest digest (a
         # latency row of an older file without the digest, say).
@@ -139,15 +138,14 @@ def _series(nights: Sequence[Night], manifest: str, machine: str, device: str) -
         if found:
             points.append(_point(index, found))
             # The cell whose manifest is compared night to night: the accuracy item's.
-            cells.append((index, next((c for c in found if c.accuracy), found[0])))
+            cells.append((night, next((c for c in found if c.accuracy), found[0])))
     first = next((i for i, p in enumerate(points) if p.outside), None)
     changes: tuple[tuple[str, str], ...] = ()
     if first is not None:
         if first == 0:
             changes = (("history", "the first night of this series: no night before it"),)
         else:
-            (before_night, before), (now_night, now) = cells[first - 1], cells[first]
-            changes = tuple(_changes(nights[before_night], before, nights[now_night], now, machine))
+            changes = tuple(_changes(*cells[first - 1], *cells[first]))
     return Series(
         manifest=manifest,
         machine=machine,
@@ -184,7 +182,7 @@ def _shown(value: object) -> str:
 
 
 def _changes(
-    before_night: Night, before: Cell, now_night: Night, now: Cell, machine: str
+    before_night: Night, before: Cell, now_night: Night, now: Cell
 ) -> list[tuple[str, str]]:
     """What differs between the two nights' files of one machine for one cell."""
     out: list[tuple[str, str]] = []
@@ -202,7 +200,7 @@ def _changes(
                 "(the files do not record the manifest's content: which field, unknown)",
             )
         )
-    envs = (_environment(before_night, machine), _environment(now_night, machine))
+    envs = (_environment(before_night, now.machine), _environment(now_night, now.machine))
     for path, a, b in differences(*envs):
         out.append(("environment", f"{path}: {_shown(a)} → {_shown(b)}"))
     if before.framework_version != now.framework_version:

@@ -24,9 +24,8 @@ class Source:
 
 
 def status_of(result: Row) -> tuple[CellVerdict, str]:
-    """A result's standing for the gate, from its row's ``status`` (the check's record; derived from
-    the verdict for files older than the field, on reading), and the reason when it is not a
-    pass."""
+    """A result's standing for the gate, from its row's ``status`` (derived from the verdict for
+    files older than the field, on reading), and the reason when it is not a pass."""
     status, verdict, outcome = result.status, result.verdict or "", result.outcome
     if status == "passed":
         return "pass", ""
@@ -37,11 +36,6 @@ def status_of(result: Row) -> tuple[CellVerdict, str]:
     if status == "recorded":
         return "fail", f"{verdict}: nothing was compared (a run that writes goldens is no check)"
     return "fail", verdict or ("failed" if outcome == "failed" else f"no verdict ({outcome})")
-
-
-def _shard_note(nodeid: str) -> str:
-    """`` (shard 1/2)`` for the result of one shard run's own item, else nothing."""
-    return nodeid[nodeid.rindex(" (shard ") :] if " (shard " in nodeid else ""
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class Cell:
     sources: tuple[str, ...]
     results: tuple[Row, ...]  # each of its items' row (a cell's: see matrix._build._result)
     latency: tuple[Row, ...]
-    other_pipeline: str | None  # why this cell's pipeline differs from the manifest's others
+    other_pipeline: str | None = None  # why this cell's pipeline differs from the manifest's others
     # Its run settings (threads, batch size… and the machine's numeric variables) where they
     # differ from the manifest's other cells: the same pipeline, run otherwise.
     other_settings: str | None = None
@@ -93,7 +87,9 @@ class Cell:
             gate, reason = status_of(r)
             if gate != "pass":
                 what = r.kind if r.kind != "latency" or r.batch is None else f"latency b{r.batch}"
-                out.append(f"{what}{_shard_note(r.nodeid)}: {reason}")
+                # `` (shard 1/2)`` for the result of one shard run's own item
+                shard = r.nodeid[r.nodeid.rindex(" (shard ") :] if " (shard " in r.nodeid else ""
+                out.append(f"{what}{shard}: {reason}")
         return tuple(out)
 
     @property
@@ -159,9 +155,8 @@ class ManifestAgreement:
 
 @dataclass(frozen=True)
 class Matrix:
-    """The merged matrix: its sources, one cell per manifest × machine × device × framework
-    version, the cross-machine agreement per manifest, and each machine's environment (by name:
-    what its first results file records of what explains a cross-machine difference)."""
+    """The merged matrix: one cell per manifest × machine × device × framework version, and each
+    machine's environment (what its first results file records)."""
 
     sources: tuple[Source, ...]
     cells: tuple[Cell, ...]

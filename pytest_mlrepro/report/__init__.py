@@ -9,13 +9,7 @@ from ._build_mismatch_text import explain_build_mismatch
 from ._determinism import determinism_stopped_text, determinism_text
 from ._diagnosis_text import DIAGNOSIS_WORDING
 from ._latency import explain_latency, latency_decided_by, latency_outcome_text
-from ._matrix_text import (
-    csv_text,
-    history_text,
-    machine_columns,
-    machine_notes,
-    markdown,
-)
+from ._matrix_text import csv_text, history_text, markdown
 from ._operators import operators_lead, operators_text
 from ._phases import phase_lines, phase_table
 from ._pitfall_words import pitfall_words
@@ -49,8 +43,6 @@ __all__ = [
     "latency_decided_by",
     "latency_outcome_text",
     "latency_table",
-    "machine_columns",
-    "machine_notes",
     "markdown",
     "merged_shards_text",
     "note_lines",

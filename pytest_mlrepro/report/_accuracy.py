@@ -41,7 +41,7 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
         return o.message + (STRICT_NOTE if o.end == "fail" else "")
     if reason == "non-finite outputs":
         return f"{where}: {o.message}"
-    if reason in ("error", "build mismatch"):
+    if reason in ("error", "build mismatch", "golden not written"):
         return o.message
     if reason == "written, reference failed":
         return f"{where}: golden {o.action}: {o.golden_shown}\n{ref_text}"
@@ -55,8 +55,6 @@ def accuracy_outcome_text(outcome: AccuracyOutcome) -> str:
             "are right and the reference is not,\n  record them anyway with\n"
             f"    {record_command(o.manifest_shown, '--mlrepro-update-despite-reference')}"
         )
-    if reason == "golden not written":
-        return o.message
     # A failure of the golden comparison, followed by the reference check's outcome.
     if reason == "no golden":
         text = f"no golden at {o.golden_shown}: record one with\n  {record_cmd}"

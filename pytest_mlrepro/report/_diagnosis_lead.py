@@ -4,7 +4,7 @@ table, from the facts its :class:`Lead` carries."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._visible import visible
@@ -14,7 +14,6 @@ from ..diagnosis import (
     ClassMap,
     ClassPermutation,
     Counterfactual,
-    DataFacts,
     Delta,
     EnvChange,
     EnvironmentStep,
@@ -24,7 +23,6 @@ from ..diagnosis import (
     Precision,
     ScoreTransform,
     StepDiff,
-    StepReport,
     show_value,
 )
 from ._pitfall_words import pitfall_words
@@ -89,12 +87,6 @@ def env_text(items: Sequence[EnvChange]) -> str:
     return "; ".join(f"{k} {env_change_text(k, a, b)}" for k, a, b in items)
 
 
-def _units(dtype: str) -> str:
-    """Differences of bytes read best as x/255, of 16-bit samples as x/65535 (2.37e+04 is a third
-    of their range, not 93 bytes)."""
-    return {"uint8": "/255", "uint16": "/65535"}.get(dtype, "")
-
-
 def channels_text(d: Delta) -> str:
     """What the per-channel means show: a channel permutation, premultiplied alpha, or ""."""
     if d.order is not None:
@@ -115,7 +107,9 @@ def delta_text(d: Delta) -> str:
         return f"shape {d.shape[0]} → {d.shape[1]} {where}"
     if d.dtype is not None:
         return f"dtype {d.dtype[0]} → {d.dtype[1]} {where}"
-    unit = _units(d.unit)
+    # Differences of bytes read best as x/255, of 16-bit samples as x/65535 (2.37e+04 is a third
+    # of their range, not 93 bytes).
+    unit = {"uint8": "/255", "uint16": "/65535"}.get(d.unit, "")
     parts = [channels_text(d)] if channels_text(d) else []
     if d.full is not None:
         mean, peak, share = d.full
@@ -151,12 +145,8 @@ STEP_NOTES = {
 }
 
 
-def step_note_text(report: StepReport) -> str:
-    """Why a step report compares nothing, or ""."""
-    return step_note_words(report.note or "", report.error)
-
-
 def step_note_words(note: str, error: str) -> str:
+    """Why a step report compares nothing, or ""."""
     if note == "error":
         return f"the step probes could not be traced: {error}"
     return STEP_NOTES.get(note, "")
@@ -352,6 +342,34 @@ def transform_text(t: ScoreTransform) -> str:
     return f"{lead}: the score transform changed (a softmax, a temperature or a scale)"
 
 
+# The pieces worded from one fact of the lead, which the rule's sentence needs: (the fact, how).
+_FACT_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "model": ("model", lambda model: f"the model changed ({'; '.join(map(change_text, model))})"),
+    "env": ("env", env_text),
+    "env_step": ("env_step", environment_step_text),
+    "difference": ("step", step_text),
+    "map_what": ("class_map", lambda m: class_map_text(m)[0]),
+    "map_how": ("class_map", lambda m: class_map_text(m)[1]),
+    "permutation": ("permutation", permutation_text),
+    "transform": ("transform", transform_text),
+    "parts": ("data", lambda data: "; ".join(data.parts)),
+    "label": ("flip", flip_label),
+    "expects": ("flip", lambda flip: flip_expects(flip_label(flip))),
+    "flip_category": ("flip", lambda flip: flip.category or "preprocessing"),
+    "reverts": ("flip", lambda flip: " and ".join(change_brief(c) for c in flip.reverts[:2])),
+    "rest": ("other", lambda other: lead_text(other).removeprefix("Likely cause")),
+}
+# The pieces said only when the lead has their fact: (the piece, how it is said).
+_IF_ANY = {
+    "model_in": ("model", " ({})"),  # the model's edits in brackets after a class map
+    "model_and": ("model", "{}, and "),
+    "model_too": ("model", "; {} too, with the same ranking"),
+    "env_flip": ("env", " (the environment changed: {})"),
+    "env_and": ("env", ", and {}"),
+    "env_run": ("env", ": {}"),
+}
+
+
 class _Words(dict[str, object]):
     """The pieces a rule's sentence is made of, each worded from the lead's facts when the
     sentence asks for it."""
@@ -361,44 +379,23 @@ class _Words(dict[str, object]):
         self.lead = lead
 
     def __missing__(self, key: str) -> str:
+        if key in _IF_ANY:
+            piece, said = _IF_ANY[key]
+            return said.format(self[piece]) if getattr(self.lead, piece) else ""
+        if key in _FACT_WORDS:
+            name, words = _FACT_WORDS[key]
+            fact = getattr(self.lead, name)
+            assert fact is not None
+            return words(fact)
         return str(getattr(self, "_" + key)())
 
-    def _model(self) -> str:
-        return "the model changed (" + "; ".join(change_text(c) for c in self.lead.model) + ")"
-
-    def _model_in(self) -> str:  # the model's edits in brackets after a class map
-        return f" ({self._model()})" if self.lead.model else ""
-
-    def _model_and(self) -> str:
-        return f"{self._model()}, and " if self.lead.model else ""
-
-    def _model_too(self) -> str:
-        return f"; {self._model()} too, with the same ranking" if self.lead.model else ""
-
-    def _flip(self) -> Counterfactual:  # (not a piece: the flip the pieces read)
-        assert self.lead.flip is not None
-        return self.lead.flip
-
-    def _label(self) -> str:
-        return flip_label(self._flip())
-
-    def _expects(self) -> str:
-        return flip_expects(self._label())
-
-    def _matched(self) -> str:
-        return f"{self._flip().agree}/{self._flip().probes}"
-
-    def _flip_category(self) -> str:
-        return self._flip().category or "preprocessing"
-
-    def _reverts(self) -> str:
-        return " and ".join(change_brief(c) for c in self._flip().reverts[:2])
-
     def _evidence(self) -> str:
-        lead = self.lead
-        how = f"(max score diff {short_number(self._flip().max_diff)})"
+        lead, flip = self.lead, self.lead.flip
+        assert flip is not None
+        how = f"(max score diff {short_number(flip.max_diff)})"
         how = "and their scores are within tolerance" if lead.reproduces else how
-        text = f"with {self._label()}, {self._matched()} probe predictions match the golden {how}"
+        text = f"with {flip_label(flip)}, {flip.agree}/{flip.probes} probe predictions match the "
+        text += f"golden {how}"
         if lead.ties:
             verb = "do" if len(lead.ties) > 1 else "does"
             ties = and_list([flip_expects(flip_label(c)) for c in lead.ties[:3]])
@@ -406,49 +403,14 @@ class _Words(dict[str, object]):
         return text
 
     def _workaround(self) -> str:
-        if self.lead.flip is None:
+        flip = self.lead.flip
+        if flip is None:
             return ""
         return (
-            f" A manifest flip happens to restore the output (with {self._label()}, "
-            f"{self._matched()} probe predictions match the golden), but the golden was recorded "
-            "with the manifest as it is."
+            f" A manifest flip happens to restore the output (with {flip_label(flip)}, "
+            f"{flip.agree}/{flip.probes} probe predictions match the golden), but the golden was "
+            "recorded with the manifest as it is."
         )
-
-    def _env(self) -> str:
-        return env_text(self.lead.env)
-
-    def _env_flip(self) -> str:
-        return f" (the environment changed: {self._env()})" if self.lead.env else ""
-
-    def _env_and(self) -> str:
-        return f", and {self._env()}" if self.lead.env else ""
-
-    def _env_run(self) -> str:
-        return f": {self._env()}" if self.lead.env else ""
-
-    def _env_step(self) -> str:
-        assert self.lead.env_step is not None
-        return environment_step_text(self.lead.env_step)
-
-    def _difference(self) -> str:
-        assert self.lead.step is not None
-        return step_text(self.lead.step)
-
-    def _map_what(self) -> str:
-        assert self.lead.class_map is not None
-        return class_map_text(self.lead.class_map)[0]
-
-    def _map_how(self) -> str:
-        assert self.lead.class_map is not None
-        return class_map_text(self.lead.class_map)[1]
-
-    def _permutation(self) -> str:
-        assert self.lead.permutation is not None
-        return permutation_text(self.lead.permutation)
-
-    def _transform(self) -> str:
-        assert self.lead.transform is not None
-        return transform_text(self.lead.transform)
 
     def _edits(self) -> str:
         cats = sorted({c.category for c in self.lead.edits if c.category})
@@ -457,21 +419,14 @@ class _Words(dict[str, object]):
 
     def _precision(self) -> str:
         layers = self.lead.layers
-        assert layers is not None
+        assert layers is not None and layers.precision is not None
         where = f" ({layers_lead(layers)})" if layers.first is not None else ""
         changed = f" (the model changed: {change_text(self.lead.model[0])})"
-        assert layers.precision is not None
         return precision_text(layers.precision) + (changed if self.lead.model else "") + where
 
-    def _data(self) -> DataFacts:
-        assert self.lead.data is not None
-        return self.lead.data
-
-    def _parts(self) -> str:
-        return "; ".join(self._data().parts)
-
     def _how(self) -> str:
-        r = self._data().reencoded
+        assert self.lead.data is not None
+        r = self.lead.data.reencoded
         if r is None:
             return ""
         if r.close == 0:
@@ -485,17 +440,14 @@ class _Words(dict[str, object]):
         )
 
     def _shift(self) -> str:
-        k = self._data().label_shift
+        assert self.lead.data is not None
+        k = self.lead.data.label_shift
         if k is None:
             return ""
         return (
             f": a label offset, every changed label is the golden's {signed(k)} (with labels "
             f"shifted by {signed(-k)}, they are the golden's)"
         )
-
-    def _rest(self) -> str:
-        assert self.lead.other is not None
-        return lead_text(self.lead.other).removeprefix("Likely cause")
 
 
 _DATA = "Likely cause: the data — {parts}{how}"

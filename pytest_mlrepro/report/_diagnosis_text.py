@@ -36,7 +36,7 @@ from ._diagnosis_lead import (
     precision_text,
     rel,
     short_number,
-    step_note_text,
+    step_note_words,
     step_text,
 )
 
@@ -79,7 +79,7 @@ def step_section(e: StepEvidence) -> Section:
     report, first = e.report, e.report.first
     if report.note or first is None:
         identical = f"every step's output is identical to the golden's on {report.probes} probes"
-        lines = [step_note_text(report) or identical]
+        lines = [step_note_words(report.note or "", report.error) or identical]
     else:  # resize: mean |Δ| 3.1/255 on 8/8 probes; decode and crop identical
         summary = f"{first.op}: {step_text(first)}"
         if first.status == "removed":
@@ -222,8 +222,7 @@ def diagnosis_text(d: DriftDiagnosis, width: int) -> str:
         f"diagnosis ({d.counterfactuals} counterfactuals on {d.probes} probe samples, "
         f"{d.screen} first, {d.seconds:.1f} s)"
     )
-    lines = [head]
-    lines += _wrap(d.lead, width)
+    lines = [head, *_wrap(d.lead, width)]
     for title, body in d.sections:
         lines.append("")
         lines += _wrap(title, width)

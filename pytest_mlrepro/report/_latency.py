@@ -21,6 +21,11 @@ def fmt_ms(seconds: float) -> str:
     return f"{value:.0f} ms" if value >= 100 else f"{value:#.3g} ms"
 
 
+def ms(value: float | None) -> str:
+    """A time the results file keeps in milliseconds ("-" where there is none)."""
+    return "-" if value is None else fmt_ms(value / 1e3)
+
+
 def _fmt_ratio(r: Any) -> str:
     return f"×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}]"
 
@@ -30,9 +35,8 @@ def _plain(value: Any) -> str:
 
 
 def explain_latency(outcome: LatencyOutcome, update_cmd: str, enrich_cmd: str = "") -> str:
-    """Why a latency item failed (or was not judged), with every number needed to believe it:
-    the judgements of its concluding attempt against ``outcome.baseline``, golden vs now, one
-    line per measurement and statistic, as a table."""
+    """Why a latency item failed (or was not judged), with every number needed to believe it: its
+    concluding attempt's judgements against ``outcome.baseline``, as a table."""
     a, baseline, attempts = outcome.assessment, outcome.baseline, outcome.assessments
     assert a is not None and baseline is not None
     stats = ", ".join(sorted({j.statistic for js in a.judgements.values() for j in js}))
@@ -133,9 +137,8 @@ def _pct(value: float | None) -> str:
 def latency_outcome_text(
     outcome: LatencyOutcome, update_cmd: str, where: str, enrich_cmd: str = ""
 ) -> str:
-    """The text of a latency item that did not pass (``where``: the manifest as shown, the
-    device and the batch; ``update_cmd``: the command that re-records its golden,
-    ``enrich_cmd`` the one that adds what it lacks)."""
+    """The text of a latency item that did not pass (``where``: the manifest as shown, the device
+    and the batch; ``enrich_cmd``: the command that adds to its golden what it lacks)."""
     reason = outcome.reason
     if reason == "golden invalid":
         return f"{outcome.message}\n(only --mlrepro-update replaces it: {update_cmd})"
@@ -164,17 +167,12 @@ def latency_outcome_text(
 
 def _host(host: HostFactor) -> str:
     direction = "slower" if host.value >= 1 else "faster"
-    return (
-        f"this host runs the reference ×{host.value:.2f} [{host.low:.2f}–{host.high:.2f}] "
-        f"{direction} than the recording host"
-    )
+    return f"this host runs the reference {_fmt_ratio(host)} {direction} than the recording host"
 
 
 def latency_decided_by(decision: DecisionFacts | None) -> str:
-    """In words, which ratio decided a latency verdict (``pass``, ``faster``, ``regression``,
-    ``inconclusive``, ``contended``), so that a normalised ratio far from 1 beside ``pass`` is not
-    misread as a missed regression; the rules behind it are
-    :class:`~pytest_mlrepro.latency.DecisionFacts`'. None: nothing to compare with yet."""
+    """In words, which ratio decided a latency verdict, so that a normalised ratio far from 1
+    beside ``pass`` is not misread as a missed regression. None: nothing to compare with yet."""
     if decision is None:
         return "not compared: no latency golden for this machine and settings yet"
     verdict, facts, host = decision.verdict, decision.judgements, decision.host
@@ -207,10 +205,10 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             f"used {busy} of the CPUs (more than {decision.max_contention:.0%}): neither ratio "
             "can be trusted"
         )
-    if verdict == "regression":
-        failed = [f for f in facts if f[1].outcome == "regression"] or list(facts)
-        worst = max(failed, key=pressure)
+    if verdict in ("regression", "inconclusive"):
+        worst = max([f for f in facts if f[1].outcome == verdict] or facts, key=pressure)
         tol = f"≤×{worst[1].tolerance:g}"
+    if verdict == "regression":
         if host is None or worst[1].normalised is None:
             return (
                 f"absolute ratio: {views(worst)} confidently above {tol} ({no_reference}: the "
@@ -221,9 +219,6 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
             "does not account for it"
         )
     if verdict == "inconclusive":
-        unsure = [f for f in facts if f[1].outcome == "inconclusive"] or list(facts)
-        worst = max(unsure, key=pressure)
-        tol = f"≤×{worst[1].tolerance:g}"
         assert host is not None  # an inconclusive judgement has a host factor
         why = (
             "the golden's reference workload ran under another numpy, so a slower host cannot "
@@ -237,15 +232,11 @@ def latency_decided_by(decision: DecisionFacts | None) -> str:
         )
     if verdict == "faster":
         name, slowest = max(facts, key=lambda f: f[1].ratio.high)
-        below = (
-            f"confidently below ×{1 / slowest.tolerance:.2f} (1 / tolerance {slowest.tolerance:g})"
+        both = "absolute ratio" if slowest.normalised is None else "both ratios"
+        return (
+            f"{both}: {views((name, slowest))} confidently below ×{1 / slowest.tolerance:.2f} "
+            f"(1 / tolerance {slowest.tolerance:g}) for every measurement"
         )
-        if slowest.normalised is None:
-            return (
-                f"absolute ratio: {name} {slowest.statistic}: absolute "
-                f"{_fmt_ratio(slowest.ratio)} {below} for every measurement"
-            )
-        return f"both ratios: {views((name, slowest))} {below} for every measurement"
     # pass: name the judgement closest to failing and why it did not.
     closest = max(facts, key=pressure)
     c = closest[1]

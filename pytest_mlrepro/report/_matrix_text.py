@@ -7,44 +7,30 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..matrix import Cell, History, ManifestAgreement, Matrix, status_of
 from ..results import LISTED, Machine, Row, top_k_label
-from ._latency import fmt_ms
+from ._latency import ms
+from ._text import dash
 
 STATUS_MARK = {"pass": "pass", "fail": "**FAIL**", "not compared": "not compared"}
-
-
-def _fmt(value: float | None, template: str) -> str:
-    """``value`` as ``template`` words it ("-" where there is none). The results file keeps
-    top-1 and top-5 in percent ("{:.2f}%"), the agreement as a fraction ("{:.2%}")."""
-    return "-" if value is None else template.format(value)
-
-
-def _ms(value: float | None) -> str:
-    """A time the results file keeps in milliseconds."""
-    return "-" if value is None else fmt_ms(value / 1e3)
-
-
-def _cell_text(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A Markdown table, and the blank line that ends it."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(_cell_text(c) for c in row) + " |" for row in rows] + [""]
+    safe = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]  # in a cell
+    return lines + ["| " + " | ".join(row) + " |" for row in safe] + [""]
 
 
 def _latency_summary(results: Sequence[Row]) -> tuple[str, str]:
     """The cell's latency p50 and ratio to its golden: each batch's (named where there are
     several)."""
     named = [f"b{r.batch} " if len(results) > 1 and r.batch is not None else "" for r in results]
-    p50 = "; ".join(b + _ms(r.p50_ms) for b, r in zip(named, results))
+    p50 = "; ".join(b + ms(r.p50_ms) for b, r in zip(named, results))
     ratio = "; ".join(
-        b + _fmt(r.ratio_to_golden, "×{:.2f}") + (" (stale golden)" if r.stale_golden else "")
+        b + dash(r.ratio_to_golden, "×{:.2f}") + (" (stale golden)" if r.stale_golden else "")
         for b, r in zip(named, results)
     )
     return p50 or "-", ratio or "-"
@@ -55,27 +41,36 @@ def _pipeline(cell: Cell) -> str:
     return digest + (" (differs)" if cell.other_pipeline else "")
 
 
-def _results_rows(cells: Sequence[Cell]) -> list[list[str]]:
-    rows = []
-    for c in cells:
-        acc = c.accuracy
-        p50, ratio = _latency_summary(c.latency)
-        rows.append(
-            [
-                c.manifest,
-                _pipeline(c),
-                c.machine,
-                c.device,
-                f"{c.framework or '-'} {c.framework_version or ''}".strip(),
-                _fmt(None if acc is None else acc.top1, "{:.2f}%"),
-                _fmt(None if acc is None else acc.top5, "{:.2f}%"),
-                _fmt(None if acc is None else acc.agreement, "{:.2%}"),
-                p50,
-                ratio,
-                STATUS_MARK[c.status] + ("" if c.status == "pass" else f": {c.verdict}"),
-            ]
-        )
-    return rows
+def _accuracy(field: str, template: str) -> Callable[[Cell], str]:
+    # The results file keeps top-1 and top-5 in percent ("{:.2f}%"), the agreement as a fraction.
+    return lambda c: dash(None if c.accuracy is None else getattr(c.accuracy, field), template)
+
+
+# The results table: (header, the cell's text); the top-5 column is headed by its k.
+_RESULT_COLUMNS: tuple[tuple[str, Callable[[Cell], str]], ...] = (
+    ("manifest", lambda c: c.manifest),
+    ("pipeline", _pipeline),
+    ("machine", lambda c: c.machine),
+    ("device", lambda c: c.device),
+    ("framework", lambda c: f"{c.framework or '-'} {c.framework_version or ''}".strip()),
+    ("top-1", _accuracy("top1", "{:.2f}%")),
+    ("top-5", _accuracy("top5", "{:.2f}%")),
+    ("agrees with golden", _accuracy("agreement", "{:.2%}")),
+    ("latency p50", lambda c: _latency_summary(c.latency)[0]),
+    ("×golden", lambda c: _latency_summary(c.latency)[1]),
+    ("verdict", lambda c: STATUS_MARK[c.status] + ("" if c.status == "pass" else f": {c.verdict}")),
+)
+_LATENCY_COLUMNS: tuple[tuple[str, Callable[[Cell, Row], str]], ...] = (
+    ("manifest", lambda c, r: c.manifest),
+    ("machine", lambda c, r: c.machine),
+    ("device", lambda c, r: c.device),
+    ("batch", lambda c, r: "-" if r.batch is None else str(r.batch)),
+    ("p50", lambda c, r: ms(r.p50_ms)),
+    ("golden p50", lambda c, r: ms(r.golden_p50_ms)),
+    ("×golden", lambda c, r: dash(r.ratio_to_golden, "×{:.2f}")),
+    ("verdict", lambda c, r: f"{r.verdict}{' (stale golden)' if r.stale_golden else ''}"),
+    ("decided by", lambda c, r: r.decided_by or "-"),
+)
 
 
 def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
@@ -95,7 +90,7 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
             p.second,
             str(p.shared),
             "-" if p.fraction is None else f"{p.fraction:.2%} ({p.agree}/{p.shared})",
-            _fmt(p.max_score_diff, "{:.3g}"),
+            dash(p.max_score_diff, "{:.3g}"),
             "yes" if p.same_pipeline else "**no**",
         ]
         for p in agreement.pairs
@@ -117,9 +112,8 @@ def _agreement_lines(agreement: ManifestAgreement) -> list[str]:
 
 
 def machine_columns(matrix: Matrix, machine: Machine) -> tuple[str, str, str, str]:
-    """A machine's CPU (with its vendor), ISA flags, the numeric packages whose versions differ
-    between the machines, and its numeric settings, as text ("not recorded" where its results
-    file does not say)."""
+    """A machine's CPU, ISA flags, the numeric packages whose versions differ between the
+    machines, and its numeric settings ("not recorded" where its results file does not say)."""
     m = machine.environment
     cpu = m.cpu or "-"
     if m.cpu_vendor and m.cpu_vendor not in cpu:
@@ -176,9 +170,7 @@ def _machine_lines(matrix: Matrix) -> list[str]:
 
 
 def markdown(matrix: Matrix) -> str:
-    """The whole matrix as Markdown: the verdict line, the results, latency, cross-machine
-    agreement, the machines (CPU, ISA flags, numeric packages), what failed and the stale latency
-    goldens."""
+    """The whole matrix as Markdown, the verdict line first."""
     machines = sorted({s.machine for s in matrix.sources})
     failed, skipped = matrix.failed, matrix.not_compared
     if matrix.ok:
@@ -204,51 +196,17 @@ def markdown(matrix: Matrix) -> str:
         "## Results",
         "",
     ]
+    top_k = top_k_label(c.accuracy for c in matrix.cells)[0]
     lines += _table(
-        [
-            "manifest",
-            "pipeline",
-            "machine",
-            "device",
-            "framework",
-            "top-1",
-            top_k_label(c.accuracy for c in matrix.cells)[0],
-            "agrees with golden",
-            "latency p50",
-            "×golden",
-            "verdict",
-        ],
-        _results_rows(matrix.cells),
+        [top_k if name == "top-5" else name for name, _ in _RESULT_COLUMNS],
+        [[text(c) for _, text in _RESULT_COLUMNS] for c in matrix.cells],
     )
     latency = [(c, r) for c in matrix.cells for r in c.latency]
     if latency:
         lines += ["## Latency", ""]
         lines += _table(
-            [
-                "manifest",
-                "machine",
-                "device",
-                "batch",
-                "p50",
-                "golden p50",
-                "×golden",
-                "verdict",
-                "decided by",
-            ],
-            [
-                [
-                    c.manifest,
-                    c.machine,
-                    c.device,
-                    "-" if r.batch is None else str(r.batch),
-                    _ms(r.p50_ms),
-                    _ms(r.golden_p50_ms),
-                    _fmt(r.ratio_to_golden, "×{:.2f}"),
-                    f"{r.verdict}{' (stale golden)' if r.stale_golden else ''}",
-                    r.decided_by or "-",
-                ]
-                for c, r in latency
-            ],
+            [name for name, _ in _LATENCY_COLUMNS],
+            [[text(c, r) for _, text in _LATENCY_COLUMNS] for c, r in latency],
         )
     if matrix.agreement:
         lines += ["## Cross-machine agreement", ""]
@@ -333,69 +291,56 @@ of them is written with a single quote before it."""
 
 
 def inert_cell(value: object) -> object:
-    """A CSV cell a spreadsheet shows as text: a string starting with a formula's lead character
-    gets a leading single quote (OWASP's recommendation: ``=HYPERLINK(…)`` is shown, not
-    followed; ``+cmd|…`` is not run). Numbers are numbers: a negative one stays as it is."""
+    """A CSV cell a spreadsheet shows as text (OWASP's recommendation: ``=HYPERLINK(…)`` is shown,
+    not followed; ``+cmd|…`` is not run). Numbers are numbers: a negative one stays as it is."""
     if isinstance(value, str) and value.startswith(FORMULA_LEADS):
         return "'" + value
     return value
 
 
-class _InertWriter:
-    """``csv.DictWriter`` whose every text cell is :func:`inert_cell`. A row with a carriage
-    return in a cell is written with every cell quoted: the csv module quotes only the line
-    terminator's characters (``\n``), and a bare CR would end the row in a reader."""
-
-    def __init__(self, out: io.StringIO) -> None:
-        self.writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
-        self.quoted = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n", quoting=csv.QUOTE_ALL)
-        self.writer.writeheader()
-
-    def writerow(self, row: dict[str, object]) -> None:
-        cells = {k: inert_cell(v) for k, v in row.items()}
-        carriage = any(isinstance(v, str) and "\r" in v for v in cells.values())
-        (self.quoted if carriage else self.writer).writerow(cells)
-
-
 def csv_text(matrix: Matrix) -> str:
     """The matrix as CSV (:data:`CSV_COLUMNS`; numbers unrounded, empty when absent; text that
     a spreadsheet would evaluate neutralised, :func:`inert_cell`)."""
-    out = io.StringIO()
-    writer = _InertWriter(out)
-
-    def plain(value: object) -> object:
-        return "" if value is None else value
-
+    rows: list[dict[str, object]] = []
     for c in matrix.cells:
-        base = {name: plain(getattr(c, name)) for name in _CELL_COLUMNS}
-        for r in (*c.results, *c.latency):
-            writer.writerow(
-                {
-                    **{name: plain(getattr(r, name)) for name in _ROW_COLUMNS},
-                    **base,  # the cell's
-                    "row": "result",
-                    "status": status_of(r)[0],
-                    "stale_golden_command": ""
-                    if r.stale_golden is None
-                    else r.stale_golden.command,
-                }
-            )
+        base = {name: getattr(c, name) for name in _CELL_COLUMNS}
+        rows += [
+            {
+                **{name: getattr(r, name) for name in _ROW_COLUMNS},
+                **base,  # the cell's
+                "row": "result",
+                "status": status_of(r)[0],
+                "stale_golden_command": r.stale_golden and r.stale_golden.command,
+            }
+            for r in (*c.results, *c.latency)
+        ]
     for agreement in matrix.agreement:
         flagged = set(agreement.flagged)
-        for p in agreement.pairs:
-            writer.writerow(
-                {
-                    "row": "agreement",
-                    "manifest": agreement.manifest,
-                    "machine": p.first,
-                    "other_machine": p.second,
-                    "samples": p.shared,
-                    "agreement": plain(p.fraction),
-                    "max_score_diff": plain(p.max_score_diff),
-                    "same_pipeline": p.same_pipeline,
-                    "flagged": " ".join(x for x in (p.first, p.second) if x in flagged),
-                }
-            )
+        rows += [
+            {
+                "row": "agreement",
+                "manifest": agreement.manifest,
+                "machine": p.first,
+                "other_machine": p.second,
+                "samples": p.shared,
+                "agreement": p.fraction,
+                "max_score_diff": p.max_score_diff,
+                "same_pipeline": p.same_pipeline,
+                "flagged": " ".join(x for x in (p.first, p.second) if x in flagged),
+            }
+            for p in agreement.pairs
+        ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+    # A row with a carriage return in a cell is written with every cell quoted: the csv module
+    # quotes only the line terminator's characters (``\n``), and a bare CR would end the row in
+    # a reader.
+    quoted = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    writer.writeheader()
+    for row in rows:
+        cells = {k: "" if v is None else inert_cell(v) for k, v in row.items()}
+        carriage = any(isinstance(v, str) and "\r" in v for v in cells.values())
+        (quoted if carriage else writer).writerow(cells)
     return out.getvalue()
 
 

@@ -37,8 +37,7 @@ def explain(
     data: str = "",
 ) -> str:
     """Golden vs now side by side, the failed levels, a few changed samples, how to re-record.
-    ``data``: what changed in the data since the golden (``goldens/_data_identity.py``), said
-    first."""
+    ``data``: what changed in the data since the golden, said first."""
     tol = c.tolerances
     failed = c.failures
     lead = ", ".join(_LEVEL_NAMES[f] for f in failed)

@@ -8,14 +8,13 @@ from collections.abc import Sequence
 from ..data import Shard
 from ..latency import STALE_RATIO
 from ..results import Measurement, Row
-from ._latency import fmt_ms
-from ._text import aligned
+from ._latency import ms
+from ._text import aligned, dash
 
 
 def latency_table(rows: Sequence[Row]) -> list[str]:
-    """The terminal table: one line per item and measurement, the item's verdict and, in words,
-    which ratio decided it (on the item's first line); then the stale goldens with the command
-    that re-records each."""
+    """One line per item and measurement, the item's verdict and which ratio decided it on its
+    first line; then the stale goldens with the command that re-records each."""
     table = [
         (
             "manifest",
@@ -52,24 +51,16 @@ def latency_table(rows: Sequence[Row]) -> list[str]:
                     str(r.device),
                     str(r.batch),
                     name,
-                    "-" if j is None else f"{_ms(j.golden_ms)} {j.statistic}",
-                    _ms(j.now_ms if j is not None else m.p50_ms if m is not None else None),
-                    _x(None if j is None else j.ratio),
-                    _x(None if j is None else j.normalised),
+                    "-" if j is None else f"{ms(j.golden_ms)} {j.statistic}",
+                    ms(j.now_ms if j is not None else m.p50_ms if m is not None else None),
+                    dash(None if j is None else j.ratio, "×{:.2f}"),
+                    dash(None if j is None else j.normalised, "×{:.2f}"),
                     "-" if m is None else str(m.rounds),
                     verdict if index == 0 else "",
                     str(r.decided_by or "") if index == 0 else "",
                 )
             )
     return aligned(table) + (["", *stale] if stale else [])
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else fmt_ms(value / 1e3)
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"×{value:.2f}"
 
 
 def reference_lines(rows: Sequence[Row]) -> list[str]:

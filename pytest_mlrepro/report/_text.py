@@ -7,13 +7,16 @@ from collections.abc import Sequence
 from .._visible import visible
 
 
+def dash(value: float | None, template: str) -> str:
+    """``value`` as ``template`` words it ("-" where there is none)."""
+    return "-" if value is None else template.format(value)
+
+
 def aligned(
     rows: Sequence[Sequence[str]], indent: str = "", marks: Sequence[str] | None = None
 ) -> list[str]:
-    """``rows`` as lines whose columns line up (two spaces between columns, no trailing space),
-    each line led by ``indent`` and followed by its mark in ``marks`` (e.g. ``"  ✗"``). Every
-    cell is shown through :func:`~pytest_mlrepro._visible.visible`: a cell carries data (a
-    manifest, machine, sample or layer name read from a file), never a control sequence."""
+    """``rows`` as lines whose columns line up, each followed by its mark in ``marks``. Every cell
+    is shown through ``visible``: a cell carries data read from a file, never a control sequence."""
     if not rows:
         return []
     rows = [[visible(cell) for cell in row] for row in rows]

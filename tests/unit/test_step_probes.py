@@ -13,7 +13,7 @@ from PIL import Image
 from pytest_mlrepro.data import Sample
 from pytest_mlrepro.diagnosis._step_fingerprints import compare_steps, record, same_outputs
 from pytest_mlrepro.pipeline import Decode, Invert
-from pytest_mlrepro.report._diagnosis_lead import step_note_text
+from pytest_mlrepro.report._diagnosis_lead import step_note_words
 
 
 def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_a_probe_that_no_longer_decodes_is_said_not_raised(tmp_path: Path) -> No
     assert same.note is None and same.first is None and same.environment_step is None
     path.write_bytes(b"not an image")
     broken = compare_steps(probes, steps, [sample], recorded_steps=steps)
-    said = step_note_text(broken)
+    said = step_note_words(broken.note or "", broken.error)
     assert broken.note == "error" and said.startswith("the step probes could not be traced: "), said
     assert "a.png" in said and broken.steps == []
 

@@ -350,9 +350,8 @@ def trend_chart(trend: Trend) -> str | None:
 
 
 def charts(view: Any) -> dict[str, Any]:
-    """Every chart of a view (None where it has no data), with mathtext and usetex off: names in
-    a chart come from other jobs' results files, and a machine named ``$\\foo{$`` would be parsed
-    as TeX and crash the report (with usetex, LaTeX would run on it)."""
+    """Every chart of a view (None where it has no data), with mathtext and usetex off: a machine
+    named ``$\\foo{$`` in another job's results file would be parsed as TeX and crash the report."""
     import matplotlib
 
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):

@@ -134,12 +134,10 @@ def drift_image(
     lo, hi = value_range(*shown)
     # The integer factor that brings the longer side to at most MAX_SIDE (1: as it is).
     factor = max([1, *(-(-max(a.shape[:2]) // MAX_SIDE) for a in (g, n) if a is not None)])
-    golden_png = "" if g is None else to_png(reduce(_shown_channels(g), factor, "mean"), lo, hi)
-    now_png = "" if n is None else to_png(reduce(_shown_channels(n), factor, "mean"), lo, hi)
     base = DriftImage(
         sample,
-        golden_png=golden_png,
-        now_png=now_png,
+        golden_png="" if g is None else to_png(reduce(_shown_channels(g), factor, "mean"), lo, hi),
+        now_png="" if n is None else to_png(reduce(_shown_channels(n), factor, "mean"), lo, hi),
         golden_shape=() if golden is None else tuple(int(d) for d in golden.shape),
         now_shape=() if now is None else tuple(int(d) for d in now.shape),
         value_range=(lo, hi),

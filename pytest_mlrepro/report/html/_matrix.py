@@ -92,12 +92,8 @@ def _differs(cell: Cell) -> TableCell:
 
 
 def matrix_row(cell: Cell, anchor: str = "") -> MatrixRow:
-    """The row of :data:`MATRIX_COLUMNS` of ``cell``: its accuracy result's numbers (accuracies
-    in percent, agreement a fraction; the levels outside tolerance marked, and the
-    :data:`results.LISTED` fields), its first latency result's p50 and ratio to the golden (marked
-    when any latency result failed), the diagnosis' cause of a failed cell, what of its pipeline
-    or settings differs from the manifest's other cells, and the verdict (linking to ``anchor``,
-    the id of the row's failure section on the page)."""
+    """The row of :data:`MATRIX_COLUMNS` of ``cell``; its verdict links to ``anchor``, the id of
+    the row's failure section on the page. Latency: the first (smallest batch) result's."""
     a = cell.accuracy
     failed = set(a.outside_tolerance) if a else set()
 

@@ -5,6 +5,7 @@ extra, are imported only when a report is made."""
 from __future__ import annotations
 
 import importlib
+import statistics
 from pathlib import Path
 
 from ...errors import MlreproError
@@ -57,7 +58,7 @@ def render_html(view: ReportView) -> str:
         view=view,
         charts=charts(view),
         fmt=fmt,
-        median=_median,
+        median=lambda values: statistics.median(values) if values else None,
         numeric_columns=NUMERIC_COLUMNS,
         legend=legend,
     )
@@ -69,12 +70,6 @@ def write_html(path: Path, view: ReportView, what: str = "HTML report") -> None:
 
     text = render_html(view)
     atomic_write_bytes(path, text.encode("utf-8"), what=what)
-
-
-def _median(values: tuple[float, ...]) -> float | None:
-    import statistics
-
-    return statistics.median(values) if values else None
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:

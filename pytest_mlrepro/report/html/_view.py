@@ -6,6 +6,7 @@ page from the same typed rows; what only a session has comes as :class:`SessionP
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -98,7 +99,6 @@ def latency_series(
                 LatencySeries(
                     label=f"{r.manifest} {r.device} b{r.batch} {name}",
                     rounds_ms=tuple(float(v) * 1e3 for v in data),
-                    machine="",
                     golden_p50_ms=golden,
                     verdict=str(r.verdict or ""),
                     failed=r.outcome == "failed",
@@ -142,9 +142,8 @@ def _compared_failure(cell: Cell) -> bool:
 
 
 def _metrics(a: Row) -> tuple[MetricChange, ...]:
-    """The golden → now table of a compared accuracy result: per level (the tolerance's field)
-    its name, the golden's value (a golden agrees with itself, at no score distance), the now
-    value, their format, and how the tolerance bounds it."""
+    """The golden → now table of a compared accuracy result (a golden agrees with itself, at no
+    score distance)."""
     tol = a.tolerances
     levels = (
         ("top1", "top-1 %", a.golden_top1, a.top1, ".2f", "±"),
@@ -215,10 +214,8 @@ def matrix_view(
     generated: str = "",
     parts: SessionParts | None = None,
 ) -> ReportView:
-    """The page of a matrix: one row per cell, a section per failed comparison (why: the
-    diagnosis, golden → now, the changed samples; with ``parts``, a session's pictures), the
-    accuracy as its change against the golden, cross-machine agreement, latency, pitfall tables
-    and the environment."""
+    """The page of a matrix: one row per cell and a section per failed comparison (with
+    ``parts``, a session's pictures and what else only a session has)."""
     machines = sorted({c.machine for c in matrix.cells} | {s.machine for s in matrix.sources})
     pictures = {(d.manifest, d.device): d for d in (parts.drift if parts else ())}
     rows: list[MatrixRow] = []
@@ -285,9 +282,7 @@ def matrix_view(
         for r in c.latency
         if r.operators is not None
     )
-    summary: dict[str, int] = {}
-    for cell in matrix.cells:
-        summary[MARK[cell.status]] = summary.get(MARK[cell.status], 0) + 1
+    summary = Counter(MARK[cell.status] for cell in matrix.cells)
     notes += [
         f"stale latency golden: {c.manifest} on {c.label} runs at ×{r.stale_golden.ratio:.2f} of "
         f"it; re-record it with {r.stale_golden.command}"
@@ -319,22 +314,19 @@ def matrix_view(
         cross_machine=CrossMachine(pairs=pairs, flagged=flagged) if pairs else None,
         drift=tuple(drift),
         notes=tuple(notes),
-        environment=parts.environment if parts else _sources(matrix) + _machine_rows(matrix),
+        environment=parts.environment if parts else _environment(matrix),
         phases=parts.phases if parts else ((), ()),
         summary={k: summary[k] for k in ("fail", "pass", "skip") if k in summary},
     )
 
 
-def _sources(matrix: Matrix) -> tuple[tuple[str, str], ...]:
-    return tuple(
+def _environment(matrix: Matrix) -> tuple[tuple[str, str], ...]:
+    """The results files; one row per machine that records its CPU flags or numeric packages: CPU,
+    ISA flags, the numeric packages that differ between machines and its settings; the notes."""
+    rows = [
         (s.path, f"{s.machine}{f' shard {s.shard}' if s.shard else ''}") for s in matrix.sources
-    )
-
-
-def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
-    """One environment row per machine that records its CPU flags or numeric packages: CPU, ISA
-    flags, the numeric packages that differ between machines and its settings; then the notes."""
-    rows = []
+    ]
+    machines = []
     for m in matrix.machines:
         if m.environment.cpu_flags is None and m.environment.numeric_packages is None:
             continue
@@ -344,7 +336,7 @@ def _machine_rows(matrix: Matrix) -> tuple[tuple[str, str], ...]:
             parts.append(f"numeric packages that differ: {packages}")
         if settings != "-":
             parts.append(f"numeric settings: {settings}")
-        rows.append((m.name, " · ".join(parts)))
-    if rows:
-        rows += [("machines", note) for note in machine_notes(matrix)]
-    return tuple(rows)
+        machines.append((m.name, " · ".join(parts)))
+    if machines:
+        machines += [("machines", note) for note in machine_notes(matrix)]
+    return tuple(rows + machines)
