@@ -1,13 +1,12 @@
 """Safe YAML loading that remembers the line of every value: PyYAML's safe parser's events,
-composed here iteratively so that nesting, node count and alias expansion are bounded (no alias
-bomb, no C stack overflow), duplicate keys and unsafe tags refused, and every failure is a
+composed here in Python so that nesting, node count and alias expansion are bounded (no alias
+bomb, no C stack overflow in libyaml's composer), duplicate keys and unsafe tags refused, and every failure is a
 ManifestError naming the file and a line."""
 
 from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import yaml
@@ -16,7 +15,6 @@ from yaml.events import (
     CollectionStartEvent,
     Event,
     MappingEndEvent,
-    MappingStartEvent,
     ScalarEvent,
     SequenceEndEvent,
     SequenceStartEvent,
@@ -92,18 +90,9 @@ class _EventSource(Protocol):
     def dispose(self) -> None: ...
 
 
-@dataclass
-class _Open:
-    """A collection being composed: its node, its path, and a key node waiting for its value."""
-
-    node: CollectionNode
-    path: KeyPath
-    key: Node | None = None
-
-
 class _Reader:
     """One document: its events composed into a node graph (like ``yaml.composer.Composer``, but
-    iteratively and bounded), then measured (aliases expanded) and built into plain values."""
+    bounded), then measured (aliases expanded) and built into plain values."""
 
     def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
@@ -140,75 +129,45 @@ class _Reader:
         loader.get_event()  # stream end
         return root
 
-    def _compose(self) -> Node:
+    def _compose(self, path: KeyPath = ()) -> Node:
+        # Recursive, one level of the document a call: the depth check below bounds the stack.
         loader = self.loader
-        stack: list[_Open] = []  # the open collections, innermost last
-        while True:
-            if stack and loader.check_event(SequenceEndEvent, MappingEndEvent):
-                end = loader.get_event()
-                closed = stack.pop().node
-                closed.end_mark = end.end_mark
-                if not stack:
-                    return closed
-                continue
-            path = self._child_path(stack)
-            event = loader.get_event()
-            if isinstance(event, AliasEvent):
-                if event.anchor not in self.anchors:
-                    raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
-                node = self.anchors[event.anchor]
-            elif not isinstance(event, (ScalarEvent, CollectionStartEvent)):
-                # The parser gives no other event here; checked rather than assumed.
-                raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
-            else:
-                node = self._node(event, path)
-                if len(path) > MAX_DEPTH:
-                    raise self.fail(
-                        event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels"
-                    )
-                self.nodes += 1
-                if self.nodes > MAX_NODES:
-                    raise self.fail(
-                        event.start_mark, path, f"the document has more than {MAX_NODES} values"
-                    )
-                if event.anchor is not None:
-                    if event.anchor in self.anchors:
-                        first = self.line(self.anchors[event.anchor].start_mark)
-                        raise self.fail(
-                            event.start_mark,
-                            path,
-                            f"anchor &{event.anchor} is defined twice (first on line {first})",
-                        )
-                    self.anchors[event.anchor] = node
-            if stack:
-                frame = stack[-1]
-                parent = frame.node
-                if isinstance(parent, SequenceNode):
-                    parent.value.append(node)
-                elif frame.key is None:
-                    frame.key = node
-                else:
-                    parent.value.append((frame.key, node))
-                    frame.key = None
-            if isinstance(node, CollectionNode) and isinstance(
-                event, (SequenceStartEvent, MappingStartEvent)
-            ):
-                stack.append(_Open(node, path))
-            elif not stack:
-                return node
-
-    @staticmethod
-    def _child_path(stack: list[_Open]) -> KeyPath:
-        """Where the next node goes, for messages: keys as written, list positions."""
-        if not stack:
-            return ()
-        frame = stack[-1]
-        if isinstance(frame.node, SequenceNode):
-            return (*frame.path, len(frame.node.value))
-        if frame.key is None:
-            return frame.path  # the next node is a key: errors point at the mapping
-        name: str = frame.key.value if isinstance(frame.key, ScalarNode) else "?"
-        return (*frame.path, name)
+        event = loader.get_event()
+        if isinstance(event, AliasEvent):
+            if event.anchor not in self.anchors:
+                raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
+            return self.anchors[event.anchor]
+        if not isinstance(event, (ScalarEvent, CollectionStartEvent)):
+            # The parser gives no other event here; checked rather than assumed.
+            raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
+        node = self._node(event, path)
+        if len(path) > MAX_DEPTH:
+            raise self.fail(event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.fail(
+                event.start_mark, path, f"the document has more than {MAX_NODES} values"
+            )
+        if event.anchor is not None:
+            if event.anchor in self.anchors:
+                first = self.line(self.anchors[event.anchor].start_mark)
+                raise self.fail(
+                    event.start_mark,
+                    path,
+                    f"anchor &{event.anchor} is defined twice (first on line {first})",
+                )
+            self.anchors[event.anchor] = node
+        if isinstance(node, SequenceNode):
+            while not loader.check_event(SequenceEndEvent):
+                node.value.append(self._compose((*path, len(node.value))))
+        elif isinstance(node, MappingNode):
+            while not loader.check_event(MappingEndEvent):
+                key = self._compose(path)  # errors in a key point at the mapping
+                name: str = key.value if isinstance(key, ScalarNode) else "?"
+                node.value.append((key, self._compose((*path, name))))
+        if isinstance(node, CollectionNode):
+            node.end_mark = loader.get_event().end_mark
+        return node
 
     def _node(self, event: ScalarEvent | CollectionStartEvent, path: KeyPath) -> Node:
         tag = event.tag
