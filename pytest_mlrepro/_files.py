@@ -123,14 +123,10 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
         except FileNotFoundError:
             return
         leaf = file and index == len(parts) - 1
-        if leaf and not stat.S_ISREG(info.st_mode):
+        wanted = "a regular file" if leaf else "a folder"
+        if not (stat.S_ISREG if leaf else stat.S_ISDIR)(info.st_mode):
             raise Unconfined(
-                f"{current} is {_kind(info.st_mode)}, not a regular file: nothing behind it is "
-                "read or written (a link in a cache could lead anywhere)"
-            )
-        if not leaf and not stat.S_ISDIR(info.st_mode):
-            raise Unconfined(
-                f"{current} is {_kind(info.st_mode)}, not a folder: nothing behind it is read or "
+                f"{current} is {_kind(info.st_mode)}, not {wanted}: nothing behind it is read or "
                 "written (a link in a cache could lead anywhere)"
             )
         if _writable_by_strangers(info):
@@ -202,18 +198,18 @@ class TooDeep(ValueError):
     """A JSON document nested deeper than its reader allows."""
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
 def check_real_folders(path: Path, inside: Path | None) -> None:

@@ -142,22 +142,17 @@ def merged(schema: JsonSchema, extra: Mapping[str, Any]) -> JsonSchema:
 
 
 class SchemaWriter:
-    """Writes the JSON Schema of dataclasses, each class once under ``defs``. ``rules[class]``
-    adds to a field's schema by its key (the object's: ``""``); ``closed``: no other key;
-    ``defaults``: fields state them; ``nullable``: an object may be null (all defaults)."""
+    """Writes the JSON Schema (draft 2020-12) of dataclasses, each class once under ``$defs``.
+    ``rules[class]`` adds to a field's schema by its key (the object's: ``""``). A subclass may
+    set ``closed`` (no other key), ``defaults`` (fields state them), ``nullable`` (an object may
+    be null: all defaults), and another draft."""
 
-    def __init__(
-        self,
-        draft: str,
-        defs: Literal["definitions", "$defs"],
-        rules: Mapping[str, Mapping[str, JsonSchema]],
-        *,
-        closed: bool,
-        defaults: bool,
-        nullable: bool,
-    ) -> None:
-        self.draft, self.defs_key, self.rules = draft, defs, rules
-        self.closed, self.defaults, self.nullable = closed, defaults, nullable
+    draft = "https://json-schema.org/draft/2020-12/schema"
+    defs_key: Literal["definitions", "$defs"] = "$defs"
+    closed = defaults = nullable = False
+
+    def __init__(self, rules: Mapping[str, Mapping[str, JsonSchema]]) -> None:
+        self.rules = rules
         self.defs: dict[str, JsonSchema] = {}
 
     def document(self, root: type, **head: Any) -> JsonSchema:

@@ -1,7 +1,7 @@
 """Safe YAML loading that remembers the line of every value: PyYAML's safe parser's events,
 composed here in Python so that nesting, node count and alias expansion are bounded (no alias
-bomb, no C stack overflow in libyaml's composer), duplicate keys and unsafe tags refused, and every failure is a
-ManifestError naming the file and a line."""
+bomb, no C stack overflow in libyaml's composer), duplicate keys and unsafe tags refused, and
+every failure is a ManifestError naming the file and a line."""
 
 from __future__ import annotations
 
@@ -41,13 +41,10 @@ _SCALAR_TAGS = frozenset(
 )
 
 
-def _shown_tag(tag: str) -> str:
-    return "!!" + tag[len(_STANDARD) :] if tag.startswith(_STANDARD) else tag
-
-
 def _tag_refused(tag: str) -> str:
+    shown = "!!" + tag[len(_STANDARD) :] if tag.startswith(_STANDARD) else tag
     return (
-        f"the tag {_shown_tag(tag)!r} is not allowed: a manifest is plain data (mappings, lists, "
+        f"the tag {shown!r} is not allowed: a manifest is plain data (mappings, lists, "
         "strings, numbers, booleans, null) and nothing in it is ever constructed or executed"
     )
 
@@ -225,15 +222,13 @@ class _Reader:
         # Bounded by measure(), which load_yaml calls first: build visits no more nodes, and
         # none deeper, than it counted (merged mappings are built at their mapping's depth).
         self.lines.setdefault(path, self.line(node.start_mark))
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, path)
+        if node.tag != (_MAP if isinstance(node, MappingNode) else _SEQ):
+            raise self.refuse(node, path, _tag_refused(node.tag))
         if isinstance(node, MappingNode):
-            if node.tag != _MAP:
-                raise self.refuse(node, path, _tag_refused(node.tag))
             return self._mapping(node, path)
-        if isinstance(node, SequenceNode):
-            if node.tag != _SEQ:
-                raise self.refuse(node, path, _tag_refused(node.tag))
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        return self._scalar(node, path)
+        return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
 
     def _scalar(self, node: Node, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
@@ -296,12 +291,6 @@ def shown_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _line_at(text: str, position: int, in_bytes: bool) -> int:
-    if in_bytes:
-        return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
-    return text[:position].count("\n") + 1
-
-
 def too_large(size: str) -> str:
     return (
         f"the file is {size}, larger than the limit of {MAX_BYTES} bytes for a manifest "
@@ -362,8 +351,10 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]
         at = line(mark) if mark is not None else 1
         raise ManifestError(file, at, "", f"invalid YAML: {exc.problem or exc}") from None
     except yaml.reader.ReaderError as exc:
-        # libyaml counts UTF-8 bytes, the pure-Python reader characters.
-        at = _line_at(text, exc.position, in_bytes=PARSER is not yaml.SafeLoader)
+        # libyaml counts UTF-8 bytes (latin-1: one character a byte), the pure-Python reader
+        # characters.
+        utf8 = text.encode("utf-8", "surrogatepass").decode("latin-1")
+        at = (text if PARSER is yaml.SafeLoader else utf8)[: exc.position].count("\n") + 1
         raise ManifestError(
             file, at, "", f"invalid YAML: {exc.reason} (character {exc.character!r})"
         ) from None
