@@ -196,14 +196,6 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, _TRANSIENT_ERRORS)
 
 
-def _declared_length(response: object) -> int | None:
-    headers = getattr(response, "headers", None)
-    value = headers.get("Content-Length") if headers is not None else None
-    if value is None or not value.strip().isdigit():
-        return None
-    return int(value.strip())
-
-
 def _stream(url: str, out: BinaryIO, stop: threading.Event | None, limit: int | None) -> str:
     digest = hashlib.sha256()
     # The source's chunks, written here: a local write's OSError is not the source's failure.
@@ -225,10 +217,10 @@ def _chunks(
     size = 0
     try:
         with _OPENER.open(request, timeout=DOWNLOAD_TIMEOUT) as response:
-            declared = _declared_length(response)
-            if limit is not None and declared is not None and declared > limit:
+            declared = (response.headers.get("Content-Length") or "").strip()
+            if limit is not None and declared.isdigit() and int(declared) > limit:
                 raise TooLarge(
-                    f"the server declares {declared} bytes, more than the limit of {limit} "
+                    f"the server declares {int(declared)} bytes, more than the limit of {limit} "
                     "bytes: refused before a byte was read"
                 )
             while chunk := response.read(_CHUNK):

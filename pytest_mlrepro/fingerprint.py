@@ -46,14 +46,6 @@ _ARM_IMPLEMENTERS = {
 }
 
 
-def _mattering(line_key: str, flags: list[str]) -> list[str]:
-    """The flags of a "flags" (x86) or "Features" (Arm) line that matter, sorted."""
-    exact, families = (
-        (_X86_FLAGS, _X86_FAMILIES) if line_key == "flags" else (_ARM_FLAGS, _ARM_FAMILIES)
-    )
-    return sorted({f for f in flags if f in exact or f.startswith(families)})
-
-
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
     the first processor's lines (every core reports the same ISA); None where a line lacks."""
@@ -72,12 +64,11 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
         elif key == "model name" and model is None:
             model = value
         elif key in ("flags", "Features") and flags is None:
-            flags = _mattering(key, value.split())
-    return {
-        "cpu_vendor": vendor,
-        "cpu": model,
-        "cpu_flags": flags or [],
-    }
+            exact, families = (
+                (_X86_FLAGS, _X86_FAMILIES) if key == "flags" else (_ARM_FLAGS, _ARM_FAMILIES)
+            )
+            flags = sorted({f for f in value.split() if f in exact or f.startswith(families)})
+    return {"cpu_vendor": vendor, "cpu": model, "cpu_flags": flags or []}
 
 
 # Where this machine's CPU is described: Linux's /proc/cpuinfo, or the file that MLREPRO_CPUINFO
