@@ -89,16 +89,13 @@ class Unconfined(OSError):
     file, or a place every user may write to that another user owns); nothing behind it read."""
 
 
-def _writable_by_strangers(info: os.stat_result) -> bool:
-    return bool(info.st_mode & stat.S_IWOTH) and info.st_uid != this_user()
-
-
-def _strangers_message(path: Path, info: os.stat_result, what: str) -> str:
-    return (
-        f"{path} is a {what} that every user of this machine may write to, and it belongs to "
-        f"another user (uid {info.st_uid}): anyone could plant links or files there, so it is "
-        f"not used. {SHARE_SAFELY}"
-    )
+def _refuse_strangers(path: Path, info: os.stat_result, what: str) -> None:
+    if info.st_mode & stat.S_IWOTH and info.st_uid != this_user():
+        raise Unconfined(
+            f"{path} is a {what} that every user of this machine may write to, and it belongs to "
+            f"another user (uid {info.st_uid}): anyone could plant links or files there, so it "
+            f"is not used. {SHARE_SAFELY}"
+        )
 
 
 def confine(path: Path, root: Path, *, file: bool = True) -> None:
@@ -110,8 +107,7 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
         return
     if not stat.S_ISDIR(info.st_mode):
         raise Unconfined(f"{root} is {_kind(info.st_mode)}, not a folder")
-    if _writable_by_strangers(info):
-        raise Unconfined(_strangers_message(root, info, "folder"))
+    _refuse_strangers(root, info, "folder")
     if not path.is_relative_to(root):
         raise Unconfined(f"{path} is not inside {root}")
     parts = path.relative_to(root).parts
@@ -129,8 +125,7 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
                 f"{current} is {_kind(info.st_mode)}, not {wanted}: nothing behind it is read or "
                 "written (a link in a cache could lead anywhere)"
             )
-        if _writable_by_strangers(info):
-            raise Unconfined(_strangers_message(current, info, "file" if leaf else "folder"))
+        _refuse_strangers(current, info, "file" if leaf else "folder")
 
 
 def make_confined_folder(folder: Path, root: Path) -> None:
@@ -167,8 +162,7 @@ def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Unconfined(f"{path} is {_kind(info.st_mode)}, not a lock file: remove it")
-        if _writable_by_strangers(info):
-            raise Unconfined(_strangers_message(path, info, "file"))
+        _refuse_strangers(path, info, "file")
         os.set_blocking(fh.fileno(), True)
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:

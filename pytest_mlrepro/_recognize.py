@@ -38,13 +38,11 @@ MANIFEST_KEYS = frozenset(
 _TOP_KEY = re.compile(rb"""^["']?([A-Za-z_][A-Za-z0-9_-]*)["']?[ \t]*:""", re.MULTILINE)
 
 
-def top_level_keys(head: bytes) -> set[str]:
-    """The keys written at column 0 of ``head`` (comments and list items never match)."""
-    return {m.group(1).decode("ascii") for m in _TOP_KEY.finditer(head)}
-
-
 def has_manifest_keys(head: bytes) -> bool:
-    return len(top_level_keys(head) & MANIFEST_KEYS) >= MIN_KEYS
+    """Whether ``head`` writes ``MIN_KEYS`` manifest keys at column 0 (comments and list items
+    never match)."""
+    keys = {m.group(1).decode("ascii") for m in _TOP_KEY.finditer(head)}
+    return len(keys & MANIFEST_KEYS) >= MIN_KEYS
 
 
 # What only a manifest's section looks like, per section.
