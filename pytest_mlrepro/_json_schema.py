@@ -211,14 +211,10 @@ class SchemaWriter:
                 continue
             key = yaml_key(f)
             properties[key] = prop = merged(self.field_schema(f, hints[f.name]), rules.get(key, {}))
-            if f.default is not dataclasses.MISSING:
-                default: Any = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            if default is dataclasses.MISSING:
                 required.append(key)
-                continue
-            if self.defaults:
+            elif self.defaults:
                 prop["default"] = to_plain(default)
         unknown = set(rules) - set(properties) - {""}
         if unknown:

@@ -87,18 +87,13 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     try:
         content = read_bounded(path, MAX_BYTES, follow_symlinks=True)
     except FileTooLarge:
-        return _oversized_manifest(path)
+        # Claimed if its head has a manifest's top-level keys: loading then refuses it by its
+        # size, instead of the manifest silently never running.
+        try:
+            with open(open_regular(path), "rb") as fh:
+                return has_manifest_keys(fh.read(PEEK_BYTES))
+        except OSError:  # NotARegularFile included
+            return False
     except OSError:  # not a regular file (a FIFO would block the run), or unreadable
         return False
     return content is not None and looks_like_manifest(content, str(path))
-
-
-def _oversized_manifest(path: Path) -> bool:
-    """Claimed if its head has a manifest's top-level keys: loading then refuses it by its size,
-    instead of the manifest silently never running."""
-    try:
-        with open(open_regular(path), "rb") as fh:
-            head = fh.read(PEEK_BYTES)
-    except OSError:  # NotARegularFile included
-        return False
-    return has_manifest_keys(head)

@@ -216,7 +216,12 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
     except Invalid as exc:
         raise ctx.error((*path, *exc.path), exc.message) from None
     except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
-        raise ctx.error(path, broken_rule(cls, exc)) from None
+        # Still refused at its line, saying whose code to fix.
+        raise ctx.error(
+            path,
+            f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
+            "(its check() should raise pytest_mlrepro.Invalid naming the field)",
+        ) from None
     return obj
 
 
@@ -245,15 +250,6 @@ def broken_bound(f: dataclasses.Field[Any], value: Any) -> str | None:
     if high is not None:
         return f"must be between {low} and {high}"
     return {0: "must not be negative", 1: "must be positive"}.get(low, f"must be at least {low}")
-
-
-def broken_rule(cls: type, exc: Exception) -> str:
-    """The message for a validation rule that raised something other than :class:`Invalid`: the
-    manifest is still refused at its line, and the text says whose code to fix."""
-    return (
-        f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
-        f"(its check() should raise pytest_mlrepro.Invalid naming the field)"
-    )
 
 
 def to_plain(obj: Any) -> Any:

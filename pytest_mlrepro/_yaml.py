@@ -242,19 +242,15 @@ class _Reader:
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
         explicit keys override merged ones, and of several merged mappings the first wins."""
-        merged: dict[str, Any] = {}
+        merged: dict[str, Any] | None = None
         explicit: dict[str, Any] = {}
-        seen_merge = False
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE and isinstance(key_node, ScalarNode):
-                if seen_merge:
+                if merged is not None:
                     raise self.refuse(key_node, path, "duplicate merge key '<<'")
-                seen_merge = True
-                self.merging.add(id(node))
-                try:
-                    merged = self._merge_sources(value_node, path)
-                finally:
-                    self.merging.discard(id(node))
+                self.merging.add(id(node))  # (a failure ends the whole load: no cleanup)
+                merged = self._merge_sources(value_node, path)
+                self.merging.discard(id(node))
                 continue
             if not isinstance(key_node, ScalarNode):
                 raise self.refuse(key_node, path, "mapping keys must be plain strings")
@@ -268,7 +264,7 @@ class _Reader:
                 raise self.refuse(key_node, key_path, f"duplicate key{where}")
             self.lines[key_path] = self.line(key_node.start_mark)
             explicit[key] = self.build(value_node, key_path)
-        return {**merged, **explicit}
+        return {**(merged or {}), **explicit}
 
     def _merge_sources(self, value: Node, path: KeyPath) -> dict[str, Any]:
         sources = value.value if isinstance(value, SequenceNode) else [value]
