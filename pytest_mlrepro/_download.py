@@ -147,32 +147,30 @@ def _stream_with_retries(
 ) -> str:
     attempts = len(RETRY_DELAYS) + 1
     failures: list[str] = []
-    for attempt in range(attempts):
+    for attempt, delay in enumerate((*RETRY_DELAYS, None)):
         out.seek(0)
         out.truncate()
         try:
             return _stream(url, out, stop, limit)
         except _Transient as exc:
             failures.append(str(exc))
-            if attempt == attempts - 1:
-                break
-            delay = RETRY_DELAYS[attempt]
-            # Said; but a retry notice turned into an error (``-W error``) must not end the
-            # download it announces.
-            with contextlib.suppress(DownloadRetried):
-                warnings.warn(
-                    DownloadRetried(
-                        f"download of {visible(url)} failed ({visible(str(exc))}); trying "
-                        f"again in {delay:g} s "
-                        f"(attempt {attempt + 2} of {attempts})"
-                    ),
-                    stacklevel=2,
-                )
-            if stop is not None:
-                if stop.wait(delay):
-                    raise Stopped from None
-            else:
-                time.sleep(delay)
+        if delay is None:  # that was the last attempt
+            break
+        # Said; but a retry notice turned into an error (``-W error``) must not end the
+        # download it announces.
+        with contextlib.suppress(DownloadRetried):
+            warnings.warn(
+                DownloadRetried(
+                    f"download of {visible(url)} failed ({visible(failures[-1])}); trying "
+                    f"again in {delay:g} s (attempt {attempt + 2} of {attempts})"
+                ),
+                stacklevel=2,
+            )
+        if stop is not None:
+            if stop.wait(delay):
+                raise Stopped from None
+        else:
+            time.sleep(delay)
     raise SourceUnreadable(
         f"{failures[-1]} (gave up after {attempts} attempts: {'; '.join(failures)})"
     )
