@@ -137,7 +137,6 @@ class _Reader:
         if not isinstance(event, (ScalarEvent, CollectionStartEvent)):
             # The parser gives no other event here; checked rather than assumed.
             raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
-        node = self._node(event, path)
         if len(path) > MAX_DEPTH:
             raise self.fail(event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels")
         self.nodes += 1
@@ -145,14 +144,27 @@ class _Reader:
             raise self.fail(
                 event.start_mark, path, f"the document has more than {MAX_NODES} values"
             )
+        if event.anchor in self.anchors:
+            first = self.line(self.anchors[event.anchor].start_mark)
+            raise self.fail(
+                event.start_mark,
+                path,
+                f"anchor &{event.anchor} is defined twice (first on line {first})",
+            )
+        tag = event.tag
+        # The ignores: types-PyYAML lets nodes hold only PyYAML's own Mark, but with libyaml
+        # they hold libyaml's Mark, as in yaml.composer (a class with the same attributes).
+        if isinstance(event, ScalarEvent):
+            if tag is None or tag == "!":
+                tag = loader.resolve(ScalarNode, event.value, event.implicit)
+            start, end = event.start_mark, event.end_mark
+            node: Node = ScalarNode(tag, event.value, start, end, style=event.style)  # type: ignore[arg-type]
+        else:
+            kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+            if tag is None or tag == "!":
+                tag = loader.resolve(kind, None, event.implicit)
+            node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
         if event.anchor is not None:
-            if event.anchor in self.anchors:
-                first = self.line(self.anchors[event.anchor].start_mark)
-                raise self.fail(
-                    event.start_mark,
-                    path,
-                    f"anchor &{event.anchor} is defined twice (first on line {first})",
-                )
             self.anchors[event.anchor] = node
         if isinstance(node, SequenceNode):
             while not loader.check_event(SequenceEndEvent):
@@ -165,28 +177,6 @@ class _Reader:
         if isinstance(node, CollectionNode):
             node.end_mark = loader.get_event().end_mark
         return node
-
-    def _node(self, event: ScalarEvent | CollectionStartEvent, path: KeyPath) -> Node:
-        tag = event.tag
-        if isinstance(event, ScalarEvent):
-            if tag is None or tag == "!":
-                tag = self.loader.resolve(ScalarNode, event.value, event.implicit)
-            # The ignores: types-PyYAML lets nodes hold only PyYAML's own Mark, but with libyaml
-            # they hold libyaml's Mark, as in yaml.composer (a class with the same attributes).
-            return ScalarNode(
-                tag,
-                event.value,
-                event.start_mark,  # type: ignore[arg-type]
-                event.end_mark,  # type: ignore[arg-type]
-                style=event.style,
-            )
-        kind: type[CollectionNode] = (
-            SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
-        )
-        if tag is None or tag == "!":
-            tag = self.loader.resolve(kind, None, event.implicit)
-        # The ignore: libyaml's Mark, as above.
-        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
 
     def measure(self, node: Node, path: KeyPath, active: set[int]) -> int:
         """How many values ``node`` expands to, aliases followed, counted once per node: an
