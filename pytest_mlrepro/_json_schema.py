@@ -46,7 +46,9 @@ class SchemaError:
 
 
 _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
-    "type": lambda v, r: f"{v!r} is not of type {', '.join(map(repr, _listed(r)))}",
+    "type": lambda v, r: (
+        f"{v!r} is not of type {', '.join(map(repr, r if isinstance(r, list) else [r]))}"
+    ),
     "enum": lambda v, r: f"{v!r} is not one of {r!r}",
     "const": lambda v, r: f"{r!r} was expected",
     "pattern": lambda v, r: f"{v!r} does not match {r!r}",
@@ -58,10 +60,6 @@ _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
     "maxItems": lambda v, r: f"{v!r} is too long",
     "minLength": lambda v, r: f"{v!r} should be non-empty" if r == 1 else f"{v!r} is too short",
 }
-
-
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 class Validator:

@@ -101,11 +101,9 @@ class _Reader:
         self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
         self.sizes: dict[int, int] = {}  # node id → values it expands to
 
-    def fail(self, mark: _Marked | None, path: KeyPath, message: str) -> ManifestError:
+    def fail(self, at: Node | _Marked | None, path: KeyPath, message: str) -> ManifestError:
+        mark = at.start_mark if isinstance(at, Node) else at
         return ManifestError(self.file, self.line(mark), format_path(path), message)
-
-    def refuse(self, node: Node, path: KeyPath, message: str) -> ManifestError:
-        return self.fail(node.start_mark, path, message)
 
     def single_document(self) -> Node | None:
         loader = self.loader
@@ -186,9 +184,9 @@ class _Reader:
         if key in self.sizes:
             return self.sizes[key]
         if key in active:
-            raise self.refuse(node, path, "an alias refers to a value that contains it (a cycle)")
+            raise self.fail(node, path, "an alias refers to a value that contains it (a cycle)")
         if len(path) > MAX_DEPTH:
-            raise self.refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
+            raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
         total = 1
         if isinstance(node, (MappingNode, SequenceNode)):
             active.add(key)
@@ -202,7 +200,7 @@ class _Reader:
                     total += self.measure(value_node, (*path, name), active)
             active.discard(key)
         if total > MAX_NODES:
-            raise self.refuse(
+            raise self.fail(
                 node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
             )
         self.sizes[key] = total
@@ -215,19 +213,19 @@ class _Reader:
         if isinstance(node, ScalarNode):
             return self._scalar(node, path)
         if node.tag != (_MAP if isinstance(node, MappingNode) else _SEQ):
-            raise self.refuse(node, path, _tag_refused(node.tag))
+            raise self.fail(node, path, _tag_refused(node.tag))
         if isinstance(node, MappingNode):
             return self._mapping(node, path)
         return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
 
     def _scalar(self, node: Node, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
-            raise self.refuse(node, path, _tag_refused(node.tag))
+            raise self.fail(node, path, _tag_refused(node.tag))
         try:
             return self.loader.construct_object(node)
         except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
             problem = getattr(exc, "problem", None) or exc
-            raise self.refuse(node, path, f"cannot read value: {problem}") from None
+            raise self.fail(node, path, f"cannot read value: {problem}") from None
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
@@ -237,21 +235,21 @@ class _Reader:
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE and isinstance(key_node, ScalarNode):
                 if merged is not None:
-                    raise self.refuse(key_node, path, "duplicate merge key '<<'")
+                    raise self.fail(key_node, path, "duplicate merge key '<<'")
                 self.merging.add(id(node))  # (a failure ends the whole load: no cleanup)
                 merged = self._merge_sources(value_node, path)
                 self.merging.discard(id(node))
                 continue
             if not isinstance(key_node, ScalarNode):
-                raise self.refuse(key_node, path, "mapping keys must be plain strings")
+                raise self.fail(key_node, path, "mapping keys must be plain strings")
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                raise self.refuse(key_node, path, f"mapping key {shown_value(key)} is not a string")
+                raise self.fail(key_node, path, f"mapping key {shown_value(key)} is not a string")
             key_path = (*path, key)
             if key in explicit:
                 first = self.lines.get(key_path)
                 where = f" (first on line {first})" if first is not None else ""
-                raise self.refuse(key_node, key_path, f"duplicate key{where}")
+                raise self.fail(key_node, key_path, f"duplicate key{where}")
             self.lines[key_path] = self.line(key_node.start_mark)
             explicit[key] = self.build(value_node, key_path)
         return {**(merged or {}), **explicit}
@@ -259,9 +257,9 @@ class _Reader:
     def _merge_sources(self, value: Node, path: KeyPath) -> dict[str, Any]:
         sources = value.value if isinstance(value, SequenceNode) else [value]
         if not all(isinstance(s, MappingNode) for s in sources):
-            raise self.refuse(value, path, "'<<' merges a mapping or a list of mappings")
+            raise self.fail(value, path, "'<<' merges a mapping or a list of mappings")
         if any(id(s) in self.merging for s in sources):
-            raise self.refuse(value, path, "'<<' merges a mapping into itself")
+            raise self.fail(value, path, "'<<' merges a mapping into itself")
         merged: dict[str, Any] = {}
         for source in reversed(sources):  # the first mapping listed wins
             merged.update(self.build(source, path))
