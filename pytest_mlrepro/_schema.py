@@ -37,10 +37,8 @@ class Context:
     lines: dict[KeyPath, int]
 
     def line(self, path: KeyPath) -> int | None:
-        for cut in range(len(path), -1, -1):
-            if path[:cut] in self.lines:
-                return self.lines[path[:cut]]
-        return None
+        cuts = (path[:cut] for cut in range(len(path), -1, -1))
+        return next((self.lines[cut] for cut in cuts if cut in self.lines), None)
 
     def error(self, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(path), format_path(path), message)
@@ -71,19 +69,14 @@ def _describe(tp: Any) -> str:
         return _WORDS[tp][0]
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in args)
-    if origin is list or (origin is tuple and args[1:] == (Ellipsis,)):
-        return f"a list of {_plural(args[0])}"
-    if origin is tuple:
-        return f"a list of {len(args)} {_plural(args[0])}"
+    if origin in (list, tuple):
+        count = "" if origin is list or args[1:] == (Ellipsis,) else f"{len(args)} "
+        return f"a list of {count}{_WORDS.get(args[0], ('', 'items'))[1]}"
     if origin is dict or dataclasses.is_dataclass(tp):
         return "a mapping"
     if origin in (Union, types.UnionType):
         return " or ".join(_describe(a) for a in args if a is not type(None))
     return str(tp)
-
-
-def _plural(tp: Any) -> str:
-    return _WORDS[tp][1] if tp in _WORDS else "items"
 
 
 def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
@@ -210,9 +203,7 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
             raise ctx.error(path, f"missing required key {key!r}")
     try:
         obj = cls(**kwargs)
-        check = getattr(obj, "check", None)
-        if check is not None:
-            check()
+        getattr(obj, "check", lambda: None)()
     except Invalid as exc:
         raise ctx.error((*path, *exc.path), exc.message) from None
     except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
