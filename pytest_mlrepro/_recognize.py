@@ -56,15 +56,8 @@ SHAPES: dict[str, Callable[[object], bool]] = {
 }
 
 
-def has_manifest_shape(data: object) -> bool:
-    """Whether the parsed YAML value ``data`` has at least ``MIN_SHAPES`` manifest sections."""
-    if not isinstance(data, Mapping):
-        return False
-    return sum(1 for key, shaped in SHAPES.items() if shaped(data.get(key))) >= MIN_SHAPES
-
-
 def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
-    """Its shape; for a file that does not parse as YAML, its top-level keys."""
+    """``MIN_SHAPES`` sections shaped as a manifest's; without YAML, its top-level keys."""
     try:
         text = decode(content, file)
     except ManifestError:
@@ -76,7 +69,9 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
         data, _ = load_yaml(text, file)
     except ManifestError:
         return has_manifest_keys(text[:PEEK_BYTES].encode("utf-8", "replace"))
-    return has_manifest_shape(data)
+    if not isinstance(data, Mapping):
+        return False
+    return sum(1 for key, shaped in SHAPES.items() if shaped(data.get(key))) >= MIN_SHAPES
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
