@@ -284,24 +284,20 @@ def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
     return document
 
 
-def _umask() -> int:
-    """The umask, read without setting it where Linux allows (a brief set races with threads)."""
+def default_file_mode() -> int:
+    """0666 less the umask, as an editor makes a file (``mkstemp``'s 0600 shuts out a CI group
+    sharing a cache, or another user reviewing a golden)."""
+    # The umask read without setting it where Linux allows (a brief set races with threads).
     with (
         contextlib.suppress(OSError, ValueError),
         open("/proc/self/status", encoding="ascii", errors="replace") as fh,
     ):
         for line in fh:
             if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
-
-
-def default_file_mode() -> int:
-    """0666 less the umask, as an editor makes a file (``mkstemp``'s 0600 shuts out a CI group
-    sharing a cache, or another user reviewing a golden)."""
-    return 0o666 & ~_umask()
+    return 0o666 & ~mask
 
 
 # What to do about a write that failed, by errno: the message says what is wrong and the fix.

@@ -178,31 +178,23 @@ NUMERIC_PACKAGES = (
 )
 
 
-def _numpy_blas() -> str | None:
-    """The BLAS numpy was built against (``scipy-openblas 0.3.27``), from numpy's own build
-    config; None where this numpy cannot say (before 1.26)."""
-    import numpy as np
-
-    try:
-        config = np.show_config(mode="dicts")
-    except TypeError:  # numpy < 1.26: show_config() takes no mode
-        return None
-    blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
-    if not isinstance(blas, dict) or not blas.get("name"):
-        return None
-    return f"{blas['name']} {blas.get('version') or ''}".strip()
-
-
 @cache
 def numeric_packages() -> dict[str, str | None]:
-    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` and ``numpy-blas``,
-    from package metadata (no framework imported)."""
+    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES`, from package
+    metadata (no framework imported), and ``numpy-blas``: the BLAS numpy was built against
+    (``scipy-openblas 0.3.27``), from numpy's own build config where it says (1.26 on)."""
+    import numpy as np
+
     found: dict[str, str | None] = {
         dist: version for dist in NUMERIC_PACKAGES if (version := installed_version(dist))
     }
-    blas = _numpy_blas()
-    if blas is not None:
-        found["numpy-blas"] = blas
+    try:
+        config = np.show_config(mode="dicts")
+    except TypeError:  # numpy < 1.26: show_config() takes no mode
+        return found
+    blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
+    if isinstance(blas, dict) and blas.get("name"):
+        found["numpy-blas"] = f"{blas['name']} {blas.get('version') or ''}".strip()
     return found
 
 
