@@ -105,11 +105,11 @@ class _Reader:
         mark = at.start_mark if isinstance(at, Node) else at
         return ManifestError(self.file, self.line(mark), format_path(path), message)
 
-    def single_document(self) -> Node | None:
+    def single_document(self) -> Node:
         loader = self.loader
         loader.get_event()  # stream start
         if loader.check_event(StreamEndEvent):
-            return None
+            raise ManifestError(self.file, 1, "", "the file is empty")
         loader.get_event()  # document start
         root = self._compose()
         loader.get_event()  # document end
@@ -326,8 +326,6 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]
         loader = PARSER(text)  # the pure-Python reader checks every character here
         reader = _Reader(file, loader, line)
         node = reader.single_document()
-        if node is None:
-            raise ManifestError(file, 1, "", "the file is empty")
         reader.measure(node, (), set())
         return reader.build(node, ()), reader.lines
     except yaml.MarkedYAMLError as exc:
