@@ -83,9 +83,7 @@ def file_url(path: Path) -> str:
 def local_path(url: str) -> Path | None:
     """The path a ``file://`` URL names, or None for any other URL."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "file":
-        return None
-    return Path(urllib.request.url2pathname(parts.path))
+    return Path(urllib.request.url2pathname(parts.path)) if parts.scheme == "file" else None
 
 
 def fetch_verified(
