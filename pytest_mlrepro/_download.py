@@ -83,9 +83,7 @@ def file_url(path: Path) -> str:
 def local_path(url: str) -> Path | None:
     """The path a ``file://`` URL names, or None for any other URL."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "file":
-        return None
-    return Path(urllib.request.url2pathname(parts.path))
+    return Path(urllib.request.url2pathname(parts.path)) if parts.scheme == "file" else None
 
 
 def fetch_verified(
@@ -147,32 +145,30 @@ def _stream_with_retries(
 ) -> str:
     attempts = len(RETRY_DELAYS) + 1
     failures: list[str] = []
-    for attempt in range(attempts):
+    for attempt, delay in enumerate((*RETRY_DELAYS, None)):
         out.seek(0)
         out.truncate()
         try:
             return _stream(url, out, stop, limit)
         except _Transient as exc:
             failures.append(str(exc))
-            if attempt == attempts - 1:
-                break
-            delay = RETRY_DELAYS[attempt]
-            # Said; but a retry notice turned into an error (``-W error``) must not end the
-            # download it announces.
-            with contextlib.suppress(DownloadRetried):
-                warnings.warn(
-                    DownloadRetried(
-                        f"download of {visible(url)} failed ({visible(str(exc))}); trying "
-                        f"again in {delay:g} s "
-                        f"(attempt {attempt + 2} of {attempts})"
-                    ),
-                    stacklevel=2,
-                )
-            if stop is not None:
-                if stop.wait(delay):
-                    raise Stopped from None
-            else:
-                time.sleep(delay)
+        if delay is None:  # that was the last attempt
+            break
+        # Said; but a retry notice turned into an error (``-W error``) must not end the
+        # download it announces.
+        with contextlib.suppress(DownloadRetried):
+            warnings.warn(
+                DownloadRetried(
+                    f"download of {visible(url)} failed ({visible(failures[-1])}); trying "
+                    f"again in {delay:g} s (attempt {attempt + 2} of {attempts})"
+                ),
+                stacklevel=2,
+            )
+        if stop is not None:
+            if stop.wait(delay):
+                raise Stopped from None
+        else:
+            time.sleep(delay)
     raise SourceUnreadable(
         f"{failures[-1]} (gave up after {attempts} attempts: {'; '.join(failures)})"
     )
@@ -196,14 +192,6 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, _TRANSIENT_ERRORS)
 
 
-def _declared_length(response: object) -> int | None:
-    headers = getattr(response, "headers", None)
-    value = headers.get("Content-Length") if headers is not None else None
-    if value is None or not value.strip().isdigit():
-        return None
-    return int(value.strip())
-
-
 def _stream(url: str, out: BinaryIO, stop: threading.Event | None, limit: int | None) -> str:
     digest = hashlib.sha256()
     # The source's chunks, written here: a local write's OSError is not the source's failure.
@@ -225,10 +213,10 @@ def _chunks(
     size = 0
     try:
         with _OPENER.open(request, timeout=DOWNLOAD_TIMEOUT) as response:
-            declared = _declared_length(response)
-            if limit is not None and declared is not None and declared > limit:
+            declared = (response.headers.get("Content-Length") or "").strip()
+            if limit is not None and declared.isdigit() and int(declared) > limit:
                 raise TooLarge(
-                    f"the server declares {declared} bytes, more than the limit of {limit} "
+                    f"the server declares {int(declared)} bytes, more than the limit of {limit} "
                     "bytes: refused before a byte was read"
                 )
             while chunk := response.read(_CHUNK):

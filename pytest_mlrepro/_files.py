@@ -89,16 +89,13 @@ class Unconfined(OSError):
     file, or a place every user may write to that another user owns); nothing behind it read."""
 
 
-def _writable_by_strangers(info: os.stat_result) -> bool:
-    return bool(info.st_mode & stat.S_IWOTH) and info.st_uid != this_user()
-
-
-def _strangers_message(path: Path, info: os.stat_result, what: str) -> str:
-    return (
-        f"{path} is a {what} that every user of this machine may write to, and it belongs to "
-        f"another user (uid {info.st_uid}): anyone could plant links or files there, so it is "
-        f"not used. {SHARE_SAFELY}"
-    )
+def _refuse_strangers(path: Path, info: os.stat_result, what: str) -> None:
+    if info.st_mode & stat.S_IWOTH and info.st_uid != this_user():
+        raise Unconfined(
+            f"{path} is a {what} that every user of this machine may write to, and it belongs to "
+            f"another user (uid {info.st_uid}): anyone could plant links or files there, so it "
+            f"is not used. {SHARE_SAFELY}"
+        )
 
 
 def confine(path: Path, root: Path, *, file: bool = True) -> None:
@@ -110,8 +107,7 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
         return
     if not stat.S_ISDIR(info.st_mode):
         raise Unconfined(f"{root} is {_kind(info.st_mode)}, not a folder")
-    if _writable_by_strangers(info):
-        raise Unconfined(_strangers_message(root, info, "folder"))
+    _refuse_strangers(root, info, "folder")
     if not path.is_relative_to(root):
         raise Unconfined(f"{path} is not inside {root}")
     parts = path.relative_to(root).parts
@@ -123,18 +119,13 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
         except FileNotFoundError:
             return
         leaf = file and index == len(parts) - 1
-        if leaf and not stat.S_ISREG(info.st_mode):
+        wanted = "a regular file" if leaf else "a folder"
+        if not (stat.S_ISREG if leaf else stat.S_ISDIR)(info.st_mode):
             raise Unconfined(
-                f"{current} is {_kind(info.st_mode)}, not a regular file: nothing behind it is "
-                "read or written (a link in a cache could lead anywhere)"
-            )
-        if not leaf and not stat.S_ISDIR(info.st_mode):
-            raise Unconfined(
-                f"{current} is {_kind(info.st_mode)}, not a folder: nothing behind it is read or "
+                f"{current} is {_kind(info.st_mode)}, not {wanted}: nothing behind it is read or "
                 "written (a link in a cache could lead anywhere)"
             )
-        if _writable_by_strangers(info):
-            raise Unconfined(_strangers_message(current, info, "file" if leaf else "folder"))
+        _refuse_strangers(current, info, "file" if leaf else "folder")
 
 
 def make_confined_folder(folder: Path, root: Path) -> None:
@@ -171,8 +162,7 @@ def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Unconfined(f"{path} is {_kind(info.st_mode)}, not a lock file: remove it")
-        if _writable_by_strangers(info):
-            raise Unconfined(_strangers_message(path, info, "file"))
+        _refuse_strangers(path, info, "file")
         os.set_blocking(fh.fileno(), True)
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
@@ -202,18 +192,18 @@ class TooDeep(ValueError):
     """A JSON document nested deeper than its reader allows."""
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
 def check_real_folders(path: Path, inside: Path | None) -> None:
@@ -294,24 +284,20 @@ def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
     return document
 
 
-def _umask() -> int:
-    """The umask, read without setting it where Linux allows (a brief set races with threads)."""
+def default_file_mode() -> int:
+    """0666 less the umask, as an editor makes a file (``mkstemp``'s 0600 shuts out a CI group
+    sharing a cache, or another user reviewing a golden)."""
+    # The umask read without setting it where Linux allows (a brief set races with threads).
     with (
         contextlib.suppress(OSError, ValueError),
         open("/proc/self/status", encoding="ascii", errors="replace") as fh,
     ):
         for line in fh:
             if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
-
-
-def default_file_mode() -> int:
-    """0666 less the umask, as an editor makes a file (``mkstemp``'s 0600 shuts out a CI group
-    sharing a cache, or another user reviewing a golden)."""
-    return 0o666 & ~_umask()
+    return 0o666 & ~mask
 
 
 # What to do about a write that failed, by errno: the message says what is wrong and the fix.

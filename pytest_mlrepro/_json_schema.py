@@ -46,7 +46,9 @@ class SchemaError:
 
 
 _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
-    "type": lambda v, r: f"{v!r} is not of type {', '.join(map(repr, _listed(r)))}",
+    "type": lambda v, r: (
+        f"{v!r} is not of type {', '.join(map(repr, r if isinstance(r, list) else [r]))}"
+    ),
     "enum": lambda v, r: f"{v!r} is not one of {r!r}",
     "const": lambda v, r: f"{r!r} was expected",
     "pattern": lambda v, r: f"{v!r} does not match {r!r}",
@@ -58,10 +60,6 @@ _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
     "maxItems": lambda v, r: f"{v!r} is too long",
     "minLength": lambda v, r: f"{v!r} should be non-empty" if r == 1 else f"{v!r} is too short",
 }
-
-
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 class Validator:
@@ -142,22 +140,17 @@ def merged(schema: JsonSchema, extra: Mapping[str, Any]) -> JsonSchema:
 
 
 class SchemaWriter:
-    """Writes the JSON Schema of dataclasses, each class once under ``defs``. ``rules[class]``
-    adds to a field's schema by its key (the object's: ``""``); ``closed``: no other key;
-    ``defaults``: fields state them; ``nullable``: an object may be null (all defaults)."""
+    """Writes the JSON Schema (draft 2020-12) of dataclasses, each class once under ``$defs``.
+    ``rules[class]`` adds to a field's schema by its key (the object's: ``""``). A subclass may
+    set ``closed`` (no other key), ``defaults`` (fields state them), ``nullable`` (an object may
+    be null: all defaults), and another draft."""
 
-    def __init__(
-        self,
-        draft: str,
-        defs: Literal["definitions", "$defs"],
-        rules: Mapping[str, Mapping[str, JsonSchema]],
-        *,
-        closed: bool,
-        defaults: bool,
-        nullable: bool,
-    ) -> None:
-        self.draft, self.defs_key, self.rules = draft, defs, rules
-        self.closed, self.defaults, self.nullable = closed, defaults, nullable
+    draft = "https://json-schema.org/draft/2020-12/schema"
+    defs_key: Literal["definitions", "$defs"] = "$defs"
+    closed = defaults = nullable = False
+
+    def __init__(self, rules: Mapping[str, Mapping[str, JsonSchema]]) -> None:
+        self.rules = rules
         self.defs: dict[str, JsonSchema] = {}
 
     def document(self, root: type, **head: Any) -> JsonSchema:
@@ -216,14 +209,10 @@ class SchemaWriter:
                 continue
             key = yaml_key(f)
             properties[key] = prop = merged(self.field_schema(f, hints[f.name]), rules.get(key, {}))
-            if f.default is not dataclasses.MISSING:
-                default: Any = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            if default is dataclasses.MISSING:
                 required.append(key)
-                continue
-            if self.defaults:
+            elif self.defaults:
                 prop["default"] = to_plain(default)
         unknown = set(rules) - set(properties) - {""}
         if unknown:

@@ -38,13 +38,11 @@ MANIFEST_KEYS = frozenset(
 _TOP_KEY = re.compile(rb"""^["']?([A-Za-z_][A-Za-z0-9_-]*)["']?[ \t]*:""", re.MULTILINE)
 
 
-def top_level_keys(head: bytes) -> set[str]:
-    """The keys written at column 0 of ``head`` (comments and list items never match)."""
-    return {m.group(1).decode("ascii") for m in _TOP_KEY.finditer(head)}
-
-
 def has_manifest_keys(head: bytes) -> bool:
-    return len(top_level_keys(head) & MANIFEST_KEYS) >= MIN_KEYS
+    """Whether ``head`` writes ``MIN_KEYS`` manifest keys at column 0 (comments and list items
+    never match)."""
+    keys = {m.group(1).decode("ascii") for m in _TOP_KEY.finditer(head)}
+    return len(keys & MANIFEST_KEYS) >= MIN_KEYS
 
 
 # What only a manifest's section looks like, per section.
@@ -58,15 +56,8 @@ SHAPES: dict[str, Callable[[object], bool]] = {
 }
 
 
-def has_manifest_shape(data: object) -> bool:
-    """Whether the parsed YAML value ``data`` has at least ``MIN_SHAPES`` manifest sections."""
-    if not isinstance(data, Mapping):
-        return False
-    return sum(1 for key, shaped in SHAPES.items() if shaped(data.get(key))) >= MIN_SHAPES
-
-
 def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
-    """Its shape; for a file that does not parse as YAML, its top-level keys."""
+    """``MIN_SHAPES`` sections shaped as a manifest's; without YAML, its top-level keys."""
     try:
         text = decode(content, file)
     except ManifestError:
@@ -78,7 +69,9 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
         data, _ = load_yaml(text, file)
     except ManifestError:
         return has_manifest_keys(text[:PEEK_BYTES].encode("utf-8", "replace"))
-    return has_manifest_shape(data)
+    if not isinstance(data, Mapping):
+        return False
+    return sum(1 for key, shaped in SHAPES.items() if shaped(data.get(key))) >= MIN_SHAPES
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
@@ -89,18 +82,13 @@ def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     try:
         content = read_bounded(path, MAX_BYTES, follow_symlinks=True)
     except FileTooLarge:
-        return _oversized_manifest(path)
+        # Claimed if its head has a manifest's top-level keys: loading then refuses it by its
+        # size, instead of the manifest silently never running.
+        try:
+            with open(open_regular(path), "rb") as fh:
+                return has_manifest_keys(fh.read(PEEK_BYTES))
+        except OSError:  # NotARegularFile included
+            return False
     except OSError:  # not a regular file (a FIFO would block the run), or unreadable
         return False
     return content is not None and looks_like_manifest(content, str(path))
-
-
-def _oversized_manifest(path: Path) -> bool:
-    """Claimed if its head has a manifest's top-level keys: loading then refuses it by its size,
-    instead of the manifest silently never running."""
-    try:
-        with open(open_regular(path), "rb") as fh:
-            head = fh.read(PEEK_BYTES)
-    except OSError:  # NotARegularFile included
-        return False
-    return has_manifest_keys(head)

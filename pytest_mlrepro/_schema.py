@@ -29,18 +29,16 @@ class Invalid(Exception):
         super().__init__(message)
 
 
+@dataclasses.dataclass
 class Context:
     """Where values came from: the file and the line of each path."""
 
-    def __init__(self, file: str, lines: dict[KeyPath, int]) -> None:
-        self.file = file
-        self.lines = lines
+    file: str
+    lines: dict[KeyPath, int]
 
     def line(self, path: KeyPath) -> int | None:
-        for cut in range(len(path), -1, -1):
-            if path[:cut] in self.lines:
-                return self.lines[path[:cut]]
-        return None
+        cuts = (path[:cut] for cut in range(len(path), -1, -1))
+        return next((self.lines[cut] for cut in cuts if cut in self.lines), None)
 
     def error(self, path: KeyPath, message: str) -> ManifestError:
         return ManifestError(self.file, self.line(path), format_path(path), message)
@@ -71,10 +69,9 @@ def _describe(tp: Any) -> str:
         return _WORDS[tp][0]
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in args)
-    if origin is list or (origin is tuple and args[1:] == (Ellipsis,)):
-        return f"a list of {_plural(args[0])}"
-    if origin is tuple:
-        return f"a list of {len(args)} {_plural(args[0])}"
+    if origin in (list, tuple):
+        count = "" if origin is list or args[1:] == (Ellipsis,) else f"{len(args)} "
+        return f"a list of {count}{_WORDS.get(args[0], ('', 'items'))[1]}"
     if origin is dict or dataclasses.is_dataclass(tp):
         return "a mapping"
     if origin in (Union, types.UnionType):
@@ -82,54 +79,38 @@ def _describe(tp: Any) -> str:
     return str(tp)
 
 
-def _plural(tp: Any) -> str:
-    return _WORDS[tp][1] if tp in _WORDS else "items"
-
-
 def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
     """Convert ``value`` (plain YAML data at ``path``) to type ``tp``, or raise ManifestError."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        arms = get_args(tp)
-        if value is None and type(None) in arms:
+        arms = [arm for arm in get_args(tp) if arm is not type(None)]
+        if value is None and len(arms) < len(get_args(tp)):
             return None
-        errors: list[ManifestError] = []
-        mapping_errors: list[ManifestError] = []
+        errors: list[tuple[Any, ManifestError]] = []
         for arm in arms:
-            if arm is type(None):
-                continue
             try:
                 return convert(arm, value, path, ctx)
             except ManifestError as exc:
-                errors.append(exc)
-                if dataclasses.is_dataclass(arm):
-                    mapping_errors.append(exc)
+                errors.append((arm, exc))
         # A single non-None arm gives its own, more precise, message; so does the one mapping
         # arm (a dataclass) when the value is a mapping.
+        mapping_errors = [exc for arm, exc in errors if dataclasses.is_dataclass(arm)]
         if len(errors) == 1:
-            raise errors[0]
+            raise errors[0][1]
         if isinstance(value, dict) and len(mapping_errors) == 1:
             raise mapping_errors[0]
         raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
     if tp is Any:
         return value
-    if tp is bool or tp is str:
-        if isinstance(value, tp):
-            return value
-        raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            if abs(value) > 2**53:
-                raise ctx.error(path, f"integer {shown_value(value)} is out of range")
-            return value
-        raise ctx.error(path, f"expected an integer, got {shown_value(value)}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value) if abs(value) < 1e308 else math.inf
-            if not math.isfinite(number):
-                raise ctx.error(path, f"expected a finite number, got {shown_value(value)}")
-            return number
-        raise ctx.error(path, f"expected a number, got {shown_value(value)}")
+    if tp in _WORDS:  # bool, int, float, str; a bool is no number
+        kinds = (int, float) if tp is float else tp
+        if not isinstance(value, kinds) or (tp is not bool and isinstance(value, bool)):
+            raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
+        if tp is int and abs(value) > 2**53:
+            raise ctx.error(path, f"integer {shown_value(value)} is out of range")
+        if tp is float and not math.isfinite(float(value) if abs(value) < 1e308 else math.inf):
+            raise ctx.error(path, f"expected a finite number, got {shown_value(value)}")
+        return float(value) if tp is float else value
     if origin is Literal:
         choices = get_args(tp)
         if value in choices and type(value) in {type(c) for c in choices}:
@@ -141,15 +122,12 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
         if not isinstance(value, list):
             raise ctx.error(path, f"expected {_describe(tp)}, got {shown_value(value)}")
         args = get_args(tp)
-        if origin is list or (len(args) == 2 and args[1] is Ellipsis):
-            return (list if origin is list else tuple)(
-                convert(args[0], item, (*path, i), ctx) for i, item in enumerate(value)
-            )
-        if len(value) != len(args):
+        if origin is list or args[1:] == (Ellipsis,):
+            args = (args[0],) * len(value)
+        elif len(value) != len(args):
             raise ctx.error(path, f"expected {_describe(tp)}, got {len(value)} items")
-        return tuple(
-            convert(a, item, (*path, i), ctx) for i, (a, item) in enumerate(zip(args, value))
-        )
+        items = [convert(a, item, (*path, i), ctx) for i, (a, item) in enumerate(zip(args, value))]
+        return items if origin is list else tuple(items)
     if origin is dict:
         key_tp, value_tp = get_args(tp)
         if not isinstance(value, dict):
@@ -169,17 +147,13 @@ def unbuildable(tp: Any, seen: frozenset[type] = frozenset()) -> str | None:
     origin, args = get_origin(tp), get_args(tp)
     if tp in (Any, bool, str, int, float, type(None)) or origin is Literal:
         return None
-    if origin in (Union, types.UnionType):
-        return next((why for arm in args if (why := unbuildable(arm, seen))), None)
     if tp in (list, tuple, dict) or (origin in (list, tuple, dict) and not args):
         name = getattr(tp, "__name__", str(tp))
         example = "dict[str, float]" if dict in (tp, origin) else f"{name}[float]"
         return f"a bare {name} does not say what it holds: name the item type ({example})"
-    if origin in (list, tuple):
-        items = [a for a in args if a is not Ellipsis]
-        return next((why for arm in items if (why := unbuildable(arm, seen))), None)
-    if origin is dict:
-        return unbuildable(args[0], seen) or unbuildable(args[1], seen)
+    if origin in (Union, types.UnionType, list, tuple, dict):
+        arms = (arm for arm in args if arm is not Ellipsis)
+        return next((why for arm in arms if (why := unbuildable(arm, seen))), None)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if tp in seen:
             return None
@@ -229,13 +203,16 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
             raise ctx.error(path, f"missing required key {key!r}")
     try:
         obj = cls(**kwargs)
-        check = getattr(obj, "check", None)
-        if check is not None:
-            check()
+        getattr(obj, "check", lambda: None)()
     except Invalid as exc:
         raise ctx.error((*path, *exc.path), exc.message) from None
     except Exception as exc:  # a rule (e.g. a registered custom step's) that failed to say Invalid
-        raise ctx.error(path, broken_rule(cls, exc)) from None
+        # Still refused at its line, saying whose code to fix.
+        raise ctx.error(
+            path,
+            f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
+            "(its check() should raise pytest_mlrepro.Invalid naming the field)",
+        ) from None
     return obj
 
 
@@ -264,15 +241,6 @@ def broken_bound(f: dataclasses.Field[Any], value: Any) -> str | None:
     if high is not None:
         return f"must be between {low} and {high}"
     return {0: "must not be negative", 1: "must be positive"}.get(low, f"must be at least {low}")
-
-
-def broken_rule(cls: type, exc: Exception) -> str:
-    """The message for a validation rule that raised something other than :class:`Invalid`: the
-    manifest is still refused at its line, and the text says whose code to fix."""
-    return (
-        f"{cls.__name__} refused these values with {type(exc).__name__}: {exc} "
-        f"(its check() should raise pytest_mlrepro.Invalid naming the field)"
-    )
 
 
 def to_plain(obj: Any) -> Any:

@@ -1,13 +1,12 @@
 """Safe YAML loading that remembers the line of every value: PyYAML's safe parser's events,
-composed here iteratively so that nesting, node count and alias expansion are bounded (no alias
-bomb, no C stack overflow), duplicate keys and unsafe tags refused, and every failure is a
-ManifestError naming the file and a line."""
+composed here in Python so that nesting, node count and alias expansion are bounded (no alias
+bomb, no C stack overflow in libyaml's composer), duplicate keys and unsafe tags refused, and
+every failure is a ManifestError naming the file and a line."""
 
 from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import yaml
@@ -16,7 +15,6 @@ from yaml.events import (
     CollectionStartEvent,
     Event,
     MappingEndEvent,
-    MappingStartEvent,
     ScalarEvent,
     SequenceEndEvent,
     SequenceStartEvent,
@@ -43,13 +41,10 @@ _SCALAR_TAGS = frozenset(
 )
 
 
-def _shown_tag(tag: str) -> str:
-    return "!!" + tag[len(_STANDARD) :] if tag.startswith(_STANDARD) else tag
-
-
 def _tag_refused(tag: str) -> str:
+    shown = "!!" + tag[len(_STANDARD) :] if tag.startswith(_STANDARD) else tag
     return (
-        f"the tag {_shown_tag(tag)!r} is not allowed: a manifest is plain data (mappings, lists, "
+        f"the tag {shown!r} is not allowed: a manifest is plain data (mappings, lists, "
         "strings, numbers, booleans, null) and nothing in it is ever constructed or executed"
     )
 
@@ -92,18 +87,9 @@ class _EventSource(Protocol):
     def dispose(self) -> None: ...
 
 
-@dataclass
-class _Open:
-    """A collection being composed: its node, its path, and a key node waiting for its value."""
-
-    node: CollectionNode
-    path: KeyPath
-    key: Node | None = None
-
-
 class _Reader:
     """One document: its events composed into a node graph (like ``yaml.composer.Composer``, but
-    iteratively and bounded), then measured (aliases expanded) and built into plain values."""
+    bounded), then measured (aliases expanded) and built into plain values."""
 
     def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
@@ -115,17 +101,15 @@ class _Reader:
         self.merging: set[int] = set()  # mappings whose '<<' is being resolved (cycle guard)
         self.sizes: dict[int, int] = {}  # node id → values it expands to
 
-    def fail(self, mark: _Marked | None, path: KeyPath, message: str) -> ManifestError:
+    def fail(self, at: Node | _Marked | None, path: KeyPath, message: str) -> ManifestError:
+        mark = at.start_mark if isinstance(at, Node) else at
         return ManifestError(self.file, self.line(mark), format_path(path), message)
 
-    def refuse(self, node: Node, path: KeyPath, message: str) -> ManifestError:
-        return self.fail(node.start_mark, path, message)
-
-    def single_document(self) -> Node | None:
+    def single_document(self) -> Node:
         loader = self.loader
         loader.get_event()  # stream start
         if loader.check_event(StreamEndEvent):
-            return None
+            raise ManifestError(self.file, 1, "", "the file is empty")
         loader.get_event()  # document start
         root = self._compose()
         loader.get_event()  # document end
@@ -140,97 +124,57 @@ class _Reader:
         loader.get_event()  # stream end
         return root
 
-    def _compose(self) -> Node:
+    def _compose(self, path: KeyPath = ()) -> Node:
+        # Recursive, one level of the document a call: the depth check below bounds the stack.
         loader = self.loader
-        stack: list[_Open] = []  # the open collections, innermost last
-        while True:
-            if stack and loader.check_event(SequenceEndEvent, MappingEndEvent):
-                end = loader.get_event()
-                closed = stack.pop().node
-                closed.end_mark = end.end_mark
-                if not stack:
-                    return closed
-                continue
-            path = self._child_path(stack)
-            event = loader.get_event()
-            if isinstance(event, AliasEvent):
-                if event.anchor not in self.anchors:
-                    raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
-                node = self.anchors[event.anchor]
-            elif not isinstance(event, (ScalarEvent, CollectionStartEvent)):
-                # The parser gives no other event here; checked rather than assumed.
-                raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
-            else:
-                node = self._node(event, path)
-                if len(path) > MAX_DEPTH:
-                    raise self.fail(
-                        event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels"
-                    )
-                self.nodes += 1
-                if self.nodes > MAX_NODES:
-                    raise self.fail(
-                        event.start_mark, path, f"the document has more than {MAX_NODES} values"
-                    )
-                if event.anchor is not None:
-                    if event.anchor in self.anchors:
-                        first = self.line(self.anchors[event.anchor].start_mark)
-                        raise self.fail(
-                            event.start_mark,
-                            path,
-                            f"anchor &{event.anchor} is defined twice (first on line {first})",
-                        )
-                    self.anchors[event.anchor] = node
-            if stack:
-                frame = stack[-1]
-                parent = frame.node
-                if isinstance(parent, SequenceNode):
-                    parent.value.append(node)
-                elif frame.key is None:
-                    frame.key = node
-                else:
-                    parent.value.append((frame.key, node))
-                    frame.key = None
-            if isinstance(node, CollectionNode) and isinstance(
-                event, (SequenceStartEvent, MappingStartEvent)
-            ):
-                stack.append(_Open(node, path))
-            elif not stack:
-                return node
-
-    @staticmethod
-    def _child_path(stack: list[_Open]) -> KeyPath:
-        """Where the next node goes, for messages: keys as written, list positions."""
-        if not stack:
-            return ()
-        frame = stack[-1]
-        if isinstance(frame.node, SequenceNode):
-            return (*frame.path, len(frame.node.value))
-        if frame.key is None:
-            return frame.path  # the next node is a key: errors point at the mapping
-        name: str = frame.key.value if isinstance(frame.key, ScalarNode) else "?"
-        return (*frame.path, name)
-
-    def _node(self, event: ScalarEvent | CollectionStartEvent, path: KeyPath) -> Node:
+        event = loader.get_event()
+        if isinstance(event, AliasEvent):
+            if event.anchor not in self.anchors:
+                raise self.fail(event.start_mark, path, f"undefined alias *{event.anchor}")
+            return self.anchors[event.anchor]
+        if not isinstance(event, (ScalarEvent, CollectionStartEvent)):
+            # The parser gives no other event here; checked rather than assumed.
+            raise self.fail(event.start_mark, path, f"unexpected {type(event).__name__}")
+        if len(path) > MAX_DEPTH:
+            raise self.fail(event.start_mark, path, f"nested deeper than {MAX_DEPTH} levels")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.fail(
+                event.start_mark, path, f"the document has more than {MAX_NODES} values"
+            )
+        if event.anchor in self.anchors:
+            first = self.line(self.anchors[event.anchor].start_mark)
+            raise self.fail(
+                event.start_mark,
+                path,
+                f"anchor &{event.anchor} is defined twice (first on line {first})",
+            )
         tag = event.tag
+        # The ignores: types-PyYAML lets nodes hold only PyYAML's own Mark, but with libyaml
+        # they hold libyaml's Mark, as in yaml.composer (a class with the same attributes).
         if isinstance(event, ScalarEvent):
             if tag is None or tag == "!":
-                tag = self.loader.resolve(ScalarNode, event.value, event.implicit)
-            # The ignores: types-PyYAML lets nodes hold only PyYAML's own Mark, but with libyaml
-            # they hold libyaml's Mark, as in yaml.composer (a class with the same attributes).
-            return ScalarNode(
-                tag,
-                event.value,
-                event.start_mark,  # type: ignore[arg-type]
-                event.end_mark,  # type: ignore[arg-type]
-                style=event.style,
-            )
-        kind: type[CollectionNode] = (
-            SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
-        )
-        if tag is None or tag == "!":
-            tag = self.loader.resolve(kind, None, event.implicit)
-        # The ignore: libyaml's Mark, as above.
-        return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
+                tag = loader.resolve(ScalarNode, event.value, event.implicit)
+            start, end = event.start_mark, event.end_mark
+            node: Node = ScalarNode(tag, event.value, start, end, style=event.style)  # type: ignore[arg-type]
+        else:
+            kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
+            if tag is None or tag == "!":
+                tag = loader.resolve(kind, None, event.implicit)
+            node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)  # type: ignore[arg-type]
+        if event.anchor is not None:
+            self.anchors[event.anchor] = node
+        if isinstance(node, SequenceNode):
+            while not loader.check_event(SequenceEndEvent):
+                node.value.append(self._compose((*path, len(node.value))))
+        elif isinstance(node, MappingNode):
+            while not loader.check_event(MappingEndEvent):
+                key = self._compose(path)  # errors in a key point at the mapping
+                name: str = key.value if isinstance(key, ScalarNode) else "?"
+                node.value.append((key, self._compose((*path, name))))
+        if isinstance(node, CollectionNode):
+            node.end_mark = loader.get_event().end_mark
+        return node
 
     def measure(self, node: Node, path: KeyPath, active: set[int]) -> int:
         """How many values ``node`` expands to, aliases followed, counted once per node: an
@@ -240,9 +184,9 @@ class _Reader:
         if key in self.sizes:
             return self.sizes[key]
         if key in active:
-            raise self.refuse(node, path, "an alias refers to a value that contains it (a cycle)")
+            raise self.fail(node, path, "an alias refers to a value that contains it (a cycle)")
         if len(path) > MAX_DEPTH:
-            raise self.refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
+            raise self.fail(node, path, f"nested deeper than {MAX_DEPTH} levels")
         total = 1
         if isinstance(node, (MappingNode, SequenceNode)):
             active.add(key)
@@ -256,7 +200,7 @@ class _Reader:
                     total += self.measure(value_node, (*path, name), active)
             active.discard(key)
         if total > MAX_NODES:
-            raise self.refuse(
+            raise self.fail(
                 node, path, f"document expands to more than {MAX_NODES} values (a YAML alias bomb?)"
             )
         self.sizes[key] = total
@@ -266,62 +210,56 @@ class _Reader:
         # Bounded by measure(), which load_yaml calls first: build visits no more nodes, and
         # none deeper, than it counted (merged mappings are built at their mapping's depth).
         self.lines.setdefault(path, self.line(node.start_mark))
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, path)
+        if node.tag != (_MAP if isinstance(node, MappingNode) else _SEQ):
+            raise self.fail(node, path, _tag_refused(node.tag))
         if isinstance(node, MappingNode):
-            if node.tag != _MAP:
-                raise self.refuse(node, path, _tag_refused(node.tag))
             return self._mapping(node, path)
-        if isinstance(node, SequenceNode):
-            if node.tag != _SEQ:
-                raise self.refuse(node, path, _tag_refused(node.tag))
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        return self._scalar(node, path)
+        return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
 
     def _scalar(self, node: Node, path: KeyPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
-            raise self.refuse(node, path, _tag_refused(node.tag))
+            raise self.fail(node, path, _tag_refused(node.tag))
         try:
             return self.loader.construct_object(node)
         except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
             problem = getattr(exc, "problem", None) or exc
-            raise self.refuse(node, path, f"cannot read value: {problem}") from None
+            raise self.fail(node, path, f"cannot read value: {problem}") from None
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
         """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
         explicit keys override merged ones, and of several merged mappings the first wins."""
-        merged: dict[str, Any] = {}
+        merged: dict[str, Any] | None = None
         explicit: dict[str, Any] = {}
-        seen_merge = False
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE and isinstance(key_node, ScalarNode):
-                if seen_merge:
-                    raise self.refuse(key_node, path, "duplicate merge key '<<'")
-                seen_merge = True
-                self.merging.add(id(node))
-                try:
-                    merged = self._merge_sources(value_node, path)
-                finally:
-                    self.merging.discard(id(node))
+                if merged is not None:
+                    raise self.fail(key_node, path, "duplicate merge key '<<'")
+                self.merging.add(id(node))  # (a failure ends the whole load: no cleanup)
+                merged = self._merge_sources(value_node, path)
+                self.merging.discard(id(node))
                 continue
             if not isinstance(key_node, ScalarNode):
-                raise self.refuse(key_node, path, "mapping keys must be plain strings")
+                raise self.fail(key_node, path, "mapping keys must be plain strings")
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                raise self.refuse(key_node, path, f"mapping key {shown_value(key)} is not a string")
+                raise self.fail(key_node, path, f"mapping key {shown_value(key)} is not a string")
             key_path = (*path, key)
             if key in explicit:
                 first = self.lines.get(key_path)
                 where = f" (first on line {first})" if first is not None else ""
-                raise self.refuse(key_node, key_path, f"duplicate key{where}")
+                raise self.fail(key_node, key_path, f"duplicate key{where}")
             self.lines[key_path] = self.line(key_node.start_mark)
             explicit[key] = self.build(value_node, key_path)
-        return {**merged, **explicit}
+        return {**(merged or {}), **explicit}
 
     def _merge_sources(self, value: Node, path: KeyPath) -> dict[str, Any]:
         sources = value.value if isinstance(value, SequenceNode) else [value]
         if not all(isinstance(s, MappingNode) for s in sources):
-            raise self.refuse(value, path, "'<<' merges a mapping or a list of mappings")
+            raise self.fail(value, path, "'<<' merges a mapping or a list of mappings")
         if any(id(s) in self.merging for s in sources):
-            raise self.refuse(value, path, "'<<' merges a mapping into itself")
+            raise self.fail(value, path, "'<<' merges a mapping into itself")
         merged: dict[str, Any] = {}
         for source in reversed(sources):  # the first mapping listed wins
             merged.update(self.build(source, path))
@@ -335,12 +273,6 @@ def shown_value(value: Any) -> str:
     except ValueError:  # an integer with more digits than Python prints (sys.int_info)
         return f"<{value.bit_length()}-bit integer>" if isinstance(value, int) else "<a value>"
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _line_at(text: str, position: int, in_bytes: bool) -> int:
-    if in_bytes:
-        return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
-    return text[:position].count("\n") + 1
 
 
 def too_large(size: str) -> str:
@@ -394,8 +326,6 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]
         loader = PARSER(text)  # the pure-Python reader checks every character here
         reader = _Reader(file, loader, line)
         node = reader.single_document()
-        if node is None:
-            raise ManifestError(file, 1, "", "the file is empty")
         reader.measure(node, (), set())
         return reader.build(node, ()), reader.lines
     except yaml.MarkedYAMLError as exc:
@@ -403,8 +333,10 @@ def load_yaml(content: bytes | str, file: str) -> tuple[Any, dict[KeyPath, int]]
         at = line(mark) if mark is not None else 1
         raise ManifestError(file, at, "", f"invalid YAML: {exc.problem or exc}") from None
     except yaml.reader.ReaderError as exc:
-        # libyaml counts UTF-8 bytes, the pure-Python reader characters.
-        at = _line_at(text, exc.position, in_bytes=PARSER is not yaml.SafeLoader)
+        # libyaml counts UTF-8 bytes (latin-1: one character a byte), the pure-Python reader
+        # characters.
+        utf8 = text.encode("utf-8", "surrogatepass").decode("latin-1")
+        at = (text if PARSER is yaml.SafeLoader else utf8)[: exc.position].count("\n") + 1
         raise ManifestError(
             file, at, "", f"invalid YAML: {exc.reason} (character {exc.character!r})"
         ) from None

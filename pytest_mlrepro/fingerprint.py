@@ -46,14 +46,6 @@ _ARM_IMPLEMENTERS = {
 }
 
 
-def _mattering(line_key: str, flags: list[str]) -> list[str]:
-    """The flags of a "flags" (x86) or "Features" (Arm) line that matter, sorted."""
-    exact, families = (
-        (_X86_FLAGS, _X86_FAMILIES) if line_key == "flags" else (_ARM_FLAGS, _ARM_FAMILIES)
-    )
-    return sorted({f for f in flags if f in exact or f.startswith(families)})
-
-
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
     the first processor's lines (every core reports the same ISA); None where a line lacks."""
@@ -72,12 +64,11 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
         elif key == "model name" and model is None:
             model = value
         elif key in ("flags", "Features") and flags is None:
-            flags = _mattering(key, value.split())
-    return {
-        "cpu_vendor": vendor,
-        "cpu": model,
-        "cpu_flags": flags or [],
-    }
+            exact, families = (
+                (_X86_FLAGS, _X86_FAMILIES) if key == "flags" else (_ARM_FLAGS, _ARM_FAMILIES)
+            )
+            flags = sorted({f for f in value.split() if f in exact or f.startswith(families)})
+    return {"cpu_vendor": vendor, "cpu": model, "cpu_flags": flags or []}
 
 
 # Where this machine's CPU is described: Linux's /proc/cpuinfo, or the file that MLREPRO_CPUINFO
@@ -187,31 +178,23 @@ NUMERIC_PACKAGES = (
 )
 
 
-def _numpy_blas() -> str | None:
-    """The BLAS numpy was built against (``scipy-openblas 0.3.27``), from numpy's own build
-    config; None where this numpy cannot say (before 1.26)."""
-    import numpy as np
-
-    try:
-        config = np.show_config(mode="dicts")
-    except TypeError:  # numpy < 1.26: show_config() takes no mode
-        return None
-    blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
-    if not isinstance(blas, dict) or not blas.get("name"):
-        return None
-    return f"{blas['name']} {blas.get('version') or ''}".strip()
-
-
 @cache
 def numeric_packages() -> dict[str, str | None]:
-    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES` and ``numpy-blas``,
-    from package metadata (no framework imported)."""
+    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES`, from package
+    metadata (no framework imported), and ``numpy-blas``: the BLAS numpy was built against
+    (``scipy-openblas 0.3.27``), from numpy's own build config where it says (1.26 on)."""
+    import numpy as np
+
     found: dict[str, str | None] = {
         dist: version for dist in NUMERIC_PACKAGES if (version := installed_version(dist))
     }
-    blas = _numpy_blas()
-    if blas is not None:
-        found["numpy-blas"] = blas
+    try:
+        config = np.show_config(mode="dicts")
+    except TypeError:  # numpy < 1.26: show_config() takes no mode
+        return found
+    blas = (config or {}).get("Build Dependencies", {}).get("blas", {})
+    if isinstance(blas, dict) and blas.get("name"):
+        found["numpy-blas"] = f"{blas['name']} {blas.get('version') or ''}".strip()
     return found
 
 

@@ -92,20 +92,16 @@ def resolve_within(base: Path, relative: str, roots: Sequence[Path]) -> Path | N
     """``base / relative`` with symlinks resolved, or None outside every one of ``roots``: the one
     confinement rule for every path a manifest names."""
     candidate = (base / relative).resolve()
-    for root in roots:
-        if candidate == root or candidate.is_relative_to(root):
-            return candidate
-    return None
+    return candidate if any(candidate.is_relative_to(root) for root in roots) else None
 
 
 def resolve_inside(base: Path, relative: str, settings: Settings) -> Path:
     """``base / relative`` with symlinks resolved, refused if it leaves the project root and every
     root in ``mlrepro_allowed_roots``."""
     inside = resolve_within(base, relative, (settings.root, *settings.allowed_roots))
-    if inside is not None:
-        return inside
-    candidate = (base / relative).resolve()
-    raise OutsideProject(
-        f"{relative!r} resolves to {candidate}, outside the project "
-        f"({settings.root}); allow it with the ini key mlrepro_allowed_roots"
-    )
+    if inside is None:
+        raise OutsideProject(
+            f"{relative!r} resolves to {(base / relative).resolve()}, outside the project "
+            f"({settings.root}); allow it with the ini key mlrepro_allowed_roots"
+        )
+    return inside

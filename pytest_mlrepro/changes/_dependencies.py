@@ -100,11 +100,9 @@ def _code(manifest: Manifest) -> Iterator[Dependency]:
 
 
 def _source(code: object, what: str) -> Iterator[Dependency]:
-    if code is None:
-        return
     try:
         file = inspect.getsourcefile(code)  # type: ignore[arg-type]
-    except TypeError:  # a builtin: no source file
+    except TypeError:  # a builtin, or no builder registered (None): no source file
         return
     if file is not None:
         yield Dependency(Path(file).resolve(), what)

@@ -392,14 +392,7 @@ _TITLES = {
 def golden_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a golden file, made from :class:`GoldenFile` (and of
     a latency golden's profile, under ``$defs``): ``mlrepro schema golden``."""
-    writer = SchemaWriter(
-        "https://json-schema.org/draft/2020-12/schema",
-        "$defs",
-        _TITLES,
-        closed=False,
-        defaults=False,
-        nullable=False,
-    )
+    writer = SchemaWriter(_TITLES)
     writer.ref(LatencyProfile)
     head = {"$id": "https://pytest-mlrepro.invalid/golden.schema.json"}
     return writer.document(GoldenFile, **head, title="a golden (a mapping)")

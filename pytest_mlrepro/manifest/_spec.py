@@ -92,36 +92,18 @@ class FileRef:
         if self.url is not None:
             if self.cache is None:
                 raise Invalid("url", "'url' fetches a file into the cache: use it with 'cache'")
-            _check_file_url(self.url)
-        # Only one of the two is given (above).
-        for name, longest in (("path", NAME_MAX), ("cache", CACHE_NAME_MAX)):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if value == "" or "\0" in value:
-                raise Invalid(name, "not a usable file name")
-            if name == "cache" and ("/" in value or "\\" in value or value in (".", "..")):
-                raise Invalid("cache", "a cache entry is a plain file name")
-            problem = name_problem(value, longest)
+            problem = url_problem(self.url, file=True)
             if problem is not None:
-                raise Invalid(name, problem)
-
-
-def _check_file_url(url: str) -> None:
-    """http(s) or ``file://`` of an absolute path, naming a file (a file URL is confined to the
-    project when fetched: that needs the settings)."""
-    if url.startswith("file:"):
-        parts = urllib.parse.urlsplit(url)
-        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise Invalid("url", "a file:// URL names an absolute local path: file:///folder/m")
-    else:
-        problem = url_problem(url)
-        if problem == "expected an http:// or https:// URL":
-            problem = "expected an http://, https:// or file:// URL"
+                raise Invalid("url", problem)
+        # Only one of the two is given (above).
+        name, value = ("path", self.path or "") if self.cache is None else ("cache", self.cache)
+        if value == "" or "\0" in value:
+            raise Invalid(name, "not a usable file name")
+        if name == "cache" and ("/" in value or "\\" in value or value in (".", "..")):
+            raise Invalid("cache", "a cache entry is a plain file name")
+        problem = name_problem(value, CACHE_NAME_MAX if name == "cache" else NAME_MAX)
         if problem is not None:
-            raise Invalid("url", problem)
-    if urllib.parse.urlsplit(url).path.endswith("/"):
-        raise Invalid("url", "the URL must name the file itself, not a folder")
+            raise Invalid(name, problem)
 
 
 @dataclass(frozen=True)
@@ -291,20 +273,29 @@ class Dataset:
                 raise Invalid(name, problem)
 
 
-def url_problem(url: str) -> str | None:
-    """Why ``url`` is no http(s) URL the downloader can open, or None: said on its line, not as
-    urllib's ``ValueError`` when the download starts."""
-    if not re.match(r"https?://", url):
-        return "expected an http:// or https:// URL"
-    if re.search(r"[\x00-\x20\x7f]", url):
-        return "a URL has no spaces or control characters (write a space as %20)"
-    try:
+def url_problem(url: str, *, file: bool = False) -> str | None:
+    """Why ``url`` is no http(s) URL (``file``: nor an absolute ``file://`` one, naming a file)
+    the downloader can open, or None: said on its line, not as urllib's error in the download.
+    (A file URL is confined to the project when fetched: that needs the settings.)"""
+    if file and url.startswith("file:"):
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018  (parsing the port is what raises for a bad one)
-    except ValueError as exc:
-        return f"not a valid URL: {exc}"
-    if not parts.hostname:
-        return "expected an http:// or https:// URL with a host name"
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            return "a file:// URL names an absolute local path: file:///folder/m"
+    else:
+        if not re.match(r"https?://", url):
+            schemes = "http://, https:// or file://" if file else "http:// or https://"
+            return f"expected an {schemes} URL"
+        if re.search(r"[\x00-\x20\x7f]", url):
+            return "a URL has no spaces or control characters (write a space as %20)"
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018  (parsing the port is what raises for a bad one)
+        except ValueError as exc:
+            return f"not a valid URL: {exc}"
+        if not parts.hostname:
+            return "expected an http:// or https:// URL with a host name"
+    if file and parts.path.endswith("/"):
+        return "the URL must name the file itself, not a folder"
     return None
 
 

@@ -68,8 +68,11 @@ RULES: dict[str, dict[str, JsonSchema]] = {
 class _ManifestWriter(SchemaWriter):
     """Every object closed, defaults stated, an empty section read as all defaults."""
 
+    draft, defs_key = DRAFT, "definitions"
+    closed = defaults = nullable = True
+
     def __init__(self, steps: Mapping[str, type[pipeline.Step]]) -> None:
-        super().__init__(DRAFT, "definitions", RULES, closed=True, defaults=True, nullable=True)
+        super().__init__(RULES)
         self.steps = steps
 
     def field_schema(self, f: dataclasses.Field[Any], hint: Any) -> JsonSchema:

@@ -567,14 +567,7 @@ _RULES: dict[str, dict[str, dict[str, Any]]] = {
 
 def results_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the results file, made from :class:`Document`."""
-    writer = SchemaWriter(
-        "https://json-schema.org/draft/2020-12/schema",
-        "$defs",
-        _RULES,
-        closed=False,
-        defaults=False,
-        nullable=False,
-    )
+    writer = SchemaWriter(_RULES)
     return writer.document(
         Document,
         **{"$id": "https://github.com/pytest-mlrepro/pytest-mlrepro/results.schema.json"},
