@@ -1,18 +1,22 @@
 """Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
-every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: the session's) and
-get the plugin's markers; a manifest that does not load becomes one error item."""
+every implementation of ``pytest_mlrepro_make_items`` and get the plugin's markers; a manifest
+that does not load becomes one error item, which fails with file, line and field."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .. import goldens as golden_store
 from ..errors import ManifestError
 from ..manifest import DEVICES, Manifest, load_manifest
+from ..results import Row, row_json
 from ..runners import cuda_present, frameworks_of, import_frameworks
-from ._base import display_path, settings_key, state_of
+from ._base import ROW_ATTR, MlreproFailure, display_path, settings_key, state_of
 from ._heap import set_aside
-from ._invalid import ManifestErrorItem
+from ._junit import junit_view
 from ._options import KINDS, MARKER
 
 
@@ -43,6 +47,30 @@ def markers_for(item: pytest.Item, manifest: Manifest | None) -> list[str]:
 def is_mlrepro_item(item: pytest.Item) -> bool:
     """Whether ``item`` is of a manifest (whichever plugin's kind it is)."""
     return isinstance(item.parent, ManifestFile)
+
+
+class ManifestErrorItem(pytest.Item):
+    def __init__(self, *, error: ManifestError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise MlreproFailure(str(self.error))
+
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """The call's row (``ManifestItem.report_attributes``)."""
+        if when != "call":
+            return {}
+        invalid = Row(self.nodeid, "failed", manifest=self.error.file, verdict="invalid manifest")
+        row = row_json(invalid)
+        self.user_properties.extend(junit_view(row))
+        return {ROW_ATTR: row}
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.error.line or 1) - 1, f"{self.name} (invalid manifest)"
 
 
 class ManifestFile(pytest.File):

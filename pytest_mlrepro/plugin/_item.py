@@ -3,6 +3,7 @@ the data set share (:class:`EvaluatingItem`: the accuracy and the determinism it
 
 from __future__ import annotations
 
+import importlib
 import re
 import sysconfig
 import traceback
@@ -21,6 +22,8 @@ from ..report import explain_build_mismatch
 from ..results import Row, manifest_digest, row_json
 from ._base import ROW_ATTR, MlreproFailure, display_path, options, settings_key
 from ._junit import junit_view
+
+ALLURE_LISTENER = "allure_listener"  # allure-pytest's listener (only with --alluredir)
 
 
 def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
@@ -91,13 +94,18 @@ class ManifestItem(pytest.Item):
         self.device = device
 
     def begin_attempt(self) -> None:
-        """A run of the item starts afresh (pytest-rerunfailures reruns the same item object)."""
+        """A run of the item starts afresh (pytest-rerunfailures reruns the same item object);
+        Allure, when it reports this run, gets the item's parameters (allure imported only then)."""
         self.row = self.blamed = None
+        if self.config.pluginmanager.get_plugin(ALLURE_LISTENER) is not None:
+            allure: Any = importlib.import_module("allure")
+            for name, value in self.parameters().items():
+                allure.dynamic.parameter(name, value)
 
     def parameters(self) -> dict[str, str]:
         """What tells this item from its siblings of the same kind (the part of its name in
         brackets), for reporters that identify a test by its name without the brackets and its
-        parameters (Allure's historyId: ``_reporters``)."""
+        parameters (Allure's historyId)."""
         return {"device": self.device}
 
     def row_head(self) -> Row:

@@ -16,7 +16,7 @@ from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document, head_commit
 from ..results import FORMAT, Document, Row, created_now, record, results_text
-from ._base import machine_name, options, output_path, report_output_error, results_path
+from ._base import machine_name, options, output_path, report_output_error
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def write_results_file(
     """The results file (format 2, docs/results.md), written when --mlrepro-json asks for one;
     made without it too when ``needed`` (a tracking store logs it); ``one_time``: the costs the
     process paid once for all its items (none: left out)."""
-    path = results_path(session.config)
+    path = output_path(session.config, "mlrepro_json")
     if path is None and not needed:
         return None
     config = session.config
