@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
 THUMBNAILS = 48  # changed samples given a thumbnail (the report's table lists up to 100)
-_drift_key = pytest.StashKey[dict[str, Any]]()
 
 
 def html_path(config: pytest.Config) -> Path | None:
@@ -56,7 +55,6 @@ def check_html_target(config: pytest.Config) -> None:
     target = html_path(config)
     if target is None or hasattr(config, "workerinput"):
         return
-
     try:
         require_libraries("--mlrepro-html")
         check_writable_folder(target.parent, "report file (--mlrepro-html)")
@@ -67,12 +65,12 @@ def check_html_target(config: pytest.Config) -> None:
 # --- the drifted item's pictures ----------------------------------------------------------------
 
 
-def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
-    """For a drifted accuracy item, when a report is asked for: the first differing step's
-    outputs on a few probe samples, as pictures, and the diagnosis's layer comparison, kept for
-    its report. Never fails the item (a picture that cannot be made is a note in the report)."""
+def collect_drift(item: Any, drifted: Any, comparison: Any) -> dict[str, Any] | None:
+    """A drifted accuracy item's pictures, when a report is asked for: the first differing step's
+    outputs on a few probe samples and the diagnosis's layer comparison, as plain data (its call
+    report carries them, across xdist too). Never fails the item (a failed picture is a note)."""
     if html_path(item.config) is None:
-        return
+        return None
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
     pictures = DriftSet(item.manifest.name, "", item.device, "")
     try:
@@ -84,7 +82,7 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     # controller as JSON.
     layers = tuple((d, n, v if math.isfinite(v) else 1e6) for d, n, v in drifted.layers)
     thumbnails = _thumbnails(samples, changed)
-    item.stash[_drift_key] = asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
+    return asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
 
 
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
@@ -101,12 +99,6 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     return out
 
 
-def drift_of(item: pytest.Item) -> dict[str, Any] | None:
-    """The pictures :func:`collect_drift` kept for ``item``, for its call's report (an attribute
-    of plain data, which xdist's report serialisation carries to the controller)."""
-    return item.stash.get(_drift_key, None)
-
-
 def drift_row(report: pytest.TestReport) -> DriftSet | None:
     """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
@@ -119,9 +111,8 @@ def drift_row(report: pytest.TestReport) -> DriftSet | None:
 def write_html_report(
     session: pytest.Session, state: RunState, fallback: Path | None = None
 ) -> Path | None:
-    """The report, when --mlrepro-html (or the ini key) asks for one (on the controller), else
-    at ``fallback`` when given and the report's libraries are installed (a page for the tracking
-    store); returns the page written, None when none was."""
+    """The report when one is asked for, else at ``fallback`` (a page for the tracking store)
+    when the report's libraries are installed; the page written, if any."""
     path = html_path(session.config) or fallback
     if path is None:
         return None
@@ -130,7 +121,6 @@ def write_html_report(
             require_libraries()
         except ReportUnavailable:
             return None
-
     try:
         view = page_view(session.config, state)
         write_html(path, view, what="report file (--mlrepro-html)")
@@ -171,9 +161,8 @@ def _sensitivity(
 
 
 def page_view(config: pytest.Config, state: RunState) -> ReportView:
-    """The report of this session: its results rows through the one builder
-    (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
-
+    """The session's rows through the one builder (``session_view``), with what only a session
+    has."""
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
     accuracy_rows = [r for r in state.results if r.kind != "latency"]

@@ -7,7 +7,7 @@ import importlib
 import re
 import sysconfig
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,8 +40,7 @@ def loadgroup(config: pytest.Config, group: str) -> str | None:
 
 
 class LocatedFailure(str):
-    """A failure's text that knows its place in the manifest: ``reprcrash`` is what pytest's
-    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``)."""
+    """A failure's text whose ``reprcrash`` is what ``--tb=line`` prints (``x.yaml:20: <line>``)."""
 
     reprcrash: FailurePlace
 
@@ -49,11 +48,13 @@ class LocatedFailure(str):
         tw.line(str(self))
 
 
+@dataclass(frozen=True)
 class FailurePlace:
-    """Where a failure is, as pytest's crash location reads: path, line and message."""
+    """Where a failure is, as pytest's crash location reads."""
 
-    def __init__(self, path: str, lineno: int, message: str) -> None:
-        self.path, self.lineno, self.message = path, lineno, message
+    path: str
+    lineno: int
+    message: str
 
     def __str__(self) -> str:
         return f"{self.path}:{self.lineno}: {self.message}"
@@ -63,16 +64,6 @@ _LEADING_PLACE = re.compile(r"(?P<file>[^\n:]+):(?P<line>\d+):")
 _KEY = re.compile(r"(\w+)|\[(\d+)\]")
 # A verdict without a blamed field is located at the block it is about.
 _VERDICT_BLOCKS = {"data changed": "dataset"}
-
-
-def key_path(field: str) -> tuple[str | int, ...]:
-    """``inputs[0].preprocess[2].scale.divisor`` as the manifest's key path."""
-    return tuple(name or int(index) for name, index in _KEY.findall(field))
-
-
-def _is_pytest_timeout(exc: BaseException) -> bool:
-    """pytest-timeout's signal-mode failure (``pytest.fail`` with its message)."""
-    return isinstance(exc, pytest.fail.Exception) and "from pytest-timeout" in str(exc)
 
 
 class ManifestItem(pytest.Item):
@@ -103,15 +94,13 @@ class ManifestItem(pytest.Item):
                 allure.dynamic.parameter(name, value)
 
     def parameters(self) -> dict[str, str]:
-        """What tells this item from its siblings of the same kind (the part of its name in
-        brackets), for reporters that identify a test by its name without the brackets and its
-        parameters (Allure's historyId)."""
+        """What tells this item from its siblings (its name's brackets), for reporters that
+        identify a test by its bare name and its parameters (Allure's historyId)."""
         return {"device": self.device}
 
     def row_head(self) -> Row:
-        """The fields that open every row of the item: its kind, manifest, device, framework,
-        the manifest's file, the sha256 of its normalised content and that content (so that two
-        results files can say what differs)."""
+        """The fields that open every row of the item (the manifest's normalised content and its
+        sha256 too: two results files can then say what differs)."""
         m, content = self.manifest, self.manifest.normalized()
         return Row(
             nodeid=self.nodeid,
@@ -126,8 +115,7 @@ class ManifestItem(pytest.Item):
         )
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
-        set by the plugin's one ``pytest_runtest_makereport`` wrapper: the call's row."""
+        """Attributes of the ``when`` report (plain data: xdist carries them): the call's row."""
         if when != "call" or self.row is None:
             return {}
         # The JUnit view of the row (pytest copies an item's user properties into its teardown
@@ -140,8 +128,8 @@ class ManifestItem(pytest.Item):
         return {ROW_ATTR: value}
 
     def conclude(self, end: End, text: str, strict_fails: bool = True) -> None:
-        """The one place a check's end becomes pytest's outcome: a skip (a failure under
-        --mlrepro-strict when ``strict_fails``) or a failure whose text is the whole story."""
+        """The one place a check's end becomes pytest's outcome (a skip fails under
+        --mlrepro-strict when ``strict_fails``)."""
         if end == "pass":
             return
         if end == "skip" and strict_fails and options(self.config).strict:
@@ -158,7 +146,9 @@ class ManifestItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
-        if _is_pytest_timeout(excinfo.value):
+        if isinstance(excinfo.value, pytest.fail.Exception) and "from pytest-timeout" in str(
+            excinfo.value
+        ):  # pytest-timeout's signal-mode failure
             return self._timed_out(excinfo)
         try:
             return super().repr_failure(excinfo, style=style)
@@ -170,10 +160,8 @@ class ManifestItem(pytest.Item):
             return "".join(traceback.format_exception(excinfo.value)).rstrip()
 
     def failure_line(self, text: str) -> int | None:
-        """The manifest line a failure of this item is located at: the line its text names (an error
-        worded ``<manifest>:<line>: field: ...``), else the line of the field the diagnosis
-        blames, else of the block the verdict is about (``model``: the results drifted;
-        ``dataset``, ``latency``, ``determinism``); None when the manifest has no such line."""
+        """The manifest line of a failure: the one its text names (``<manifest>:<line>: ...``), else
+        the blamed field's, else the verdict's block's (``model``: the results drifted)."""
         leading = _LEADING_PLACE.match(text)
         if leading and leading["file"] == display_path(self.config, self.path):
             return int(leading["line"])
@@ -181,16 +169,16 @@ class ManifestItem(pytest.Item):
         block = _VERDICT_BLOCKS.get(str(verdict), self.kind if self.kind != "accuracy" else "")
         blamed = self.blamed or block or "model"
         lines = self.manifest.lines
-        path = key_path(blamed)
+        # inputs[0].preprocess[2].scale.divisor as the manifest's key path
+        path = tuple(name or int(index) for name, index in _KEY.findall(blamed))
         for cut in range(len(path), 0, -1):  # the field, else the closest key above it
             if path[:cut] in lines:
                 return lines[path[:cut]]
         return lines.get(("model",))
 
     def locate_failure(self, report: pytest.TestReport) -> None:
-        """A failed call's report located at its manifest line (:meth:`failure_line`): its
-        ``location`` (what pytest-github-actions-annotate-failures annotates, an IDE opens)
-        and its crash line (``--tb=line``)."""
+        """A failed call's ``location`` (what GitHub annotations and IDEs use) and crash line
+        (``--tb=line``) set to its manifest line."""
         if not (report.failed and report.when == "call" and isinstance(report.longrepr, str)):
             return
         line = self.failure_line(report.longrepr)
@@ -205,9 +193,8 @@ class ManifestItem(pytest.Item):
         report.longrepr = located
 
     def _timed_out(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
-        """pytest-timeout's signal-mode failure in a few lines (not its traceback through the
-        evaluation, ~1,400 lines): the limit, where the item was, and the plugin's own limit,
-        which stops an evaluation cleanly; the summary row's verdict says ``timeout``."""
+        """pytest-timeout's failure in a few lines (not its ~1,400-line traceback): the limit,
+        where the item was, and the plugin's own limit, which stops an evaluation cleanly."""
         self.set_verdict("timeout")
         stdlib = sysconfig.get_paths()["stdlib"]
         ours = [
@@ -230,8 +217,7 @@ class ManifestItem(pytest.Item):
 
 
 class EvaluatingItem(ManifestItem):
-    """An item that evaluates the manifest over its data set (or its shard of it), under the
-    item's time limit: what the accuracy and the determinism item share."""
+    """An item that evaluates the manifest over its data set (or shard), under a time limit."""
 
     def __init__(
         self, *, manifest: Manifest, device: str, shard: Shard | None = None, **kwargs: Any
@@ -250,7 +236,7 @@ class EvaluatingItem(ManifestItem):
         return 1
 
     def explain_build(self, exc: BuildMismatch) -> str:
-        """The build's mismatch, compared with the machine the golden was recorded on."""
+        """The mismatch, compared with the machine the golden was recorded on."""
         settings = self.config.stash[settings_key]
         path = golden_store.golden_path(self.manifest, settings)
         try:
