@@ -1,6 +1,5 @@
-"""The accuracy item: runs the model over the data set (or its shard of it) and compares top-1,
-top-5 and the per-sample results with the manifest's golden (recording it under
-``--mlrepro-update``), and with its reference manifest's golden when it declares one."""
+"""The accuracy item: the model over the data set (or its shard), compared with the manifest's
+golden (recorded under ``--mlrepro-update``) and its reference manifest's golden if any."""
 
 from __future__ import annotations
 
@@ -125,9 +124,8 @@ class AccuracyItem(EvaluatingItem):
 def accuracy_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One accuracy item per device; the first device's item is the one that records goldens.
-    With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
-    device's verdict by the session (``_shards.py``)."""
+    """One accuracy item per device (the first device's records goldens); with
+    ``mlrepro_shards = K`` (K > 1), K shard items per device instead (``_shards.py``)."""
     count = options(parent.config).item_shards
     shards = [Shard(index, count) for index in range(1, count + 1)] if count > 1 else [None]
     # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the items

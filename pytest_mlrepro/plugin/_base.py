@@ -304,9 +304,8 @@ def _given_paths(config: pytest.Config, name: str) -> list[Path]:  # a repeatabl
 
 
 def settings_from(config: pytest.Config) -> Settings:
-    """The project's settings: the one place they are read (the ``mlrepro`` command's too). A
-    path on the command line is relative to where pytest runs, one in the ini file to the root;
-    the golden directory's symlinks are not resolved."""
+    """The project's settings: the one place they are read. A path on the command line is
+    relative to where pytest runs, one in the ini file to the root (symlinks not resolved)."""
     here, root = config.invocation_params.dir, config.rootpath
     cache = config.getoption("mlrepro_cache")
     ini_cache = str(config.getini("mlrepro_cache") or "")

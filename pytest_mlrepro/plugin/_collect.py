@@ -101,9 +101,8 @@ class ManifestFile(pytest.File):
 
 
 def preload_frameworks(session: pytest.Session) -> None:
-    """The frameworks the selected items need, imported at collection's end (not under
-    ``--collect-only``): before any item's time limit starts, ours or pytest-timeout's, and
-    charged to no item's duration (pytest-split, pytest's ``--durations``)."""
+    """The frameworks the selected items need, imported at collection's end: before any item's
+    time limit starts, and charged to no item's duration (pytest-split, ``--durations``)."""
     # Items of every kind (other plugins' too) that carry their manifest.
     found = (getattr(item, "manifest", None) for item in session.items)
     names = frameworks_of(m for m in found if isinstance(m, Manifest))

@@ -1,6 +1,5 @@
-"""The determinism item: the evaluation run several times, every score required to repeat (the
-comparison lives in :mod:`pytest_mlrepro.evaluation`). A sibling of the accuracy item: it shares
-the evaluation (:class:`~._item.EvaluatingItem`), not the golden."""
+"""The determinism item: the evaluation run several times, every score required to repeat. A
+sibling of the accuracy item: it shares the evaluation, not the golden."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ from ._progress import TerminalProgress
 def determinism_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One determinism item per device, for manifests with a ``determinism:`` block, or for all
-    with ``--mlrepro-determinism``."""
+    """For manifests with a ``determinism:`` block, or all with ``--mlrepro-determinism``."""
     if manifest.determinism is None and not parent.config.getoption("mlrepro_determinism"):
         return []
     return [

@@ -1,6 +1,5 @@
-"""pytest glue for the golden store's audit: manifests that share a golden file are refused
-before anything runs, and goldens that no manifest uses are listed at the end (the logic lives in
-:mod:`pytest_mlrepro.goldens`; the state in the run's :class:`~._base.GoldenAudit`)."""
+"""pytest glue for the golden store's audit (its logic is :mod:`pytest_mlrepro.goldens`'): shared
+golden files refused before anything runs, goldens no manifest uses listed at the end."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ WORKER_OUTPUT = "mlrepro_golden_audit"
 
 
 def refuse_shared_golden(item: pytest.Item) -> None:
-    """An item whose golden another manifest claims too fails before it runs."""
     conflict = item.stash.get(_conflict_key, None)
     if conflict is not None and isinstance(item, AccuracyItem):
         item.row = replace(item.row_head(), verdict="golden shared")
@@ -50,8 +48,7 @@ def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every manifest (_recognize.py's rule) the ini key mlrepro_manifests names, outside
-    pytest's norecursedirs."""
+    """Every manifest the ini key mlrepro_manifests names, outside pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
     patterns = config.getini("mlrepro_manifests")
     found: set[Path] = set()
@@ -83,7 +80,6 @@ def _local_report(session: pytest.Session, audit: GoldenAudit) -> dict[str, Any]
 
 
 def gather_worker_audit(node: Any) -> None:
-    """Controller side (xdist): a worker's share of the audit."""
     output = getattr(node, "workeroutput", None) or {}
     report = output.get(WORKER_OUTPUT)
     if report is not None:
@@ -91,8 +87,8 @@ def gather_worker_audit(node: Any) -> None:
 
 
 def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
-    """At the end of the session: an xdist worker sends its share of the audit to the
-    controller; a run without xdist keeps its own (the controller collects nothing)."""
+    """An xdist worker's share to the controller; a run without xdist keeps its own (the
+    controller collects nothing)."""
     config = session.config
     if hasattr(config, "workeroutput"):
         config.workeroutput[WORKER_OUTPUT] = _local_report(session, audit)
@@ -103,9 +99,8 @@ def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
 def audit_findings(
     config: pytest.Config, audit: GoldenAudit
 ) -> tuple[list[str], list[str], list[str]]:
-    """(goldens that no manifest uses, manifests that failed to load, temporary files of
-    interrupted writes), as shown paths, when manifests were collected, all of them (not with
-    -k, -m, node ids or a subset of the manifests); nothing otherwise."""
+    """(unused goldens, manifests that failed to load, interrupted writes' temporary files), when
+    every manifest was collected (not with -k, -m, node ids or a subset); nothing otherwise."""
     if config.option.collectonly:
         return [], [], []
     reports = audit.from_workers

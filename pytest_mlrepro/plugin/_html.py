@@ -1,6 +1,5 @@
-"""pytest glue for the HTML report (``--mlrepro-html PATH``): the option, the pictures a drifted
-accuracy item collects (carried on its report, also across xdist), and the page written at the
-end of the session (on the controller only under xdist)."""
+"""pytest glue for the HTML report (``--mlrepro-html PATH``): the pictures a drifted accuracy item
+collects (carried on its report, across xdist too), and the page written at the session's end."""
 
 from __future__ import annotations
 
@@ -66,9 +65,8 @@ def check_html_target(config: pytest.Config) -> None:
 
 
 def collect_drift(item: Any, drifted: Any, comparison: Any) -> dict[str, Any] | None:
-    """A drifted accuracy item's pictures, when a report is asked for: the first differing step's
-    outputs on a few probe samples and the diagnosis's layer comparison, as plain data (its call
-    report carries them, across xdist too). Never fails the item (a failed picture is a note)."""
+    """A drifted item's pictures (its first differing step's outputs on a few probe samples) and
+    layer comparison, as plain data. Never fails the item (a failed picture is a note)."""
     if html_path(item.config) is None:
         return None
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
@@ -122,8 +120,7 @@ def write_html_report(
         except ReportUnavailable:
             return None
     try:
-        view = page_view(session.config, state)
-        write_html(path, view, what="report file (--mlrepro-html)")
+        write_html(path, _page(session.config, state), what="report file (--mlrepro-html)")
     except MlreproError as exc:  # OutputError, ReportUnavailable
         report_output_error(session, str(exc))
         return None
@@ -160,9 +157,8 @@ def _sensitivity(
     return list(found.values())
 
 
-def page_view(config: pytest.Config, state: RunState) -> ReportView:
-    """The session's rows through the one builder (``session_view``), with what only a session
-    has."""
+def _page(config: pytest.Config, state: RunState) -> ReportView:
+    """The session's rows through the one builder, with what only a session has."""
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
     accuracy_rows = [r for r in state.results if r.kind != "latency"]

@@ -27,9 +27,8 @@ ALLURE_LISTENER = "allure_listener"  # allure-pytest's listener (only with --all
 
 
 def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
-    """The node id of item ``name`` under ``parent``, as text: pytest 9.2 parses a bracketed id
-    back differently from the one it builds (--lf never matched: pytest-dev/pytest#15045), and
-    reads no ``xdist_group`` marker; the ``@group`` suffix set here holds with every pytest."""
+    """The node id as text: pytest 9.2 parses a bracketed id back differently (--lf never matched:
+    pytest-dev/pytest#15045), and reads no ``xdist_group`` marker; an ``@group`` suffix holds."""
     nodeid = f"{parent.nodeid}::{name}"
     return f"{nodeid}@{xdist_group}" if xdist_group else nodeid
 

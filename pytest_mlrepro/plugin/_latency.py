@@ -23,7 +23,6 @@ from ._xdist_lock import XDIST_GROUP, exclusive
 def latency_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One latency item per device and declared batch size, for manifests with ``latency:``."""
     if manifest.latency is None:
         return []
     return [
@@ -41,8 +40,7 @@ def latency_items(
 
 
 class LatencyItem(ManifestItem):
-    """Times the model (and one end-to-end request) at one batch size on one device, and compares
-    the distribution with this machine's golden."""
+    """Times the model at one batch size on one device (see the module docstring)."""
 
     kind: ClassVar[str] = "latency"
 
@@ -55,7 +53,6 @@ class LatencyItem(ManifestItem):
         return {**super().parameters(), "batch": str(self.batch)}
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """The call's report: the row, and the benchmark file's entries."""
         attributes = super().report_attributes(when)
         if when == "call" and self.benchmarks is not None:
             attributes[BENCHMARKS_ATTR] = self.benchmarks

@@ -1,6 +1,5 @@
-"""The files a session writes at its end, from the session's rows: the results file
-(``--mlrepro-json``, format 2: docs/results.md) and the latency results in pytest-benchmark's
-format (``--mlrepro-benchmark-json``). The HTML page is :mod:`._html`'s."""
+"""The files a session writes at its end: the results file (``--mlrepro-json``: docs/results.md)
+and the latency results in pytest-benchmark's format (``--mlrepro-benchmark-json``)."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from ._base import machine_name, options, output_path, report_output_error
 
 @dataclass(frozen=True)
 class ResultsFile:
-    """The results file of the session: its bytes, as a record, and where it was written (None:
-    not written, no --mlrepro-json, or it could not be)."""
+    """The session's results file, and where it was written (None: not written)."""
 
     data: bytes
     document: Document
@@ -36,9 +34,8 @@ def write_results_file(
     *,
     needed: bool = False,
 ) -> ResultsFile | None:
-    """The results file (format 2, docs/results.md), written when --mlrepro-json asks for one;
-    made without it too when ``needed`` (a tracking store logs it); ``one_time``: the costs the
-    process paid once for all its items (none: left out)."""
+    """The results file, written when --mlrepro-json asks for one; made without it too when
+    ``needed`` (a tracking store logs it)."""
     path = output_path(session.config, "mlrepro_json")
     if path is None and not needed:
         return None
@@ -75,7 +72,6 @@ def write_results_file(
 def write_benchmark_file(
     session: pytest.Session, rows: list[tuple[Row, list[dict[str, Any]]]]
 ) -> None:
-    """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
     config = session.config
     path = output_path(config, "mlrepro_benchmark_json")
     if path is None:

@@ -48,9 +48,8 @@ def one_time(config: pytest.Config, name: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def limited(item: pytest.Item) -> Iterator[None]:
-    """Run an evaluating item's call under its time limit (none for other items): its
-    manifest's ``runtime.timeout_s``, else the run's, times the evaluations it makes. Past it,
-    the item fails saying where the limit came from."""
+    """An evaluating item's call under its manifest's ``runtime.timeout_s``, else the run's, times
+    its evaluations; past it, the item fails saying where the limit came from."""
     if not isinstance(item, EvaluatingItem):
         yield
         return

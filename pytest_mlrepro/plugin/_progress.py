@@ -23,8 +23,7 @@ class TerminalProgress:
         self.stream = self._terminal(config)
 
     @staticmethod
-    def _terminal(config: pytest.Config) -> TextIO | None:
-        """The terminal pytest reports on, or None where progress is not shown."""
+    def _terminal(config: pytest.Config) -> TextIO | None:  # None: progress not shown
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or not reporter.isatty or hasattr(config, "workerinput"):
             return None

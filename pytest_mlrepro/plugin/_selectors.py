@@ -10,13 +10,11 @@ import pytest
 from .._names import matches_patterns
 
 PLUGIN_NAME = "mlrepro-selectors"
-TESTMON_SELECT = "TestmonSelect"
-"""The name pytest-testmon registers its selecting plugin under (testmon 2.x)."""
+TESTMON_SELECT = "TestmonSelect"  # pytest-testmon's selecting plugin (testmon 2.x)
 _args_key = pytest.StashKey[list[str]]()
 
 
-def remember_args(config: pytest.Config) -> None:
-    """The run's paths before any plugin's ``pytest_configure`` (pytest-picked's replaces them)."""
+def remember_args(config: pytest.Config) -> None:  # before pytest-picked replaces them
     config.stash[_args_key] = list(config.args)
 
 
@@ -31,7 +29,7 @@ def picked_ref(config: pytest.Config) -> str | None:
 
 def register(config: pytest.Config) -> bool:
     """Register the glue; under pytest-picked's selection ask for ``--mlrepro-changed`` with its
-    ref (unless a ref is given). Whether the engine is needed for that."""
+    ref (unless a ref is given), and say that the engine is needed."""
     config.pluginmanager.register(SelectorGlue(config), PLUGIN_NAME)
     ref = picked_ref(config)
     if ref is None:
@@ -59,8 +57,7 @@ class SelectorGlue:
             root / name.split("::", 1)[0], root, self.config.getini("mlrepro_manifests")
         )
 
-    def _manifests_of(self, args: list[str]) -> list[str]:
-        """The manifest files in or under ``args`` (paths as given on the command line)."""
+    def _manifests_of(self, args: list[str]) -> list[str]:  # the manifests in or under args
         root, here = self.config.rootpath, self.config.invocation_params.dir
         patterns = self.config.getini("mlrepro_manifests")
         files = sorted({p.resolve() for pattern in patterns for p in root.glob(pattern)})

@@ -1,8 +1,5 @@
-"""Sharding in the plugin: ``--mlrepro-shard I/N`` (this run evaluates shard I of N of every data
-set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each
-accuracy item is split into K shard items, spread over pytest-xdist's workers like any items,
-whose parts the session merges into one verdict for the whole item as soon as all K have
-arrived)."""
+"""Rows from reports, and ``mlrepro_shards = K``: each accuracy item split into K shard items,
+spread over pytest-xdist's workers, whose parts are merged into one verdict once all K arrived."""
 
 from __future__ import annotations
 
@@ -22,9 +19,8 @@ from ._junit import junit_view
 # Rows come from reports alone (the row attribute, JSON as xdist carries it), never from the
 # item, so that an xdist controller gathers the same rows as one process.
 def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | None:
-    """An item's typed row from its report (the call, or a skip at setup); None for other
-    reports and items of other plugins, and for a split item's shard items (unless
-    ``keep_split``): the whole item's merged report stands for them."""
+    """An item's row from its report (the call, or a skip at setup); None for others, and for
+    shard items unless ``keep_split`` (the whole item's merged report stands for them)."""
     if report.when != "call" and not (report.skipped and report.when == "setup"):
         return None
     if not keep_split and getattr(report, SPLIT_ATTR, None) is not None:
@@ -68,9 +64,7 @@ class Split:
     @classmethod
     def of(cls, report: pytest.TestReport) -> Split | None:
         value = getattr(report, SPLIT_ATTR, None)
-        if not isinstance(value, dict):
-            return None
-        return cls(**value)
+        return cls(**value) if isinstance(value, dict) else None
 
 
 @dataclass
@@ -166,9 +160,8 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
 
 
 def emit(config: pytest.Config, report: pytest.TestReport) -> None:
-    """Send the whole item's report to every reporter (terminal, JUnit XML, the session's
-    counters and exit status, this plugin's tables and results file), then its teardown (JUnit
-    XML writes an item's properties and closes its test case there)."""
+    """The whole item's report to every reporter, then its teardown (JUnit XML writes an item's
+    properties and closes its test case there)."""
     config.hook.pytest_runtest_logreport(report=report)
     teardown = pytest.TestReport(
         nodeid=report.nodeid,

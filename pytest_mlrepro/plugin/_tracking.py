@@ -1,9 +1,6 @@
-"""pytest glue for the tracking store (``--mlrepro-track [URI]``, ini ``mlrepro_track``;
-docs/tracking.md): each manifest item's run handed, as its report comes in, to a logging process
-(``tracking.Live``, on the controller only under xdist), which the session's end waits for. A
-store that is away never changes a verdict nor loses the results: they are kept, and one line
-says how to log them later.
-"""
+"""pytest glue for the tracking store (``--mlrepro-track [URI]``; docs/tracking.md): each item's
+run handed, as its report comes in, to a logging process (``tracking.Live``, on the controller)
+that the session's end waits for. A store that is away never loses the results: they are kept."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ track_key = pytest.StashKey["str | None"]()
 
 
 def read_tracking(config: pytest.Config) -> None:
-    """The tracking URI of this run (None: not tracked), in the stash; a usage error when it is
-    asked for and MLflow is not installed (looked for, not imported)."""
+    """This run's tracking URI (None: not tracked); a usage error when MLflow is not installed."""
     given = config.getoption("mlrepro_track", default=None)
     ini = str(config.getini("mlrepro_track") or "").strip()
     if given is None and ini.lower() in _OFF:
@@ -68,8 +64,7 @@ def read_tracking(config: pytest.Config) -> None:
 
 class LiveTracking:
     """Each new row's item run to the logging process, started with the session (it imports
-    MLflow meanwhile; the store is opened by the first item); stopped at unconfigure if the
-    session's end did not finish it."""
+    MLflow meanwhile); stopped at unconfigure if the session's end did not finish it."""
 
     def __init__(self, config: pytest.Config, uri: str) -> None:
         self.config, self.uri, self.sent = config, uri, 0
@@ -113,7 +108,8 @@ def track_session(
     assert isinstance(tracking, LiveTracking)
     document = results.document
     runs = [item_run(document, row) for row in document.results]
-    name = _file_name(config, results)
+    # The file's name in the store: its path as shown, else one of machine and time.
+    name = _untracked_name(results) if results.path is None else display_path(config, results.path)
     try:
         logged = tracking.started().finish(
             session_run(document, file_digest(results.data), name), runs, results.data, page
@@ -125,13 +121,6 @@ def track_session(
     _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
 
 
-def _file_name(config: pytest.Config, results: ResultsFile) -> str:
-    """The results file's name in the store: its path as shown, else one of machine and time."""
-    if results.path is not None:
-        return display_path(config, results.path)
-    return _untracked_name(results)
-
-
 def _untracked_name(results: ResultsFile) -> str:
     document = results.document
     stamp = re.sub(r"[^0-9A-Za-z]", "", document.created or "")
@@ -140,8 +129,8 @@ def _untracked_name(results: ResultsFile) -> str:
 
 
 def _not_logged(session: pytest.Session, uri: str, results: ResultsFile, reason: str) -> str:
-    """The line for a store that could not take the results: where they are kept, and the
-    command that logs them later (the URI without credentials: MLflow's variables give them)."""
+    """Where the results are kept, and the command that logs them later (the URI without
+    credentials: MLflow's variables give them)."""
     config = session.config
     path = results.path
     if path is None:
@@ -162,8 +151,8 @@ said_key = pytest.StashKey[list[str]]()
 
 
 def _say(session: pytest.Session, line: str) -> None:
-    """Kept for the terminal summary's section (under xdist the progress line is still open at
-    the session's end); printed at once without a terminal reporter."""
+    """Kept for the terminal summary (under xdist the progress line is still open at the
+    session's end); printed at once without a terminal reporter."""
     text = f"mlrepro: {visible_lines(line)}"
     if session.config.pluginmanager.get_plugin("terminalreporter") is None:
         print(text)

@@ -1,5 +1,4 @@
-"""Under pytest-xdist, a latency item must not be timed while items in other workers load the same
-cores."""
+"""Under pytest-xdist, a latency item is not timed while other workers' items load the cores."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ _lock_key = pytest.StashKey["SessionLock | None"]()
 
 
 class SessionLock:
-    """A writer-preferring readers-writer lock between the processes of one session, on two
-    files: ``turnstile`` (held by a waiting or measuring writer, so that no new reader enters)
-    and ``main`` (readers share it, a writer holds it alone)."""
+    """A writer-preferring readers-writer lock between a session's processes: ``turnstile`` (held
+    by a waiting or measuring writer: no new reader enters), ``main`` (readers share it)."""
 
     def __init__(self, path: Path) -> None:
         self.main = path
@@ -41,7 +39,6 @@ class SessionLock:
 
 @contextlib.contextmanager
 def _held(path: Path, alone: bool) -> Iterator[None]:
-    """The lock of file ``path``, held alone (exclusive) or shared, while the body runs."""
     fcntl = fcntl_module()
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
@@ -52,7 +49,7 @@ def _held(path: Path, alone: bool) -> Iterator[None]:
 
 
 def use_lock(config: pytest.Config, latency_items: bool) -> None:
-    """Worker side: lock only in sessions that have latency items (others pay nothing)."""
+    """Worker side: lock only in sessions with latency items (others pay nothing)."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or not latency_items:
         return
@@ -62,11 +59,10 @@ def use_lock(config: pytest.Config, latency_items: bool) -> None:
 
 
 def session_lock(config: pytest.Config) -> SessionLock | None:
-    """The session's lock, on an xdist worker of a session with latency items; else None."""
     return config.stash.get(_lock_key, None)
 
 
 def exclusive(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
-    """Nothing else runs in the session meanwhile (a latency item measuring)."""
+    """Nothing else runs in the session meanwhile (a latency item measures)."""
     lock = session_lock(config)
     return contextlib.nullcontext() if lock is None else lock.exclusive()
