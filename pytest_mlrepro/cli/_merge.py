@@ -1,7 +1,5 @@
-"""``mlrepro merge``: a CI matrix's results files merged into one matrix (exit 0 all passed, 1 a
-cell failed, 2 bad input); ``mlrepro history``: many nights, each manifest × machine followed
-(exit 0: a history is no gate); ``mlrepro schema``. No pytest session: the files hold all
-(docs/merge.md)."""
+"""``mlrepro merge`` (a CI matrix's results files as one matrix), ``mlrepro history`` (many nights,
+each manifest × machine followed) and ``mlrepro schema``: no pytest session (docs/merge.md)."""
 
 from __future__ import annotations
 
@@ -154,9 +152,8 @@ def _built(
     view: Callable[..., ReportView],
     what: str,
 ) -> T:
-    """The results files named (or logged to the store ``--track`` names: a merge's night, a
-    history's nights from ``--since``) built into ``build``'s matrix or history, written as an
-    HTML page with ``--html`` (the report extra checked first, before any work)."""
+    """The results files (or those the store ``--track`` names holds) built into a matrix or a
+    history, and its HTML page with ``--html`` (the report extra checked before any work)."""
     from ..report.html import require_libraries, write_html
     from ..results import load_results_files
 

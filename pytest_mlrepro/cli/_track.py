@@ -1,7 +1,5 @@
 """``mlrepro track RESULTS... [--uri URI]``: results files logged to an MLflow tracking store
-after the fact, as ``--mlrepro-track`` logs a session; idempotent (a run is tagged with its file's
-sha256). Exit 0 every file logged, 2 a bad file or a store that refuses (named, never its
-credentials)."""
+after the fact, idempotently (a run is tagged with its file's sha256)."""
 
 from __future__ import annotations
 
