@@ -287,9 +287,9 @@ class MlreproSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         # The results file first: whatever fails after it (the benchmark file, the page, the
         # tracking store) is said in one line and costs nothing written before.
-        uri = _tracking.tracking_uri(session.config)
+        tracking = _tracking.live_tracking(session.config)
         results = write_results_file(
-            session, self.state.results, self.state.one_time, needed=uri is not None
+            session, self.state.results, self.state.one_time, needed=tracking is not None
         )
         try:
             write_benchmark_file(session, self.state.latency)
@@ -297,13 +297,13 @@ class MlreproSession:
             report_output_error(
                 session, f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
             )
-        if uri is None or results is None or not self.state.results:
+        if tracking is None or results is None or not self.state.results:
             # Tracked only where manifest items ran (not a --collect-only, nor a run of others).
             write_html_report(session, self.state)
             return
         with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:
             page = write_html_report(session, self.state, fallback=Path(folder) / "report.html")
-            _tracking.track_session(session, uri, results, page)
+            tracking.track_session(session, results, page)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)

@@ -32,15 +32,15 @@ from ._outputs import ResultsFile
 UNTRACKED = Path(".mlrepro") / "untracked"
 _OFF = ("", "false", "no", "0", "off")
 _DEFAULT = ("true", "yes", "1", "on", "default")
-track_key = pytest.StashKey["str | None"]()
+PLUGIN_NAME = "mlrepro-tracking"
 
 
 def read_tracking(config: pytest.Config) -> None:
-    """This run's tracking URI (None: not tracked); a usage error when MLflow is not installed."""
+    """This run's tracking store, if any (on the controller: :func:`live_tracking`); a usage error
+    when MLflow is not installed."""
     given = config.getoption("mlrepro_track", default=None)
     ini = str(config.getini("mlrepro_track") or "").strip()
     if given is None and ini.lower() in _OFF:
-        config.stash[track_key] = None
         return
     ini_uri = None if ini.lower() in (*_OFF, *_DEFAULT) else ini
     uri = chosen_uri(given or None, ini_uri, config.rootpath)
@@ -51,7 +51,6 @@ def read_tracking(config: pytest.Config) -> None:
             "http://HOST:PORT, ...); the option's value is optional: give it after the paths, "
             "or as --mlrepro-track=URI. Nothing was run."
         )
-    config.stash[track_key] = uri
     if is_worker(config):
         return
     if importlib.util.find_spec("mlflow") is None:
@@ -59,7 +58,7 @@ def read_tracking(config: pytest.Config) -> None:
             "--mlrepro-track / mlrepro_track needs MLflow, which is not installed: "
             "pip install 'pytest-mlrepro[track]'. Nothing was run."
         )
-    config.pluginmanager.register(LiveTracking(config, uri), "mlrepro-tracking")
+    config.pluginmanager.register(LiveTracking(config, uri), PLUGIN_NAME)
 
 
 class LiveTracking:
@@ -94,31 +93,31 @@ class LiveTracking:
         if self.live is not None:
             self.live.close()
 
+    def track_session(
+        self, session: pytest.Session, results: ResultsFile, page: Path | None
+    ) -> None:
+        """Log the session's results file (and page); said in one line either way."""
+        config, uri = session.config, self.uri
+        document = results.document
+        runs = [item_run(document, row) for row in document.results]
+        # The file's name in the store: its path as shown, else one of machine and time.
+        shown = None if results.path is None else display_path(config, results.path)
+        name = shown or _untracked_name(results)
+        try:
+            logged = self.started().finish(
+                session_run(document, file_digest(results.data), name), runs, results.data, page
+            )
+        except TrackingError as exc:
+            _say(session, _not_logged(session, uri, results, str(exc)))
+            return
+        items = f"{logged.items} item{'s' * (logged.items != 1)}"
+        _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
 
-def tracking_uri(config: pytest.Config) -> str | None:
-    return config.stash.get(track_key, None)
 
-
-def track_session(
-    session: pytest.Session, uri: str, results: ResultsFile, page: Path | None
-) -> None:
-    """Log the session's results file (and page) to ``uri``; said in one line either way."""
-    config = session.config
-    tracking = config.pluginmanager.get_plugin("mlrepro-tracking")
-    assert isinstance(tracking, LiveTracking)
-    document = results.document
-    runs = [item_run(document, row) for row in document.results]
-    # The file's name in the store: its path as shown, else one of machine and time.
-    name = _untracked_name(results) if results.path is None else display_path(config, results.path)
-    try:
-        logged = tracking.started().finish(
-            session_run(document, file_digest(results.data), name), runs, results.data, page
-        )
-    except TrackingError as exc:
-        _say(session, _not_logged(session, uri, results, str(exc)))
-        return
-    items = f"{logged.items} item{'s' * (logged.items != 1)}"
-    _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
+def live_tracking(config: pytest.Config) -> LiveTracking | None:
+    """The tracking store's glue on the controller of a run that logs to one, else None."""
+    tracking = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    return tracking if isinstance(tracking, LiveTracking) else None
 
 
 def _untracked_name(results: ResultsFile) -> str:
