@@ -25,8 +25,7 @@ from ._base import (
     state_of,
 )
 from ._html import REPORT_ATTRIBUTE, collect_drift
-from ._item import EvaluatingItem, loadgroup
-from ._progress import TerminalProgress
+from ._item import EvaluatingItem, TerminalProgress, loadgroup
 
 
 class AccuracyItem(EvaluatingItem):

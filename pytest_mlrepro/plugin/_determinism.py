@@ -16,8 +16,7 @@ from ..manifest import Determinism, Manifest
 from ..report import determinism_stopped_text, determinism_text, stopped_diagnosis
 from ..results import Timing
 from ._base import display_path, options, settings_key
-from ._item import EvaluatingItem
-from ._progress import TerminalProgress
+from ._item import EvaluatingItem, TerminalProgress
 
 
 def determinism_items(

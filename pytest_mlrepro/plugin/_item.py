@@ -1,15 +1,17 @@
 """What every item of a manifest shares (:class:`ManifestItem`), and what the items that evaluate
-the data set share (:class:`EvaluatingItem`: the accuracy and the determinism item, siblings)."""
+the data set share (:class:`EvaluatingItem`, and their progress shown as pytest shows its own)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import sysconfig
+import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 import pytest
 
@@ -244,3 +246,55 @@ class EvaluatingItem(ManifestItem):
             golden = None
         env = golden.environment if golden is not None else None
         return explain_build_mismatch(exc, env, display_path(self.config, path))
+
+
+MIN_INTERVAL_S = 0.5
+
+
+class TerminalProgress:
+    """A ``Progress`` callable (evaluation/_evaluate.py) for one item; use as a context manager."""
+
+    def __init__(self, config: pytest.Config, total: int) -> None:
+        self.config = config
+        self.total = total
+        self.shown = 0  # characters of progress on the terminal line now
+        self.last = 0.0
+        self.stream = self._terminal(config)
+
+    @staticmethod
+    def _terminal(config: pytest.Config) -> TextIO | None:  # None: progress not shown
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or not reporter.isatty or hasattr(config, "workerinput"):
+            return None
+        if config.pluginmanager.has_plugin("dsession"):  # the xdist controller
+            return None
+        # The stream pytest's terminal writer writes to (it has no public name for it).
+        return config.get_terminal_writer()._file
+
+    def __enter__(self) -> TerminalProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._show("")
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if self.stream is None or (now - self.last < MIN_INTERVAL_S and done < self.total):
+            return
+        self.last = now
+        self._show(f" {done}/{self.total} samples")
+
+    def _show(self, text: str) -> None:
+        """Replace what is shown with ``text``, leaving the cursor where pytest left it."""
+        if self.stream is None or not (text or self.shown):
+            return
+        writer = self.config.get_terminal_writer()
+        if text and writer.width_of_current_line + len(text) >= writer.fullwidth:
+            text = ""  # no room: show nothing rather than wrap
+        width = max(len(text), self.shown)
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            # Written past pytest's writer (it counts columns for "[ 50%]"): text, then back.
+            self.stream.write(text.ljust(width) + "\b" * width)
+            self.stream.flush()
+        self.shown = len(text)

@@ -13,8 +13,7 @@ from .._names import DEFAULT_PATTERNS, DEVICES, FRAMEWORKS
 GROUP = "mlrepro"
 GROUP_DESCRIPTION = "ML model reproducibility (pytest-mlrepro)"
 DEFAULT_MAX_CONTENTION = 0.25
-LOCK_INPUT = "mlrepro_latency_lock"
-"""The xdist worker input that holds the path of the session's latency lock (``_xdist_lock``)."""
+LOCK_INPUT = "mlrepro_latency_lock"  # the xdist worker input: the session's latency lock's path
 
 
 @dataclass(frozen=True)

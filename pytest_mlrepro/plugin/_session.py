@@ -43,11 +43,10 @@ from ._collect import ManifestErrorItem, ManifestFile, is_mlrepro_item, preload_
 from ._determinism import determinism_items
 from ._html import check_html_target, drift_row, write_html_report
 from ._item import ManifestItem
-from ._latency import LatencyItem, latency_items
+from ._latency import LatencyItem, latency_items, session_lock, use_lock
 from ._outputs import write_benchmark_file, write_results_file
 from ._phases import accounted, limited, one_time
 from ._shards import Gathering, emit, merged_report, results_row
-from ._xdist_lock import session_lock, use_lock
 
 if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
