@@ -78,7 +78,6 @@ class EngineLoader:
             self.config.pluginmanager.import_plugin(ENGINE)
             module: Any = self.config.pluginmanager.get_plugin(ENGINE)
             self._session = module.session_of(self.config)
-        assert self._session is not None
         return self._session
 
     def pytest_collect_file(

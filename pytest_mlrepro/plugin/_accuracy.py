@@ -19,6 +19,7 @@ from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text, accuracy_words, s
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
+    MlreproFailure,
     display_path,
     options,
     settings_key,
@@ -49,6 +50,7 @@ class AccuracyItem(EvaluatingItem):
         self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
         self.drift: dict[str, Any] | None = None  # a drift's pictures for the HTML report
+        self.shared_golden: str | None = None  # another manifest claims its golden: it fails
 
     @property
     def preprocessing_use(self) -> tuple[Hashable, Pipeline]:
@@ -81,6 +83,9 @@ class AccuracyItem(EvaluatingItem):
         return attributes
 
     def runtest(self) -> None:
+        if self.shared_golden is not None:
+            self.row = replace(self.row_head(), verdict="golden shared")
+            raise MlreproFailure(self.shared_golden)
         config, given = self.config, options(self.config)
         share = state_of(config).preprocessing
         outcome = run_accuracy(

@@ -145,11 +145,8 @@ def whole_number(least: int = 0, most: int | None = None, unit: str = "") -> Cal
         except ValueError:
             raise ValueError(f"expected a whole number, got {text!r}") from None
         if number < least:
-            raise ValueError(
-                f"must not be negative, got {number}"
-                if least == 0
-                else f"must be at least {least}, got {number}"
-            )
+            floor = "must not be negative" if least == 0 else f"must be at least {least}"
+            raise ValueError(f"{floor}, got {number}")
         if most is not None and number > most:
             raise ValueError(f"at most {most}{unit}, got {number}")
         return number
@@ -182,16 +179,11 @@ def threads(text: str) -> tuple[int | None, int | None]:
     """``"4"`` → (4, None); ``"4,1"`` → (4, 1); ``""`` → (None, None)."""
     if not text:
         return None, None
-    parts = text.split(",")
     try:
-        numbers = [int(p) for p in parts]
+        numbers = [int(p) for p in text.split(",")]
     except ValueError:
         numbers = []
-    if (
-        not 1 <= len(parts) <= 2
-        or len(numbers) != len(parts)
-        or any(not 1 <= n <= 1024 for n in numbers)
-    ):
+    if not 1 <= len(numbers) <= 2 or any(not 1 <= n <= 1024 for n in numbers):
         raise ValueError("expected INTRA or INTRA,INTER, each 1..1024 (e.g. 2,1)")
     return numbers[0], numbers[1] if len(numbers) == 2 else None
 

@@ -4,7 +4,6 @@ golden files refused before anything runs, goldens no manifest uses listed at th
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +12,9 @@ import pytest
 from .. import goldens as golden_audit
 from ..manifest import is_manifest
 from ._accuracy import AccuracyItem
-from ._base import GoldenAudit, MlreproFailure, display_path, settings_key, state_of
+from ._base import GoldenAudit, display_path, settings_key, state_of
 
-_conflict_key = pytest.StashKey[str]()
 WORKER_OUTPUT = "mlrepro_golden_audit"
-
-
-def refuse_shared_golden(item: pytest.Item) -> None:
-    conflict = item.stash.get(_conflict_key, None)
-    if conflict is not None and isinstance(item, AccuracyItem):
-        item.row = replace(item.row_head(), verdict="golden shared")
-        raise MlreproFailure(conflict)
 
 
 def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -39,12 +30,12 @@ def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None
         for shown in owners
     }
     for item in items:
-        if isinstance(item, AccuracyItem):
-            shown = display_path(config, item.path)
-            if shown in by_manifest:
-                path, others = by_manifest[shown]
-                message = golden_audit.conflict_message(shown, display_path(config, path), others)
-                item.stash[_conflict_key] = message
+        shown = display_path(config, item.path)
+        if isinstance(item, AccuracyItem) and shown in by_manifest:
+            path, others = by_manifest[shown]
+            item.shared_golden = golden_audit.conflict_message(
+                shown, display_path(config, path), others
+            )
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:

@@ -28,11 +28,7 @@ class ResultsFile:
 
 
 def write_results_file(
-    session: pytest.Session,
-    rows: list[Row],
-    one_time: dict[str, dict[str, float]] | None = None,
-    *,
-    needed: bool = False,
+    session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]], needed: bool
 ) -> ResultsFile | None:
     """The results file, written when --mlrepro-json asks for one; made without it too when
     ``needed`` (a tracking store logs it)."""

@@ -58,12 +58,8 @@ def limited(item: pytest.Item) -> Iterator[None]:
     if not seconds:
         yield
         return
-    if own:
-        source = "runtime.timeout_s"
-    elif item.config.getoption("mlrepro_timeout") is not None:
-        source = "--mlrepro-timeout"
-    else:
-        source = "ini mlrepro_timeout"
+    given = item.config.getoption("mlrepro_timeout") is not None
+    source = "runtime.timeout_s" if own else "--mlrepro-timeout" if given else "ini mlrepro_timeout"
     try:
         where = f"{display_path(item.config, item.path)}::{item.name}"
         with time_limit(seconds, where, report_fd=terminal_stderr(item.config)):

@@ -4,6 +4,7 @@ neither ever gives a manifest a stale pass."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,9 +43,10 @@ def register(config: pytest.Config) -> bool:
     return True
 
 
-def _testmon_selects(config: pytest.Config) -> bool:
-    testmon_config = getattr(config, "testmon_config", None)
-    return bool(getattr(testmon_config, "select", False))
+def _testmon_select(config: pytest.Config) -> Any:
+    """pytest-testmon's selecting plugin, when it selects (else None)."""
+    selects = getattr(getattr(config, "testmon_config", None), "select", False)
+    return config.pluginmanager.get_plugin(TESTMON_SELECT) if selects else None
 
 
 class SelectorGlue:
@@ -71,8 +73,8 @@ class SelectorGlue:
             given = {Path(a.split("::", 1)[0]).resolve() for a in config.args}
             original = config.stash.get(_args_key, [])
             config.args += [m for m in self._manifests_of(original) if Path(m) not in given]
-        select = config.pluginmanager.get_plugin(TESTMON_SELECT)
-        if select is not None and _testmon_selects(config):
+        select = _testmon_select(config)
+        if select is not None:
             for attribute in ("deselected_tests", "deselected_files"):
                 names = getattr(select, attribute, None)
                 if isinstance(names, list):
@@ -87,7 +89,7 @@ class SelectorGlue:
                 f"manifest, model, data list, golden or code changed since {ref} run too "
                 "(--mlrepro-changed)"
             )
-        if config.pluginmanager.get_plugin(TESTMON_SELECT) is not None and _testmon_selects(config):
+        if _testmon_select(config) is not None:
             lines.append(
                 "mlrepro: pytest-testmon follows Python code only: manifest items always run "
                 "(their models, data and goldens are no Python code)"

@@ -163,12 +163,10 @@ class MlreproSession:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """A shared golden fails the item before it runs; an evaluating item runs under its time
-        limit. The outermost wrapper: the phases cover what pytest times as the call."""
-        with accounted(item):
-            _golden_audit.refuse_shared_golden(item)
-            with limited(item):
-                return (yield)
+        """An evaluating item runs under its time limit. The outermost wrapper: the phases cover
+        what pytest times as the call."""
+        with accounted(item), limited(item):
+            return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -287,9 +285,8 @@ class MlreproSession:
         # The results file first: whatever fails after it (the benchmark file, the page, the
         # tracking store) is said in one line and costs nothing written before.
         tracking = _tracking.live_tracking(session.config)
-        results = write_results_file(
-            session, self.state.results, self.state.one_time, needed=tracking is not None
-        )
+        state = self.state
+        results = write_results_file(session, state.results, state.one_time, tracking is not None)
         try:
             write_benchmark_file(session, self.state.latency)
         except Exception as exc:  # said, not a traceback at exit

@@ -142,7 +142,7 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     outcome = row["outcome"]
     longrepr: Any = None if text is None else visible_lines(text)  # data shown, not obeyed
     if outcome == "skipped":
-        reason = reports[min(reports)].longrepr
+        reason = first.longrepr
         longrepr = reason if isinstance(reason, tuple) else (fspath, lineno or 0, str(reason))
     return pytest.TestReport(
         nodeid=nodeid,
