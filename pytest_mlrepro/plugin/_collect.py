@@ -75,29 +75,29 @@ class ManifestErrorItem(pytest.Item):
 
 class ManifestFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
-        manifest, items = self._load()
+        shown = display_path(self.config, self.path)
+        settings = self.config.stash[settings_key]
+        manifest: Manifest | None = None
+        try:
+            loaded = load_manifest(self.path, display=shown)
+            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
+            golden = golden_store.golden_path(loaded, settings)
+        except ManifestError as exc:
+            items: list[pytest.Item] = [
+                ManifestErrorItem.from_parent(self, name="manifest", error=exc)
+            ]
+        else:
+            manifest = loaded
+            # The golden store's audit: this manifest's golden is in use, whatever items it gets.
+            state_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
+            made = self.config.hook.pytest_mlrepro_make_items(
+                parent=self, manifest=manifest, devices=devices_for(manifest, self.config)
+            )
+            items = sorted((item for items in made for item in items), key=_kind_order)
         for item in items:  # the one place items get their markers, whichever factory made them
             for name in markers_for(item, manifest):
                 item.add_marker(name)
         return items
-
-    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
-        shown = display_path(self.config, self.path)
-        settings = self.config.stash[settings_key]
-        try:
-            manifest = load_manifest(self.path, display=shown)
-            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
-            golden = golden_store.golden_path(manifest, settings)
-        except ManifestError as exc:
-            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
-        # The golden store's audit: this manifest's golden is in use, whatever items it gets.
-        state_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
-        devices = devices_for(manifest, self.config)
-        made = self.config.hook.pytest_mlrepro_make_items(
-            parent=self, manifest=manifest, devices=devices
-        )
-        items = [item for items in made for item in items]
-        return manifest, sorted(items, key=_kind_order)
 
 
 def preload_frameworks(session: pytest.Session) -> None:

@@ -121,13 +121,10 @@ def write_html_report(
             return None
     try:
         write_html(path, _page(session.config, state), what="report file (--mlrepro-html)")
-    except MlreproError as exc:  # OutputError, ReportUnavailable
-        report_output_error(session, str(exc))
-        return None
     except Exception as exc:  # a report that cannot be made is said, not a traceback at exit
-        report_output_error(
-            session, f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
-        )
+        made = f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
+        # An MlreproError (OutputError, ReportUnavailable) says what went wrong itself.
+        report_output_error(session, str(exc) if isinstance(exc, MlreproError) else made)
         return None
     return path
 

@@ -78,9 +78,10 @@ def write_benchmark_file(
     for row, entries in rows:
         if entries and row.hardware_key and row.hardware_key not in keys:
             keys.append(row.hardware_key)
-    payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
-    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
     try:
+        payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
+        text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
         atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
-    except OutputError as exc:
-        report_output_error(session, str(exc))
+    except Exception as exc:  # said, not a traceback at exit
+        made = f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
+        report_output_error(session, str(exc) if isinstance(exc, OutputError) else made)

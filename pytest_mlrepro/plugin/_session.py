@@ -34,7 +34,6 @@ from ._base import (
     options,
     options_key,
     read_options,
-    report_output_error,
     settings_from,
     settings_key,
     state_of,
@@ -270,35 +269,30 @@ class MlreproSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
         files, and both logged to the tracking store when one is asked for (controller only)."""
-        _golden_audit.share_audit(session, self.state.audit)
+        state = self.state
+        _golden_audit.share_audit(session, state.audit)
         _changed.share_changed(session)
         if self.is_worker:
             return
         _changed.nothing_changed_is_ok(session)
         # Whole items some of whose shard items never reported (deselected, stopped early,
         # crashed): each fails, naming the missing shards (no verdict without all of them).
-        pending = [] if self.state.shards is None else self.state.shards.pending()
+        pending = [] if state.shards is None else state.shards.pending()
         for nodeid in pending:
-            emit(self.config, merged_report(self.state.shards, nodeid))
+            emit(self.config, merged_report(state.shards, nodeid))
         if pending and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         # The results file first: whatever fails after it (the benchmark file, the page, the
         # tracking store) is said in one line and costs nothing written before.
         tracking = _tracking.live_tracking(session.config)
-        state = self.state
         results = write_results_file(session, state.results, state.one_time, tracking is not None)
-        try:
-            write_benchmark_file(session, self.state.latency)
-        except Exception as exc:  # said, not a traceback at exit
-            report_output_error(
-                session, f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
-            )
-        if tracking is None or results is None or not self.state.results:
+        write_benchmark_file(session, state.latency)
+        if tracking is None or results is None or not state.results:
             # Tracked only where manifest items ran (not a --collect-only, nor a run of others).
-            write_html_report(session, self.state)
+            write_html_report(session, state)
             return
         with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:
-            page = write_html_report(session, self.state, fallback=Path(folder) / "report.html")
+            page = write_html_report(session, state, fallback=Path(folder) / "report.html")
             tracking.track_session(session, results, page)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
