@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,12 @@ class UsageError(Exception):
 Handler = Callable[[argparse.Namespace, pytest.Config], int]
 
 
+@dataclass(eq=False)  # hashed by identity, as pluggy keeps its plugins
 class _Command:
     """A pytest plugin that runs one command in place of the test session."""
 
-    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
-        self.handler = handler
-        self.args = args
+    handler: Handler
+    args: argparse.Namespace
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int:

@@ -62,9 +62,6 @@ class IniKey:
     default: Any = ""
     type: Literal["paths", "linelist"] | None = None
 
-    def add_to(self, parser: pytest.Parser) -> None:
-        parser.addini(self.name, help=self.help, type=self.type, default=self.default)
-
 
 OPTIONS = (
     Option(
@@ -276,12 +273,11 @@ INI_KEYS = (
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Every option and ini key of the plugin."""
     group = parser.getgroup(GROUP, GROUP_DESCRIPTION)
     for option in OPTIONS:
         option.add_to(group)
     for key in INI_KEYS:
-        key.add_to(parser)
+        parser.addini(key.name, help=key.help, type=key.type, default=key.default)
 
 
 def given(config: pytest.Config) -> bool:
