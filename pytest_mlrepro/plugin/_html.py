@@ -98,7 +98,6 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
 
 
 def drift_row(report: pytest.TestReport) -> DriftSet | None:
-    """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
     return from_plain(data) if report.when == "call" and isinstance(data, dict) else None
 
@@ -155,7 +154,6 @@ def _sensitivity(
 
 
 def _page(config: pytest.Config, state: RunState) -> ReportView:
-    """The session's rows through the one builder, with what only a session has."""
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
     accuracy_rows = [r for r in state.results if r.kind != "latency"]

@@ -101,8 +101,6 @@ def latency_items(
 
 
 class LatencyItem(ManifestItem):
-    """Times the model at one batch size on one device (see the module docstring)."""
-
     kind: ClassVar[str] = "latency"
 
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:

@@ -59,10 +59,7 @@ def time_limit(seconds: float | None, what: str, report_fd: int = 2) -> Iterator
     watchdog.daemon = True
     watchdog.start()
     try:
-        if soft:
-            with _soft_limit(seconds, what):
-                yield
-        else:
+        with _soft_limit(seconds, what) if soft else contextlib.nullcontext():
             yield
     finally:
         watchdog.cancel()

@@ -51,7 +51,6 @@ class Option:
 
     @property
     def unset(self) -> Any:
-        """The value of the option when it is not given."""
         return self.default if " " in self.usage else False
 
 

@@ -75,8 +75,6 @@ def session_of(config: pytest.Config) -> MlreproSession:
 
 
 class MlreproSession:
-    """The engine's hooks for one pytest process (see the module docstring)."""
-
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.state = state_of(config)
@@ -213,7 +211,6 @@ class MlreproSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller side (xdist): gather each worker's audit, and whether it deselected."""
         _golden_audit.gather_worker_audit(node)
         _changed.gather_changed(node)
 
@@ -222,7 +219,6 @@ class MlreproSession:
     def pytest_terminal_summary(
         self, terminalreporter: TerminalReporter, exitstatus: int, config: pytest.Config
     ) -> None:
-        """The plugin's terminal sections (on the xdist controller only)."""
         if self.is_worker:
             return
         state = self.state
