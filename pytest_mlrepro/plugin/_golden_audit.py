@@ -1,5 +1,5 @@
-"""pytest glue for the golden store's audit (its logic is :mod:`pytest_mlrepro.goldens`'): shared
-golden files refused before anything runs, goldens no manifest uses listed at the end."""
+"""pytest glue for the golden store's audit (the logic lives in :mod:`pytest_mlrepro.goldens`):
+shared golden files refused before anything runs, goldens no manifest uses listed at the end."""
 
 from __future__ import annotations
 
