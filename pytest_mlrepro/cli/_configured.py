@@ -1,13 +1,13 @@
 """A command run inside pytest's own configuration of the project: ``pytest.main`` on a manifest
 with a plugin that runs the command in place of a session, so that it sees exactly what ``pytest
-MANIFEST`` sees (ini files, ``-o``, ``PYTEST_ADDOPTS``, the conftest files that register
-builders). Options the command does not know are passed to pytest."""
+MANIFEST`` sees (ini files, ``-o``, conftests). Options the command does not know go to pytest."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,12 +25,12 @@ class UsageError(Exception):
 Handler = Callable[[argparse.Namespace, pytest.Config], int]
 
 
+@dataclass(eq=False)  # hashed by identity, as pluggy keeps its plugins
 class _Command:
     """A pytest plugin that runs one command in place of the test session."""
 
-    def __init__(self, handler: Handler, args: argparse.Namespace) -> None:
-        self.handler = handler
-        self.args = args
+    handler: Handler
+    args: argparse.Namespace
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int:
@@ -60,8 +60,8 @@ def guarded(command: Callable[[], int]) -> int:
 
 
 def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
-    """The pytest command line that gives this command its configuration: the command's own
-    options translated to their pytest twins, then what it did not know, then the manifest."""
+    """The pytest command line: the command's own options as their pytest twins, then what it
+    did not know, then the manifest."""
     out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
     # The plugin's engine, which a test run loads only once it collects a manifest: a command
     # collects nothing, and reads its settings from the engine's configuration.
@@ -85,8 +85,8 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
 
 
 def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
-    """Start pytest on ``args.manifest`` (or, for ``mlrepro init``, the folder it will be written
-    to) with :class:`_Command` in place of its session."""
+    """Start pytest on ``args.manifest`` (``mlrepro init``: its folder) with the command in place of
+    the session."""
     target = Path(args.manifest)
     if not (target.is_file() or target.is_dir()):
         raise UsageError(f"{args.manifest}: no such manifest")

@@ -1,7 +1,6 @@
-"""``mlrepro init MODEL --data DIR (--preset NAME | --discover)``: the arguments. What init does
-is ``onboarding``'s (``onboarding/_init.py``); this module turns the command line into an
-:class:`~pytest_mlrepro.onboarding.InitRequest` and runs it, inside pytest's configuration of
-the project when it needs the project's builders (``_configured.py``)."""
+"""``mlrepro init MODEL --data DIR (--preset NAME | --discover)``: the command line as an
+``InitRequest`` (what init does is ``onboarding``'s), run inside pytest's configuration of the
+project when it needs the project's builders."""
 
 from __future__ import annotations
 

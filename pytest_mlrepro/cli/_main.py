@@ -1,6 +1,5 @@
 """``mlrepro``: the command-line front door to what the pytest items do (docs/cli.md). Argument
-handling only: each command runs inside pytest's own configuration of the project
-(``_configured.py``); ``init``'s logic is ``onboarding``'s, ``merge``'s is ``matrix``'s."""
+handling only: each command runs inside pytest's own configuration of the project."""
 
 from __future__ import annotations
 
@@ -28,9 +27,10 @@ if TYPE_CHECKING:
 
 
 def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest, Settings]:
-    """The manifest (``--limit`` applied) and the settings pytest's configuration gives."""
+    """The manifest (``--limit`` applied, its framework checked) and the project's settings."""
     from ..manifest import load_manifest
     from ..plugin import settings_key
+    from ..runners import check_framework
 
     manifest_path = Path(args.manifest)
     manifest = load_manifest(manifest_path, display=shown_path(manifest_path.resolve(), Path.cwd()))
@@ -40,6 +40,7 @@ def _prepare(args: argparse.Namespace, config: pytest.Config) -> tuple[Manifest,
         manifest = dataclasses.replace(
             manifest, dataset=dataclasses.replace(manifest.dataset, limit=args.limit)
         )
+    check_framework(manifest)
     return manifest, config.stash[settings_key]
 
 
@@ -58,10 +59,9 @@ def _pitfalls(args: argparse.Namespace, config: pytest.Config) -> int:
     )
     from ..onboarding import Progress
     from ..report import pitfall_words, sensitivity_text
-    from ..runners import check_framework, load_runner
+    from ..runners import load_runner
 
     manifest, settings = _prepare(args, config)
-    check_framework(manifest)
     dataset = resolve_dataset(manifest, settings)
     runner = load_runner(manifest, args.device, settings)
     backends = backends_in_play(manifest) | set(args.backend or ())
@@ -104,10 +104,8 @@ def _diagnose(args: argparse.Namespace, config: pytest.Config) -> int:
     from ..goldens import compare
     from ..plugin import options
     from ..report import DIAGNOSIS_WORDING, explain, record_command
-    from ..runners import check_framework
 
     manifest, settings = _prepare(args, config)
-    check_framework(manifest)
     path = golden_store.golden_path(manifest, settings)
     golden_shown = shown_path(path.resolve(), settings.root.resolve(), Path.cwd().resolve())
     # The command that records this manifest's golden, and only it (a bare pytest collects

@@ -1,22 +1,26 @@
-"""``mlrepro merge``: a CI matrix's results files merged into one matrix (exit 0 all passed, 1 a
-cell failed, 2 bad input); ``mlrepro history``: many nights, each manifest × machine followed
-(exit 0: a history is no gate); ``mlrepro schema``. No pytest session: the files hold all
-(docs/merge.md)."""
+"""``mlrepro merge`` (a CI matrix's results files as one matrix), ``mlrepro history`` (many nights,
+each manifest × machine followed) and ``mlrepro schema``: no pytest session (docs/merge.md)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._visible import visible_lines
 from ..errors import MlreproError
+from ._configured import USAGE_ERROR
 
 if TYPE_CHECKING:
+    from ..report.html import ReportView
     from ..results import Document
 
-USAGE_ERROR = 2
+T = TypeVar("T")
+Command = Callable[[argparse.Namespace], int]
 
 DESCRIPTION = (
     "Merge results files (pytest --mlrepro-json, one per machine of a CI matrix or per shard) "
@@ -36,8 +40,7 @@ HISTORY_DESCRIPTION = (
 
 
 def _results_command(commands: Any, name: str, help: str, description: str, html: str) -> Any:
-    """A subcommand that reads results files (``merge``, ``history``): their arguments and
-    ``--html``."""
+    """``merge``'s and ``history``'s common arguments."""
     command = commands.add_parser(name, help=help, description=description)
     command.add_argument(
         "results", nargs="*", metavar="RESULTS", help="results files (pytest --mlrepro-json)"
@@ -53,7 +56,6 @@ def _results_command(commands: Any, name: str, help: str, description: str, html
 
 
 def add_parser(commands: Any) -> None:
-    """The ``merge``, ``history`` and ``schema`` subcommands' arguments."""
     merge = _results_command(
         commands,
         "merge",
@@ -97,7 +99,6 @@ def add_parser(commands: Any) -> None:
 
 
 def schema(args: argparse.Namespace) -> int:
-    """Run ``mlrepro schema``; returns its exit status."""
     import json
 
     from .._files import atomic_write_bytes
@@ -122,23 +123,21 @@ def schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _files(args: argparse.Namespace) -> list[Document]:
-    """The results files named, read and validated; first, with ``--html``, that the report
-    extra is installed (the one output that can be unavailable, said before any work)."""
-    from ..results import load_results_files
+def _usage_errors(command: Command) -> Command:
+    """Bad input, an output not written, a store that refuses (an MlreproError): said, exit 2."""
 
-    if args.html:
-        from ..report.html import require_libraries
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except MlreproError as exc:
+            print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
+            return USAGE_ERROR
 
-        require_libraries(f"mlrepro {args.command} --html")
-    if args.track is not None:
-        return _tracked(args)
-    return load_results_files([Path(path) for path in args.results])
+    return run
 
 
 def _day(text: str | None, option: str) -> str | None:
-    from datetime import datetime
-
     if text is None:
         return None
     try:
@@ -147,23 +146,18 @@ def _day(text: str | None, option: str) -> str | None:
         raise MlreproError(f"{option} {text!r}: expected a UTC day, YYYY-MM-DD") from None
 
 
-def _tracked(args: argparse.Namespace) -> list[Document]:
-    """The results files logged to the store ``--track`` names: a merge's night, a history's
-    nights (from ``--since``)."""
-    from ..tracking import shown_uri, tracked_documents
+def _built(
+    args: argparse.Namespace,
+    build: Callable[[list[Document]], T],
+    view: Callable[..., ReportView],
+    what: str,
+) -> T:
+    """The results files (or those the store ``--track`` names holds) built into a matrix or a
+    history, and its HTML page with ``--html`` (the report extra checked before any work)."""
+    from ..report.html import require_libraries, write_html
+    from ..results import load_results_files
 
-    night = _day(getattr(args, "night", None), "--night")
-    since = _day(getattr(args, "since", None), "--since")
-    documents = tracked_documents(args.track, night=night, since=since)
-    if not documents:
-        which = f" of the night {night}" if night else f" since {since}" if since else ""
-        raise MlreproError(f"no results{which} in the tracking store {shown_uri(args.track)}")
-    return documents
-
-
-def check_sources(args: argparse.Namespace) -> None:
-    """Results files or ``--track``, one of them; ``--night`` and ``--since`` only with
-    ``--track``; a merge from a store names its night."""
+    # Results files or --track, one of them; --night and --since only with --track.
     if args.track is not None and args.results:
         raise MlreproError("give results files or --track URI, not both")
     if args.track is None and not args.results:
@@ -173,66 +167,55 @@ def check_sources(args: argparse.Namespace) -> None:
             raise MlreproError(f"--{option} reads a tracking store: give --track URI too")
     if args.command == "merge" and args.track is not None and args.night is None:
         raise MlreproError("merge --track reads one night: give --night YYYY-MM-DD")
+    if args.html:
+        require_libraries(f"mlrepro {args.command} --html")
+    if args.track is None:
+        documents = load_results_files([Path(path) for path in args.results])
+    else:
+        from ..tracking import shown_uri, tracked_documents
+
+        night = _day(getattr(args, "night", None), "--night")
+        since = _day(getattr(args, "since", None), "--since")
+        documents = tracked_documents(args.track, night=night, since=since)
+        if not documents:
+            which = f" of the night {night}" if night else f" since {since}" if since else ""
+            raise MlreproError(f"no results{which} in the tracking store {shown_uri(args.track)}")
+    built = build(documents)
+    if args.html:
+        generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        page = view(built, generated=generated)
+        write_html(Path(args.html), page, what=f"{what} (mlrepro {args.command} --html)")
+    return built
 
 
-def _write_html(args: argparse.Namespace, view: Any, what: str) -> None:
-    from ..report.html import write_html
-
-    write_html(Path(args.html), view, what=f"{what} (mlrepro {args.command} --html)")
-
-
+@_usage_errors
 def merge(args: argparse.Namespace) -> int:
-    """Run ``mlrepro merge``; returns its exit status."""
     from .._files import atomic_write_bytes
     from ..matrix import build_matrix
     from ..report import csv_text, markdown
+    from ..report.html import matrix_view
 
-    try:
-        check_sources(args)
-        matrix = build_matrix(_files(args))
-        text = markdown(matrix)
-        if args.html:
-            from ..report.html import matrix_view
-
-            _write_html(args, matrix_view(matrix, generated=_now()), "HTML matrix")
-        outputs = [
-            (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
-            (args.csv, csv_text(matrix), "CSV matrix (mlrepro merge --csv)"),
-        ]
-        for target, content, what in outputs:
-            if target:
-                atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
-    # ResultsFileError, MatrixError, OutputError, ReportUnavailable, TrackingError
-    except MlreproError as exc:
-        print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
-        return USAGE_ERROR
+    matrix = _built(args, build_matrix, matrix_view, "HTML matrix")
+    text = markdown(matrix)
+    outputs = [
+        (args.markdown, text, "Markdown matrix (mlrepro merge --markdown)"),
+        (args.csv, csv_text(matrix), "CSV matrix (mlrepro merge --csv)"),
+    ]
+    for target, content, what in outputs:
+        if target:
+            atomic_write_bytes(Path(target), content.encode("utf-8"), what=what)
     # Machine and manifest names come from the results files: shown, never obeyed.
     text = visible_lines(text)
     print(text.splitlines()[2] if args.quiet else text, end="" if not args.quiet else "\n")
     return 0 if matrix.ok else 1
 
 
+@_usage_errors
 def history(args: argparse.Namespace) -> int:
-    """Run ``mlrepro history``; returns its exit status."""
     from ..matrix import build_history
     from ..report import history_text
+    from ..report.html import history_view
 
-    try:
-        check_sources(args)
-        built = build_history(_files(args))
-        if args.html:
-            from ..report.html import history_view
-
-            _write_html(args, history_view(built, generated=_now()), "HTML history")
-    # ResultsFileError, HistoryError, OutputError, ReportUnavailable, TrackingError
-    except MlreproError as exc:
-        print(f"mlrepro {args.command}: {visible_lines(str(exc))}", file=sys.stderr)
-        return USAGE_ERROR
+    built = _built(args, build_history, history_view, "HTML history")
     print(visible_lines(history_text(built)), end="")
     return 0
-
-
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

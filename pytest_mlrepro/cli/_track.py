@@ -1,7 +1,5 @@
 """``mlrepro track RESULTS... [--uri URI]``: results files logged to an MLflow tracking store
-after the fact, as ``--mlrepro-track`` logs a session; idempotent (a run is tagged with its file's
-sha256). Exit 0 every file logged, 2 a bad file or a store that refuses (named, never its
-credentials)."""
+after the fact, idempotently (a run is tagged with its file's sha256)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,8 @@ from typing import Any
 
 from .._visible import visible_lines
 from ..errors import MlreproError
+from ._configured import USAGE_ERROR
 
-USAGE_ERROR = 2
 URI_HELP = (
     "the tracking store (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the current "
     "folder); credentials from MLflow's variables, never in the URI"
@@ -35,20 +33,12 @@ def add_parser(commands: Any) -> None:
     track.add_argument("--uri", metavar="URI", help=URI_HELP)
 
 
-def store_uri(given: str | None) -> str:
-    """The store a command uses: ``given``, else MLFLOW_TRACKING_URI, else the current folder's
-    embedded default."""
-    from ..tracking import chosen_uri
-
-    return chosen_uri(given, None, Path.cwd())
-
-
 def track(args: argparse.Namespace) -> int:
-    """Run ``mlrepro track``; returns its exit status."""
     from ..results import load_results
-    from ..tracking import log_results, shown_uri
+    from ..tracking import chosen_uri, log_results, shown_uri
 
-    uri = store_uri(args.uri)
+    # --uri, else MLFLOW_TRACKING_URI, else the current folder's embedded default.
+    uri = chosen_uri(args.uri, None, Path.cwd())
     status = 0
     for name in args.results:
         path = Path(name)

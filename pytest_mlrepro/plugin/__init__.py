@@ -32,11 +32,9 @@ else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-ENGINE = "pytest_mlrepro.plugin._session"
-"""The engine's module, registered with pytest under this name when a run needs it."""
+ENGINE = "pytest_mlrepro.plugin._session"  # registered with pytest when a run needs it
+# The manifest recogniser (it parses YAML): imported when the patterns first name a file.
 RECOGNIZER = "pytest_mlrepro._recognize"
-"""The manifest recogniser (it parses YAML): imported when a file the manifest patterns name is
-seen, the first time."""
 LAZY_PLUGIN = "mlrepro-lazy"
 
 _lock_dir_key = pytest.StashKey[Path]()
@@ -69,8 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class EngineLoader:
-    """Loads the engine the first time this run needs it (see the module docstring), and hands
-    it what happened before it was there."""
+    """Loads the engine the first time this run needs it, and hands it what came before."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -81,14 +78,13 @@ class EngineLoader:
             self.config.pluginmanager.import_plugin(ENGINE)
             module: Any = self.config.pluginmanager.get_plugin(ENGINE)
             self._session = module.session_of(self.config)
-        assert self._session is not None
         return self._session
 
     def pytest_collect_file(
         self, file_path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
-        """The one collector: a manifest (``_recognize``'s rule) goes to the engine. A file the
-        manifest patterns do not name costs a pattern match; one they name is read."""
+        """The one collector: a manifest goes to the engine. A file the manifest patterns do not
+        name costs a pattern match; one they name is read."""
         patterns = self.config.getini("mlrepro_manifests")
         if not matches_patterns(file_path, self.config.rootpath, patterns):
             return None
@@ -98,8 +94,8 @@ class EngineLoader:
         return self.engine().collect_file(file_path, parent)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """An xdist controller collects nothing: a worker's report of an item of the plugin loads
-        the engine, which gets this report (the hook call in progress does not include it)."""
+        """An xdist controller collects nothing: a worker's report of our item loads the engine,
+        which gets this report (the hook call in progress does not include it)."""
         if self._session is None and _of_the_plugin(report):
             self.engine().pytest_runtest_logreport(report)
 
@@ -112,8 +108,7 @@ class EngineLoader:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """Controller side (xdist): every worker gets the path of the session's latency lock
-        (``_xdist_lock``; a worker uses it only in a session with latency items)."""
+        """Controller side (xdist): every worker gets the path of the session's latency lock."""
         if _lock_dir_key not in self.config.stash:
             self.config.stash[_lock_dir_key] = Path(tempfile.mkdtemp(prefix="mlrepro-xdist-"))
         node.workerinput[LOCK_INPUT] = str(self.config.stash[_lock_dir_key] / "latency.lock")
@@ -125,8 +120,7 @@ class EngineLoader:
 
 
 def _of_the_plugin(report: pytest.TestReport) -> bool:
-    """Whether a report is of an item of the plugin's (its ``mlrepro.*`` properties, or its
-    ``mlrepro_*`` attributes)."""
+    """Whether a report is of our item (``mlrepro.*`` properties or ``mlrepro_*`` attributes)."""
     if any(str(key).startswith("mlrepro.") for key, _ in report.user_properties):
         return True
     return any(name.startswith("mlrepro_") for name in vars(report))

@@ -1,6 +1,5 @@
-"""The accuracy item: runs the model over the data set (or its shard of it) and compares top-1,
-top-5 and the per-sample results with the manifest's golden (recording it under
-``--mlrepro-update``), and with its reference manifest's golden when it declares one."""
+"""The accuracy item: the model over the data set (or its shard), compared with the manifest's
+golden (recorded under ``--mlrepro-update``) and its reference manifest's golden if any."""
 
 from __future__ import annotations
 
@@ -20,14 +19,14 @@ from ..report import DIAGNOSIS_WORDING, accuracy_outcome_text, accuracy_words, s
 from ._base import (
     PER_SAMPLE_ATTR,
     SPLIT_ATTR,
+    MlreproFailure,
     display_path,
     options,
     settings_key,
     state_of,
 )
-from ._html import REPORT_ATTRIBUTE, collect_drift, drift_of
-from ._item import EvaluatingItem, loadgroup
-from ._progress import TerminalProgress
+from ._html import REPORT_ATTRIBUTE, collect_drift
+from ._item import EvaluatingItem, TerminalProgress, loadgroup
 
 
 class AccuracyItem(EvaluatingItem):
@@ -50,12 +49,13 @@ class AccuracyItem(EvaluatingItem):
         self.split_of = split_of  # a shard item's whole item (its node id)
         self.per_sample: dict[str, Any] | None = None  # results.Part as JSON, once evaluated
         self.classes: tuple[str, ...] | None = None  # the data set's class names, once resolved
+        self.drift: dict[str, Any] | None = None  # a drift's pictures for the HTML report
+        self.shared_golden: str | None = None  # another manifest claims its golden: it fails
 
     @property
     def preprocessing_use(self) -> tuple[Hashable, Pipeline]:
-        """This item's evaluation as the session's shared preprocessing plans it: the data it
-        reads (data set and shard) and its pipeline. (The determinism item's runs each
-        preprocess afresh, so that a nondeterministic step still shows.)"""
+        """The data it reads and its pipeline, for the shared preprocessing (not the determinism
+        item's: its runs preprocess afresh, so that a nondeterministic step still shows)."""
         return (self.manifest.dataset.name, str(self.shard)), self.manifest.pipeline
 
     def teardown(self) -> None:
@@ -64,8 +64,8 @@ class AccuracyItem(EvaluatingItem):
             share.finished(*self.preprocessing_use)
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """Every report of a shard item: the whole item it is a part of. The call's report: the
-        per-sample results, and the drifted item's pictures (when an HTML report is asked for)."""
+        """A shard item's whole item (every report); the per-sample results and a drift's
+        pictures (the call's)."""
         attributes = super().report_attributes(when)
         if self.split_of is not None and self.shard is not None:  # _shards.Split
             attributes[SPLIT_ATTR] = {
@@ -78,12 +78,14 @@ class AccuracyItem(EvaluatingItem):
         if when == "call":
             if self.per_sample is not None:
                 attributes[PER_SAMPLE_ATTR] = self.per_sample
-            drift = drift_of(self)
-            if drift is not None:
-                attributes[REPORT_ATTRIBUTE] = drift
+            if self.drift is not None:
+                attributes[REPORT_ATTRIBUTE] = self.drift
         return attributes
 
     def runtest(self) -> None:
+        if self.shared_golden is not None:
+            self.row = replace(self.row_head(), verdict="golden shared")
+            raise MlreproFailure(self.shared_golden)
         config, given = self.config, options(self.config)
         share = state_of(config).preprocessing
         outcome = run_accuracy(
@@ -113,8 +115,8 @@ class AccuracyItem(EvaluatingItem):
             self.row = replace(self.row, diagnosis=stopped_diagnosis(outcome.reason))
         self.blamed = outcome.blamed
         drifted, comparison = outcome.drifted, outcome.comparison
-        if drifted is not None and comparison is not None:  # the HTML report's pictures
-            collect_drift(self, drifted, comparison)
+        if drifted is not None and comparison is not None:
+            self.drift = collect_drift(self, drifted, comparison)
         if outcome.interrupted is not None:  # the time limit, Ctrl-C
             raise outcome.interrupted
         if outcome.end != "pass":
@@ -126,38 +128,27 @@ class AccuracyItem(EvaluatingItem):
 def accuracy_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One accuracy item per device; the first device's item is the one that records goldens.
-    With ``mlrepro_shards = K`` (K > 1), K shard items per device instead, merged into the
-    device's verdict by the session (``_shards.py``)."""
+    """One accuracy item per device (the first device's records goldens); with
+    ``mlrepro_shards = K`` (K > 1), K shard items per device instead (``_shards.py``)."""
     count = options(parent.config).item_shards
-    if count > 1:
-        return [
-            AccuracyItem.from_parent(
-                parent,
-                name=f"accuracy[{device}][shard{index}of{count}]",
-                manifest=manifest,
-                device=device,
-                records=False,
-                shard=Shard(index, count),
-                split_of=f"{parent.nodeid}::accuracy[{device}]",
-            )
-            for device in devices
-            for index in range(1, count + 1)
-        ]
+    shards = [Shard(index, count) for index in range(1, count + 1)] if count > 1 else [None]
     # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the items
     # reading one data set then share their preprocessing (see preprocessing_use). Not shard
     # items: they are split to be spread over the workers.
-    group = loadgroup(parent.config, f"mlrepro-data-{manifest.dataset.name}")
+    group = None if count > 1 else loadgroup(parent.config, f"mlrepro-data-{manifest.dataset.name}")
     return [
         AccuracyItem.from_parent(
             parent,
-            name=f"accuracy[{device}]",
+            name=f"accuracy[{device}]" + ("" if s is None else f"[shard{s.index}of{count}]"),
             manifest=manifest,
             device=device,
-            records=(device == devices[0]),
+            records=s is None and device == devices[0],
+            shard=s,
+            split_of=None if s is None else f"{parent.nodeid}::accuracy[{device}]",
             xdist_group=group,
         )
         for device in devices
+        for s in shards
     ]
 
 

@@ -1,6 +1,5 @@
-"""The base of the plugin's engine: the run's state (in ``config.stash``), the project's settings,
-the one reader of the plugin's settings (option, else ini key, checked), and the helpers every
-layer above shares (paths as shown, the failure that is its own story, report properties)."""
+"""The base of the plugin's engine: the run's state (in ``config.stash``), the one reader of the
+plugin's settings (option, else ini key, checked), and the helpers every layer above shares."""
 
 from __future__ import annotations
 
@@ -29,23 +28,19 @@ if TYPE_CHECKING:
 
     from ..report.html import DriftSet
 
+# Report attributes (plain data: xdist carries them to the controller). The row as JSON, the
+# whole item a shard item is a part of (``_shards.Split``), the per-sample results (kept out of
+# the user properties, which JUnit XML writes out whole: a JUnit file of a 50,000-image data set
+# should not hold them), a latency item's pytest-benchmark entries.
 ROW_ATTR = "mlrepro_row"
-"""A manifest item's call report attribute: its typed row as JSON (``results.row_json``), which
-xdist carries to the controller and :func:`._rows.results_row` rebuilds."""
 SPLIT_ATTR = "mlrepro_split"
-"""A shard item's report attribute: which whole item it is a part of (``_shards.Split``)."""
 PER_SAMPLE_ATTR = "mlrepro_per_sample"
-"""An accuracy item's report attribute: its per-sample results (``results.Part`` as JSON). Kept
-out of the user properties, which JUnit XML writes out whole: a results file may hold them, a
-JUnit file of a 50,000-image data set should not."""
 BENCHMARKS_ATTR = "mlrepro_benchmarks"
-"""A latency item's report attribute: its pytest-benchmark entries (the benchmark file's)."""
 
 
 class MlreproFailure(AssertionError):
-    """A verdict or an error whose text is the whole story: shown without a traceback. An
-    assertion failure: reporters that tell a failed test from a broken one (Allure: broken is
-    any other exception) report a drift, or a model that does not load, as a failed check."""
+    """A verdict or error whose text is the whole story (no traceback). An assertion failure:
+    reporters that tell failed from broken (Allure) report a drift as a failed check."""
 
 
 # --- the run's state ------------------------------------------------------------------------------
@@ -53,11 +48,10 @@ class MlreproFailure(AssertionError):
 
 @dataclass
 class GoldenAudit:
-    """What this process collected: each manifest's golden, broken manifests, deselection; on
-    the controller, the audits of the xdist workers too."""
+    """What this process collected; on the controller, the xdist workers' audits too."""
 
+    # manifest file → (the path shown, its golden or None, the manifest's name)
     claims: dict[Path, tuple[str, Path | None, str]] = field(default_factory=dict)
-    """manifest file → (the path shown, its golden or None, the manifest's name)"""
     broken: set[Path] = field(default_factory=set)
     deselected: int = 0
     from_workers: list[dict[str, Any]] = field(default_factory=list)
@@ -67,24 +61,17 @@ class GoldenAudit:
 class RunState:
     """The plugin's state for one pytest process: what its reports are made of."""
 
-    results: list[Row] = field(default_factory=list)
-    """One typed row per accuracy, determinism or latency item (``_rows.results_row``)."""
-    latency: list[tuple[Row, list[dict[str, Any]]]] = field(default_factory=list)
-    """One per latency item: its row and its pytest-benchmark entries."""
-    drift: list[DriftSet] = field(default_factory=list)
-    """The preprocessing pictures of each drifted item (only with --mlrepro-html)."""
+    results: list[Row] = field(default_factory=list)  # one per manifest item
+    latency: list[tuple[Row, list[dict[str, Any]]]] = field(default_factory=list)  # + benchmarks
+    drift: list[DriftSet] = field(default_factory=list)  # drifted items' pictures (HTML report)
     audit: GoldenAudit = field(default_factory=GoldenAudit)
+    # The shard items' reports until their whole item's verdict (``_shards.Gathering``).
     shards: Any = None
-    """The shard items' reports until their whole item's verdict (``_shards.Gathering``), on
-    the controller (or the one process) of a run with ``mlrepro_shards``."""
-    terminal_stderr_fd: int | None = None
-    """The terminal's stderr, duplicated once a time limit is armed (:func:`terminal_stderr`)."""
+    terminal_stderr_fd: int | None = None  # :func:`terminal_stderr`
+    # Shared between the accuracy items of this process (only where two can share).
     preprocessing: PreprocessingShare | None = None
-    """The preprocessing shared between the accuracy items of this process, planned once they
-    are collected (only where two of them can share: ``plan_preprocessing``)."""
+    # The costs paid once for all items, by phase ({"wall", "cpu"} s): ``_phases.one_time``.
     one_time: dict[str, dict[str, float]] = field(default_factory=dict)
-    """The costs this process paid once for all its items, by phase (``{"wall", "cpu"}``
-    seconds): the frameworks imported at collection's end (``_phases.one_time``)."""
 
 
 state_key = pytest.StashKey[RunState]()
@@ -92,19 +79,12 @@ settings_key = pytest.StashKey[Settings]()
 
 
 def state_of(config: pytest.Config) -> RunState:
-    """This process's state (made on first use)."""
-    state = config.stash.get(state_key, None)
-    if state is None:
-        state = config.stash[state_key] = RunState()
-    return state
+    return config.stash.setdefault(state_key, RunState())
 
 
 def terminal_stderr(config: pytest.Config) -> int:
-    """A file descriptor of the terminal's stderr, duplicated the first time a time limit is
-    armed (not at import: most processes never arm one) and closed at unconfigure. pytest
-    captures file descriptor 2 while an item runs; the capture is suspended for the moment of
-    the duplication, so that a process ended by the hard limit says why on the terminal, not
-    into a capture buffer that dies with it."""
+    """The terminal's stderr, duplicated (capture suspended) when a time limit is first armed: a
+    process ended by the hard limit says why on the terminal, not into a dying capture buffer."""
     state = state_of(config)
     if state.terminal_stderr_fd is None:
         capture: CaptureManager | None = config.pluginmanager.get_plugin("capturemanager")
@@ -133,14 +113,11 @@ def close_terminal_stderr(config: pytest.Config) -> None:
 # --- the one reader of the plugin's settings ---------------------------------------------------
 
 T = TypeVar("T")
-
-
 _INI_NAMES = frozenset(key.name for key in INI_KEYS)
 
 
 def option_or_ini(config: pytest.Config, name: str) -> object:
-    """A setting from its command-line twin (dest ``name``) when given, else its ini key ("" for
-    an option that has none)."""
+    """The command-line option ``name`` when given, else its ini key ("" where there is none)."""
     given = config.getoption(name, default=None)
     if given is not None:
         return given
@@ -150,9 +127,8 @@ def option_or_ini(config: pytest.Config, name: str) -> object:
 def setting(
     config: pytest.Config, name: str, parse: Callable[[str], T], label: str | None = None
 ) -> T:
-    """The setting ``name`` (its option when given, else its ini key), parsed by ``parse``; a
-    value ``parse`` refuses (``ValueError``, saying why) is a usage error naming the setting
-    (``label``, which may show the value as ``{value!r}``; default: the setting's name)."""
+    """The setting ``name`` parsed; a ``ValueError`` is a usage error naming it (``label``, which
+    may show the value as ``{value!r}``)."""
     raw = str(option_or_ini(config, name)).strip()
     try:
         return parse(raw)
@@ -161,7 +137,7 @@ def setting(
 
 
 def whole_number(least: int = 0, most: int | None = None, unit: str = "") -> Callable[[str], int]:
-    """A parser of a whole number in ``least..most`` (``unit``: what it counts, for the error)."""
+    """A parser of a whole number in ``least..most`` (``unit``: what it counts)."""
 
     def parse(text: str) -> int:
         try:
@@ -169,11 +145,8 @@ def whole_number(least: int = 0, most: int | None = None, unit: str = "") -> Cal
         except ValueError:
             raise ValueError(f"expected a whole number, got {text!r}") from None
         if number < least:
-            raise ValueError(
-                f"must not be negative, got {number}"
-                if least == 0
-                else f"must be at least {least}, got {number}"
-            )
+            floor = "must not be negative" if least == 0 else f"must be at least {least}"
+            raise ValueError(f"{floor}, got {number}")
         if most is not None and number > most:
             raise ValueError(f"at most {most}{unit}, got {number}")
         return number
@@ -193,7 +166,6 @@ def seconds(text: str) -> float:
 
 
 def share(text: str) -> float:
-    """A share between 0 and 1."""
     try:
         value = float(text)
     except ValueError:
@@ -207,16 +179,11 @@ def threads(text: str) -> tuple[int | None, int | None]:
     """``"4"`` → (4, None); ``"4,1"`` → (4, 1); ``""`` → (None, None)."""
     if not text:
         return None, None
-    parts = text.split(",")
     try:
-        numbers = [int(p) for p in parts]
+        numbers = [int(p) for p in text.split(",")]
     except ValueError:
         numbers = []
-    if (
-        not 1 <= len(parts) <= 2
-        or len(numbers) != len(parts)
-        or any(not 1 <= n <= 1024 for n in numbers)
-    ):
+    if not 1 <= len(numbers) <= 2 or any(not 1 <= n <= 1024 for n in numbers):
         raise ValueError("expected INTRA or INTRA,INTER, each 1..1024 (e.g. 2,1)")
     return numbers[0], numbers[1] if len(numbers) == 2 else None
 
@@ -228,15 +195,10 @@ def shard(text: str) -> Shard | None:
     return None if parsed.count == 1 else parsed
 
 
-def flag(text: str) -> bool:
-    return text.lower() not in ("false", "0", "no")
-
-
 @dataclass(frozen=True)
 class RunOptions:
-    """The plugin's settings for this run's items, each read and checked once, when the engine
-    is configured (a value refused, or a combination that cannot work, is a usage error before
-    anything runs): :func:`read_options`."""
+    """The settings of this run's items, read and checked once at configure (a bad value or
+    combination is a usage error before anything runs)."""
 
     update: bool  # --mlrepro-update
     enrich: bool  # --mlrepro-enrich: a golden the run reproduces gains the evidence it lacks
@@ -257,12 +219,10 @@ options_key = pytest.StashKey[RunOptions]()
 
 
 def options(config: pytest.Config) -> RunOptions:
-    """This run's options (read at configure: :func:`read_options`)."""
     return config.stash[options_key]
 
 
 def read_options(config: pytest.Config) -> RunOptions:
-    """Every setting of the items read and checked, then the combinations that cannot work."""
     update = bool(config.getoption("mlrepro_update"))
     enrich = bool(config.getoption("mlrepro_enrich", False))
     shard_now = setting(config, "mlrepro_shard", shard, "--mlrepro-shard / mlrepro_shard")
@@ -279,7 +239,7 @@ def read_options(config: pytest.Config) -> RunOptions:
     counterfactuals = setting(config, "mlrepro_counterfactual_samples", whole_number())
     fingerprints = setting(config, "mlrepro_fingerprint_samples", whole_number())
     memory_mib = setting(config, "mlrepro_preprocessing_memory", whole_number())
-    diagnose = flag(str(config.getini("mlrepro_diagnose")).strip())
+    diagnose = str(config.getini("mlrepro_diagnose")).strip().lower() not in ("false", "0", "no")
     if shard_now is not None and update:
         raise pytest.UsageError(
             f"--mlrepro-update cannot record goldens from shard {shard_now} of the data: a golden "
@@ -321,33 +281,31 @@ def read_options(config: pytest.Config) -> RunOptions:
 
 
 def machine_name(config: pytest.Config) -> str:
-    """The machine's name in the results file (``--mlrepro-machine`` / ini ``mlrepro_machine``;
-    default: the host name)."""
     return str(option_or_ini(config, "mlrepro_machine")).strip() or platform.node() or "unknown"
 
 
-def is_worker(config: pytest.Config) -> bool:
-    """Whether this is an xdist worker (whose reports the controller gathers)."""
+def is_worker(config: pytest.Config) -> bool:  # an xdist worker
     return hasattr(config, "workerinput")
 
 
 # --- the project's settings -----------------------------------------------------------------------
 
 
-def _given_paths(config: pytest.Config, name: str) -> list[Path]:
-    """Paths of a repeatable command-line option, relative to the folder pytest was run from."""
+def _given_paths(config: pytest.Config, name: str) -> list[Path]:  # a repeatable option's
     return [config.invocation_params.dir / p for p in config.getoption(name) or []]
 
 
 def settings_from(config: pytest.Config) -> Settings:
-    """The project's settings from ini keys, their command-line twins and the environment: the
-    one place they are read (the ``mlrepro`` command gets them from here too)."""
+    """The project's settings: the one place they are read. A path on the command line is
+    relative to where pytest runs, one in the ini file to the root (symlinks not resolved)."""
     here, root = config.invocation_params.dir, config.rootpath
     cache = config.getoption("mlrepro_cache")
     ini_cache = str(config.getini("mlrepro_cache") or "")
+    golden = config.getoption("mlrepro_golden_dir")
+    golden_dir = here / str(golden) if golden else root / str(config.getini("mlrepro_golden_dir"))
     return Settings.for_project(
         root,
-        golden_dir=str(golden_dir_given(config)),
+        golden_dir=str(golden_dir),
         cache_dir=here / cache if cache else (root / ini_cache if ini_cache else None),
         # The environment variable comes first: CI points it at its own mirror.
         data_mirrors=[
@@ -363,19 +321,9 @@ def settings_from(config: pytest.Config) -> Settings:
     )
 
 
-def golden_dir_given(config: pytest.Config) -> Path:
-    """The golden directory as given (``--mlrepro-golden-dir``, from where pytest was run; else
-    the ini key, from the root), symlinks not resolved."""
-    golden = config.getoption("mlrepro_golden_dir")
-    if golden:
-        return config.invocation_params.dir / str(golden)
-    return config.rootpath / str(config.getini("mlrepro_golden_dir"))
-
-
 def check_golden_dir(config: pytest.Config, option: str) -> None:
-    """A usage error when the golden directory is inside the project as given but a symlink (it, or
-    a folder above it) takes it outside the project and every allowed root: ``option``
-    (--mlrepro-update, --mlrepro-enrich) would write goldens into whatever folder the link names."""
+    """A usage error when a symlink takes the golden directory outside the project and every
+    allowed root: ``option`` would write goldens into whatever folder the link names."""
     escape = golden_dir_escape(config.stash[settings_key])
     if escape is None:
         return
@@ -386,7 +334,7 @@ def check_golden_dir(config: pytest.Config, option: str) -> None:
 
 
 def output_path(config: pytest.Config, option: str) -> Path | None:
-    """The target of an output option (relative to the working directory), None without one."""
+    """An output option's target (relative to the working directory), None without one."""
     target = config.getoption(option)
     if not target:
         return None
@@ -394,15 +342,9 @@ def output_path(config: pytest.Config, option: str) -> Path | None:
     return path if path.is_absolute() else Path(os.getcwd()) / path
 
 
-def results_path(config: pytest.Config) -> Path | None:
-    """The --mlrepro-json target (relative to the working directory), None without one."""
-    return output_path(config, "mlrepro_json")
-
-
 def check_outputs(config: pytest.Config) -> None:
-    """A usage error, before any model runs, for an output that could not be written at the end: the
-    --mlrepro-json and --mlrepro-benchmark-json targets' folders, and the golden directory when
-    --mlrepro-update asks to write goldens."""
+    """A usage error, before any model runs, for an output that could not be written at the end
+    (the output files' folders, the golden directory under --mlrepro-update)."""
     if is_worker(config):
         return  # the controller checked before starting the workers
     checks: list[tuple[Path, str]] = []
@@ -426,8 +368,7 @@ def check_outputs(config: pytest.Config) -> None:
 
 
 def report_output_error(session: pytest.Session, message: str) -> None:
-    """An output that could not be written at the end of the run: said in red, and the run's exit
-    status is non-zero (a run whose results were lost did not succeed)."""
+    """An output not written at the end: said in red, and the run fails (its results were lost)."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"mlrepro: {visible_lines(message)}", red=True, bold=True)

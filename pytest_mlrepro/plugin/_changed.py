@@ -1,6 +1,5 @@
-"""Selection by what changed (``--mlrepro-changed [REF]``, ini ``mlrepro_changed``): the manifest
-items whose manifest depends on a file that git says changed since REF are kept, the others
-deselected through pytest's ``pytest_deselected`` hook (the summary says "N deselected")."""
+"""Selection by what changed (``--mlrepro-changed [REF]``): the manifest items whose manifest
+depends on a file git says changed since REF are kept, the others deselected."""
 
 from __future__ import annotations
 
@@ -18,15 +17,10 @@ _told_key = pytest.StashKey[list[str]]()
 _dropped_key = pytest.StashKey[bool]()
 
 
-def changed_ref(config: pytest.Config) -> str:
-    """The ref of ``--mlrepro-changed`` (or the ini key), "" when not asked."""
-    return str(option_or_ini(config, "mlrepro_changed") or "").strip()
-
-
 def read_changes(config: pytest.Config) -> None:
-    """The files changed since the ref, asked of git once, when the run starts: git's refusal
-    (no work tree, an unknown ref) is a usage error before anything runs."""
-    ref = changed_ref(config)
+    """The files changed since the ref, asked of git once at the start: git's refusal (no work
+    tree, an unknown ref) is a usage error before anything runs."""
+    ref = str(option_or_ini(config, "mlrepro_changed") or "").strip()
     if not ref:
         return
     try:
@@ -79,19 +73,16 @@ def select_changed(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_told_key] = lines
 
 
-WORKER_OUTPUT = "mlrepro_changed_deselected"
-"""An xdist worker's word to the controller (which collects nothing) that it deselected items."""
+WORKER_OUTPUT = "mlrepro_changed_deselected"  # a worker's word that it deselected items
 
 
 def share_changed(session: pytest.Session) -> None:
-    """An xdist worker tells the controller whether its selection deselected items."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output[WORKER_OUTPUT] = session.config.stash.get(_dropped_key, False)
 
 
 def gather_changed(node: object) -> None:
-    """Controller side (xdist): a worker's word that it deselected items."""
     output = getattr(node, "workeroutput", None) or {}
     config = getattr(node, "config", None)
     if output.get(WORKER_OUTPUT) and isinstance(config, pytest.Config):
@@ -99,14 +90,12 @@ def gather_changed(node: object) -> None:
 
 
 def nothing_changed_is_ok(session: pytest.Session) -> None:
-    """A run whose every item was deselected because nothing they depend on changed passed
-    (pytest says "no tests collected", exit 5: a CI job of "what this change touches" would
-    fail on a change that touches no model)."""
+    """A run whose every item was deselected as unchanged passed (not pytest's exit 5: a CI job
+    of "what this change touches" would fail on a change that touches no model)."""
     deselected = session.config.stash.get(_dropped_key, False)
     if deselected and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
 
 
-def changed_lines(config: pytest.Config) -> list[str]:
-    """What the selection found, for the lines after "collected N items"."""
+def changed_lines(config: pytest.Config) -> list[str]:  # after "collected N items"
     return config.stash.get(_told_key, [])

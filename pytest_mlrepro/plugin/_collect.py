@@ -1,18 +1,22 @@
 """Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
-every implementation of ``pytest_mlrepro_make_items`` (the plugin's own kinds: the session's) and
-get the plugin's markers; a manifest that does not load becomes one error item."""
+every implementation of ``pytest_mlrepro_make_items`` and get the plugin's markers; a manifest
+that does not load becomes one error item, which fails with file, line and field."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .. import goldens as golden_store
 from ..errors import ManifestError
 from ..manifest import DEVICES, Manifest, load_manifest
+from ..results import Row, row_json
 from ..runners import cuda_present, frameworks_of, import_frameworks
-from ._base import display_path, settings_key, state_of
+from ._base import ROW_ATTR, MlreproFailure, display_path, settings_key, state_of
 from ._heap import set_aside
-from ._invalid import ManifestErrorItem
+from ._junit import junit_view
 from ._options import KINDS, MARKER
 
 
@@ -45,37 +49,60 @@ def is_mlrepro_item(item: pytest.Item) -> bool:
     return isinstance(item.parent, ManifestFile)
 
 
+class ManifestErrorItem(pytest.Item):
+    def __init__(self, *, error: ManifestError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise MlreproFailure(str(self.error))
+
+    def report_attributes(self, when: str) -> dict[str, Any]:
+        """The call's row (``ManifestItem.report_attributes``)."""
+        if when != "call":
+            return {}
+        invalid = Row(self.nodeid, "failed", manifest=self.error.file, verdict="invalid manifest")
+        row = row_json(invalid)
+        self.user_properties.extend(junit_view(row))
+        return {ROW_ATTR: row}
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.error.line or 1) - 1, f"{self.name} (invalid manifest)"
+
+
 class ManifestFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
-        manifest, items = self._load()
+        shown = display_path(self.config, self.path)
+        settings = self.config.stash[settings_key]
+        manifest: Manifest | None = None
+        try:
+            loaded = load_manifest(self.path, display=shown)
+            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
+            golden = golden_store.golden_path(loaded, settings)
+        except ManifestError as exc:
+            items: list[pytest.Item] = [
+                ManifestErrorItem.from_parent(self, name="manifest", error=exc)
+            ]
+        else:
+            manifest = loaded
+            # The golden store's audit: this manifest's golden is in use, whatever items it gets.
+            state_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
+            made = self.config.hook.pytest_mlrepro_make_items(
+                parent=self, manifest=manifest, devices=devices_for(manifest, self.config)
+            )
+            items = sorted((item for items in made for item in items), key=_kind_order)
         for item in items:  # the one place items get their markers, whichever factory made them
             for name in markers_for(item, manifest):
                 item.add_marker(name)
         return items
 
-    def _load(self) -> tuple[Manifest | None, list[pytest.Item]]:
-        shown = display_path(self.config, self.path)
-        settings = self.config.stash[settings_key]
-        try:
-            manifest = load_manifest(self.path, display=shown)
-            # An invalid golden: path (outside the accuracy namespace) is an invalid manifest.
-            golden = golden_store.golden_path(manifest, settings)
-        except ManifestError as exc:
-            return None, [ManifestErrorItem.from_parent(self, name="manifest", error=exc)]
-        # The golden store's audit: this manifest's golden is in use, whatever items it gets.
-        state_of(self.config).audit.claims[self.path] = (shown, golden, manifest.name)
-        devices = devices_for(manifest, self.config)
-        made = self.config.hook.pytest_mlrepro_make_items(
-            parent=self, manifest=manifest, devices=devices
-        )
-        items = [item for items in made for item in items]
-        return manifest, sorted(items, key=_kind_order)
-
 
 def preload_frameworks(session: pytest.Session) -> None:
-    """The frameworks the selected items need, imported at collection's end (not under
-    ``--collect-only``): before any item's time limit starts, ours or pytest-timeout's, and
-    charged to no item's duration (pytest-split, pytest's ``--durations``)."""
+    """The frameworks the selected items need, imported at collection's end: before any item's
+    time limit starts, and charged to no item's duration (pytest-split, ``--durations``)."""
     # Items of every kind (other plugins' too) that carry their manifest.
     found = (getattr(item, "manifest", None) for item in session.items)
     names = frameworks_of(m for m in found if isinstance(m, Manifest))

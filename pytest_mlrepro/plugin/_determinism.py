@@ -1,6 +1,5 @@
-"""The determinism item: the evaluation run several times, every score required to repeat (the
-comparison lives in :mod:`pytest_mlrepro.evaluation`). A sibling of the accuracy item: it shares
-the evaluation (:class:`~._item.EvaluatingItem`), not the golden."""
+"""The determinism item: the evaluation run several times, every score required to repeat. A
+sibling of the accuracy item: it shares the evaluation, not the golden."""
 
 from __future__ import annotations
 
@@ -17,15 +16,13 @@ from ..manifest import Determinism, Manifest
 from ..report import determinism_stopped_text, determinism_text, stopped_diagnosis
 from ..results import Timing
 from ._base import display_path, options, settings_key
-from ._item import EvaluatingItem
-from ._progress import TerminalProgress
+from ._item import EvaluatingItem, TerminalProgress
 
 
 def determinism_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One determinism item per device, for manifests with a ``determinism:`` block, or for all
-    with ``--mlrepro-determinism``."""
+    """For manifests with a ``determinism:`` block, or all with ``--mlrepro-determinism``."""
     if manifest.determinism is None and not parent.config.getoption("mlrepro_determinism"):
         return []
     return [

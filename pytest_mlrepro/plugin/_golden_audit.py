@@ -1,11 +1,9 @@
-"""pytest glue for the golden store's audit: manifests that share a golden file are refused
-before anything runs, and goldens that no manifest uses are listed at the end (the logic lives in
-:mod:`pytest_mlrepro.goldens`; the state in the run's :class:`~._base.GoldenAudit`)."""
+"""pytest glue for the golden store's audit (the logic lives in :mod:`pytest_mlrepro.goldens`):
+shared golden files refused before anything runs, goldens no manifest uses listed at the end."""
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +12,9 @@ import pytest
 from .. import goldens as golden_audit
 from ..manifest import is_manifest
 from ._accuracy import AccuracyItem
-from ._base import GoldenAudit, MlreproFailure, display_path, settings_key, state_of
+from ._base import GoldenAudit, display_path, settings_key, state_of
 
-_conflict_key = pytest.StashKey[str]()
 WORKER_OUTPUT = "mlrepro_golden_audit"
-
-
-def refuse_shared_golden(item: pytest.Item) -> None:
-    """An item whose golden another manifest claims too fails before it runs."""
-    conflict = item.stash.get(_conflict_key, None)
-    if conflict is not None and isinstance(item, AccuracyItem):
-        item.row = replace(item.row_head(), verdict="golden shared")
-        raise MlreproFailure(conflict)
 
 
 def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,17 +30,16 @@ def mark_shared_goldens(config: pytest.Config, items: list[pytest.Item]) -> None
         for shown in owners
     }
     for item in items:
-        if isinstance(item, AccuracyItem):
-            shown = display_path(config, item.path)
-            if shown in by_manifest:
-                path, others = by_manifest[shown]
-                message = golden_audit.conflict_message(shown, display_path(config, path), others)
-                item.stash[_conflict_key] = message
+        shown = display_path(config, item.path)
+        if isinstance(item, AccuracyItem) and shown in by_manifest:
+            path, others = by_manifest[shown]
+            item.shared_golden = golden_audit.conflict_message(
+                shown, display_path(config, path), others
+            )
 
 
 def _manifest_files(config: pytest.Config) -> set[Path]:
-    """Every manifest (_recognize.py's rule) the ini key mlrepro_manifests names, outside
-    pytest's norecursedirs."""
+    """Every manifest the ini key mlrepro_manifests names, outside pytest's norecursedirs."""
     skip = [str(p) for p in config.getini("norecursedirs")]
     patterns = config.getini("mlrepro_manifests")
     found: set[Path] = set()
@@ -83,7 +71,6 @@ def _local_report(session: pytest.Session, audit: GoldenAudit) -> dict[str, Any]
 
 
 def gather_worker_audit(node: Any) -> None:
-    """Controller side (xdist): a worker's share of the audit."""
     output = getattr(node, "workeroutput", None) or {}
     report = output.get(WORKER_OUTPUT)
     if report is not None:
@@ -91,8 +78,8 @@ def gather_worker_audit(node: Any) -> None:
 
 
 def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
-    """At the end of the session: an xdist worker sends its share of the audit to the
-    controller; a run without xdist keeps its own (the controller collects nothing)."""
+    """An xdist worker's share to the controller; a run without xdist keeps its own (the
+    controller collects nothing)."""
     config = session.config
     if hasattr(config, "workeroutput"):
         config.workeroutput[WORKER_OUTPUT] = _local_report(session, audit)
@@ -103,9 +90,8 @@ def share_audit(session: pytest.Session, audit: GoldenAudit) -> None:
 def audit_findings(
     config: pytest.Config, audit: GoldenAudit
 ) -> tuple[list[str], list[str], list[str]]:
-    """(goldens that no manifest uses, manifests that failed to load, temporary files of
-    interrupted writes), as shown paths, when manifests were collected, all of them (not with
-    -k, -m, node ids or a subset of the manifests); nothing otherwise."""
+    """(unused goldens, manifests that failed to load, interrupted writes' temporary files), when
+    every manifest was collected (not with -k, -m, node ids or a subset); nothing otherwise."""
     if config.option.collectonly:
         return [], [], []
     reports = audit.from_workers

@@ -1,7 +1,5 @@
-"""The frameworks' objects set aside from the garbage collector for the run (``gc.freeze``): the
-half million objects TensorFlow, torch and ONNX Runtime leave cost every full collection 0.2 s
-(docs/measurements.md). Only a run that imported them freezes; a host's own freeze is left be,
-and the last cleanup of the run unfreezes."""
+"""The frameworks' objects set aside from the garbage collector (``gc.freeze``): their half million
+objects cost every full collection 0.2 s (docs/measurements.md). A host's own freeze is left be."""
 
 from __future__ import annotations
 
@@ -21,8 +19,8 @@ def register(config: pytest.Config) -> None:
 
 
 def set_aside(config: pytest.Config) -> None:
-    """Freeze the objects alive now (the frameworks just imported among them), unless another
-    party froze objects already or the run did not register the undoing."""
+    """Freeze the objects alive now, unless another party froze objects already or the run did
+    not register the undoing."""
     if config.stash.get(_frozen_key, True) or gc.get_freeze_count():
         return
     gc.collect(1)
@@ -33,10 +31,8 @@ def set_aside(config: pytest.Config) -> None:
 
 @functools.cache
 def _set_aside_at_exit() -> None:
-    """Once per process that froze: at the interpreter's exit (atexit runs before it tears the
-    modules down), the garbage collected as it would have been, finalizers run, and then what is
-    alive set aside again, so that the interpreter's own last collections (two or three as it
-    clears the modules, 0.2-0.3 s each with the frameworks loaded) skip it."""
+    """At exit (before the modules are torn down), collect as the run would have, then set aside
+    what is alive: the interpreter's last collections (0.2-0.3 s each) skip it."""
 
     def at_exit() -> None:
         if not gc.get_freeze_count():  # a host's own freeze, or another run's: left as it is

@@ -1,6 +1,5 @@
-"""pytest glue for the HTML report (``--mlrepro-html PATH``): the option, the pictures a drifted
-accuracy item collects (carried on its report, also across xdist), and the page written at the
-end of the session (on the controller only under xdist)."""
+"""pytest glue for the HTML report (``--mlrepro-html PATH``): the pictures a drifted accuracy item
+collects (carried on its report, across xdist too), and the page written at the session's end."""
 
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 REPORT_ATTRIBUTE = "mlrepro_drift"  # the attribute of a report that carries an item's pictures
 THUMBNAILS = 48  # changed samples given a thumbnail (the report's table lists up to 100)
-_drift_key = pytest.StashKey[dict[str, Any]]()
 
 
 def html_path(config: pytest.Config) -> Path | None:
@@ -56,7 +54,6 @@ def check_html_target(config: pytest.Config) -> None:
     target = html_path(config)
     if target is None or hasattr(config, "workerinput"):
         return
-
     try:
         require_libraries("--mlrepro-html")
         check_writable_folder(target.parent, "report file (--mlrepro-html)")
@@ -67,12 +64,11 @@ def check_html_target(config: pytest.Config) -> None:
 # --- the drifted item's pictures ----------------------------------------------------------------
 
 
-def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
-    """For a drifted accuracy item, when a report is asked for: the first differing step's
-    outputs on a few probe samples, as pictures, and the diagnosis's layer comparison, kept for
-    its report. Never fails the item (a picture that cannot be made is a note in the report)."""
+def collect_drift(item: Any, drifted: Any, comparison: Any) -> dict[str, Any] | None:
+    """A drifted item's pictures (its first differing step's outputs on a few probe samples) and
+    layer comparison, as plain data. Never fails the item (a failed picture is a note)."""
     if html_path(item.config) is None:
-        return
+        return None
     samples, changed = drifted.result.samples, [c.id for c in comparison.changed]
     pictures = DriftSet(item.manifest.name, "", item.device, "")
     try:
@@ -84,7 +80,7 @@ def collect_drift(item: Any, drifted: Any, comparison: Any) -> None:
     # controller as JSON.
     layers = tuple((d, n, v if math.isfinite(v) else 1e6) for d, n, v in drifted.layers)
     thumbnails = _thumbnails(samples, changed)
-    item.stash[_drift_key] = asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
+    return asdict(replace(pictures, layers=layers, thumbnails=thumbnails))
 
 
 def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
@@ -101,14 +97,7 @@ def _thumbnails(samples: list[Any], changed: list[str]) -> dict[str, str]:
     return out
 
 
-def drift_of(item: pytest.Item) -> dict[str, Any] | None:
-    """The pictures :func:`collect_drift` kept for ``item``, for its call's report (an attribute
-    of plain data, which xdist's report serialisation carries to the controller)."""
-    return item.stash.get(_drift_key, None)
-
-
 def drift_row(report: pytest.TestReport) -> DriftSet | None:
-    """An item's pictures from its report; None for other reports."""
     data = getattr(report, REPORT_ATTRIBUTE, None)
     return from_plain(data) if report.when == "call" and isinstance(data, dict) else None
 
@@ -119,9 +108,8 @@ def drift_row(report: pytest.TestReport) -> DriftSet | None:
 def write_html_report(
     session: pytest.Session, state: RunState, fallback: Path | None = None
 ) -> Path | None:
-    """The report, when --mlrepro-html (or the ini key) asks for one (on the controller), else
-    at ``fallback`` when given and the report's libraries are installed (a page for the tracking
-    store); returns the page written, None when none was."""
+    """The report when one is asked for, else at ``fallback`` (a page for the tracking store)
+    when the report's libraries are installed; the page written, if any."""
     path = html_path(session.config) or fallback
     if path is None:
         return None
@@ -130,17 +118,12 @@ def write_html_report(
             require_libraries()
         except ReportUnavailable:
             return None
-
     try:
-        view = page_view(session.config, state)
-        write_html(path, view, what="report file (--mlrepro-html)")
-    except MlreproError as exc:  # OutputError, ReportUnavailable
-        report_output_error(session, str(exc))
-        return None
+        write_html(path, _page(session.config, state), what="report file (--mlrepro-html)")
     except Exception as exc:  # a report that cannot be made is said, not a traceback at exit
-        report_output_error(
-            session, f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
-        )
+        made = f"the HTML report {path} could not be made ({type(exc).__name__}: {exc})"
+        # An MlreproError (OutputError, ReportUnavailable) says what went wrong itself.
+        report_output_error(session, str(exc) if isinstance(exc, MlreproError) else made)
         return None
     return path
 
@@ -170,10 +153,7 @@ def _sensitivity(
     return list(found.values())
 
 
-def page_view(config: pytest.Config, state: RunState) -> ReportView:
-    """The report of this session: its results rows through the one builder
-    (:func:`~pytest_mlrepro.report.html.session_view`), with what only a session has."""
-
+def _page(config: pytest.Config, state: RunState) -> ReportView:
     machine = machine_name(config)  # as the results file names it
     notes: list[str] = []
     accuracy_rows = [r for r in state.results if r.kind != "latency"]

@@ -1,14 +1,17 @@
 """What every item of a manifest shares (:class:`ManifestItem`), and what the items that evaluate
-the data set share (:class:`EvaluatingItem`: the accuracy and the determinism item, siblings)."""
+the data set share (:class:`EvaluatingItem`, and their progress shown as pytest shows its own)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 import sysconfig
+import time
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 import pytest
 
@@ -22,11 +25,12 @@ from ..results import Row, manifest_digest, row_json
 from ._base import ROW_ATTR, MlreproFailure, display_path, options, settings_key
 from ._junit import junit_view
 
+ALLURE_LISTENER = "allure_listener"  # allure-pytest's listener (only with --alluredir)
+
 
 def item_nodeid(parent: pytest.Collector, name: str, xdist_group: str | None) -> str:
-    """The node id of item ``name`` under ``parent``, as text: pytest 9.2 parses a bracketed id
-    back differently from the one it builds (--lf never matched: pytest-dev/pytest#15045), and
-    reads no ``xdist_group`` marker; the ``@group`` suffix set here holds with every pytest."""
+    """The node id as text: pytest 9.2 parses a bracketed id back differently (--lf never matched:
+    pytest-dev/pytest#15045), and reads no ``xdist_group`` marker; an ``@group`` suffix holds."""
     nodeid = f"{parent.nodeid}::{name}"
     return f"{nodeid}@{xdist_group}" if xdist_group else nodeid
 
@@ -37,8 +41,7 @@ def loadgroup(config: pytest.Config, group: str) -> str | None:
 
 
 class LocatedFailure(str):
-    """A failure's text that knows its place in the manifest: ``reprcrash`` is what pytest's
-    ``--tb=line`` prints (``manifests/x.yaml:20: <the first line>``)."""
+    """A failure's text whose ``reprcrash`` is what ``--tb=line`` prints (``x.yaml:20: <line>``)."""
 
     reprcrash: FailurePlace
 
@@ -46,11 +49,13 @@ class LocatedFailure(str):
         tw.line(str(self))
 
 
+@dataclass(frozen=True)
 class FailurePlace:
-    """Where a failure is, as pytest's crash location reads: path, line and message."""
+    """Where a failure is, as pytest's crash location reads."""
 
-    def __init__(self, path: str, lineno: int, message: str) -> None:
-        self.path, self.lineno, self.message = path, lineno, message
+    path: str
+    lineno: int
+    message: str
 
     def __str__(self) -> str:
         return f"{self.path}:{self.lineno}: {self.message}"
@@ -60,16 +65,6 @@ _LEADING_PLACE = re.compile(r"(?P<file>[^\n:]+):(?P<line>\d+):")
 _KEY = re.compile(r"(\w+)|\[(\d+)\]")
 # A verdict without a blamed field is located at the block it is about.
 _VERDICT_BLOCKS = {"data changed": "dataset"}
-
-
-def key_path(field: str) -> tuple[str | int, ...]:
-    """``inputs[0].preprocess[2].scale.divisor`` as the manifest's key path."""
-    return tuple(name or int(index) for name, index in _KEY.findall(field))
-
-
-def _is_pytest_timeout(exc: BaseException) -> bool:
-    """pytest-timeout's signal-mode failure (``pytest.fail`` with its message)."""
-    return isinstance(exc, pytest.fail.Exception) and "from pytest-timeout" in str(exc)
 
 
 class ManifestItem(pytest.Item):
@@ -91,19 +86,22 @@ class ManifestItem(pytest.Item):
         self.device = device
 
     def begin_attempt(self) -> None:
-        """A run of the item starts afresh (pytest-rerunfailures reruns the same item object)."""
+        """A run of the item starts afresh (pytest-rerunfailures reruns the same item object);
+        Allure, when it reports this run, gets the item's parameters (allure imported only then)."""
         self.row = self.blamed = None
+        if self.config.pluginmanager.get_plugin(ALLURE_LISTENER) is not None:
+            allure: Any = importlib.import_module("allure")
+            for name, value in self.parameters().items():
+                allure.dynamic.parameter(name, value)
 
     def parameters(self) -> dict[str, str]:
-        """What tells this item from its siblings of the same kind (the part of its name in
-        brackets), for reporters that identify a test by its name without the brackets and its
-        parameters (Allure's historyId: ``_reporters``)."""
+        """What tells this item from its siblings (its name's brackets), for reporters that
+        identify a test by its bare name and its parameters (Allure's historyId)."""
         return {"device": self.device}
 
     def row_head(self) -> Row:
-        """The fields that open every row of the item: its kind, manifest, device, framework,
-        the manifest's file, the sha256 of its normalised content and that content (so that two
-        results files can say what differs)."""
+        """The fields that open every row of the item (the manifest's normalised content and its
+        sha256 too: two results files can then say what differs)."""
         m, content = self.manifest, self.manifest.normalized()
         return Row(
             nodeid=self.nodeid,
@@ -118,8 +116,7 @@ class ManifestItem(pytest.Item):
         )
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """Attributes of the ``when`` report (plain data: xdist carries them to the controller),
-        set by the plugin's one ``pytest_runtest_makereport`` wrapper: the call's row."""
+        """Attributes of the ``when`` report (plain data: xdist carries them): the call's row."""
         if when != "call" or self.row is None:
             return {}
         # The JUnit view of the row (pytest copies an item's user properties into its teardown
@@ -132,8 +129,8 @@ class ManifestItem(pytest.Item):
         return {ROW_ATTR: value}
 
     def conclude(self, end: End, text: str, strict_fails: bool = True) -> None:
-        """The one place a check's end becomes pytest's outcome: a skip (a failure under
-        --mlrepro-strict when ``strict_fails``) or a failure whose text is the whole story."""
+        """The one place a check's end becomes pytest's outcome (a skip fails under
+        --mlrepro-strict when ``strict_fails``)."""
         if end == "pass":
             return
         if end == "skip" and strict_fails and options(self.config).strict:
@@ -150,7 +147,9 @@ class ManifestItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, MlreproFailure):
             return str(excinfo.value)
-        if _is_pytest_timeout(excinfo.value):
+        if isinstance(excinfo.value, pytest.fail.Exception) and "from pytest-timeout" in str(
+            excinfo.value
+        ):  # pytest-timeout's signal-mode failure
             return self._timed_out(excinfo)
         try:
             return super().repr_failure(excinfo, style=style)
@@ -162,10 +161,8 @@ class ManifestItem(pytest.Item):
             return "".join(traceback.format_exception(excinfo.value)).rstrip()
 
     def failure_line(self, text: str) -> int | None:
-        """The manifest line a failure of this item is located at: the line its text names (an error
-        worded ``<manifest>:<line>: field: ...``), else the line of the field the diagnosis
-        blames, else of the block the verdict is about (``model``: the results drifted;
-        ``dataset``, ``latency``, ``determinism``); None when the manifest has no such line."""
+        """The manifest line of a failure: the one its text names (``<manifest>:<line>: ...``), else
+        the blamed field's, else the verdict's block's (``model``: the results drifted)."""
         leading = _LEADING_PLACE.match(text)
         if leading and leading["file"] == display_path(self.config, self.path):
             return int(leading["line"])
@@ -173,16 +170,16 @@ class ManifestItem(pytest.Item):
         block = _VERDICT_BLOCKS.get(str(verdict), self.kind if self.kind != "accuracy" else "")
         blamed = self.blamed or block or "model"
         lines = self.manifest.lines
-        path = key_path(blamed)
+        # inputs[0].preprocess[2].scale.divisor as the manifest's key path
+        path = tuple(name or int(index) for name, index in _KEY.findall(blamed))
         for cut in range(len(path), 0, -1):  # the field, else the closest key above it
             if path[:cut] in lines:
                 return lines[path[:cut]]
         return lines.get(("model",))
 
     def locate_failure(self, report: pytest.TestReport) -> None:
-        """A failed call's report located at its manifest line (:meth:`failure_line`): its
-        ``location`` (what pytest-github-actions-annotate-failures annotates, an IDE opens)
-        and its crash line (``--tb=line``)."""
+        """A failed call's ``location`` (what GitHub annotations and IDEs use) and crash line
+        (``--tb=line``) set to its manifest line."""
         if not (report.failed and report.when == "call" and isinstance(report.longrepr, str)):
             return
         line = self.failure_line(report.longrepr)
@@ -197,9 +194,8 @@ class ManifestItem(pytest.Item):
         report.longrepr = located
 
     def _timed_out(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
-        """pytest-timeout's signal-mode failure in a few lines (not its traceback through the
-        evaluation, ~1,400 lines): the limit, where the item was, and the plugin's own limit,
-        which stops an evaluation cleanly; the summary row's verdict says ``timeout``."""
+        """pytest-timeout's failure in a few lines (not its ~1,400-line traceback): the limit,
+        where the item was, and the plugin's own limit, which stops an evaluation cleanly."""
         self.set_verdict("timeout")
         stdlib = sysconfig.get_paths()["stdlib"]
         ours = [
@@ -222,8 +218,7 @@ class ManifestItem(pytest.Item):
 
 
 class EvaluatingItem(ManifestItem):
-    """An item that evaluates the manifest over its data set (or its shard of it), under the
-    item's time limit: what the accuracy and the determinism item share."""
+    """An item that evaluates the manifest over its data set (or shard), under a time limit."""
 
     def __init__(
         self, *, manifest: Manifest, device: str, shard: Shard | None = None, **kwargs: Any
@@ -242,7 +237,7 @@ class EvaluatingItem(ManifestItem):
         return 1
 
     def explain_build(self, exc: BuildMismatch) -> str:
-        """The build's mismatch, compared with the machine the golden was recorded on."""
+        """The mismatch, compared with the machine the golden was recorded on."""
         settings = self.config.stash[settings_key]
         path = golden_store.golden_path(self.manifest, settings)
         try:
@@ -251,3 +246,55 @@ class EvaluatingItem(ManifestItem):
             golden = None
         env = golden.environment if golden is not None else None
         return explain_build_mismatch(exc, env, display_path(self.config, path))
+
+
+MIN_INTERVAL_S = 0.5
+
+
+class TerminalProgress:
+    """A ``Progress`` callable (evaluation/_evaluate.py) for one item; use as a context manager."""
+
+    def __init__(self, config: pytest.Config, total: int) -> None:
+        self.config = config
+        self.total = total
+        self.shown = 0  # characters of progress on the terminal line now
+        self.last = 0.0
+        self.stream = self._terminal(config)
+
+    @staticmethod
+    def _terminal(config: pytest.Config) -> TextIO | None:  # None: progress not shown
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or not reporter.isatty or hasattr(config, "workerinput"):
+            return None
+        if config.pluginmanager.has_plugin("dsession"):  # the xdist controller
+            return None
+        # The stream pytest's terminal writer writes to (it has no public name for it).
+        return config.get_terminal_writer()._file
+
+    def __enter__(self) -> TerminalProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._show("")
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if self.stream is None or (now - self.last < MIN_INTERVAL_S and done < self.total):
+            return
+        self.last = now
+        self._show(f" {done}/{self.total} samples")
+
+    def _show(self, text: str) -> None:
+        """Replace what is shown with ``text``, leaving the cursor where pytest left it."""
+        if self.stream is None or not (text or self.shown):
+            return
+        writer = self.config.get_terminal_writer()
+        if text and writer.width_of_current_line + len(text) >= writer.fullwidth:
+            text = ""  # no room: show nothing rather than wrap
+        width = max(len(text), self.shown)
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            # Written past pytest's writer (it counts columns for "[ 50%]"): text, then back.
+            self.stream.write(text.ljust(width) + "\b" * width)
+            self.stream.flush()
+        self.shown = len(text)

@@ -15,8 +15,7 @@ import pytest
 from .._names import matches_patterns
 
 PREFIX = "mlrepro."
-SUITE_PROPERTY = "mlrepro:"
-"""The test suite property of one item under xunit2: ``mlrepro:<node id>``."""
+SUITE_PROPERTY = "mlrepro:"  # an item's test suite property under xunit2: mlrepro:<node id>
 PLUGIN_NAME = "mlrepro-junit"
 SUITE_FIELDS = frozenset(
     {
@@ -26,29 +25,21 @@ SUITE_FIELDS = frozenset(
         "outside_tolerance", "diagnosis", "reference_verdict",
     }
 )  # fmt: skip
-"""An item's properties in its test-suite property (xunit2): the verdict and its figures. The
-rest (the manifest's normalised content, the changed samples, the diagnosis's evidence, timings:
-kilobytes an item) is the results file's (``--mlrepro-json``); a viewer that prints the suite's
-properties first (xunit-viewer) then shows a line an item, not 29 KB before the first test."""
+"""An item's properties in its test-suite property (xunit2): the verdict and its figures. The rest
+(kilobytes an item) is the results file's: a viewer then shows a line an item, not 29 KB."""
 
 
-def register(config: pytest.Config) -> None:
-    """Register the JUnit glue (whether this run writes a JUnit file is its ``--junitxml``)."""
+def register(config: pytest.Config) -> None:  # whether a JUnit file is written: --junitxml
     config.pluginmanager.register(JunitGlue(config), PLUGIN_NAME)
 
 
-def as_json(value: Any) -> str:
-    """A property value as JSON (a value JSON cannot hold, as its text)."""
+def as_json(value: Any) -> str:  # a value JSON cannot hold as its text
     return json.dumps(value, sort_keys=True, default=str)
 
 
 def junit_view(row: dict[str, Any]) -> list[tuple[str, object]]:
-    """A row's JSON (``results.row_json``) as ``mlrepro.*`` user properties: what JUnit XML
-    shows of it, made at the end (the per-sample results stay out: kilobytes a sample)."""
-    props: list[tuple[str, object]] = [
-        (PREFIX + k, v) for k, v in row.items() if k not in ("nodeid", "outcome", "per_sample")
-    ]
-    return props
+    """A row's JSON as ``mlrepro.*`` user properties (the per-sample results stay out)."""
+    return [(PREFIX + k, v) for k, v in row.items() if k not in ("nodeid", "outcome", "per_sample")]
 
 
 def test_case_key(nodeid: str) -> tuple[str, str]:
@@ -62,10 +53,8 @@ def test_case_key(nodeid: str) -> tuple[str, str]:
 class JunitGlue:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.names: dict[tuple[str, str], str] = {}
-        """Each manifest item's test case (classname, name): the name it gets."""
-        self.suite: dict[str, str] = {}
-        """Each manifest item's test-suite property (xunit2), by node id, in report order."""
+        self.names: dict[tuple[str, str], str] = {}  # test case (classname, name) → its name
+        self.suite: dict[str, str] = {}  # node id → test-suite property (xunit2), report order
 
     @property
     def _path(self) -> str | None:
@@ -73,20 +62,12 @@ class JunitGlue:
         # xdist workers write no file: their controller does.
         return None if not xmlpath or hasattr(self.config, "workerinput") else str(xmlpath)
 
-    @property
-    def _family(self) -> str:
-        family = str(self.config.getini("junit_family") or "xunit2")
-        return "xunit1" if family in ("xunit1", "legacy") else "xunit2"
-
-    def _of_a_manifest(self, report: pytest.TestReport) -> bool:
-        file = report.nodeid.split("::", 1)[0]
-        patterns = self.config.getini("mlrepro_manifests")
-        root = self.config.rootpath
-        return matches_patterns(root / file, root, patterns)
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        if self._path is None or not self._of_a_manifest(report):
+        root = self.config.rootpath
+        if self._path is None or not matches_patterns(
+            root / report.nodeid.split("::", 1)[0], root, self.config.getini("mlrepro_manifests")
+        ):
             return (yield)
         domain = report.location[2]
         if "::" in domain:
@@ -97,7 +78,7 @@ class JunitGlue:
         original = report.user_properties
         ours = [(k, v) for k, v in original if isinstance(k, str) and k.startswith(PREFIX)]
         others = [(k, v) for k, v in original if not (isinstance(k, str) and k.startswith(PREFIX))]
-        if self._family == "xunit1":
+        if str(self.config.getini("junit_family") or "xunit2") in ("xunit1", "legacy"):
             report.user_properties = [*others, *((k, as_json(v)) for k, v in ours)]
         else:
             report.user_properties = others
@@ -126,8 +107,8 @@ class JunitGlue:
         os.replace(scratch, path)
 
     def _complete(self, suite: ET.Element) -> None:
-        """Test cases named by their manifest, one per item (the last attempt's), and the
-        items' properties in the suite's ``<properties>`` (xunit2)."""
+        """Test cases named by their manifest, one per item (the last attempt's); the items'
+        properties in the suite's ``<properties>`` (xunit2)."""
         last: dict[tuple[str, str], ET.Element] = {}
         for case in list(suite.iter("testcase")):
             key = (case.get("classname", ""), case.get("name", ""))

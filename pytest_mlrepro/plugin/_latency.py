@@ -1,15 +1,20 @@
 """The latency items, ``latency[<device>-b<batch>]``: the model (and one end-to-end request) timed
-at one batch size on one device, the distribution compared with this machine's golden."""
+at one batch size on one device, the distribution compared with this machine's golden. Under
+pytest-xdist, one is not timed while other workers' items load the cores (:class:`SessionLock`)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from .._files import fcntl_module
 from .._names import enrich_command, record_command
 from ..latency import LatencyRequest, run_latency
 from ..manifest import Manifest
@@ -17,13 +22,68 @@ from ..report import latency_decided_by, latency_outcome_text
 from ..results import Row, record, row_json
 from ._base import BENCHMARKS_ATTR, display_path, options, settings_key
 from ._item import ManifestItem, loadgroup
-from ._xdist_lock import XDIST_GROUP, exclusive
+from ._options import LOCK_INPUT
+
+XDIST_GROUP = "mlrepro-latency"
+
+_lock_key = pytest.StashKey["SessionLock | None"]()
+
+
+class SessionLock:
+    """A writer-preferring readers-writer lock between a session's processes: ``turnstile`` (held
+    by a waiting or measuring writer: no new reader enters), ``main`` (readers share it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.main = path
+        self.turnstile = path.with_name(path.name + ".turnstile")
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with _held(self.turnstile, alone=True):
+            pass  # waits while a latency item waits to measure or measures
+        with _held(self.main, alone=False):
+            yield
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with _held(self.turnstile, alone=True), _held(self.main, alone=True):
+            yield
+
+
+@contextlib.contextmanager
+def _held(path: Path, alone: bool) -> Iterator[None]:
+    fcntl = fcntl_module()
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def use_lock(config: pytest.Config, latency_items: bool) -> None:
+    """Worker side: lock only in sessions with latency items (others pay nothing)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or not latency_items:
+        return
+    path = workerinput.get(LOCK_INPUT)
+    if path:
+        config.stash[_lock_key] = SessionLock(Path(path))
+
+
+def session_lock(config: pytest.Config) -> SessionLock | None:
+    return config.stash.get(_lock_key, None)
+
+
+def exclusive(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """Nothing else runs in the session meanwhile (a latency item measures)."""
+    lock = session_lock(config)
+    return contextlib.nullcontext() if lock is None else lock.exclusive()
 
 
 def latency_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One latency item per device and declared batch size, for manifests with ``latency:``."""
     if manifest.latency is None:
         return []
     return [
@@ -41,9 +101,6 @@ def latency_items(
 
 
 class LatencyItem(ManifestItem):
-    """Times the model (and one end-to-end request) at one batch size on one device, and compares
-    the distribution with this machine's golden."""
-
     kind: ClassVar[str] = "latency"
 
     def __init__(self, *, manifest: Manifest, device: str, batch: int, **kwargs: Any) -> None:
@@ -55,7 +112,6 @@ class LatencyItem(ManifestItem):
         return {**super().parameters(), "batch": str(self.batch)}
 
     def report_attributes(self, when: str) -> dict[str, Any]:
-        """The call's report: the row, and the benchmark file's entries."""
         attributes = super().report_attributes(when)
         if when == "call" and self.benchmarks is not None:
             attributes[BENCHMARKS_ATTR] = self.benchmarks

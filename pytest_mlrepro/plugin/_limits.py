@@ -11,15 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+# What signal.signal returns: a function, SIG_DFL/SIG_IGN, or None (not set from Python).
 SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
-"""What ``signal.signal`` returns: a function, ``SIG_DFL``/``SIG_IGN``, or None (not set from
-Python)."""
-
-HARD_KILL_GRACE_S = 10.0
-"""The least time after the soft limit before the watchdog ends the process."""
+HARD_KILL_GRACE_S = 10.0  # the least time after the soft limit before the watchdog ends it
 HARD_KILL_EXIT_CODE = 70
-IMPORT_RETRY_S = 0.05
-"""When the soft limit falls inside an import, it is tried again this much later."""
+IMPORT_RETRY_S = 0.05  # when the soft limit falls inside an import, tried again this much later
 
 
 class ItemTimeout(BaseException):
@@ -27,8 +23,7 @@ class ItemTimeout(BaseException):
 
 
 def _importing(frame: FrameType | None) -> bool:
-    """Whether the interrupted code is inside an import (importlib's own frames are on the
-    stack)."""
+    """Whether the interrupted code is inside an import (importlib's frames on the stack)."""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
@@ -49,10 +44,8 @@ def _hard_kill(seconds: float, what: str, report_fd: int) -> None:
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None, what: str, report_fd: int = 2) -> Iterator[None]:
-    """Run the body with a soft limit of ``seconds`` (``ItemTimeout``) and a hard one of
-    ``seconds + grace`` (the process ends, after writing why and every thread's stack to
-    ``report_fd``); the grace is half the limit, at least ``HARD_KILL_GRACE_S``, time for a long
-    native call or an import to return. ``None`` or 0: no limit."""
+    """A soft limit of ``seconds`` (``ItemTimeout``), and a hard one (the process ends, writing why
+    and every stack to ``report_fd``) half the limit later, at least ``HARD_KILL_GRACE_S``."""
     if not seconds or seconds <= 0:
         yield
         return
@@ -66,18 +59,15 @@ def time_limit(seconds: float | None, what: str, report_fd: int = 2) -> Iterator
     watchdog.daemon = True
     watchdog.start()
     try:
-        if soft:
-            with _soft_limit(seconds, what):
-                yield
-        else:
+        with _soft_limit(seconds, what) if soft else contextlib.nullcontext():
             yield
     finally:
         watchdog.cancel()
 
 
 class _OuterTimer:
-    """A ``SIGALRM`` timer someone else (pytest-timeout's signal method) had armed when ours
-    started: its handler, and when it is due, so that it still fires on time."""
+    """A ``SIGALRM`` timer someone else (pytest-timeout) had armed when ours started: it still
+    fires on time."""
 
     def __init__(self, handler: SignalHandler, remaining: float, interval: float) -> None:
         self.handler = handler
@@ -88,7 +78,6 @@ class _OuterTimer:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def fire(self, signum: int, frame: FrameType | None) -> None:
-        """Run its handler now (it usually raises, ending the item as its owner wants)."""
         self.deadline = None
         if callable(self.handler):
             self.handler(signum, frame)
@@ -97,7 +86,6 @@ class _OuterTimer:
             signal.raise_signal(signal.SIGALRM)
 
     def restore(self) -> None:
-        """Its handler back, and its timer re-armed with the time it has left."""
         signal.signal(signal.SIGALRM, self.handler if self.handler is not None else signal.SIG_DFL)
         if self.deadline is not None:
             left = max(self.deadline - time.monotonic(), 1e-6)  # overdue: fire at once
@@ -113,9 +101,8 @@ def _arm(*deadlines: float | None) -> None:
 
 @contextlib.contextmanager
 def _soft_limit(seconds: float, what: str) -> Iterator[None]:
-    """``ItemTimeout`` after ``seconds``, sharing ``ITIMER_REAL`` with a timer already armed
-    (pytest-timeout): the nearer deadline arms it, each deadline runs its own handler, and the
-    other timer gets its handler and its remaining time back afterwards."""
+    """``ItemTimeout`` after ``seconds``, sharing ``ITIMER_REAL`` with a timer already armed: the
+    nearer deadline arms it, and the other timer gets its handler and time left back after."""
     ours = time.monotonic() + seconds
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:

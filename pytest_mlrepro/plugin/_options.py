@@ -13,24 +13,25 @@ from .._names import DEFAULT_PATTERNS, DEVICES, FRAMEWORKS
 GROUP = "mlrepro"
 GROUP_DESCRIPTION = "ML model reproducibility (pytest-mlrepro)"
 DEFAULT_MAX_CONTENTION = 0.25
-LOCK_INPUT = "mlrepro_latency_lock"
-"""The xdist worker input that holds the path of the session's latency lock (``_xdist_lock``)."""
+LOCK_INPUT = "mlrepro_latency_lock"  # the xdist worker input: the session's latency lock's path
 
 
 @dataclass(frozen=True)
 class Option:
-    """A command-line option."""
+    """A command-line option: ``usage`` is its flag and, for one that takes a value, the value's
+    metavar (``"--mlrepro-json PATH"``); a flag without one is ``store_true``."""
 
-    flag: str
+    usage: str
     help: str
-    action: str | None = None
-    metavar: str | None = None
+    action: str = "store"
     type: Any = None
     default: Any = None
     named: str = ""  # its name in ``config.option`` where it is not the flag's
-    # An option whose value may be left out (argparse's nargs="?"): ``const`` when it is.
-    optional_value: bool = False
-    const: Any = None
+    const: Any = None  # not None: the value may be left out (argparse's nargs="?"), giving this
+
+    @property
+    def flag(self) -> str:
+        return self.usage.partition(" ")[0]
 
     @property
     def dest(self) -> str:
@@ -38,18 +39,19 @@ class Option:
         return self.named or self.flag.lstrip("-").replace("-", "_")
 
     def add_to(self, group: pytest.OptionGroup) -> None:
-        action = self.action or "store"
-        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help, "action": action}
-        if action != "store_true":  # a flag takes no value: no default, metavar nor type
-            kwargs.update(default=self.default, metavar=self.metavar, type=self.type)
-        if self.optional_value:
+        metavar = self.usage.partition(" ")[2]
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": self.help}
+        if not metavar:  # a flag takes no value: no default, metavar nor type
+            kwargs["action"] = "store_true"
+        else:
+            kwargs.update(action=self.action, default=self.default, metavar=metavar, type=self.type)
+        if self.const is not None:
             kwargs.update(nargs="?", const=self.const)
         group.addoption(self.flag, **kwargs)
 
     @property
     def unset(self) -> Any:
-        """The value of the option when it is not given."""
-        return False if self.action == "store_true" else self.default
+        return self.default if " " in self.usage else False
 
 
 @dataclass(frozen=True)
@@ -59,168 +61,129 @@ class IniKey:
     default: Any = ""
     type: Literal["paths", "linelist"] | None = None
 
-    def add_to(self, parser: pytest.Parser) -> None:
-        parser.addini(self.name, help=self.help, type=self.type, default=self.default)
-
 
 OPTIONS = (
     Option(
-        "--mlrepro-update",
-        "record goldens that are missing or that the results no longer match",
-        action="store_true",
+        "--mlrepro-update", "record goldens that are missing or that the results no longer match"
     ),
     Option(
         "--mlrepro-enrich",
         "add to goldens the evidence they lack (layer and step fingerprints, environment "
         "fields, pixel identities, latency operator profiles) where the run reproduces them; "
         "never changes a figure",
-        action="store_true",
     ),
     Option(
         "--mlrepro-strict",
         "fail, instead of skip, when a framework, data set or device is missing; and fail on "
         "any byte change of the data, even one that decodes to the golden's pixels",
-        action="store_true",
     ),
+    Option("--mlrepro-json PATH", "write a machine-readable results file"),
     Option(
-        "--mlrepro-json",
-        "write a machine-readable results file",
-        metavar="PATH",
-    ),
-    Option(
-        "--mlrepro-device",
+        "--mlrepro-device auto|cpu|cuda|cpu,cuda",
         "devices to run on (auto: cpu, and cuda when an NVIDIA GPU is present)",
-        metavar="auto|cpu|cuda|cpu,cuda",
         default="auto",
     ),
-    Option(
-        "--mlrepro-no-download",
-        "never download data sets, even when a manifest gives a URL",
-        action="store_true",
-    ),
+    Option("--mlrepro-no-download", "never download data sets, even when a manifest gives a URL"),
     Option(
         "--mlrepro-no-diagnose",
         "on a drift, do not diagnose its likely cause (counterfactual probes)",
-        action="store_true",
     ),
     Option(
-        "--mlrepro-counterfactual-samples",
+        "--mlrepro-counterfactual-samples N",
         "samples re-run per pitfall when diagnosing a drift (default: ini "
         "mlrepro_counterfactual_samples, 64; 0: no counterfactuals)",
-        metavar="N",
         type=int,
     ),
     # Command-line twins of the ini keys (dest: the key's name). A path given on the command
     # line is relative to where pytest runs; one in the ini file, to the root (settings_from).
     Option(
-        "--mlrepro-golden-dir",
-        "where goldens live (overrides the ini key mlrepro_golden_dir)",
-        metavar="DIR",
+        "--mlrepro-golden-dir DIR", "where goldens live (overrides the ini key mlrepro_golden_dir)"
     ),
     Option(
-        "--mlrepro-data",
+        "--mlrepro-data DIR",
         "a data mirror folder, searched before those of the ini key mlrepro_data (repeatable)",
         action="append",
-        metavar="DIR",
     ),
     Option(
-        "--mlrepro-cache",
+        "--mlrepro-cache DIR",
         "cache for built models and downloaded data (overrides the ini key mlrepro_cache)",
-        metavar="DIR",
     ),
     Option(
-        "--mlrepro-allowed-root",
+        "--mlrepro-allowed-root DIR",
         "a folder outside the project that manifest paths may point into, besides those "
         "of the ini key mlrepro_allowed_roots (repeatable)",
         action="append",
-        metavar="DIR",
         named="mlrepro_allowed_roots",
     ),
     Option(
-        "--mlrepro-fingerprint-samples",
+        "--mlrepro-fingerprint-samples N",
         "samples whose per-step fingerprints a recorded golden keeps (overrides the ini "
         "key mlrepro_fingerprint_samples)",
-        metavar="N",
         type=int,
     ),
     Option(
-        "--mlrepro-machine",
+        "--mlrepro-machine NAME",
         "this machine's name in the results file (overrides the ini key mlrepro_machine; "
         "default: the host name)",
-        metavar="NAME",
     ),
     Option(
-        "--mlrepro-shard",
+        "--mlrepro-shard I/N",
         "evaluate shard I of N of every data set (a deterministic 1/N of its samples); "
         "`mlrepro merge` of the N results files gives the verdict (overrides the ini key "
         "mlrepro_shard)",
-        metavar="I/N",
     ),
     Option(
-        "--mlrepro-shards",
+        "--mlrepro-shards K",
         "split each accuracy item into K shard items (spread over pytest-xdist workers) "
         "whose results are merged into one verdict (overrides the ini key mlrepro_shards)",
-        metavar="K",
     ),
     Option(
-        "--mlrepro-threads",
+        "--mlrepro-threads INTRA[,INTER]",
         "thread counts for latency items, overriding the manifests' runtime "
         "intra_op_threads / inter_op_threads (part of the hardware key)",
-        metavar="INTRA[,INTER]",
     ),
     Option(
-        "--mlrepro-benchmark-json",
-        "write latency results in pytest-benchmark's JSON format",
-        metavar="PATH",
+        "--mlrepro-benchmark-json PATH", "write latency results in pytest-benchmark's JSON format"
     ),
     Option(
-        "--mlrepro-latency-max-contention",
+        "--mlrepro-latency-max-contention SHARE",
         "overrides the ini key mlrepro_latency_max_contention",
-        metavar="SHARE",
     ),
     Option(
         "--mlrepro-determinism",
         "add a determinism item for every manifest (runs its evaluation twice), not only "
         "for manifests with a determinism: block",
-        action="store_true",
     ),
     Option(
-        "--mlrepro-timeout",
+        "--mlrepro-timeout SECONDS",
         "seconds an accuracy or determinism item may run (overrides the ini key "
         "mlrepro_timeout; a manifest's runtime.timeout_s still comes first)",
-        metavar="SECONDS",
     ),
     Option(
         "--mlrepro-update-despite-reference",
         "with --mlrepro-update, record goldens even when the results disagree with the "
         "manifest's reference (by default they are not recorded: the reference says the two "
         "must agree); the item still fails on the disagreement",
-        action="store_true",
     ),
     Option(
-        "--mlrepro-changed",
+        "--mlrepro-changed REF",
         "run only the manifest items whose manifest, model, data checksum list or labels, "
         "golden, builder or preprocessing code changed since the git ref REF (default HEAD: "
         "the uncommitted and untracked changes); the others are deselected (overrides the ini "
         "key mlrepro_changed). Give it as --mlrepro-changed=REF before paths",
-        metavar="REF",
-        optional_value=True,
         const="HEAD",
     ),
     Option(
-        "--mlrepro-html",
+        "--mlrepro-html PATH",
         "write a self-contained HTML report of the session (overrides the ini key "
         "mlrepro_html; needs the report extra: pip install 'pytest-mlrepro[report]')",
-        metavar="PATH",
     ),
     Option(
-        "--mlrepro-track",
+        "--mlrepro-track URI",
         "log the session to an MLflow tracking store: URI, else MLFLOW_TRACKING_URI, else the "
         "ini key mlrepro_track, else sqlite:///<rootdir>/mlflow.db (needs the track extra: "
         "pip install 'pytest-mlrepro[track]'; docs/tracking.md). Give it after the paths, or "
         "as --mlrepro-track=URI",
-        metavar="URI",
-        optional_value=True,
         const="",
     ),
 )
@@ -309,12 +272,11 @@ INI_KEYS = (
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Every option and ini key of the plugin."""
     group = parser.getgroup(GROUP, GROUP_DESCRIPTION)
     for option in OPTIONS:
         option.add_to(group)
     for key in INI_KEYS:
-        key.add_to(parser)
+        parser.addini(key.name, help=key.help, type=key.type, default=key.default)
 
 
 def given(config: pytest.Config) -> bool:

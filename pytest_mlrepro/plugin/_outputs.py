@@ -1,6 +1,5 @@
-"""The files a session writes at its end, from the session's rows: the results file
-(``--mlrepro-json``, format 2: docs/results.md) and the latency results in pytest-benchmark's
-format (``--mlrepro-benchmark-json``). The HTML page is :mod:`._html`'s."""
+"""The files a session writes at its end: the results file (``--mlrepro-json``: docs/results.md)
+and the latency results in pytest-benchmark's format (``--mlrepro-benchmark-json``)."""
 
 from __future__ import annotations
 
@@ -16,13 +15,12 @@ from ..errors import OutputError
 from ..fingerprint import environment
 from ..latency import document, head_commit
 from ..results import FORMAT, Document, Row, created_now, record, results_text
-from ._base import machine_name, options, output_path, report_output_error, results_path
+from ._base import machine_name, options, output_path, report_output_error
 
 
 @dataclass(frozen=True)
 class ResultsFile:
-    """The results file of the session: its bytes, as a record, and where it was written (None:
-    not written, no --mlrepro-json, or it could not be)."""
+    """The session's results file, and where it was written (None: not written)."""
 
     data: bytes
     document: Document
@@ -30,16 +28,11 @@ class ResultsFile:
 
 
 def write_results_file(
-    session: pytest.Session,
-    rows: list[Row],
-    one_time: dict[str, dict[str, float]] | None = None,
-    *,
-    needed: bool = False,
+    session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]], needed: bool
 ) -> ResultsFile | None:
-    """The results file (format 2, docs/results.md), written when --mlrepro-json asks for one;
-    made without it too when ``needed`` (a tracking store logs it); ``one_time``: the costs the
-    process paid once for all its items (none: left out)."""
-    path = results_path(session.config)
+    """The results file, written when --mlrepro-json asks for one; made without it too when
+    ``needed`` (a tracking store logs it)."""
+    path = output_path(session.config, "mlrepro_json")
     if path is None and not needed:
         return None
     config = session.config
@@ -75,7 +68,6 @@ def write_results_file(
 def write_benchmark_file(
     session: pytest.Session, rows: list[tuple[Row, list[dict[str, Any]]]]
 ) -> None:
-    """The latency results in pytest-benchmark's format, when --mlrepro-benchmark-json asks."""
     config = session.config
     path = output_path(config, "mlrepro_benchmark_json")
     if path is None:
@@ -86,9 +78,10 @@ def write_benchmark_file(
     for row, entries in rows:
         if entries and row.hardware_key and row.hardware_key not in keys:
             keys.append(row.hardware_key)
-    payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
-    text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
     try:
+        payload = document(benchmarks, root=config.rootpath, hardware_keys=keys)
+        text = json.dumps(payload, indent=2, sort_keys=True) + "\n"
         atomic_write_bytes(path, text.encode(), what="benchmark file (--mlrepro-benchmark-json)")
-    except OutputError as exc:
-        report_output_error(session, str(exc))
+    except Exception as exc:  # said, not a traceback at exit
+        made = f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
+        report_output_error(session, str(exc) if isinstance(exc, OutputError) else made)

@@ -1,6 +1,5 @@
-"""The per-phase account of each item's call (``timing.phases``: :mod:`pytest_mlrepro._phases`)
-and of the session's one-time costs (the frameworks imported at collection's end), which the
-results file, the ``-v`` summary and the HTML report show."""
+"""What wraps an item's call: its per-phase account (``timing.phases``) and its time limit (soft
+then hard: :mod:`._limits`); and the session's one-time costs (frameworks imported)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,9 @@ import pytest
 
 from .. import _phases
 from ..results import PhaseTimes, Timing
-from ._base import state_of
-from ._item import ManifestItem
+from ._base import MlreproFailure, display_path, options, state_of, terminal_stderr
+from ._item import EvaluatingItem, ManifestItem
+from ._limits import ItemTimeout, time_limit
 
 
 @contextlib.contextmanager
@@ -44,3 +44,26 @@ def one_time(config: pytest.Config, name: str) -> Iterator[None]:
         spent = state_of(config).one_time.setdefault(name, {"wall": 0.0, "cpu": 0.0})
         spent["wall"] = round(spent["wall"] + time.perf_counter() - wall, 4)
         spent["cpu"] = round(spent["cpu"] + time.process_time() - cpu, 4)
+
+
+@contextlib.contextmanager
+def limited(item: pytest.Item) -> Iterator[None]:
+    """An evaluating item's call under its manifest's ``runtime.timeout_s``, else the run's, times
+    its evaluations; past it, the item fails saying where the limit came from."""
+    if not isinstance(item, EvaluatingItem):
+        yield
+        return
+    own = item.manifest.runtime.timeout_s
+    seconds = (own or options(item.config).timeout) * item.timeout_factor
+    if not seconds:
+        yield
+        return
+    given = item.config.getoption("mlrepro_timeout") is not None
+    source = "runtime.timeout_s" if own else "--mlrepro-timeout" if given else "ini mlrepro_timeout"
+    try:
+        where = f"{display_path(item.config, item.path)}::{item.name}"
+        with time_limit(seconds, where, report_fd=terminal_stderr(item.config)):
+            yield
+    except ItemTimeout as exc:
+        item.set_verdict("timeout")  # the summary table's row says so
+        raise MlreproFailure(f"{exc} (the limit comes from {source})") from None

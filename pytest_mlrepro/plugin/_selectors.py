@@ -4,19 +4,18 @@ neither ever gives a manifest a stale pass."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .._names import matches_patterns
 
 PLUGIN_NAME = "mlrepro-selectors"
-TESTMON_SELECT = "TestmonSelect"
-"""The name pytest-testmon registers its selecting plugin under (testmon 2.x)."""
+TESTMON_SELECT = "TestmonSelect"  # pytest-testmon's selecting plugin (testmon 2.x)
 _args_key = pytest.StashKey[list[str]]()
 
 
-def remember_args(config: pytest.Config) -> None:
-    """The run's paths before any plugin's ``pytest_configure`` (pytest-picked's replaces them)."""
+def remember_args(config: pytest.Config) -> None:  # before pytest-picked replaces them
     config.stash[_args_key] = list(config.args)
 
 
@@ -31,7 +30,7 @@ def picked_ref(config: pytest.Config) -> str | None:
 
 def register(config: pytest.Config) -> bool:
     """Register the glue; under pytest-picked's selection ask for ``--mlrepro-changed`` with its
-    ref (unless a ref is given). Whether the engine is needed for that."""
+    ref (unless a ref is given), and say that the engine is needed."""
     config.pluginmanager.register(SelectorGlue(config), PLUGIN_NAME)
     ref = picked_ref(config)
     if ref is None:
@@ -44,9 +43,10 @@ def register(config: pytest.Config) -> bool:
     return True
 
 
-def _testmon_selects(config: pytest.Config) -> bool:
-    testmon_config = getattr(config, "testmon_config", None)
-    return bool(getattr(testmon_config, "select", False))
+def _testmon_select(config: pytest.Config) -> Any:
+    """pytest-testmon's selecting plugin, when it selects (else None)."""
+    selects = getattr(getattr(config, "testmon_config", None), "select", False)
+    return config.pluginmanager.get_plugin(TESTMON_SELECT) if selects else None
 
 
 class SelectorGlue:
@@ -59,8 +59,7 @@ class SelectorGlue:
             root / name.split("::", 1)[0], root, self.config.getini("mlrepro_manifests")
         )
 
-    def _manifests_of(self, args: list[str]) -> list[str]:
-        """The manifest files in or under ``args`` (paths as given on the command line)."""
+    def _manifests_of(self, args: list[str]) -> list[str]:  # the manifests in or under args
         root, here = self.config.rootpath, self.config.invocation_params.dir
         patterns = self.config.getini("mlrepro_manifests")
         files = sorted({p.resolve() for pattern in patterns for p in root.glob(pattern)})
@@ -74,8 +73,8 @@ class SelectorGlue:
             given = {Path(a.split("::", 1)[0]).resolve() for a in config.args}
             original = config.stash.get(_args_key, [])
             config.args += [m for m in self._manifests_of(original) if Path(m) not in given]
-        select = config.pluginmanager.get_plugin(TESTMON_SELECT)
-        if select is not None and _testmon_selects(config):
+        select = _testmon_select(config)
+        if select is not None:
             for attribute in ("deselected_tests", "deselected_files"):
                 names = getattr(select, attribute, None)
                 if isinstance(names, list):
@@ -90,7 +89,7 @@ class SelectorGlue:
                 f"manifest, model, data list, golden or code changed since {ref} run too "
                 "(--mlrepro-changed)"
             )
-        if config.pluginmanager.get_plugin(TESTMON_SELECT) is not None and _testmon_selects(config):
+        if _testmon_select(config) is not None:
             lines.append(
                 "mlrepro: pytest-testmon follows Python code only: manifest items always run "
                 "(their models, data and goldens are no Python code)"

@@ -23,48 +23,29 @@ from ..report import (
     summary_table,
 )
 from ..results import Row
+from . import _changed, _golden_audit, _tracking
 from ._accuracy import accuracy_items, plan_preprocessing
 from ._base import (
+    BENCHMARKS_ATTR,
+    SPLIT_ATTR,
     check_outputs,
     close_terminal_stderr,
     is_worker,
     options,
     options_key,
     read_options,
-    report_output_error,
     settings_from,
     settings_key,
     state_of,
 )
-from ._changed import (
-    changed_lines,
-    gather_changed,
-    nothing_changed_is_ok,
-    read_changes,
-    select_changed,
-    share_changed,
-)
-from ._collect import ManifestFile, is_mlrepro_item, preload_frameworks
+from ._collect import ManifestErrorItem, ManifestFile, is_mlrepro_item, preload_frameworks
 from ._determinism import determinism_items
-from ._golden_audit import (
-    audit_findings,
-    gather_worker_audit,
-    mark_shared_goldens,
-    refuse_shared_golden,
-    share_audit,
-)
 from ._html import check_html_target, drift_row, write_html_report
-from ._invalid import ManifestErrorItem
 from ._item import ManifestItem
-from ._latency import LatencyItem, latency_items
+from ._latency import LatencyItem, latency_items, session_lock, use_lock
 from ._outputs import write_benchmark_file, write_results_file
-from ._phases import accounted, one_time
-from ._reporters import tell_allure
-from ._rows import latency_row, results_row
-from ._shards import Gathering, emit, merged_report
-from ._time_limit import limited
-from ._tracking import read_tracking, track_session, tracking_lines, tracking_uri
-from ._xdist_lock import session_lock, use_lock
+from ._phases import accounted, limited, one_time
+from ._shards import Gathering, emit, merged_report, results_row
 
 if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
@@ -79,8 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = read_options(config)
     check_outputs(config)
     check_html_target(config)
-    read_tracking(config)
-    read_changes(config)
+    _tracking.read_tracking(config)
+    _changed.read_changes(config)
     session_of(config)
 
 
@@ -94,8 +75,6 @@ def session_of(config: pytest.Config) -> MlreproSession:
 
 
 class MlreproSession:
-    """The engine's hooks for one pytest process (see the module docstring)."""
-
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.state = state_of(config)
@@ -104,14 +83,12 @@ class MlreproSession:
     # --- collection ---------------------------------------------------------------------------
 
     def collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector:
-        """A manifest's collector, for the entry point's ``pytest_collect_file`` (which
-        recognised it: ``_recognize``)."""
+        """For the entry point's ``pytest_collect_file``, which recognised the manifest."""
         return ManifestFile.from_parent(parent, path=file_path)
 
     def pytest_mlrepro_make_items(
         self, parent: pytest.File, manifest: Manifest, devices: list[str]
     ) -> list[pytest.Item]:
-        """The plugin's own kinds: accuracy, latency and determinism items."""
         return [
             *accuracy_items(parent, manifest, devices),
             *latency_items(parent, manifest, devices),
@@ -128,8 +105,8 @@ class MlreproSession:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        select_changed(config, items)
-        mark_shared_goldens(config, items)
+        _changed.select_changed(config, items)
+        _golden_audit.mark_shared_goldens(config, items)
         use_lock(config, any(isinstance(i, LatencyItem) for i in items))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -143,22 +120,21 @@ class MlreproSession:
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> str | list[str] | None:
         """Where goldens, data and cache are, after "collected N items", when manifests were
-        collected (a run without them shows nothing of the plugin). Under xdist the controller
-        collects nothing, so the line is not shown there."""
+        collected (not on an xdist controller, which collects nothing)."""
+        changed = _changed.changed_lines(config)
         if not any(is_mlrepro_item(item) for item in items):
-            return changed_lines(config) or None
+            return changed or None
         s = config.stash[settings_key]
         mirrors = ", ".join(str(p) for p in s.data_mirrors) or "none"
         where = f"mlrepro: goldens {s.golden_dir}, data mirrors {mirrors}, cache {s.cache_dir}"
-        return [where, *changed_lines(config)]
+        return [where, *changed]
 
     # --- running --------------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Count each split item's whole item as an item of the run: its merged report is one
-        more result (the terminal's progress counts against the collected items, a number
-        pytest sets after the collection hooks)."""
+        """Each split item's whole item counts as an item of the run: its merged report is one
+        more result (the terminal's progress counts against the collected items)."""
         if self.is_worker:
             return
         wholes = {getattr(item, "split_of", None) for item in session.items}
@@ -179,30 +155,22 @@ class MlreproSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Each attempt of an item (pytest-rerunfailures) records its own properties; Allure
-        gets the item's parameters (``_reporters``)."""
         if isinstance(item, ManifestItem):
             item.begin_attempt()
-            tell_allure(item.config, item.parameters())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """An item whose golden another manifest claims too fails before it runs; an evaluating
-        item runs under its time limit. The call's phases are accounted (``timing.phases``): the
-        outermost wrapper, so that they cover what pytest times as the call's duration."""
-        with accounted(item):
-            refuse_shared_golden(item)
-            with limited(item):
-                return (yield)
+        """An evaluating item runs under its time limit. The outermost wrapper: the phases cover
+        what pytest times as the call."""
+        with accounted(item), limited(item):
+            return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """The one report wrapper of the plugin: a skip points at the manifest, not at the plugin
-        line that raised it; the report gets the attributes the item exposes (per-sample results,
-        the whole item of a shard item, latency data, pictures: plain data, which xdist carries
-        from a worker to the controller with the report)."""
+        """The one report wrapper: a skip points at the manifest, not at the plugin line that
+        raised it; the report gets the item's attributes (plain data, which xdist carries)."""
         report = yield
         if is_mlrepro_item(item) and report.skipped and isinstance(report.longrepr, tuple):
             report.longrepr = (str(item.path), 1, visible_lines(report.longrepr[2]))
@@ -218,58 +186,39 @@ class MlreproSession:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep each item's results; under xdist this runs on the controller for worker reports.
-        An attempt that pytest-rerunfailures runs again (outcome ``rerun``) is no result: the
-        last attempt's report stands for the item, with the number of attempts (``_rows``)."""
+        """Keep each item's results (under xdist, on the controller). An attempt that
+        pytest-rerunfailures runs again is no result: the last attempt's report stands."""
         if str(report.outcome) == "rerun":  # not among pytest's own outcomes (its type says)
             return
         state = self.state
-        row = results_row(report)
+        row, drift = results_row(report), drift_row(report)
+        benchmarks = getattr(report, BENCHMARKS_ATTR, None)
         if row is not None:
             state.results.append(row)
-        latency, drift = latency_row(report, row), drift_row(report)
-        if latency is not None:
-            state.latency.append(latency)
+            if row.kind == "latency" and isinstance(benchmarks, list):
+                state.latency.append((row, benchmarks))
         if drift is not None:
             state.drift.append(drift)
-        self._gather_shard(report)
-
-    def _gather_shard(self, report: pytest.TestReport) -> None:
-        """A shard item's report: kept; once every shard of its whole item is in, the whole
-        item's merged report is sent to every reporter (on the controller, or the one process:
-        an xdist worker runs only some of the shards)."""
-        if self.is_worker or getattr(report, "mlrepro_split", None) is None:
+        # A shard item's report: once every shard of its whole item is in, the whole item's
+        # merged report goes to every reporter (not on a worker: it runs only some shards).
+        if self.is_worker or getattr(report, SPLIT_ATTR, None) is None:
             return
-        if self.state.shards is None:
-            self.state.shards = Gathering()
-        complete = self.state.shards.add(report)
+        if state.shards is None:
+            state.shards = Gathering()
+        complete = state.shards.add(report)
         if complete is not None:
-            emit(self.config, merged_report(self.state.shards, complete))
+            emit(self.config, merged_report(state.shards, complete))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller side (xdist): gather each worker's audit, and whether it deselected."""
-        gather_worker_audit(node)
-        gather_changed(node)
+        _golden_audit.gather_worker_audit(node)
+        _changed.gather_changed(node)
 
     # --- the end ---------------------------------------------------------------------------------
-
-    def _finish_shards(self, session: pytest.Session) -> None:
-        """Whole items some of whose shard items never reported (deselected, stopped early,
-        crashed): each fails, naming the missing shards (no verdict without all of them)."""
-        shards = self.state.shards
-        if self.is_worker or shards is None:
-            return
-        pending = shards.pending()
-        for nodeid in pending:
-            emit(self.config, merged_report(shards, nodeid))
-        if pending and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(
         self, terminalreporter: TerminalReporter, exitstatus: int, config: pytest.Config
     ) -> None:
-        """The plugin's terminal sections (on the xdist controller only)."""
         if self.is_worker:
             return
         state = self.state
@@ -278,10 +227,11 @@ class MlreproSession:
             key=lambda r: (str(r.manifest), str(r.device)),
         )
         referenced = [r for r in state.results if r.reference_verdict is not None]
+        findings = _golden_audit.audit_findings(config, state.audit)
         sections: list[tuple[str, list[str]]] = [
             ("mlrepro reference agreement", reference_lines(referenced)),
-            ("mlrepro goldens", audit_lines(*audit_findings(config, state.audit))),
-            ("mlrepro notes", note_lines(state.results)),  # latency rows' too (an enrichment)
+            ("mlrepro goldens", audit_lines(*findings)),
+            ("mlrepro notes", note_lines(state.results)),  # latency rows' too (enrichment)
             (
                 "mlrepro latency",
                 latency_table([r for r, _ in state.latency]) if state.latency else [],
@@ -298,7 +248,7 @@ class MlreproSession:
             # pytest-repeat's option (absent without it): said once, where manifest items ran.
             ("mlrepro and pytest-repeat", repeat_lines(_repeat_count(config, state.results))),
             # What was logged to the tracking store, or could not be (--mlrepro-track).
-            ("mlrepro tracking", tracking_lines(config)),
+            ("mlrepro tracking", _tracking.tracking_lines(config)),
             # Where each item's time went: under -v (the results file and the page keep it).
             (
                 "mlrepro phases",
@@ -314,33 +264,32 @@ class MlreproSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The audit's share of this process (to the controller under xdist), then the output
-        files: the results file first, the benchmark file and the HTML report, and both logged to
-        the tracking store when one is asked for (on the controller only)."""
-        share_audit(session, self.state.audit)
-        share_changed(session)
+        files, and both logged to the tracking store when one is asked for (controller only)."""
+        state = self.state
+        _golden_audit.share_audit(session, state.audit)
+        _changed.share_changed(session)
         if self.is_worker:
             return
-        nothing_changed_is_ok(session)
-        self._finish_shards(session)
+        _changed.nothing_changed_is_ok(session)
+        # Whole items some of whose shard items never reported (deselected, stopped early,
+        # crashed): each fails, naming the missing shards (no verdict without all of them).
+        pending = [] if state.shards is None else state.shards.pending()
+        for nodeid in pending:
+            emit(self.config, merged_report(state.shards, nodeid))
+        if pending and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         # The results file first: whatever fails after it (the benchmark file, the page, the
         # tracking store) is said in one line and costs nothing written before.
-        uri = tracking_uri(session.config)
-        results = write_results_file(
-            session, self.state.results, self.state.one_time, needed=uri is not None
-        )
-        try:
-            write_benchmark_file(session, self.state.latency)
-        except Exception as exc:  # said, not a traceback at exit
-            report_output_error(
-                session, f"the benchmark file could not be made ({type(exc).__name__}: {exc})"
-            )
-        if uri is None or results is None or not self.state.results:
+        tracking = _tracking.live_tracking(session.config)
+        results = write_results_file(session, state.results, state.one_time, tracking is not None)
+        write_benchmark_file(session, state.latency)
+        if tracking is None or results is None or not state.results:
             # Tracked only where manifest items ran (not a --collect-only, nor a run of others).
-            write_html_report(session, self.state)
+            write_html_report(session, state)
             return
         with tempfile.TemporaryDirectory(prefix="mlrepro-page-") as folder:
-            page = write_html_report(session, self.state, fallback=Path(folder) / "report.html")
-            track_session(session, uri, results, page)
+            page = write_html_report(session, state, fallback=Path(folder) / "report.html")
+            tracking.track_session(session, results, page)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_terminal_stderr(config)

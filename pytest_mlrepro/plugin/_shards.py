@@ -1,8 +1,5 @@
-"""Sharding in the plugin: ``--mlrepro-shard I/N`` (this run evaluates shard I of N of every data
-set; ``mlrepro merge`` of the N runs gives the verdict), and ``mlrepro_shards = K`` (each
-accuracy item is split into K shard items, spread over pytest-xdist's workers like any items,
-whose parts the session merges into one verdict for the whole item as soon as all K have
-arrived)."""
+"""Rows from reports, and ``mlrepro_shards = K``: each accuracy item split into K shard items,
+spread over pytest-xdist's workers, whose parts are merged into one verdict once all K arrived."""
 
 from __future__ import annotations
 
@@ -14,10 +11,44 @@ import pytest
 from .._visible import visible_lines
 from ..data import Shard
 from ..report import merged_shards_text
-from ..results import Row, ShardMergeError, merge_shards, row_json, row_of
+from ..results import PerSample, Row, ShardMergeError, merge_shards, record, row_json, row_of
 from ._base import PER_SAMPLE_ATTR, ROW_ATTR, SPLIT_ATTR
 from ._junit import junit_view
-from ._rows import results_row
+
+
+# Rows come from reports alone (the row attribute, JSON as xdist carries it), never from the
+# item, so that an xdist controller gathers the same rows as one process.
+def results_row(report: pytest.TestReport, keep_split: bool = False) -> Row | None:
+    """An item's row from its report (the call, or a skip at setup); None for others, and for
+    shard items unless ``keep_split`` (the whole item's merged report stands for them)."""
+    if report.when != "call" and not (report.skipped and report.when == "setup"):
+        return None
+    if not keep_split and getattr(report, SPLIT_ATTR, None) is not None:
+        return None
+    value = getattr(report, ROW_ATTR, None)
+    if not isinstance(value, dict):
+        return None
+    row = row_of({**value, "nodeid": report.nodeid, "outcome": report.outcome})
+    timing = row.timing
+    if timing is not None and timing.phases is not None:
+        # The call's duration as pytest measured it, beside the phases that account for it.
+        timing = replace(timing, call=round(report.duration, 4))
+    per_sample = getattr(report, PER_SAMPLE_ATTR, None)
+    status = row.status
+    if status is None or (report.failed and status not in ("failed", "no golden")):
+        # An item that ended before its record (a skip, the time limit) or failed after it (a
+        # skip made a failure by --mlrepro-strict): pytest's outcome.
+        status = report.outcome
+    # How many times the item ran, when more than once: pytest-rerunfailures numbers each
+    # attempt's reports ("rerun": the runs before it).
+    earlier = getattr(report, "rerun", 0)
+    return replace(
+        row,
+        status=status,
+        timing=timing,
+        per_sample=record(PerSample, per_sample) if per_sample is not None else row.per_sample,
+        runs=earlier + 1 if isinstance(earlier, int) and earlier > 0 else row.runs,
+    )
 
 
 @dataclass(frozen=True)
@@ -33,9 +64,7 @@ class Split:
     @classmethod
     def of(cls, report: pytest.TestReport) -> Split | None:
         value = getattr(report, SPLIT_ATTR, None)
-        if not isinstance(value, dict):
-            return None
-        return cls(**value)
+        return cls(**value) if isinstance(value, dict) else None
 
 
 @dataclass
@@ -113,7 +142,7 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
     outcome = row["outcome"]
     longrepr: Any = None if text is None else visible_lines(text)  # data shown, not obeyed
     if outcome == "skipped":
-        reason = reports[min(reports)].longrepr
+        reason = first.longrepr
         longrepr = reason if isinstance(reason, tuple) else (fspath, lineno or 0, str(reason))
     return pytest.TestReport(
         nodeid=nodeid,
@@ -131,9 +160,8 @@ def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
 
 
 def emit(config: pytest.Config, report: pytest.TestReport) -> None:
-    """Send the whole item's report to every reporter (terminal, JUnit XML, the session's
-    counters and exit status, this plugin's tables and results file), then its teardown (JUnit
-    XML writes an item's properties and closes its test case there)."""
+    """The whole item's report to every reporter, then its teardown (JUnit XML writes an item's
+    properties and closes its test case there)."""
     config.hook.pytest_runtest_logreport(report=report)
     teardown = pytest.TestReport(
         nodeid=report.nodeid,

@@ -1,9 +1,6 @@
-"""pytest glue for the tracking store (``--mlrepro-track [URI]``, ini ``mlrepro_track``;
-docs/tracking.md): each manifest item's run handed, as its report comes in, to a logging process
-(``tracking.Live``, on the controller only under xdist), which the session's end waits for. A
-store that is away never changes a verdict nor loses the results: they are kept, and one line
-says how to log them later.
-"""
+"""pytest glue for the tracking store (``--mlrepro-track [URI]``; docs/tracking.md): each item's
+run handed, as its report comes in, to a logging process (``tracking.Live``, on the controller)
+that the session's end waits for. A store that is away never loses the results: they are kept."""
 
 from __future__ import annotations
 
@@ -35,16 +32,15 @@ from ._outputs import ResultsFile
 UNTRACKED = Path(".mlrepro") / "untracked"
 _OFF = ("", "false", "no", "0", "off")
 _DEFAULT = ("true", "yes", "1", "on", "default")
-track_key = pytest.StashKey["str | None"]()
+PLUGIN_NAME = "mlrepro-tracking"
 
 
 def read_tracking(config: pytest.Config) -> None:
-    """The tracking URI of this run (None: not tracked), in the stash; a usage error when it is
-    asked for and MLflow is not installed (looked for, not imported)."""
+    """This run's tracking store, if any (on the controller: :func:`live_tracking`); a usage error
+    when MLflow is not installed."""
     given = config.getoption("mlrepro_track", default=None)
     ini = str(config.getini("mlrepro_track") or "").strip()
     if given is None and ini.lower() in _OFF:
-        config.stash[track_key] = None
         return
     ini_uri = None if ini.lower() in (*_OFF, *_DEFAULT) else ini
     uri = chosen_uri(given or None, ini_uri, config.rootpath)
@@ -55,7 +51,6 @@ def read_tracking(config: pytest.Config) -> None:
             "http://HOST:PORT, ...); the option's value is optional: give it after the paths, "
             "or as --mlrepro-track=URI. Nothing was run."
         )
-    config.stash[track_key] = uri
     if is_worker(config):
         return
     if importlib.util.find_spec("mlflow") is None:
@@ -63,13 +58,12 @@ def read_tracking(config: pytest.Config) -> None:
             "--mlrepro-track / mlrepro_track needs MLflow, which is not installed: "
             "pip install 'pytest-mlrepro[track]'. Nothing was run."
         )
-    config.pluginmanager.register(LiveTracking(config, uri), "mlrepro-tracking")
+    config.pluginmanager.register(LiveTracking(config, uri), PLUGIN_NAME)
 
 
 class LiveTracking:
     """Each new row's item run to the logging process, started with the session (it imports
-    MLflow meanwhile; the store is opened by the first item); stopped at unconfigure if the
-    session's end did not finish it."""
+    MLflow meanwhile); stopped at unconfigure if the session's end did not finish it."""
 
     def __init__(self, config: pytest.Config, uri: str) -> None:
         self.config, self.uri, self.sent = config, uri, 0
@@ -99,37 +93,31 @@ class LiveTracking:
         if self.live is not None:
             self.live.close()
 
-
-def tracking_uri(config: pytest.Config) -> str | None:
-    return config.stash.get(track_key, None)
-
-
-def track_session(
-    session: pytest.Session, uri: str, results: ResultsFile, page: Path | None
-) -> None:
-    """Log the session's results file (and page) to ``uri``; said in one line either way."""
-    config = session.config
-    tracking = config.pluginmanager.get_plugin("mlrepro-tracking")
-    assert isinstance(tracking, LiveTracking)
-    document = results.document
-    runs = [item_run(document, row) for row in document.results]
-    name = _file_name(config, results)
-    try:
-        logged = tracking.started().finish(
-            session_run(document, file_digest(results.data), name), runs, results.data, page
-        )
-    except TrackingError as exc:
-        _say(session, _not_logged(session, uri, results, str(exc)))
-        return
-    items = f"{logged.items} item{'s' * (logged.items != 1)}"
-    _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
+    def track_session(
+        self, session: pytest.Session, results: ResultsFile, page: Path | None
+    ) -> None:
+        """Log the session's results file (and page); said in one line either way."""
+        config, uri = session.config, self.uri
+        document = results.document
+        runs = [item_run(document, row) for row in document.results]
+        # The file's name in the store: its path as shown, else one of machine and time.
+        shown = None if results.path is None else display_path(config, results.path)
+        name = shown or _untracked_name(results)
+        try:
+            logged = self.started().finish(
+                session_run(document, file_digest(results.data), name), runs, results.data, page
+            )
+        except TrackingError as exc:
+            _say(session, _not_logged(session, uri, results, str(exc)))
+            return
+        items = f"{logged.items} item{'s' * (logged.items != 1)}"
+        _say(session, f"logged {items} to MLflow at {shown_uri(uri)} (run {logged.run_id})")
 
 
-def _file_name(config: pytest.Config, results: ResultsFile) -> str:
-    """The results file's name in the store: its path as shown, else one of machine and time."""
-    if results.path is not None:
-        return display_path(config, results.path)
-    return _untracked_name(results)
+def live_tracking(config: pytest.Config) -> LiveTracking | None:
+    """The tracking store's glue on the controller of a run that logs to one, else None."""
+    tracking = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    return tracking if isinstance(tracking, LiveTracking) else None
 
 
 def _untracked_name(results: ResultsFile) -> str:
@@ -140,8 +128,8 @@ def _untracked_name(results: ResultsFile) -> str:
 
 
 def _not_logged(session: pytest.Session, uri: str, results: ResultsFile, reason: str) -> str:
-    """The line for a store that could not take the results: where they are kept, and the
-    command that logs them later (the URI without credentials: MLflow's variables give them)."""
+    """Where the results are kept, and the command that logs them later (the URI without
+    credentials: MLflow's variables give them)."""
     config = session.config
     path = results.path
     if path is None:
@@ -162,8 +150,8 @@ said_key = pytest.StashKey[list[str]]()
 
 
 def _say(session: pytest.Session, line: str) -> None:
-    """Kept for the terminal summary's section (under xdist the progress line is still open at
-    the session's end); printed at once without a terminal reporter."""
+    """Kept for the terminal summary (under xdist the progress line is still open at the
+    session's end); printed at once without a terminal reporter."""
     text = f"mlrepro: {visible_lines(line)}"
     if session.config.pluginmanager.get_plugin("terminalreporter") is None:
         print(text)
