@@ -296,8 +296,8 @@ def test_shared_work_gives_what_each_variant_gives_on_its_own(tiny) -> None:
         subset = dataclasses.replace(dataset, samples=tuple(samples))
         alone = postprocessed(variant, run_model(runner, variant, subset))
         assert outcome.scores is not None
-        # Batched in other groups than alone: float32 sums in another order (once seen 1e-7
-        # apart on a loaded machine); a pipeline mixed up between variants moves scores by far more.
+        # Batched in other groups than alone: float32 sums in another order (an atol of 1e-7
+        # failed once on a loaded machine); a pipeline mixed up between variants moves far more.
         np.testing.assert_allclose(outcome.scores, alone, rtol=0, atol=1e-6, err_msg=v.key)
     # The OpenCV and Pillow decoders agree on PNG: that batch is not run again.
     assert counting.samples < len(found) * len(samples)
