@@ -875,9 +875,9 @@ def test_a_slowdown_a_loosely_measured_host_might_explain_is_inconclusive_not_a_
     # makes it less), while its reference blocks say the recording host was ×3 faster with a
     # spread (×10,000 between its two blocks) that bounds the host factor only within thousands,
     # whatever today's reference measures (preempted on a loaded host, its reference rounds can
-    # run tens of times slower; with a ×100 spread the test failed once on a loaded machine). The normalised ratio's bounds then straddle the
-    # tolerance: neither a pass nor a regression, a skip that says why and how to settle it; a
-    # failure under --mlrepro-strict.
+    # run tens of times slower; with a ×100 spread the test failed once on a loaded machine).
+    # The normalised ratio's bounds then straddle the tolerance: neither a pass nor a
+    # regression, a skip that says why and how to settle it; a failure under --mlrepro-strict.
     sleepy_project(project, sleepy_weights)
     monkeypatch.setenv("SLEEPY_MS", "20")
     project.run("-k", "latency", "--mlrepro-update").assert_outcomes(passed=1)
