@@ -327,6 +327,29 @@ class BareProject:
         return run_in_process(self.pytester, *QUIET, *args)
 
 
+def second_item_waits(project: Project, imports: str, wait: str) -> Project:
+    """Two items whose second call first runs ``wait`` (conftest code, indented for the call's
+    body; ``done[0]`` is the first item's node id): what a session does between two items."""
+    made = project.make(
+        {
+            "tiny_onnx.yaml": project.manifest("tiny_onnx"),
+            "tiny_loose.yaml": project.manifest("tiny_loose"),
+        },
+        goldens=["tiny_onnx", "tiny_loose"],
+    )
+    (made.path / "conftest.py").write_text(
+        f"{imports}\n\n"
+        "done = []\n\n\n"
+        "def pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call':\n"
+        "        done.append(report.nodeid)\n\n\n"
+        "def pytest_runtest_call(item):\n"
+        "    if not done:\n"
+        "        return\n" + wait
+    )
+    return made
+
+
 def drifted_project(project: Project) -> Project:
     """tiny_onnx drifts (its decode now gives BGR: red and blue swap), tiny_loose passes."""
     project.make(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CHILD_TIMEOUT_S, Project
+from helpers import CHILD_TIMEOUT_S, Project, second_item_waits
 
 mlflow = pytest.importorskip("mlflow", reason="the track extra (MLflow) is not installed")
 # MLflow's own SQLite store, opened here to read it back, warns of SQLAlchemy's deprecations.
@@ -235,22 +235,9 @@ def test_a_run_cut_short_is_replaced_by_the_whole_file(tmp_path: Path) -> None:
 def test_items_are_in_the_store_while_the_session_runs(serial_project: Project) -> None:
     """The second item's call waits (a bounded poll of the database, read only) until the first
     item's run is in the store: logged while the session runs, not at its end."""
-    project = serial_project.make(
-        {
-            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx"),
-            "tiny_loose.yaml": serial_project.manifest("tiny_loose"),
-        },
-        goldens=["tiny_onnx", "tiny_loose"],
-    )
-    (project.path / "conftest.py").write_text(
-        "import json, sqlite3, time\n\n"
-        "done = []\n\n\n"
-        "def pytest_runtest_logreport(report):\n"
-        "    if report.when == 'call':\n"
-        "        done.append(report.nodeid)\n\n\n"
-        "def pytest_runtest_call(item):\n"
-        "    if not done:\n"
-        "        return\n"
+    project = second_item_waits(
+        serial_project,
+        "import json, sqlite3, time",
         "    database = f'file:{item.config.rootpath}/mlflow.db?mode=ro'\n"
         "    names = []\n"
         "    for _ in range(600):  # the logging process's MLflow import and store: seconds\n"
@@ -263,7 +250,7 @@ def test_items_are_in_the_store_while_the_session_runs(serial_project: Project) 
         "            break\n"
         "        time.sleep(0.2)\n"
         "    with open('seen.json', 'w') as fh:\n"
-        "        json.dump({'first': done[0], 'seen': names}, fh)\n"
+        "        json.dump({'first': done[0], 'seen': names}, fh)\n",
     )
     result = project.run("--mlrepro-track", subprocess=True)
     result.assert_outcomes(passed=2)

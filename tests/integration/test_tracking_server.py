@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CHILD_TIMEOUT_S, QUIET, Project
+from helpers import CHILD_TIMEOUT_S, QUIET, Project, second_item_waits
 from machines import write_cpuinfo
 
 mlflow = pytest.importorskip("mlflow", reason="the track extra (MLflow) is not installed")
@@ -255,24 +255,10 @@ def test_the_server_killed_after_an_item_was_logged_loses_nothing_and_track_logs
     (the second item's call waits for it). The session passes with its file complete; ``mlrepro
     track`` logs the file twice to the server: one session run, the one cut short deleted."""
     assert BACKEND, "MLREPRO_TEST_MLFLOW_BACKEND: the server's database"
-    project = serial_project.make(
-        {
-            "tiny_onnx.yaml": serial_project.manifest("tiny_onnx"),
-            "tiny_loose.yaml": serial_project.manifest("tiny_loose"),
-        },
-        goldens=["tiny_onnx", "tiny_loose"],
-    )
     server, uri = start_server(tmp_path)
-    (project.path / "conftest.py").write_text(
-        "import os, signal, time\n\n"
-        "import mlflow\n\n"
-        "done = []\n\n\n"
-        "def pytest_runtest_logreport(report):\n"
-        "    if report.when == 'call':\n"
-        "        done.append(report.nodeid)\n\n\n"
-        "def pytest_runtest_call(item):\n"
-        "    if not done:\n"
-        "        return\n"
+    project = second_item_waits(
+        serial_project,
+        "import os, signal, time\n\nimport mlflow",
         "    client = mlflow.MlflowClient(tracking_uri=os.environ['MLFLOW_TEST_URI'])\n"
         "    for _ in range(600):\n"
         "        found = client.get_experiment_by_name(os.environ['MLFLOW_EXPERIMENT_NAME'])\n"
@@ -280,7 +266,7 @@ def test_the_server_killed_after_an_item_was_logged_loses_nothing_and_track_logs
         "        if done[0] in [run.info.run_name for run in runs]:\n"
         "            break\n"
         "        time.sleep(0.2)\n"
-        "    os.killpg(int(os.environ['KILL_GROUP']), signal.SIGKILL)\n"
+        "    os.killpg(int(os.environ['KILL_GROUP']), signal.SIGKILL)\n",
     )
     session_losing_its_server(project, server, uri, passed=2, MLFLOW_TEST_URI=uri)
     cut, items = runs_of(SERVER, experiment)
