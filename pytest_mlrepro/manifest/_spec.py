@@ -274,9 +274,8 @@ class Dataset:
 
 
 def url_problem(url: str, *, file: bool = False) -> str | None:
-    """Why ``url`` is no http(s) URL (``file``: nor an absolute ``file://`` one, naming a file)
-    the downloader can open, or None: said on its line, not as urllib's error in the download.
-    (A file URL is confined to the project when fetched: that needs the settings.)"""
+    """Why ``url`` is no http(s) (``file``: nor absolute ``file://``) URL, or None: said on its
+    line, not as urllib's error in the download."""
     if file and url.startswith("file:"):
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
@@ -517,7 +516,7 @@ class Manifest:
 
 
 def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
-    """Validate plain manifest data into a :class:`Manifest`, or raise ManifestError."""
+    """Plain manifest data as a :class:`Manifest`; ManifestError if invalid."""
     ctx = Context(file, lines)
     if not isinstance(data, dict):
         raise ctx.error((), "a manifest is a mapping (name:, framework:, model:, ...)")
@@ -534,9 +533,8 @@ def parse_manifest(data: Any, file: str, lines: dict[KeyPath, int]) -> Manifest:
 
 
 def load_manifest(path: str | Path, display: str | None = None) -> Manifest:
-    """Read and validate one manifest file. ``display`` is the name errors use (default: path).
-    The bounded reader fails a huge file alone, and refuses a FIFO (which would block the run),
-    a device or a folder unread."""
+    """``display``: the name errors use (default: path). A huge file, a FIFO (which would block
+    the run), a device or a folder is refused unread."""
     path = Path(path)
     shown = display or str(path)
     try:

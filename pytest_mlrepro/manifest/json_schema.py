@@ -1,6 +1,5 @@
 """The manifest's JSON Schema for editors, generated from the dataclasses and registered steps so
-that the published file cannot drift from the code (docs/manifest.md says how to regenerate it).
-Rules spanning fields stay in ``check()``; :data:`RULES` restates those an editor can check."""
+that the published file cannot drift from the code (docs/manifest.md says how to regenerate it)."""
 
 from __future__ import annotations
 
@@ -104,13 +103,13 @@ class _ManifestWriter(SchemaWriter):
 
 
 def builtin_steps() -> dict[str, type[pipeline.Step]]:
-    """The preprocessing steps pytest-mlrepro itself defines (not a project's custom ones)."""
+    """The steps pytest-mlrepro itself defines (not a project's custom ones)."""
     own = pipeline.__name__ + "."
     return {op: cls for op, cls in pipeline.STEPS.items() if cls.__module__.startswith(own)}
 
 
 def manifest_json_schema(steps: Mapping[str, type[pipeline.Step]] | None = None) -> JsonSchema:
-    """The manifest's JSON Schema with ``steps`` (default: the built-in ones, as published)."""
+    """``steps`` default: the built-in ones, as published."""
     writer = _ManifestWriter(builtin_steps() if steps is None else steps)
     return writer.document(spec.Manifest, title="pytest-mlrepro manifest")
 

@@ -1,5 +1,5 @@
-"""Results files (``pytest --mlrepro-json``): their format, read back and validated, and the merge
-of the shards of one evaluation (``--mlrepro-shard I/N``) into the unsharded result."""
+"""Results files (``pytest --mlrepro-json``): their format, validated reading, and the merge of
+shards (``--mlrepro-shard I/N``)."""
 
 from __future__ import annotations
 

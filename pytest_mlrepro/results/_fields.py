@@ -1,6 +1,5 @@
-"""The fields a results row carries beyond its metrics, made from plain data: what the manifest was
-(its normalised content, its digest, and apart from it the *pipeline* and the run *settings*),
-what changed sample by sample, and the diagnosis' summary."""
+"""A row's fields beyond its metrics: the manifest's identity (content, digest, pipeline,
+settings), the changed samples and the diagnosis' summary."""
 
 from __future__ import annotations
 
@@ -12,11 +11,9 @@ from typing import Any
 from ._record import ChangedSample, ChangedSamples, DiagnosisSection, DiagnosisSummary
 
 SETTINGS = ("runtime",)
-"""Top-level manifest blocks that say how the model runs, not what it computes: its settings
-(threads, batch size, devices, graph optimisation, seed, deterministic kernels)."""
+"""Top-level manifest blocks that say how the model runs, not what it computes."""
 NOT_PIPELINE = ("description", "version", "tolerances", "diagnosis", "golden")
-"""Top-level manifest fields that are neither the pipeline nor a setting: what is checked and
-how it is described."""
+"""Top-level manifest fields that are neither the pipeline nor a setting."""
 CHANGED_SAMPLES = 100
 """Changed samples a row lists (the count says how many there are in all)."""
 LINES = 40
@@ -24,15 +21,13 @@ LINES = 40
 
 
 def manifest_digest(content: Mapping[str, Any]) -> str:
-    """sha256 of a normalised manifest (its one serialisation: sorted keys, no spaces): the
-    row's ``manifest_digest``."""
+    """sha256 of a normalised manifest's one serialisation (sorted keys, no spaces)."""
     text = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def manifest_identity(content: Mapping[str, Any]) -> dict[str, Any]:
-    """The row fields that identify a manifest: its digest and its normalised content (so that
-    two results files can say *what* differs, not only *that* it does)."""
+    """Digest and content, so that two results files can say *what* differs, not only *that*."""
     return {"manifest_digest": manifest_digest(content), "manifest_content": dict(content)}
 
 
@@ -47,14 +42,12 @@ def settings_of(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pipeline_of(content: Mapping[str, Any]) -> dict[str, Any]:
-    """A normalised manifest without its settings and its checks: what is computed (model,
-    data, preprocessing, outputs)."""
+    """A normalised manifest without its settings and checks: what is computed."""
     return {k: v for k, v in content.items() if k not in SETTINGS and k not in NOT_PIPELINE}
 
 
 def pipeline_digest(content: Mapping[str, Any]) -> str:
-    """sha256 of :func:`pipeline_of`: rows with the same pipeline digest compute the same thing,
-    whatever their thread counts."""
+    """Rows with the same pipeline digest compute the same thing, whatever their thread counts."""
     return manifest_digest(pipeline_of(content))
 
 
@@ -73,8 +66,7 @@ def flat(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def differences(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
-    """``(path, old, new)`` for each leaf that differs between two nested values (None where
-    one side lacks it), sorted by path."""
+    """``(path, old, new)`` per differing leaf, sorted by path (None where one side lacks it)."""
     a, b = flat(old), flat(new)
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
@@ -86,8 +78,7 @@ def _name(classes: Sequence[str] | None, index: int) -> str:
 
 
 def changed_samples(changed: Sequence[Any], classes: Sequence[str] | None) -> ChangedSamples:
-    """The samples whose top-1 changed against the golden (``goldens.Changed``), named with the
-    data set's classes: the first :data:`CHANGED_SAMPLES` of them and how many there are."""
+    """The first :data:`CHANGED_SAMPLES` changed samples, classes named, and their count."""
     return ChangedSamples(
         count=len(changed),
         samples=tuple(

@@ -1,7 +1,5 @@
-"""The results file (``--mlrepro-json``, format 2): reading it back through one validating
-constructor, :func:`validate_results`. A file read back is checked against the schema generated
-from the types (``fastjsonschema``, imported only where a file is read), then by the rules a
-schema cannot state (:data:`BEYOND_SCHEMA`), so that a bad file is refused naming its field."""
+"""Reading a results file back (:func:`validate_results`): the generated schema, then the rules it
+cannot state (:data:`BEYOND_SCHEMA`), so that a bad file is refused naming its field."""
 
 from __future__ import annotations
 
@@ -43,25 +41,19 @@ from ._record import (
 )
 
 MAX_BYTES = 256 * MIB
-"""The largest results file read: one row of a 50,000-image data set keeps about 15 MB of
-per-sample results. A larger file is refused unread (``mlrepro merge`` exits 2)."""
+"""The largest results file read (a 50,000-image row keeps about 15 MB); larger: refused unread."""
 MAX_ROWS = RECORD_MAX_ROWS
-"""The most rows a results file holds, and the most that ``mlrepro merge`` and ``mlrepro
-history`` read from all their files together (a run writes one row per item: 10,000 are a
-thousand manifests on ten devices). More are refused before the file is parsed (its rows counted
-by their ``"nodeid":`` keys), not after minutes and gigabytes of parsing and validating
-(validating a row takes about a millisecond: 10,000 take seconds)."""
+"""The most rows of a file, and of all files merge/history read together (10,000: a thousand
+manifests on ten devices); counted by ``"nodeid":`` keys and refused before parsing."""
 MAX_TOTAL_BYTES = 1 << 30
-"""The most bytes ``mlrepro merge`` and ``mlrepro history`` read from all their files together
-(1 GiB: four of the largest single files)."""
+"""The most bytes merge/history read from all their files together (four of the largest)."""
 MAX_DEPTH = 64
-"""The deepest nesting of a results file (those this version writes nest fewer than 10 levels)."""
+"""The deepest nesting read (files this version writes nest fewer than 10 levels)."""
 
 IDENTITIES = ("manifest_digest", "data_identity", "golden_digest")
 """Row fields that identify what a result was measured with (sha256, hex)."""
 MESSAGE_LIMIT = 300
-"""The most characters of a schema error's message (it quotes the bad value, which may be a
-4,000-digit number or a whole object)."""
+"""The most characters of a schema error's message (it quotes the bad value, maybe huge)."""
 
 BEYOND_SCHEMA = (
     ("shard index", "a shard's index is at most its count"),
@@ -71,13 +63,11 @@ BEYOND_SCHEMA = (
     ("manifest digest", "manifest_content is the content whose sha256 is manifest_digest"),
     ("created", "created is a real time (not 2026-02-30)"),
 )
-"""The rules of a results file a JSON Schema cannot state, checked after it (docs/results.md):
-(name, rule)."""
+"""(name, rule) of the rules a JSON Schema cannot state, checked after it (docs/results.md)."""
 
 
 class ResultsFileError(MlreproError):
-    """A results file that cannot be read or is not a valid results file: the message names the
-    file and the JSON path of the bad field (``$.results[3].per_sample.now.ids``)."""
+    """The message names the file and the JSON path of the bad field."""
 
 
 def json_path(parts: tuple[str | int, ...]) -> str:
@@ -105,18 +95,16 @@ def _validator() -> Validator:
     return Validator(results_schema())
 
 
-def _shard(value: Mapping[str, int], path: tuple[str | int, ...]) -> Shard:
-    if value["index"] > value["count"]:
+def _shard(value: Mapping[str, int] | None, path: tuple[str | int, ...]) -> None:
+    # The schema bounds each number; record() then builds the Shard.
+    if value is not None and value["index"] > value["count"]:
         raise _Invalid(
             (*path, "index"),
             f"shard {value['index']} of {value['count']}: expected 1 <= index <= count",
         )
-    return Shard(value["index"], value["count"])
 
 
 def _samples(value: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
-    """Per-sample results (schema-valid): their lists have one entry per sample, each sample
-    as many classes and scores as the first."""
     ids = value["ids"]
     for name in ("labels", "topk", "topk_scores"):
         if len(value[name]) != len(ids):
@@ -141,7 +129,6 @@ def _results(value: SampleResults) -> Results:
 
 
 def _json(results: Results) -> dict[str, Any]:
-    """Plain lists (what JSON, xdist and a results file carry) of ``results``."""
     return {
         "ids": list(results.ids),
         "labels": [int(v) for v in results.labels],
@@ -152,9 +139,7 @@ def _json(results: Results) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Part:
-    """The per-sample results of one evaluation (a whole run or one shard of it): this run's
-    results, the golden's results for the same samples (None: nothing was compared) and, for
-    each sample in both, the score difference :func:`goldens.compare` takes the maximum of."""
+    """The per-sample arrays of one evaluation (a run or a shard); ``golden`` None: not compared."""
 
     now: Results
     golden: Results | None
@@ -169,8 +154,6 @@ class Part:
 
     @classmethod
     def of(cls, value: PerSample) -> Part:
-        """The arrays of a row's per-sample results (:class:`PerSample`, of a validated file or
-        of this session's own rows)."""
         golden = value.golden
         return Part(
             _results(value.now), None if golden is None else _results(golden), value.score_diff
@@ -178,7 +161,6 @@ class Part:
 
 
 def _per_sample(value: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
-    """The rules of a (schema-valid) ``per_sample`` beyond the schema."""
     _samples(value["now"], (*path, "now"))
     shared: set[str] = set()
     if value["golden"] is not None:
@@ -195,24 +177,17 @@ def _per_sample(value: Mapping[str, Any], path: tuple[str | int, ...]) -> None:
 
 
 _NAMES = ("manifest", "device", "framework", "framework_version", "verdict")
-"""A row's display names: read back shortened (``_visible.shortened``, at most
-``DISPLAY_LIMIT`` characters, as long as a manifest name may be), so that no page, table or
-chart of the merge, the history or the session's report spends time or memory on a 200 kB name;
-the file itself keeps the full value. (Keys that must match across files, the node id among
-them, are left whole.)"""
+"""A row's display names, read back shortened so that no page or table spends time on a 200 kB
+name (the file keeps the full value)."""
 TEXT_LIMIT = 1000
-"""The most characters of any other text of a results file (a latency verdict's reason, a
-changed sample's id, an environment value) that a page or table shows; a longer one is cut
-(``_visible.shortened``: its start and a digest of the whole, so that equal texts stay equal
-and different ones different)."""
+"""The most characters of any other text shown; a longer one is cut to its start and a digest
+(equal texts stay equal, different ones different)."""
 _WHOLE = ("nodeid", "outcome", "kind", "shard", "per_sample", "manifest_content", *IDENTITIES)
-"""Row fields read whole: keys that must match across files, what the digests check, and the
-per-sample results (whose ids match samples across machines)."""
+"""Row fields read whole: keys matched across files, what the digests check, per-sample ids."""
 
 
 def _bounded_texts(value: Any) -> Any:
-    """``value`` with every string in it (keys included) at most :data:`TEXT_LIMIT` characters
-    (recursive: the reader's ``MAX_DEPTH`` bounds the nesting)."""
+    """Every string in ``value``, keys included, cut (``MAX_DEPTH`` bounds the recursion)."""
     if isinstance(value, str):
         return shortened(value, TEXT_LIMIT)
     if isinstance(value, list):
@@ -225,20 +200,18 @@ def _bounded_texts(value: Any) -> Any:
 _PASSING = ("pass", "faster", "identical runs", "within tolerance")
 """Verdicts that passed a comparison (latency verdicts may carry notes: ``pass (vs <key>)``)."""
 _NOT_COMPARED = ("skipped", "contended")
-"""Verdicts of a skipped item that was not compared (a missing framework or device; a machine too
-busy to judge a latency): listed, not failed."""
+"""Verdicts of a skipped item that was not compared: listed, not failed."""
 _SHARD_PART = " compared (verdict at the merge)"
 
 
 def shard_verdict(shard: Shard) -> str:
-    """The verdict of a shard that was compared: its tolerance verdict is the merge's."""
+    """A compared shard's verdict: its tolerance verdict is the merge's."""
     return f"shard {shard}{_SHARD_PART}"
 
 
 def derived_status(verdict: str, outcome: str) -> Status:
-    """The status of a row written before the field, read out of its verdict: the one place
-    that parses verdict prose. Any verdict this version does not know is a failure (never a pass
-    by default); so are ``no golden``-less skips and passes with another verdict."""
+    """The status of a row older than the field, from its verdict (the one place that parses
+    verdict prose); an unknown verdict is a failure, never a pass."""
     head = verdict.split(" (", 1)[0].strip()
     if outcome == "failed":
         return "failed"
@@ -254,24 +227,22 @@ def derived_status(verdict: str, outcome: str) -> Status:
 
 
 def _row(row: Mapping[str, Any], path: tuple[str | int, ...]) -> Row:
-    """The record of a (schema-valid) row checked beyond the schema, its texts bounded for
-    display, its status derived when the file is older than the field."""
-    if isinstance(row.get("shard"), dict):
-        _shard(row["shard"], (*path, "shard"))
-    if isinstance(row.get("per_sample"), dict):
+    """A schema-valid row checked beyond the schema, its texts bounded, its status derived."""
+    _shard(row.get("shard"), (*path, "shard"))
+    if row.get("per_sample") is not None:
         _per_sample(row["per_sample"], (*path, "per_sample"))
     content, digest = row.get("manifest_content"), row.get("manifest_digest")
-    if isinstance(content, dict) and isinstance(digest, str) and manifest_digest(content) != digest:
+    if content is not None and digest is not None and manifest_digest(content) != digest:
         raise _Invalid(
             (*path, "manifest_content"),
             "does not match the row's manifest_digest (the row was edited after it was written)",
         )
     out = {k: (v if k in _WHOLE else _bounded_texts(v)) for k, v in row.items()}
     for key in _NAMES:
-        if isinstance(row.get(key), str):
+        if row.get(key) is not None:
             out[key] = shortened(row[key])
     if row.get("status") is None:
-        out["status"] = derived_status(str(row.get("verdict") or ""), row["outcome"])
+        out["status"] = derived_status(row.get("verdict") or "", row["outcome"])
     return row_of(out)
 
 
@@ -280,12 +251,11 @@ def created_now() -> str:
 
 
 def validate_results(document: Any, source: str = "results") -> Document:
-    """The one validating constructor of a results file (a parsed document): its format, the
-    schema, then the rules beyond it; ResultsFileError naming ``source`` and the JSON path of
-    the first bad field."""
+    """The one validating constructor of a parsed results file; ResultsFileError names ``source``
+    and the JSON path of the first bad field."""
     try:
         fmt = document.get("format") if isinstance(document, dict) else None
-        if isinstance(document, dict) and (isinstance(fmt, bool) or fmt not in FORMATS):
+        if isinstance(document, dict) and fmt not in FORMATS:
             understood = ", ".join(str(f) for f in FORMATS)
             raise _Invalid(
                 ("format",),
@@ -296,7 +266,7 @@ def validate_results(document: Any, source: str = "results") -> Document:
         error = _validator().first_error(document)
         if error is not None:
             raise _Invalid(error.path, shortened(error.message, MESSAGE_LIMIT))
-        shard = None if document["shard"] is None else _shard(document["shard"], ("shard",))
+        _shard(document["shard"], ("shard",))
         created = document.get("created")
         try:
             created is None or created_time(created)
@@ -317,7 +287,6 @@ def validate_results(document: Any, source: str = "results") -> Document:
         Document,
         document,
         machine=record(Machine, shown),
-        shard=shard,
         results=rows,
         path=Path(source),
     )
@@ -337,9 +306,8 @@ def _too_many_rows(path: Path, counted: int, left: int, limit: int = MAX_ROWS) -
 
 
 def load_results_files(paths: Sequence[Path | str], *, max_rows: int = MAX_ROWS) -> list[Document]:
-    """:func:`load_results` of each of ``paths``, at most ``max_rows`` rows and
-    :data:`MAX_TOTAL_BYTES` bytes in all (``mlrepro merge``, ``mlrepro history``): the file that
-    would pass either is refused (a ResultsFileError naming it) before it is parsed."""
+    """At most ``max_rows`` rows and :data:`MAX_TOTAL_BYTES` bytes in all: the file that would pass
+    either is refused (ResultsFileError naming it) before it is parsed."""
     size = 0
     for given in paths:  # every size first: nothing is read when they are too many bytes
         path = Path(given)

@@ -1,5 +1,5 @@
-"""Shards put back together: the comparison of a whole run rebuilt from its shards' per-sample
-results, and the N shard rows of one evaluation merged into the row of the unsharded run."""
+"""The N shard rows of one evaluation merged into the unsharded run's row, its comparison rebuilt
+from the shards' per-sample results."""
 
 from __future__ import annotations
 
@@ -28,12 +28,11 @@ SHARD_SUFFIX = re.compile(r"\[shard(\d+)of(\d+)\]$")
 
 
 class ShardMergeError(MlreproError):
-    """Shard results that do not make one whole run: a shard missing or given twice, shards of
-    different manifests, a part without its per-sample results."""
+    """Shard results that do not make one whole run (a shard missing or twice, manifests differ)."""
 
 
 def unsharded_nodeid(nodeid: str) -> str:
-    """The node id of the whole item a shard item's node id belongs to (itself for others)."""
+    """The whole item's node id of a shard item's (itself for others)."""
     return SHARD_SUFFIX.sub("", nodeid)
 
 
@@ -74,8 +73,7 @@ def _union(parts: Sequence[Results], what: str) -> Results:
 
 
 def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
-    """The comparison with the golden of the union of ``parts`` (e.g. the N shards of a run):
-    exactly what ``goldens.compare`` gives for the whole run (whose samples, and golden's, are in
+    """Exactly what ``goldens.compare`` gives for the whole run the ``parts`` make up (samples in
     sample-id order, as a data set's are)."""
     if not parts:
         raise ShardMergeError("no parts to combine")
@@ -90,7 +88,6 @@ def combine(parts: Sequence[Part], tolerances: Tolerances) -> Comparison:
 
 
 def merged_part(parts: Sequence[Part]) -> Part:
-    """The per-sample results of the union of ``parts`` (compared ones)."""
     goldens = [part.golden for part in parts if part.golden is not None]
     diffs: dict[str, float] = {}
     for part in parts:
@@ -103,9 +100,8 @@ def merged_part(parts: Sequence[Part]) -> Part:
 
 
 def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
-    """The rows with their shards, in shard order, when they are exactly shards 1..N of one N
-    of one evaluation (one manifest, manifest digest and device); else ShardMergeError naming
-    the shards missing or given twice, or the field that differs."""
+    """The rows by shard when they are exactly shards 1..N of one evaluation; else
+    ShardMergeError naming the shards missing or twice, or the field that differs."""
     if not rows:
         raise ShardMergeError("no shard rows to merge")
     shards = []
@@ -166,7 +162,7 @@ def check_shards(rows: Sequence[Row]) -> list[tuple[Shard, Row]]:
 
 
 def _listed(indices: Iterator[int], total: int, count: int) -> str:
-    """The first :data:`EXAMPLES` of ``total`` shard indices as ``i/count``, the rest counted."""
+    """The first :data:`EXAMPLES` indices as ``i/count``, the rest counted."""
     shown = list(itertools.islice(indices, EXAMPLES))
     more = total - len(shown)
     return ", ".join(f"{i}/{count}" for i in shown) + (f" and {more} more" if more > 0 else "")
@@ -192,7 +188,7 @@ COMMON = (
 
 
 def _timing(shards: Sequence[Row]) -> Timing | None:
-    """The shards' durations added up (their phases too, phase by phase), when each has one."""
+    """The shards' durations (and phases) added up; None unless each has one."""
     timings = [row.timing for row in shards if row.timing is not None]
     if len(timings) < len(shards) or not all(isinstance(t.seconds, (int, float)) for t in timings):
         return None
@@ -209,8 +205,7 @@ def _timing(shards: Sequence[Row]) -> Timing | None:
 
 
 def merge_shards(rows: Sequence[Row]) -> Row:
-    """The N shard rows of one evaluation (one machine, manifest and device) merged into the typed
-    row of the unsharded run: its exact metrics and its verdict."""
+    """The unsharded run's row, with its exact metrics and verdict, of its N shard rows."""
     shards = check_shards(rows)
     first = shards[0][1]
     merged = Row(

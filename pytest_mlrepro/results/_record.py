@@ -24,8 +24,7 @@ FORMAT = 2
 FORMATS = (2,)
 """The formats this version reads (format 1 rows carry no per-sample results: nothing to merge)."""
 MAX_CLASS = (1 << 31) - 1
-"""The largest class index (and label) read: a model's classes are counted in int32 anywhere, so
-a class index of 10**30 is a field error, not an ``OverflowError`` in the array that holds it."""
+"""The largest class index read (int32): 10**30 is a field error, not an ``OverflowError``."""
 MAX_ROWS = 10_000
 """The most rows a results file holds (``_format.MAX_ROWS`` says why)."""
 MAX_WHOLE = (1 << 53) - 1
@@ -49,8 +48,7 @@ def _optional(description: str = "", **schema: Any) -> Any:
 
 
 def _listed(label: str, description: str = "", **schema: Any) -> Any:
-    """An optional result field that the matrix lists as it is (:data:`LISTED`): a column of
-    ``mlrepro merge --csv`` and of the HTML page's matrix, headed ``label``."""
+    """An optional field the matrix lists as a column headed ``label`` (:data:`LISTED`)."""
     return field(default=None, metadata={**_says(description, **schema), "label": label})
 
 
@@ -229,7 +227,6 @@ class DiagnosisSummary:
     sections: tuple[DiagnosisSection, ...] = ()
 
     def section(self, starts: str) -> tuple[str, ...]:
-        """The lines of the first section whose title starts with ``starts``."""
         return next((s.lines for s in self.sections if s.title.startswith(starts)), ())
 
 
@@ -360,17 +357,14 @@ class Row:
 
     @property
     def k(self) -> int:
-        """How many classes the row's ``top5`` counts (a file before ``top_k``: from its
-        per-sample results)."""
+        """The k of ``top5`` (a file before ``top_k``: from its per-sample results)."""
         if self.top_k is not None:
             return self.top_k
         now = self.per_sample.now if self.per_sample is not None else None
         return min(5, len(now.topk[0])) if now is not None and now.topk else 5
 
     def latency_figures(self) -> dict[str, Any]:
-        """A latency row's figures flat, per measurement (``model.p50_ms``, ``model.rounds``,
-        ``model.p50_ratio``...), and its contention; a file written before ``measurements``
-        has them as fields of its own."""
+        """Flat figures per measurement (``model.p50_ms``); older files have them as own fields."""
         out = {k: v for k, v in self.extra.items() if "." in k}
         for name, m in (self.measurements or {}).items():
             for f in dataclasses.fields(m):
@@ -392,8 +386,7 @@ class Row:
 
 
 def top_k_label(rows: typing.Iterable[Row | None]) -> tuple[str, typing.Callable[[Row], str]]:
-    """The ``top5`` column's header for ``rows`` (``top-3`` when every row's k is 3) and, for a
-    row of another k than the header's, the note its value gets (``" (top-3)"``)."""
+    """The ``top5`` header (``top-3`` when every k is 3) and the note of a row of another k."""
     ks = {r.k for r in rows if r is not None and r.top5 is not None}
     k = ks.pop() if len(ks) == 1 else 5
     return f"top-{k}", lambda row: "" if row.top5 is None or row.k == k else f" (top-{row.k})"
@@ -402,8 +395,7 @@ def top_k_label(rows: typing.Iterable[Row | None]) -> tuple[str, typing.Callable
 LISTED: tuple[tuple[str, str], ...] = tuple(
     (f.name, f.metadata["label"]) for f in dataclasses.fields(Row) if "label" in f.metadata
 )
-"""(field, label) of the row's fields that the matrix lists as they are: a field added to
-:class:`Row` with :func:`_listed` is a CSV column and an HTML column with no other change."""
+"""(field, label) of the fields the matrix lists: one added with :func:`_listed` needs no more."""
 
 
 @dataclass(frozen=True)
@@ -443,7 +435,7 @@ class Document:
 
 
 def created_time(text: str) -> datetime:
-    """A (schema-valid) ``created`` as a time; ValueError for one that is not (2026-02-30)."""
+    """ValueError for a schema-valid ``created`` that is no real time (2026-02-30)."""
     return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
@@ -470,7 +462,7 @@ def _value(tp: Any, value: Any) -> Any:
 
 
 def _items(tp: Any, values: list[Any]) -> list[Any]:
-    """A list of ``tp``; lists of numbers in one pass each (per-sample results hold 50,000)."""
+    """Lists of numbers in one pass each (per-sample results hold 50,000)."""
     if tp is float:
         return [float(v) for v in values]
     if tp in (int, str):
@@ -481,15 +473,12 @@ def _items(tp: Any, values: list[Any]) -> list[Any]:
 
 
 def row_of(value: typing.Mapping[str, Any]) -> Row:
-    """The session's typed row of an item's results (its report's ``mlrepro.*`` properties and
-    attributes, JSON as xdist carries them): :func:`record`, the rest kept in ``extra``."""
+    """The typed row of an item's results (JSON as xdist carries them); the rest in ``extra``."""
     return record(Row, value)
 
 
 def row_json(row: object) -> dict[str, Any]:
-    """A record (a row, an environment) as the results file holds it: ``dataclasses.asdict``,
-    but a field left empty (None, no entries) is absent, as the file has it, and ``extra``'s
-    fields sit beside the named ones."""
+    """A record as the file holds it: empty fields absent, ``extra``'s beside the named ones."""
     return typing.cast(dict[str, Any], _json(row))
 
 
@@ -499,9 +488,7 @@ that no other text of the file can be (a quote inside a string is escaped there)
 
 
 def results_text(document: Document) -> str:
-    """The results file (format 2, docs/results.md) of ``document``: what ``--mlrepro-json`` writes
-    and the session's page reads back; ``created`` and ``one_time`` (the costs the process paid
-    once for all its items) left out when None."""
+    """The results file of ``document`` (docs/results.md); None fields left out."""
     # Indented to be read, except each row's per_sample block: one line by json's C encoder
     # (the pure-Python indenting one took 0.46 s against 0.16 s: docs/measurements.md).
     blocks: list[str] = []
@@ -538,8 +525,8 @@ def _json(value: Any) -> Any:
 
 
 def record(cls: type[_T], value: typing.Mapping[str, Any], **given: Any) -> _T:
-    """The record ``cls`` of a JSON object its schema accepts (the fields ``given`` as they are);
-    fields it does not name, and those given as null, go to its ``extra`` field if it has one."""
+    """``cls`` of a schema-valid JSON object (``given`` as they are); unnamed and null fields go to
+    its ``extra`` field if it has one."""
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -566,7 +553,7 @@ _RULES: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def results_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of the results file, made from :class:`Document`."""
+    """The results file's JSON Schema (draft 2020-12)."""
     writer = SchemaWriter(_RULES)
     return writer.document(
         Document,
