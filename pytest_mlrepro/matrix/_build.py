@@ -1,6 +1,4 @@
-"""One matrix from N results files (``pytest --mlrepro-json``, format 2): the results of each
-manifest on each machine, device and framework version, and how the machines agree sample by
-sample."""
+"""One matrix from N results files, and how the machines agree sample by sample."""
 
 from __future__ import annotations
 
@@ -55,9 +53,8 @@ _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
 def _row_key(file: Document, row: Row) -> _Key:
-    """The item a row is a result of. Accuracy rows of shards share their item's key (they are
-    merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
-    its shard (``<nodeid> (shard 1/2)``)."""
+    """Shards' accuracy rows share their item's key (they are merged); a shard's latency or
+    determinism row is a verdict of its own (``<nodeid> (shard 1/2)``)."""
     kind = _kind(row)
     nodeid = unsharded_nodeid(row.nodeid)
     shard = row.shard or file.shard
@@ -160,8 +157,7 @@ def _pipeline_key(digest: str | None, content: Mapping[str, Any] | None) -> str 
 
 
 def _settings(content: Mapping[str, Any] | None, env: Environment) -> dict[str, Any]:
-    """A cell's run settings: the manifest's runtime block and the machine's numeric and
-    thread variables (``OMP_NUM_THREADS``…), flattened."""
+    """The manifest's runtime block and the machine's numeric and thread variables, flattened."""
     out = {} if content is None else dict(settings_of(content))
     out.pop("runtime.timeout_s", None)  # changes no result
     variables = env.numeric_settings or {}
@@ -189,8 +185,7 @@ def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
 
 
 def build_matrix(files: Sequence[Document]) -> Matrix:
-    """The matrix of ``files`` (loaded with :func:`pytest_mlrepro.results.load_results`).
-    MatrixError when two files claim the same item of one machine."""
+    """MatrixError when two files claim the same item of one machine."""
     sources = tuple(
         Source(str(f.path), f.machine.name, None if f.shard is None else str(f.shard))
         for f in files

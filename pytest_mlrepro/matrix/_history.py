@@ -1,7 +1,5 @@
-"""Many nights of results files (``mlrepro history``): each night's files merged into a matrix as
-``mlrepro merge`` merges them, then each manifest × machine × device followed over the nights —
-top-1, agreement with the golden and latency p50, each with its tolerance band — with the first
-night outside tolerance and what changed that night against the night before."""
+"""Many nights of results files (``mlrepro history``): each manifest × machine × device followed
+over the nights, with the first night outside tolerance and what changed that night."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The merged matrix as plain typed data: what ``mlrepro merge`` renders (Markdown, CSV here; the
-HTML report takes the same objects). Built by :func:`pytest_mlrepro.matrix.build_matrix`."""
+"""The merged matrix as plain typed data, rendered as Markdown, CSV or HTML."""
 
 from __future__ import annotations
 

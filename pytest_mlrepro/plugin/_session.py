@@ -54,8 +54,7 @@ SESSION_PLUGIN = "mlrepro-session"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The settings read and checked (usage errors before anything runs), the session object
-    registered."""
+    """The settings read and checked (usage errors before anything runs), the session registered."""
     config.stash[settings_key] = settings_from(config)
     config.stash[options_key] = read_options(config)
     check_outputs(config)

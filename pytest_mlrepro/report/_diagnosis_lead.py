@@ -130,7 +130,6 @@ def delta_text(d: Delta) -> str:
 
 
 def step_text(s: StepDiff) -> str:
-    """How one step differs from the golden's, in words."""
     if s.delta is not None:
         return delta_text(s.delta)
     if s.now_index is None:

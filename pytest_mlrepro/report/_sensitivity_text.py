@@ -9,7 +9,6 @@ from ..diagnosis import PitfallRow, PitfallTable
 
 
 def sensitivity_text(table: PitfallTable, width: int = 100) -> str:
-    """The table as text, within ``width`` columns."""
     subset = f"the first {table.samples}" if table.limit else f"all {table.samples}"
     title = (
         f"pitfall sensitivity of {table.name} ({table.framework}, {table.device}) on "
