@@ -42,8 +42,7 @@ class MatrixError(MlreproError):
 
 
 def _kind(row: Row) -> str:
-    """The row's ``kind``; without one (a manifest that did not load), ``item``, or
-    ``accuracy`` when it carries per-sample results."""
+    """No ``kind`` (manifest not loaded): ``accuracy`` given per-sample results, else ``item``."""
     if row.kind is not None:
         return row.kind
     return "accuracy" if row.per_sample is not None else "item"
@@ -74,8 +73,7 @@ def _row_key(file: Document, row: Row) -> _Key:
 
 
 def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
-    """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
-    given twice) is a failed row naming why."""
+    """The item's row, its shards merged (a missing or doubled shard: a failed row saying so)."""
     rows = [row for _, row in members]
     sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
     where = f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has"
@@ -151,8 +149,7 @@ def _shown(value: object) -> str:
 
 
 def _pipeline_key(digest: str | None, content: Mapping[str, Any] | None) -> str | None:
-    """What tells pipelines apart: the digest of the manifest without its settings where the
-    row records its content; else (files written before) the whole manifest's digest."""
+    """The digest without settings where the row records the content, else the manifest's."""
     return f"pipeline:{pipeline_digest(content)}" if content is not None else digest
 
 

@@ -75,8 +75,7 @@ class History:
 
 
 def build_history(files: Sequence[Document]) -> History:
-    """HistoryError for a file without a time, or a night whose files do not make one matrix
-    (the message names the night and why)."""
+    """HistoryError naming the night and why: a file without a time, or files not one matrix."""
     by_day: dict[str, list[tuple[datetime, Document]]] = {}
     for f in files:
         if f.created is None:

@@ -151,8 +151,7 @@ def accuracy_items(
 
 
 def plan_preprocessing(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Plan the preprocessing shared by the accuracy items that will run (``items``, the
-    deselected ones gone): only where two of them can share, and the budget allows any."""
+    """Shared preprocessing for the ``items`` to run, where two can share and budget allows."""
     uses = [item.preprocessing_use for item in items if isinstance(item, AccuracyItem)]
     budget = options(config).preprocessing_memory
     if len(uses) > 1 and budget > 0:

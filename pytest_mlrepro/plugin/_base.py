@@ -126,8 +126,7 @@ def option_or_ini(config: pytest.Config, name: str) -> object:
 def setting(
     config: pytest.Config, name: str, parse: Callable[[str], T], label: str | None = None
 ) -> T:
-    """The setting ``name`` parsed; a ``ValueError`` is a usage error naming it (``label``, which
-    may show the value as ``{value!r}``)."""
+    """``name`` parsed; a ``ValueError`` becomes a usage error (``label``, may hold ``{value!r}``)."""
     raw = str(option_or_ini(config, name)).strip()
     try:
         return parse(raw)

@@ -30,8 +30,7 @@ class ResultsFile:
 def write_results_file(
     session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]], needed: bool
 ) -> ResultsFile | None:
-    """The results file, written when --mlrepro-json asks for one; made without it too when
-    ``needed`` (a tracking store logs it)."""
+    """The results file when --mlrepro-json asks, or when ``needed`` (a tracking store logs it)."""
     path = output_path(session.config, "mlrepro_json")
     if path is None and not needed:
         return None

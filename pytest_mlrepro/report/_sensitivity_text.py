@@ -1,5 +1,4 @@
-"""A manifest's pitfall sensitivity table (``mlrepro pitfalls``) in words: ``diagnosis/`` measures
-it (``diagnosis/_sensitivity.py``), this lays it out for the terminal."""
+"""A manifest's pitfall sensitivity table (``mlrepro pitfalls``) laid out for the terminal."""
 
 from __future__ import annotations
 
