@@ -126,7 +126,7 @@ def option_or_ini(config: pytest.Config, name: str) -> object:
 def setting(
     config: pytest.Config, name: str, parse: Callable[[str], T], label: str | None = None
 ) -> T:
-    """``name`` parsed; a ``ValueError`` becomes a usage error (``label``, may hold ``{value!r}``)."""
+    """``name`` parsed; a ``ValueError`` is a usage error (``label`` may show ``{value!r}``)."""
     raw = str(option_or_ini(config, name)).strip()
     try:
         return parse(raw)
