@@ -1,5 +1,4 @@
-"""The files a session writes at its end: the results file (``--mlrepro-json``: docs/results.md)
-and the latency results in pytest-benchmark's format (``--mlrepro-benchmark-json``)."""
+"""The files a session writes at its end: ``--mlrepro-json`` and ``--mlrepro-benchmark-json``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The top of the plugin's engine: the session object, one per pytest process, which every hook of
-the engine is a method of and delegates from (as syrupy's session does)."""
+"""The engine's top: one session object per pytest process, every engine hook a method of it."""
 
 from __future__ import annotations
 

@@ -35,8 +35,7 @@ PLUGIN_NAME = "mlrepro-tracking"
 
 
 def read_tracking(config: pytest.Config) -> None:
-    """This run's tracking store, if any (on the controller: :func:`live_tracking`); a usage error
-    when MLflow is not installed."""
+    """This run's tracking store, if any; a usage error when MLflow is not installed."""
     given = config.getoption("mlrepro_track", default=None)
     ini = str(config.getini("mlrepro_track") or "").strip()
     if given is None and ini.lower() in _OFF:

@@ -44,8 +44,7 @@ def artifact_root(uri: str) -> str | None:
 
 
 def shown_uri(uri: str) -> str:
-    """``uri`` without the user name and password it may carry (``https://u:p@host`` →
-    ``https://host``): what a message, a page or a file may say."""
+    """``uri`` without the user name and password it may carry: what a message or file may say."""
     parts = urlsplit(uri)
     if "@" not in parts.netloc:
         return _USERINFO.sub(r"\g<scheme>", uri)
