@@ -1,5 +1,4 @@
-"""The ``mlrepro`` command: init, pitfalls, diagnose, merge, history. This package is argument
-handling; each command's logic lives in its layer (``onboarding``, ``diagnosis``, ``matrix``)."""
+"""The ``mlrepro`` command: init, pitfalls, diagnose, merge, history; argument handling only."""
 
 from __future__ import annotations
 

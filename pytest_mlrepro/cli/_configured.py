@@ -1,6 +1,5 @@
-"""A command run inside pytest's own configuration of the project: ``pytest.main`` on a manifest
-with a plugin that runs the command in place of a session, so that it sees exactly what ``pytest
-MANIFEST`` sees (ini files, ``-o``, conftests). Options the command does not know go to pytest."""
+"""A command run inside pytest's own configuration (``pytest.main`` on a manifest), so that it sees
+what ``pytest MANIFEST`` sees (ini files, ``-o``, conftests); unknown options go to pytest."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def guarded(command: Callable[[], int]) -> int:
 
 
 def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
-    """The pytest command line: the command's own options as their pytest twins, then what it
-    did not know, then the manifest."""
+    """The command's options as their pytest twins, then the unknown ones, then the manifest."""
     out = ["-p", "no:cacheprovider"]  # no .pytest_cache for a command that runs no tests
     # The plugin's engine, which a test run loads only once it collects a manifest: a command
     # collects nothing, and reads its settings from the engine's configuration.
@@ -85,8 +83,7 @@ def pytest_args(args: argparse.Namespace, passed: Sequence[str]) -> list[str]:
 
 
 def run(handler: Handler, args: argparse.Namespace, passed: Sequence[str]) -> int:
-    """Start pytest on ``args.manifest`` (``mlrepro init``: its folder) with the command in place of
-    the session."""
+    """Run the command in place of pytest's session, on ``args.manifest`` (init: its folder)."""
     target = Path(args.manifest)
     if not (target.is_file() or target.is_dir()):
         raise UsageError(f"{args.manifest}: no such manifest")

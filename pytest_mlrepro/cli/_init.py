@@ -1,6 +1,4 @@
-"""``mlrepro init MODEL --data DIR (--preset NAME | --discover)``: the command line as an
-``InitRequest`` (what init does is ``onboarding``'s), run inside pytest's configuration of the
-project when it needs the project's builders."""
+"""``mlrepro init``: the command line as an ``InitRequest`` (the logic is ``onboarding``'s)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``mlrepro``: the command-line front door to what the pytest items do (docs/cli.md). Argument
-handling only: each command runs inside pytest's own configuration of the project."""
+"""``mlrepro``, the command-line front door (docs/cli.md): argument handling only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``mlrepro merge`` (a CI matrix's results files as one matrix), ``mlrepro history`` (many nights,
-each manifest × machine followed) and ``mlrepro schema``: no pytest session (docs/merge.md)."""
+"""``mlrepro merge``, ``history`` and ``schema``: no pytest session (docs/merge.md)."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ def _built(
     view: Callable[..., ReportView],
     what: str,
 ) -> T:
-    """The results files (or those the store ``--track`` names holds) built into a matrix or a
-    history, and its HTML page with ``--html`` (the report extra checked before any work)."""
+    """The files (or the ``--track`` store's) as a matrix or history, with its ``--html`` page."""
     from ..report.html import require_libraries, write_html
     from ..results import load_results_files
 

@@ -1,5 +1,4 @@
-"""``mlrepro track RESULTS... [--uri URI]``: results files logged to an MLflow tracking store
-after the fact, idempotently (a run is tagged with its file's sha256)."""
+"""``mlrepro track``: results files logged to MLflow after the fact, idempotently (by sha256)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The hardware matrix: N results files (``pytest --mlrepro-json``, one per machine or shard) merged
-into one matrix of manifest × machine × device × framework version, with cross-machine agreement
-per sample (``mlrepro merge``)."""
+"""The hardware matrix: N results files merged into manifest × machine × device × framework
+version, with cross-machine agreement per sample (``mlrepro merge``)."""
 
 from __future__ import annotations
 

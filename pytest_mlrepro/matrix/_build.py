@@ -1,6 +1,4 @@
-"""One matrix from N results files (``pytest --mlrepro-json``, format 2): the results of each
-manifest on each machine, device and framework version, and how the machines agree sample by
-sample."""
+"""One matrix from N results files, and how the machines agree sample by sample."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ class MatrixError(MlreproError):
 
 
 def _kind(row: Row) -> str:
-    """The row's ``kind``; without one (a manifest that did not load), ``item``, or
-    ``accuracy`` when it carries per-sample results."""
+    """No ``kind`` (manifest not loaded): ``accuracy`` given per-sample results, else ``item``."""
     if row.kind is not None:
         return row.kind
     return "accuracy" if row.per_sample is not None else "item"
@@ -55,9 +52,8 @@ _Key = tuple[str, str, str | None, str, str | None, str, str]
 
 
 def _row_key(file: Document, row: Row) -> _Key:
-    """The item a row is a result of. Accuracy rows of shards share their item's key (they are
-    merged); a latency or determinism row of a shard run is a verdict of its own, told apart by
-    its shard (``<nodeid> (shard 1/2)``)."""
+    """Shards' accuracy rows share their item's key (they are merged); a shard's latency or
+    determinism row is a verdict of its own (``<nodeid> (shard 1/2)``)."""
     kind = _kind(row)
     nodeid = unsharded_nodeid(row.nodeid)
     shard = row.shard or file.shard
@@ -77,8 +73,7 @@ def _row_key(file: Document, row: Row) -> _Key:
 
 
 def _merged(key: _Key, members: list[tuple[str, Row]]) -> Row:
-    """The one row of an item: itself, or its shards merged. A failed merge (a shard missing or
-    given twice) is a failed row naming why."""
+    """The item's row, its shards merged (a missing or doubled shard: a failed row saying so)."""
     rows = [row for _, row in members]
     sharded = [row for row in rows if row.shard is not None and key[5] == "accuracy"]
     where = f"{key[1]} [{key[3]}] {key[6]}: machine {key[0]!r} has"
@@ -154,14 +149,12 @@ def _shown(value: object) -> str:
 
 
 def _pipeline_key(digest: str | None, content: Mapping[str, Any] | None) -> str | None:
-    """What tells pipelines apart: the digest of the manifest without its settings where the
-    row records its content; else (files written before) the whole manifest's digest."""
+    """The digest without settings where the row records the content, else the manifest's."""
     return f"pipeline:{pipeline_digest(content)}" if content is not None else digest
 
 
 def _settings(content: Mapping[str, Any] | None, env: Environment) -> dict[str, Any]:
-    """A cell's run settings: the manifest's runtime block and the machine's numeric and
-    thread variables (``OMP_NUM_THREADS``…), flattened."""
+    """The manifest's runtime block and the machine's numeric and thread variables, flattened."""
     out = {} if content is None else dict(settings_of(content))
     out.pop("runtime.timeout_s", None)  # changes no result
     variables = env.numeric_settings or {}
@@ -189,8 +182,7 @@ def _other_pipeline(cell: Cell, common: Cell) -> tuple[str, tuple[str, ...]]:
 
 
 def build_matrix(files: Sequence[Document]) -> Matrix:
-    """The matrix of ``files`` (loaded with :func:`pytest_mlrepro.results.load_results`).
-    MatrixError when two files claim the same item of one machine."""
+    """MatrixError when two files claim the same item of one machine."""
     sources = tuple(
         Source(str(f.path), f.machine.name, None if f.shard is None else str(f.shard))
         for f in files

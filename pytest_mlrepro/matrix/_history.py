@@ -1,7 +1,5 @@
-"""Many nights of results files (``mlrepro history``): each night's files merged into a matrix as
-``mlrepro merge`` merges them, then each manifest × machine × device followed over the nights —
-top-1, agreement with the golden and latency p50, each with its tolerance band — with the first
-night outside tolerance and what changed that night against the night before."""
+"""Many nights of results files (``mlrepro history``): each manifest × machine × device followed
+over the nights, with the first night outside tolerance and what changed that night."""
 
 from __future__ import annotations
 
@@ -77,8 +75,7 @@ class History:
 
 
 def build_history(files: Sequence[Document]) -> History:
-    """HistoryError for a file without a time, or a night whose files do not make one matrix
-    (the message names the night and why)."""
+    """HistoryError naming the night and why: a file without a time, or files not one matrix."""
     by_day: dict[str, list[tuple[datetime, Document]]] = {}
     for f in files:
         if f.created is None:

@@ -1,5 +1,4 @@
-"""The merged matrix as plain typed data: what ``mlrepro merge`` renders (Markdown, CSV here; the
-HTML report takes the same objects). Built by :func:`pytest_mlrepro.matrix.build_matrix`."""
+"""The merged matrix as plain typed data, rendered as Markdown, CSV or HTML."""
 
 from __future__ import annotations
 
@@ -165,8 +164,7 @@ class Matrix:
 
     @property
     def flags_not_everywhere(self) -> dict[str, tuple[str, ...]]:
-        """``{flag: machines that have it}`` for the ISA flags that some machines recording their
-        flags have and others do not."""
+        """``{flag: machines}`` for ISA flags some flag-recording machines have and others lack."""
         recorded = {
             m.name: flags for m in self.machines if (flags := m.environment.cpu_flags) is not None
         }
@@ -178,8 +176,7 @@ class Matrix:
 
     @property
     def package_versions(self) -> dict[str, dict[str, str | None]]:
-        """``{package: {machine: version, None where not installed}}`` over the machines that
-        record their numeric packages."""
+        """``{package: {machine: version or None}}`` over the machines recording their packages."""
         known = {
             m.name: packages
             for m in self.machines
@@ -203,8 +200,7 @@ class Matrix:
 
     @property
     def ok(self) -> bool:
-        """The gate: no cell failed, and at least one result was compared and passed (a matrix
-        of skips proves nothing)."""
+        """No cell failed, and at least one result passed a comparison (all skips prove nothing)."""
         compared = [status_of(r)[0] == "pass" for c in self.cells for r in (*c.results, *c.latency)]
         return not self.failed and any(compared)
 

@@ -1,7 +1,5 @@
-"""The pytest plugin's entry point (``pytest11``): what every pytest run of an environment the
-plugin is installed in loads. It registers the options and ini keys, the markers, the hook spec
-and the collector, and nothing else: the engine (:mod:`._session` and everything below it, numpy
-and the core included) is imported only when a run needs it, that is"""
+"""The plugin's entry point (``pytest11``): options, ini keys, markers, hook spec, collector;
+the engine (numpy and the core included) is imported only when a run needs it."""
 
 from __future__ import annotations
 
@@ -83,8 +81,7 @@ class EngineLoader:
     def pytest_collect_file(
         self, file_path: Path, parent: pytest.Collector
     ) -> pytest.Collector | None:
-        """The one collector: a manifest goes to the engine. A file the manifest patterns do not
-        name costs a pattern match; one they name is read."""
+        """The one collector: an unnamed file costs a pattern match; a manifest goes on."""
         patterns = self.config.getini("mlrepro_manifests")
         if not matches_patterns(file_path, self.config.rootpath, patterns):
             return None

@@ -1,5 +1,4 @@
-"""The accuracy item: the model over the data set (or its shard), compared with the manifest's
-golden (recorded under ``--mlrepro-update``) and its reference manifest's golden if any."""
+"""The accuracy item: the model over the data set (or shard), compared with its goldens."""
 
 from __future__ import annotations
 
@@ -128,8 +127,7 @@ class AccuracyItem(EvaluatingItem):
 def accuracy_items(
     parent: pytest.Collector, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """One accuracy item per device (the first device's records goldens); with
-    ``mlrepro_shards = K`` (K > 1), K shard items per device instead (``_shards.py``)."""
+    """One item per device (the first records goldens); with ``mlrepro_shards = K``, K each."""
     count = options(parent.config).item_shards
     shards = [Shard(index, count) for index in range(1, count + 1)] if count > 1 else [None]
     # pytest-xdist's --dist loadgroup sends the items of one group to one worker: the items
@@ -153,8 +151,7 @@ def accuracy_items(
 
 
 def plan_preprocessing(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Plan the preprocessing shared by the accuracy items that will run (``items``, the
-    deselected ones gone): only where two of them can share, and the budget allows any."""
+    """Shared preprocessing for the ``items`` to run, where two can share and budget allows."""
     uses = [item.preprocessing_use for item in items if isinstance(item, AccuracyItem)]
     budget = options(config).preprocessing_memory
     if len(uses) > 1 and budget > 0:

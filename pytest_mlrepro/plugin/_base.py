@@ -1,5 +1,4 @@
-"""The base of the plugin's engine: the run's state (in ``config.stash``), the one reader of the
-plugin's settings (option, else ini key, checked), and the helpers every layer above shares."""
+"""The engine's base: the run's state (``config.stash``), the settings reader, shared helpers."""
 
 from __future__ import annotations
 
@@ -127,8 +126,7 @@ def option_or_ini(config: pytest.Config, name: str) -> object:
 def setting(
     config: pytest.Config, name: str, parse: Callable[[str], T], label: str | None = None
 ) -> T:
-    """The setting ``name`` parsed; a ``ValueError`` is a usage error naming it (``label``, which
-    may show the value as ``{value!r}``)."""
+    """``name`` parsed; a ``ValueError`` is a usage error (``label`` may show ``{value!r}``)."""
     raw = str(option_or_ini(config, name)).strip()
     try:
         return parse(raw)
@@ -197,8 +195,7 @@ def shard(text: str) -> Shard | None:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The settings of this run's items, read and checked once at configure (a bad value or
-    combination is a usage error before anything runs)."""
+    """This run's item settings, read and checked once at configure (bad values: usage errors)."""
 
     update: bool  # --mlrepro-update
     enrich: bool  # --mlrepro-enrich: a golden the run reproduces gains the evidence it lacks

@@ -1,5 +1,4 @@
-"""Selection by what changed (``--mlrepro-changed [REF]``): the manifest items whose manifest
-depends on a file git says changed since REF are kept, the others deselected."""
+"""``--mlrepro-changed [REF]``: keep the manifest items that depend on a file changed since REF."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def read_changes(config: pytest.Config) -> None:
 
 
 def select_changed(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the manifest items touched by a change (or whose reference manifest is), deselect
-    the rest."""
+    """Keep the manifest items touched by a change (or whose reference manifest is)."""
     asked = config.stash.get(_changed_key, None)
     if asked is None:
         return

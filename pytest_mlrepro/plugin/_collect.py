@@ -1,6 +1,5 @@
-"""Collection: a manifest file becomes a collector (:class:`ManifestFile`), whose items are made by
-every implementation of ``pytest_mlrepro_make_items`` and get the plugin's markers; a manifest
-that does not load becomes one error item, which fails with file, line and field."""
+"""Collection: a manifest's items, made by every ``pytest_mlrepro_make_items``, with markers; a
+manifest that does not load is one error item, which fails with file, line and field."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The determinism item: the evaluation run several times, every score required to repeat. A
-sibling of the accuracy item: it shares the evaluation, not the golden."""
+"""The determinism item: the evaluation run several times, every score required to repeat."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def determinism_items(
 
 
 class DeterminismItem(EvaluatingItem):
-    """Runs the evaluation ``determinism.runs`` times (the model loaded afresh each time) and
-    requires every score to repeat exactly, or within ``determinism.tolerance``."""
+    """Each run loads the model anew; scores repeat exactly, or within ``determinism.tolerance``."""
 
     kind: ClassVar[str] = "determinism"
 

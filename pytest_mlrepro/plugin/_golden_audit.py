@@ -1,5 +1,4 @@
-"""pytest glue for the golden store's audit (the logic lives in :mod:`pytest_mlrepro.goldens`):
-shared golden files refused before anything runs, goldens no manifest uses listed at the end."""
+"""pytest glue for the golden store's audit: shared goldens refused, unused ones listed."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ def register(config: pytest.Config) -> None:
 
 
 def set_aside(config: pytest.Config) -> None:
-    """Freeze the objects alive now, unless another party froze objects already or the run did
-    not register the undoing."""
+    """Freeze what is alive now, unless someone froze already or the undoing is not registered."""
     if config.stash.get(_frozen_key, True) or gc.get_freeze_count():
         return
     gc.collect(1)

@@ -1,9 +1,5 @@
-"""The hooks pytest-mlrepro adds to pytest (registered with ``pluginmanager.add_hookspecs``).
-
-A plugin, or a ``conftest.py``, adds a kind of item to every manifest by implementing
-:func:`pytest_mlrepro_make_items`; the plugin's own kinds (accuracy, latency, determinism) are made
-by an implementation of it too.
-"""
+"""The hooks pytest-mlrepro adds to pytest: a plugin or ``conftest.py`` adds a kind of item to every
+manifest by implementing :func:`pytest_mlrepro_make_items`, as the plugin's own kinds do."""
 
 from __future__ import annotations
 
@@ -19,20 +15,14 @@ if TYPE_CHECKING:
 def pytest_mlrepro_make_items(
     parent: pytest.File, manifest: Manifest, devices: list[str]
 ) -> list[pytest.Item]:
-    """Make the items of one kind for a manifest that loaded (a manifest that does not load gets
-    one error item instead, and this hook is not called for it).
+    """Make the items of one kind for a manifest that loaded (not called for one that did not).
 
-    Every implementation is called, for every manifest; one that has nothing for this manifest
-    returns an empty list. The items of all implementations are collected together, ordered by
-    kind (accuracy, latency, determinism, then any other kind), each kind's in the order its
-    implementation returned them. Each item then gets the plugin's markers (``mlrepro``,
-    ``mlrepro_<kind>`` from its ``kind`` attribute, framework and device).
+    Every implementation is called for every manifest; the items are ordered by kind (accuracy,
+    latency, determinism, others), then as returned, and get the plugin's markers.
 
-    :param parent: the manifest file's collector; make each item with
-        ``SomeItem.from_parent(parent, name=..., ...)``.
+    :param parent: the manifest file's collector (``SomeItem.from_parent(parent, ...)``).
     :param manifest: the validated manifest.
-    :param devices: the devices selected for this manifest (``--mlrepro-device``), in the
-        manifest's order; may be empty. Accuracy goldens are recorded on the first one.
+    :param devices: the selected devices in manifest order, maybe none (goldens: the first's).
     :return: the items made (possibly none).
     """
     raise NotImplementedError

@@ -1,5 +1,4 @@
-"""pytest glue for the HTML report (``--mlrepro-html PATH``): the pictures a drifted accuracy item
-collects (carried on its report, across xdist too), and the page written at the session's end."""
+"""pytest glue for ``--mlrepro-html``: a drifted item's pictures and the page."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What every item of a manifest shares (:class:`ManifestItem`), and what the items that evaluate
-the data set share (:class:`EvaluatingItem`, and their progress shown as pytest shows its own)."""
+"""What every item of a manifest shares, and what the items that evaluate the data set share."""
 
 from __future__ import annotations
 

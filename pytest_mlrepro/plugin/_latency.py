@@ -1,6 +1,5 @@
-"""The latency items, ``latency[<device>-b<batch>]``: the model (and one end-to-end request) timed
-at one batch size on one device, the distribution compared with this machine's golden. Under
-pytest-xdist, one is not timed while other workers' items load the cores (:class:`SessionLock`)."""
+"""The latency items: the model timed at one batch size on one device against this machine's golden;
+under xdist, not while other workers load the cores (:class:`SessionLock`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What the plugin registers with pytest when it starts: its options and ini keys, and its
-markers."""
+"""The options, ini keys and markers the plugin registers with pytest when it starts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The files a session writes at its end: the results file (``--mlrepro-json``: docs/results.md)
-and the latency results in pytest-benchmark's format (``--mlrepro-benchmark-json``)."""
+"""The files a session writes at its end: ``--mlrepro-json`` and ``--mlrepro-benchmark-json``."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ class ResultsFile:
 def write_results_file(
     session: pytest.Session, rows: list[Row], one_time: dict[str, dict[str, float]], needed: bool
 ) -> ResultsFile | None:
-    """The results file, written when --mlrepro-json asks for one; made without it too when
-    ``needed`` (a tracking store logs it)."""
+    """The results file when --mlrepro-json asks, or when ``needed`` (a tracking store logs it)."""
     path = output_path(session.config, "mlrepro_json")
     if path is None and not needed:
         return None

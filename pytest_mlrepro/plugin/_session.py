@@ -1,5 +1,4 @@
-"""The top of the plugin's engine: the session object, one per pytest process, which every hook of
-the engine is a method of and delegates from (as syrupy's session does)."""
+"""The engine's top: one session object per pytest process, every engine hook a method of it."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ SESSION_PLUGIN = "mlrepro-session"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The settings read and checked (usage errors before anything runs), the session object
-    registered."""
+    """The settings read and checked (usage errors before anything runs), the session registered."""
     config.stash[settings_key] = settings_from(config)
     config.stash[options_key] = read_options(config)
     check_outputs(config)

@@ -108,8 +108,7 @@ def _row(report: pytest.TestReport) -> Row:
 
 
 def merged_report(gathering: Gathering, nodeid: str) -> pytest.TestReport:
-    """The whole item's report from its shards' reports (all of them, or those that arrived:
-    then it fails naming the missing ones)."""
+    """The whole item's report from its shards' (failing, naming them, when some did not arrive)."""
     gathering.done.add(nodeid)
     split = gathering.splits[nodeid]
     reports = gathering.reports.get(nodeid, {})

@@ -1,6 +1,5 @@
-"""pytest glue for the tracking store (``--mlrepro-track [URI]``; docs/tracking.md): each item's
-run handed, as its report comes in, to a logging process (``tracking.Live``, on the controller)
-that the session's end waits for. A store that is away never loses the results: they are kept."""
+"""pytest glue for ``--mlrepro-track [URI]``: each item's run handed to a logging process that the
+session's end waits for; a store that is away never loses the results (they are kept)."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ PLUGIN_NAME = "mlrepro-tracking"
 
 
 def read_tracking(config: pytest.Config) -> None:
-    """This run's tracking store, if any (on the controller: :func:`live_tracking`); a usage error
-    when MLflow is not installed."""
+    """This run's tracking store, if any; a usage error when MLflow is not installed."""
     given = config.getoption("mlrepro_track", default=None)
     ini = str(config.getini("mlrepro_track") or "").strip()
     if given is None and ini.lower() in _OFF:

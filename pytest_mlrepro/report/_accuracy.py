@@ -1,5 +1,4 @@
-"""An accuracy item's outcome in words, from the facts the check returns (wording lives in
-report/)."""
+"""An accuracy item's outcome in words, from the facts the check returns."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Why a build did not reproduce its pin, in words: this machine and the build's packages (known
-when the build fails, in the runners layer) against the machine and packages the golden
-recorded."""
+"""Why a build did not reproduce its pin, in words: this machine and build against the golden's."""
 
 from __future__ import annotations
 
@@ -14,9 +12,8 @@ from ..fingerprint import describe_cpu
 def explain_build_mismatch(
     error: BuildMismatch, golden_env: Mapping[str, Any] | None, golden_shown: str
 ) -> str:
-    """``error``'s message and, where a golden exists, how its machine and packages compare
-    with this build's: the honest answer to "why other bytes?" names what differs and what
-    does not."""
+    """``error``'s message and, given a golden, what differs (and what does not) from its machine
+    and packages."""
     if golden_env is None:
         return f"{error.message}\n  (no golden records a machine to compare with)"
     lines = [

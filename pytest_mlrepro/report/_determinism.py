@@ -16,7 +16,6 @@ def determinism_stopped_text(exc: MlreproError, where: str, strict_failure: bool
 
 
 def determinism_text(outcome: DeterminismOutcome) -> str:
-    """Why a determinism item failed, and which controls to set."""
     c = outcome.comparison
     shown = ", ".join(f"{k}={v}" for k, v in sorted(outcome.controls.items()))
     lines = [

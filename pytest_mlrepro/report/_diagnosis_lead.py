@@ -1,5 +1,4 @@
-"""The lead of a diagnosis in words: one sentence per rule of ``diagnosis/_lead.py``'s decision
-table, from the facts its :class:`Lead` carries."""
+"""The lead of a diagnosis in words: one sentence per rule of ``diagnosis/_lead.py``'s table."""
 
 from __future__ import annotations
 
@@ -130,7 +129,6 @@ def delta_text(d: Delta) -> str:
 
 
 def step_text(s: StepDiff) -> str:
-    """How one step differs from the golden's, in words."""
     if s.delta is not None:
         return delta_text(s.delta)
     if s.now_index is None:
@@ -169,8 +167,7 @@ def layer_diff_text(d: LayerDiff) -> str:
 
 
 def layers_lead(r: LayerReport) -> str:
-    """The clause a lead adds: where the model's outputs first differ, and whether the
-    difference grows from there to the last layer."""
+    """Where the model's outputs first differ, and whether that grows to the last layer."""
     f = r.first
     if f is None:
         return ""

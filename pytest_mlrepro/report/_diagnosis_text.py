@@ -1,6 +1,5 @@
-"""A diagnosis in words: one renderer per evidence type and the layout appended to a failure.
-The accuracy check, below report/ in the import contracts, is handed this wording
-(:data:`DIAGNOSIS_WORDING`) by the plugin."""
+"""A diagnosis in words: one renderer per evidence type, and the layout appended to a failure;
+handed to the accuracy check (below report/) as :data:`DIAGNOSIS_WORDING`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Latency in words: the milliseconds shown, and why a latency item failed (or was not judged)
-against its golden, with the table of ratios that decided it."""
+"""Latency in words: the milliseconds shown, and why an item failed (or was not judged)."""
 
 from __future__ import annotations
 

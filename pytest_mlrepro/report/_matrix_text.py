@@ -1,6 +1,4 @@
-"""The matrix as text: Markdown (what ``mlrepro merge`` prints, and a CI job summary shows) and
-CSV (one line per result, then one per pair of the cross-machine agreement); and the history of
-many nights in words (what ``mlrepro history`` prints)."""
+"""The matrix as text (Markdown, CSV) and the history of many nights in words."""
 
 from __future__ import annotations
 

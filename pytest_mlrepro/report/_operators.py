@@ -1,6 +1,5 @@
-"""A latency regression's operators in words: which operators took the added time, whether the
-slowdown is spread over most of the model or concentrated in a few operators, and what changed in
-kind (fused operators split apart, quantised ones now float, another op type or provider)."""
+"""A latency regression's operators in words: which took the added time, spread or concentrated,
+and what changed in kind (fusion, quantisation, op type or provider)."""
 
 from __future__ import annotations
 

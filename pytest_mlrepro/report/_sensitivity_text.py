@@ -1,5 +1,4 @@
-"""A manifest's pitfall sensitivity table (``mlrepro pitfalls``) in words: ``diagnosis/`` measures
-it (``diagnosis/_sensitivity.py``), this lays it out for the terminal."""
+"""A manifest's pitfall sensitivity table (``mlrepro pitfalls``) laid out for the terminal."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from ..diagnosis import PitfallRow, PitfallTable
 
 
 def sensitivity_text(table: PitfallTable, width: int = 100) -> str:
-    """The table as text, within ``width`` columns."""
     subset = f"the first {table.samples}" if table.limit else f"all {table.samples}"
     title = (
         f"pitfall sensitivity of {table.name} ({table.framework}, {table.device}) on "

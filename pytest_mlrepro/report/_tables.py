@@ -1,5 +1,4 @@
-"""A drift in words (golden vs now, the levels outside tolerance, the samples that changed), and
-the session's summary table."""
+"""A drift in words (golden vs now, levels out of tolerance, changed samples); the summary table."""
 
 from __future__ import annotations
 
@@ -118,8 +117,7 @@ def summary_table(rows: Sequence[Row]) -> list[str]:
 
 
 def _verdict(row: Row) -> str:
-    """The verdict, and how many runs it took when the item ran more than once
-    (pytest-rerunfailures: the last run's verdict)."""
+    """The verdict, with its runs when rerun (pytest-rerunfailures: the last run's verdict)."""
     verdict = row.verdict or ""
     return verdict if row.runs is None else f"{verdict} ({row.runs} runs)"
 

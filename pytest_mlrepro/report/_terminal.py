@@ -87,8 +87,7 @@ def note_lines(rows: Sequence[Row]) -> list[str]:
 
 
 def audit_lines(unused: list[str], broken: list[str], stale: list[str]) -> list[str]:
-    """Goldens no manifest uses (hedged when manifests failed to load), and temporary files left
-    by interrupted golden writes."""
+    """Unused goldens (hedged if manifests failed to load), interrupted writes' temporary files."""
     if not (unused or stale):
         return []
     lines: list[str] = []

@@ -1,6 +1,5 @@
-"""Results in an MLflow tracking store (docs/tracking.md): a results file logged as one run for
-the session and one nested run per item, during the session or after it, and read back. MLflow
-is imported only inside the functions that use it; no pytest here."""
+"""Results in an MLflow tracking store (docs/tracking.md): a run per session, a nested run per item,
+logged during or after the session, and read back; MLflow imported only on use, no pytest."""
 
 from __future__ import annotations
 

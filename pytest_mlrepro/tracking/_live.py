@@ -1,7 +1,5 @@
-"""A session's results logged while it runs, by a process of their own (``python -m
-pytest_mlrepro.tracking._live``): the session only writes each item's run to a folder, and at its
-end waits for the short tail. MLflow's import, its threads, warnings and variables stay out of the
-test process; a store that is away costs the session nothing until its end."""
+"""A session's results logged live by their own process (``pytest_mlrepro.tracking._live``): MLflow
+stays out of the test process; a store that is away costs nothing until the session's end."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Logging to an MLflow tracking store (MLflow imported only here and in ``_read``, only when
-tracking is asked for): :class:`Writer` turns runs (``_fields``) into MLflow calls, three per
-item; :func:`log_results` logs a whole results file, idempotently (``mlrepro track``)."""
+"""Logging to an MLflow store (MLflow imported only on use): :class:`Writer`, three calls per
+item, and :func:`log_results` for a whole file, idempotently (``mlrepro track``)."""
 
 from __future__ import annotations
 
@@ -88,9 +87,8 @@ def bounded_requests() -> Iterator[None]:
 
 @contextlib.contextmanager
 def sqlite_write_ahead(uri: str) -> Iterator[None]:
-    """An SQLite store's connections in write-ahead-log mode with ``synchronous=NORMAL``: a
-    commit (one per MLflow call) does not wait for the disk; a crash loses no committed run, a
-    power loss at worst the last commits (docs/tracking.md#cost)."""
+    """WAL mode, ``synchronous=NORMAL``: a commit does not wait for the disk; a crash loses no
+    committed run, a power loss at worst the last commits (docs/tracking.md#cost)."""
     if not uri.startswith("sqlite:"):
         yield
         return
@@ -161,9 +159,8 @@ def _batch(run: RunData, stamp: int) -> dict[str, Any]:
 
 
 class Writer:
-    """A session run and its item runs, the items as they come (on a pool), each three calls: made
-    with its tags, one ``log_batch``, ended; the session run completed by :meth:`finish`, which
-    raises the first failure (the rest not tried)."""
+    """A session run and its item runs (on a pool, three calls each); :meth:`finish` completes the
+    session run and raises the first failure."""
 
     def __init__(self, uri: str, start: int | None = None) -> None:
         self.uri, self.experiment = uri, ""

@@ -18,9 +18,8 @@ PAGE = 500  # runs asked for per request
 def tracked_documents(
     uri: str, *, night: str | None = None, since: str | None = None
 ) -> list[Document]:
-    """The results files logged to ``uri``, oldest first, of the UTC day ``night`` or from
-    ``since`` on (YYYY-MM-DD), their ``path`` the name logged under. TrackingError when the store
-    cannot be read; ResultsFileError for an artifact that is not a valid results file."""
+    """The results files logged to ``uri``, oldest first, of UTC day ``night`` or ``since`` on
+    (YYYY-MM-DD). TrackingError: store unreadable; ResultsFileError: an invalid artifact."""
     try:
         with bounded_requests():
             found = _runs(uri, night)

@@ -1,5 +1,4 @@
-"""The tracking URI a run asks for, the embedded default, and the URI as it may be shown (never
-with the credentials a URI can carry)."""
+"""The tracking URI a run asks for, the embedded default, and the URI shown without credentials."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def default_uri(root: Path) -> str:
 
 
 def chosen_uri(given: str | None, ini: str | None, root: Path) -> str:
-    """The URI a run logs to: the one given on the command line, else MLFLOW_TRACKING_URI, else
-    the ini file's, else the embedded default."""
+    """The command line's URI, else MLFLOW_TRACKING_URI, else the ini file's, else the default."""
     for uri in (given, os.environ.get(TRACKING_URI_ENV), ini):
         if uri and uri.strip():
             return uri.strip()
@@ -46,8 +44,7 @@ def artifact_root(uri: str) -> str | None:
 
 
 def shown_uri(uri: str) -> str:
-    """``uri`` without the user name and password it may carry (``https://u:p@host`` →
-    ``https://host``): what a message, a page or a file may say."""
+    """``uri`` without the user name and password it may carry: what a message or file may say."""
     parts = urlsplit(uri)
     if "@" not in parts.netloc:
         return _USERINFO.sub(r"\g<scheme>", uri)

@@ -1,5 +1,4 @@
-"""The HTML report: a plain view model (:class:`ReportView`), filled by the plugin and by
-``mlrepro merge --html``, rendered as one self-contained page."""
+"""The HTML report: a plain view model (:class:`ReportView`) rendered as one self-contained page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The report's charts: matplotlib figures on their own Agg canvas (no pyplot, no global backend),
-inlined as SVG ``data:`` URIs in an ``<img>`` each (so that ids in one SVG never clash with
-another's), text drawn as paths (the page needs no font)."""
+"""The report's charts: matplotlib on its own Agg canvas (no pyplot, no global backend), each an
+SVG ``data:`` URI in its own ``<img>`` (ids never clash), text as paths (no font needed)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The page of ``mlrepro history --html``: the latest night's matrix, then each series as a trend
-over the nights."""
+"""The page of ``mlrepro history --html``: the latest night's matrix, then each series' trend."""
 
 from __future__ import annotations
 

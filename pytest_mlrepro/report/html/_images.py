@@ -34,8 +34,7 @@ def reduce(image: np.ndarray, factor: int, how: str) -> np.ndarray:
 
 
 def image_of(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """A step output as an H×W×C float64 picture by the pipeline's layout rule, None when it is
-    not an image."""
+    """A step output as an H×W×C float64 picture by the pipeline's layout rule; None if not one."""
     if array.ndim == 4 and array.shape[0] == 1:
         array = array[0]
     image = channels_last(array, layout)

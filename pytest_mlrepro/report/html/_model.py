@@ -1,6 +1,5 @@
-"""The HTML report's view model: plain typed data saying what the page shows, so that the page's
-builders and its rendering meet on data alone (floats in percent or milliseconds, base64 PNG
-images; no pytest, no goldens)."""
+"""The HTML report's view model: plain typed data between the page's builders and its rendering
+(percent, milliseconds, base64 PNGs; no pytest, no goldens)."""
 
 from __future__ import annotations
 

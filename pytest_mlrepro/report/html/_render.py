@@ -1,6 +1,5 @@
-"""A view rendered as one self-contained HTML page (every image inline, nothing loaded from
-elsewhere), so that it works opened from a CI artifact; jinja2 and matplotlib, the ``report``
-extra, are imported only when a report is made."""
+"""A view rendered as one self-contained HTML page (it works opened from a CI artifact); jinja2 and
+matplotlib, the ``report`` extra, are imported only when a report is made."""
 
 from __future__ import annotations
 

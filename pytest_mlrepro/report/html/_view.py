@@ -1,7 +1,5 @@
-"""The one builder of the report page: results rows → the matrix → one :class:`ReportView`.
-
-A session's page (``--mlrepro-html``) and a merged matrix (``mlrepro merge --html``) are the same
-page from the same typed rows; what only a session has comes as :class:`SessionParts`."""
+"""The one builder of the report page, a session's (``--mlrepro-html``) or a merged matrix's
+(``mlrepro merge --html``): results rows → the matrix → one :class:`ReportView`."""
 
 from __future__ import annotations
 
