@@ -1,6 +1,5 @@
-"""The manifest diff: what changed between the manifest a golden was recorded with and this one,
-each change filed by area (preprocessing, model, runtime, or neutral: cannot move the outputs)
-and, for a preprocessing change, by pitfall category."""
+"""What changed between the manifest a golden was recorded with and this one, each change filed by
+area (preprocessing, model, runtime, neutral) and a preprocessing change by pitfall category."""
 
 from __future__ import annotations
 
