@@ -97,8 +97,7 @@ DESPITE_REFERENCE = " despite reference disagreement"
 
 @dataclass(frozen=True)
 class ReferenceOutcome:
-    """What the reference check of one run found: the check itself when it ran (``check``),
-    else why it could not (``problem``); ``error``: a failure in its own right."""
+    """The check when it ran (``check``), else why not (``problem``); ``error``: a failure."""
 
     check: ReferenceCheck | None = None
     problem: str = ""
@@ -489,8 +488,7 @@ class _Run:
         return replace(change, files=[f for f in change.files if f not in set(found.same)])
 
     def _enrich(self, path: Path, golden: Golden, result: Evaluation, change: DataChange) -> str:
-        """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written, the
-        figures untouched. Returns the verdict's note ("" when the item writes no goldens)."""
+        """--mlrepro-enrich on a reproducing run; the verdict's note ("" writing no goldens)."""
         r, o = self.r, self.outcome  # o: the facts so far (the enrichment changes none)
         if not r.records:
             return ""
@@ -520,8 +518,7 @@ class _Run:
         return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
-        """Never raises: the caller decides what a disagreement does to the verdict; None when no
-        reference is declared."""
+        """Never raises (the caller weighs a disagreement); None when no reference is declared."""
         r = self.r
         if r.manifest.reference is None:
             return None
@@ -621,8 +618,7 @@ class _Run:
     def _record(
         self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
     ) -> None:
-        """Write the golden and say so in the verdict, then the reference's verdict; results that
-        contradict the reference are written only under --mlrepro-update-despite-reference."""
+        """Contradicting the reference, written only under --mlrepro-update-despite-reference."""
         r = self.r
         with phase("writing"):
             disagrees = ref is not None and ref.agrees is False

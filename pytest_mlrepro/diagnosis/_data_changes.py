@@ -57,8 +57,7 @@ def check(
     samples: Iterable[Sample],
     changed: Sequence[str],
 ) -> PixelCheck:
-    """The ``changed`` files (ids whose sha256 is not the golden's) decoded with the manifest's
-    decode step and compared with the golden's decoded-pixel hashes."""
+    """``changed`` ids decoded by the manifest's decode step, against the golden's pixel hashes."""
     decode = _decode(steps)
     # The step probes' decode hashes: older goldens' only evidence.
     from_probes = decode_fingerprints(probes).items()

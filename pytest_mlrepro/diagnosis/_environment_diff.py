@@ -47,8 +47,7 @@ def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[EnvChange]:
 
 
 def model_run_env(env_changes: Sequence[EnvChange]) -> list[EnvChange]:
-    """The environment changes that act on the model run: the runtime's, then the CPU's ISA, the
-    numeric packages and settings."""
+    """Changes acting on the model run: the runtime's, the CPU's ISA, numeric packages, settings."""
     runtime = [e for e in env_changes if e[0].startswith("runtime.")]
     numeric = [
         e

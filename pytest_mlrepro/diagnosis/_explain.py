@@ -231,7 +231,6 @@ def _trace_layers(
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
-    """The golden's step probes whose data file changed since it was recorded."""
     if data is None or golden.probes is None:
         return []
     listed = golden.probes.get("samples")

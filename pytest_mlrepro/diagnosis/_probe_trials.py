@@ -170,8 +170,7 @@ def _candidates(
 
 
 def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]:
-    """``n`` probes, samples whose prediction changed and the others interleaved, so that any
-    prefix (the screening subset) holds both kinds."""
+    """``n`` probes, changed and unchanged interleaved: any prefix (screening) holds both."""
     chosen = probe_store.select(ids, n, prefer=set(changed))
     wanted = set(changed)
     a = [i for i in chosen if i in wanted]

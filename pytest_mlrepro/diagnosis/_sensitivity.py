@@ -74,8 +74,7 @@ def save(path: Path, table: PitfallTable, golden_dir: Path | None = None) -> Non
 
 
 def read(path: Path, golden_dir: Path | None = None) -> PitfallTable | None:
-    """The table :func:`save` wrote at ``path`` (None if none), through the golden store's bounded
-    reader; MlreproError if it is not a table."""
+    """The table at ``path`` (None if none); MlreproError if it is not a table."""
     data = read_json(path, "pitfall table", golden_dir)
     if data is None:
         return None

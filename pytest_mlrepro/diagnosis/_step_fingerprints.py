@@ -215,7 +215,6 @@ class StepReport:
 def describe_difference(
     golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
 ) -> Delta:
-    """How the fingerprints of one step differ on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
     ]

@@ -265,8 +265,7 @@ def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
 
 
 def student_t_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t, integer ``df`` ≥ 1, in closed form (Abramowitz & Stegun
-    26.7.3-4) so that the core needs no scipy."""
+    """P(T > t), Student's t, integer ``df`` ≥ 1, closed form (A&S 26.7.3-4): no scipy."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, not {df}")
     if t < 0:

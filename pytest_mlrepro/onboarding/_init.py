@@ -529,7 +529,6 @@ class InitPlan:
         return target
 
     def _ask_classes(self) -> None:
-        """Ask the loaded model its number of classes (one blank image)."""
         assert self.size is not None
         runner = self._runner()
         height, width = self.size

@@ -85,8 +85,7 @@ Rule = Literal["crop_padding", "central_crop", "resize", "shorter_side", "squash
 
 @dataclass(frozen=True)
 class Preset:
-    """A reference evaluation recipe: ``rule`` gives its geometry at size S, defined only for
-    ``sizes`` (None: any)."""
+    """A reference recipe: ``rule`` gives its geometry at size S, only for ``sizes`` (None: any)."""
 
     name: str
     order: Literal["RGB", "BGR", "L"]  # L: grey, one channel (decode mode L, by luma)
