@@ -104,8 +104,7 @@ class Sample:
     sha256: str = ""
 
     def read(self) -> bytes:
-        """The file's bytes, hashed in the read that returns them, so that a file replaced after
-        the data set was verified is refused, not decoded."""
+        """Hashed in the read that returns them: a file replaced since verification is refused."""
         data = self.path.read_bytes()
         if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256:
             raise IntegrityError(

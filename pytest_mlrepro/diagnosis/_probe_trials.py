@@ -124,8 +124,7 @@ def _in_graph_candidates(now: tuple[Step, ...]) -> list[Counterfactual]:
 def _reorder_candidates(
     now: tuple[Step, ...], report: probe_store.StepReport | None
 ) -> list[Counterfactual]:
-    """The channels put back in the golden's order after the first step whose output shows them
-    permuted (the multi-band analogue of the colour-order flip, which covers RGB ↔ BGR)."""
+    """Channels put back in the golden's order after the first step that shows them permuted."""
     shown = [(d, d.delta.order) for d in (report.steps if report else []) if d.delta]
     diff, order = next(((d, o) for d, o in shown if o and d.now_index is not None), (None, None))
     if diff is None or order is None or diff.now_index is None:

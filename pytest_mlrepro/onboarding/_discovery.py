@@ -257,8 +257,7 @@ def mcnemar_tail(b: int, c: int) -> Fraction:
 
 
 def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
-    """Whether ``other`` (correct per sample) is worse than ``leader`` by exact McNemar: only
-    the samples where the two disagree count."""
+    """Worse than ``leader`` by exact McNemar: only the samples where the two disagree count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
     return b > c and mcnemar_tail(b, c) < Fraction(alpha)
