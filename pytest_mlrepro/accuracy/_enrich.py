@@ -25,8 +25,7 @@ Evidence = tuple[str, ...]
 
 @dataclass
 class Enrichment:
-    """The enriched golden (None: nothing to add), what was added, and what was left out (with
-    why)."""
+    """The enriched golden (None: nothing to add), what was added, what was left out and why."""
 
     golden: Golden | None = None
     added: list[Evidence] = field(default_factory=list)
@@ -42,8 +41,7 @@ def enrich(
     data_files: Mapping[str, str],
     fingerprint_samples: int,
 ) -> Enrichment:
-    """The golden with the evidence it lacks (module docstring); the caller has checked that
-    the run reproduces it."""
+    """The golden with the evidence it lacks; the caller has checked that the run reproduces it."""
     out = Enrichment()
     steps = manifest.input.preprocess
     changes: dict[str, Any] = {}

@@ -1,6 +1,5 @@
-"""One accuracy check from start to verdict, as an accuracy item runs it: the golden read (its
-absence said before the model runs), the model evaluated, the reference checked, the verdict
-decided (:func:`goldens.accuracy_decision`), the golden recorded, a drift diagnosed."""
+"""One accuracy check from start to verdict: golden read, model evaluated, reference checked,
+verdict decided (:func:`goldens.accuracy_decision`), golden recorded, a drift diagnosed."""
 
 from __future__ import annotations
 
@@ -98,8 +97,7 @@ DESPITE_REFERENCE = " despite reference disagreement"
 
 @dataclass(frozen=True)
 class ReferenceOutcome:
-    """What the reference check of one run found: the check itself when it ran (``check``),
-    else why it could not (``problem``); ``error``: a failure in its own right."""
+    """The check when it ran (``check``), else why not (``problem``); ``error``: a failure."""
 
     check: ReferenceCheck | None = None
     problem: str = ""
@@ -119,8 +117,7 @@ class ReferenceOutcome:
 
 @dataclass(frozen=True)
 class Drifted:
-    """What the HTML report's pictures of a drifted item are made from (only when a report is asked
-    for): the golden, this run, and the diagnosis's (depth, layer, relative difference) rows."""
+    """What the HTML report's drift pictures are made from: the golden, this run, the layer rows."""
 
     golden: Golden
     result: Evaluation
@@ -129,8 +126,7 @@ class Drifted:
 
 @dataclass(frozen=True)
 class AccuracyRequest:
-    """What one accuracy item asks: its manifest, device and shard, the run's settings, what it
-    may write, how it names things, and how it shows progress."""
+    """What one accuracy item asks: manifest, device, shard, settings and what it may write."""
 
     manifest: Manifest
     device: str
@@ -216,8 +212,7 @@ def run_accuracy(request: AccuracyRequest) -> AccuracyOutcome:
 
 
 def with_hardware(row: Row, manifest: Manifest, device: str) -> Row:
-    """The row with its framework's version and hardware key (raising the core's errors:
-    :func:`stopped` says how each ends the item)."""
+    """The row with its framework version and hardware key; raises (see :func:`stopped`)."""
     version = check_framework(manifest)
     rt = manifest.runtime
     key = hardware_key(
@@ -227,8 +222,7 @@ def with_hardware(row: Row, manifest: Manifest, device: str) -> Row:
 
 
 def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row]:
-    """How an error of the evaluation ends an item (for the plugin to map) and its row then: a
-    missing piece is a skip (a failure when ``strict``), any other error a failure."""
+    """A missing piece skips the item (fails if ``strict``); any other evaluation error fails it."""
     if isinstance(exc, Unavailable):
         verdict = "unavailable (strict)" if strict else "skipped"
         return "unavailable", "fail" if strict else "skip", replace(row, verdict=verdict)
@@ -240,8 +234,7 @@ def stopped(row: Row, exc: MlreproError, strict: bool) -> tuple[Reason, End, Row
 
 
 class _Run:
-    """One check, its facts gathered as it goes and frozen into the record at its end: whatever
-    ends it early (a verdict, a skip, the time limit) leaves everything found before."""
+    """One check, its facts frozen into the record at its end, however early it ends."""
 
     def __init__(self, request: AccuracyRequest) -> None:
         self.r = request
@@ -269,8 +262,7 @@ class _Run:
         self.outcome = replace(self.outcome, verdict=verdict)
 
     def _fail(self, reason: Reason, verdict: str | None, end: End = "fail", **facts: Any) -> _Ended:
-        """End the check (a failure, or a skip): its verdict (None: the one found before stands)
-        and ``facts``, the outcome's fields its text needs."""
+        """End the check; a None ``verdict`` keeps the one found before; ``facts``: for its text."""
         if verdict is not None:
             self._verdict(verdict)
         failed: Status = "no golden" if reason == "no golden" else "failed"
@@ -281,8 +273,7 @@ class _Run:
     def _evaluate(
         self, run: Callable[[ResolvedDataset, Progress], Evaluation] | None
     ) -> tuple[Evaluation | None, ResolvedDataset]:
-        """The framework checked, the data set resolved, then ``run`` (None: the model verified
-        and loaded, nothing run). An error of the tool ends the check (:func:`stopped`)."""
+        """``run`` None: the model verified and loaded, nothing run; a tool error ends the check."""
         r = self.r
         try:
             self.row = with_hardware(self.row, r.manifest, r.device)
@@ -299,8 +290,7 @@ class _Run:
             raise self._fail(reason, self.row.verdict, end, message=message, build=build) from None
 
     def _compared_with(self, path: Path) -> tuple[golden_store.Results, ...]:
-        """The results this run's scores will be compared with, read before it runs so that the
-        evaluation streams (keeps each sample's top-k and its scores at these results' top-k)."""
+        """Read before the run so that the evaluation streams (keeps only their top-k)."""
         r = self.r
         try:
             self._golden_read = (golden_store.read(path, r.settings.golden_dir), None)
@@ -346,8 +336,6 @@ class _Run:
     def _judge(
         self, result: Evaluation, dataset: ResolvedDataset, path: Path, writes: bool
     ) -> None:
-        """The evaluation compared (with the reference's golden, with the golden) and the
-        verdict decided: recorded, passed, or a drift diagnosed."""
         r = self.r
         m = r.manifest
         self.outcome = replace(self.outcome, classes=dataset.class_names)
@@ -482,12 +470,10 @@ class _Run:
         raise self._fail("drift", "drift")
 
     def _note(self, note: Note) -> None:
-        """A note for the run's notes (the row's ``notes``), in words."""
         self.notes.append(self.r.words(note))
 
     def _same_pixels(self, golden: Golden, change: DataChange, result: Evaluation) -> DataChange:
-        """``change`` without the files whose bytes changed but that decode to the golden's pixels
-        (a comment, an ICC profile): the model sees the same input; a note names them."""
+        """``change`` less files decoding to the golden's pixels (a comment, an ICC profile)."""
         r = self.r
         if not change.files or r.strict:
             return change
@@ -502,8 +488,7 @@ class _Run:
         return replace(change, files=[f for f in change.files if f not in set(found.same)])
 
     def _enrich(self, path: Path, golden: Golden, result: Evaluation, change: DataChange) -> str:
-        """--mlrepro-enrich on a run that reproduces its golden: the evidence it lacks written, the
-        figures untouched. Returns the verdict's note ("" when the item writes no goldens)."""
+        """--mlrepro-enrich on a reproducing run; the verdict's note ("" writing no goldens)."""
         r, o = self.r, self.outcome  # o: the facts so far (the enrichment changes none)
         if not r.records:
             return ""
@@ -533,9 +518,7 @@ class _Run:
         return "golden enriched"
 
     def _check_reference(self, result: Evaluation) -> ReferenceOutcome | None:
-        """The cross-runtime check (goldens/_reference.py): this run against the reference's golden.
-        Never raises: the caller decides what its outcome does to the verdict (a drift still
-        shows it, an update is refused on a disagreement). None when no reference is declared."""
+        """Never raises (the caller weighs a disagreement); None when no reference is declared."""
         r = self.r
         if r.manifest.reference is None:
             return None
@@ -563,8 +546,7 @@ class _Run:
         return ReferenceOutcome(check=check)
 
     def _finish_reference(self, ref: ReferenceOutcome | None) -> None:
-        """After the golden comparison passed (or the golden was written): the reference's
-        verdict. A golden written despite a disagreement keeps its "golden ..." verdict."""
+        """A golden written despite a disagreement keeps its "golden ..." verdict."""
         if ref is None or (ref.agrees is not False and not ref.error):
             return
         if self.written:  # the verdict stays "golden ...": it was written
@@ -599,8 +581,7 @@ class _Run:
         return golden
 
     def _diagnose(self, drifted: Drifted, comparison: Comparison, change: DataChange) -> None:
-        """The drift's likely cause (diagnosis/_explain.py), for the failure's text; nothing
-        when diagnosis is turned off."""
+        """Nothing when diagnosis is turned off."""
         r = self.r
         if r.diagnosis_probes is None:
             return
@@ -616,8 +597,7 @@ class _Run:
         self.outcome = replace(self.outcome, diagnosis=d.render(), blamed=d.blamed)
 
     def _step_probes(self, result: Evaluation) -> dict[str, Any] | None:
-        """Per-step fingerprints for the golden; None if they cannot be made (never costs the
-        golden itself)."""
+        """None if they cannot be made: never costs the golden itself."""
         m = self.r.manifest
         try:
             probes = record_step_fingerprints(
@@ -638,8 +618,7 @@ class _Run:
     def _record(
         self, path: Path, result: Evaluation, action: str, ref: ReferenceOutcome | None
     ) -> None:
-        """Write the golden and say so in the verdict, then the reference's verdict; results that
-        contradict the reference are written only under --mlrepro-update-despite-reference."""
+        """Contradicting the reference, written only under --mlrepro-update-despite-reference."""
         r = self.r
         with phase("writing"):
             disagrees = ref is not None and ref.agrees is False
@@ -681,8 +660,7 @@ class _Run:
 
 
 def _top5_changed(golden: golden_store.Results, now: golden_store.Results) -> int:
-    """The samples in both whose top-5 classes, in order, are not the golden's: a ranking that
-    moved below an unchanged top-1 counts (the first sign of a small preprocessing change)."""
+    """Samples whose ordered top-5 is not the golden's: the first sign of a preprocessing change."""
     theirs, ours = paired_rows(golden, now)
     if not len(ours):
         return 0

@@ -1,6 +1,5 @@
-"""Labelled image data sets, found in each data mirror, then the cache, then downloaded into it
-(a ``url``, downloads allowed); every file is checked against the manifest's checksum list before
-it is used, whatever its origin."""
+"""Labelled image data sets from a mirror, the cache, or a download; every file is checked against
+the manifest's checksum list before use, whatever its origin."""
 
 from __future__ import annotations
 
@@ -105,8 +104,7 @@ class Sample:
     sha256: str = ""
 
     def read(self) -> bytes:
-        """The file's bytes, hashed in the read that returns them, so that a file replaced after
-        the data set was verified is refused, not decoded."""
+        """Hashed in the read that returns them: a file replaced since verification is refused."""
         data = self.path.read_bytes()
         if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256:
             raise IntegrityError(
@@ -119,8 +117,7 @@ class Sample:
 
 @dataclass(frozen=True)
 class ResolvedDataset:
-    """A data set found and verified: its samples sorted by id, and where it came from in words
-    (``"mirror /data/imagenet-sample"``)."""
+    """A data set found and verified: its samples sorted by id, and where it came from in words."""
 
     root: Path
     samples: tuple[Sample, ...]
@@ -160,8 +157,7 @@ def _read_list(path: Path) -> str:
 
 
 def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
-    """A ``sha256sum`` list as ``{name: digest}``, names verbatim and unescaped as sha256sum
-    escapes them, and each name's line, so that a mismatch names the line that pins it;
+    """``{name: digest}`` (names unescaped as sha256sum escapes them) and each name's line;
     ValueError naming the line for a malformed one."""
     text = _read_list(path)
     result: dict[str, str] = {}
@@ -203,9 +199,8 @@ def read_checksum_lines(path: Path) -> tuple[dict[str, str], dict[str, int]]:
 def resolve_dataset(
     manifest: Manifest, settings: Settings, shard: Shard | None = None
 ) -> ResolvedDataset:
-    """Find the manifest's data set (the first folder that holds every file selected), verify
-    the files it uses and read its labels; ``shard``: only that shard's samples are looked for,
-    verified and downloaded."""
+    """The first folder holding every selected file, its files verified and labels read; ``shard``:
+    only that shard's samples are looked for, verified and downloaded."""
     return _Resolver(manifest, settings, shard).resolve()
 
 
@@ -327,8 +322,7 @@ class _Resolver:
     def _from_folder(
         self, kind: str, folder: Path, download_from: str | None = None
     ) -> ResolvedDataset | str:
-        """The data set from ``folder`` if it holds every file needed, else why not;
-        ``download_from``: fetch what it lacks."""
+        """The data set from ``folder``, else why not; ``download_from``: fetch what it lacks."""
         if kind == "cache":
             self._confine(folder, file=False)
         if not folder.is_dir():
@@ -486,8 +480,7 @@ class _Resolver:
         return samples, tuple(classes)
 
     def _check_class_folders(self, folder: Path) -> None:
-        """A class folder on disk that the checksum list does not name would shift every later
-        class index for a reader that lists the folders (``ImageFolder``): refused."""
+        """An unlisted class folder would shift later class indices for ``ImageFolder``: refused."""
         listed = set(self._class_folders())
         try:
             present = {p.name for p in folder.iterdir() if p.is_dir()}

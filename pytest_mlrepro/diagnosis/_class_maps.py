@@ -1,8 +1,5 @@
-"""Label offsets and class-index maps, named from the golden's recorded top-k and this run's with
-no model run: shared models disagree on what an output index means more than on anything else
-(a 1001-class head sliced at the wrong end, a 1001 ↔ 1000 export, another class order); and the
-drifts that keep every ranking: the scores transformed (a softmax applied twice, a temperature),
-or the output classes permuted. Each check gives its facts, or None."""
+"""Label offsets, class-index maps, score transforms and class permutations, named from the
+golden's recorded top-k and this run's with no model run; each check gives its facts, or None."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ def shared_rows(golden: Results, now: Results) -> tuple[Results, Results]:
 
 
 def _pairs(golden: Results, now: Results) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k classes of the samples both have, in the golden's order: (golden's, this
-    run's), to the shorter k."""
+    """As :func:`shared_rows`, top-k classes only, cut to the shorter k."""
     g, n = shared_rows(golden, now)
     k = min(g.topk.shape[1], n.topk.shape[1])
     return g.topk[:, :k], n.topk[:, :k]
@@ -169,8 +165,7 @@ class ScoreTransform:
 def class_permutation(
     golden: Results, evaluation: Evaluation, score_tol: float
 ) -> ClassPermutation | None:
-    """The model's output classes exchanged: the golden's top-k scores come back, in order, on
-    other classes, mapped one to one the same on every sample."""
+    """The golden's top-k scores back, in order, on classes mapped one to one on every sample."""
     g, n = shared_rows(golden, evaluation.results)
     k = min(g.topk.shape[1], n.topk.shape[1])
     diffs = np.abs(n.topk_scores[:, :k] - g.topk_scores[:, :k]).max(axis=1)
@@ -200,8 +195,7 @@ def score_transform(
     evaluation: Evaluation,
     changes: list[Change],
 ) -> ScoreTransform | None:
-    """When every shared sample ranks its classes as the golden did (its recorded top-k, in
-    order) and only the scores moved; else None."""
+    """Every shared sample ranks its classes as the golden did, only the scores moved; else None."""
     g, now = shared_rows(golden.results, evaluation.results)
     if not g.ids or comparison.changed or "score" not in comparison.failures:
         return None
@@ -218,8 +212,7 @@ def score_transform(
 
 
 def _outputs_are_probabilities(manifest: Manifest, evaluation: Evaluation, n: int = 8) -> bool:
-    """Whether the model's raw outputs (before the manifest's softmax) on a few samples are
-    already probability vectors. Re-runs them on the loaded model; False if it cannot."""
+    """Whether raw outputs (before the manifest's softmax) are probabilities; False if unknown."""
     if evaluation.runner is None or not evaluation.samples:
         return False
     subset = ResolvedDataset(

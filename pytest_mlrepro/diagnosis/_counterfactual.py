@@ -1,6 +1,5 @@
-"""Run many preprocessing variants of one manifest on one loaded model, sharing the work: the
-pipelines are walked as a prefix tree one chunk at a time (each prefix computed once, memory
-chunk × depth), and a batch byte-identical to one already run reuses its scores."""
+"""Many preprocessing variants of one manifest on one loaded model: a prefix tree walked a chunk at
+a time (each prefix once), a byte-identical batch reusing its scores."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ def score_pipelines(
     chunk: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[Outcome]:
-    """Scores of ``samples`` under each of ``pipelines`` on ``runner``; a pipeline that fails gets
-    an :class:`Outcome` with ``error`` set, the others are unaffected."""
+    """A failing pipeline gets an :class:`Outcome` with ``error`` set; the others are unaffected."""
     chunk = chunk or max(1, manifest.runtime.batch_size)
     workers = max(1, min(4, os.cpu_count() or 1))
     parts: list[list[np.ndarray]] = [[] for _ in pipelines]

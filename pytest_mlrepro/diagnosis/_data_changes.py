@@ -1,6 +1,5 @@
-"""When the data changed since the golden: whether a changed file still decodes to the golden's
-pixels (a JPEG comment, a PNG under a ``.JPEG`` name: same input), whether the others are the same
-pictures re-encoded, and whether the change covers the drift."""
+"""When the data changed since the golden: whether changed files still decode to its pixels or are
+the same pictures re-encoded, and whether the change covers the drift."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ def check(
     samples: Iterable[Sample],
     changed: Sequence[str],
 ) -> PixelCheck:
-    """The ``changed`` files (ids whose sha256 is not the golden's) decoded with the manifest's
-    decode step and compared with the golden's decoded-pixel hashes."""
+    """``changed`` ids decoded by the manifest's decode step, against the golden's pixel hashes."""
     decode = _decode(steps)
     # The step probes' decode hashes: older goldens' only evidence.
     from_probes = decode_fingerprints(probes).items()
@@ -126,8 +124,7 @@ def data_lead(
     flip: Counterfactual | None = None,
     how: Reencoding | None = None,
 ) -> Lead:
-    """The lead when the data changed; a flip that brings the probes back on the changed data is
-    the more specific cause."""
+    """A flip that brings the probes back on the changed data is the more specific cause."""
     moved = [c.id for c in comparison.changed]
     elsewhere = [i for i in moved if i not in data.ids]
     worst = comparison.max_score_diff_id or ""
@@ -155,8 +152,7 @@ def data_lead(
 
 
 def _label_shift(data: DataChange) -> int | None:
-    """The constant every changed label moved by (a labels file that counts from 1, or counts a
-    background class), if they all moved by one; else None."""
+    """The constant all changed labels moved by (1-based labels, a background class), else None."""
     shifts = {c.now - c.golden for c in data.labels}
     if len(shifts) != 1 or len(data.labels) < max(2, data.samples // 2):
         return None

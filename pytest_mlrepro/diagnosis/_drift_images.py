@@ -1,6 +1,5 @@
-"""The pictures of a drift: the golden pipeline's (rebuilt from its recorded manifest) and the
-current pipeline's output of the first step that differs, for a few probe samples; the report
-decides how to show them."""
+"""The pictures of a drift: the first differing step's output through the golden pipeline and the
+current one, for a few probe samples; the report decides how to show them."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ SHOWN = 3  # probe samples whose outputs are shown
 
 @dataclass(frozen=True)
 class ProbeOutputs:
-    """One probe sample's output of the first differing step, through each pipeline (None where
-    that pipeline has no such output)."""
+    """One probe's output of the first differing step per pipeline (None: no such output)."""
 
     sample: str
     golden: np.ndarray | None

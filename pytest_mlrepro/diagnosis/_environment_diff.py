@@ -47,8 +47,7 @@ def env_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[EnvChange]:
 
 
 def model_run_env(env_changes: Sequence[EnvChange]) -> list[EnvChange]:
-    """The environment changes that act on the model run: the runtime's, then the CPU's ISA, the
-    numeric packages and settings."""
+    """Changes acting on the model run: the runtime's, the CPU's ISA, numeric packages, settings."""
     runtime = [e for e in env_changes if e[0].startswith("runtime.")]
     numeric = [
         e
@@ -70,8 +69,7 @@ def relevant_env(
 def step_library(
     op: str, params: Mapping[str, Any] | None, env: Mapping[str, Any]
 ) -> tuple[str, tuple[str, ...]]:
-    """The library a step runs on here with its version (``Pillow 11.0.0 (libjpeg-turbo 6.2)``),
-    and the environment fields of its version and build."""
+    """The library a step runs on here, with its version, and its version's environment fields."""
     backend = str((params or {}).get("backend", "")) if op in ("decode", "resize") else ""
     packages = env.get("numeric_packages")
     packages = packages if isinstance(packages, Mapping) else {}

@@ -1,6 +1,5 @@
-"""From a drift to its likely cause, as facts: the data change first, then the counterfactual
-probes, the manifest diff, the step and layer fingerprints and the environment diff; the lead is
-the decision table's (``_lead.py``). report/ words it all; a diagnosis never raises."""
+"""From a drift to its likely cause, as facts (data change, counterfactuals, manifest diff, step and
+layer fingerprints, environment); report/ words it all; a diagnosis never raises."""
 
 from __future__ import annotations
 
@@ -104,7 +103,6 @@ class DriftDiagnosis:
 
     @property
     def lead(self) -> str:
-        """The lead in words."""
         return self.wording.lead(self.found)
 
     @property
@@ -156,9 +154,8 @@ def diagnose(
     probes: int = probe_store.PROBES,
     data: DataChange | None = None,
 ) -> DriftDiagnosis:
-    """Explain why ``evaluation`` drifted from ``golden``, reusing its loaded model. Never raises:
-    a diagnosis that fails has cause ``error``. ``probes``: samples re-run per counterfactual (0:
-    none); ``data``: what changed in the data (None: not known)."""
+    """Reuses ``evaluation``'s loaded model; never raises (a failed diagnosis has cause ``error``).
+    ``probes``: samples re-run per counterfactual (0: none); ``data``: None when not known."""
     start = time.perf_counter()
     try:
         changes = manifest_diff(_recorded_plain(golden), manifest.normalized())
@@ -213,8 +210,7 @@ def diagnose(
 
 
 def _recorded_plain(golden: Golden) -> Mapping[str, Any]:
-    """The manifest the golden was recorded with, normalised: keys added to the schema since the
-    recording count as their defaults (not as edits)."""
+    """The golden's recorded manifest, normalised: schema keys added since count as defaults."""
     try:
         return parse_manifest(golden.manifest, "(recorded manifest)", {}).normalized()
     except ManifestError:
@@ -235,7 +231,6 @@ def _trace_layers(
 
 
 def _changed_probes(golden: Golden, data: DataChange | None) -> list[str]:
-    """The golden's step probes whose data file changed since it was recorded."""
     if data is None or golden.probes is None:
         return []
     listed = golden.probes.get("samples")

@@ -1,6 +1,5 @@
-"""Layer fingerprints, the model-side twin of the step fingerprints: one compact row per layer
-output over a few probes (kilobytes, not tensors); on a drift with identical preprocessing, the
-first layer whose statistics differ beyond ``TOLERANCE`` is where the computation changed."""
+"""Layer fingerprints, one compact row per layer output over a few probes; with identical
+preprocessing, the first layer differing beyond ``TOLERANCE`` is where the computation changed."""
 
 from __future__ import annotations
 
@@ -96,9 +95,8 @@ def _delta(g: Sequence[Any], n: Sequence[Any]) -> float:
 
 @dataclass(frozen=True)
 class Precision:
-    """How the model's precision changed: quantisation ops (now, the golden's, their kinds),
-    layer outputs of a lower-precision dtype (dtype, now, the golden's), quantisation scales
-    that moved (tensor, the golden's, now)."""
+    """Precision changes: quantisation ops (now, golden's, kinds), lower-precision outputs (dtype,
+    now, golden's), moved quantisation scales (tensor, golden's, now)."""
 
     quant: tuple[int, int, str] | None = None
     dtypes: tuple[tuple[str, int, int], ...] = ()
@@ -187,8 +185,7 @@ def _precision(golden: list[list[Any]], now: list[list[Any]]) -> Precision | Non
 def compare(
     block: Any, runner: Any, manifest: Manifest, samples: Sequence[Sample]
 ) -> LayerReport | None:
-    """This run's layers against the golden's ``probes.layers`` block; None when the golden
-    keeps none (recorded before they existed, or a runner that cannot show them)."""
+    """This run's layers against the golden's ``probes.layers``; None when the golden keeps none."""
     if not isinstance(block, Mapping) or block.get("format") != FORMAT:
         return None
     golden = block.get("rows")

@@ -73,8 +73,6 @@ class Lead:
 
 @dataclass(frozen=True)
 class Facts:
-    """Everything the rules read."""
-
     changes: Sequence[Change]
     steps: probe_store.StepReport
     trials: CounterfactualEvidence
@@ -189,8 +187,7 @@ def decide(facts: Facts) -> Lead:
 
 
 def with_layers(lead: Lead, layers: LayerReport | None) -> Lead:
-    """A model cause sharpened by the layer comparison: the model's precision changed, or the
-    first layer whose output differs."""
+    """A model cause sharpened: the model's precision changed, or the first layer that differs."""
     if layers is None or lead.cause not in MODEL_CAUSES:
         return lead
     if layers.precision is not None:

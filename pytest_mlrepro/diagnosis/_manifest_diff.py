@@ -1,6 +1,5 @@
-"""The manifest diff: what changed between the manifest a golden was recorded with and this one,
-each change filed by area (preprocessing, model, runtime, or neutral: cannot move the outputs)
-and, for a preprocessing change, by pitfall category."""
+"""What changed between the manifest a golden was recorded with and this one, each change filed by
+area (preprocessing, model, runtime, neutral) and a preprocessing change by pitfall category."""
 
 from __future__ import annotations
 
@@ -135,8 +134,7 @@ def _diff_steps(old: list[Any], new: list[Any], path: str, out: list[Change]) ->
 
 
 def recorded_steps(recorded: Mapping[str, Any]) -> tuple[Step, ...] | None:
-    """The golden's recorded preprocessing as step objects, or None if it no longer parses
-    (e.g. it names a custom step that is not registered in this run)."""
+    """The golden's recorded steps; None if they no longer parse (an unregistered custom step)."""
     try:
         raw = recorded["inputs"][0]["preprocess"]
         ctx = Context("golden.manifest", {})  # (its errors are caught: None)

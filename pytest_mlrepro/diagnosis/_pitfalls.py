@@ -1,7 +1,5 @@
-"""The known preprocessing pitfalls (MLModelScope's Table 1 and public incident reports), each a
-pure transformation of a manifest's pipeline with one pitfall flipped, validated like the
-manifest's own; a flip that cannot change the model's input is not listed. Nothing here runs a
-model."""
+"""The known preprocessing pitfalls (MLModelScope's Table 1, public incidents), each a pure flip
+of a manifest's pipeline validated like its own; nothing here runs a model."""
 
 from __future__ import annotations
 
@@ -75,8 +73,7 @@ Flip = tuple[str, ...]
 
 @dataclass(frozen=True)
 class Variant:
-    """The manifest's pipeline (``steps``) with one pitfall flipped; ``key``: a stable id
-    (``colour:BGR``)."""
+    """A pipeline (``steps``) with one pitfall flipped; ``key``: a stable id (``colour:BGR``)."""
 
     key: str
     pitfall: str
@@ -239,7 +236,6 @@ def _flips(
 
 
 def _indices(steps: Sequence[Step], cls: type[_S]) -> dict[int, _S]:
-    """The steps of a kind, by their index."""
     return {i: s for i, s in enumerate(steps) if isinstance(s, cls)}
 
 
@@ -568,8 +564,7 @@ _GREY_RULES = ("luma", "red", "green", "blue")
 
 
 def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    """Inverted pixels (negatives of a grey data set): an ``invert`` added after a grey integer
-    decode, or the pipeline's own removed."""
+    """An ``invert`` added after a grey integer decode, or the pipeline's own removed."""
     inverts = _indices(steps, Invert)
     if inverts:
         for index in inverts:
@@ -586,8 +581,7 @@ def _inverted(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 
 def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    """The grey conversion of a colour file: ITU-R 601-2 luma or one channel of it (the luma
-    weights mixed up, or a channel taken for grey)."""
+    """ITU-R 601-2 luma or one channel of it (the weights mixed up, a channel taken for grey)."""
     step = steps[0]
     if isinstance(step, Decode) and step.mode in ("L", "L16") and step.convert is not None:
         named = {r: (f"grey:{r}", ("grey", r, step.convert)) for r in _GREY_RULES}
@@ -595,8 +589,7 @@ def _grey(steps: tuple[Step, ...]) -> Iterator[Variant]:
 
 
 def _depth(steps: tuple[Step, ...]) -> Iterator[Variant]:
-    """A 16-bit image read as 8-bit (its high byte), the rest of the pipeline unchanged: the
-    values it scales are 256 times smaller than the ones it was written for."""
+    """A 16-bit image read as 8-bit (high byte): its values 256 times smaller than expected."""
     step = steps[0]
     if not isinstance(step, Decode) or step.mode not in ("L16", "RGB16"):
         return

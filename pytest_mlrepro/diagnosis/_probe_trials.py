@@ -1,7 +1,5 @@
-"""The counterfactual probes: which pipelines to try (each manifest edit undone, each known
-pitfall flipped, each step a re-exported model may do itself dropped), running them on the
-probe samples (all on a few screening probes first, the closest on every probe), and which of
-them bring the probes back to the golden."""
+"""The counterfactual probes: which pipelines to try (edits undone, pitfalls flipped, in-graph
+steps dropped), run screening-first on the probe samples, and which bring the probes back."""
 
 from __future__ import annotations
 
@@ -115,8 +113,7 @@ _IN_GRAPH = {"normalize": pitfalls.MEAN_STD, "scale": pitfalls.MEAN_STD, "resize
 
 
 def _in_graph_candidates(now: tuple[Step, ...]) -> list[Counterfactual]:
-    """When the model changed: each manifest step that a model can do itself, dropped on its
-    own (a model with the normalisation built in gets it twice from the manifest)."""
+    """Each step a changed model may do itself, dropped on its own (no double normalisation)."""
     return [
         Counterfactual(("in graph", pitfalls.describe_step(step)), (*now[:i], *now[i + 1 :]), cat)
         for i, step in enumerate(now)
@@ -127,8 +124,7 @@ def _in_graph_candidates(now: tuple[Step, ...]) -> list[Counterfactual]:
 def _reorder_candidates(
     now: tuple[Step, ...], report: probe_store.StepReport | None
 ) -> list[Counterfactual]:
-    """The channels put back in the golden's order after the first step whose output shows them
-    permuted (the multi-band analogue of the colour-order flip, which covers RGB ↔ BGR)."""
+    """Channels put back in the golden's order after the first step that shows them permuted."""
     shown = [(d, d.delta.order) for d in (report.steps if report else []) if d.delta]
     diff, order = next(((d, o) for d, o in shown if o and d.now_index is not None), (None, None))
     if diff is None or order is None or diff.now_index is None:
@@ -173,8 +169,7 @@ def _candidates(
 
 
 def probe_order(ids: Sequence[str], n: int, changed: Iterable[str]) -> list[str]:
-    """``n`` probes, samples whose prediction changed and the others interleaved, so that any
-    prefix (the screening subset) holds both kinds."""
+    """``n`` probes, changed and unchanged interleaved: any prefix (screening) holds both."""
     chosen = probe_store.select(ids, n, prefer=set(changed))
     wanted = set(changed)
     a = [i for i in chosen if i in wanted]
@@ -287,8 +282,7 @@ def reproduces(c: Counterfactual, score_tol: float) -> bool:
 
 @dataclass(frozen=True)
 class CounterfactualEvidence:
-    """The probe samples re-run with one pitfall flipped (or one manifest edit undone) at a
-    time; ``note`` says why none ran, when none did."""
+    """Probe samples re-run one flip (or undone edit) at a time; ``note``: why none ran."""
 
     tried: Sequence[Counterfactual]
     baseline: Counterfactual | None

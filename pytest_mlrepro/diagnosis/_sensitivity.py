@@ -1,6 +1,5 @@
 """The pitfall sensitivity table of a manifest (MLModelScope's Table 1 for this model): top-1, top-5
-and agreement with the declared pipeline under each pitfall, agreement showing the pitfalls that
-barely move the accuracy; stored with the goldens so that reviewers see how fragile a model is."""
+and agreement under each pitfall, kept with the goldens to show how fragile a model is."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ def save(path: Path, table: PitfallTable, golden_dir: Path | None = None) -> Non
 
 
 def read(path: Path, golden_dir: Path | None = None) -> PitfallTable | None:
-    """The table :func:`save` wrote at ``path`` (None if none), through the golden store's bounded
-    reader; MlreproError if it is not a table."""
+    """The table at ``path`` (None if none); MlreproError if it is not a table."""
     data = read_json(path, "pitfall table", golden_dir)
     if data is None:
         return None
@@ -121,9 +119,8 @@ def sensitivity(
     backends: Collection[str] | None = None,
     describe: Callable[[Flip], str],
 ) -> PitfallTable:
-    """Accuracy and agreement under each pitfall (``only``: keys or categories to keep;
-    ``backends``: the libraries flips may switch to, None: every installed one); ``describe``
-    words a row's flip (``report.pitfall_words``: diagnosis/ imports no report/)."""
+    """``only``: keys or categories to keep; ``backends``: libraries flips may use (None: all
+    installed); ``describe`` words a row's flip (diagnosis/ imports no report/)."""
     start = time.perf_counter()
     chosen: list[Variant] = [
         v for v in variants(manifest, backends) if not only or v.key in only or v.pitfall in only

@@ -1,6 +1,5 @@
-"""Probe samples and per-step fingerprints, what a golden keeps so that a drift can be explained:
-each step's output per probe as shape, dtype, hash, per-channel mean/std/detail and a thumbnail
-(one line each: reviewable). Probes are chosen by the sha256 of the id: stable across runs."""
+"""Probe samples and per-step fingerprints (shape, dtype, hash, channel stats, thumbnail: one line
+each), what a golden keeps to explain a drift; probes chosen by the sha256 of the id."""
 
 from __future__ import annotations
 
@@ -216,7 +215,6 @@ class StepReport:
 def describe_difference(
     golden: Sequence[Mapping[str, Any]], now: Sequence[Mapping[str, Any]]
 ) -> Delta:
-    """How the fingerprints of one step differ on the same probes."""
     differing = [
         i for i, (g, n) in enumerate(zip(golden, now)) if g.get("sha256") != n.get("sha256")
     ]
@@ -358,9 +356,8 @@ def compare_steps(
     samples: Sequence[Sample],
     recorded_steps: Sequence[Step] | None = None,
 ) -> StepReport:
-    """The fingerprints of ``steps`` on the golden's step probes against the golden's; with
-    ``recorded_steps``, whether this machine reproduces the golden (else the environment changed a
-    step) and the first difference measured on full arrays. Never raises."""
+    """Against the golden's step probes; with ``recorded_steps``, whether this machine reproduces
+    the golden and the first difference measured on full arrays. Never raises."""
     try:
         report, now_arrays = _compare(probes, steps, samples)
     except Exception as exc:  # report, do not hide the rest of the diagnosis
@@ -382,8 +379,7 @@ def compare_steps(
 def _compare(
     probes: Any, steps: Sequence[Step], samples: Sequence[Sample]
 ) -> tuple[StepReport, dict[str, list[np.ndarray]]]:
-    """The fingerprints of ``steps`` on the golden's step probes against the golden's, and the
-    outputs of every step for each probe."""
+    """The comparison, and every step's outputs for each probe."""
     if not isinstance(probes, Mapping) or probes.get("format") != FORMAT:
         return StepReport(0, note="unrecorded"), {}
     golden_ops = [str(op) for op in probes.get("steps", [])]
@@ -419,8 +415,7 @@ def _measure_first(
     here: dict[str, list[np.ndarray]],
     now_arrays: dict[str, list[np.ndarray]],
 ) -> None:
-    """With the golden reproduced here (``here``: the recorded pipeline's outputs on this
-    machine), the first difference of ``report`` measured on the full arrays."""
+    """``here``: the recorded pipeline's outputs on this machine (the golden reproduced)."""
     first = next((s for s in report.steps if s.status in ("differs", "added")), None)
     # An added step's output is compared with the recorded output of the step before it.
     golden_index, now_index = report.compared_outputs(first) if first else (None, None)

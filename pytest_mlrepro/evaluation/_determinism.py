@@ -79,8 +79,7 @@ class RunComparison:
 
 
 class RunsComparer:
-    """:func:`compare_runs` a batch at a time, keeping a few numbers per sample, not the score
-    matrices."""
+    """:func:`compare_runs` a batch at a time, keeping a few numbers per sample, not the scores."""
 
     def __init__(self, ids: Sequence[str], runs: int, tolerance: float = 0.0) -> None:
         self.ids = ids

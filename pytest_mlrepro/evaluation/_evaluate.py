@@ -82,9 +82,8 @@ def preprocessed(
     overlap: bool = True,
     load: Load | None = None,
 ) -> Generator[np.ndarray, None, None]:
-    """Batches in order, prepared by a thread pool. ``overlap``: ahead of a model on an
-    accelerator; a CPU model instead gets the cores to itself between batches, since threads
-    beside its intra-op threads stall them (docs/measurements.md, "Evaluation throughput")."""
+    """Batches in order from a thread pool; ``overlap`` only beside an accelerator: threads beside a
+    CPU model's intra-op threads stall them (docs/measurements.md, "Evaluation throughput")."""
     load = load or (lambda sample: pipe(read_sample(sample), sample.id))
     workers = workers or (max(1, min(4, os.cpu_count() or 1)) if overlap else usable_cpu_count())
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mlrepro-prep") as pool:
@@ -208,9 +207,8 @@ def run_model(
 
 
 class _Reduced:
-    """What a streamed evaluation keeps of each batch: its top-k and the scores at each kept
-    golden's top-k classes, written into arrays made once, since small objects kept per batch pin
-    the allocator's pools (docs/measurements.md, "Scale")."""
+    """Each batch's top-k and scores at the goldens' top-k, written into arrays made once: small
+    per-batch objects pin the allocator's pools (docs/measurements.md, "Scale")."""
 
     def __init__(self, manifest: Manifest, samples: Sequence[Sample], keep: Sequence[Results]):
         self.manifest = manifest
@@ -266,9 +264,8 @@ def evaluate(
     shared: SharedLoader | None = None,
     observe: Reduce | None = None,
 ) -> Evaluation:
-    """Resolve the data, load the model, run it and make results. ``keep``: streamed, each batch
-    reduced to what these goldens are compared on (memory samples × k); ``shared``: the session's
-    shared preprocessing; ``observe``: told each batch's raw outputs (streamed only)."""
+    """``keep``: stream, reducing each batch to what these goldens compare; ``shared``: the
+    session's shared preprocessing; ``observe``: told each batch's raw outputs (streamed only)."""
     dataset = dataset or resolve_dataset(manifest, settings)
     steady_allocator()
     seed_everything(manifest.runtime.seed)

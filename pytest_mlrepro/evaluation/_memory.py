@@ -34,8 +34,7 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def release_freed() -> None:
-    """Hand freed heap pages back (``malloc_trim``), so that fragmentation between images of
-    many sizes does not add up over a long run."""
+    """``malloc_trim``: fragmentation among images of many sizes must not add up over a run."""
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
@@ -55,9 +54,8 @@ GROWTH_BEFORE_RELEASE = 32 * 1024 * 1024
 
 
 class FreedPages:
-    """Hands freed heap pages back only when the resident set has grown
-    :data:`GROWTH_BEFORE_RELEASE` above its lowest check: a model's activations kept as free
-    heap between batches would otherwise be faulted in again at every batch."""
+    """Trims only once RSS grew :data:`GROWTH_BEFORE_RELEASE` above its lowest check: activations
+    kept as free heap between batches would otherwise be faulted in again every batch."""
 
     def __init__(self, growth: int = GROWTH_BEFORE_RELEASE) -> None:
         self.growth = growth
@@ -78,9 +76,8 @@ class FreedPages:
 
 @functools.cache
 def steady_allocator() -> bool:
-    """Fix glibc's mmap threshold at 4 MiB (and the trim threshold at 1 GiB), once per process;
-    True when set. glibc's dynamic threshold otherwise sends batches to the heap among images of
-    every size, which fragments it; a user's ``MALLOC_MMAP_THRESHOLD_`` is left alone."""
+    """Fix glibc's mmap threshold at 4 MiB (trim at 1 GiB) once per process, True when set: the
+    dynamic threshold fragments the heap; a user's ``MALLOC_MMAP_THRESHOLD_`` is left alone."""
     libc = _glibc()
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or libc is None:
         return False
@@ -93,9 +90,8 @@ def steady_allocator() -> bool:
 
 @contextlib.contextmanager
 def model_allocation() -> Iterator[None]:
-    """While a model runs on the CPU, blocks up to 512 MiB come from the heap: torch and
-    TensorFlow malloc each layer's activations, which the 4 MiB threshold mapped and faulted in
-    again at every batch. Nothing changes where :func:`steady_allocator` set nothing."""
+    """CPU model runs: blocks up to 512 MiB from the heap (torch/TF malloc activations the 4 MiB
+    threshold would fault in every batch); a no-op where :func:`steady_allocator` set nothing."""
     libc = _glibc()
     if libc is None or not steady_allocator():
         yield

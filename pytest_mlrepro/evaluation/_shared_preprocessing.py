@@ -1,6 +1,5 @@
-"""Preprocessed samples shared between the evaluations of one session (decode once), keyed by
-what determines them: the sample's sha256 and every step of the prefix, since a wrong reuse would
-be a silent wrong verdict. Bounded by a budget; the design: docs/design.md, "Decode once"."""
+"""Preprocessed samples shared across a session's evaluations, keyed by the sample's sha256 and
+every prefix step (a wrong reuse is a silent wrong verdict); docs/design.md, "Decode once"."""
 
 from __future__ import annotations
 
@@ -129,8 +128,7 @@ class PreprocessingShare:
 
 
 class SharedLoader:
-    """One pipeline's loading of a sample from the deepest prefix kept, keeping every deeper
-    planned prefix on the way for the others."""
+    """Load from the deepest kept prefix, keeping deeper planned prefixes for the others."""
 
     def __init__(
         self, share: PreprocessingShare, pipe: Pipeline, prefixes: list[tuple[int, Prefix]]
@@ -172,9 +170,8 @@ class SharedLoader:
         return [s for s in samples if s.sha256 and kept(deepest, s.sha256, False) is None]
 
     def fill(self, samples: Sequence[Sample], workers: int) -> int:
-        """Compute and keep the deepest planned prefix of every sample not kept yet, on
-        ``workers`` threads before the first batch, as the session's one-time cost; how many.
-        A sample that fails is left to the evaluation, to report in its place."""
+        """Compute the deepest planned prefix of every sample not kept yet, up front on ``workers``
+        threads; how many. A failing sample is left to the evaluation to report."""
         todo = self.unfilled(samples)
         if not todo:
             return 0

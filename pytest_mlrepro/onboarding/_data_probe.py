@@ -1,6 +1,5 @@
 """What the data's files are (bit depth, bands, alpha, axis order), read before ``mlrepro init``
-proposes a recipe, with the libraries the decode step uses; a file none of them reads is left to
-the run's checks."""
+proposes a recipe; a file no decoder reads is left to the run's checks."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Recipe discovery (``mlrepro init --discover``): which known preprocessing convention
-reproduces a model's accuracy, raced coarse to fine on a labelled subset with paired tests, so
-that a wrong convention goes after a few images. The steps and tests: docs/onboarding.md."""
+"""Recipe discovery (``mlrepro init --discover``): known preprocessing conventions raced coarse to
+fine on a labelled subset with paired tests; steps and tests: docs/onboarding.md."""
 
 from __future__ import annotations
 
@@ -258,16 +257,14 @@ def mcnemar_tail(b: int, c: int) -> Fraction:
 
 
 def worse_than(leader: np.ndarray, other: np.ndarray, alpha: float) -> bool:
-    """Whether ``other`` (correct per sample) is worse than ``leader`` by exact McNemar: only
-    the samples where the two disagree count."""
+    """Worse than ``leader`` by exact McNemar: only the samples where the two disagree count."""
     b = int(np.sum(leader & ~other))
     c = int(np.sum(other & ~leader))
     return b > c and mcnemar_tail(b, c) < Fraction(alpha)
 
 
 def student_t_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t, integer ``df`` ≥ 1, in closed form (Abramowitz & Stegun
-    26.7.3-4) so that the core needs no scipy."""
+    """P(T > t), Student's t, integer ``df`` ≥ 1, closed form (A&S 26.7.3-4): no scipy."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, not {df}")
     if t < 0:
@@ -306,9 +303,8 @@ def worse_by_likelihood(leader: np.ndarray, other: np.ndarray, alpha: float) -> 
 
 
 def best_first(scored: Sequence[Scored], n: int, alpha: float) -> list[Scored]:
-    """By likelihood those whose top-1 is not clearly worse than the best's, then the rest by
-    top-1 (``n`` samples, 0: all): a wrong value range's near-uniform outputs can beat a right
-    recipe's few confident mistakes on likelihood."""
+    """By likelihood those not clearly worse on top-1 than the best, then the rest by top-1 (``n``:
+    0 all): a wrong range's near-uniform outputs can beat a right recipe on likelihood."""
     if not scored:
         return []
 
@@ -366,8 +362,7 @@ def log_likelihood(outputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 class Search:
-    """Scores candidates on growing prefixes of the subset, the same images in the same order
-    for all, so that any two are compared paired."""
+    """Scores candidates on growing prefixes of the subset, one order for all: any two pair up."""
 
     def __init__(
         self,
@@ -646,8 +641,7 @@ def _refine(
     total: int,
     geometries: Sequence[Geometry],
 ) -> tuple[list[Scored], list[Geometry]]:
-    """Steps 2-4 for ``top``'s colour order and values: the ranking and the finalists'
-    geometries."""
+    """Steps 2-4 for ``top``'s colour order and values: the ranking and finalists' geometries."""
     second = search.race(
         "2 geometry", [dataclasses.replace(top, geometry=g) for g in geometries], middle
     )

@@ -1,7 +1,5 @@
-"""``mlrepro init``: a model and a labelled data folder to a manifest and a checksum list.
-:func:`plan_init` refuses what cannot work before anything is written; :meth:`InitPlan.complete`
-writes under temporary names, moved into place only when the manifest loads, so that a failed
-init leaves nothing behind. The input size is never assumed (docs/onboarding.md)."""
+"""``mlrepro init``: a model and a labelled data folder to a manifest and a checksum list, refused
+before writing, or written under temporary names moved into place once the manifest loads."""
 
 from __future__ import annotations
 
@@ -266,8 +264,7 @@ class InitPlan:
 
     @property
     def needs_project(self) -> bool:
-        """Whether completing needs the project's configuration: to ask a builder or a module,
-        or to run the model."""
+        """Whether completing needs the project's configuration (builder, module, model run)."""
         source = self.source
         asks = source.builder is not None or source.classes is None or source.resolution is None
         return self.request.discover or asks
@@ -532,7 +529,6 @@ class InitPlan:
         return target
 
     def _ask_classes(self) -> None:
-        """Ask the loaded model its number of classes (one blank image)."""
         assert self.size is not None
         runner = self._runner()
         height, width = self.size

@@ -253,8 +253,7 @@ def _read_saved_model(info: ModelInfo) -> None:
 
 
 def package_file(path: Path, project: Path) -> PackageFile | None:
-    """``path`` outside ``project`` as a file inside an installed package (found without
-    importing it), or None."""
+    """``path`` outside ``project`` as a file of an installed package (not imported), or None."""
     resolved = path.resolve()
     if resolved.is_relative_to(project.resolve()):
         return None  # the project's own files keep their relative path

@@ -1,6 +1,5 @@
-"""Preprocessing presets: reference implementations' evaluation recipes, each exact for the sizes
-it accepts and citing its source; ``mlrepro init`` writes one out step by step, so that the
-manifest stays the single truth. The table: docs/onboarding.md, section 2."""
+"""Preprocessing presets: reference implementations' evaluation recipes, exact for the sizes each
+accepts and citing its source; the table: docs/onboarding.md, section 2."""
 
 from __future__ import annotations
 
@@ -59,9 +58,8 @@ class Values:
 
 @dataclass(frozen=True)
 class Geometry:
-    """How the image becomes S×S: a centre square of ``fraction`` then resize, a plain resize,
-    the shorter side resized to ``scale`` (or S / ``fraction``) then a centre crop, or a resize
-    to ``scale`` × ``scale`` then a centre crop."""
+    """How the image becomes S×S: centre square of ``fraction`` then resize; plain resize; shorter
+    side to ``scale`` (or S / ``fraction``) then centre crop; or ``scale``² then centre crop."""
 
     kind: Literal["crop_then_resize", "resize", "resize_then_crop", "squash_then_crop"]
     fraction: float = 0.875
@@ -87,8 +85,7 @@ Rule = Literal["crop_padding", "central_crop", "resize", "shorter_side", "squash
 
 @dataclass(frozen=True)
 class Preset:
-    """A reference evaluation recipe: ``rule`` gives its geometry at size S, defined only for
-    ``sizes`` (None: any)."""
+    """A reference recipe: ``rule`` gives its geometry at size S, only for ``sizes`` (None: any)."""
 
     name: str
     order: Literal["RGB", "BGR", "L"]  # L: grey, one channel (decode mode L, by luma)

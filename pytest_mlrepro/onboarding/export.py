@@ -1,6 +1,5 @@
-"""A PyTorch model as an ONNX file built into the mlrepro cache, so that it need not be committed:
-the TorchScript exporter on a fixed input, names and opset writes the same bytes on one machine
-(not across CPUs: docs/example.md), which the manifest pins."""
+"""A PyTorch model exported to ONNX in the mlrepro cache rather than committed: the same bytes on
+one machine (not across CPUs: docs/example.md), which the manifest pins."""
 
 from __future__ import annotations
 
