@@ -1,7 +1,5 @@
-"""Fetching one file by URL into a folder: streamed, hashed as it arrives and moved into place
-only if its sha256 matches, so that a failed fetch never leaves a file under the final name and
-the bytes hashed are the bytes kept. Shared by the data sets and the model files; each caller
-words this module's plain exceptions for its own context."""
+"""Fetching one file by URL: streamed, hashed as it arrives and moved into place only if its
+sha256 matches, so that the bytes hashed are the bytes kept."""
 
 from __future__ import annotations
 
@@ -95,9 +93,8 @@ def fetch_verified(
     limit: int | None = None,
     inside: Path,
 ) -> None:
-    """Copy ``url``'s body to ``dest`` (in the confined root ``inside``) if its sha256 is
-    ``sha256``, at most ``limit`` bytes, retrying transient failures, redirected only to http(s);
-    on any failure (this module's exceptions, Unconfined, OSError) ``dest`` is untouched."""
+    """At most ``limit`` bytes, retrying transient failures; on any failure (this module's
+    exceptions, Unconfined, OSError) ``dest`` is untouched."""
     make_confined_folder(dest.parent, inside)
     confine(dest, inside)
     remove_stale_temp_files(dest, suffix=PART_SUFFIX)
@@ -113,8 +110,7 @@ class _Transient(Exception):
 
 
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``);
-    any other target is a :class:`RefusedRedirect`, checked before urllib looks at it."""
+    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``)."""
 
     def http_error_302(
         self,

@@ -1,6 +1,5 @@
 """Exceptions raised by pytest-mlrepro: every error raised on purpose derives from
-:class:`MlreproError`, anything else escaping the core is a bug. docs/design.md#errors draws the
-whole tree (tests/unit/test_errors.py keeps it complete)."""
+:class:`MlreproError`, anything else escaping the core is a bug (docs/design.md#errors)."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ class BuildError(MlreproError):
 
 
 class BuildMismatch(BuildError):
-    """A registered artifact builder wrote other bytes than the manifest pins; carries this
-    machine and its packages, for a layer that can say where the pinned bytes were recorded."""
+    """A registered artifact builder wrote other bytes than the manifest pins."""
 
     def __init__(
         self,

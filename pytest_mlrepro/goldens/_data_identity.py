@@ -1,6 +1,5 @@
-"""The identity of the data a golden was measured on (each file's sha256, each label), and what
-changed in it since: so that a drift names a data change as one instead of blaming an unrelated
-difference (a framework version, a decoder)."""
+"""The identity of the data a golden was measured on, so that a drift names a data change as one
+instead of blaming an unrelated difference."""
 
 from __future__ import annotations
 

@@ -31,9 +31,8 @@ def latency_golden_stale(
 
 @dataclass(frozen=True)
 class LatencyDecision:
-    """``record``: write the golden (``text``: ``golden recorded`` or ``golden updated``). ``not
-    recorded``: the golden is out of date but the machine was too busy to record it. ``pass``:
-    ``text`` is the verdict with its notes."""
+    """``record``: write the golden; ``not recorded``: out of date but the machine was too busy;
+    ``pass``: ``text`` is the verdict with its notes."""
 
     action: Literal["record", "not recorded", "pass", "contended", "inconclusive", "regression"]
     text: str

@@ -52,8 +52,8 @@ class Prepared:
 
 
 def _request(dataset: ResolvedDataset, batch: int) -> list[tuple[str, bytes]]:
-    """The encoded images of one request: the first ``batch`` samples, repeated when the data
-    set has fewer. Read once, before timing: storage is not the model's latency."""
+    """The first ``batch`` samples, repeated when there are fewer; read before timing, since
+    storage is not the model's latency."""
     if not dataset.samples:
         raise SampleError("-", "the data set has no samples to time a request with")
     picked = [dataset.samples[i % len(dataset.samples)] for i in range(batch)]
@@ -249,8 +249,7 @@ def assess(
     tolerance: Mapping[str, float],
     max_contention: float,
 ) -> Assessment:
-    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`), the normalised
-    ratio against the host factor (:func:`reference_comparison`)."""
+    """Judge each measurement on each tolerated statistic, normalised by the host factor."""
     host, may_excuse = reference_comparison(attempt, baseline)
     judgements: dict[str, tuple[Judgement, ...]] = {}
     missing = []
@@ -290,10 +289,8 @@ def assess(
 
 
 def conclude(assessments: Sequence[Assessment]) -> Assessment:
-    """The verdict over attempts: the first that passes (or is faster) wins; else a regression if
-    one uncontended attempt showed it and none was merely inconclusive (the one with the
-    smallest slowdown is reported: the regression held even there); else the inconclusive
-    attempt closest to a pass; else contended."""
+    """First pass (or faster) wins; else a regression shown uncontended with none inconclusive
+    (the smallest slowdown reported); else the inconclusive closest to a pass; else contended."""
     for a in assessments:
         if a.verdict in ("pass", "faster"):
             return a

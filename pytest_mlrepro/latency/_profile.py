@@ -117,8 +117,7 @@ class NoProfile:
 
 
 def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile | NoProfile:
-    """The operator profile of ``runner`` on ``model_input``: each operator's median, or why
-    none."""
+    """Each operator's median time, or why there is none."""
     times = getattr(runner, "operator_times", None)
     if times is None or model_input is None:
         return NoProfile(runtime, "its Python API gives no per-operator times")
@@ -405,8 +404,7 @@ _SHARES = ("matched", "covered", "top3", "slowed", "spread", "new_share", "share
 
 
 def _rounded(value: Any, name: str = "") -> Any:
-    """A comparison's fields as the results row keeps them: shares and ratios to 4 significant
-    digits, times to 6, a non-finite number as None."""
+    """Shares and ratios to 4 significant digits, times to 6, a non-finite number as None."""
     if isinstance(value, (list, tuple)):
         return [_rounded(v, name) for v in value]
     if isinstance(value, dict):

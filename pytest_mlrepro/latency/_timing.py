@@ -107,9 +107,8 @@ def measure_interleaved(
     block_rounds: int = REFERENCE_BLOCK_ROUNDS,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> tuple[Measurement, list[np.ndarray]]:
-    """Warm ``call`` up, then time it in ``slices`` slices of ``rule``'s rounds and times (each
-    slice ``1/slices`` of them), a block of ``block_rounds`` reference rounds before each slice
-    and after the last."""
+    """Time ``call`` in ``slices`` slices, a block of reference rounds before each and after the
+    last, so that a host slowing down mid-run shows in the reference."""
     was_enabled = gc.isenabled()
     per_rounds = -(-rule.min_rounds // slices)  # ceil: min_rounds holds over the slices
     per_min, per_max = int(rule.min_time * 1e9 / slices), int(rule.max_time * 1e9 / slices)
@@ -432,9 +431,8 @@ def cpu_times(cpus: Sequence[int] | None = None) -> CpuTimes | None:
 
 
 def other_load(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
-    """The fraction of the usable CPUs' capacity that other processes (and the hypervisor) took
-    between two snapshots: 0 on an otherwise idle machine, 0.5 when one of two cores was busy
-    elsewhere. None when unknown."""
+    """The fraction (0-1) of the usable CPUs' capacity others took between two snapshots; None
+    when unknown."""
     if before is None or after is None:
         return None
     total = after.total - before.total
@@ -448,8 +446,7 @@ def other_load(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
 
 
 class ReferenceWorkload:
-    """A fixed compute kernel, run on every usable core at once, that says how fast the machine is
-    right now."""
+    """A fixed kernel on every usable core at once: how fast the machine is right now."""
 
     SIZE = 48
     STACK = 16

@@ -150,8 +150,7 @@ def _origin_path(target: Path) -> Path:
 def _provide(
     manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, settings: Settings
 ) -> None:
-    """Put the pinned file into the cache from a mirror, else ``url``, else the builder, each
-    checked against the pin before it takes its name."""
+    """From a mirror, else ``url``, else the builder, each checked before it takes its name."""
     assert ref.cache is not None
     mirrored = [p for p in mirror_paths(ref.cache, settings) if p.is_file()]
     url = _confined_url(manifest, ref, where, settings) if ref.url is not None else None
@@ -394,9 +393,8 @@ def _copy_hashing(source: Path, target: Path, *, follow_symlinks: bool = True) -
 def verified(
     manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings
 ) -> Iterator[VerifiedFile]:
-    """Locate ``ref`` and yield it verified, the only way runners get a model file: the private
-    copy hashed is the one loaded, so that a file replaced after the check never runs. Load it
-    inside the block: the copy goes with it."""
+    """The only way runners get a model file: the private copy hashed is the one loaded, so that
+    a file replaced after the check never runs. Load it inside the block."""
     with phase("model verify"):
         path = locate(manifest, ref, where, settings)
         if where == ("model", "file"):

@@ -1,6 +1,5 @@
-"""A model's signature against the manifest, before any data flows: one check for every runner
-family, and one for each batch. NHWC data fed to a ``[batch, 3, h, w]`` input "works" with
-symbolic ``h``, ``w`` and gives near-zero accuracy: this says what is wrong instead."""
+"""A model's signature against the manifest, before any data flows: NHWC data fed to a
+``[batch, 3, h, w]`` input "works" and gives near-zero accuracy; this says what is wrong."""
 
 from __future__ import annotations
 
@@ -82,9 +81,8 @@ def channel_mismatch(
     names: str = "",
     source: str | None = None,
 ) -> str | None:
-    """Why a model input cannot take ``channels`` channels (``names``: e.g. ``RGB``), or None;
-    ``source``: where the count was read when no signature declares it. Runners and ``mlrepro
-    init`` both refuse with it."""
+    """Why a model input cannot take ``channels`` channels, or None; ``source``: where the count
+    was read when no signature declares it."""
     model = model_channels(shape, layout)
     if model is None or model == channels:
         return None

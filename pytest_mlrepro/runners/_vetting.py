@@ -1,6 +1,5 @@
 """The checks a model file passes before any framework opens it, shared by the runners and
-``mlrepro init`` (which reads models just downloaded): size, a .pt2's pickles, ONNX external
-data inside the model's folder. torch is imported only to vet a .pt2 archive."""
+``mlrepro init``. torch is imported only to vet a .pt2 archive."""
 
 from __future__ import annotations
 

@@ -50,8 +50,7 @@ _DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
 
 
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
-    """``model.weights`` loaded with ``weights_only=True``: a file that would run code is
-    refused."""
+    """Loaded with ``weights_only=True``: a file that would run code is refused."""
     path = file.path
     with loading(
         manifest,
@@ -183,8 +182,8 @@ class TorchRunner(CheckedInput):
         return module
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """(name, class, value) of every leaf module's output on ``batch``, in call order,
-        through forward hooks (none for TorchScript)."""
+        """Every leaf module's output in call order, through forward hooks (none for
+        TorchScript)."""
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
@@ -231,8 +230,7 @@ class TorchRunner(CheckedInput):
         return call
 
     def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
-        """Each op type's self time in ``calls`` calls after ``warmup``, from ``torch.profiler``'s
-        ``key_averages`` (a module's ops carry no node name)."""
+        """Each op type's self time from ``torch.profiler`` (a module's ops carry no node name)."""
         from torch.profiler import ProfilerActivity, profile
 
         call = self.model_call(batch)
