@@ -74,7 +74,6 @@ class DigestMismatch(Exception):
 
 
 def file_url(path: Path) -> str:
-    """The ``file://`` URL of an absolute path."""
     return path.resolve().as_uri()
 
 

@@ -312,7 +312,6 @@ _WRITE_FIXES = {
 
 
 def write_error(path: Path, exc: OSError, what: str) -> OutputError:
-    """The clear error for ``exc`` raised while writing ``what`` at ``path``."""
     fix = _WRITE_FIXES.get(exc.errno or 0, f"{exc.strerror or exc}: fix that and run again")
     return OutputError(f"{path}: cannot write the {what}: {fix}; nothing was changed there")
 
@@ -412,7 +411,6 @@ def stale_temp_files(
 def remove_stale_temp_files(
     path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
 ) -> list[Path]:
-    """Delete what :func:`stale_temp_files` finds; return what was deleted."""
     removed = []
     for candidate in stale_temp_files(path, older_than, suffix=suffix):
         with contextlib.suppress(FileNotFoundError):

@@ -74,7 +74,6 @@ def start() -> PhaseClock:
 
 
 def stop(clock: PhaseClock) -> dict[str, dict[str, float]]:
-    """Stop ``clock`` (no longer marked) and return its account (:meth:`PhaseClock.stop`)."""
     global _running
     if _running is clock:
         _running = None

@@ -231,7 +231,6 @@ def numeric_settings() -> dict[str, str]:
 
 
 def installed_version(*dists: str) -> str | None:
-    """The installed version of the first of the distributions ``dists`` that is installed."""
     for dist in dists:
         try:
             return importlib.metadata.version(dist)

@@ -82,8 +82,7 @@ def golden_outpaced(ratio_to_golden: float | None) -> bool:
 
 @dataclass(frozen=True)
 class DecisionFacts:
-    """What decided a latency verdict, as facts for ``report.latency_decided_by`` to word; no
-    judgements: nothing was compared."""
+    """What decided a latency verdict, as facts for ``report.latency_decided_by`` to word."""
 
     verdict: str
     judgements: tuple[tuple[str, Judgement], ...]  # (measurement, judgement): concluding attempt's
@@ -95,8 +94,7 @@ class DecisionFacts:
 
 
 def stale_golden(ratio_to_golden: float | None, command: str) -> dict[str, object] | None:
-    """The ``stale_golden`` field of a latency result: ``{"ratio", "command"}`` when the machine
-    beats its golden by more than :data:`STALE_RATIO` allows, else None."""
+    """``{"ratio", "command"}`` when the machine beats its golden beyond :data:`STALE_RATIO`."""
     if ratio_to_golden is None or not golden_outpaced(ratio_to_golden):
         return None
     return {"ratio": round(ratio_to_golden, 4), "command": command}

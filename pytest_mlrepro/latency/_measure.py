@@ -103,8 +103,7 @@ def prepare(
 
 @dataclass(frozen=True)
 class Attempt:
-    """One pass over the measurements, each timed in slices between blocks of the reference
-    workload (:func:`timing.measure_interleaved`)."""
+    """One pass over the measurements, each timed in slices between reference blocks."""
 
     measurements: dict[str, Measurement]
     reference_blocks: tuple[np.ndarray, ...]  # seconds per round, in time order
@@ -302,7 +301,6 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
 
 
 def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
-    """What decided ``assessment``'s verdict, as facts for the report to word."""
     return DecisionFacts(
         verdict=assessment.verdict,
         judgements=tuple((n, j) for n, js in assessment.judgements.items() for j in js),

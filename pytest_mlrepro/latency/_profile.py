@@ -152,7 +152,6 @@ def profile_json(profile: OperatorProfile) -> dict[str, Any]:
 
 
 def profile_from_json(raw: Mapping[str, Any]) -> OperatorProfile:
-    """A golden's (validated) ``profile`` as a record."""
     return OperatorProfile(
         runtime=str(raw["runtime"]),
         source=str(raw["source"]),
@@ -180,8 +179,7 @@ Pattern = Literal["evenly", "concentrated", "none"]
 
 @dataclass(frozen=True)
 class OperatorShift:
-    """An operator's (or an op type's) time per call, golden and now (None: not run there), the
-    time it added and its share of the added time."""
+    """Time per call, golden and now (None: not run there), and its share of the added time."""
 
     name: str
     kind: str
@@ -193,8 +191,7 @@ class OperatorShift:
 
 @dataclass(frozen=True)
 class KindShift:
-    """An op type's time per call and node count, golden and now, with its share of the time
-    the op types added."""
+    """An op type's time per call and node count, golden and now, and its share of the time."""
 
     kind: str
     golden_ms: float
@@ -377,9 +374,7 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
 
 @dataclass(frozen=True)
 class OperatorFindings:
-    """A latency regression's operator diagnosis: the comparison of the golden's profile with
-    today's, or which one is missing (``golden``: recorded before profiles, or by a runtime that
-    gives none; ``now``: today's runtime gives none, ``why``)."""
+    """The comparison of the golden's profile with today's, or which one is missing and why."""
 
     runtime: str
     comparison: ProfileComparison | None = None

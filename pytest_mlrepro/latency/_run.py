@@ -66,8 +66,7 @@ Reason = Literal[
 
 @dataclass(frozen=True)
 class LatencyRequest:
-    """What one latency item asks: its manifest, device and batch, the run's settings, and how
-    the item names things (its node, paths as shown, the command that re-records it)."""
+    """What one latency item asks, and how the item names things."""
 
     manifest: Manifest
     device: str
@@ -99,8 +98,7 @@ _STATUS: dict[Reason, Status] = {
 
 @dataclass(frozen=True)
 class LatencyFacts:
-    """What a latency check found, field by field as its results row (``results.Row``) names
-    them: the plugin makes the row of these (a name ``Row`` does not declare is refused)."""
+    """Named field by field as ``results.Row`` names them (an undeclared name is refused)."""
 
     intra_op_threads: int | str | None = None
     inter_op_threads: int | str | None = None
@@ -129,9 +127,7 @@ class LatencyFacts:
 
 @dataclass(frozen=True)
 class LatencyOutcome:
-    """How a latency item ends (``end``: pass, skip, fail), its ``status`` (the results
-    file's), why (``reason``, ``verdict``), its typed ``facts`` (its row's), and the facts the
-    text of a skip or failure needs."""
+    """How a latency item ends (``end``: pass, skip, fail), why, and its row's ``facts``."""
 
     end: Literal["pass", "skip", "fail"] = "pass"
     status: Status = "passed"
@@ -502,8 +498,7 @@ def _profile_wanted(
     baseline: golden_store.LatencyBaseline | None,
     assessments: list[Assessment],
 ) -> bool:
-    """Whether the operator profile is taken: for a golden that may be recorded, a golden that
-    may be enriched, and a slowdown to explain (the last attempt did not pass: none did)."""
+    """For a golden that may be recorded or enriched, and a slowdown to explain."""
     return (
         baseline is None
         or r.update

@@ -186,7 +186,6 @@ class Stats:
     total: float
 
     def get(self, statistic: str) -> float:
-        """The value of one of :data:`STATISTICS`."""
         if statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
         return float(getattr(self, statistic))
@@ -229,8 +228,7 @@ def ms(seconds: float) -> float:
 
 
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
-    """At most ``size`` values standing for the distribution: the samples themselves (sorted) when
-    there are few, else the quantiles at ``(i + 0.5) / size``."""
+    """At most ``size`` values: the sorted samples when few, else quantiles at ``(i + 0.5) / size``."""
     data = np.sort(np.asarray(samples, dtype=np.float64))
     if data.size <= size:
         return data
@@ -269,8 +267,7 @@ about the next minute."""
 
 @dataclass(frozen=True)
 class HostFactor:
-    """How much slower the host runs the reference workload now than when the golden was recorded
-    (reference now / reference at recording, > 1: slower now), with one-sided bounds."""
+    """Reference now / reference at recording (> 1: slower now), with one-sided bounds."""
 
     value: float
     low: float

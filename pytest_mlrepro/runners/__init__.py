@@ -86,8 +86,7 @@ def check_framework(manifest: Manifest) -> str:
 
 
 def cuda_present() -> bool:
-    """Whether an NVIDIA driver is visible: ``cuda`` items are generated (their run checks the
-    framework build)."""
+    """Whether an NVIDIA driver is visible, so that ``cuda`` items are generated."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
@@ -104,7 +103,6 @@ def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
 
 
 def _runner_class(name: str) -> Any:
-    """The runner class of the framework ``name``, its framework imported now."""
     if name == "onnxruntime":
         from .onnx import OnnxRunner
 

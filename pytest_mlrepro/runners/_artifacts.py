@@ -1,5 +1,4 @@
-"""Model files: found, put into the cache (from a mirror, a URL or a registered builder) and
-verified: nothing is loaded before its sha256 matches the manifest."""
+"""Model files, cached and verified: nothing is loaded before its sha256 matches the manifest."""
 
 from __future__ import annotations
 
@@ -112,7 +111,6 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
 
 
 def cache_path(name: str, settings: Settings) -> Path:
-    """Where the cache keeps the model file ``name`` (a plain file name)."""
     return settings.cache_dir / "models" / name
 
 
@@ -452,8 +450,8 @@ def _origin_words(origin: dict[str, Any]) -> str:
 
 
 def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
-    """Verify every external data file of the verified ONNX model against its pin, copied beside
-    the private copy in the read that hashes it (the bytes verified are the bytes loaded)."""
+    """Each copied beside the private copy in the read that hashes it: the bytes verified are the
+    bytes loaded."""
     model_path = model.path
     # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
     at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")

@@ -154,8 +154,8 @@ class ModelSignature:
 
 
 def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None:
-    """The manifest against what the model declares, each mismatch a :class:`SignatureError` at
-    the field to change; the output that holds the class scores (None if none is named)."""
+    """Each mismatch a :class:`SignatureError` at the field to change; returns the scores output
+    (None if none is named)."""
     declared = manifest.input
     inputs, model = signature.inputs, signature.model
     if inputs is not None and len(inputs) != 1:
@@ -229,8 +229,7 @@ def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | No
 def check_batch_shape(
     name: str, expected: Sequence[object], batch: np.ndarray, layout: str
 ) -> None:
-    """A batch against the model's input shape; the batch dimension is not compared (a runner
-    splits or pads batches)."""
+    """The batch dimension is not compared: a runner splits or pads batches."""
     got = list(batch.shape)
     if len(expected) != len(got):
         raise SignatureError(

@@ -35,8 +35,7 @@ def vet_model_file(path: Path, fmt: str, source: str) -> None:
 
 
 def read_onnx(path: Path, source: str, local: Path | None = None) -> tuple[bytes, dict[str, Path]]:
-    """The bytes of the ONNX model at ``path`` (or its copy ``local``) and its external data
-    files, confined to the model's folder; nothing is parsed by onnx yet."""
+    """External data files confined to the model's folder; nothing is parsed by onnx yet."""
     check_size(path, "onnx", source)
     data = (local or path).read_bytes()
     try:

@@ -13,8 +13,7 @@ from ..manifest import Manifest
 
 @contextlib.contextmanager
 def framework_warnings(refuse: Callable[[Exception], MlreproError] | None = None) -> Iterator[None]:
-    """Record the warnings of the body and issue them again when it succeeds; ``refuse``: what
-    a framework's own error in the body becomes."""
+    """Warnings re-issued when the body succeeds; ``refuse``: what a framework's error becomes."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

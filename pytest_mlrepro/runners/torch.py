@@ -216,8 +216,7 @@ class TorchRunner(CheckedInput):
             return scores
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The module call alone on ``batch``, already on the device, for latency measurement;
-        it waits for the device (CUDA calls return before the kernels finish)."""
+        """Waits for the device: CUDA calls return before the kernels finish."""
         tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
         module, device = self.module, self.device
 
@@ -264,8 +263,8 @@ class TorchRunner(CheckedInput):
 
 
 def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | None:
-    """What a torch model tells of its input before it runs: a ``torch.export`` program's first
-    rank-4 input, else the channels of a first ``Conv2d`` (and the words that say so), or None."""
+    """A ``torch.export`` program's first rank-4 input, else a first ``Conv2d``'s channels, or
+    None."""
     graph = getattr(module, "graph", None)
     if isinstance(module, torch.fx.GraphModule) and graph is not None:
         for node in graph.nodes:
