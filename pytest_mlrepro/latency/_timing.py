@@ -228,7 +228,7 @@ def ms(seconds: float) -> float:
 
 
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
-    """At most ``size`` values: the sorted samples when few, else quantiles at ``(i + 0.5) / size``."""
+    """At most ``size`` values: the sorted samples, or quantiles at ``(i + 0.5) / size``."""
     data = np.sort(np.asarray(samples, dtype=np.float64))
     if data.size <= size:
         return data
