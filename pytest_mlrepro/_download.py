@@ -37,8 +37,7 @@ MAX_DOWNLOAD_ENV = "MLREPRO_MAX_DOWNLOAD"
 
 
 def configured_download_cap() -> int | None:
-    """The configured cap on one downloaded file, in bytes: ``MLREPRO_MAX_DOWNLOAD`` (a whole
-    number), or None when unset."""
+    """``MLREPRO_MAX_DOWNLOAD`` in bytes, or None when unset."""
     value = os.environ.get(MAX_DOWNLOAD_ENV, "").strip()
     return int(value) if value.isdigit() else None
 
@@ -56,13 +55,11 @@ class SourceUnreadable(Exception):
 
 
 class RefusedRedirect(Exception):
-    """The server redirected the download to a scheme other than http or https (``ftp:``,
-    ``file:``): refused, as a hostile answer, not as "unavailable here"."""
+    """A redirect to a scheme other than http(s): refused as hostile, not as "unavailable"."""
 
 
 class TooLarge(Exception):
-    """The source is (or declares itself) larger than the limit: refused, nothing kept.
-    ``str()`` says how large and the limit."""
+    """The source is (or declares itself) larger than the limit: refused, nothing kept."""
 
 
 class DigestMismatch(Exception):

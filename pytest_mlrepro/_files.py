@@ -58,8 +58,7 @@ def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
 
 
 def sha256_file(path: Path, *, follow_symlinks: bool = True) -> str:
-    """Lowercase hex sha256, read in 1 MiB blocks (hashlib releases the GIL: threads hash in
-    parallel)."""
+    """Lowercase hex; hashlib releases the GIL, so threads hash in parallel."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
     fd = open_regular(path, follow_symlinks=follow_symlinks)
@@ -85,8 +84,7 @@ def this_user() -> int:
 
 
 class Unconfined(OSError):
-    """A path inside a confined root (the cache) that must not be used (a link, a non-regular
-    file, or a place every user may write to that another user owns); nothing behind it read."""
+    """A path inside a confined root (the cache) that must not be used; nothing behind it read."""
 
 
 def _refuse_strangers(path: Path, info: os.stat_result, what: str) -> None:

@@ -224,8 +224,7 @@ class _Reader:
             raise self.fail(node, path, f"cannot read value: {problem}") from None
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
-        """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
-        explicit keys override merged ones, and of several merged mappings the first wins."""
+        """Keys given once; with ``<<`` merges, explicit keys win, then the first merged one."""
         merged: dict[str, Any] | None = None
         explicit: dict[str, Any] = {}
         for key_node, value_node in node.value:

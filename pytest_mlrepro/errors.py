@@ -66,8 +66,8 @@ class SampleError(MlreproError):
 
 
 class GoldenError(MlreproError):
-    """A golden file exists but cannot be read as a golden. ``digest``: the sha256 of the bytes
-    read, if any (an update replaces those very bytes, never a golden written since)."""
+    """A golden file that cannot be read as one; ``digest``: the sha256 of the bytes read, which
+    an update may replace."""
 
     digest: str | None = None
 

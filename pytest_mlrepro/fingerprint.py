@@ -47,8 +47,8 @@ _ARM_IMPLEMENTERS = {
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
-    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
-    the first processor's lines (every core reports the same ISA); None where a line lacks."""
+    """The first processor's vendor, model and flags (every core reports the same ISA); None
+    where a line lacks."""
     vendor: str | None = None
     model: str | None = None
     flags: list[str] | None = None

@@ -31,8 +31,7 @@ def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
 def unused_goldens(
     golden_dir: Path, used: Iterable[Path], latency_names: Iterable[str] = ()
 ) -> list[Path]:
-    """Accuracy goldens not in ``used`` and latency golden folders of names not in
-    ``latency_names`` (hidden files are never goldens)."""
+    """Hidden files are never goldens."""
     if not golden_dir.is_dir():
         return []
     wanted = {p.resolve() for p in used}

@@ -77,8 +77,7 @@ def _names(ids: Sequence[str]) -> str:
 
 
 def data_change(golden: Golden, now: Results, now_files: Mapping[str, str]) -> DataChange:
-    """The golden's data against this run's: ``now`` gives the labels, ``now_files`` the sha256
-    of each sample's file (``ResolvedDataset.checksums``)."""
+    """``now_files``: the sha256 of each sample's file (``ResolvedDataset.checksums``)."""
     recorded = {
         sample: int(label) for sample, label in zip(golden.results.ids, golden.results.labels)
     }

@@ -177,8 +177,7 @@ def _header(data: bytes, sample: str, backend: str, floats: bool) -> PIL.Image.I
 
 
 def _declared_size(data: bytes) -> tuple[int, int] | None:
-    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
-    before telling the size."""
+    """Read without ``Image.open``'s bomb check, which raises before telling the size."""
     from PIL import Image
 
     prefix = data[:16]
