@@ -1,7 +1,5 @@
-"""The one rule for text from data on a terminal: control characters are shown, never obeyed.
-Names and messages from files others wrote could retitle a window or hide lines in a CI log;
-every terminal line carrying them passes through :func:`visible`, which writes C0/C1 controls,
-DEL and bidirectional controls as escapes (``\\x1b``)."""
+"""The one rule for text from data on a terminal: control characters are shown, never obeyed,
+since names from files others wrote could retitle a window or hide lines in a CI log."""
 
 from __future__ import annotations
 

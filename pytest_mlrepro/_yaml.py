@@ -58,9 +58,7 @@ _BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
 class _Lines:
-    """YAML lines to the lines an editor, ``grep -n`` or a diff shows.
-
-    YAML 1.1 also breaks lines at CR, NEL, U+2028 and U+2029; people count newlines."""
+    """YAML lines to an editor's: YAML 1.1 also breaks at CR, NEL, U+2028 and U+2029."""
 
     def __init__(self, text: str) -> None:
         self.table = [1]

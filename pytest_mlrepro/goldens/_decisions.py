@@ -9,9 +9,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class AccuracyDecision:
-    """``record``: write the golden, ``reason`` says why in words (``recorded``, ``updated
-    (manifest changed)``, ...). ``pass``: nothing to write. ``fail``: ``reason`` names the
-    failure (``no golden``, ``classes changed`` or ``drift``)."""
+    """``record``: write the golden, ``reason`` says why; ``pass``: nothing to write; ``fail``:
+    ``reason`` names the failure (``no golden``, ``classes changed`` or ``drift``)."""
 
     action: Literal["record", "pass", "fail"]
     reason: str
