@@ -218,8 +218,7 @@ def paired_rows(golden: Results, now: Results) -> tuple[Indices, Indices]:
 def comparison_of(
     golden: Results, now: Results, diffs: Sequence[float], tol: Tolerances
 ) -> Comparison:
-    """The one place a :class:`Comparison` is made, for a whole run and for the merge of its
-    shards."""
+    """The one place a :class:`Comparison` is made, for a run and for the merge of its shards."""
     g, n = paired_rows(golden, now)
     if len(diffs) != len(g):
         raise ValueError(f"{len(diffs)} score differences for {len(g)} shared samples")

@@ -598,8 +598,7 @@ def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[
 def claimed_by_another(
     golden: Golden, path: Path, manifest: Manifest, settings: Settings
 ) -> str | None:
-    """The other manifest that still claims ``path``; None when it is ours, unrecorded, gone or
-    moved."""
+    """The other manifest still claiming ``path``; None when ours, unrecorded, gone or moved."""
     from ..manifest import load_manifest
 
     recorded = golden.manifest_file

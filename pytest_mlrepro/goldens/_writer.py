@@ -37,8 +37,7 @@ class Based:
 
 @contextlib.contextmanager
 def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
-    """Hold this golden's lock: what is read inside the block cannot change before a write in
-    it."""
+    """Hold this golden's lock: what is read inside cannot change before a write in it."""
     escape = golden_dir_escape(settings)
     if escape is not None:
         raise OutputError(

@@ -447,8 +447,7 @@ def decode_npy(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
 
 
 def _finite(array: np.ndarray, sample: str) -> np.ndarray:
-    """NaN or infinite values are this sample's error: they would give scores that compare as
-    nothing."""
+    """NaN or infinite values are this sample's error: they give scores that compare as nothing."""
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(np.count_nonzero(~np.isfinite(array)))
         raise SampleError(sample, f"{bad} of its values are NaN or infinite")

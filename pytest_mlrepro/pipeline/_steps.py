@@ -91,8 +91,7 @@ def is_builtin(cls: type[Step]) -> bool:
 
 
 def register_step(cls: type[Step]) -> type[Step]:
-    """Register a preprocessing op under ``cls.op``; a bad step is refused here, not when the
-    first manifest using it loads."""
+    """Register an op under ``cls.op``; a bad step is refused here, not at the first manifest."""
     name = getattr(cls, "__name__", repr(cls))
     if not dataclasses.is_dataclass(cls):
         raise StepRegistrationError(f"step {name} must be a dataclass")

@@ -182,8 +182,7 @@ class TorchRunner(CheckedInput):
         return module
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """Every leaf module's output in call order, through forward hooks (none for
-        TorchScript)."""
+        """Every leaf module's output in call order, via forward hooks (none for TorchScript)."""
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
