@@ -1,7 +1,5 @@
-"""pytest-mlrepro: reproducibility regression testing of ML models; the core is usable without
-pytest (``evaluate(load_manifest(path), "cpu", Settings.for_project(root))``). Everything public
-is exported here, loaded on first use (PEP 562): pytest imports this package in every run, and a
-run that collects no manifest must not pay for numpy and the core."""
+"""pytest-mlrepro: reproducibility regression testing of ML models; the core runs without pytest.
+Exports load on first use (PEP 562), so that a run collecting no manifest pays for no numpy."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Fetching one file by URL into a folder: streamed, hashed as it arrives and moved into place
-only if its sha256 matches, so that a failed fetch never leaves a file under the final name and
-the bytes hashed are the bytes kept. Shared by the data sets and the model files; each caller
-words this module's plain exceptions for its own context."""
+"""Fetching one file by URL: streamed, hashed as it arrives and moved into place only if its
+sha256 matches, so that the bytes hashed are the bytes kept."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ MAX_DOWNLOAD_ENV = "MLREPRO_MAX_DOWNLOAD"
 
 
 def configured_download_cap() -> int | None:
-    """The configured cap on one downloaded file, in bytes: ``MLREPRO_MAX_DOWNLOAD`` (a whole
-    number), or None when unset."""
+    """``MLREPRO_MAX_DOWNLOAD`` in bytes, or None when unset."""
     value = os.environ.get(MAX_DOWNLOAD_ENV, "").strip()
     return int(value) if value.isdigit() else None
 
@@ -58,13 +55,11 @@ class SourceUnreadable(Exception):
 
 
 class RefusedRedirect(Exception):
-    """The server redirected the download to a scheme other than http or https (``ftp:``,
-    ``file:``): refused, as a hostile answer, not as "unavailable here"."""
+    """A redirect to a scheme other than http(s): refused as hostile, not as "unavailable"."""
 
 
 class TooLarge(Exception):
-    """The source is (or declares itself) larger than the limit: refused, nothing kept.
-    ``str()`` says how large and the limit."""
+    """The source is (or declares itself) larger than the limit: refused, nothing kept."""
 
 
 class DigestMismatch(Exception):
@@ -76,7 +71,6 @@ class DigestMismatch(Exception):
 
 
 def file_url(path: Path) -> str:
-    """The ``file://`` URL of an absolute path."""
     return path.resolve().as_uri()
 
 
@@ -95,9 +89,8 @@ def fetch_verified(
     limit: int | None = None,
     inside: Path,
 ) -> None:
-    """Copy ``url``'s body to ``dest`` (in the confined root ``inside``) if its sha256 is
-    ``sha256``, at most ``limit`` bytes, retrying transient failures, redirected only to http(s);
-    on any failure (this module's exceptions, Unconfined, OSError) ``dest`` is untouched."""
+    """At most ``limit`` bytes, retrying transient failures; on any failure (this module's
+    exceptions, Unconfined, OSError) ``dest`` is untouched."""
     make_confined_folder(dest.parent, inside)
     confine(dest, inside)
     remove_stale_temp_files(dest, suffix=PART_SUFFIX)
@@ -113,8 +106,7 @@ class _Transient(Exception):
 
 
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``);
-    any other target is a :class:`RefusedRedirect`, checked before urllib looks at it."""
+    """Follows a redirect only to http or https (urllib's own handler also follows ``ftp:``)."""
 
     def http_error_302(
         self,

@@ -38,8 +38,8 @@ def fcntl_module() -> ModuleType:
 
 
 def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
-    """A read-only descriptor of the regular file at ``path``: a FIFO (not waited on), folder,
-    device, or a symlink unless ``follow_symlinks``, is refused (NotARegularFile)."""
+    """Anything else (a FIFO, not waited on; a symlink unless ``follow_symlinks``) is
+    NotARegularFile."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
@@ -58,8 +58,7 @@ def open_regular(path: Path, *, follow_symlinks: bool = True) -> int:
 
 
 def sha256_file(path: Path, *, follow_symlinks: bool = True) -> str:
-    """Lowercase hex sha256, read in 1 MiB blocks (hashlib releases the GIL: threads hash in
-    parallel)."""
+    """Lowercase hex; hashlib releases the GIL, so threads hash in parallel."""
     digest = hashlib.sha256()
     view = memoryview(bytearray(1 << 20))
     fd = open_regular(path, follow_symlinks=follow_symlinks)
@@ -85,8 +84,7 @@ def this_user() -> int:
 
 
 class Unconfined(OSError):
-    """A path inside a confined root (the cache) that must not be used (a link, a non-regular
-    file, or a place every user may write to that another user owns); nothing behind it read."""
+    """A path inside a confined root (the cache) that must not be used; nothing behind it read."""
 
 
 def _refuse_strangers(path: Path, info: os.stat_result, what: str) -> None:
@@ -99,8 +97,8 @@ def _refuse_strangers(path: Path, info: os.stat_result, what: str) -> None:
 
 
 def confine(path: Path, root: Path, *, file: bool = True) -> None:
-    """Unconfined unless every existing folder from ``root`` down to ``path`` is real, ``path``
-    (``file``) a regular file, none writable by all and another's. Nothing is opened."""
+    """Unconfined unless every folder down to ``path`` is real, none writable by all and
+    another's. Nothing is opened."""
     try:
         info = os.stat(root)
     except FileNotFoundError:
@@ -129,8 +127,7 @@ def confine(path: Path, root: Path, *, file: bool = True) -> None:
 
 
 def make_confined_folder(folder: Path, root: Path) -> None:
-    """Create ``folder`` below ``root`` without following a link planted on the way, then
-    :func:`confine` it."""
+    """Without following a link planted on the way."""
     confine(folder, root, file=False)
     root.mkdir(parents=True, exist_ok=True)
     current = root
@@ -143,8 +140,7 @@ def make_confined_folder(folder: Path, root: Path) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, inside: Path) -> Iterator[None]:
-    """An exclusive lock between processes (pytest-xdist workers) on ``path``, a regular file in
-    the confined root ``inside``: a link planted at its name is refused, never followed."""
+    """Between processes (xdist workers); a link planted at ``path`` is refused, never followed."""
     fcntl = fcntl_module()
     make_confined_folder(path.parent, inside)
     confine(path, inside)
@@ -207,8 +203,8 @@ def _kind(mode: int) -> str:
 
 
 def check_real_folders(path: Path, inside: Path | None) -> None:
-    """NotARegularFile for the first existing folder between ``inside`` and ``path`` that is a
-    symlink (it could lead anywhere) or a file; nothing checked outside ``inside``."""
+    """NotARegularFile for a symlink (it could lead anywhere) or file between ``inside`` and
+    ``path``."""
     if inside is None or not path.is_relative_to(inside):
         return
     current = inside
@@ -232,9 +228,8 @@ def read_bounded(
     inside: Path | None = None,
     follow_symlinks: bool = False,
 ) -> bytes | None:
-    """The bytes of the regular file at ``path`` (None: no file), at most ``limit`` (else
-    FileTooLarge, even if it grows while read): the one reader of files others hand the tool, so
-    that none blocks the run (a FIFO, a link to /dev/zero: NotARegularFile) or costs more."""
+    """None: no file; FileTooLarge past ``limit`` even if it grows while read. The one reader of
+    files others hand the tool, so that none blocks the run (NotARegularFile)."""
     check_real_folders(path, inside)
     try:
         fd = open_regular(path, follow_symlinks=follow_symlinks)
@@ -264,9 +259,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def parse_json(raw: bytes, max_depth: int, *, allow_nan: bool = True) -> Any:
-    """The JSON document in ``raw`` (UTF-8), nested at most ``max_depth`` levels (TooDeep, also
-    for the parser's RecursionError); ``allow_nan`` false refuses ``NaN`` and ``Infinity``.
-    Every failure is a ValueError."""
+    """Every failure is a ValueError (TooDeep past ``max_depth``, also for a RecursionError)."""
     text = raw.decode("utf-8")
     try:
         document = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
@@ -317,16 +310,14 @@ _WRITE_FIXES = {
 
 
 def write_error(path: Path, exc: OSError, what: str) -> OutputError:
-    """The clear error for ``exc`` raised while writing ``what`` at ``path``."""
     fix = _WRITE_FIXES.get(exc.errno or 0, f"{exc.strerror or exc}: fix that and run again")
     return OutputError(f"{path}: cannot write the {what}: {fix}; nothing was changed there")
 
 
 @contextlib.contextmanager
 def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """A temporary file beside ``path`` that replaces it, synced, when the block ends without an
-    exception (readers see the old file or the new one), removed otherwise; locked until then so
-    that :func:`stale_temp_files` tells a killed writer's leftover from a live one."""
+    """Replaces ``path`` when the block ends without an exception; locked until then so that
+    :func:`stale_temp_files` tells a killed writer's leftover from a live one."""
     fcntl = fcntl_module()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     try:
@@ -345,8 +336,7 @@ def replacing(path: Path, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
 def atomic_write_bytes(
     path: Path, data: bytes, *, what: str = "file", inside: Path | None = None
 ) -> None:
-    """Write ``data`` to ``path`` (a regular file or absent) through :func:`replacing`; any
-    failure is an OutputError naming the file and the fix, the old file intact."""
+    """Any failure is an OutputError naming the file and the fix, the old file intact."""
     try:
         check_real_folders(path, inside)
         with contextlib.suppress(FileNotFoundError):
@@ -372,8 +362,7 @@ def atomic_write_bytes(
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """OutputError unless a file can be created in ``folder`` (or its nearest existing ancestor):
-    tried for real, since permission bits say nothing for root or read-only mounts."""
+    """Tried for real: permission bits say nothing for root or read-only mounts."""
     probe = folder
     while not probe.exists() and probe != probe.parent:
         if probe.is_symlink():  # a dangling symlink: mkdir would fail on it
@@ -392,8 +381,7 @@ def check_writable_folder(folder: Path, what: str) -> None:
 def stale_temp_files(
     path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
 ) -> list[Path]:
-    """Temporary files (``suffix``: ``.tmp`` or a download's ``.part``) that killed writers of
-    ``path`` left: regular files older than ``older_than`` seconds that no process locks."""
+    """Killed writers' leftovers: older than ``older_than`` seconds and locked by no process."""
     import time
 
     if _fcntl is None:  # no locks to tell a live writer from a dead one: claim none stale
@@ -421,7 +409,6 @@ def stale_temp_files(
 def remove_stale_temp_files(
     path: Path, older_than: float = STALE_AFTER_S, *, suffix: str = ".tmp"
 ) -> list[Path]:
-    """Delete what :func:`stale_temp_files` finds; return what was deleted."""
     removed = []
     for candidate in stale_temp_files(path, older_than, suffix=suffix):
         with contextlib.suppress(FileNotFoundError):

@@ -1,6 +1,5 @@
-"""JSON Schema generated from dataclasses, and compiled by fastjsonschema to read files back: a
-published schema cannot drift from its types, and the reader checks that very schema (compiled,
-about 2× a ``json.loads``; jsonschema took 15-30×: docs/measurements.md)."""
+"""JSON Schema generated from dataclasses and compiled by fastjsonschema to read files back, so
+that a published schema cannot drift from its types (docs/measurements.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ JsonSchema = dict[str, Any]
 
 
 def draft07(schema: Any) -> Any:
-    """``schema`` (draft 2020-12) in the draft-07 words fastjsonschema compiles: a fixed
-    tuple's ``prefixItems`` as an ``items`` list (``items: false``: ``additionalItems``)."""
+    """Draft 2020-12 in the draft-07 words fastjsonschema compiles (``prefixItems``)."""
     if isinstance(schema, list):
         return [draft07(s) for s in schema]
     if not isinstance(schema, dict):
@@ -34,9 +32,8 @@ def draft07(schema: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class SchemaError:
-    """The first value a schema refuses: its ``path`` in the document, the ``rule`` (keyword)
-    and the sub-schema (``schema``: its ``title`` says what the value should be) it broke, the
-    ``value`` and a ``message`` in jsonschema's words (``7 is not of type 'string'``)."""
+    """The first value a schema refuses; ``schema``'s ``title`` says what the value should be,
+    ``message`` is in jsonschema's words."""
 
     path: tuple[str | int, ...]
     rule: str
@@ -63,8 +60,7 @@ _MESSAGES: dict[str, Callable[[Any, Any], str]] = {
 
 
 class Validator:
-    """fastjsonschema's validator of a draft 2020-12 ``schema``, compiled once (imported here,
-    where a file is read back, not with the plugin)."""
+    """Compiled once; fastjsonschema is imported here, not with the plugin."""
 
     def __init__(self, schema: JsonSchema) -> None:
         import fastjsonschema
@@ -100,8 +96,7 @@ class Validator:
 
 
 def error_path(document: Any, name: str) -> tuple[str | int, ...]:
-    """The path of fastjsonschema's ``name`` of a value (``data.results[3].score_diff.a.png``)
-    in ``document``: the keys are the document's own (a key may hold dots or brackets)."""
+    """Found by walking ``document``: a key may hold dots or brackets."""
     path: list[str | int] = []
     rest, node = name[len("data") :], document
     while rest:
@@ -140,10 +135,8 @@ def merged(schema: JsonSchema, extra: Mapping[str, Any]) -> JsonSchema:
 
 
 class SchemaWriter:
-    """Writes the JSON Schema (draft 2020-12) of dataclasses, each class once under ``$defs``.
-    ``rules[class]`` adds to a field's schema by its key (the object's: ``""``). A subclass may
-    set ``closed`` (no other key), ``defaults`` (fields state them), ``nullable`` (an object may
-    be null: all defaults), and another draft."""
+    """Each class once under ``$defs``; ``rules[class]`` adds to a field's schema by its key (the
+    object's: ``""``)."""
 
     draft = "https://json-schema.org/draft/2020-12/schema"
     defs_key: Literal["definitions", "$defs"] = "$defs"

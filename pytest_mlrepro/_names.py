@@ -1,6 +1,5 @@
-"""What a manifest may name (frameworks, devices) and where manifests may be (path patterns): apart
-from the manifest package because the pytest entry point needs them in every run (a marker per
-framework and device, which files may be manifests) without importing the core."""
+"""What a manifest may name and where manifests may be, apart from the manifest package because
+the pytest entry point needs them in every run without importing the core."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ DEFAULT_PATTERNS = (
 
 
 def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
-    """Whether ``path`` is a ``.yaml``/``.yml`` file named by one of the glob ``patterns``
-    (relative to ``root``)."""
     if path.suffix not in (".yaml", ".yml"):
         return False
     try:
@@ -34,12 +31,9 @@ def matches_patterns(path: Path, root: Path, patterns: Iterable[str]) -> bool:
 
 
 def record_command(target: str, *options: str) -> str:
-    """The command that records a golden, ``pytest TARGET --mlrepro-update [OPTIONS]``, quoted for
-    a POSIX shell; here, so that the core's messages build it as the report does."""
+    """Quoted for a POSIX shell; here, so that the core's messages build it as the report does."""
     return " ".join(["pytest", shlex.quote(target), "--mlrepro-update", *options])
 
 
 def enrich_command(target: str, *options: str) -> str:
-    """The command that adds to a golden the evidence it lacks: ``pytest TARGET
-    --mlrepro-enrich [OPTIONS]`` (quoted as :func:`record_command` quotes it)."""
     return " ".join(["pytest", shlex.quote(target), "--mlrepro-enrich", *options])

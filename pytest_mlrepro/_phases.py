@@ -1,7 +1,5 @@
-"""Where an item's time goes: its call split into phases, each with its wall and CPU time (the
-process's, every thread's). Layers mark what they do with ``with phase("model"):`` (ambient, not
-passed down: the phases are marked deep in layers handed only their part of the manifest); what
-no layer marks is ``other``, so the phases partition the call. Without a clock a mark is free."""
+"""Where an item's time goes: phases with wall and CPU time, marked ambiently with
+``with phase("model"):`` deep in layers; what no layer marks is ``other``."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class PhaseClock:
         self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
 
     def switch(self, name: str) -> str:
-        """Charge the time since the last switch to the current phase and make ``name``
-        current; the phase that was current."""
+        """Returns the phase that was current."""
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r} (one of {', '.join(PHASES)})")
         wall, cpu = time.perf_counter(), time.process_time()
@@ -57,8 +54,7 @@ class PhaseClock:
         return before
 
     def stop(self) -> dict[str, dict[str, float]]:
-        """The account so far, as the results file keeps it: ``{phase: {"wall": s, "cpu": s}}``
-        in :data:`PHASES` order, phases that took no time left out."""
+        """``{phase: {"wall": s, "cpu": s}}``, phases that took no time left out."""
         self.switch(self.current)
         return {
             name: {"wall": round(self.wall[name], 4), "cpu": round(self.cpu.get(name, 0.0), 4)}
@@ -78,7 +74,6 @@ def start() -> PhaseClock:
 
 
 def stop(clock: PhaseClock) -> dict[str, dict[str, float]]:
-    """Stop ``clock`` (no longer marked) and return its account (:meth:`PhaseClock.stop`)."""
     global _running
     if _running is clock:
         _running = None
@@ -87,8 +82,7 @@ def stop(clock: PhaseClock) -> dict[str, dict[str, float]]:
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
-    """Charge the time inside to phase ``name`` (nested: the inner phase wins, the outer one
-    resumes after it); nothing without a running clock or outside the clock's thread."""
+    """Nested: the inner phase wins; nothing without a running clock or off the clock's thread."""
     clock = _running
     if clock is None or clock.thread != threading.get_ident():
         yield

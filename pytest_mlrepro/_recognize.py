@@ -1,7 +1,5 @@
-"""Which YAML files are mlrepro manifests (docs/options.md#which-yaml-files-are-manifests): the
-plugin loads in every pytest run, so a ``manifests/`` folder of Kubernetes or Hydra YAML must stay
-someone else's; a manifest with a syntax error must still be claimed, and reported. One rule,
-shared by collection and the golden audit."""
+"""Which YAML files are mlrepro manifests: Kubernetes or Hydra YAML must stay someone else's, a
+manifest with a syntax error must still be claimed (docs/options.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ _TOP_KEY = re.compile(rb"""^["']?([A-Za-z_][A-Za-z0-9_-]*)["']?[ \t]*:""", re.MU
 
 
 def has_manifest_keys(head: bytes) -> bool:
-    """Whether ``head`` writes ``MIN_KEYS`` manifest keys at column 0 (comments and list items
-    never match)."""
+    """Comments and list items never match."""
     keys = {m.group(1).decode("ascii") for m in _TOP_KEY.finditer(head)}
     return len(keys & MANIFEST_KEYS) >= MIN_KEYS
 
@@ -75,8 +72,7 @@ def looks_like_manifest(content: bytes, file: str = "<manifest>") -> bool:
 
 
 def is_manifest(path: Path, root: Path, patterns: Iterable[str]) -> bool:
-    """The rule. A file that cannot be read or is no regular file is not claimed; one over
-    ``MAX_BYTES`` is judged by its head, never read whole."""
+    """An unreadable or irregular file is not claimed; a large one is judged by its head."""
     if not matches_patterns(path, root, patterns):
         return False
     try:

@@ -1,7 +1,5 @@
-"""Turn plain YAML values into typed, frozen dataclasses, with errors that name the field. The
-dataclasses are the schema: field types and defaults; bounds as JSON Schema keywords in a field's
-``metadata={"schema": ...}`` (checked here, stated in the published schema); rules that span
-fields in a ``check(self)`` that raises :class:`Invalid`."""
+"""Plain YAML values into typed, frozen dataclasses, with errors that name the field; bounds live
+in a field's ``metadata={"schema": ...}``, cross-field rules in ``check(self)``."""
 
 from __future__ import annotations
 
@@ -142,8 +140,8 @@ def convert(tp: Any, value: Any, path: KeyPath, ctx: Context) -> Any:
 
 
 def unbuildable(tp: Any, seen: frozenset[type] = frozenset()) -> str | None:
-    """Why :func:`convert` cannot build ``tp`` (a bare ``list``, a type it has no rule for), None
-    when it can: asked at registration, not as a ``TypeError`` while a manifest loads."""
+    """Why :func:`convert` cannot build ``tp``, None when it can: asked at registration, not as
+    a ``TypeError`` while a manifest loads."""
     origin, args = get_origin(tp), get_args(tp)
     if tp in (Any, bool, str, int, float, type(None)) or origin is Literal:
         return None
@@ -217,9 +215,7 @@ def convert_dataclass(cls: type[_D], value: Any, path: KeyPath, ctx: Context) ->
 
 
 def broken_bound(f: dataclasses.Field[Any], value: Any) -> str | None:
-    """Which bound of its field ``value`` breaks (``minimum``, ``maximum``, ``exclusiveMinimum``;
-    a list's ``minItems``, ``uniqueItems``), in the field's ``says`` or in words made from the
-    bounds; None when it keeps them (or is None)."""
+    """Which bound ``value`` breaks, in words; None when it keeps them (or is None)."""
     bounds = f.metadata.get("schema", {})
     low, high, above = (bounds.get(k) for k in ("minimum", "maximum", "exclusiveMinimum"))
     if value is None:

@@ -1,7 +1,5 @@
-"""The one rule for text from data on a terminal: control characters are shown, never obeyed.
-Names and messages from files others wrote could retitle a window or hide lines in a CI log;
-every terminal line carrying them passes through :func:`visible`, which writes C0/C1 controls,
-DEL and bidirectional controls as escapes (``\\x1b``)."""
+"""The one rule for text from data on a terminal: control characters are shown, never obeyed,
+since names from files others wrote could retitle a window or hide lines in a CI log."""
 
 from __future__ import annotations
 
@@ -21,15 +19,12 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` (one value: a name, an id, an exception's text) with every control character,
-    line breaks included, written as a visible escape: ``'a\\x1b[31mb'`` for ``'a\\x1b[31mb'``
-    (the escape character becomes the four characters ``\\x1b``)."""
+    """Every control character, line breaks included, written as a visible escape."""
     return _ANY.sub(_escape, text)
 
 
 def visible_lines(text: str) -> str:
-    """:func:`visible` for a whole message that is meant to span lines: its line feeds are kept,
-    every other control character (carriage returns and tabs included) is escaped."""
+    """Line feeds kept, every other control character escaped."""
     return _BUT_LINE_FEEDS.sub(_escape, text)
 
 
@@ -39,8 +34,8 @@ a manifest's name may be."""
 
 
 def shortened(text: str, limit: int = DISPLAY_LIMIT) -> str:
-    """``text``, or if longer than ``limit`` its start, an ellipsis and a digest of the whole
-    (``ci-…#3f2a9c1e``): bounded, and two long names sharing their start stay two."""
+    """Start, ellipsis and digest past ``limit`` (``ci-…#3f2a9c1e``): two long names sharing their
+    start stay two."""
     if len(text) <= limit:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
@@ -48,9 +43,7 @@ def shortened(text: str, limit: int = DISPLAY_LIMIT) -> str:
 
 
 def described(value: object, limit: int = 80) -> str:
-    """What ``value`` is, for a message about a thing user code returned: ``an int (42)``,
-    ``a str ('model.onnx')``; its ``repr`` cut at ``limit`` characters and shown visibly (a
-    ``repr`` that raises is not shown)."""
+    """``an int (42)``: the ``repr`` cut at ``limit`` and shown visibly (not if it raises)."""
     kind = type(value).__name__
     article = "an" if kind[:1].lower() in "aeiou" else "a"
     try:

@@ -1,7 +1,5 @@
-"""Safe YAML loading that remembers the line of every value: PyYAML's safe parser's events,
-composed here in Python so that nesting, node count and alias expansion are bounded (no alias
-bomb, no C stack overflow in libyaml's composer), duplicate keys and unsafe tags refused, and
-every failure is a ManifestError naming the file and a line."""
+"""Safe YAML loading that remembers the line of every value, composed here from PyYAML's events
+so that nesting and alias expansion are bounded; every failure names the file and a line."""
 
 from __future__ import annotations
 
@@ -60,9 +58,7 @@ _BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
 class _Lines:
-    """YAML lines to the lines an editor, ``grep -n`` or a diff shows.
-
-    YAML 1.1 also breaks lines at CR, NEL, U+2028 and U+2029; people count newlines."""
+    """YAML lines to an editor's: YAML 1.1 also breaks at CR, NEL, U+2028 and U+2029."""
 
     def __init__(self, text: str) -> None:
         self.table = [1]
@@ -88,8 +84,7 @@ class _EventSource(Protocol):
 
 
 class _Reader:
-    """One document: its events composed into a node graph (like ``yaml.composer.Composer``, but
-    bounded), then measured (aliases expanded) and built into plain values."""
+    """One document, composed like ``yaml.composer.Composer`` but bounded."""
 
     def __init__(self, file: str, loader: _EventSource, line: _Lines) -> None:
         self.file = file
@@ -177,9 +172,8 @@ class _Reader:
         return node
 
     def measure(self, node: Node, path: KeyPath, active: set[int]) -> int:
-        """How many values ``node`` expands to, aliases followed, counted once per node: an
-        alias bomb is refused before any of it is built, at the smallest value that expands to
-        more than ``MAX_NODES``; a value that contains an alias of itself is refused too."""
+        """Values ``node`` expands to, counted once per node: an alias bomb (or a self-alias) is
+        refused before any of it is built."""
         key = id(node)
         if key in self.sizes:
             return self.sizes[key]
@@ -228,8 +222,7 @@ class _Reader:
             raise self.fail(node, path, f"cannot read value: {problem}") from None
 
     def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
-        """Keys are plain strings, each given once; ``<<`` merges mappings in (YAML merge keys):
-        explicit keys override merged ones, and of several merged mappings the first wins."""
+        """Keys given once; with ``<<`` merges, explicit keys win, then the first merged one."""
         merged: dict[str, Any] | None = None
         explicit: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -293,8 +286,7 @@ _BOMS = (
 
 
 def decode(content: bytes, file: str) -> str:
-    """The text of a YAML file: UTF-8 (a byte order mark allowed), or UTF-16/UTF-32 when it
-    starts with their byte order mark, as the YAML specification allows."""
+    """UTF-8, or UTF-16/UTF-32 after their byte order mark, as the YAML specification allows."""
     encoding = next((name for bom, name in _BOMS if content.startswith(bom)), "utf-8-sig")
     try:
         return content.decode(encoding)
@@ -353,9 +345,8 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def format_path(path: KeyPath) -> str:
-    """``("inputs", 0, "preprocess", 3)`` → ``inputs[0].preprocess[3]``. A key that is not a
-    plain word (empty, spaces, dots, control or invisible characters) is shown quoted,
-    ``runtime['batch size']``, so that the message says exactly which key it is."""
+    """``("inputs", 0, "preprocess", 3)`` → ``inputs[0].preprocess[3]``; a key that is not a
+    plain word is quoted, ``runtime['batch size']``."""
     out = ""
     for part in path:
         if isinstance(part, int):

@@ -1,6 +1,5 @@
 """Exceptions raised by pytest-mlrepro: every error raised on purpose derives from
-:class:`MlreproError`, anything else escaping the core is a bug. docs/design.md#errors draws the
-whole tree (tests/unit/test_errors.py keeps it complete)."""
+:class:`MlreproError`, anything else escaping the core is a bug (docs/design.md#errors)."""
 
 from __future__ import annotations
 
@@ -67,8 +66,8 @@ class SampleError(MlreproError):
 
 
 class GoldenError(MlreproError):
-    """A golden file exists but cannot be read as a golden. ``digest``: the sha256 of the bytes
-    read, if any (an update replaces those very bytes, never a golden written since)."""
+    """A golden file that cannot be read as one; ``digest``: the sha256 of the bytes read, which
+    an update may replace."""
 
     digest: str | None = None
 
@@ -90,8 +89,7 @@ class BuildError(MlreproError):
 
 
 class BuildMismatch(BuildError):
-    """A registered artifact builder wrote other bytes than the manifest pins; carries this
-    machine and its packages, for a layer that can say where the pinned bytes were recorded."""
+    """A registered artifact builder wrote other bytes than the manifest pins."""
 
     def __init__(
         self,

@@ -47,8 +47,8 @@ _ARM_IMPLEMENTERS = {
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
-    """The vendor, model name and the flags that matter, from ``/proc/cpuinfo`` text (x86 or Arm):
-    the first processor's lines (every core reports the same ISA); None where a line lacks."""
+    """The first processor's vendor, model and flags (every core reports the same ISA); None
+    where a line lacks."""
     vendor: str | None = None
     model: str | None = None
     flags: list[str] | None = None
@@ -83,9 +83,8 @@ def read_cpu_identity(
     processor: Callable[[], str] = platform.processor,
     machine: Callable[[], str] = platform.machine,
 ) -> dict[str, Any]:
-    """``cpu_vendor``, ``cpu`` and ``cpu_flags`` from ``cpuinfo`` (/proc/cpuinfo's text); without
-    one (macOS, Windows) what ``processor`` (asked only then: it may start ``uname``) or
-    ``machine`` names, and no flags."""
+    """Without ``cpuinfo`` (macOS, Windows) what ``platform`` names, and no flags; ``processor``
+    is asked only then, since it may start ``uname``."""
     parsed = parse_cpuinfo(cpuinfo) if cpuinfo is not None else {}
     vendor, model = parsed.get("cpu_vendor"), parsed.get("cpu")
     if vendor is None or model is None:
@@ -99,8 +98,7 @@ def read_cpu_identity(
 
 
 def cpu_identity() -> dict[str, Any]:
-    """This machine's :func:`read_cpu_identity`, from /proc/cpuinfo or the file that
-    ``MLREPRO_CPUINFO`` names (read once per file; a copy, each caller's own)."""
+    """From /proc/cpuinfo or ``MLREPRO_CPUINFO``'s file, read once per file; a copy per caller."""
     identity = _cpu_identity_of(os.environ.get(CPUINFO_ENV) or _PROC_CPUINFO)
     return {**identity, "cpu_flags": list(identity["cpu_flags"])}
 
@@ -114,8 +112,7 @@ class CpuinfoUnreadable(UserWarning):
 
 
 def read_cpuinfo(path: str) -> str:
-    """The text of the CPU description at ``path``: a regular file only (no FIFO waited on, no
-    /dev/zero read), bounded in size and time (ValueError)."""
+    """A regular file only, bounded in size and time (ValueError)."""
     import stat
     import time
 
@@ -180,9 +177,8 @@ NUMERIC_PACKAGES = (
 
 @cache
 def numeric_packages() -> dict[str, str | None]:
-    """``{distribution: version}`` of the installed :data:`NUMERIC_PACKAGES`, from package
-    metadata (no framework imported), and ``numpy-blas``: the BLAS numpy was built against
-    (``scipy-openblas 0.3.27``), from numpy's own build config where it says (1.26 on)."""
+    """From package metadata (no framework imported), plus ``numpy-blas``: the BLAS numpy was
+    built against, where its build config says (1.26 on)."""
     import numpy as np
 
     found: dict[str, str | None] = {
@@ -226,8 +222,7 @@ THREAD_SETTINGS = (
 
 
 def numeric_settings() -> dict[str, str]:
-    """The :data:`NUMERIC_SETTINGS` and :data:`THREAD_SETTINGS` that are set, name -> value (read
-    each time: a test may set them)."""
+    """Read each time: a test may set them."""
     return {
         name: os.environ[name]
         for name in (*NUMERIC_SETTINGS, *THREAD_SETTINGS)
@@ -236,7 +231,6 @@ def numeric_settings() -> dict[str, str]:
 
 
 def installed_version(*dists: str) -> str | None:
-    """The installed version of the first of the distributions ``dists`` that is installed."""
     for dist in dists:
         try:
             return importlib.metadata.version(dist)
@@ -297,8 +291,7 @@ HARDWARE_FIELDS = ("device", "machine", "cpu", "cpu_count", "usable_cpus", "cpu_
 
 
 def usable_cpus() -> tuple[int, ...]:
-    """The CPUs this process may run on (its affinity: ``taskset``, container cpusets), or all
-    of them where that is unknown."""
+    """This process's affinity (``taskset``, cpusets), or all CPUs where that is unknown."""
     if hasattr(os, "sched_getaffinity"):
         return tuple(sorted(os.sched_getaffinity(0)))
     return tuple(range(os.cpu_count() or 1))
@@ -309,8 +302,7 @@ def usable_cpu_count() -> int:
 
 
 def cpu_quota() -> float | None:
-    """The cgroup v2 CPU quota in cores (a container limited to 2 CPUs of a 64-core host), or
-    None when there is none."""
+    """The cgroup v2 CPU quota in cores, or None when there is none."""
     try:
         with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:
             quota, period = fh.read().split()[:2]
@@ -398,8 +390,7 @@ def hardware_key(
     intra_op_threads: int | None,
     inter_op_threads: int | None,
 ) -> HardwareKey:
-    """This machine's key for ``device``, framework and thread settings (None: the default); the
-    GPU is part of ``cuda`` items' keys only."""
+    """Thread settings None: the default; the GPU is part of ``cuda`` items' keys only."""
     fields: dict[str, Any] = {
         "device": device,
         "machine": platform.machine(),

@@ -1,6 +1,4 @@
-"""Builders registered from Python (``conftest.py`` or a plugin) and named by manifests, which
-never carry code: a model builder returns the architecture whose verified weights the runner
-loads; an artifact builder writes a model file into the cache, which must match its sha256."""
+"""Builders registered from Python and named by manifests, which never carry code."""
 
 from __future__ import annotations
 
@@ -23,8 +21,8 @@ _artifact_builders: dict[str, tuple[ArtifactBuilder, tuple[str, ...]]] = {}
 def model_builder(
     name: str, *, input_size: int | tuple[int, int] | None = None
 ) -> Callable[[F], F]:
-    """Register ``fn() -> model`` for manifests with ``model.builder: name``; ``input_size`` (S
-    or (height, width)) spares ``mlrepro init`` asking for ``--size``."""
+    """Register ``fn() -> model`` for ``model.builder: name``; ``input_size`` spares ``mlrepro
+    init`` asking for ``--size``."""
     size = (input_size, input_size) if isinstance(input_size, int) else input_size
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"model_builder({name!r}): input_size {input_size!r} is no size")
@@ -38,7 +36,7 @@ def model_builder(
 
 def artifact_builder(name: str, *, uses: Sequence[str] = ()) -> Callable[[F], F]:
     """Register ``fn(target: Path) -> None`` for ``model.file.build: name``; ``uses``: the PyPI
-    names its bytes depend on, whose versions a build that misses its pin names."""
+    names its bytes depend on."""
 
     def register(fn: F) -> F:
         _artifact_builders[name] = (fn, tuple(uses))

@@ -61,9 +61,8 @@ class Settings:
 
 
 def golden_dir_escape(settings: Settings) -> str | None:
-    """Why goldens must not be written in ``settings.golden_dir`` (None: they may): given inside
-    the project, a symbolic link takes it outside every allowed root. (A directory given outside
-    on purpose is the user's choice.)"""
+    """Why goldens must not be written there (None: they may): a link takes a folder given
+    inside the project outside every allowed root."""
     given = settings.golden_dir_given
     resolved = settings.golden_dir
     if given is None or any(
@@ -89,15 +88,13 @@ class OutsideProject(ValueError):
 
 
 def resolve_within(base: Path, relative: str, roots: Sequence[Path]) -> Path | None:
-    """``base / relative`` with symlinks resolved, or None outside every one of ``roots``: the one
-    confinement rule for every path a manifest names."""
+    """None outside every one of ``roots``: the one confinement rule for manifest paths."""
     candidate = (base / relative).resolve()
     return candidate if any(candidate.is_relative_to(root) for root in roots) else None
 
 
 def resolve_inside(base: Path, relative: str, settings: Settings) -> Path:
-    """``base / relative`` with symlinks resolved, refused if it leaves the project root and every
-    root in ``mlrepro_allowed_roots``."""
+    """Refused outside the project root and every root in ``mlrepro_allowed_roots``."""
     inside = resolve_within(base, relative, (settings.root, *settings.allowed_roots))
     if inside is None:
         raise OutsideProject(

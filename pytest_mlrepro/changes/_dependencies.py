@@ -1,6 +1,5 @@
-"""The files whose change can change a manifest's verdict (itself, its model, data set lists,
-goldens and the source of the code it names), resolved as the run resolves them, without reading
-a file or running a builder."""
+"""The files whose change can change a manifest's verdict, resolved as the run resolves them,
+without reading a file or running a builder."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ def _git(folder: Path, *args: str) -> str:
 
 
 def changed_files(folder: Path, ref: str) -> frozenset[Path]:
-    """The files changed in ``folder``'s work tree since ``ref``: committed since, edited and not
-    committed (staged or not), deleted, renamed (both names) or untracked (not ignored)."""
+    """Committed since ``ref``, edited (staged or not), deleted, renamed (both names) or
+    untracked (not ignored)."""
     if ref.startswith("-"):
         raise ChangedFilesError(f"{ref!r} is no git ref")
     top = Path(_git(folder, "rev-parse", "--show-toplevel").strip())

@@ -1,6 +1,5 @@
-"""Checks over the golden store as a whole: two manifests resolving to one golden (both refused
-before anything runs), goldens no manifest uses (listed, like syrupy's unused snapshots, only
-when every manifest was collected), and killed writers' temporary files."""
+"""Checks over the golden store as a whole: shared goldens, unused ones and killed writers'
+temporary files."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from .._files import stale_temp_files as _stale_for
 
 
 def golden_conflicts(claims: Iterable[tuple[str, Path]]) -> dict[Path, list[str]]:
-    """``claims``: (manifest, golden path) pairs. Returns each golden path claimed by more than
-    one manifest, with the manifests (sorted)."""
+    """Each golden path claimed by more than one manifest, with the manifests (sorted)."""
     owners: dict[Path, set[str]] = {}
     for manifest, path in claims:
         owners.setdefault(path, set()).add(manifest)
@@ -33,8 +31,7 @@ def conflict_message(manifest: str, path: str, others: Iterable[str]) -> str:
 def unused_goldens(
     golden_dir: Path, used: Iterable[Path], latency_names: Iterable[str] = ()
 ) -> list[Path]:
-    """Accuracy goldens not in ``used`` and latency golden folders of names not in
-    ``latency_names`` (hidden files are never goldens)."""
+    """Hidden files are never goldens."""
     if not golden_dir.is_dir():
         return []
     wanted = {p.resolve() for p in used}

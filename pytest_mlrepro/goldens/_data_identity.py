@@ -1,6 +1,5 @@
-"""The identity of the data a golden was measured on (each file's sha256, each label), and what
-changed in it since: so that a drift names a data change as one instead of blaming an unrelated
-difference (a framework version, a decoder)."""
+"""The identity of the data a golden was measured on, so that a drift names a data change as one
+instead of blaming an unrelated difference."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ def _names(ids: Sequence[str]) -> str:
 
 
 def data_change(golden: Golden, now: Results, now_files: Mapping[str, str]) -> DataChange:
-    """The golden's data against this run's: ``now`` gives the labels, ``now_files`` the sha256
-    of each sample's file (``ResolvedDataset.checksums``)."""
+    """``now_files``: the sha256 of each sample's file (``ResolvedDataset.checksums``)."""
     recorded = {
         sample: int(label) for sample, label in zip(golden.results.ids, golden.results.labels)
     }

@@ -9,9 +9,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class AccuracyDecision:
-    """``record``: write the golden, ``reason`` says why in words (``recorded``, ``updated
-    (manifest changed)``, ...). ``pass``: nothing to write. ``fail``: ``reason`` names the
-    failure (``no golden``, ``classes changed`` or ``drift``)."""
+    """``record``: write the golden, ``reason`` says why; ``pass``: nothing to write; ``fail``:
+    ``reason`` names the failure (``no golden``, ``classes changed`` or ``drift``)."""
 
     action: Literal["record", "pass", "fail"]
     reason: str
@@ -33,8 +32,8 @@ def accuracy_decision(
     manifest_file_current: bool = True,
     data_changed: bool = False,
 ) -> AccuracyDecision:
-    """The decision for one accuracy item (``writes``: ``--mlrepro-update`` on the manifest's
-    recording device; the ``*_current`` flags: the golden records what runs today)."""
+    """``writes``: ``--mlrepro-update`` on the recording device; ``*_current``: the golden
+    records what runs today."""
     # What a missing golden or a failed comparison does: recorded under --mlrepro-update.
     written: Literal["record", "fail"] = "record" if writes else "fail"
     if not has_golden:

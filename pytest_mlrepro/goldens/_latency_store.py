@@ -1,7 +1,5 @@
-"""The latency goldens: ``<golden dir>/latency/<manifest name>/<hardware slug>.json``, one file
-per hardware key, one entry per batch size. A key without a golden is compared with the same
-machine and device's golden of the fewest differing settings: a thread count or a framework
-upgrade that slows the model is a regression, reported with what changed."""
+"""The latency goldens, one file per hardware key; a key without one is compared with its nearest
+(a thread count or framework upgrade that slows the model is a regression)."""
 
 from __future__ import annotations
 
@@ -174,8 +172,8 @@ def _baseline(path: Path, data: dict[str, Any], batch: int, exact: bool) -> Base
 def find_baseline(
     settings: Settings, manifest: Manifest, key: HardwareKey, batch: int
 ) -> Baseline | None:
-    """This key's entry for ``batch``, else the same machine and device's golden with the fewest
-    differing key fields (the latest on a tie); GoldenError only for this key's own file."""
+    """Else the same machine and device's golden with the fewest differing key fields (the latest
+    on a tie); GoldenError only for this key's own file."""
     own = golden_file(settings, manifest, key)
     data = read_golden(own)
     if data is not None and str(batch) in data["batches"]:
@@ -219,8 +217,7 @@ def record(
     entry: dict[str, Any],
     runner_info: dict[str, Any],
 ) -> Path:
-    """Write (or replace) ``batch``'s entry in this key's golden, the rest as it was: read,
-    modified and replaced atomically under the golden's lock."""
+    """Read, modified and replaced atomically under the golden's lock."""
     path = golden_file(settings, manifest, key)
     # Read-modify-write under the golden's lock, written the one way (goldens/_writer.py): the
     # read is inside the lock, so no other writer's entry is lost.
@@ -255,9 +252,7 @@ def add_profile(
     profile: dict[str, Any],
     read: Mapping[str, Any],
 ) -> Path:
-    """Add an operator ``profile`` to ``batch``'s entry (--mlrepro-enrich), every other byte as it
-    was, under :func:`record`'s lock, only if the entry is still ``read`` and has none
-    (GoldenError if it changed meanwhile)."""
+    """Every other byte as it was; GoldenError if the entry changed since ``read``."""
     path = golden_file(settings, manifest, key)
     # The one writer (goldens/_writer.py): confined, locked, and based on what was read under
     # the lock, which must still hold the entry the run judged against.

@@ -26,9 +26,8 @@ def nonfinite_rows(scores: Scores) -> npt.NDArray[np.intp]:
 
 
 def require_finite(scores: Scores, ids: Sequence[str] | None = None) -> None:
-    """Refuse a score matrix with NaN or ±Inf: every ranking or distance of one is meaningless
-    (a NaN row's top-k is silently "some class", a NaN distance is never above a tolerance).
-    ``ids`` name the rows (else "row i")."""
+    """Refuse NaN or ±Inf scores: a NaN row's top-k is silently "some class", a NaN distance is
+    never above a tolerance."""
     bad = nonfinite_rows(scores)
     if len(bad):
         names = [ids[i] if ids is not None else f"row {i}" for i in bad]
@@ -89,8 +88,7 @@ class Results:
 
 @dataclass(frozen=True)
 class KeptScores:
-    """What a streamed evaluation keeps of a (samples × classes) score matrix: per sample, the
-    scores (``values``, N × m) of a few ``classes`` (its top-k and each golden's), so memory grows
+    """Per sample, the scores of a few ``classes`` (its top-k and each golden's), so memory grows
     with samples × k; a class a row did not keep is a KeyError, never a guess."""
 
     classes: Indices  # (N, m)
@@ -110,8 +108,7 @@ AnyScores = Scores | KeptScores
 
 
 def take_scores(scores: AnyScores, rows: Indices, cols: Indices) -> npt.NDArray[np.floating[Any]]:
-    """``scores`` at the classes ``cols`` (m, k) of the rows ``rows`` (m,), like
-    ``np.take_along_axis(full[rows], cols, axis=1)``."""
+    """Like ``np.take_along_axis(full[rows], cols, axis=1)``."""
     if not isinstance(scores, KeptScores):
         taken: npt.NDArray[np.floating[Any]] = np.take_along_axis(scores[rows], cols, axis=1)
         return taken
@@ -185,8 +182,7 @@ class Comparison:
 
 
 def compare(golden: Results, now: Results, now_scores: AnyScores, tol: Tolerances) -> Comparison:
-    """Compare a run (its scores, or what a streamed evaluation kept) with the golden's per-sample
-    top-k; non-finite scores are refused on either side (NaN compares as within tolerance)."""
+    """Non-finite scores are refused on either side (NaN compares as within tolerance)."""
     kept = now_scores.values if isinstance(now_scores, KeptScores) else now_scores
     require_finite(kept, now.ids if len(now.ids) == len(kept) else None)
     require_finite(now.topk_scores, now.ids if len(now.ids) == len(now.topk_scores) else None)
@@ -201,8 +197,8 @@ def compare(golden: Results, now: Results, now_scores: AnyScores, tol: Tolerance
 
 
 def score_diffs(golden: Results, now: Results, now_scores: AnyScores) -> dict[str, float]:
-    """Per sample in both, the largest difference of its scores now and in the golden at the
-    golden's top-k classes: what a shard keeps so that the merge can rebuild :func:`compare`."""
+    """Per sample, the largest score difference at the golden's top-k: what a shard keeps so that
+    the merge can rebuild :func:`compare`."""
     g, n = paired_rows(golden, now)
     if not len(g):
         return {}
@@ -222,9 +218,7 @@ def paired_rows(golden: Results, now: Results) -> tuple[Indices, Indices]:
 def comparison_of(
     golden: Results, now: Results, diffs: Sequence[float], tol: Tolerances
 ) -> Comparison:
-    """The comparison of ``now`` with ``golden``, given the score difference of each sample in
-    both (in the golden's order): the one place a :class:`Comparison` is made, for a whole run
-    (:func:`compare`) and for the merge of its shards (``results.combine``)."""
+    """The one place a :class:`Comparison` is made, for a run and for the merge of its shards."""
     g, n = paired_rows(golden, now)
     if len(diffs) != len(g):
         raise ValueError(f"{len(diffs)} score differences for {len(g)} shared samples")

@@ -1,7 +1,5 @@
-"""Cross-framework agreement: a manifest that names a ``reference`` (the same model in another
-runtime) is checked, per sample, against the reference manifest's golden, at three levels with
-their tolerances (docs/manifest.md): top-1 agreement, output distance at the reference's top-k
-classes, and accuracy ratio (as MLPerf states quantised results)."""
+"""Cross-framework agreement: a manifest naming a ``reference`` (the same model in another
+runtime) is checked per sample against its golden (docs/manifest.md)."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ _MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
 def resolve_reference(manifest: Manifest, settings: Settings) -> Manifest:
-    """The manifest that ``manifest.reference`` names: a path (relative to the manifest, ending in
-    .yaml/.yml) or a manifest name in the same folder. Errors name the ``reference`` line."""
+    """A path relative to the manifest (.yaml/.yml) or a manifest name in the same folder."""
     spec = manifest.reference_spec
     assert spec is not None
     where = ("reference",) if isinstance(manifest.reference, str) else ("reference", "manifest")
@@ -145,8 +142,8 @@ def compare_to_reference(
 
 
 def reference_results(manifest: Manifest, settings: Settings) -> Results | None:
-    """The reference golden's results, read before the run so that a streamed evaluation keeps
-    only the scores at its top-k classes (None: no usable one; :func:`check_reference` says)."""
+    """Read before the run so that a streamed evaluation keeps only the scores it needs (None: no
+    usable one)."""
     if manifest.reference is None:
         return None
     try:
@@ -160,8 +157,7 @@ def reference_results(manifest: Manifest, settings: Settings) -> Results | None:
 def check_reference(
     manifest: Manifest, settings: Settings, now: Results, now_scores: AnyScores
 ) -> ReferenceCheck:
-    """Resolve the reference manifest, read its golden, compare this run with it (ManifestError,
-    GoldenError, ReferenceGoldenMissing when it cannot)."""
+    """ManifestError, GoldenError or ReferenceGoldenMissing when it cannot compare."""
     spec = manifest.reference_spec
     assert spec is not None
     reference = resolve_reference(manifest, settings)

@@ -1,7 +1,5 @@
 """The golden store: one reviewable JSON file per model (one sample a line, so that a diff shows
-which samples moved), written atomically, read back validated: its types' JSON Schema, then what no
-schema can say (docs/goldens.md). Accuracy goldens live outside the reserved folders ``latency/``
-and ``pitfalls/`` of the golden directory (:func:`golden_path`)."""
+which samples moved), written atomically, read back validated (docs/goldens.md)."""
 
 from __future__ import annotations
 
@@ -72,9 +70,8 @@ RESERVED = ("latency", "pitfalls")
 
 
 def golden_path(manifest: Manifest, settings: Settings) -> Path:
-    """The manifest's ``golden:`` (from the project root), else ``<golden dir>/<name>.json``; a
-    ManifestError for one outside the accuracy namespace or hidden, which an update would
-    otherwise overwrite (another kind of golden, any project file)."""
+    """ManifestError for one outside the accuracy namespace or hidden, which an update would
+    otherwise overwrite."""
     if manifest.golden is None:
         return settings.golden_dir / f"{manifest.name}.json"
     lexical = Path(os.path.normpath(settings.root / manifest.golden))
@@ -181,9 +178,8 @@ def write(
     based_on: Based | None = None,
     rerun: str = "",
 ) -> None:
-    """Replace the golden at ``path`` atomically (OutputError, old golden intact, if it cannot).
-    With ``settings`` and ``based_on`` (every writer of pytest-mlrepro) through :mod:`._writer`:
-    confined, locked, refused if the file changed since ``based_on``; else only atomically."""
+    """OutputError, old golden intact, if it cannot. With ``settings`` and ``based_on``: also
+    confined, locked and refused if the file changed since ``based_on``."""
     data = dumps(golden).encode("utf-8")
     if settings is not None and based_on is not None:
         write_golden(path, data, settings, based_on, rerun=rerun)
@@ -207,15 +203,13 @@ def manifest_is_current(recorded: dict[str, Any], manifest: Manifest) -> bool:
 
 
 def read_json(path: Path, what: str = "golden", golden_dir: Path | None = None) -> Any:
-    """The JSON document at ``path`` (None: no file); GoldenError if it cannot be read or parsed,
-    is no regular file, or is over ``MAX_BYTES`` or ``MAX_DEPTH``. Every kind of golden's."""
+    """None: no file; GoldenError if it cannot be read or parsed, or is over the limits."""
     found = read_document(path, what, golden_dir)
     return None if found is None else found[0]
 
 
 def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, str] | None:
-    """:func:`read_json`'s document and the sha256 of the bytes (what a write based on this read
-    compares); a GoldenError for bytes that are no valid JSON carries their ``digest`` too."""
+    """Also the sha256 of the bytes, which a write based on this read compares."""
     try:
         raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except NotARegularFile as exc:
@@ -251,8 +245,7 @@ def read_document(path: Path, what: str, golden_dir: Path | None) -> tuple[Any, 
 
 
 def read(path: Path, golden_dir: Path | None = None) -> Golden | None:
-    """The golden at ``path``, validated (None: no file); GoldenError naming the file, the line
-    where it can and the field if it is not a valid golden."""
+    """None: no file; GoldenError naming the file, line and field if it is not a valid golden."""
     found = read_document(path, "golden", golden_dir)
     if found is None:
         return None
@@ -390,8 +383,7 @@ _TITLES = {
 
 
 def golden_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of a golden file, made from :class:`GoldenFile` (and of
-    a latency golden's profile, under ``$defs``): ``mlrepro schema golden``."""
+    """The JSON Schema (draft 2020-12) of a golden file: ``mlrepro schema golden``."""
     writer = SchemaWriter(_TITLES)
     writer.ref(LatencyProfile)
     head = {"$id": "https://pytest-mlrepro.invalid/golden.schema.json"}
@@ -428,8 +420,7 @@ class InvalidField(ValueError):
 
 
 def render_field(field: Field) -> str:
-    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; ``()`` as ``(document)``. Keys are
-    shown as written (``data.img00.png``): a golden's keys are sample ids and field names."""
+    """``("samples", 17, 2, 0)`` as ``samples[17][2][0]``; keys are shown as written."""
     text = ""
     for part in field:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
@@ -453,8 +444,7 @@ def _describe(value: Any) -> str:
 
 
 def _check_schema(data: Any) -> None:
-    """InvalidField for the first field that breaks the schema, in the words of that field's
-    title ("expected a class index (an integer), got "3" (a string)")."""
+    """InvalidField in the words of the broken field's title."""
     validator = schema_validator()
     error = validator.first_error(data)
     if error is None:
@@ -469,8 +459,7 @@ def _check_schema(data: Any) -> None:
 
 
 def validate(data: Any) -> Golden:
-    """A golden document as a :class:`Golden`, or InvalidField naming the first wrong field: the
-    numbers (finite), the schema, what the samples mean, the metrics they give."""
+    """InvalidField naming the first wrong field."""
     _check_finite(data)
     _check_schema(data)
     results = _check_samples(data["samples"], data["manifest"]["dataset"]["classes"])
@@ -486,8 +475,8 @@ def validate(data: Any) -> Golden:
 
 
 def _check_finite(data: Any) -> None:
-    """Every number is finite (Python's parser accepts NaN, which no later check could see): the
-    C encoder refuses one at C speed; only a document it refuses is walked, to name the field."""
+    """Python's parser accepts NaN: the C encoder refuses one fast; only then is the document
+    walked, to name the field."""
     try:
         json.dumps(data, allow_nan=False)
         return
@@ -561,8 +550,7 @@ def _check_metrics(metrics: dict[str, Any], results: Results) -> None:
 
 
 def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
-    """The line of ``field`` in the golden at ``path`` (parsed: ``data``) as :func:`dumps` lays it
-    out; None where the file is laid out otherwise."""
+    """As :func:`dumps` lays it out; None where the file is laid out otherwise."""
     try:
         lines = (read_bounded(path, MAX_BYTES) or b"").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -597,8 +585,7 @@ def _line_of(path: Path, field: Field, data: Any = None) -> int | None:
 
 
 def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[str]) -> None:
-    """The golden belongs to ``manifest``: same name. ``shown`` = (golden, manifest) as shown.
-    GoldenError otherwise (an update may replace it: the name is the golden's content)."""
+    """GoldenError unless the golden has ``manifest``'s name."""
     if golden.name != manifest.name:
         line = _line_of(path, ("name",))
         where = f"{shown[0]}:{line}" if line else shown[0]
@@ -611,8 +598,7 @@ def check_owner(golden: Golden, path: Path, manifest: Manifest, shown: Sequence[
 def claimed_by_another(
     golden: Golden, path: Path, manifest: Manifest, settings: Settings
 ) -> str | None:
-    """The manifest file this golden was recorded from when that is another manifest that still
-    claims ``path``; None when it is ours, unrecorded, gone or moved."""
+    """The other manifest still claiming ``path``; None when ours, unrecorded, gone or moved."""
     from ..manifest import load_manifest
 
     recorded = golden.manifest_file

@@ -1,7 +1,5 @@
-"""The one way a golden file is written, whoever writes it: the golden directory confined (no
-link out of the project), one lock per golden between processes (in the cache, never committed),
-compare-and-swap under it (a golden changed since the writer read it is never written over:
-GoldenChanged), then the atomic replacement."""
+"""The one way a golden file is written: directory confined, a lock per golden between processes,
+compare-and-swap under it (GoldenChanged), then the atomic replacement."""
 
 from __future__ import annotations
 
@@ -27,22 +25,19 @@ MAX_BYTES = 256 * (1 << 20)
 
 
 class GoldenChanged(OutputError):
-    """The golden changed between the writer's read and its write (another run wrote it): not
-    written over; the message names the file and the command to run again."""
+    """Another run wrote the golden since this writer read it: not written over."""
 
 
 @dataclass(frozen=True)
 class Based:
-    """What a write is based on: the sha256 of the golden file's bytes as the writer read them,
-    None when there was no file."""
+    """The sha256 of the golden's bytes as the writer read them, None when there was no file."""
 
     digest: str | None
 
 
 @contextlib.contextmanager
 def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterator[None]:
-    """The golden directory checked, then this golden's lock held: what is read inside the block
-    cannot change before a write in it (every writer of pytest-mlrepro takes the lock)."""
+    """Hold this golden's lock: what is read inside cannot change before a write in it."""
     escape = golden_dir_escape(settings)
     if escape is not None:
         raise OutputError(
@@ -65,8 +60,7 @@ def golden_lock(settings: Settings, path: Path, what: str = "golden") -> Iterato
 
 
 def current_digest(path: Path, golden_dir: Path | None) -> str | None:
-    """The sha256 of the file at ``path`` now, None when there is none. Something that cannot
-    be hashed (a symlink, a FIFO, a file over the limit) has a digest no read gave."""
+    """None when there is no file; what cannot be hashed gets a digest no read gave."""
     try:
         raw = read_bounded(path, MAX_BYTES, inside=golden_dir)
     except (NotARegularFile, FileTooLarge, OSError) as exc:
@@ -83,8 +77,7 @@ def replace_locked(
     what: str = "golden",
     rerun: str = "",
 ) -> None:
-    """Steps 3 and 4 of the module: call it holding :func:`golden_lock` for ``path``.
-    ``rerun``: the command that records from the golden as it is now (for the refusal)."""
+    """Compare-and-swap; call it holding :func:`golden_lock` for ``path``."""
     now = current_digest(path, settings.golden_dir)
     if now != based_on.digest:
         happened = "was created" if based_on.digest is None else "changed"
@@ -108,7 +101,7 @@ def write_golden(
     what: str = "golden",
     rerun: str = "",
 ) -> None:
-    """Write a golden file the one way (the module's four steps). OutputError (GoldenChanged
-    when another run wrote it since ``based_on`` was read) leaves the file as it was."""
+    """OutputError (GoldenChanged when another run wrote it since ``based_on`` was read) leaves
+    the file as it was."""
     with golden_lock(settings, path, what):
         replace_locked(path, data, settings, based_on, what=what, rerun=rerun)

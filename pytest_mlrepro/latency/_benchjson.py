@@ -1,5 +1,5 @@
-"""Latency results in pytest-benchmark's JSON format, so that ``pytest-benchmark compare`` and CI
-dashboards that read it can read ours (the layout of pytest-benchmark 5.x ``--benchmark-json``)."""
+"""Latency results in pytest-benchmark 5.x's JSON format, so that its ``compare`` and CI
+dashboards read ours."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ MAX_DATA = 100_000
 
 
 def stats_entry(stats: Stats, data: Sequence[float]) -> dict[str, Any]:
-    """pytest-benchmark's ``stats`` mapping from our statistics (seconds): its names for ours
-    (``median``), less the quantiles it does not know, plus what it derives, and the rounds
-    themselves (``data``) up to :data:`MAX_DATA` of them."""
+    """pytest-benchmark's ``stats`` mapping (seconds) from ours, with up to :data:`MAX_DATA`
+    rounds as ``data``."""
     entry = {k: v for k, v in dataclasses.asdict(stats).items() if k not in ("p50", "p90", "p99")}
     entry.update(
         median=stats.p50,
@@ -107,8 +106,6 @@ def document(
     root: Path,
     hardware_keys: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The whole file: ``machine_info``, ``commit_info``, ``benchmarks``, ``datetime``,
-    ``version``."""
     return {
         "machine_info": machine_info(hardware_keys),
         "commit_info": commit_info(root),

@@ -31,9 +31,8 @@ def latency_golden_stale(
 
 @dataclass(frozen=True)
 class LatencyDecision:
-    """``record``: write the golden (``text``: ``golden recorded`` or ``golden updated``). ``not
-    recorded``: the golden is out of date but the machine was too busy to record it. ``pass``:
-    ``text`` is the verdict with its notes."""
+    """``record``: write the golden; ``not recorded``: out of date but the machine was too busy;
+    ``pass``: ``text`` is the verdict with its notes."""
 
     action: Literal["record", "not recorded", "pass", "contended", "inconclusive", "regression"]
     text: str
@@ -83,8 +82,7 @@ def golden_outpaced(ratio_to_golden: float | None) -> bool:
 
 @dataclass(frozen=True)
 class DecisionFacts:
-    """What decided a latency verdict, as facts for ``report.latency_decided_by`` to word; no
-    judgements: nothing was compared."""
+    """What decided a latency verdict, as facts for ``report.latency_decided_by`` to word."""
 
     verdict: str
     judgements: tuple[tuple[str, Judgement], ...]  # (measurement, judgement): concluding attempt's
@@ -96,8 +94,7 @@ class DecisionFacts:
 
 
 def stale_golden(ratio_to_golden: float | None, command: str) -> dict[str, object] | None:
-    """The ``stale_golden`` field of a latency result: ``{"ratio", "command"}`` when the machine
-    beats its golden by more than :data:`STALE_RATIO` allows, else None."""
+    """``{"ratio", "command"}`` when the machine beats its golden beyond :data:`STALE_RATIO`."""
     if ratio_to_golden is None or not golden_outpaced(ratio_to_golden):
         return None
     return {"ratio": round(ratio_to_golden, 4), "command": command}

@@ -52,8 +52,8 @@ class Prepared:
 
 
 def _request(dataset: ResolvedDataset, batch: int) -> list[tuple[str, bytes]]:
-    """The encoded images of one request: the first ``batch`` samples, repeated when the data
-    set has fewer. Read once, before timing: storage is not the model's latency."""
+    """The first ``batch`` samples, repeated when there are fewer; read before timing, since
+    storage is not the model's latency."""
     if not dataset.samples:
         raise SampleError("-", "the data set has no samples to time a request with")
     picked = [dataset.samples[i % len(dataset.samples)] for i in range(batch)]
@@ -103,8 +103,7 @@ def prepare(
 
 @dataclass(frozen=True)
 class Attempt:
-    """One pass over the measurements, each timed in slices between blocks of the reference
-    workload (:func:`timing.measure_interleaved`)."""
+    """One pass over the measurements, each timed in slices between reference blocks."""
 
     measurements: dict[str, Measurement]
     reference_blocks: tuple[np.ndarray, ...]  # seconds per round, in time order
@@ -249,8 +248,7 @@ def assess(
     tolerance: Mapping[str, float],
     max_contention: float,
 ) -> Assessment:
-    """Judge each measurement on each tolerated statistic (see :func:`timing.judge`), the normalised
-    ratio against the host factor (:func:`reference_comparison`)."""
+    """Judge each measurement on each tolerated statistic, normalised by the host factor."""
     host, may_excuse = reference_comparison(attempt, baseline)
     judgements: dict[str, tuple[Judgement, ...]] = {}
     missing = []
@@ -290,10 +288,8 @@ def assess(
 
 
 def conclude(assessments: Sequence[Assessment]) -> Assessment:
-    """The verdict over attempts: the first that passes (or is faster) wins; else a regression if
-    one uncontended attempt showed it and none was merely inconclusive (the one with the
-    smallest slowdown is reported: the regression held even there); else the inconclusive
-    attempt closest to a pass; else contended."""
+    """First pass (or faster) wins; else a regression shown uncontended with none inconclusive
+    (the smallest slowdown reported); else the inconclusive closest to a pass; else contended."""
     for a in assessments:
         if a.verdict in ("pass", "faster"):
             return a
@@ -305,7 +301,6 @@ def conclude(assessments: Sequence[Assessment]) -> Assessment:
 
 
 def decision_facts(assessment: Assessment, max_contention: float) -> DecisionFacts:
-    """What decided ``assessment``'s verdict, as facts for the report to word."""
     return DecisionFacts(
         verdict=assessment.verdict,
         judgements=tuple((n, j) for n, js in assessment.judgements.items() for j in js),

@@ -117,8 +117,7 @@ class NoProfile:
 
 
 def take_profile(runner: Any, model_input: Any, runtime: str) -> OperatorProfile | NoProfile:
-    """The operator profile of ``runner`` on ``model_input``: each operator's median, or why
-    none."""
+    """Each operator's median time, or why there is none."""
     times = getattr(runner, "operator_times", None)
     if times is None or model_input is None:
         return NoProfile(runtime, "its Python API gives no per-operator times")
@@ -153,7 +152,6 @@ def profile_json(profile: OperatorProfile) -> dict[str, Any]:
 
 
 def profile_from_json(raw: Mapping[str, Any]) -> OperatorProfile:
-    """A golden's (validated) ``profile`` as a record."""
     return OperatorProfile(
         runtime=str(raw["runtime"]),
         source=str(raw["source"]),
@@ -181,8 +179,7 @@ Pattern = Literal["evenly", "concentrated", "none"]
 
 @dataclass(frozen=True)
 class OperatorShift:
-    """An operator's (or an op type's) time per call, golden and now (None: not run there), the
-    time it added and its share of the added time."""
+    """Time per call, golden and now (None: not run there), and its share of the added time."""
 
     name: str
     kind: str
@@ -194,8 +191,7 @@ class OperatorShift:
 
 @dataclass(frozen=True)
 class KindShift:
-    """An op type's time per call and node count, golden and now, with its share of the time
-    the op types added."""
+    """An op type's time per call and node count, golden and now, and its share of the time."""
 
     kind: str
     golden_ms: float
@@ -378,9 +374,7 @@ def compare_profiles(golden: OperatorProfile, now: OperatorProfile) -> ProfileCo
 
 @dataclass(frozen=True)
 class OperatorFindings:
-    """A latency regression's operator diagnosis: the comparison of the golden's profile with
-    today's, or which one is missing (``golden``: recorded before profiles, or by a runtime that
-    gives none; ``now``: today's runtime gives none, ``why``)."""
+    """The comparison of the golden's profile with today's, or which one is missing and why."""
 
     runtime: str
     comparison: ProfileComparison | None = None
@@ -405,8 +399,7 @@ _SHARES = ("matched", "covered", "top3", "slowed", "spread", "new_share", "share
 
 
 def _rounded(value: Any, name: str = "") -> Any:
-    """A comparison's fields as the results row keeps them: shares and ratios to 4 significant
-    digits, times to 6, a non-finite number as None."""
+    """Shares and ratios to 4 significant digits, times to 6, a non-finite number as None."""
     if isinstance(value, (list, tuple)):
         return [_rounded(v, name) for v in value]
     if isinstance(value, dict):

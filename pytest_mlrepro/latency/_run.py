@@ -1,7 +1,5 @@
-"""One latency check from start to verdict, as a latency item runs it: the framework and the
-hardware key, the baseline golden, the model prepared, the attempts measured (alone in the
-session: ``exclusive``), the verdict decided (:func:`latency_decision`) and the golden recorded
-when the decision says so."""
+"""One latency check from start to verdict, as a latency item runs it: baseline golden, attempts
+measured, verdict decided and the golden recorded when the decision says so."""
 
 from __future__ import annotations
 
@@ -68,8 +66,7 @@ Reason = Literal[
 
 @dataclass(frozen=True)
 class LatencyRequest:
-    """What one latency item asks: its manifest, device and batch, the run's settings, and how
-    the item names things (its node, paths as shown, the command that re-records it)."""
+    """What one latency item asks, and how the item names things."""
 
     manifest: Manifest
     device: str
@@ -101,8 +98,7 @@ _STATUS: dict[Reason, Status] = {
 
 @dataclass(frozen=True)
 class LatencyFacts:
-    """What a latency check found, field by field as its results row (``results.Row``) names
-    them: the plugin makes the row of these (a name ``Row`` does not declare is refused)."""
+    """Named field by field as ``results.Row`` names them (an undeclared name is refused)."""
 
     intra_op_threads: int | str | None = None
     inter_op_threads: int | str | None = None
@@ -131,9 +127,7 @@ class LatencyFacts:
 
 @dataclass(frozen=True)
 class LatencyOutcome:
-    """How a latency item ends (``end``: pass, skip, fail), its ``status`` (the results
-    file's), why (``reason``, ``verdict``), its typed ``facts`` (its row's), and the facts the
-    text of a skip or failure needs."""
+    """How a latency item ends (``end``: pass, skip, fail), why, and its row's ``facts``."""
 
     end: Literal["pass", "skip", "fail"] = "pass"
     status: Status = "passed"
@@ -177,8 +171,7 @@ def run_latency(request: LatencyRequest) -> LatencyOutcome:
 
 
 class _Run:
-    """One check, its facts gathered as it goes (outcome and facts replaced as they are found),
-    frozen into the record at its end."""
+    """One check, its facts gathered as it goes and frozen into the record at its end."""
 
     def __init__(self, request: LatencyRequest) -> None:
         self.r = request
@@ -192,9 +185,8 @@ class _Run:
         self.facts = replace(self.facts, **facts)
 
     def _end(self, reason: Reason, verdict: str, **facts: Any) -> _Ended:
-        """End the check: a skip (:data:`_SKIPS`; a failure under --mlrepro-strict, unless the
-        machine was busy) or a failure (verdict ``error``: a failure of the tool, ``message`` its
-        text), with the outcome's ``facts`` its text needs besides those found before."""
+        """A skip (:data:`_SKIPS`; a failure under --mlrepro-strict unless the machine was busy)
+        or a failure (verdict ``error``: the tool failed, ``message`` says how)."""
         self._set(verdict=verdict)
         end: Literal["skip", "fail"] = "skip" if reason in _SKIPS else "fail"
         busy = reason in ("busy", "contended")  # the machine's doing, not the model's
@@ -366,9 +358,8 @@ class _Run:
         verdict: str,
         changes: dict[str, tuple[Any, Any]],
     ) -> str:
-        """--mlrepro-enrich on a run that reproduces this key's own golden (verdict ``pass``,
-        the same settings): the operator profile it lacks added, every recorded figure left as
-        it is. Returns the verdict's note."""
+        """--mlrepro-enrich on a run that reproduces this key's golden: add the operator profile
+        it lacks, every recorded figure unchanged. Returns the verdict's note."""
         r = self.r
         shown = r.shown(baseline.path)
         if not baseline.exact or changes:
@@ -406,8 +397,7 @@ class _Run:
         )
 
     def _note(self, verdict_note: str, text: str) -> str:
-        """A sentence for the run's notes (the results row's ``notes``); returns
-        ``verdict_note``, the verdict's note."""
+        """Add a sentence to the results row's ``notes``; returns ``verdict_note``."""
         self._set(notes=(*self.facts.notes, text))
         return verdict_note
 
@@ -419,10 +409,8 @@ class _Run:
         settings_now: dict[str, Any],
         baseline: golden_store.LatencyBaseline | None = None,
     ) -> float | None:
-        """Scalar properties (JUnit, --mlrepro-json) and the data of the terminal table and of
-        the pytest-benchmark file (carried on the report, also across xdist), ending with the
-        one-line latency of the result (``p50_ms`` of the primary measurement, its golden's and
-        their ratio) and, in words, what decided the verdict. Returns the ratio to the golden."""
+        """Put the item's properties and table/benchmark data on the report (it crosses xdist);
+        returns the ratio to the golden."""
         r = self.r
         block = r.manifest.latency
         assert block is not None
@@ -510,8 +498,7 @@ def _profile_wanted(
     baseline: golden_store.LatencyBaseline | None,
     assessments: list[Assessment],
 ) -> bool:
-    """Whether the operator profile is taken: for a golden that may be recorded, a golden that
-    may be enriched, and a slowdown to explain (the last attempt did not pass: none did)."""
+    """For a golden that may be recorded or enriched, and a slowdown to explain."""
     return (
         baseline is None
         or r.update

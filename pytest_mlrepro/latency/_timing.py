@@ -107,9 +107,8 @@ def measure_interleaved(
     block_rounds: int = REFERENCE_BLOCK_ROUNDS,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> tuple[Measurement, list[np.ndarray]]:
-    """Warm ``call`` up, then time it in ``slices`` slices of ``rule``'s rounds and times (each
-    slice ``1/slices`` of them), a block of ``block_rounds`` reference rounds before each slice
-    and after the last."""
+    """Time ``call`` in ``slices`` slices, a block of reference rounds before each and after the
+    last, so that a host slowing down mid-run shows in the reference."""
     was_enabled = gc.isenabled()
     per_rounds = -(-rule.min_rounds // slices)  # ceil: min_rounds holds over the slices
     per_min, per_max = int(rule.min_time * 1e9 / slices), int(rule.max_time * 1e9 / slices)
@@ -187,7 +186,6 @@ class Stats:
     total: float
 
     def get(self, statistic: str) -> float:
-        """The value of one of :data:`STATISTICS`."""
         if statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
         return float(getattr(self, statistic))
@@ -230,8 +228,7 @@ def ms(seconds: float) -> float:
 
 
 def sketch(samples: Sequence[float] | np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
-    """At most ``size`` values standing for the distribution: the samples themselves (sorted) when
-    there are few, else the quantiles at ``(i + 0.5) / size``."""
+    """At most ``size`` values: the sorted samples, or quantiles at ``(i + 0.5) / size``."""
     data = np.sort(np.asarray(samples, dtype=np.float64))
     if data.size <= size:
         return data
@@ -270,8 +267,7 @@ about the next minute."""
 
 @dataclass(frozen=True)
 class HostFactor:
-    """How much slower the host runs the reference workload now than when the golden was recorded
-    (reference now / reference at recording, > 1: slower now), with one-sided bounds."""
+    """Reference now / reference at recording (> 1: slower now), with one-sided bounds."""
 
     value: float
     low: float
@@ -432,9 +428,8 @@ def cpu_times(cpus: Sequence[int] | None = None) -> CpuTimes | None:
 
 
 def other_load(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
-    """The fraction of the usable CPUs' capacity that other processes (and the hypervisor) took
-    between two snapshots: 0 on an otherwise idle machine, 0.5 when one of two cores was busy
-    elsewhere. None when unknown."""
+    """The fraction (0-1) of the usable CPUs' capacity others took between two snapshots; None
+    when unknown."""
     if before is None or after is None:
         return None
     total = after.total - before.total
@@ -448,8 +443,7 @@ def other_load(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
 
 
 class ReferenceWorkload:
-    """A fixed compute kernel, run on every usable core at once, that says how fast the machine is
-    right now."""
+    """A fixed kernel on every usable core at once: how fast the machine is right now."""
 
     SIZE = 48
     STACK = 16

@@ -1,6 +1,5 @@
-"""Decoding in every mode, each backend converting as its library does; where the libraries have
-no common rule (an 8-bit file for 16-bit samples, another band count or dtype) the sample is
-refused instead of one rule being picked silently."""
+"""Decoding in every mode, each backend as its library does; where the libraries have no common
+rule the sample is refused instead of one rule being picked silently."""
 
 from __future__ import annotations
 
@@ -136,8 +135,8 @@ _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
 def _header(data: bytes, sample: str, backend: str, floats: bool) -> PIL.Image.Image:
-    """The image's header read by Pillow (closed), its pixel count and sample depth checked
-    before any pixel is decoded (``floats``: 32-bit float samples, for mode bands)."""
+    """Pixel count and sample depth checked before any pixel is decoded (``floats``: 32-bit
+    float samples)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -178,8 +177,7 @@ def _header(data: bytes, sample: str, backend: str, floats: bool) -> PIL.Image.I
 
 
 def _declared_size(data: bytes) -> tuple[int, int] | None:
-    """The header's (width, height), read without ``Image.open``'s bomb check, which raises
-    before telling the size."""
+    """Read without ``Image.open``'s bomb check, which raises before telling the size."""
     from PIL import Image
 
     prefix = data[:16]
@@ -234,8 +232,8 @@ def _mode_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
 
 
 def _bands_pil(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
-    """Every page's bands, each page checked from its header before its pixels are decoded. The
-    pages are walked one by one: Pillow's page count reads every page's header first."""
+    """Pages walked one by one, each checked before its pixels are decoded: Pillow's page count
+    reads every page's header first."""
     from PIL import Image
 
     try:
@@ -281,8 +279,7 @@ def _has_next(image: PIL.Image.Image, index: int) -> bool:
 
 
 def _page_checked(image: PIL.Image.Image, sample: str, page: int, decoded: int) -> int:
-    """The bytes the current page decodes to, from its header; this sample's error past a limit
-    (wider or signed samples are refused, never cast to 16 bits, which would wrap them)."""
+    """From the header; wider or signed samples are refused, never cast to 16 bits (would wrap)."""
     width, height = image.size
     where = f"page {page}" if page > 1 else "its first page"
     if width * height > MAX_IMAGE_PIXELS:
@@ -410,8 +407,7 @@ def _mode_tf(data: bytes, sample: str, step: DecodeOptions, file_format: str) ->
 
 
 def decode_npy(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
-    """A ``.npy`` array, read without pickle, its header checked against the limits and the
-    step's band count and dtype before the array is read."""
+    """Read without pickle, its header checked before the array is read."""
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
@@ -451,8 +447,7 @@ def decode_npy(data: bytes, sample: str, step: DecodeOptions) -> np.ndarray:
 
 
 def _finite(array: np.ndarray, sample: str) -> np.ndarray:
-    """``array``; NaN or infinite values are this sample's error (they would come out of the
-    model as scores that compare as nothing)."""
+    """NaN or infinite values are this sample's error: they give scores that compare as nothing."""
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(np.count_nonzero(~np.isfinite(array)))
         raise SampleError(sample, f"{bad} of its values are NaN or infinite")

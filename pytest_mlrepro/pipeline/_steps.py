@@ -1,7 +1,5 @@
-"""Preprocessing, one explicit op per step in the manifest's order: every choice that changes
-pixels is a named parameter, and each op declares the state (channels, layout, dtype) it accepts
-and produces, so a misordered pipeline is a manifest error naming the step before any data flows,
-not a silent accuracy drop."""
+"""Preprocessing, one explicit op per step: each declares the state it accepts and produces, so a
+misordered pipeline is a manifest error before any data flows, not a silent accuracy drop."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class Tensor:
 
 
 def channels_last(array: np.ndarray, layout: str) -> np.ndarray | None:
-    """A step output as an H×W×C view, None when it is not an image: the one rule by which the
-    golden's step fingerprints and the report's drift pictures read a step's output."""
+    """An H×W×C view, None when it is not an image: the one rule fingerprints and pictures use."""
     if array.ndim == 2:
         return array[:, :, None]
     if array.ndim != 3:
@@ -94,9 +91,7 @@ def is_builtin(cls: type[Step]) -> bool:
 
 
 def register_step(cls: type[Step]) -> type[Step]:
-    """Make a preprocessing op available to manifests under ``cls.op`` (a decorator). A step that
-    is no dataclass, replaces a built-in or has a field the loader cannot build is refused here,
-    not when the first manifest using it loads."""
+    """Register an op under ``cls.op``; a bad step is refused here, not at the first manifest."""
     name = getattr(cls, "__name__", repr(cls))
     if not dataclasses.is_dataclass(cls):
         raise StepRegistrationError(f"step {name} must be a dataclass")
@@ -516,8 +511,7 @@ _CV2_AREA_CHANNELS = 4  # cv2.resize's INTER_AREA takes at most 4 channels (the 
 
 
 def _resize_opencv(array: np.ndarray, height: int, width: int, method: str) -> np.ndarray:
-    """``cv2.resize`` with its own rounding; ``area`` on more than 4 channels, which OpenCV
-    refuses, channel by channel."""
+    """``area`` on more than 4 channels, which OpenCV refuses, goes channel by channel."""
     import cv2
 
     interp = {
@@ -805,8 +799,7 @@ class Pipeline:
             raise SampleError(sample, f"decode failed: {exc}") from exc
 
     def run(self, t: Tensor, start: int, stop: int, sample: str) -> Tensor:
-        """Steps ``start`` to ``stop`` (exclusive) applied to ``t``: a pipeline run in parts (a
-        shared prefix, then the rest) computes what one run computes."""
+        """A pipeline run in parts (a shared prefix, then the rest) computes what one run does."""
         for index in range(start, stop):
             step = self.steps[index]
             try:

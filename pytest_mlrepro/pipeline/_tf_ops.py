@@ -1,6 +1,5 @@
-"""The TensorFlow preprocessing backend, numpy in and out: imported only for ``backend: tf``,
-TensorFlow itself on the first call (its eager ops are thread-safe: preprocessing threads call
-them directly)."""
+"""The TensorFlow preprocessing backend, numpy in and out, TensorFlow imported on the first call
+(its eager ops are thread-safe)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""One adapter per framework, each imported only when an item runs a model of that framework:
-version checks read package metadata and the CUDA probe looks for the driver, so that collection
+"""One adapter per framework, imported only when an item runs its model, so that collection
 stays cheap."""
 
 from __future__ import annotations
@@ -87,8 +86,7 @@ def check_framework(manifest: Manifest) -> str:
 
 
 def cuda_present() -> bool:
-    """Whether an NVIDIA driver is visible: ``cuda`` items are generated (their run checks the
-    framework build)."""
+    """Whether an NVIDIA driver is visible, so that ``cuda`` items are generated."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
@@ -105,7 +103,6 @@ def frameworks_of(manifests: Iterable[Manifest]) -> list[str]:
 
 
 def _runner_class(name: str) -> Any:
-    """The runner class of the framework ``name``, its framework imported now."""
     if name == "onnxruntime":
         from .onnx import OnnxRunner
 
@@ -121,9 +118,8 @@ def _runner_class(name: str) -> Any:
 
 
 def import_frameworks(names: Iterable[str]) -> None:
-    """Import each installed framework of ``names`` once, before the first item: a per-item
-    time limit interrupting an import half-way fails every later item. One that does not import
-    is left to the items that need it, to say why."""
+    """Import before the first item: a per-item time limit interrupting an import half-way fails
+    every later item. One that does not import is left to its items to report."""
     for name in names:
         if installed_version(*DISTRIBUTIONS[name]) is not None:
             with framework_warnings(), contextlib.suppress(Exception):
@@ -134,9 +130,8 @@ def import_frameworks(names: Iterable[str]) -> None:
 def load_runner(
     manifest: Manifest, device: str, settings: Settings, *, shares_cpu: bool = False
 ) -> Runner:
-    """Verify the model files and load the model for ``device``. ``shares_cpu``: it takes turns
-    with preprocessing on the cores, so that its idle threads must sleep, not spin (only ONNX
-    Runtime spins: docs/measurements.md)."""
+    """``shares_cpu``: it takes turns with preprocessing, so idle threads must sleep, not spin
+    (docs/measurements.md)."""
     name = manifest.framework.name
     try:
         with phase("framework import"):

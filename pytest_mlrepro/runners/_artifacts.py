@@ -1,5 +1,4 @@
-"""Model files: found, put into the cache (from a mirror, a URL or a registered builder) and
-verified: nothing is loaded before its sha256 matches the manifest."""
+"""Model files, cached and verified: nothing is loaded before its sha256 matches the manifest."""
 
 from __future__ import annotations
 
@@ -112,7 +111,6 @@ def locate(manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings)
 
 
 def cache_path(name: str, settings: Settings) -> Path:
-    """Where the cache keeps the model file ``name`` (a plain file name)."""
     return settings.cache_dir / "models" / name
 
 
@@ -150,8 +148,7 @@ def _origin_path(target: Path) -> Path:
 def _provide(
     manifest: Manifest, ref: FileRef, where: KeyPath, target: Path, settings: Settings
 ) -> None:
-    """Put the pinned file into the cache from a mirror, else ``url``, else the builder, each
-    checked against the pin before it takes its name."""
+    """From a mirror, else ``url``, else the builder, each checked before it takes its name."""
     assert ref.cache is not None
     mirrored = [p for p in mirror_paths(ref.cache, settings) if p.is_file()]
     url = _confined_url(manifest, ref, where, settings) if ref.url is not None else None
@@ -394,9 +391,8 @@ def _copy_hashing(source: Path, target: Path, *, follow_symlinks: bool = True) -
 def verified(
     manifest: Manifest, ref: FileRef, where: KeyPath, settings: Settings
 ) -> Iterator[VerifiedFile]:
-    """Locate ``ref`` and yield it verified, the only way runners get a model file: the private
-    copy hashed is the one loaded, so that a file replaced after the check never runs. Load it
-    inside the block: the copy goes with it."""
+    """The only way runners get a model file: the private copy hashed is the one loaded, so that
+    a file replaced after the check never runs. Load it inside the block."""
     with phase("model verify"):
         path = locate(manifest, ref, where, settings)
         if where == ("model", "file"):
@@ -454,8 +450,8 @@ def _origin_words(origin: dict[str, Any]) -> str:
 
 
 def check_external_data(manifest: Manifest, model: VerifiedFile) -> None:
-    """Verify every external data file of the verified ONNX model against its pin, copied beside
-    the private copy in the read that hashes it (the bytes verified are the bytes loaded)."""
+    """Each copied beside the private copy in the read that hashes it: the bytes verified are the
+    bytes loaded."""
     model_path = model.path
     # Every location inside the model's folder, as `mlrepro init` reads them (_vetting).
     at_model_file = manifest.error(("model", "file"), "").format().rstrip(": ")

@@ -1,6 +1,5 @@
-"""An ONNX model's external data locations, which its sha256 does not cover, read with a minimal
-protobuf wire-format reader (no onnx import: it runs before any framework loads anything) from
-every place a tensor can be."""
+"""An ONNX model's external data locations (not covered by its sha256), read with a minimal
+protobuf reader: no onnx import, it runs before any framework loads anything."""
 
 from __future__ import annotations
 

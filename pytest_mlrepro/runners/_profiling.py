@@ -1,5 +1,4 @@
-"""Per-operator times of repeated model calls from each runtime's own profiler, as plain data
-that ``latency._profile`` turns into a golden's operator profile. No framework is imported here."""
+"""Per-operator times from each runtime's own profiler, as plain data for ``latency._profile``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A model's signature against the manifest, before any data flows: one check for every runner
-family, and one for each batch. NHWC data fed to a ``[batch, 3, h, w]`` input "works" with
-symbolic ``h``, ``w`` and gives near-zero accuracy: this says what is wrong instead."""
+"""A model's signature against the manifest, before any data flows: NHWC data fed to a
+``[batch, 3, h, w]`` input "works" and gives near-zero accuracy; this says what is wrong."""
 
 from __future__ import annotations
 
@@ -82,9 +81,8 @@ def channel_mismatch(
     names: str = "",
     source: str | None = None,
 ) -> str | None:
-    """Why a model input cannot take ``channels`` channels (``names``: e.g. ``RGB``), or None;
-    ``source``: where the count was read when no signature declares it. Runners and ``mlrepro
-    init`` both refuse with it."""
+    """Why a model input cannot take ``channels`` channels, or None; ``source``: where the count
+    was read when no signature declares it."""
     model = model_channels(shape, layout)
     if model is None or model == channels:
         return None
@@ -156,8 +154,8 @@ class ModelSignature:
 
 
 def check_signature(manifest: Manifest, signature: ModelSignature) -> str | None:
-    """The manifest against what the model declares, each mismatch a :class:`SignatureError` at
-    the field to change; the output that holds the class scores (None if none is named)."""
+    """Each mismatch a :class:`SignatureError` at the field to change; returns the scores output
+    (None if none is named)."""
     declared = manifest.input
     inputs, model = signature.inputs, signature.model
     if inputs is not None and len(inputs) != 1:
@@ -231,8 +229,7 @@ def _check_classes(manifest: Manifest, output: str, shape: Sequence[object] | No
 def check_batch_shape(
     name: str, expected: Sequence[object], batch: np.ndarray, layout: str
 ) -> None:
-    """A batch against the model's input shape; the batch dimension is not compared (a runner
-    splits or pads batches)."""
+    """The batch dimension is not compared: a runner splits or pads batches."""
     got = list(batch.shape)
     if len(expected) != len(got):
         raise SignatureError(

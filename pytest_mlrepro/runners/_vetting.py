@@ -1,6 +1,5 @@
 """The checks a model file passes before any framework opens it, shared by the runners and
-``mlrepro init`` (which reads models just downloaded): size, a .pt2's pickles, ONNX external
-data inside the model's folder. torch is imported only to vet a .pt2 archive."""
+``mlrepro init``. torch is imported only to vet a .pt2 archive."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def vet_model_file(path: Path, fmt: str, source: str) -> None:
 
 
 def read_onnx(path: Path, source: str, local: Path | None = None) -> tuple[bytes, dict[str, Path]]:
-    """The bytes of the ONNX model at ``path`` (or its copy ``local``) and its external data
-    files, confined to the model's folder; nothing is parsed by onnx yet."""
+    """External data files confined to the model's folder; nothing is parsed by onnx yet."""
     check_size(path, "onnx", source)
     data = (local or path).read_bytes()
     try:

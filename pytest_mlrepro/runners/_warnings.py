@@ -1,6 +1,5 @@
-"""A framework's load of a model file: its errors said as "not a model file" at the manifest's
-field, its warnings recorded and issued again after the load, so that under ``-W error`` a
-``DeprecationWarning`` is not reported as a damaged archive."""
+"""A framework's load of a model file: warnings re-issued after the load, so that under
+``-W error`` a ``DeprecationWarning`` is not reported as a damaged archive."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from ..manifest import Manifest
 
 @contextlib.contextmanager
 def framework_warnings(refuse: Callable[[Exception], MlreproError] | None = None) -> Iterator[None]:
-    """Record the warnings of the body and issue them again when it succeeds; ``refuse``: what
-    a framework's own error in the body becomes."""
+    """Warnings re-issued when the body succeeds; ``refuse``: what a framework's error becomes."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -43,8 +41,7 @@ def loading(
     error: type[MlreproError] = InvalidModel,
     field: str = "file",
 ) -> contextlib.AbstractContextManager[None]:
-    """The body loads the model file of ``model.<field>``: whatever the framework raises is an
-    ``error`` at that field, its warnings issued after the load."""
+    """Whatever the framework raises in the body is an ``error`` at ``model.<field>``."""
 
     def refuse(exc: Exception) -> MlreproError:
         why = f"{what} ({type(exc).__name__}: {first_line(exc)}){hint}"

@@ -151,8 +151,8 @@ class OnnxRunner(CheckedInput):
     def layer_outputs(
         self, batch: np.ndarray
     ) -> list[tuple[str, str, np.ndarray, str | None, float | None]]:
-        """Every node output on ``batch`` in graph order, each made a graph output of an
-        in-memory copy of the verified model (needs ``onnx``; no external data)."""
+        """Every node output in graph order, via an in-memory copy of the model (needs ``onnx``;
+        no external data)."""
         import onnx
 
         if self.fixed_batch not in (None, len(batch)):
@@ -197,8 +197,7 @@ class OnnxRunner(CheckedInput):
         ]
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The framework call alone on ``batch``, prepared once, for latency measurement: on
-        CUDA through IO binding, so that the host-device copies are not timed."""
+        """On CUDA through IO binding, so that the host-device copies are not timed."""
         if self.fixed_batch is not None and len(batch) != self.fixed_batch:
             # The model runs at its own batch size: what is timed is the split, padded run.
             return functools.partial(self, batch)
@@ -222,8 +221,7 @@ class OnnxRunner(CheckedInput):
         return functools.partial(session.run, [self.output_name], {self.input_name: batch})
 
     def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
-        """Each node's kernel time in ``calls`` calls after ``warmup``, from ONNX Runtime's
-        profiler on a second session with this one's options; ProfileUnavailable if it cannot."""
+        """From ONNX Runtime's profiler on a second session; ProfileUnavailable if it cannot."""
         if self.fixed_batch not in (None, len(batch)):
             raise ProfileUnavailable(
                 f"the model runs at its own fixed batch of {self.fixed_batch} (split calls)"

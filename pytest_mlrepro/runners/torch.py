@@ -50,8 +50,7 @@ _DEFAULT_INTRA_OP_THREADS = torch.get_num_threads()
 
 
 def _load_state(manifest: Manifest, file: VerifiedFile) -> Any:
-    """``model.weights`` loaded with ``weights_only=True``: a file that would run code is
-    refused."""
+    """Loaded with ``weights_only=True``: a file that would run code is refused."""
     path = file.path
     with loading(
         manifest,
@@ -183,8 +182,7 @@ class TorchRunner(CheckedInput):
         return module
 
     def layer_outputs(self, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-        """(name, class, value) of every leaf module's output on ``batch``, in call order,
-        through forward hooks (none for TorchScript)."""
+        """Every leaf module's output in call order, via forward hooks (none for TorchScript)."""
         found: list[tuple[str, str, np.ndarray]] = []
         handles = []
 
@@ -217,8 +215,7 @@ class TorchRunner(CheckedInput):
             return scores
 
     def model_call(self, batch: np.ndarray) -> Callable[[], object]:
-        """The module call alone on ``batch``, already on the device, for latency measurement;
-        it waits for the device (CUDA calls return before the kernels finish)."""
+        """Waits for the device: CUDA calls return before the kernels finish."""
         tensor = torch.from_numpy(np.ascontiguousarray(batch)).to(self.device)
         module, device = self.module, self.device
 
@@ -231,8 +228,7 @@ class TorchRunner(CheckedInput):
         return call
 
     def operator_times(self, batch: np.ndarray, calls: int, warmup: int) -> ProfiledCalls:
-        """Each op type's self time in ``calls`` calls after ``warmup``, from ``torch.profiler``'s
-        ``key_averages`` (a module's ops carry no node name)."""
+        """Each op type's self time from ``torch.profiler`` (a module's ops carry no node name)."""
         from torch.profiler import ProfilerActivity, profile
 
         call = self.model_call(batch)
@@ -266,8 +262,8 @@ class TorchRunner(CheckedInput):
 
 
 def input_shape(module: Any, layout: str) -> tuple[list[object], str | None] | None:
-    """What a torch model tells of its input before it runs: a ``torch.export`` program's first
-    rank-4 input, else the channels of a first ``Conv2d`` (and the words that say so), or None."""
+    """A ``torch.export`` program's first rank-4 input, else a first ``Conv2d``'s channels, or
+    None."""
     graph = getattr(module, "graph", None)
     if isinstance(module, torch.fx.GraphModule) and graph is not None:
         for node in graph.nodes:

@@ -1,6 +1,5 @@
-"""Vetting ``torch.export`` archives (.pt2): ``torch.export.load`` unpickles parts with
-``weights_only=False``, so that a crafted archive runs code on load; the archive is refused
-unless every pickled part loads with ``weights_only=True``."""
+"""``torch.export.load`` unpickles with ``weights_only=False``: a .pt2 is refused unless every
+pickled part loads with ``weights_only=True``."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def _loads_safely(data: bytes) -> str | None:
 
 
 def vet_export_archive(path: Path, source: str, shown: Path | None = None) -> None:
-    """:class:`IntegrityError` unless every pickled part of the .pt2 ``path`` loads with
-    ``weights_only=True``; ``shown``: the name messages give it."""
+    """Raises :class:`IntegrityError` unless every pickled part loads with ``weights_only``."""
     shown = shown or path
     try:
         from torch.export.pt2_archive import constants as pt2

@@ -1,6 +1,5 @@
-"""TensorFlow and TFLite: SavedModel, Keras ``.keras`` and TF1 frozen graphs on TensorFlow; TFLite
-on LiteRT's interpreter, since ``tf.lite.Interpreter`` is deprecated (TensorFlow 2.18) and LiteRT
-needs no TensorFlow."""
+"""TensorFlow formats, and TFLite on LiteRT since ``tf.lite.Interpreter`` is deprecated (TF 2.18)
+and LiteRT needs no TensorFlow."""
 
 from __future__ import annotations
 

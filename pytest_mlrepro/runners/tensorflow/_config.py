@@ -1,5 +1,4 @@
-"""TensorFlow's process-wide settings for a run (threads, determinism, seed, device), and what
-each format's loader gives the runner."""
+"""TensorFlow's process-wide settings for a run, and what each format's loader gives the runner."""
 
 from __future__ import annotations
 

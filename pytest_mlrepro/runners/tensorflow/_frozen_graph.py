@@ -17,7 +17,6 @@ from ._config import Loaded, dims, tf_dtype_name
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
-    """The frozen graph at ``path``, run in a session with the manifest's thread counts."""
     v1 = tf.compat.v1
     graph_def = v1.GraphDef()
     with loading(manifest, f"{path.name} is not a TensorFlow GraphDef", error=SignatureError):

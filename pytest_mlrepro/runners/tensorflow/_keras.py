@@ -58,8 +58,7 @@ def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
 
 
 def layer_outputs(model: Any, batch: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
-    """(name, op, value) of every layer's output on ``batch``, through a second model whose
-    outputs are all its layers'."""
+    """Through a second model whose outputs are all its layers'."""
     import keras
 
     layers = [

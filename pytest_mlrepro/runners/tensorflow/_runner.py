@@ -1,5 +1,4 @@
-"""The TensorFlow runner: a SavedModel signature, a Keras model or a frozen graph, loaded by its
-format's module and called on numpy batches."""
+"""The TensorFlow runner: a SavedModel, a Keras model or a frozen graph, on numpy batches."""
 
 from __future__ import annotations
 

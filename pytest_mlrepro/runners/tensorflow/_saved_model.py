@@ -39,7 +39,6 @@ def safe_extract(archive: Path, target: Path) -> None:
 
 
 def load(tf: Any, manifest: Manifest, path: Path, tf_device: str) -> Loaded:
-    """The SavedModel tar at ``path``: its signature called on the manifest's input."""
     if not tarfile.is_tarfile(path):
         raise SignatureError(
             f"{manifest.source}: {path.name} is not a tar archive: a 'saved_model' file is "

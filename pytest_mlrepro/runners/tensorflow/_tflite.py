@@ -1,6 +1,5 @@
-"""TFLite flatbuffers on LiteRT's interpreter (``ai_edge_litert``): the serving signature's names,
-quantised inputs and outputs converted with the model's own scale and zero point, and every
-op's output for the layer fingerprints."""
+"""TFLite flatbuffers on LiteRT's interpreter (``ai_edge_litert``), quantised tensors converted
+with the model's own scale and zero point."""
 
 from __future__ import annotations
 
@@ -139,9 +138,8 @@ class TFLiteRunner(CheckedInput):
     def layer_outputs(
         self, batch: np.ndarray
     ) -> list[tuple[str, str, np.ndarray, str, float | None]]:
-        """Every op's output on ``batch`` in execution order, from a second interpreter that
-        keeps every tensor; quantised ones dequantised, so that an int8 model compares with its
-        float32 golden."""
+        """From a second interpreter that keeps every tensor; dequantised, so that an int8 model
+        compares with its float32 golden."""
         interpreter_class, _ = litert_interpreter()
         with warnings.catch_warnings():
             # LiteRT warns that preserving every tensor is for debugging and costs memory:
